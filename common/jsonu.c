@@ -1,0 +1,327 @@
+#include "jsonu.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+enum rcs_err jsonu_fail(struct jsonu_err *e, const char *field, const char *fmt, ...)
+{
+	va_list ap;
+
+	if (e == NULL)
+		return RCS_ERR_INVAL;
+	snprintf(e->field, sizeof(e->field), "%s", field ? field : "");
+	va_start(ap, fmt);
+	vsnprintf(e->message, sizeof(e->message), fmt, ap);
+	va_end(ap);
+	return RCS_ERR_INVAL;
+}
+
+static bool jsonu_utf8_valid(const unsigned char *s, size_t n)
+{
+	size_t i = 0;
+
+	while (i < n) {
+		unsigned char c = s[i];
+		size_t k;
+		uint32_t cp;
+
+		if (c < 0x80) {
+			i++;
+			continue;
+		}
+		if ((c & 0xe0) == 0xc0) {
+			k = 1;
+			cp = c & 0x1f;
+		} else if ((c & 0xf0) == 0xe0) {
+			k = 2;
+			cp = c & 0x0f;
+		} else if ((c & 0xf8) == 0xf0) {
+			k = 3;
+			cp = c & 0x07;
+		} else {
+			return false;
+		}
+		for (size_t j = 1; j <= k; j++) {
+			if (i + j >= n || (s[i + j] & 0xc0) != 0x80)
+				return false;
+			cp = (cp << 6) | (s[i + j] & 0x3f);
+		}
+		if ((k == 1 && cp < 0x80) || (k == 2 && cp < 0x800) || (k == 3 && cp < 0x10000) ||
+		    cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff))
+			return false;
+		i += k + 1;
+	}
+	return true;
+}
+
+enum rcs_err jsonu_parse(const char *data, size_t len, int max_depth, json_object **out,
+			 struct jsonu_err *e)
+{
+	json_tokener *tok = NULL;
+	json_object *obj = NULL;
+	enum json_tokener_error jerr;
+	enum rcs_err err = RCS_ERR_INVAL;
+
+	*out = NULL;
+	if (len == 0) {
+		jsonu_fail(e, "", "empty body: a JSON value is required");
+		goto out;
+	}
+	if (len > INT32_MAX) {
+		err = RCS_ERR_TOOBIG;
+		jsonu_fail(e, "", "JSON text too large");
+		goto out;
+	}
+	if (memchr(data, '\0', len) != NULL) {
+		jsonu_fail(e, "", "JSON text contains a NUL byte");
+		goto out;
+	}
+	if (!jsonu_utf8_valid((const unsigned char *)data, len)) {
+		jsonu_fail(e, "", "JSON text is not valid UTF-8");
+		goto out;
+	}
+	tok = json_tokener_new_ex(max_depth);
+	if (tok == NULL) {
+		err = RCS_ERR_NOMEM;
+		jsonu_fail(e, "", "out of memory");
+		goto out;
+	}
+	json_tokener_set_flags(tok, JSON_TOKENER_STRICT);
+	obj = json_tokener_parse_ex(tok, data, (int)len);
+	jerr = json_tokener_get_error(tok);
+	if (jerr == json_tokener_continue) {
+		jsonu_fail(e, "", "truncated JSON text");
+		goto out;
+	}
+	if (jerr != json_tokener_success) {
+		if (jerr == json_tokener_error_depth)
+			jsonu_fail(e, "", "JSON nested deeper than %d levels", max_depth);
+		else
+			jsonu_fail(e, "", "malformed JSON at offset %zu: %s",
+				   json_tokener_get_parse_end(tok), json_tokener_error_desc(jerr));
+		goto out;
+	}
+	/* only whitespace may follow the value */
+	for (size_t i = json_tokener_get_parse_end(tok); i < len; i++) {
+		char c = data[i];
+		if (c != ' ' && c != '\t' && c != '\r' && c != '\n') {
+			jsonu_fail(e, "", "unexpected data after the JSON value at offset %zu", i);
+			goto out;
+		}
+	}
+	*out = obj;
+	obj = NULL;
+	err = RCS_OK;
+out:
+	if (obj)
+		json_object_put(obj);
+	if (tok)
+		json_tokener_free(tok);
+	return err;
+}
+
+enum rcs_err jsonu_parse_object(const char *data, size_t len, json_object **out,
+				struct jsonu_err *e)
+{
+	enum rcs_err err = jsonu_parse(data, len, JSONU_MAX_DEPTH, out, e);
+
+	if (err != RCS_OK)
+		return err;
+	if (!json_object_is_type(*out, json_type_object)) {
+		json_object_put(*out);
+		*out = NULL;
+		return jsonu_fail(e, "", "the body must be a JSON object");
+	}
+	return RCS_OK;
+}
+
+static enum rcs_err jsonu_lookup(json_object *obj, const char *key, bool required,
+				 json_object **val, bool *present, struct jsonu_err *e)
+{
+	json_object *v = NULL;
+
+	if (present)
+		*present = false;
+	*val = NULL;
+	if (obj == NULL || !json_object_object_get_ex(obj, key, &v) || v == NULL) {
+		if (required)
+			return jsonu_fail(e, key, "'%s' is required", key);
+		return RCS_OK;
+	}
+	if (present)
+		*present = true;
+	*val = v;
+	return RCS_OK;
+}
+
+enum rcs_err jsonu_get_string(json_object *obj, const char *key, bool required, size_t max_len,
+			      const char **out, bool *present, struct jsonu_err *e)
+{
+	json_object *v;
+	enum rcs_err err = jsonu_lookup(obj, key, required, &v, present, e);
+	size_t len;
+
+	if (err != RCS_OK || v == NULL)
+		return err;
+	if (!json_object_is_type(v, json_type_string))
+		return jsonu_fail(e, key, "'%s' must be a string", key);
+	len = (size_t)json_object_get_string_len(v);
+	if (len > max_len)
+		return jsonu_fail(e, key, "'%s' is longer than %zu bytes", key, max_len);
+	if (memchr(json_object_get_string(v), '\0', len) != NULL)
+		return jsonu_fail(e, key, "'%s' contains a NUL character", key);
+	*out = json_object_get_string(v);
+	return RCS_OK;
+}
+
+enum rcs_err jsonu_get_int(json_object *obj, const char *key, bool required, int64_t min,
+			   int64_t max, int64_t *out, bool *present, struct jsonu_err *e)
+{
+	json_object *v;
+	enum rcs_err err = jsonu_lookup(obj, key, required, &v, present, e);
+	int64_t i;
+
+	if (err != RCS_OK || v == NULL)
+		return err;
+	if (!json_object_is_type(v, json_type_int))
+		return jsonu_fail(e, key, "'%s' must be an integer", key);
+	i = json_object_get_int64(v);
+	/* json-c clamps out-of-range values to INT64_MIN/MAX; treat those as too big */
+	if (i < min || i > max || i == INT64_MAX || i == INT64_MIN)
+		return jsonu_fail(e, key, "'%s' must be between %lld and %lld", key, (long long)min,
+				  (long long)max);
+	*out = i;
+	return RCS_OK;
+}
+
+enum rcs_err jsonu_get_bool(json_object *obj, const char *key, bool required, bool *out,
+			    bool *present, struct jsonu_err *e)
+{
+	json_object *v;
+	enum rcs_err err = jsonu_lookup(obj, key, required, &v, present, e);
+
+	if (err != RCS_OK || v == NULL)
+		return err;
+	if (!json_object_is_type(v, json_type_boolean))
+		return jsonu_fail(e, key, "'%s' must be a boolean", key);
+	*out = json_object_get_boolean(v);
+	return RCS_OK;
+}
+
+enum rcs_err jsonu_get_boolish(json_object *obj, const char *key, bool required, bool *out,
+			       bool *present, struct jsonu_err *e)
+{
+	json_object *v;
+	enum rcs_err err = jsonu_lookup(obj, key, required, &v, present, e);
+
+	if (err != RCS_OK || v == NULL)
+		return err;
+	if (json_object_is_type(v, json_type_boolean)) {
+		*out = json_object_get_boolean(v);
+		return RCS_OK;
+	}
+	if (json_object_is_type(v, json_type_string)) {
+		const char *s = json_object_get_string(v);
+		if (strcmp(s, "true") == 0) {
+			*out = true;
+			return RCS_OK;
+		}
+		if (strcmp(s, "false") == 0) {
+			*out = false;
+			return RCS_OK;
+		}
+	}
+	return jsonu_fail(e, key, "'%s' must be true or false (boolean or string)", key);
+}
+
+enum rcs_err jsonu_get_object(json_object *obj, const char *key, bool required,
+			      json_object **out, bool *present, struct jsonu_err *e)
+{
+	json_object *v;
+	enum rcs_err err = jsonu_lookup(obj, key, required, &v, present, e);
+
+	if (err != RCS_OK || v == NULL)
+		return err;
+	if (!json_object_is_type(v, json_type_object))
+		return jsonu_fail(e, key, "'%s' must be an object", key);
+	*out = v;
+	return RCS_OK;
+}
+
+enum rcs_err jsonu_get_array(json_object *obj, const char *key, bool required, size_t max_items,
+			     json_object **out, bool *present, struct jsonu_err *e)
+{
+	json_object *v;
+	enum rcs_err err = jsonu_lookup(obj, key, required, &v, present, e);
+
+	if (err != RCS_OK || v == NULL)
+		return err;
+	if (!json_object_is_type(v, json_type_array))
+		return jsonu_fail(e, key, "'%s' must be an array", key);
+	if (json_object_array_length(v) > max_items)
+		return jsonu_fail(e, key, "'%s' has more than %zu items", key, max_items);
+	*out = v;
+	return RCS_OK;
+}
+
+enum rcs_err jsonu_get_string_array(json_object *obj, const char *key, bool required,
+				    size_t max_items, size_t max_len, json_object **out,
+				    bool *present, struct jsonu_err *e)
+{
+	json_object *arr = NULL;
+	enum rcs_err err = jsonu_get_array(obj, key, required, max_items, &arr, present, e);
+
+	if (err != RCS_OK || arr == NULL)
+		return err;
+	for (size_t i = 0; i < json_object_array_length(arr); i++) {
+		json_object *it = json_object_array_get_idx(arr, i);
+		char field[128];
+		size_t len;
+
+		snprintf(field, sizeof(field), "%s[%zu]", key, i);
+		if (!json_object_is_type(it, json_type_string))
+			return jsonu_fail(e, field, "'%s' must be a string", field);
+		len = (size_t)json_object_get_string_len(it);
+		if (len > max_len)
+			return jsonu_fail(e, field, "'%s' is longer than %zu bytes", field, max_len);
+		if (memchr(json_object_get_string(it), '\0', len) != NULL)
+			return jsonu_fail(e, field, "'%s' contains a NUL character", field);
+	}
+	*out = arr;
+	return RCS_OK;
+}
+
+enum rcs_err jsonu_check_keys(json_object *obj, const char *const *allowed, struct jsonu_err *e)
+{
+	json_object_object_foreach(obj, key, val)
+	{
+		bool ok = false;
+		(void)val;
+		for (size_t i = 0; allowed[i] != NULL; i++) {
+			if (strcmp(allowed[i], key) == 0) {
+				ok = true;
+				break;
+			}
+		}
+		if (!ok)
+			return jsonu_fail(e, key, "unknown field '%s'", key);
+	}
+	return RCS_OK;
+}
+
+const char *jsonu_dump(json_object *obj, size_t *len)
+{
+	size_t n = 0;
+	const char *s = json_object_to_json_string_length(
+		obj, JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE, &n);
+
+	if (len)
+		*len = n;
+	return s;
+}
+
+json_object *jsonu_new_string_or_null(const char *s)
+{
+	return s ? json_object_new_string(s) : NULL;
+}

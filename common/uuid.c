@@ -1,0 +1,88 @@
+#include "uuid.h"
+
+#include <errno.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/random.h>
+#include <time.h>
+
+enum rcs_err rcs_random(void *buf, size_t n)
+{
+	unsigned char *p = buf;
+
+	while (n > 0) {
+		ssize_t got = getrandom(p, n, 0);
+		if (got < 0) {
+			if (errno == EINTR)
+				continue;
+			return RCS_ERR_IO;
+		}
+		p += got;
+		n -= (size_t)got;
+	}
+	return RCS_OK;
+}
+
+enum rcs_err uuid_v7(char out[UUID_STR_LEN])
+{
+	unsigned char b[16];
+	struct timespec ts;
+	uint64_t ms;
+	enum rcs_err err;
+
+	err = rcs_random(b + 6, 10);
+	if (err != RCS_OK)
+		return err;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	ms = (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+	for (int i = 0; i < 6; i++)
+		b[i] = (unsigned char)(ms >> (40 - 8 * i));
+	b[6] = (unsigned char)(0x70 | (b[6] & 0x0f));
+	b[8] = (unsigned char)(0x80 | (b[8] & 0x3f));
+	snprintf(out, UUID_STR_LEN,
+		 "%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", b[0],
+		 b[1], b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11], b[12], b[13],
+		 b[14], b[15]);
+	return RCS_OK;
+}
+
+bool uuid_valid(const char *s)
+{
+	static const char dash_at[] = { 8, 13, 18, 23 };
+	size_t i, d = 0;
+
+	if (s == NULL || strlen(s) != 36)
+		return false;
+	for (i = 0; i < 36; i++) {
+		char c = s[i];
+		if (d < sizeof(dash_at) && (size_t)dash_at[d] == i) {
+			if (c != '-')
+				return false;
+			d++;
+			continue;
+		}
+		if (!((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F')))
+			return false;
+	}
+	return true;
+}
+
+enum rcs_err rcs_random_hex(char *out, size_t n)
+{
+	static const char hex[] = "0123456789abcdef";
+	unsigned char b[64];
+	enum rcs_err err;
+
+	if (n > sizeof(b))
+		return RCS_ERR_TOOBIG;
+	err = rcs_random(b, n);
+	if (err != RCS_OK)
+		return err;
+	for (size_t i = 0; i < n; i++) {
+		out[2 * i] = hex[b[i] >> 4];
+		out[2 * i + 1] = hex[b[i] & 0xf];
+	}
+	out[2 * n] = '\0';
+	return RCS_OK;
+}

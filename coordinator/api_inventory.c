@@ -1,0 +1,252 @@
+/*
+ * api_inventory.c - devices (the inventory), API keys and groups.
+ */
+#include <string.h>
+
+#include "http_api.h"
+#include "uuid.h"
+#include "validate.h"
+
+#define DEVICE_MAX_NAME 200
+
+/* ---- devices ---- */
+
+void api_devices_list(struct api_req *req, struct api_resp *r)
+{
+	struct store_page pg;
+	const char *tag = api_query(req, "tag"), *online = api_query(req, "online");
+	int on = -1;
+	json_object *page = NULL;
+	enum rcs_err err;
+
+	if (!api_page(req, r, API_DEFAULT_PER_PAGE, &pg))
+		return;
+	if (tag && !validate_tag(tag)) {
+		api_error(r, 400, "invalid_parameter", "tag", "'tag' is not a valid tag");
+		return;
+	}
+	if (online) {
+		if (strcmp(online, "true") == 0) {
+			on = 1;
+		} else if (strcmp(online, "false") == 0) {
+			on = 0;
+		} else {
+			api_error(r, 400, "invalid_parameter", "online", "'online' must be true or false");
+			return;
+		}
+	}
+	err = store_devices_list(req->app->st, req->auth.client_root, tag, on, &pg, &page);
+	if (err != RCS_OK)
+		api_store_error(r, err, "device");
+	else
+		api_reply(r, 200, page);
+}
+
+/* Reads name and tags (each optional unless required). */
+static bool device_read(struct api_resp *r, json_object *body, bool required, const char **name,
+			json_object **tags)
+{
+	static const char *const fields[] = { "name", "tags", NULL };
+	struct jsonu_err e;
+	bool present;
+
+	static const char *const platform[] = { "entity_ident", "client_root", "online",
+						"last_seen", "agent_version", "reported_tags",
+						"created_at", "update_at", NULL };
+
+	for (size_t i = 0; platform[i]; i++) {
+		if (json_object_object_get_ex(body, platform[i], NULL)) {
+			api_error(r, 400, "validation_failed", platform[i],
+				  "'%s' is assigned by the platform and cannot be set", platform[i]);
+			return false;
+		}
+	}
+	if (jsonu_check_keys(body, fields, &e) != RCS_OK ||
+	    jsonu_get_string(body, "name", required, DEVICE_MAX_NAME, name, &present, &e) != RCS_OK ||
+	    jsonu_get_string_array(body, "tags", false, VALIDATE_MAX_TAGS, 64, tags, NULL, &e) !=
+		    RCS_OK ||
+	    validate_tags(*tags, "tags", &e) != RCS_OK) {
+		api_invalid(r, &e);
+		return false;
+	}
+	if (present && (*name)[0] == '\0') {
+		api_error(r, 400, "validation_failed", "name", "'name' must not be empty");
+		return false;
+	}
+	return true;
+}
+
+void api_device_create(struct api_req *req, struct api_resp *r)
+{
+	json_object *body = NULL, *tags = NULL, *empty = json_object_new_array(), *dev = NULL;
+	const char *name = NULL;
+	char ident[UUID_STR_LEN];
+	enum rcs_err err;
+
+	if (!api_body_object(req, r, false, &body) || !device_read(r, body, true, &name, &tags))
+		goto out;
+	err = uuid_v7(ident);
+	if (err == RCS_OK)
+		err = store_device_insert(req->app->st, req->auth.client_root, ident, name,
+					  tags ? tags : empty, req->now);
+	if (err == RCS_OK)
+		err = store_device_get(req->app->st, req->auth.client_root, ident, &dev);
+	if (err != RCS_OK)
+		api_store_error(r, err, "device");
+	else
+		api_reply(r, 201, dev);
+out:
+	json_object_put(empty);
+	json_object_put(body);
+}
+
+void api_device_get(struct api_req *req, struct api_resp *r)
+{
+	json_object *dev = NULL;
+	enum rcs_err err = RCS_ERR_NOTFOUND;
+
+	if (uuid_valid(req->seg[1]))
+		err = store_device_get(req->app->st, req->auth.client_root, req->seg[1], &dev);
+	if (err != RCS_OK)
+		api_store_error(r, err, "device");
+	else
+		api_reply(r, 200, dev);
+}
+
+void api_device_patch(struct api_req *req, struct api_resp *r)
+{
+	json_object *body = NULL, *tags = NULL, *dev = NULL;
+	const char *name = NULL;
+	enum rcs_err err = RCS_ERR_NOTFOUND;
+
+	if (!uuid_valid(req->seg[1])) {
+		api_store_error(r, err, "device");
+		return;
+	}
+	if (!api_body_object(req, r, false, &body) || !device_read(r, body, false, &name, &tags))
+		goto out;
+	err = store_device_update(req->app->st, req->auth.client_root, req->seg[1], name, tags,
+				  req->now);
+	if (err == RCS_OK)
+		err = store_device_get(req->app->st, req->auth.client_root, req->seg[1], &dev);
+	if (err != RCS_OK)
+		api_store_error(r, err, "device");
+	else
+		api_reply(r, 200, dev);
+out:
+	json_object_put(body);
+}
+
+void api_device_delete(struct api_req *req, struct api_resp *r)
+{
+	enum rcs_err err = RCS_ERR_NOTFOUND;
+
+	if (uuid_valid(req->seg[1]))
+		err = store_device_delete(req->app->st, req->auth.client_root, req->seg[1]);
+	if (err != RCS_OK)
+		api_store_error(r, err, "device");
+	else
+		api_reply(r, 204, NULL);
+}
+
+/* ---- API keys ---- */
+
+void api_keys_list(struct api_req *req, struct api_resp *r)
+{
+	struct store_page pg;
+	json_object *page = NULL;
+	enum rcs_err err;
+
+	if (!api_page(req, r, API_DEFAULT_PER_PAGE, &pg))
+		return;
+	err = store_keys_list(req->app->st, req->auth.client_root, &pg, &page);
+	if (err != RCS_OK)
+		api_store_error(r, err, "key");
+	else
+		api_reply(r, 200, page);
+}
+
+void api_key_create(struct api_req *req, struct api_resp *r)
+{
+	static const char *const fields[] = { "user", "role", NULL };
+	json_object *body = NULL, *key = NULL;
+	const char *user = NULL, *role_s = NULL;
+	struct jsonu_err e;
+	enum role role;
+	char secret[64], ident[UUID_STR_LEN];
+	enum rcs_err err;
+
+	if (!api_body_object(req, r, false, &body))
+		goto out;
+	if (jsonu_check_keys(body, fields, &e) != RCS_OK ||
+	    jsonu_get_string(body, "user", true, 100, &user, NULL, &e) != RCS_OK ||
+	    jsonu_get_string(body, "role", true, 16, &role_s, NULL, &e) != RCS_OK) {
+		api_invalid(r, &e);
+		goto out;
+	}
+	if (!validate_token(user, 100, "-.@")) {
+		api_error(r, 400, "validation_failed", "user",
+			  "'user' must be 1-100 letters, digits or any of _-.@");
+		goto out;
+	}
+	if (!role_parse(role_s, &role)) {
+		api_error(r, 400, "validation_failed", "role",
+			  "'role' must be viewer, operator or admin");
+		goto out;
+	}
+	err = api_key_new(req->app->st, req->auth.client_root, user, role, req->now, secret, ident);
+	if (err == RCS_OK)
+		err = store_key_get(req->app->st, req->auth.client_root, ident, &key);
+	if (err != RCS_OK) {
+		api_store_error(r, err, "key");
+		goto out;
+	}
+	/* the only time the key itself is shown */
+	json_object_object_add(key, "api_key", json_object_new_string(secret));
+	api_reply(r, 201, key);
+out:
+	explicit_bzero(secret, sizeof(secret));
+	json_object_put(body);
+}
+
+void api_key_delete(struct api_req *req, struct api_resp *r)
+{
+	enum rcs_err err = RCS_ERR_NOTFOUND;
+
+	if (uuid_valid(req->seg[1]))
+		err = store_key_revoke(req->app->st, req->auth.client_root, req->seg[1], req->now);
+	if (err != RCS_OK)
+		api_store_error(r, err, "key");
+	else
+		api_reply(r, 204, NULL);
+}
+
+/* ---- groups ---- */
+
+void api_groups_list(struct api_req *req, struct api_resp *r)
+{
+	struct store_page pg;
+	json_object *page = NULL;
+	enum rcs_err err;
+
+	if (!api_page(req, r, API_DEFAULT_PER_PAGE, &pg))
+		return;
+	err = store_groups_list(req->app->st, req->auth.client_root, &pg, &page);
+	if (err != RCS_OK)
+		api_store_error(r, err, "group");
+	else
+		api_reply(r, 200, page);
+}
+
+void api_group_get(struct api_req *req, struct api_resp *r)
+{
+	json_object *g = NULL;
+	enum rcs_err err = RCS_ERR_NOTFOUND;
+
+	if (uuid_valid(req->seg[1]))
+		err = store_group_get(req->app->st, req->auth.client_root, req->seg[1], &g);
+	if (err != RCS_OK)
+		api_store_error(r, err, "group");
+	else
+		api_reply(r, 200, g);
+}

@@ -1,0 +1,543 @@
+/*
+ * api_jobs.c - jobs: creation (single and bulk), reads, history, lists, cancel.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "http_api.h"
+#include "log.h"
+#include "uuid.h"
+#include "validate.h"
+
+#define JOB_MAX_COMMENT 4096
+#define JOB_MAX_TTL 31536000LL
+#define JOB_MAX_TAG_DEVICES 100000
+
+/* What every job creation shares, read from the body and checked against the task. */
+struct job_req {
+	json_object *task;
+	json_object *variables; /* borrowed from body or empty */
+	const char *comment;
+	long long scheduled_time;
+	long long ttl;
+	json_object *mail_list;
+	json_object *status_list;
+	const char *group_name;
+};
+
+static json_object *jget(json_object *o, const char *key)
+{
+	json_object *v = NULL;
+	json_object_object_get_ex(o, key, &v);
+	return v;
+}
+
+static const char *jstr(json_object *o, const char *key)
+{
+	json_object *v = jget(o, key);
+	return v ? json_object_get_string(v) : NULL;
+}
+
+/*
+ * Reads the common fields and checks them against the task. On failure the
+ * answer is set and false returned.
+ */
+static bool job_read_common(struct api_req *req, struct api_resp *r, json_object *body,
+			    const char *const *allowed, struct job_req *jr)
+{
+	struct jsonu_err e;
+	json_object *vi = jget(jr->task, "variables_info");
+	bool present;
+	int64_t v = 0;
+
+	if (jsonu_check_keys(body, allowed, &e) != RCS_OK ||
+	    jsonu_get_object(body, "variables", false, &jr->variables, NULL, &e) != RCS_OK ||
+	    jsonu_get_string(body, "comment", false, JOB_MAX_COMMENT, &jr->comment, NULL, &e) !=
+		    RCS_OK ||
+	    jsonu_get_int(body, "scheduled_time", false, 0, INT64_MAX - 1, &v, &present, &e) !=
+		    RCS_OK)
+		goto invalid;
+	jr->scheduled_time = present ? v : 0;
+	if (jsonu_get_int(body, "ttl", false, 1, JOB_MAX_TTL, &v, &present, &e) != RCS_OK)
+		goto invalid;
+	jr->ttl = present ? v : 0;
+	if (jsonu_get_string_array(body, "notification_mail_list", false, VALIDATE_MAX_MAILS, 254,
+				   &jr->mail_list, NULL, &e) != RCS_OK ||
+	    validate_mail_list(jr->mail_list, "notification_mail_list", &e) != RCS_OK ||
+	    jsonu_get_string_array(body, "notification_status_list", false, 16, 32,
+				   &jr->status_list, NULL, &e) != RCS_OK ||
+	    validate_status_list(jr->status_list, "notification_status_list", &e) != RCS_OK)
+		goto invalid;
+	if (jsonu_get_string(body, "group_name", false, 200, &jr->group_name, &present, &e) !=
+		    RCS_OK)
+		goto invalid;
+	if (present && jr->group_name[0] == '\0') {
+		jsonu_fail(&e, "group_name", "'group_name' must not be empty");
+		goto invalid;
+	}
+	if (validate_variables(jr->variables, json_object_object_length(vi) ? vi : NULL, &e) !=
+	    RCS_OK)
+		goto invalid;
+	if (strcmp(jstr(jr->task, "active"), "true") != 0) {
+		api_error(r, 409, "task_inactive", NULL, "the task is not active: it creates no jobs");
+		return false;
+	}
+	return true;
+invalid:
+	api_invalid(r, &e);
+	return false;
+}
+
+static void job_batch_init(struct api_req *req, struct job_req *jr, struct job_batch *b,
+			   json_object *empty)
+{
+	memset(b, 0, sizeof(*b));
+	b->client_root = req->auth.client_root;
+	b->task_ident = jstr(jr->task, "ident");
+	b->task_version = json_object_get_int64(jget(jr->task, "version"));
+	b->task_name = jstr(jr->task, "name");
+	b->created_user = req->auth.user;
+	b->comment = jr->comment;
+	b->variables = jr->variables ? jr->variables : empty;
+	b->mail_list = jr->mail_list;
+	b->status_list = jr->status_list;
+	b->scheduled_time = jr->scheduled_time;
+	b->ttl = jr->ttl;
+	b->now = req->now;
+}
+
+static bool job_load_task(struct api_req *req, struct api_resp *r, struct job_req *jr)
+{
+	enum rcs_err err = api_task_load(req, req->seg[1], &jr->task);
+
+	if (err != RCS_OK) {
+		api_store_error(r, err, "task");
+		return false;
+	}
+	return true;
+}
+
+void api_job_create(struct api_req *req, struct api_resp *r)
+{
+	static const char *const allowed[] = { "entity_ident", "variables", "comment",
+					       "scheduled_time", "ttl", "notification_mail_list",
+					       "notification_status_list", NULL };
+	struct job_req jr;
+	struct job_batch b;
+	struct job_new one;
+	struct jsonu_err e;
+	json_object *body = NULL, *empty = json_object_new_object(), *job = NULL;
+	const char *entity = NULL;
+	bool online = false;
+	enum rcs_err err;
+
+	memset(&jr, 0, sizeof(jr));
+	if (!job_load_task(req, r, &jr) || !api_body_object(req, r, false, &body))
+		goto out;
+	if (jsonu_get_string(body, "entity_ident", true, 64, &entity, NULL, &e) != RCS_OK) {
+		api_invalid(r, &e);
+		goto out;
+	}
+	if (!uuid_valid(entity)) {
+		api_error(r, 400, "validation_failed", "entity_ident", "'entity_ident' must be a UUID");
+		goto out;
+	}
+	if (!job_read_common(req, r, body, allowed, &jr))
+		goto out;
+	err = store_device_presence(req->app->st, req->auth.client_root, entity, &online);
+	if (err == RCS_ERR_NOTFOUND) {
+		api_error(r, 404, "not_found", "entity_ident", "no such device");
+		goto out;
+	}
+	if (err != RCS_OK) {
+		api_store_error(r, err, "device");
+		goto out;
+	}
+	if (lifecycle_has_transport(req->app->lc) && !online &&
+	    !json_object_get_boolean(jget(jr.task, "allow_offline"))) {
+		api_error(r, 409, "device_offline", "entity_ident",
+			  "the device is offline and the task does not allow offline devices");
+		goto out;
+	}
+	job_batch_init(req, &jr, &b, empty);
+	if (uuid_v7(one.ident) != RCS_OK) {
+		api_store_error(r, RCS_ERR_IO, "job");
+		goto out;
+	}
+	one.entity_ident = entity;
+	b.jobs = &one;
+	b.n = 1;
+	err = store_jobs_create(req->app->st, &b);
+	if (err != RCS_OK) {
+		api_store_error(r, err, "job");
+		goto out;
+	}
+	lifecycle_jobs_created(req->app->lc, &b);
+	err = store_job_get(req->app->st, req->auth.client_root, one.ident, &job);
+	if (err != RCS_OK)
+		api_store_error(r, err, "job");
+	else
+		api_reply(r, 201, job);
+out:
+	json_object_put(jr.task);
+	json_object_put(body);
+	json_object_put(empty);
+}
+
+static int job_cmp_str(const void *a, const void *b)
+{
+	return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
+static json_object *job_rejected(const char *entity, const char *code, const char *msg)
+{
+	json_object *o = json_object_new_object(), *e = json_object_new_object();
+
+	json_object_object_add(o, "entity_ident", json_object_new_string(entity));
+	json_object_object_add(e, "code", json_object_new_string(code));
+	json_object_object_add(e, "message", json_object_new_string(msg));
+	json_object_object_add(o, "error", e);
+	return o;
+}
+
+/*
+ * Creates one job per candidate device (sorted, unique idents) in one
+ * transaction; unknown and (with a transport) offline ones are rejected.
+ * online_known: candidates carry their presence already (tag sends).
+ */
+static void job_bulk(struct api_req *req, struct api_resp *r, struct job_req *jr,
+		     const char **idents, const bool *online_of, size_t n)
+{
+	struct job_batch b;
+	struct job_new *jobs = NULL;
+	json_object *empty = json_object_new_object(), *rejected = json_object_new_array();
+	json_object *items = NULL, *answer = NULL, *group = NULL;
+	char group_ident[UUID_STR_LEN];
+	bool transport = lifecycle_has_transport(req->app->lc);
+	bool allow_offline = json_object_get_boolean(jget(jr->task, "allow_offline"));
+	bool tx = false;
+	size_t nj = 0;
+	enum rcs_err err;
+
+	jobs = calloc(n ? n : 1, sizeof(*jobs));
+	if (jobs == NULL) {
+		api_store_error(r, RCS_ERR_NOMEM, "job");
+		goto out;
+	}
+	err = store_tx_begin(req->app->st);
+	if (err != RCS_OK) {
+		api_store_error(r, err, "job");
+		goto out;
+	}
+	tx = true;
+	for (size_t i = 0; i < n; i++) {
+		bool online = false;
+		if (online_of) {
+			online = online_of[i];
+		} else {
+			err = store_device_presence(req->app->st, req->auth.client_root, idents[i],
+						    &online);
+			if (err == RCS_ERR_NOTFOUND) {
+				json_object_array_add(rejected, job_rejected(idents[i], "not_found",
+									     "no such device"));
+				continue;
+			}
+			if (err != RCS_OK) {
+				api_store_error(r, err, "device");
+				goto out;
+			}
+		}
+		if (transport && !online && !allow_offline) {
+			json_object_array_add(rejected,
+					      job_rejected(idents[i], "device_offline",
+							   "the device is offline and the task does"
+							   " not allow offline devices"));
+			continue;
+		}
+		err = uuid_v7(jobs[nj].ident);
+		if (err != RCS_OK) {
+			api_store_error(r, err, "job");
+			goto out;
+		}
+		jobs[nj++].entity_ident = idents[i];
+	}
+	job_batch_init(req, jr, &b, empty);
+	b.jobs = jobs;
+	b.n = nj;
+	if (jr->group_name && nj > 0) {
+		err = uuid_v7(group_ident);
+		if (err != RCS_OK) {
+			api_store_error(r, err, "group");
+			goto out;
+		}
+		b.group_ident = group_ident;
+		b.group_name = jr->group_name;
+	}
+	if (nj > 0) {
+		err = store_jobs_create(req->app->st, &b);
+		if (err == RCS_OK)
+			err = store_jobs_get_batch(req->app->st, &b, &items);
+		if (err != RCS_OK) {
+			api_store_error(r, err, "job");
+			goto out;
+		}
+	} else {
+		items = json_object_new_array();
+	}
+	err = store_tx_end(req->app->st, true);
+	tx = false;
+	if (err != RCS_OK) {
+		api_store_error(r, err, "job");
+		goto out;
+	}
+	lifecycle_jobs_created(req->app->lc, &b);
+	if (b.group_ident) {
+		group = json_object_new_object();
+		json_object_object_add(group, "ident", json_object_new_string(b.group_ident));
+		json_object_object_add(group, "name", json_object_new_string(b.group_name));
+		json_object_object_add(group, "created_user", json_object_new_string(req->auth.user));
+	}
+	answer = json_object_new_object();
+	json_object_object_add(answer, "group", group);
+	json_object_object_add(answer, "items", items);
+	json_object_object_add(answer, "rejected", rejected);
+	items = NULL;
+	rejected = NULL;
+	api_reply(r, 201, answer);
+out:
+	if (tx)
+		store_tx_end(req->app->st, false);
+	free(jobs);
+	json_object_put(items);
+	json_object_put(rejected);
+	json_object_put(empty);
+}
+
+void api_jobs_bulk_list(struct api_req *req, struct api_resp *r)
+{
+	static const char *const allowed[] = { "ident_list", "variables", "comment", "group_name",
+					       "scheduled_time", "ttl", "notification_mail_list",
+					       "notification_status_list", NULL };
+	struct job_req jr;
+	struct jsonu_err e;
+	json_object *body = NULL, *list = NULL;
+	const char **idents = NULL;
+	size_t n, u = 0;
+
+	memset(&jr, 0, sizeof(jr));
+	if (!job_load_task(req, r, &jr) || !api_body_object(req, r, false, &body))
+		goto out;
+	if (jsonu_get_string_array(body, "ident_list", true, API_MAX_BULK, 64, &list, NULL, &e) !=
+	    RCS_OK) {
+		api_invalid(r, &e);
+		goto out;
+	}
+	n = json_object_array_length(list);
+	if (n == 0) {
+		api_error(r, 400, "validation_failed", "ident_list",
+			  "'ident_list' must name at least one device");
+		goto out;
+	}
+	idents = calloc(n, sizeof(*idents));
+	if (idents == NULL) {
+		api_store_error(r, RCS_ERR_NOMEM, "job");
+		goto out;
+	}
+	for (size_t i = 0; i < n; i++) {
+		idents[i] = json_object_get_string(json_object_array_get_idx(list, i));
+		if (!uuid_valid(idents[i])) {
+			char field[64];
+			snprintf(field, sizeof(field), "ident_list[%zu]", i);
+			api_error(r, 400, "validation_failed", field, "'%s' must be a UUID", field);
+			goto out;
+		}
+	}
+	if (!job_read_common(req, r, body, allowed, &jr))
+		goto out;
+	/* a device listed twice gets one job */
+	qsort(idents, n, sizeof(*idents), job_cmp_str);
+	for (size_t i = 0; i < n; i++)
+		if (u == 0 || strcmp(idents[u - 1], idents[i]) != 0)
+			idents[u++] = idents[i];
+	job_bulk(req, r, &jr, idents, NULL, u);
+out:
+	free(idents);
+	json_object_put(jr.task);
+	json_object_put(body);
+}
+
+void api_jobs_bulk_tags(struct api_req *req, struct api_resp *r)
+{
+	static const char *const allowed[] = { "tag", "variables", "comment", "group_name",
+					       "scheduled_time", "ttl", "notification_mail_list",
+					       "notification_status_list", NULL };
+	struct job_req jr;
+	struct jsonu_err e;
+	json_object *body = NULL, *devices = NULL;
+	const char *tag = NULL;
+	const char **idents = NULL;
+	bool *online = NULL;
+	size_t n;
+	enum rcs_err err;
+
+	memset(&jr, 0, sizeof(jr));
+	if (!job_load_task(req, r, &jr) || !api_body_object(req, r, false, &body))
+		goto out;
+	if (jsonu_get_string(body, "tag", true, 64, &tag, NULL, &e) != RCS_OK) {
+		api_invalid(r, &e);
+		goto out;
+	}
+	if (!validate_tag(tag)) {
+		api_error(r, 400, "validation_failed", "tag",
+			  "'tag' must be 1-64 letters, digits or any of _-.:/");
+		goto out;
+	}
+	if (!job_read_common(req, r, body, allowed, &jr))
+		goto out;
+	err = store_devices_with_tag(req->app->st, req->auth.client_root, tag, JOB_MAX_TAG_DEVICES,
+				     &devices);
+	if (err == RCS_ERR_TOOBIG) {
+		api_error(r, 400, "validation_failed", "tag",
+			  "more than %d devices hold this tag", JOB_MAX_TAG_DEVICES);
+		goto out;
+	}
+	if (err != RCS_OK) {
+		api_store_error(r, err, "device");
+		goto out;
+	}
+	n = json_object_array_length(devices);
+	idents = calloc(n ? n : 1, sizeof(*idents));
+	online = calloc(n ? n : 1, sizeof(*online));
+	if (idents == NULL || online == NULL) {
+		api_store_error(r, RCS_ERR_NOMEM, "job");
+		goto out;
+	}
+	for (size_t i = 0; i < n; i++) {
+		json_object *d = json_object_array_get_idx(devices, i);
+		idents[i] = jstr(d, "entity_ident");
+		online[i] = json_object_get_boolean(jget(d, "online"));
+	}
+	job_bulk(req, r, &jr, idents, online, n);
+out:
+	free(idents);
+	free(online);
+	json_object_put(devices);
+	json_object_put(jr.task);
+	json_object_put(body);
+}
+
+static bool job_filter_uuid(struct api_req *req, struct api_resp *r, const char *name,
+			    const char **out)
+{
+	const char *v = api_query(req, name);
+
+	if (v != NULL && !uuid_valid(v)) {
+		api_error(r, 400, "invalid_parameter", name, "'%s' must be a UUID", name);
+		return false;
+	}
+	*out = v;
+	return true;
+}
+
+static void job_list(struct api_req *req, struct api_resp *r, struct job_filter *f)
+{
+	struct store_page pg;
+	json_object *page = NULL;
+	enum job_status st;
+	enum rcs_err err;
+
+	if (!api_page(req, r, API_DEFAULT_PER_PAGE, &pg))
+		return;
+	f->status = api_query(req, "status");
+	if (f->status && strcmp(f->status, "running") != 0 && !status_parse(f->status, &st)) {
+		api_error(r, 400, "invalid_parameter", "status", "'status' is not a job status");
+		return;
+	}
+	if (!job_filter_uuid(req, r, "group_ident", &f->group_ident) ||
+	    !job_filter_uuid(req, r, "entity_ident", &f->entity_ident))
+		return;
+	if (f->task_ident == NULL && !job_filter_uuid(req, r, "task_ident", &f->task_ident))
+		return;
+	err = store_jobs_list(req->app->st, req->auth.client_root, f, &pg, &page);
+	if (err != RCS_OK)
+		api_store_error(r, err, "job");
+	else
+		api_reply(r, 200, page);
+}
+
+void api_jobs_list(struct api_req *req, struct api_resp *r)
+{
+	struct job_filter f;
+
+	memset(&f, 0, sizeof(f));
+	job_list(req, r, &f);
+}
+
+void api_task_jobs_list(struct api_req *req, struct api_resp *r)
+{
+	struct job_filter f;
+	json_object *task = NULL;
+	enum rcs_err err = api_task_load(req, req->seg[1], &task);
+
+	json_object_put(task);
+	if (err != RCS_OK) {
+		api_store_error(r, err, "task");
+		return;
+	}
+	memset(&f, 0, sizeof(f));
+	f.task_ident = req->seg[1];
+	job_list(req, r, &f);
+}
+
+void api_job_get(struct api_req *req, struct api_resp *r)
+{
+	json_object *job = NULL;
+	enum rcs_err err = RCS_ERR_NOTFOUND;
+
+	if (uuid_valid(req->seg[1]))
+		err = store_job_get(req->app->st, req->auth.client_root, req->seg[1], &job);
+	if (err != RCS_OK)
+		api_store_error(r, err, "job");
+	else
+		api_reply(r, 200, job);
+}
+
+void api_job_history(struct api_req *req, struct api_resp *r)
+{
+	struct store_page pg;
+	json_object *page = NULL;
+	enum rcs_err err = RCS_ERR_NOTFOUND;
+
+	if (!api_page(req, r, API_MAX_PER_PAGE, &pg))
+		return;
+	if (uuid_valid(req->seg[1]))
+		err = store_job_history(req->app->st, req->auth.client_root, req->seg[1], &pg, &page);
+	if (err != RCS_OK)
+		api_store_error(r, err, "job");
+	else
+		api_reply(r, 200, page);
+}
+
+void api_job_cancel(struct api_req *req, struct api_resp *r)
+{
+	json_object *job = NULL;
+	enum rcs_err err = RCS_ERR_NOTFOUND;
+
+	/* no body is needed; one that is sent must be an object */
+	if (req->body && req->body_len > 0) {
+		json_object *body = NULL;
+		if (!api_body_object(req, r, true, &body))
+			return;
+		json_object_put(body);
+	}
+	if (uuid_valid(req->seg[1]))
+		err = lifecycle_cancel(req->app->lc, req->auth.client_root, req->seg[1], req->now,
+				       &job);
+	if (err == RCS_ERR_CONFLICT)
+		api_error(r, 409, "job_terminal", NULL, "the job has already ended");
+	else if (err != RCS_OK)
+		api_store_error(r, err, "job");
+	else
+		api_reply(r, 200, job);
+}

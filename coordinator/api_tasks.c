@@ -1,0 +1,618 @@
+/*
+ * api_tasks.c - tasks and scripts: /tasks, /tasks/<id>, /scripts, /scripts/<name>.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "http_api.h"
+#include "log.h"
+#include "manifest.h"
+#include "uuid.h"
+#include "validate.h"
+
+#define TASK_MAX_NAME 200
+#define TASK_MAX_COMMENT 4096
+#define TASK_MAX_TIMEOUT 86400
+#define TASK_DEFAULT_TIMEOUT 300
+#define SCRIPT_MAX_SOURCE (256 * 1024)
+
+static const char *const task_writable[] = {
+	"name", "script", "variables_info", "constants", "comment", "active", "public", "hide",
+	"allow_offline", "timeout", "notification_mail_list", "notification_status_list", NULL
+};
+static const char *const task_platform[] = { "ident",	     "version",	    "client_root",
+					     "created_user", "created_at",  "update_user",
+					     "update_at",    "script_sha256", NULL };
+
+static json_object *jget(json_object *o, const char *key)
+{
+	json_object *v = NULL;
+	json_object_object_get_ex(o, key, &v);
+	return v;
+}
+
+static const char *jstr(json_object *o, const char *key)
+{
+	json_object *v = jget(o, key);
+	return v ? json_object_get_string(v) : NULL;
+}
+
+/* Fills w from a stored task record (the fields a new version starts from). */
+static void task_from_record(json_object *t, struct task_write *w)
+{
+	memset(w, 0, sizeof(*w));
+	w->ident = jstr(t, "ident");
+	w->client_root = jstr(t, "client_root");
+	w->version = json_object_get_int64(jget(t, "version"));
+	w->name = jstr(t, "name");
+	w->script = jstr(t, "script");
+	w->variables_info = jget(t, "variables_info");
+	w->constants = jget(t, "constants");
+	w->comment = jstr(t, "comment");
+	w->active = strcmp(jstr(t, "active"), "true") == 0;
+	w->is_public = json_object_get_boolean(jget(t, "public"));
+	w->hide = json_object_get_boolean(jget(t, "hide"));
+	w->allow_offline = json_object_get_boolean(jget(t, "allow_offline"));
+	w->timeout = json_object_get_int64(jget(t, "timeout"));
+	w->created_user = jstr(t, "created_user");
+	w->update_user = jstr(t, "update_user");
+	w->created_at = json_object_get_int64(jget(t, "created_at"));
+	w->update_at = json_object_get_int64(jget(t, "update_at"));
+	w->mail_list = jget(t, "notification_mail_list");
+	w->status_list = jget(t, "notification_status_list");
+	w->signature = jget(t, "signature");
+}
+
+/*
+ * Applies the writable fields of body onto w. full: name and script are
+ * required (create, PUT). Strings point into body.
+ */
+static enum rcs_err task_apply_body(json_object *body, struct task_write *w, bool full,
+				    struct jsonu_err *e)
+{
+	bool present;
+	int64_t timeout = 0;
+	json_object *o = NULL;
+	enum rcs_err err;
+
+	for (size_t i = 0; task_platform[i]; i++)
+		if (json_object_object_get_ex(body, task_platform[i], NULL))
+			return jsonu_fail(e, task_platform[i],
+					  "'%s' is assigned by the platform and cannot be set",
+					  task_platform[i]);
+	if (json_object_object_get_ex(body, "signature", NULL))
+		return jsonu_fail(e, "signature",
+				  "'signature' can only be set alone, with PATCH, on an existing task");
+	err = jsonu_check_keys(body, task_writable, e);
+	if (err != RCS_OK)
+		return err;
+	err = jsonu_get_string(body, "name", full, TASK_MAX_NAME, &w->name, &present, e);
+	if (err != RCS_OK)
+		return err;
+	if (present && w->name[0] == '\0')
+		return jsonu_fail(e, "name", "'name' must not be empty");
+	err = jsonu_get_string(body, "script", full, 64, &w->script, &present, e);
+	if (err != RCS_OK)
+		return err;
+	if (present && !validate_token(w->script, 64, "-."))
+		return jsonu_fail(e, "script", "'script' is not a valid script name");
+	err = jsonu_get_object(body, "variables_info", false, &o, &present, e);
+	if (err != RCS_OK)
+		return err;
+	if (present) {
+		err = validate_variables_info(o, e);
+		if (err != RCS_OK)
+			return err;
+		w->variables_info = o;
+	}
+	err = jsonu_get_object(body, "constants", false, &o, &present, e);
+	if (err != RCS_OK)
+		return err;
+	if (present) {
+		if (json_object_object_length(o) > 256)
+			return jsonu_fail(e, "constants", "more than 256 constants");
+		w->constants = o;
+	}
+	err = jsonu_get_string(body, "comment", false, TASK_MAX_COMMENT, &w->comment, NULL, e);
+	if (err == RCS_OK)
+		err = jsonu_get_boolish(body, "active", false, &w->active, NULL, e);
+	if (err == RCS_OK)
+		err = jsonu_get_bool(body, "public", false, &w->is_public, NULL, e);
+	if (err == RCS_OK)
+		err = jsonu_get_bool(body, "hide", false, &w->hide, NULL, e);
+	if (err == RCS_OK)
+		err = jsonu_get_bool(body, "allow_offline", false, &w->allow_offline, NULL, e);
+	if (err == RCS_OK)
+		err = jsonu_get_int(body, "timeout", false, 1, TASK_MAX_TIMEOUT, &timeout, &present,
+				    e);
+	if (err != RCS_OK)
+		return err;
+	if (present)
+		w->timeout = timeout;
+	err = jsonu_get_string_array(body, "notification_mail_list", false, VALIDATE_MAX_MAILS, 254,
+				     &o, &present, e);
+	if (err != RCS_OK)
+		return err;
+	if (present) {
+		err = validate_mail_list(o, "notification_mail_list", e);
+		if (err != RCS_OK)
+			return err;
+		w->mail_list = o;
+	}
+	err = jsonu_get_string_array(body, "notification_status_list", false, 16, 32, &o, &present,
+				     e);
+	if (err != RCS_OK)
+		return err;
+	if (present) {
+		err = validate_status_list(o, "notification_status_list", e);
+		if (err != RCS_OK)
+			return err;
+		w->status_list = o;
+	}
+	return RCS_OK;
+}
+
+static void task_manifest(const struct task_write *w, struct manifest_in *m)
+{
+	m->client_root = w->client_root;
+	m->task_ident = w->ident;
+	m->version = w->version;
+	m->script_name = w->script;
+	m->script = w->script_src;
+	m->script_len = w->script_len;
+	m->constants = w->constants;
+	m->variables_info = w->variables_info;
+}
+
+/*
+ * Saves w as a new version: records the script's current bytes, signs it
+ * when the coordinator has a signing key. The caller holds a transaction.
+ */
+static enum rcs_err task_save(struct api_app *app, struct task_write *w, bool is_new,
+			      struct jsonu_err *e)
+{
+	char *src = NULL;
+	size_t len = 0;
+	char sha[SHA256_HEX_LEN];
+	json_object *sig = NULL;
+	struct manifest_in m;
+	enum rcs_err err;
+
+	err = store_script_source(app->st, w->client_root, w->script, &src, &len, sha);
+	if (err == RCS_ERR_NOTFOUND) {
+		jsonu_fail(e, "script", "no script named '%s'", w->script);
+		err = RCS_ERR_INVAL;
+		goto out;
+	}
+	if (err != RCS_OK)
+		goto out;
+	w->script_src = src;
+	w->script_len = len;
+	w->script_sha256 = sha;
+	task_manifest(w, &m);
+	err = signer_sign(app->signer, &m, &sig);
+	if (err != RCS_OK) {
+		log_warnx("signing task %s: %s", w->ident, rcs_strerror(err));
+		goto out;
+	}
+	w->signature = sig; /* NULL without a signing key: a new version is unsigned */
+	err = store_task_put(app->st, w, is_new);
+out:
+	w->script_src = NULL;
+	w->script_sha256 = NULL;
+	w->signature = NULL;
+	free(src);
+	if (sig)
+		json_object_put(sig);
+	return err;
+}
+
+static void task_answer(struct api_req *req, struct api_resp *r, const char *ident, int status)
+{
+	json_object *t = NULL;
+	enum rcs_err err = store_task_get(req->app->st, req->auth.client_root, ident, &t);
+
+	if (err != RCS_OK)
+		api_store_error(r, err, "task");
+	else
+		api_reply(r, status, t);
+}
+
+enum rcs_err api_task_load(struct api_req *req, const char *ident, json_object **out)
+{
+	enum rcs_err err;
+
+	*out = NULL;
+	if (!uuid_valid(ident))
+		return RCS_ERR_NOTFOUND;
+	err = store_task_get(req->app->st, req->auth.client_root, ident, out);
+	if (err != RCS_OK)
+		return err;
+	if (req->auth.role != ROLE_ADMIN && !json_object_get_boolean(jget(*out, "public")) &&
+	    strcmp(jstr(*out, "created_user"), req->auth.user) != 0) {
+		json_object_put(*out);
+		*out = NULL;
+		return RCS_ERR_NOTFOUND;
+	}
+	return RCS_OK;
+}
+
+void api_tasks_list(struct api_req *req, struct api_resp *r)
+{
+	struct store_page pg;
+	struct task_filter f = { false, NULL };
+	const char *hide = api_query(req, "hide");
+	json_object *page = NULL;
+	enum rcs_err err;
+
+	if (!api_page(req, r, API_DEFAULT_PER_PAGE, &pg))
+		return;
+	if (hide && strcmp(hide, "true") != 0 && strcmp(hide, "false") != 0) {
+		api_error(r, 400, "invalid_parameter", "hide", "'hide' must be true or false");
+		return;
+	}
+	f.include_hidden = hide && strcmp(hide, "true") == 0;
+	if (req->auth.role != ROLE_ADMIN)
+		f.only_visible_to = req->auth.user;
+	err = store_tasks_list(req->app->st, req->auth.client_root, &f, &pg, &page);
+	if (err != RCS_OK)
+		api_store_error(r, err, "task");
+	else
+		api_reply(r, 200, page);
+}
+
+void api_task_create(struct api_req *req, struct api_resp *r)
+{
+	json_object *body = NULL, *empty_obj = NULL, *empty_arr1 = NULL, *empty_arr2 = NULL;
+	struct task_write w;
+	struct jsonu_err e;
+	char ident[UUID_STR_LEN];
+	enum rcs_err err;
+
+	if (!api_body_object(req, r, false, &body))
+		return;
+	memset(&w, 0, sizeof(w));
+	empty_obj = json_object_new_object();
+	empty_arr1 = json_object_new_array();
+	empty_arr2 = json_object_new_array();
+	w.variables_info = empty_obj;
+	w.constants = empty_obj;
+	w.mail_list = empty_arr1;
+	w.status_list = empty_arr2;
+	w.comment = "";
+	w.active = true;
+	w.is_public = true;
+	w.timeout = TASK_DEFAULT_TIMEOUT;
+	err = task_apply_body(body, &w, true, &e);
+	if (err != RCS_OK) {
+		api_invalid(r, &e);
+		goto out;
+	}
+	err = uuid_v7(ident);
+	if (err != RCS_OK) {
+		api_store_error(r, err, "task");
+		goto out;
+	}
+	w.ident = ident;
+	w.client_root = req->auth.client_root;
+	w.version = 1;
+	w.created_user = req->auth.user;
+	w.update_user = NULL;
+	w.created_at = w.update_at = req->now;
+	err = task_save(req->app, &w, true, &e);
+	if (err == RCS_ERR_INVAL)
+		api_invalid(r, &e);
+	else if (err != RCS_OK)
+		api_store_error(r, err, "task");
+	else
+		task_answer(req, r, ident, 201);
+out:
+	json_object_put(body);
+	json_object_put(empty_obj);
+	json_object_put(empty_arr1);
+	json_object_put(empty_arr2);
+}
+
+void api_task_get(struct api_req *req, struct api_resp *r)
+{
+	json_object *t = NULL;
+	enum rcs_err err = api_task_load(req, req->seg[1], &t);
+
+	if (err != RCS_OK)
+		api_store_error(r, err, "task");
+	else
+		api_reply(r, 200, t);
+}
+
+/* Sets only the signature of the current version (PATCH {"signature": ...}). */
+static void task_set_signature(struct api_req *req, struct api_resp *r, json_object *cur,
+			       json_object *sig)
+{
+	struct task_write w;
+	struct manifest_in m;
+	enum rcs_err err;
+	struct task_version tv;
+
+	task_from_record(cur, &w);
+	memset(&tv, 0, sizeof(tv));
+	if (sig != NULL && !json_object_is_type(sig, json_type_null)) {
+		/* verify over the exact bytes the current version pinned */
+		err = store_task_version_get(req->app->st, w.ident, w.version, &tv);
+		if (err != RCS_OK) {
+			api_store_error(r, err, "task");
+			goto out;
+		}
+		w.script_src = tv.script_src;
+		w.script_len = tv.script_len;
+		task_manifest(&w, &m);
+		err = signer_check(req->app->signer, &m, sig);
+		if (err == RCS_ERR_INVAL) {
+			api_error(r, 400, "validation_failed", "signature",
+				  "'signature' must be {\"alg\": \"ES256\", \"key_id\": <16 hex>,"
+				  " \"value\": <base64>}");
+			goto out;
+		}
+		if (err == RCS_ERR_VERIFY) {
+			api_error(r, 400, "validation_failed", "signature",
+				  "the signature does not verify against a trusted key over the"
+				  " manifest of version %lld",
+				  w.version);
+			goto out;
+		}
+		if (err != RCS_OK) {
+			api_store_error(r, err, "task");
+			goto out;
+		}
+	} else {
+		sig = NULL;
+	}
+	err = store_task_set_signature(req->app->st, req->auth.client_root, w.ident, sig);
+	if (err != RCS_OK)
+		api_store_error(r, err, "task");
+	else
+		task_answer(req, r, w.ident, 200);
+out:
+	store_task_version_free(&tv);
+}
+
+static void task_update(struct api_req *req, struct api_resp *r, bool full)
+{
+	json_object *body = NULL, *cur = NULL;
+	struct task_write w;
+	struct jsonu_err e;
+	enum rcs_err err;
+	bool tx = false;
+
+	if (!api_body_object(req, r, false, &body))
+		return;
+	err = store_tx_begin(req->app->st);
+	if (err != RCS_OK) {
+		api_store_error(r, err, "task");
+		goto out;
+	}
+	tx = true;
+	err = api_task_load(req, req->seg[1], &cur);
+	if (err != RCS_OK) {
+		api_store_error(r, err, "task");
+		goto out;
+	}
+	if (!full && json_object_object_length(body) == 1 &&
+	    json_object_object_get_ex(body, "signature", NULL)) {
+		task_set_signature(req, r, cur, jget(body, "signature"));
+		goto out;
+	}
+	task_from_record(cur, &w);
+	if (full) {
+		/* PUT replaces every writable field: absent ones take their defaults */
+		w.variables_info = NULL;
+		w.constants = NULL;
+		w.mail_list = NULL;
+		w.status_list = NULL;
+		w.comment = "";
+		w.active = true;
+		w.is_public = true;
+		w.hide = false;
+		w.allow_offline = false;
+		w.timeout = TASK_DEFAULT_TIMEOUT;
+	}
+	err = task_apply_body(body, &w, full, &e);
+	if (err != RCS_OK) {
+		api_invalid(r, &e);
+		goto out;
+	}
+	w.version++;
+	w.update_user = req->auth.user;
+	w.update_at = req->now;
+	err = task_save(req->app, &w, false, &e);
+	if (err == RCS_ERR_INVAL)
+		api_invalid(r, &e);
+	else if (err != RCS_OK)
+		api_store_error(r, err, "task");
+	else
+		task_answer(req, r, w.ident, 200);
+out:
+	if (tx)
+		store_tx_end(req->app->st, r->status >= 200 && r->status < 300);
+	json_object_put(cur);
+	json_object_put(body);
+}
+
+void api_task_put(struct api_req *req, struct api_resp *r)
+{
+	task_update(req, r, true);
+}
+
+void api_task_patch(struct api_req *req, struct api_resp *r)
+{
+	task_update(req, r, false);
+}
+
+void api_task_delete(struct api_req *req, struct api_resp *r)
+{
+	json_object *t = NULL;
+	enum rcs_err err = api_task_load(req, req->seg[1], &t);
+
+	json_object_put(t);
+	if (err == RCS_OK)
+		err = store_task_delete(req->app->st, req->auth.client_root, req->seg[1]);
+	if (err != RCS_OK)
+		api_store_error(r, err, "task");
+	else
+		api_reply(r, 204, NULL);
+}
+
+/* ---- scripts ---- */
+
+static bool script_name_ok(struct api_req *req, struct api_resp *r, const char *name)
+{
+	(void)req;
+	if (!validate_token(name, 64, "-.")) {
+		api_error(r, 400, "validation_failed", "name",
+			  "script names are 1-64 letters, digits or any of _-.");
+		return false;
+	}
+	return true;
+}
+
+void api_scripts_list(struct api_req *req, struct api_resp *r)
+{
+	struct store_page pg;
+	json_object *page = NULL;
+	enum rcs_err err;
+
+	if (!api_page(req, r, API_DEFAULT_PER_PAGE, &pg))
+		return;
+	err = store_scripts_list(req->app->st, req->auth.client_root, &pg, &page);
+	if (err != RCS_OK)
+		api_store_error(r, err, "script");
+	else
+		api_reply(r, 200, page);
+}
+
+void api_script_get(struct api_req *req, struct api_resp *r)
+{
+	json_object *s = NULL;
+	enum rcs_err err;
+
+	if (!validate_token(req->seg[1], 64, "-.")) {
+		api_store_error(r, RCS_ERR_NOTFOUND, "script");
+		return;
+	}
+	err = store_script_get(req->app->st, req->auth.client_root, req->seg[1], true, &s);
+	if (err != RCS_OK)
+		api_store_error(r, err, "script");
+	else
+		api_reply(r, 200, s);
+}
+
+/* Gives every task of the tenant using the script a new version with its new bytes. */
+static enum rcs_err script_bump_tasks(struct api_req *req, const char *name, json_object *updated)
+{
+	json_object *idents = NULL;
+	enum rcs_err err;
+
+	err = store_tasks_using_script(req->app->st, req->auth.client_root, name, &idents);
+	for (size_t i = 0; err == RCS_OK && i < json_object_array_length(idents); i++) {
+		const char *ident = json_object_get_string(json_object_array_get_idx(idents, i));
+		json_object *cur = NULL, *item;
+		struct task_write w;
+		struct jsonu_err e;
+
+		err = store_task_get(req->app->st, req->auth.client_root, ident, &cur);
+		if (err != RCS_OK)
+			break;
+		task_from_record(cur, &w);
+		w.version++;
+		w.update_user = req->auth.user;
+		w.update_at = req->now;
+		err = task_save(req->app, &w, false, &e);
+		if (err == RCS_OK) {
+			item = json_object_new_object();
+			json_object_object_add(item, "ident", json_object_new_string(ident));
+			json_object_object_add(item, "version", json_object_new_int64(w.version));
+			json_object_array_add(updated, item);
+		}
+		json_object_put(cur);
+	}
+	json_object_put(idents);
+	return err;
+}
+
+void api_script_put(struct api_req *req, struct api_resp *r)
+{
+	static const char *const fields[] = { "source", NULL };
+	json_object *body = NULL, *s = NULL, *updated = NULL;
+	const char *name = req->seg[1], *src = NULL;
+	char old_sha[SHA256_HEX_LEN] = "", new_sha[SHA256_HEX_LEN];
+	char *old_src = NULL;
+	size_t old_len = 0;
+	struct jsonu_err e;
+	bool created = false, tx = false;
+	enum rcs_err err;
+
+	if (!script_name_ok(req, r, name) || !api_body_object(req, r, false, &body))
+		goto out;
+	if (jsonu_check_keys(body, fields, &e) != RCS_OK ||
+	    jsonu_get_string(body, "source", true, SCRIPT_MAX_SOURCE, &src, NULL, &e) != RCS_OK) {
+		api_invalid(r, &e);
+		goto out;
+	}
+	if (store_script_is_stock(req->app->st, name)) {
+		api_error(r, 403, "forbidden", "name",
+			  "'%s' is a stock script: stock scripts are read-only", name);
+		goto out;
+	}
+	err = store_tx_begin(req->app->st);
+	if (err != RCS_OK) {
+		api_store_error(r, err, "script");
+		goto out;
+	}
+	tx = true;
+	if (store_script_source(req->app->st, req->auth.client_root, name, &old_src, &old_len,
+				old_sha) != RCS_OK)
+		old_sha[0] = '\0';
+	err = store_script_put(req->app->st, req->auth.client_root, name, src, strlen(src), req->now,
+			       &created);
+	updated = json_object_new_array();
+	sha256_hex(src, strlen(src), new_sha);
+	if (err == RCS_OK && old_sha[0] && strcmp(old_sha, new_sha) != 0)
+		err = script_bump_tasks(req, name, updated);
+	if (err == RCS_OK)
+		err = store_script_get(req->app->st, req->auth.client_root, name, true, &s);
+	if (err != RCS_OK) {
+		api_store_error(r, err, "script");
+		goto out;
+	}
+	json_object_object_add(s, "tasks_updated", updated);
+	updated = NULL;
+	api_reply(r, created ? 201 : 200, s);
+out:
+	if (tx)
+		store_tx_end(req->app->st, r->status >= 200 && r->status < 300);
+	free(old_src);
+	json_object_put(updated);
+	json_object_put(body);
+}
+
+void api_script_delete(struct api_req *req, struct api_resp *r)
+{
+	const char *name = req->seg[1];
+	enum rcs_err err;
+
+	if (!validate_token(name, 64, "-.")) {
+		api_store_error(r, RCS_ERR_NOTFOUND, "script");
+		return;
+	}
+	if (store_script_is_stock(req->app->st, name)) {
+		api_error(r, 403, "forbidden", "name",
+			  "'%s' is a stock script: stock scripts are read-only", name);
+		return;
+	}
+	err = store_script_delete(req->app->st, req->auth.client_root, name);
+	if (err == RCS_ERR_CONFLICT)
+		api_error(r, 409, "conflict", "name", "script '%s' is used by a task", name);
+	else if (err != RCS_OK)
+		api_store_error(r, err, "script");
+	else
+		api_reply(r, 204, NULL);
+}

@@ -1,0 +1,523 @@
+/*
+ * http_api.c - the REST server: bodies, auth, routing, answers. See http_api.h.
+ */
+#include "http_api.h"
+
+#include <microhttpd.h>
+#include <netdb.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "buf.h"
+#include "log.h"
+#include "manifest.h"
+#include "uuid.h"
+
+#define API_PREFIX "/v3/commands"
+#define API_MAX_URL 2048
+
+struct http_api {
+	struct MHD_Daemon *daemon;
+	struct api_app *app;
+};
+
+/* Per-request state kept across libmicrohttpd's calls. */
+struct api_conn {
+	struct buf body;
+	bool too_big;
+	bool had_body;
+};
+
+struct api_route {
+	const char *method;
+	const char *pattern; /* segments after /v3/commands; ":" is one ident */
+	enum role min_role;
+	api_handler fn;
+};
+
+static const struct api_route api_routes[] = {
+	{ "GET", "tasks", ROLE_VIEWER, api_tasks_list },
+	{ "POST", "tasks", ROLE_ADMIN, api_task_create },
+	{ "GET", "tasks/:", ROLE_VIEWER, api_task_get },
+	{ "PUT", "tasks/:", ROLE_ADMIN, api_task_put },
+	{ "PATCH", "tasks/:", ROLE_ADMIN, api_task_patch },
+	{ "DELETE", "tasks/:", ROLE_ADMIN, api_task_delete },
+	{ "GET", "tasks/:/jobs", ROLE_VIEWER, api_task_jobs_list },
+	{ "POST", "tasks/:/jobs", ROLE_OPERATOR, api_job_create },
+	{ "POST", "tasks/:/jobs/list", ROLE_OPERATOR, api_jobs_bulk_list },
+	{ "POST", "tasks/:/jobs/tags", ROLE_OPERATOR, api_jobs_bulk_tags },
+	{ "GET", "jobs", ROLE_VIEWER, api_jobs_list },
+	{ "GET", "jobs/:", ROLE_VIEWER, api_job_get },
+	{ "GET", "jobs/:/history", ROLE_VIEWER, api_job_history },
+	{ "PATCH", "jobs/:/cancel", ROLE_OPERATOR, api_job_cancel },
+	{ "GET", "groups", ROLE_VIEWER, api_groups_list },
+	{ "GET", "groups/:", ROLE_VIEWER, api_group_get },
+	{ "GET", "scripts", ROLE_VIEWER, api_scripts_list },
+	{ "GET", "scripts/:", ROLE_VIEWER, api_script_get },
+	{ "PUT", "scripts/:", ROLE_ADMIN, api_script_put },
+	{ "DELETE", "scripts/:", ROLE_ADMIN, api_script_delete },
+	{ "GET", "devices", ROLE_VIEWER, api_devices_list },
+	{ "POST", "devices", ROLE_ADMIN, api_device_create },
+	{ "GET", "devices/:", ROLE_VIEWER, api_device_get },
+	{ "PATCH", "devices/:", ROLE_ADMIN, api_device_patch },
+	{ "DELETE", "devices/:", ROLE_ADMIN, api_device_delete },
+	{ "GET", "keys", ROLE_VIEWER, api_keys_list },
+	{ "POST", "keys", ROLE_ADMIN, api_key_create },
+	{ "DELETE", "keys/:", ROLE_ADMIN, api_key_delete },
+};
+
+#define API_N_ROUTES (sizeof(api_routes) / sizeof(api_routes[0]))
+
+/* ---- answers ---- */
+
+void api_reply(struct api_resp *r, int status, json_object *body)
+{
+	if (r->body)
+		json_object_put(r->body);
+	r->status = status;
+	r->body = body;
+}
+
+void api_error(struct api_resp *r, int status, const char *code, const char *field,
+	       const char *fmt, ...)
+{
+	char msg[512];
+	json_object *o = json_object_new_object(), *e = json_object_new_object();
+	json_object *details = json_object_new_object();
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	json_object_object_add(e, "code", json_object_new_string(code));
+	json_object_object_add(e, "message", json_object_new_string(msg));
+	if (field && *field)
+		json_object_object_add(details, "field", json_object_new_string(field));
+	json_object_object_add(e, "details", details);
+	json_object_object_add(o, "error", e);
+	api_reply(r, status, o);
+}
+
+void api_invalid(struct api_resp *r, const struct jsonu_err *e)
+{
+	api_error(r, 400, "validation_failed", e->field, "%s", e->message);
+}
+
+void api_store_error(struct api_resp *r, enum rcs_err err, const char *what)
+{
+	switch (err) {
+	case RCS_ERR_NOTFOUND:
+		api_error(r, 404, "not_found", NULL, "no such %s", what);
+		break;
+	case RCS_ERR_CONFLICT:
+	case RCS_ERR_EXISTS:
+		api_error(r, 409, "conflict", NULL, "the %s is in a state that forbids this", what);
+		break;
+	case RCS_ERR_FULL:
+	case RCS_ERR_BUSY:
+	case RCS_ERR_IO:
+		api_error(r, 503, "unavailable", NULL, "storage is unavailable, retry later");
+		break;
+	case RCS_ERR_TOOBIG:
+		api_error(r, 413, "payload_too_large", NULL, "too many items");
+		break;
+	default:
+		log_warnx("%s: %s", what, rcs_strerror(err));
+		api_error(r, 500, "internal", NULL, "internal error");
+		break;
+	}
+}
+
+bool api_body_object(struct api_req *req, struct api_resp *r, bool allow_empty, json_object **out)
+{
+	struct jsonu_err e;
+
+	*out = NULL;
+	if (req->body == NULL || req->body_len == 0) {
+		if (allow_empty) {
+			*out = json_object_new_object();
+			return true;
+		}
+		api_error(r, 400, "invalid_json", NULL, "a JSON object body is required");
+		return false;
+	}
+	if (jsonu_parse_object(req->body, req->body_len, out, &e) != RCS_OK) {
+		api_error(r, 400, "invalid_json", NULL, "%s", e.message);
+		return false;
+	}
+	return true;
+}
+
+const char *api_query(struct api_req *req, const char *name)
+{
+	return MHD_lookup_connection_value(req->conn, MHD_GET_ARGUMENT_KIND, name);
+}
+
+static bool api_query_int(struct api_req *req, struct api_resp *r, const char *name,
+			  long long min, long long max, long long *out)
+{
+	const char *v = api_query(req, name);
+	char *end = NULL;
+	long long n;
+
+	if (v == NULL)
+		return true;
+	n = strtoll(v, &end, 10);
+	if (*v == '\0' || end == NULL || *end != '\0' || n < min || n > max) {
+		api_error(r, 400, "invalid_parameter", name, "'%s' must be an integer from %lld to %lld",
+			  name, min, max);
+		return false;
+	}
+	*out = n;
+	return true;
+}
+
+bool api_page(struct api_req *req, struct api_resp *r, long long default_per_page,
+	      struct store_page *out)
+{
+	out->page = 1;
+	out->per_page = default_per_page;
+	return api_query_int(req, r, "page", 1, 1000000000LL, &out->page) &&
+	       api_query_int(req, r, "per_page", 1, API_MAX_PER_PAGE, &out->per_page);
+}
+
+void api_key_hash(const char *key, char out[65])
+{
+	sha256_hex(key, strlen(key), out);
+}
+
+enum rcs_err api_key_new(struct store *st, const char *client_root, const char *user,
+			 enum role role, int64_t now, char key[64], char ident[UUID_STR_LEN])
+{
+	char hex[49], hash[65];
+	enum rcs_err err;
+
+	err = rcs_random_hex(hex, 24);
+	if (err != RCS_OK)
+		return err;
+	snprintf(key, 64, "rcs_%s", hex);
+	err = uuid_v7(ident);
+	if (err != RCS_OK)
+		return err;
+	api_key_hash(key, hash);
+	err = store_key_create(st, ident, client_root, user, role, hash, now);
+	explicit_bzero(hex, sizeof(hex));
+	return err;
+}
+
+/* ---- routing ---- */
+
+/* Splits path (after the prefix) into segments in place; false when too many or empty. */
+static bool api_split(char *path, const char **seg, int *nseg)
+{
+	char *p = path;
+
+	*nseg = 0;
+	if (*p == '/')
+		p++;
+	if (*p == '\0')
+		return true;
+	for (;;) {
+		char *slash = strchr(p, '/');
+		if (*nseg >= API_MAX_SEGMENTS)
+			return false;
+		seg[(*nseg)++] = p;
+		if (slash == NULL)
+			break;
+		*slash = '\0';
+		p = slash + 1;
+		if (*p == '\0')
+			break; /* a trailing slash is tolerated */
+	}
+	for (int i = 0; i < *nseg; i++)
+		if (seg[i][0] == '\0')
+			return false;
+	return true;
+}
+
+static bool api_match(const char *pattern, const char *const *seg, int nseg)
+{
+	char pat[64];
+	const char *pseg[API_MAX_SEGMENTS];
+	int np = 0;
+
+	snprintf(pat, sizeof(pat), "%s", pattern);
+	if (!api_split(pat, pseg, &np) || np != nseg)
+		return false;
+	for (int i = 0; i < np; i++) {
+		if (strcmp(pseg[i], ":") == 0)
+			continue;
+		if (strcmp(pseg[i], seg[i]) != 0)
+			return false;
+	}
+	return true;
+}
+
+static void api_dispatch(struct api_req *req, struct api_resp *r, char *allow, size_t allow_len)
+{
+	const struct api_route *found = NULL;
+	bool path_known = false;
+	size_t alen = 0;
+
+	allow[0] = '\0';
+	for (size_t i = 0; i < API_N_ROUTES; i++) {
+		if (!api_match(api_routes[i].pattern, req->seg, req->nseg))
+			continue;
+		path_known = true;
+		alen += (size_t)snprintf(allow + alen, allow_len - alen, "%s%s", alen ? ", " : "",
+					 api_routes[i].method);
+		if (alen >= allow_len)
+			alen = allow_len - 1;
+		if (strcmp(api_routes[i].method, req->method) == 0)
+			found = &api_routes[i];
+	}
+	if (found == NULL) {
+		if (path_known)
+			api_error(r, 405, "method_not_allowed", NULL,
+				  "method %s is not allowed here (allowed: %s)", req->method, allow);
+		else
+			api_error(r, 404, "not_found", NULL, "no such resource");
+		return;
+	}
+	allow[0] = '\0';
+	if (req->auth.role < found->min_role) {
+		api_error(r, 403, "forbidden", NULL, "the role '%s' may not do this (needs '%s')",
+			  role_name(req->auth.role), role_name(found->min_role));
+		return;
+	}
+	found->fn(req, r);
+}
+
+/* ---- libmicrohttpd glue ---- */
+
+static enum MHD_Result api_send(struct MHD_Connection *conn, const struct api_resp *r,
+				const char *allow)
+{
+	struct MHD_Response *resp;
+	enum MHD_Result ret;
+	size_t len = 0;
+	const char *text = "";
+
+	if (r->body) {
+		text = jsonu_dump(r->body, &len);
+		resp = MHD_create_response_from_buffer(len, (void *)text, MHD_RESPMEM_MUST_COPY);
+	} else {
+		resp = MHD_create_response_from_buffer(0, (void *)"", MHD_RESPMEM_PERSISTENT);
+	}
+	if (resp == NULL)
+		return MHD_NO;
+	if (r->body)
+		MHD_add_response_header(resp, "Content-Type", "application/json");
+	if (allow && *allow)
+		MHD_add_response_header(resp, "Allow", allow);
+	MHD_add_response_header(resp, "Cache-Control", "no-store");
+	ret = MHD_queue_response(conn, (unsigned)r->status, resp);
+	MHD_destroy_response(resp);
+	return ret;
+}
+
+static void api_authenticate(struct api_app *app, struct MHD_Connection *conn, struct api_req *req,
+			     struct api_resp *r)
+{
+	const char *key = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "api-key");
+	char hash[65];
+	enum rcs_err err;
+
+	if (key == NULL || *key == '\0') {
+		api_error(r, 401, "unauthorized", NULL, "the api-key header is required");
+		return;
+	}
+	if (strlen(key) > 256) {
+		api_error(r, 401, "unauthorized", NULL, "unknown or revoked api key");
+		return;
+	}
+	/* looked up by its hash: the key itself is never stored nor compared */
+	api_key_hash(key, hash);
+	err = store_key_lookup(app->st, hash, &req->auth);
+	if (err == RCS_ERR_NOTFOUND)
+		api_error(r, 401, "unauthorized", NULL, "unknown or revoked api key");
+	else if (err != RCS_OK)
+		api_store_error(r, err, "api key");
+}
+
+static enum MHD_Result api_handle(void *cls, struct MHD_Connection *conn, const char *url,
+				  const char *method, const char *version, const char *upload_data,
+				  size_t *upload_data_size, void **con_cls)
+{
+	struct api_app *app = cls;
+	struct api_conn *c = *con_cls;
+	struct api_req req;
+	struct api_resp resp = { 0, NULL };
+	char path[API_MAX_URL];
+	char allow[128] = "";
+	enum MHD_Result ret;
+
+	(void)version;
+	if (c == NULL) {
+		const char *cl;
+
+		c = calloc(1, sizeof(*c));
+		if (c == NULL)
+			return MHD_NO;
+		buf_init(&c->body, app->max_body);
+		*con_cls = c;
+		/* refuse an announced oversize body before reading it */
+		cl = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Content-Length");
+		if (cl != NULL && strtoull(cl, NULL, 10) > app->max_body)
+			c->too_big = true;
+		if (!c->too_big)
+			return MHD_YES;
+	}
+	if (*upload_data_size > 0 && !c->too_big) {
+		c->had_body = true;
+		if (buf_append(&c->body, upload_data, *upload_data_size) != RCS_OK) {
+			c->too_big = true;
+			buf_free(&c->body);
+		}
+		*upload_data_size = 0;
+		return MHD_YES;
+	}
+	if (*upload_data_size > 0) {
+		*upload_data_size = 0; /* discard the rest of an oversize body */
+		return MHD_YES;
+	}
+
+	memset(&req, 0, sizeof(req));
+	req.app = app;
+	req.conn = conn;
+	req.method = method;
+	req.now = (int64_t)time(NULL);
+	if (c->too_big) {
+		api_error(&resp, 413, "payload_too_large", NULL,
+			  "the request body is larger than %zu bytes", app->max_body);
+		goto send;
+	}
+	if (c->had_body) {
+		req.body = c->body.data;
+		req.body_len = c->body.len;
+	}
+	if (strlen(url) >= sizeof(path) || strncmp(url, API_PREFIX, strlen(API_PREFIX)) != 0 ||
+	    (url[strlen(API_PREFIX)] != '/' && url[strlen(API_PREFIX)] != '\0')) {
+		api_error(&resp, 404, "not_found", NULL, "no such resource");
+		goto send;
+	}
+	snprintf(path, sizeof(path), "%s", url + strlen(API_PREFIX));
+	if (!api_split(path, req.seg, &req.nseg)) {
+		api_error(&resp, 404, "not_found", NULL, "no such resource");
+		goto send;
+	}
+	api_authenticate(app, conn, &req, &resp);
+	if (resp.status != 0)
+		goto send;
+	api_dispatch(&req, &resp, allow, sizeof(allow));
+	if (resp.status == 0) {
+		log_warnx("%s %s: handler gave no answer", method, url);
+		api_error(&resp, 500, "internal", NULL, "internal error");
+	}
+send:
+	if (resp.status >= 500)
+		log_warnx("%s %s -> %d", method, url, resp.status);
+	else
+		log_debug("%s %s -> %d", method, url, resp.status);
+	ret = api_send(conn, &resp, allow);
+	if (resp.body)
+		json_object_put(resp.body);
+	return ret;
+}
+
+static void api_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
+			  enum MHD_RequestTerminationCode toe)
+{
+	struct api_conn *c = *con_cls;
+
+	(void)cls;
+	(void)conn;
+	(void)toe;
+	if (c == NULL)
+		return;
+	buf_free(&c->body);
+	free(c);
+	*con_cls = NULL;
+}
+
+static void api_mhd_log(void *cls, const char *fmt, va_list ap)
+{
+	char msg[512];
+
+	(void)cls;
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	msg[strcspn(msg, "\n")] = '\0';
+	log_warnx("http: %s", msg);
+}
+
+enum rcs_err http_api_start(struct api_app *app, const char *listen, unsigned nthreads,
+			    struct http_api **out)
+{
+	struct http_api *h = NULL;
+	struct addrinfo hints, *ai = NULL;
+	char host[256];
+	const char *colon, *port;
+	unsigned flags;
+	enum rcs_err err = RCS_ERR_INVAL;
+
+	*out = NULL;
+	colon = strrchr(listen, ':');
+	if (colon == NULL || colon == listen || (size_t)(colon - listen) >= sizeof(host)) {
+		log_warnx("--listen %s: expected HOST:PORT", listen);
+		goto out;
+	}
+	snprintf(host, sizeof(host), "%.*s", (int)(colon - listen), listen);
+	port = colon + 1;
+	if (host[0] == '[' && host[strlen(host) - 1] == ']') {
+		memmove(host, host + 1, strlen(host));
+		host[strlen(host) - 1] = '\0';
+	}
+	memset(&hints, 0, sizeof(hints));
+	hints.ai_family = AF_UNSPEC;
+	hints.ai_socktype = SOCK_STREAM;
+	hints.ai_flags = AI_PASSIVE | AI_NUMERICSERV;
+	if (getaddrinfo(host, port, &hints, &ai) != 0 || ai == NULL) {
+		log_warnx("--listen %s: cannot resolve", listen);
+		goto out;
+	}
+	h = calloc(1, sizeof(*h));
+	if (h == NULL) {
+		err = RCS_ERR_NOMEM;
+		goto out;
+	}
+	h->app = app;
+	flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL | MHD_USE_ERROR_LOG;
+	if (ai->ai_family == AF_INET6)
+		flags |= MHD_USE_IPv6;
+	h->daemon = MHD_start_daemon(
+		flags, 0, NULL, NULL, api_handle, app, MHD_OPTION_EXTERNAL_LOGGER, api_mhd_log,
+		NULL, MHD_OPTION_SOCK_ADDR, ai->ai_addr,
+		MHD_OPTION_NOTIFY_COMPLETED, api_completed, NULL, MHD_OPTION_THREAD_POOL_SIZE,
+		nthreads ? nthreads : 1, MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)30,
+		MHD_OPTION_CONNECTION_LIMIT, (unsigned)4000, MHD_OPTION_LISTENING_ADDRESS_REUSE, (unsigned)1, MHD_OPTION_END);
+	if (h->daemon == NULL) {
+		log_warnx("cannot listen on %s", listen);
+		err = RCS_ERR_IO;
+		goto out;
+	}
+	log_info("REST API listening on %s", listen);
+	*out = h;
+	h = NULL;
+	err = RCS_OK;
+out:
+	if (ai)
+		freeaddrinfo(ai);
+	free(h);
+	return err;
+}
+
+void http_api_stop(struct http_api *h)
+{
+	if (h == NULL)
+		return;
+	MHD_stop_daemon(h->daemon);
+	free(h);
+}

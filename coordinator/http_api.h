@@ -1,0 +1,126 @@
+/*
+ * http_api.h - the REST API under /v3/commands on libmicrohttpd.
+ *
+ * http_api.c owns the server: reading bounded bodies, authentication by the
+ * api-key header, routing, roles, and writing JSON answers and error bodies
+ * (DESIGN section 6). The handlers live in api_tasks.c, api_jobs.c and
+ * api_inventory.c and see only struct api_req / struct api_resp.
+ */
+#ifndef RCS_HTTP_API_H
+#define RCS_HTTP_API_H
+
+#include <json-c/json.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "err.h"
+#include "jsonu.h"
+#include "lifecycle.h"
+#include "signer.h"
+#include "store.h"
+
+#define API_MAX_SEGMENTS 8
+#define API_DEFAULT_PER_PAGE 50
+#define API_MAX_PER_PAGE 500
+#define API_MAX_BULK 10000
+
+struct api_app {
+	struct store *st;
+	struct lifecycle *lc;
+	struct signer *signer;
+	size_t max_body;
+};
+
+struct api_req {
+	struct api_app *app;
+	void *conn; /* struct MHD_Connection */
+	const char *method;
+	const char *seg[API_MAX_SEGMENTS]; /* path segments after /v3/commands */
+	int nseg;
+	const char *body; /* NULL when the request had none */
+	size_t body_len;
+	struct auth auth;
+	int64_t now;
+};
+
+struct api_resp {
+	int status;
+	json_object *body; /* owned; NULL for 204 */
+};
+
+typedef void (*api_handler)(struct api_req *req, struct api_resp *resp);
+
+struct http_api;
+
+/* Starts serving on listen ("HOST:PORT") with nthreads worker threads. */
+enum rcs_err http_api_start(struct api_app *app, const char *listen, unsigned nthreads,
+			    struct http_api **out);
+void http_api_stop(struct http_api *h);
+
+/* ---- for handlers ---- */
+
+/* Sets an error answer: {"error": {code, message, details: {field}}}. */
+void api_error(struct api_resp *r, int status, const char *code, const char *field,
+	       const char *fmt, ...) __attribute__((format(printf, 5, 6)));
+/* 400 validation_failed from a jsonu_err. */
+void api_invalid(struct api_resp *r, const struct jsonu_err *e);
+/* Maps a storage error to its answer (404, 409, 503, 500). */
+void api_store_error(struct api_resp *r, enum rcs_err err, const char *what);
+/* Sets a JSON answer (takes body). */
+void api_reply(struct api_resp *r, int status, json_object *body);
+
+/* Parses the body as a JSON object; on failure sets 400 invalid_json and returns false.
+ * The caller owns *out. An absent body is an error unless allow_empty (then *out is {}). */
+bool api_body_object(struct api_req *req, struct api_resp *r, bool allow_empty, json_object **out);
+/* Query parameter or NULL. */
+const char *api_query(struct api_req *req, const char *name);
+/* Reads page/per_page; on a bad value sets 400 invalid_parameter and returns false. */
+bool api_page(struct api_req *req, struct api_resp *r, long long default_per_page,
+	      struct store_page *out);
+/* Wipes and frees nothing: the key text is hashed into hex. */
+void api_key_hash(const char *key, char out[65]);
+
+/* Loads a task the caller may see (public ones, its own, any for admins);
+ * RCS_ERR_NOTFOUND otherwise, also for a malformed ident. */
+enum rcs_err api_task_load(struct api_req *req, const char *ident, json_object **out);
+
+/* handlers (api_tasks.c) */
+void api_tasks_list(struct api_req *req, struct api_resp *r);
+void api_task_create(struct api_req *req, struct api_resp *r);
+void api_task_get(struct api_req *req, struct api_resp *r);
+void api_task_put(struct api_req *req, struct api_resp *r);
+void api_task_patch(struct api_req *req, struct api_resp *r);
+void api_task_delete(struct api_req *req, struct api_resp *r);
+void api_scripts_list(struct api_req *req, struct api_resp *r);
+void api_script_get(struct api_req *req, struct api_resp *r);
+void api_script_put(struct api_req *req, struct api_resp *r);
+void api_script_delete(struct api_req *req, struct api_resp *r);
+
+/* handlers (api_jobs.c) */
+void api_task_jobs_list(struct api_req *req, struct api_resp *r);
+void api_job_create(struct api_req *req, struct api_resp *r);
+void api_jobs_bulk_list(struct api_req *req, struct api_resp *r);
+void api_jobs_bulk_tags(struct api_req *req, struct api_resp *r);
+void api_jobs_list(struct api_req *req, struct api_resp *r);
+void api_job_get(struct api_req *req, struct api_resp *r);
+void api_job_history(struct api_req *req, struct api_resp *r);
+void api_job_cancel(struct api_req *req, struct api_resp *r);
+
+/* handlers (api_inventory.c) */
+void api_devices_list(struct api_req *req, struct api_resp *r);
+void api_device_create(struct api_req *req, struct api_resp *r);
+void api_device_get(struct api_req *req, struct api_resp *r);
+void api_device_patch(struct api_req *req, struct api_resp *r);
+void api_device_delete(struct api_req *req, struct api_resp *r);
+void api_keys_list(struct api_req *req, struct api_resp *r);
+void api_key_create(struct api_req *req, struct api_resp *r);
+void api_key_delete(struct api_req *req, struct api_resp *r);
+void api_groups_list(struct api_req *req, struct api_resp *r);
+void api_group_get(struct api_req *req, struct api_resp *r);
+
+/* Creates an API key for the tenant: fills key (the secret, 64 bytes) and ident. */
+enum rcs_err api_key_new(struct store *st, const char *client_root, const char *user,
+			 enum role role, int64_t now, char key[64], char ident[UUID_STR_LEN]);
+
+#endif

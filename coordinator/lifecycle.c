@@ -1,0 +1,91 @@
+#include "lifecycle.h"
+
+#include <string.h>
+
+#include "log.h"
+
+bool lifecycle_has_transport(const struct lifecycle *lc)
+{
+	return lc->hooks != NULL;
+}
+
+enum rcs_err lifecycle_move(struct lifecycle *lc, const struct job_move *m,
+			    enum store_move *result, json_object **job_after)
+{
+	json_object *job = NULL;
+	enum rcs_err err;
+
+	if (job_after)
+		*job_after = NULL;
+	err = store_job_move(lc->st, m, result);
+	if (err != RCS_OK)
+		return err;
+	if (*result != STORE_MOVE_APPLIED && job_after == NULL)
+		return RCS_OK;
+	err = store_job_get(lc->st, NULL, m->ident, &job);
+	if (err != RCS_OK)
+		return err;
+	if (*result == STORE_MOVE_APPLIED && lc->hooks && lc->hooks->job_changed)
+		lc->hooks->job_changed(lc->hooks->ctx, job);
+	if (job_after)
+		*job_after = job;
+	else
+		json_object_put(job);
+	return RCS_OK;
+}
+
+void lifecycle_jobs_created(struct lifecycle *lc, const struct job_batch *b)
+{
+	json_object *due = NULL;
+
+	if (lc->hooks == NULL || b->n == 0 || b->scheduled_time > b->now)
+		return;
+	if (b->n == 1 && b->group_ident == NULL) {
+		if (lc->hooks->job_due)
+			lc->hooks->job_due(lc->hooks->ctx, b->jobs[0].ident);
+		return;
+	}
+	if (lc->hooks->jobs_due == NULL)
+		return;
+	due = json_object_new_array_ext((int)b->n);
+	for (size_t i = 0; i < b->n; i++)
+		json_object_array_add(due, json_object_new_string(b->jobs[i].ident));
+	lc->hooks->jobs_due(lc->hooks->ctx, due);
+	json_object_put(due);
+}
+
+enum rcs_err lifecycle_cancel(struct lifecycle *lc, const char *client_root, const char *ident,
+			      int64_t now, json_object **job_out)
+{
+	struct job_move m = {
+		.client_root = client_root,
+		.ident = ident,
+		.to = JS_CANCELLED,
+		.response = NULL,
+		.now = now,
+	};
+	json_object *before = NULL, *st = NULL;
+	enum store_move res = STORE_MOVE_DUPLICATE;
+	enum job_status was = JS_INITIAL;
+	enum rcs_err err;
+
+	*job_out = NULL;
+	err = store_job_get(lc->st, client_root, ident, &before);
+	if (err != RCS_OK)
+		return err;
+	if (json_object_object_get_ex(before, "status", &st))
+		status_parse(json_object_get_string(st), &was);
+	json_object_put(before);
+	err = lifecycle_move(lc, &m, &res, job_out);
+	if (err != RCS_OK)
+		return err;
+	if (res != STORE_MOVE_APPLIED) {
+		json_object_put(*job_out);
+		*job_out = NULL;
+		return RCS_ERR_CONFLICT;
+	}
+	/* a job that may have reached the device: tell it */
+	if (status_rank(was) >= status_rank(JS_TRANSMITED) && lc->hooks && lc->hooks->job_cancelled)
+		lc->hooks->job_cancelled(lc->hooks->ctx, *job_out);
+	return RCS_OK;
+}

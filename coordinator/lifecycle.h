@@ -1,0 +1,67 @@
+/*
+ * lifecycle.h - the job lifecycle (DESIGN section 2), the one path through
+ * which every status change goes, whoever causes it: the REST API (create,
+ * cancel), a transport (transmited, device reports), the scheduler (due,
+ * expired).
+ *
+ * A transport plugs in through struct lifecycle_hooks. Without hooks (no
+ * --mqtt) jobs are stored and stay pending: nothing delivers them.
+ */
+#ifndef RCS_LIFECYCLE_H
+#define RCS_LIFECYCLE_H
+
+#include <json-c/json.h>
+#include <stdbool.h>
+
+#include "err.h"
+#include "store.h"
+
+struct lifecycle_hooks {
+	void *ctx;
+	/*
+	 * A pending job is due now. Called after its creation committed, on the
+	 * creating thread, for a single job: deliver it before returning, so the
+	 * creating request answers "transmited" (via lifecycle_move).
+	 */
+	void (*job_due)(void *ctx, const char *job_ident);
+	/*
+	 * Many jobs are due (bulk send): takes a reference-counted array of job
+	 * idents (json_object_get it to keep it) and must not block; deliver them
+	 * off the calling thread.
+	 */
+	void (*jobs_due)(void *ctx, json_object *idents);
+	/* A job the device may have received was cancelled: tell the device. */
+	void (*job_cancelled)(void *ctx, json_object *job);
+	/* After every status change, with the job record as it now is. */
+	void (*job_changed)(void *ctx, json_object *job);
+};
+
+struct lifecycle {
+	struct store *st;
+	const struct lifecycle_hooks *hooks; /* NULL: no transport */
+};
+
+/* True when a transport is plugged in (device presence is known). */
+bool lifecycle_has_transport(const struct lifecycle *lc);
+
+/*
+ * Applies one status change (store_job_move) and, when applied, calls
+ * job_changed. *job_after (may be NULL) gets the job record afterwards.
+ */
+enum rcs_err lifecycle_move(struct lifecycle *lc, const struct job_move *m,
+			    enum store_move *result, json_object **job_after);
+
+/*
+ * Announces created jobs: those not scheduled for later are due now.
+ * single: call job_due synchronously for the one job.
+ */
+void lifecycle_jobs_created(struct lifecycle *lc, const struct job_batch *b);
+
+/*
+ * Cancels a job of the tenant: RCS_ERR_NOTFOUND, RCS_ERR_CONFLICT when it
+ * already ended. *job_out gets the job record afterwards.
+ */
+enum rcs_err lifecycle_cancel(struct lifecycle *lc, const char *client_root, const char *ident,
+			      int64_t now, json_object **job_out);
+
+#endif

@@ -1,0 +1,397 @@
+/*
+ * rcs-coordinator: the REST API, storage and job lifecycle of the Remote
+ * Command Service.
+ *
+ *   parse flags and config -> open storage -> load stock scripts and keys ->
+ *   serve the API -> wait for SIGTERM (SIGHUP reloads) -> clean shutdown.
+ */
+#include <dirent.h>
+#include <errno.h>
+#include <signal.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "cfg.h"
+#include "http_api.h"
+#include "lifecycle.h"
+#include "log.h"
+#include "signer.h"
+#include "store.h"
+#include "uuid.h"
+#include "validate.h"
+
+#define SCRIPT_FILE_MAX (256 * 1024)
+
+struct settings {
+	char *db;
+	char *listen;
+	char *scripts_dir;
+	char *signing_key;
+	struct cfg_strlist trusted_key;
+	long long max_body;
+	long long threads;
+	bool debug;
+	bool check;
+	/* subcommand options */
+	char *client_root;
+	char *user;
+	char *role;
+	char *ident;
+};
+
+#define OPT(name, type, field, arg, help) \
+	{ name, type, offsetof(struct settings, field), 0, 0, arg, help }
+#define OPT_INT(name, field, min, max, arg, help) \
+	{ name, CFG_INT, offsetof(struct settings, field), min, max, arg, help }
+
+static const struct cfg_opt serve_opts[] = {
+	OPT("db", CFG_STRING, db, "PATH", "SQLite database file (created when missing)"),
+	OPT("listen", CFG_STRING, listen, "HOST:PORT", "address of the REST API"),
+	OPT("scripts_dir", CFG_STRING, scripts_dir, "DIR", "stock Lua scripts (<name>.lua)"),
+	OPT("signing_key", CFG_STRING, signing_key, "PEM", "EC P-256 key that signs tasks"),
+	OPT("trusted_key", CFG_STRLIST, trusted_key, "PEM",
+	    "public key accepted for task signatures (repeatable)"),
+	OPT_INT("max_body", max_body, 1024, 64LL * 1024 * 1024, "BYTES",
+		"largest request body (default 1048576)"),
+	OPT_INT("threads", threads, 1, 64, "N", "HTTP worker threads (default: 4)"),
+	OPT("debug", CFG_BOOL, debug, NULL, "log every request"),
+	OPT("check", CFG_BOOL, check, NULL, "check the configuration and keys, then exit"),
+	{ NULL, 0, 0, 0, 0, NULL, NULL },
+};
+
+static const struct cfg_opt admin_opts[] = {
+	OPT("db", CFG_STRING, db, "PATH", "SQLite database file"),
+	OPT("client_root", CFG_STRING, client_root, "UUID", "tenant"),
+	OPT("user", CFG_STRING, user, "NAME", "user name"),
+	OPT("role", CFG_STRING, role, "ROLE", "viewer, operator or admin"),
+	OPT("ident", CFG_STRING, ident, "KEY_IDENT", "key ident"),
+	{ NULL, 0, 0, 0, 0, NULL, NULL },
+};
+
+static void usage(FILE *fp)
+{
+	fprintf(fp,
+		"usage: rcs-coordinator init --db PATH [--client-root UUID] --user NAME\n"
+		"       rcs-coordinator key create --db PATH --client-root UUID --user NAME --role ROLE\n"
+		"       rcs-coordinator key revoke --db PATH --ident KEY_IDENT\n"
+		"       rcs-coordinator serve --db PATH --listen HOST:PORT [options]\n"
+		"       rcs-coordinator --help | --version\n"
+		"\n"
+		"init creates a tenant and prints {\"client_root\", \"api_key\"} (an admin key).\n"
+		"key create prints {\"api_key\", \"ident\"}; keys take effect at once, also while\n"
+		"serve runs. Every serve option is also a \"key value\" line of --config FILE.\n"
+		"\nserve options:\n");
+	cfg_usage(fp, serve_opts);
+	fprintf(fp, "  --config FILE                config file (mosquitto.conf style)\n");
+}
+
+/* Parses argv[first..] (and --config) into s; exits 2 on an error. */
+static void parse_opts(const struct cfg_opt *opts, struct settings *s, int argc, char **argv,
+		       int first)
+{
+	char err[512];
+	const char *config = cfg_find_arg(argc, argv, "config");
+	int next = first;
+
+	if (config && cfg_parse_file(opts, s, config, err, sizeof(err)) != RCS_OK) {
+		fprintf(stderr, "rcs-coordinator: %s\n", err);
+		exit(2);
+	}
+	if (cfg_parse_args(opts, s, argc, argv, first, &next, err, sizeof(err)) != RCS_OK) {
+		fprintf(stderr, "rcs-coordinator: %s\n", err);
+		exit(2);
+	}
+	if (next < argc) {
+		fprintf(stderr, "rcs-coordinator: unexpected argument '%s'\n", argv[next]);
+		exit(2);
+	}
+}
+
+static void need(const char *value, const char *flag)
+{
+	if (value == NULL || *value == '\0') {
+		fprintf(stderr, "rcs-coordinator: %s is required (see --help)\n", flag);
+		exit(2);
+	}
+}
+
+static struct store *open_db(const char *path)
+{
+	struct store *st = NULL;
+	enum rcs_err err = store_open(path, &st);
+
+	if (err != RCS_OK) {
+		fprintf(stderr, "rcs-coordinator: cannot open database %s: %s\n", path,
+			rcs_strerror(err));
+		exit(1);
+	}
+	return st;
+}
+
+static int cmd_init(struct settings *s)
+{
+	struct store *st;
+	char root[UUID_STR_LEN], key[64], ident[UUID_STR_LEN];
+	int64_t now = (int64_t)time(NULL);
+	enum rcs_err err;
+
+	need(s->db, "--db");
+	need(s->user, "--user");
+	if (!validate_token(s->user, 100, "-.@")) {
+		fprintf(stderr, "rcs-coordinator: --user must be 1-100 letters, digits or _-.@\n");
+		return 2;
+	}
+	if (s->client_root) {
+		if (!uuid_valid(s->client_root)) {
+			fprintf(stderr, "rcs-coordinator: --client-root must be a UUID\n");
+			return 2;
+		}
+		snprintf(root, sizeof(root), "%s", s->client_root);
+	} else if (uuid_v7(root) != RCS_OK) {
+		fprintf(stderr, "rcs-coordinator: no randomness available\n");
+		return 1;
+	}
+	st = open_db(s->db);
+	if (store_tenant_exists(st, root)) {
+		fprintf(stderr, "rcs-coordinator: tenant %s already exists (use key create)\n", root);
+		store_close(st);
+		return 1;
+	}
+	err = store_tx_begin(st);
+	if (err == RCS_OK) {
+		err = store_tenant_create(st, root, now);
+		if (err == RCS_OK)
+			err = api_key_new(st, root, s->user, ROLE_ADMIN, now, key, ident);
+		err = err == RCS_OK ? store_tx_end(st, true) : (store_tx_end(st, false), err);
+	}
+	store_close(st);
+	if (err != RCS_OK) {
+		fprintf(stderr, "rcs-coordinator: init failed: %s\n", rcs_strerror(err));
+		return 1;
+	}
+	printf("{\"client_root\": \"%s\", \"api_key\": \"%s\"}\n", root, key);
+	explicit_bzero(key, sizeof(key));
+	return 0;
+}
+
+static int cmd_key(struct settings *s, const char *what)
+{
+	struct store *st;
+	char key[64], ident[UUID_STR_LEN];
+	enum role role;
+	enum rcs_err err;
+
+	need(s->db, "--db");
+	if (strcmp(what, "revoke") == 0) {
+		need(s->ident, "--ident");
+		st = open_db(s->db);
+		err = store_key_revoke(st, NULL, s->ident, (int64_t)time(NULL));
+		store_close(st);
+		if (err != RCS_OK) {
+			fprintf(stderr, "rcs-coordinator: key revoke: %s\n", rcs_strerror(err));
+			return 1;
+		}
+		printf("{\"ident\": \"%s\", \"revoked\": true}\n", s->ident);
+		return 0;
+	}
+	if (strcmp(what, "create") != 0) {
+		fprintf(stderr, "rcs-coordinator: unknown key command '%s'\n", what);
+		return 2;
+	}
+	need(s->client_root, "--client-root");
+	need(s->user, "--user");
+	need(s->role, "--role");
+	if (!role_parse(s->role, &role)) {
+		fprintf(stderr, "rcs-coordinator: --role must be viewer, operator or admin\n");
+		return 2;
+	}
+	if (!validate_token(s->user, 100, "-.@")) {
+		fprintf(stderr, "rcs-coordinator: --user must be 1-100 letters, digits or _-.@\n");
+		return 2;
+	}
+	st = open_db(s->db);
+	if (!store_tenant_exists(st, s->client_root)) {
+		fprintf(stderr, "rcs-coordinator: no tenant %s (run init first)\n", s->client_root);
+		store_close(st);
+		return 1;
+	}
+	err = api_key_new(st, s->client_root, s->user, role, (int64_t)time(NULL), key, ident);
+	store_close(st);
+	if (err != RCS_OK) {
+		fprintf(stderr, "rcs-coordinator: key create: %s\n", rcs_strerror(err));
+		return 1;
+	}
+	printf("{\"api_key\": \"%s\", \"ident\": \"%s\"}\n", key, ident);
+	explicit_bzero(key, sizeof(key));
+	return 0;
+}
+
+/* Loads every <name>.lua of dir as a stock script. */
+static enum rcs_err load_stock_scripts(struct store *st, const char *dir)
+{
+	DIR *d = opendir(dir);
+	struct dirent *de;
+	enum rcs_err err = RCS_OK;
+	int n = 0;
+
+	if (d == NULL) {
+		log_warn("--scripts-dir %s", dir);
+		return RCS_ERR_IO;
+	}
+	while ((de = readdir(d)) != NULL) {
+		char path[4096], name[80], *src = NULL;
+		size_t len = strlen(de->d_name), got;
+		FILE *fp;
+
+		if (len < 5 || len - 4 >= sizeof(name) || strcmp(de->d_name + len - 4, ".lua") != 0)
+			continue;
+		snprintf(name, sizeof(name), "%.*s", (int)(len - 4), de->d_name);
+		if (!validate_token(name, 64, "-.")) {
+			log_warnx("%s/%s: not a valid script name, skipped", dir, de->d_name);
+			continue;
+		}
+		snprintf(path, sizeof(path), "%s/%s", dir, de->d_name);
+		fp = fopen(path, "rb");
+		if (fp == NULL) {
+			log_warn("%s", path);
+			continue;
+		}
+		src = malloc(SCRIPT_FILE_MAX + 1);
+		got = src ? fread(src, 1, SCRIPT_FILE_MAX + 1, fp) : 0;
+		fclose(fp);
+		if (src == NULL || got > SCRIPT_FILE_MAX) {
+			log_warnx("%s: larger than %d bytes, skipped", path, SCRIPT_FILE_MAX);
+			free(src);
+			continue;
+		}
+		err = store_script_put(st, "", name, src, got, (int64_t)time(NULL), NULL);
+		free(src);
+		if (err != RCS_OK)
+			break;
+		n++;
+	}
+	closedir(d);
+	if (err == RCS_OK)
+		log_info("%d stock scripts from %s", n, dir);
+	return err;
+}
+
+static int cmd_serve(struct settings *s)
+{
+	struct store *st = NULL;
+	struct signer *signer = NULL;
+	struct http_api *http = NULL;
+	struct lifecycle lc = { NULL, NULL };
+	struct api_app app;
+	sigset_t sigs;
+	int sig, rc = 1;
+	enum rcs_err err;
+
+	need(s->db, "--db");
+	need(s->listen, "--listen");
+	err = signer_open(s->signing_key, s->trusted_key.items, s->trusted_key.n, &signer);
+	if (err != RCS_OK) {
+		fprintf(stderr, "rcs-coordinator: cannot load keys: %s\n", rcs_strerror(err));
+		goto out;
+	}
+	if (s->check) {
+		printf("configuration OK\n");
+		rc = 0;
+		goto out;
+	}
+	/* signals are taken by this thread only, with sigwait() */
+	sigemptyset(&sigs);
+	sigaddset(&sigs, SIGTERM);
+	sigaddset(&sigs, SIGINT);
+	sigaddset(&sigs, SIGHUP);
+	pthread_sigmask(SIG_BLOCK, &sigs, NULL);
+	signal(SIGPIPE, SIG_IGN);
+
+	st = open_db(s->db);
+	if (s->scripts_dir && load_stock_scripts(st, s->scripts_dir) != RCS_OK)
+		goto out;
+	lc.st = st;
+	lc.hooks = NULL; /* no transport: jobs are stored and stay pending */
+	app.st = st;
+	app.lc = &lc;
+	app.signer = signer;
+	app.max_body = (size_t)s->max_body;
+	err = http_api_start(&app, s->listen, (unsigned)s->threads, &http);
+	if (err != RCS_OK) {
+		fprintf(stderr, "rcs-coordinator: cannot serve on %s\n", s->listen);
+		goto out;
+	}
+	log_info("rcs-coordinator %s serving (database %s)", RCS_VERSION, s->db);
+	for (;;) {
+		if (sigwait(&sigs, &sig) != 0)
+			continue;
+		if (sig == SIGHUP) {
+			log_info("SIGHUP: reloading stock scripts");
+			if (s->scripts_dir)
+				load_stock_scripts(st, s->scripts_dir);
+			continue;
+		}
+		log_info("signal %d: stopping", sig);
+		break;
+	}
+	rc = 0;
+out:
+	http_api_stop(http);
+	store_close(st);
+	signer_free(signer);
+	return rc;
+}
+
+int main(int argc, char **argv)
+{
+	struct settings s;
+	const char *cmd;
+	int rc;
+
+	memset(&s, 0, sizeof(s));
+	s.max_body = 1024 * 1024;
+	s.threads = 4;
+	log_init("rcs-coordinator", LOG_LVL_INFO);
+	if (argc < 2) {
+		usage(stderr);
+		return 2;
+	}
+	cmd = argv[1];
+	if (strcmp(cmd, "--help") == 0 || strcmp(cmd, "-h") == 0 || strcmp(cmd, "help") == 0) {
+		usage(stdout);
+		return 0;
+	}
+	if (strcmp(cmd, "--version") == 0) {
+		printf("rcs-coordinator %s\n", RCS_VERSION);
+		return 0;
+	}
+	for (int i = 2; i < argc; i++) {
+		if (strcmp(argv[i], "--help") == 0) {
+			usage(stdout);
+			return 0;
+		}
+	}
+	if (strcmp(cmd, "serve") == 0) {
+		parse_opts(serve_opts, &s, argc, argv, 2);
+		if (s.debug)
+			log_set_level(LOG_LVL_DEBUG);
+		rc = cmd_serve(&s);
+		cfg_free(serve_opts, &s);
+	} else if (strcmp(cmd, "init") == 0) {
+		parse_opts(admin_opts, &s, argc, argv, 2);
+		rc = cmd_init(&s);
+		cfg_free(admin_opts, &s);
+	} else if (strcmp(cmd, "key") == 0 && argc >= 3) {
+		parse_opts(admin_opts, &s, argc, argv, 3);
+		rc = cmd_key(&s, argv[2]);
+		cfg_free(admin_opts, &s);
+	} else {
+		fprintf(stderr, "rcs-coordinator: unknown command '%s' (see --help)\n", cmd);
+		rc = 2;
+	}
+	return rc;
+}

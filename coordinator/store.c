@@ -1,0 +1,1811 @@
+/*
+ * store.c - SQLite storage of the coordinator. See store.h.
+ */
+#include "store.h"
+
+#include <pthread.h>
+#include <stdarg.h>
+#include <sqlite3.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "jsonu.h"
+#include "log.h"
+#include "manifest.h"
+
+struct store {
+	sqlite3 *db;
+	pthread_mutex_t lock; /* recursive */
+	int tx_depth;
+};
+
+/* ---- schema ---- */
+
+static const char *const store_migrations[] = {
+	/* 1: the first schema */
+	"CREATE TABLE tenants(\n"
+	"  client_root TEXT PRIMARY KEY,\n"
+	"  created_at INTEGER NOT NULL\n"
+	") WITHOUT ROWID;\n"
+	"CREATE TABLE api_keys(\n"
+	"  ident TEXT PRIMARY KEY,\n"
+	"  client_root TEXT NOT NULL REFERENCES tenants(client_root),\n"
+	"  user TEXT NOT NULL,\n"
+	"  role TEXT NOT NULL,\n"
+	"  key_hash TEXT NOT NULL UNIQUE,\n"
+	"  created_at INTEGER NOT NULL,\n"
+	"  revoked_at INTEGER\n"
+	");\n"
+	"CREATE INDEX api_keys_tenant ON api_keys(client_root);\n"
+	"CREATE TABLE script_blobs(\n"
+	"  sha256 TEXT PRIMARY KEY,\n"
+	"  source BLOB NOT NULL\n"
+	") WITHOUT ROWID;\n"
+	"CREATE TABLE scripts(\n"
+	"  client_root TEXT NOT NULL,\n" /* '' for stock scripts */
+	"  name TEXT NOT NULL,\n"
+	"  sha256 TEXT NOT NULL REFERENCES script_blobs(sha256),\n"
+	"  size INTEGER NOT NULL,\n"
+	"  updated_at INTEGER NOT NULL,\n"
+	"  PRIMARY KEY(client_root, name)\n"
+	") WITHOUT ROWID;\n"
+	"CREATE TABLE tasks(\n"
+	"  ident TEXT PRIMARY KEY,\n"
+	"  client_root TEXT NOT NULL REFERENCES tenants(client_root),\n"
+	"  version INTEGER NOT NULL,\n"
+	"  name TEXT NOT NULL,\n"
+	"  script TEXT NOT NULL,\n"
+	"  variables_info TEXT NOT NULL,\n"
+	"  constants TEXT NOT NULL,\n"
+	"  comment TEXT NOT NULL,\n"
+	"  active INTEGER NOT NULL,\n"
+	"  public INTEGER NOT NULL,\n"
+	"  hide INTEGER NOT NULL,\n"
+	"  allow_offline INTEGER NOT NULL,\n"
+	"  timeout INTEGER NOT NULL,\n"
+	"  created_user TEXT NOT NULL,\n"
+	"  update_user TEXT,\n"
+	"  created_at INTEGER NOT NULL,\n"
+	"  update_at INTEGER NOT NULL,\n"
+	"  mail_list TEXT NOT NULL,\n"
+	"  status_list TEXT NOT NULL,\n"
+	"  script_sha256 TEXT NOT NULL,\n"
+	"  signature TEXT,\n"
+	"  deleted INTEGER NOT NULL DEFAULT 0\n"
+	");\n"
+	"CREATE INDEX tasks_tenant ON tasks(client_root, deleted, ident);\n"
+	"CREATE INDEX tasks_script ON tasks(client_root, script);\n"
+	"CREATE TABLE task_versions(\n"
+	"  task_ident TEXT NOT NULL REFERENCES tasks(ident),\n"
+	"  version INTEGER NOT NULL,\n"
+	"  script_name TEXT NOT NULL,\n"
+	"  script_sha256 TEXT NOT NULL REFERENCES script_blobs(sha256),\n"
+	"  constants TEXT NOT NULL,\n"
+	"  variables_info TEXT NOT NULL,\n"
+	"  timeout INTEGER NOT NULL,\n"
+	"  signature TEXT,\n"
+	"  PRIMARY KEY(task_ident, version)\n"
+	") WITHOUT ROWID;\n"
+	"CREATE TABLE devices(\n"
+	"  entity_ident TEXT PRIMARY KEY,\n"
+	"  client_root TEXT NOT NULL REFERENCES tenants(client_root),\n"
+	"  name TEXT NOT NULL,\n"
+	"  tags TEXT NOT NULL,\n"
+	"  reported_tags TEXT NOT NULL DEFAULT '[]',\n"
+	"  online INTEGER NOT NULL DEFAULT 0,\n"
+	"  last_seen INTEGER,\n"
+	"  agent_version TEXT,\n"
+	"  created_at INTEGER NOT NULL,\n"
+	"  update_at INTEGER NOT NULL\n"
+	");\n"
+	"CREATE INDEX devices_tenant ON devices(client_root, entity_ident);\n"
+	"CREATE TABLE device_tags(\n"
+	"  client_root TEXT NOT NULL,\n"
+	"  tag TEXT NOT NULL,\n"
+	"  entity_ident TEXT NOT NULL REFERENCES devices(entity_ident) ON DELETE CASCADE,\n"
+	"  reported INTEGER NOT NULL,\n"
+	"  PRIMARY KEY(client_root, tag, entity_ident, reported)\n"
+	") WITHOUT ROWID;\n"
+	"CREATE INDEX device_tags_device ON device_tags(entity_ident);\n"
+	"CREATE TABLE groups(\n"
+	"  ident TEXT PRIMARY KEY,\n"
+	"  client_root TEXT NOT NULL REFERENCES tenants(client_root),\n"
+	"  name TEXT NOT NULL,\n"
+	"  task_ident TEXT NOT NULL,\n"
+	"  created_user TEXT NOT NULL,\n"
+	"  created_at INTEGER NOT NULL\n"
+	");\n"
+	"CREATE INDEX groups_tenant ON groups(client_root, ident);\n"
+	"CREATE TABLE jobs(\n"
+	"  ident TEXT PRIMARY KEY,\n"
+	"  client_root TEXT NOT NULL REFERENCES tenants(client_root),\n"
+	"  task_ident TEXT NOT NULL,\n"
+	"  task_version INTEGER NOT NULL,\n"
+	"  task_name TEXT NOT NULL,\n"
+	"  group_ident TEXT REFERENCES groups(ident),\n"
+	"  entity_ident TEXT NOT NULL,\n"
+	"  status TEXT NOT NULL,\n"
+	"  comment TEXT,\n"
+	"  created_user TEXT NOT NULL,\n"
+	"  created_at INTEGER NOT NULL,\n"
+	"  update_at INTEGER NOT NULL,\n"
+	"  scheduled_time INTEGER,\n"
+	"  response_time INTEGER,\n"
+	"  ttl INTEGER,\n"
+	"  response TEXT,\n"
+	"  variables TEXT NOT NULL,\n"
+	"  mail_list TEXT NOT NULL,\n"
+	"  status_list TEXT NOT NULL,\n"
+	"  last_seq INTEGER NOT NULL DEFAULT 0,\n"
+	"  n_history INTEGER NOT NULL DEFAULT 0,\n"
+	"  FOREIGN KEY(task_ident, task_version) REFERENCES task_versions(task_ident, version)\n"
+	");\n"
+	"CREATE INDEX jobs_tenant ON jobs(client_root, ident);\n"
+	"CREATE INDEX jobs_group ON jobs(group_ident, ident) WHERE group_ident IS NOT NULL;\n"
+	"CREATE INDEX jobs_task ON jobs(client_root, task_ident, ident);\n"
+	"CREATE INDEX jobs_entity ON jobs(client_root, entity_ident, ident);\n"
+	"CREATE INDEX jobs_status ON jobs(client_root, status, ident);\n"
+	"CREATE TABLE job_history(\n"
+	"  job_ident TEXT NOT NULL REFERENCES jobs(ident),\n"
+	"  n INTEGER NOT NULL,\n"
+	"  status TEXT NOT NULL,\n"
+	"  at INTEGER NOT NULL,\n"
+	"  response TEXT,\n"
+	"  response_time INTEGER,\n"
+	"  seq INTEGER NOT NULL DEFAULT 0,\n"
+	"  PRIMARY KEY(job_ident, n)\n"
+	") WITHOUT ROWID;\n",
+};
+
+#define STORE_N_MIGRATIONS (sizeof(store_migrations) / sizeof(store_migrations[0]))
+
+/* ---- helpers ---- */
+
+static enum rcs_err store_rc(sqlite3 *db, int rc, const char *what)
+{
+	if (rc == SQLITE_OK || rc == SQLITE_DONE || rc == SQLITE_ROW)
+		return RCS_OK;
+	log_warnx("%s: %s (%d)", what, sqlite3_errmsg(db), rc);
+	if (rc == SQLITE_FULL || rc == SQLITE_IOERR)
+		return RCS_ERR_FULL;
+	if (rc == SQLITE_BUSY || rc == SQLITE_LOCKED)
+		return RCS_ERR_BUSY;
+	if (rc == SQLITE_CONSTRAINT)
+		return RCS_ERR_EXISTS;
+	if (rc == SQLITE_NOMEM)
+		return RCS_ERR_NOMEM;
+	return RCS_ERR_DB;
+}
+
+static void store_lock(struct store *st)
+{
+	pthread_mutex_lock(&st->lock);
+}
+
+static void store_unlock(struct store *st)
+{
+	pthread_mutex_unlock(&st->lock);
+}
+
+static enum rcs_err store_exec(struct store *st, const char *sql)
+{
+	char *msg = NULL;
+	int rc = sqlite3_exec(st->db, sql, NULL, NULL, &msg);
+
+	if (rc != SQLITE_OK) {
+		log_warnx("%s: %s", sql, msg ? msg : sqlite3_errstr(rc));
+		sqlite3_free(msg);
+		return store_rc(st->db, rc, "exec");
+	}
+	return RCS_OK;
+}
+
+static enum rcs_err store_prepare(struct store *st, const char *sql, sqlite3_stmt **out)
+{
+	int rc = sqlite3_prepare_v3(st->db, sql, -1, SQLITE_PREPARE_PERSISTENT, out, NULL);
+
+	if (rc != SQLITE_OK) {
+		*out = NULL;
+		return store_rc(st->db, rc, sql);
+	}
+	return RCS_OK;
+}
+
+/* Binding helpers: text may be NULL (binds NULL). */
+static void bind_text(sqlite3_stmt *s, int i, const char *v)
+{
+	if (v)
+		sqlite3_bind_text(s, i, v, -1, SQLITE_TRANSIENT);
+	else
+		sqlite3_bind_null(s, i);
+}
+
+static void bind_json(sqlite3_stmt *s, int i, json_object *v, const char *dflt)
+{
+	if (v)
+		sqlite3_bind_text(s, i, jsonu_dump(v, NULL), -1, SQLITE_TRANSIENT);
+	else if (dflt)
+		sqlite3_bind_text(s, i, dflt, -1, SQLITE_STATIC);
+	else
+		sqlite3_bind_null(s, i);
+}
+
+static void bind_opt_int(sqlite3_stmt *s, int i, long long v)
+{
+	if (v)
+		sqlite3_bind_int64(s, i, v);
+	else
+		sqlite3_bind_null(s, i);
+}
+
+static const char *col_text(sqlite3_stmt *s, int i)
+{
+	const unsigned char *t = sqlite3_column_text(s, i);
+	return t ? (const char *)t : NULL;
+}
+
+static json_object *col_str(sqlite3_stmt *s, int i)
+{
+	const char *t = col_text(s, i);
+	return t ? json_object_new_string_len(t, sqlite3_column_bytes(s, i)) : NULL;
+}
+
+static json_object *col_int(sqlite3_stmt *s, int i)
+{
+	if (sqlite3_column_type(s, i) == SQLITE_NULL)
+		return NULL;
+	return json_object_new_int64(sqlite3_column_int64(s, i));
+}
+
+static json_object *col_bool(sqlite3_stmt *s, int i)
+{
+	return json_object_new_boolean(sqlite3_column_int(s, i) != 0);
+}
+
+/* Parses a JSON column we wrote ourselves. */
+static json_object *col_json(sqlite3_stmt *s, int i)
+{
+	const char *t = col_text(s, i);
+	if (t == NULL)
+		return NULL;
+	return json_tokener_parse(t);
+}
+
+/* Builds {page, per_page, total_pages, total_items, items}. Takes items. */
+static json_object *store_page_wrap(const struct store_page *pg, long long total,
+				    json_object *items)
+{
+	json_object *o = json_object_new_object();
+	long long pages = (total + pg->per_page - 1) / pg->per_page;
+
+	json_object_object_add(o, "page", json_object_new_int64(pg->page));
+	json_object_object_add(o, "per_page", json_object_new_int64(pg->per_page));
+	json_object_object_add(o, "total_pages", json_object_new_int64(pages));
+	json_object_object_add(o, "total_items", json_object_new_int64(total));
+	json_object_object_add(o, "items", items);
+	return o;
+}
+
+/*
+ * A small query builder for filtered, paged lists: WHERE clauses with text
+ * parameters only, so nothing a client sends is ever part of the SQL text.
+ */
+struct qb {
+	char where[768];
+	const char *params[8];
+	int n;
+};
+
+static void qb_add(struct qb *q, const char *clause, const char *param)
+{
+	size_t len = strlen(q->where);
+
+	snprintf(q->where + len, sizeof(q->where) - len, "%s%s", len ? " AND " : " WHERE ",
+		 clause);
+	if (param != NULL && q->n < 8)
+		q->params[q->n++] = param;
+}
+
+static void qb_bind(const struct qb *q, sqlite3_stmt *s)
+{
+	for (int i = 0; i < q->n; i++)
+		sqlite3_bind_text(s, i + 1, q->params[i], -1, SQLITE_STATIC);
+}
+
+typedef json_object *(*row_fn)(sqlite3_stmt *s);
+
+/* Runs "SELECT count(*) FROM <from><where>" and "SELECT <cols> FROM <from><where>
+ * ORDER BY <order> LIMIT ? OFFSET ?" and wraps the rows as a page. */
+static enum rcs_err store_list(struct store *st, const char *cols, const char *from,
+			       const struct qb *q, const char *order, const struct store_page *pg,
+			       row_fn fn, json_object **out)
+{
+	char sql[2048];
+	sqlite3_stmt *s = NULL;
+	long long total = 0;
+	json_object *items = NULL;
+	enum rcs_err err;
+	int rc;
+
+	*out = NULL;
+	store_lock(st);
+	snprintf(sql, sizeof(sql), "SELECT count(*) FROM %s%s", from, q->where);
+	err = store_prepare(st, sql, &s);
+	if (err != RCS_OK)
+		goto out;
+	qb_bind(q, s);
+	if (sqlite3_step(s) == SQLITE_ROW)
+		total = sqlite3_column_int64(s, 0);
+	sqlite3_finalize(s);
+	s = NULL;
+
+	snprintf(sql, sizeof(sql), "SELECT %s FROM %s%s ORDER BY %s LIMIT ?%d OFFSET ?%d", cols,
+		 from, q->where, order, q->n + 1, q->n + 2);
+	err = store_prepare(st, sql, &s);
+	if (err != RCS_OK)
+		goto out;
+	qb_bind(q, s);
+	sqlite3_bind_int64(s, q->n + 1, pg->per_page);
+	sqlite3_bind_int64(s, q->n + 2, (pg->page - 1) * pg->per_page);
+	items = json_object_new_array();
+	while ((rc = sqlite3_step(s)) == SQLITE_ROW)
+		json_object_array_add(items, fn(s));
+	err = store_rc(st->db, rc, "list");
+	if (err != RCS_OK)
+		goto out;
+	*out = store_page_wrap(pg, total, items);
+	items = NULL;
+out:
+	sqlite3_finalize(s);
+	store_unlock(st);
+	if (items)
+		json_object_put(items);
+	return err;
+}
+
+/* Runs a one-row SELECT bound by up to two text params; NOTFOUND when no row. */
+static enum rcs_err store_get_row(struct store *st, const char *sql, const char *p1,
+				  const char *p2, row_fn fn, json_object **out)
+{
+	sqlite3_stmt *s = NULL;
+	enum rcs_err err;
+	int rc;
+
+	*out = NULL;
+	store_lock(st);
+	err = store_prepare(st, sql, &s);
+	if (err != RCS_OK)
+		goto out;
+	bind_text(s, 1, p1);
+	if (p2)
+		bind_text(s, 2, p2);
+	rc = sqlite3_step(s);
+	if (rc == SQLITE_ROW) {
+		*out = fn(s);
+		err = RCS_OK;
+	} else if (rc == SQLITE_DONE) {
+		err = RCS_ERR_NOTFOUND;
+	} else {
+		err = store_rc(st->db, rc, "get");
+	}
+out:
+	sqlite3_finalize(s);
+	store_unlock(st);
+	return err;
+}
+
+/* Executes one write statement with text params (NULL binds NULL); *changes
+ * (may be NULL) gets the number of rows changed. */
+static enum rcs_err store_write(struct store *st, const char *sql, int *changes, int n, ...)
+{
+	sqlite3_stmt *s = NULL;
+	enum rcs_err err;
+	va_list ap;
+
+	store_lock(st);
+	err = store_prepare(st, sql, &s);
+	if (err != RCS_OK)
+		goto out;
+	va_start(ap, n);
+	for (int i = 0; i < n; i++)
+		bind_text(s, i + 1, va_arg(ap, const char *));
+	va_end(ap);
+	err = store_rc(st->db, sqlite3_step(s), sql);
+	if (changes)
+		*changes = sqlite3_changes(st->db);
+out:
+	sqlite3_finalize(s);
+	store_unlock(st);
+	return err;
+}
+
+/* ---- open, close, transactions ---- */
+
+static enum rcs_err store_migrate(struct store *st)
+{
+	sqlite3_stmt *s = NULL;
+	int have = 0;
+	enum rcs_err err;
+
+	err = store_prepare(st, "PRAGMA user_version", &s);
+	if (err != RCS_OK)
+		return err;
+	if (sqlite3_step(s) == SQLITE_ROW)
+		have = sqlite3_column_int(s, 0);
+	sqlite3_finalize(s);
+	if (have > (int)STORE_N_MIGRATIONS) {
+		log_warnx("database schema %d is newer than this coordinator (%d)", have,
+			  (int)STORE_N_MIGRATIONS);
+		return RCS_ERR_DB;
+	}
+	for (int v = have; v < (int)STORE_N_MIGRATIONS; v++) {
+		char pragma[64];
+
+		err = store_exec(st, "BEGIN IMMEDIATE");
+		if (err != RCS_OK)
+			return err;
+		err = store_exec(st, store_migrations[v]);
+		if (err == RCS_OK) {
+			snprintf(pragma, sizeof(pragma), "PRAGMA user_version = %d", v + 1);
+			err = store_exec(st, pragma);
+		}
+		if (err != RCS_OK) {
+			store_exec(st, "ROLLBACK");
+			return err;
+		}
+		err = store_exec(st, "COMMIT");
+		if (err != RCS_OK)
+			return err;
+		log_info("database migrated to schema %d", v + 1);
+	}
+	return RCS_OK;
+}
+
+enum rcs_err store_open(const char *path, struct store **out)
+{
+	struct store *st = NULL;
+	pthread_mutexattr_t attr;
+	enum rcs_err err = RCS_ERR_NOMEM;
+	int rc;
+
+	*out = NULL;
+	st = calloc(1, sizeof(*st));
+	if (st == NULL)
+		goto out;
+	pthread_mutexattr_init(&attr);
+	pthread_mutexattr_settype(&attr, PTHREAD_MUTEX_RECURSIVE);
+	pthread_mutex_init(&st->lock, &attr);
+	pthread_mutexattr_destroy(&attr);
+	rc = sqlite3_open_v2(path, &st->db,
+			     SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX, NULL);
+	if (rc != SQLITE_OK) {
+		log_warnx("%s: %s", path, st->db ? sqlite3_errmsg(st->db) : sqlite3_errstr(rc));
+		err = RCS_ERR_IO;
+		goto out;
+	}
+	sqlite3_busy_timeout(st->db, 10000);
+	sqlite3_extended_result_codes(st->db, 0);
+	err = store_exec(st, "PRAGMA journal_mode = WAL; PRAGMA synchronous = NORMAL;"
+			     "PRAGMA foreign_keys = ON; PRAGMA temp_store = MEMORY;");
+	if (err != RCS_OK) {
+		err = RCS_ERR_IO;
+		goto out;
+	}
+	err = store_migrate(st);
+	if (err != RCS_OK)
+		goto out;
+	*out = st;
+	st = NULL;
+out:
+	if (st)
+		store_close(st);
+	return err;
+}
+
+void store_close(struct store *st)
+{
+	if (st == NULL)
+		return;
+	if (st->db) {
+		/* a clean close checkpoints the WAL into the main file */
+		if (sqlite3_close(st->db) != SQLITE_OK)
+			log_warnx("close: %s", sqlite3_errmsg(st->db));
+	}
+	pthread_mutex_destroy(&st->lock);
+	free(st);
+}
+
+enum rcs_err store_tx_begin(struct store *st)
+{
+	enum rcs_err err;
+
+	store_lock(st);
+	err = store_exec(st, "BEGIN IMMEDIATE");
+	if (err != RCS_OK) {
+		store_unlock(st);
+		return err;
+	}
+	st->tx_depth++;
+	return RCS_OK;
+}
+
+enum rcs_err store_tx_end(struct store *st, bool commit)
+{
+	enum rcs_err err;
+
+	err = store_exec(st, commit ? "COMMIT" : "ROLLBACK");
+	if (err != RCS_OK && commit)
+		store_exec(st, "ROLLBACK");
+	st->tx_depth--;
+	store_unlock(st);
+	return err;
+}
+
+/* Internal savepoints make multi-statement operations atomic inside or outside
+ * a caller's transaction. */
+static enum rcs_err store_sp_begin(struct store *st)
+{
+	store_lock(st);
+	if (st->tx_depth == 0) {
+		enum rcs_err err = store_exec(st, "BEGIN IMMEDIATE");
+		if (err != RCS_OK) {
+			store_unlock(st);
+			return err;
+		}
+		return RCS_OK;
+	}
+	return store_exec(st, "SAVEPOINT op");
+}
+
+static enum rcs_err store_sp_end(struct store *st, enum rcs_err status)
+{
+	enum rcs_err err;
+
+	if (st->tx_depth == 0) {
+		err = store_exec(st, status == RCS_OK ? "COMMIT" : "ROLLBACK");
+		if (err != RCS_OK && status == RCS_OK)
+			store_exec(st, "ROLLBACK");
+	} else if (status == RCS_OK) {
+		err = store_exec(st, "RELEASE op");
+	} else {
+		store_exec(st, "ROLLBACK TO op");
+		err = store_exec(st, "RELEASE op");
+	}
+	store_unlock(st);
+	return status != RCS_OK ? status : err;
+}
+
+/* ---- tenants and keys ---- */
+
+static const char *const role_names[] = { "viewer", "operator", "admin" };
+
+const char *role_name(enum role r)
+{
+	return (unsigned)r <= ROLE_ADMIN ? role_names[r] : "unknown";
+}
+
+bool role_parse(const char *s, enum role *out)
+{
+	for (int i = 0; i <= ROLE_ADMIN; i++) {
+		if (s && strcmp(s, role_names[i]) == 0) {
+			*out = (enum role)i;
+			return true;
+		}
+	}
+	return false;
+}
+
+enum rcs_err store_tenant_create(struct store *st, const char *client_root, int64_t now)
+{
+	char ts[32];
+
+	snprintf(ts, sizeof(ts), "%lld", (long long)now);
+	return store_write(st, "INSERT OR IGNORE INTO tenants(client_root, created_at) VALUES(?, ?)",
+			   NULL, 2, client_root, ts);
+}
+
+static json_object *row_exists(sqlite3_stmt *s)
+{
+	(void)s;
+	return json_object_new_boolean(1);
+}
+
+bool store_tenant_exists(struct store *st, const char *client_root)
+{
+	json_object *o = NULL;
+	enum rcs_err err = store_get_row(st, "SELECT 1 FROM tenants WHERE client_root = ?",
+					 client_root, NULL, row_exists, &o);
+	json_object_put(o);
+	return err == RCS_OK;
+}
+
+enum rcs_err store_key_create(struct store *st, const char *ident, const char *client_root,
+			      const char *user, enum role role, const char *key_hash, int64_t now)
+{
+	char ts[32];
+
+	snprintf(ts, sizeof(ts), "%lld", (long long)now);
+	return store_write(st,
+			   "INSERT INTO api_keys(ident, client_root, user, role, key_hash, created_at)"
+			   " VALUES(?, ?, ?, ?, ?, ?)",
+			   NULL, 6, ident, client_root, user, role_name(role), key_hash, ts);
+}
+
+enum rcs_err store_key_revoke(struct store *st, const char *client_root, const char *ident,
+			      int64_t now)
+{
+	char ts[32];
+	int changes = 0;
+	enum rcs_err err;
+
+	snprintf(ts, sizeof(ts), "%lld", (long long)now);
+	if (client_root)
+		err = store_write(st,
+				  "UPDATE api_keys SET revoked_at = coalesce(revoked_at, ?)"
+				  " WHERE ident = ? AND client_root = ?",
+				  &changes, 3, ts, ident, client_root);
+	else
+		err = store_write(st,
+				  "UPDATE api_keys SET revoked_at = coalesce(revoked_at, ?)"
+				  " WHERE ident = ?",
+				  &changes, 2, ts, ident);
+	if (err == RCS_OK && changes == 0)
+		err = RCS_ERR_NOTFOUND;
+	return err;
+}
+
+enum rcs_err store_key_lookup(struct store *st, const char *key_hash, struct auth *out)
+{
+	sqlite3_stmt *s = NULL;
+	enum rcs_err err;
+	int rc;
+
+	store_lock(st);
+	err = store_prepare(st,
+			    "SELECT ident, client_root, user, role FROM api_keys"
+			    " WHERE key_hash = ? AND revoked_at IS NULL",
+			    &s);
+	if (err != RCS_OK)
+		goto out;
+	bind_text(s, 1, key_hash);
+	rc = sqlite3_step(s);
+	if (rc == SQLITE_ROW) {
+		snprintf(out->key_ident, sizeof(out->key_ident), "%s", col_text(s, 0));
+		snprintf(out->client_root, sizeof(out->client_root), "%s", col_text(s, 1));
+		snprintf(out->user, sizeof(out->user), "%s", col_text(s, 2));
+		if (!role_parse(col_text(s, 3), &out->role))
+			out->role = ROLE_VIEWER;
+		err = RCS_OK;
+	} else if (rc == SQLITE_DONE) {
+		err = RCS_ERR_NOTFOUND;
+	} else {
+		err = store_rc(st->db, rc, "key lookup");
+	}
+out:
+	sqlite3_finalize(s);
+	store_unlock(st);
+	return err;
+}
+
+#define KEY_COLS "ident, user, role, client_root, created_at, revoked_at"
+
+static json_object *row_key(sqlite3_stmt *s)
+{
+	json_object *o = json_object_new_object();
+
+	json_object_object_add(o, "ident", col_str(s, 0));
+	json_object_object_add(o, "user", col_str(s, 1));
+	json_object_object_add(o, "role", col_str(s, 2));
+	json_object_object_add(o, "client_root", col_str(s, 3));
+	json_object_object_add(o, "created_at", col_int(s, 4));
+	json_object_object_add(o, "revoked_at", col_int(s, 5));
+	return o;
+}
+
+enum rcs_err store_key_get(struct store *st, const char *client_root, const char *ident,
+			   json_object **out)
+{
+	return store_get_row(st,
+			     "SELECT " KEY_COLS " FROM api_keys WHERE ident = ? AND client_root = ?",
+			     ident, client_root, row_key, out);
+}
+
+enum rcs_err store_keys_list(struct store *st, const char *client_root,
+			     const struct store_page *pg, json_object **out)
+{
+	struct qb q = { .n = 0 };
+
+	q.where[0] = '\0';
+	qb_add(&q, "client_root = ?", client_root);
+	return store_list(st, KEY_COLS, "api_keys", &q, "ident", pg, row_key, out);
+}
+
+/* ---- scripts ---- */
+
+static enum rcs_err store_blob_put(struct store *st, const char *sha, const char *src, size_t len)
+{
+	sqlite3_stmt *s = NULL;
+	enum rcs_err err;
+
+	err = store_prepare(st, "INSERT OR IGNORE INTO script_blobs(sha256, source) VALUES(?, ?)",
+			    &s);
+	if (err != RCS_OK)
+		return err;
+	sqlite3_bind_text(s, 1, sha, -1, SQLITE_STATIC);
+	sqlite3_bind_blob64(s, 2, src, len, SQLITE_STATIC);
+	err = store_rc(st->db, sqlite3_step(s), "blob put");
+	sqlite3_finalize(s);
+	return err;
+}
+
+enum rcs_err store_script_put(struct store *st, const char *client_root, const char *name,
+			      const char *src, size_t len, int64_t now, bool *created)
+{
+	char sha[SHA256_HEX_LEN];
+	sqlite3_stmt *s = NULL;
+	enum rcs_err err;
+
+	sha256_hex(src, len, sha);
+	err = store_sp_begin(st);
+	if (err != RCS_OK)
+		return err;
+	err = store_blob_put(st, sha, src, len);
+	if (err != RCS_OK)
+		goto out;
+	if (created) {
+		json_object *o = NULL;
+		*created = store_get_row(st, "SELECT 1 FROM scripts WHERE client_root = ? AND name = ?",
+					 client_root, name, row_exists, &o) == RCS_ERR_NOTFOUND;
+		json_object_put(o);
+	}
+	err = store_prepare(st,
+			    "INSERT INTO scripts(client_root, name, sha256, size, updated_at)"
+			    " VALUES(?, ?, ?, ?, ?) ON CONFLICT(client_root, name) DO UPDATE SET"
+			    " sha256 = excluded.sha256, size = excluded.size,"
+			    " updated_at = CASE WHEN sha256 = excluded.sha256 THEN updated_at"
+			    " ELSE excluded.updated_at END",
+			    &s);
+	if (err != RCS_OK)
+		goto out;
+	bind_text(s, 1, client_root);
+	bind_text(s, 2, name);
+	bind_text(s, 3, sha);
+	sqlite3_bind_int64(s, 4, (sqlite3_int64)len);
+	sqlite3_bind_int64(s, 5, now);
+	err = store_rc(st->db, sqlite3_step(s), "script put");
+out:
+	sqlite3_finalize(s);
+	return store_sp_end(st, err);
+}
+
+static json_object *row_script(sqlite3_stmt *s)
+{
+	json_object *o = json_object_new_object();
+
+	json_object_object_add(o, "name", col_str(s, 0));
+	json_object_object_add(o, "sha256", col_str(s, 1));
+	json_object_object_add(o, "size", col_int(s, 2));
+	json_object_object_add(o, "stock", json_object_new_boolean(col_text(s, 3)[0] == '\0'));
+	json_object_object_add(o, "updated_at", col_int(s, 4));
+	if (sqlite3_column_count(s) > 5)
+		json_object_object_add(o, "source", col_str(s, 5));
+	return o;
+}
+
+enum rcs_err store_script_get(struct store *st, const char *client_root, const char *name,
+			      bool with_source, json_object **out)
+{
+	const char *sql = with_source
+		? "SELECT s.name, s.sha256, s.size, s.client_root, s.updated_at, b.source"
+		  " FROM scripts s JOIN script_blobs b ON b.sha256 = s.sha256"
+		  " WHERE s.name = ?2 AND s.client_root IN (?1, '')"
+		  " ORDER BY s.client_root DESC LIMIT 1"
+		: "SELECT s.name, s.sha256, s.size, s.client_root, s.updated_at FROM scripts s"
+		  " WHERE s.name = ?2 AND s.client_root IN (?1, '')"
+		  " ORDER BY s.client_root DESC LIMIT 1";
+
+	return store_get_row(st, sql, client_root, name, row_script, out);
+}
+
+enum rcs_err store_script_source(struct store *st, const char *client_root, const char *name,
+				 char **src, size_t *len, char sha256[65])
+{
+	sqlite3_stmt *s = NULL;
+	enum rcs_err err;
+	int rc;
+
+	*src = NULL;
+	store_lock(st);
+	err = store_prepare(st,
+			    "SELECT b.source, s.sha256 FROM scripts s JOIN script_blobs b"
+			    " ON b.sha256 = s.sha256 WHERE s.name = ?2 AND s.client_root IN (?1, '')"
+			    " ORDER BY s.client_root DESC LIMIT 1",
+			    &s);
+	if (err != RCS_OK)
+		goto out;
+	bind_text(s, 1, client_root);
+	bind_text(s, 2, name);
+	rc = sqlite3_step(s);
+	if (rc == SQLITE_ROW) {
+		size_t n = (size_t)sqlite3_column_bytes(s, 0);
+		char *p = malloc(n + 1);
+		if (p == NULL) {
+			err = RCS_ERR_NOMEM;
+			goto out;
+		}
+		if (n)
+			memcpy(p, sqlite3_column_blob(s, 0), n);
+		p[n] = '\0';
+		*src = p;
+		*len = n;
+		snprintf(sha256, 65, "%s", col_text(s, 1));
+	} else {
+		err = rc == SQLITE_DONE ? RCS_ERR_NOTFOUND : store_rc(st->db, rc, "script source");
+	}
+out:
+	sqlite3_finalize(s);
+	store_unlock(st);
+	return err;
+}
+
+bool store_script_is_stock(struct store *st, const char *name)
+{
+	json_object *o = NULL;
+	enum rcs_err err = store_get_row(st, "SELECT 1 FROM scripts WHERE client_root = '' AND name = ?",
+					 name, NULL, row_exists, &o);
+	json_object_put(o);
+	return err == RCS_OK;
+}
+
+enum rcs_err store_script_delete(struct store *st, const char *client_root, const char *name)
+{
+	json_object *o = NULL;
+	enum rcs_err err;
+	int changes = 0;
+
+	err = store_sp_begin(st);
+	if (err != RCS_OK)
+		return err;
+	err = store_get_row(st,
+			    "SELECT 1 FROM tasks WHERE client_root = ? AND script = ? AND deleted = 0"
+			    " LIMIT 1",
+			    client_root, name, row_exists, &o);
+	json_object_put(o);
+	if (err == RCS_OK) {
+		err = RCS_ERR_CONFLICT;
+		goto out;
+	}
+	if (err != RCS_ERR_NOTFOUND)
+		goto out;
+	err = store_write(st, "DELETE FROM scripts WHERE client_root = ? AND name = ?", &changes, 2,
+			  client_root, name);
+	if (err == RCS_OK && changes == 0)
+		err = RCS_ERR_NOTFOUND;
+out:
+	return store_sp_end(st, err);
+}
+
+enum rcs_err store_scripts_list(struct store *st, const char *client_root,
+				const struct store_page *pg, json_object **out)
+{
+	struct qb q = { .n = 0 };
+
+	/* a tenant's script shadows a stock script of the same name */
+	q.where[0] = '\0';
+	qb_add(&q, "(s.client_root = ?1 OR (s.client_root = '' AND NOT EXISTS (SELECT 1 FROM"
+		   " scripts t WHERE t.client_root = ?1 AND t.name = s.name)))",
+	       client_root);
+	return store_list(st, "s.name, s.sha256, s.size, s.client_root, s.updated_at", "scripts s",
+			  &q, "s.name", pg, row_script, out);
+}
+
+/* ---- tasks ---- */
+
+#define TASK_COLS                                                                           \
+	"version, ident, client_root, created_user, update_user, name, script, variables_info," \
+	" constants, comment, active, public, hide, allow_offline, created_at, update_at,"      \
+	" mail_list, status_list, timeout, script_sha256, signature"
+
+static json_object *row_task(sqlite3_stmt *s)
+{
+	json_object *o = json_object_new_object();
+
+	json_object_object_add(o, "version", col_int(s, 0));
+	json_object_object_add(o, "ident", col_str(s, 1));
+	json_object_object_add(o, "client_root", col_str(s, 2));
+	json_object_object_add(o, "created_user", col_str(s, 3));
+	json_object_object_add(o, "update_user", col_str(s, 4));
+	json_object_object_add(o, "name", col_str(s, 5));
+	json_object_object_add(o, "script", col_str(s, 6));
+	json_object_object_add(o, "variables_info", col_json(s, 7));
+	json_object_object_add(o, "constants", col_json(s, 8));
+	json_object_object_add(o, "comment", col_str(s, 9));
+	json_object_object_add(o, "active",
+			       json_object_new_string(sqlite3_column_int(s, 10) ? "true" : "false"));
+	json_object_object_add(o, "public", col_bool(s, 11));
+	json_object_object_add(o, "hide", col_bool(s, 12));
+	json_object_object_add(o, "allow_offline", col_bool(s, 13));
+	json_object_object_add(o, "created_at", col_int(s, 14));
+	json_object_object_add(o, "update_at", col_int(s, 15));
+	json_object_object_add(o, "notification_mail_list", col_json(s, 16));
+	json_object_object_add(o, "notification_status_list", col_json(s, 17));
+	json_object_object_add(o, "timeout", col_int(s, 18));
+	json_object_object_add(o, "script_sha256", col_str(s, 19));
+	json_object_object_add(o, "signature", col_json(s, 20));
+	return o;
+}
+
+enum rcs_err store_task_put(struct store *st, const struct task_write *t, bool is_new)
+{
+	sqlite3_stmt *s = NULL;
+	enum rcs_err err;
+	int changes;
+
+	err = store_sp_begin(st);
+	if (err != RCS_OK)
+		return err;
+	err = store_blob_put(st, t->script_sha256, t->script_src, t->script_len);
+	if (err != RCS_OK)
+		goto out;
+	if (is_new)
+		err = store_prepare(st,
+				    "INSERT INTO tasks(version, ident, client_root, created_user,"
+				    " update_user, name, script, variables_info, constants, comment,"
+				    " active, public, hide, allow_offline, created_at, update_at,"
+				    " mail_list, status_list, timeout, script_sha256, signature)"
+				    " VALUES(?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12,?13,?14,?15,?16,?17,"
+				    "?18,?19,?20,?21)",
+				    &s);
+	else
+		err = store_prepare(st,
+				    "UPDATE tasks SET version = ?1, update_user = ?5, name = ?6,"
+				    " script = ?7, variables_info = ?8, constants = ?9, comment = ?10,"
+				    " active = ?11, public = ?12, hide = ?13, allow_offline = ?14,"
+				    " update_at = ?16, mail_list = ?17, status_list = ?18, timeout = ?19,"
+				    " script_sha256 = ?20, signature = ?21"
+				    " WHERE ident = ?2 AND client_root = ?3 AND deleted = 0",
+				    &s);
+	if (err != RCS_OK)
+		goto out;
+	sqlite3_bind_int64(s, 1, t->version);
+	bind_text(s, 2, t->ident);
+	bind_text(s, 3, t->client_root);
+	bind_text(s, 4, t->created_user);
+	bind_text(s, 5, t->update_user);
+	bind_text(s, 6, t->name);
+	bind_text(s, 7, t->script);
+	bind_json(s, 8, t->variables_info, "{}");
+	bind_json(s, 9, t->constants, "{}");
+	bind_text(s, 10, t->comment ? t->comment : "");
+	sqlite3_bind_int(s, 11, t->active);
+	sqlite3_bind_int(s, 12, t->is_public);
+	sqlite3_bind_int(s, 13, t->hide);
+	sqlite3_bind_int(s, 14, t->allow_offline);
+	sqlite3_bind_int64(s, 15, t->created_at);
+	sqlite3_bind_int64(s, 16, t->update_at);
+	bind_json(s, 17, t->mail_list, "[]");
+	bind_json(s, 18, t->status_list, "[]");
+	sqlite3_bind_int64(s, 19, t->timeout);
+	bind_text(s, 20, t->script_sha256);
+	bind_json(s, 21, t->signature, NULL);
+	err = store_rc(st->db, sqlite3_step(s), "task put");
+	if (err != RCS_OK)
+		goto out;
+	changes = sqlite3_changes(st->db);
+	if (changes == 0) {
+		err = RCS_ERR_NOTFOUND;
+		goto out;
+	}
+	sqlite3_finalize(s);
+	s = NULL;
+	err = store_prepare(st,
+			    "INSERT INTO task_versions(task_ident, version, script_name, script_sha256,"
+			    " constants, variables_info, timeout, signature)"
+			    " VALUES(?, ?, ?, ?, ?, ?, ?, ?)",
+			    &s);
+	if (err != RCS_OK)
+		goto out;
+	bind_text(s, 1, t->ident);
+	sqlite3_bind_int64(s, 2, t->version);
+	bind_text(s, 3, t->script);
+	bind_text(s, 4, t->script_sha256);
+	bind_json(s, 5, t->constants, "{}");
+	bind_json(s, 6, t->variables_info, "{}");
+	sqlite3_bind_int64(s, 7, t->timeout);
+	bind_json(s, 8, t->signature, NULL);
+	err = store_rc(st->db, sqlite3_step(s), "task version put");
+out:
+	sqlite3_finalize(s);
+	return store_sp_end(st, err);
+}
+
+enum rcs_err store_task_get(struct store *st, const char *client_root, const char *ident,
+			    json_object **out)
+{
+	return store_get_row(st,
+			     "SELECT " TASK_COLS " FROM tasks WHERE ident = ? AND client_root = ?"
+			     " AND deleted = 0",
+			     ident, client_root, row_task, out);
+}
+
+enum rcs_err store_task_set_signature(struct store *st, const char *client_root,
+				      const char *ident, json_object *signature)
+{
+	const char *sig = signature ? jsonu_dump(signature, NULL) : NULL;
+	enum rcs_err err;
+	int changes = 0;
+
+	err = store_sp_begin(st);
+	if (err != RCS_OK)
+		return err;
+	err = store_write(st,
+			  "UPDATE tasks SET signature = ? WHERE ident = ? AND client_root = ?"
+			  " AND deleted = 0",
+			  &changes, 3, sig, ident, client_root);
+	if (err == RCS_OK && changes == 0)
+		err = RCS_ERR_NOTFOUND;
+	if (err == RCS_OK)
+		err = store_write(st,
+				  "UPDATE task_versions SET signature = ?1 WHERE task_ident = ?2 AND"
+				  " version = (SELECT version FROM tasks WHERE ident = ?2)",
+				  NULL, 2, sig, ident);
+	return store_sp_end(st, err);
+}
+
+enum rcs_err store_task_delete(struct store *st, const char *client_root, const char *ident)
+{
+	int changes = 0;
+	enum rcs_err err = store_write(st,
+				       "UPDATE tasks SET deleted = 1 WHERE ident = ? AND"
+				       " client_root = ? AND deleted = 0",
+				       &changes, 2, ident, client_root);
+
+	if (err == RCS_OK && changes == 0)
+		err = RCS_ERR_NOTFOUND;
+	return err;
+}
+
+enum rcs_err store_tasks_list(struct store *st, const char *client_root,
+			      const struct task_filter *f, const struct store_page *pg,
+			      json_object **out)
+{
+	struct qb q = { .n = 0 };
+
+	q.where[0] = '\0';
+	qb_add(&q, "client_root = ?", client_root);
+	qb_add(&q, "deleted = 0", NULL);
+	if (!f->include_hidden)
+		qb_add(&q, "hide = 0", NULL);
+	if (f->only_visible_to)
+		qb_add(&q, "(public = 1 OR created_user = ?)", f->only_visible_to);
+	return store_list(st, TASK_COLS, "tasks", &q, "ident", pg, row_task, out);
+}
+
+static json_object *row_first_str(sqlite3_stmt *s)
+{
+	return col_str(s, 0);
+}
+
+enum rcs_err store_tasks_using_script(struct store *st, const char *client_root,
+				      const char *name, json_object **out)
+{
+	sqlite3_stmt *s = NULL;
+	enum rcs_err err;
+	int rc;
+
+	*out = NULL;
+	store_lock(st);
+	err = store_prepare(st,
+			    "SELECT ident FROM tasks WHERE client_root = ? AND script = ? AND"
+			    " deleted = 0 ORDER BY ident",
+			    &s);
+	if (err != RCS_OK)
+		goto out;
+	bind_text(s, 1, client_root);
+	bind_text(s, 2, name);
+	*out = json_object_new_array();
+	while ((rc = sqlite3_step(s)) == SQLITE_ROW)
+		json_object_array_add(*out, row_first_str(s));
+	err = store_rc(st->db, rc, "tasks using script");
+	if (err != RCS_OK) {
+		json_object_put(*out);
+		*out = NULL;
+	}
+out:
+	sqlite3_finalize(s);
+	store_unlock(st);
+	return err;
+}
+
+enum rcs_err store_task_version_get(struct store *st, const char *task_ident, long long version,
+				    struct task_version *out)
+{
+	sqlite3_stmt *s = NULL;
+	enum rcs_err err;
+	int rc;
+
+	memset(out, 0, sizeof(*out));
+	store_lock(st);
+	err = store_prepare(st,
+			    "SELECT v.script_name, b.source, v.script_sha256, v.constants,"
+			    " v.variables_info, v.signature, v.timeout FROM task_versions v"
+			    " JOIN script_blobs b ON b.sha256 = v.script_sha256"
+			    " WHERE v.task_ident = ? AND v.version = ?",
+			    &s);
+	if (err != RCS_OK)
+		goto out;
+	bind_text(s, 1, task_ident);
+	sqlite3_bind_int64(s, 2, version);
+	rc = sqlite3_step(s);
+	if (rc != SQLITE_ROW) {
+		err = rc == SQLITE_DONE ? RCS_ERR_NOTFOUND : store_rc(st->db, rc, "task version");
+		goto out;
+	}
+	out->script_name = strdup(col_text(s, 0));
+	out->script_len = (size_t)sqlite3_column_bytes(s, 1);
+	out->script_src = malloc(out->script_len + 1);
+	if (out->script_name == NULL || out->script_src == NULL) {
+		err = RCS_ERR_NOMEM;
+		goto out;
+	}
+	if (out->script_len)
+		memcpy(out->script_src, sqlite3_column_blob(s, 1), out->script_len);
+	out->script_src[out->script_len] = '\0';
+	snprintf(out->script_sha256, sizeof(out->script_sha256), "%s", col_text(s, 2));
+	out->constants = col_json(s, 3);
+	out->variables_info = col_json(s, 4);
+	out->signature = col_json(s, 5);
+	out->timeout = sqlite3_column_int64(s, 6);
+out:
+	sqlite3_finalize(s);
+	store_unlock(st);
+	if (err != RCS_OK)
+		store_task_version_free(out);
+	return err;
+}
+
+void store_task_version_free(struct task_version *tv)
+{
+	free(tv->script_name);
+	free(tv->script_src);
+	if (tv->constants)
+		json_object_put(tv->constants);
+	if (tv->variables_info)
+		json_object_put(tv->variables_info);
+	if (tv->signature)
+		json_object_put(tv->signature);
+	memset(tv, 0, sizeof(*tv));
+}
+
+/* ---- devices ---- */
+
+#define DEVICE_COLS                                                                         \
+	"entity_ident, client_root, name, tags, reported_tags, online, last_seen, agent_version," \
+	" created_at, update_at"
+
+static json_object *row_device(sqlite3_stmt *s)
+{
+	json_object *o = json_object_new_object();
+
+	json_object_object_add(o, "entity_ident", col_str(s, 0));
+	json_object_object_add(o, "client_root", col_str(s, 1));
+	json_object_object_add(o, "name", col_str(s, 2));
+	json_object_object_add(o, "tags", col_json(s, 3));
+	json_object_object_add(o, "reported_tags", col_json(s, 4));
+	json_object_object_add(o, "online", col_bool(s, 5));
+	json_object_object_add(o, "last_seen", col_int(s, 6));
+	json_object_object_add(o, "agent_version", col_str(s, 7));
+	json_object_object_add(o, "created_at", col_int(s, 8));
+	json_object_object_add(o, "update_at", col_int(s, 9));
+	return o;
+}
+
+static enum rcs_err store_device_tags_set(struct store *st, const char *client_root,
+					  const char *entity_ident, json_object *tags, int reported)
+{
+	char rep[4];
+	enum rcs_err err;
+
+	snprintf(rep, sizeof(rep), "%d", reported);
+	err = store_write(st, "DELETE FROM device_tags WHERE entity_ident = ? AND reported = ?", NULL,
+			  2, entity_ident, rep);
+	for (size_t i = 0; err == RCS_OK && i < json_object_array_length(tags); i++) {
+		const char *tag = json_object_get_string(json_object_array_get_idx(tags, i));
+		err = store_write(st,
+				  "INSERT OR IGNORE INTO device_tags(client_root, tag, entity_ident,"
+				  " reported) VALUES(?, ?, ?, ?)",
+				  NULL, 4, client_root, tag, entity_ident, rep);
+	}
+	return err;
+}
+
+enum rcs_err store_device_insert(struct store *st, const char *client_root,
+				 const char *entity_ident, const char *name, json_object *tags,
+				 int64_t now)
+{
+	char ts[32];
+	enum rcs_err err;
+
+	snprintf(ts, sizeof(ts), "%lld", (long long)now);
+	err = store_sp_begin(st);
+	if (err != RCS_OK)
+		return err;
+	err = store_write(st,
+			  "INSERT INTO devices(entity_ident, client_root, name, tags, created_at,"
+			  " update_at) VALUES(?, ?, ?, ?, ?, ?)",
+			  NULL, 6, entity_ident, client_root, name, jsonu_dump(tags, NULL), ts, ts);
+	if (err == RCS_OK)
+		err = store_device_tags_set(st, client_root, entity_ident, tags, 0);
+	return store_sp_end(st, err);
+}
+
+enum rcs_err store_device_get(struct store *st, const char *client_root,
+			      const char *entity_ident, json_object **out)
+{
+	return store_get_row(st,
+			     "SELECT " DEVICE_COLS " FROM devices WHERE entity_ident = ? AND"
+			     " client_root = ?",
+			     entity_ident, client_root, row_device, out);
+}
+
+enum rcs_err store_device_update(struct store *st, const char *client_root,
+				 const char *entity_ident, const char *name, json_object *tags,
+				 int64_t now)
+{
+	char ts[32];
+	int changes = 0;
+	enum rcs_err err;
+
+	snprintf(ts, sizeof(ts), "%lld", (long long)now);
+	err = store_sp_begin(st);
+	if (err != RCS_OK)
+		return err;
+	err = store_write(st,
+			  "UPDATE devices SET name = coalesce(?, name), tags = coalesce(?, tags),"
+			  " update_at = ? WHERE entity_ident = ? AND client_root = ?",
+			  &changes, 5, name, tags ? jsonu_dump(tags, NULL) : NULL, ts, entity_ident,
+			  client_root);
+	if (err == RCS_OK && changes == 0)
+		err = RCS_ERR_NOTFOUND;
+	if (err == RCS_OK && tags)
+		err = store_device_tags_set(st, client_root, entity_ident, tags, 0);
+	return store_sp_end(st, err);
+}
+
+enum rcs_err store_device_delete(struct store *st, const char *client_root,
+				 const char *entity_ident)
+{
+	int changes = 0;
+	enum rcs_err err = store_write(st,
+				       "DELETE FROM devices WHERE entity_ident = ? AND client_root = ?",
+				       &changes, 2, entity_ident, client_root);
+
+	if (err == RCS_OK && changes == 0)
+		err = RCS_ERR_NOTFOUND;
+	return err;
+}
+
+enum rcs_err store_devices_list(struct store *st, const char *client_root, const char *tag,
+				int online, const struct store_page *pg, json_object **out)
+{
+	struct qb q = { .n = 0 };
+
+	q.where[0] = '\0';
+	qb_add(&q, "client_root = ?", client_root);
+	if (tag)
+		qb_add(&q,
+		       "entity_ident IN (SELECT entity_ident FROM device_tags WHERE client_root ="
+		       " devices.client_root AND tag = ?)",
+		       tag);
+	if (online == 0)
+		qb_add(&q, "online = 0", NULL);
+	else if (online == 1)
+		qb_add(&q, "online = 1", NULL);
+	return store_list(st, DEVICE_COLS, "devices", &q, "entity_ident", pg, row_device, out);
+}
+
+static json_object *row_presence(sqlite3_stmt *s)
+{
+	json_object *o = json_object_new_object();
+
+	json_object_object_add(o, "entity_ident", col_str(s, 0));
+	json_object_object_add(o, "online", col_bool(s, 1));
+	return o;
+}
+
+enum rcs_err store_devices_with_tag(struct store *st, const char *client_root, const char *tag,
+				    size_t max, json_object **out)
+{
+	sqlite3_stmt *s = NULL;
+	enum rcs_err err;
+	int rc;
+	size_t n = 0;
+
+	*out = NULL;
+	store_lock(st);
+	err = store_prepare(st,
+			    "SELECT d.entity_ident, d.online FROM devices d WHERE d.entity_ident IN"
+			    " (SELECT entity_ident FROM device_tags WHERE client_root = ?1 AND"
+			    " tag = ?2) AND d.client_root = ?1 ORDER BY d.entity_ident",
+			    &s);
+	if (err != RCS_OK)
+		goto out;
+	bind_text(s, 1, client_root);
+	bind_text(s, 2, tag);
+	*out = json_object_new_array();
+	while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
+		if (++n > max) {
+			err = RCS_ERR_TOOBIG;
+			break;
+		}
+		json_object_array_add(*out, row_presence(s));
+	}
+	if (err == RCS_OK)
+		err = store_rc(st->db, rc, "devices with tag");
+	if (err != RCS_OK) {
+		json_object_put(*out);
+		*out = NULL;
+	}
+out:
+	sqlite3_finalize(s);
+	store_unlock(st);
+	return err;
+}
+
+enum rcs_err store_device_presence(struct store *st, const char *client_root,
+				   const char *entity_ident, bool *online)
+{
+	json_object *o = NULL;
+	enum rcs_err err = store_get_row(st,
+					 "SELECT entity_ident, online FROM devices WHERE"
+					 " entity_ident = ? AND client_root = ?",
+					 entity_ident, client_root, row_presence, &o);
+
+	if (err == RCS_OK)
+		*online = json_object_get_boolean(json_object_object_get(o, "online"));
+	json_object_put(o);
+	return err;
+}
+
+/* ---- jobs ---- */
+
+#define JOB_COLS                                                                            \
+	"j.ident, j.task_version, j.task_ident, j.task_name, j.group_ident, g.name,"           \
+	" j.client_root, j.entity_ident, j.comment, j.status, j.created_user, j.created_at,"   \
+	" j.update_at, j.scheduled_time, j.response_time, j.ttl, j.response, j.mail_list,"    \
+	" j.status_list, j.variables"
+#define JOB_FROM "jobs j LEFT JOIN groups g ON g.ident = j.group_ident"
+
+static json_object *row_job(sqlite3_stmt *s)
+{
+	json_object *o = json_object_new_object();
+	json_object *task = json_object_new_object();
+	json_object *group = NULL;
+
+	json_object_object_add(task, "version", col_int(s, 1));
+	json_object_object_add(task, "ident", col_str(s, 2));
+	json_object_object_add(task, "name", col_str(s, 3));
+	if (sqlite3_column_type(s, 4) != SQLITE_NULL) {
+		group = json_object_new_object();
+		json_object_object_add(group, "ident", col_str(s, 4));
+		json_object_object_add(group, "name", col_str(s, 5));
+	}
+	json_object_object_add(o, "ident", col_str(s, 0));
+	json_object_object_add(o, "task", task);
+	json_object_object_add(o, "group", group);
+	json_object_object_add(o, "client_root", col_str(s, 6));
+	json_object_object_add(o, "entity_ident", col_str(s, 7));
+	json_object_object_add(o, "target", NULL);
+	json_object_object_add(o, "comment", col_str(s, 8));
+	json_object_object_add(o, "status", col_str(s, 9));
+	json_object_object_add(o, "created_user", col_str(s, 10));
+	json_object_object_add(o, "created_at", col_int(s, 11));
+	json_object_object_add(o, "update_at", col_int(s, 12));
+	json_object_object_add(o, "scheduled_time", col_int(s, 13));
+	json_object_object_add(o, "response_time", col_int(s, 14));
+	json_object_object_add(o, "ttl", col_int(s, 15));
+	json_object_object_add(o, "payload", NULL);
+	json_object_object_add(o, "response", col_str(s, 16));
+	json_object_object_add(o, "notification_mail_list", col_json(s, 17));
+	json_object_object_add(o, "notification_status_list", col_json(s, 18));
+	json_object_object_add(o, "variables", col_json(s, 19));
+	return o;
+}
+
+static enum rcs_err store_history_add(struct store *st, const char *job, long long n,
+				      const char *status, int64_t at, const char *response,
+				      long long response_time, long long seq)
+{
+	sqlite3_stmt *s = NULL;
+	enum rcs_err err;
+
+	err = store_prepare(st,
+			    "INSERT INTO job_history(job_ident, n, status, at, response,"
+			    " response_time, seq) VALUES(?, ?, ?, ?, ?, ?, ?)",
+			    &s);
+	if (err != RCS_OK)
+		return err;
+	bind_text(s, 1, job);
+	sqlite3_bind_int64(s, 2, n);
+	bind_text(s, 3, status);
+	sqlite3_bind_int64(s, 4, at);
+	bind_text(s, 5, response);
+	bind_opt_int(s, 6, response_time);
+	sqlite3_bind_int64(s, 7, seq);
+	err = store_rc(st->db, sqlite3_step(s), "history add");
+	sqlite3_finalize(s);
+	return err;
+}
+
+enum rcs_err store_jobs_create(struct store *st, const struct job_batch *b)
+{
+	sqlite3_stmt *ins = NULL, *hist = NULL;
+	const char *vars = jsonu_dump(b->variables, NULL);
+	const char *mails = b->mail_list ? jsonu_dump(b->mail_list, NULL) : "[]";
+	const char *stats = b->status_list ? jsonu_dump(b->status_list, NULL) : "[]";
+	enum rcs_err err;
+
+	err = store_sp_begin(st);
+	if (err != RCS_OK)
+		return err;
+	if (b->group_ident) {
+		char ts[32];
+		snprintf(ts, sizeof(ts), "%lld", (long long)b->now);
+		err = store_write(st,
+				  "INSERT INTO groups(ident, client_root, name, task_ident, created_user,"
+				  " created_at) VALUES(?, ?, ?, ?, ?, ?)",
+				  NULL, 6, b->group_ident, b->client_root, b->group_name, b->task_ident,
+				  b->created_user, ts);
+		if (err != RCS_OK)
+			goto out;
+	}
+	err = store_prepare(st,
+			    "INSERT INTO jobs(ident, client_root, task_ident, task_version, task_name,"
+			    " group_ident, entity_ident, status, comment, created_user, created_at,"
+			    " update_at, scheduled_time, ttl, variables, mail_list, status_list,"
+			    " n_history) VALUES(?,?,?,?,?,?,?,'pending',?,?,?,?,?,?,?,?,?,2)",
+			    &ins);
+	if (err != RCS_OK)
+		goto out;
+	err = store_prepare(st,
+			    "INSERT INTO job_history(job_ident, n, status, at) VALUES"
+			    " (?1, 1, 'initial', ?2), (?1, 2, 'pending', ?2)",
+			    &hist);
+	if (err != RCS_OK)
+		goto out;
+	/* the constant parameters are bound once */
+	bind_text(ins, 2, b->client_root);
+	bind_text(ins, 3, b->task_ident);
+	sqlite3_bind_int64(ins, 4, b->task_version);
+	bind_text(ins, 5, b->task_name);
+	bind_text(ins, 6, b->group_ident);
+	bind_text(ins, 8, b->comment);
+	bind_text(ins, 9, b->created_user);
+	sqlite3_bind_int64(ins, 10, b->now);
+	sqlite3_bind_int64(ins, 11, b->now);
+	bind_opt_int(ins, 12, b->scheduled_time);
+	bind_opt_int(ins, 13, b->ttl);
+	sqlite3_bind_text(ins, 14, vars, -1, SQLITE_STATIC);
+	sqlite3_bind_text(ins, 15, mails, -1, SQLITE_STATIC);
+	sqlite3_bind_text(ins, 16, stats, -1, SQLITE_STATIC);
+	sqlite3_bind_int64(hist, 2, b->now);
+	for (size_t i = 0; i < b->n; i++) {
+		sqlite3_bind_text(ins, 1, b->jobs[i].ident, -1, SQLITE_STATIC);
+		sqlite3_bind_text(ins, 7, b->jobs[i].entity_ident, -1, SQLITE_STATIC);
+		err = store_rc(st->db, sqlite3_step(ins), "job insert");
+		sqlite3_reset(ins);
+		if (err != RCS_OK)
+			goto out;
+		sqlite3_bind_text(hist, 1, b->jobs[i].ident, -1, SQLITE_STATIC);
+		err = store_rc(st->db, sqlite3_step(hist), "job history insert");
+		sqlite3_reset(hist);
+		if (err != RCS_OK)
+			goto out;
+	}
+out:
+	sqlite3_finalize(ins);
+	sqlite3_finalize(hist);
+	return store_sp_end(st, err);
+}
+
+enum rcs_err store_job_get(struct store *st, const char *client_root, const char *ident,
+			   json_object **out)
+{
+	if (client_root == NULL)
+		return store_get_row(st, "SELECT " JOB_COLS " FROM " JOB_FROM " WHERE j.ident = ?",
+				     ident, NULL, row_job, out);
+	return store_get_row(st,
+			     "SELECT " JOB_COLS " FROM " JOB_FROM
+			     " WHERE j.ident = ? AND j.client_root = ?",
+			     ident, client_root, row_job, out);
+}
+
+enum rcs_err store_jobs_get_batch(struct store *st, const struct job_batch *b, json_object **out)
+{
+	sqlite3_stmt *s = NULL;
+	json_object *items = NULL;
+	enum rcs_err err;
+
+	*out = NULL;
+	store_lock(st);
+	err = store_prepare(st, "SELECT " JOB_COLS " FROM " JOB_FROM " WHERE j.ident = ?", &s);
+	if (err != RCS_OK)
+		goto out;
+	items = json_object_new_array_ext((int)b->n);
+	for (size_t i = 0; i < b->n; i++) {
+		int rc;
+		sqlite3_bind_text(s, 1, b->jobs[i].ident, -1, SQLITE_STATIC);
+		rc = sqlite3_step(s);
+		if (rc == SQLITE_ROW)
+			json_object_array_add(items, row_job(s));
+		else
+			err = rc == SQLITE_DONE ? RCS_ERR_NOTFOUND : store_rc(st->db, rc, "jobs batch");
+		sqlite3_reset(s);
+		if (err != RCS_OK)
+			goto out;
+	}
+	*out = items;
+	items = NULL;
+out:
+	sqlite3_finalize(s);
+	store_unlock(st);
+	if (items)
+		json_object_put(items);
+	return err;
+}
+
+enum rcs_err store_job_history(struct store *st, const char *client_root, const char *ident,
+			       const struct store_page *pg, json_object **out)
+{
+	json_object *job = NULL, *items = NULL;
+	sqlite3_stmt *s = NULL;
+	long long total = 0;
+	enum rcs_err err;
+	int rc;
+
+	*out = NULL;
+	store_lock(st);
+	err = store_job_get(st, client_root, ident, &job);
+	if (err != RCS_OK)
+		goto out;
+	err = store_prepare(st, "SELECT count(*) FROM job_history WHERE job_ident = ?", &s);
+	if (err != RCS_OK)
+		goto out;
+	bind_text(s, 1, ident);
+	if (sqlite3_step(s) == SQLITE_ROW)
+		total = sqlite3_column_int64(s, 0);
+	sqlite3_finalize(s);
+	s = NULL;
+	err = store_prepare(st,
+			    "SELECT status, at, response, response_time FROM job_history"
+			    " WHERE job_ident = ? ORDER BY n DESC LIMIT ? OFFSET ?",
+			    &s);
+	if (err != RCS_OK)
+		goto out;
+	bind_text(s, 1, ident);
+	sqlite3_bind_int64(s, 2, pg->per_page);
+	sqlite3_bind_int64(s, 3, (pg->page - 1) * pg->per_page);
+	items = json_object_new_array();
+	while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
+		/* a snapshot: the job record with the status, time and response it had */
+		json_object *snap = NULL;
+		json_object_deep_copy(job, &snap, NULL);
+		json_object_object_add(snap, "status", col_str(s, 0));
+		json_object_object_add(snap, "update_at", col_int(s, 1));
+		json_object_object_add(snap, "response", col_str(s, 2));
+		json_object_object_add(snap, "response_time", col_int(s, 3));
+		json_object_array_add(items, snap);
+	}
+	err = store_rc(st->db, rc, "history");
+	if (err != RCS_OK)
+		goto out;
+	*out = store_page_wrap(pg, total, items);
+	items = NULL;
+out:
+	sqlite3_finalize(s);
+	store_unlock(st);
+	if (job)
+		json_object_put(job);
+	if (items)
+		json_object_put(items);
+	return err;
+}
+
+enum rcs_err store_jobs_list(struct store *st, const char *client_root,
+			     const struct job_filter *f, const struct store_page *pg,
+			     json_object **out)
+{
+	struct qb q = { .n = 0 };
+
+	q.where[0] = '\0';
+	qb_add(&q, "j.client_root = ?", client_root);
+	if (f->group_ident)
+		qb_add(&q, "j.group_ident = ?", f->group_ident);
+	if (f->task_ident)
+		qb_add(&q, "j.task_ident = ?", f->task_ident);
+	if (f->entity_ident)
+		qb_add(&q, "j.entity_ident = ?", f->entity_ident);
+	if (f->status && strcmp(f->status, "running") == 0)
+		qb_add(&q, "j.status IN ('edge_started', 'edge_running')", NULL);
+	else if (f->status)
+		qb_add(&q, "j.status = ?", f->status);
+	return store_list(st, JOB_COLS, JOB_FROM, &q, "j.ident", pg, row_job, out);
+}
+
+enum rcs_err store_job_move(struct store *st, const struct job_move *m, enum store_move *result)
+{
+	sqlite3_stmt *s = NULL;
+	enum job_status cur = JS_INITIAL;
+	long long last_seq = 0, n_history = 0;
+	char owner_root[UUID_STR_LEN], owner_dev[UUID_STR_LEN];
+	enum rcs_err err;
+	int rc;
+
+	err = store_sp_begin(st);
+	if (err != RCS_OK)
+		return err;
+	err = store_prepare(st,
+			    "SELECT status, last_seq, n_history, client_root, entity_ident FROM jobs"
+			    " WHERE ident = ?",
+			    &s);
+	if (err != RCS_OK)
+		goto out;
+	bind_text(s, 1, m->ident);
+	rc = sqlite3_step(s);
+	if (rc != SQLITE_ROW) {
+		err = rc == SQLITE_DONE ? RCS_ERR_NOTFOUND : store_rc(st->db, rc, "job move");
+		goto out;
+	}
+	if (!status_parse(col_text(s, 0), &cur)) {
+		err = RCS_ERR_INTERNAL;
+		goto out;
+	}
+	last_seq = sqlite3_column_int64(s, 1);
+	n_history = sqlite3_column_int64(s, 2);
+	snprintf(owner_root, sizeof(owner_root), "%s", col_text(s, 3));
+	snprintf(owner_dev, sizeof(owner_dev), "%s", col_text(s, 4));
+	sqlite3_finalize(s);
+	s = NULL;
+	if ((m->client_root && strcmp(m->client_root, owner_root) != 0) ||
+	    (m->entity_ident && strcmp(m->entity_ident, owner_dev) != 0)) {
+		err = RCS_ERR_NOTFOUND;
+		goto out;
+	}
+	if (m->seq > 0 && m->seq <= last_seq) {
+		*result = STORE_MOVE_DUPLICATE;
+		goto out;
+	}
+	if (status_is_terminal(cur)) {
+		if (m->seq > 0 && (cur == JS_CANCELLED || cur == JS_EXPIRED)) {
+			/* what the device said after the coordinator ended the job */
+			err = store_history_add(st, m->ident, n_history + 1, status_name(m->to),
+						m->now, m->response,
+						m->set_response_time ? m->now : 0, m->seq);
+			if (err == RCS_OK) {
+				char seq[32];
+				snprintf(seq, sizeof(seq), "%lld", m->seq);
+				err = store_write(st,
+						  "UPDATE jobs SET n_history = n_history + 1,"
+						  " last_seq = CAST(? AS INTEGER) WHERE ident = ?",
+						  NULL, 2, seq, m->ident);
+			}
+			*result = STORE_MOVE_KEPT;
+		} else {
+			*result = m->seq > 0 ? STORE_MOVE_DUPLICATE : STORE_MOVE_TERMINAL;
+		}
+		goto out;
+	}
+	if (!status_can_move(cur, m->to)) {
+		*result = STORE_MOVE_DUPLICATE;
+		goto out;
+	}
+	err = store_prepare(st,
+			    "UPDATE jobs SET status = ?1, update_at = ?2,"
+			    " response = CASE WHEN ?3 IS NULL THEN response ELSE ?3 END,"
+			    " response_time = CASE WHEN ?4 THEN ?2 ELSE response_time END,"
+			    " last_seq = max(last_seq, ?5), n_history = n_history + 1"
+			    " WHERE ident = ?6",
+			    &s);
+	if (err != RCS_OK)
+		goto out;
+	bind_text(s, 1, status_name(m->to));
+	sqlite3_bind_int64(s, 2, m->now);
+	bind_text(s, 3, m->response);
+	sqlite3_bind_int(s, 4, m->set_response_time);
+	sqlite3_bind_int64(s, 5, m->seq);
+	bind_text(s, 6, m->ident);
+	err = store_rc(st->db, sqlite3_step(s), "job move");
+	if (err != RCS_OK)
+		goto out;
+	sqlite3_finalize(s);
+	s = NULL;
+	/* the history item keeps the response the job had at that moment */
+	err = store_prepare(st,
+			    "INSERT INTO job_history(job_ident, n, status, at, response,"
+			    " response_time, seq) SELECT ident, n_history, status, update_at,"
+			    " response, response_time, ? FROM jobs WHERE ident = ?",
+			    &s);
+	if (err != RCS_OK)
+		goto out;
+	sqlite3_bind_int64(s, 1, m->seq);
+	bind_text(s, 2, m->ident);
+	err = store_rc(st->db, sqlite3_step(s), "history add");
+	*result = STORE_MOVE_APPLIED;
+out:
+	sqlite3_finalize(s);
+	return store_sp_end(st, err);
+}
+
+/* ---- groups ---- */
+
+#define GROUP_COLS "ident, name, created_user, created_at, task_ident"
+
+static json_object *row_group(sqlite3_stmt *s)
+{
+	json_object *o = json_object_new_object();
+
+	json_object_object_add(o, "ident", col_str(s, 0));
+	json_object_object_add(o, "name", col_str(s, 1));
+	json_object_object_add(o, "created_user", col_str(s, 2));
+	json_object_object_add(o, "created_at", col_int(s, 3));
+	json_object_object_add(o, "task_ident", col_str(s, 4));
+	return o;
+}
+
+enum rcs_err store_group_get(struct store *st, const char *client_root, const char *ident,
+			     json_object **out)
+{
+	json_object *g = NULL, *statuses = NULL;
+	sqlite3_stmt *s = NULL;
+	long long total = 0;
+	enum rcs_err err;
+	int rc;
+
+	*out = NULL;
+	store_lock(st);
+	err = store_get_row(st,
+			    "SELECT " GROUP_COLS " FROM groups WHERE ident = ? AND client_root = ?",
+			    ident, client_root, row_group, &g);
+	if (err != RCS_OK)
+		goto out;
+	err = store_prepare(st,
+			    "SELECT status, count(*) FROM jobs WHERE group_ident = ? GROUP BY status"
+			    " ORDER BY status",
+			    &s);
+	if (err != RCS_OK)
+		goto out;
+	bind_text(s, 1, ident);
+	statuses = json_object_new_object();
+	while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
+		long long n = sqlite3_column_int64(s, 1);
+		total += n;
+		json_object_object_add(statuses, col_text(s, 0), json_object_new_int64(n));
+	}
+	err = store_rc(st->db, rc, "group statuses");
+	if (err != RCS_OK)
+		goto out;
+	json_object_object_add(g, "total", json_object_new_int64(total));
+	json_object_object_add(g, "statuses", statuses);
+	statuses = NULL;
+	*out = g;
+	g = NULL;
+out:
+	sqlite3_finalize(s);
+	store_unlock(st);
+	if (g)
+		json_object_put(g);
+	if (statuses)
+		json_object_put(statuses);
+	return err;
+}
+
+enum rcs_err store_groups_list(struct store *st, const char *client_root,
+			       const struct store_page *pg, json_object **out)
+{
+	struct qb q = { .n = 0 };
+
+	q.where[0] = '\0';
+	qb_add(&q, "client_root = ?", client_root);
+	return store_list(st, GROUP_COLS, "groups", &q, "ident", pg, row_group, out);
+}

@@ -1,0 +1,248 @@
+/*
+ * store.h - all of the coordinator's storage, behind one narrow interface.
+ *
+ * SQLite in WAL mode, foreign keys on, schema versioned by PRAGMA user_version
+ * with migrations applied by store_open(). Every SQL statement of the
+ * coordinator lives in store.c, so another backend (PostgreSQL) can replace it.
+ *
+ * Concurrency: one connection and one (recursive) lock: every call is atomic,
+ * and store_tx_begin()/store_tx_end() make a group of calls one transaction
+ * (the calling thread holds the lock in between). Writers never see
+ * SQLITE_BUSY from each other; another process (the CLI) is waited for.
+ *
+ * Reads answer records as json-c objects in the API's shape; the caller owns
+ * them (json_object_put). Every function returns an enum rcs_err:
+ * RCS_ERR_NOTFOUND for a missing object or one of another tenant,
+ * RCS_ERR_FULL when the disk is full, RCS_ERR_DB for other storage errors.
+ */
+#ifndef RCS_STORE_H
+#define RCS_STORE_H
+
+#include <json-c/json.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "err.h"
+#include "status.h"
+#include "uuid.h"
+
+struct store;
+
+#define STORE_SCHEMA_VERSION 1
+
+/* Opens (creating when needed) and migrates the database at path. */
+enum rcs_err store_open(const char *path, struct store **out);
+void store_close(struct store *st);
+
+/* Groups calls into one transaction. end(commit=false) rolls back. */
+enum rcs_err store_tx_begin(struct store *st);
+enum rcs_err store_tx_end(struct store *st, bool commit);
+
+/* A page of a list: page from 1, per_page 1..500. */
+struct store_page {
+	long long page;
+	long long per_page;
+};
+
+/* ---- tenants and API keys ---- */
+
+enum role { ROLE_VIEWER = 0, ROLE_OPERATOR = 1, ROLE_ADMIN = 2 };
+const char *role_name(enum role r);
+bool role_parse(const char *s, enum role *out);
+
+struct auth {
+	char client_root[UUID_STR_LEN];
+	char key_ident[UUID_STR_LEN];
+	char user[128];
+	enum role role;
+};
+
+enum rcs_err store_tenant_create(struct store *st, const char *client_root, int64_t now);
+bool store_tenant_exists(struct store *st, const char *client_root);
+enum rcs_err store_key_create(struct store *st, const char *ident, const char *client_root,
+			      const char *user, enum role role, const char *key_hash, int64_t now);
+/* Revokes a key; client_root NULL means any tenant (the CLI). */
+enum rcs_err store_key_revoke(struct store *st, const char *client_root, const char *ident,
+			      int64_t now);
+/* Finds an unrevoked key by the hex SHA-256 of the key. */
+enum rcs_err store_key_lookup(struct store *st, const char *key_hash, struct auth *out);
+enum rcs_err store_key_get(struct store *st, const char *client_root, const char *ident,
+			   json_object **out);
+enum rcs_err store_keys_list(struct store *st, const char *client_root,
+			     const struct store_page *pg, json_object **out);
+
+/* ---- scripts (client_root "" holds the stock scripts) ---- */
+
+enum rcs_err store_script_put(struct store *st, const char *client_root, const char *name,
+			      const char *src, size_t len, int64_t now, bool *created);
+/* Looks in the tenant's scripts, then the stock ones. */
+enum rcs_err store_script_get(struct store *st, const char *client_root, const char *name,
+			      bool with_source, json_object **out);
+/* Exact bytes (malloc'd, NUL-terminated, caller frees) and hex sha256. */
+enum rcs_err store_script_source(struct store *st, const char *client_root, const char *name,
+				 char **src, size_t *len, char sha256[65]);
+bool store_script_is_stock(struct store *st, const char *name);
+/* RCS_ERR_CONFLICT when a task still uses it. */
+enum rcs_err store_script_delete(struct store *st, const char *client_root, const char *name);
+enum rcs_err store_scripts_list(struct store *st, const char *client_root,
+				const struct store_page *pg, json_object **out);
+
+/* ---- tasks ---- */
+
+struct task_write {
+	const char *ident;
+	const char *client_root;
+	long long version;
+	const char *name;
+	const char *script;
+	const char *script_src; /* exact bytes of this version */
+	size_t script_len;
+	const char *script_sha256;
+	json_object *variables_info; /* object */
+	json_object *constants;      /* object */
+	const char *comment;
+	bool active, is_public, hide, allow_offline;
+	long long timeout;
+	const char *created_user;
+	const char *update_user; /* NULL on create */
+	int64_t created_at, update_at;
+	json_object *mail_list;   /* array of strings */
+	json_object *status_list; /* array of strings */
+	json_object *signature;   /* object or NULL */
+};
+
+/* Inserts (version 1) or updates a task, recording the version's snapshot. */
+enum rcs_err store_task_put(struct store *st, const struct task_write *t, bool is_new);
+/* A task record as the API shows it. */
+enum rcs_err store_task_get(struct store *st, const char *client_root, const char *ident,
+			    json_object **out);
+/* Sets the signature of the task's current version (version unchanged). */
+enum rcs_err store_task_set_signature(struct store *st, const char *client_root,
+				      const char *ident, json_object *signature);
+enum rcs_err store_task_delete(struct store *st, const char *client_root, const char *ident);
+
+struct task_filter {
+	bool include_hidden;
+	const char *only_visible_to; /* user: non-public tasks of others are left out; NULL: all */
+};
+enum rcs_err store_tasks_list(struct store *st, const char *client_root,
+			      const struct task_filter *f, const struct store_page *pg,
+			      json_object **out);
+/* Idents (JSON array of strings) of live tasks of the tenant using script name. */
+enum rcs_err store_tasks_using_script(struct store *st, const char *client_root,
+				      const char *name, json_object **out);
+
+/* The immutable snapshot of one task version (what a job carries). */
+struct task_version {
+	char *script_name;
+	char *script_src;
+	size_t script_len;
+	char script_sha256[65];
+	json_object *constants;
+	json_object *variables_info;
+	json_object *signature; /* NULL when unsigned */
+	long long timeout;
+};
+enum rcs_err store_task_version_get(struct store *st, const char *task_ident, long long version,
+				    struct task_version *out);
+void store_task_version_free(struct task_version *tv);
+
+/* ---- devices ---- */
+
+enum rcs_err store_device_insert(struct store *st, const char *client_root,
+				 const char *entity_ident, const char *name, json_object *tags,
+				 int64_t now);
+enum rcs_err store_device_get(struct store *st, const char *client_root,
+			      const char *entity_ident, json_object **out);
+/* name or tags NULL: unchanged. */
+enum rcs_err store_device_update(struct store *st, const char *client_root,
+				 const char *entity_ident, const char *name, json_object *tags,
+				 int64_t now);
+enum rcs_err store_device_delete(struct store *st, const char *client_root,
+				 const char *entity_ident);
+/* online: -1 any, 0 offline, 1 online; tag NULL: any. */
+enum rcs_err store_devices_list(struct store *st, const char *client_root, const char *tag,
+				int online, const struct store_page *pg, json_object **out);
+/* Devices holding tag (operator or reported): JSON array of {entity_ident, online}. */
+enum rcs_err store_devices_with_tag(struct store *st, const char *client_root, const char *tag,
+				    size_t max, json_object **out);
+/* Whether the tenant has the device, and whether it is online. */
+enum rcs_err store_device_presence(struct store *st, const char *client_root,
+				   const char *entity_ident, bool *online);
+
+/* ---- groups and jobs ---- */
+
+struct job_new {
+	char ident[UUID_STR_LEN];
+	const char *entity_ident;
+};
+
+struct job_batch {
+	const char *client_root;
+	const char *task_ident;
+	long long task_version;
+	const char *task_name;
+	const char *group_ident; /* NULL: no group */
+	const char *group_name;
+	const char *created_user;
+	const char *comment;          /* may be NULL */
+	json_object *variables;       /* object */
+	json_object *mail_list;       /* array */
+	json_object *status_list;     /* array */
+	long long scheduled_time;     /* 0: none */
+	long long ttl;                /* 0: none */
+	int64_t now;
+	struct job_new *jobs;
+	size_t n;
+};
+
+/* Creates the group (when named) and all jobs with their initial and pending
+ * history, in one transaction. */
+enum rcs_err store_jobs_create(struct store *st, const struct job_batch *b);
+
+/* The records of a batch's jobs, in order, as a JSON array. */
+enum rcs_err store_jobs_get_batch(struct store *st, const struct job_batch *b, json_object **out);
+
+/* client_root NULL: any tenant (internal callers). */
+enum rcs_err store_job_get(struct store *st, const char *client_root, const char *ident,
+			   json_object **out);
+enum rcs_err store_job_history(struct store *st, const char *client_root, const char *ident,
+			       const struct store_page *pg, json_object **out);
+
+struct job_filter {
+	const char *group_ident;
+	const char *task_ident;
+	const char *entity_ident;
+	const char *status; /* a status name, or "running" */
+};
+enum rcs_err store_jobs_list(struct store *st, const char *client_root,
+			     const struct job_filter *f, const struct store_page *pg,
+			     json_object **out);
+
+enum store_move {
+	STORE_MOVE_APPLIED,   /* status changed, history appended */
+	STORE_MOVE_DUPLICATE, /* not after the current status, or seq already applied */
+	STORE_MOVE_KEPT,      /* job ended by the coordinator: report kept in history only */
+	STORE_MOVE_TERMINAL,  /* job already terminal: refused (cancel of an ended job) */
+};
+
+struct job_move {
+	const char *client_root;  /* NULL: any tenant */
+	const char *entity_ident; /* NULL: don't check the owner */
+	const char *ident;
+	enum job_status to;
+	const char *response;     /* NULL keeps the current response */
+	bool set_response_time;
+	long long seq;            /* device seq; 0 for coordinator moves */
+	int64_t now;
+};
+/* Applies one status change with the rules of DESIGN section 2. */
+enum rcs_err store_job_move(struct store *st, const struct job_move *m, enum store_move *result);
+
+enum rcs_err store_group_get(struct store *st, const char *client_root, const char *ident,
+			     json_object **out);
+enum rcs_err store_groups_list(struct store *st, const char *client_root,
+			       const struct store_page *pg, json_object **out);
+
+#endif

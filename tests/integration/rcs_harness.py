@@ -1,0 +1,276 @@
+"""Test harness: starts the real daemons on loopback with free ports and generated
+configs, talks to them over real HTTP/MQTT, and stops them by pid.
+
+Environment (set by ctest): RCS_BIN_DIR (build/bin), RCS_SOURCE_DIR (repository root).
+"""
+
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import tempfile
+import time
+import unittest
+import urllib.error
+import urllib.request
+
+SOURCE_DIR = os.environ.get(
+    "RCS_SOURCE_DIR", os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..")))
+BIN_DIR = os.environ.get("RCS_BIN_DIR", os.path.join(SOURCE_DIR, "build", "bin"))
+COORDINATOR = os.path.join(BIN_DIR, "rcs-coordinator")
+AGENT = os.path.join(BIN_DIR, "rcs-agent")
+SCRIPTS_DIR = os.path.join(SOURCE_DIR, "scripts")
+
+
+def free_port():
+    """A TCP port on 127.0.0.1 that nothing listens on right now (never 1883)."""
+    while True:
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+        if port != 1883:
+            return port
+
+
+def run_cli(*args, check=True):
+    """Runs rcs-coordinator with args; returns (exit code, stdout, stderr)."""
+    p = subprocess.run([COORDINATOR, *args], capture_output=True, text=True, timeout=60)
+    if check and p.returncode != 0:
+        raise AssertionError("rcs-coordinator %s failed (%d): %s" % (
+            " ".join(args), p.returncode, p.stderr))
+    return p.returncode, p.stdout, p.stderr
+
+
+class Response:
+    def __init__(self, status, headers, body):
+        self.status = status
+        self.headers = headers
+        self.raw = body
+        try:
+            self.json = json.loads(body) if body else None
+        except ValueError:
+            self.json = None
+
+    def __repr__(self):
+        return "<Response %d %s>" % (self.status, self.raw[:300])
+
+
+def http(method, url, body=None, headers=None, raw=None, timeout=30):
+    """One HTTP request. body is JSON-encoded unless raw (bytes) is given."""
+    data = raw
+    if body is not None:
+        data = json.dumps(body).encode()
+    req = urllib.request.Request(url, data=data, method=method)
+    req.add_header("Content-Type", "application/json")
+    for k, v in (headers or {}).items():
+        req.add_header(k, v)
+    try:
+        with urllib.request.urlopen(req, timeout=timeout) as r:
+            return Response(r.status, dict(r.headers), r.read().decode("utf-8", "replace"))
+    except urllib.error.HTTPError as e:
+        return Response(e.code, dict(e.headers), e.read().decode("utf-8", "replace"))
+
+
+class Coordinator:
+    """A real rcs-coordinator on a free loopback port with its own SQLite file."""
+
+    def __init__(self, workdir, extra_args=(), db=None):
+        self.workdir = workdir
+        self.db = db or os.path.join(workdir, "rcs.db")
+        self.port = free_port()
+        self.base = "http://127.0.0.1:%d/v3/commands" % self.port
+        self.extra_args = list(extra_args)
+        self.proc = None
+        self.log_path = os.path.join(workdir, "coordinator-%d.log" % self.port)
+
+    def init_tenant(self, user="admin", client_root=None):
+        args = ["init", "--db", self.db, "--user", user]
+        if client_root:
+            args += ["--client-root", client_root]
+        _, out, _ = run_cli(*args)
+        return json.loads(out)
+
+    def create_key(self, client_root, user, role):
+        _, out, _ = run_cli("key", "create", "--db", self.db, "--client-root", client_root,
+                            "--user", user, "--role", role)
+        return json.loads(out)
+
+    def start(self):
+        self.log = open(self.log_path, "ab")
+        self.proc = subprocess.Popen(
+            [COORDINATOR, "serve", "--db", self.db, "--listen", "127.0.0.1:%d" % self.port,
+             "--scripts-dir", SCRIPTS_DIR, *self.extra_args],
+            stdout=self.log, stderr=subprocess.STDOUT)
+        deadline = time.time() + 20
+        while time.time() < deadline:
+            if self.proc.poll() is not None:
+                raise AssertionError("coordinator exited with %d:\n%s" % (
+                    self.proc.returncode, self.read_log()))
+            try:
+                with socket.create_connection(("127.0.0.1", self.port), timeout=0.5):
+                    return self
+            except OSError:
+                time.sleep(0.05)
+        raise AssertionError("coordinator did not start listening:\n" + self.read_log())
+
+    def read_log(self):
+        try:
+            with open(self.log_path, "rb") as f:
+                return f.read().decode("utf-8", "replace")[-20000:]
+        except OSError:
+            return ""
+
+    def alive(self):
+        return self.proc is not None and self.proc.poll() is None
+
+    def stop(self, sig=signal.SIGTERM, timeout=15):
+        """Stops the daemon by pid; returns its exit code."""
+        if self.proc is None:
+            return None
+        if self.proc.poll() is None:
+            os.kill(self.proc.pid, sig)
+            try:
+                self.proc.wait(timeout=timeout)
+            except subprocess.TimeoutExpired:
+                os.kill(self.proc.pid, signal.SIGKILL)
+                self.proc.wait()
+                raise AssertionError("coordinator did not stop on signal %d" % sig)
+        self.log.close()
+        rc = self.proc.returncode
+        self.proc = None
+        return rc
+
+    def api(self, key):
+        return Api(self.base, key)
+
+
+class Api:
+    """Calls /v3/commands with one API key."""
+
+    def __init__(self, base, key):
+        self.base = base
+        self.key = key
+
+    def request(self, method, path, body=None, raw=None, headers=None):
+        h = {}
+        if self.key is not None:
+            h["api-key"] = self.key
+        h.update(headers or {})
+        return http(method, self.base + path, body=body, raw=raw, headers=h)
+
+    def get(self, path, **kw):
+        return self.request("GET", path, **kw)
+
+    def post(self, path, body=None, **kw):
+        return self.request("POST", path, body=body, **kw)
+
+    def put(self, path, body=None, **kw):
+        return self.request("PUT", path, body=body, **kw)
+
+    def patch(self, path, body=None, **kw):
+        return self.request("PATCH", path, body=body, **kw)
+
+    def delete(self, path, **kw):
+        return self.request("DELETE", path, **kw)
+
+
+class CoordinatorTest(unittest.TestCase):
+    """Base class: one coordinator per test class, a tenant with an admin key.
+
+    self.admin is an Api with the admin key; make_device(), make_task() help.
+    """
+
+    extra_args = ()
+
+    @classmethod
+    def setUpClass(cls):
+        cls.workdir = tempfile.mkdtemp(prefix="rcs-test-")
+        cls.coord = Coordinator(cls.workdir, extra_args=cls.extra_args)
+        tenant = cls.coord.init_tenant(user="admin")
+        cls.client_root = tenant["client_root"]
+        cls.admin_key = tenant["api_key"]
+        cls.coord.start()
+        cls.admin = cls.coord.api(cls.admin_key)
+
+    @classmethod
+    def tearDownClass(cls):
+        alive = cls.coord.alive()
+        rc = cls.coord.stop()
+        if os.environ.get("RCS_KEEP_TMP") is None:
+            shutil.rmtree(cls.workdir, ignore_errors=True)
+        if not alive:
+            raise AssertionError("coordinator died during the tests")
+        if rc != 0:
+            raise AssertionError("coordinator exited with %r on SIGTERM" % rc)
+
+    def assertStatus(self, resp, status):
+        self.assertEqual(resp.status, status, "expected %d, got %r" % (status, resp))
+
+    def assertError(self, resp, status, code, field=None):
+        self.assertStatus(resp, status)
+        self.assertIsNotNone(resp.json, resp.raw)
+        self.assertIn("error", resp.json)
+        self.assertEqual(resp.json["error"]["code"], code, resp.raw)
+        self.assertTrue(resp.json["error"]["message"])
+        if field is not None:
+            self.assertEqual(resp.json["error"].get("details", {}).get("field"), field, resp.raw)
+
+    def make_device(self, name="dev", tags=()):
+        r = self.admin.post("/devices", {"name": name, "tags": list(tags)})
+        self.assertStatus(r, 201)
+        return r.json
+
+    def make_task(self, **fields):
+        body = {"name": "task", "script": "echo"}
+        body.update(fields)
+        r = self.admin.post("/tasks", body)
+        self.assertStatus(r, 201)
+        return r.json
+
+
+# --- generic helpers for the API tests -------------------------------------------------
+
+import re as _re
+import urllib.parse as _urlparse
+
+_UUID_RE = _re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$")
+
+
+def is_uuid(s):
+    """True for a lowercase canonical UUID string (8-4-4-4-12 hex)."""
+    return isinstance(s, str) and _UUID_RE.match(s) is not None
+
+
+def with_query(path, **params):
+    """path with ?k=v&... appended (values URL-encoded); None values are left out."""
+    params = {k: v for k, v in params.items() if v is not None}
+    if not params:
+        return path
+    return path + ("&" if "?" in path else "?") + _urlparse.urlencode(params)
+
+
+def quote_segment(s):
+    """One URL path segment, every reserved character escaped."""
+    return _urlparse.quote(s, safe="")
+
+
+def list_all(api, path, per_page=500, **params):
+    """Follows the paging of a list endpoint (GET path?page=&per_page=) and returns every
+    item. Raises AssertionError on a non-200 answer or a page without the paging fields."""
+    items = []
+    page = 1
+    while True:
+        r = api.get(with_query(path, page=page, per_page=per_page, **params))
+        if r.status != 200 or not isinstance(r.json, dict):
+            raise AssertionError("GET %s page %d: %r" % (path, page, r))
+        for k in ("page", "per_page", "total_pages", "total_items", "items"):
+            if k not in r.json:
+                raise AssertionError("GET %s: no %r in %r" % (path, k, r))
+        items.extend(r.json["items"])
+        if page >= r.json["total_pages"] or not r.json["items"]:
+            return items
+        page += 1
+        if page > 100000:
+            raise AssertionError("GET %s: paging does not end" % path)

@@ -1,0 +1,230 @@
+#!/usr/bin/env python3
+"""Integration tests of error handling against docs/api.md: bad bodies, unknown routes and
+methods, bad query parameters, SQL metacharacters, body size limit. The server must keep
+answering afterwards (and the base class checks it exits 0 on SIGTERM)."""
+
+import signal
+import socket
+import unittest
+import uuid
+
+from rcs_harness import CoordinatorTest, http, list_all, quote_segment, with_query
+
+SQLI = "' OR 1=1 --"
+
+
+class ErrorsTest(CoordinatorTest):
+
+    @classmethod
+    def setUpClass(cls):
+        super().setUpClass()
+        cls.addClassCleanup(cls.coord.stop, signal.SIGKILL)
+        r = cls.admin.post("/tasks", {"name": "base", "script": "echo"})
+        assert r.status == 201, r
+        cls.task = r.json
+        r = cls.admin.post("/devices", {"name": "base", "tags": ["base"]})
+        assert r.status == 201, r
+        cls.device = r.json["entity_ident"]
+
+    def post_raw(self, path, raw):
+        return self.admin.post(path, raw=raw)
+
+    def assertNoTaskNamed(self, name):
+        names = [t["name"] for t in list_all(self.admin, "/tasks", hide="true")]
+        self.assertNotIn(name, names)
+
+    # -- bodies ---------------------------------------------------------------------------
+
+    def test_malformed_json(self):
+        for raw in (b'{"name": ', b'{"name": "x", "script": "echo"', b"not json", b"{'a': 1}",
+                    b'{"name": "x",}', b'{"name": "x", "script": "echo"} trailing', b""):
+            with self.subTest(raw=raw):
+                self.assertError(self.post_raw("/tasks", raw), 400, "invalid_json")
+        self.assertNoTaskNamed("x")
+
+    def test_body_not_an_object(self):
+        for raw in (b'[{"name": "x", "script": "echo"}]', b"[1, 2]", b"null", b'"str"', b"42",
+                    b"true"):
+            with self.subTest(raw=raw):
+                self.assertError(self.post_raw("/tasks", raw), 400, "invalid_json")
+        self.assertError(self.post_raw("/tasks/%s/jobs" % self.task["ident"], b"[]"), 400,
+                         "invalid_json")
+        self.assertError(self.post_raw("/devices", b"[]"), 400, "invalid_json")
+
+    def test_deep_nesting(self):
+        deep = (b'{"name": "deep", "script": "echo", "constants": {"a": ' + b"[" * 100 +
+                b"]" * 100 + b"}}")
+        self.assertError(self.post_raw("/tasks", deep), 400, "invalid_json")
+        deep_obj = (b'{"name": "deep", "script": "echo", "constants": ' + b'{"a": ' * 100 +
+                    b"1" + b"}" * 100 + b"}")
+        self.assertError(self.post_raw("/tasks", deep_obj), 400, "invalid_json")
+        self.assertNoTaskNamed("deep")
+        # A modest depth is fine.
+        ok = (b'{"name": "nested", "script": "echo", "constants": {"a": ' + b"[" * 10 +
+              b"1" + b"]" * 10 + b"}}")
+        r = self.post_raw("/tasks", ok)
+        self.assertStatus(r, 201)
+        self.assertEqual(r.json["constants"], {"a": [[[[[[[[[[1]]]]]]]]]]})
+
+    def test_invalid_utf8(self):
+        for raw in (b'{"name": "\xff\xfe", "script": "echo"}',
+                    b'{"name": "caf\xe9", "script": "echo"}',
+                    b'{"name": "\xc0\xaf", "script": "echo"}',
+                    b'{"name": "\xed\xa0\x80", "script": "echo"}'):
+            with self.subTest(raw=raw):
+                self.assertError(self.post_raw("/tasks", raw), 400, "invalid_json")
+        r = self.post_raw("/tasks", '{"name": "café ✓", "script": "echo"}'.encode("utf-8"))
+        self.assertStatus(r, 201)
+        self.assertEqual(r.json["name"], "café ✓")
+
+    def test_wrong_json_types_are_validation_errors(self):
+        self.assertError(self.admin.post("/tasks", {"name": ["x"], "script": "echo"}), 400,
+                         "validation_failed", "name")
+        self.assertError(self.admin.post("/tasks", {"name": "x", "script": {"a": 1}}), 400,
+                         "validation_failed", "script")
+
+    # -- routes and methods ---------------------------------------------------------------
+
+    def test_unknown_routes(self):
+        for path in ("/nothing", "/tasks/%s/nothing" % self.task["ident"], "/jobs/x/y/z",
+                     "/tasks/%s/jobs/nothing" % self.task["ident"]):
+            with self.subTest(path=path):
+                self.assertError(self.admin.get(path), 404, "not_found")
+        base = "http://127.0.0.1:%d" % self.coord.port
+        for url in (base + "/", base + "/v2/commands/tasks", base + "/v3/commandsx/tasks",
+                    base + "/v3/tasks"):
+            with self.subTest(url=url):
+                self.assertError(http("GET", url, headers={"api-key": self.admin_key}), 404,
+                                 "not_found")
+
+    def test_wrong_method(self):
+        job = self.admin.post("/tasks/%s/jobs" % self.task["ident"],
+                              {"entity_ident": self.device}).json
+        cases = [("DELETE", "/groups", "GET"), ("POST", "/groups", "GET"),
+                 ("PUT", "/scripts", "GET"), ("PATCH", "/jobs", "GET"),
+                 ("DELETE", "/tasks", "GET"), ("POST", "/jobs/%s/history" % job["ident"], "GET"),
+                 ("GET", "/jobs/%s/cancel" % job["ident"], "PATCH"),
+                 ("POST", "/jobs/%s/cancel" % job["ident"], "PATCH"),
+                 ("GET", "/tasks/%s/jobs/list" % self.task["ident"], "POST")]
+        for method, path, allowed in cases:
+            with self.subTest(method=method, path=path):
+                r = self.admin.request(method, path, body={} if method != "GET" else None)
+                self.assertError(r, 405, "method_not_allowed")
+                allow = {k.lower(): v for k, v in r.headers.items()}.get("allow", "")
+                self.assertIn(allowed, [m.strip() for m in allow.split(",")], r.headers)
+        self.assertEqual(self.admin.get("/jobs/" + job["ident"]).json["status"], "pending")
+
+    # -- query parameters -----------------------------------------------------------------
+
+    def test_bad_page_params(self):
+        for path in ("/tasks", "/jobs", "/devices", "/groups", "/scripts", "/keys",
+                     "/tasks/%s/jobs" % self.task["ident"]):
+            for params, field in (({"page": 0}, "page"), ({"page": -1}, "page"),
+                                  ({"page": "abc"}, "page"), ({"page": "1.5"}, "page"),
+                                  ({"per_page": 0}, "per_page"), ({"per_page": 501}, "per_page"),
+                                  ({"per_page": "1e3"}, "per_page"),
+                                  ({"per_page": "99999999999999999999999"}, "per_page")):
+                with self.subTest(path=path, params=params):
+                    self.assertError(self.admin.get(with_query(path, **params)), 400,
+                                     "invalid_parameter", field)
+            # A page number too big for any integer: refused, or a page past the end.
+            r = self.admin.get(with_query(path, page="99999999999999999999999"))
+            if r.status == 200:
+                self.assertEqual(r.json["items"], [])
+            else:
+                self.assertError(r, 400, "invalid_parameter", "page")
+
+    def test_sql_metacharacters(self):
+        q = quote_segment(SQLI)
+        for path in ("/tasks/" + q, "/jobs/" + q, "/jobs/%s/history" % q, "/devices/" + q,
+                     "/groups/" + q, "/tasks/%s/jobs" % q):
+            with self.subTest(path=path):
+                self.assertError(self.admin.get(path), 404, "not_found")
+        self.assertError(self.admin.patch("/jobs/%s/cancel" % q), 404, "not_found")
+        self.assertError(self.admin.delete("/tasks/" + q), 404, "not_found")
+        self.assertError(self.admin.delete("/devices/" + q), 404, "not_found")
+        self.assertIn(self.admin.get("/scripts/" + q).status, (400, 404))
+        self.assertIn(self.admin.delete("/scripts/" + q).status, (400, 404))
+        for field in ("task_ident", "entity_ident", "group_ident", "status"):
+            with self.subTest(filter=field):
+                self.assertError(self.admin.get(with_query("/jobs", **{field: SQLI})), 400,
+                                 "invalid_parameter", field)
+        r = self.admin.get(with_query("/devices", tag=SQLI))
+        self.assertIn(r.status, (200, 400), r)
+        if r.status == 200:
+            self.assertEqual(r.json["items"], [])
+        else:
+            self.assertError(r, 400, "invalid_parameter", "tag")
+        r = self.admin.post("/tasks/%s/jobs/tags" % self.task["ident"], {"tag": SQLI})
+        self.assertIn(r.status, (201, 400), r)
+        if r.status == 201:
+            self.assertEqual(r.json["items"], [])
+        r = self.admin.post("/tasks/%s/jobs" % self.task["ident"], {"entity_ident": SQLI})
+        self.assertError(r, 400, "validation_failed", "entity_ident")
+        r = self.admin.post("/tasks/%s/jobs/list" % self.task["ident"], {"ident_list": [SQLI]})
+        self.assertError(r, 400, "validation_failed")
+
+        # Metacharacters in stored text are just text.
+        name = "x'); DROP TABLE tasks; --"
+        r = self.admin.post("/tasks", {"name": name, "script": "echo",
+                                       "comment": "\" OR \"\"=\"", "constants": {SQLI: SQLI}})
+        self.assertStatus(r, 201)
+        r = self.admin.get("/tasks/" + r.json["ident"])
+        self.assertEqual(r.json["name"], name)
+        self.assertEqual(r.json["constants"], {SQLI: SQLI})
+        self.assertStatus(self.admin.get("/tasks/" + self.task["ident"]), 200)
+        r = self.admin.post("/devices", {"name": SQLI, "tags": []})
+        self.assertStatus(r, 201)
+        self.assertEqual(r.json["name"], SQLI)
+
+    def test_garbage_http(self):
+        for raw in (b"GARBAGE\r\n\r\n", b"GET /v3/commands/tasks HTTP/9.9\r\n\r\n",
+                    b"GET " + b"/x" * 20000 + b" HTTP/1.1\r\nHost: x\r\n\r\n", b"\x00" * 100):
+            with socket.create_connection(("127.0.0.1", self.coord.port), timeout=5) as s:
+                try:
+                    s.sendall(raw)
+                    s.shutdown(socket.SHUT_WR)
+                    s.recv(4096)
+                except OSError:
+                    pass
+        self.assertStatus(self.admin.get("/tasks"), 200)
+
+    def test_zz_still_answers(self):
+        # Runs last in this class (methods run in name order).
+        r = self.admin.get("/tasks/" + self.task["ident"])
+        self.assertStatus(r, 200)
+        self.assertEqual(r.json["ident"], self.task["ident"])
+        self.assertStatus(self.admin.post("/tasks", {"name": "after errors", "script": "echo"}),
+                          201)
+        self.assertTrue(self.coord.alive())
+
+
+class MaxBodyTest(CoordinatorTest):
+    extra_args = ("--max-body", "65536")
+
+    @classmethod
+    def setUpClass(cls):
+        super().setUpClass()
+        cls.addClassCleanup(cls.coord.stop, signal.SIGKILL)
+
+    def test_body_over_limit(self):
+        big = {"name": "big", "script": "echo", "comment": "x" * (100 * 1024)}
+        self.assertError(self.admin.post("/tasks", big), 413, "payload_too_large")
+        self.assertError(self.admin.put("/scripts/big", {"source": "-" * (100 * 1024)}), 413,
+                         "payload_too_large")
+        names = [t["name"] for t in list_all(self.admin, "/tasks", hide="true")]
+        self.assertNotIn("big", names)
+        self.assertError(self.admin.get("/scripts/big"), 404, "not_found")
+
+    def test_body_under_limit(self):
+        r = self.admin.put("/scripts/smaller", {"source": "-" * (60 * 1024) + "\n"})
+        self.assertStatus(r, 201)
+        self.assertEqual(r.json["size"], 60 * 1024 + 1)
+
+    def test_zz_still_answers(self):
+        self.assertStatus(self.admin.get("/tasks"), 200)
+        self.assertTrue(self.coord.alive())
+
+
+if __name__ == "__main__":
+    unittest.main()

@@ -1,0 +1,264 @@
+#!/usr/bin/env python3
+"""Integration tests of the rcs-coordinator command line (DESIGN section 7): --help,
+--version, init, key create/revoke, serve failures, SIGTERM, and a kill -9 during
+concurrent job creation followed by a restart on the same database."""
+
+import json
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import tempfile
+import threading
+import time
+import unittest
+import uuid
+
+from rcs_harness import (COORDINATOR, SCRIPTS_DIR, Coordinator, free_port, http, is_uuid,
+                         list_all, run_cli)
+
+
+class CliTest(unittest.TestCase):
+
+    @classmethod
+    def setUpClass(cls):
+        cls.workdir = tempfile.mkdtemp(prefix="rcs-cli-")
+
+    @classmethod
+    def tearDownClass(cls):
+        if os.environ.get("RCS_KEEP_TMP") is None:
+            shutil.rmtree(cls.workdir, ignore_errors=True)
+
+    def setUp(self):
+        self.coords = []
+
+    def tearDown(self):
+        for c in self.coords:
+            if c.alive():
+                c.stop(signal.SIGKILL)
+
+    def db(self, name):
+        return os.path.join(self.workdir, name + ".db")
+
+    def start(self, db, extra_args=()):
+        c = Coordinator(self.workdir, extra_args=extra_args, db=db)
+        self.coords.append(c)
+        return c.start()
+
+    def assertMessage(self, out, err):
+        self.assertTrue((out + err).strip(), "no message on stdout or stderr")
+
+    def serve_fails(self, *args):
+        p = subprocess.Popen([COORDINATOR, "serve", *args], stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, text=True)
+        try:
+            out, err = p.communicate(timeout=15)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            p.communicate()
+            self.fail("serve %s did not exit" % " ".join(args))
+        self.assertNotEqual(p.returncode, 0, (out, err))
+        self.assertMessage(out, err)
+        return out + err
+
+    # -- help / version -------------------------------------------------------------------
+
+    def test_help(self):
+        rc, out, err = run_cli("--help", check=False)
+        self.assertEqual(rc, 0, err)
+        self.assertIn("usage", out.lower())
+        for word in ("serve", "init", "key"):
+            self.assertIn(word, out)
+
+    def test_version(self):
+        rc, out, err = run_cli("--version", check=False)
+        self.assertEqual(rc, 0, err)
+        self.assertRegex(out, r"\d+\.\d+\.\d+")
+
+    def test_bad_command_line(self):
+        for args in (("frobnicate",), ("--no-such-flag",), ("serve", "--no-such-flag"),
+                     ("init",), ("key", "create", "--db", self.db("nokey"))):
+            with self.subTest(args=args):
+                rc, out, err = run_cli(*args, check=False)
+                self.assertNotEqual(rc, 0)
+                self.assertMessage(out, err)
+
+    # -- init / keys ----------------------------------------------------------------------
+
+    def test_init(self):
+        db = self.db("init")
+        rc, out, err = run_cli("init", "--db", db, "--user", "alice")
+        t1 = json.loads(out)
+        self.assertTrue(is_uuid(t1["client_root"]), t1)
+        self.assertIsInstance(t1["api_key"], str)
+        self.assertGreaterEqual(len(t1["api_key"]), 16)
+
+        root = str(uuid.uuid4())
+        rc, out, err = run_cli("init", "--db", db, "--client-root", root, "--user", "bob")
+        t2 = json.loads(out)
+        self.assertEqual(t2["client_root"], root)
+        self.assertNotEqual(t2["api_key"], t1["api_key"])
+
+        rc, out, err = run_cli("init", "--db", db, "--user", "carol")
+        t3 = json.loads(out)
+        self.assertNotIn(t3["client_root"], (t1["client_root"], root))
+
+        rc, out, err = run_cli("init", "--db", db, "--client-root", "not-a-uuid", "--user", "d",
+                               check=False)
+        self.assertNotEqual(rc, 0)
+        self.assertMessage(out, err)
+
+        # The keys are admin keys of their tenants; created_user is the init user.
+        c = self.start(db)
+        for t, user in ((t1, "alice"), (t2, "bob")):
+            api = c.api(t["api_key"])
+            r = api.post("/tasks", {"name": "t", "script": "echo"})
+            self.assertEqual(r.status, 201, r)
+            self.assertEqual(r.json["client_root"], t["client_root"])
+            self.assertEqual(r.json["created_user"], user)
+            self.assertEqual(len(list_all(api, "/tasks")), 1)
+        self.assertEqual(c.stop(), 0)
+
+    def test_key_create_and_revoke(self):
+        db = self.db("keys")
+        t = json.loads(run_cli("init", "--db", db, "--user", "admin")[1])
+        rc, out, err = run_cli("key", "create", "--db", db, "--client-root", t["client_root"],
+                               "--user", "vera", "--role", "viewer")
+        k = json.loads(out)
+        self.assertTrue(is_uuid(k["ident"]), k)
+        self.assertIsInstance(k["api_key"], str)
+        self.assertNotEqual(k["api_key"], t["api_key"])
+
+        for role in ("root", "", "Admin"):
+            with self.subTest(role=role):
+                rc, out, err = run_cli("key", "create", "--db", db, "--client-root",
+                                       t["client_root"], "--user", "x", "--role", role,
+                                       check=False)
+                self.assertNotEqual(rc, 0)
+                self.assertMessage(out, err)
+        rc, out, err = run_cli("key", "create", "--db", db, "--client-root", str(uuid.uuid4()),
+                               "--user", "x", "--role", "viewer", check=False)
+        self.assertNotEqual(rc, 0, out)
+        self.assertMessage(out, err)
+
+        c = self.start(db)
+        vera = c.api(k["api_key"])
+        self.assertEqual(vera.get("/tasks").status, 200)
+        self.assertEqual(vera.post("/tasks", {"name": "x", "script": "echo"}).status, 403)
+        run_cli("key", "revoke", "--db", db, "--ident", k["ident"])
+        self.assertEqual(vera.get("/tasks").status, 401)
+        self.assertEqual(c.api(t["api_key"]).get("/tasks").status, 200)
+        self.assertEqual(c.stop(), 0)
+
+    # -- serve ----------------------------------------------------------------------------
+
+    def test_serve_unwritable_db(self):
+        blocker = os.path.join(self.workdir, "a-file")
+        with open(blocker, "w") as f:
+            f.write("not a directory\n")
+        self.serve_fails("--db", os.path.join(blocker, "rcs.db"), "--listen",
+                         "127.0.0.1:%d" % free_port(), "--scripts-dir", SCRIPTS_DIR)
+
+    def test_serve_port_in_use(self):
+        db = self.db("busy")
+        run_cli("init", "--db", db, "--user", "admin")
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            s.listen(1)
+            port = s.getsockname()[1]
+            self.serve_fails("--db", db, "--listen", "127.0.0.1:%d" % port, "--scripts-dir",
+                             SCRIPTS_DIR)
+
+    def test_serve_bad_listen(self):
+        db = self.db("badlisten")
+        run_cli("init", "--db", db, "--user", "admin")
+        self.serve_fails("--db", db, "--listen", "not-an-address", "--scripts-dir", SCRIPTS_DIR)
+
+    def test_sigterm_exits_zero(self):
+        db = self.db("sigterm")
+        t = json.loads(run_cli("init", "--db", db, "--user", "admin")[1])
+        c = self.start(db)
+        self.assertEqual(c.api(t["api_key"]).get("/tasks").status, 200)
+        self.assertEqual(c.stop(signal.SIGTERM), 0)
+
+    # -- crash ----------------------------------------------------------------------------
+
+    def test_kill9_during_job_creation(self):
+        db = self.db("crash")
+        t = json.loads(run_cli("init", "--db", db, "--user", "admin")[1])
+        c = self.start(db)
+        api = c.api(t["api_key"])
+        r = api.post("/tasks", {"name": "crash", "script": "echo"})
+        self.assertEqual(r.status, 201, r)
+        task = r.json["ident"]
+        devices = []
+        for i in range(4):
+            r = api.post("/devices", {"name": "d%d" % i, "tags": []})
+            self.assertEqual(r.status, 201, r)
+            devices.append(r.json["entity_ident"])
+
+        created = []
+        lock = threading.Lock()
+        first = threading.Event()
+        start = threading.Barrier(21)
+
+        def create(i):
+            start.wait()
+            try:
+                r = http("POST", "%s/tasks/%s/jobs" % (c.base, task),
+                         body={"entity_ident": devices[i % 4], "comment": "c%d" % i},
+                         headers={"api-key": t["api_key"]}, timeout=10)
+                if r.status == 201:
+                    with lock:
+                        created.append(r.json["ident"])
+                    first.set()
+            except Exception:  # noqa: BLE001 - the server is killed under it
+                pass
+
+        threads = [threading.Thread(target=create, args=(i,)) for i in range(20)]
+        for th in threads:
+            th.start()
+        start.wait()
+        first.wait(timeout=10)
+        self.assertEqual(c.stop(signal.SIGKILL), -signal.SIGKILL)
+        for th in threads:
+            th.join(timeout=30)
+        with lock:
+            answered = list(created)
+
+        p = subprocess.run(["sqlite3", db, "PRAGMA integrity_check"], capture_output=True,
+                           text=True, timeout=60)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertEqual(p.stdout.strip(), "ok")
+
+        c2 = self.start(db)
+        api = c2.api(t["api_key"])
+        jobs = list_all(api, "/jobs")
+        idents = [j["ident"] for j in jobs]
+        for ident in answered:
+            self.assertIn(ident, idents, "a job answered 201 is lost after kill -9")
+        self.assertLessEqual(len(jobs), 20)
+        for j in jobs:
+            self.assertEqual(j["task"]["ident"], task)
+            r = api.get("/jobs/%s/history" % j["ident"])
+            self.assertEqual(r.status, 200, r)
+            statuses = [i["status"] for i in r.json["items"]]
+            self.assertIn("initial", statuses, j["ident"])
+            self.assertIn("pending", statuses, j["ident"])
+            self.assertEqual(statuses[0], j["status"])
+            self.assertEqual(statuses[-1], "initial")
+        # The restarted server works normally.
+        r = api.post("/tasks/%s/jobs" % task, {"entity_ident": devices[0]})
+        self.assertEqual(r.status, 201, r)
+        self.assertEqual(c2.stop(), 0)
+        p = subprocess.run(["sqlite3", db, "PRAGMA integrity_check"], capture_output=True,
+                           text=True, timeout=60)
+        self.assertEqual(p.stdout.strip(), "ok")
+        print("\nkill -9: %d of 20 jobs answered before the kill, %d stored" % (
+            len(answered), len(jobs)))
+
+
+if __name__ == "__main__":
+    unittest.main()

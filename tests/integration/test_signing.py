@@ -1,0 +1,240 @@
+#!/usr/bin/env python3
+"""Integration tests of task signatures (DESIGN section 4, docs/api.md "Signatures"): the
+coordinator signs with --signing-key, refuses signatures that don't verify against
+--trusted-key, and accepts an offline openssl signature set by a PATCH of only `signature`.
+Every signature is checked with openssl over a manifest rebuilt here."""
+
+import base64
+import hashlib
+import json
+import os
+import shutil
+import signal
+import subprocess
+import tempfile
+import unittest
+
+from rcs_harness import CoordinatorTest
+
+
+def openssl(*args, data=None):
+    p = subprocess.run(["openssl", *args], input=data, capture_output=True, timeout=60)
+    if p.returncode != 0:
+        raise AssertionError("openssl %s: %s" % (" ".join(args), p.stderr.decode()))
+    return p.stdout
+
+
+def make_key(dirname, name):
+    """An EC P-256 key pair: returns (private PEM path, public PEM path, key_id)."""
+    priv = os.path.join(dirname, name + ".pem")
+    pub = os.path.join(dirname, name + "-pub.pem")
+    openssl("ecparam", "-name", "prime256v1", "-genkey", "-noout", "-out", priv)
+    openssl("ec", "-in", priv, "-pubout", "-out", pub)
+    der = openssl("pkey", "-pubin", "-in", pub, "-outform", "DER")
+    return priv, pub, hashlib.sha256(der).hexdigest()[:16]
+
+
+def canon(value):
+    """RFC 8785 for the values these tests use (strings, integers, nested objects)."""
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+
+class SigningTest(CoordinatorTest):
+
+    @classmethod
+    def setUpClass(cls):
+        cls.keydir = tempfile.mkdtemp(prefix="rcs-keys-")
+        cls.key, cls.pub, cls.key_id = make_key(cls.keydir, "k")
+        cls.other_key, cls.other_pub, cls.other_key_id = make_key(cls.keydir, "other")
+        cls.extra_args = ("--signing-key", cls.key, "--trusted-key", cls.pub)
+        super().setUpClass()
+        cls.addClassCleanup(cls.coord.stop, signal.SIGKILL)
+
+    @classmethod
+    def tearDownClass(cls):
+        try:
+            super().tearDownClass()
+        finally:
+            shutil.rmtree(cls.keydir, ignore_errors=True)
+
+    # -- helpers --------------------------------------------------------------------------
+
+    def script_bytes(self, name):
+        r = self.admin.get("/scripts/" + name)
+        self.assertStatus(r, 200)
+        return r.json["source"].encode("utf-8")
+
+    def manifest(self, task):
+        data = self.script_bytes(task["script"])
+        text = ("rcs-task-signature-v1\n"
+                "client_root: %s\n"
+                "task: %s\n"
+                "version: %d\n"
+                "script: %s\n"
+                "script_sha256: %s\n"
+                "constants: %s\n"
+                "variables_info: %s\n") % (
+                    task["client_root"], task["ident"], task["version"], task["script"],
+                    hashlib.sha256(data).hexdigest(), canon(task.get("constants") or {}),
+                    canon(task.get("variables_info") or {}))
+        return text.encode("utf-8")
+
+    def verifies(self, pub, manifest, value):
+        d = tempfile.mkdtemp(dir=self.keydir)
+        with open(os.path.join(d, "manifest"), "wb") as f:
+            f.write(manifest)
+        with open(os.path.join(d, "sig.der"), "wb") as f:
+            f.write(base64.b64decode(value, validate=True))
+        p = subprocess.run(["openssl", "dgst", "-sha256", "-verify", pub, "-signature",
+                            os.path.join(d, "sig.der"), os.path.join(d, "manifest")],
+                           capture_output=True, timeout=60)
+        return p.returncode == 0
+
+    def sign(self, key, manifest):
+        """What an operator does offline: openssl dgst -sha256 -sign key | base64."""
+        return base64.b64encode(openssl("dgst", "-sha256", "-sign", key,
+                                        data=manifest)).decode()
+
+    def assertSignedByCoordinator(self, task):
+        sig = task["signature"]
+        self.assertIsInstance(sig, dict, task)
+        self.assertEqual(sig["alg"], "ES256")
+        self.assertEqual(sig["key_id"], self.key_id)
+        self.assertRegex(sig["value"], r"^[A-Za-z0-9+/]+={0,2}$")
+        self.assertTrue(self.verifies(self.pub, self.manifest(task), sig["value"]),
+                        "signature does not verify over:\n%s" % self.manifest(task).decode())
+
+    def create_task(self, **fields):
+        body = {"name": "signed", "script": "echo",
+                "constants": {"a": "x", "n": 5, "nested": {"z": 1, "b": "é ✓"}, "B": "up"},
+                "variables_info": {"message": {"type": "string", "alias": "Message",
+                                               "optional": True}}}
+        body.update(fields)
+        r = self.admin.post("/tasks", body)
+        self.assertStatus(r, 201)
+        return r.json
+
+    # -- tests ----------------------------------------------------------------------------
+
+    def test_create_is_signed(self):
+        t = self.create_task()
+        self.assertEqual(t["script_sha256"], hashlib.sha256(self.script_bytes("echo")).hexdigest())
+        self.assertSignedByCoordinator(t)
+        # Sanity of the check itself: the manifest of another version does not verify.
+        wrong = dict(t, version=t["version"] + 1)
+        self.assertFalse(self.verifies(self.pub, self.manifest(wrong), t["signature"]["value"]))
+        self.assertEqual(self.admin.get("/tasks/" + t["ident"]).json["signature"],
+                         t["signature"])
+
+    def test_task_without_constants(self):
+        t = self.create_task(constants={}, variables_info={})
+        self.assertSignedByCoordinator(t)
+        self.assertIn(b"constants: {}\nvariables_info: {}\n", self.manifest(t))
+
+    def test_update_signs_new_version(self):
+        t = self.create_task()
+        r = self.admin.patch("/tasks/" + t["ident"], {"constants": {"a": "y"}})
+        self.assertStatus(r, 200)
+        u = r.json
+        self.assertEqual(u["version"], 2)
+        self.assertNotEqual(u["signature"]["value"], t["signature"]["value"])
+        self.assertSignedByCoordinator(u)
+        self.assertFalse(self.verifies(self.pub, self.manifest(u), t["signature"]["value"]))
+        r = self.admin.put("/tasks/" + t["ident"], {"name": "signed", "script": "echo"})
+        self.assertStatus(r, 200)
+        self.assertEqual(r.json["version"], 3)
+        self.assertSignedByCoordinator(r.json)
+
+    def test_script_change_resigns(self):
+        self.assertStatus(self.admin.put("/scripts/signed_s", {"source": "return 1\n"}), 201)
+        t = self.create_task(script="signed_s")
+        self.assertSignedByCoordinator(t)
+        r = self.admin.put("/scripts/signed_s", {"source": "return 2\n"})
+        self.assertStatus(r, 200)
+        self.assertIn({"ident": t["ident"], "version": 2},
+                      [{"ident": x["ident"], "version": x["version"]}
+                       for x in r.json["tasks_updated"]])
+        u = self.admin.get("/tasks/" + t["ident"]).json
+        self.assertEqual(u["version"], 2)
+        self.assertEqual(u["script_sha256"], hashlib.sha256(b"return 2\n").hexdigest())
+        self.assertSignedByCoordinator(u)
+
+    def test_offline_signature(self):
+        t = self.create_task()
+        path = "/tasks/" + t["ident"]
+        manifest = self.manifest(t)
+
+        # Signed by a key the coordinator doesn't trust.
+        sig = {"alg": "ES256", "key_id": self.other_key_id,
+               "value": self.sign(self.other_key, manifest)}
+        self.assertTrue(self.verifies(self.other_pub, manifest, sig["value"]))
+        self.assertError(self.admin.patch(path, {"signature": sig}), 400, "validation_failed",
+                         "signature")
+        # Untrusted key that claims the trusted key's id.
+        sig = dict(sig, key_id=self.key_id)
+        self.assertError(self.admin.patch(path, {"signature": sig}), 400, "validation_failed",
+                         "signature")
+        # Trusted key, but over another version's manifest.
+        stale = self.manifest(dict(t, version=t["version"] + 1))
+        sig = {"alg": "ES256", "key_id": self.key_id, "value": self.sign(self.key, stale)}
+        self.assertError(self.admin.patch(path, {"signature": sig}), 400, "validation_failed",
+                         "signature")
+        # Malformed signature objects.
+        good_value = self.sign(self.key, manifest)
+        for bad in ({"alg": "RS256", "key_id": self.key_id, "value": good_value},
+                    {"alg": "ES256", "key_id": self.key_id, "value": "not base64!"},
+                    {"alg": "ES256", "key_id": self.key_id,
+                     "value": base64.b64encode(b"\x30\x06\x02\x01\x01\x02\x01\x01").decode()},
+                    {"alg": "ES256", "key_id": self.key_id},
+                    "signature", 5):
+            with self.subTest(signature=bad):
+                self.assertError(self.admin.patch(path, {"signature": bad}), 400,
+                                 "validation_failed", "signature")
+        self.assertEqual(self.admin.get(path).json, t)
+
+        # Trusted key over the current manifest: accepted, version unchanged.
+        sig = {"alg": "ES256", "key_id": self.key_id, "value": good_value}
+        r = self.admin.patch(path, {"signature": sig})
+        self.assertStatus(r, 200)
+        self.assertEqual(r.json["version"], t["version"])
+        self.assertEqual(r.json["signature"], sig)
+        g = self.admin.get(path).json
+        self.assertEqual(g["version"], t["version"])
+        self.assertEqual(g["signature"], sig)
+
+        # The next version carries the coordinator's own signature again.
+        r = self.admin.patch(path, {"comment": "changed"})
+        self.assertStatus(r, 200)
+        self.assertEqual(r.json["version"], t["version"] + 1)
+        self.assertNotEqual(r.json["signature"]["value"], good_value)
+        self.assertSignedByCoordinator(r.json)
+
+    def test_operator_cannot_set_signature(self):
+        t = self.create_task()
+        op = self.coord.api(self.coord.create_key(self.client_root, "olga", "operator")["api_key"])
+        sig = {"alg": "ES256", "key_id": self.key_id,
+               "value": self.sign(self.key, self.manifest(t))}
+        self.assertError(op.patch("/tasks/" + t["ident"], {"signature": sig}), 403, "forbidden")
+
+
+class UnsignedTest(CoordinatorTest):
+    """A coordinator without --signing-key leaves tasks unsigned."""
+
+    @classmethod
+    def setUpClass(cls):
+        super().setUpClass()
+        cls.addClassCleanup(cls.coord.stop, signal.SIGKILL)
+
+    def test_signature_null(self):
+        t = self.make_task(name="unsigned", constants={"a": 1})
+        self.assertIn("signature", t)
+        self.assertIsNone(t["signature"])
+        r = self.admin.patch("/tasks/" + t["ident"], {"comment": "x"})
+        self.assertStatus(r, 200)
+        self.assertEqual(r.json["version"], 2)
+        self.assertIsNone(r.json["signature"])
+        self.assertIsNone(self.admin.get("/tasks/" + t["ident"]).json["signature"])
+
+
+if __name__ == "__main__":
+    unittest.main()
