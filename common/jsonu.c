@@ -55,9 +55,41 @@ static bool jsonu_utf8_valid(const unsigned char *s, size_t n)
 	return true;
 }
 
+/*
+ * json-c accepts a few things RFC 8259 doesn't, even in strict mode:
+ * single-quoted strings and raw control characters inside strings. This scan
+ * refuses them; returns the offending offset or len when clean.
+ */
+static size_t jsonu_rfc_scan(const char *data, size_t len)
+{
+	bool in_string = false, escaped = false;
+
+	for (size_t i = 0; i < len; i++) {
+		unsigned char c = (unsigned char)data[i];
+
+		if (in_string) {
+			if (escaped)
+				escaped = false;
+			else if (c == '\\')
+				escaped = true;
+			else if (c == '"')
+				in_string = false;
+			else if (c < 0x20)
+				return i;
+		} else if (c == '"') {
+			in_string = true;
+		} else if (c == '\'') {
+			return i;
+		}
+	}
+	return len;
+}
+
 enum rcs_err jsonu_parse(const char *data, size_t len, int max_depth, json_object **out,
 			 struct jsonu_err *e)
 {
+	size_t bad;
+
 	json_tokener *tok = NULL;
 	json_object *obj = NULL;
 	enum json_tokener_error jerr;
@@ -81,6 +113,13 @@ enum rcs_err jsonu_parse(const char *data, size_t len, int max_depth, json_objec
 		jsonu_fail(e, "", "JSON text is not valid UTF-8");
 		goto out;
 	}
+	bad = jsonu_rfc_scan(data, len);
+	if (bad < len) {
+		jsonu_fail(e, "", "malformed JSON at offset %zu: %s", bad,
+			   data[bad] == '\'' ? "strings take double quotes"
+					     : "control character inside a string");
+		goto out;
+	}
 	tok = json_tokener_new_ex(max_depth);
 	if (tok == NULL) {
 		err = RCS_ERR_NOMEM;
@@ -90,6 +129,17 @@ enum rcs_err jsonu_parse(const char *data, size_t len, int max_depth, json_objec
 	json_tokener_set_flags(tok, JSON_TOKENER_STRICT);
 	obj = json_tokener_parse_ex(tok, data, (int)len);
 	jerr = json_tokener_get_error(tok);
+	if (jerr == json_tokener_continue) {
+		/* a bare number at the top ends only at the end of input: say so */
+		obj = json_tokener_parse_ex(tok, "", 1);
+		jerr = json_tokener_get_error(tok);
+		if (jerr == json_tokener_success && obj != NULL) {
+			*out = obj;
+			obj = NULL;
+			err = RCS_OK;
+			goto out;
+		}
+	}
 	if (jerr == json_tokener_continue) {
 		jsonu_fail(e, "", "truncated JSON text");
 		goto out;

@@ -1,6 +1,7 @@
 #include "uuid.h"
 
 #include <errno.h>
+#include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
@@ -24,11 +25,21 @@ enum rcs_err rcs_random(void *buf, size_t n)
 	return RCS_OK;
 }
 
+/*
+ * Monotonic within the process (RFC 9562 section 6.2, method 1): ids made in
+ * the same millisecond share its timestamp and count up in the 12 bits of
+ * rand_a, so a batch of jobs lists in creation order.
+ */
+static pthread_mutex_t uuid_lock = PTHREAD_MUTEX_INITIALIZER;
+static uint64_t uuid_last_ms;
+static uint16_t uuid_counter;
+
 enum rcs_err uuid_v7(char out[UUID_STR_LEN])
 {
 	unsigned char b[16];
 	struct timespec ts;
 	uint64_t ms;
+	uint16_t counter;
 	enum rcs_err err;
 
 	err = rcs_random(b + 6, 10);
@@ -36,9 +47,22 @@ enum rcs_err uuid_v7(char out[UUID_STR_LEN])
 		return err;
 	clock_gettime(CLOCK_REALTIME, &ts);
 	ms = (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+	pthread_mutex_lock(&uuid_lock);
+	if (ms > uuid_last_ms) {
+		uuid_last_ms = ms;
+		/* start low in the range so many ids fit in one millisecond */
+		uuid_counter = (uint16_t)(((b[6] << 8) | b[7]) & 0x01ff);
+	} else if (++uuid_counter > 0x0fff) {
+		uuid_last_ms++; /* borrow the next millisecond */
+		uuid_counter = 0;
+	}
+	ms = uuid_last_ms;
+	counter = uuid_counter;
+	pthread_mutex_unlock(&uuid_lock);
 	for (int i = 0; i < 6; i++)
 		b[i] = (unsigned char)(ms >> (40 - 8 * i));
-	b[6] = (unsigned char)(0x70 | (b[6] & 0x0f));
+	b[6] = (unsigned char)(0x70 | ((counter >> 8) & 0x0f));
+	b[7] = (unsigned char)(counter & 0xff);
 	b[8] = (unsigned char)(0x80 | (b[8] & 0x3f));
 	snprintf(out, UUID_STR_LEN,
 		 "%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", b[0],

@@ -102,6 +102,8 @@ static void job_batch_init(struct api_req *req, struct job_req *jr, struct job_b
 	b->variables = jr->variables ? jr->variables : empty;
 	b->mail_list = jr->mail_list;
 	b->status_list = jr->status_list;
+	b->task_mail_list = jget(jr->task, "notification_mail_list");
+	b->task_status_list = jget(jr->task, "notification_status_list");
 	b->scheduled_time = jr->scheduled_time;
 	b->ttl = jr->ttl;
 	b->now = req->now;
@@ -540,4 +542,21 @@ void api_job_cancel(struct api_req *req, struct api_resp *r)
 		api_store_error(r, err, "job");
 	else
 		api_reply(r, 200, job);
+}
+
+void api_job_notifications(struct api_req *req, struct api_resp *r)
+{
+	struct store_page pg;
+	json_object *page = NULL;
+	enum rcs_err err = RCS_ERR_NOTFOUND;
+
+	if (!api_page(req, r, API_DEFAULT_PER_PAGE, &pg))
+		return;
+	if (uuid_valid(req->seg[1]))
+		err = store_job_notifications(req->app->st, req->auth.client_root, req->seg[1], &pg,
+					      &page);
+	if (err != RCS_OK)
+		api_store_error(r, err, "job");
+	else
+		api_reply(r, 200, page);
 }

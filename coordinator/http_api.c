@@ -53,6 +53,7 @@ static const struct api_route api_routes[] = {
 	{ "GET", "jobs/:", ROLE_VIEWER, api_job_get },
 	{ "GET", "jobs/:/history", ROLE_VIEWER, api_job_history },
 	{ "PATCH", "jobs/:/cancel", ROLE_OPERATOR, api_job_cancel },
+	{ "GET", "jobs/:/notifications", ROLE_VIEWER, api_job_notifications },
 	{ "GET", "groups", ROLE_VIEWER, api_groups_list },
 	{ "GET", "groups/:", ROLE_VIEWER, api_group_get },
 	{ "GET", "scripts", ROLE_VIEWER, api_scripts_list },

@@ -106,6 +106,7 @@ void api_jobs_list(struct api_req *req, struct api_resp *r);
 void api_job_get(struct api_req *req, struct api_resp *r);
 void api_job_history(struct api_req *req, struct api_resp *r);
 void api_job_cancel(struct api_req *req, struct api_resp *r);
+void api_job_notifications(struct api_req *req, struct api_resp *r);
 
 /* handlers (api_inventory.c) */
 void api_devices_list(struct api_req *req, struct api_resp *r);

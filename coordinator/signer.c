@@ -1,5 +1,6 @@
 #include "signer.h"
 
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -8,6 +9,7 @@
 #include "log.h"
 
 struct signer {
+	pthread_mutex_t lock; /* mbedtls keys cache tables: one user at a time */
 	struct sig_key *signing;
 	struct sig_key **trusted; /* includes the signing key's public half */
 	size_t ntrusted;
@@ -23,6 +25,7 @@ enum rcs_err signer_open(const char *signing_key, char *const *trusted, size_t n
 	s = calloc(1, sizeof(*s));
 	if (s == NULL)
 		goto out;
+	pthread_mutex_init(&s->lock, NULL);
 	s->trusted = calloc(ntrusted + 1, sizeof(*s->trusted));
 	if (s->trusted == NULL)
 		goto out;
@@ -63,6 +66,7 @@ void signer_free(struct signer *s)
 	for (size_t i = 0; i < s->ntrusted; i++)
 		sig_key_free(s->trusted[i]);
 	free(s->trusted);
+	pthread_mutex_destroy(&s->lock);
 	free(s);
 }
 
@@ -90,7 +94,9 @@ enum rcs_err signer_sign(const struct signer *s, const struct manifest_in *m, js
 	err = manifest_build(m, &man);
 	if (err != RCS_OK)
 		goto out;
+	pthread_mutex_lock((pthread_mutex_t *)&s->lock);
 	err = sig_sign(s->signing, man.data, man.len, value, sizeof(value));
+	pthread_mutex_unlock((pthread_mutex_t *)&s->lock);
 	if (err != RCS_OK)
 		goto out;
 	o = json_object_new_object();
@@ -135,8 +141,11 @@ enum rcs_err signer_check(const struct signer *s, const struct manifest_in *m, j
 		return RCS_OK;
 	buf_init(&man, MANIFEST_MAX);
 	err = manifest_build(m, &man);
-	if (err == RCS_OK)
+	if (err == RCS_OK) {
+		pthread_mutex_lock((pthread_mutex_t *)&s->lock);
 		err = sig_verify_object(s->trusted, s->ntrusted, sig, man.data, man.len);
+		pthread_mutex_unlock((pthread_mutex_t *)&s->lock);
+	}
 	buf_free(&man);
 	return err;
 }

@@ -137,6 +137,8 @@ static const char *const store_migrations[] = {
 	"  variables TEXT NOT NULL,\n"
 	"  mail_list TEXT NOT NULL,\n"
 	"  status_list TEXT NOT NULL,\n"
+	"  task_mail_list TEXT NOT NULL,\n"
+	"  task_status_list TEXT NOT NULL,\n"
 	"  last_seq INTEGER NOT NULL DEFAULT 0,\n"
 	"  n_history INTEGER NOT NULL DEFAULT 0,\n"
 	"  FOREIGN KEY(task_ident, task_version) REFERENCES task_versions(task_ident, version)\n"
@@ -155,7 +157,23 @@ static const char *const store_migrations[] = {
 	"  response_time INTEGER,\n"
 	"  seq INTEGER NOT NULL DEFAULT 0,\n"
 	"  PRIMARY KEY(job_ident, n)\n"
-	") WITHOUT ROWID;\n",
+	") WITHOUT ROWID;\n"
+	/* one row per (job, status, address): the outbox of e-mail notifications */
+	"CREATE TABLE notifications(\n"
+	"  id INTEGER PRIMARY KEY,\n"
+	"  job_ident TEXT NOT NULL REFERENCES jobs(ident),\n"
+	"  client_root TEXT NOT NULL,\n"
+	"  status TEXT NOT NULL,\n"
+	"  address TEXT NOT NULL,\n"
+	"  state TEXT NOT NULL,\n"
+	"  attempts INTEGER NOT NULL DEFAULT 0,\n"
+	"  created_at INTEGER NOT NULL,\n"
+	"  next_at INTEGER NOT NULL,\n"
+	"  sent_at INTEGER,\n"
+	"  last_error TEXT,\n"
+	"  UNIQUE(job_ident, status, address)\n"
+	");\n"
+	"CREATE INDEX notifications_due ON notifications(state, next_at);\n",
 };
 
 #define STORE_N_MIGRATIONS (sizeof(store_migrations) / sizeof(store_migrations[0]))
@@ -1438,12 +1456,49 @@ static enum rcs_err store_history_add(struct store *st, const char *job, long lo
 	return err;
 }
 
+/*
+ * Records the notifications a status change triggers, in the caller's
+ * transaction: the task's addresses for the task's statuses, the job's
+ * addresses for the job's statuses (seed rules 1-3); an address on both
+ * levels gets one row.
+ */
+static enum rcs_err store_notify_record(struct store *st, const char *job, const char *status,
+					int64_t now)
+{
+	sqlite3_stmt *s = NULL;
+	enum rcs_err err;
+
+	err = store_prepare(st,
+			    "INSERT OR IGNORE INTO notifications(job_ident, client_root, status,"
+			    " address, state, created_at, next_at)"
+			    " SELECT j.ident, j.client_root, ?2, a.value, 'queued', ?3, ?3"
+			    " FROM jobs j, json_each(j.task_mail_list) a WHERE j.ident = ?1 AND"
+			    " EXISTS (SELECT 1 FROM json_each(j.task_status_list) x WHERE x.value = ?2)"
+			    " UNION"
+			    " SELECT j.ident, j.client_root, ?2, a.value, 'queued', ?3, ?3"
+			    " FROM jobs j, json_each(j.mail_list) a WHERE j.ident = ?1 AND"
+			    " EXISTS (SELECT 1 FROM json_each(j.status_list) x WHERE x.value = ?2)",
+			    &s);
+	if (err != RCS_OK)
+		return err;
+	bind_text(s, 1, job);
+	bind_text(s, 2, status);
+	sqlite3_bind_int64(s, 3, now);
+	err = store_rc(st->db, sqlite3_step(s), "notification record");
+	sqlite3_finalize(s);
+	return err;
+}
+
 enum rcs_err store_jobs_create(struct store *st, const struct job_batch *b)
 {
 	sqlite3_stmt *ins = NULL, *hist = NULL;
 	const char *vars = jsonu_dump(b->variables, NULL);
 	const char *mails = b->mail_list ? jsonu_dump(b->mail_list, NULL) : "[]";
 	const char *stats = b->status_list ? jsonu_dump(b->status_list, NULL) : "[]";
+	const char *tmails = b->task_mail_list ? jsonu_dump(b->task_mail_list, NULL) : "[]";
+	const char *tstats = b->task_status_list ? jsonu_dump(b->task_status_list, NULL) : "[]";
+	bool notify = (strcmp(mails, "[]") != 0 && strcmp(stats, "[]") != 0) ||
+		      (strcmp(tmails, "[]") != 0 && strcmp(tstats, "[]") != 0);
 	enum rcs_err err;
 
 	err = store_sp_begin(st);
@@ -1464,7 +1519,8 @@ enum rcs_err store_jobs_create(struct store *st, const struct job_batch *b)
 			    "INSERT INTO jobs(ident, client_root, task_ident, task_version, task_name,"
 			    " group_ident, entity_ident, status, comment, created_user, created_at,"
 			    " update_at, scheduled_time, ttl, variables, mail_list, status_list,"
-			    " n_history) VALUES(?,?,?,?,?,?,?,'pending',?,?,?,?,?,?,?,?,?,2)",
+			    " task_mail_list, task_status_list, n_history)"
+			    " VALUES(?,?,?,?,?,?,?,'pending',?,?,?,?,?,?,?,?,?,?,?,2)",
 			    &ins);
 	if (err != RCS_OK)
 		goto out;
@@ -1489,6 +1545,8 @@ enum rcs_err store_jobs_create(struct store *st, const struct job_batch *b)
 	sqlite3_bind_text(ins, 14, vars, -1, SQLITE_STATIC);
 	sqlite3_bind_text(ins, 15, mails, -1, SQLITE_STATIC);
 	sqlite3_bind_text(ins, 16, stats, -1, SQLITE_STATIC);
+	sqlite3_bind_text(ins, 17, tmails, -1, SQLITE_STATIC);
+	sqlite3_bind_text(ins, 18, tstats, -1, SQLITE_STATIC);
 	sqlite3_bind_int64(hist, 2, b->now);
 	for (size_t i = 0; i < b->n; i++) {
 		sqlite3_bind_text(ins, 1, b->jobs[i].ident, -1, SQLITE_STATIC);
@@ -1500,6 +1558,10 @@ enum rcs_err store_jobs_create(struct store *st, const struct job_batch *b)
 		sqlite3_bind_text(hist, 1, b->jobs[i].ident, -1, SQLITE_STATIC);
 		err = store_rc(st->db, sqlite3_step(hist), "job history insert");
 		sqlite3_reset(hist);
+		if (err == RCS_OK && notify)
+			err = store_notify_record(st, b->jobs[i].ident, "initial", b->now);
+		if (err == RCS_OK && notify)
+			err = store_notify_record(st, b->jobs[i].ident, "pending", b->now);
 		if (err != RCS_OK)
 			goto out;
 	}
@@ -1731,10 +1793,46 @@ enum rcs_err store_job_move(struct store *st, const struct job_move *m, enum sto
 	sqlite3_bind_int64(s, 1, m->seq);
 	bind_text(s, 2, m->ident);
 	err = store_rc(st->db, sqlite3_step(s), "history add");
+	if (err == RCS_OK)
+		err = store_notify_record(st, m->ident, status_name(m->to), m->now);
 	*result = STORE_MOVE_APPLIED;
 out:
 	sqlite3_finalize(s);
 	return store_sp_end(st, err);
+}
+
+/* ---- notifications ---- */
+
+static json_object *row_notification(sqlite3_stmt *s)
+{
+	json_object *o = json_object_new_object();
+
+	json_object_object_add(o, "address", col_str(s, 0));
+	json_object_object_add(o, "status", col_str(s, 1));
+	json_object_object_add(o, "state", col_str(s, 2));
+	json_object_object_add(o, "attempts", col_int(s, 3));
+	json_object_object_add(o, "created_at", col_int(s, 4));
+	json_object_object_add(o, "sent_at", col_int(s, 5));
+	json_object_object_add(o, "last_error", col_str(s, 6));
+	return o;
+}
+
+enum rcs_err store_job_notifications(struct store *st, const char *client_root,
+				     const char *ident, const struct store_page *pg,
+				     json_object **out)
+{
+	struct qb q = { .n = 0 };
+	json_object *job = NULL;
+	enum rcs_err err;
+
+	err = store_job_get(st, client_root, ident, &job);
+	json_object_put(job);
+	if (err != RCS_OK)
+		return err;
+	q.where[0] = '\0';
+	qb_add(&q, "job_ident = ?", ident);
+	return store_list(st, "address, status, state, attempts, created_at, sent_at, last_error",
+			  "notifications", &q, "id", pg, row_notification, out);
 }
 
 /* ---- groups ---- */

@@ -190,6 +190,8 @@ struct job_batch {
 	json_object *variables;       /* object */
 	json_object *mail_list;       /* array */
 	json_object *status_list;     /* array */
+	json_object *task_mail_list;  /* the task's lists, kept with each job */
+	json_object *task_status_list;
 	long long scheduled_time;     /* 0: none */
 	long long ttl;                /* 0: none */
 	int64_t now;
@@ -239,6 +241,12 @@ struct job_move {
 };
 /* Applies one status change with the rules of DESIGN section 2. */
 enum rcs_err store_job_move(struct store *st, const struct job_move *m, enum store_move *result);
+
+/* The notifications recorded for a job: {address, status, state, attempts,
+ * created_at, sent_at, last_error}, paged. */
+enum rcs_err store_job_notifications(struct store *st, const char *client_root,
+				     const char *ident, const struct store_page *pg,
+				     json_object **out);
 
 enum rcs_err store_group_get(struct store *st, const char *client_root, const char *ident,
 			     json_object **out);

@@ -507,7 +507,8 @@ class TestOpenApiConformance(CoordinatorTest):
 
         dev = make("device", "POST", "/devices", {"name": "fx-device", "tags": ["lab", "fx"]}, 201, "entity_ident")
         cls.fx["entity_ident"] = dev["entity_ident"] if dev else str(uuid.uuid4())
-        task = make("task", "POST", "/tasks", {"name": "fx-task", "script": "echo"}, 201, "ident")
+        # from the documented example, so the documented job bodies (variables) fit it
+        task = make("task", "POST", "/tasks", dict(request_example("POST", "/tasks"), name="fx-task"), 201, "ident")
         cls.fx["task_ident"] = task["ident"] if task else str(uuid.uuid4())
         job = make("job", "POST", "/tasks/%s/jobs" % cls.fx["task_ident"],
                    {"entity_ident": cls.fx["entity_ident"]}, 201, "ident")

@@ -1,0 +1,246 @@
+/* Unit tests of common/: err, uuid, status, buf, jsonu, cfg. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <fcntl.h>
+#include <unistd.h>
+
+#include "buf.h"
+#include "cfg.h"
+#include "err.h"
+#include "jsonu.h"
+#include "status.h"
+#include "uuid.h"
+
+static void test_uuid_v7(void **state)
+{
+	char a[UUID_STR_LEN], b[UUID_STR_LEN];
+
+	(void)state;
+	assert_int_equal(uuid_v7(a), RCS_OK);
+	assert_int_equal(uuid_v7(b), RCS_OK);
+	assert_true(uuid_valid(a));
+	assert_int_equal(strlen(a), 36);
+	assert_int_equal(a[14], '7');                    /* version 7 */
+	assert_true(strchr("89ab", a[19]) != NULL);      /* RFC 9562 variant */
+	assert_string_not_equal(a, b);
+	assert_true(strcmp(a, b) < 0); /* ordered, also within one millisecond */
+	for (int i = 0; i < 10000; i++) {
+		memcpy(a, b, sizeof(a));
+		assert_int_equal(uuid_v7(b), RCS_OK);
+		assert_true(strcmp(a, b) < 0);
+	}
+}
+
+static void test_uuid_valid(void **state)
+{
+	(void)state;
+	assert_true(uuid_valid("01234567-89ab-cdef-0123-456789ABCDEF"));
+	assert_false(uuid_valid(NULL));
+	assert_false(uuid_valid(""));
+	assert_false(uuid_valid("01234567-89ab-cdef-0123-456789abcde"));
+	assert_false(uuid_valid("01234567-89ab-cdef-0123-456789abcdeff"));
+	assert_false(uuid_valid("0123456789ab-cdef-0123-456789abcdef-"));
+	assert_false(uuid_valid("01234567-89ab-cdef-0123-456789abcdeg"));
+	assert_false(uuid_valid("' OR 1=1 --aaaaaaaaaaaaaaaaaaaaaaaaaa"));
+}
+
+static void test_status_order(void **state)
+{
+	enum job_status s;
+
+	(void)state;
+	assert_string_equal(status_name(JS_TRANSMITED), "transmited");
+	assert_true(status_parse("edge_transmitted", &s));
+	assert_int_equal(s, JS_EDGE_TRANSMITTED);
+	assert_false(status_parse("running", &s));
+	assert_false(status_parse("Terminated", &s));
+	assert_true(status_can_move(JS_INITIAL, JS_PENDING));
+	assert_true(status_can_move(JS_TRANSMITED, JS_EDGE_RUNNING));
+	assert_true(status_can_move(JS_EDGE_RUNNING, JS_EDGE_RUNNING));
+	assert_true(status_can_move(JS_EDGE_STARTED, JS_TERMINATED));
+	assert_true(status_can_move(JS_PENDING, JS_CANCELLED));
+	assert_false(status_can_move(JS_EDGE_STARTED, JS_EDGE_TRANSMITTED));
+	assert_false(status_can_move(JS_EDGE_STARTED, JS_EDGE_STARTED));
+	assert_false(status_can_move(JS_TERMINATED, JS_EDGE_ERROR));
+	assert_false(status_can_move(JS_CANCELLED, JS_TERMINATED));
+	assert_true(status_is_terminal(JS_EXPIRED));
+	assert_false(status_is_terminal(JS_EDGE_RUNNING));
+	assert_true(status_is_device(JS_TERMINATED));
+	assert_false(status_is_device(JS_CANCELLED));
+}
+
+static void test_buf_ceiling(void **state)
+{
+	struct buf b;
+
+	(void)state;
+	buf_init(&b, 8);
+	assert_int_equal(buf_append(&b, "abcd", 4), RCS_OK);
+	assert_int_equal(buf_appendf(&b, "%d", 1234), RCS_OK);
+	assert_string_equal(b.data, "abcd1234");
+	assert_int_equal(buf_append(&b, "x", 1), RCS_ERR_TOOBIG);
+	assert_int_equal(buf_appendf(&b, "%s", "y"), RCS_ERR_TOOBIG);
+	assert_string_equal(b.data, "abcd1234"); /* unchanged by the failures */
+	buf_reset(&b);
+	assert_int_equal(b.len, 0);
+	buf_free(&b);
+}
+
+static void test_jsonu_parse(void **state)
+{
+	json_object *o = NULL;
+	struct jsonu_err e;
+	char deep[400];
+	int i;
+
+	(void)state;
+	assert_int_equal(jsonu_parse_object("{\"a\": 1}", 8, &o, &e), RCS_OK);
+	json_object_put(o);
+	assert_int_equal(jsonu_parse_object("[1]", 3, &o, &e), RCS_ERR_INVAL);
+	assert_int_equal(jsonu_parse_object("{\"a\": 1} x", 10, &o, &e), RCS_ERR_INVAL);
+	assert_int_equal(jsonu_parse_object("{\"a\": ", 6, &o, &e), RCS_ERR_INVAL);
+	assert_int_equal(jsonu_parse_object("{\"a\":\"\xff\"}", 9, &o, &e), RCS_ERR_INVAL);
+	assert_int_equal(jsonu_parse_object("{\"a\":1}\0", 8, &o, &e), RCS_ERR_INVAL);
+	assert_int_equal(jsonu_parse_object("", 0, &o, &e), RCS_ERR_INVAL);
+	assert_int_equal(jsonu_parse_object("{'a': 1}", 8, &o, &e), RCS_ERR_INVAL);
+	for (i = 0; i < 100; i++)
+		deep[i] = '[';
+	for (i = 0; i < 100; i++)
+		deep[100 + i] = ']';
+	assert_int_equal(jsonu_parse(deep, 200, JSONU_MAX_DEPTH, &o, &e), RCS_ERR_INVAL);
+	assert_non_null(strstr(e.message, "deeper"));
+	assert_null(o);
+}
+
+static void test_jsonu_getters(void **state)
+{
+	const char *text = "{\"s\": \"hello\", \"i\": 42, \"b\": true, \"bs\": \"false\","
+			   " \"n\": null, \"arr\": [\"x\", 2], \"big\": 99999999999999999999}";
+	json_object *o = NULL, *a = NULL;
+	struct jsonu_err e;
+	const char *s = NULL;
+	int64_t i = 0;
+	bool b = false, present = true;
+	static const char *const allowed[] = { "s", "i", NULL };
+
+	(void)state;
+	assert_int_equal(jsonu_parse_object(text, strlen(text), &o, &e), RCS_OK);
+	assert_int_equal(jsonu_get_string(o, "s", true, 10, &s, &present, &e), RCS_OK);
+	assert_string_equal(s, "hello");
+	assert_true(present);
+	assert_int_equal(jsonu_get_string(o, "s", true, 3, &s, NULL, &e), RCS_ERR_INVAL);
+	assert_string_equal(e.field, "s");
+	assert_int_equal(jsonu_get_string(o, "i", true, 10, &s, NULL, &e), RCS_ERR_INVAL);
+	assert_string_equal(e.field, "i");
+	assert_int_equal(jsonu_get_int(o, "i", true, 0, 100, &i, NULL, &e), RCS_OK);
+	assert_int_equal(i, 42);
+	assert_int_equal(jsonu_get_int(o, "i", true, 0, 10, &i, NULL, &e), RCS_ERR_INVAL);
+	assert_int_equal(jsonu_get_int(o, "big", true, 0, INT64_MAX, &i, NULL, &e), RCS_ERR_INVAL);
+	assert_int_equal(jsonu_get_bool(o, "b", true, &b, NULL, &e), RCS_OK);
+	assert_true(b);
+	assert_int_equal(jsonu_get_bool(o, "bs", true, &b, NULL, &e), RCS_ERR_INVAL);
+	assert_int_equal(jsonu_get_boolish(o, "bs", true, &b, NULL, &e), RCS_OK);
+	assert_false(b);
+	/* null and missing are the same: absent */
+	assert_int_equal(jsonu_get_string(o, "n", false, 10, &s, &present, &e), RCS_OK);
+	assert_false(present);
+	assert_int_equal(jsonu_get_string(o, "missing", true, 10, &s, &present, &e), RCS_ERR_INVAL);
+	assert_string_equal(e.field, "missing");
+	assert_int_equal(jsonu_get_string_array(o, "arr", true, 10, 10, &a, NULL, &e),
+			 RCS_ERR_INVAL);
+	assert_string_equal(e.field, "arr[1]");
+	assert_int_equal(jsonu_get_array(o, "arr", true, 1, &a, NULL, &e), RCS_ERR_INVAL);
+	assert_int_equal(jsonu_check_keys(o, allowed, &e), RCS_ERR_INVAL);
+	assert_string_equal(e.field, "b");
+	json_object_put(o);
+}
+
+struct test_cfg {
+	char *name;
+	long long count;
+	bool flag;
+	struct cfg_strlist items;
+};
+
+static const struct cfg_opt test_opts[] = {
+	{ "name", CFG_STRING, offsetof(struct test_cfg, name), 0, 0, "S", "a name" },
+	{ "count_max", CFG_INT, offsetof(struct test_cfg, count), 1, 10, "N", "a count" },
+	{ "flag", CFG_BOOL, offsetof(struct test_cfg, flag), 0, 0, NULL, "a flag" },
+	{ "item", CFG_STRLIST, offsetof(struct test_cfg, items), 0, 0, "X", "items" },
+	{ NULL, 0, 0, 0, 0, NULL, NULL },
+};
+
+static void test_cfg_file_and_args(void **state)
+{
+	char path[] = "/tmp/rcs-cfg-XXXXXX";
+	const char *text = "# comment\n  name   first name \nitem a\nitem b\n\ncount_max 3\nflag no\n";
+	char *argv[] = { "prog", "--name", "second", "--count-max=7", "--flag", "--item", "c",
+			 "rest" };
+	struct test_cfg c;
+	char err[256];
+	int fd, next = 0;
+
+	(void)state;
+	memset(&c, 0, sizeof(c));
+	fd = mkstemp(path);
+	assert_true(fd >= 0);
+	assert_int_equal(write(fd, text, strlen(text)), (ssize_t)strlen(text));
+	close(fd);
+	assert_int_equal(cfg_parse_file(test_opts, &c, path, err, sizeof(err)), RCS_OK);
+	assert_string_equal(c.name, "first name");
+	assert_int_equal(c.count, 3);
+	assert_false(c.flag);
+	assert_int_equal(c.items.n, 2);
+	assert_int_equal(cfg_parse_args(test_opts, &c, 8, argv, 1, &next, err, sizeof(err)), RCS_OK);
+	assert_int_equal(next, 7);
+	assert_string_equal(c.name, "second");
+	assert_int_equal(c.count, 7);
+	assert_true(c.flag);
+	assert_int_equal(c.items.n, 3);
+	cfg_free(test_opts, &c);
+
+	/* errors name file:line and the option */
+	fd = open(path, O_WRONLY | O_TRUNC);
+	assert_true(fd >= 0);
+	assert_int_equal(write(fd, "name x\ncount_max 11\n", 20), 20);
+	close(fd);
+	memset(&c, 0, sizeof(c));
+	assert_int_equal(cfg_parse_file(test_opts, &c, path, err, sizeof(err)), RCS_ERR_INVAL);
+	assert_non_null(strstr(err, ":2:"));
+	assert_non_null(strstr(err, "count_max"));
+	cfg_free(test_opts, &c);
+	fd = open(path, O_WRONLY | O_TRUNC);
+	assert_int_equal(write(fd, "bogus 1\n", 8), 8);
+	close(fd);
+	assert_int_equal(cfg_parse_file(test_opts, &c, path, err, sizeof(err)), RCS_ERR_INVAL);
+	assert_non_null(strstr(err, "bogus"));
+	cfg_free(test_opts, &c);
+	unlink(path);
+	assert_int_equal(cfg_parse_file(test_opts, &c, path, err, sizeof(err)), RCS_ERR_IO);
+	{
+		char *bad[] = { "prog", "--nope" };
+		assert_int_equal(cfg_parse_args(test_opts, &c, 2, bad, 1, &next, err, sizeof(err)),
+				 RCS_ERR_INVAL);
+		assert_non_null(strstr(err, "--nope"));
+	}
+	assert_string_equal(cfg_find_arg(8, argv, "name"), "second");
+	assert_string_equal(cfg_find_arg(8, argv, "count-max"), "7");
+	assert_null(cfg_find_arg(8, argv, "config"));
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_uuid_v7),	      cmocka_unit_test(test_uuid_valid),
+		cmocka_unit_test(test_status_order),  cmocka_unit_test(test_buf_ceiling),
+		cmocka_unit_test(test_jsonu_parse),   cmocka_unit_test(test_jsonu_getters),
+		cmocka_unit_test(test_cfg_file_and_args),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}

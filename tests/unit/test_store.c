@@ -1,0 +1,413 @@
+/* Unit tests of coordinator/store.c on a real SQLite file. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+#include <sqlite3.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "manifest.h"
+#include "store.h"
+
+struct fixture {
+	char dir[64];
+	char path[128];
+	struct store *st;
+	char root[UUID_STR_LEN];
+	char task[UUID_STR_LEN];
+	char dev[3][UUID_STR_LEN];
+};
+
+static const char *const SCRIPT = "return rcs.variables.message";
+
+static json_object *parse(const char *text)
+{
+	return json_tokener_parse(text);
+}
+
+static int setup(void **state)
+{
+	struct fixture *f = calloc(1, sizeof(*f));
+	struct task_write t;
+	json_object *tags, *vi, *empty_o, *empty_a;
+	char sha[SHA256_HEX_LEN];
+
+	snprintf(f->dir, sizeof(f->dir), "/tmp/rcs-store-XXXXXX");
+	assert_non_null(mkdtemp(f->dir));
+	snprintf(f->path, sizeof(f->path), "%s/t.db", f->dir);
+	assert_int_equal(store_open(f->path, &f->st), RCS_OK);
+	assert_int_equal(uuid_v7(f->root), RCS_OK);
+	assert_int_equal(store_tenant_create(f->st, f->root, 100), RCS_OK);
+	assert_int_equal(store_script_put(f->st, "", "echo", SCRIPT, strlen(SCRIPT), 100, NULL),
+			 RCS_OK);
+	tags = parse("[\"lab\"]");
+	for (int i = 0; i < 3; i++) {
+		assert_int_equal(uuid_v7(f->dev[i]), RCS_OK);
+		assert_int_equal(store_device_insert(f->st, f->root, f->dev[i], "d", tags, 100), RCS_OK);
+	}
+	json_object_put(tags);
+
+	sha256_hex(SCRIPT, strlen(SCRIPT), sha);
+	vi = parse("{\"message\": {\"type\": \"string\"}}");
+	empty_o = json_object_new_object();
+	empty_a = json_object_new_array();
+	memset(&t, 0, sizeof(t));
+	assert_int_equal(uuid_v7(f->task), RCS_OK);
+	t.ident = f->task;
+	t.client_root = f->root;
+	t.version = 1;
+	t.name = "Echo";
+	t.script = "echo";
+	t.script_src = SCRIPT;
+	t.script_len = strlen(SCRIPT);
+	t.script_sha256 = sha;
+	t.variables_info = vi;
+	t.constants = empty_o;
+	t.comment = "";
+	t.active = true;
+	t.is_public = true;
+	t.timeout = 300;
+	t.created_user = "alice";
+	t.created_at = t.update_at = 100;
+	t.mail_list = empty_a;
+	t.status_list = empty_a;
+	assert_int_equal(store_task_put(f->st, &t, true), RCS_OK);
+	json_object_put(vi);
+	json_object_put(empty_o);
+	json_object_put(empty_a);
+	*state = f;
+	return 0;
+}
+
+static int teardown(void **state)
+{
+	struct fixture *f = *state;
+	char cmd[256];
+
+	store_close(f->st);
+	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", f->dir);
+	if (system(cmd) != 0)
+		return 1;
+	free(f);
+	return 0;
+}
+
+static const char *jstr(json_object *o, const char *k)
+{
+	json_object *v = NULL;
+	json_object_object_get_ex(o, k, &v);
+	return json_object_get_string(v);
+}
+
+static int64_t jint(json_object *o, const char *k)
+{
+	json_object *v = NULL;
+	json_object_object_get_ex(o, k, &v);
+	return json_object_get_int64(v);
+}
+
+/* Creates n jobs (one per fixture device) and returns them in jobs[]. */
+static void make_jobs(struct fixture *f, struct job_new *jobs, size_t n, const char *group)
+{
+	struct job_batch b;
+	json_object *vars = parse("{\"message\": \"hi\"}");
+	char gid[UUID_STR_LEN];
+
+	memset(&b, 0, sizeof(b));
+	for (size_t i = 0; i < n; i++) {
+		assert_int_equal(uuid_v7(jobs[i].ident), RCS_OK);
+		jobs[i].entity_ident = f->dev[i % 3];
+	}
+	b.client_root = f->root;
+	b.task_ident = f->task;
+	b.task_version = 1;
+	b.task_name = "Echo";
+	if (group) {
+		assert_int_equal(uuid_v7(gid), RCS_OK);
+		b.group_ident = gid;
+		b.group_name = group;
+	}
+	b.created_user = "alice";
+	b.variables = vars;
+	b.now = 200;
+	b.jobs = jobs;
+	b.n = n;
+	assert_int_equal(store_jobs_create(f->st, &b), RCS_OK);
+	json_object_put(vars);
+}
+
+static enum store_move move(struct fixture *f, const char *job, enum job_status to, long long seq,
+			    const char *response)
+{
+	struct job_move m = { .ident = job, .to = to, .seq = seq, .response = response,
+			      .set_response_time = response != NULL, .now = 300 };
+	enum store_move res = STORE_MOVE_DUPLICATE;
+
+	assert_int_equal(store_job_move(f->st, &m, &res), RCS_OK);
+	return res;
+}
+
+static void test_reopen_and_schema(void **state)
+{
+	struct fixture *f = *state;
+	struct store *again = NULL;
+	sqlite3 *db = NULL;
+
+	/* a second connection sees the same data; migrations don't run twice */
+	assert_int_equal(store_open(f->path, &again), RCS_OK);
+	assert_true(store_tenant_exists(again, f->root));
+	store_close(again);
+	/* a database from a newer coordinator is refused, not damaged */
+	assert_int_equal(sqlite3_open(f->path, &db), SQLITE_OK);
+	assert_int_equal(sqlite3_exec(db, "PRAGMA user_version = 99", NULL, NULL, NULL), SQLITE_OK);
+	sqlite3_close(db);
+	assert_int_not_equal(store_open(f->path, &again), RCS_OK);
+	assert_null(again);
+	assert_int_equal(sqlite3_open(f->path, &db), SQLITE_OK);
+	assert_int_equal(sqlite3_exec(db, "PRAGMA user_version = 1", NULL, NULL, NULL), SQLITE_OK);
+	sqlite3_close(db);
+}
+
+static void test_keys(void **state)
+{
+	struct fixture *f = *state;
+	struct auth a;
+	char ident[UUID_STR_LEN], hash[SHA256_HEX_LEN];
+
+	assert_int_equal(uuid_v7(ident), RCS_OK);
+	sha256_hex("secret", 6, hash);
+	assert_int_equal(store_key_create(f->st, ident, f->root, "bob", ROLE_OPERATOR, hash, 1),
+			 RCS_OK);
+	assert_int_equal(store_key_lookup(f->st, hash, &a), RCS_OK);
+	assert_string_equal(a.user, "bob");
+	assert_int_equal(a.role, ROLE_OPERATOR);
+	assert_string_equal(a.client_root, f->root);
+	/* another tenant can't revoke it */
+	assert_int_equal(store_key_revoke(f->st, "00000000-0000-7000-8000-000000000000", ident, 2),
+			 RCS_ERR_NOTFOUND);
+	assert_int_equal(store_key_revoke(f->st, f->root, ident, 2), RCS_OK);
+	assert_int_equal(store_key_lookup(f->st, hash, &a), RCS_ERR_NOTFOUND);
+}
+
+static void test_task_versions(void **state)
+{
+	struct fixture *f = *state;
+	json_object *t = NULL;
+	struct task_version tv;
+
+	assert_int_equal(store_task_get(f->st, f->root, f->task, &t), RCS_OK);
+	assert_int_equal(jint(t, "version"), 1);
+	assert_string_equal(jstr(t, "active"), "true");
+	json_object_put(t);
+	assert_int_equal(store_task_get(f->st, "00000000-0000-7000-8000-000000000000", f->task, &t),
+			 RCS_ERR_NOTFOUND);
+	assert_int_equal(store_task_version_get(f->st, f->task, 1, &tv), RCS_OK);
+	assert_int_equal(tv.script_len, strlen(SCRIPT));
+	assert_memory_equal(tv.script_src, SCRIPT, tv.script_len);
+	assert_null(tv.signature);
+	store_task_version_free(&tv);
+	assert_int_equal(store_task_version_get(f->st, f->task, 2, &tv), RCS_ERR_NOTFOUND);
+	/* a script in use can't be deleted; deleting the task releases it */
+	assert_int_equal(store_script_put(f->st, f->root, "mine", "return 1", 8, 1, NULL), RCS_OK);
+	assert_int_equal(store_script_delete(f->st, f->root, "mine"), RCS_OK);
+	assert_int_equal(store_script_delete(f->st, f->root, "mine"), RCS_ERR_NOTFOUND);
+	assert_int_equal(store_task_delete(f->st, f->root, f->task), RCS_OK);
+	assert_int_equal(store_task_get(f->st, f->root, f->task, &t), RCS_ERR_NOTFOUND);
+	/* the version snapshot stays for the jobs that carry it */
+	assert_int_equal(store_task_version_get(f->st, f->task, 1, &tv), RCS_OK);
+	store_task_version_free(&tv);
+}
+
+static void test_job_lifecycle(void **state)
+{
+	struct fixture *f = *state;
+	struct job_new jobs[1];
+	struct store_page pg = { 1, 500 };
+	json_object *job = NULL, *hist = NULL, *items;
+
+	make_jobs(f, jobs, 1, NULL);
+	assert_int_equal(store_job_get(f->st, f->root, jobs[0].ident, &job), RCS_OK);
+	assert_string_equal(jstr(job, "status"), "pending");
+	assert_true(json_object_object_get_ex(job, "target", NULL));
+	assert_true(json_object_object_get_ex(job, "payload", NULL));
+	json_object_put(job);
+
+	assert_int_equal(move(f, jobs[0].ident, JS_TRANSMITED, 0, "sent over MQTT"),
+			 STORE_MOVE_APPLIED);
+	assert_int_equal(move(f, jobs[0].ident, JS_EDGE_TRANSMITTED, 1, NULL), STORE_MOVE_APPLIED);
+	/* the same report again, and a stale seq: nothing changes */
+	assert_int_equal(move(f, jobs[0].ident, JS_EDGE_TRANSMITTED, 1, NULL), STORE_MOVE_DUPLICATE);
+	assert_int_equal(move(f, jobs[0].ident, JS_EDGE_STARTED, 1, NULL), STORE_MOVE_DUPLICATE);
+	assert_int_equal(move(f, jobs[0].ident, JS_EDGE_STARTED, 2, NULL), STORE_MOVE_APPLIED);
+	/* backwards is a duplicate too */
+	assert_int_equal(move(f, jobs[0].ident, JS_EDGE_TRANSMITTED, 3, NULL), STORE_MOVE_DUPLICATE);
+	assert_int_equal(move(f, jobs[0].ident, JS_EDGE_RUNNING, 4, NULL), STORE_MOVE_APPLIED);
+	assert_int_equal(move(f, jobs[0].ident, JS_EDGE_RUNNING, 5, "50%"), STORE_MOVE_APPLIED);
+	assert_int_equal(move(f, jobs[0].ident, JS_TERMINATED, 6, "done"), STORE_MOVE_APPLIED);
+	assert_int_equal(move(f, jobs[0].ident, JS_EDGE_ERROR, 7, "late"), STORE_MOVE_DUPLICATE);
+	assert_int_equal(move(f, jobs[0].ident, JS_CANCELLED, 0, NULL), STORE_MOVE_TERMINAL);
+
+	assert_int_equal(store_job_get(f->st, f->root, jobs[0].ident, &job), RCS_OK);
+	assert_string_equal(jstr(job, "status"), "terminated");
+	assert_string_equal(jstr(job, "response"), "done");
+	assert_int_equal(jint(job, "response_time"), 300);
+	json_object_put(job);
+
+	assert_int_equal(store_job_history(f->st, f->root, jobs[0].ident, &pg, &hist), RCS_OK);
+	assert_int_equal(jint(hist, "total_items"), 8);
+	json_object_object_get_ex(hist, "items", &items);
+	assert_string_equal(jstr(json_object_array_get_idx(items, 0), "status"), "terminated");
+	assert_string_equal(jstr(json_object_array_get_idx(items, 1), "response"), "50%");
+	assert_string_equal(jstr(json_object_array_get_idx(items, 2), "response"), "sent over MQTT");
+	assert_string_equal(jstr(json_object_array_get_idx(items, 7), "status"), "initial");
+	assert_null(json_object_object_get(json_object_array_get_idx(items, 7), "response"));
+	json_object_put(hist);
+}
+
+static void test_cancel_then_late_report(void **state)
+{
+	struct fixture *f = *state;
+	struct job_new jobs[1];
+	struct store_page pg = { 1, 2 };
+	json_object *job = NULL, *hist = NULL;
+
+	make_jobs(f, jobs, 1, NULL);
+	assert_int_equal(move(f, jobs[0].ident, JS_TRANSMITED, 0, "sent"), STORE_MOVE_APPLIED);
+	assert_int_equal(move(f, jobs[0].ident, JS_CANCELLED, 0, NULL), STORE_MOVE_APPLIED);
+	/* the device's report after the cancel is kept, the status stays cancelled */
+	assert_int_equal(move(f, jobs[0].ident, JS_TERMINATED, 1, "finished anyway"),
+			 STORE_MOVE_KEPT);
+	assert_int_equal(move(f, jobs[0].ident, JS_TERMINATED, 1, "finished anyway"),
+			 STORE_MOVE_DUPLICATE);
+	assert_int_equal(store_job_get(f->st, f->root, jobs[0].ident, &job), RCS_OK);
+	assert_string_equal(jstr(job, "status"), "cancelled");
+	json_object_put(job);
+	assert_int_equal(store_job_history(f->st, f->root, jobs[0].ident, &pg, &hist), RCS_OK);
+	assert_int_equal(jint(hist, "total_items"), 5);
+	assert_int_equal(jint(hist, "total_pages"), 3);
+	json_object_put(hist);
+	/* the wrong owner can't move it */
+	{
+		struct job_move m = { .ident = jobs[0].ident, .entity_ident = f->dev[1],
+				      .to = JS_TERMINATED, .seq = 9, .now = 1 };
+		enum store_move res;
+		assert_int_equal(store_job_move(f->st, &m, &res), RCS_ERR_NOTFOUND);
+	}
+}
+
+static void test_lists_and_groups(void **state)
+{
+	struct fixture *f = *state;
+	struct job_new jobs[7];
+	struct store_page pg = { 2, 3 };
+	struct job_filter jf;
+	json_object *page = NULL, *items, *devs = NULL, *g = NULL;
+
+	make_jobs(f, jobs, 7, "night");
+	memset(&jf, 0, sizeof(jf));
+	assert_int_equal(store_jobs_list(f->st, f->root, &jf, &pg, &page), RCS_OK);
+	assert_int_equal(jint(page, "total_items"), 7);
+	assert_int_equal(jint(page, "total_pages"), 3);
+	json_object_object_get_ex(page, "items", &items);
+	assert_int_equal(json_object_array_length(items), 3);
+	assert_string_equal(jstr(json_object_array_get_idx(items, 0), "ident"), jobs[3].ident);
+	json_object_put(page);
+
+	jf.entity_ident = f->dev[0];
+	pg.page = 1;
+	pg.per_page = 50;
+	assert_int_equal(store_jobs_list(f->st, f->root, &jf, &pg, &page), RCS_OK);
+	assert_int_equal(jint(page, "total_items"), 3); /* jobs 0, 3, 6 */
+	json_object_put(page);
+
+	assert_int_equal(move(f, jobs[0].ident, JS_TRANSMITED, 0, NULL), STORE_MOVE_APPLIED);
+	assert_int_equal(move(f, jobs[0].ident, JS_EDGE_STARTED, 1, NULL), STORE_MOVE_APPLIED);
+	memset(&jf, 0, sizeof(jf));
+	jf.status = "running";
+	assert_int_equal(store_jobs_list(f->st, f->root, &jf, &pg, &page), RCS_OK);
+	assert_int_equal(jint(page, "total_items"), 1);
+	json_object_put(page);
+	jf.status = "pending";
+	assert_int_equal(store_jobs_list(f->st, f->root, &jf, &pg, &page), RCS_OK);
+	assert_int_equal(jint(page, "total_items"), 6);
+	json_object_put(page);
+	/* a value that would be SQL is only ever a bound parameter */
+	jf.status = "pending' OR '1'='1";
+	assert_int_equal(store_jobs_list(f->st, f->root, &jf, &pg, &page), RCS_OK);
+	assert_int_equal(jint(page, "total_items"), 0);
+	json_object_put(page);
+	/* another tenant sees nothing */
+	memset(&jf, 0, sizeof(jf));
+	assert_int_equal(
+		store_jobs_list(f->st, "00000000-0000-7000-8000-000000000000", &jf, &pg, &page),
+		RCS_OK);
+	assert_int_equal(jint(page, "total_items"), 0);
+	json_object_put(page);
+
+	assert_int_equal(store_groups_list(f->st, f->root, &pg, &page), RCS_OK);
+	assert_int_equal(jint(page, "total_items"), 1);
+	json_object_object_get_ex(page, "items", &items);
+	assert_int_equal(store_group_get(f->st, f->root,
+					 jstr(json_object_array_get_idx(items, 0), "ident"), &g),
+			 RCS_OK);
+	assert_int_equal(jint(g, "total"), 7);
+	json_object_object_get_ex(g, "statuses", &items);
+	assert_int_equal(jint(items, "pending"), 6);
+	assert_int_equal(jint(items, "edge_started"), 1);
+	json_object_put(g);
+	json_object_put(page);
+
+	assert_int_equal(store_devices_with_tag(f->st, f->root, "lab", 10, &devs), RCS_OK);
+	assert_int_equal(json_object_array_length(devs), 3);
+	json_object_put(devs);
+	assert_int_equal(store_devices_with_tag(f->st, f->root, "lab", 2, &devs), RCS_ERR_TOOBIG);
+	assert_int_equal(store_devices_with_tag(f->st, f->root, "other", 10, &devs), RCS_OK);
+	assert_int_equal(json_object_array_length(devs), 0);
+	json_object_put(devs);
+}
+
+static void test_bulk_is_one_transaction(void **state)
+{
+	struct fixture *f = *state;
+	struct job_new *jobs = calloc(10000, sizeof(*jobs));
+	struct job_filter jf;
+	struct store_page pg = { 1, 1 };
+	json_object *page = NULL;
+	sqlite3 *db = NULL;
+	int before = 0, after = 0;
+
+	assert_non_null(jobs);
+	/* the WAL's commit counter (data_version seen by another connection) moves once */
+	assert_int_equal(sqlite3_open(f->path, &db), SQLITE_OK);
+	assert_int_equal(sqlite3_file_control(db, "main", SQLITE_FCNTL_DATA_VERSION, &before),
+			 SQLITE_OK);
+	make_jobs(f, jobs, 10000, "big");
+	assert_int_equal(sqlite3_exec(db, "SELECT 1 FROM jobs LIMIT 1", NULL, NULL, NULL), SQLITE_OK);
+	assert_int_equal(sqlite3_file_control(db, "main", SQLITE_FCNTL_DATA_VERSION, &after),
+			 SQLITE_OK);
+	assert_int_equal(after - before, 1);
+	sqlite3_close(db);
+	memset(&jf, 0, sizeof(jf));
+	assert_int_equal(store_jobs_list(f->st, f->root, &jf, &pg, &page), RCS_OK);
+	assert_int_equal(jint(page, "total_items"), 10000);
+	json_object_put(page);
+	free(jobs);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test_setup_teardown(test_reopen_and_schema, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_keys, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_task_versions, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_job_lifecycle, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_cancel_then_late_report, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_lists_and_groups, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_bulk_is_one_transaction, setup, teardown),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
