@@ -51,9 +51,14 @@ enum rcs_err validate_variables_info(json_object *vi, struct jsonu_err *e)
 			return jsonu_fail(e, field, "'%s' must be an object", field);
 		{
 			struct jsonu_err sub;
-			if (jsonu_check_keys(desc, desc_keys, &sub) != RCS_OK)
-				return jsonu_fail(e, field, "unknown descriptor field '%s' in '%s'",
-						  sub.field, field);
+			if (jsonu_check_keys(desc, desc_keys, &sub) != RCS_OK) {
+				char f2[192];
+				snprintf(f2, sizeof(f2), "%s.%.60s", field, sub.field);
+				return jsonu_fail(e, f2,
+						  "unknown descriptor field '%s' (type, alias,"
+						  " description, optional)",
+						  f2);
+			}
 		}
 		snprintf(field, sizeof(field), "variables_info.%.60s.type", name);
 		if (jsonu_get_string(desc, "type", true, 32, &type, NULL, NULL) != RCS_OK)

@@ -40,7 +40,7 @@ static void test_variables_info(void **state)
 
 	vi = parse("{\"x\": {\"type\": \"string\", \"color\": 1}}");
 	assert_int_equal(validate_variables_info(vi, &e), RCS_ERR_INVAL);
-	assert_string_equal(e.field, "variables_info.x");
+	assert_string_equal(e.field, "variables_info.x.color");
 	json_object_put(vi);
 
 	vi = parse("{\"bad name\": {\"type\": \"string\"}}");
