@@ -1,0 +1,391 @@
+/*
+ * proto.c - MQTT protocol v1 topics and payloads. See proto.h.
+ */
+#include "proto.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#include "manifest.h"
+
+/* ---- topics ---- */
+
+void proto_topic_make(char out[PROTO_MAX_TOPIC], enum proto_kind kind, const char *client_root,
+		      const char *entity_ident, const char *job)
+{
+	switch (kind) {
+	case PROTO_JOB:
+		snprintf(out, PROTO_MAX_TOPIC, "rcs/v1/%s/%s/jobs/%s", client_root, entity_ident, job);
+		break;
+	case PROTO_CANCEL:
+		snprintf(out, PROTO_MAX_TOPIC, "rcs/v1/%s/%s/jobs/%s/cancel", client_root,
+			 entity_ident, job);
+		break;
+	case PROTO_STATUS:
+		snprintf(out, PROTO_MAX_TOPIC, "rcs/v1/%s/%s/jobs/%s/status", client_root,
+			 entity_ident, job);
+		break;
+	case PROTO_STATE:
+		snprintf(out, PROTO_MAX_TOPIC, "rcs/v1/%s/%s/state", client_root, entity_ident);
+		break;
+	case PROTO_EVENT:
+		snprintf(out, PROTO_MAX_TOPIC, "rcs/v1/%s/events/jobs/%s", client_root, job);
+		break;
+	}
+}
+
+enum rcs_err proto_topic_parse(const char *topic, struct proto_topic *out)
+{
+	char copy[PROTO_MAX_TOPIC];
+	const char *seg[8];
+	int n = 0;
+	char *p, *slash;
+
+	memset(out, 0, sizeof(*out));
+	if (topic == NULL || strlen(topic) >= sizeof(copy))
+		return RCS_ERR_INVAL;
+	snprintf(copy, sizeof(copy), "%s", topic);
+	p = copy;
+	for (;;) {
+		if (n >= 8)
+			return RCS_ERR_INVAL;
+		seg[n++] = p;
+		slash = strchr(p, '/');
+		if (slash == NULL)
+			break;
+		*slash = '\0';
+		p = slash + 1;
+	}
+	if (n < 4 || strcmp(seg[0], "rcs") != 0 || strcmp(seg[1], "v1") != 0 || !uuid_valid(seg[2]))
+		return RCS_ERR_INVAL;
+	snprintf(out->client_root, sizeof(out->client_root), "%s", seg[2]);
+	if (n == 6 && strcmp(seg[3], "events") == 0 && strcmp(seg[4], "jobs") == 0 &&
+	    uuid_valid(seg[5])) {
+		out->kind = PROTO_EVENT;
+		snprintf(out->job, sizeof(out->job), "%s", seg[5]);
+		return RCS_OK;
+	}
+	if (!uuid_valid(seg[3]))
+		return RCS_ERR_INVAL;
+	snprintf(out->entity_ident, sizeof(out->entity_ident), "%s", seg[3]);
+	if (n == 5 && strcmp(seg[4], "state") == 0) {
+		out->kind = PROTO_STATE;
+		return RCS_OK;
+	}
+	if (n < 6 || strcmp(seg[4], "jobs") != 0 || !uuid_valid(seg[5]))
+		return RCS_ERR_INVAL;
+	snprintf(out->job, sizeof(out->job), "%s", seg[5]);
+	if (n == 6) {
+		out->kind = PROTO_JOB;
+		return RCS_OK;
+	}
+	if (n == 7 && strcmp(seg[6], "cancel") == 0) {
+		out->kind = PROTO_CANCEL;
+		return RCS_OK;
+	}
+	if (n == 7 && strcmp(seg[6], "status") == 0) {
+		out->kind = PROTO_STATUS;
+		return RCS_OK;
+	}
+	return RCS_ERR_INVAL;
+}
+
+/* ---- shared decoding helpers ---- */
+
+static enum rcs_err proto_parse(const char *payload, size_t len, const char *const *keys,
+				json_object **root, struct jsonu_err *e)
+{
+	int64_t v = 0;
+	enum rcs_err err;
+
+	*root = NULL;
+	if (len > PROTO_MAX_PAYLOAD)
+		return jsonu_fail(e, "", "message larger than %d bytes", PROTO_MAX_PAYLOAD);
+	err = jsonu_parse_object(payload, len, root, e);
+	if (err != RCS_OK)
+		return err;
+	err = jsonu_get_int(*root, "v", true, 0, 1000, &v, NULL, e);
+	if (err == RCS_OK && v != PROTO_VERSION)
+		err = jsonu_fail(e, "v", "unsupported protocol version %lld", (long long)v);
+	if (err == RCS_OK)
+		err = jsonu_check_keys(*root, keys, e);
+	if (err != RCS_OK) {
+		json_object_put(*root);
+		*root = NULL;
+	}
+	return err;
+}
+
+static enum rcs_err proto_get_uuid(json_object *o, const char *key, char out[UUID_STR_LEN],
+				   struct jsonu_err *e)
+{
+	const char *s = NULL;
+	enum rcs_err err = jsonu_get_string(o, key, true, 36, &s, NULL, e);
+
+	if (err != RCS_OK)
+		return err;
+	if (!uuid_valid(s))
+		return jsonu_fail(e, key, "'%s' must be a UUID", key);
+	snprintf(out, UUID_STR_LEN, "%s", s);
+	return RCS_OK;
+}
+
+/* An integer or null (0). */
+static enum rcs_err proto_get_time(json_object *o, const char *key, bool required, int64_t *out,
+				   struct jsonu_err *e)
+{
+	*out = 0;
+	if (!json_object_object_get_ex(o, key, NULL)) {
+		if (required)
+			return jsonu_fail(e, key, "'%s' is required", key);
+		return RCS_OK;
+	}
+	return jsonu_get_int(o, key, false, 0, INT64_MAX - 1, out, NULL, e);
+}
+
+/* ---- envelope ---- */
+
+json_object *proto_envelope_encode(const struct proto_envelope *env)
+{
+	json_object *o = json_object_new_object(), *task = json_object_new_object();
+	json_object *script = json_object_new_object();
+
+	json_object_object_add(o, "v", json_object_new_int(PROTO_VERSION));
+	json_object_object_add(o, "job", json_object_new_string(env->job));
+	json_object_object_add(o, "client_root", json_object_new_string(env->client_root));
+	json_object_object_add(o, "entity_ident", json_object_new_string(env->entity_ident));
+	json_object_object_add(task, "ident", json_object_new_string(env->task_ident));
+	json_object_object_add(task, "version", json_object_new_int64(env->task_version));
+	json_object_object_add(task, "name", json_object_new_string(env->task_name));
+	json_object_object_add(o, "task", task);
+	json_object_object_add(script, "name", json_object_new_string(env->script_name));
+	json_object_object_add(script, "sha256", json_object_new_string(env->script_sha256));
+	json_object_object_add(script, "source", json_object_new_string_len(env->script_source,
+									   (int)env->script_len));
+	json_object_object_add(o, "script", script);
+	json_object_object_add(o, "constants", env->constants ? json_object_get(env->constants)
+							      : json_object_new_object());
+	json_object_object_add(o, "variables_info", env->variables_info
+							    ? json_object_get(env->variables_info)
+							    : json_object_new_object());
+	json_object_object_add(o, "variables", env->variables ? json_object_get(env->variables)
+							      : json_object_new_object());
+	json_object_object_add(o, "signature",
+			       env->signature ? json_object_get(env->signature) : NULL);
+	json_object_object_add(o, "issued_at", json_object_new_int64(env->issued_at));
+	json_object_object_add(o, "expires_at",
+			       env->expires_at ? json_object_new_int64(env->expires_at) : NULL);
+	json_object_object_add(o, "timeout", json_object_new_int64(env->timeout));
+	return o;
+}
+
+enum rcs_err proto_envelope_decode(const char *payload, size_t len, struct proto_envelope *out,
+				   struct jsonu_err *e)
+{
+	static const char *const keys[] = { "v",	 "job",	     "client_root", "entity_ident",
+					    "task",	 "script",   "constants",   "variables_info",
+					    "variables", "signature", "issued_at",   "expires_at",
+					    "timeout",	 NULL };
+	static const char *const task_keys[] = { "ident", "version", "name", NULL };
+	static const char *const script_keys[] = { "name", "sha256", "source", NULL };
+	json_object *task = NULL, *script = NULL, *sig = NULL;
+	const char *sha = NULL;
+	char actual[SHA256_HEX_LEN];
+	int64_t v = 0;
+	enum rcs_err err;
+
+	memset(out, 0, sizeof(*out));
+	err = proto_parse(payload, len, keys, &out->root, e);
+	if (err != RCS_OK)
+		return err;
+	if ((err = proto_get_uuid(out->root, "job", out->job, e)) != RCS_OK ||
+	    (err = proto_get_uuid(out->root, "client_root", out->client_root, e)) != RCS_OK ||
+	    (err = proto_get_uuid(out->root, "entity_ident", out->entity_ident, e)) != RCS_OK ||
+	    (err = jsonu_get_object(out->root, "task", true, &task, NULL, e)) != RCS_OK ||
+	    (err = jsonu_check_keys(task, task_keys, e)) != RCS_OK ||
+	    (err = proto_get_uuid(task, "ident", out->task_ident, e)) != RCS_OK ||
+	    (err = jsonu_get_int(task, "version", true, 1, INT32_MAX, &v, NULL, e)) != RCS_OK)
+		goto out;
+	out->task_version = v;
+	if ((err = jsonu_get_string(task, "name", true, 200, &out->task_name, NULL, e)) != RCS_OK ||
+	    (err = jsonu_get_object(out->root, "script", true, &script, NULL, e)) != RCS_OK ||
+	    (err = jsonu_check_keys(script, script_keys, e)) != RCS_OK ||
+	    (err = jsonu_get_string(script, "name", true, 64, &out->script_name, NULL, e)) !=
+		    RCS_OK ||
+	    (err = jsonu_get_string(script, "sha256", true, 64, &sha, NULL, e)) != RCS_OK ||
+	    (err = jsonu_get_string(script, "source", true, PROTO_MAX_SCRIPT, &out->script_source,
+				    NULL, e)) != RCS_OK)
+		goto out;
+	out->script_len = strlen(out->script_source);
+	sha256_hex(out->script_source, out->script_len, actual);
+	if (strcmp(actual, sha) != 0) {
+		err = jsonu_fail(e, "script.sha256", "'script.sha256' does not match script.source");
+		goto out;
+	}
+	snprintf(out->script_sha256, sizeof(out->script_sha256), "%s", sha);
+	if ((err = jsonu_get_object(out->root, "constants", true, &out->constants, NULL, e)) !=
+		    RCS_OK ||
+	    (err = jsonu_get_object(out->root, "variables_info", true, &out->variables_info, NULL,
+				    e)) != RCS_OK ||
+	    (err = jsonu_get_object(out->root, "variables", true, &out->variables, NULL, e)) !=
+		    RCS_OK)
+		goto out;
+	if (!json_object_object_get_ex(out->root, "signature", NULL)) {
+		err = jsonu_fail(e, "signature", "'signature' is required (null when unsigned)");
+		goto out;
+	}
+	if ((err = jsonu_get_object(out->root, "signature", false, &sig, NULL, e)) != RCS_OK)
+		goto out;
+	out->signature = sig;
+	if ((err = proto_get_time(out->root, "issued_at", true, &out->issued_at, e)) != RCS_OK ||
+	    (err = proto_get_time(out->root, "expires_at", true, &out->expires_at, e)) != RCS_OK ||
+	    (err = jsonu_get_int(out->root, "timeout", true, 1, 86400, &v, NULL, e)) != RCS_OK)
+		goto out;
+	out->timeout = v;
+out:
+	if (err != RCS_OK)
+		proto_envelope_free(out);
+	return err;
+}
+
+void proto_envelope_free(struct proto_envelope *env)
+{
+	if (env->root)
+		json_object_put(env->root);
+	memset(env, 0, sizeof(*env));
+}
+
+/* ---- status report ---- */
+
+json_object *proto_report_encode(const struct proto_report *r)
+{
+	json_object *o = json_object_new_object();
+
+	json_object_object_add(o, "v", json_object_new_int(PROTO_VERSION));
+	json_object_object_add(o, "job", json_object_new_string(r->job));
+	json_object_object_add(o, "status", json_object_new_string(status_name(r->status)));
+	json_object_object_add(o, "seq", json_object_new_int64(r->seq));
+	json_object_object_add(o, "ts", json_object_new_int64(r->ts));
+	json_object_object_add(o, "response", jsonu_new_string_or_null(r->response));
+	return o;
+}
+
+enum rcs_err proto_report_decode(const char *payload, size_t len, struct proto_report *out,
+				 struct jsonu_err *e)
+{
+	static const char *const keys[] = { "v", "job", "status", "seq", "ts", "response", NULL };
+	const char *status = NULL;
+	int64_t seq = 0;
+	enum rcs_err err;
+
+	memset(out, 0, sizeof(*out));
+	err = proto_parse(payload, len, keys, &out->root, e);
+	if (err != RCS_OK)
+		return err;
+	if ((err = proto_get_uuid(out->root, "job", out->job, e)) != RCS_OK ||
+	    (err = jsonu_get_string(out->root, "status", true, 32, &status, NULL, e)) != RCS_OK)
+		goto out;
+	if (!status_parse(status, &out->status) || !status_is_device(out->status)) {
+		err = jsonu_fail(e, "status", "'%.32s' is not a status a device reports", status);
+		goto out;
+	}
+	if ((err = jsonu_get_int(out->root, "seq", true, 1, INT64_MAX - 1, &seq, NULL, e)) !=
+		    RCS_OK ||
+	    (err = proto_get_time(out->root, "ts", true, &out->ts, e)) != RCS_OK ||
+	    (err = jsonu_get_string(out->root, "response", false, PROTO_MAX_RESPONSE,
+				    &out->response, NULL, e)) != RCS_OK)
+		goto out;
+	out->seq = seq;
+out:
+	if (err != RCS_OK)
+		proto_report_free(out);
+	return err;
+}
+
+void proto_report_free(struct proto_report *r)
+{
+	if (r->root)
+		json_object_put(r->root);
+	memset(r, 0, sizeof(*r));
+}
+
+/* ---- state ---- */
+
+json_object *proto_state_encode(const struct proto_state *s)
+{
+	json_object *o = json_object_new_object();
+
+	json_object_object_add(o, "v", json_object_new_int(PROTO_VERSION));
+	json_object_object_add(o, "online", json_object_new_boolean(s->online));
+	json_object_object_add(o, "tags",
+			       s->tags ? json_object_get(s->tags) : json_object_new_array());
+	json_object_object_add(o, "agent_version", jsonu_new_string_or_null(s->agent_version));
+	json_object_object_add(o, "ts", json_object_new_int64(s->ts));
+	return o;
+}
+
+enum rcs_err proto_state_decode(const char *payload, size_t len, struct proto_state *out,
+				struct jsonu_err *e)
+{
+	static const char *const keys[] = { "v", "online", "tags", "agent_version", "ts", NULL };
+	enum rcs_err err;
+
+	memset(out, 0, sizeof(*out));
+	err = proto_parse(payload, len, keys, &out->root, e);
+	if (err != RCS_OK)
+		return err;
+	if ((err = jsonu_get_bool(out->root, "online", true, &out->online, NULL, e)) != RCS_OK ||
+	    (err = jsonu_get_string_array(out->root, "tags", false, PROTO_MAX_TAGS, 64, &out->tags,
+					  NULL, e)) != RCS_OK ||
+	    (err = jsonu_get_string(out->root, "agent_version", false, 64, &out->agent_version,
+				    NULL, e)) != RCS_OK ||
+	    (err = proto_get_time(out->root, "ts", false, &out->ts, e)) != RCS_OK)
+		goto out;
+out:
+	if (err != RCS_OK)
+		proto_state_free(out);
+	return err;
+}
+
+void proto_state_free(struct proto_state *s)
+{
+	if (s->root)
+		json_object_put(s->root);
+	memset(s, 0, sizeof(*s));
+}
+
+/* ---- cancel ---- */
+
+json_object *proto_cancel_encode(const struct proto_cancel *c)
+{
+	json_object *o = json_object_new_object();
+
+	json_object_object_add(o, "v", json_object_new_int(PROTO_VERSION));
+	json_object_object_add(o, "job", json_object_new_string(c->job));
+	json_object_object_add(o, "reason", jsonu_new_string_or_null(c->reason));
+	return o;
+}
+
+enum rcs_err proto_cancel_decode(const char *payload, size_t len, struct proto_cancel *out,
+				 struct jsonu_err *e)
+{
+	static const char *const keys[] = { "v", "job", "reason", NULL };
+	enum rcs_err err;
+
+	memset(out, 0, sizeof(*out));
+	err = proto_parse(payload, len, keys, &out->root, e);
+	if (err != RCS_OK)
+		return err;
+	if ((err = proto_get_uuid(out->root, "job", out->job, e)) != RCS_OK ||
+	    (err = jsonu_get_string(out->root, "reason", false, 1024, &out->reason, NULL, e)) !=
+		    RCS_OK)
+		proto_cancel_free(out);
+	return err;
+}
+
+void proto_cancel_free(struct proto_cancel *c)
+{
+	if (c->root)
+		json_object_put(c->root);
+	memset(c, 0, sizeof(*c));
+}

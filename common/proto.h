@@ -1,0 +1,125 @@
+/*
+ * proto.h - the MQTT protocol v1 (DESIGN section 3): topics and payloads,
+ * one encoder and one decoder for each, used by both daemons and their tests.
+ *
+ * Topics:
+ *   rcs/v1/<client_root>/<entity_ident>/jobs/<job>          envelope  (coordinator -> device)
+ *   rcs/v1/<client_root>/<entity_ident>/jobs/<job>/cancel   cancel    (coordinator -> device)
+ *   rcs/v1/<client_root>/<entity_ident>/jobs/<job>/status   report    (device -> coordinator)
+ *   rcs/v1/<client_root>/<entity_ident>/state               state     (device, retained, LWT)
+ *   rcs/v1/<client_root>/events/jobs/<job>                  job record (coordinator -> anyone)
+ *
+ * Decoders check everything (the "v": 1, types, sizes, UUIDs) and report the
+ * offending field through struct jsonu_err. A decoded message borrows its
+ * strings and objects from its parsed tree (root), released by the matching
+ * *_free(). Encoders return a new json_object (json_object_put it).
+ */
+#ifndef RCS_PROTO_H
+#define RCS_PROTO_H
+
+#include <json-c/json.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "err.h"
+#include "jsonu.h"
+#include "status.h"
+#include "uuid.h"
+
+#define PROTO_VERSION 1
+#define PROTO_MAX_TOPIC 160
+#define PROTO_MAX_PAYLOAD (1024 * 1024)  /* default ceiling of any message */
+#define PROTO_MAX_SCRIPT (256 * 1024)
+#define PROTO_MAX_RESPONSE (64 * 1024)
+#define PROTO_MAX_TAGS 64
+
+enum proto_kind { PROTO_JOB, PROTO_CANCEL, PROTO_STATUS, PROTO_STATE, PROTO_EVENT };
+
+struct proto_topic {
+	enum proto_kind kind;
+	char client_root[UUID_STR_LEN];
+	char entity_ident[UUID_STR_LEN]; /* empty for PROTO_EVENT */
+	char job[UUID_STR_LEN];          /* empty for PROTO_STATE */
+};
+
+/* Builds a topic into out (PROTO_MAX_TOPIC bytes). entity/job ignored where unused. */
+void proto_topic_make(char out[PROTO_MAX_TOPIC], enum proto_kind kind, const char *client_root,
+		      const char *entity_ident, const char *job);
+/* Parses a topic; RCS_ERR_INVAL unless it is one of the five forms with valid UUIDs. */
+enum rcs_err proto_topic_parse(const char *topic, struct proto_topic *out);
+
+/* ---- job envelope ---- */
+
+struct proto_envelope {
+	char job[UUID_STR_LEN];
+	char client_root[UUID_STR_LEN];
+	char entity_ident[UUID_STR_LEN];
+	char task_ident[UUID_STR_LEN];
+	long long task_version;
+	const char *task_name;
+	const char *script_name;
+	char script_sha256[65];
+	const char *script_source;
+	size_t script_len;
+	json_object *constants;      /* object */
+	json_object *variables_info; /* object */
+	json_object *variables;      /* object */
+	json_object *signature;      /* object, or NULL */
+	int64_t issued_at;
+	int64_t expires_at; /* 0: never */
+	long long timeout;  /* seconds */
+	json_object *root;  /* decoded: owns the above; encode: unused */
+};
+
+json_object *proto_envelope_encode(const struct proto_envelope *env);
+/* Also checks that script_sha256 is the SHA-256 of script.source. */
+enum rcs_err proto_envelope_decode(const char *payload, size_t len, struct proto_envelope *out,
+				   struct jsonu_err *e);
+void proto_envelope_free(struct proto_envelope *env);
+
+/* ---- status report ---- */
+
+struct proto_report {
+	char job[UUID_STR_LEN];
+	enum job_status status; /* a device status: edge_*, terminated */
+	long long seq;          /* >= 1 */
+	int64_t ts;
+	const char *response; /* may be NULL */
+	json_object *root;
+};
+
+json_object *proto_report_encode(const struct proto_report *r);
+enum rcs_err proto_report_decode(const char *payload, size_t len, struct proto_report *out,
+				 struct jsonu_err *e);
+void proto_report_free(struct proto_report *r);
+
+/* ---- device state (retained, and the Last Will) ---- */
+
+struct proto_state {
+	bool online;
+	json_object *tags; /* array of strings; may be NULL when encoding (written as []) */
+	const char *agent_version;
+	int64_t ts;
+	json_object *root;
+};
+
+json_object *proto_state_encode(const struct proto_state *s);
+enum rcs_err proto_state_decode(const char *payload, size_t len, struct proto_state *out,
+				struct jsonu_err *e);
+void proto_state_free(struct proto_state *s);
+
+/* ---- cancel ---- */
+
+struct proto_cancel {
+	char job[UUID_STR_LEN];
+	const char *reason;
+	json_object *root;
+};
+
+json_object *proto_cancel_encode(const struct proto_cancel *c);
+enum rcs_err proto_cancel_decode(const char *payload, size_t len, struct proto_cancel *out,
+				 struct jsonu_err *e);
+void proto_cancel_free(struct proto_cancel *c);
+
+#endif
