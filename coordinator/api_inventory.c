@@ -184,7 +184,7 @@ void api_key_create(struct api_req *req, struct api_resp *r)
 		api_invalid(r, &e);
 		goto out;
 	}
-	if (!validate_token(user, 100, "-.@")) {
+	if (!vars_token_valid(user, 100, "-.@")) {
 		api_error(r, 400, "validation_failed", "user",
 			  "'user' must be 1-100 letters, digits or any of _-.@");
 		goto out;

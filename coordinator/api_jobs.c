@@ -76,7 +76,7 @@ static bool job_read_common(struct api_req *req, struct api_resp *r, json_object
 		jsonu_fail(&e, "group_name", "'group_name' must not be empty");
 		goto invalid;
 	}
-	if (validate_variables(jr->variables, json_object_object_length(vi) ? vi : NULL, &e) !=
+	if (vars_validate(jr->variables, json_object_object_length(vi) ? vi : NULL, &e) !=
 	    RCS_OK)
 		goto invalid;
 	if (strcmp(jstr(jr->task, "active"), "true") != 0) {

@@ -94,13 +94,13 @@ static enum rcs_err task_apply_body(json_object *body, struct task_write *w, boo
 	err = jsonu_get_string(body, "script", full, 64, &w->script, &present, e);
 	if (err != RCS_OK)
 		return err;
-	if (present && !validate_token(w->script, 64, "-."))
+	if (present && !vars_token_valid(w->script, 64, "-."))
 		return jsonu_fail(e, "script", "'script' is not a valid script name");
 	err = jsonu_get_object(body, "variables_info", false, &o, &present, e);
 	if (err != RCS_OK)
 		return err;
 	if (present) {
-		err = validate_variables_info(o, e);
+		err = vars_info_validate(o, e);
 		if (err != RCS_OK)
 			return err;
 		w->variables_info = o;
@@ -466,7 +466,7 @@ void api_task_delete(struct api_req *req, struct api_resp *r)
 static bool script_name_ok(struct api_req *req, struct api_resp *r, const char *name)
 {
 	(void)req;
-	if (!validate_token(name, 64, "-.")) {
+	if (!vars_token_valid(name, 64, "-.")) {
 		api_error(r, 400, "validation_failed", "name",
 			  "script names are 1-64 letters, digits or any of _-.");
 		return false;
@@ -494,7 +494,7 @@ void api_script_get(struct api_req *req, struct api_resp *r)
 	json_object *s = NULL;
 	enum rcs_err err;
 
-	if (!validate_token(req->seg[1], 64, "-.")) {
+	if (!vars_token_valid(req->seg[1], 64, "-.")) {
 		api_store_error(r, RCS_ERR_NOTFOUND, "script");
 		return;
 	}
@@ -599,7 +599,7 @@ void api_script_delete(struct api_req *req, struct api_resp *r)
 	const char *name = req->seg[1];
 	enum rcs_err err;
 
-	if (!validate_token(name, 64, "-.")) {
+	if (!vars_token_valid(name, 64, "-.")) {
 		api_store_error(r, RCS_ERR_NOTFOUND, "script");
 		return;
 	}

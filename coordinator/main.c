@@ -141,7 +141,7 @@ static int cmd_init(struct settings *s)
 
 	need(s->db, "--db");
 	need(s->user, "--user");
-	if (!validate_token(s->user, 100, "-.@")) {
+	if (!vars_token_valid(s->user, 100, "-.@")) {
 		fprintf(stderr, "rcs-coordinator: --user must be 1-100 letters, digits or _-.@\n");
 		return 2;
 	}
@@ -209,7 +209,7 @@ static int cmd_key(struct settings *s, const char *what)
 		fprintf(stderr, "rcs-coordinator: --role must be viewer, operator or admin\n");
 		return 2;
 	}
-	if (!validate_token(s->user, 100, "-.@")) {
+	if (!vars_token_valid(s->user, 100, "-.@")) {
 		fprintf(stderr, "rcs-coordinator: --user must be 1-100 letters, digits or _-.@\n");
 		return 2;
 	}
@@ -250,7 +250,7 @@ static enum rcs_err load_stock_scripts(struct store *st, const char *dir)
 		if (len < 5 || len - 4 >= sizeof(name) || strcmp(de->d_name + len - 4, ".lua") != 0)
 			continue;
 		snprintf(name, sizeof(name), "%.*s", (int)(len - 4), de->d_name);
-		if (!validate_token(name, 64, "-.")) {
+		if (!vars_token_valid(name, 64, "-.")) {
 			log_warnx("%s/%s: not a valid script name, skipped", dir, de->d_name);
 			continue;
 		}

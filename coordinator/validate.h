@@ -1,6 +1,5 @@
 /*
- * validate.h - checks of what clients write: variables_info and variables,
- * notification lists, tags, names. Each returns RCS_OK or RCS_ERR_INVAL with
+ * validate.h - checks of what clients write: notification lists and tags. Each returns RCS_OK or RCS_ERR_INVAL with
  * a jsonu_err naming the offending field (e.g. "variables.delay").
  */
 #ifndef RCS_VALIDATE_H
@@ -11,18 +10,12 @@
 
 #include "err.h"
 #include "jsonu.h"
+#include "vars.h"
 
-#define VALIDATE_MAX_VARIABLES 64
 #define VALIDATE_MAX_MAILS 32
 #define VALIDATE_MAX_TAGS 64
 
-/* A variable, script or tag name: 1..max bytes of [A-Za-z0-9] and the extra chars. */
-bool validate_token(const char *s, size_t max, const char *extra);
-
-/* variables_info: name -> {type, alias?, description?, optional?}. */
-enum rcs_err validate_variables_info(json_object *vi, struct jsonu_err *e);
-/* variables (may be NULL) against variables_info (may be NULL). */
-enum rcs_err validate_variables(json_object *vars, json_object *vi, struct jsonu_err *e);
+/* Names, variables_info and variables: see common/vars.h. */
 
 /* An e-mail address fit for a mail header: ASCII, no spaces, CR/LF or <>, one @. */
 bool validate_email(const char *addr);

@@ -25,30 +25,30 @@ static void test_variables_info(void **state)
 	(void)state;
 	vi = parse("{\"when\": {\"type\": \"timestamp\", \"alias\": \"When\"},"
 		   " \"n\": {\"type\": \"integer\", \"optional\": true, \"description\": \"d\"}}");
-	assert_int_equal(validate_variables_info(vi, &e), RCS_OK);
+	assert_int_equal(vars_info_validate(vi, &e), RCS_OK);
 	json_object_put(vi);
 
 	vi = parse("{\"x\": {\"type\": \"float\"}}");
-	assert_int_equal(validate_variables_info(vi, &e), RCS_ERR_INVAL);
+	assert_int_equal(vars_info_validate(vi, &e), RCS_ERR_INVAL);
 	assert_string_equal(e.field, "variables_info.x.type");
 	json_object_put(vi);
 
 	vi = parse("{\"x\": {\"alias\": \"no type\"}}");
-	assert_int_equal(validate_variables_info(vi, &e), RCS_ERR_INVAL);
+	assert_int_equal(vars_info_validate(vi, &e), RCS_ERR_INVAL);
 	assert_string_equal(e.field, "variables_info.x.type");
 	json_object_put(vi);
 
 	vi = parse("{\"x\": {\"type\": \"string\", \"color\": 1}}");
-	assert_int_equal(validate_variables_info(vi, &e), RCS_ERR_INVAL);
+	assert_int_equal(vars_info_validate(vi, &e), RCS_ERR_INVAL);
 	assert_string_equal(e.field, "variables_info.x.color");
 	json_object_put(vi);
 
 	vi = parse("{\"bad name\": {\"type\": \"string\"}}");
-	assert_int_equal(validate_variables_info(vi, &e), RCS_ERR_INVAL);
+	assert_int_equal(vars_info_validate(vi, &e), RCS_ERR_INVAL);
 	json_object_put(vi);
 
 	vi = parse("{\"x\": \"string\"}");
-	assert_int_equal(validate_variables_info(vi, &e), RCS_ERR_INVAL);
+	assert_int_equal(vars_info_validate(vi, &e), RCS_ERR_INVAL);
 	json_object_put(vi);
 }
 
@@ -63,47 +63,47 @@ static void test_variables(void **state)
 		   " \"n\": {\"type\": \"number\", \"optional\": true},"
 		   " \"b\": {\"type\": \"boolean\", \"optional\": true}}");
 	v = parse("{\"s\": \"x\", \"t\": 1732200000, \"n\": 1.5, \"b\": false}");
-	assert_int_equal(validate_variables(v, vi, &e), RCS_OK);
+	assert_int_equal(vars_validate(v, vi, &e), RCS_OK);
 	json_object_put(v);
 
 	v = parse("{\"s\": \"x\"}");
-	assert_int_equal(validate_variables(v, vi, &e), RCS_ERR_INVAL);
+	assert_int_equal(vars_validate(v, vi, &e), RCS_ERR_INVAL);
 	assert_string_equal(e.field, "variables.t");
 	json_object_put(v);
 
 	v = parse("{\"s\": 1, \"t\": 1}");
-	assert_int_equal(validate_variables(v, vi, &e), RCS_ERR_INVAL);
+	assert_int_equal(vars_validate(v, vi, &e), RCS_ERR_INVAL);
 	assert_string_equal(e.field, "variables.s");
 	json_object_put(v);
 
 	v = parse("{\"s\": \"x\", \"t\": \"2024-01-01\"}");
-	assert_int_equal(validate_variables(v, vi, &e), RCS_ERR_INVAL);
+	assert_int_equal(vars_validate(v, vi, &e), RCS_ERR_INVAL);
 	assert_string_equal(e.field, "variables.t");
 	json_object_put(v);
 
 	v = parse("{\"s\": \"x\", \"t\": -5}");
-	assert_int_equal(validate_variables(v, vi, &e), RCS_ERR_INVAL);
+	assert_int_equal(vars_validate(v, vi, &e), RCS_ERR_INVAL);
 	json_object_put(v);
 
 	v = parse("{\"s\": \"x\", \"t\": 1, \"i\": 1.5}");
-	assert_int_equal(validate_variables(v, vi, &e), RCS_ERR_INVAL);
+	assert_int_equal(vars_validate(v, vi, &e), RCS_ERR_INVAL);
 	assert_string_equal(e.field, "variables.i");
 	json_object_put(v);
 
 	v = parse("{\"s\": \"x\", \"t\": 1, \"b\": \"true\"}");
-	assert_int_equal(validate_variables(v, vi, &e), RCS_ERR_INVAL);
+	assert_int_equal(vars_validate(v, vi, &e), RCS_ERR_INVAL);
 	assert_string_equal(e.field, "variables.b");
 	json_object_put(v);
 
 	v = parse("{\"s\": \"x\", \"t\": 1, \"extra\": 1}");
-	assert_int_equal(validate_variables(v, vi, &e), RCS_ERR_INVAL);
+	assert_int_equal(vars_validate(v, vi, &e), RCS_ERR_INVAL);
 	assert_string_equal(e.field, "variables.extra");
 	json_object_put(v);
 
-	assert_int_equal(validate_variables(NULL, vi, &e), RCS_ERR_INVAL);
-	assert_int_equal(validate_variables(NULL, NULL, &e), RCS_OK);
+	assert_int_equal(vars_validate(NULL, vi, &e), RCS_ERR_INVAL);
+	assert_int_equal(vars_validate(NULL, NULL, &e), RCS_OK);
 	v = parse("{\"a\": 1}");
-	assert_int_equal(validate_variables(v, NULL, &e), RCS_ERR_INVAL);
+	assert_int_equal(vars_validate(v, NULL, &e), RCS_ERR_INVAL);
 	json_object_put(v);
 	json_object_put(vi);
 }
