@@ -1,6 +1,7 @@
 /*
- * validate.h - checks of what clients write: notification lists and tags. Each returns RCS_OK or RCS_ERR_INVAL with
- * a jsonu_err naming the offending field (e.g. "variables.delay").
+ * validate.h - checks of what clients write: notification lists and tags.
+ * Each returns RCS_OK or RCS_ERR_INVAL with a jsonu_err naming the
+ * offending field (e.g. "notification_mail_list[1]").
  */
 #ifndef RCS_VALIDATE_H
 #define RCS_VALIDATE_H
