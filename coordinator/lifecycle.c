@@ -38,7 +38,11 @@ void lifecycle_jobs_created(struct lifecycle *lc, const struct job_batch *b)
 {
 	json_object *due = NULL;
 
-	if (lc->hooks == NULL || b->n == 0 || b->scheduled_time > b->now)
+	if (lc->hooks == NULL || b->n == 0)
+		return;
+	if ((b->scheduled_time > b->now || b->ttl > 0) && lc->hooks->wake)
+		lc->hooks->wake(lc->hooks->ctx);
+	if (b->scheduled_time > b->now)
 		return;
 	if (b->n == 1 && b->group_ident == NULL) {
 		if (lc->hooks->job_due)

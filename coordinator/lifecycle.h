@@ -34,6 +34,8 @@ struct lifecycle_hooks {
 	void (*job_cancelled)(void *ctx, json_object *job);
 	/* After every status change, with the job record as it now is. */
 	void (*job_changed)(void *ctx, json_object *job);
+	/* Jobs were created with a scheduled_time or a ttl: recompute the next deadline. */
+	void (*wake)(void *ctx);
 };
 
 struct lifecycle {

@@ -141,6 +141,9 @@ static const char *const store_migrations[] = {
 	"  task_status_list TEXT NOT NULL,\n"
 	"  last_seq INTEGER NOT NULL DEFAULT 0,\n"
 	"  n_history INTEGER NOT NULL DEFAULT 0,\n"
+	"  expires_at INTEGER,\n"
+	"  sent_at INTEGER,\n"
+	"  sends INTEGER NOT NULL DEFAULT 0,\n"
 	"  FOREIGN KEY(task_ident, task_version) REFERENCES task_versions(task_ident, version)\n"
 	");\n"
 	"CREATE INDEX jobs_tenant ON jobs(client_root, ident);\n"
@@ -148,6 +151,14 @@ static const char *const store_migrations[] = {
 	"CREATE INDEX jobs_task ON jobs(client_root, task_ident, ident);\n"
 	"CREATE INDEX jobs_entity ON jobs(client_root, entity_ident, ident);\n"
 	"CREATE INDEX jobs_status ON jobs(client_root, status, ident);\n"
+	/* the transport's and scheduler's queries */
+	"CREATE INDEX jobs_pending ON jobs(entity_ident, scheduled_time) WHERE status = 'pending';\n"
+	"CREATE INDEX jobs_sched ON jobs(scheduled_time) WHERE status = 'pending';\n"
+	"CREATE INDEX jobs_unacked ON jobs(entity_ident) WHERE status = 'transmited';\n"
+	"CREATE INDEX jobs_inflight ON jobs(update_at) WHERE status IN"
+	" ('transmited', 'edge_transmitted', 'edge_started', 'edge_running');\n"
+	"CREATE INDEX jobs_ttl ON jobs(expires_at) WHERE expires_at IS NOT NULL AND"
+	" status IN ('pending', 'transmited');\n"
 	"CREATE TABLE job_history(\n"
 	"  job_ident TEXT NOT NULL REFERENCES jobs(ident),\n"
 	"  n INTEGER NOT NULL,\n"
@@ -1519,8 +1530,8 @@ enum rcs_err store_jobs_create(struct store *st, const struct job_batch *b)
 			    "INSERT INTO jobs(ident, client_root, task_ident, task_version, task_name,"
 			    " group_ident, entity_ident, status, comment, created_user, created_at,"
 			    " update_at, scheduled_time, ttl, variables, mail_list, status_list,"
-			    " task_mail_list, task_status_list, n_history)"
-			    " VALUES(?,?,?,?,?,?,?,'pending',?,?,?,?,?,?,?,?,?,?,?,2)",
+			    " task_mail_list, task_status_list, expires_at, n_history)"
+			    " VALUES(?,?,?,?,?,?,?,'pending',?,?,?,?,?,?,?,?,?,?,?,?,2)",
 			    &ins);
 	if (err != RCS_OK)
 		goto out;
@@ -1547,6 +1558,7 @@ enum rcs_err store_jobs_create(struct store *st, const struct job_batch *b)
 	sqlite3_bind_text(ins, 16, stats, -1, SQLITE_STATIC);
 	sqlite3_bind_text(ins, 17, tmails, -1, SQLITE_STATIC);
 	sqlite3_bind_text(ins, 18, tstats, -1, SQLITE_STATIC);
+	bind_opt_int(ins, 19, store_job_expiry(b->now, b->scheduled_time, b->ttl));
 	sqlite3_bind_int64(hist, 2, b->now);
 	for (size_t i = 0; i < b->n; i++) {
 		sqlite3_bind_text(ins, 1, b->jobs[i].ident, -1, SQLITE_STATIC);
@@ -1906,4 +1918,181 @@ enum rcs_err store_groups_list(struct store *st, const char *client_root,
 	q.where[0] = '\0';
 	qb_add(&q, "client_root = ?", client_root);
 	return store_list(st, GROUP_COLS, "groups", &q, "ident", pg, row_group, out);
+}
+
+/* ---- the transport's and scheduler's queries ---- */
+
+int64_t store_job_expiry(int64_t created_at, int64_t scheduled_time, int64_t ttl)
+{
+	if (ttl <= 0)
+		return 0;
+	return (scheduled_time > created_at ? scheduled_time : created_at) + ttl;
+}
+
+enum rcs_err store_device_state(struct store *st, const char *client_root,
+				const char *entity_ident, bool online, json_object *tags,
+				const char *agent_version, int64_t now, bool *came_online)
+{
+	json_object *dev = NULL, *was = NULL;
+	sqlite3_stmt *s = NULL;
+	enum rcs_err err;
+
+	*came_online = false;
+	err = store_sp_begin(st);
+	if (err != RCS_OK)
+		return err;
+	err = store_device_get(st, client_root, entity_ident, &dev);
+	if (err != RCS_OK)
+		goto out;
+	json_object_object_get_ex(dev, "online", &was);
+	*came_online = online && !json_object_get_boolean(was);
+	err = store_prepare(st,
+			    "UPDATE devices SET online = ?1, last_seen = ?2,"
+			    " agent_version = coalesce(?3, agent_version),"
+			    " reported_tags = coalesce(?4, reported_tags)"
+			    " WHERE entity_ident = ?5 AND client_root = ?6",
+			    &s);
+	if (err != RCS_OK)
+		goto out;
+	sqlite3_bind_int(s, 1, online);
+	sqlite3_bind_int64(s, 2, now);
+	bind_text(s, 3, agent_version);
+	bind_json(s, 4, tags, NULL);
+	bind_text(s, 5, entity_ident);
+	bind_text(s, 6, client_root);
+	err = store_rc(st->db, sqlite3_step(s), "device state");
+	if (err == RCS_OK && tags)
+		err = store_device_tags_set(st, client_root, entity_ident, tags, 1);
+out:
+	sqlite3_finalize(s);
+	json_object_put(dev);
+	return store_sp_end(st, err);
+}
+
+/* Runs a query returning one text column, bound by (text, int64, int64) params. */
+static enum rcs_err store_idents(struct store *st, const char *sql, const char *p1, int64_t p2,
+				 int64_t p3, size_t limit, json_object **out)
+{
+	sqlite3_stmt *s = NULL;
+	enum rcs_err err;
+	int rc;
+
+	*out = NULL;
+	store_lock(st);
+	err = store_prepare(st, sql, &s);
+	if (err != RCS_OK)
+		goto out;
+	bind_text(s, 1, p1);
+	sqlite3_bind_int64(s, 2, p2);
+	sqlite3_bind_int64(s, 3, p3);
+	sqlite3_bind_int64(s, 4, (sqlite3_int64)limit);
+	*out = json_object_new_array();
+	while ((rc = sqlite3_step(s)) == SQLITE_ROW)
+		json_object_array_add(*out, col_str(s, 0));
+	err = store_rc(st->db, rc, "idents");
+	if (err != RCS_OK) {
+		json_object_put(*out);
+		*out = NULL;
+	}
+out:
+	sqlite3_finalize(s);
+	store_unlock(st);
+	return err;
+}
+
+enum rcs_err store_jobs_ready(struct store *st, const char *entity_ident, int64_t now,
+			      size_t limit, json_object **out)
+{
+	if (entity_ident)
+		return store_idents(st,
+				    "SELECT j.ident FROM jobs j JOIN devices d ON d.entity_ident ="
+				    " j.entity_ident AND d.client_root = j.client_root"
+				    " WHERE j.entity_ident = ?1 AND j.status = 'pending' AND"
+				    " (j.scheduled_time IS NULL OR j.scheduled_time <= ?2) AND"
+				    " d.online = 1 AND ?3 = ?3 ORDER BY j.ident LIMIT ?4",
+				    entity_ident, now, 0, limit, out);
+	return store_idents(st,
+			    "SELECT j.ident FROM jobs j JOIN devices d ON d.entity_ident ="
+			    " j.entity_ident AND d.client_root = j.client_root"
+			    " WHERE j.status = 'pending' AND (j.scheduled_time IS NULL OR"
+			    " j.scheduled_time <= ?2) AND d.online = 1 AND ?1 IS NULL AND ?3 = ?3"
+			    " ORDER BY j.ident LIMIT ?4",
+			    NULL, now, 0, limit, out);
+}
+
+enum rcs_err store_jobs_unacked(struct store *st, const char *entity_ident, size_t limit,
+				json_object **out)
+{
+	if (entity_ident)
+		return store_idents(st,
+				    "SELECT j.ident FROM jobs j JOIN devices d ON d.entity_ident ="
+				    " j.entity_ident AND d.client_root = j.client_root"
+				    " WHERE j.entity_ident = ?1 AND j.status = 'transmited' AND"
+				    " d.online = 1 AND ?2 = ?2 AND ?3 = ?3 ORDER BY j.ident LIMIT ?4",
+				    entity_ident, 0, 0, limit, out);
+	return store_idents(st,
+			    "SELECT j.ident FROM jobs j JOIN devices d ON d.entity_ident ="
+			    " j.entity_ident AND d.client_root = j.client_root"
+			    " WHERE j.status = 'transmited' AND d.online = 1 AND ?1 IS NULL AND"
+			    " ?2 = ?2 AND ?3 = ?3 ORDER BY j.ident LIMIT ?4",
+			    NULL, 0, 0, limit, out);
+}
+
+enum rcs_err store_jobs_stale(struct store *st, int64_t now, int64_t after, size_t limit,
+			      json_object **out)
+{
+	return store_idents(st,
+			    "SELECT j.ident FROM jobs j JOIN devices d ON d.entity_ident ="
+			    " j.entity_ident AND d.client_root = j.client_root"
+			    " WHERE j.status IN ('transmited', 'edge_transmitted', 'edge_started',"
+			    " 'edge_running') AND j.update_at <= ?2 - ?3 AND d.online = 1 AND"
+			    " coalesce(max(j.sent_at, j.update_at), j.update_at) +"
+			    " ?3 * (1 << min(j.sends, 5)) <= ?2 AND ?1 IS NULL"
+			    " ORDER BY j.update_at LIMIT ?4",
+			    NULL, now, after, limit, out);
+}
+
+enum rcs_err store_jobs_expired(struct store *st, int64_t now, size_t limit, json_object **out)
+{
+	return store_idents(st,
+			    "SELECT ident FROM jobs WHERE expires_at IS NOT NULL AND"
+			    " status IN ('pending', 'transmited') AND expires_at <= ?2 AND"
+			    " ?1 IS NULL AND ?3 = ?3 ORDER BY expires_at LIMIT ?4",
+			    NULL, now, 0, limit, out);
+}
+
+enum rcs_err store_job_mark_sent(struct store *st, const char *ident, int64_t now)
+{
+	char ts[32];
+
+	snprintf(ts, sizeof(ts), "%lld", (long long)now);
+	return store_write(st, "UPDATE jobs SET sent_at = ?, sends = sends + 1 WHERE ident = ?",
+			   NULL, 2, ts, ident);
+}
+
+enum rcs_err store_next_wakeup(struct store *st, int64_t now, int64_t *next)
+{
+	sqlite3_stmt *s = NULL;
+	enum rcs_err err;
+	int rc;
+
+	*next = 0;
+	store_lock(st);
+	err = store_prepare(st,
+			    "SELECT min(t) FROM (SELECT min(scheduled_time) AS t FROM jobs"
+			    " WHERE status = 'pending' AND scheduled_time > ?1"
+			    " UNION ALL SELECT min(expires_at) FROM jobs WHERE expires_at IS NOT NULL"
+			    " AND status IN ('pending', 'transmited'))",
+			    &s);
+	if (err != RCS_OK)
+		goto out;
+	sqlite3_bind_int64(s, 1, now);
+	rc = sqlite3_step(s);
+	if (rc == SQLITE_ROW && sqlite3_column_type(s, 0) != SQLITE_NULL)
+		*next = sqlite3_column_int64(s, 0);
+	err = store_rc(st->db, rc, "next wakeup");
+out:
+	sqlite3_finalize(s);
+	store_unlock(st);
+	return err;
 }

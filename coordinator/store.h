@@ -253,4 +253,32 @@ enum rcs_err store_group_get(struct store *st, const char *client_root, const ch
 enum rcs_err store_groups_list(struct store *st, const char *client_root,
 			       const struct store_page *pg, json_object **out);
 
+/* ---- for the transport and the scheduler ---- */
+
+/* When a job with ttl expires: max(created_at, scheduled_time) + ttl; 0 without ttl. */
+int64_t store_job_expiry(int64_t created_at, int64_t scheduled_time, int64_t ttl);
+
+/* Applies a device's state message; RCS_ERR_NOTFOUND when the tenant has no
+ * such device. tags (NULL: unchanged) are the device's reported tags. */
+enum rcs_err store_device_state(struct store *st, const char *client_root,
+				const char *entity_ident, bool online, json_object *tags,
+				const char *agent_version, int64_t now, bool *came_online);
+/* Idents (JSON array) of pending jobs that are due, for online devices
+ * (entity_ident NULL: all devices). */
+enum rcs_err store_jobs_ready(struct store *st, const char *entity_ident, int64_t now,
+			      size_t limit, json_object **out);
+/* Idents of jobs sent ("transmited") but not acknowledged, for online devices. */
+enum rcs_err store_jobs_unacked(struct store *st, const char *entity_ident, size_t limit,
+				json_object **out);
+/* Idents of jobs in a non-terminal device status with no news for `after`
+ * seconds, doubling with every re-send (up to 32x), for online devices. */
+enum rcs_err store_jobs_stale(struct store *st, int64_t now, int64_t after, size_t limit,
+			      json_object **out);
+/* Idents of pending or transmited jobs whose ttl has run out. */
+enum rcs_err store_jobs_expired(struct store *st, int64_t now, size_t limit, json_object **out);
+/* Records a (re-)send of the job's envelope. */
+enum rcs_err store_job_mark_sent(struct store *st, const char *ident, int64_t now);
+/* The next time (Unix s) a scheduled job falls due or a ttl runs out; 0 when none. */
+enum rcs_err store_next_wakeup(struct store *st, int64_t now, int64_t *next);
+
 #endif

@@ -274,3 +274,52 @@ def list_all(api, path, per_page=500, **params):
         page += 1
         if page > 100000:
             raise AssertionError("GET %s: paging does not end" % path)
+
+
+def http_big(port, method, path, body, headers=None, timeout=30):
+    """Sends a (large) request body over a plain socket and returns the Response even when
+    the server answers early and closes (e.g. 413) while the body is still being sent,
+    which makes urllib fail with a broken pipe. path is the full path (/v3/commands/...)."""
+    import select
+    head = ["%s %s HTTP/1.1" % (method, path), "Host: 127.0.0.1:%d" % port,
+            "Content-Type: application/json", "Content-Length: %d" % len(body),
+            "Connection: close"]
+    head += ["%s: %s" % kv for kv in (headers or {}).items()]
+    data = ("\r\n".join(head) + "\r\n\r\n").encode() + body
+    reply = b""
+    with socket.create_connection(("127.0.0.1", port), timeout=timeout) as s:
+        try:
+            for i in range(0, len(data), 65536):
+                if select.select([s], [], [], 0)[0]:
+                    break  # the server answered already
+                s.sendall(data[i:i + 65536])
+        except OSError:
+            pass
+        deadline = time.time() + timeout
+        while time.time() < deadline:
+            try:
+                chunk = s.recv(65536)
+            except OSError:
+                break
+            if not chunk:
+                break
+            reply += chunk
+    head, _, payload = reply.partition(b"\r\n\r\n")
+    lines = head.decode("iso-8859-1").split("\r\n")
+    if not lines or len(lines[0].split(" ")) < 2:
+        raise AssertionError("no HTTP answer to %s %s: %r" % (method, path, reply[:200]))
+    status = int(lines[0].split(" ")[1])
+    hdrs = {}
+    for line in lines[1:]:
+        k, _, v = line.partition(":")
+        hdrs[k.strip()] = v.strip()
+    if hdrs.get("Transfer-Encoding", "").lower() == "chunked":
+        out, rest = b"", payload
+        while rest:
+            size, _, rest = rest.partition(b"\r\n")
+            n = int(size.split(b";")[0], 16)
+            if n == 0:
+                break
+            out, rest = out + rest[:n], rest[n + 2:]
+        payload = out
+    return Response(status, hdrs, payload.decode("utf-8", "replace"))

@@ -135,6 +135,20 @@ class BulkTest(CoordinatorTest):
         self.assertEqual(len(r.json["items"]), 1)
         self.assertEqual(r.json["rejected"], [])
         self.assertEqual(len(self.jobs_of_device(d1)), 1)
+        h = self.admin.get("/jobs/%s/history" % r.json["items"][0]["ident"])
+        self.assertStatus(h, 200)
+        self.assertEqual([i["status"] for i in h.json["items"]], ["pending", "initial"])
+
+    def test_ident_list_limit(self):
+        d1, = self.devices(1)
+        idents = [d1] + [str(uuid.uuid4()) for _ in range(10000)]
+        r = self.send_list({"ident_list": idents})
+        self.assertError(r, 400, "validation_failed", "ident_list")
+        self.assertEqual(self.jobs_of_device(d1), [])
+        r = self.send_list({"ident_list": idents[:10000]})
+        self.assertStatus(r, 201)
+        self.assertEqual(len(r.json["items"]), 1)
+        self.assertEqual(len(r.json["rejected"]), 9999)
 
     def test_variables_validated_once(self):
         r = self.admin.post("/tasks", {"name": "Needs msg", "script": "echo",
@@ -165,6 +179,9 @@ class BulkTest(CoordinatorTest):
         self.assertError(r, 404, "not_found")
         r = self.other.post("/tasks/%s/jobs/list" % self.task["ident"], {"ident_list": [d1]})
         self.assertError(r, 404, "not_found")
+        r = self.other.post("/tasks/%s/jobs/tags" % self.task["ident"], {"tag": "x"})
+        self.assertError(r, 404, "not_found")
+        self.assertEqual(self.jobs_of_device(d1), [])
 
     def test_roles(self):
         d1, = self.devices(1)

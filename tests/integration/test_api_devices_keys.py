@@ -202,6 +202,18 @@ class KeysTest(CoordinatorTest):
         if k["ident"] in listed:
             self.assertIsNotNone(listed[k["ident"]]["revoked_at"])
 
+    def test_keys_stored_hashed(self):
+        import subprocess
+        k = self.new_key("ivan", "viewer")
+        cli = self.coord.create_key(self.client_root, "judy", "viewer")
+        p = subprocess.run(["sqlite3", self.coord.db, ".dump"], capture_output=True,
+                           timeout=60)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        dump = p.stdout
+        self.assertIn(b"ivan", dump)
+        for key in (k["api_key"], cli["api_key"], self.admin_key):
+            self.assertNotIn(key.encode(), dump)
+
     def test_admin_key_from_api(self):
         k = self.new_key("carol", "admin")
         carol = self.coord.api(k["api_key"])

@@ -8,7 +8,9 @@ import socket
 import unittest
 import uuid
 
-from rcs_harness import CoordinatorTest, http, list_all, quote_segment, with_query
+import json
+
+from rcs_harness import CoordinatorTest, http, http_big, list_all, quote_segment, with_query
 
 SQLI = "' OR 1=1 --"
 
@@ -76,6 +78,21 @@ class ErrorsTest(CoordinatorTest):
         r = self.post_raw("/tasks", '{"name": "café ✓", "script": "echo"}'.encode("utf-8"))
         self.assertStatus(r, 201)
         self.assertEqual(r.json["name"], "café ✓")
+
+    def test_body_over_default_limit(self):
+        big = {"name": "too big", "script": "echo", "comment": "x" * (2 * 1024 * 1024)}
+        r = http_big(self.coord.port, "POST", "/v3/commands/tasks", json.dumps(big).encode(),
+                     headers={"api-key": self.admin_key})
+        self.assertError(r, 413, "payload_too_large")
+        self.assertNoTaskNamed("too big")
+
+    def test_answers_are_json(self):
+        for r in (self.admin.get("/tasks"), self.admin.get("/nothing"),
+                  self.admin.post("/tasks", raw=b"{"), self.coord.api("bad").get("/tasks")):
+            with self.subTest(r=r):
+                ctype = {k.lower(): v for k, v in r.headers.items()}.get("content-type", "")
+                self.assertTrue(ctype.startswith("application/json"), r.headers)
+                self.assertIsNotNone(r.json, r.raw)
 
     def test_wrong_json_types_are_validation_errors(self):
         self.assertError(self.admin.post("/tasks", {"name": ["x"], "script": "echo"}), 400,
@@ -180,7 +197,8 @@ class ErrorsTest(CoordinatorTest):
     def test_garbage_http(self):
         for raw in (b"GARBAGE\r\n\r\n", b"GET /v3/commands/tasks HTTP/9.9\r\n\r\n",
                     b"GET " + b"/x" * 20000 + b" HTTP/1.1\r\nHost: x\r\n\r\n", b"\x00" * 100):
-            with socket.create_connection(("127.0.0.1", self.coord.port), timeout=5) as s:
+            # Only the server's survival matters here, not how it answers.
+            with socket.create_connection(("127.0.0.1", self.coord.port), timeout=1) as s:
                 try:
                     s.sendall(raw)
                     s.shutdown(socket.SHUT_WR)
@@ -209,12 +227,20 @@ class MaxBodyTest(CoordinatorTest):
 
     def test_body_over_limit(self):
         big = {"name": "big", "script": "echo", "comment": "x" * (100 * 1024)}
-        self.assertError(self.admin.post("/tasks", big), 413, "payload_too_large")
-        self.assertError(self.admin.put("/scripts/big", {"source": "-" * (100 * 1024)}), 413,
-                         "payload_too_large")
+        self.assertError(self.send_big("POST", "/tasks", big), 413, "payload_too_large")
+        self.assertError(self.send_big("PUT", "/scripts/big", {"source": "-" * (100 * 1024)}),
+                         413, "payload_too_large")
+        # Also when the client doesn't say the length up front (chunked).
+        r = self.admin.post("/tasks", raw=iter([json.dumps(big).encode()]),
+                            headers={"Transfer-Encoding": "chunked"})
+        self.assertError(r, 413, "payload_too_large")
         names = [t["name"] for t in list_all(self.admin, "/tasks", hide="true")]
         self.assertNotIn("big", names)
         self.assertError(self.admin.get("/scripts/big"), 404, "not_found")
+
+    def send_big(self, method, path, body):
+        return http_big(self.coord.port, method, "/v3/commands" + path,
+                        json.dumps(body).encode(), headers={"api-key": self.admin_key})
 
     def test_body_under_limit(self):
         r = self.admin.put("/scripts/smaller", {"source": "-" * (60 * 1024) + "\n"})

@@ -265,6 +265,8 @@ class JobsTest(CoordinatorTest):
                          (1, 500, 1, 2))
         self.assertEqual([i["status"] for i in h["items"]], ["pending", "initial"])
         for item in h["items"]:
+            for f in JOB_FIELDS:
+                self.assertIn(f, item)
             self.assertEqual(item["ident"], j["ident"])
             self.assertEqual(item["entity_ident"], self.device)
             self.assertEqual(item["task"]["ident"], self.plain["ident"])
@@ -293,6 +295,14 @@ class JobsTest(CoordinatorTest):
         h = self.history(j["ident"])
         self.assertEqual([i["status"] for i in h["items"]], ["cancelled", "pending", "initial"])
         self.assertEqual(h["total_items"], 3)
+
+    def test_cancel_scheduled(self):
+        j = self.job(scheduled_time=int(time.time()) + 3600)
+        r = self.operator.patch("/jobs/%s/cancel" % j["ident"])
+        self.assertStatus(r, 200)
+        self.assertEqual(r.json["status"], "cancelled")
+        self.assertEqual(r.json["scheduled_time"], j["scheduled_time"])
+        self.assertGreaterEqual(r.json["update_at"], j["update_at"])
 
     def test_cancel_roles(self):
         j = self.job()
@@ -325,7 +335,9 @@ class JobsTest(CoordinatorTest):
         self.assertEqual(idents(task_ident=t, status="cancelled"), [j3["ident"]])
         self.assertEqual(idents(task_ident=t, status="pending"), [j1["ident"], j2["ident"]])
         self.assertEqual(idents(task_ident=t, status="running"), [])
-        self.assertEqual(idents(task_ident=t, status="terminated"), [])
+        for status in ("initial", "transmited", "edge_transmitted", "edge_started",
+                       "edge_running", "terminated", "edge_error", "expired"):
+            self.assertEqual(idents(task_ident=t, status=status), [], status)
         for j in list_all(self.viewer, "/jobs", status="pending"):
             self.assertEqual(j["status"], "pending")
         all_jobs = idents()
@@ -371,6 +383,31 @@ class JobsTest(CoordinatorTest):
         for j in got:
             self.assertEqual(j["group"]["name"], "jobs-group")
             self.assertEqual(j["task"]["name"], "Grouped")
+
+    def test_concurrent_creation(self):
+        import threading
+        task = self.make_task(name="Concurrent")
+        devs = [self.make_device(name="c%d" % i)["entity_ident"] for i in range(4)]
+        results = []
+        lock = threading.Lock()
+
+        def create(i):
+            r = self.post_job(task, entity_ident=devs[i % 4], comment="c%d" % i)
+            with lock:
+                results.append(r)
+
+        threads = [threading.Thread(target=create, args=(i,)) for i in range(20)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        self.assertEqual([r.status for r in results], [201] * 20, results)
+        idents = set(r.json["ident"] for r in results)
+        self.assertEqual(len(idents), 20)
+        listed = list_all(self.admin, "/tasks/%s/jobs" % task["ident"])
+        self.assertEqual(set(j["ident"] for j in listed), idents)
+        for ident in idents:
+            self.assertEqual(self.history(ident)["total_items"], 2)
 
     # -- roles and tenants ----------------------------------------------------------------
 

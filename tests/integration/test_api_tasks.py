@@ -214,6 +214,16 @@ class TasksTest(CoordinatorTest):
         self.assertEqual(r.json["comment"], "b")
         self.assertEqual(r.json["update_user"], "admin")
 
+    def test_patch_script(self):
+        src = "return 'other'\n"
+        self.assertStatus(self.admin.put("/scripts/other_script", {"source": src}), 201)
+        t = self.create(name="Switch script")
+        r = self.admin.patch("/tasks/" + t["ident"], {"script": "other_script"})
+        self.assertStatus(r, 200)
+        self.assertEqual(r.json["version"], 2)
+        self.assertEqual(r.json["script"], "other_script")
+        self.assertEqual(r.json["script_sha256"], hashlib.sha256(src.encode()).hexdigest())
+
     def test_patch_validation(self):
         t = self.create(name="Patch validation")
         tid = "/tasks/" + t["ident"]

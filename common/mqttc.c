@@ -1,0 +1,395 @@
+/*
+ * mqttc.c - paho.mqtt.c asynchronous client with a reconnect loop. See mqttc.h.
+ */
+#include "mqttc.h"
+
+#include <MQTTAsync.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "log.h"
+#include "uuid.h"
+
+struct mqttc {
+	MQTTAsync client;
+	struct mqttc_callbacks cb;
+	struct mqttc_opts o; /* strings below are our own copies */
+	char *url;
+	pthread_t thread;
+	bool thread_started;
+	pthread_mutex_t lock;
+	pthread_cond_t cond;
+	bool stop;
+	bool connected;
+	bool connecting;
+	unsigned attempt;
+	struct timespec next_attempt; /* CLOCK_MONOTONIC */
+};
+
+/* Context of one acknowledged publish. */
+struct mqttc_pub {
+	struct mqttc *m;
+	uint64_t tag;
+};
+
+static char *mqttc_dup(const char *s)
+{
+	return s ? strdup(s) : NULL;
+}
+
+static void mqttc_now(struct timespec *ts)
+{
+	clock_gettime(CLOCK_MONOTONIC, ts);
+}
+
+/* Next attempt after a jittered, exponential delay: [d/2, d], d = min * 2^attempt <= max. */
+static void mqttc_schedule(struct mqttc *m)
+{
+	double d = m->o.backoff_min;
+	uint32_t r = 0;
+	long long ns;
+
+	for (unsigned i = 0; i < m->attempt && d < m->o.backoff_max; i++)
+		d *= 2;
+	if (d > m->o.backoff_max)
+		d = m->o.backoff_max;
+	rcs_random(&r, sizeof(r));
+	d = d / 2 + (d / 2) * ((double)r / (double)UINT32_MAX);
+	if (m->attempt < 30)
+		m->attempt++;
+	mqttc_now(&m->next_attempt);
+	ns = m->next_attempt.tv_nsec + (long long)(d * 1e9);
+	m->next_attempt.tv_sec += (time_t)(ns / 1000000000LL);
+	m->next_attempt.tv_nsec = (long)(ns % 1000000000LL);
+}
+
+static void mqttc_on_connect_ok(void *ctx, MQTTAsync_successData *resp)
+{
+	struct mqttc *m = ctx;
+	bool present = resp ? resp->alt.connect.sessionPresent != 0 : false;
+
+	pthread_mutex_lock(&m->lock);
+	m->connected = true;
+	m->connecting = false;
+	m->attempt = 0;
+	pthread_mutex_unlock(&m->lock);
+	log_info("connected to %s (session %s)", m->url, present ? "resumed" : "new");
+	if (m->cb.on_connected)
+		m->cb.on_connected(m->cb.ctx, present);
+}
+
+static void mqttc_on_connect_fail(void *ctx, MQTTAsync_failureData *resp)
+{
+	struct mqttc *m = ctx;
+
+	pthread_mutex_lock(&m->lock);
+	m->connecting = false;
+	if (m->attempt == 0 || log_enabled(LOG_LVL_DEBUG))
+		log_warnx("cannot connect to %s: %s (code %d), retrying", m->url,
+			  resp && resp->message ? resp->message : "no answer", resp ? resp->code : 0);
+	mqttc_schedule(m);
+	pthread_cond_broadcast(&m->cond);
+	pthread_mutex_unlock(&m->lock);
+}
+
+static void mqttc_on_lost(void *ctx, char *cause)
+{
+	struct mqttc *m = ctx;
+
+	pthread_mutex_lock(&m->lock);
+	m->connected = false;
+	m->connecting = false;
+	m->attempt = 0;
+	mqttc_schedule(m);
+	pthread_cond_broadcast(&m->cond);
+	pthread_mutex_unlock(&m->lock);
+	log_warnx("connection to %s lost%s%s, reconnecting", m->url, cause ? ": " : "",
+		  cause ? cause : "");
+	if (m->cb.on_lost)
+		m->cb.on_lost(m->cb.ctx);
+}
+
+static int mqttc_on_message(void *ctx, char *topic, int topic_len, MQTTAsync_message *msg)
+{
+	struct mqttc *m = ctx;
+	bool done = true;
+
+	(void)topic_len;
+	if (m->cb.on_message)
+		done = m->cb.on_message(m->cb.ctx, topic, msg->payload,
+					msg->payloadlen > 0 ? (size_t)msg->payloadlen : 0);
+	if (!done)
+		return 0; /* paho hands it to us again later */
+	MQTTAsync_freeMessage(&msg);
+	MQTTAsync_free(topic);
+	return 1;
+}
+
+static int mqttc_connect(struct mqttc *m)
+{
+	MQTTAsync_connectOptions co = MQTTAsync_connectOptions_initializer;
+	MQTTAsync_SSLOptions ssl = MQTTAsync_SSLOptions_initializer;
+	MQTTAsync_willOptions will = MQTTAsync_willOptions_initializer;
+
+	co.keepAliveInterval = m->o.keepalive;
+	co.cleansession = 0; /* persistent session: the broker keeps our subscriptions and queue */
+	co.maxInflight = m->o.max_inflight;
+	co.connectTimeout = 5;
+	co.automaticReconnect = 0;
+	co.username = m->o.username;
+	co.password = m->o.password;
+	co.onSuccess = mqttc_on_connect_ok;
+	co.onFailure = mqttc_on_connect_fail;
+	co.context = m;
+	if (m->o.will_topic) {
+		will.topicName = m->o.will_topic;
+		will.message = m->o.will_payload;
+		will.retained = m->o.will_retained;
+		will.qos = 1;
+		co.will = &will;
+	}
+	if (strncmp(m->url, "ssl://", 6) == 0) {
+		ssl.trustStore = m->o.cafile;
+		ssl.keyStore = m->o.certfile;
+		ssl.privateKey = m->o.keyfile;
+		ssl.enableServerCertAuth = 1;
+		ssl.verify = 1;
+		co.ssl = &ssl;
+	}
+	return MQTTAsync_connect(m->client, &co);
+}
+
+static void *mqttc_loop(void *arg)
+{
+	struct mqttc *m = arg;
+
+	pthread_mutex_lock(&m->lock);
+	while (!m->stop) {
+		struct timespec now;
+
+		if (m->connected || m->connecting) {
+			pthread_cond_wait(&m->cond, &m->lock);
+			continue;
+		}
+		mqttc_now(&now);
+		if (now.tv_sec < m->next_attempt.tv_sec ||
+		    (now.tv_sec == m->next_attempt.tv_sec && now.tv_nsec < m->next_attempt.tv_nsec)) {
+			pthread_cond_timedwait(&m->cond, &m->lock, &m->next_attempt);
+			continue;
+		}
+		m->connecting = true;
+		pthread_mutex_unlock(&m->lock);
+		if (mqttc_connect(m) != MQTTASYNC_SUCCESS) {
+			pthread_mutex_lock(&m->lock);
+			m->connecting = false;
+			mqttc_schedule(m);
+			continue;
+		}
+		pthread_mutex_lock(&m->lock);
+	}
+	pthread_mutex_unlock(&m->lock);
+	return NULL;
+}
+
+enum rcs_err mqttc_start(const struct mqttc_opts *opts, const struct mqttc_callbacks *cb,
+			 struct mqttc **out)
+{
+	MQTTAsync_createOptions cro = MQTTAsync_createOptions_initializer;
+	pthread_condattr_t ca;
+	struct mqttc *m = NULL;
+	enum rcs_err err = RCS_ERR_NOMEM;
+	int rc;
+
+	*out = NULL;
+	m = calloc(1, sizeof(*m));
+	if (m == NULL)
+		goto out;
+	pthread_mutex_init(&m->lock, NULL);
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+	pthread_cond_init(&m->cond, &ca);
+	pthread_condattr_destroy(&ca);
+	m->cb = *cb;
+	m->o = *opts;
+	if (strncmp(opts->url, "mqtt://", 7) == 0) {
+		m->url = malloc(strlen(opts->url) + 1);
+		if (m->url)
+			snprintf(m->url, strlen(opts->url) + 1, "tcp://%s", opts->url + 7);
+	} else if (strncmp(opts->url, "mqtts://", 8) == 0) {
+		m->url = malloc(strlen(opts->url) + 1);
+		if (m->url)
+			snprintf(m->url, strlen(opts->url) + 1, "ssl://%s", opts->url + 8);
+	} else {
+		m->url = strdup(opts->url);
+	}
+	m->o.client_id = mqttc_dup(opts->client_id);
+	m->o.username = mqttc_dup(opts->username);
+	m->o.password = mqttc_dup(opts->password);
+	m->o.cafile = mqttc_dup(opts->cafile);
+	m->o.certfile = mqttc_dup(opts->certfile);
+	m->o.keyfile = mqttc_dup(opts->keyfile);
+	m->o.will_topic = mqttc_dup(opts->will_topic);
+	m->o.will_payload = mqttc_dup(opts->will_payload);
+	if (m->url == NULL || m->o.client_id == NULL)
+		goto out;
+	if (m->o.keepalive <= 0)
+		m->o.keepalive = 20;
+	if (m->o.max_inflight <= 0)
+		m->o.max_inflight = 1000;
+	if (m->o.backoff_min <= 0)
+		m->o.backoff_min = 0.25;
+	if (m->o.backoff_max < m->o.backoff_min)
+		m->o.backoff_max = 5;
+	if (strncmp(m->url, "tcp://", 6) != 0 && strncmp(m->url, "ssl://", 6) != 0) {
+		log_warnx("MQTT URL %s: expected tcp://, ssl://, mqtt:// or mqtts://", opts->url);
+		err = RCS_ERR_INVAL;
+		goto out;
+	}
+	cro.sendWhileDisconnected = 0;
+	cro.MQTTVersion = MQTTVERSION_3_1_1;
+	rc = MQTTAsync_createWithOptions(&m->client, m->url, m->o.client_id,
+					 MQTTCLIENT_PERSISTENCE_NONE, NULL, &cro);
+	if (rc != MQTTASYNC_SUCCESS) {
+		log_warnx("MQTT client for %s: error %d", m->url, rc);
+		err = RCS_ERR_INVAL;
+		goto out;
+	}
+	MQTTAsync_setCallbacks(m->client, m, mqttc_on_lost, mqttc_on_message, NULL);
+	mqttc_now(&m->next_attempt);
+	if (pthread_create(&m->thread, NULL, mqttc_loop, m) != 0) {
+		err = RCS_ERR_IO;
+		goto out;
+	}
+	m->thread_started = true;
+	*out = m;
+	m = NULL;
+	err = RCS_OK;
+out:
+	mqttc_stop(m, 0);
+	return err;
+}
+
+void mqttc_stop(struct mqttc *m, int timeout_ms)
+{
+	if (m == NULL)
+		return;
+	pthread_mutex_lock(&m->lock);
+	m->stop = true;
+	pthread_cond_broadcast(&m->cond);
+	pthread_mutex_unlock(&m->lock);
+	if (m->thread_started)
+		pthread_join(m->thread, NULL);
+	if (m->client) {
+		if (MQTTAsync_isConnected(m->client)) {
+			MQTTAsync_disconnectOptions d = MQTTAsync_disconnectOptions_initializer;
+			d.timeout = timeout_ms;
+			MQTTAsync_disconnect(m->client, &d);
+			/* the disconnect completes asynchronously: give it its time */
+			for (int i = 0; i < timeout_ms / 10 + 1 && MQTTAsync_isConnected(m->client); i++) {
+				struct timespec ts = { 0, 10 * 1000000L };
+				nanosleep(&ts, NULL);
+			}
+		}
+		MQTTAsync_destroy(&m->client);
+	}
+	free(m->url);
+	free((char *)m->o.client_id);
+	free((char *)m->o.username);
+	if (m->o.password)
+		explicit_bzero((char *)m->o.password, strlen(m->o.password));
+	free((char *)m->o.password);
+	free((char *)m->o.cafile);
+	free((char *)m->o.certfile);
+	free((char *)m->o.keyfile);
+	free((char *)m->o.will_topic);
+	free((char *)m->o.will_payload);
+	pthread_cond_destroy(&m->cond);
+	pthread_mutex_destroy(&m->lock);
+	free(m);
+}
+
+bool mqttc_connected(struct mqttc *m)
+{
+	bool c;
+
+	pthread_mutex_lock(&m->lock);
+	c = m->connected;
+	pthread_mutex_unlock(&m->lock);
+	return c;
+}
+
+static void mqttc_pub_ok(void *ctx, MQTTAsync_successData *resp)
+{
+	struct mqttc_pub *p = ctx;
+
+	(void)resp;
+	if (p->m->cb.on_published)
+		p->m->cb.on_published(p->m->cb.ctx, p->tag, true);
+	free(p);
+}
+
+static void mqttc_pub_fail(void *ctx, MQTTAsync_failureData *resp)
+{
+	struct mqttc_pub *p = ctx;
+
+	(void)resp;
+	if (p->m->cb.on_published)
+		p->m->cb.on_published(p->m->cb.ctx, p->tag, false);
+	free(p);
+}
+
+enum rcs_err mqttc_publish(struct mqttc *m, const char *topic, const void *payload, size_t len,
+			   int qos, bool retained, uint64_t tag)
+{
+	MQTTAsync_message msg = MQTTAsync_message_initializer;
+	MQTTAsync_responseOptions ro = MQTTAsync_responseOptions_initializer;
+	struct mqttc_pub *p = NULL;
+	int rc;
+
+	if (len > (size_t)INT32_MAX)
+		return RCS_ERR_TOOBIG;
+	if (!mqttc_connected(m))
+		return RCS_ERR_BUSY;
+	msg.payload = (void *)payload;
+	msg.payloadlen = (int)len;
+	msg.qos = qos;
+	msg.retained = retained;
+	if (tag != 0) {
+		p = malloc(sizeof(*p));
+		if (p == NULL)
+			return RCS_ERR_NOMEM;
+		p->m = m;
+		p->tag = tag;
+		ro.onSuccess = mqttc_pub_ok;
+		ro.onFailure = mqttc_pub_fail;
+		ro.context = p;
+	}
+	rc = MQTTAsync_sendMessage(m->client, topic, &msg, &ro);
+	if (rc != MQTTASYNC_SUCCESS) {
+		free(p);
+		log_debug("publish %s: error %d", topic, rc);
+		return rc == MQTTASYNC_DISCONNECTED ? RCS_ERR_BUSY : RCS_ERR_IO;
+	}
+	return RCS_OK;
+}
+
+enum rcs_err mqttc_subscribe(struct mqttc *m, const char *const *filters, size_t n)
+{
+	MQTTAsync_responseOptions ro = MQTTAsync_responseOptions_initializer;
+	int qos[16];
+	int rc;
+
+	if (n == 0 || n > 16)
+		return RCS_ERR_INVAL;
+	for (size_t i = 0; i < n; i++)
+		qos[i] = 1;
+	rc = MQTTAsync_subscribeMany(m->client, (int)n, (char *const *)filters, qos, &ro);
+	if (rc != MQTTASYNC_SUCCESS) {
+		log_warnx("subscribe: error %d", rc);
+		return RCS_ERR_IO;
+	}
+	return RCS_OK;
+}

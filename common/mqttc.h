@@ -1,0 +1,65 @@
+/*
+ * mqttc.h - the MQTT client both daemons use: paho.mqtt.c's asynchronous
+ * client with a persistent session, TLS and credentials, and a reconnect
+ * loop with exponential backoff and jitter.
+ *
+ * Callbacks run on paho's threads: keep them short. on_connected runs after
+ * every successful (re)connect, with the broker's session-present flag: the
+ * caller subscribes and re-publishes its state there. on_message returns
+ * false to have paho deliver the message again later (back-pressure).
+ */
+#ifndef RCS_MQTTC_H
+#define RCS_MQTTC_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "err.h"
+
+struct mqttc_opts {
+	const char *url;       /* tcp://host:port, ssl://host:port (mqtt:// and mqtts:// too) */
+	const char *client_id; /* fixed: the broker keeps the session under it */
+	const char *username;  /* may be NULL */
+	const char *password;
+	const char *cafile; /* TLS: CA bundle to verify the broker; NULL: system default */
+	const char *certfile; /* TLS client certificate, and its key */
+	const char *keyfile;
+	int keepalive;    /* seconds (default 20) */
+	int max_inflight; /* QoS 1 messages in flight (default 1000) */
+	/* Last Will (NULL topic: none) */
+	const char *will_topic;
+	const char *will_payload;
+	bool will_retained;
+	double backoff_min; /* seconds between reconnect attempts: min..max, doubling, jittered */
+	double backoff_max;
+};
+
+struct mqttc_callbacks {
+	void *ctx;
+	void (*on_connected)(void *ctx, bool session_present);
+	void (*on_lost)(void *ctx);
+	bool (*on_message)(void *ctx, const char *topic, const void *payload, size_t len);
+	/* A QoS 1 publish with a non-zero tag was acknowledged by the broker (ok) or failed. */
+	void (*on_published)(void *ctx, uint64_t tag, bool ok);
+};
+
+struct mqttc;
+
+/* Creates the client and starts connecting in the background. */
+enum rcs_err mqttc_start(const struct mqttc_opts *opts, const struct mqttc_callbacks *cb,
+			 struct mqttc **out);
+/* Disconnects (waiting up to timeout_ms for in-flight messages) and frees. NULL is fine. */
+void mqttc_stop(struct mqttc *m, int timeout_ms);
+bool mqttc_connected(struct mqttc *m);
+/*
+ * Queues a publish. RCS_ERR_BUSY when not connected (nothing is queued:
+ * the caller keeps the message and sends it after the next on_connected).
+ * tag (non-zero) is handed back in on_published.
+ */
+enum rcs_err mqttc_publish(struct mqttc *m, const char *topic, const void *payload, size_t len,
+			   int qos, bool retained, uint64_t tag);
+/* Subscribes to filters (QoS 1 each). */
+enum rcs_err mqttc_subscribe(struct mqttc *m, const char *const *filters, size_t n);
+
+#endif

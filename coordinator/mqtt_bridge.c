@@ -1,0 +1,699 @@
+/*
+ * mqtt_bridge.c - the coordinator's MQTT transport and scheduler. See mqtt_bridge.h.
+ *
+ * Threads: paho's (callbacks: queue what arrives, never touch storage), the
+ * HTTP workers (hooks: a single job is published on the creating request,
+ * everything else is queued), and one worker here that applies inbound
+ * messages in batched transactions, publishes queued jobs, and runs the
+ * scheduler. The worker sleeps in poll() on an eventfd (new work) and a
+ * timerfd that fires when the wall clock is set, with a timeout on the
+ * monotonic clock up to the next deadline: nothing polls storage in a loop.
+ */
+#include "mqtt_bridge.h"
+
+#include <errno.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <sys/timerfd.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "log.h"
+#include "proto.h"
+#include "status.h"
+
+#define BRIDGE_BATCH 1000          /* inbound messages per transaction */
+#define BRIDGE_INBOUND_MAX 200000  /* queued inbound messages before back-pressure */
+#define BRIDGE_SWEEP_SECONDS 15    /* re-send sweep period */
+#define BRIDGE_RESYNC_LIMIT 5000   /* jobs per query when catching up */
+
+struct in_msg {
+	struct in_msg *next;
+	struct proto_topic topic;
+	size_t len;
+	char payload[];
+};
+
+struct bridge {
+	struct store *st;
+	struct lifecycle *lc;
+	struct lifecycle_hooks hooks;
+	struct mqttc *mq;
+	size_t max_payload;
+	int64_t resend_after;
+
+	pthread_t thread;
+	bool thread_started;
+	pthread_mutex_t lock;
+	bool stop;
+	bool resync;          /* (re)connected: catch up with everything due */
+	bool wake;            /* recompute deadlines */
+	struct in_msg *in_head, *in_tail;
+	size_t in_n;
+	json_object *out;     /* job idents to publish */
+	int efd;              /* eventfd: work arrived */
+	int clock_fd;         /* timerfd: the wall clock was set */
+
+	/* worker-only: the task version of the last envelope, reused by bulk sends */
+	char tv_task[UUID_STR_LEN];
+	long long tv_version;
+	struct task_version tv;
+	bool tv_valid;
+};
+
+static void bridge_kick(struct bridge *b)
+{
+	uint64_t one = 1;
+
+	if (write(b->efd, &one, sizeof(one)) < 0 && errno != EAGAIN)
+		log_warn("eventfd");
+}
+
+static json_object *jget(json_object *o, const char *key)
+{
+	json_object *v = NULL;
+	json_object_object_get_ex(o, key, &v);
+	return v;
+}
+
+static const char *jstr(json_object *o, const char *key)
+{
+	json_object *v = jget(o, key);
+	return v ? json_object_get_string(v) : NULL;
+}
+
+/* ---- publishing ---- */
+
+/* The task version snapshot of a job, cached for consecutive jobs of one task. */
+static enum rcs_err bridge_task_version(struct bridge *b, const char *task, long long version,
+					struct task_version **out)
+{
+	enum rcs_err err;
+
+	if (b->tv_valid && b->tv_version == version && strcmp(b->tv_task, task) == 0) {
+		*out = &b->tv;
+		return RCS_OK;
+	}
+	if (b->tv_valid)
+		store_task_version_free(&b->tv);
+	b->tv_valid = false;
+	err = store_task_version_get(b->st, task, version, &b->tv);
+	if (err != RCS_OK)
+		return err;
+	snprintf(b->tv_task, sizeof(b->tv_task), "%s", task);
+	b->tv_version = version;
+	b->tv_valid = true;
+	*out = &b->tv;
+	return RCS_OK;
+}
+
+/*
+ * Publishes a job's envelope. resend: the job was sent before (re-publish,
+ * status unchanged); otherwise it must be pending and becomes transmited.
+ * tv_cache: may use the worker's cache (worker thread only).
+ */
+static enum rcs_err bridge_publish_job(struct bridge *b, const char *ident, bool resend,
+				       bool tv_cache)
+{
+	json_object *job = NULL, *task, *env_json = NULL;
+	struct task_version own, *tv = NULL;
+	struct proto_envelope env;
+	char topic[PROTO_MAX_TOPIC];
+	enum job_status status = JS_INITIAL;
+	const char *payload;
+	size_t len;
+	int64_t now = (int64_t)time(NULL);
+	int64_t sched, ttl;
+	enum rcs_err err;
+
+	memset(&own, 0, sizeof(own));
+	err = store_job_get(b->st, NULL, ident, &job);
+	if (err != RCS_OK)
+		goto out;
+	status_parse(jstr(job, "status"), &status);
+	if (resend ? status_is_terminal(status) : status != JS_PENDING)
+		goto out; /* moved on meanwhile: nothing to do */
+	task = jget(job, "task");
+	if (tv_cache) {
+		err = bridge_task_version(b, jstr(task, "ident"),
+					  json_object_get_int64(jget(task, "version")), &tv);
+	} else {
+		err = store_task_version_get(b->st, jstr(task, "ident"),
+					     json_object_get_int64(jget(task, "version")), &own);
+		tv = &own;
+	}
+	if (err != RCS_OK)
+		goto out;
+	memset(&env, 0, sizeof(env));
+	snprintf(env.job, sizeof(env.job), "%s", ident);
+	snprintf(env.client_root, sizeof(env.client_root), "%s", jstr(job, "client_root"));
+	snprintf(env.entity_ident, sizeof(env.entity_ident), "%s", jstr(job, "entity_ident"));
+	snprintf(env.task_ident, sizeof(env.task_ident), "%s", jstr(task, "ident"));
+	env.task_version = json_object_get_int64(jget(task, "version"));
+	env.task_name = jstr(task, "name");
+	env.script_name = tv->script_name;
+	snprintf(env.script_sha256, sizeof(env.script_sha256), "%s", tv->script_sha256);
+	env.script_source = tv->script_src;
+	env.script_len = tv->script_len;
+	env.constants = tv->constants;
+	env.variables_info = tv->variables_info;
+	env.variables = jget(job, "variables");
+	env.signature = tv->signature;
+	env.issued_at = now;
+	sched = json_object_get_int64(jget(job, "scheduled_time"));
+	ttl = json_object_get_int64(jget(job, "ttl"));
+	env.expires_at = store_job_expiry(json_object_get_int64(jget(job, "created_at")), sched, ttl);
+	env.timeout = tv->timeout;
+	env_json = proto_envelope_encode(&env);
+	payload = jsonu_dump(env_json, &len);
+	proto_topic_make(topic, PROTO_JOB, env.client_root, env.entity_ident, ident);
+	err = mqttc_publish(b->mq, topic, payload, len, 1, false, 0);
+	if (err != RCS_OK)
+		goto out; /* not connected: stays as it is, sent after the next connect */
+	if (resend) {
+		err = store_job_mark_sent(b->st, ident, now);
+	} else {
+		struct job_move m = { .ident = ident, .to = JS_TRANSMITED,
+				      .response = "sent to the device over MQTT", .now = now };
+		enum store_move res;
+		err = lifecycle_move(b->lc, &m, &res, NULL);
+		if (err == RCS_OK)
+			err = store_job_mark_sent(b->st, ident, now);
+	}
+out:
+	store_task_version_free(&own);
+	if (env_json)
+		json_object_put(env_json);
+	json_object_put(job);
+	return err;
+}
+
+static void bridge_publish_list(struct bridge *b, json_object *idents, bool resend)
+{
+	size_t n = json_object_array_length(idents);
+
+	for (size_t i = 0; i < n; i++) {
+		const char *id = json_object_get_string(json_object_array_get_idx(idents, i));
+		enum rcs_err err = bridge_publish_job(b, id, resend, true);
+		if (err == RCS_ERR_BUSY)
+			break; /* disconnected: the resync after the next connect catches up */
+		if (err != RCS_OK)
+			log_warnx("job %s: not sent: %s", id, rcs_strerror(err));
+	}
+}
+
+/* Publishes the pending jobs that are due, for one device (or all online devices). */
+static void bridge_send_ready(struct bridge *b, const char *entity_ident, int64_t now)
+{
+	json_object *ids = NULL;
+	size_t n;
+
+	do {
+		if (store_jobs_ready(b->st, entity_ident, now, BRIDGE_RESYNC_LIMIT, &ids) != RCS_OK)
+			return;
+		n = json_object_array_length(ids);
+		bridge_publish_list(b, ids, false);
+		json_object_put(ids);
+		ids = NULL;
+	} while (n == BRIDGE_RESYNC_LIMIT && mqttc_connected(b->mq));
+}
+
+/* Re-publishes jobs sent but not acknowledged by the device (it dedupes). */
+static void bridge_resend_unacked(struct bridge *b, const char *entity_ident)
+{
+	json_object *ids = NULL;
+
+	if (store_jobs_unacked(b->st, entity_ident, BRIDGE_RESYNC_LIMIT * 4, &ids) != RCS_OK)
+		return;
+	if (json_object_array_length(ids) > 0)
+		log_info("re-sending %zu unacknowledged jobs%s%s", json_object_array_length(ids),
+			 entity_ident ? " of " : "", entity_ident ? entity_ident : "");
+	bridge_publish_list(b, ids, true);
+	json_object_put(ids);
+}
+
+/* Re-publishes jobs a device went quiet on (reports may have been dropped by the broker). */
+static void bridge_resend_stale(struct bridge *b, int64_t now)
+{
+	json_object *ids = NULL;
+
+	if (store_jobs_stale(b->st, now, b->resend_after, BRIDGE_RESYNC_LIMIT, &ids) != RCS_OK)
+		return;
+	if (json_object_array_length(ids) > 0)
+		log_info("re-sending %zu jobs without news for %llds or more",
+			 json_object_array_length(ids), (long long)b->resend_after);
+	bridge_publish_list(b, ids, true);
+	json_object_put(ids);
+}
+
+/* ---- lifecycle hooks ---- */
+
+static void hook_job_due(void *ctx, const char *ident)
+{
+	struct bridge *b = ctx;
+	enum rcs_err err = bridge_publish_job(b, ident, false, false);
+
+	if (err != RCS_OK && err != RCS_ERR_BUSY)
+		log_warnx("job %s: not sent: %s", ident, rcs_strerror(err));
+}
+
+static void hook_jobs_due(void *ctx, json_object *idents)
+{
+	struct bridge *b = ctx;
+	size_t n = json_object_array_length(idents);
+
+	pthread_mutex_lock(&b->lock);
+	for (size_t i = 0; i < n; i++)
+		json_object_array_add(b->out, json_object_get(json_object_array_get_idx(idents, i)));
+	pthread_mutex_unlock(&b->lock);
+	bridge_kick(b);
+}
+
+static void hook_job_cancelled(void *ctx, json_object *job)
+{
+	struct bridge *b = ctx;
+	struct proto_cancel c;
+	char topic[PROTO_MAX_TOPIC];
+	json_object *o;
+	const char *payload;
+	size_t len;
+
+	memset(&c, 0, sizeof(c));
+	snprintf(c.job, sizeof(c.job), "%s", jstr(job, "ident"));
+	c.reason = "cancelled through the API";
+	o = proto_cancel_encode(&c);
+	payload = jsonu_dump(o, &len);
+	proto_topic_make(topic, PROTO_CANCEL, jstr(job, "client_root"), jstr(job, "entity_ident"),
+			 c.job);
+	if (mqttc_publish(b->mq, topic, payload, len, 1, false, 0) != RCS_OK)
+		log_warnx("job %s: cancel not sent (broker unreachable); the device will be told"
+			  " when it reports on the job", c.job);
+	json_object_put(o);
+}
+
+static void hook_job_changed(void *ctx, json_object *job)
+{
+	struct bridge *b = ctx;
+	char topic[PROTO_MAX_TOPIC];
+	const char *payload;
+	size_t len;
+
+	proto_topic_make(topic, PROTO_EVENT, jstr(job, "client_root"), NULL, jstr(job, "ident"));
+	payload = jsonu_dump(job, &len);
+	/* best effort: events are for monitoring, the API holds the truth */
+	mqttc_publish(b->mq, topic, payload, len, 1, false, 0);
+}
+
+static void hook_wake(void *ctx)
+{
+	struct bridge *b = ctx;
+
+	pthread_mutex_lock(&b->lock);
+	b->wake = true;
+	pthread_mutex_unlock(&b->lock);
+	bridge_kick(b);
+}
+
+/* ---- MQTT callbacks (paho's threads) ---- */
+
+static void on_connected(void *ctx, bool session_present)
+{
+	static const char *const filters[] = { "rcs/v1/+/+/jobs/+/status", "rcs/v1/+/+/state" };
+	struct bridge *b = ctx;
+
+	(void)session_present; /* subscribe every time: cheap, and right after a broker reset */
+	if (mqttc_subscribe(b->mq, filters, 2) != RCS_OK)
+		log_warnx("cannot subscribe to device topics");
+	pthread_mutex_lock(&b->lock);
+	b->resync = true;
+	pthread_mutex_unlock(&b->lock);
+	bridge_kick(b);
+}
+
+static bool on_message(void *ctx, const char *topic, const void *payload, size_t len)
+{
+	struct bridge *b = ctx;
+	struct proto_topic t;
+	struct in_msg *m;
+
+	if (proto_topic_parse(topic, &t) != RCS_OK || (t.kind != PROTO_STATUS && t.kind != PROTO_STATE)) {
+		log_warnx("dropped a message on unexpected topic '%.160s'", topic);
+		return true;
+	}
+	if (len > b->max_payload) {
+		log_warnx("dropped a %zu-byte message on %s (limit %zu)", len, topic, b->max_payload);
+		return true;
+	}
+	pthread_mutex_lock(&b->lock);
+	if (b->in_n >= BRIDGE_INBOUND_MAX) {
+		pthread_mutex_unlock(&b->lock);
+		return false; /* back-pressure: paho delivers it again later */
+	}
+	pthread_mutex_unlock(&b->lock);
+	m = malloc(sizeof(*m) + len + 1);
+	if (m == NULL)
+		return false;
+	m->next = NULL;
+	m->topic = t;
+	m->len = len;
+	memcpy(m->payload, payload, len);
+	m->payload[len] = '\0';
+	pthread_mutex_lock(&b->lock);
+	if (b->in_tail)
+		b->in_tail->next = m;
+	else
+		b->in_head = m;
+	b->in_tail = m;
+	b->in_n++;
+	pthread_mutex_unlock(&b->lock);
+	bridge_kick(b);
+	return true;
+}
+
+/* ---- applying inbound messages (worker) ---- */
+
+static void bridge_apply_report(struct bridge *b, const struct in_msg *m)
+{
+	struct proto_report r;
+	struct jsonu_err e;
+	struct job_move mv;
+	enum store_move res;
+	enum rcs_err err;
+
+	if (proto_report_decode(m->payload, m->len, &r, &e) != RCS_OK) {
+		log_warnx("dropped a status report for job %s from %s: %s%s%s", m->topic.job,
+			  m->topic.entity_ident, e.field[0] ? e.field : "", e.field[0] ? ": " : "",
+			  e.message);
+		return;
+	}
+	if (strcmp(r.job, m->topic.job) != 0) {
+		log_warnx("dropped a status report from %s: job %s in the payload, %s in the topic",
+			  m->topic.entity_ident, r.job, m->topic.job);
+		goto out;
+	}
+	memset(&mv, 0, sizeof(mv));
+	mv.client_root = m->topic.client_root;
+	mv.entity_ident = m->topic.entity_ident;
+	mv.ident = r.job;
+	mv.to = r.status;
+	mv.response = r.response;
+	mv.set_response_time = status_is_terminal(r.status);
+	mv.seq = r.seq;
+	mv.now = (int64_t)time(NULL);
+	err = lifecycle_move(b->lc, &mv, &res, NULL);
+	if (err == RCS_ERR_NOTFOUND)
+		log_warnx("dropped a status report from %s/%s for job %s: no such job of that device",
+			  m->topic.client_root, m->topic.entity_ident, r.job);
+	else if (err != RCS_OK)
+		log_warnx("job %s: report not applied: %s", r.job, rcs_strerror(err));
+	else
+		log_debug("job %s: %s (seq %lld) %s", r.job, status_name(r.status), r.seq,
+			  res == STORE_MOVE_APPLIED ? "applied" : "ignored");
+out:
+	proto_report_free(&r);
+}
+
+/* Returns true when the device came online (its jobs are then sent). */
+static bool bridge_apply_state(struct bridge *b, const struct in_msg *m)
+{
+	struct proto_state s;
+	struct jsonu_err e;
+	bool came_online = false;
+	enum rcs_err err;
+
+	if (m->len == 0)
+		return false; /* a retained state being cleared */
+	if (proto_state_decode(m->payload, m->len, &s, &e) != RCS_OK) {
+		log_warnx("dropped a state message from %s: %s%s%s", m->topic.entity_ident,
+			  e.field[0] ? e.field : "", e.field[0] ? ": " : "", e.message);
+		return false;
+	}
+	err = store_device_state(b->st, m->topic.client_root, m->topic.entity_ident, s.online,
+				 s.tags, s.agent_version, (int64_t)time(NULL), &came_online);
+	if (err == RCS_ERR_NOTFOUND)
+		log_warnx("dropped a state message from %s/%s: not in the inventory",
+			  m->topic.client_root, m->topic.entity_ident);
+	else if (err != RCS_OK)
+		log_warnx("device %s: state not applied: %s", m->topic.entity_ident,
+			  rcs_strerror(err));
+	else if (s.online != came_online || came_online)
+		log_info("device %s is %s", m->topic.entity_ident, s.online ? "online" : "offline");
+	proto_state_free(&s);
+	return came_online;
+}
+
+static void bridge_apply_inbound(struct bridge *b, struct in_msg *list)
+{
+	json_object *online = json_object_new_array();
+	bool tx = store_tx_begin(b->st) == RCS_OK;
+
+	for (struct in_msg *m = list; m; m = m->next) {
+		if (m->topic.kind == PROTO_STATUS)
+			bridge_apply_report(b, m);
+		else if (bridge_apply_state(b, m))
+			json_object_array_add(online, json_object_new_string(m->topic.entity_ident));
+	}
+	if (tx && store_tx_end(b->st, true) != RCS_OK)
+		log_warnx("a batch of %s could not be stored", "device messages");
+	/* devices back online get their pending and unacknowledged jobs */
+	for (size_t i = 0; i < json_object_array_length(online); i++) {
+		const char *dev = json_object_get_string(json_object_array_get_idx(online, i));
+		bridge_send_ready(b, dev, (int64_t)time(NULL));
+		bridge_resend_unacked(b, dev);
+	}
+	json_object_put(online);
+}
+
+/* ---- scheduler (worker) ---- */
+
+/* Expires jobs past their ttl, sends those whose time came; returns the next deadline (0: none). */
+static int64_t bridge_schedule(struct bridge *b, int64_t now)
+{
+	json_object *ids = NULL;
+	int64_t next = 0;
+
+	if (store_jobs_expired(b->st, now, BRIDGE_RESYNC_LIMIT, &ids) == RCS_OK) {
+		for (size_t i = 0; i < json_object_array_length(ids); i++) {
+			struct job_move m = {
+				.ident = json_object_get_string(json_object_array_get_idx(ids, i)),
+				.to = JS_EXPIRED,
+				.response = "expired: not received by the device within its ttl",
+				.set_response_time = true,
+				.now = now,
+			};
+			enum store_move res;
+			lifecycle_move(b->lc, &m, &res, NULL);
+		}
+		json_object_put(ids);
+	}
+	if (mqttc_connected(b->mq))
+		bridge_send_ready(b, NULL, now);
+	store_next_wakeup(b->st, now, &next);
+	return next;
+}
+
+/* Arms the timerfd so that setting the wall clock wakes the worker. */
+static void bridge_arm_clock(struct bridge *b)
+{
+	struct itimerspec its;
+
+	memset(&its, 0, sizeof(its));
+	its.it_value.tv_sec = (time_t)time(NULL) + 10L * 365 * 86400;
+	if (timerfd_settime(b->clock_fd, TFD_TIMER_ABSTIME | TFD_TIMER_CANCEL_ON_SET, &its, NULL) < 0)
+		log_warn("timerfd");
+}
+
+static void *bridge_worker(void *arg)
+{
+	struct bridge *b = arg;
+	int64_t next_deadline = 0, next_sweep = 0;
+	bool run_schedule = true;
+
+	bridge_arm_clock(b);
+	for (;;) {
+		struct pollfd pfd[2] = { { b->efd, POLLIN, 0 }, { b->clock_fd, POLLIN, 0 } };
+		struct in_msg *batch = NULL, *last = NULL;
+		json_object *out = NULL;
+		bool resync, stop;
+		int64_t now = (int64_t)time(NULL);
+		int timeout_ms;
+		size_t n = 0;
+
+		/* take the work that arrived */
+		pthread_mutex_lock(&b->lock);
+		stop = b->stop;
+		resync = b->resync;
+		b->resync = false;
+		if (b->wake)
+			run_schedule = true;
+		b->wake = false;
+		batch = b->in_head;
+		for (last = batch; last && ++n < BRIDGE_BATCH; last = last->next)
+			;
+		if (last) {
+			b->in_head = last->next;
+			last->next = NULL;
+		} else {
+			b->in_head = NULL;
+		}
+		if (b->in_head == NULL)
+			b->in_tail = NULL;
+		b->in_n -= batch ? (last ? n : n) : 0;
+		if (json_object_array_length(b->out) > 0) {
+			out = b->out;
+			b->out = json_object_new_array();
+		}
+		pthread_mutex_unlock(&b->lock);
+
+		if (batch) {
+			bridge_apply_inbound(b, batch);
+			while (batch) {
+				struct in_msg *next = batch->next;
+				free(batch);
+				batch = next;
+			}
+		}
+		if (out) {
+			bridge_publish_list(b, out, false);
+			json_object_put(out);
+		}
+		if (resync && mqttc_connected(b->mq)) {
+			bridge_send_ready(b, NULL, now);
+			bridge_resend_unacked(b, NULL);
+		}
+		if (run_schedule || (next_deadline && now >= next_deadline)) {
+			next_deadline = bridge_schedule(b, now);
+			run_schedule = false;
+		}
+		if (now >= next_sweep) {
+			if (mqttc_connected(b->mq))
+				bridge_resend_stale(b, now);
+			next_sweep = now + BRIDGE_SWEEP_SECONDS;
+		}
+		if (stop && batch == NULL) {
+			pthread_mutex_lock(&b->lock);
+			stop = b->in_head == NULL;
+			pthread_mutex_unlock(&b->lock);
+			if (stop)
+				break;
+			continue;
+		}
+		/* sleep until new work, a clock change, or the next deadline */
+		pthread_mutex_lock(&b->lock);
+		n = b->in_n + (b->in_head ? 1 : 0) + json_object_array_length(b->out);
+		pthread_mutex_unlock(&b->lock);
+		if (n > 0)
+			continue;
+		{
+			int64_t until = next_sweep;
+			if (next_deadline && next_deadline < until)
+				until = next_deadline;
+			now = (int64_t)time(NULL);
+			timeout_ms = until > now ? (int)((until - now) * 1000) : 0;
+		}
+		if (poll(pfd, 2, timeout_ms) < 0 && errno != EINTR)
+			log_warn("poll");
+		if (pfd[0].revents & POLLIN) {
+			uint64_t v;
+			if (read(b->efd, &v, sizeof(v)) < 0 && errno != EAGAIN)
+				log_warn("eventfd");
+		}
+		if (pfd[1].revents & POLLIN) {
+			uint64_t v;
+			/* ECANCELED: the wall clock was set; deadlines are recomputed */
+			if (read(b->clock_fd, &v, sizeof(v)) < 0 && errno != ECANCELED && errno != EAGAIN)
+				log_warn("timerfd");
+			log_info("the system clock was set: rescheduling");
+			bridge_arm_clock(b);
+			run_schedule = true;
+		}
+	}
+	return NULL;
+}
+
+enum rcs_err bridge_start(const struct bridge_opts *opts, struct store *st, struct lifecycle *lc,
+			  struct bridge **out)
+{
+	struct mqttc_callbacks cb;
+	struct bridge *b = NULL;
+	enum rcs_err err = RCS_ERR_NOMEM;
+
+	*out = NULL;
+	b = calloc(1, sizeof(*b));
+	if (b == NULL)
+		goto out;
+	pthread_mutex_init(&b->lock, NULL);
+	b->efd = -1;
+	b->clock_fd = -1;
+	b->st = st;
+	b->lc = lc;
+	b->max_payload = opts->max_payload ? opts->max_payload : PROTO_MAX_PAYLOAD;
+	b->resend_after = opts->resend_after > 0 ? opts->resend_after : 60;
+	b->out = json_object_new_array();
+	b->efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+	b->clock_fd = timerfd_create(CLOCK_REALTIME, TFD_NONBLOCK | TFD_CLOEXEC);
+	if (b->efd < 0 || b->clock_fd < 0) {
+		log_warn("eventfd/timerfd");
+		err = RCS_ERR_IO;
+		goto out;
+	}
+	b->hooks.ctx = b;
+	b->hooks.job_due = hook_job_due;
+	b->hooks.jobs_due = hook_jobs_due;
+	b->hooks.job_cancelled = hook_job_cancelled;
+	b->hooks.job_changed = hook_job_changed;
+	b->hooks.wake = hook_wake;
+	memset(&cb, 0, sizeof(cb));
+	cb.ctx = b;
+	cb.on_connected = on_connected;
+	cb.on_message = on_message;
+	err = mqttc_start(&opts->mqtt, &cb, &b->mq);
+	if (err != RCS_OK)
+		goto out;
+	if (pthread_create(&b->thread, NULL, bridge_worker, b) != 0) {
+		err = RCS_ERR_IO;
+		goto out;
+	}
+	b->thread_started = true;
+	lc->hooks = &b->hooks;
+	*out = b;
+	b = NULL;
+	err = RCS_OK;
+out:
+	bridge_stop(b);
+	return err;
+}
+
+void bridge_stop(struct bridge *b)
+{
+	if (b == NULL)
+		return;
+	if (b->lc && b->lc->hooks == &b->hooks)
+		b->lc->hooks = NULL;
+	pthread_mutex_lock(&b->lock);
+	b->stop = true;
+	pthread_mutex_unlock(&b->lock);
+	if (b->thread_started) {
+		bridge_kick(b);
+		pthread_join(b->thread, NULL);
+	}
+	mqttc_stop(b->mq, 2000);
+	while (b->in_head) {
+		struct in_msg *next = b->in_head->next;
+		free(b->in_head);
+		b->in_head = next;
+	}
+	if (b->tv_valid)
+		store_task_version_free(&b->tv);
+	json_object_put(b->out);
+	if (b->efd >= 0)
+		close(b->efd);
+	if (b->clock_fd >= 0)
+		close(b->clock_fd);
+	pthread_mutex_destroy(&b->lock);
+	free(b);
+}
