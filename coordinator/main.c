@@ -19,6 +19,7 @@
 #include "http_api.h"
 #include "lifecycle.h"
 #include "log.h"
+#include "mqtt_bridge.h"
 #include "signer.h"
 #include "store.h"
 #include "uuid.h"
@@ -34,6 +35,15 @@ struct settings {
 	struct cfg_strlist trusted_key;
 	long long max_body;
 	long long threads;
+	char *mqtt;
+	char *mqtt_client_id;
+	char *mqtt_username;
+	char *mqtt_password;
+	char *mqtt_cafile;
+	char *mqtt_certfile;
+	char *mqtt_keyfile;
+	long long mqtt_max_payload;
+	long long resend_after;
 	bool debug;
 	bool check;
 	/* subcommand options */
@@ -58,6 +68,18 @@ static const struct cfg_opt serve_opts[] = {
 	OPT_INT("max_body", max_body, 1024, 64LL * 1024 * 1024, "BYTES",
 		"largest request body (default 1048576)"),
 	OPT_INT("threads", threads, 1, 64, "N", "HTTP worker threads (default: 4)"),
+	OPT("mqtt", CFG_STRING, mqtt, "URL", "broker: tcp://host:port or ssl://host:port"),
+	OPT("mqtt_client_id", CFG_STRING, mqtt_client_id, "ID",
+	    "MQTT client id (default rcs-coordinator)"),
+	OPT("mqtt_username", CFG_STRING, mqtt_username, "NAME", "broker user name"),
+	OPT("mqtt_password", CFG_STRING, mqtt_password, "SECRET", "broker password"),
+	OPT("mqtt_cafile", CFG_STRING, mqtt_cafile, "PEM", "CA certificates for ssl://"),
+	OPT("mqtt_certfile", CFG_STRING, mqtt_certfile, "PEM", "client certificate for ssl://"),
+	OPT("mqtt_keyfile", CFG_STRING, mqtt_keyfile, "PEM", "client key for ssl://"),
+	OPT_INT("mqtt_max_payload", mqtt_max_payload, 1024, 64LL * 1024 * 1024, "BYTES",
+		"larger device messages are dropped (default 1048576)"),
+	OPT_INT("resend_after", resend_after, 5, 86400, "SECONDS",
+		"re-send a job's envelope after this long without news (default 60)"),
 	OPT("debug", CFG_BOOL, debug, NULL, "log every request"),
 	OPT("check", CFG_BOOL, check, NULL, "check the configuration and keys, then exit"),
 	{ NULL, 0, 0, 0, 0, NULL, NULL },
@@ -285,6 +307,7 @@ static int cmd_serve(struct settings *s)
 	struct store *st = NULL;
 	struct signer *signer = NULL;
 	struct http_api *http = NULL;
+	struct bridge *bridge = NULL;
 	struct lifecycle lc = { NULL, NULL };
 	struct api_app app;
 	sigset_t sigs;
@@ -316,6 +339,25 @@ static int cmd_serve(struct settings *s)
 		goto out;
 	lc.st = st;
 	lc.hooks = NULL; /* no transport: jobs are stored and stay pending */
+	if (s->mqtt) {
+		struct bridge_opts bo;
+		memset(&bo, 0, sizeof(bo));
+		bo.mqtt.url = s->mqtt;
+		bo.mqtt.client_id = s->mqtt_client_id ? s->mqtt_client_id : "rcs-coordinator";
+		bo.mqtt.username = s->mqtt_username;
+		bo.mqtt.password = s->mqtt_password;
+		bo.mqtt.cafile = s->mqtt_cafile;
+		bo.mqtt.certfile = s->mqtt_certfile;
+		bo.mqtt.keyfile = s->mqtt_keyfile;
+		bo.max_payload = (size_t)s->mqtt_max_payload;
+		bo.resend_after = s->resend_after;
+		if (bridge_start(&bo, st, &lc, &bridge) != RCS_OK) {
+			fprintf(stderr, "rcs-coordinator: cannot use MQTT broker %s\n", s->mqtt);
+			goto out;
+		}
+	} else {
+		log_info("no --mqtt: jobs are stored and wait pending");
+	}
 	app.st = st;
 	app.lc = &lc;
 	app.signer = signer;
@@ -341,6 +383,7 @@ static int cmd_serve(struct settings *s)
 	rc = 0;
 out:
 	http_api_stop(http);
+	bridge_stop(bridge);
 	store_close(st);
 	signer_free(signer);
 	return rc;
@@ -355,6 +398,8 @@ int main(int argc, char **argv)
 	memset(&s, 0, sizeof(s));
 	s.max_body = 1024 * 1024;
 	s.threads = 4;
+	s.mqtt_max_payload = 1024 * 1024;
+	s.resend_after = 60;
 	log_init("rcs-coordinator", LOG_LVL_INFO);
 	if (argc < 2) {
 		usage(stderr);

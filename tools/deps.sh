@@ -8,7 +8,7 @@ RUN_PKGS="build-essential cmake pkg-config
 libpaho-mqtt-dev liblua5.4-dev libjson-c-dev libsqlite3-dev libmbedtls-dev
 libmicrohttpd-dev libcurl4-openssl-dev libseccomp-dev
 mosquitto mosquitto-clients curl openssl sqlite3 python3"
-TEST_PKGS="libcmocka-dev python3-aiosmtpd"
+TEST_PKGS="libcmocka-dev python3-aiosmtpd python3-paho-mqtt"
 CROSS_PKGS="qemu-user gcc-aarch64-linux-gnu gcc-arm-linux-gnueabihf"
 
 what=${1:-test}

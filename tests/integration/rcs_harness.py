@@ -323,3 +323,190 @@ def http_big(port, method, path, body, headers=None, timeout=30):
             out, rest = out + rest[:n], rest[n + 2:]
         payload = out
     return Response(status, hdrs, payload.decode("utf-8", "replace"))
+
+
+# ---------------------------------------------------------------------------
+# MQTT: a real mosquitto on a free loopback port, and a scripted device.
+
+MOSQUITTO = shutil.which("mosquitto") or "/usr/sbin/mosquitto"
+
+
+class Mosquitto:
+    """A real mosquitto broker on 127.0.0.1:<free port> with a generated config.
+
+    persistence: keep sessions and retained messages across restarts (on disk
+    in workdir), like a production broker. restart() keeps the port.
+    """
+
+    def __init__(self, workdir, persistence=True, extra_conf=""):
+        self.workdir = workdir
+        self.port = free_port()
+        self.url = "tcp://127.0.0.1:%d" % self.port
+        self.conf = os.path.join(workdir, "mosquitto-%d.conf" % self.port)
+        self.log_path = os.path.join(workdir, "mosquitto-%d.log" % self.port)
+        with open(self.conf, "w") as f:
+            f.write("listener %d 127.0.0.1\n" % self.port)
+            f.write("allow_anonymous true\n")
+            f.write("max_queued_messages 100000\n")
+            f.write("max_inflight_messages 1000\n")
+            if persistence:
+                f.write("persistence true\n")
+                f.write("persistence_location %s/\n" % workdir)
+                f.write("persistence_file mosquitto-%d.db\n" % self.port)
+            else:
+                f.write("persistence false\n")
+            f.write(extra_conf)
+        self.proc = None
+
+    def start(self):
+        self.log = open(self.log_path, "ab")
+        self.proc = subprocess.Popen([MOSQUITTO, "-c", self.conf], stdout=self.log,
+                                     stderr=subprocess.STDOUT)
+        deadline = time.time() + 10
+        while time.time() < deadline:
+            if self.proc.poll() is not None:
+                raise AssertionError("mosquitto exited: " + open(self.log_path).read())
+            try:
+                with socket.create_connection(("127.0.0.1", self.port), timeout=0.5):
+                    return self
+            except OSError:
+                time.sleep(0.05)
+        raise AssertionError("mosquitto did not start")
+
+    def stop(self, sig=signal.SIGTERM):
+        if self.proc is None:
+            return
+        if self.proc.poll() is None:
+            os.kill(self.proc.pid, sig)
+            try:
+                self.proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                os.kill(self.proc.pid, signal.SIGKILL)
+                self.proc.wait()
+        self.log.close()
+        self.proc = None
+
+    def restart(self):
+        self.stop()
+        self.start()
+
+    def pub(self, topic, payload, retain=False):
+        """Publishes with mosquitto_pub (QoS 1); payload str or bytes."""
+        args = ["mosquitto_pub", "-h", "127.0.0.1", "-p", str(self.port), "-q", "1",
+                "-t", topic]
+        if retain:
+            args.append("-r")
+        if isinstance(payload, bytes):
+            args += ["-s"]
+            subprocess.run(args, input=payload, check=True, timeout=10)
+        else:
+            args += ["-m", payload]
+            subprocess.run(args, check=True, timeout=10)
+
+
+def wait_for(predicate, timeout=10.0, interval=0.05, what="condition"):
+    """Polls predicate() until it returns a true value; returns it, or fails."""
+    deadline = time.time() + timeout
+    last = None
+    while time.time() < deadline:
+        last = predicate()
+        if last:
+            return last
+        time.sleep(interval)
+    raise AssertionError("timed out after %.1fs waiting for %s (last: %r)" % (timeout, what, last))
+
+
+class FakeDevice:
+    """A scripted device speaking protocol v1 with paho-mqtt (test tooling).
+
+    It connects with client id = entity_ident and a persistent session,
+    publishes its retained state (online) with a Last Will (offline), and
+    records every envelope and cancel it receives. With auto=True it answers
+    each new envelope with edge_transmitted, edge_started, edge_running and
+    terminated (response "ok:<job>"); repeats of a finished job get the final
+    report again. report() sends any report by hand.
+    """
+
+    def __init__(self, broker, client_root, entity_ident, auto=True, tags=()):
+        import paho.mqtt.client as mqtt
+        self.broker = broker
+        self.client_root = client_root
+        self.entity = entity_ident
+        self.auto = auto
+        self.tags = list(tags)
+        self.envelopes = []
+        self.cancels = []
+        self.seq = {}
+        self.final = {}
+        self.lock = __import__("threading").Lock()
+        self.base = "rcs/v1/%s/%s" % (client_root, entity_ident)
+        self.client = mqtt.Client(client_id=entity_ident, clean_session=False)
+        self.client.will_set(self.base + "/state", json.dumps(
+            {"v": 1, "online": False, "tags": self.tags, "agent_version": "fake", "ts": 0}),
+            qos=1, retain=True)
+        self.client.on_connect = self._on_connect
+        self.client.on_message = self._on_message
+        self.connected = False
+
+    def start(self):
+        self.client.connect("127.0.0.1", self.broker.port, keepalive=5)
+        self.client.loop_start()
+        wait_for(lambda: self.connected, what="device connected")
+        return self
+
+    def stop(self, clean=True):
+        if clean:
+            self.client.publish(self.base + "/state", json.dumps(
+                {"v": 1, "online": False, "tags": self.tags, "agent_version": "fake",
+                 "ts": int(time.time())}), qos=1, retain=True).wait_for_publish(5)
+            self.client.disconnect()
+        else:
+            # like a crash: drop the socket without DISCONNECT, so the Last Will fires
+            self.client.socket().close()
+        self.client.loop_stop()
+        self.connected = False
+
+    def _on_connect(self, client, userdata, flags, rc):
+        client.subscribe([(self.base + "/jobs/+", 1), (self.base + "/jobs/+/cancel", 1)])
+        client.publish(self.base + "/state", json.dumps(
+            {"v": 1, "online": True, "tags": self.tags, "agent_version": "fake",
+             "ts": int(time.time())}), qos=1, retain=True)
+        self.connected = True
+
+    def _on_message(self, client, userdata, msg):
+        parts = msg.topic.split("/")
+        if parts[-1] == "cancel":
+            with self.lock:
+                self.cancels.append(json.loads(msg.payload))
+            return
+        env = json.loads(msg.payload)
+        job = env["job"]
+        with self.lock:
+            repeat = any(e["job"] == job for e in self.envelopes)
+            self.envelopes.append(env)
+        if not self.auto:
+            return
+        if repeat:
+            if job in self.final:
+                self.client.publish(self._status_topic(job), self.final[job], qos=1)
+            return
+        for st in ("edge_transmitted", "edge_started", "edge_running"):
+            self.report(job, st)
+        self.final[job] = self.report(job, "terminated", "ok:" + job)
+
+    def _status_topic(self, job):
+        return "%s/jobs/%s/status" % (self.base, job)
+
+    def report(self, job, status, response=None, seq=None):
+        with self.lock:
+            if seq is None:
+                seq = self.seq.get(job, 0) + 1
+            self.seq[job] = max(seq, self.seq.get(job, 0))
+        payload = json.dumps({"v": 1, "job": job, "status": status, "seq": seq,
+                              "ts": int(time.time()), "response": response})
+        self.client.publish(self._status_topic(job), payload, qos=1)
+        return payload
+
+    def jobs_received(self):
+        with self.lock:
+            return [e["job"] for e in self.envelopes]
