@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "http_api.h"
+#include "manifest.h"
 #include "log.h"
 #include "uuid.h"
 #include "validate.h"
@@ -109,6 +110,44 @@ static void job_batch_init(struct api_req *req, struct job_req *jr, struct job_b
 	b->now = req->now;
 }
 
+/*
+ * With trusted keys, a signed task's jobs go out only while its signature
+ * still verifies (keys may have been rotated since it was signed).
+ */
+static bool job_check_signature(struct api_req *req, struct api_resp *r, struct job_req *jr)
+{
+	json_object *sig = jget(jr->task, "signature");
+	struct task_version tv;
+	struct manifest_in m;
+	enum rcs_err err;
+
+	if (sig == NULL || signer_trusted_count(req->app->signer) == 0)
+		return true;
+	err = store_task_version_get(req->app->st, jstr(jr->task, "ident"),
+				     json_object_get_int64(jget(jr->task, "version")), &tv);
+	if (err != RCS_OK) {
+		api_store_error(r, err, "task");
+		return false;
+	}
+	memset(&m, 0, sizeof(m));
+	m.client_root = req->auth.client_root;
+	m.task_ident = jstr(jr->task, "ident");
+	m.version = json_object_get_int64(jget(jr->task, "version"));
+	m.script_name = tv.script_name;
+	m.script = tv.script_src;
+	m.script_len = tv.script_len;
+	m.constants = tv.constants;
+	m.variables_info = tv.variables_info;
+	err = signer_check_cached(req->app->signer, &m, tv.signature ? tv.signature : sig);
+	store_task_version_free(&tv);
+	if (err != RCS_OK) {
+		api_error(r, 409, "signature_invalid", "signature",
+			  "the task's signature does not verify against a trusted key: sign it again");
+		return false;
+	}
+	return true;
+}
+
 static bool job_load_task(struct api_req *req, struct api_resp *r, struct job_req *jr)
 {
 	enum rcs_err err = api_task_load(req, req->seg[1], &jr->task);
@@ -117,7 +156,7 @@ static bool job_load_task(struct api_req *req, struct api_resp *r, struct job_re
 		api_store_error(r, err, "task");
 		return false;
 	}
-	return true;
+	return job_check_signature(req, r, jr);
 }
 
 void api_job_create(struct api_req *req, struct api_resp *r)

@@ -1,6 +1,7 @@
 #include "signer.h"
 
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -8,8 +9,12 @@
 #include "jsonu.h"
 #include "log.h"
 
+#define SIGNER_CACHE 64
+
 struct signer {
 	pthread_mutex_t lock; /* mbedtls keys cache tables: one user at a time */
+	char cache[SIGNER_CACHE][SHA256_HEX_LEN]; /* hashes of (task, version, value) that verified */
+	unsigned cache_next;
 	struct sig_key *signing;
 	struct sig_key **trusted; /* includes the signing key's public half */
 	size_t ntrusted;
@@ -147,5 +152,35 @@ enum rcs_err signer_check(const struct signer *s, const struct manifest_in *m, j
 		pthread_mutex_unlock((pthread_mutex_t *)&s->lock);
 	}
 	buf_free(&man);
+	return err;
+}
+
+enum rcs_err signer_check_cached(struct signer *s, const struct manifest_in *m, json_object *sig)
+{
+	char key[512], h[SHA256_HEX_LEN];
+	json_object *v = NULL;
+	enum rcs_err err;
+	bool hit = false;
+
+	if (signer_trusted_count(s) == 0)
+		return RCS_OK;
+	if (sig == NULL || !json_object_object_get_ex(sig, "value", &v))
+		return RCS_ERR_INVAL;
+	snprintf(key, sizeof(key), "%s/%lld/%s/%s", m->task_ident, m->version,
+		 json_object_get_string(v), m->client_root);
+	sha256_hex(key, strlen(key), h);
+	pthread_mutex_lock(&s->lock);
+	for (unsigned i = 0; i < SIGNER_CACHE && !hit; i++)
+		hit = strcmp(s->cache[i], h) == 0;
+	pthread_mutex_unlock(&s->lock);
+	if (hit)
+		return RCS_OK;
+	err = signer_check(s, m, sig);
+	if (err == RCS_OK) {
+		pthread_mutex_lock(&s->lock);
+		memcpy(s->cache[s->cache_next], h, sizeof(h));
+		s->cache_next = (s->cache_next + 1) % SIGNER_CACHE;
+		pthread_mutex_unlock(&s->lock);
+	}
 	return err;
 }

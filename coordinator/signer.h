@@ -36,4 +36,11 @@ enum rcs_err signer_sign(const struct signer *s, const struct manifest_in *m, js
  */
 enum rcs_err signer_check(const struct signer *s, const struct manifest_in *m, json_object *sig);
 
+/*
+ * Like signer_check, for sending jobs: remembers signatures that verified
+ * (by task ident, version and value) so a bulk send verifies once. Without
+ * trusted keys every signature passes (nothing to check against).
+ */
+enum rcs_err signer_check_cached(struct signer *s, const struct manifest_in *m, json_object *sig);
+
 #endif
