@@ -214,8 +214,9 @@ void api_job_create(struct api_req *req, struct api_resp *r)
 		api_store_error(r, err, "job");
 		goto out;
 	}
-	lifecycle_jobs_created(req->app->lc, &b);
-	err = store_job_get(req->app->st, req->auth.client_root, one.ident, &job);
+	/* answer with the record as committed when it was sent (transmited), or as created */
+	lifecycle_jobs_created(req->app->lc, &b, &job);
+	err = job ? RCS_OK : store_job_get(req->app->st, req->auth.client_root, one.ident, &job);
 	if (err != RCS_OK)
 		api_store_error(r, err, "job");
 	else
@@ -332,7 +333,7 @@ static void job_bulk(struct api_req *req, struct api_resp *r, struct job_req *jr
 		api_store_error(r, err, "job");
 		goto out;
 	}
-	lifecycle_jobs_created(req->app->lc, &b);
+	lifecycle_jobs_created(req->app->lc, &b, NULL);
 	if (b.group_ident) {
 		group = json_object_new_object();
 		json_object_object_add(group, "ident", json_object_new_string(b.group_ident));

@@ -34,10 +34,12 @@ enum rcs_err lifecycle_move(struct lifecycle *lc, const struct job_move *m,
 	return RCS_OK;
 }
 
-void lifecycle_jobs_created(struct lifecycle *lc, const struct job_batch *b)
+void lifecycle_jobs_created(struct lifecycle *lc, const struct job_batch *b, json_object **sent)
 {
 	json_object *due = NULL;
 
+	if (sent)
+		*sent = NULL;
 	if (lc->hooks == NULL || b->n == 0)
 		return;
 	if ((b->scheduled_time > b->now || b->ttl > 0) && lc->hooks->wake)
@@ -45,8 +47,13 @@ void lifecycle_jobs_created(struct lifecycle *lc, const struct job_batch *b)
 	if (b->scheduled_time > b->now)
 		return;
 	if (b->n == 1 && b->group_ident == NULL) {
-		if (lc->hooks->job_due)
-			lc->hooks->job_due(lc->hooks->ctx, b->jobs[0].ident);
+		if (lc->hooks->job_due) {
+			json_object *job = lc->hooks->job_due(lc->hooks->ctx, b->jobs[0].ident);
+			if (sent)
+				*sent = job;
+			else if (job)
+				json_object_put(job);
+		}
 		return;
 	}
 	if (lc->hooks->jobs_due == NULL)

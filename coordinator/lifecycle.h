@@ -21,9 +21,10 @@ struct lifecycle_hooks {
 	/*
 	 * A pending job is due now. Called after its creation committed, on the
 	 * creating thread, for a single job: deliver it before returning, so the
-	 * creating request answers "transmited" (via lifecycle_move).
+	 * creating request answers "transmited" (via lifecycle_move). Returns the
+	 * job record as committed when it was sent (the caller owns it), or NULL.
 	 */
-	void (*job_due)(void *ctx, const char *job_ident);
+	json_object *(*job_due)(void *ctx, const char *job_ident);
 	/*
 	 * Many jobs are due (bulk send): takes a reference-counted array of job
 	 * idents (json_object_get it to keep it) and must not block; deliver them
@@ -54,10 +55,11 @@ enum rcs_err lifecycle_move(struct lifecycle *lc, const struct job_move *m,
 			    enum store_move *result, json_object **job_after);
 
 /*
- * Announces created jobs: those not scheduled for later are due now.
- * single: call job_due synchronously for the one job.
+ * Announces created jobs: those not scheduled for later are due now. A
+ * single job (no group) is delivered synchronously; *sent (may be NULL) then
+ * gets its record as committed when it was sent, or NULL.
  */
-void lifecycle_jobs_created(struct lifecycle *lc, const struct job_batch *b);
+void lifecycle_jobs_created(struct lifecycle *lc, const struct job_batch *b, json_object **sent);
 
 /*
  * Cancels a job of the tenant: RCS_ERR_NOTFOUND, RCS_ERR_CONFLICT when it

@@ -113,11 +113,13 @@ static enum rcs_err bridge_task_version(struct bridge *b, const char *task, long
 
 /*
  * Publishes a job's envelope. resend: the job was sent before (re-publish,
- * status unchanged); otherwise it must be pending and becomes transmited.
- * tv_cache: may use the worker's cache (worker thread only).
+ * status unchanged); otherwise it must be pending, for an online device, and
+ * is committed as transmited before it goes out (so no report of the device
+ * can overtake it). tv_cache: may use the worker's cache (worker thread only).
+ * *sent (may be NULL) gets the committed transmited record.
  */
 static enum rcs_err bridge_publish_job(struct bridge *b, const char *ident, bool resend,
-				       bool tv_cache)
+				       bool tv_cache, json_object **sent)
 {
 	json_object *job = NULL, *task, *env_json = NULL;
 	struct task_version own, *tv = NULL;
@@ -128,15 +130,27 @@ static enum rcs_err bridge_publish_job(struct bridge *b, const char *ident, bool
 	size_t len;
 	int64_t now = (int64_t)time(NULL);
 	int64_t sched, ttl;
+	bool online = false;
 	enum rcs_err err;
 
 	memset(&own, 0, sizeof(own));
+	if (sent)
+		*sent = NULL;
+	if (!mqttc_connected(b->mq))
+		return RCS_ERR_BUSY; /* stays pending: sent after the next connect */
 	err = store_job_get(b->st, NULL, ident, &job);
 	if (err != RCS_OK)
 		goto out;
 	status_parse(jstr(job, "status"), &status);
 	if (resend ? status_is_terminal(status) : status != JS_PENDING)
 		goto out; /* moved on meanwhile: nothing to do */
+	if (!resend) {
+		/* an offline device's job waits pending; it goes out when the device is back */
+		err = store_device_presence(b->st, jstr(job, "client_root"),
+					    jstr(job, "entity_ident"), &online);
+		if (err != RCS_OK || !online)
+			goto out;
+	}
 	task = jget(job, "task");
 	if (tv_cache) {
 		err = bridge_task_version(b, jstr(task, "ident"),
@@ -148,6 +162,21 @@ static enum rcs_err bridge_publish_job(struct bridge *b, const char *ident, bool
 	}
 	if (err != RCS_OK)
 		goto out;
+	if (!resend) {
+		struct job_move m = { .ident = ident, .to = JS_TRANSMITED,
+				      .response = "sent to the device over MQTT", .now = now };
+		enum store_move res = STORE_MOVE_DUPLICATE;
+		json_object *after = NULL;
+		err = lifecycle_move(b->lc, &m, &res, &after);
+		if (err != RCS_OK || res != STORE_MOVE_APPLIED) {
+			json_object_put(after);
+			goto out; /* someone else moved it (cancel): not sent */
+		}
+		if (sent)
+			*sent = after;
+		else
+			json_object_put(after);
+	}
 	memset(&env, 0, sizeof(env));
 	snprintf(env.job, sizeof(env.job), "%s", ident);
 	snprintf(env.client_root, sizeof(env.client_root), "%s", jstr(job, "client_root"));
@@ -171,19 +200,10 @@ static enum rcs_err bridge_publish_job(struct bridge *b, const char *ident, bool
 	env_json = proto_envelope_encode(&env);
 	payload = jsonu_dump(env_json, &len);
 	proto_topic_make(topic, PROTO_JOB, env.client_root, env.entity_ident, ident);
+	/* a failure here leaves the job transmited: re-sent after the next connect */
 	err = mqttc_publish(b->mq, topic, payload, len, 1, false, 0);
-	if (err != RCS_OK)
-		goto out; /* not connected: stays as it is, sent after the next connect */
-	if (resend) {
+	if (err == RCS_OK)
 		err = store_job_mark_sent(b->st, ident, now);
-	} else {
-		struct job_move m = { .ident = ident, .to = JS_TRANSMITED,
-				      .response = "sent to the device over MQTT", .now = now };
-		enum store_move res;
-		err = lifecycle_move(b->lc, &m, &res, NULL);
-		if (err == RCS_OK)
-			err = store_job_mark_sent(b->st, ident, now);
-	}
 out:
 	store_task_version_free(&own);
 	if (env_json)
@@ -198,7 +218,7 @@ static void bridge_publish_list(struct bridge *b, json_object *idents, bool rese
 
 	for (size_t i = 0; i < n; i++) {
 		const char *id = json_object_get_string(json_object_array_get_idx(idents, i));
-		enum rcs_err err = bridge_publish_job(b, id, resend, true);
+		enum rcs_err err = bridge_publish_job(b, id, resend, true, NULL);
 		if (err == RCS_ERR_BUSY)
 			break; /* disconnected: the resync after the next connect catches up */
 		if (err != RCS_OK)
@@ -222,18 +242,24 @@ static void bridge_send_ready(struct bridge *b, const char *entity_ident, int64_
 	} while (n == BRIDGE_RESYNC_LIMIT && mqttc_connected(b->mq));
 }
 
-/* Re-publishes jobs sent but not acknowledged by the device (it dedupes). */
-static void bridge_resend_unacked(struct bridge *b, const char *entity_ident)
+/*
+ * Catches up with a device (or all devices): re-publishes the jobs sent but
+ * not acknowledged (the device dedupes), then sends the pending ones that are
+ * due. The unacknowledged are listed first, so a job sent now isn't sent twice.
+ */
+static void bridge_catch_up(struct bridge *b, const char *entity_ident, int64_t now)
 {
 	json_object *ids = NULL;
 
 	if (store_jobs_unacked(b->st, entity_ident, BRIDGE_RESYNC_LIMIT * 4, &ids) != RCS_OK)
-		return;
-	if (json_object_array_length(ids) > 0)
+		ids = NULL;
+	if (ids && json_object_array_length(ids) > 0) {
 		log_info("re-sending %zu unacknowledged jobs%s%s", json_object_array_length(ids),
 			 entity_ident ? " of " : "", entity_ident ? entity_ident : "");
-	bridge_publish_list(b, ids, true);
+		bridge_publish_list(b, ids, true);
+	}
 	json_object_put(ids);
+	bridge_send_ready(b, entity_ident, now);
 }
 
 /* Re-publishes jobs a device went quiet on (reports may have been dropped by the broker). */
@@ -252,13 +278,15 @@ static void bridge_resend_stale(struct bridge *b, int64_t now)
 
 /* ---- lifecycle hooks ---- */
 
-static void hook_job_due(void *ctx, const char *ident)
+static json_object *hook_job_due(void *ctx, const char *ident)
 {
 	struct bridge *b = ctx;
-	enum rcs_err err = bridge_publish_job(b, ident, false, false);
+	json_object *sent = NULL;
+	enum rcs_err err = bridge_publish_job(b, ident, false, false, &sent);
 
 	if (err != RCS_OK && err != RCS_ERR_BUSY)
 		log_warnx("job %s: not sent: %s", ident, rcs_strerror(err));
+	return sent;
 }
 
 static void hook_jobs_due(void *ctx, json_object *idents)
@@ -405,6 +433,13 @@ static void bridge_apply_report(struct bridge *b, const struct in_msg *m)
 	mv.seq = r.seq;
 	mv.now = (int64_t)time(NULL);
 	err = lifecycle_move(b->lc, &mv, &res, NULL);
+	if (err == RCS_OK && res == STORE_MOVE_KEPT && !status_is_terminal(r.status)) {
+		/* the device works on a job cancelled meanwhile: tell it (again) */
+		json_object *job = NULL;
+		if (store_job_get(b->st, NULL, r.job, &job) == RCS_OK)
+			hook_job_cancelled(b, job);
+		json_object_put(job);
+	}
 	if (err == RCS_ERR_NOTFOUND)
 		log_warnx("dropped a status report from %s/%s for job %s: no such job of that device",
 			  m->topic.client_root, m->topic.entity_ident, r.job);
@@ -460,11 +495,9 @@ static void bridge_apply_inbound(struct bridge *b, struct in_msg *list)
 	if (tx && store_tx_end(b->st, true) != RCS_OK)
 		log_warnx("a batch of %s could not be stored", "device messages");
 	/* devices back online get their pending and unacknowledged jobs */
-	for (size_t i = 0; i < json_object_array_length(online); i++) {
-		const char *dev = json_object_get_string(json_object_array_get_idx(online, i));
-		bridge_send_ready(b, dev, (int64_t)time(NULL));
-		bridge_resend_unacked(b, dev);
-	}
+	for (size_t i = 0; i < json_object_array_length(online); i++)
+		bridge_catch_up(b, json_object_get_string(json_object_array_get_idx(online, i)),
+				(int64_t)time(NULL));
 	json_object_put(online);
 }
 
@@ -561,10 +594,8 @@ static void *bridge_worker(void *arg)
 			bridge_publish_list(b, out, false);
 			json_object_put(out);
 		}
-		if (resync && mqttc_connected(b->mq)) {
-			bridge_send_ready(b, NULL, now);
-			bridge_resend_unacked(b, NULL);
-		}
+		if (resync && mqttc_connected(b->mq))
+			bridge_catch_up(b, NULL, now);
 		if (run_schedule || (next_deadline && now >= next_deadline)) {
 			next_deadline = bridge_schedule(b, now);
 			run_schedule = false;
@@ -572,7 +603,9 @@ static void *bridge_worker(void *arg)
 		if (now >= next_sweep) {
 			if (mqttc_connected(b->mq))
 				bridge_resend_stale(b, now);
-			next_sweep = now + BRIDGE_SWEEP_SECONDS;
+			next_sweep = now + (b->resend_after / 2 < BRIDGE_SWEEP_SECONDS
+						    ? (b->resend_after / 2 > 0 ? b->resend_after / 2 : 1)
+						    : BRIDGE_SWEEP_SECONDS);
 		}
 		if (stop && batch == NULL) {
 			pthread_mutex_lock(&b->lock);

@@ -2047,7 +2047,7 @@ enum rcs_err store_jobs_stale(struct store *st, int64_t now, int64_t after, size
 			    " WHERE j.status IN ('transmited', 'edge_transmitted', 'edge_started',"
 			    " 'edge_running') AND j.update_at <= ?2 - ?3 AND d.online = 1 AND"
 			    " coalesce(max(j.sent_at, j.update_at), j.update_at) +"
-			    " ?3 * (1 << min(j.sends, 5)) <= ?2 AND ?1 IS NULL"
+			    " ?3 * (1 << min(max(j.sends - 1, 0), 5)) <= ?2 AND ?1 IS NULL"
 			    " ORDER BY j.update_at LIMIT ?4",
 			    NULL, now, after, limit, out);
 }

@@ -347,6 +347,10 @@ class Mosquitto:
         with open(self.conf, "w") as f:
             f.write("listener %d 127.0.0.1\n" % self.port)
             f.write("allow_anonymous true\n")
+            if hasattr(os, "geteuid") and os.geteuid() == 0:
+                # as root, mosquitto drops to the user "mosquitto", who cannot write
+                # the persistence file into the private workdir: stay who we are
+                f.write("user root\n")
             f.write("max_queued_messages 100000\n")
             f.write("max_inflight_messages 1000\n")
             if persistence:
