@@ -24,9 +24,10 @@
 #include "log.h"
 #include "proto.h"
 
-#define JOURNAL_APP_ID 0x52435341       /* "RCSA": this file is an agent journal */
+#define JOURNAL_APP_ID  0x52435341 /* "RCSA": this file is an agent journal */
 #define JOURNAL_BUSY_MS 5000
-#define JOURNAL_WAL_LIMIT (4 * 1024 * 1024) /* WAL file kept at most this big after a checkpoint */
+/* the WAL file is cut back to this size after a checkpoint */
+#define JOURNAL_WAL_LIMIT      (4 * 1024 * 1024)
 #define JOURNAL_MAX_TASK_IDENT 64
 
 struct journal {
@@ -38,39 +39,39 @@ struct journal {
 /* ---- schema ---- */
 
 static const char *const journal_migrations[] = {
-	/* 1: the first schema */
-	/* every job ever received; arrival is the arrival order (never reused) */
-	"CREATE TABLE jobs(\n"
-	"  arrival INTEGER PRIMARY KEY AUTOINCREMENT,\n"
-	"  ident TEXT NOT NULL UNIQUE,\n"
-	"  task_ident TEXT NOT NULL,\n"
-	"  task_version INTEGER NOT NULL,\n"
-	"  state TEXT NOT NULL DEFAULT 'queued'\n"
-	"    CHECK(state IN ('queued', 'running', 'done', 'dropped')),\n"
-	"  payload BLOB,\n"                     /* the envelope; NULL once pruned */
-	"  received_at INTEGER NOT NULL,\n"
-	"  last_seq INTEGER NOT NULL DEFAULT 0,\n" /* seq of the latest report */
-	"  last_status TEXT,\n"                 /* its status; NULL before the first */
-	"  last_report TEXT\n"                  /* its payload: the final report once terminal */
-	");\n"
-	"CREATE INDEX jobs_state ON jobs(state, arrival);\n"
-	/* reports not yet acknowledged by the broker; ids are never reused */
-	"CREATE TABLE outbox(\n"
-	"  id INTEGER PRIMARY KEY AUTOINCREMENT,\n"
-	"  job TEXT NOT NULL REFERENCES jobs(ident),\n"
-	"  seq INTEGER NOT NULL,\n"
-	"  payload TEXT NOT NULL,\n"
-	"  created_at INTEGER NOT NULL\n"
-	");\n"
-	"CREATE INDEX outbox_job ON outbox(job, seq);\n"
-	"CREATE TABLE task_versions(\n"
-	"  task_ident TEXT PRIMARY KEY,\n"
-	"  version INTEGER NOT NULL\n"
-	") WITHOUT ROWID;\n"
-	"CREATE TABLE config(\n"
-	"  key TEXT PRIMARY KEY,\n"
-	"  value TEXT NOT NULL\n"
-	") WITHOUT ROWID;\n",
+    /* 1: the first schema */
+    /* every job ever received; arrival is the arrival order (never reused) */
+    "CREATE TABLE jobs(\n"
+    "  arrival INTEGER PRIMARY KEY AUTOINCREMENT,\n"
+    "  ident TEXT NOT NULL UNIQUE,\n"
+    "  task_ident TEXT NOT NULL,\n"
+    "  task_version INTEGER NOT NULL,\n"
+    "  state TEXT NOT NULL DEFAULT 'queued'\n"
+    "    CHECK(state IN ('queued', 'running', 'done', 'dropped')),\n"
+    "  payload BLOB,\n" /* the envelope; NULL once pruned */
+    "  received_at INTEGER NOT NULL,\n"
+    "  last_seq INTEGER NOT NULL DEFAULT 0,\n" /* seq of the latest report */
+    "  last_status TEXT,\n"                    /* its status; NULL before the first */
+    "  last_report TEXT\n"                     /* its payload: the final report once terminal */
+    ");\n"
+    "CREATE INDEX jobs_state ON jobs(state, arrival);\n"
+    /* reports not yet acknowledged by the broker; ids are never reused */
+    "CREATE TABLE outbox(\n"
+    "  id INTEGER PRIMARY KEY AUTOINCREMENT,\n"
+    "  job TEXT NOT NULL REFERENCES jobs(ident),\n"
+    "  seq INTEGER NOT NULL,\n"
+    "  payload TEXT NOT NULL,\n"
+    "  created_at INTEGER NOT NULL\n"
+    ");\n"
+    "CREATE INDEX outbox_job ON outbox(job, seq);\n"
+    "CREATE TABLE task_versions(\n"
+    "  task_ident TEXT PRIMARY KEY,\n"
+    "  version INTEGER NOT NULL\n"
+    ") WITHOUT ROWID;\n"
+    "CREATE TABLE config(\n"
+    "  key TEXT PRIMARY KEY,\n"
+    "  value TEXT NOT NULL\n"
+    ") WITHOUT ROWID;\n",
 };
 
 #define JOURNAL_N_MIGRATIONS (sizeof(journal_migrations) / sizeof(journal_migrations[0]))
@@ -78,7 +79,7 @@ static const char *const journal_migrations[] = {
 _Static_assert(JOURNAL_N_MIGRATIONS == JOURNAL_SCHEMA_VERSION,
 	       "JOURNAL_SCHEMA_VERSION must count the migrations");
 
-static const char *const journal_state_names[] = { "queued", "running", "done", "dropped" };
+static const char *const journal_state_names[] = {"queued", "running", "done", "dropped"};
 
 const char *journal_state_name(enum journal_state st)
 {
@@ -125,13 +126,13 @@ static enum rcs_err j_rc(struct journal *j, int rc, const char *what)
 		break;
 	}
 	sys = sqlite3_system_errno(j->db);
-	log_warnx("journal: %s: %s (%d/%d)", what, sqlite3_errmsg(j->db),
+	log_warnx("journal: %.100s: %s (%d/%d)", what, sqlite3_errmsg(j->db),
 		  sqlite3_extended_errcode(j->db), sys);
 	switch (rc) {
 	case SQLITE_FULL:
 		return RCS_ERR_FULL;
 	case SQLITE_IOERR:
-		return sys == ENOSPC || sys == EDQUOT || sys == EFBIG ? RCS_ERR_FULL : RCS_ERR_IO;
+		return sys == ENOSPC || sys == EDQUOT ? RCS_ERR_FULL : RCS_ERR_IO;
 	case SQLITE_CANTOPEN:
 	case SQLITE_PERM:
 	case SQLITE_READONLY:
@@ -386,6 +387,8 @@ static enum rcs_err j_setup(struct journal *j)
 	if (mode == NULL || strcmp(mode, "wal") != 0)
 		log_warnx("journal: WAL not available here, using journal_mode %s",
 			  mode ? mode : "?");
+	sqlite3_finalize(s); /* no statement may stay active past this point */
+	s = NULL;
 	snprintf(sql, sizeof(sql), "PRAGMA journal_size_limit = %d", JOURNAL_WAL_LIMIT);
 	if ((err = j_exec(j, "PRAGMA synchronous = FULL")) != RCS_OK ||
 	    (err = j_exec(j, "PRAGMA foreign_keys = ON")) != RCS_OK ||
@@ -424,6 +427,17 @@ enum rcs_err journal_open(const char *state_dir, struct journal **out)
 	fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
 	if (fd < 0) {
 		log_warn("journal: %s", path);
+		err = RCS_ERR_IO;
+		goto out;
+	}
+	close(fd);
+	/* and make its directory entry durable: SQLite syncs the directory for
+	 * the files it creates, not for this one */
+	fd = open(state_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (fd < 0 || fsync(fd) != 0) {
+		log_warn("journal: %s", state_dir);
+		if (fd >= 0)
+			close(fd);
 		err = RCS_ERR_IO;
 		goto out;
 	}
@@ -497,8 +511,8 @@ enum rcs_err journal_set_max_size(struct journal *j, uint64_t max_bytes)
 		goto out;
 	}
 	pages = max_bytes == 0 || max_bytes / (uint64_t)page >= (uint64_t)j->default_max_pages
-			? j->default_max_pages
-			: (long long)(max_bytes / (uint64_t)page);
+		    ? j->default_max_pages
+		    : (long long)(max_bytes / (uint64_t)page);
 	if (pages < 1)
 		pages = 1;
 	/* SQLite never sets it below the current size of the file */
@@ -516,8 +530,8 @@ enum rcs_err journal_receive(struct journal *j, const char *job, const char *tas
 			     bool *is_new)
 {
 	static const char sql[] =
-		"INSERT INTO jobs(ident, task_ident, task_version, payload, received_at)"
-		" VALUES(?1, ?2, ?3, ?4, ?5) ON CONFLICT(ident) DO NOTHING";
+	    "INSERT INTO jobs(ident, task_ident, task_version, payload, received_at)"
+	    " VALUES(?1, ?2, ?3, ?4, ?5) ON CONFLICT(ident) DO NOTHING";
 	sqlite3_stmt *s = NULL;
 	enum rcs_err err;
 
@@ -708,7 +722,7 @@ static enum rcs_err j_latest(struct journal *j, const char *job, long long *seq,
 			     enum job_status *status, char **report)
 {
 	static const char sql[] =
-		"SELECT last_seq, last_status, last_report FROM jobs WHERE ident = ?1";
+	    "SELECT last_seq, last_status, last_report FROM jobs WHERE ident = ?1";
 	sqlite3_stmt *s = NULL;
 	const char *st;
 	enum rcs_err err;
@@ -749,7 +763,7 @@ static enum rcs_err j_outbox_add(struct journal *j, const char *job, long long s
 				 const char *payload, int64_t now, long long *id)
 {
 	static const char sql[] =
-		"INSERT INTO outbox(job, seq, payload, created_at) VALUES(?1, ?2, ?3, ?4)";
+	    "INSERT INTO outbox(job, seq, payload, created_at) VALUES(?1, ?2, ?3, ?4)";
 	sqlite3_stmt *s = NULL;
 	enum rcs_err err;
 
@@ -772,9 +786,9 @@ enum rcs_err journal_report(struct journal *j, const char *job, enum job_status 
 			    const char *response, int64_t now, long long *id, char **payload)
 {
 	static const char upd[] =
-		"UPDATE jobs SET last_seq = ?2, last_status = ?3, last_report = ?4,"
-		" state = CASE WHEN ?5 AND state <> 'dropped' THEN 'done' ELSE state END"
-		" WHERE ident = ?1";
+	    "UPDATE jobs SET last_seq = ?2, last_status = ?3, last_report = ?4,"
+	    " state = CASE WHEN ?5 AND state <> 'dropped' THEN 'done' ELSE state END"
+	    " WHERE ident = ?1";
 	struct proto_report r;
 	sqlite3_stmt *s = NULL;
 	json_object *o = NULL;
@@ -921,7 +935,7 @@ enum rcs_err journal_outbox_each(struct journal *j, size_t max,
 				 void *ctx)
 {
 	static const char sql[] = "SELECT id, job, payload FROM outbox ORDER BY id LIMIT ?1";
-	struct j_items items = { NULL, 0, 0 };
+	struct j_items items = {NULL, 0, 0};
 	sqlite3_stmt *s = NULL;
 	struct j_item *item;
 	enum rcs_err err;
@@ -1052,8 +1066,7 @@ out:
 	return err;
 }
 
-enum rcs_err journal_resend_final(struct journal *j, const char *job, long long *id,
-				  char **payload)
+enum rcs_err journal_resend_final(struct journal *j, const char *job, long long *id, char **payload)
 {
 	return j_resend(j, job, true, id, payload);
 }
@@ -1092,12 +1105,11 @@ out:
 	return err;
 }
 
-enum rcs_err journal_task_version_set(struct journal *j, const char *task_ident,
-				      long long version)
+enum rcs_err journal_task_version_set(struct journal *j, const char *task_ident, long long version)
 {
 	static const char sql[] =
-		"INSERT INTO task_versions(task_ident, version) VALUES(?1, ?2)"
-		" ON CONFLICT(task_ident) DO UPDATE SET version = max(version, excluded.version)";
+	    "INSERT INTO task_versions(task_ident, version) VALUES(?1, ?2)"
+	    " ON CONFLICT(task_ident) DO UPDATE SET version = max(version, excluded.version)";
 	sqlite3_stmt *s = NULL;
 	enum rcs_err err;
 
@@ -1173,7 +1185,8 @@ enum rcs_err journal_config_set(struct journal *j, const char *key, const char *
 	err = j_config_key(key);
 	if (err != RCS_OK)
 		return err;
-	if (value != NULL && strnlen(value, JOURNAL_MAX_CONFIG_VALUE + 1) > JOURNAL_MAX_CONFIG_VALUE)
+	if (value != NULL &&
+	    strnlen(value, JOURNAL_MAX_CONFIG_VALUE + 1) > JOURNAL_MAX_CONFIG_VALUE)
 		return RCS_ERR_TOOBIG;
 	j_lock(j);
 	err = j_begin(j);
@@ -1223,9 +1236,8 @@ out:
 enum rcs_err journal_each_running(struct journal *j, void (*fn)(void *ctx, const char *job),
 				  void *ctx)
 {
-	static const char sql[] =
-		"SELECT ident FROM jobs WHERE state = 'running' ORDER BY arrival";
-	struct j_items items = { NULL, 0, 0 };
+	static const char sql[] = "SELECT ident FROM jobs WHERE state = 'running' ORDER BY arrival";
+	struct j_items items = {NULL, 0, 0};
 	sqlite3_stmt *s = NULL;
 	struct j_item *item;
 	enum rcs_err err;
@@ -1283,19 +1295,19 @@ enum rcs_err journal_prune(struct journal *j, int64_t now, int64_t keep)
 {
 	/* envelopes of finished jobs received before ?1 */
 	static const char payloads[] =
-		"UPDATE jobs SET payload = NULL WHERE state IN ('done', 'dropped')"
-		" AND payload IS NOT NULL AND received_at < ?1";
+	    "UPDATE jobs SET payload = NULL WHERE state IN ('done', 'dropped')"
+	    " AND payload IS NOT NULL AND received_at < ?1";
 	/* final reports of all but the newest ?1 finished jobs */
 	static const char reports[] =
-		"UPDATE jobs SET last_report = NULL WHERE state IN ('done', 'dropped')"
-		" AND last_report IS NOT NULL AND arrival < (SELECT arrival FROM jobs"
-		"  WHERE state IN ('done', 'dropped') ORDER BY arrival DESC LIMIT 1 OFFSET ?1 - 1)";
+	    "UPDATE jobs SET last_report = NULL WHERE state IN ('done', 'dropped')"
+	    " AND last_report IS NOT NULL AND arrival < (SELECT arrival FROM jobs"
+	    "  WHERE state IN ('done', 'dropped') ORDER BY arrival DESC LIMIT 1 OFFSET ?1 - 1)";
 	/* rows of all but the newest ?1 finished jobs, none with a report in the outbox */
 	static const char idents[] =
-		"DELETE FROM jobs WHERE state IN ('done', 'dropped') AND arrival < (SELECT arrival"
-		"  FROM jobs WHERE state IN ('done', 'dropped') ORDER BY arrival DESC"
-		"  LIMIT 1 OFFSET ?1 - 1)"
-		" AND NOT EXISTS (SELECT 1 FROM outbox WHERE outbox.job = jobs.ident)";
+	    "DELETE FROM jobs WHERE state IN ('done', 'dropped') AND arrival < (SELECT arrival"
+	    "  FROM jobs WHERE state IN ('done', 'dropped') ORDER BY arrival DESC"
+	    "  LIMIT 1 OFFSET ?1 - 1)"
+	    " AND NOT EXISTS (SELECT 1 FROM outbox WHERE outbox.job = jobs.ident)";
 	int64_t cutoff;
 	int n1 = 0, n2 = 0, n3 = 0;
 	enum rcs_err err;

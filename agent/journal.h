@@ -38,14 +38,14 @@
 #include "status.h"
 #include "uuid.h"
 
-#define JOURNAL_FILE "journal.db"
-#define JOURNAL_SCHEMA_VERSION 1
-#define JOURNAL_MAX_CONFIG_KEY 128            /* bytes */
-#define JOURNAL_MAX_CONFIG_VALUE (64 * 1024)  /* bytes */
-#define JOURNAL_MAX_CONFIG_KEYS 1024          /* settings rows */
-#define JOURNAL_MAX_OUTBOX 10000              /* unacknowledged non-terminal reports */
-#define JOURNAL_KEEP_FINAL_REPORTS 1000       /* finished jobs whose final report is kept */
-#define JOURNAL_KEEP_IDENTS 100000            /* finished jobs whose ident is kept */
+#define JOURNAL_FILE               "journal.db"
+#define JOURNAL_SCHEMA_VERSION     1
+#define JOURNAL_MAX_CONFIG_KEY     128         /* bytes */
+#define JOURNAL_MAX_CONFIG_VALUE   (64 * 1024) /* bytes */
+#define JOURNAL_MAX_CONFIG_KEYS    1024        /* settings rows */
+#define JOURNAL_MAX_OUTBOX         10000       /* unacknowledged non-terminal reports */
+#define JOURNAL_KEEP_FINAL_REPORTS 1000        /* finished jobs whose final report is kept */
+#define JOURNAL_KEEP_IDENTS        100000      /* finished jobs whose ident is kept */
 
 struct journal;
 
@@ -168,8 +168,7 @@ enum rcs_err journal_task_version(struct journal *j, const char *task_ident, lon
 
 /* Records that version of task_ident runs. Keeps the highest: recording an
  * older version than the one recorded changes nothing. version >= 1. */
-enum rcs_err journal_task_version_set(struct journal *j, const char *task_ident,
-				      long long version);
+enum rcs_err journal_task_version_set(struct journal *j, const char *task_ident, long long version);
 
 /*
  * Persisted device settings for rcs.config.get/set. A key is 1..128 bytes

@@ -1,61 +1,285 @@
 /*
  * rcs-agent: the device side of the Remote Command Service.
  *
- * This build knows its command line and configuration file (so deployments
- * can be prepared and checked with --check) but has no MQTT link yet: it
- * refuses to start rather than pretend to take jobs.
+ *   parse flags and config -> load keys and allowlists -> open the journal ->
+ *   report jobs a crash interrupted -> connect -> run jobs -> SIGTERM: publish
+ *   offline, stop cleanly (SIGHUP reloads keys, allowlists and tags).
  */
+#include <errno.h>
+#include <signal.h>
 #include <stddef.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
-#include "cfg.h"
+#include "agent.h"
 #include "log.h"
 #include "uuid.h"
-
-struct agent_settings {
-	char *mqtt;
-	char *client_root;
-	char *entity_ident;
-	char *state_dir;
-	struct cfg_strlist trusted_key;
-	struct cfg_strlist tag;
-	struct cfg_strlist allow_command;
-	bool check;
-};
+#include "vars.h"
 
 #define OPT(name, type, field, arg, help) \
 	{ name, type, offsetof(struct agent_settings, field), 0, 0, arg, help }
+#define OPT_INT(name, field, min, max, arg, help) \
+	{ name, CFG_INT, offsetof(struct agent_settings, field), min, max, arg, help }
 
 static const struct cfg_opt agent_opts[] = {
-	OPT("mqtt", CFG_STRING, mqtt, "URL", "broker (tcp://host:port or ssl://host:port)"),
+	OPT("mqtt", CFG_STRING, mqtt, "URL", "broker: tcp://host:port or ssl://host:port"),
 	OPT("client_root", CFG_STRING, client_root, "UUID", "tenant of this device"),
-	OPT("entity_ident", CFG_STRING, entity_ident, "UUID", "this device's ident"),
-	OPT("state_dir", CFG_STRING, state_dir, "DIR", "journal and settings directory"),
-	OPT("trusted_key", CFG_STRLIST, trusted_key, "PEM", "task signing key to trust (repeatable)"),
+	OPT("entity_ident", CFG_STRING, entity_ident, "UUID", "this device's ident (its MQTT client id)"),
+	OPT("state_dir", CFG_STRING, state_dir, "DIR", "journal and device settings"),
+	OPT("trusted_key", CFG_STRLIST, trusted_key, "PEM",
+	    "public key whose task signatures are accepted (repeatable)"),
+	OPT("require_signature", CFG_BOOL, require_signature, "BOOL",
+	    "refuse unsigned tasks (default true)"),
 	OPT("tag", CFG_STRLIST, tag, "TAG", "tag this device reports (repeatable)"),
 	OPT("allow_command", CFG_STRLIST, allow_command, "NAME=PATH",
-	    "command rcs.exec may run (repeatable)"),
-	OPT("check", CFG_BOOL, check, NULL, "check the configuration, then exit"),
+	    "command rcs.exec(NAME, ...) may run (repeatable)"),
+	OPT("file_dir", CFG_STRLIST, file_dir, "DIR",
+	    "directory rcs.file.read/write may use (repeatable)"),
+	OPT("mqtt_username", CFG_STRING, mqtt_username, "NAME", "broker user name"),
+	OPT("mqtt_password", CFG_STRING, mqtt_password, "SECRET", "broker password"),
+	OPT("mqtt_cafile", CFG_STRING, mqtt_cafile, "PEM", "CA certificates for ssl://"),
+	OPT("mqtt_certfile", CFG_STRING, mqtt_certfile, "PEM", "client certificate for ssl://"),
+	OPT("mqtt_keyfile", CFG_STRING, mqtt_keyfile, "PEM", "client key for ssl://"),
+	OPT_INT("max_queue", max_queue, 1, 10000, "N", "jobs waiting at most (default 32)"),
+	OPT_INT("max_payload", max_payload, 4096, 16LL * 1024 * 1024, "BYTES",
+		"largest envelope accepted (default 1048576)"),
+	OPT_INT("mem_limit", mem_limit, 1024 * 1024, 4LL * 1024 * 1024 * 1024, "BYTES",
+		"memory a script may use (default 64 MiB)"),
+	OPT_INT("exec_timeout", exec_timeout, 1, 86400, "SECONDS",
+		"time limit of an rcs.exec command (default 30)"),
+	OPT_INT("exec_max_output", exec_max_output, 1024, 16LL * 1024 * 1024, "BYTES",
+		"output kept from an rcs.exec command (default 65536)"),
+	OPT("reboot_command", CFG_STRING, reboot_command, "PATH",
+	    "run after rcs.reboot() (default /sbin/reboot)"),
+	OPT("allow_no_seccomp", CFG_BOOL, allow_no_seccomp, "BOOL",
+	    "run scripts even where seccomp is unavailable (emulators only; default false)"),
+	OPT("debug", CFG_BOOL, debug, NULL, "verbose logs"),
+	OPT("check", CFG_BOOL, check, NULL, "check the configuration and keys, print"
+					    " \"configuration OK\", exit"),
 	{ NULL, 0, 0, 0, 0, NULL, NULL },
 };
 
 static void usage(FILE *fp)
 {
 	fprintf(fp, "usage: rcs-agent --mqtt URL --client-root UUID --entity-ident UUID"
-		    " --state-dir DIR [options]\n       rcs-agent --help | --version\n\n");
+		    " --state-dir DIR [options]\n"
+		    "       rcs-agent --help | --version\n\n"
+		    "Every option is also a \"key value\" line of --config FILE (flags win).\n"
+		    "SIGTERM stops cleanly; SIGHUP reloads trusted keys, allowlists and tags.\n\n");
 	cfg_usage(fp, agent_opts);
 	fprintf(fp, "  --config FILE                config file (mosquitto.conf style)\n");
+}
+
+static void settings_defaults(struct agent_settings *s)
+{
+	memset(s, 0, sizeof(*s));
+	s->require_signature = true;
+	s->max_queue = 32;
+	s->max_payload = 1024 * 1024;
+	s->mem_limit = 64LL * 1024 * 1024;
+	s->exec_timeout = 30;
+	s->exec_max_output = 64 * 1024;
+}
+
+/* Reads config file then flags; errors into err. */
+static enum rcs_err settings_load(struct agent_settings *s, int argc, char **argv, char *err,
+				  size_t errlen)
+{
+	const char *config = cfg_find_arg(argc, argv, "config");
+	int next = 1;
+	enum rcs_err e;
+
+	settings_defaults(s);
+	if (config) {
+		e = cfg_parse_file(agent_opts, s, config, err, errlen);
+		if (e != RCS_OK)
+			return e;
+	}
+	e = cfg_parse_args(agent_opts, s, argc, argv, 1, &next, err, errlen);
+	if (e != RCS_OK)
+		return e;
+	if (next < argc) {
+		snprintf(err, errlen, "unexpected argument '%s'", argv[next]);
+		return RCS_ERR_INVAL;
+	}
+	if (s->mqtt == NULL || s->state_dir == NULL || s->client_root == NULL ||
+	    s->entity_ident == NULL) {
+		snprintf(err, errlen, "--mqtt, --client-root, --entity-ident and --state-dir are"
+				      " required");
+		return RCS_ERR_INVAL;
+	}
+	if (!uuid_valid(s->client_root) || !uuid_valid(s->entity_ident)) {
+		snprintf(err, errlen, "--client-root and --entity-ident must be UUIDs");
+		return RCS_ERR_INVAL;
+	}
+	if (s->reboot_command == NULL)
+		s->reboot_command = strdup("/sbin/reboot");
+	return RCS_OK;
+}
+
+/* ---- policy: what SIGHUP reloads ---- */
+
+static void policy_free(struct agent_policy *p)
+{
+	if (p == NULL)
+		return;
+	for (size_t i = 0; i < p->ntrusted; i++)
+		sig_key_free(p->trusted[i]);
+	free(p->trusted);
+	if (p->tags)
+		json_object_put(p->tags);
+	cfg_strlist_free(&p->allow_command);
+	cfg_strlist_free(&p->file_dir);
+	free(p);
+}
+
+static enum rcs_err strlist_copy(const struct cfg_strlist *from, struct cfg_strlist *to)
+{
+	to->n = 0;
+	to->items = calloc(from->n + 1, sizeof(char *));
+	if (to->items == NULL)
+		return RCS_ERR_NOMEM;
+	for (size_t i = 0; i < from->n; i++) {
+		to->items[i] = strdup(from->items[i]);
+		if (to->items[i] == NULL)
+			return RCS_ERR_NOMEM;
+		to->n++;
+	}
+	return RCS_OK;
+}
+
+static struct agent_policy *policy_load(const struct agent_settings *s, char *err, size_t errlen)
+{
+	struct agent_policy *p = calloc(1, sizeof(*p));
+	enum rcs_err e;
+
+	if (p == NULL)
+		return NULL;
+	p->refs = 1;
+	p->require_signature = s->require_signature;
+	p->trusted = calloc(s->trusted_key.n + 1, sizeof(*p->trusted));
+	p->tags = json_object_new_array();
+	if (p->trusted == NULL)
+		goto fail;
+	for (size_t i = 0; i < s->trusted_key.n; i++) {
+		e = sig_key_load_public(s->trusted_key.items[i], &p->trusted[p->ntrusted]);
+		if (e != RCS_OK) {
+			snprintf(err, errlen, "trusted_key %s: %s", s->trusted_key.items[i],
+				 rcs_strerror(e));
+			goto fail;
+		}
+		p->ntrusted++;
+	}
+	if (p->require_signature && p->ntrusted == 0) {
+		snprintf(err, errlen, "no trusted_key: every signed job would be refused"
+				      " (or set require_signature false)");
+		goto fail;
+	}
+	for (size_t i = 0; i < s->tag.n; i++) {
+		if (!vars_token_valid(s->tag.items[i], 64, "-.:/")) {
+			snprintf(err, errlen, "tag '%s': 1-64 letters, digits or _-.:/",
+				 s->tag.items[i]);
+			goto fail;
+		}
+		json_object_array_add(p->tags, json_object_new_string(s->tag.items[i]));
+	}
+	for (size_t i = 0; i < s->allow_command.n; i++) {
+		const char *c = s->allow_command.items[i], *eq = strchr(c, '=');
+		char name[65];
+		if (eq == NULL || eq == c || (size_t)(eq - c) >= sizeof(name) || eq[1] != '/') {
+			snprintf(err, errlen, "allow_command '%s': expected NAME=/absolute/path", c);
+			goto fail;
+		}
+		snprintf(name, sizeof(name), "%.*s", (int)(eq - c), c);
+		if (!vars_token_valid(name, 64, "-.")) {
+			snprintf(err, errlen, "allow_command '%s': bad name", c);
+			goto fail;
+		}
+	}
+	for (size_t i = 0; i < s->file_dir.n; i++) {
+		struct stat sb;
+		if (s->file_dir.items[i][0] != '/' || stat(s->file_dir.items[i], &sb) != 0 ||
+		    !S_ISDIR(sb.st_mode)) {
+			snprintf(err, errlen, "file_dir '%s': not an absolute path to a directory",
+				 s->file_dir.items[i]);
+			goto fail;
+		}
+	}
+	if (strlist_copy(&s->allow_command, &p->allow_command) != RCS_OK ||
+	    strlist_copy(&s->file_dir, &p->file_dir) != RCS_OK)
+		goto fail;
+	return p;
+fail:
+	policy_free(p);
+	return NULL;
+}
+
+static struct agent *agent_global;
+
+struct agent_policy *agent_policy_get(struct agent *a)
+{
+	struct agent_policy *p;
+
+	pthread_mutex_lock(&a->lock);
+	p = a->policy;
+	p->refs++;
+	pthread_mutex_unlock(&a->lock);
+	return p;
+}
+
+void agent_policy_put(struct agent_policy *p)
+{
+	bool last;
+
+	pthread_mutex_lock(&agent_global->lock);
+	last = --p->refs == 0;
+	pthread_mutex_unlock(&agent_global->lock);
+	if (last)
+		policy_free(p);
+}
+
+static void agent_reload(struct agent *a, int argc, char **argv)
+{
+	struct agent_settings fresh;
+	struct agent_policy *p, *old;
+	char err[512];
+
+	if (settings_load(&fresh, argc, argv, err, sizeof(err)) != RCS_OK ||
+	    (p = policy_load(&fresh, err, sizeof(err))) == NULL) {
+		log_warnx("SIGHUP: configuration not reloaded: %s", err);
+		cfg_free(agent_opts, &fresh);
+		return;
+	}
+	cfg_free(agent_opts, &fresh);
+	pthread_mutex_lock(&a->lock);
+	old = a->policy;
+	a->policy = p;
+	pthread_mutex_unlock(&a->lock);
+	agent_policy_put(old);
+	log_info("SIGHUP: trusted keys (%zu), allowlists and tags reloaded", p->ntrusted);
+	link_publish_state(a, true);
+}
+
+static void agent_interrupted(void *ctx, const char *job)
+{
+	link_report(ctx, job, JS_EDGE_ERROR, "interrupted: the device restarted during the job");
 }
 
 int main(int argc, char **argv)
 {
 	struct agent_settings s;
+	struct agent a;
+	pthread_t runner;
+	bool runner_started = false;
+	sigset_t sigs;
 	char err[512];
-	const char *config;
-	int next = 1, rc = 2;
+	int sig, rc = 1;
 
-	memset(&s, 0, sizeof(s));
+	memset(&a, 0, sizeof(a));
+	a.cancel_fd[0] = a.cancel_fd[1] = -1;
 	log_init("rcs-agent", LOG_LVL_INFO);
 	for (int i = 1; i < argc; i++) {
 		if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
@@ -67,20 +291,21 @@ int main(int argc, char **argv)
 			return 0;
 		}
 	}
-	config = cfg_find_arg(argc, argv, "config");
-	if ((config && cfg_parse_file(agent_opts, &s, config, err, sizeof(err)) != RCS_OK) ||
-	    cfg_parse_args(agent_opts, &s, argc, argv, 1, &next, err, sizeof(err)) != RCS_OK) {
+	if (settings_load(&s, argc, argv, err, sizeof(err)) != RCS_OK) {
 		fprintf(stderr, "rcs-agent: %s\n", err);
-		goto out;
+		cfg_free(agent_opts, &s);
+		return 2;
 	}
-	if (next < argc) {
-		fprintf(stderr, "rcs-agent: unexpected argument '%s'\n", argv[next]);
-		goto out;
-	}
-	if (s.mqtt == NULL || s.state_dir == NULL || !uuid_valid(s.client_root) ||
-	    !uuid_valid(s.entity_ident)) {
-		fprintf(stderr, "rcs-agent: --mqtt, --state-dir, --client-root UUID and"
-				" --entity-ident UUID are required\n");
+	if (s.debug)
+		log_set_level(LOG_LVL_DEBUG);
+	a.set = &s;
+	pthread_mutex_init(&a.lock, NULL);
+	pthread_cond_init(&a.cond, NULL);
+	agent_global = &a;
+	a.policy = policy_load(&s, err, sizeof(err));
+	if (a.policy == NULL) {
+		fprintf(stderr, "rcs-agent: %s\n", err);
+		rc = 2;
 		goto out;
 	}
 	if (s.check) {
@@ -88,9 +313,66 @@ int main(int argc, char **argv)
 		rc = 0;
 		goto out;
 	}
-	fprintf(stderr, "rcs-agent: this build has no MQTT link yet; nothing to run\n");
-	rc = 1;
+	sigemptyset(&sigs);
+	sigaddset(&sigs, SIGTERM);
+	sigaddset(&sigs, SIGINT);
+	sigaddset(&sigs, SIGHUP);
+	pthread_sigmask(SIG_BLOCK, &sigs, NULL);
+	signal(SIGPIPE, SIG_IGN);
+
+	if (mkdir(s.state_dir, 0700) != 0 && errno != EEXIST) {
+		log_warn("--state-dir %s", s.state_dir);
+		goto out;
+	}
+	if (journal_open(s.state_dir, &a.journal) != RCS_OK) {
+		log_warnx("cannot open the journal in %s", s.state_dir);
+		goto out;
+	}
+	if (link_start(&a) != RCS_OK) {
+		log_warnx("cannot use MQTT broker %s", s.mqtt);
+		goto out;
+	}
+	/* jobs a crash or reboot cut short end as edge_error, never run again */
+	journal_each_running(a.journal, agent_interrupted, &a);
+	if (runner_start(&a, &runner) != RCS_OK) {
+		log_warn("runner");
+		goto out;
+	}
+	runner_started = true;
+	log_info("rcs-agent %s: device %s of %s, broker %s", RCS_VERSION, s.entity_ident,
+		 s.client_root, s.mqtt);
+	for (;;) {
+		if (sigwait(&sigs, &sig) != 0)
+			continue;
+		if (sig == SIGHUP) {
+			agent_reload(&a, argc, argv);
+			continue;
+		}
+		log_info("signal %d: stopping", sig);
+		break;
+	}
+	rc = 0;
 out:
+	if (runner_started) {
+		pthread_mutex_lock(&a.lock);
+		a.stop = true;
+		pthread_cond_broadcast(&a.cond);
+		if (a.running[0]) {
+			char one = 1;
+			if (write(a.cancel_fd[1], &one, 1) != 1)
+				log_warn("cancel pipe");
+		}
+		pthread_mutex_unlock(&a.lock);
+		pthread_join(runner, NULL);
+	}
+	link_stop(&a);
+	journal_close(a.journal);
+	if (a.cancel_fd[0] >= 0) {
+		close(a.cancel_fd[0]);
+		close(a.cancel_fd[1]);
+	}
+	if (a.policy)
+		agent_policy_put(a.policy);
 	cfg_free(agent_opts, &s);
 	return rc;
 }

@@ -104,6 +104,8 @@ enum rcs_err vars_validate(json_object *vars, json_object *vi, struct jsonu_err 
 				return jsonu_fail(e, field, "unknown variable '%.60s'", name);
 			json_object_object_get_ex(desc, "type", &t);
 			type = json_object_get_string(t);
+			if (type == NULL)
+				return jsonu_fail(e, field, "variable '%.60s' has no declared type", name);
 			if (val == NULL) {
 				ok = false;
 			} else if (strcmp(type, "string") == 0) {

@@ -429,6 +429,7 @@ static void bridge_apply_report(struct bridge *b, const struct in_msg *m)
 	mv.ident = r.job;
 	mv.to = r.status;
 	mv.response = r.response;
+	mv.replace_response = true;
 	mv.set_response_time = status_is_terminal(r.status);
 	mv.seq = r.seq;
 	mv.now = (int64_t)time(NULL);

@@ -1776,7 +1776,7 @@ enum rcs_err store_job_move(struct store *st, const struct job_move *m, enum sto
 	}
 	err = store_prepare(st,
 			    "UPDATE jobs SET status = ?1, update_at = ?2,"
-			    " response = CASE WHEN ?3 IS NULL THEN response ELSE ?3 END,"
+			    " response = CASE WHEN ?3 IS NULL AND NOT ?7 THEN response ELSE ?3 END,"
 			    " response_time = CASE WHEN ?4 THEN ?2 ELSE response_time END,"
 			    " last_seq = max(last_seq, ?5), n_history = n_history + 1"
 			    " WHERE ident = ?6",
@@ -1789,6 +1789,7 @@ enum rcs_err store_job_move(struct store *st, const struct job_move *m, enum sto
 	sqlite3_bind_int(s, 4, m->set_response_time);
 	sqlite3_bind_int64(s, 5, m->seq);
 	bind_text(s, 6, m->ident);
+	sqlite3_bind_int(s, 7, m->replace_response);
 	err = store_rc(st->db, sqlite3_step(s), "job move");
 	if (err != RCS_OK)
 		goto out;

@@ -234,7 +234,8 @@ struct job_move {
 	const char *entity_ident; /* NULL: don't check the owner */
 	const char *ident;
 	enum job_status to;
-	const char *response;     /* NULL keeps the current response */
+	const char *response;     /* NULL keeps the current response, unless replace_response */
+	bool replace_response;    /* device reports: the job's response is what the report says */
 	bool set_response_time;
 	long long seq;            /* device seq; 0 for coordinator moves */
 	int64_t now;

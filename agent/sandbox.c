@@ -1,0 +1,1522 @@
+/*
+ * sandbox.c - the parent side of the script jail (see sandbox.h): config,
+ * fork, the watchdog loop, the host services the child asks for over its
+ * socket, and the wire format both sides use.
+ *
+ * One run is a struct sbx_run on sandbox_run()'s stack. The loop polls the
+ * child's socket and cancel_fd against a CLOCK_MONOTONIC deadline; each
+ * complete frame from the child is checked (size, fields, order) and
+ * answered. Anything malformed ends the job as a sandbox violation: the
+ * child is killed, never trusted further.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <poll.h>
+#include <signal.h>
+#include <spawn.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/types.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "log.h"
+#include "sandbox_int.h"
+
+#define SBX_KILL_GRACE_MS 250  /* after the deadline, for the child's own timeout report */
+#define SBX_REAP_WAIT_MS  2000 /* a child that hung up gets this long to exit */
+#define SBX_EXEC_STEP_MS  20   /* how often a running command is checked for exit */
+#define SBX_SOURCE_MAX    ((size_t)16 << 20)
+#define SBX_READ_CHUNK    16384
+
+static const char *const sbx_exec_env[] = {
+	"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+	"LC_ALL=C",
+	NULL,
+};
+
+/* ---- shared helpers (also used by sandbox_child.c) ---- */
+
+int64_t sandbox_now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* Length of the valid UTF-8 sequence at s (n bytes left), 0 when invalid. */
+static size_t sbx_utf8_seq(const unsigned char *s, size_t n)
+{
+	size_t k;
+	uint32_t cp;
+
+	if (s[0] < 0x80)
+		return 1;
+	if ((s[0] & 0xe0) == 0xc0) {
+		k = 2;
+		cp = s[0] & 0x1f;
+	} else if ((s[0] & 0xf0) == 0xe0) {
+		k = 3;
+		cp = s[0] & 0x0f;
+	} else if ((s[0] & 0xf8) == 0xf0) {
+		k = 4;
+		cp = s[0] & 0x07;
+	} else {
+		return 0;
+	}
+	if (k > n)
+		return 0;
+	for (size_t j = 1; j < k; j++) {
+		if ((s[j] & 0xc0) != 0x80)
+			return 0;
+		cp = (cp << 6) | (s[j] & 0x3f);
+	}
+	if ((k == 2 && cp < 0x80) || (k == 3 && cp < 0x800) || (k == 4 && cp < 0x10000) ||
+	    cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff))
+		return 0;
+	return k;
+}
+
+bool sandbox_utf8_valid(const char *s, size_t n)
+{
+	const unsigned char *u = (const unsigned char *)s;
+
+	for (size_t i = 0; i < n;) {
+		size_t k = sbx_utf8_seq(u + i, n - i);
+
+		if (k == 0)
+			return false;
+		i += k;
+	}
+	return true;
+}
+
+static void sbx_put32(unsigned char *p, uint32_t v)
+{
+	p[0] = (unsigned char)(v >> 24);
+	p[1] = (unsigned char)(v >> 16);
+	p[2] = (unsigned char)(v >> 8);
+	p[3] = (unsigned char)v;
+}
+
+uint32_t sandbox_wire_len(const unsigned char hdr[SBX_FRAME_HDR])
+{
+	return (uint32_t)hdr[0] << 24 | (uint32_t)hdr[1] << 16 | (uint32_t)hdr[2] << 8 | hdr[3];
+}
+
+enum rcs_err sandbox_wire_encode(struct buf *out, uint8_t op, size_t nfields,
+				 const char *const *f, const size_t *flen)
+{
+	unsigned char hdr[SBX_FRAME_HDR + 2];
+	size_t body = 2;
+	enum rcs_err err;
+
+	if (nfields > SBX_MAX_FIELDS)
+		return RCS_ERR_TOOBIG;
+	for (size_t i = 0; i < nfields; i++) {
+		if (flen[i] > UINT32_MAX - SBX_FRAME_HDR || body > UINT32_MAX - SBX_FRAME_HDR - flen[i])
+			return RCS_ERR_TOOBIG;
+		body += SBX_FRAME_HDR + flen[i];
+	}
+	if (body + SBX_FRAME_HDR > out->max || out->len > out->max - body - SBX_FRAME_HDR)
+		return RCS_ERR_TOOBIG;
+	sbx_put32(hdr, (uint32_t)body);
+	hdr[4] = op;
+	hdr[5] = (unsigned char)nfields;
+	err = buf_append(out, hdr, sizeof(hdr));
+	for (size_t i = 0; err == RCS_OK && i < nfields; i++) {
+		unsigned char l[SBX_FRAME_HDR];
+
+		sbx_put32(l, (uint32_t)flen[i]);
+		err = buf_append(out, l, sizeof(l));
+		if (err == RCS_OK && flen[i] > 0)
+			err = buf_append(out, f[i], flen[i]);
+	}
+	return err;
+}
+
+enum rcs_err sandbox_wire_decode(const char *body, size_t len, struct sbx_msg *m)
+{
+	const unsigned char *p = (const unsigned char *)body;
+	size_t off = 2;
+
+	memset(m, 0, sizeof(*m));
+	if (len < 2)
+		return RCS_ERR_INVAL;
+	m->op = p[0];
+	if (!((m->op >= SBX_HELLO && m->op <= SBX_RESULT) || m->op == SBX_REPLY_OK ||
+	      m->op == SBX_REPLY_ERR))
+		return RCS_ERR_INVAL;
+	m->nfields = p[1];
+	if (m->nfields > SBX_MAX_FIELDS)
+		return RCS_ERR_INVAL;
+	for (size_t i = 0; i < m->nfields; i++) {
+		uint32_t fl;
+
+		if (len - off < SBX_FRAME_HDR)
+			return RCS_ERR_INVAL;
+		fl = sandbox_wire_len(p + off);
+		off += SBX_FRAME_HDR;
+		if (fl > len - off)
+			return RCS_ERR_INVAL;
+		m->f[i] = body + off;
+		m->flen[i] = fl;
+		off += fl;
+	}
+	return off == len ? RCS_OK : RCS_ERR_INVAL;
+}
+
+/* ---- config ---- */
+
+void sandbox_config_defaults(struct sandbox_config *cfg)
+{
+	memset(cfg, 0, sizeof(*cfg));
+	cfg->mem_limit = SANDBOX_DEFAULT_MEM_LIMIT;
+	cfg->max_response = SANDBOX_DEFAULT_MAX_RESPONSE;
+	cfg->exec_timeout = SANDBOX_DEFAULT_EXEC_TIMEOUT;
+	cfg->exec_max_output = SANDBOX_DEFAULT_EXEC_MAX_OUTPUT;
+}
+
+/* NAME of "NAME=/abs/path": its length, 0 when the entry is malformed. */
+static size_t sbx_command_name(const char *entry)
+{
+	const char *eq = strchr(entry, '=');
+	size_t n;
+
+	if (eq == NULL || eq[1] != '/')
+		return 0;
+	n = (size_t)(eq - entry);
+	if (n == 0 || n > SANDBOX_EXEC_NAME_MAX)
+		return 0;
+	for (size_t i = 0; i < n; i++) {
+		char ch = entry[i];
+
+		if (!((ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') ||
+		      (ch >= '0' && ch <= '9') || ch == '_' || ch == '.' || ch == '-'))
+			return 0;
+	}
+	return n;
+}
+
+/* Copies in to eff with defaults for the zero fields, and checks it. */
+static enum rcs_err sbx_config_effective(const struct sandbox_config *in,
+					 struct sandbox_config *eff, char *errbuf, size_t errlen)
+{
+	*eff = *in;
+	if (eff->mem_limit == 0)
+		eff->mem_limit = SANDBOX_DEFAULT_MEM_LIMIT;
+	if (eff->max_response == 0)
+		eff->max_response = SANDBOX_DEFAULT_MAX_RESPONSE;
+	if (eff->exec_timeout == 0)
+		eff->exec_timeout = SANDBOX_DEFAULT_EXEC_TIMEOUT;
+	if (eff->exec_max_output == 0)
+		eff->exec_max_output = SANDBOX_DEFAULT_EXEC_MAX_OUTPUT;
+	if (eff->mem_limit < SANDBOX_MIN_MEM_LIMIT || eff->mem_limit > SANDBOX_MAX_MEM_LIMIT) {
+		snprintf(errbuf, errlen, "mem_limit must be between %zu and %zu bytes",
+			 SANDBOX_MIN_MEM_LIMIT, SANDBOX_MAX_MEM_LIMIT);
+		return RCS_ERR_INVAL;
+	}
+	if (eff->max_response > SANDBOX_MAX_RESPONSE_MAX) {
+		snprintf(errbuf, errlen, "max_response must be at most %zu bytes",
+			 SANDBOX_MAX_RESPONSE_MAX);
+		return RCS_ERR_INVAL;
+	}
+	if (eff->exec_timeout < 1 || eff->exec_timeout > SANDBOX_MAX_EXEC_TIMEOUT) {
+		snprintf(errbuf, errlen, "exec_timeout must be between 1 and %d seconds",
+			 SANDBOX_MAX_EXEC_TIMEOUT);
+		return RCS_ERR_INVAL;
+	}
+	if (eff->exec_max_output > SANDBOX_MAX_EXEC_OUTPUT) {
+		snprintf(errbuf, errlen, "exec_max_output must be at most %zu bytes",
+			 SANDBOX_MAX_EXEC_OUTPUT);
+		return RCS_ERR_INVAL;
+	}
+	for (size_t i = 0; eff->allow_command && i < eff->allow_command->n; i++) {
+		const char *e = eff->allow_command->items[i];
+		size_t n = sbx_command_name(e);
+
+		if (n == 0) {
+			snprintf(errbuf, errlen, "allow_command '%.200s': expected NAME=/absolute/path"
+				 " (NAME of letters, digits, '_', '.', '-', at most %d)",
+				 e, SANDBOX_EXEC_NAME_MAX);
+			return RCS_ERR_INVAL;
+		}
+		for (size_t j = 0; j < i; j++) {
+			const char *o = eff->allow_command->items[j];
+
+			if (sbx_command_name(o) == n && memcmp(o, e, n) == 0) {
+				snprintf(errbuf, errlen, "allow_command '%.*s' given twice", (int)n, e);
+				return RCS_ERR_INVAL;
+			}
+		}
+	}
+	for (size_t i = 0; eff->file_dir && i < eff->file_dir->n; i++) {
+		if (eff->file_dir->items[i][0] != '/') {
+			snprintf(errbuf, errlen, "file_dir '%.200s' is not an absolute path",
+				 eff->file_dir->items[i]);
+			return RCS_ERR_INVAL;
+		}
+	}
+	return RCS_OK;
+}
+
+enum rcs_err sandbox_config_check(const struct sandbox_config *cfg, char *errbuf, size_t errlen)
+{
+	struct sandbox_config eff;
+
+	return sbx_config_effective(cfg, &eff, errbuf, errlen);
+}
+
+void sandbox_result_free(struct sandbox_result *r)
+{
+	if (r == NULL)
+		return;
+	free(r->response);
+	memset(r, 0, sizeof(*r));
+}
+
+/* ---- one run ---- */
+
+struct sbx_run {
+	struct sandbox_config cfg; /* effective */
+	const struct sandbox_host *host;
+	const struct sandbox_job *job;
+	const char *ident;
+	long long timeout;
+	pid_t pid;
+	int fd;
+	int cancel_fd;
+	int64_t deadline_ms, kill_at_ms;
+	size_t rx_max; /* largest frame body from the child */
+	size_t tx_max; /* largest frame body to the child */
+
+	unsigned char hdr[SBX_FRAME_HDR];
+	size_t hdr_got;
+	char *body;
+	size_t body_len, body_got;
+
+	struct buf out; /* reply not yet written */
+	size_t out_off;
+
+	bool hello, eof, done, reaped;
+	bool sleeping;
+	int64_t sleep_until;
+	int64_t progress_last; /* -1: none yet */
+	bool progress_pending;
+	struct buf progress;
+	unsigned log_lines;
+
+	enum sandbox_outcome outcome;
+	struct buf reason;
+	char *response; /* SANDBOX_OK, NULL for nil */
+	bool reboot;
+};
+
+static void run_finish(struct sbx_run *r, enum sandbox_outcome outcome, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+
+/* Sets the outcome (the first one wins) and ends the loop. */
+static void run_finish(struct sbx_run *r, enum sandbox_outcome outcome, const char *fmt, ...)
+{
+	va_list ap;
+	char tmp[SANDBOX_REASON_MAX + 64];
+
+	if (r->done)
+		return;
+	r->done = true;
+	r->outcome = outcome;
+	buf_reset(&r->reason);
+	if (fmt == NULL)
+		return;
+	va_start(ap, fmt);
+	vsnprintf(tmp, sizeof(tmp), fmt, ap);
+	va_end(ap);
+	buf_appendf(&r->reason, "%s", tmp);
+}
+
+static void run_violation(struct sbx_run *r, const char *what)
+{
+	log_warnx("job %s: sandbox violation: %s", r->ident, what);
+	run_finish(r, SANDBOX_ERROR, "sandbox violation: %s", what);
+}
+
+/*
+ * Appends text from the child to out as one line: at most max bytes, control
+ * characters as spaces, invalid UTF-8 as '?', "..." when cut.
+ */
+static void run_sanitize(struct buf *out, const char *s, size_t n, size_t max)
+{
+	const unsigned char *u = (const unsigned char *)s;
+	size_t i = 0;
+
+	while (i < n) {
+		size_t k = sbx_utf8_seq(u + i, n - i);
+
+		if (i + (k ? k : 1) > max)
+			break;
+		if (k == 0 || (k == 1 && (u[i] < 0x20 || u[i] == 0x7f))) {
+			buf_append(out, k == 0 ? "?" : " ", 1);
+			i++;
+		} else {
+			buf_append(out, s + i, k);
+			i += k;
+		}
+	}
+	if (i < n)
+		buf_append(out, "...", 3);
+}
+
+static void run_reply(struct sbx_run *r, uint8_t op, size_t nf, const char *const *f,
+		      const size_t *fl)
+{
+	if (sandbox_wire_encode(&r->out, op, nf, f, fl) != RCS_OK)
+		run_finish(r, SANDBOX_ERROR, "sandbox: reply too large for the child");
+}
+
+static void run_reply_err(struct sbx_run *r, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+
+static void run_reply_err(struct sbx_run *r, const char *fmt, ...)
+{
+	char msg[512];
+	const char *f = msg;
+	size_t fl;
+	va_list ap;
+	int n;
+
+	va_start(ap, fmt);
+	n = vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	fl = n < 0 ? 0 : (size_t)n < sizeof(msg) ? (size_t)n : sizeof(msg) - 1;
+	run_reply(r, SBX_REPLY_ERR, 1, &f, &fl);
+}
+
+static void run_reply_ok(struct sbx_run *r)
+{
+	run_reply(r, SBX_REPLY_OK, 0, NULL, NULL);
+}
+
+/* A field as a C string, refusing NUL bytes and more than max bytes. */
+static bool run_cstr(const struct sbx_msg *m, size_t i, size_t max, char *out, size_t outlen)
+{
+	if (m->flen[i] > max || m->flen[i] >= outlen || memchr(m->f[i], '\0', m->flen[i]) != NULL)
+		return false;
+	memcpy(out, m->f[i], m->flen[i]);
+	out[m->flen[i]] = '\0';
+	return true;
+}
+
+/* Text for the host: NUL-free UTF-8 of at most SANDBOX_TEXT_MAX bytes. */
+static bool run_text(const struct sbx_msg *m, size_t i, char *out, size_t outlen)
+{
+	return run_cstr(m, i, SANDBOX_TEXT_MAX, out, outlen) &&
+	       sandbox_utf8_valid(m->f[i], m->flen[i]);
+}
+
+static void run_progress_deliver(struct sbx_run *r, int64_t now)
+{
+	r->progress_pending = false;
+	r->progress_last = now;
+	if (r->host && r->host->progress)
+		r->host->progress(r->host->ctx, r->progress.data ? r->progress.data : "");
+}
+
+static void run_progress(struct sbx_run *r, const struct sbx_msg *m)
+{
+	char text[SANDBOX_TEXT_MAX + 1];
+	int64_t now = sandbox_now_ms();
+
+	if (m->nfields != 1)
+		return run_violation(r, "progress: bad fields");
+	if (!run_text(m, 0, text, sizeof(text)))
+		return run_reply_err(r, "rcs.progress: text must be UTF-8 without NUL, at most %d"
+				     " bytes", SANDBOX_TEXT_MAX);
+	buf_reset(&r->progress);
+	buf_append(&r->progress, text, strlen(text));
+	r->progress_pending = true;
+	if (r->progress_last < 0 || now - r->progress_last >= 1000)
+		run_progress_deliver(r, now);
+	run_reply_ok(r);
+}
+
+static void run_log(struct sbx_run *r, const struct sbx_msg *m)
+{
+	static const char *const levels[] = { "debug", "info", "warn", "error", NULL };
+	char level[8], text[SANDBOX_TEXT_MAX + 1];
+	const char *lv = NULL;
+
+	if (m->nfields != 2)
+		return run_violation(r, "log: bad fields");
+	if (run_cstr(m, 0, sizeof(level) - 1, level, sizeof(level)))
+		for (size_t i = 0; levels[i] != NULL; i++)
+			if (strcmp(level, levels[i]) == 0)
+				lv = levels[i];
+	if (lv == NULL)
+		return run_reply_err(r, "rcs.log: level must be debug, info, warn or error");
+	if (!run_text(m, 1, text, sizeof(text)))
+		return run_reply_err(r, "rcs.log: text must be UTF-8 without NUL, at most %d bytes",
+				     SANDBOX_TEXT_MAX);
+	r->log_lines++;
+	if (r->host && r->host->log) {
+		if (r->log_lines <= SANDBOX_LOG_MAX_LINES)
+			r->host->log(r->host->ctx, lv, text);
+		else if (r->log_lines == SANDBOX_LOG_MAX_LINES + 1)
+			r->host->log(r->host->ctx, "warn", "more than 1000 log lines: the rest of"
+				     " this job's lines are dropped");
+	}
+	run_reply_ok(r);
+}
+
+/* Config keys: 1..SANDBOX_CONFIG_KEY_MAX bytes of UTF-8 without control characters. */
+static bool run_config_key(const struct sbx_msg *m, char *key, size_t keylen)
+{
+	if (m->flen[0] == 0 || !run_cstr(m, 0, SANDBOX_CONFIG_KEY_MAX, key, keylen) ||
+	    !sandbox_utf8_valid(key, m->flen[0]))
+		return false;
+	for (const unsigned char *p = (const unsigned char *)key; *p; p++)
+		if (*p < 0x20 || *p == 0x7f)
+			return false;
+	return true;
+}
+
+static void run_config_get(struct sbx_run *r, const struct sbx_msg *m)
+{
+	char key[SANDBOX_CONFIG_KEY_MAX + 1];
+	char *value = NULL;
+	const char *f;
+	size_t fl;
+	enum rcs_err err;
+
+	if (m->nfields != 1)
+		return run_violation(r, "config.get: bad fields");
+	if (!run_config_key(m, key, sizeof(key)))
+		return run_reply_err(r, "rcs.config.get: key must be 1 to %d bytes of text",
+				     SANDBOX_CONFIG_KEY_MAX);
+	if (r->host == NULL || r->host->config_get == NULL)
+		return run_reply_err(r, "rcs.config is not available on this device");
+	err = r->host->config_get(r->host->ctx, key, &value);
+	if (err == RCS_ERR_NOTFOUND) {
+		run_reply(r, SBX_REPLY_OK, 0, NULL, NULL);
+	} else if (err != RCS_OK || value == NULL) {
+		run_reply_err(r, "rcs.config.get: %s", rcs_strerror(err != RCS_OK ? err
+								 : RCS_ERR_INTERNAL));
+	} else if (strlen(value) > SANDBOX_CONFIG_VALUE_MAX) {
+		run_reply_err(r, "rcs.config.get: the value of '%s' is longer than %d bytes", key,
+			      SANDBOX_CONFIG_VALUE_MAX);
+	} else {
+		f = value;
+		fl = strlen(value);
+		run_reply(r, SBX_REPLY_OK, 1, &f, &fl);
+	}
+	free(value);
+}
+
+static void run_config_set(struct sbx_run *r, const struct sbx_msg *m)
+{
+	char key[SANDBOX_CONFIG_KEY_MAX + 1];
+	char *value = NULL;
+	enum rcs_err err;
+
+	if (m->nfields != 2)
+		return run_violation(r, "config.set: bad fields");
+	if (!run_config_key(m, key, sizeof(key)))
+		return run_reply_err(r, "rcs.config.set: key must be 1 to %d bytes of text",
+				     SANDBOX_CONFIG_KEY_MAX);
+	if (m->flen[1] > SANDBOX_CONFIG_VALUE_MAX || memchr(m->f[1], '\0', m->flen[1]) ||
+	    !sandbox_utf8_valid(m->f[1], m->flen[1]))
+		return run_reply_err(r, "rcs.config.set: value must be UTF-8 without NUL, at most"
+				     " %d bytes", SANDBOX_CONFIG_VALUE_MAX);
+	if (r->host == NULL || r->host->config_set == NULL)
+		return run_reply_err(r, "rcs.config is not available on this device");
+	value = strndup(m->f[1], m->flen[1]);
+	if (value == NULL)
+		return run_reply_err(r, "rcs.config.set: out of memory");
+	err = r->host->config_set(r->host->ctx, key, value);
+	if (err != RCS_OK)
+		run_reply_err(r, "rcs.config.set: %s", rcs_strerror(err));
+	else
+		run_reply_ok(r);
+	free(value);
+}
+
+static void run_sleep(struct sbx_run *r, const struct sbx_msg *m)
+{
+	long long ms = 0;
+
+	if (m->nfields != 1 || m->flen[0] == 0 || m->flen[0] > 12)
+		return run_violation(r, "sleep: bad fields");
+	for (size_t i = 0; i < m->flen[0]; i++) {
+		if (m->f[0][i] < '0' || m->f[0][i] > '9')
+			return run_violation(r, "sleep: bad duration");
+		ms = ms * 10 + (m->f[0][i] - '0');
+	}
+	r->sleeping = true;
+	r->sleep_until = sandbox_now_ms() + ms;
+}
+
+static void run_reboot(struct sbx_run *r, const struct sbx_msg *m)
+{
+	if (m->nfields != 0)
+		return run_violation(r, "reboot: bad fields");
+	r->reboot = true;
+	run_reply_ok(r);
+}
+
+/* ---- rcs.exec ---- */
+
+enum run_wait { RUN_WAIT_DONE, RUN_WAIT_CANCELLED, RUN_WAIT_DEADLINE };
+
+static bool run_cancelled(int fd, int timeout_ms)
+{
+	struct pollfd p = { .fd = fd, .events = POLLIN };
+
+	if (fd < 0)
+		return false;
+	return poll(&p, 1, timeout_ms) > 0 && (p.revents & (POLLIN | POLLHUP | POLLERR));
+}
+
+/* waitpid that retries on EINTR; false when pid is not (or no longer) ours. */
+static bool run_waitpid(pid_t pid, int *status, int flags)
+{
+	pid_t w;
+
+	do {
+		w = waitpid(pid, status, flags);
+	} while (w < 0 && errno == EINTR);
+	return w == pid;
+}
+
+/* The allowlisted path of command name, or NULL. */
+static const char *run_command(const struct sbx_run *r, const char *name)
+{
+	size_t n = strlen(name);
+
+	for (size_t i = 0; r->cfg.allow_command && i < r->cfg.allow_command->n; i++) {
+		const char *e = r->cfg.allow_command->items[i];
+
+		if (sbx_command_name(e) == n && memcmp(e, name, n) == 0)
+			return e + n + 1;
+	}
+	return NULL;
+}
+
+/*
+ * Runs path with argv (no shell, minimal environment, stdin /dev/null,
+ * stdout+stderr into one pipe, its own process group, cwd the first
+ * file_dir), keeping at most exec_max_output bytes, killing the group at
+ * exec_timeout. Watches cancel_fd and the job's deadline meanwhile.
+ */
+static enum run_wait run_spawn(struct sbx_run *r, const char *name, const char *path,
+			       char **argv)
+{
+	posix_spawn_file_actions_t fa;
+	posix_spawnattr_t attr;
+	sigset_t all, none;
+	int p[2] = { -1, -1 };
+	pid_t pid = -1;
+	int rc, status = 0;
+	bool exited = false, out_eof = false, timed_out = false, truncated = false;
+	bool fa_ok = false, attr_ok = false;
+	struct buf output;
+	int64_t exec_deadline = sandbox_now_ms() + r->cfg.exec_timeout * 1000;
+	const char *cwd = r->cfg.file_dir && r->cfg.file_dir->n > 0 ? r->cfg.file_dir->items[0]
+								    : "/";
+	enum run_wait ret = RUN_WAIT_DONE;
+	char code[16], sig[16];
+	const char *f[5];
+	size_t fl[5];
+
+	buf_init(&output, r->cfg.exec_max_output);
+	/* posix_spawn reports exec failures on glibc, not everywhere (nor under valgrind) */
+	if (access(path, X_OK) != 0) {
+		run_reply_err(r, "rcs.exec: %s: cannot run %s: %s", name, path, strerror(errno));
+		goto out;
+	}
+	if (pipe2(p, O_CLOEXEC) != 0 || fcntl(p[0], F_SETFL, O_NONBLOCK) != 0) {
+		run_reply_err(r, "rcs.exec: %s: pipe: %s", name, strerror(errno));
+		goto out;
+	}
+	fa_ok = posix_spawn_file_actions_init(&fa) == 0;
+	attr_ok = posix_spawnattr_init(&attr) == 0;
+	sigfillset(&all);
+	sigemptyset(&none);
+	if (!fa_ok || !attr_ok ||
+	    posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0) != 0 ||
+	    posix_spawn_file_actions_adddup2(&fa, p[1], 1) != 0 ||
+	    posix_spawn_file_actions_adddup2(&fa, p[1], 2) != 0 ||
+	    posix_spawn_file_actions_addclosefrom_np(&fa, 3) != 0 ||
+	    posix_spawn_file_actions_addchdir_np(&fa, cwd) != 0 ||
+	    posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGMASK |
+						    POSIX_SPAWN_SETSIGDEF) != 0 ||
+	    posix_spawnattr_setpgroup(&attr, 0) != 0 || posix_spawnattr_setsigmask(&attr, &none) != 0 ||
+	    posix_spawnattr_setsigdefault(&attr, &all) != 0) {
+		run_reply_err(r, "rcs.exec: %s: cannot prepare the command", name);
+		goto out;
+	}
+	rc = posix_spawn(&pid, path, &fa, &attr, argv, (char *const *)sbx_exec_env);
+	if (rc != 0) {
+		pid = -1;
+		run_reply_err(r, "rcs.exec: %s: cannot run %s (in %s): %s", name, path, cwd,
+			      strerror(rc));
+		goto out;
+	}
+	close(p[1]);
+	p[1] = -1;
+
+	while (!exited || !out_eof) {
+		struct pollfd pf[2];
+		nfds_t n = 0;
+		int64_t now = sandbox_now_ms();
+
+		memset(pf, 0, sizeof(pf));
+		if (!exited && run_waitpid(pid, &status, WNOHANG))
+			exited = true;
+		if (now >= r->kill_at_ms) {
+			ret = RUN_WAIT_DEADLINE;
+			break;
+		}
+		if (!exited && now >= exec_deadline) {
+			timed_out = true;
+			kill(-pid, SIGKILL);
+			run_waitpid(pid, &status, 0);
+			exited = true;
+		}
+		if (!out_eof) {
+			pf[n].fd = p[0];
+			pf[n++].events = POLLIN;
+		}
+		if (r->cancel_fd >= 0) {
+			pf[n].fd = r->cancel_fd;
+			pf[n++].events = POLLIN;
+		}
+		/* once the command exited, take what's in the pipe and stop: a
+		   daemon it left behind may hold the pipe open forever */
+		if (poll(pf, n, exited ? 0 : SBX_EXEC_STEP_MS) < 0 && errno != EINTR)
+			break;
+		if (r->cancel_fd >= 0 && (pf[n - 1].revents & (POLLIN | POLLHUP | POLLERR))) {
+			ret = RUN_WAIT_CANCELLED;
+			break;
+		}
+		for (;;) {
+			char tmp[SBX_READ_CHUNK];
+			ssize_t got;
+			size_t keep;
+
+			if (out_eof)
+				break;
+			got = read(p[0], tmp, sizeof(tmp));
+			if (got < 0 && errno == EINTR)
+				continue;
+			if (got < 0 && errno == EAGAIN) {
+				if (exited)
+					out_eof = true;
+				break;
+			}
+			if (got <= 0) {
+				out_eof = true;
+				break;
+			}
+			keep = output.max - output.len;
+			if ((size_t)got < keep)
+				keep = (size_t)got;
+			if (keep < (size_t)got)
+				truncated = true;
+			if (keep > 0)
+				buf_append(&output, tmp, keep);
+			if (!exited)
+				break; /* back to the deadline checks */
+		}
+	}
+	if (ret != RUN_WAIT_DONE)
+		goto out;
+	snprintf(code, sizeof(code), "%d", WIFEXITED(status)     ? WEXITSTATUS(status)
+					   : WIFSIGNALED(status) ? 128 + WTERMSIG(status)
+								 : -1);
+	snprintf(sig, sizeof(sig), "%d", WIFSIGNALED(status) ? WTERMSIG(status) : 0);
+	f[0] = code;
+	f[1] = output.data ? output.data : "";
+	f[2] = sig;
+	f[3] = timed_out ? "1" : "0";
+	f[4] = truncated ? "1" : "0";
+	for (int i = 0; i < 5; i++)
+		fl[i] = i == 1 ? output.len : strlen(f[i]);
+	run_reply(r, SBX_REPLY_OK, 5, f, fl);
+	pid = -1; /* reaped */
+out:
+	if (pid > 0 && !exited) {
+		kill(-pid, SIGKILL);
+		run_waitpid(pid, &status, 0);
+	} else if (pid > 0 && ret != RUN_WAIT_DONE) {
+		kill(-pid, SIGKILL); /* what's left of its group */
+	}
+	if (attr_ok)
+		posix_spawnattr_destroy(&attr);
+	if (fa_ok)
+		posix_spawn_file_actions_destroy(&fa);
+	if (p[0] >= 0)
+		close(p[0]);
+	if (p[1] >= 0)
+		close(p[1]);
+	buf_free(&output);
+	return ret;
+}
+
+static enum run_wait run_exec(struct sbx_run *r, const struct sbx_msg *m)
+{
+	char name[SANDBOX_EXEC_NAME_MAX + 1];
+	char **argv = NULL;
+	const char *path;
+	size_t nargs;
+	enum run_wait ret = RUN_WAIT_DONE;
+
+	if (m->nfields < 1 || m->nfields - 1 > SANDBOX_EXEC_MAX_ARGS) {
+		run_violation(r, "exec: bad fields");
+		goto out;
+	}
+	if (!run_cstr(m, 0, SANDBOX_EXEC_NAME_MAX, name, sizeof(name))) {
+		run_reply_err(r, "rcs.exec: bad command name");
+		goto out;
+	}
+	path = run_command(r, name);
+	if (path == NULL) {
+		run_reply_err(r, "rcs.exec: command '%s' is not allowed on this device", name);
+		goto out;
+	}
+	nargs = m->nfields - 1;
+	argv = calloc(nargs + 2, sizeof(*argv));
+	if (argv == NULL) {
+		run_reply_err(r, "rcs.exec: out of memory");
+		goto out;
+	}
+	argv[0] = strdup(path);
+	for (size_t i = 0; argv[0] != NULL && i < nargs; i++) {
+		if (m->flen[i + 1] > SANDBOX_EXEC_ARG_MAX ||
+		    memchr(m->f[i + 1], '\0', m->flen[i + 1]) != NULL) {
+			run_reply_err(r, "rcs.exec: argument #%zu must be text without NUL, at most"
+				      " %d bytes", i + 2, SANDBOX_EXEC_ARG_MAX);
+			goto out;
+		}
+		argv[i + 1] = strndup(m->f[i + 1], m->flen[i + 1]);
+		if (argv[i + 1] == NULL)
+			break;
+	}
+	if (argv[0] == NULL || (nargs > 0 && argv[nargs] == NULL)) {
+		run_reply_err(r, "rcs.exec: out of memory");
+		goto out;
+	}
+	ret = run_spawn(r, name, path, argv);
+out:
+	for (size_t i = 0; argv != NULL && argv[i] != NULL; i++)
+		free(argv[i]);
+	free(argv);
+	return ret;
+}
+
+/* ---- rcs.file ---- */
+
+/*
+ * Checks a script's path: relative, 1..SANDBOX_PATH_MAX bytes, no NUL, no
+ * empty, "." or ".." component. Copies it to out.
+ */
+static bool run_path(const struct sbx_msg *m, size_t i, char *out, size_t outlen)
+{
+	const char *c;
+
+	if (m->flen[i] == 0 || !run_cstr(m, i, SANDBOX_PATH_MAX, out, outlen) || out[0] == '/')
+		return false;
+	for (c = out;;) {
+		const char *slash = strchr(c, '/');
+		size_t n = slash ? (size_t)(slash - c) : strlen(c);
+
+		if (n == 0 || (n == 1 && c[0] == '.') || (n == 2 && c[0] == '.' && c[1] == '.'))
+			return false;
+		if (slash == NULL)
+			return true;
+		c = slash + 1;
+	}
+}
+
+/*
+ * Opens the directory holding path's last component under base, following
+ * no symbolic link below base (O_NOFOLLOW on every component). *last points
+ * into path (which is modified). -1 with errno on failure.
+ */
+static int run_open_parent(const char *base, char *path, const char **last)
+{
+	int dfd = open(base, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	char *c = path;
+
+	while (dfd >= 0) {
+		char *slash = strchr(c, '/');
+		struct stat st;
+		int nfd, saved;
+
+		if (slash == NULL) {
+			*last = c;
+			return dfd;
+		}
+		*slash = '\0';
+		nfd = openat(dfd, c, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+		saved = errno;
+		if (nfd < 0 && (saved == ENOTDIR || saved == ELOOP) &&
+		    fstatat(dfd, c, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISLNK(st.st_mode))
+			saved = ELOOP; /* say why: a symlink, not a file */
+		*slash = '/';
+		close(dfd);
+		errno = saved;
+		dfd = nfd;
+		c = slash + 1;
+	}
+	return -1;
+}
+
+static const char *run_file_strerror(int err)
+{
+	if (err == ELOOP)
+		return "symbolic links are not followed";
+	if (err == ENOTDIR)
+		return "not a directory (or a symbolic link)";
+	return strerror(err);
+}
+
+static void run_file_read(struct sbx_run *r, const struct sbx_msg *m)
+{
+	char path[SANDBOX_PATH_MAX + 1], work[SANDBOX_PATH_MAX + 1];
+	const char *last, *f;
+	struct buf data;
+	struct stat st;
+	int dfd = -1, fd = -1, err = ENOENT;
+	size_t fl;
+
+	buf_init(&data, SANDBOX_FILE_MAX);
+	if (m->nfields != 1) {
+		run_violation(r, "file.read: bad fields");
+		goto out;
+	}
+	if (!run_path(m, 0, path, sizeof(path))) {
+		run_reply_err(r, "rcs.file.read: the path must be relative, without '.', '..' or"
+			      " empty components");
+		goto out;
+	}
+	if (r->cfg.file_dir == NULL || r->cfg.file_dir->n == 0) {
+		run_reply_err(r, "rcs.file: no file_dir is configured on this device");
+		goto out;
+	}
+	/* the first configured directory that has it */
+	for (size_t i = 0; i < r->cfg.file_dir->n && fd < 0; i++) {
+		memcpy(work, path, sizeof(work));
+		dfd = run_open_parent(r->cfg.file_dir->items[i], work, &last);
+		if (dfd >= 0) {
+			fd = openat(dfd, last, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY |
+						       O_CLOEXEC);
+			err = errno;
+			close(dfd);
+			dfd = -1;
+		} else {
+			err = errno;
+		}
+		if (fd < 0 && err != ENOENT)
+			break;
+	}
+	if (fd < 0) {
+		run_reply_err(r, "rcs.file.read: %s: %s", path, run_file_strerror(err));
+		goto out;
+	}
+	if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+		run_reply_err(r, "rcs.file.read: %s: not a regular file", path);
+		goto out;
+	}
+	for (;;) {
+		char tmp[SBX_READ_CHUNK];
+		ssize_t got = read(fd, tmp, sizeof(tmp));
+
+		if (got < 0 && errno == EINTR)
+			continue;
+		if (got < 0) {
+			run_reply_err(r, "rcs.file.read: %s: %s", path, strerror(errno));
+			goto out;
+		}
+		if (got == 0)
+			break;
+		if (buf_append(&data, tmp, (size_t)got) != RCS_OK) {
+			run_reply_err(r, "rcs.file.read: %s: larger than %d bytes", path,
+				      SANDBOX_FILE_MAX);
+			goto out;
+		}
+	}
+	f = data.data ? data.data : "";
+	fl = data.len;
+	run_reply(r, SBX_REPLY_OK, 1, &f, &fl);
+out:
+	if (fd >= 0)
+		close(fd);
+	buf_free(&data);
+}
+
+/* Writes data to dfd/tmp, then renames it over dfd/last (atomic replace). */
+static int run_write_atomic(int dfd, const char *last, const char *data, size_t len)
+{
+	char tmp[64];
+	static unsigned counter;
+	struct stat st;
+	mode_t mode = 0644;
+	int fd = -1, err = 0;
+	size_t off = 0;
+
+	if (fstatat(dfd, last, &st, AT_SYMLINK_NOFOLLOW) == 0) {
+		if (S_ISLNK(st.st_mode))
+			return ELOOP;
+		if (!S_ISREG(st.st_mode))
+			return EISDIR;
+		mode = st.st_mode & 0777;
+	} else if (errno != ENOENT) {
+		return errno;
+	}
+	snprintf(tmp, sizeof(tmp), ".rcs-write.%ld.%u", (long)getpid(),
+		 __atomic_add_fetch(&counter, 1, __ATOMIC_RELAXED));
+	fd = openat(dfd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, mode);
+	if (fd < 0)
+		return errno;
+	while (off < len) {
+		ssize_t w = write(fd, data + off, len - off);
+
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w <= 0) {
+			err = w < 0 ? errno : EIO;
+			goto out;
+		}
+		off += (size_t)w;
+	}
+	if (fsync(fd) != 0) {
+		err = errno;
+		goto out;
+	}
+	if (close(fd) != 0) {
+		fd = -1;
+		err = errno;
+		goto out;
+	}
+	fd = -1;
+	if (renameat(dfd, tmp, dfd, last) != 0)
+		err = errno;
+out:
+	if (fd >= 0)
+		close(fd);
+	if (err != 0)
+		unlinkat(dfd, tmp, 0);
+	return err;
+}
+
+static void run_file_write(struct sbx_run *r, const struct sbx_msg *m)
+{
+	char path[SANDBOX_PATH_MAX + 1], work[SANDBOX_PATH_MAX + 1];
+	const char *last = NULL;
+	int dfd = -1, err = ENOENT;
+
+	if (m->nfields != 2 || m->flen[1] > SANDBOX_FILE_MAX) {
+		run_violation(r, "file.write: bad fields");
+		goto out;
+	}
+	if (!run_path(m, 0, path, sizeof(path))) {
+		run_reply_err(r, "rcs.file.write: the path must be relative, without '.', '..' or"
+			      " empty components");
+		goto out;
+	}
+	if (r->cfg.file_dir == NULL || r->cfg.file_dir->n == 0) {
+		run_reply_err(r, "rcs.file: no file_dir is configured on this device");
+		goto out;
+	}
+	/* the first configured directory where the path's directory exists */
+	for (size_t i = 0; i < r->cfg.file_dir->n && dfd < 0; i++) {
+		memcpy(work, path, sizeof(work));
+		dfd = run_open_parent(r->cfg.file_dir->items[i], work, &last);
+		err = dfd < 0 ? errno : 0;
+		if (dfd < 0 && err != ENOENT)
+			break;
+	}
+	if (dfd < 0) {
+		run_reply_err(r, "rcs.file.write: %s: %s", path, run_file_strerror(err));
+		goto out;
+	}
+	err = run_write_atomic(dfd, last, m->f[1], m->flen[1]);
+	if (err != 0)
+		run_reply_err(r, "rcs.file.write: %s: %s", path,
+			      err == EISDIR ? "not a regular file" : run_file_strerror(err));
+	else
+		run_reply_ok(r);
+out:
+	if (dfd >= 0)
+		close(dfd);
+}
+
+/* ---- the result ---- */
+
+static void run_result(struct sbx_run *r, const struct sbx_msg *m)
+{
+	struct buf text;
+	long kind = -1;
+
+	buf_init(&text, SANDBOX_REASON_MAX + 64);
+	if ((m->nfields != 1 && m->nfields != 2) || m->flen[0] == 0 || m->flen[0] > 2) {
+		run_violation(r, "result: bad fields");
+		goto out;
+	}
+	kind = 0;
+	for (size_t i = 0; i < m->flen[0]; i++) {
+		if (m->f[0][i] < '0' || m->f[0][i] > '9') {
+			run_violation(r, "result: bad kind");
+			goto out;
+		}
+		kind = kind * 10 + (m->f[0][i] - '0');
+	}
+	if (m->nfields == 2)
+		run_sanitize(&text, m->f[1], m->flen[1], SANDBOX_REASON_MAX);
+	switch (kind) {
+	case SBX_RES_OK:
+		if (m->nfields != 2) {
+			run_violation(r, "result: no text");
+		} else if (m->flen[1] > r->cfg.max_response) {
+			run_finish(r, SANDBOX_ERROR, "response too large");
+		} else if (memchr(m->f[1], '\0', m->flen[1]) != NULL ||
+			   !sandbox_utf8_valid(m->f[1], m->flen[1])) {
+			run_finish(r, SANDBOX_ERROR, "bad response: not NUL-free UTF-8 text");
+		} else {
+			r->response = strndup(m->f[1], m->flen[1]);
+			if (r->response == NULL)
+				run_finish(r, SANDBOX_ERROR, "agent out of memory for the response");
+			else
+				run_finish(r, SANDBOX_OK, NULL);
+		}
+		break;
+	case SBX_RES_NIL:
+		run_finish(r, SANDBOX_OK, NULL);
+		break;
+	case SBX_RES_SCRIPT:
+		run_finish(r, SANDBOX_ERROR, "script error: %s", text.data ? text.data : "");
+		break;
+	case SBX_RES_BADRESP:
+		run_finish(r, SANDBOX_ERROR, "bad response: %s", text.data ? text.data : "");
+		break;
+	case SBX_RES_TOOBIG:
+		run_finish(r, SANDBOX_ERROR, "response too large");
+		break;
+	case SBX_RES_MEMORY:
+		run_finish(r, SANDBOX_ERROR, "memory limit exceeded");
+		break;
+	case SBX_RES_TIMEOUT:
+		run_finish(r, SANDBOX_TIMEOUT, "timeout after %lld s", r->timeout);
+		break;
+	case SBX_RES_NOSECCOMP:
+		run_finish(r, SANDBOX_ERROR, "sandbox unavailable: seccomp refused");
+		break;
+	case SBX_RES_SETUP:
+		log_warnx("job %s: sandbox setup failed: %s", r->ident, text.data ? text.data : "");
+		run_finish(r, SANDBOX_ERROR, "sandbox setup failed: %s", text.data ? text.data : "");
+		break;
+	default:
+		run_violation(r, "result: unknown kind");
+		break;
+	}
+out:
+	buf_free(&text);
+}
+
+/* ---- the loop ---- */
+
+static enum run_wait run_frame(struct sbx_run *r, const char *body, size_t len)
+{
+	struct sbx_msg m;
+
+	if (sandbox_wire_decode(body, len, &m) != RCS_OK) {
+		run_violation(r, "malformed message");
+		return RUN_WAIT_DONE;
+	}
+	if (r->out.len > r->out_off || r->sleeping) {
+		run_violation(r, "request before the previous reply");
+		return RUN_WAIT_DONE;
+	}
+	if (!r->hello && m.op != SBX_HELLO && m.op != SBX_RESULT) {
+		run_violation(r, "request before HELLO");
+		return RUN_WAIT_DONE;
+	}
+	switch (m.op) {
+	case SBX_HELLO:
+		if (r->hello || m.nfields != 1 || m.flen[0] != 1 ||
+		    (m.f[0][0] != '0' && m.f[0][0] != '1')) {
+			run_violation(r, "bad HELLO");
+			break;
+		}
+		r->hello = true;
+		if (m.f[0][0] == '0') {
+			if (!r->cfg.allow_no_seccomp) {
+				run_finish(r, SANDBOX_ERROR, "sandbox unavailable: seccomp refused");
+				break;
+			}
+			log_warnx("job %s: the script runs without its seccomp filter"
+				  " (allow_no_seccomp)", r->ident);
+		}
+		if (r->host && r->host->started)
+			r->host->started(r->host->ctx);
+		break;
+	case SBX_PROGRESS:
+		run_progress(r, &m);
+		break;
+	case SBX_LOG:
+		run_log(r, &m);
+		break;
+	case SBX_CONFIG_GET:
+		run_config_get(r, &m);
+		break;
+	case SBX_CONFIG_SET:
+		run_config_set(r, &m);
+		break;
+	case SBX_EXEC:
+		return run_exec(r, &m);
+	case SBX_SLEEP:
+		run_sleep(r, &m);
+		break;
+	case SBX_FILE_READ:
+		run_file_read(r, &m);
+		break;
+	case SBX_FILE_WRITE:
+		run_file_write(r, &m);
+		break;
+	case SBX_REBOOT:
+		run_reboot(r, &m);
+		break;
+	case SBX_RESULT:
+		run_result(r, &m);
+		break;
+	default:
+		run_violation(r, "unexpected message");
+		break;
+	}
+	return RUN_WAIT_DONE;
+}
+
+/* Feeds bytes from the child to the frame assembler, handling each complete frame. */
+static enum run_wait run_feed(struct sbx_run *r, const char *p, size_t n)
+{
+	enum run_wait w = RUN_WAIT_DONE;
+
+	while (n > 0 && !r->done && w == RUN_WAIT_DONE) {
+		size_t take;
+
+		if (r->hdr_got < SBX_FRAME_HDR) {
+			take = SBX_FRAME_HDR - r->hdr_got < n ? SBX_FRAME_HDR - r->hdr_got : n;
+			memcpy(r->hdr + r->hdr_got, p, take);
+			r->hdr_got += take;
+			p += take;
+			n -= take;
+			if (r->hdr_got < SBX_FRAME_HDR)
+				break;
+			r->body_len = sandbox_wire_len(r->hdr);
+			r->body_got = 0;
+			if (r->body_len < 2 || r->body_len > r->rx_max) {
+				char what[64];
+
+				snprintf(what, sizeof(what), "message of %zu bytes", r->body_len);
+				run_violation(r, what);
+				break;
+			}
+			free(r->body);
+			r->body = malloc(r->body_len);
+			if (r->body == NULL) {
+				run_finish(r, SANDBOX_ERROR, "agent out of memory");
+				break;
+			}
+			continue;
+		}
+		take = r->body_len - r->body_got < n ? r->body_len - r->body_got : n;
+		memcpy(r->body + r->body_got, p, take);
+		r->body_got += take;
+		p += take;
+		n -= take;
+		if (r->body_got == r->body_len) {
+			w = run_frame(r, r->body, r->body_len);
+			r->hdr_got = 0;
+		}
+	}
+	return w;
+}
+
+static void run_flush(struct sbx_run *r)
+{
+	while (r->out_off < r->out.len) {
+		ssize_t w = send(r->fd, r->out.data + r->out_off, r->out.len - r->out_off,
+				 MSG_NOSIGNAL | MSG_DONTWAIT);
+
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+			return;
+		if (w <= 0) {
+			r->eof = true; /* the child is gone; its exit status tells why */
+			return;
+		}
+		r->out_off += (size_t)w;
+	}
+	buf_reset(&r->out);
+	r->out_off = 0;
+}
+
+static void run_loop(struct sbx_run *r)
+{
+	while (!r->done && !r->eof) {
+		struct pollfd pf[2];
+		nfds_t n = 0;
+		int64_t now = sandbox_now_ms(), wake = r->kill_at_ms;
+		int rc;
+
+		memset(pf, 0, sizeof(pf));
+		if (now >= r->kill_at_ms) {
+			run_finish(r, SANDBOX_TIMEOUT, "timeout after %lld s", r->timeout);
+			break;
+		}
+		if (r->sleeping && now >= r->sleep_until) {
+			r->sleeping = false;
+			run_reply_ok(r);
+		}
+		if (r->sleeping && r->sleep_until < wake)
+			wake = r->sleep_until;
+		if (r->progress_pending && now - r->progress_last >= 1000)
+			run_progress_deliver(r, now);
+		if (r->progress_pending && r->progress_last + 1000 < wake)
+			wake = r->progress_last + 1000;
+		if (r->out.len > r->out_off)
+			run_flush(r);
+
+		pf[n].fd = r->fd;
+		pf[n++].events = (short)(POLLIN | (r->out.len > r->out_off ? POLLOUT : 0));
+		if (r->cancel_fd >= 0) {
+			pf[n].fd = r->cancel_fd;
+			pf[n++].events = POLLIN;
+		}
+		rc = poll(pf, n, (int)(wake - now < 1 ? 1 : wake - now > 60000 ? 60000 : wake - now));
+		if (rc < 0 && errno != EINTR) {
+			run_finish(r, SANDBOX_ERROR, "sandbox: poll: %s", strerror(errno));
+			break;
+		}
+		if (rc <= 0)
+			continue;
+		if (n > 1 && (pf[1].revents & (POLLIN | POLLHUP | POLLERR))) {
+			run_finish(r, SANDBOX_CANCELLED, "cancelled");
+			break;
+		}
+		if (pf[0].revents & POLLOUT)
+			run_flush(r);
+		if (pf[0].revents & (POLLIN | POLLHUP | POLLERR)) {
+			char tmp[SBX_READ_CHUNK];
+			ssize_t got = read(r->fd, tmp, sizeof(tmp));
+			enum run_wait w;
+
+			if (got < 0 && (errno == EINTR || errno == EAGAIN))
+				continue;
+			if (got <= 0) {
+				r->eof = true;
+				break;
+			}
+			w = run_feed(r, tmp, (size_t)got);
+			if (w == RUN_WAIT_CANCELLED)
+				run_finish(r, SANDBOX_CANCELLED, "cancelled");
+			else if (w == RUN_WAIT_DEADLINE)
+				run_finish(r, SANDBOX_TIMEOUT, "timeout after %lld s", r->timeout);
+		}
+	}
+}
+
+static const char *run_signame(int sig)
+{
+	switch (sig) {
+	case SIGSEGV: return "SIGSEGV";
+	case SIGBUS: return "SIGBUS";
+	case SIGILL: return "SIGILL";
+	case SIGFPE: return "SIGFPE";
+	case SIGABRT: return "SIGABRT";
+	case SIGKILL: return "SIGKILL";
+	case SIGSYS: return "SIGSYS: forbidden system call";
+	case SIGXFSZ: return "SIGXFSZ";
+	case SIGPIPE: return "SIGPIPE";
+	case SIGTERM: return "SIGTERM";
+	default: return "signal";
+	}
+}
+
+/*
+ * Reaps the child. After an outcome it is killed at once; a child that hung
+ * up on its own gets SBX_REAP_WAIT_MS to finish exiting, and its exit status
+ * becomes the outcome.
+ */
+static void run_reap(struct sbx_run *r)
+{
+	int status = 0;
+	bool got = false;
+
+	if (!r->done) {
+		int64_t until = sandbox_now_ms() + SBX_REAP_WAIT_MS;
+
+		while (!(got = run_waitpid(r->pid, &status, WNOHANG)) && errno != ECHILD &&
+		       sandbox_now_ms() < until)
+			poll(NULL, 0, 5);
+	}
+	if (!got) {
+		kill(r->pid, SIGKILL);
+		got = run_waitpid(r->pid, &status, 0);
+	}
+	r->reaped = true;
+	if (r->done)
+		return;
+	if (!got)
+		run_finish(r, SANDBOX_CRASHED, "the sandbox ended without a result");
+	else if (WIFSIGNALED(status) && WTERMSIG(status) == SIGXCPU)
+		run_finish(r, SANDBOX_TIMEOUT, "timeout: cpu time limit exceeded");
+	else if (WIFSIGNALED(status))
+		run_finish(r, SANDBOX_CRASHED, "killed by signal %d (%s)", WTERMSIG(status),
+			   run_signame(WTERMSIG(status)));
+	else
+		run_finish(r, SANDBOX_ERROR, "the sandbox exited with status %d without a result",
+			   WEXITSTATUS(status));
+}
+
+/* Forks the child and serves it until an outcome; the child is reaped. */
+static enum rcs_err run_child(struct sbx_run *r)
+{
+	struct sbx_child_args ca;
+	int sv[2] = { -1, -1 };
+	enum rcs_err err = RCS_OK;
+
+	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0) {
+		log_warn("job %s: socketpair", r->ident);
+		err = RCS_ERR_IO;
+		goto out;
+	}
+	r->deadline_ms = sandbox_now_ms() + r->timeout * 1000;
+	r->kill_at_ms = r->deadline_ms + SBX_KILL_GRACE_MS;
+	memset(&ca, 0, sizeof(ca));
+	ca.cfg = &r->cfg;
+	ca.job = r->job;
+	ca.timeout = r->timeout;
+	ca.deadline_ms = r->deadline_ms;
+	ca.fd = sv[1];
+	ca.rx_max = r->tx_max;
+	ca.tx_max = r->rx_max;
+	ca.parent = getpid();
+	r->pid = fork();
+	if (r->pid < 0) {
+		log_warn("job %s: fork", r->ident);
+		err = RCS_ERR_IO;
+		goto out;
+	}
+	if (r->pid == 0)
+		sandbox_child_main(&ca);
+	r->fd = sv[0];
+	sv[0] = -1;
+	if (fcntl(r->fd, F_SETFL, O_NONBLOCK) != 0)
+		run_finish(r, SANDBOX_ERROR, "sandbox: fcntl: %s", strerror(errno));
+	close(sv[1]); /* before the loop: the child's exit must hang up the socket */
+	sv[1] = -1;
+	run_loop(r);
+	run_reap(r);
+out:
+	if (sv[0] >= 0)
+		close(sv[0]);
+	if (sv[1] >= 0)
+		close(sv[1]);
+	return err;
+}
+
+enum rcs_err sandbox_run(const struct sandbox_config *cfg, const struct sandbox_host *host,
+			 const struct sandbox_job *job, struct sandbox_result *out)
+{
+	struct sbx_run r;
+	char errbuf[256];
+	enum rcs_err err = RCS_OK;
+
+	memset(&r, 0, sizeof(r));
+	r.pid = -1;
+	r.fd = -1;
+	r.progress_last = -1;
+	buf_init(&r.out, 0);
+	buf_init(&r.progress, SANDBOX_TEXT_MAX);
+	buf_init(&r.reason, SANDBOX_REASON_MAX + 128);
+	if (out == NULL || cfg == NULL || job == NULL) {
+		err = RCS_ERR_INVAL;
+		goto out;
+	}
+	memset(out, 0, sizeof(*out));
+	r.ident = job->job_ident ? job->job_ident : "-";
+	err = sbx_config_effective(cfg, &r.cfg, errbuf, sizeof(errbuf));
+	if (err != RCS_OK) {
+		log_warnx("job %s: sandbox config: %s", r.ident, errbuf);
+		goto out;
+	}
+	if (job->source == NULL || job->script_name == NULL ||
+	    (job->cancel_fd >= 0 && fcntl(job->cancel_fd, F_GETFD) < 0)) {
+		err = RCS_ERR_INVAL;
+		goto out;
+	}
+	if (job->len > SBX_SOURCE_MAX) {
+		err = RCS_ERR_TOOBIG;
+		goto out;
+	}
+	r.host = host;
+	r.job = job;
+	r.cancel_fd = job->cancel_fd;
+	r.timeout = job->timeout > 0 ? job->timeout : SANDBOX_DEFAULT_TIMEOUT;
+	if (r.timeout > SANDBOX_MAX_TIMEOUT)
+		r.timeout = SANDBOX_MAX_TIMEOUT;
+	/* frame ceilings: the largest field either side may send, plus framing */
+	r.rx_max = r.cfg.max_response > SANDBOX_FILE_MAX ? r.cfg.max_response : SANDBOX_FILE_MAX;
+	if (r.rx_max < (size_t)SANDBOX_EXEC_MAX_ARGS * SANDBOX_EXEC_ARG_MAX)
+		r.rx_max = (size_t)SANDBOX_EXEC_MAX_ARGS * SANDBOX_EXEC_ARG_MAX;
+	r.rx_max += SBX_FRAME_SLACK;
+	r.tx_max = (r.cfg.exec_max_output > SANDBOX_FILE_MAX ? r.cfg.exec_max_output
+							     : SANDBOX_FILE_MAX) +
+		   SBX_FRAME_SLACK;
+	r.out.max = r.tx_max + SBX_FRAME_HDR;
+
+	if (run_cancelled(r.cancel_fd, 0))
+		run_finish(&r, SANDBOX_CANCELLED, "cancelled");
+	else
+		err = run_child(&r);
+	if (err != RCS_OK)
+		goto out;
+	out->outcome = r.outcome;
+	out->reboot = r.reboot;
+	if (r.outcome == SANDBOX_OK) {
+		out->response = r.response;
+		r.response = NULL;
+	} else {
+		out->response = strdup(r.reason.data ? r.reason.data : "failed");
+		if (out->response == NULL) {
+			err = RCS_ERR_NOMEM;
+			goto out;
+		}
+	}
+	log_debug("job %s: sandbox outcome %d%s%s", r.ident, (int)out->outcome,
+		  out->outcome == SANDBOX_OK ? "" : ": ",
+		  out->outcome == SANDBOX_OK ? "" : out->response);
+out:
+	if (r.pid > 0 && !r.reaped) {
+		kill(r.pid, SIGKILL);
+		run_waitpid(r.pid, NULL, 0);
+	}
+	if (err != RCS_OK && out != NULL)
+		sandbox_result_free(out);
+	if (r.fd >= 0)
+		close(r.fd);
+	free(r.body);
+	free(r.response);
+	buf_free(&r.out);
+	buf_free(&r.progress);
+	buf_free(&r.reason);
+	return err;
+}

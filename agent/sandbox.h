@@ -1,0 +1,167 @@
+/*
+ * sandbox.h - the agent's script jail (DESIGN section 5).
+ *
+ * Untrusted Lua never runs inside the agent process. sandbox_run() forks a
+ * child per job; the child sets resource limits, closes every descriptor but
+ * its end of a socketpair, builds a fresh lua_State with a counting
+ * allocator, only the libraries and globals a script may use and the host
+ * API table `rcs`, installs a seccomp filter (read/write on that socket,
+ * memory management, clocks, exit; anything else kills it) and then loads
+ * the script as text and runs it. Every host action the script asks for
+ * (progress, log, config, exec, sleep, files, reboot) is a bounded message
+ * over the socket; the parent checks it against the allowlists of struct
+ * sandbox_config, does it, and answers. The parent also is the watchdog: it
+ * SIGKILLs the child at the job's wall-clock timeout or when cancel_fd fires,
+ * and reaps it. A crash, hang, memory bomb or protocol violation of the child
+ * ends one job with an outcome, never the agent.
+ *
+ * Calls: fork, posix_spawn (rcs.exec), libseccomp, Lua 5.4, json-c and
+ * common/ (buf, canon, log). docs/lua-api.md is the script authors' reference.
+ *
+ * Requirements on the calling process:
+ *  - SIGCHLD must not be ignored, and nothing else in the process may reap
+ *    children with waitpid(-1, ...): sandbox_run waits for its own pids.
+ *  - The child is forked from a possibly multithreaded process and keeps
+ *    running (it does not exec): glibc makes malloc usable after fork; a lock
+ *    some other thread held at fork time (stdio, time zone) could only make
+ *    the child hang, which the watchdog turns into a timeout.
+ *  - Under AddressSanitizer (detected at compile time, __SANITIZE_ADDRESS__ or
+ *    __has_feature(address_sanitizer)) RLIMIT_AS is not set in the child,
+ *    since ASan reserves terabytes of shadow address space; the allocator cap
+ *    (mem_limit) still applies.
+ */
+#ifndef RCS_SANDBOX_H
+#define RCS_SANDBOX_H
+
+#include <json-c/json.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "cfg.h"
+#include "err.h"
+
+/* Defaults (sandbox_config_defaults) and the fixed ceilings of the host API. */
+#define SANDBOX_DEFAULT_MEM_LIMIT       ((size_t)64 << 20)
+#define SANDBOX_DEFAULT_MAX_RESPONSE    ((size_t)64 << 10)
+#define SANDBOX_DEFAULT_EXEC_TIMEOUT    30
+#define SANDBOX_DEFAULT_EXEC_MAX_OUTPUT ((size_t)64 << 10)
+#define SANDBOX_DEFAULT_TIMEOUT         300 /* job->timeout <= 0 */
+
+#define SANDBOX_MIN_MEM_LIMIT     ((size_t)1 << 20)
+#if SIZE_MAX > 0xffffffffu
+#define SANDBOX_MAX_MEM_LIMIT     ((size_t)4 << 30)
+#else
+#define SANDBOX_MAX_MEM_LIMIT     ((size_t)3 << 30)
+#endif
+#define SANDBOX_MAX_RESPONSE_MAX  ((size_t)16 << 20) /* ceiling for max_response */
+#define SANDBOX_MAX_EXEC_OUTPUT   ((size_t)16 << 20) /* ceiling for exec_max_output */
+#define SANDBOX_MAX_EXEC_TIMEOUT  86400
+#define SANDBOX_MAX_TIMEOUT       (7 * 86400)
+
+#define SANDBOX_TEXT_MAX          4096       /* rcs.progress / rcs.log text, bytes */
+#define SANDBOX_LOG_MAX_LINES     1000       /* rcs.log lines per job; more are dropped */
+#define SANDBOX_CONFIG_KEY_MAX    128        /* rcs.config key, bytes */
+#define SANDBOX_CONFIG_VALUE_MAX  (16 << 10) /* rcs.config value, bytes */
+#define SANDBOX_EXEC_MAX_ARGS     64         /* rcs.exec arguments after the name */
+#define SANDBOX_EXEC_ARG_MAX      4096       /* bytes per argument */
+#define SANDBOX_EXEC_NAME_MAX     64         /* NAME of allow_command NAME=PATH */
+#define SANDBOX_PATH_MAX          1024       /* rcs.file path, bytes */
+#define SANDBOX_FILE_MAX          (1 << 20)  /* rcs.file.read / write data, bytes */
+#define SANDBOX_REASON_MAX        1024       /* failure reasons, bytes */
+
+struct sandbox_config {
+	size_t mem_limit;    /* bytes the Lua allocator may hold (default 64 MiB) */
+	size_t max_response; /* bytes of the result text (default 64 KiB) */
+	const struct cfg_strlist *allow_command; /* "NAME=/abs/path" entries rcs.exec may run */
+	const struct cfg_strlist *file_dir;      /* directories rcs.file.read/write may touch */
+	long long exec_timeout; /* seconds (default 30) */
+	size_t exec_max_output; /* bytes of stdout+stderr kept (default 64 KiB) */
+	bool allow_no_seccomp;  /* run even when the kernel/emulator refuses seccomp
+				   (qemu-user does); default false = refuse to run */
+};
+
+/*
+ * Parent-side services, all called on the thread running sandbox_run, all
+ * optional (NULL: progress/log/started are dropped, rcs.config raises
+ * "not available"). Strings passed in are NUL-free, valid for the call only.
+ */
+struct sandbox_host {
+	void *ctx;
+	/* rcs.progress(text): at most one call per second, the last text wins;
+	   a text still waiting when the script ends is dropped (the final report
+	   supersedes it). */
+	void (*progress)(void *ctx, const char *text);
+	/* rcs.log(level, text): level is "debug", "info", "warn" or "error";
+	   at most SANDBOX_LOG_MAX_LINES per job, then one "warn" saying so. */
+	void (*log)(void *ctx, const char *level, const char *text);
+	/* RCS_OK with *value malloc'd (freed by the sandbox), RCS_ERR_NOTFOUND
+	   when unset, any other error is raised in the script. */
+	enum rcs_err (*config_get)(void *ctx, const char *key, char **value);
+	enum rcs_err (*config_set)(void *ctx, const char *key, const char *value);
+	/* Called once when the child is jailed and the script is about to load. */
+	void (*started)(void *ctx);
+};
+
+struct sandbox_job {
+	const char *job_ident;   /* for log lines */
+	const char *script_name; /* chunk name in error messages: [string "NAME"]:LINE: */
+	const char *source;      /* exact bytes, already signature-verified */
+	size_t len;
+	json_object *variables, *constants; /* objects (NULL: empty table) */
+	json_object *job; /* becomes the read-only table rcs.job, e.g. {ident, task:{ident,
+			     version, name}, entity_ident, client_root} */
+	long long timeout; /* wall-clock seconds for the whole script (<= 0: 300) */
+	int cancel_fd;     /* becomes readable (or hangs up) when the job is cancelled; -1: none.
+			      Only polled, never read. */
+};
+
+enum sandbox_outcome {
+	SANDBOX_OK,
+	SANDBOX_ERROR,
+	SANDBOX_TIMEOUT,
+	SANDBOX_CANCELLED,
+	SANDBOX_CRASHED,
+};
+
+struct sandbox_result {
+	enum sandbox_outcome outcome;
+	/* OK: the script's return value as text (nil -> NULL, string as is,
+	   number/boolean as text, table -> canonical JSON), valid UTF-8 without
+	   NUL, at most max_response bytes. Otherwise a one-line human reason:
+	   "script error: [string \"echo\"]:3: boom", "timeout after 5 s",
+	   "memory limit exceeded", "response too large", "bad response: ...",
+	   "killed by signal 11 (SIGSEGV)", "cancelled",
+	   "sandbox unavailable: seccomp refused", "sandbox violation: ...". */
+	char *response;
+	bool reboot; /* the script called rcs.reboot() (whatever the outcome) */
+};
+
+/* Fills cfg with the defaults above; lists NULL, allow_no_seccomp false. */
+void sandbox_config_defaults(struct sandbox_config *cfg);
+
+/*
+ * Checks cfg as the agent would use it: sizes and timeouts in range (0 means
+ * the default), every allow_command entry "NAME=/abs/path" with NAME of
+ * [A-Za-z0-9_.-] (at most SANDBOX_EXEC_NAME_MAX) and unique, every file_dir
+ * absolute. RCS_ERR_INVAL with the offending entry in errbuf. sandbox_run
+ * refuses a config that fails this check.
+ */
+enum rcs_err sandbox_config_check(const struct sandbox_config *cfg, char *errbuf, size_t errlen);
+
+/*
+ * Runs job's script in a jailed child and waits for its outcome (at most
+ * job->timeout seconds plus a fraction, then it is killed).
+ * RCS_OK whenever the job ran to an outcome (*out filled, free it with
+ * sandbox_result_free). Errors, with *out zeroed: RCS_ERR_INVAL for a bad
+ * config (see sandbox_config_check), job or cancel_fd; RCS_ERR_TOOBIG for a
+ * source over 16 MiB; RCS_ERR_IO when socketpair or fork fail; RCS_ERR_NOMEM.
+ * Not reentrant per job, but independent runs may go on in several threads.
+ */
+enum rcs_err sandbox_run(const struct sandbox_config *cfg, const struct sandbox_host *host,
+			 const struct sandbox_job *job, struct sandbox_result *out);
+
+/* Frees r->response and zeroes r; r may be zeroed or already freed. */
+void sandbox_result_free(struct sandbox_result *r);
+
+#endif

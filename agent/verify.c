@@ -1,0 +1,218 @@
+/*
+ * verify.c - checks of a job envelope before it runs. See verify.h.
+ */
+#include "verify.h"
+
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+#include <strings.h>
+
+#include "buf.h"
+#include "jsonu.h"
+#include "vars.h"
+
+/* mbedtls caches tables inside a key on first use: one user at a time */
+static pthread_mutex_t verify_key_lock = PTHREAD_MUTEX_INITIALIZER;
+
+/* Writes the reason (one line: control characters become '?') and returns err. */
+static enum rcs_err verify_fail(char *reason, size_t reason_len, enum rcs_err err, const char *fmt,
+				...) __attribute__((format(printf, 4, 5)));
+static enum rcs_err verify_fail(char *reason, size_t reason_len, enum rcs_err err, const char *fmt,
+				...)
+{
+	va_list ap;
+
+	if (reason == NULL || reason_len == 0)
+		return err;
+	va_start(ap, fmt);
+	vsnprintf(reason, reason_len, fmt, ap);
+	va_end(ap);
+	for (char *p = reason; *p != '\0'; p++) {
+		if ((unsigned char)*p < 0x20 || *p == 0x7f)
+			*p = '?';
+	}
+	return err;
+}
+
+/* A string member of a signature object, or NULL. */
+static const char *verify_sig_member(json_object *sig, const char *key)
+{
+	json_object *o = NULL;
+
+	if (!json_object_object_get_ex(sig, key, &o) || !json_object_is_type(o, json_type_string))
+		return NULL;
+	return json_object_get_string(o);
+}
+
+static bool verify_is_key_id(const char *s)
+{
+	size_t i;
+
+	for (i = 0; s[i] != '\0'; i++) {
+		if (!((s[i] >= '0' && s[i] <= '9') || (s[i] >= 'a' && s[i] <= 'f')))
+			return false;
+	}
+	return i == KEY_ID_LEN - 1;
+}
+
+/* Short printable ASCII, safe to quote in a reason. */
+static bool verify_is_printable(const char *s, size_t max)
+{
+	size_t i;
+
+	for (i = 0; s[i] != '\0'; i++) {
+		if (i >= max || s[i] < 0x21 || s[i] > 0x7e || s[i] == '\'')
+			return false;
+	}
+	return i > 0;
+}
+
+/* Step 3 with a signature present: the manifest from our own client_root. */
+static enum rcs_err verify_signature(const struct verify_ctx *v, const struct proto_envelope *env,
+				     char *reason, size_t reason_len)
+{
+	struct manifest_in in;
+	struct buf m;
+	const char *alg, *key_id;
+	bool known = false;
+	enum rcs_err err;
+
+	buf_init(&m, MANIFEST_MAX);
+	if (!json_object_is_type(env->signature, json_type_object)) {
+		err = verify_fail(reason, reason_len, RCS_ERR_INVAL, "malformed signature");
+		goto out;
+	}
+	/* the reasons sig_verify_object does not tell apart */
+	alg = verify_sig_member(env->signature, "alg");
+	key_id = verify_sig_member(env->signature, "key_id");
+	if (alg != NULL && strcmp(alg, "ES256") != 0) {
+		if (verify_is_printable(alg, 16))
+			err =
+			    verify_fail(reason, reason_len, RCS_ERR_VERIFY,
+					"signature algorithm '%s' not accepted (ES256 only)", alg);
+		else
+			err = verify_fail(reason, reason_len, RCS_ERR_VERIFY,
+					  "signature algorithm not accepted (ES256 only)");
+		goto out;
+	}
+	if (alg == NULL || key_id == NULL || !verify_is_key_id(key_id)) {
+		err = verify_fail(reason, reason_len, RCS_ERR_INVAL, "malformed signature");
+		goto out;
+	}
+	for (size_t i = 0; i < v->ntrusted; i++) {
+		if (v->trusted[i] != NULL && strcmp(sig_key_id(v->trusted[i]), key_id) == 0)
+			known = true;
+	}
+	if (!known) {
+		err = verify_fail(reason, reason_len, RCS_ERR_VERIFY, "unknown signing key %s",
+				  key_id);
+		goto out;
+	}
+
+	memset(&in, 0, sizeof(in));
+	in.client_root = v->client_root;
+	in.task_ident = env->task_ident;
+	in.version = env->task_version;
+	in.script_name = env->script_name;
+	in.script = env->script_source;
+	in.script_len = env->script_len;
+	in.constants = env->constants;
+	in.variables_info = env->variables_info;
+	err = manifest_build(&in, &m);
+	if (err == RCS_ERR_TOOBIG) {
+		err = verify_fail(reason, reason_len, RCS_ERR_TOOBIG, "manifest: over %d bytes",
+				  MANIFEST_MAX);
+		goto out;
+	}
+	if (err != RCS_OK) {
+		err = verify_fail(reason, reason_len, RCS_ERR_INVAL,
+				  "manifest: the task cannot be signed as sent (%s)",
+				  rcs_strerror(err));
+		goto out;
+	}
+	pthread_mutex_lock(&verify_key_lock);
+	err = sig_verify_object(v->trusted, v->ntrusted, env->signature, m.data, m.len);
+	pthread_mutex_unlock(&verify_key_lock);
+	if (err == RCS_ERR_VERIFY)
+		err = verify_fail(reason, reason_len, RCS_ERR_VERIFY, "signature does not verify");
+	else if (err != RCS_OK)
+		err = verify_fail(reason, reason_len, RCS_ERR_INVAL, "malformed signature");
+out:
+	buf_free(&m);
+	return err;
+}
+
+enum rcs_err verify_envelope(const struct verify_ctx *v, const struct proto_envelope *env,
+			     int64_t now, char *reason, size_t reason_len)
+{
+	struct jsonu_err je;
+	long long highest = 0;
+	enum rcs_err err;
+
+	if (reason != NULL && reason_len > 0)
+		reason[0] = '\0';
+	if (v == NULL || env == NULL || v->journal == NULL || v->client_root == NULL ||
+	    v->entity_ident == NULL || (v->trusted == NULL && v->ntrusted > 0)) {
+		err = verify_fail(reason, reason_len, RCS_ERR_INVAL, "agent misconfigured");
+		goto out;
+	}
+
+	/* 1. ours */
+	if (strcasecmp(env->client_root, v->client_root) != 0) {
+		err = verify_fail(reason, reason_len, RCS_ERR_FORBIDDEN,
+				  "envelope for another tenant");
+		goto out;
+	}
+	if (strcasecmp(env->entity_ident, v->entity_ident) != 0) {
+		err = verify_fail(reason, reason_len, RCS_ERR_FORBIDDEN,
+				  "envelope for another device");
+		goto out;
+	}
+
+	/* 2. in time */
+	if (env->expires_at != 0 && env->expires_at <= now) {
+		err = verify_fail(reason, reason_len, RCS_ERR_CONFLICT, "expired at %lld",
+				  (long long)env->expires_at);
+		goto out;
+	}
+
+	/* 3. signed by a key we trust */
+	if (env->signature == NULL) {
+		if (v->require_signature) {
+			err = verify_fail(reason, reason_len, RCS_ERR_VERIFY, "signature required");
+			goto out;
+		}
+	} else {
+		err = verify_signature(v, env, reason, reason_len);
+		if (err != RCS_OK)
+			goto out;
+	}
+
+	/* 4. no rollback */
+	err = journal_task_version(v->journal, env->task_ident, &highest);
+	if (err != RCS_OK) {
+		err = verify_fail(reason, reason_len, err, "journal: %s", rcs_strerror(err));
+		goto out;
+	}
+	if (env->task_version < highest) {
+		err = verify_fail(reason, reason_len, RCS_ERR_CONFLICT,
+				  "task version %lld is older than version %lld already run",
+				  env->task_version, highest);
+		goto out;
+	}
+
+	/* 5. variables (vars_validate relies on a well-formed variables_info) */
+	memset(&je, 0, sizeof(je));
+	err = vars_info_validate(env->variables_info, &je);
+	if (err == RCS_OK)
+		err = vars_validate(env->variables, env->variables_info, &je);
+	if (err != RCS_OK) {
+		err = verify_fail(reason, reason_len, err, "%s: %s",
+				  je.field[0] != '\0' ? je.field : "variables", je.message);
+		goto out;
+	}
+out:
+	return err;
+}
