@@ -1,8 +1,9 @@
 #!/bin/sh
-# Runs the Remote Command Service locally: installs what is missing, builds,
-# starts rcs-coordinator on an SQLite file in ./run/, creates a first tenant,
-# a device and a task, sends a first job, and prints the API key and example
-# curl calls. Ctrl-C stops it.
+# Runs the whole Remote Command Service locally: installs what is missing,
+# builds, then starts mosquitto on a free loopback port, rcs-coordinator on an
+# SQLite file with the stock scripts and a task-signing key, and one local
+# rcs-agent trusting that key; sends a first job and prints its result, the
+# API key and example calls. Everything lives in ./run/. Ctrl-C stops it all.
 set -eu
 cd "$(dirname "$0")/.."
 root=$(pwd)
@@ -10,27 +11,57 @@ tools/deps.sh run
 cmake -S . -B build -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
 cmake --build build -j "$(nproc)" >/dev/null
 bin="$root/build/bin"
-
-mkdir -p run
+run="$root/run"
+mkdir -p "$run/files"
 port=${RCS_PORT:-8080}
-db="$root/run/rcs.db"
-if [ ! -f run/tenant.json ]; then
-	"$bin/rcs-coordinator" init --db "$db" --user admin >run/tenant.json
+free_port() {
+	python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
+}
+mqtt_port=$(free_port)
+[ "$mqtt_port" = 1883 ] && mqtt_port=$(free_port)
+
+# keys: the coordinator signs every task version, the agent trusts the public half
+if [ ! -f "$run/signing-key.pem" ]; then
+	openssl ecparam -name prime256v1 -genkey -noout -out "$run/signing-key.pem" 2>/dev/null
+	openssl ec -in "$run/signing-key.pem" -pubout -out "$run/signing-pub.pem" 2>/dev/null
 fi
-key=$(sed -n 's/.*"api_key": "\([^"]*\)".*/\1/p' run/tenant.json)
-client_root=$(sed -n 's/.*"client_root": "\([^"]*\)".*/\1/p' run/tenant.json)
+db="$run/rcs.db"
+if [ ! -f "$run/tenant.json" ]; then
+	"$bin/rcs-coordinator" init --db "$db" --user admin 2>/dev/null >"$run/tenant.json"
+fi
+key=$(sed -n 's/.*"api_key": "\([^"]*\)".*/\1/p' "$run/tenant.json")
+client_root=$(sed -n 's/.*"client_root": "\([^"]*\)".*/\1/p' "$run/tenant.json")
+
+pids=""
+cleanup() {
+	for p in $pids; do kill "$p" 2>/dev/null || true; done
+	for p in $pids; do wait "$p" 2>/dev/null || true; done
+	echo "stopped"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+cat >"$run/mosquitto.conf" <<EOF
+listener $mqtt_port 127.0.0.1
+allow_anonymous true
+persistence false
+max_queued_messages 100000
+EOF
+mosquitto=$(command -v mosquitto || echo /usr/sbin/mosquitto)
+"$mosquitto" -c "$run/mosquitto.conf" >"$run/mosquitto.log" 2>&1 &
+pids="$pids $!"
 
 "$bin/rcs-coordinator" serve --db "$db" --listen "127.0.0.1:$port" \
-	--scripts-dir "$root/scripts" >run/coordinator.log 2>&1 &
-pid=$!
-trap 'kill $pid 2>/dev/null; wait $pid 2>/dev/null; echo; echo "stopped"' INT TERM EXIT
+	--scripts-dir "$root/scripts" --signing-key "$run/signing-key.pem" \
+	--mqtt "tcp://127.0.0.1:$mqtt_port" >"$run/coordinator.log" 2>&1 &
+pids="$pids $!"
 base="http://127.0.0.1:$port/v3/commands"
 i=0
 until curl -s -o /dev/null "$base/tasks"; do
 	i=$((i + 1))
-	if [ $i -gt 100 ] || ! kill -0 $pid 2>/dev/null; then
-		echo "rcs-coordinator did not start; see run/coordinator.log" >&2
-		cat run/coordinator.log >&2
+	if [ $i -gt 100 ]; then
+		echo "rcs-coordinator did not start; see run/coordinator.log:" >&2
+		cat "$run/coordinator.log" >&2
 		exit 1
 	fi
 	sleep 0.1
@@ -39,33 +70,66 @@ done
 api() { curl -s -H "api-key: $key" -H "Content-Type: application/json" "$@"; }
 field() { sed -n "s/.*\"$1\":\"\([^\"]*\)\".*/\1/p"; }
 
-device=$(api -X POST "$base/devices" -d '{"name": "first-device", "tags": ["lab"]}' | field entity_ident)
+if [ ! -f "$run/device" ]; then
+	api -X POST "$base/devices" -d '{"name": "local-device", "tags": ["lab"]}' |
+		field entity_ident >"$run/device"
+fi
+device=$(cat "$run/device")
+"$bin/rcs-agent" --mqtt "tcp://127.0.0.1:$mqtt_port" --client-root "$client_root" \
+	--entity-ident "$device" --state-dir "$run/agent" \
+	--trusted-key "$run/signing-pub.pem" --tag local \
+	--allow-command echo=/bin/echo --allow-command uname=/bin/uname \
+	--allow-command uptime=/usr/bin/uptime --file-dir "$run/files" \
+	--reboot-command /bin/true >"$run/agent.log" 2>&1 &
+pids="$pids $!"
+
+i=0
+until api "$base/devices/$device" | grep -q '"online":true'; do
+	i=$((i + 1))
+	if [ $i -gt 100 ]; then
+		echo "the agent did not come online; see run/agent.log:" >&2
+		cat "$run/agent.log" >&2
+		exit 1
+	fi
+	sleep 0.1
+done
+
 task=$(api -X POST "$base/tasks" -d '{"name": "Echo", "script": "echo",
   "variables_info": {"message": {"type": "string", "alias": "Message", "optional": true}}}' |
-	field ident)
+	sed -n 's/.*"ident":"\([^"]*\)".*"client_root".*/\1/p')
 job=$(api -X POST "$base/tasks/$task/jobs" \
-	-d "{\"entity_ident\": \"$device\", \"variables\": {\"message\": \"hello\"}, \"comment\": \"first job\"}" |
+	-d "{\"entity_ident\": \"$device\", \"variables\": {\"message\": \"hello from the device\"}, \"comment\": \"first job\"}" |
 	sed -n 's/^{"ident":"\([^"]*\)".*/\1/p')
+i=0
+until api "$base/jobs/$job" | grep -q '"status":"terminated"\|"status":"edge_error"'; do
+	i=$((i + 1))
+	[ $i -gt 100 ] && break
+	sleep 0.1
+done
+result=$(api "$base/jobs/$job")
 
 cat <<MSG
 
-rcs-coordinator is serving $base (log: run/coordinator.log, database: run/rcs.db)
+The Remote Command Service runs locally (files in run/):
+  REST API   $base            (run/coordinator.log, database run/rcs.db)
+  broker     tcp://127.0.0.1:$mqtt_port     (run/mosquitto.log)
+  agent      device $device (run/agent.log)
 
   tenant (client_root): $client_root
   admin API key:        $key
 
-A device, a task and a first job were created:
-  device $device, task $task, job $job
+First job $job:
+  $result
 
 Try:
-  curl -s -H 'api-key: $key' $base/jobs/$job
   curl -s -H 'api-key: $key' $base/jobs/$job/history
-  curl -s -H 'api-key: $key' '$base/jobs?status=pending'
-  curl -s -H 'api-key: $key' -X POST $base/tasks/$task/jobs/tags \\
-       -H 'Content-Type: application/json' -d '{"tag": "lab", "group_name": "lab-echo"}'
-  curl -s -H 'api-key: $key' $base/groups
+  curl -s -H 'api-key: $key' -X POST $base/tasks/$task/jobs -H 'Content-Type: application/json' \\
+       -d '{"entity_ident": "$device", "variables": {"message": "again"}}'
+  curl -s -H 'api-key: $key' -X POST $base/tasks/$task/jobs/tags -H 'Content-Type: application/json' \\
+       -d '{"tag": "lab", "group_name": "lab-echo"}'
+  curl -s -H 'api-key: $key' $base/devices/$device
+  mosquitto_sub -p $mqtt_port -v -t 'rcs/v1/+/events/#'
 
-Without an MQTT broker configured, jobs are stored and wait "pending".
 Press Ctrl-C to stop.
 MSG
-wait $pid
+wait
