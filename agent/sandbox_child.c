@@ -427,11 +427,22 @@ static int child_readonly_newindex(lua_State *L)
 	return luaL_error(L, "attempt to modify a read-only table");
 }
 
-/* __pairs of a read-only proxy: iterate the table behind it. */
+/* The iterator of a read-only proxy: next() over the table behind it (upvalue 1). */
+static int child_readonly_next(lua_State *L)
+{
+	lua_settop(L, 2);
+	if (lua_next(L, lua_upvalueindex(1)) != 0)
+		return 2;
+	lua_pushnil(L);
+	return 1;
+}
+
+/* __pairs of a read-only proxy: iterates without handing out the table itself. */
 static int child_readonly_pairs(lua_State *L)
 {
 	lua_pushvalue(L, lua_upvalueindex(1));
-	lua_pushvalue(L, lua_upvalueindex(2));
+	lua_pushcclosure(L, child_readonly_next, 1);
+	lua_pushvalue(L, 1);
 	lua_pushnil(L);
 	return 3;
 }
@@ -449,7 +460,7 @@ static int child_readonly_len(lua_State *L)
 static const char child_readonly_key = 'r';
 
 /* Replaces the table on top with a read-only proxy of it. */
-static void child_make_readonly(lua_State *L, int next_idx)
+static void child_make_readonly(lua_State *L)
 {
 	int t = lua_gettop(L);
 
@@ -461,9 +472,8 @@ static void child_make_readonly(lua_State *L, int next_idx)
 	lua_setfield(L, -2, "__index");
 	lua_pushcfunction(L, child_readonly_newindex);
 	lua_setfield(L, -2, "__newindex");
-	lua_pushvalue(L, next_idx);
 	lua_pushvalue(L, t);
-	lua_pushcclosure(L, child_readonly_pairs, 2);
+	lua_pushcclosure(L, child_readonly_pairs, 1);
 	lua_setfield(L, -2, "__pairs");
 	lua_pushvalue(L, t);
 	lua_pushcclosure(L, child_readonly_len, 1);
@@ -476,9 +486,9 @@ static void child_make_readonly(lua_State *L, int next_idx)
 
 /*
  * Pushes a JSON value as Lua (objects -> tables, arrays -> sequences, null ->
- * nil). With next_idx > 0 every table becomes a read-only proxy.
+ * nil). With readonly every table becomes a read-only proxy.
  */
-static void child_push_json(lua_State *L, json_object *v, int depth, int next_idx)
+static void child_push_json(lua_State *L, json_object *v, int depth, bool readonly)
 {
 	if (depth > JSONU_MAX_DEPTH)
 		luaL_error(L, "job data nested deeper than %d levels", JSONU_MAX_DEPTH);
@@ -504,22 +514,22 @@ static void child_push_json(lua_State *L, json_object *v, int depth, int next_id
 
 		lua_createtable(L, n < INT32_MAX ? (int)n : 0, 0);
 		for (size_t i = 0; i < n; i++) {
-			child_push_json(L, json_object_array_get_idx(v, i), depth + 1, next_idx);
+			child_push_json(L, json_object_array_get_idx(v, i), depth + 1, readonly);
 			lua_rawseti(L, -2, (lua_Integer)i + 1);
 		}
-		if (next_idx > 0)
-			child_make_readonly(L, next_idx);
+		if (readonly)
+			child_make_readonly(L);
 		break;
 	}
 	case json_type_object:
 		lua_newtable(L);
 		json_object_object_foreach(v, key, val)
 		{
-			child_push_json(L, val, depth + 1, next_idx);
+			child_push_json(L, val, depth + 1, readonly);
 			lua_setfield(L, -2, key);
 		}
-		if (next_idx > 0)
-			child_make_readonly(L, next_idx);
+		if (readonly)
+			child_make_readonly(L);
 		break;
 	}
 }
@@ -579,7 +589,7 @@ static void child_copy_table(lua_State *L, int src)
 	}
 }
 
-static void child_push_rcs(lua_State *L, const struct sandbox_job *job, int next_idx)
+static void child_push_rcs(lua_State *L, const struct sandbox_job *job)
 {
 	lua_newtable(L);
 	luaL_setfuncs(L, child_rcs_funcs, 0);
@@ -588,20 +598,20 @@ static void child_push_rcs(lua_State *L, const struct sandbox_job *job, int next
 	luaL_newlib(L, child_rcs_file);
 	lua_setfield(L, -2, "file");
 	if (job->variables != NULL && json_object_is_type(job->variables, json_type_object))
-		child_push_json(L, job->variables, 0, 0);
+		child_push_json(L, job->variables, 0, false);
 	else
 		lua_newtable(L);
 	lua_setfield(L, -2, "variables");
 	if (job->constants != NULL && json_object_is_type(job->constants, json_type_object))
-		child_push_json(L, job->constants, 0, 0);
+		child_push_json(L, job->constants, 0, false);
 	else
 		lua_newtable(L);
 	lua_setfield(L, -2, "constants");
 	if (job->job != NULL && json_object_is_type(job->job, json_type_object)) {
-		child_push_json(L, job->job, 0, next_idx);
+		child_push_json(L, job->job, 0, true);
 	} else {
 		lua_newtable(L);
-		child_make_readonly(L, next_idx);
+		child_make_readonly(L);
 	}
 	lua_setfield(L, -2, "job");
 }
@@ -614,7 +624,7 @@ static void child_push_rcs(lua_State *L, const struct sandbox_job *job, int next
 static int child_setup(lua_State *L)
 {
 	struct child *c = child_of(L);
-	int g, env, next_idx;
+	int g, env;
 
 	for (const luaL_Reg *lib = child_libs; lib->name != NULL; lib++) {
 		luaL_requiref(L, lib->name, lib->func, 0);
@@ -628,8 +638,6 @@ static int child_setup(lua_State *L)
 		lua_getfield(L, g, *name);
 		lua_setfield(L, env, *name);
 	}
-	lua_getfield(L, env, "next");
-	next_idx = lua_gettop(L);
 
 	lua_getfield(L, g, "load");
 	lua_pushvalue(L, env);
@@ -664,7 +672,7 @@ static int child_setup(lua_State *L)
 	lua_setfield(L, env, LUA_OSLIBNAME);
 	lua_pop(L, 2); /* os, _LOADED */
 
-	child_push_rcs(L, c->a->job, next_idx);
+	child_push_rcs(L, c->a->job);
 	lua_setfield(L, env, "rcs");
 	lua_pushvalue(L, env);
 	lua_setfield(L, env, LUA_GNAME);

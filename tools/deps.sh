@@ -14,7 +14,7 @@ TEST_PKGS="libcmocka-dev python3-aiosmtpd python3-paho-mqtt"
 # the agent's libraries for a device architecture (Debian multiarch)
 target_pkgs() {
 	echo "libc6-dev:$1 libpaho-mqtt-dev:$1 liblua5.4-dev:$1 libjson-c-dev:$1"
-	echo "libsqlite3-dev:$1 libmbedtls-dev:$1 libseccomp-dev:$1"
+	echo "libsqlite3-dev:$1 libmbedtls-dev:$1 libseccomp-dev:$1 libssl-dev:$1"
 }
 ARM64_PKGS="qemu-user gcc-aarch64-linux-gnu $(target_pkgs arm64)"
 ARMHF_PKGS="qemu-user gcc-arm-linux-gnueabihf $(target_pkgs armhf)"
