@@ -20,6 +20,8 @@ enum rcs_err lifecycle_move(struct lifecycle *lc, const struct job_move *m,
 	err = store_job_move(lc->st, m, result);
 	if (err != RCS_OK)
 		return err;
+	if (*result == STORE_MOVE_APPLIED && lc->changed)
+		lc->changed(lc->changed_ctx);
 	if (*result != STORE_MOVE_APPLIED && job_after == NULL)
 		return RCS_OK;
 	err = store_job_get(lc->st, NULL, m->ident, &job);
@@ -40,6 +42,8 @@ void lifecycle_jobs_created(struct lifecycle *lc, const struct job_batch *b, jso
 
 	if (sent)
 		*sent = NULL;
+	if (lc->changed && b->n > 0)
+		lc->changed(lc->changed_ctx);
 	if (lc->hooks == NULL || b->n == 0)
 		return;
 	if ((b->scheduled_time > b->now || b->ttl > 0) && lc->hooks->wake)

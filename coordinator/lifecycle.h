@@ -42,6 +42,9 @@ struct lifecycle_hooks {
 struct lifecycle {
 	struct store *st;
 	const struct lifecycle_hooks *hooks; /* NULL: no transport */
+	/* Called after any status change or creation (notifications may be queued). */
+	void (*changed)(void *ctx);
+	void *changed_ctx;
 };
 
 /* True when a transport is plugged in (device presence is known). */

@@ -20,6 +20,7 @@
 #include "lifecycle.h"
 #include "log.h"
 #include "mqtt_bridge.h"
+#include "notifier.h"
 #include "signer.h"
 #include "store.h"
 #include "uuid.h"
@@ -44,6 +45,11 @@ struct settings {
 	char *mqtt_keyfile;
 	long long mqtt_max_payload;
 	long long resend_after;
+	char *smtp_url;
+	char *smtp_from;
+	char *smtp_username;
+	char *smtp_password;
+	long long smtp_max_per_hour;
 	bool debug;
 	bool check;
 	/* subcommand options */
@@ -80,6 +86,13 @@ static const struct cfg_opt serve_opts[] = {
 		"larger device messages are dropped (default 1048576)"),
 	OPT_INT("resend_after", resend_after, 5, 86400, "SECONDS",
 		"re-send a job's envelope after this long without news (default 60)"),
+	OPT("smtp_url", CFG_STRING, smtp_url, "URL",
+	    "mail server for notifications: smtp://host:port or smtps://host:port"),
+	OPT("smtp_from", CFG_STRING, smtp_from, "ADDR", "sender address of notifications"),
+	OPT("smtp_username", CFG_STRING, smtp_username, "NAME", "SMTP user name"),
+	OPT("smtp_password", CFG_STRING, smtp_password, "SECRET", "SMTP password"),
+	OPT_INT("smtp_max_per_hour", smtp_max_per_hour, 0, 1000000, "N",
+		"mails per tenant and hour, beyond: suppressed (default 600, 0: no cap)"),
 	OPT("debug", CFG_BOOL, debug, NULL, "log every request"),
 	OPT("check", CFG_BOOL, check, NULL, "check the configuration and keys, then exit"),
 	{ NULL, 0, 0, 0, 0, NULL, NULL },
@@ -308,12 +321,14 @@ static int cmd_serve(struct settings *s)
 	struct signer *signer = NULL;
 	struct http_api *http = NULL;
 	struct bridge *bridge = NULL;
-	struct lifecycle lc = { NULL, NULL };
+	struct notifier *notifier = NULL;
+	struct lifecycle lc;
 	struct api_app app;
 	sigset_t sigs;
 	int sig, rc = 1;
 	enum rcs_err err;
 
+	memset(&lc, 0, sizeof(lc));
 	need(s->db, "--db");
 	need(s->listen, "--listen");
 	err = signer_open(s->signing_key, s->trusted_key.items, s->trusted_key.n, &signer);
@@ -339,6 +354,22 @@ static int cmd_serve(struct settings *s)
 		goto out;
 	lc.st = st;
 	lc.hooks = NULL; /* no transport: jobs are stored and stay pending */
+	if (s->smtp_url) {
+		struct notifier_opts no;
+		memset(&no, 0, sizeof(no));
+		no.smtp_url = s->smtp_url;
+		no.from = s->smtp_from;
+		no.username = s->smtp_username;
+		no.password = s->smtp_password;
+		no.max_per_hour = s->smtp_max_per_hour;
+		if (notifier_start(&no, st, &lc, &notifier) != RCS_OK) {
+			fprintf(stderr, "rcs-coordinator: cannot send notifications with %s\n",
+				s->smtp_url);
+			goto out;
+		}
+	} else {
+		log_info("no --smtp-url: notifications are recorded but not sent");
+	}
 	if (s->mqtt) {
 		struct bridge_opts bo;
 		memset(&bo, 0, sizeof(bo));
@@ -384,6 +415,7 @@ static int cmd_serve(struct settings *s)
 out:
 	http_api_stop(http);
 	bridge_stop(bridge);
+	notifier_stop(notifier);
 	store_close(st);
 	signer_free(signer);
 	return rc;
@@ -400,6 +432,7 @@ int main(int argc, char **argv)
 	s.threads = 4;
 	s.mqtt_max_payload = 1024 * 1024;
 	s.resend_after = 60;
+	s.smtp_max_per_hour = 600;
 	log_init("rcs-coordinator", LOG_LVL_INFO);
 	if (argc < 2) {
 		usage(stderr);

@@ -184,7 +184,8 @@ static const char *const store_migrations[] = {
 	"  last_error TEXT,\n"
 	"  UNIQUE(job_ident, status, address)\n"
 	");\n"
-	"CREATE INDEX notifications_due ON notifications(state, next_at);\n",
+	"CREATE INDEX notifications_due ON notifications(state, next_at);\n"
+	"CREATE INDEX notifications_tenant ON notifications(client_root, state, sent_at);\n",
 };
 
 #define STORE_N_MIGRATIONS (sizeof(store_migrations) / sizeof(store_migrations[0]))
@@ -2093,6 +2094,119 @@ enum rcs_err store_next_wakeup(struct store *st, int64_t now, int64_t *next)
 		*next = sqlite3_column_int64(s, 0);
 	err = store_rc(st->db, rc, "next wakeup");
 out:
+	sqlite3_finalize(s);
+	store_unlock(st);
+	return err;
+}
+
+/* ---- the notifier's queries ---- */
+
+static json_object *row_notification_due(sqlite3_stmt *s)
+{
+	json_object *o = json_object_new_object();
+
+	json_object_object_add(o, "id", col_int(s, 0));
+	json_object_object_add(o, "job_ident", col_str(s, 1));
+	json_object_object_add(o, "client_root", col_str(s, 2));
+	json_object_object_add(o, "status", col_str(s, 3));
+	json_object_object_add(o, "address", col_str(s, 4));
+	json_object_object_add(o, "attempts", col_int(s, 5));
+	json_object_object_add(o, "created_at", col_int(s, 6));
+	return o;
+}
+
+enum rcs_err store_notifications_due(struct store *st, int64_t now, size_t limit,
+				     json_object **out)
+{
+	sqlite3_stmt *s = NULL;
+	enum rcs_err err;
+	int rc;
+
+	*out = NULL;
+	store_lock(st);
+	err = store_prepare(st,
+			    "SELECT id, job_ident, client_root, status, address, attempts, created_at"
+			    " FROM notifications WHERE state = 'queued' AND next_at <= ?"
+			    " ORDER BY next_at, id LIMIT ?",
+			    &s);
+	if (err != RCS_OK)
+		goto out;
+	sqlite3_bind_int64(s, 1, now);
+	sqlite3_bind_int64(s, 2, (sqlite3_int64)limit);
+	*out = json_object_new_array();
+	while ((rc = sqlite3_step(s)) == SQLITE_ROW)
+		json_object_array_add(*out, row_notification_due(s));
+	err = store_rc(st->db, rc, "notifications due");
+	if (err != RCS_OK) {
+		json_object_put(*out);
+		*out = NULL;
+	}
+out:
+	sqlite3_finalize(s);
+	store_unlock(st);
+	return err;
+}
+
+enum rcs_err store_notification_next(struct store *st, int64_t *next)
+{
+	sqlite3_stmt *s = NULL;
+	enum rcs_err err;
+
+	*next = 0;
+	store_lock(st);
+	err = store_prepare(st, "SELECT min(next_at) FROM notifications WHERE state = 'queued'", &s);
+	if (err == RCS_OK && sqlite3_step(s) == SQLITE_ROW &&
+	    sqlite3_column_type(s, 0) != SQLITE_NULL)
+		*next = sqlite3_column_int64(s, 0);
+	sqlite3_finalize(s);
+	store_unlock(st);
+	return err;
+}
+
+enum rcs_err store_notification_update(struct store *st, long long id, const char *state,
+				       int64_t now, int64_t next_at, const char *error)
+{
+	sqlite3_stmt *s = NULL;
+	enum rcs_err err;
+
+	store_lock(st);
+	err = store_prepare(st,
+			    "UPDATE notifications SET state = ?1, attempts = attempts +"
+			    " (CASE WHEN ?1 = 'suppressed' THEN 0 ELSE 1 END),"
+			    " sent_at = CASE WHEN ?1 = 'sent' THEN ?2 ELSE sent_at END,"
+			    " next_at = ?3, last_error = ?4 WHERE id = ?5",
+			    &s);
+	if (err == RCS_OK) {
+		bind_text(s, 1, state);
+		sqlite3_bind_int64(s, 2, now);
+		sqlite3_bind_int64(s, 3, next_at);
+		bind_text(s, 4, error);
+		sqlite3_bind_int64(s, 5, id);
+		err = store_rc(st->db, sqlite3_step(s), "notification update");
+	}
+	sqlite3_finalize(s);
+	store_unlock(st);
+	return err;
+}
+
+enum rcs_err store_notifications_sent_since(struct store *st, const char *client_root,
+					    int64_t since, long long *n)
+{
+	sqlite3_stmt *s = NULL;
+	enum rcs_err err;
+
+	*n = 0;
+	store_lock(st);
+	err = store_prepare(st,
+			    "SELECT count(*) FROM notifications WHERE client_root = ? AND"
+			    " state = 'sent' AND sent_at >= ?",
+			    &s);
+	if (err == RCS_OK) {
+		bind_text(s, 1, client_root);
+		sqlite3_bind_int64(s, 2, since);
+		if (sqlite3_step(s) == SQLITE_ROW)
+			*n = sqlite3_column_int64(s, 0);
+	}
 	sqlite3_finalize(s);
 	store_unlock(st);
 	return err;

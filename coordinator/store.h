@@ -282,4 +282,19 @@ enum rcs_err store_job_mark_sent(struct store *st, const char *ident, int64_t no
 /* The next time (Unix s) a scheduled job falls due or a ttl runs out; 0 when none. */
 enum rcs_err store_next_wakeup(struct store *st, int64_t now, int64_t *next);
 
+/* ---- for the notifier ---- */
+
+/* Queued notifications whose time has come: [{id, job_ident, client_root,
+ * status, address, attempts, created_at}], oldest first. */
+enum rcs_err store_notifications_due(struct store *st, int64_t now, size_t limit,
+				     json_object **out);
+/* When the next queued notification is due (0: none). */
+enum rcs_err store_notification_next(struct store *st, int64_t *next);
+/* Records an attempt: state queued (retry at next_at), sent, failed or suppressed. */
+enum rcs_err store_notification_update(struct store *st, long long id, const char *state,
+				       int64_t now, int64_t next_at, const char *error);
+/* Mails sent for the tenant since the given time (the hourly cap). */
+enum rcs_err store_notifications_sent_since(struct store *st, const char *client_root,
+					    int64_t since, long long *n);
+
 #endif
