@@ -50,6 +50,7 @@ struct settings {
 	char *smtp_username;
 	char *smtp_password;
 	long long smtp_max_per_hour;
+	long long smtp_retry_base;
 	bool debug;
 	bool check;
 	/* subcommand options */
@@ -93,6 +94,8 @@ static const struct cfg_opt serve_opts[] = {
 	OPT("smtp_password", CFG_STRING, smtp_password, "SECRET", "SMTP password"),
 	OPT_INT("smtp_max_per_hour", smtp_max_per_hour, 0, 1000000, "N",
 		"mails per tenant and hour, beyond: suppressed (default 600, 0: no cap)"),
+	OPT_INT("smtp_retry_base", smtp_retry_base, 1, 3600, "SECONDS",
+		"first retry of a failed mail, doubling up to an hour (default 30)"),
 	OPT("debug", CFG_BOOL, debug, NULL, "log every request"),
 	OPT("check", CFG_BOOL, check, NULL, "check the configuration and keys, then exit"),
 	{ NULL, 0, 0, 0, 0, NULL, NULL },
@@ -362,6 +365,7 @@ static int cmd_serve(struct settings *s)
 		no.username = s->smtp_username;
 		no.password = s->smtp_password;
 		no.max_per_hour = s->smtp_max_per_hour;
+		no.retry_base = (int)s->smtp_retry_base;
 		if (notifier_start(&no, st, &lc, &notifier) != RCS_OK) {
 			fprintf(stderr, "rcs-coordinator: cannot send notifications with %s\n",
 				s->smtp_url);
@@ -433,6 +437,7 @@ int main(int argc, char **argv)
 	s.mqtt_max_payload = 1024 * 1024;
 	s.resend_after = 60;
 	s.smtp_max_per_hour = 600;
+	s.smtp_retry_base = 30;
 	log_init("rcs-coordinator", LOG_LVL_INFO);
 	if (argc < 2) {
 		usage(stderr);
