@@ -211,6 +211,19 @@ static struct agent_policy *policy_load(const struct agent_settings *s, char *er
 	if (strlist_copy(&s->allow_command, &p->allow_command) != RCS_OK ||
 	    strlist_copy(&s->file_dir, &p->file_dir) != RCS_OK)
 		goto fail;
+	/* the jail checks what it will be given, so a bad line fails here and not per job */
+	{
+		struct sandbox_config cfg;
+		sandbox_config_defaults(&cfg);
+		cfg.mem_limit = (size_t)s->mem_limit;
+		cfg.exec_timeout = s->exec_timeout;
+		cfg.exec_max_output = (size_t)s->exec_max_output;
+		cfg.allow_command = &p->allow_command;
+		cfg.file_dir = &p->file_dir;
+		cfg.allow_no_seccomp = s->allow_no_seccomp;
+		if (sandbox_config_check(&cfg, err, errlen) != RCS_OK)
+			goto fail;
+	}
 	return p;
 fail:
 	policy_free(p);

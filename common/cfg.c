@@ -210,8 +210,15 @@ enum rcs_err cfg_parse_args(const struct cfg_opt *opts, void *base, int argc, ch
 			val = eq + 1;
 			i++;
 		} else if (o->type == CFG_BOOL) {
-			val = "true";
-			i++;
+			/* "--flag" alone is true; "--flag false" takes a boolean word */
+			bool b;
+			if (i + 1 < argc && cfg_parse_bool(argv[i + 1], &b)) {
+				val = argv[i + 1];
+				i += 2;
+			} else {
+				val = "true";
+				i++;
+			}
 		} else {
 			if (i + 1 >= argc) {
 				snprintf(errbuf, errlen, "option '--%s' needs a value", name);

@@ -229,6 +229,19 @@ static void test_cfg_file_and_args(void **state)
 				 RCS_ERR_INVAL);
 		assert_non_null(strstr(err, "--nope"));
 	}
+	{
+		char *bools[] = { "prog", "--flag", "false", "--name", "n", "--flag", "--item", "x" };
+		memset(&c, 0, sizeof(c));
+		assert_int_equal(cfg_parse_args(test_opts, &c, 6, bools, 1, &next, err, sizeof(err)),
+				 RCS_OK);
+		assert_false(c.flag); /* "--flag false" */
+		assert_string_equal(c.name, "n");
+		assert_int_equal(cfg_parse_args(test_opts, &c, 8, bools, 5, &next, err, sizeof(err)),
+				 RCS_OK);
+		assert_true(c.flag); /* "--flag" followed by another option */
+		assert_int_equal(c.items.n, 1);
+		cfg_free(test_opts, &c);
+	}
 	assert_string_equal(cfg_find_arg(8, argv, "name"), "second");
 	assert_string_equal(cfg_find_arg(8, argv, "count-max"), "7");
 	assert_null(cfg_find_arg(8, argv, "config"));
