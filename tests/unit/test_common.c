@@ -232,7 +232,7 @@ static void test_cfg_file_and_args(void **state)
 	{
 		char *bools[] = { "prog", "--flag", "false", "--name", "n", "--flag", "--item", "x" };
 		memset(&c, 0, sizeof(c));
-		assert_int_equal(cfg_parse_args(test_opts, &c, 6, bools, 1, &next, err, sizeof(err)),
+		assert_int_equal(cfg_parse_args(test_opts, &c, 5, bools, 1, &next, err, sizeof(err)),
 				 RCS_OK);
 		assert_false(c.flag); /* "--flag false" */
 		assert_string_equal(c.name, "n");
