@@ -47,9 +47,23 @@ static const char *jstr(json_object *o, const char *key)
 
 /* ---- the mail ---- */
 
+/* The longest prefix of s of at most max bytes that ends between UTF-8 characters. */
+static size_t mail_utf8_cut(const char *s, size_t max)
+{
+	size_t n = strlen(s);
+
+	if (n <= max)
+		return n;
+	n = max;
+	while (n > 0 && ((unsigned char)s[n] & 0xc0) == 0x80)
+		n--;
+	return n;
+}
+
 /* Appends s to a header: control characters (CR, LF...) become spaces. */
 static void mail_header_text(struct buf *b, const char *s, size_t max)
 {
+	max = s ? mail_utf8_cut(s, max) : 0;
 	for (size_t i = 0; s && s[i] && i < max; i++) {
 		unsigned char c = (unsigned char)s[i];
 		char ch = c < 0x20 || c == 0x7f ? ' ' : (char)c;
@@ -71,16 +85,17 @@ static void mail_subject(struct buf *b, const char *subject)
 	struct buf clean;
 	char enc[512];
 
-	buf_init(&clean, 300);
-	mail_header_text(&clean, subject, 200);
+	buf_init(&clean, 400);
+	mail_header_text(&clean, subject, 300);
 	if (clean.data == NULL || mail_is_ascii(clean.data)) {
 		buf_appendf(b, "Subject: %s\r\n", clean.data ? clean.data : "");
 	} else {
-		/* encoded words of at most 45 input bytes, cut between UTF-8 characters */
+		/* encoded words of at most 36 input bytes (lines under 76 characters, RFC 2047),
+		 * cut between UTF-8 characters */
 		size_t i = 0, n = clean.len;
 		buf_appendf(b, "Subject:");
 		while (i < n) {
-			size_t k = n - i > 45 ? 45 : n - i;
+			size_t k = n - i > 36 ? 36 : n - i;
 			while (i + k < n && k > 0 && ((unsigned char)clean.data[i + k] & 0xc0) == 0x80)
 				k--;
 			if (b64_encode(clean.data + i, k, enc, sizeof(enc)) != RCS_OK)
@@ -93,16 +108,34 @@ static void mail_subject(struct buf *b, const char *subject)
 	buf_free(&clean);
 }
 
-/* Appends body text with every line ending as CRLF (libcurl does the SMTP dot-stuffing). */
+#define MAIL_LINE_MAX 900 /* SMTP allows 998 bytes a line: long lines are wrapped */
+
+/*
+ * Appends at most max bytes of body text (cut between UTF-8 characters),
+ * every line ending in CRLF and none longer than MAIL_LINE_MAX bytes (libcurl
+ * does the SMTP dot-stuffing).
+ */
 static void mail_body_text(struct buf *b, const char *s, size_t max)
 {
-	for (size_t i = 0; s && s[i] && i < max; i++) {
+	size_t line = 0;
+
+	if (s == NULL)
+		return;
+	max = mail_utf8_cut(s, max);
+	for (size_t i = 0; i < max; i++) {
 		if (s[i] == '\r')
 			continue;
-		if (s[i] == '\n')
+		if (s[i] == '\n') {
 			buf_append(b, "\r\n", 2);
-		else
-			buf_append(b, &s[i], 1);
+			line = 0;
+			continue;
+		}
+		if (line >= MAIL_LINE_MAX && ((unsigned char)s[i] & 0xc0) != 0x80) {
+			buf_append(b, "\r\n", 2);
+			line = 0;
+		}
+		buf_append(b, &s[i], 1);
+		line++;
 	}
 }
 
@@ -122,7 +155,9 @@ char *notifier_format(const char *from, const char *to, json_object *job, const 
 	gmtime_r(&t, &tm);
 	strftime(date, sizeof(date), "%a, %d %b %Y %H:%M:%S +0000", &tm);
 	strftime(when, sizeof(when), "%Y-%m-%d %H:%M:%S UTC", &tm);
-	snprintf(subject, sizeof(subject), "[rcs] %.150s on %.100s: %s", task_name, device, status);
+	snprintf(subject, sizeof(subject), "[rcs] %.*s on %.*s: %s",
+		 (int)mail_utf8_cut(task_name ? task_name : "?", 150), task_name ? task_name : "?",
+		 (int)mail_utf8_cut(device ? device : "?", 100), device ? device : "?", status);
 	buf_init(&b, NOTIFIER_MAX_MAIL);
 	buf_appendf(&b, "Date: %s\r\n", date);
 	buf_appendf(&b, "Message-ID: <%s>\r\n", message_id);
@@ -204,6 +239,7 @@ static enum rcs_err notifier_send(struct notifier *n, const char *to, const char
 	struct curl_slist *rcpt = NULL;
 	struct mail_reader r = { mail, strlen(mail), 0 };
 	char addr[300];
+	enum rcs_err err = RCS_OK;
 	CURLcode rc;
 
 	errbuf[0] = '\0';
@@ -232,11 +268,24 @@ static enum rcs_err notifier_send(struct notifier *n, const char *to, const char
 		curl_easy_setopt(c, CURLOPT_PASSWORD, n->password ? n->password : "");
 	}
 	rc = curl_easy_perform(c);
-	if (rc != CURLE_OK && errbuf[0] == '\0')
-		snprintf(errbuf, CURL_ERROR_SIZE, "%s", curl_easy_strerror(rc));
+	if (rc != CURLE_OK) {
+		long code = 0;
+		curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &code);
+		if (errbuf[0] == '\0')
+			snprintf(errbuf, CURL_ERROR_SIZE, "%s", curl_easy_strerror(rc));
+		if (code >= 500 && code < 600 && rc != CURLE_LOGIN_DENIED) {
+			/* a permanent refusal of this mail (5xx): retrying would not help; refused
+			 * credentials are the coordinator's configuration, retried until fixed */
+			size_t l = strlen(errbuf);
+			snprintf(errbuf + l, CURL_ERROR_SIZE - l, " (server answered %ld)", code);
+			err = RCS_ERR_INVAL;
+		} else {
+			err = RCS_ERR_IO;
+		}
+	}
 	curl_slist_free_all(rcpt);
 	curl_easy_cleanup(c);
-	return rc == CURLE_OK ? RCS_OK : RCS_ERR_IO;
+	return err;
 }
 
 static void notifier_one(struct notifier *n, json_object *row, int64_t now)
@@ -249,6 +298,7 @@ static void notifier_one(struct notifier *n, json_object *row, int64_t now)
 	char errbuf[CURL_ERROR_SIZE + 1], msgid[160], key[256], h[SHA256_HEX_LEN];
 	char *mail = NULL;
 	long long sent = 0;
+	enum rcs_err err;
 
 	if (n->o.max_per_hour > 0 &&
 	    store_notifications_sent_since(n->st, root, now - 3600, &sent) == RCS_OK &&
@@ -273,10 +323,11 @@ static void notifier_one(struct notifier *n, json_object *row, int64_t now)
 		store_notification_update(n->st, id, "failed", now, now, "mail too large");
 		goto out;
 	}
-	if (notifier_send(n, to, mail, errbuf) == RCS_OK) {
+	err = notifier_send(n, to, mail, errbuf);
+	if (err == RCS_OK) {
 		store_notification_update(n->st, id, "sent", now, now, NULL);
 		log_info("job %s: %s notified to %s", job_ident, status, to);
-	} else if (attempts + 1 >= n->o.max_attempts) {
+	} else if (err == RCS_ERR_INVAL || attempts + 1 >= n->o.max_attempts) {
 		store_notification_update(n->st, id, "failed", now, now, errbuf);
 		log_warnx("job %s: notification to %s failed for good: %s", job_ident, to, errbuf);
 	} else {

@@ -514,3 +514,379 @@ class FakeDevice:
     def jobs_received(self):
         with self.lock:
             return [e["job"] for e in self.envelopes]
+
+
+# ---------------------------------------------------------------------------
+# The real device daemon (rcs-agent) and the keys it trusts.
+
+
+def make_ec_keypair(workdir, name="signing"):
+    """Makes an EC P-256 key pair with openssl in workdir: returns (private PEM path,
+    public PEM path), named <name>-key.pem and <name>-pub.pem."""
+    key = os.path.join(workdir, "%s-key.pem" % name)
+    pub = os.path.join(workdir, "%s-pub.pem" % name)
+    subprocess.run(["openssl", "ecparam", "-name", "prime256v1", "-genkey", "-noout",
+                    "-out", key], check=True, capture_output=True, timeout=30)
+    subprocess.run(["openssl", "ec", "-in", key, "-pubout", "-out", pub], check=True,
+                   capture_output=True, timeout=30)
+    return key, pub
+
+
+def key_id(pub_pem):
+    """docs/signing.md: first 16 hex chars of SHA-256 of the DER SubjectPublicKeyInfo."""
+    import hashlib
+    der = subprocess.run(["openssl", "pkey", "-pubin", "-in", pub_pem, "-outform", "DER"],
+                         check=True, capture_output=True, timeout=30).stdout
+    return hashlib.sha256(der).hexdigest()[:16]
+
+
+def canonical_json(x):
+    """RFC 8785 for objects of strings, integers and nested objects (docs/signing.md)."""
+    return json.dumps(x, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+
+def task_manifest(client_root, task_ident, version, script_name, source, constants=None,
+                  variables_info=None):
+    """The bytes a task signature covers (docs/signing.md); source str or bytes."""
+    import hashlib
+    if isinstance(source, str):
+        source = source.encode()
+    return ("rcs-task-signature-v1\n"
+            "client_root: %s\ntask: %s\nversion: %d\nscript: %s\nscript_sha256: %s\n"
+            "constants: %s\nvariables_info: %s\n" % (
+                client_root, task_ident, version, script_name,
+                hashlib.sha256(source).hexdigest(), canonical_json(constants or {}),
+                canonical_json(variables_info or {}))).encode()
+
+
+def sign_es256(key_pem, data, pub_pem):
+    """A task signature object over data made with openssl (ES256, DER, base64)."""
+    import base64
+    der = subprocess.run(["openssl", "dgst", "-sha256", "-sign", key_pem], input=data,
+                         check=True, capture_output=True, timeout=30).stdout
+    return {"alg": "ES256", "key_id": key_id(pub_pem),
+            "value": base64.b64encode(der).decode()}
+
+
+class Agent:
+    """A real rcs-agent (build/bin/rcs-agent, or binary, optionally run through an
+    emulator prefix such as ["qemu-aarch64", "-L", "/usr/aarch64-linux-gnu"]) for one
+    device, with its state directory, log file and files directory in workdir.
+
+    trusted_keys, tags, file_dirs: lists; allow_commands: a dict NAME -> PATH or a list
+    of "NAME=PATH"; extra_args: more flags (e.g. ["--max-queue", "1"]). The state
+    directory survives stop()/start(), like a device's disk. stop(sig) signals the pid
+    and returns the exit code (negative signal number when killed by a signal).
+    """
+
+    def __init__(self, workdir, mqtt, client_root, entity_ident, trusted_keys=(), tags=(),
+                 allow_commands=(), file_dirs=(), extra_args=(), binary=None, emulator=(),
+                 state_dir=None, name=None, env=None):
+        self.workdir = workdir
+        self.mqtt = mqtt
+        self.client_root = client_root
+        self.entity_ident = entity_ident
+        if isinstance(trusted_keys, str):
+            trusted_keys = [trusted_keys]
+        self.trusted_keys = list(trusted_keys)
+        self.tags = list(tags)
+        if isinstance(allow_commands, dict):
+            allow_commands = ["%s=%s" % kv for kv in allow_commands.items()]
+        self.allow_commands = list(allow_commands)
+        self.file_dirs = list(file_dirs)
+        self.extra_args = list(extra_args)
+        self.binary = binary or AGENT
+        self.emulator = list(emulator or ())
+        self.name = name or ("agent-" + entity_ident[-12:])
+        self.state_dir = state_dir or os.path.join(workdir, self.name + "-state")
+        self.log_path = os.path.join(workdir, self.name + ".log")
+        self.env = env
+        self.proc = None
+        self.log = None
+        self.starts = 0
+
+    def argv(self):
+        args = [*self.emulator, self.binary, "--mqtt", self.mqtt,
+                "--client-root", self.client_root, "--entity-ident", self.entity_ident,
+                "--state-dir", self.state_dir]
+        for k in self.trusted_keys:
+            args += ["--trusted-key", k]
+        for t in self.tags:
+            args += ["--tag", t]
+        for c in self.allow_commands:
+            args += ["--allow-command", c]
+        for d in self.file_dirs:
+            args += ["--file-dir", d]
+        return args + self.extra_args
+
+    def start(self, wait=True, timeout=20):
+        """Starts the agent; with wait, until its log says it started (or fails when it
+        exits first)."""
+        if self.proc is not None and self.proc.poll() is None:
+            raise AssertionError("agent %s already running" % self.name)
+        mark = len(self.read_log(tail=None))
+        self.log = open(self.log_path, "ab")
+        self.proc = subprocess.Popen(self.argv(), stdout=self.log, stderr=subprocess.STDOUT,
+                                     env=self.env)
+        self.starts += 1
+        if wait:
+            deadline = time.time() + timeout
+            while time.time() < deadline:
+                if self.proc.poll() is not None:
+                    rc = self.proc.returncode
+                    self.log.close()
+                    self.proc = None
+                    raise AssertionError("agent %s exited with %d:\n%s" % (
+                        self.name, rc, self.read_log()))
+                if ": device %s of " % self.entity_ident in self.read_log(tail=None)[mark:]:
+                    return self
+                time.sleep(0.05)
+            raise AssertionError("agent %s did not start:\n%s" % (self.name, self.read_log()))
+        return self
+
+    @property
+    def pid(self):
+        return self.proc.pid if self.proc is not None else None
+
+    def alive(self):
+        return self.proc is not None and self.proc.poll() is None
+
+    def send_signal(self, sig):
+        """Sends sig to the running agent (e.g. SIGHUP)."""
+        if not self.alive():
+            raise AssertionError("agent %s is not running" % self.name)
+        os.kill(self.proc.pid, sig)
+
+    def stop(self, sig=signal.SIGTERM, timeout=15):
+        """Stops the agent by pid; returns its exit code (None when it wasn't started)."""
+        if self.proc is None:
+            return None
+        if self.proc.poll() is None:
+            os.kill(self.proc.pid, sig)
+            try:
+                self.proc.wait(timeout=timeout)
+            except subprocess.TimeoutExpired:
+                os.kill(self.proc.pid, signal.SIGKILL)
+                self.proc.wait()
+                self.log.close()
+                self.proc = None
+                raise AssertionError("agent %s did not stop on signal %d" % (self.name, sig))
+        self.log.close()
+        rc = self.proc.returncode
+        self.proc = None
+        return rc
+
+    def read_log(self, tail=20000):
+        """The agent's log (stdout and stderr of every start), the last tail characters."""
+        try:
+            with open(self.log_path, "rb") as f:
+                text = f.read().decode("utf-8", "replace")
+        except OSError:
+            return ""
+        return text if tail is None else text[-tail:]
+
+    def wait_log(self, text, timeout=10):
+        """Waits until text appears in the log; returns the log."""
+        return wait_for(lambda: text in self.read_log(tail=None) and self.read_log(tail=None),
+                        timeout=timeout, what="%r in the log of agent %s" % (text, self.name))
+
+
+# ---------------------------------------------------------------------------
+# SMTP: a real mail server (aiosmtpd) in this process, for the notification tests.
+
+
+class SmtpMessage:
+    """One mail the SmtpServer accepted: the envelope (mail_from, rcpt_tos), the raw
+    content bytes as received after DATA, and the arrival time. message is the parsed
+    email (email.policy.default: decoded headers, get_content() for the body)."""
+
+    def __init__(self, mail_from, rcpt_tos, content, at):
+        import email
+        import email.policy
+        self.mail_from = mail_from
+        self.rcpt_tos = list(rcpt_tos)
+        self.content = bytes(content)
+        self.at = at
+        self.message = email.message_from_bytes(self.content, policy=email.policy.default)
+
+    @property
+    def raw_headers(self):
+        """The header section as bytes, as sent (CRLF line endings, folding kept)."""
+        head, _, _ = self.content.partition(b"\r\n\r\n")
+        return head
+
+    def header_names(self):
+        """Names of the header fields, in order, read from the raw lines (a continuation
+        line, starting with a space or tab, belongs to the field before it)."""
+        names = []
+        for line in self.raw_headers.split(b"\r\n"):
+            if line[:1] in (b" ", b"\t") or not line:
+                continue
+            names.append(line.partition(b":")[0].decode("ascii", "replace").strip())
+        return names
+
+    @property
+    def subject(self):
+        """The Subject with RFC 2047 encoded words decoded."""
+        import email.header
+        raw = self.message.get("Subject", "")
+        return str(email.header.make_header(email.header.decode_header(str(raw))))
+
+    @property
+    def body(self):
+        """The plain-text body as str (decoded with its charset)."""
+        return self.message.get_content()
+
+    def __repr__(self):
+        return "<SmtpMessage from %s to %s: %r>" % (self.mail_from, self.rcpt_tos,
+                                                   self.content[:200])
+
+
+class SmtpServer:
+    """A real SMTP server on 127.0.0.1:<free port>: aiosmtpd's Controller (its own
+    thread and event loop) in this process, collecting every accepted mail in messages.
+
+    stop() closes the port (connections are refused, like a server that is down) and
+    start() opens it again on the same port. Modes for the DATA answer:
+      accept()        250, the mail is recorded in messages (the default)
+      tempfail(code)  451 (or code) for every DATA: nothing is recorded in messages, the
+                      attempt is counted in rejected
+      slow(seconds)   sleeps that long before answering 250 (other connections are
+                      served meanwhile)
+    url is smtp://127.0.0.1:<port>. auth=(user, password) makes the server require SMTP
+    AUTH (PLAIN or LOGIN, without TLS) with these credentials; auth_attempts records
+    (user, password, accepted) of every try.
+    """
+
+    def __init__(self, port=None, hostname="127.0.0.1", auth=None):
+        import threading
+        self.hostname = hostname
+        self.auth = auth
+        self.auth_attempts = []
+        self.port = port or free_port()
+        self.url = "smtp://%s:%d" % (hostname, self.port)
+        self.lock = threading.Lock()
+        self.messages = []
+        self.rejected = []  # (mail_from, rcpt_tos, time) of the DATA answered with an error
+        self.data_commands = 0  # every DATA that reached the end of its content
+        self.mode = "accept"
+        self.delay = 0.0
+        self.fail_reply = "451 4.3.0 Temporary failure, try again later"
+        self.controller = None
+
+    # -- modes -------------------------------------------------------------------------
+
+    def accept(self):
+        with self.lock:
+            self.mode, self.delay = "accept", 0.0
+        return self
+
+    def tempfail(self, reply="451 4.3.0 Temporary failure, try again later"):
+        with self.lock:
+            self.mode, self.fail_reply = "tempfail", reply
+        return self
+
+    def slow(self, seconds):
+        with self.lock:
+            self.mode, self.delay = "slow", float(seconds)
+        return self
+
+    # -- life --------------------------------------------------------------------------
+
+    def start(self):
+        from aiosmtpd.controller import Controller
+        if self.controller is not None:
+            return self
+        deadline = time.time() + 10
+        while True:
+            kw = {}
+            if self.auth is not None:
+                import logging
+                import warnings
+                # a test server on loopback: AUTH without TLS is what we want
+                warnings.filterwarnings("ignore", module=r"aiosmtpd\..*")
+                warnings.filterwarnings("ignore", message=".*AUTH while not requiring TLS.*")
+                warnings.filterwarnings("ignore", message=".*login_data is deprecated.*")
+                logging.getLogger("mail.log").setLevel(logging.ERROR)
+                kw = dict(auth_required=True, auth_require_tls=False,
+                          authenticator=self._authenticate)
+            controller = Controller(_SmtpHandler(self), hostname=self.hostname, port=self.port,
+                                    ready_timeout=10, **kw)
+            try:
+                controller.start()
+                break
+            except Exception:
+                # the port of the last start may still be held for a moment
+                if time.time() > deadline:
+                    raise
+                time.sleep(0.1)
+        self.controller = controller
+        return self
+
+    def stop(self):
+        if self.controller is not None:
+            self.controller.stop()
+            self.controller = None
+
+    def running(self):
+        return self.controller is not None
+
+    # -- what arrived ------------------------------------------------------------------
+
+    def received(self, predicate=None):
+        """A copy of the accepted messages, those predicate(msg) accepts when given."""
+        with self.lock:
+            msgs = list(self.messages)
+        return [m for m in msgs if predicate is None or predicate(m)]
+
+    def wait_messages(self, count, predicate=None, timeout=15.0):
+        """Waits until at least count accepted messages match predicate; returns them."""
+        return wait_for(lambda: len(self.received(predicate)) >= count and
+                        self.received(predicate), timeout=timeout, interval=0.05,
+                        what="%d mail(s) at the SMTP server" % count)
+
+    def clear(self):
+        with self.lock:
+            self.messages = []
+            self.rejected = []
+            self.data_commands = 0
+
+    def _authenticate(self, server, session, envelope, mechanism, auth_data):
+        from aiosmtpd.smtp import AuthResult, LoginPassword
+        if not isinstance(auth_data, LoginPassword):
+            return AuthResult(success=False, handled=False)
+        user = auth_data.login.decode("utf-8", "replace")
+        password = auth_data.password.decode("utf-8", "replace")
+        ok = (user, password) == tuple(self.auth)
+        with self.lock:
+            self.auth_attempts.append((user, password, ok))
+        return AuthResult(success=ok, handled=False)
+
+    async def _on_data(self, session, envelope):
+        import asyncio
+        with self.lock:
+            mode, delay, reply = self.mode, self.delay, self.fail_reply
+            self.data_commands += 1
+        if mode == "slow" and delay > 0:
+            await asyncio.sleep(delay)
+        if mode == "tempfail":
+            with self.lock:
+                self.rejected.append((envelope.mail_from, list(envelope.rcpt_tos), time.time()))
+            return reply
+        content = envelope.original_content or envelope.content
+        if isinstance(content, str):
+            content = content.encode("utf-8", "surrogateescape")
+        msg = SmtpMessage(envelope.mail_from, envelope.rcpt_tos, content, time.time())
+        with self.lock:
+            self.messages.append(msg)
+        return "250 2.0.0 Message accepted for delivery"
+
+
+class _SmtpHandler:
+    """aiosmtpd handler: hands DATA to its SmtpServer."""
+
+    def __init__(self, server):
+        self.server = server
+
+    async def handle_DATA(self, server, session, envelope):
+        return await self.server._on_data(session, envelope)
