@@ -32,13 +32,14 @@
 #define SBX_KILL_GRACE_MS 250  /* after the deadline, for the child's own timeout report */
 #define SBX_REAP_WAIT_MS  2000 /* a child that hung up gets this long to exit */
 #define SBX_EXEC_STEP_MS  20   /* how often a running command is checked for exit */
+#define SBX_EXEC_DRAIN    64   /* reads of what is left in the pipe after the exit */
 #define SBX_SOURCE_MAX    ((size_t)16 << 20)
 #define SBX_READ_CHUNK    16384
 
 static const char *const sbx_exec_env[] = {
-	"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
-	"LC_ALL=C",
-	NULL,
+    "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+    "LC_ALL=C",
+    NULL,
 };
 
 /* ---- shared helpers (also used by sandbox_child.c) ---- */
@@ -111,8 +112,8 @@ uint32_t sandbox_wire_len(const unsigned char hdr[SBX_FRAME_HDR])
 	return (uint32_t)hdr[0] << 24 | (uint32_t)hdr[1] << 16 | (uint32_t)hdr[2] << 8 | hdr[3];
 }
 
-enum rcs_err sandbox_wire_encode(struct buf *out, uint8_t op, size_t nfields,
-				 const char *const *f, const size_t *flen)
+enum rcs_err sandbox_wire_encode(struct buf *out, uint8_t op, size_t nfields, const char *const *f,
+				 const size_t *flen)
 {
 	unsigned char hdr[SBX_FRAME_HDR + 2];
 	size_t body = 2;
@@ -121,7 +122,8 @@ enum rcs_err sandbox_wire_encode(struct buf *out, uint8_t op, size_t nfields,
 	if (nfields > SBX_MAX_FIELDS)
 		return RCS_ERR_TOOBIG;
 	for (size_t i = 0; i < nfields; i++) {
-		if (flen[i] > UINT32_MAX - SBX_FRAME_HDR || body > UINT32_MAX - SBX_FRAME_HDR - flen[i])
+		if (flen[i] > UINT32_MAX - SBX_FRAME_HDR ||
+		    body > UINT32_MAX - SBX_FRAME_HDR - flen[i])
 			return RCS_ERR_TOOBIG;
 		body += SBX_FRAME_HDR + flen[i];
 	}
@@ -243,7 +245,8 @@ static enum rcs_err sbx_config_effective(const struct sandbox_config *in,
 		size_t n = sbx_command_name(e);
 
 		if (n == 0) {
-			snprintf(errbuf, errlen, "allow_command '%.200s': expected NAME=/absolute/path"
+			snprintf(errbuf, errlen,
+				 "allow_command '%.200s': expected NAME=/absolute/path"
 				 " (NAME of letters, digits, '_', '.', '-', at most %d)",
 				 e, SANDBOX_EXEC_NAME_MAX);
 			return RCS_ERR_INVAL;
@@ -252,7 +255,8 @@ static enum rcs_err sbx_config_effective(const struct sandbox_config *in,
 			const char *o = eff->allow_command->items[j];
 
 			if (sbx_command_name(o) == n && memcmp(o, e, n) == 0) {
-				snprintf(errbuf, errlen, "allow_command '%.*s' given twice", (int)n, e);
+				snprintf(errbuf, errlen, "allow_command '%.*s' given twice", (int)n,
+					 e);
 				return RCS_ERR_INVAL;
 			}
 		}
@@ -320,7 +324,7 @@ struct sbx_run {
 };
 
 static void run_finish(struct sbx_run *r, enum sandbox_outcome outcome, const char *fmt, ...)
-	__attribute__((format(printf, 3, 4)));
+    __attribute__((format(printf, 3, 4)));
 
 /* Sets the outcome (the first one wins) and ends the loop. */
 static void run_finish(struct sbx_run *r, enum sandbox_outcome outcome, const char *fmt, ...)
@@ -381,7 +385,7 @@ static void run_reply(struct sbx_run *r, uint8_t op, size_t nf, const char *cons
 }
 
 static void run_reply_err(struct sbx_run *r, const char *fmt, ...)
-	__attribute__((format(printf, 2, 3)));
+    __attribute__((format(printf, 2, 3)));
 
 static void run_reply_err(struct sbx_run *r, const char *fmt, ...)
 {
@@ -436,8 +440,10 @@ static void run_progress(struct sbx_run *r, const struct sbx_msg *m)
 	if (m->nfields != 1)
 		return run_violation(r, "progress: bad fields");
 	if (!run_text(m, 0, text, sizeof(text)))
-		return run_reply_err(r, "rcs.progress: text must be UTF-8 without NUL, at most %d"
-				     " bytes", SANDBOX_TEXT_MAX);
+		return run_reply_err(r,
+				     "rcs.progress: text must be UTF-8 without NUL, at most %d"
+				     " bytes",
+				     SANDBOX_TEXT_MAX);
 	buf_reset(&r->progress);
 	buf_append(&r->progress, text, strlen(text));
 	r->progress_pending = true;
@@ -448,7 +454,7 @@ static void run_progress(struct sbx_run *r, const struct sbx_msg *m)
 
 static void run_log(struct sbx_run *r, const struct sbx_msg *m)
 {
-	static const char *const levels[] = { "debug", "info", "warn", "error", NULL };
+	static const char *const levels[] = {"debug", "info", "warn", "error", NULL};
 	char level[8], text[SANDBOX_TEXT_MAX + 1];
 	const char *lv = NULL;
 
@@ -468,7 +474,8 @@ static void run_log(struct sbx_run *r, const struct sbx_msg *m)
 		if (r->log_lines <= SANDBOX_LOG_MAX_LINES)
 			r->host->log(r->host->ctx, lv, text);
 		else if (r->log_lines == SANDBOX_LOG_MAX_LINES + 1)
-			r->host->log(r->host->ctx, "warn", "more than 1000 log lines: the rest of"
+			r->host->log(r->host->ctx, "warn",
+				     "more than 1000 log lines: the rest of"
 				     " this job's lines are dropped");
 	}
 	run_reply_ok(r);
@@ -505,8 +512,8 @@ static void run_config_get(struct sbx_run *r, const struct sbx_msg *m)
 	if (err == RCS_ERR_NOTFOUND) {
 		run_reply(r, SBX_REPLY_OK, 0, NULL, NULL);
 	} else if (err != RCS_OK || value == NULL) {
-		run_reply_err(r, "rcs.config.get: %s", rcs_strerror(err != RCS_OK ? err
-								 : RCS_ERR_INTERNAL));
+		run_reply_err(r, "rcs.config.get: %s",
+			      rcs_strerror(err != RCS_OK ? err : RCS_ERR_INTERNAL));
 	} else if (strlen(value) > SANDBOX_CONFIG_VALUE_MAX) {
 		run_reply_err(r, "rcs.config.get: the value of '%s' is longer than %d bytes", key,
 			      SANDBOX_CONFIG_VALUE_MAX);
@@ -531,8 +538,10 @@ static void run_config_set(struct sbx_run *r, const struct sbx_msg *m)
 				     SANDBOX_CONFIG_KEY_MAX);
 	if (m->flen[1] > SANDBOX_CONFIG_VALUE_MAX || memchr(m->f[1], '\0', m->flen[1]) ||
 	    !sandbox_utf8_valid(m->f[1], m->flen[1]))
-		return run_reply_err(r, "rcs.config.set: value must be UTF-8 without NUL, at most"
-				     " %d bytes", SANDBOX_CONFIG_VALUE_MAX);
+		return run_reply_err(r,
+				     "rcs.config.set: value must be UTF-8 without NUL, at most"
+				     " %d bytes",
+				     SANDBOX_CONFIG_VALUE_MAX);
 	if (r->host == NULL || r->host->config_set == NULL)
 		return run_reply_err(r, "rcs.config is not available on this device");
 	value = strndup(m->f[1], m->flen[1]);
@@ -575,7 +584,7 @@ enum run_wait { RUN_WAIT_DONE, RUN_WAIT_CANCELLED, RUN_WAIT_DEADLINE };
 
 static bool run_cancelled(int fd, int timeout_ms)
 {
-	struct pollfd p = { .fd = fd, .events = POLLIN };
+	struct pollfd p = {.fd = fd, .events = POLLIN};
 
 	if (fd < 0)
 		return false;
@@ -613,21 +622,21 @@ static const char *run_command(const struct sbx_run *r, const char *name)
  * file_dir), keeping at most exec_max_output bytes, killing the group at
  * exec_timeout. Watches cancel_fd and the job's deadline meanwhile.
  */
-static enum run_wait run_spawn(struct sbx_run *r, const char *name, const char *path,
-			       char **argv)
+static enum run_wait run_spawn(struct sbx_run *r, const char *name, const char *path, char **argv)
 {
 	posix_spawn_file_actions_t fa;
 	posix_spawnattr_t attr;
 	sigset_t all, none;
-	int p[2] = { -1, -1 };
+	int p[2] = {-1, -1};
 	pid_t pid = -1;
 	int rc, status = 0;
 	bool exited = false, out_eof = false, timed_out = false, truncated = false;
 	bool fa_ok = false, attr_ok = false;
+	int drain = SBX_EXEC_DRAIN; /* reads left once the command exited */
 	struct buf output;
 	int64_t exec_deadline = sandbox_now_ms() + r->cfg.exec_timeout * 1000;
-	const char *cwd = r->cfg.file_dir && r->cfg.file_dir->n > 0 ? r->cfg.file_dir->items[0]
-								    : "/";
+	const char *cwd =
+	    r->cfg.file_dir && r->cfg.file_dir->n > 0 ? r->cfg.file_dir->items[0] : "/";
 	enum run_wait ret = RUN_WAIT_DONE;
 	char code[16], sig[16];
 	const char *f[5];
@@ -654,8 +663,9 @@ static enum run_wait run_spawn(struct sbx_run *r, const char *name, const char *
 	    posix_spawn_file_actions_addclosefrom_np(&fa, 3) != 0 ||
 	    posix_spawn_file_actions_addchdir_np(&fa, cwd) != 0 ||
 	    posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGMASK |
-						    POSIX_SPAWN_SETSIGDEF) != 0 ||
-	    posix_spawnattr_setpgroup(&attr, 0) != 0 || posix_spawnattr_setsigmask(&attr, &none) != 0 ||
+						POSIX_SPAWN_SETSIGDEF) != 0 ||
+	    posix_spawnattr_setpgroup(&attr, 0) != 0 ||
+	    posix_spawnattr_setsigmask(&attr, &none) != 0 ||
 	    posix_spawnattr_setsigdefault(&attr, &all) != 0) {
 		run_reply_err(r, "rcs.exec: %s: cannot prepare the command", name);
 		goto out;
@@ -711,6 +721,10 @@ static enum run_wait run_spawn(struct sbx_run *r, const char *name, const char *
 
 			if (out_eof)
 				break;
+			if (exited && drain-- <= 0) {
+				out_eof = true; /* a process it left behind keeps writing */
+				break;
+			}
 			got = read(p[0], tmp, sizeof(tmp));
 			if (got < 0 && errno == EINTR)
 				continue;
@@ -736,9 +750,10 @@ static enum run_wait run_spawn(struct sbx_run *r, const char *name, const char *
 	}
 	if (ret != RUN_WAIT_DONE)
 		goto out;
-	snprintf(code, sizeof(code), "%d", WIFEXITED(status)     ? WEXITSTATUS(status)
-					   : WIFSIGNALED(status) ? 128 + WTERMSIG(status)
-								 : -1);
+	snprintf(code, sizeof(code), "%d",
+		 WIFEXITED(status)     ? WEXITSTATUS(status)
+		 : WIFSIGNALED(status) ? 128 + WTERMSIG(status)
+				       : -1);
 	snprintf(sig, sizeof(sig), "%d", WIFSIGNALED(status) ? WTERMSIG(status) : 0);
 	f[0] = code;
 	f[1] = output.data ? output.data : "";
@@ -799,8 +814,10 @@ static enum run_wait run_exec(struct sbx_run *r, const struct sbx_msg *m)
 	for (size_t i = 0; argv[0] != NULL && i < nargs; i++) {
 		if (m->flen[i + 1] > SANDBOX_EXEC_ARG_MAX ||
 		    memchr(m->f[i + 1], '\0', m->flen[i + 1]) != NULL) {
-			run_reply_err(r, "rcs.exec: argument #%zu must be text without NUL, at most"
-				      " %d bytes", i + 2, SANDBOX_EXEC_ARG_MAX);
+			run_reply_err(r,
+				      "rcs.exec: argument #%zu must be text without NUL, at most"
+				      " %d bytes",
+				      i + 2, SANDBOX_EXEC_ARG_MAX);
 			goto out;
 		}
 		argv[i + 1] = strndup(m->f[i + 1], m->flen[i + 1]);
@@ -902,7 +919,7 @@ static void run_file_read(struct sbx_run *r, const struct sbx_msg *m)
 	}
 	if (!run_path(m, 0, path, sizeof(path))) {
 		run_reply_err(r, "rcs.file.read: the path must be relative, without '.', '..' or"
-			      " empty components");
+				 " empty components");
 		goto out;
 	}
 	if (r->cfg.file_dir == NULL || r->cfg.file_dir->n == 0) {
@@ -914,8 +931,8 @@ static void run_file_read(struct sbx_run *r, const struct sbx_msg *m)
 		memcpy(work, path, sizeof(work));
 		dfd = run_open_parent(r->cfg.file_dir->items[i], work, &last);
 		if (dfd >= 0) {
-			fd = openat(dfd, last, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY |
-						       O_CLOEXEC);
+			fd = openat(dfd, last,
+				    O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
 			err = errno;
 			close(dfd);
 			dfd = -1;
@@ -1027,7 +1044,7 @@ static void run_file_write(struct sbx_run *r, const struct sbx_msg *m)
 	}
 	if (!run_path(m, 0, path, sizeof(path))) {
 		run_reply_err(r, "rcs.file.write: the path must be relative, without '.', '..' or"
-			      " empty components");
+				 " empty components");
 		goto out;
 	}
 	if (r->cfg.file_dir == NULL || r->cfg.file_dir->n == 0) {
@@ -1091,7 +1108,8 @@ static void run_result(struct sbx_run *r, const struct sbx_msg *m)
 		} else {
 			r->response = strndup(m->f[1], m->flen[1]);
 			if (r->response == NULL)
-				run_finish(r, SANDBOX_ERROR, "agent out of memory for the response");
+				run_finish(r, SANDBOX_ERROR,
+					   "agent out of memory for the response");
 			else
 				run_finish(r, SANDBOX_OK, NULL);
 		}
@@ -1119,7 +1137,8 @@ static void run_result(struct sbx_run *r, const struct sbx_msg *m)
 		break;
 	case SBX_RES_SETUP:
 		log_warnx("job %s: sandbox setup failed: %s", r->ident, text.data ? text.data : "");
-		run_finish(r, SANDBOX_ERROR, "sandbox setup failed: %s", text.data ? text.data : "");
+		run_finish(r, SANDBOX_ERROR, "sandbox setup failed: %s",
+			   text.data ? text.data : "");
 		break;
 	default:
 		run_violation(r, "result: unknown kind");
@@ -1157,11 +1176,13 @@ static enum run_wait run_frame(struct sbx_run *r, const char *body, size_t len)
 		r->hello = true;
 		if (m.f[0][0] == '0') {
 			if (!r->cfg.allow_no_seccomp) {
-				run_finish(r, SANDBOX_ERROR, "sandbox unavailable: seccomp refused");
+				run_finish(r, SANDBOX_ERROR,
+					   "sandbox unavailable: seccomp refused");
 				break;
 			}
 			log_warnx("job %s: the script runs without its seccomp filter"
-				  " (allow_no_seccomp)", r->ident);
+				  " (allow_no_seccomp)",
+				  r->ident);
 		}
 		if (r->host && r->host->started)
 			r->host->started(r->host->ctx);
@@ -1300,7 +1321,10 @@ static void run_loop(struct sbx_run *r)
 			pf[n].fd = r->cancel_fd;
 			pf[n++].events = POLLIN;
 		}
-		rc = poll(pf, n, (int)(wake - now < 1 ? 1 : wake - now > 60000 ? 60000 : wake - now));
+		rc = poll(pf, n,
+			  (int)(wake - now < 1       ? 1
+				: wake - now > 60000 ? 60000
+						     : wake - now));
 		if (rc < 0 && errno != EINTR) {
 			run_finish(r, SANDBOX_ERROR, "sandbox: poll: %s", strerror(errno));
 			break;
@@ -1336,17 +1360,28 @@ static void run_loop(struct sbx_run *r)
 static const char *run_signame(int sig)
 {
 	switch (sig) {
-	case SIGSEGV: return "SIGSEGV";
-	case SIGBUS: return "SIGBUS";
-	case SIGILL: return "SIGILL";
-	case SIGFPE: return "SIGFPE";
-	case SIGABRT: return "SIGABRT";
-	case SIGKILL: return "SIGKILL";
-	case SIGSYS: return "SIGSYS: forbidden system call";
-	case SIGXFSZ: return "SIGXFSZ";
-	case SIGPIPE: return "SIGPIPE";
-	case SIGTERM: return "SIGTERM";
-	default: return "signal";
+	case SIGSEGV:
+		return "SIGSEGV";
+	case SIGBUS:
+		return "SIGBUS";
+	case SIGILL:
+		return "SIGILL";
+	case SIGFPE:
+		return "SIGFPE";
+	case SIGABRT:
+		return "SIGABRT";
+	case SIGKILL:
+		return "SIGKILL";
+	case SIGSYS:
+		return "SIGSYS: forbidden system call";
+	case SIGXFSZ:
+		return "SIGXFSZ";
+	case SIGPIPE:
+		return "SIGPIPE";
+	case SIGTERM:
+		return "SIGTERM";
+	default:
+		return "signal";
 	}
 }
 
@@ -1363,9 +1398,13 @@ static void run_reap(struct sbx_run *r)
 	if (!r->done) {
 		int64_t until = sandbox_now_ms() + SBX_REAP_WAIT_MS;
 
-		while (!(got = run_waitpid(r->pid, &status, WNOHANG)) && errno != ECHILD &&
-		       sandbox_now_ms() < until)
+		for (;;) {
+			errno = 0;
+			got = run_waitpid(r->pid, &status, WNOHANG);
+			if (got || errno == ECHILD || sandbox_now_ms() >= until)
+				break;
 			poll(NULL, 0, 5);
+		}
 	}
 	if (!got) {
 		kill(r->pid, SIGKILL);
@@ -1390,7 +1429,7 @@ static void run_reap(struct sbx_run *r)
 static enum rcs_err run_child(struct sbx_run *r)
 {
 	struct sbx_child_args ca;
-	int sv[2] = { -1, -1 };
+	int sv[2] = {-1, -1};
 	enum rcs_err err = RCS_OK;
 
 	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0) {
@@ -1478,9 +1517,9 @@ enum rcs_err sandbox_run(const struct sandbox_config *cfg, const struct sandbox_
 	if (r.rx_max < (size_t)SANDBOX_EXEC_MAX_ARGS * SANDBOX_EXEC_ARG_MAX)
 		r.rx_max = (size_t)SANDBOX_EXEC_MAX_ARGS * SANDBOX_EXEC_ARG_MAX;
 	r.rx_max += SBX_FRAME_SLACK;
-	r.tx_max = (r.cfg.exec_max_output > SANDBOX_FILE_MAX ? r.cfg.exec_max_output
-							     : SANDBOX_FILE_MAX) +
-		   SBX_FRAME_SLACK;
+	r.tx_max =
+	    (r.cfg.exec_max_output > SANDBOX_FILE_MAX ? r.cfg.exec_max_output : SANDBOX_FILE_MAX) +
+	    SBX_FRAME_SLACK;
 	r.out.max = r.tx_max + SBX_FRAME_HDR;
 
 	if (run_cancelled(r.cancel_fd, 0))

@@ -28,7 +28,15 @@
  *  - Under AddressSanitizer (detected at compile time, __SANITIZE_ADDRESS__ or
  *    __has_feature(address_sanitizer)) RLIMIT_AS is not set in the child,
  *    since ASan reserves terabytes of shadow address space; the allocator cap
- *    (mem_limit) still applies.
+ *    (mem_limit) still applies, and the filter also allows sigaltstack
+ *    queries (ASan's longjmp interceptor). Elsewhere RLIMIT_AS is the
+ *    child's address space at fork plus mem_limit plus 64 MiB and its buffers.
+ *  - valgrind has no seccomp(2): under it, run with allow_no_seccomp.
+ *
+ * Known limit: a fork without exec shares the agent's address-space layout,
+ * so a script that reads addresses (tostring of a table) learns the agent's
+ * ASLR offsets. It has no way to use them but the message protocol, which is
+ * small, bounded and checked here.
  */
 #ifndef RCS_SANDBOX_H
 #define RCS_SANDBOX_H
@@ -48,37 +56,37 @@
 #define SANDBOX_DEFAULT_EXEC_MAX_OUTPUT ((size_t)64 << 10)
 #define SANDBOX_DEFAULT_TIMEOUT         300 /* job->timeout <= 0 */
 
-#define SANDBOX_MIN_MEM_LIMIT     ((size_t)1 << 20)
+#define SANDBOX_MIN_MEM_LIMIT ((size_t)1 << 20)
 #if SIZE_MAX > 0xffffffffu
-#define SANDBOX_MAX_MEM_LIMIT     ((size_t)4 << 30)
+#define SANDBOX_MAX_MEM_LIMIT ((size_t)4 << 30)
 #else
-#define SANDBOX_MAX_MEM_LIMIT     ((size_t)3 << 30)
+#define SANDBOX_MAX_MEM_LIMIT ((size_t)3 << 30)
 #endif
-#define SANDBOX_MAX_RESPONSE_MAX  ((size_t)16 << 20) /* ceiling for max_response */
-#define SANDBOX_MAX_EXEC_OUTPUT   ((size_t)16 << 20) /* ceiling for exec_max_output */
-#define SANDBOX_MAX_EXEC_TIMEOUT  86400
-#define SANDBOX_MAX_TIMEOUT       (7 * 86400)
+#define SANDBOX_MAX_RESPONSE_MAX ((size_t)16 << 20) /* ceiling for max_response */
+#define SANDBOX_MAX_EXEC_OUTPUT  ((size_t)16 << 20) /* ceiling for exec_max_output */
+#define SANDBOX_MAX_EXEC_TIMEOUT 86400
+#define SANDBOX_MAX_TIMEOUT      (7 * 86400)
 
-#define SANDBOX_TEXT_MAX          4096       /* rcs.progress / rcs.log text, bytes */
-#define SANDBOX_LOG_MAX_LINES     1000       /* rcs.log lines per job; more are dropped */
-#define SANDBOX_CONFIG_KEY_MAX    128        /* rcs.config key, bytes */
-#define SANDBOX_CONFIG_VALUE_MAX  (16 << 10) /* rcs.config value, bytes */
-#define SANDBOX_EXEC_MAX_ARGS     64         /* rcs.exec arguments after the name */
-#define SANDBOX_EXEC_ARG_MAX      4096       /* bytes per argument */
-#define SANDBOX_EXEC_NAME_MAX     64         /* NAME of allow_command NAME=PATH */
-#define SANDBOX_PATH_MAX          1024       /* rcs.file path, bytes */
-#define SANDBOX_FILE_MAX          (1 << 20)  /* rcs.file.read / write data, bytes */
-#define SANDBOX_REASON_MAX        1024       /* failure reasons, bytes */
+#define SANDBOX_TEXT_MAX         4096       /* rcs.progress / rcs.log text, bytes */
+#define SANDBOX_LOG_MAX_LINES    1000       /* rcs.log lines per job; more are dropped */
+#define SANDBOX_CONFIG_KEY_MAX   128        /* rcs.config key, bytes */
+#define SANDBOX_CONFIG_VALUE_MAX (16 << 10) /* rcs.config value, bytes */
+#define SANDBOX_EXEC_MAX_ARGS    64         /* rcs.exec arguments after the name */
+#define SANDBOX_EXEC_ARG_MAX     4096       /* bytes per argument */
+#define SANDBOX_EXEC_NAME_MAX    64         /* NAME of allow_command NAME=PATH */
+#define SANDBOX_PATH_MAX         1024       /* rcs.file path, bytes */
+#define SANDBOX_FILE_MAX         (1 << 20)  /* rcs.file.read / write data, bytes */
+#define SANDBOX_REASON_MAX       1024       /* failure reasons, bytes */
 
 struct sandbox_config {
 	size_t mem_limit;    /* bytes the Lua allocator may hold (default 64 MiB) */
 	size_t max_response; /* bytes of the result text (default 64 KiB) */
 	const struct cfg_strlist *allow_command; /* "NAME=/abs/path" entries rcs.exec may run */
 	const struct cfg_strlist *file_dir;      /* directories rcs.file.read/write may touch */
-	long long exec_timeout; /* seconds (default 30) */
-	size_t exec_max_output; /* bytes of stdout+stderr kept (default 64 KiB) */
-	bool allow_no_seccomp;  /* run even when the kernel/emulator refuses seccomp
-				   (qemu-user does); default false = refuse to run */
+	long long exec_timeout;                  /* seconds (default 30) */
+	size_t exec_max_output;                  /* bytes of stdout+stderr kept (default 64 KiB) */
+	bool allow_no_seccomp; /* run even when the kernel/emulator refuses seccomp
+				  (qemu-user does); default false = refuse to run */
 };
 
 /*
@@ -109,8 +117,8 @@ struct sandbox_job {
 	const char *source;      /* exact bytes, already signature-verified */
 	size_t len;
 	json_object *variables, *constants; /* objects (NULL: empty table) */
-	json_object *job; /* becomes the read-only table rcs.job, e.g. {ident, task:{ident,
-			     version, name}, entity_ident, client_root} */
+	json_object *job;  /* becomes the read-only table rcs.job, e.g. {ident, task:{ident,
+			      version, name}, entity_ident, client_root} */
 	long long timeout; /* wall-clock seconds for the whole script (<= 0: 300) */
 	int cancel_fd;     /* becomes readable (or hangs up) when the job is cancelled; -1: none.
 			      Only polled, never read. */
@@ -131,8 +139,9 @@ struct sandbox_result {
 	   NUL, at most max_response bytes. Otherwise a one-line human reason:
 	   "script error: [string \"echo\"]:3: boom", "timeout after 5 s",
 	   "memory limit exceeded", "response too large", "bad response: ...",
-	   "killed by signal 11 (SIGSEGV)", "cancelled",
-	   "sandbox unavailable: seccomp refused", "sandbox violation: ...". */
+	   "killed by signal 11 (SIGSEGV)", "timeout: cpu time limit exceeded",
+	   "cancelled", "sandbox unavailable: seccomp refused",
+	   "sandbox setup failed: ...", "sandbox violation: ...". */
 	char *response;
 	bool reboot; /* the script called rcs.reboot() (whatever the outcome) */
 };

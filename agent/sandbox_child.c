@@ -40,10 +40,10 @@
 #endif
 #endif
 
-#define CHILD_FD         3    /* the socket, once everything else is closed */
-#define CHILD_HOOK_COUNT 1000 /* instructions between two deadline checks */
+#define CHILD_FD         3                  /* the socket, once everything else is closed */
+#define CHILD_HOOK_COUNT 1000               /* instructions between two deadline checks */
 #define CHILD_AS_SLACK   ((size_t)64 << 20) /* RLIMIT_AS above the image and mem_limit */
-#define CHILD_KEY_MAX    64   /* bytes of a number written as a JSON member name */
+#define CHILD_KEY_MAX    64                 /* bytes of a number written as a JSON member name */
 
 /* exit statuses of a child that could not talk to its parent */
 enum { CHILD_EXIT_IO = 3, CHILD_EXIT_PROTO = 4, CHILD_EXIT_PANIC = 5 };
@@ -166,7 +166,7 @@ static _Noreturn void child_result(struct child *c, enum sbx_result_kind kind, c
 				   size_t len)
 {
 	char k[16];
-	const char *f[2] = { k, text };
+	const char *f[2] = {k, text};
 	size_t fl[2];
 
 	fl[0] = (size_t)snprintf(k, sizeof(k), "%d", (int)kind);
@@ -180,8 +180,8 @@ static _Noreturn void child_result(struct child *c, enum sbx_result_kind kind, c
  * raised as a Lua error at the script's position; an OK reply stays in
  * *reply (valid until the next call).
  */
-static void child_call(lua_State *L, uint8_t op, size_t nf, const char *const *f,
-		       const size_t *fl, struct sbx_msg *reply)
+static void child_call(lua_State *L, uint8_t op, size_t nf, const char *const *f, const size_t *fl,
+		       struct sbx_msg *reply)
 {
 	struct child *c = child_of(L);
 
@@ -196,8 +196,7 @@ static void child_call(lua_State *L, uint8_t op, size_t nf, const char *const *f
 }
 
 /* A string argument of at most max bytes, without NUL. */
-static const char *child_checkstr(lua_State *L, int arg, size_t max, const char *what,
-				  size_t *len)
+static const char *child_checkstr(lua_State *L, int arg, size_t max, const char *what, size_t *len)
 {
 	const char *s = luaL_checklstring(L, arg, len);
 
@@ -222,7 +221,7 @@ static int rcs_progress(lua_State *L)
 
 static int rcs_log(lua_State *L)
 {
-	static const char *const levels[] = { "debug", "info", "warn", "error", NULL };
+	static const char *const levels[] = {"debug", "info", "warn", "error", NULL};
 	struct sbx_msg m;
 	const char *f[2];
 	size_t fl[2];
@@ -288,8 +287,8 @@ static int rcs_exec(lua_State *L)
 		if (lua_type(L, i) != LUA_TSTRING)
 			return luaL_error(L, "rcs.exec: argument #%d must be a string, not %s", i,
 					  luaL_typename(L, i));
-		f[i - 1] = child_checkstr(L, i, SANDBOX_EXEC_ARG_MAX, "rcs.exec: argument",
-					  &fl[i - 1]);
+		f[i - 1] =
+		    child_checkstr(L, i, SANDBOX_EXEC_ARG_MAX, "rcs.exec: argument", &fl[i - 1]);
 	}
 	child_call(L, SBX_EXEC, (size_t)n, f, fl, &m);
 	if (m.nfields != 5)
@@ -367,44 +366,40 @@ static int rcs_file_write(lua_State *L)
 /* Globals of the base library a script keeps; the rest (dofile, loadfile,
    print, warn, require, collectgarbage, load) is dropped or wrapped. */
 static const char *const child_base_globals[] = {
-	"assert", "error", "getmetatable", "ipairs", "next", "pairs", "pcall", "rawequal",
-	"rawget", "rawlen", "rawset", "select", "setmetatable", "tonumber", "tostring", "type",
-	"xpcall", "_VERSION", NULL,
+    "assert",   "error",  "getmetatable", "ipairs",   "next",   "pairs",        "pcall",
+    "rawequal", "rawget", "rawlen",       "rawset",   "select", "setmetatable", "tonumber",
+    "tostring", "type",   "xpcall",       "_VERSION", NULL,
 };
 
 /* Libraries opened (like linit.c) and copied whole into the environment. */
 static const luaL_Reg child_libs[] = {
-	{ LUA_GNAME, luaopen_base },
-	{ LUA_STRLIBNAME, luaopen_string },
-	{ LUA_TABLIBNAME, luaopen_table },
-	{ LUA_MATHLIBNAME, luaopen_math },
-	{ LUA_UTF8LIBNAME, luaopen_utf8 },
-	{ LUA_COLIBNAME, luaopen_coroutine },
-	{ LUA_OSLIBNAME, luaopen_os }, /* only time, clock, date are copied */
-	{ NULL, NULL },
+    {LUA_GNAME, luaopen_base},
+    {LUA_STRLIBNAME, luaopen_string},
+    {LUA_TABLIBNAME, luaopen_table},
+    {LUA_MATHLIBNAME, luaopen_math},
+    {LUA_UTF8LIBNAME, luaopen_utf8},
+    {LUA_COLIBNAME, luaopen_coroutine},
+    {LUA_OSLIBNAME, luaopen_os}, /* only time, clock, date are copied */
+    {NULL, NULL},
 };
 
-static const char *const child_os_allowed[] = { "time", "clock", "date", NULL };
+static const char *const child_os_allowed[] = {"time", "clock", "date", NULL};
 
 static const luaL_Reg child_rcs_funcs[] = {
-	{ "progress", rcs_progress },
-	{ "log", rcs_log },
-	{ "exec", rcs_exec },
-	{ "sleep", rcs_sleep },
-	{ "reboot", rcs_reboot },
-	{ NULL, NULL },
+    {"progress", rcs_progress}, {"log", rcs_log},       {"exec", rcs_exec},
+    {"sleep", rcs_sleep},       {"reboot", rcs_reboot}, {NULL, NULL},
 };
 
 static const luaL_Reg child_rcs_config[] = {
-	{ "get", rcs_config_get },
-	{ "set", rcs_config_set },
-	{ NULL, NULL },
+    {"get", rcs_config_get},
+    {"set", rcs_config_set},
+    {NULL, NULL},
 };
 
 static const luaL_Reg child_rcs_file[] = {
-	{ "read", rcs_file_read },
-	{ "write", rcs_file_write },
-	{ NULL, NULL },
+    {"read", rcs_file_read},
+    {"write", rcs_file_write},
+    {NULL, NULL},
 };
 
 static int child_env_index(lua_State *L)
@@ -464,8 +459,8 @@ static void child_make_readonly(lua_State *L)
 {
 	int t = lua_gettop(L);
 
-	lua_newtable(L);            /* proxy */
-	lua_createtable(L, 0, 6);   /* its metatable */
+	lua_newtable(L);          /* proxy */
+	lua_createtable(L, 0, 6); /* its metatable */
 	lua_pushboolean(L, 1);
 	lua_rawsetp(L, -2, &child_readonly_key);
 	lua_pushvalue(L, t);
@@ -507,7 +502,8 @@ static void child_push_json(lua_State *L, json_object *v, int depth, bool readon
 		lua_pushnumber(L, (lua_Number)json_object_get_double(v));
 		break;
 	case json_type_string:
-		lua_pushlstring(L, json_object_get_string(v), (size_t)json_object_get_string_len(v));
+		lua_pushlstring(L, json_object_get_string(v),
+				(size_t)json_object_get_string_len(v));
 		break;
 	case json_type_array: {
 		size_t n = json_object_array_length(v);
@@ -555,7 +551,7 @@ static int child_load(lua_State *L)
 /* collectgarbage([opt [, arg]]) with the harmless options only. */
 static int child_collectgarbage(lua_State *L)
 {
-	static const char *const opts[] = { "collect", "count", "step", "isrunning", NULL };
+	static const char *const opts[] = {"collect", "count", "step", "isrunning", NULL};
 	int res;
 
 	switch (luaL_checkoption(L, 1, "collect", opts)) {
@@ -735,7 +731,7 @@ struct conv {
 };
 
 static json_object *conv_fail(struct conv *cv, enum sbx_result_kind kind, const char *fmt, ...)
-	__attribute__((format(printf, 3, 4)));
+    __attribute__((format(printf, 3, 4)));
 
 static json_object *conv_fail(struct conv *cv, enum sbx_result_kind kind, const char *fmt, ...)
 {
@@ -794,8 +790,10 @@ static json_object *conv_table(lua_State *L, struct conv *cv, int idx)
 	}
 	if (seq && n > 0 && maxk == n) {
 		o = json_object_new_array_ext((int)(n < INT32_MAX ? n : 0));
-		if (o == NULL)
-			return conv_fail(cv, SBX_RES_MEMORY, "json");
+		if (o == NULL) {
+			conv_fail(cv, SBX_RES_MEMORY, "json");
+			goto fail;
+		}
 		for (lua_Integer i = 1; i <= n; i++) {
 			lua_rawgeti(L, idx, i);
 			v = conv_value(L, cv, lua_gettop(L));
@@ -808,8 +806,10 @@ static json_object *conv_table(lua_State *L, struct conv *cv, int idx)
 		goto done;
 	}
 	o = json_object_new_object();
-	if (o == NULL)
-		return conv_fail(cv, SBX_RES_MEMORY, "json");
+	if (o == NULL) {
+		conv_fail(cv, SBX_RES_MEMORY, "json");
+		goto fail;
+	}
 	lua_pushnil(L);
 	while (lua_next(L, idx) != 0) {
 		char num[CHILD_KEY_MAX];
@@ -860,6 +860,7 @@ static json_object *conv_value(lua_State *L, struct conv *cv, int idx)
 	json_object *o = NULL;
 	size_t len;
 	const char *s;
+	int top = lua_gettop(L);
 
 	cv->est += 8;
 	if (cv->est > cv->c->a->cfg->max_response)
@@ -894,10 +895,10 @@ static json_object *conv_value(lua_State *L, struct conv *cv, int idx)
 			    lua_getfield(L, -2, "__index") == LUA_TTABLE) {
 				/* one of our read-only proxies: the table behind it */
 				o = conv_table(L, cv, lua_gettop(L));
-				lua_pop(L, 3);
+				lua_settop(L, top);
 				return o;
 			}
-			lua_pop(L, lua_gettop(L) - idx);
+			lua_settop(L, top);
 		}
 		return conv_table(L, cv, idx);
 	default:
@@ -953,9 +954,10 @@ static void child_response(lua_State *L, struct child *c, int idx)
 		json_object_put(o);
 		if (err == RCS_OK && c->res.len > c->a->cfg->max_response)
 			err = RCS_ERR_TOOBIG;
-		c->kind = err == RCS_OK ? SBX_RES_OK
+		c->kind = err == RCS_OK           ? SBX_RES_OK
 			  : err == RCS_ERR_TOOBIG ? SBX_RES_TOOBIG
-			  : err == RCS_ERR_NOMEM ? SBX_RES_MEMORY : SBX_RES_BADRESP;
+			  : err == RCS_ERR_NOMEM  ? SBX_RES_MEMORY
+						  : SBX_RES_BADRESP;
 		if (err == RCS_ERR_INVAL)
 			buf_appendf(&c->res, "not representable as JSON");
 		return;
@@ -1028,7 +1030,6 @@ static int child_panic(lua_State *L)
 {
 	struct child *c = child_of(L);
 	const char *msg = lua_type(L, -1) == LUA_TSTRING ? lua_tostring(L, -1) : "?";
-
 	char text[256];
 	int n = snprintf(text, sizeof(text), "lua panic: %s", msg);
 
@@ -1130,7 +1131,7 @@ static bool child_limit(int res, rlim_t soft, rlim_t hard)
 	if (soft > hard)
 		soft = hard;
 	rl.rlim_cur = soft;
-	if (setrlimit(res, &(struct rlimit){ soft, hard }) == 0)
+	if (setrlimit(res, &(struct rlimit){soft, hard}) == 0)
 		return true;
 	return setrlimit(res, &rl) == 0;
 }
@@ -1154,7 +1155,8 @@ static const char *child_rlimits(const struct sbx_child_args *a, size_t vsz)
 	   (not set when that doesn't fit rlim_t: a 32-bit device near 4 GiB) */
 	uint64_t as = (uint64_t)vsz + a->cfg->mem_limit + CHILD_AS_SLACK + a->rx_max + a->tx_max;
 
-	if (vsz > 0 && as < (uint64_t)RLIM_INFINITY && !child_limit(RLIMIT_AS, (rlim_t)as, (rlim_t)as))
+	if (vsz > 0 && as < (uint64_t)RLIM_INFINITY &&
+	    !child_limit(RLIMIT_AS, (rlim_t)as, (rlim_t)as))
 		return "RLIMIT_AS";
 #else
 	(void)vsz;
@@ -1162,7 +1164,8 @@ static const char *child_rlimits(const struct sbx_child_args *a, size_t vsz)
 	return NULL;
 }
 
-static int child_rule(scmp_filter_ctx f, const char *name, unsigned n, const struct scmp_arg_cmp *cmp)
+static int child_rule(scmp_filter_ctx f, const char *name, unsigned n,
+		      const struct scmp_arg_cmp *cmp)
 {
 	int nr = seccomp_syscall_resolve_name(name);
 
@@ -1178,11 +1181,12 @@ static int child_rule(scmp_filter_ctx f, const char *name, unsigned n, const str
  */
 static bool child_seccomp(void)
 {
-	static const char *const plain[] = { "brk", "munmap", "mremap", "madvise", "exit",
-					     "exit_group", "rt_sigreturn", "clock_gettime",
-					     "gettimeofday", "restart_syscall", NULL };
+	static const char *const plain[] = {
+	    "brk",        "munmap",       "mremap",        "madvise",      "exit",
+	    "exit_group", "rt_sigreturn", "clock_gettime", "gettimeofday", "restart_syscall",
+	    NULL};
 	/* not on every architecture (32-bit arm, x86_64): added where they exist */
-	static const char *const optional[] = { "clock_gettime64", "time", "sigreturn", NULL };
+	static const char *const optional[] = {"clock_gettime64", "time", "sigreturn", NULL};
 	struct scmp_arg_cmp fd = SCMP_A0(SCMP_CMP_EQ, CHILD_FD, 0);
 	struct scmp_arg_cmp noexec = SCMP_A2(SCMP_CMP_MASKED_EQ, PROT_EXEC, 0);
 	scmp_filter_ctx f = seccomp_init(SCMP_ACT_KILL_PROCESS);
@@ -1273,7 +1277,8 @@ _Noreturn void sandbox_child_main(const struct sbx_child_args *a)
 			child_result(&c, SBX_RES_TIMEOUT, NULL, 0);
 		if (status == LUA_ERRMEM)
 			child_result(&c, SBX_RES_MEMORY, NULL, 0);
-		child_result(&c, SBX_RES_SETUP, "the script's outcome could not be read", 38);
+		failed = "the script's outcome could not be read";
+		child_result(&c, SBX_RES_SETUP, failed, strlen(failed));
 	}
 	if (c.kind == SBX_RES_NIL || c.kind == SBX_RES_TIMEOUT || c.kind == SBX_RES_MEMORY ||
 	    c.kind == SBX_RES_TOOBIG)

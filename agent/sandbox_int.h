@@ -33,9 +33,9 @@ enum sbx_op {
 	SBX_LOG,        /* level, text */
 	SBX_CONFIG_GET, /* key                  -> OK [value] or OK [] when unset */
 	SBX_CONFIG_SET, /* key, value           -> OK [] */
-	SBX_EXEC,       /* name, args...        -> OK [code, output, signal, timed_out, truncated] */
-	SBX_SLEEP,      /* milliseconds         -> OK [] */
-	SBX_FILE_READ,  /* path                 -> OK [data] */
+	SBX_EXEC,      /* name, args...        -> OK [code, output, signal, timed_out, truncated] */
+	SBX_SLEEP,     /* milliseconds         -> OK [] */
+	SBX_FILE_READ, /* path                 -> OK [data] */
 	SBX_FILE_WRITE, /* path, data           -> OK [] */
 	SBX_REBOOT,     /*                      -> OK [] */
 	SBX_RESULT,     /* kind (enum sbx_result_kind, decimal)[, text]; the last message */
@@ -45,15 +45,15 @@ enum sbx_op {
 };
 
 enum sbx_result_kind {
-	SBX_RES_OK = 0,      /* text: the response */
-	SBX_RES_NIL,         /* the script returned nothing or nil */
-	SBX_RES_SCRIPT,      /* text: the Lua error message */
-	SBX_RES_BADRESP,     /* text: why the return value can't be a response */
-	SBX_RES_TOOBIG,      /* response over max_response */
-	SBX_RES_MEMORY,      /* the allocator cap was hit */
-	SBX_RES_TIMEOUT,     /* the count hook saw the deadline pass */
-	SBX_RES_NOSECCOMP,   /* seccomp refused and not allowed to run without it */
-	SBX_RES_SETUP,       /* text: the child could not prepare the state */
+	SBX_RES_OK = 0,    /* text: the response */
+	SBX_RES_NIL,       /* the script returned nothing or nil */
+	SBX_RES_SCRIPT,    /* text: the Lua error message */
+	SBX_RES_BADRESP,   /* text: why the return value can't be a response */
+	SBX_RES_TOOBIG,    /* response over max_response */
+	SBX_RES_MEMORY,    /* the allocator cap was hit */
+	SBX_RES_TIMEOUT,   /* the count hook saw the deadline pass */
+	SBX_RES_NOSECCOMP, /* seccomp refused and not allowed to run without it */
+	SBX_RES_SETUP,     /* text: the child could not prepare the state */
 	SBX_RES_MAX_,
 };
 
@@ -68,12 +68,12 @@ struct sbx_msg {
 struct sbx_child_args {
 	const struct sandbox_config *cfg; /* effective values, defaults applied */
 	const struct sandbox_job *job;
-	long long timeout;    /* effective seconds */
-	int64_t deadline_ms;  /* CLOCK_MONOTONIC ms when the script's time is up */
-	int fd;               /* the child's end of the socketpair */
-	pid_t parent;         /* the agent's pid: the child dies with it */
-	size_t rx_max;        /* largest frame body the parent may send */
-	size_t tx_max;        /* largest frame body the parent accepts */
+	long long timeout;   /* effective seconds */
+	int64_t deadline_ms; /* CLOCK_MONOTONIC ms when the script's time is up */
+	int fd;              /* the child's end of the socketpair */
+	pid_t parent;        /* the agent's pid: the child dies with it */
+	size_t rx_max;       /* largest frame body the parent may send */
+	size_t tx_max;       /* largest frame body the parent accepts */
 };
 
 /*
@@ -81,8 +81,8 @@ struct sbx_child_args {
  * ceiling (out unchanged, as far as buf_append leaves it) or a field count or
  * length doesn't fit the format.
  */
-enum rcs_err sandbox_wire_encode(struct buf *out, uint8_t op, size_t nfields,
-				 const char *const *f, const size_t *flen);
+enum rcs_err sandbox_wire_encode(struct buf *out, uint8_t op, size_t nfields, const char *const *f,
+				 const size_t *flen);
 
 /*
  * Decodes a frame body (what follows the length prefix) of len bytes into m,
