@@ -375,3 +375,19 @@ json_object *jsonu_new_string_or_null(const char *s)
 {
 	return s ? json_object_new_string(s) : NULL;
 }
+
+json_object *jsonu_member(json_object *o, const char *key)
+{
+	json_object *v = NULL;
+
+	if (o == NULL || !json_object_object_get_ex(o, key, &v))
+		return NULL;
+	return v;
+}
+
+const char *jsonu_member_str(json_object *o, const char *key)
+{
+	json_object *v = jsonu_member(o, key);
+
+	return v ? json_object_get_string(v) : NULL;
+}

@@ -70,6 +70,14 @@ enum rcs_err jsonu_check_keys(json_object *obj, const char *const *allowed, stru
 /* Serialises compactly (no spaces, no escaped slashes) into a string owned by obj. */
 const char *jsonu_dump(json_object *obj, size_t *len);
 
+/*
+ * Member key of o (borrowed), or NULL; and its string value, or NULL. No
+ * type checks: for trees the program built itself (records from storage),
+ * never for input, which goes through the typed getters above.
+ */
+json_object *jsonu_member(json_object *o, const char *key);
+const char *jsonu_member_str(json_object *o, const char *key);
+
 /* json_object_new_string_len that returns NULL for NULL input */
 json_object *jsonu_new_string_or_null(const char *s);
 

@@ -27,19 +27,6 @@ struct job_req {
 	const char *group_name;
 };
 
-static json_object *jget(json_object *o, const char *key)
-{
-	json_object *v = NULL;
-	json_object_object_get_ex(o, key, &v);
-	return v;
-}
-
-static const char *jstr(json_object *o, const char *key)
-{
-	json_object *v = jget(o, key);
-	return v ? json_object_get_string(v) : NULL;
-}
-
 /*
  * Reads the common fields and checks them against the task. On failure the
  * answer is set and false returned.
@@ -48,7 +35,7 @@ static bool job_read_common(struct api_req *req, struct api_resp *r, json_object
 			    const char *const *allowed, struct job_req *jr)
 {
 	struct jsonu_err e;
-	json_object *vi = jget(jr->task, "variables_info");
+	json_object *vi = jsonu_member(jr->task, "variables_info");
 	bool present;
 	int64_t v = 0;
 
@@ -80,7 +67,7 @@ static bool job_read_common(struct api_req *req, struct api_resp *r, json_object
 	if (vars_validate(jr->variables, json_object_object_length(vi) ? vi : NULL, &e) !=
 	    RCS_OK)
 		goto invalid;
-	if (strcmp(jstr(jr->task, "active"), "true") != 0) {
+	if (strcmp(jsonu_member_str(jr->task, "active"), "true") != 0) {
 		api_error(r, 409, "task_inactive", NULL, "the task is not active: it creates no jobs");
 		return false;
 	}
@@ -95,16 +82,16 @@ static void job_batch_init(struct api_req *req, struct job_req *jr, struct job_b
 {
 	memset(b, 0, sizeof(*b));
 	b->client_root = req->auth.client_root;
-	b->task_ident = jstr(jr->task, "ident");
-	b->task_version = json_object_get_int64(jget(jr->task, "version"));
-	b->task_name = jstr(jr->task, "name");
+	b->task_ident = jsonu_member_str(jr->task, "ident");
+	b->task_version = json_object_get_int64(jsonu_member(jr->task, "version"));
+	b->task_name = jsonu_member_str(jr->task, "name");
 	b->created_user = req->auth.user;
 	b->comment = jr->comment;
 	b->variables = jr->variables ? jr->variables : empty;
 	b->mail_list = jr->mail_list;
 	b->status_list = jr->status_list;
-	b->task_mail_list = jget(jr->task, "notification_mail_list");
-	b->task_status_list = jget(jr->task, "notification_status_list");
+	b->task_mail_list = jsonu_member(jr->task, "notification_mail_list");
+	b->task_status_list = jsonu_member(jr->task, "notification_status_list");
 	b->scheduled_time = jr->scheduled_time;
 	b->ttl = jr->ttl;
 	b->now = req->now;
@@ -116,23 +103,23 @@ static void job_batch_init(struct api_req *req, struct job_req *jr, struct job_b
  */
 static bool job_check_signature(struct api_req *req, struct api_resp *r, struct job_req *jr)
 {
-	json_object *sig = jget(jr->task, "signature");
+	json_object *sig = jsonu_member(jr->task, "signature");
 	struct task_version tv;
 	struct manifest_in m;
 	enum rcs_err err;
 
 	if (sig == NULL || signer_trusted_count(req->app->signer) == 0)
 		return true;
-	err = store_task_version_get(req->app->st, jstr(jr->task, "ident"),
-				     json_object_get_int64(jget(jr->task, "version")), &tv);
+	err = store_task_version_get(req->app->st, jsonu_member_str(jr->task, "ident"),
+				     json_object_get_int64(jsonu_member(jr->task, "version")), &tv);
 	if (err != RCS_OK) {
 		api_store_error(r, err, "task");
 		return false;
 	}
 	memset(&m, 0, sizeof(m));
 	m.client_root = req->auth.client_root;
-	m.task_ident = jstr(jr->task, "ident");
-	m.version = json_object_get_int64(jget(jr->task, "version"));
+	m.task_ident = jsonu_member_str(jr->task, "ident");
+	m.version = json_object_get_int64(jsonu_member(jr->task, "version"));
 	m.script_name = tv.script_name;
 	m.script = tv.script_src;
 	m.script_len = tv.script_len;
@@ -196,7 +183,7 @@ void api_job_create(struct api_req *req, struct api_resp *r)
 		goto out;
 	}
 	if (lifecycle_has_transport(req->app->lc) && !online &&
-	    !json_object_get_boolean(jget(jr.task, "allow_offline"))) {
+	    !json_object_get_boolean(jsonu_member(jr.task, "allow_offline"))) {
 		api_error(r, 409, "device_offline", "entity_ident",
 			  "the device is offline and the task does not allow offline devices");
 		goto out;
@@ -257,7 +244,7 @@ static void job_bulk(struct api_req *req, struct api_resp *r, struct job_req *jr
 	json_object *items = NULL, *answer = NULL, *group = NULL;
 	char group_ident[UUID_STR_LEN];
 	bool transport = lifecycle_has_transport(req->app->lc);
-	bool allow_offline = json_object_get_boolean(jget(jr->task, "allow_offline"));
+	bool allow_offline = json_object_get_boolean(jsonu_member(jr->task, "allow_offline"));
 	bool tx = false;
 	size_t nj = 0;
 	enum rcs_err err;
@@ -457,8 +444,8 @@ void api_jobs_bulk_tags(struct api_req *req, struct api_resp *r)
 	}
 	for (size_t i = 0; i < n; i++) {
 		json_object *d = json_object_array_get_idx(devices, i);
-		idents[i] = jstr(d, "entity_ident");
-		online[i] = json_object_get_boolean(jget(d, "online"));
+		idents[i] = jsonu_member_str(d, "entity_ident");
+		online[i] = json_object_get_boolean(jsonu_member(d, "online"));
 	}
 	job_bulk(req, r, &jr, idents, online, n);
 out:

@@ -24,43 +24,30 @@ static const char *const task_platform[] = { "ident",	     "version",	    "clien
 					     "created_user", "created_at",  "update_user",
 					     "update_at",    "script_sha256", NULL };
 
-static json_object *jget(json_object *o, const char *key)
-{
-	json_object *v = NULL;
-	json_object_object_get_ex(o, key, &v);
-	return v;
-}
-
-static const char *jstr(json_object *o, const char *key)
-{
-	json_object *v = jget(o, key);
-	return v ? json_object_get_string(v) : NULL;
-}
-
 /* Fills w from a stored task record (the fields a new version starts from). */
 static void task_from_record(json_object *t, struct task_write *w)
 {
 	memset(w, 0, sizeof(*w));
-	w->ident = jstr(t, "ident");
-	w->client_root = jstr(t, "client_root");
-	w->version = json_object_get_int64(jget(t, "version"));
-	w->name = jstr(t, "name");
-	w->script = jstr(t, "script");
-	w->variables_info = jget(t, "variables_info");
-	w->constants = jget(t, "constants");
-	w->comment = jstr(t, "comment");
-	w->active = strcmp(jstr(t, "active"), "true") == 0;
-	w->is_public = json_object_get_boolean(jget(t, "public"));
-	w->hide = json_object_get_boolean(jget(t, "hide"));
-	w->allow_offline = json_object_get_boolean(jget(t, "allow_offline"));
-	w->timeout = json_object_get_int64(jget(t, "timeout"));
-	w->created_user = jstr(t, "created_user");
-	w->update_user = jstr(t, "update_user");
-	w->created_at = json_object_get_int64(jget(t, "created_at"));
-	w->update_at = json_object_get_int64(jget(t, "update_at"));
-	w->mail_list = jget(t, "notification_mail_list");
-	w->status_list = jget(t, "notification_status_list");
-	w->signature = jget(t, "signature");
+	w->ident = jsonu_member_str(t, "ident");
+	w->client_root = jsonu_member_str(t, "client_root");
+	w->version = json_object_get_int64(jsonu_member(t, "version"));
+	w->name = jsonu_member_str(t, "name");
+	w->script = jsonu_member_str(t, "script");
+	w->variables_info = jsonu_member(t, "variables_info");
+	w->constants = jsonu_member(t, "constants");
+	w->comment = jsonu_member_str(t, "comment");
+	w->active = strcmp(jsonu_member_str(t, "active"), "true") == 0;
+	w->is_public = json_object_get_boolean(jsonu_member(t, "public"));
+	w->hide = json_object_get_boolean(jsonu_member(t, "hide"));
+	w->allow_offline = json_object_get_boolean(jsonu_member(t, "allow_offline"));
+	w->timeout = json_object_get_int64(jsonu_member(t, "timeout"));
+	w->created_user = jsonu_member_str(t, "created_user");
+	w->update_user = jsonu_member_str(t, "update_user");
+	w->created_at = json_object_get_int64(jsonu_member(t, "created_at"));
+	w->update_at = json_object_get_int64(jsonu_member(t, "update_at"));
+	w->mail_list = jsonu_member(t, "notification_mail_list");
+	w->status_list = jsonu_member(t, "notification_status_list");
+	w->signature = jsonu_member(t, "signature");
 }
 
 /*
@@ -228,8 +215,8 @@ enum rcs_err api_task_load(struct api_req *req, const char *ident, json_object *
 	err = store_task_get(req->app->st, req->auth.client_root, ident, out);
 	if (err != RCS_OK)
 		return err;
-	if (req->auth.role != ROLE_ADMIN && !json_object_get_boolean(jget(*out, "public")) &&
-	    strcmp(jstr(*out, "created_user"), req->auth.user) != 0) {
+	if (req->auth.role != ROLE_ADMIN && !json_object_get_boolean(jsonu_member(*out, "public")) &&
+	    strcmp(jsonu_member_str(*out, "created_user"), req->auth.user) != 0) {
 		json_object_put(*out);
 		*out = NULL;
 		return RCS_ERR_NOTFOUND;
@@ -398,7 +385,7 @@ static void task_update(struct api_req *req, struct api_resp *r, bool full)
 	}
 	if (!full && json_object_object_length(body) == 1 &&
 	    json_object_object_get_ex(body, "signature", NULL)) {
-		task_set_signature(req, r, cur, jget(body, "signature"));
+		task_set_signature(req, r, cur, jsonu_member(body, "signature"));
 		goto out;
 	}
 	task_from_record(cur, &w);

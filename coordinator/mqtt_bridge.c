@@ -73,19 +73,6 @@ static void bridge_kick(struct bridge *b)
 		log_warn("eventfd");
 }
 
-static json_object *jget(json_object *o, const char *key)
-{
-	json_object *v = NULL;
-	json_object_object_get_ex(o, key, &v);
-	return v;
-}
-
-static const char *jstr(json_object *o, const char *key)
-{
-	json_object *v = jget(o, key);
-	return v ? json_object_get_string(v) : NULL;
-}
-
 /* ---- publishing ---- */
 
 /* The task version snapshot of a job, cached for consecutive jobs of one task. */
@@ -141,23 +128,23 @@ static enum rcs_err bridge_publish_job(struct bridge *b, const char *ident, bool
 	err = store_job_get(b->st, NULL, ident, &job);
 	if (err != RCS_OK)
 		goto out;
-	status_parse(jstr(job, "status"), &status);
+	status_parse(jsonu_member_str(job, "status"), &status);
 	if (resend ? status_is_terminal(status) : status != JS_PENDING)
 		goto out; /* moved on meanwhile: nothing to do */
 	if (!resend) {
 		/* an offline device's job waits pending; it goes out when the device is back */
-		err = store_device_presence(b->st, jstr(job, "client_root"),
-					    jstr(job, "entity_ident"), &online);
+		err = store_device_presence(b->st, jsonu_member_str(job, "client_root"),
+					    jsonu_member_str(job, "entity_ident"), &online);
 		if (err != RCS_OK || !online)
 			goto out;
 	}
-	task = jget(job, "task");
+	task = jsonu_member(job, "task");
 	if (tv_cache) {
-		err = bridge_task_version(b, jstr(task, "ident"),
-					  json_object_get_int64(jget(task, "version")), &tv);
+		err = bridge_task_version(b, jsonu_member_str(task, "ident"),
+					  json_object_get_int64(jsonu_member(task, "version")), &tv);
 	} else {
-		err = store_task_version_get(b->st, jstr(task, "ident"),
-					     json_object_get_int64(jget(task, "version")), &own);
+		err = store_task_version_get(b->st, jsonu_member_str(task, "ident"),
+					     json_object_get_int64(jsonu_member(task, "version")), &own);
 		tv = &own;
 	}
 	if (err != RCS_OK)
@@ -179,23 +166,23 @@ static enum rcs_err bridge_publish_job(struct bridge *b, const char *ident, bool
 	}
 	memset(&env, 0, sizeof(env));
 	snprintf(env.job, sizeof(env.job), "%s", ident);
-	snprintf(env.client_root, sizeof(env.client_root), "%s", jstr(job, "client_root"));
-	snprintf(env.entity_ident, sizeof(env.entity_ident), "%s", jstr(job, "entity_ident"));
-	snprintf(env.task_ident, sizeof(env.task_ident), "%s", jstr(task, "ident"));
-	env.task_version = json_object_get_int64(jget(task, "version"));
-	env.task_name = jstr(task, "name");
+	snprintf(env.client_root, sizeof(env.client_root), "%s", jsonu_member_str(job, "client_root"));
+	snprintf(env.entity_ident, sizeof(env.entity_ident), "%s", jsonu_member_str(job, "entity_ident"));
+	snprintf(env.task_ident, sizeof(env.task_ident), "%s", jsonu_member_str(task, "ident"));
+	env.task_version = json_object_get_int64(jsonu_member(task, "version"));
+	env.task_name = jsonu_member_str(task, "name");
 	env.script_name = tv->script_name;
 	snprintf(env.script_sha256, sizeof(env.script_sha256), "%s", tv->script_sha256);
 	env.script_source = tv->script_src;
 	env.script_len = tv->script_len;
 	env.constants = tv->constants;
 	env.variables_info = tv->variables_info;
-	env.variables = jget(job, "variables");
+	env.variables = jsonu_member(job, "variables");
 	env.signature = tv->signature;
 	env.issued_at = now;
-	sched = json_object_get_int64(jget(job, "scheduled_time"));
-	ttl = json_object_get_int64(jget(job, "ttl"));
-	env.expires_at = store_job_expiry(json_object_get_int64(jget(job, "created_at")), sched, ttl);
+	sched = json_object_get_int64(jsonu_member(job, "scheduled_time"));
+	ttl = json_object_get_int64(jsonu_member(job, "ttl"));
+	env.expires_at = store_job_expiry(json_object_get_int64(jsonu_member(job, "created_at")), sched, ttl);
 	env.timeout = tv->timeout;
 	env_json = proto_envelope_encode(&env);
 	payload = jsonu_dump(env_json, &len);
@@ -311,11 +298,11 @@ static void hook_job_cancelled(void *ctx, json_object *job)
 	size_t len;
 
 	memset(&c, 0, sizeof(c));
-	snprintf(c.job, sizeof(c.job), "%s", jstr(job, "ident"));
+	snprintf(c.job, sizeof(c.job), "%s", jsonu_member_str(job, "ident"));
 	c.reason = "cancelled through the API";
 	o = proto_cancel_encode(&c);
 	payload = jsonu_dump(o, &len);
-	proto_topic_make(topic, PROTO_CANCEL, jstr(job, "client_root"), jstr(job, "entity_ident"),
+	proto_topic_make(topic, PROTO_CANCEL, jsonu_member_str(job, "client_root"), jsonu_member_str(job, "entity_ident"),
 			 c.job);
 	if (mqttc_publish(b->mq, topic, payload, len, 1, false, 0) != RCS_OK)
 		log_warnx("job %s: cancel not sent (broker unreachable); the device will be told"
@@ -330,7 +317,7 @@ static void hook_job_changed(void *ctx, json_object *job)
 	const char *payload;
 	size_t len;
 
-	proto_topic_make(topic, PROTO_EVENT, jstr(job, "client_root"), NULL, jstr(job, "ident"));
+	proto_topic_make(topic, PROTO_EVENT, jsonu_member_str(job, "client_root"), NULL, jsonu_member_str(job, "ident"));
 	payload = jsonu_dump(job, &len);
 	/* best effort: events are for monitoring, the API holds the truth */
 	mqttc_publish(b->mq, topic, payload, len, 1, false, 0);

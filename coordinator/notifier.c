@@ -11,6 +11,7 @@
 #include <time.h>
 
 #include "buf.h"
+#include "jsonu.h"
 #include "log.h"
 #include "manifest.h"
 
@@ -31,19 +32,6 @@ struct notifier {
 	bool stop;
 	bool kicked;
 };
-
-static json_object *jget(json_object *o, const char *key)
-{
-	json_object *v = NULL;
-	json_object_object_get_ex(o, key, &v);
-	return v;
-}
-
-static const char *jstr(json_object *o, const char *key)
-{
-	json_object *v = jget(o, key);
-	return v ? json_object_get_string(v) : NULL;
-}
 
 /* ---- the mail ---- */
 
@@ -144,10 +132,10 @@ char *notifier_format(const char *from, const char *to, json_object *job, const 
 {
 	struct buf b;
 	char date[64], when[64], subject[512];
-	json_object *task = jget(job, "task");
-	const char *task_name = task ? jstr(task, "name") : "?";
-	const char *device = device_name ? device_name : jstr(job, "entity_ident");
-	const char *response = jstr(job, "response"), *comment = jstr(job, "comment");
+	json_object *task = jsonu_member(job, "task");
+	const char *task_name = task ? jsonu_member_str(task, "name") : "?";
+	const char *device = device_name ? device_name : jsonu_member_str(job, "entity_ident");
+	const char *response = jsonu_member_str(job, "response"), *comment = jsonu_member_str(job, "comment");
 	time_t t = (time_t)now;
 	struct tm tm;
 	char *out = NULL;
@@ -168,15 +156,15 @@ char *notifier_format(const char *from, const char *to, json_object *job, const 
 			"Content-Type: text/plain; charset=utf-8\r\n"
 			"Content-Transfer-Encoding: 8bit\r\n"
 			"Auto-Submitted: auto-generated\r\n\r\n");
-	buf_appendf(&b, "Job %s is now %s.\r\n\r\n", jstr(job, "ident"), status);
-	buf_appendf(&b, "Job:      %s\r\n", jstr(job, "ident"));
+	buf_appendf(&b, "Job %s is now %s.\r\n\r\n", jsonu_member_str(job, "ident"), status);
+	buf_appendf(&b, "Job:      %s\r\n", jsonu_member_str(job, "ident"));
 	buf_append(&b, "Task:     ", 10);
 	mail_body_text(&b, task_name, 200);
-	buf_appendf(&b, " (%s, version %lld)\r\n", task ? jstr(task, "ident") : "?",
-		    task ? (long long)json_object_get_int64(jget(task, "version")) : 0LL);
+	buf_appendf(&b, " (%s, version %lld)\r\n", task ? jsonu_member_str(task, "ident") : "?",
+		    task ? (long long)json_object_get_int64(jsonu_member(task, "version")) : 0LL);
 	buf_append(&b, "Device:   ", 10);
 	mail_body_text(&b, device, 200);
-	buf_appendf(&b, " (%s)\r\n", jstr(job, "entity_ident"));
+	buf_appendf(&b, " (%s)\r\n", jsonu_member_str(job, "entity_ident"));
 	buf_appendf(&b, "Status:   %s\r\n", status);
 	buf_appendf(&b, "Time:     %s\r\n", when);
 	buf_append(&b, "Comment:  ", 10);
@@ -290,10 +278,10 @@ static enum rcs_err notifier_send(struct notifier *n, const char *to, const char
 
 static void notifier_one(struct notifier *n, json_object *row, int64_t now)
 {
-	long long id = json_object_get_int64(jget(row, "id"));
-	long long attempts = json_object_get_int64(jget(row, "attempts"));
-	const char *job_ident = jstr(row, "job_ident"), *root = jstr(row, "client_root");
-	const char *status = jstr(row, "status"), *to = jstr(row, "address");
+	long long id = json_object_get_int64(jsonu_member(row, "id"));
+	long long attempts = json_object_get_int64(jsonu_member(row, "attempts"));
+	const char *job_ident = jsonu_member_str(row, "job_ident"), *root = jsonu_member_str(row, "client_root");
+	const char *status = jsonu_member_str(row, "status"), *to = jsonu_member_str(row, "address");
 	json_object *job = NULL, *dev = NULL;
 	char errbuf[CURL_ERROR_SIZE + 1], msgid[160], key[256], h[SHA256_HEX_LEN];
 	char *mail = NULL;
@@ -312,13 +300,13 @@ static void notifier_one(struct notifier *n, json_object *row, int64_t now)
 		store_notification_update(n->st, id, "failed", now, now, "job not found");
 		return;
 	}
-	store_device_get(n->st, root, jstr(job, "entity_ident"), &dev);
+	store_device_get(n->st, root, jsonu_member_str(job, "entity_ident"), &dev);
 	/* the same Message-ID for every attempt of one notification: receivers can dedupe */
 	snprintf(key, sizeof(key), "%s/%s/%s", job_ident, status, to);
 	sha256_hex(key, strlen(key), h);
 	snprintf(msgid, sizeof(msgid), "%.32s.%s@rcs", h, status);
 	/* the status the mail is about, whatever the job shows now */
-	mail = notifier_format(n->from, to, job, dev ? jstr(dev, "name") : NULL, status, now, msgid);
+	mail = notifier_format(n->from, to, job, dev ? jsonu_member_str(dev, "name") : NULL, status, now, msgid);
 	if (mail == NULL) {
 		store_notification_update(n->st, id, "failed", now, now, "mail too large");
 		goto out;
