@@ -1210,6 +1210,20 @@ static bool child_seccomp(void)
 			goto out;
 	for (const char *const *n = optional; *n != NULL; n++)
 		child_rule(f, *n, 0, NULL);
+	/*
+	 * Opening a file fails (EACCES) instead of killing: glibc's malloc reads
+	 * /proc/sys/vm/overcommit_memory the first time it shrinks a thread's heap
+	 * (the agent forks from its runner thread), and copes when it can't.
+	 */
+	{
+		const char *const opens[] = { "open", "openat", NULL };
+		for (const char *const *n = opens; *n != NULL; n++) {
+			int nr = seccomp_syscall_resolve_name(*n);
+			if (nr != __NR_SCMP_ERROR &&
+			    seccomp_rule_add(f, SCMP_ACT_ERRNO(EACCES), nr, 0) != 0)
+				goto out;
+		}
+	}
 #ifdef CHILD_ASAN
 	/* ASan's longjmp interceptor asks for the alternate signal stack (a query: no new one) */
 	{

@@ -1,7 +1,8 @@
 # Cross build for 64-bit ARM Linux against Debian's multiarch libraries
 # (tools/deps.sh cross installs gcc-aarch64-linux-gnu and the :arm64 -dev packages).
 #   cmake -S . -B build-aarch64 -DCMAKE_TOOLCHAIN_FILE=toolchains/aarch64-linux-gnu.cmake -DWITH_COORDINATOR=OFF
-# Run the result with qemu-user: qemu-aarch64 -L /usr/aarch64-linux-gnu build-aarch64/bin/rcs-agent --help
+# Run the result with qemu-user (the loader and libc of the cross sysroot must match):
+#   qemu-aarch64 -L /usr/aarch64-linux-gnu -E LD_LIBRARY_PATH=/usr/aarch64-linux-gnu/lib build-aarch64/bin/rcs-agent --help
 set(CMAKE_SYSTEM_NAME Linux)
 set(CMAKE_SYSTEM_PROCESSOR aarch64)
 set(RCS_TRIPLET aarch64-linux-gnu)
@@ -15,4 +16,4 @@ set(CMAKE_FIND_ROOT_PATH_MODE_PACKAGE ONLY)
 # pkg-config must read the target's .pc files, not the build machine's
 set(ENV{PKG_CONFIG_LIBDIR} /usr/lib/${RCS_TRIPLET}/pkgconfig:/usr/share/pkgconfig)
 set(ENV{PKG_CONFIG_PATH} "")
-set(CMAKE_CROSSCOMPILING_EMULATOR qemu-aarch64;-L;/usr/${RCS_TRIPLET})
+set(CMAKE_CROSSCOMPILING_EMULATOR qemu-aarch64;-L;/usr/${RCS_TRIPLET};-E;LD_LIBRARY_PATH=/usr/${RCS_TRIPLET}/lib)

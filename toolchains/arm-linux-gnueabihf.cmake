@@ -1,7 +1,8 @@
 # Cross build for 32-bit ARM Linux (hard float) against Debian's multiarch libraries
 # (tools/deps.sh cross installs gcc-arm-linux-gnueabihf and the :armhf -dev packages).
 #   cmake -S . -B build-armhf -DCMAKE_TOOLCHAIN_FILE=toolchains/arm-linux-gnueabihf.cmake -DWITH_COORDINATOR=OFF
-# Run the result with qemu-user: qemu-arm -L /usr/arm-linux-gnueabihf build-armhf/bin/rcs-agent --help
+# Run the result with qemu-user (the loader and libc of the cross sysroot must match):
+#   qemu-arm -L /usr/arm-linux-gnueabihf -E LD_LIBRARY_PATH=/usr/arm-linux-gnueabihf/lib build-armhf/bin/rcs-agent --help
 set(CMAKE_SYSTEM_NAME Linux)
 set(CMAKE_SYSTEM_PROCESSOR arm)
 set(RCS_TRIPLET arm-linux-gnueabihf)
@@ -15,4 +16,4 @@ set(CMAKE_FIND_ROOT_PATH_MODE_PACKAGE ONLY)
 # pkg-config must read the target's .pc files, not the build machine's
 set(ENV{PKG_CONFIG_LIBDIR} /usr/lib/${RCS_TRIPLET}/pkgconfig:/usr/share/pkgconfig)
 set(ENV{PKG_CONFIG_PATH} "")
-set(CMAKE_CROSSCOMPILING_EMULATOR qemu-arm;-L;/usr/${RCS_TRIPLET})
+set(CMAKE_CROSSCOMPILING_EMULATOR qemu-arm;-L;/usr/${RCS_TRIPLET};-E;LD_LIBRARY_PATH=/usr/${RCS_TRIPLET}/lib)

@@ -1,0 +1,197 @@
+#!/usr/bin/env python3
+"""The agent cross-built for 64-bit ARM (toolchains/aarch64-linux-gnu.cmake, agent only)
+and run under qemu-user against a real mosquitto and the native coordinator: a full signed
+job ends terminated. qemu-user refuses seccomp, so that agent runs with --allow-no-seccomp;
+without it the agent must refuse to run scripts unjailed (edge_error naming seccomp).
+
+The build goes to the test's temporary directory. Skipped only when qemu-aarch64 or
+aarch64-linux-gnu-gcc is missing (tools/deps.sh test installs both, with the :arm64
+libraries).
+
+Run (Debian's python3: it has paho-mqtt):
+  RCS_BIN_DIR=build/bin RCS_SOURCE_DIR=. /usr/bin/python3 tests/integration/test_agent_qemu.py
+RCS_KEEP_TMP=1 keeps the directory (build, logs).
+"""
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import unittest
+
+from rcs_harness import (SOURCE_DIR, Agent, Coordinator, Mosquitto, make_ec_keypair,
+                         wait_for)
+
+TRIPLET = "aarch64-linux-gnu"
+SYSROOT = "/usr/" + TRIPLET
+# qemu-aarch64 -L /usr/aarch64-linux-gnu takes the dynamic loader from the cross sysroot
+# (libc6-arm64-cross) but, through the loader's multiarch search path, libc.so.6 from
+# libc6:arm64 (/lib/aarch64-linux-gnu). When the two packages differ in version (here
+# 2.36-8cross1 and 2.36-9+deb12u14), every dynamically linked aarch64 program hangs,
+# spinning, in its first pthread_create. LD_LIBRARY_PATH keeps loader and libc from the
+# same package; the :arm64 libraries (paho, OpenSSL, SQLite...) are found as before.
+EMULATOR = ["qemu-aarch64", "-L", SYSROOT, "-E", "LD_LIBRARY_PATH=%s/lib" % SYSROOT]
+MISSING = [t for t in ("qemu-aarch64", TRIPLET + "-gcc") if shutil.which(t) is None]
+TERMINAL = ("terminated", "edge_error", "cancelled", "expired")
+
+
+def note(msg):
+    sys.stderr.write("\n[note] %s\n" % msg)
+
+
+def run(args, log, timeout):
+    """Runs a build step, its output appended to log; fails with the tail of it."""
+    with open(log, "ab") as f:
+        p = subprocess.run(args, stdout=f, stderr=subprocess.STDOUT, timeout=timeout)
+    if p.returncode != 0:
+        with open(log, "rb") as f:
+            tail = f.read().decode("utf-8", "replace")[-4000:]
+        raise AssertionError("%s failed (%d):\n%s" % (" ".join(args), p.returncode, tail))
+
+
+@unittest.skipIf(MISSING, "cross build needs %s (tools/deps.sh test installs them)"
+                 % " and ".join(MISSING))
+class QemuAgentTest(unittest.TestCase):
+
+    @classmethod
+    def setUpClass(cls):
+        cls.workdir = tempfile.mkdtemp(prefix="rcs-qemu-")
+        cls.coord = cls.broker = None
+        cls.agents = []
+        cls.addClassCleanup(cls._cleanup)
+        # the cross build: agent only, in the test's own directory
+        cls.build = os.path.join(cls.workdir, "build-aarch64")
+        log = os.path.join(cls.workdir, "build.log")
+        t0 = time.time()
+        run(["cmake", "-S", SOURCE_DIR, "-B", cls.build,
+             "-DCMAKE_TOOLCHAIN_FILE=%s/toolchains/%s.cmake" % (SOURCE_DIR, TRIPLET),
+             "-DWITH_COORDINATOR=OFF", "-DWITH_TESTS=OFF"], log, 120)
+        run(["cmake", "--build", cls.build, "-j2"], log, 240)
+        cls.build_seconds = time.time() - t0
+        cls.binary = os.path.join(cls.build, "bin", "rcs-agent")
+        # the native side
+        cls.key, cls.pub = make_ec_keypair(cls.workdir, "k")
+        cls.broker = Mosquitto(cls.workdir).start()
+        cls.coord = Coordinator(cls.workdir, extra_args=["--mqtt", cls.broker.url,
+                                                         "--signing-key", cls.key])
+        tenant = cls.coord.init_tenant(user="admin")
+        cls.client_root = tenant["client_root"]
+        cls.admin = cls.coord.api(tenant["api_key"])
+        cls.coord.start()
+        wait_for(lambda: "connected to" in cls.coord.read_log(), timeout=20,
+                 what="the coordinator connected to the broker")
+
+    @classmethod
+    def _cleanup(cls):
+        for a in cls.agents:
+            if a.proc is not None:
+                try:
+                    a.stop(signal.SIGKILL)
+                except Exception:
+                    pass
+        if cls.coord is not None and cls.coord.proc is not None:
+            cls.coord.stop()
+        if cls.broker is not None:
+            cls.broker.stop()
+        if os.environ.get("RCS_KEEP_TMP") is None:
+            shutil.rmtree(cls.workdir, ignore_errors=True)
+        else:
+            note("kept %s" % cls.workdir)
+
+    @classmethod
+    def tearDownClass(cls):
+        alive = cls.coord.alive()
+        rc = cls.coord.stop()
+        if not alive or rc != 0:
+            raise AssertionError("coordinator died or exited %r" % rc)
+
+    def emulated_agent(self, name, extra_args=()):
+        r = self.admin.post("/devices", {"name": name, "tags": []})
+        self.assertEqual(r.status, 201, r)
+        files = os.path.join(self.workdir, name + "-files")
+        os.makedirs(files)
+        a = Agent(self.workdir, self.broker.url, self.client_root, r.json["entity_ident"],
+                  trusted_keys=[self.pub], tags=["arm64"], file_dirs=[files],
+                  extra_args=list(extra_args), binary=self.binary, emulator=EMULATOR,
+                  name=name)
+        a.files = files
+        self.agents.append(a)
+        a.start(timeout=30)
+        wait_for(lambda: self.admin.get("/devices/" + a.entity_ident).json["online"],
+                 timeout=30, what="emulated device %s online" % name)
+        return a
+
+    def run_job(self, task, agent, variables=None, timeout=60):
+        body = {"entity_ident": agent.entity_ident}
+        if variables is not None:
+            body["variables"] = variables
+        r = self.admin.post("/tasks/%s/jobs" % task["ident"], body)
+        self.assertEqual(r.status, 201, r)
+        ident = r.json["ident"]
+        return wait_for(lambda: (lambda j: j if j["status"] in TERMINAL else None)(
+            self.admin.get("/jobs/" + ident).json), timeout=timeout,
+            what="job %s ended" % ident)
+
+    def history(self, ident):
+        r = self.admin.get("/jobs/%s/history" % ident)
+        return [h["status"] for h in reversed(r.json["items"])]
+
+    def test_binary_is_aarch64(self):
+        out = subprocess.run(["file", "-L", self.binary], capture_output=True, text=True,
+                             timeout=30).stdout
+        self.assertIn("ARM aarch64", out)
+        v = subprocess.run([*EMULATOR, self.binary, "--version"], capture_output=True,
+                           text=True, timeout=60)
+        self.assertEqual(v.returncode, 0, v.stderr)
+        self.assertTrue(v.stdout.startswith("rcs-agent "), v.stdout)
+        note("aarch64 build took %.0f s" % self.build_seconds)
+
+    def test_signed_job_under_qemu(self):
+        a = self.emulated_agent("arm", ["--allow-no-seccomp"])
+        dev = self.admin.get("/devices/" + a.entity_ident).json
+        self.assertEqual(dev["reported_tags"], ["arm64"])
+        task = self.admin.post("/tasks", {
+            "name": "echo", "script": "echo",
+            "variables_info": {"message": {"type": "string", "optional": True}}}).json
+        self.assertIsNotNone(task["signature"])
+        done = self.run_job(task, a, {"message": "hello from aarch64"})
+        self.assertEqual((done["status"], done["response"]),
+                         ("terminated", "hello from aarch64"), self.history(done["ident"]))
+        self.assertEqual(self.history(done["ident"]),
+                         ["initial", "pending", "transmited", "edge_transmitted",
+                          "edge_started", "edge_running", "terminated"])
+        # host services through the emulated agent: progress, file, config, job data
+        src = ('rcs.progress("on arm")\nrcs.file.write("out.txt", rcs.job.ident)\n'
+               'rcs.config.set("arch", "aarch64")\n'
+               'return {f = rcs.file.read("out.txt"), c = rcs.config.get("arch")}\n')
+        r = self.admin.put("/scripts/armhost", {"source": src})
+        self.assertIn(r.status, (200, 201), r)
+        task = self.admin.post("/tasks", {"name": "armhost", "script": "armhost"}).json
+        done = self.run_job(task, a)
+        self.assertEqual(done["status"], "terminated", done)
+        self.assertEqual(json.loads(done["response"]), {"f": done["ident"], "c": "aarch64"})
+        self.assertIn("without its seccomp filter", a.read_log(),
+                      "the agent warns that scripts run unjailed")
+        # SIGTERM through qemu: clean stop, state offline
+        self.assertEqual(a.stop(), 0)
+        wait_for(lambda: self.admin.get("/devices/" + a.entity_ident).json["online"] is False,
+                 timeout=15, what="emulated device offline")
+
+    def test_refuses_to_run_without_seccomp(self):
+        a = self.emulated_agent("arm-strict")
+        task = self.admin.post("/tasks", {"name": "echo", "script": "echo"}).json
+        done = self.run_job(task, a)
+        self.assertEqual(done["status"], "edge_error", done)
+        self.assertIn("seccomp", done["response"])
+        # the text docs/lua-api.md lists for it
+        self.assertEqual(done["response"], "sandbox unavailable: seccomp refused")
+        self.assertNotIn("terminated", self.history(done["ident"]))
+        self.assertTrue(a.alive(), a.read_log())
+
+
+if __name__ == "__main__":
+    unittest.main(verbosity=2)

@@ -1,0 +1,767 @@
+#!/usr/bin/env python3
+"""Broker access control as shipped (deploy/README.md, deploy/mosquitto/rcs.conf and
+rcs.acl, tools/provision-device.sh, docs/mqtt.md "Broker configuration").
+
+A real mosquitto runs with a configuration generated from deploy/mosquitto/rcs.conf (only
+the listener, the persistence location, the password file and the log destination are
+rewritten to the test's directory) and the ACL file exactly as shipped. The coordinator's
+account and the devices A and B (created in a real coordinator's inventory through the
+REST API) are provisioned with tools/provision-device.sh, which also reloads the broker
+(--broker-pid). The coordinator logs in with its account.
+
+Checked with paho clients, by effects (mosquitto 2.0 denies silently: a denied PUBLISH is
+acknowledged and dropped, a denied subscription is granted in the SUBACK but delivers
+nothing): anonymous and bad passwords are refused; device A receives none of B's jobs,
+cancels, state or the events feed, whatever it subscribes to ('#', rcs/v1/+/+/jobs/#, B's
+exact topics); A's status report, state, envelope and cancel on B's topics change nothing;
+A connecting with client id B (or '#', '+') gets client id A: B's session stays; accounts
+named '+', '#', '+/+', 'events' or with a '/' get nothing of anyone's; the monitoring
+account reads events and states only; a real rcs-agent with A's credentials runs a signed
+job to terminated and its presence reaches the coordinator.
+
+Run (Debian's python3: it has paho-mqtt 1.6.1):
+  RCS_BIN_DIR=build/bin RCS_SOURCE_DIR=. /usr/bin/python3 tests/integration/test_broker_acl.py
+RCS_KEEP_TMP=1 keeps the directory (broker, coordinator and agent logs, password file).
+"""
+
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import unittest
+import uuid
+
+import paho.mqtt.client as mqtt
+
+from rcs_harness import (SOURCE_DIR, Agent, Coordinator, FakeDevice, Mosquitto,
+                         make_ec_keypair, wait_for)
+
+DEPLOY_DIR = os.path.join(SOURCE_DIR, "deploy", "mosquitto")
+SHIPPED_CONF = os.path.join(DEPLOY_DIR, "rcs.conf")
+SHIPPED_ACL = os.path.join(DEPLOY_DIR, "rcs.acl")
+PROVISION = os.path.join(SOURCE_DIR, "tools", "provision-device.sh")
+TERMINAL = ("terminated", "edge_error", "cancelled", "expired")
+# how long a denied message gets to show up anyway, after an ordered marker arrived
+GRACE = 0.4
+
+
+def note(msg):
+    sys.stderr.write("\n[note] %s\n" % msg)
+
+
+# ---------------------------------------------------------------------------------------
+# the broker, configured from the shipped files
+
+
+def shipped_directives():
+    """The active (non-comment) lines of deploy/mosquitto/rcs.conf as (key, value)."""
+    out = []
+    with open(SHIPPED_CONF) as f:
+        for line in f:
+            line = line.strip()
+            if not line or line.startswith("#"):
+                continue
+            key, _, value = line.partition(" ")
+            out.append((key, value.strip()))
+    return out
+
+
+class ShippedBroker(Mosquitto):
+    """mosquitto with deploy/mosquitto/rcs.conf, made to run in workdir on a free port:
+    the listener, persistence_location, password_file and log_dest are rewritten, the ACL
+    file is the shipped one; every other line is kept as it is."""
+
+    REWRITTEN = ("listener", "persistence_location", "password_file", "acl_file", "log_dest",
+                 "pid_file", "user")
+
+    def __init__(self, workdir, password_file):
+        super().__init__(workdir)
+        self.password_file = password_file
+        lines = []
+        log_dest = False
+        for key, value in shipped_directives():
+            if key == "listener":
+                lines.append("listener %d 127.0.0.1" % self.port)
+            elif key == "persistence_location":
+                lines.append("persistence_location %s/" % workdir)
+            elif key == "password_file":
+                lines.append("password_file %s" % password_file)
+            elif key == "acl_file":
+                lines.append("acl_file %s" % SHIPPED_ACL)
+            elif key == "log_dest":
+                if not log_dest:
+                    lines.append("log_dest stderr")
+                log_dest = True
+            elif key in ("pid_file", "user"):
+                continue
+            else:
+                if "/etc/" in value or "/var/" in value:
+                    raise AssertionError("rcs.conf: %s %s is a path the test does not "
+                                         "rewrite" % (key, value))
+                lines.append("%s %s" % (key, value))
+        if hasattr(os, "geteuid") and os.geteuid() == 0:
+            # as root, mosquitto would drop to the user "mosquitto", who cannot read the
+            # private workdir: stay who we are
+            lines.append("user root")
+        with open(self.conf, "w") as f:
+            f.write("\n".join(lines) + "\n")
+
+    def log_text(self):
+        try:
+            with open(self.log_path, "rb") as f:
+                return f.read().decode("utf-8", "replace")
+        except OSError:
+            return ""
+
+
+# ---------------------------------------------------------------------------------------
+# MQTT clients
+
+
+class Client:
+    """A paho client (MQTT 3.1.1) that records its CONNACK, its disconnects and every
+    message it receives. It does not reconnect by itself: a client the broker drops stays
+    disconnected (so two sessions with one client id cannot take turns)."""
+
+    def __init__(self, broker, username, password, client_id, clean_session=True,
+                 state_topic=None):
+        self.broker = broker
+        self.client_id = client_id
+        self.c = mqtt.Client(client_id=client_id, clean_session=clean_session,
+                             protocol=mqtt.MQTTv311)
+        if username is not None:
+            self.c.username_pw_set(username, password)
+        self.lock = threading.Lock()
+        self.messages = []  # (topic, payload bytes, retain)
+        self.connacks = []
+        self.disconnects = 0
+        self.subacks = {}
+        self.state_topic = state_topic
+        self.c.on_connect = self._on_connect
+        self.c.on_disconnect = self._on_disconnect
+        self.c.on_message = self._on_message
+        self.c.on_subscribe = self._on_subscribe
+
+    def _on_connect(self, client, userdata, flags, rc):
+        with self.lock:
+            self.connacks.append(rc)
+
+    def _on_disconnect(self, client, userdata, rc):
+        with self.lock:
+            self.disconnects += 1
+        client.disconnect()  # ends paho's loop instead of reconnecting
+
+    def _on_message(self, client, userdata, msg):
+        with self.lock:
+            self.messages.append((msg.topic, msg.payload, msg.retain))
+
+    def _on_subscribe(self, client, userdata, mid, granted):
+        with self.lock:
+            self.subacks[mid] = granted
+
+    def connect(self, timeout=10):
+        """Connects; returns the CONNACK code (0: accepted)."""
+        self.c.connect("127.0.0.1", self.broker.port, keepalive=30)
+        self.c.loop_start()
+        wait_for(lambda: self.connacks, timeout=timeout, what="CONNACK for %s" % self.client_id)
+        return self.connacks[0]
+
+    def close(self):
+        try:
+            self.c.disconnect()
+        finally:
+            self.c.loop_stop()
+
+    def subscribe(self, *filters):
+        """Subscribes (QoS 1) and waits for the SUBACK; returns the granted QoS list."""
+        rc, mid = self.c.subscribe([(f, 1) for f in filters])
+        if rc != mqtt.MQTT_ERR_SUCCESS:
+            raise AssertionError("subscribe failed: %d" % rc)
+        return wait_for(lambda: self.subacks.get(mid), what="SUBACK")
+
+    def publish(self, topic, payload, retain=False):
+        """Publishes with QoS 1 and waits for the broker's PUBACK (which mosquitto sends
+        for a denied message too): afterwards the broker has routed or dropped it."""
+        if not isinstance(payload, (bytes, str)):
+            payload = json.dumps(payload)
+        info = self.c.publish(topic, payload, qos=1, retain=retain)
+        info.wait_for_publish(10)
+        if not info.is_published():
+            raise AssertionError("no PUBACK for %s" % topic)
+
+    def received(self, predicate=None):
+        with self.lock:
+            msgs = list(self.messages)
+        return [m for m in msgs if predicate is None or predicate(m)]
+
+    def connected(self):
+        return self.c.is_connected()
+
+
+class AuthDevice(FakeDevice):
+    """The harness's scripted device (client id = entity_ident, persistent session,
+    retained state, Last Will) logging in with its broker account."""
+
+    def __init__(self, broker, client_root, entity_ident, password, auto=True, tags=()):
+        super().__init__(broker, client_root, entity_ident, auto=auto, tags=tags)
+        self.client.username_pw_set(entity_ident, password)
+        self.client.on_disconnect = self._on_disconnect
+        self.connacks = []
+        self.disconnects = 0
+        self.raw = []   # (topic, payload) of every message received
+        self.bad = []   # (topic, payload, error) of those that are no envelope or cancel
+
+    def _on_connect(self, client, userdata, flags, rc):
+        self.connacks.append(rc)
+        if rc == 0:
+            super()._on_connect(client, userdata, flags, rc)
+
+    def _on_disconnect(self, client, userdata, rc):
+        self.disconnects += 1
+        self.connected = False
+
+    def _on_message(self, client, userdata, msg):
+        with self.lock:
+            self.raw.append((msg.topic, msg.payload))
+        try:
+            super()._on_message(client, userdata, msg)
+        except (ValueError, KeyError, TypeError) as e:
+            with self.lock:
+                self.bad.append((msg.topic, msg.payload, repr(e)))
+
+    def foreign(self):
+        """Messages that are not an envelope or cancel of a job the coordinator made."""
+        with self.lock:
+            return list(self.bad)
+
+    def publish_state(self, online=True, tags=None):
+        self.client.publish(self.base + "/state", json.dumps(
+            {"v": 1, "online": online, "tags": list(self.tags if tags is None else tags),
+             "agent_version": "fake", "ts": int(time.time())}),
+            qos=1, retain=True).wait_for_publish(10)
+
+    def cancels_of(self, job):
+        with self.lock:
+            return [c for c in self.cancels if c.get("job") == job]
+
+    def envelopes_of(self, job):
+        with self.lock:
+            return [e for e in self.envelopes if e["job"] == job]
+
+
+# ---------------------------------------------------------------------------------------
+
+
+def provision(*args, api_key=None):
+    """Runs tools/provision-device.sh with /bin/sh; returns its configuration lines as a
+    dict (key -> value)."""
+    env = dict(os.environ)
+    if api_key is not None:
+        env["RCS_API_KEY"] = api_key
+    p = subprocess.run(["/bin/sh", PROVISION, *args], capture_output=True, text=True,
+                       timeout=60, env=env)
+    if p.returncode != 0:
+        raise AssertionError("provision-device.sh %s failed (%d): %s" % (
+            " ".join(args), p.returncode, p.stderr))
+    out = {}
+    for line in p.stdout.splitlines():
+        if line and not line.startswith("#"):
+            k, _, v = line.partition(" ")
+            out[k] = v
+    return out
+
+
+class BrokerAclTest(unittest.TestCase):
+    """One broker with the shipped configuration, one coordinator with its own account,
+    devices A and B, a monitoring account and accounts with wildcard-ish names."""
+
+    # accounts an administrator might create by mistake, all with one password
+    ODD_PASSWORD = "odd-password-1"
+
+    @classmethod
+    def setUpClass(cls):
+        cls.workdir = tempfile.mkdtemp(prefix="rcs-acl-")
+        cls.coord = None
+        cls.broker = None
+        cls.clients = []
+        cls.devices = []
+        cls.agent = None
+        cls.addClassCleanup(cls._cleanup)
+        w = cls.workdir
+        cls.pwfile = os.path.join(w, "rcs.passwd")
+
+        # the coordinator's account first: the script creates the password file
+        coord_acct = provision("--coordinator", "--password-file", cls.pwfile)
+        assert coord_acct["mqtt_username"] == "rcs-coordinator", coord_acct
+        cls.broker = ShippedBroker(w, cls.pwfile).start()
+
+        cls.key, cls.pub = make_ec_keypair(w, "signing")
+        cls.coord = Coordinator(w, extra_args=[
+            "--mqtt", cls.broker.url, "--mqtt-username", coord_acct["mqtt_username"],
+            "--mqtt-password", coord_acct["mqtt_password"], "--signing-key", cls.key])
+        tenant = cls.coord.init_tenant(user="admin")
+        cls.client_root = tenant["client_root"]
+        cls.admin_key = tenant["api_key"]
+        cls.coord.start()
+        cls.admin = cls.coord.api(cls.admin_key)
+        wait_for(lambda: "connected to" in cls.coord.read_log(), timeout=20,
+                 what="the coordinator connected to the broker with its account")
+
+        # devices A and B: inventory record and broker account in one go
+        pid = str(cls.broker.proc.pid)
+        api = "http://127.0.0.1:%d" % cls.coord.port
+        cls.A = provision("--api", api, "--name", "device A", "--tag", "acl",
+                          "--password-file", cls.pwfile, "--broker-pid", pid,
+                          "--broker-url", cls.broker.url, api_key=cls.admin_key)
+        cls.B = provision("--api", api + "/v3/commands", "--name", "device B",
+                          "--password-file", cls.pwfile, "--broker-pid", pid,
+                          api_key=cls.admin_key)
+        cls.a = cls.A["entity_ident"]
+        cls.b = cls.B["entity_ident"]
+
+        # accounts whose names contain wildcards or '/', or collide with a topic level
+        cls.odd_users = ["+", "#", "x#", "+/+", "events", "%s/jobs" % cls.b,
+                         "%s/%s" % (cls.client_root, cls.b), "rcs/v1/%s" % cls.client_root]
+        for u in cls.odd_users:
+            subprocess.run(["mosquitto_passwd", "-b", cls.pwfile, u, cls.ODD_PASSWORD],
+                           check=True, capture_output=True, timeout=30)
+        # the monitoring account, the last one: once it can log in, all of them can
+        cls.M = provision("--monitor", "--password-file", cls.pwfile, "--broker-pid", pid)
+        wait_for(lambda: cls.try_login("rcs-monitor", cls.M["mqtt_password"]) == 0,
+                 timeout=10, what="the broker reloaded its password file")
+        cls.task = cls.admin.post("/tasks", {"name": "echo", "script": "echo"}).json
+        assert cls.task.get("signature"), cls.task
+
+    @classmethod
+    def try_login(cls, username, password, client_id=None):
+        c = Client(cls.broker, username, password, client_id or "probe-%s" % uuid.uuid4())
+        try:
+            return c.connect()
+        finally:
+            c.close()
+
+    @classmethod
+    def tearDownClass(cls):
+        alive = cls.coord.alive()
+        log = cls.coord.read_log()[-4000:]
+        rc = cls.coord.stop()
+        if not alive:
+            raise AssertionError("coordinator died during the tests:\n" + log)
+        if rc != 0:
+            raise AssertionError("coordinator exited with %r on SIGTERM:\n%s" % (rc, log))
+
+    @classmethod
+    def _cleanup(cls):
+        for c in cls.clients:
+            try:
+                c.close()
+            except Exception:
+                pass
+        for d in cls.devices:
+            try:
+                d.client.loop_stop()
+            except Exception:
+                pass
+        if cls.agent is not None and cls.agent.proc is not None:
+            try:
+                cls.agent.stop(signal.SIGKILL)
+            except Exception:
+                pass
+        if cls.coord is not None and cls.coord.proc is not None:
+            cls.coord.stop(signal.SIGKILL)
+        if cls.broker is not None:
+            cls.broker.stop()
+        if os.environ.get("RCS_KEEP_TMP") is None:
+            shutil.rmtree(cls.workdir, ignore_errors=True)
+        else:
+            note("kept %s" % cls.workdir)
+
+    # -- helpers ---------------------------------------------------------------------------
+
+    def topic(self, entity, *rest):
+        return "/".join(["rcs/v1", self.client_root, entity] + list(rest))
+
+    def client(self, username, password, client_id=None, connect=True, **kw):
+        c = Client(self.broker, username, password, client_id or username, **kw)
+        self.clients.append(c)
+        self.addCleanup(c.close)
+        if connect:
+            self.assertEqual(c.connect(), 0, "%s could not log in" % username)
+        return c
+
+    def device_a(self, client_id=None):
+        """A client with A's account that, like a device, publishes its retained state."""
+        c = self.client(self.a, self.A["mqtt_password"], client_id=client_id or self.a)
+        c.publish(self.topic(self.a, "state"), {"v": 1, "online": True, "tags": ["spy"],
+                                                "agent_version": "spy",
+                                                "ts": int(time.time())}, retain=True)
+        self.wait_device(self.a, online=True, agent_version="spy")
+        return c
+
+    def device_b(self, auto=False):
+        d = AuthDevice(self.broker, self.client_root, self.b, self.B["mqtt_password"],
+                       auto=auto, tags=["b"])
+        self.devices.append(d)
+        d.client.connect("127.0.0.1", self.broker.port, keepalive=30)
+        d.client.loop_start()
+        wait_for(lambda: d.connacks, what="B's CONNACK")
+        self.assertEqual(d.connacks[0], 0, "B could not log in")
+        wait_for(lambda: d.connected, what="B connected")
+
+        def stop():
+            if d.connected:
+                d.stop()
+            else:
+                d.client.loop_stop()
+        self.addCleanup(stop)
+        self.wait_device(self.b, online=True)
+        return d
+
+    def device(self, ident):
+        r = self.admin.get("/devices/" + ident)
+        self.assertEqual(r.status, 200, r)
+        return r.json
+
+    def wait_device(self, ident, timeout=10, **fields):
+        return wait_for(lambda: all(self.device(ident).get(k) == v for k, v in fields.items())
+                        and self.device(ident), timeout=timeout,
+                        what="device %s with %r" % (ident, fields))
+
+    def job(self, ident):
+        r = self.admin.get("/jobs/" + ident)
+        self.assertEqual(r.status, 200, r)
+        return r.json
+
+    def post_job(self, entity):
+        r = self.admin.post("/tasks/%s/jobs" % self.task["ident"], {"entity_ident": entity})
+        self.assertEqual(r.status, 201, r)
+        self.assertEqual(r.json["status"], "transmited", r)
+        return r.json
+
+    def wait_job(self, ident, statuses=TERMINAL, timeout=15):
+        if isinstance(statuses, str):
+            statuses = (statuses,)
+        return wait_for(lambda: self.job(ident)["status"] in statuses and self.job(ident),
+                        timeout=timeout, what="job %s in %s" % (ident, statuses))
+
+    def history(self, ident):
+        r = self.admin.get("/jobs/%s/history" % ident)
+        self.assertEqual(r.status, 200, r)
+        return [h["status"] for h in reversed(r.json["items"])]
+
+    def report(self, job, status, seq, response=None):
+        return {"v": 1, "job": job, "status": status, "seq": seq, "ts": int(time.time()),
+                "response": response}
+
+    def envelope(self, entity, job):
+        """A job envelope as an attacker would forge it (an unsigned command)."""
+        return {"v": 1, "job": job, "client_root": self.client_root, "entity_ident": entity,
+                "task": {"ident": str(uuid.uuid4()), "version": 1, "name": "forged"},
+                "script": {"name": "x", "sha256": "0" * 64, "source": "return 1"},
+                "constants": {}, "variables_info": {}, "variables": {}, "signature": None,
+                "issued_at": int(time.time()), "expires_at": None, "timeout": 30}
+
+    def assertOnlyOwnTopics(self, c, entity, what):
+        foreign = [m for m in c.received()
+                   if not m[0].startswith("rcs/v1/%s/%s/jobs/" % (self.client_root, entity))]
+        self.assertEqual(foreign, [], "%s received other topics than its own jobs" % what)
+
+    def assertNothing(self, c, what):
+        self.assertEqual(c.received(), [], "%s received messages" % what)
+
+    # -- the configuration ----------------------------------------------------------------
+
+    def test_shipped_configuration(self):
+        d = dict(shipped_directives())
+        self.assertEqual(d.get("allow_anonymous"), "false")
+        self.assertEqual(d.get("use_username_as_clientid"), "true")
+        self.assertEqual(d.get("persistence"), "true")
+        self.assertEqual(d.get("max_queued_messages"), "100000")
+        self.assertEqual(d.get("max_inflight_messages"), "1000")
+        self.assertIn("password_file", d)
+        self.assertEqual(os.path.basename(d.get("acl_file", "")), "rcs.acl")
+        # the reason for the queue sizes is written down next to them
+        with open(SHIPPED_CONF) as f:
+            text = f.read()
+        before = text.split("max_queued_messages 100000")[0].rsplit("\n\n", 1)[-1]
+        self.assertIn("drop", before)
+        # the password file holds hashes only, and the script made it private
+        with open(self.pwfile) as f:
+            for line in f:
+                user, _, hashed = line.rstrip("\n").partition(":")
+                self.assertTrue(hashed.startswith("$"), "%s: not hashed" % user)
+        self.assertEqual(os.stat(self.pwfile).st_mode & 0o007, 0, "password file is world-readable")
+
+    # -- who may connect ------------------------------------------------------------------
+
+    def test_anonymous_refused(self):
+        for cid in ("anon-%s" % uuid.uuid4(), self.b):
+            c = self.client(None, None, client_id=cid, connect=False)
+            self.assertIn(c.connect(), (4, 5), "anonymous connect with client id %s" % cid)
+            wait_for(lambda: not c.connected(), what="refused client closed")
+
+    def test_bad_passwords_refused(self):
+        cases = [(self.a, "wrong"), (self.a, self.B["mqtt_password"]), (self.a, ""),
+                 (self.a.upper(), self.A["mqtt_password"]),
+                 ("rcs-coordinator", self.A["mqtt_password"]),
+                 ("rcs-monitor", "x" * 48), ("nobody", self.A["mqtt_password"]),
+                 ("+", "wrong"), ("", self.A["mqtt_password"])]
+        for user, password in cases:
+            self.assertIn(self.try_login(user, password), (4, 5),
+                          "login %r with a wrong password" % user)
+        # and the right ones work
+        self.assertEqual(self.try_login(self.a, self.A["mqtt_password"]), 0)
+        self.assertEqual(self.try_login(self.b, self.B["mqtt_password"]), 0)
+
+    # -- reading --------------------------------------------------------------------------
+
+    def test_device_reads_only_its_own_jobs(self):
+        b = self.device_b(auto=False)
+        spy = self.device_a()
+        granted = spy.subscribe(
+            "#", "rcs/v1/+/+/jobs/#", "rcs/v1/+/+/jobs/+", "rcs/v1/+/+/jobs/+/cancel",
+            self.topic(self.b, "jobs", "+"), self.topic(self.b, "jobs", "+", "cancel"),
+            self.topic(self.b, "#"), "rcs/v1/+/%s/jobs/+" % self.b, "rcs/v1/+/+/state",
+            self.topic(self.b, "state"), "rcs/v1/+/+/jobs/+/status", "rcs/v1/+/events/#",
+            self.topic(self.a, "jobs", "+"), self.topic(self.a, "jobs", "+", "cancel"))
+        note("SUBACK for device A's subscriptions (2.0 grants, then delivers nothing): %r"
+             % (granted,))
+        self.wait_device(self.a, online=True)
+
+        # a job for B, and its cancel: B gets both
+        jb = self.post_job(self.b)["ident"]
+        wait_for(lambda: b.envelopes_of(jb), what="B received its job")
+        r = self.admin.patch("/jobs/%s/cancel" % jb)
+        self.assertEqual(r.status, 200, r)
+        wait_for(lambda: b.cancels_of(jb), what="B received the cancel")
+        # then a job for A, published after them on the coordinator's one connection
+        ja = self.post_job(self.a)["ident"]
+        wait_for(lambda: spy.received(lambda m: m[0] == self.topic(self.a, "jobs", ja)),
+                 what="A received its own job")
+        time.sleep(GRACE)
+        self.assertOnlyOwnTopics(spy, self.a, "device A")
+        self.assertFalse([m for m in spy.received() if jb.encode() in m[1] or jb in m[0]],
+                         "device A saw B's job")
+        self.assertNotIn(b"device B", b"".join(m[1] for m in spy.received()))
+        self.assertTrue(b.connected)
+        # finish A's job so nothing is left hanging
+        self.admin.patch("/jobs/%s/cancel" % ja)
+
+    # -- writing --------------------------------------------------------------------------
+
+    def test_device_cannot_write_for_another_device(self):
+        b = self.device_b(auto=False)
+        mon = self.client("rcs-monitor", self.M["mqtt_password"])
+        mon.subscribe("rcs/v1/+/events/#")
+        jb = self.post_job(self.b)["ident"]
+        wait_for(lambda: b.envelopes_of(jb), what="B received its job")
+
+        attacker = self.client(self.a, self.A["mqtt_password"])
+        forged_job = str(uuid.uuid4())
+        attacker.publish(self.topic(self.b, "jobs", jb, "status"),
+                         self.report(jb, "terminated", 50, "forged by A"))
+        attacker.publish(self.topic(self.b, "state"),
+                         {"v": 1, "online": False, "tags": ["forged"], "agent_version": "evil",
+                          "ts": int(time.time())}, retain=True)
+        attacker.publish(self.topic(self.b, "jobs", forged_job), self.envelope(self.b, forged_job))
+        attacker.publish(self.topic(self.b, "jobs", jb, "cancel"),
+                         {"v": 1, "job": jb, "reason": "forged by A"})
+        attacker.publish("rcs/v1/%s/events/jobs/%s" % (self.client_root, jb),
+                         dict(self.job(jb), status="terminated", response="forged by A"))
+
+        # B's own messages after them: once they took effect, A's would have too
+        b.publish_state(tags=["b", "marker"])
+        b.report(jb, "edge_transmitted", seq=1)
+        self.wait_device(self.b, online=True, reported_tags=["b", "marker"])
+        self.wait_job(jb, "edge_transmitted")
+        wait_for(lambda: mon.received(lambda m: b'"edge_transmitted"' in m[1]),
+                 what="the event of B's report")
+        time.sleep(GRACE)
+        job = self.job(jb)
+        self.assertEqual(job["status"], "edge_transmitted")
+        self.assertIsNone(job["response"])
+        self.assertNotIn("terminated", self.history(jb))
+        dev = self.device(self.b)
+        self.assertTrue(dev["online"])
+        self.assertNotIn("forged", dev["reported_tags"])
+        self.assertNotEqual(dev["agent_version"], "evil")
+        self.assertEqual(b.jobs_received(), [jb], "B received a forged envelope")
+        self.assertEqual(b.foreign(), [], "B received messages that are no job of its own")
+        self.assertEqual(b.cancels, [], "B received a forged cancel")
+        self.assertFalse(mon.received(lambda m: b"forged by A" in m[1]),
+                         "the monitor received a forged event")
+        # the retained state is B's own
+        mon2 = self.client("rcs-monitor", self.M["mqtt_password"])
+        mon.close()
+        mon2.subscribe(self.topic(self.b, "state"))
+        st = wait_for(lambda: mon2.received(), what="B's retained state")
+        self.assertIn(b"marker", st[0][1])
+        self.assertNotIn(b"forged", st[0][1])
+
+        # and B's own reports still work to the end
+        b.report(jb, "edge_started", seq=2)
+        b.report(jb, "terminated", "done by B", seq=3)
+        self.assertEqual(self.wait_job(jb)["response"], "done by B")
+
+    # -- sessions -------------------------------------------------------------------------
+
+    def test_client_id_bound_to_username(self):
+        b = self.device_b(auto=True)
+        impostors = []
+        for cid in ("#", "+", self.b):
+            genuine_a = self.client(self.a, self.A["mqtt_password"])
+            imp = self.client(self.a, self.A["mqtt_password"], client_id=cid)
+            imp.subscribe("#", self.topic(self.b, "jobs", "+"), "rcs/v1/+/+/jobs/#")
+            impostors.append(imp)
+            # the client calling itself cid got A's session: A's earlier one was taken over
+            wait_for(lambda: not genuine_a.connected(), timeout=5,
+                     what="A's own session taken over by the client calling itself %r" % cid)
+            self.assertEqual(genuine_a.disconnects, 1)
+        # ... and B's never was
+        time.sleep(GRACE)
+        self.assertTrue(b.connected, "B was disconnected")
+        self.assertEqual(b.disconnects, 0)
+        self.assertEqual(b.connacks, [0])
+        self.assertTrue(impostors[-1].connected())
+        # B still gets and runs its jobs; the client of A calling itself B gets none of it
+        jb = self.post_job(self.b)["ident"]
+        self.assertEqual(self.wait_job(jb)["status"], "terminated")
+        self.assertEqual(b.jobs_received(), [jb])
+        self.assertEqual(b.foreign(), [], "B received messages that are no job of its own")
+        time.sleep(GRACE)
+        for imp in impostors:
+            self.assertNothing(imp, "the client of A calling itself %r" % imp.client_id)
+        log = self.broker.log_text()
+        for cid in ("#", "+"):
+            self.assertNotIn(" as %s (" % cid, log, "the client id %r reached the broker" % cid)
+
+    # -- odd account names ----------------------------------------------------------------
+
+    def test_wildcard_and_slash_usernames_get_nothing(self):
+        b = self.device_b(auto=False)
+        a = self.device_a()
+        a.subscribe(self.topic(self.a, "jobs", "+"))
+        mon = self.client("rcs-monitor", self.M["mqtt_password"])
+        mon.subscribe("rcs/v1/+/events/#", "rcs/v1/+/+/state")
+        odd = []
+        for i, u in enumerate(self.odd_users):
+            if u.startswith("#"):
+                # mosquitto reads such a line of the password file as a comment
+                self.assertIn(self.try_login(u, self.ODD_PASSWORD), (4, 5))
+                continue
+            c = self.client(u, self.ODD_PASSWORD, client_id="ignored-%d" % i)
+            c.user = u
+            filters = ["#", "rcs/v1/+/+/jobs/#", "rcs/v1/+/+/state", "rcs/v1/+/events/#",
+                       self.topic(self.b, "jobs", "+"), self.topic(self.b, "jobs", "+", "cancel"),
+                       self.topic(self.a, "jobs", "+"), "rcs/v1/+/%s/jobs/+" % u,
+                       "rcs/v1/+/%s/jobs/+/cancel" % u, "rcs/v1/%s/jobs/+" % u]
+            c.subscribe(*[f for f in filters if "#" not in f[:-1]])
+            odd.append(c)
+
+        jb = self.post_job(self.b)["ident"]
+        wait_for(lambda: b.envelopes_of(jb), what="B received its job")
+        ja = self.post_job(self.a)["ident"]
+        wait_for(lambda: a.received(lambda m: ja in m[0]), what="A received its job")
+        for i, c in enumerate(odd):
+            u = c.user
+            c.publish(self.topic(self.b, "jobs", jb, "status"),
+                      self.report(jb, "terminated", 60 + i, "forged by %s" % u))
+            c.publish(self.topic(self.b, "state"),
+                      {"v": 1, "online": False, "tags": ["forged"], "agent_version": "evil",
+                       "ts": int(time.time())}, retain=True)
+            for level in [self.b] + ([u] if not set("+#") & set(u) else []):
+                t = "rcs/v1/%s/%s" % (self.client_root, level)
+                c.publish(t + "/jobs/" + str(uuid.uuid4()), self.envelope(self.b, jb))
+                c.publish(t + "/jobs/%s/cancel" % jb, {"v": 1, "job": jb, "reason": "forged"})
+                c.publish(t + "/state", {"v": 1, "online": True, "tags": ["forged"],
+                                         "agent_version": "evil", "ts": 0})
+            c.publish("rcs/v1/%s/events/jobs/%s" % (self.client_root, jb), {"forged": u})
+        b.publish_state(tags=["b", "marker2"])
+        b.report(jb, "edge_transmitted", seq=1)
+        b.report(jb, "terminated", "done by B", seq=2)
+        done = self.wait_job(jb)
+        self.assertEqual(done["response"], "done by B")
+        self.wait_device(self.b, online=True, reported_tags=["b", "marker2"])
+        wait_for(lambda: mon.received(lambda m: b"done by B" in m[1]),
+                 what="the monitor got the event of B's job")
+        time.sleep(GRACE)
+
+        for c in odd:
+            self.assertNothing(c, "account %r" % c.user)
+        self.assertEqual(b.jobs_received(), [jb])
+        self.assertEqual(b.foreign(), [], "B received messages that are no job of its own")
+        self.assertEqual(b.cancels, [])
+        self.assertOnlyOwnTopics(a, self.a, "device A")
+        self.assertNotIn("forged", self.device(self.b)["reported_tags"])
+        self.assertFalse(mon.received(lambda m: b"forged" in m[1] or b"evil" in m[1]),
+                         "the monitor saw a forged message")
+        self.assertNotIn("terminated", [s for s in self.history(jb)][:-1])
+        # the monitor reads events and states, nothing else
+        self.assertTrue(mon.received(lambda m: "/events/jobs/" in m[0]))
+        self.assertTrue(mon.received(lambda m: m[0].endswith("/state")))
+        self.assertFalse(mon.received(lambda m: "/events/" not in m[0]
+                                      and not m[0].endswith("/state")))
+        # mosquitto refused the patterns for '+' and '#' outright
+        log = self.broker.log_text()
+        self.assertIn('dangerous username "+"', log)
+        self.assertIn('dangerous username "x#"', log)
+        self.admin.patch("/jobs/%s/cancel" % ja)
+
+    def test_monitor_reads_no_jobs_and_writes_nothing(self):
+        b = self.device_b(auto=True)
+        mon = self.client("rcs-monitor", self.M["mqtt_password"])
+        mon.subscribe("#", "rcs/v1/+/+/jobs/#", "rcs/v1/+/events/#")
+        mon.publish(self.topic(self.b, "jobs", str(uuid.uuid4())),
+                    self.envelope(self.b, str(uuid.uuid4())))
+        jb = self.post_job(self.b)["ident"]
+        self.wait_job(jb)
+        wait_for(lambda: mon.received(lambda m: b'"terminated"' in m[1]),
+                 what="the monitor got the final event")
+        time.sleep(GRACE)
+        self.assertEqual(b.jobs_received(), [jb], "B received the monitor's envelope")
+        self.assertEqual(b.foreign(), [], "B received messages that are no job of its own")
+        self.assertFalse(mon.received(lambda m: "/events/" not in m[0]
+                                      and not m[0].endswith("/state")),
+                         "the monitor read job topics")
+
+    # -- end to end -----------------------------------------------------------------------
+
+    def test_real_agent_with_its_account(self):
+        """rcs-agent with A's provisioned account, through the shipped broker setup."""
+        cfg = os.path.join(self.workdir, "agent-a.conf")
+        with open(cfg, "w") as f:
+            for k in ("mqtt", "client_root", "entity_ident", "mqtt_username", "mqtt_password"):
+                f.write("%s %s\n" % (k, self.A[k]))
+        os.chmod(cfg, 0o600)
+        agent = Agent(self.workdir, self.broker.url, self.client_root, self.a,
+                      trusted_keys=[self.pub], name="agent-a", extra_args=["--config", cfg])
+        type(self).agent = agent
+        agent.start()
+        try:
+            dev = self.wait_device(self.a, online=True, timeout=15)
+            wait_for(lambda: self.device(self.a)["agent_version"] not in (None, "spy"),
+                     what="the agent's state reached the coordinator")
+            j = self.post_job(self.a)["ident"]
+            done = self.wait_job(j, timeout=20)
+            self.assertEqual(done["status"], "terminated", self.history(j))
+            self.assertEqual(done["response"], "pong")
+            self.assertEqual(self.history(j), ["initial", "pending", "transmited",
+                                               "edge_transmitted", "edge_started",
+                                               "edge_running", "terminated"])
+            self.assertNotIn("not authori", agent.read_log().lower())
+        finally:
+            self.assertEqual(agent.stop(), 0)
+        self.wait_device(self.a, online=False)
+        self.assertNotIn("not authori", self.coord.read_log().lower())
+        self.assertNotIn("cannot subscribe", self.coord.read_log())
+        note("device A: %s" % json.dumps(dev))
+
+
+if __name__ == "__main__":
+    unittest.main(verbosity=2)
