@@ -1,5 +1,5 @@
 # Cross build for 64-bit ARM Linux against Debian's multiarch libraries
-# (tools/deps.sh cross installs gcc-aarch64-linux-gnu and the :arm64 -dev packages).
+# (tools/deps.sh test installs gcc-aarch64-linux-gnu, the :arm64 -dev packages and qemu-user).
 #   cmake -S . -B build-aarch64 -DCMAKE_TOOLCHAIN_FILE=toolchains/aarch64-linux-gnu.cmake -DWITH_COORDINATOR=OFF
 # Run the result with qemu-user (the loader and libc of the cross sysroot must match):
 #   qemu-aarch64 -L /usr/aarch64-linux-gnu -E LD_LIBRARY_PATH=/usr/aarch64-linux-gnu/lib build-aarch64/bin/rcs-agent --help

@@ -1,5 +1,5 @@
 # Cross build for 32-bit ARM Linux (hard float) against Debian's multiarch libraries
-# (tools/deps.sh cross installs gcc-arm-linux-gnueabihf and the :armhf -dev packages).
+# (tools/deps.sh armhf installs gcc-arm-linux-gnueabihf, the :armhf -dev packages and qemu-user).
 #   cmake -S . -B build-armhf -DCMAKE_TOOLCHAIN_FILE=toolchains/arm-linux-gnueabihf.cmake -DWITH_COORDINATOR=OFF
 # Run the result with qemu-user (the loader and libc of the cross sysroot must match):
 #   qemu-arm -L /usr/arm-linux-gnueabihf -E LD_LIBRARY_PATH=/usr/arm-linux-gnueabihf/lib build-armhf/bin/rcs-agent --help
