@@ -15,7 +15,8 @@ nothing): anonymous and bad passwords are refused; device A receives none of B's
 cancels, state or the events feed, whatever it subscribes to ('#', rcs/v1/+/+/jobs/#, B's
 exact topics); A's status report, state, envelope and cancel on B's topics change nothing;
 A connecting with client id B (or '#', '+') gets client id A: B's session stays; accounts
-named '+', '#', '+/+', 'events' or with a '/' get nothing of anyone's; the monitoring
+named '+', '#', 'x#', '+/+', 'events' or with a '/' ('<B>/jobs', 'events/jobs', ...) get
+nothing of anyone's and reach no one (rcs.acl's deny lines); the monitoring
 account reads events and states only; a real rcs-agent with A's credentials runs a signed
 job to terminated and its presence reaches the coordinator.
 
@@ -26,7 +27,6 @@ RCS_KEEP_TMP=1 keeps the directory (broker, coordinator and agent logs, password
 
 import json
 import os
-import re
 import shutil
 import signal
 import subprocess
@@ -326,7 +326,7 @@ class BrokerAclTest(unittest.TestCase):
         cls.b = cls.B["entity_ident"]
 
         # accounts whose names contain wildcards or '/', or collide with a topic level
-        cls.odd_users = ["+", "#", "x#", "+/+", "events", "%s/jobs" % cls.b,
+        cls.odd_users = ["+", "#", "x#", "+/+", "events", "events/jobs", "%s/jobs" % cls.b,
                          "%s/%s" % (cls.client_root, cls.b), "rcs/v1/%s" % cls.client_root]
         for u in cls.odd_users:
             subprocess.run(["mosquitto_passwd", "-b", cls.pwfile, u, cls.ODD_PASSWORD],
@@ -548,7 +548,6 @@ class BrokerAclTest(unittest.TestCase):
         self.assertOnlyOwnTopics(spy, self.a, "device A")
         self.assertFalse([m for m in spy.received() if jb.encode() in m[1] or jb in m[0]],
                          "device A saw B's job")
-        self.assertNotIn(b"device B", b"".join(m[1] for m in spy.received()))
         self.assertTrue(b.connected)
         # finish A's job so nothing is left hanging
         self.admin.patch("/jobs/%s/cancel" % ja)
@@ -730,6 +729,37 @@ class BrokerAclTest(unittest.TestCase):
                                       and not m[0].endswith("/state")),
                          "the monitor read job topics")
 
+    # -- new credentials ------------------------------------------------------------------
+
+    def test_new_password_for_existing_device(self):
+        api = "http://127.0.0.1:%d" % self.coord.port
+        pid = str(self.broker.proc.pid)
+        c1 = provision("--api", api, "--name", "device C", "--password-file", self.pwfile,
+                       "--broker-pid", pid, api_key=self.admin_key)
+        ident = c1["entity_ident"]
+        old = wait_for(lambda: self.try_login(ident, c1["mqtt_password"]) == 0 and
+                       self.client(ident, c1["mqtt_password"]), what="C can log in")
+        c2 = provision("--api", api, "--entity-ident", ident, "--password-file", self.pwfile,
+                       "--broker-pid", pid, api_key=self.admin_key)
+        self.assertEqual((c2["entity_ident"], c2["client_root"]), (ident, self.client_root))
+        self.assertNotEqual(c2["mqtt_password"], c1["mqtt_password"])
+        # the reload closes the session of the old password and refuses it from then on
+        wait_for(lambda: not old.connected(), what="C's old session closed at the reload")
+        self.assertIn(self.try_login(ident, c1["mqtt_password"]), (4, 5))
+        self.assertEqual(self.try_login(ident, c2["mqtt_password"]), 0)
+        # still one inventory record, and the coordinator kept its session through reloads
+        self.assertEqual(len([d for d in self.admin.get("/devices?per_page=500").json["items"]
+                              if d["entity_ident"] == ident]), 1)
+        self.assertEqual(self.coord.read_log().count("connected to"), 1, self.coord.read_log())
+        # an unknown device gets no account
+        p = subprocess.run(["/bin/sh", PROVISION, "--api", api, "--entity-ident",
+                            str(uuid.uuid4()), "--password-file", self.pwfile],
+                           capture_output=True, text=True, timeout=60,
+                           env=dict(os.environ, RCS_API_KEY=self.admin_key))
+        self.assertEqual(p.returncode, 1, p)
+        self.assertIn("404", p.stderr)
+        self.assertEqual(p.stdout, "")
+
     # -- end to end -----------------------------------------------------------------------
 
     def test_real_agent_with_its_account(self):
@@ -744,9 +774,10 @@ class BrokerAclTest(unittest.TestCase):
         type(self).agent = agent
         agent.start()
         try:
-            dev = self.wait_device(self.a, online=True, timeout=15)
-            wait_for(lambda: self.device(self.a)["agent_version"] not in (None, "spy"),
-                     what="the agent's state reached the coordinator")
+            self.wait_device(self.a, online=True, timeout=15)
+            dev = wait_for(lambda: self.device(self.a)["agent_version"] not in (None, "spy")
+                           and self.device(self.a),
+                           what="the agent's state reached the coordinator")
             j = self.post_job(self.a)["ident"]
             done = self.wait_job(j, timeout=20)
             self.assertEqual(done["status"], "terminated", self.history(j))
