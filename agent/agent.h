@@ -71,9 +71,9 @@ struct agent {
 	pthread_cond_t cond;
 	struct agent_policy *policy;
 	bool stop;
-	bool work;                   /* a job was queued */
-	char running[UUID_STR_LEN];  /* job in the sandbox, "" when idle */
-	int cancel_fd[2];            /* pipe: written to cancel the running job */
+	bool work;                  /* a job was queued */
+	char running[UUID_STR_LEN]; /* job in the sandbox, "" when idle */
+	int cancel_fd[2];           /* pipe: written to cancel the running job */
 	bool reboot_pending;
 	char reboot_job[UUID_STR_LEN];
 };

@@ -69,7 +69,7 @@ static void link_outbox_send(void *ctx, long long id, const char *job, const cha
 void link_publish_state(struct agent *a, bool online)
 {
 	struct agent_policy *p = agent_policy_get(a);
-	struct proto_state s = { online, p->tags, RCS_VERSION, (int64_t)time(NULL), NULL };
+	struct proto_state s = {online, p->tags, RCS_VERSION, (int64_t)time(NULL), NULL};
 	json_object *o = proto_state_encode(&s);
 	size_t len;
 	const char *payload = jsonu_dump(o, &len);
@@ -91,7 +91,7 @@ static void link_on_connected(void *ctx, bool session_present)
 {
 	struct agent *a = ctx;
 	char jobs[PROTO_MAX_TOPIC], cancels[PROTO_MAX_TOPIC];
-	const char *filters[2] = { jobs, cancels };
+	const char *filters[2] = {jobs, cancels};
 
 	(void)session_present; /* subscribing again is harmless and covers a broker reset */
 	snprintf(jobs, sizeof(jobs), "rcs/v1/%s/%s/jobs/+", a->set->client_root,
@@ -132,8 +132,8 @@ static void link_envelope(struct agent *a, const char *job, const char *payload,
 		snprintf(reason, sizeof(reason), "malformed envelope: %s%s%s", e.field,
 			 e.field[0] ? ": " : "", e.message);
 	} else if (strcmp(env.job, job) != 0) {
-		snprintf(reason, sizeof(reason), "malformed envelope: job %s in a message for job %s",
-			 env.job, job);
+		snprintf(reason, sizeof(reason),
+			 "malformed envelope: job %s in a message for job %s", env.job, job);
 	} else {
 		struct verify_ctx v;
 		p = agent_policy_get(a);
@@ -144,7 +144,8 @@ static void link_envelope(struct agent *a, const char *job, const char *payload,
 		v.ntrusted = p->ntrusted;
 		v.require_signature = p->require_signature;
 		v.journal = a->journal;
-		if (verify_envelope(&v, &env, (int64_t)time(NULL), reason, sizeof(reason)) == RCS_OK)
+		if (verify_envelope(&v, &env, (int64_t)time(NULL), reason, sizeof(reason)) ==
+		    RCS_OK)
 			reason[0] = '\0';
 	}
 	/* the runner picks queued jobs under the same lock: it never sees one half-handled */
@@ -168,7 +169,8 @@ static void link_envelope(struct agent *a, const char *job, const char *payload,
 	}
 	if (journal_count_queued(a->journal, &queued) == RCS_OK &&
 	    queued > (size_t)a->set->max_queue) {
-		snprintf(reason, sizeof(reason), "device busy: %zu jobs already queued", queued - 1);
+		snprintf(reason, sizeof(reason), "device busy: %zu jobs already queued",
+			 queued - 1);
 		journal_set_state(a->journal, job, JOURNAL_DROPPED);
 		link_report(a, job, JS_EDGE_ERROR, reason);
 		goto out;
@@ -190,7 +192,8 @@ static bool link_on_message(void *ctx, const char *topic, const void *payload, s
 	struct agent *a = ctx;
 	struct proto_topic t;
 
-	if (proto_topic_parse(topic, &t) != RCS_OK || strcmp(t.client_root, a->set->client_root) != 0 ||
+	if (proto_topic_parse(topic, &t) != RCS_OK ||
+	    strcmp(t.client_root, a->set->client_root) != 0 ||
 	    strcmp(t.entity_ident, a->set->entity_ident) != 0 ||
 	    (t.kind != PROTO_JOB && t.kind != PROTO_CANCEL)) {
 		log_warnx("dropped a message on unexpected topic %.160s", topic);
@@ -201,10 +204,11 @@ static bool link_on_message(void *ctx, const char *topic, const void *payload, s
 		log_warnx("job %s: %zu-byte message over the %lld-byte limit", t.job, len,
 			  a->set->max_payload);
 		if (t.kind == PROTO_JOB &&
-		    journal_receive(a->journal, t.job, "", 0, "", 0, (int64_t)time(NULL), &is_new) ==
-			    RCS_OK &&
+		    journal_receive(a->journal, t.job, "", 0, "", 0, (int64_t)time(NULL),
+				    &is_new) == RCS_OK &&
 		    is_new)
-			link_report(a, t.job, JS_EDGE_ERROR, "envelope larger than the device accepts");
+			link_report(a, t.job, JS_EDGE_ERROR,
+				    "envelope larger than the device accepts");
 		return true;
 	}
 	if (t.kind == PROTO_JOB) {
@@ -212,7 +216,8 @@ static bool link_on_message(void *ctx, const char *topic, const void *payload, s
 	} else {
 		struct proto_cancel c;
 		struct jsonu_err e;
-		if (proto_cancel_decode(payload, len, &c, &e) != RCS_OK || strcmp(c.job, t.job) != 0) {
+		if (proto_cancel_decode(payload, len, &c, &e) != RCS_OK ||
+		    strcmp(c.job, t.job) != 0) {
 			log_warnx("dropped a malformed cancel for job %s", t.job);
 			if (c.root)
 				proto_cancel_free(&c);
@@ -228,7 +233,7 @@ enum rcs_err link_start(struct agent *a)
 {
 	struct mqttc_opts o;
 	struct mqttc_callbacks cb;
-	struct proto_state off = { false, NULL, RCS_VERSION, 0, NULL };
+	struct proto_state off = {false, NULL, RCS_VERSION, 0, NULL};
 	struct agent_policy *p = agent_policy_get(a);
 	json_object *will;
 	enum rcs_err err;

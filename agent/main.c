@@ -19,47 +19,53 @@
 #include "uuid.h"
 #include "vars.h"
 
-#define OPT(name, type, field, arg, help) \
-	{ name, type, offsetof(struct agent_settings, field), 0, 0, arg, help }
-#define OPT_INT(name, field, min, max, arg, help) \
-	{ name, CFG_INT, offsetof(struct agent_settings, field), min, max, arg, help }
+#define OPT(name, type, field, arg, help)                                                          \
+	{                                                                                          \
+		name, type, offsetof(struct agent_settings, field), 0, 0, arg, help                \
+	}
+#define OPT_INT(name, field, min, max, arg, help)                                                  \
+	{                                                                                          \
+		name, CFG_INT, offsetof(struct agent_settings, field), min, max, arg, help         \
+	}
 
 static const struct cfg_opt agent_opts[] = {
-	OPT("mqtt", CFG_STRING, mqtt, "URL", "broker: tcp://host:port or ssl://host:port"),
-	OPT("client_root", CFG_STRING, client_root, "UUID", "tenant of this device"),
-	OPT("entity_ident", CFG_STRING, entity_ident, "UUID", "this device's ident (its MQTT client id)"),
-	OPT("state_dir", CFG_STRING, state_dir, "DIR", "journal and device settings"),
-	OPT("trusted_key", CFG_STRLIST, trusted_key, "PEM",
-	    "public key whose task signatures are accepted (repeatable)"),
-	OPT("require_signature", CFG_BOOL, require_signature, "BOOL",
-	    "refuse unsigned tasks (default true)"),
-	OPT("tag", CFG_STRLIST, tag, "TAG", "tag this device reports (repeatable)"),
-	OPT("allow_command", CFG_STRLIST, allow_command, "NAME=PATH",
-	    "command rcs.exec(NAME, ...) may run (repeatable)"),
-	OPT("file_dir", CFG_STRLIST, file_dir, "DIR",
-	    "directory rcs.file.read/write may use (repeatable)"),
-	OPT("mqtt_username", CFG_STRING, mqtt_username, "NAME", "broker user name"),
-	OPT("mqtt_password", CFG_STRING, mqtt_password, "SECRET", "broker password"),
-	OPT("mqtt_cafile", CFG_STRING, mqtt_cafile, "PEM", "CA certificates for ssl://"),
-	OPT("mqtt_certfile", CFG_STRING, mqtt_certfile, "PEM", "client certificate for ssl://"),
-	OPT("mqtt_keyfile", CFG_STRING, mqtt_keyfile, "PEM", "client key for ssl://"),
-	OPT_INT("max_queue", max_queue, 1, 10000, "N", "jobs waiting at most (default 32)"),
-	OPT_INT("max_payload", max_payload, 4096, 16LL * 1024 * 1024, "BYTES",
-		"largest envelope accepted (default 1048576)"),
-	OPT_INT("mem_limit", mem_limit, 1024 * 1024, 4LL * 1024 * 1024 * 1024, "BYTES",
-		"memory a script may use (default 64 MiB)"),
-	OPT_INT("exec_timeout", exec_timeout, 1, 86400, "SECONDS",
-		"time limit of an rcs.exec command (default 30)"),
-	OPT_INT("exec_max_output", exec_max_output, 1024, 16LL * 1024 * 1024, "BYTES",
-		"output kept from an rcs.exec command (default 65536)"),
-	OPT("reboot_command", CFG_STRING, reboot_command, "PATH",
-	    "run after rcs.reboot() (default /sbin/reboot)"),
-	OPT("allow_no_seccomp", CFG_BOOL, allow_no_seccomp, "BOOL",
-	    "run scripts even where seccomp is unavailable (emulators only; default false)"),
-	OPT("debug", CFG_BOOL, debug, NULL, "verbose logs"),
-	OPT("check", CFG_BOOL, check, NULL, "check the configuration and keys, print"
-					    " \"configuration OK\", exit"),
-	{ NULL, 0, 0, 0, 0, NULL, NULL },
+    OPT("mqtt", CFG_STRING, mqtt, "URL", "broker: tcp://host:port or ssl://host:port"),
+    OPT("client_root", CFG_STRING, client_root, "UUID", "tenant of this device"),
+    OPT("entity_ident", CFG_STRING, entity_ident, "UUID",
+	"this device's ident (its MQTT client id)"),
+    OPT("state_dir", CFG_STRING, state_dir, "DIR", "journal and device settings"),
+    OPT("trusted_key", CFG_STRLIST, trusted_key, "PEM",
+	"public key whose task signatures are accepted (repeatable)"),
+    OPT("require_signature", CFG_BOOL, require_signature, "BOOL",
+	"refuse unsigned tasks (default true)"),
+    OPT("tag", CFG_STRLIST, tag, "TAG", "tag this device reports (repeatable)"),
+    OPT("allow_command", CFG_STRLIST, allow_command, "NAME=PATH",
+	"command rcs.exec(NAME, ...) may run (repeatable)"),
+    OPT("file_dir", CFG_STRLIST, file_dir, "DIR",
+	"directory rcs.file.read/write may use (repeatable)"),
+    OPT("mqtt_username", CFG_STRING, mqtt_username, "NAME", "broker user name"),
+    OPT("mqtt_password", CFG_STRING, mqtt_password, "SECRET", "broker password"),
+    OPT("mqtt_cafile", CFG_STRING, mqtt_cafile, "PEM", "CA certificates for ssl://"),
+    OPT("mqtt_certfile", CFG_STRING, mqtt_certfile, "PEM", "client certificate for ssl://"),
+    OPT("mqtt_keyfile", CFG_STRING, mqtt_keyfile, "PEM", "client key for ssl://"),
+    OPT_INT("max_queue", max_queue, 1, 10000, "N", "jobs waiting at most (default 32)"),
+    OPT_INT("max_payload", max_payload, 4096, 16LL * 1024 * 1024, "BYTES",
+	    "largest envelope accepted (default 1048576)"),
+    OPT_INT("mem_limit", mem_limit, 1024 * 1024, 4LL * 1024 * 1024 * 1024, "BYTES",
+	    "memory a script may use (default 64 MiB)"),
+    OPT_INT("exec_timeout", exec_timeout, 1, 86400, "SECONDS",
+	    "time limit of an rcs.exec command (default 30)"),
+    OPT_INT("exec_max_output", exec_max_output, 1024, 16LL * 1024 * 1024, "BYTES",
+	    "output kept from an rcs.exec command (default 65536)"),
+    OPT("reboot_command", CFG_STRING, reboot_command, "PATH",
+	"run after rcs.reboot() (default /sbin/reboot)"),
+    OPT("allow_no_seccomp", CFG_BOOL, allow_no_seccomp, "BOOL",
+	"run scripts even where seccomp is unavailable (emulators only; default false)"),
+    OPT("debug", CFG_BOOL, debug, NULL, "verbose logs"),
+    OPT("check", CFG_BOOL, check, NULL,
+	"check the configuration and keys, print"
+	" \"configuration OK\", exit"),
+    {NULL, 0, 0, 0, 0, NULL, NULL},
 };
 
 static void usage(FILE *fp)
@@ -107,8 +113,9 @@ static enum rcs_err settings_load(struct agent_settings *s, int argc, char **arg
 	}
 	if (s->mqtt == NULL || s->state_dir == NULL || s->client_root == NULL ||
 	    s->entity_ident == NULL) {
-		snprintf(err, errlen, "--mqtt, --client-root, --entity-ident and --state-dir are"
-				      " required");
+		snprintf(err, errlen,
+			 "--mqtt, --client-root, --entity-ident and --state-dir are"
+			 " required");
 		return RCS_ERR_INVAL;
 	}
 	if (!uuid_valid(s->client_root) || !uuid_valid(s->entity_ident)) {
@@ -174,8 +181,9 @@ static struct agent_policy *policy_load(const struct agent_settings *s, char *er
 		p->ntrusted++;
 	}
 	if (p->require_signature && p->ntrusted == 0) {
-		snprintf(err, errlen, "no trusted_key: every signed job would be refused"
-				      " (or set require_signature false)");
+		snprintf(err, errlen,
+			 "no trusted_key: every signed job would be refused"
+			 " (or set require_signature false)");
 		goto fail;
 	}
 	for (size_t i = 0; i < s->tag.n; i++) {
@@ -190,7 +198,8 @@ static struct agent_policy *policy_load(const struct agent_settings *s, char *er
 		const char *c = s->allow_command.items[i], *eq = strchr(c, '=');
 		char name[65];
 		if (eq == NULL || eq == c || (size_t)(eq - c) >= sizeof(name) || eq[1] != '/') {
-			snprintf(err, errlen, "allow_command '%s': expected NAME=/absolute/path", c);
+			snprintf(err, errlen, "allow_command '%s': expected NAME=/absolute/path",
+				 c);
 			goto fail;
 		}
 		snprintf(name, sizeof(name), "%.*s", (int)(eq - c), c);

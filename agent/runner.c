@@ -86,7 +86,7 @@ static void runner_run(struct agent *a, const char *job, const char *payload, si
 	struct sandbox_host host;
 	struct sandbox_job sj;
 	struct sandbox_result res;
-	struct runner_job rj = { a, job };
+	struct runner_job rj = {a, job};
 	struct agent_policy *p = NULL;
 	json_object *jt = NULL;
 	long long highest = 0;
@@ -109,8 +109,10 @@ static void runner_run(struct agent *a, const char *job, const char *payload, si
 	if (journal_task_version(a->journal, env.task_ident, &highest) == RCS_OK &&
 	    env.task_version < highest) {
 		char reason[128];
-		snprintf(reason, sizeof(reason), "task version %lld is older than version %lld"
-			 " already run", env.task_version, highest);
+		snprintf(reason, sizeof(reason),
+			 "task version %lld is older than version %lld"
+			 " already run",
+			 env.task_version, highest);
 		link_report(a, job, JS_EDGE_ERROR, reason);
 		goto out;
 	}

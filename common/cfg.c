@@ -38,8 +38,8 @@ static bool cfg_parse_bool(const char *v, bool *out)
 	return false;
 }
 
-static enum rcs_err cfg_assign(const struct cfg_opt *o, void *base, const char *value,
-			       char *errbuf, size_t errlen)
+static enum rcs_err cfg_assign(const struct cfg_opt *o, void *base, const char *value, char *errbuf,
+			       size_t errlen)
 {
 	char *field = (char *)base + o->offset;
 
@@ -108,8 +108,8 @@ enum rcs_err cfg_set(const struct cfg_opt *opts, void *base, const char *name, c
 	return cfg_assign(o, base, value, errbuf, errlen);
 }
 
-enum rcs_err cfg_parse_file(const struct cfg_opt *opts, void *base, const char *path,
-			    char *errbuf, size_t errlen)
+enum rcs_err cfg_parse_file(const struct cfg_opt *opts, void *base, const char *path, char *errbuf,
+			    size_t errlen)
 {
 	FILE *fp = NULL;
 	char line[CFG_MAX_LINE + 2];
@@ -159,7 +159,8 @@ enum rcs_err cfg_parse_file(const struct cfg_opt *opts, void *base, const char *
 			goto out;
 		}
 		if (*val == '\0') {
-			snprintf(errbuf, errlen, "%s:%u: option '%s' needs a value", path, lineno, key);
+			snprintf(errbuf, errlen, "%s:%u: option '%s' needs a value", path, lineno,
+				 key);
 			err = RCS_ERR_INVAL;
 			goto out;
 		}
@@ -265,7 +266,8 @@ void cfg_usage(FILE *fp, const struct cfg_opt *opts)
 			if (flag[i] == '_')
 				flag[i] = '-';
 		if (o->arg)
-			fprintf(fp, "  %s %-*s %s\n", flag, (int)(28 - strlen(flag)), o->arg, o->help);
+			fprintf(fp, "  %s %-*s %s\n", flag, (int)(28 - strlen(flag)), o->arg,
+				o->help);
 		else
 			fprintf(fp, "  %-*s  %s\n", 28, flag, o->help);
 	}

@@ -43,8 +43,8 @@ struct cfg_opt {
  * Reads path. Errors name "file:line" and the option in errbuf.
  * RCS_ERR_IO when the file can't be read, RCS_ERR_INVAL for a bad line.
  */
-enum rcs_err cfg_parse_file(const struct cfg_opt *opts, void *base, const char *path,
-			    char *errbuf, size_t errlen);
+enum rcs_err cfg_parse_file(const struct cfg_opt *opts, void *base, const char *path, char *errbuf,
+			    size_t errlen);
 
 /*
  * Parses argv[first..argc). Stops at the first argument that is not an option

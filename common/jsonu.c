@@ -285,8 +285,8 @@ enum rcs_err jsonu_get_boolish(json_object *obj, const char *key, bool required,
 	return jsonu_fail(e, key, "'%s' must be true or false (boolean or string)", key);
 }
 
-enum rcs_err jsonu_get_object(json_object *obj, const char *key, bool required,
-			      json_object **out, bool *present, struct jsonu_err *e)
+enum rcs_err jsonu_get_object(json_object *obj, const char *key, bool required, json_object **out,
+			      bool *present, struct jsonu_err *e)
 {
 	json_object *v;
 	enum rcs_err err = jsonu_lookup(obj, key, required, &v, present, e);
@@ -334,7 +334,8 @@ enum rcs_err jsonu_get_string_array(json_object *obj, const char *key, bool requ
 			return jsonu_fail(e, field, "'%s' must be a string", field);
 		len = (size_t)json_object_get_string_len(it);
 		if (len > max_len)
-			return jsonu_fail(e, field, "'%s' is longer than %zu bytes", field, max_len);
+			return jsonu_fail(e, field, "'%s' is longer than %zu bytes", field,
+					  max_len);
 		if (memchr(json_object_get_string(it), '\0', len) != NULL)
 			return jsonu_fail(e, field, "'%s' contains a NUL character", field);
 	}
@@ -364,7 +365,7 @@ const char *jsonu_dump(json_object *obj, size_t *len)
 {
 	size_t n = 0;
 	const char *s = json_object_to_json_string_length(
-		obj, JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE, &n);
+	    obj, JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE, &n);
 
 	if (len)
 		*len = n;

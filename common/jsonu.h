@@ -26,7 +26,7 @@ struct jsonu_err {
 
 /* Sets e's field and message (printf-style); returns RCS_ERR_INVAL. */
 enum rcs_err jsonu_fail(struct jsonu_err *e, const char *field, const char *fmt, ...)
-	__attribute__((format(printf, 3, 4)));
+    __attribute__((format(printf, 3, 4)));
 
 /*
  * Parses exactly len bytes as one JSON value, at most max_depth deep.
@@ -54,8 +54,8 @@ enum rcs_err jsonu_get_bool(json_object *obj, const char *key, bool required, bo
 /* Accepts a JSON boolean or the strings "true"/"false" (the seed's "active"). */
 enum rcs_err jsonu_get_boolish(json_object *obj, const char *key, bool required, bool *out,
 			       bool *present, struct jsonu_err *e);
-enum rcs_err jsonu_get_object(json_object *obj, const char *key, bool required,
-			      json_object **out, bool *present, struct jsonu_err *e);
+enum rcs_err jsonu_get_object(json_object *obj, const char *key, bool required, json_object **out,
+			      bool *present, struct jsonu_err *e);
 /* Array of at most max_items elements. */
 enum rcs_err jsonu_get_array(json_object *obj, const char *key, bool required, size_t max_items,
 			     json_object **out, bool *present, struct jsonu_err *e);

@@ -11,7 +11,7 @@
 static const char *log_prog = "rcs";
 static volatile enum log_level log_level_cur = LOG_LVL_INFO;
 
-static const char *const log_names[] = { "error", "warning", "info", "debug" };
+static const char *const log_names[] = {"error", "warning", "info", "debug"};
 
 void log_init(const char *prog, enum log_level level)
 {

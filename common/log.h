@@ -18,17 +18,20 @@ void log_set_level(enum log_level level);
 bool log_enabled(enum log_level level);
 
 void log_msg(enum log_level level, const char *func, int with_errno, const char *fmt, ...)
-	__attribute__((format(printf, 4, 5)));
+    __attribute__((format(printf, 4, 5)));
 _Noreturn void log_fatal(const char *func, int with_errno, const char *fmt, ...)
-	__attribute__((format(printf, 3, 4)));
+    __attribute__((format(printf, 3, 4)));
 
-#define log_warn(...) log_msg(LOG_LVL_WARN, __func__, 1, __VA_ARGS__)
+#define log_warn(...)  log_msg(LOG_LVL_WARN, __func__, 1, __VA_ARGS__)
 #define log_warnx(...) log_msg(LOG_LVL_WARN, __func__, 0, __VA_ARGS__)
 #define log_error(...) log_msg(LOG_LVL_ERR, __func__, 0, __VA_ARGS__)
-#define log_info(...) log_msg(LOG_LVL_INFO, __func__, 0, __VA_ARGS__)
-#define log_debug(...) \
-	do { if (log_enabled(LOG_LVL_DEBUG)) log_msg(LOG_LVL_DEBUG, __func__, 0, __VA_ARGS__); } while (0)
-#define fatal(...) log_fatal(__func__, 1, __VA_ARGS__)
+#define log_info(...)  log_msg(LOG_LVL_INFO, __func__, 0, __VA_ARGS__)
+#define log_debug(...)                                                                             \
+	do {                                                                                       \
+		if (log_enabled(LOG_LVL_DEBUG))                                                    \
+			log_msg(LOG_LVL_DEBUG, __func__, 0, __VA_ARGS__);                          \
+	} while (0)
+#define fatal(...)  log_fatal(__func__, 1, __VA_ARGS__)
 #define fatalx(...) log_fatal(__func__, 0, __VA_ARGS__)
 
 #endif

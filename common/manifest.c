@@ -21,9 +21,9 @@
 #include "canon.h"
 #include "jsonu.h"
 
-#define KEY_FILE_MAX (64 * 1024) /* a PEM EC key is well under 1 KiB */
-#define PUBKEY_DER_MAX 256       /* a P-256 SubjectPublicKeyInfo is 91 bytes */
-#define SIG_DER_MAX 128          /* a P-256 ECDSA signature is at most 72 bytes */
+#define KEY_FILE_MAX   (64 * 1024) /* a PEM EC key is well under 1 KiB */
+#define PUBKEY_DER_MAX 256         /* a P-256 SubjectPublicKeyInfo is 91 bytes */
+#define SIG_DER_MAX    128         /* a P-256 ECDSA signature is at most 72 bytes */
 
 struct sig_key {
 	mbedtls_pk_context pk;
@@ -74,15 +74,15 @@ enum rcs_err manifest_build(const struct manifest_in *in, struct buf *out)
 		goto out;
 	sha256_hex(in->script != NULL ? in->script : "", in->script_len, script_hex);
 
-	err = buf_appendf(out,
-			  "rcs-task-signature-v1\n"
-			  "client_root: %s\n"
-			  "task: %s\n"
-			  "version: %lld\n"
-			  "script: %s\n"
-			  "script_sha256: %s\n",
-			  in->client_root, in->task_ident, in->version, in->script_name,
-			  script_hex);
+	err =
+	    buf_appendf(out,
+			"rcs-task-signature-v1\n"
+			"client_root: %s\n"
+			"task: %s\n"
+			"version: %lld\n"
+			"script: %s\n"
+			"script_sha256: %s\n",
+			in->client_root, in->task_ident, in->version, in->script_name, script_hex);
 	if (err == RCS_OK)
 		err = append_canon_line(out, "constants", in->constants);
 	if (err == RCS_OK)

@@ -25,10 +25,10 @@
 #include "buf.h"
 #include "err.h"
 
-#define SHA256_HEX_LEN 65 /* 64 + NUL */
-#define KEY_ID_LEN 17     /* 16 + NUL */
-#define SIG_B64_MAX 200   /* base64 of a DER P-256 signature (<= 72 bytes) + NUL, rounded up */
-#define MANIFEST_MAX (256 * 1024)
+#define SHA256_HEX_LEN 65  /* 64 + NUL */
+#define KEY_ID_LEN     17  /* 16 + NUL */
+#define SIG_B64_MAX    200 /* base64 of a DER P-256 signature (<= 72 bytes) + NUL, rounded up */
+#define MANIFEST_MAX   (256 * 1024)
 
 struct manifest_in {
 	const char *client_root;
@@ -86,7 +86,8 @@ void sig_key_free(struct sig_key *k);
 /* Signs msg with a private key: base64 of DER ECDSA over SHA-256(msg) into out
  * (SIG_B64_MAX is enough). RCS_ERR_CRYPTO for a public-only key or an RNG or
  * signing failure, RCS_ERR_TOOBIG when out is too small. */
-enum rcs_err sig_sign(const struct sig_key *k, const void *msg, size_t n, char *out, size_t out_cap);
+enum rcs_err sig_sign(const struct sig_key *k, const void *msg, size_t n, char *out,
+		      size_t out_cap);
 /* RCS_OK when b64sig is a valid ES256 signature of msg by k; RCS_ERR_VERIFY when not
  * (including bad DER, and base64 too long to be a P-256 signature);
  * RCS_ERR_INVAL when b64sig is not base64. */

@@ -89,7 +89,8 @@ static void mqttc_on_connect_fail(void *ctx, MQTTAsync_failureData *resp)
 	m->connecting = false;
 	if (m->attempt == 0 || log_enabled(LOG_LVL_DEBUG))
 		log_warnx("cannot connect to %s: %s (code %d), retrying", m->url,
-			  resp && resp->message ? resp->message : "no answer", resp ? resp->code : 0);
+			  resp && resp->message ? resp->message : "no answer",
+			  resp ? resp->code : 0);
 	mqttc_schedule(m);
 	pthread_cond_broadcast(&m->cond);
 	pthread_mutex_unlock(&m->lock);
@@ -176,7 +177,8 @@ static void *mqttc_loop(void *arg)
 		}
 		mqttc_now(&now);
 		if (now.tv_sec < m->next_attempt.tv_sec ||
-		    (now.tv_sec == m->next_attempt.tv_sec && now.tv_nsec < m->next_attempt.tv_nsec)) {
+		    (now.tv_sec == m->next_attempt.tv_sec &&
+		     now.tv_nsec < m->next_attempt.tv_nsec)) {
 			pthread_cond_timedwait(&m->cond, &m->lock, &m->next_attempt);
 			continue;
 		}
@@ -288,8 +290,9 @@ void mqttc_stop(struct mqttc *m, int timeout_ms)
 			d.timeout = timeout_ms;
 			MQTTAsync_disconnect(m->client, &d);
 			/* the disconnect completes asynchronously: give it its time */
-			for (int i = 0; i < timeout_ms / 10 + 1 && MQTTAsync_isConnected(m->client); i++) {
-				struct timespec ts = { 0, 10 * 1000000L };
+			for (int i = 0; i < timeout_ms / 10 + 1 && MQTTAsync_isConnected(m->client);
+			     i++) {
+				struct timespec ts = {0, 10 * 1000000L};
 				nanosleep(&ts, NULL);
 			}
 		}

@@ -22,7 +22,7 @@ struct mqttc_opts {
 	const char *client_id; /* fixed: the broker keeps the session under it */
 	const char *username;  /* may be NULL */
 	const char *password;
-	const char *cafile; /* TLS: CA bundle to verify the broker; NULL: system default */
+	const char *cafile;   /* TLS: CA bundle to verify the broker; NULL: system default */
 	const char *certfile; /* TLS client certificate, and its key */
 	const char *keyfile;
 	int keepalive;    /* seconds (default 20) */

@@ -15,7 +15,8 @@ void proto_topic_make(char out[PROTO_MAX_TOPIC], enum proto_kind kind, const cha
 {
 	switch (kind) {
 	case PROTO_JOB:
-		snprintf(out, PROTO_MAX_TOPIC, "rcs/v1/%s/%s/jobs/%s", client_root, entity_ident, job);
+		snprintf(out, PROTO_MAX_TOPIC, "rcs/v1/%s/%s/jobs/%s", client_root, entity_ident,
+			 job);
 		break;
 	case PROTO_CANCEL:
 		snprintf(out, PROTO_MAX_TOPIC, "rcs/v1/%s/%s/jobs/%s/cancel", client_root,
@@ -160,16 +161,18 @@ json_object *proto_envelope_encode(const struct proto_envelope *env)
 	json_object_object_add(o, "task", task);
 	json_object_object_add(script, "name", json_object_new_string(env->script_name));
 	json_object_object_add(script, "sha256", json_object_new_string(env->script_sha256));
-	json_object_object_add(script, "source", json_object_new_string_len(env->script_source,
-									   (int)env->script_len));
+	json_object_object_add(
+	    script, "source", json_object_new_string_len(env->script_source, (int)env->script_len));
 	json_object_object_add(o, "script", script);
-	json_object_object_add(o, "constants", env->constants ? json_object_get(env->constants)
-							      : json_object_new_object());
-	json_object_object_add(o, "variables_info", env->variables_info
-							    ? json_object_get(env->variables_info)
-							    : json_object_new_object());
-	json_object_object_add(o, "variables", env->variables ? json_object_get(env->variables)
-							      : json_object_new_object());
+	json_object_object_add(o, "constants",
+			       env->constants ? json_object_get(env->constants)
+					      : json_object_new_object());
+	json_object_object_add(o, "variables_info",
+			       env->variables_info ? json_object_get(env->variables_info)
+						   : json_object_new_object());
+	json_object_object_add(o, "variables",
+			       env->variables ? json_object_get(env->variables)
+					      : json_object_new_object());
 	json_object_object_add(o, "signature",
 			       env->signature ? json_object_get(env->signature) : NULL);
 	json_object_object_add(o, "issued_at", json_object_new_int64(env->issued_at));
@@ -182,12 +185,13 @@ json_object *proto_envelope_encode(const struct proto_envelope *env)
 enum rcs_err proto_envelope_decode(const char *payload, size_t len, struct proto_envelope *out,
 				   struct jsonu_err *e)
 {
-	static const char *const keys[] = { "v",	 "job",	     "client_root", "entity_ident",
-					    "task",	 "script",   "constants",   "variables_info",
-					    "variables", "signature", "issued_at",   "expires_at",
-					    "timeout",	 NULL };
-	static const char *const task_keys[] = { "ident", "version", "name", NULL };
-	static const char *const script_keys[] = { "name", "sha256", "source", NULL };
+	static const char *const keys[] = {
+	    "v",         "job",       "client_root", "entity_ident",
+	    "task",      "script",    "constants",   "variables_info",
+	    "variables", "signature", "issued_at",   "expires_at",
+	    "timeout",   NULL};
+	static const char *const task_keys[] = {"ident", "version", "name", NULL};
+	static const char *const script_keys[] = {"name", "sha256", "source", NULL};
 	json_object *task = NULL, *script = NULL, *sig = NULL;
 	const char *sha = NULL;
 	char actual[SHA256_HEX_LEN];
@@ -211,7 +215,7 @@ enum rcs_err proto_envelope_decode(const char *payload, size_t len, struct proto
 	    (err = jsonu_get_object(out->root, "script", true, &script, NULL, e)) != RCS_OK ||
 	    (err = jsonu_check_keys(script, script_keys, e)) != RCS_OK ||
 	    (err = jsonu_get_string(script, "name", true, 64, &out->script_name, NULL, e)) !=
-		    RCS_OK ||
+		RCS_OK ||
 	    (err = jsonu_get_string(script, "sha256", true, 64, &sha, NULL, e)) != RCS_OK ||
 	    (err = jsonu_get_string(script, "source", true, PROTO_MAX_SCRIPT, &out->script_source,
 				    NULL, e)) != RCS_OK)
@@ -219,16 +223,17 @@ enum rcs_err proto_envelope_decode(const char *payload, size_t len, struct proto
 	out->script_len = strlen(out->script_source);
 	sha256_hex(out->script_source, out->script_len, actual);
 	if (strcmp(actual, sha) != 0) {
-		err = jsonu_fail(e, "script.sha256", "'script.sha256' does not match script.source");
+		err =
+		    jsonu_fail(e, "script.sha256", "'script.sha256' does not match script.source");
 		goto out;
 	}
 	snprintf(out->script_sha256, sizeof(out->script_sha256), "%s", sha);
 	if ((err = jsonu_get_object(out->root, "constants", true, &out->constants, NULL, e)) !=
-		    RCS_OK ||
+		RCS_OK ||
 	    (err = jsonu_get_object(out->root, "variables_info", true, &out->variables_info, NULL,
 				    e)) != RCS_OK ||
 	    (err = jsonu_get_object(out->root, "variables", true, &out->variables, NULL, e)) !=
-		    RCS_OK)
+		RCS_OK)
 		goto out;
 	if (!json_object_object_get_ex(out->root, "signature", NULL)) {
 		err = jsonu_fail(e, "signature", "'signature' is required (null when unsigned)");
@@ -273,7 +278,7 @@ json_object *proto_report_encode(const struct proto_report *r)
 enum rcs_err proto_report_decode(const char *payload, size_t len, struct proto_report *out,
 				 struct jsonu_err *e)
 {
-	static const char *const keys[] = { "v", "job", "status", "seq", "ts", "response", NULL };
+	static const char *const keys[] = {"v", "job", "status", "seq", "ts", "response", NULL};
 	const char *status = NULL;
 	int64_t seq = 0;
 	enum rcs_err err;
@@ -290,7 +295,7 @@ enum rcs_err proto_report_decode(const char *payload, size_t len, struct proto_r
 		goto out;
 	}
 	if ((err = jsonu_get_int(out->root, "seq", true, 1, INT64_MAX - 1, &seq, NULL, e)) !=
-		    RCS_OK ||
+		RCS_OK ||
 	    (err = proto_get_time(out->root, "ts", true, &out->ts, e)) != RCS_OK ||
 	    (err = jsonu_get_string(out->root, "response", false, PROTO_MAX_RESPONSE,
 				    &out->response, NULL, e)) != RCS_OK)
@@ -327,7 +332,7 @@ json_object *proto_state_encode(const struct proto_state *s)
 enum rcs_err proto_state_decode(const char *payload, size_t len, struct proto_state *out,
 				struct jsonu_err *e)
 {
-	static const char *const keys[] = { "v", "online", "tags", "agent_version", "ts", NULL };
+	static const char *const keys[] = {"v", "online", "tags", "agent_version", "ts", NULL};
 	enum rcs_err err;
 
 	memset(out, 0, sizeof(*out));
@@ -369,7 +374,7 @@ json_object *proto_cancel_encode(const struct proto_cancel *c)
 enum rcs_err proto_cancel_decode(const char *payload, size_t len, struct proto_cancel *out,
 				 struct jsonu_err *e)
 {
-	static const char *const keys[] = { "v", "job", "reason", NULL };
+	static const char *const keys[] = {"v", "job", "reason", NULL};
 	enum rcs_err err;
 
 	memset(out, 0, sizeof(*out));
@@ -378,7 +383,7 @@ enum rcs_err proto_cancel_decode(const char *payload, size_t len, struct proto_c
 		return err;
 	if ((err = proto_get_uuid(out->root, "job", out->job, e)) != RCS_OK ||
 	    (err = jsonu_get_string(out->root, "reason", false, 1024, &out->reason, NULL, e)) !=
-		    RCS_OK)
+		RCS_OK)
 		proto_cancel_free(out);
 	return err;
 }

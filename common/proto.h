@@ -27,12 +27,12 @@
 #include "status.h"
 #include "uuid.h"
 
-#define PROTO_VERSION 1
-#define PROTO_MAX_TOPIC 160
-#define PROTO_MAX_PAYLOAD (1024 * 1024)  /* default ceiling of any message */
-#define PROTO_MAX_SCRIPT (256 * 1024)
+#define PROTO_VERSION      1
+#define PROTO_MAX_TOPIC    160
+#define PROTO_MAX_PAYLOAD  (1024 * 1024) /* default ceiling of any message */
+#define PROTO_MAX_SCRIPT   (256 * 1024)
 #define PROTO_MAX_RESPONSE (64 * 1024)
-#define PROTO_MAX_TAGS 64
+#define PROTO_MAX_TAGS     64
 
 enum proto_kind { PROTO_JOB, PROTO_CANCEL, PROTO_STATUS, PROTO_STATE, PROTO_EVENT };
 

@@ -8,16 +8,16 @@ static const struct {
 	bool terminal;
 	bool device;
 } status_table[JS__COUNT] = {
-	[JS_INITIAL] = { "initial", 0, false, false },
-	[JS_PENDING] = { "pending", 1, false, false },
-	[JS_TRANSMITED] = { "transmited", 2, false, false },
-	[JS_EDGE_TRANSMITTED] = { "edge_transmitted", 3, false, true },
-	[JS_EDGE_STARTED] = { "edge_started", 4, false, true },
-	[JS_EDGE_RUNNING] = { "edge_running", 5, false, true },
-	[JS_TERMINATED] = { "terminated", 6, true, true },
-	[JS_EDGE_ERROR] = { "edge_error", 6, true, true },
-	[JS_CANCELLED] = { "cancelled", 6, true, false },
-	[JS_EXPIRED] = { "expired", 6, true, false },
+    [JS_INITIAL] = {"initial", 0, false, false},
+    [JS_PENDING] = {"pending", 1, false, false},
+    [JS_TRANSMITED] = {"transmited", 2, false, false},
+    [JS_EDGE_TRANSMITTED] = {"edge_transmitted", 3, false, true},
+    [JS_EDGE_STARTED] = {"edge_started", 4, false, true},
+    [JS_EDGE_RUNNING] = {"edge_running", 5, false, true},
+    [JS_TERMINATED] = {"terminated", 6, true, true},
+    [JS_EDGE_ERROR] = {"edge_error", 6, true, true},
+    [JS_CANCELLED] = {"cancelled", 6, true, false},
+    [JS_EXPIRED] = {"expired", 6, true, false},
 };
 
 const char *status_name(enum job_status s)

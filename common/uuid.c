@@ -65,15 +65,15 @@ enum rcs_err uuid_v7(char out[UUID_STR_LEN])
 	b[7] = (unsigned char)(counter & 0xff);
 	b[8] = (unsigned char)(0x80 | (b[8] & 0x3f));
 	snprintf(out, UUID_STR_LEN,
-		 "%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", b[0],
-		 b[1], b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11], b[12], b[13],
-		 b[14], b[15]);
+		 "%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", b[0], b[1],
+		 b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11], b[12], b[13], b[14],
+		 b[15]);
 	return RCS_OK;
 }
 
 bool uuid_valid(const char *s)
 {
-	static const char dash_at[] = { 8, 13, 18, 23 };
+	static const char dash_at[] = {8, 13, 18, 23};
 	size_t i, d = 0;
 
 	if (s == NULL || strlen(s) != 36)

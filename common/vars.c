@@ -24,12 +24,12 @@ bool vars_token_valid(const char *s, size_t max, const char *extra)
 	return true;
 }
 
-static const char *const var_types[] = { "string", "timestamp", "integer", "number", "boolean",
-					 NULL };
+static const char *const var_types[] = {"string", "timestamp", "integer",
+					"number", "boolean",   NULL};
 
 enum rcs_err vars_info_validate(json_object *vi, struct jsonu_err *e)
 {
-	static const char *const desc_keys[] = { "type", "alias", "description", "optional", NULL };
+	static const char *const desc_keys[] = {"type", "alias", "description", "optional", NULL};
 	size_t n = 0;
 
 	if (vi == NULL)
@@ -43,8 +43,7 @@ enum rcs_err vars_info_validate(json_object *vi, struct jsonu_err *e)
 
 		snprintf(field, sizeof(field), "variables_info.%.60s", name);
 		if (++n > VARS_MAX)
-			return jsonu_fail(e, "variables_info", "more than %d variables",
-					  VARS_MAX);
+			return jsonu_fail(e, "variables_info", "more than %d variables", VARS_MAX);
 		if (!vars_token_valid(name, 64, NULL))
 			return jsonu_fail(e, field,
 					  "variable names are 1-64 letters, digits or '_'");
@@ -68,14 +67,16 @@ enum rcs_err vars_info_validate(json_object *vi, struct jsonu_err *e)
 			if (strcmp(var_types[i], type) == 0)
 				ok = true;
 		if (!ok)
-			return jsonu_fail(e, field,
-					  "unknown type '%.32s' (string, timestamp, integer, number,"
-					  " boolean)",
-					  type);
+			return jsonu_fail(
+			    e, field,
+			    "unknown type '%.32s' (string, timestamp, integer, number,"
+			    " boolean)",
+			    type);
 		snprintf(field, sizeof(field), "variables_info.%.60s.alias", name);
 		err = jsonu_get_string(desc, "alias", false, 200, &s, NULL, NULL);
 		if (err != RCS_OK)
-			return jsonu_fail(e, field, "'%s' must be a string of at most 200 bytes", field);
+			return jsonu_fail(e, field, "'%s' must be a string of at most 200 bytes",
+					  field);
 		snprintf(field, sizeof(field), "variables_info.%.60s.description", name);
 		err = jsonu_get_string(desc, "description", false, 2000, &s, NULL, NULL);
 		if (err != RCS_OK)
@@ -105,7 +106,8 @@ enum rcs_err vars_validate(json_object *vars, json_object *vi, struct jsonu_err 
 			json_object_object_get_ex(desc, "type", &t);
 			type = json_object_get_string(t);
 			if (type == NULL)
-				return jsonu_fail(e, field, "variable '%.60s' has no declared type", name);
+				return jsonu_fail(e, field, "variable '%.60s' has no declared type",
+						  name);
 			if (val == NULL) {
 				ok = false;
 			} else if (strcmp(type, "string") == 0) {
@@ -146,4 +148,3 @@ enum rcs_err vars_validate(json_object *vars, json_object *vi, struct jsonu_err 
 	}
 	return RCS_OK;
 }
-

@@ -31,7 +31,8 @@ void api_devices_list(struct api_req *req, struct api_resp *r)
 		} else if (strcmp(online, "false") == 0) {
 			on = 0;
 		} else {
-			api_error(r, 400, "invalid_parameter", "online", "'online' must be true or false");
+			api_error(r, 400, "invalid_parameter", "online",
+				  "'online' must be true or false");
 			return;
 		}
 	}
@@ -46,25 +47,27 @@ void api_devices_list(struct api_req *req, struct api_resp *r)
 static bool device_read(struct api_resp *r, json_object *body, bool required, const char **name,
 			json_object **tags)
 {
-	static const char *const fields[] = { "name", "tags", NULL };
+	static const char *const fields[] = {"name", "tags", NULL};
 	struct jsonu_err e;
 	bool present;
 
-	static const char *const platform[] = { "entity_ident", "client_root", "online",
-						"last_seen", "agent_version", "reported_tags",
-						"created_at", "update_at", NULL };
+	static const char *const platform[] = {"entity_ident", "client_root",   "online",
+					       "last_seen",    "agent_version", "reported_tags",
+					       "created_at",   "update_at",     NULL};
 
 	for (size_t i = 0; platform[i]; i++) {
 		if (json_object_object_get_ex(body, platform[i], NULL)) {
 			api_error(r, 400, "validation_failed", platform[i],
-				  "'%s' is assigned by the platform and cannot be set", platform[i]);
+				  "'%s' is assigned by the platform and cannot be set",
+				  platform[i]);
 			return false;
 		}
 	}
 	if (jsonu_check_keys(body, fields, &e) != RCS_OK ||
-	    jsonu_get_string(body, "name", required, DEVICE_MAX_NAME, name, &present, &e) != RCS_OK ||
+	    jsonu_get_string(body, "name", required, DEVICE_MAX_NAME, name, &present, &e) !=
+		RCS_OK ||
 	    jsonu_get_string_array(body, "tags", false, VALIDATE_MAX_TAGS, 64, tags, NULL, &e) !=
-		    RCS_OK ||
+		RCS_OK ||
 	    validate_tags(*tags, "tags", &e) != RCS_OK) {
 		api_invalid(r, &e);
 		return false;
@@ -168,7 +171,7 @@ void api_keys_list(struct api_req *req, struct api_resp *r)
 
 void api_key_create(struct api_req *req, struct api_resp *r)
 {
-	static const char *const fields[] = { "user", "role", NULL };
+	static const char *const fields[] = {"user", "role", NULL};
 	json_object *body = NULL, *key = NULL;
 	const char *user = NULL, *role_s = NULL;
 	struct jsonu_err e;

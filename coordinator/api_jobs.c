@@ -11,8 +11,8 @@
 #include "uuid.h"
 #include "validate.h"
 
-#define JOB_MAX_COMMENT 4096
-#define JOB_MAX_TTL 31536000LL
+#define JOB_MAX_COMMENT     4096
+#define JOB_MAX_TTL         31536000LL
 #define JOB_MAX_TAG_DEVICES 100000
 
 /* What every job creation shares, read from the body and checked against the task. */
@@ -42,9 +42,9 @@ static bool job_read_common(struct api_req *req, struct api_resp *r, json_object
 	if (jsonu_check_keys(body, allowed, &e) != RCS_OK ||
 	    jsonu_get_object(body, "variables", false, &jr->variables, NULL, &e) != RCS_OK ||
 	    jsonu_get_string(body, "comment", false, JOB_MAX_COMMENT, &jr->comment, NULL, &e) !=
-		    RCS_OK ||
+		RCS_OK ||
 	    jsonu_get_int(body, "scheduled_time", false, 0, INT64_MAX - 1, &v, &present, &e) !=
-		    RCS_OK)
+		RCS_OK)
 		goto invalid;
 	jr->scheduled_time = present ? v : 0;
 	if (jsonu_get_int(body, "ttl", false, 1, JOB_MAX_TTL, &v, &present, &e) != RCS_OK)
@@ -58,17 +58,17 @@ static bool job_read_common(struct api_req *req, struct api_resp *r, json_object
 	    validate_status_list(jr->status_list, "notification_status_list", &e) != RCS_OK)
 		goto invalid;
 	if (jsonu_get_string(body, "group_name", false, 200, &jr->group_name, &present, &e) !=
-		    RCS_OK)
+	    RCS_OK)
 		goto invalid;
 	if (present && jr->group_name[0] == '\0') {
 		jsonu_fail(&e, "group_name", "'group_name' must not be empty");
 		goto invalid;
 	}
-	if (vars_validate(jr->variables, json_object_object_length(vi) ? vi : NULL, &e) !=
-	    RCS_OK)
+	if (vars_validate(jr->variables, json_object_object_length(vi) ? vi : NULL, &e) != RCS_OK)
 		goto invalid;
 	if (strcmp(jsonu_member_str(jr->task, "active"), "true") != 0) {
-		api_error(r, 409, "task_inactive", NULL, "the task is not active: it creates no jobs");
+		api_error(r, 409, "task_inactive", NULL,
+			  "the task is not active: it creates no jobs");
 		return false;
 	}
 	return true;
@@ -128,8 +128,9 @@ static bool job_check_signature(struct api_req *req, struct api_resp *r, struct 
 	err = signer_check_cached(req->app->signer, &m, tv.signature ? tv.signature : sig);
 	store_task_version_free(&tv);
 	if (err != RCS_OK) {
-		api_error(r, 409, "signature_invalid", "signature",
-			  "the task's signature does not verify against a trusted key: sign it again");
+		api_error(
+		    r, 409, "signature_invalid", "signature",
+		    "the task's signature does not verify against a trusted key: sign it again");
 		return false;
 	}
 	return true;
@@ -148,9 +149,14 @@ static bool job_load_task(struct api_req *req, struct api_resp *r, struct job_re
 
 void api_job_create(struct api_req *req, struct api_resp *r)
 {
-	static const char *const allowed[] = { "entity_ident", "variables", "comment",
-					       "scheduled_time", "ttl", "notification_mail_list",
-					       "notification_status_list", NULL };
+	static const char *const allowed[] = {"entity_ident",
+					      "variables",
+					      "comment",
+					      "scheduled_time",
+					      "ttl",
+					      "notification_mail_list",
+					      "notification_status_list",
+					      NULL};
 	struct job_req jr;
 	struct job_batch b;
 	struct job_new one;
@@ -168,7 +174,8 @@ void api_job_create(struct api_req *req, struct api_resp *r)
 		goto out;
 	}
 	if (!uuid_valid(entity)) {
-		api_error(r, 400, "validation_failed", "entity_ident", "'entity_ident' must be a UUID");
+		api_error(r, 400, "validation_failed", "entity_ident",
+			  "'entity_ident' must be a UUID");
 		goto out;
 	}
 	if (!job_read_common(req, r, body, allowed, &jr))
@@ -325,7 +332,8 @@ static void job_bulk(struct api_req *req, struct api_resp *r, struct job_req *jr
 		group = json_object_new_object();
 		json_object_object_add(group, "ident", json_object_new_string(b.group_ident));
 		json_object_object_add(group, "name", json_object_new_string(b.group_name));
-		json_object_object_add(group, "created_user", json_object_new_string(req->auth.user));
+		json_object_object_add(group, "created_user",
+				       json_object_new_string(req->auth.user));
 	}
 	answer = json_object_new_object();
 	json_object_object_add(answer, "group", group);
@@ -345,9 +353,15 @@ out:
 
 void api_jobs_bulk_list(struct api_req *req, struct api_resp *r)
 {
-	static const char *const allowed[] = { "ident_list", "variables", "comment", "group_name",
-					       "scheduled_time", "ttl", "notification_mail_list",
-					       "notification_status_list", NULL };
+	static const char *const allowed[] = {"ident_list",
+					      "variables",
+					      "comment",
+					      "group_name",
+					      "scheduled_time",
+					      "ttl",
+					      "notification_mail_list",
+					      "notification_status_list",
+					      NULL};
 	struct job_req jr;
 	struct jsonu_err e;
 	json_object *body = NULL, *list = NULL;
@@ -398,9 +412,15 @@ out:
 
 void api_jobs_bulk_tags(struct api_req *req, struct api_resp *r)
 {
-	static const char *const allowed[] = { "tag", "variables", "comment", "group_name",
-					       "scheduled_time", "ttl", "notification_mail_list",
-					       "notification_status_list", NULL };
+	static const char *const allowed[] = {"tag",
+					      "variables",
+					      "comment",
+					      "group_name",
+					      "scheduled_time",
+					      "ttl",
+					      "notification_mail_list",
+					      "notification_status_list",
+					      NULL};
 	struct job_req jr;
 	struct jsonu_err e;
 	json_object *body = NULL, *devices = NULL;
@@ -427,8 +447,8 @@ void api_jobs_bulk_tags(struct api_req *req, struct api_resp *r)
 	err = store_devices_with_tag(req->app->st, req->auth.client_root, tag, JOB_MAX_TAG_DEVICES,
 				     &devices);
 	if (err == RCS_ERR_TOOBIG) {
-		api_error(r, 400, "validation_failed", "tag",
-			  "more than %d devices hold this tag", JOB_MAX_TAG_DEVICES);
+		api_error(r, 400, "validation_failed", "tag", "more than %d devices hold this tag",
+			  JOB_MAX_TAG_DEVICES);
 		goto out;
 	}
 	if (err != RCS_OK) {
@@ -541,7 +561,8 @@ void api_job_history(struct api_req *req, struct api_resp *r)
 	if (!api_page(req, r, API_MAX_PER_PAGE, &pg))
 		return;
 	if (uuid_valid(req->seg[1]))
-		err = store_job_history(req->app->st, req->auth.client_root, req->seg[1], &pg, &page);
+		err =
+		    store_job_history(req->app->st, req->auth.client_root, req->seg[1], &pg, &page);
 	if (err != RCS_OK)
 		api_store_error(r, err, "job");
 	else

@@ -10,19 +10,28 @@
 #include "uuid.h"
 #include "validate.h"
 
-#define TASK_MAX_NAME 200
-#define TASK_MAX_COMMENT 4096
-#define TASK_MAX_TIMEOUT 86400
+#define TASK_MAX_NAME        200
+#define TASK_MAX_COMMENT     4096
+#define TASK_MAX_TIMEOUT     86400
 #define TASK_DEFAULT_TIMEOUT 300
-#define SCRIPT_MAX_SOURCE (256 * 1024)
+#define SCRIPT_MAX_SOURCE    (256 * 1024)
 
-static const char *const task_writable[] = {
-	"name", "script", "variables_info", "constants", "comment", "active", "public", "hide",
-	"allow_offline", "timeout", "notification_mail_list", "notification_status_list", NULL
-};
-static const char *const task_platform[] = { "ident",	     "version",	    "client_root",
-					     "created_user", "created_at",  "update_user",
-					     "update_at",    "script_sha256", NULL };
+static const char *const task_writable[] = {"name",
+					    "script",
+					    "variables_info",
+					    "constants",
+					    "comment",
+					    "active",
+					    "public",
+					    "hide",
+					    "allow_offline",
+					    "timeout",
+					    "notification_mail_list",
+					    "notification_status_list",
+					    NULL};
+static const char *const task_platform[] = {"ident",        "version",       "client_root",
+					    "created_user", "created_at",    "update_user",
+					    "update_at",    "script_sha256", NULL};
 
 /* Fills w from a stored task record (the fields a new version starts from). */
 static void task_from_record(json_object *t, struct task_write *w)
@@ -68,8 +77,9 @@ static enum rcs_err task_apply_body(json_object *body, struct task_write *w, boo
 					  "'%s' is assigned by the platform and cannot be set",
 					  task_platform[i]);
 	if (json_object_object_get_ex(body, "signature", NULL))
-		return jsonu_fail(e, "signature",
-				  "'signature' can only be set alone, with PATCH, on an existing task");
+		return jsonu_fail(
+		    e, "signature",
+		    "'signature' can only be set alone, with PATCH, on an existing task");
 	err = jsonu_check_keys(body, task_writable, e);
 	if (err != RCS_OK)
 		return err;
@@ -215,7 +225,8 @@ enum rcs_err api_task_load(struct api_req *req, const char *ident, json_object *
 	err = store_task_get(req->app->st, req->auth.client_root, ident, out);
 	if (err != RCS_OK)
 		return err;
-	if (req->auth.role != ROLE_ADMIN && !json_object_get_boolean(jsonu_member(*out, "public")) &&
+	if (req->auth.role != ROLE_ADMIN &&
+	    !json_object_get_boolean(jsonu_member(*out, "public")) &&
 	    strcmp(jsonu_member_str(*out, "created_user"), req->auth.user) != 0) {
 		json_object_put(*out);
 		*out = NULL;
@@ -227,7 +238,7 @@ enum rcs_err api_task_load(struct api_req *req, const char *ident, json_object *
 void api_tasks_list(struct api_req *req, struct api_resp *r)
 {
 	struct store_page pg;
-	struct task_filter f = { false, NULL };
+	struct task_filter f = {false, NULL};
 	const char *hide = api_query(req, "hide");
 	json_object *page = NULL;
 	enum rcs_err err;
@@ -527,7 +538,7 @@ static enum rcs_err script_bump_tasks(struct api_req *req, const char *name, jso
 
 void api_script_put(struct api_req *req, struct api_resp *r)
 {
-	static const char *const fields[] = { "source", NULL };
+	static const char *const fields[] = {"source", NULL};
 	json_object *body = NULL, *s = NULL, *updated = NULL;
 	const char *name = req->seg[1], *src = NULL;
 	char old_sha[SHA256_HEX_LEN] = "", new_sha[SHA256_HEX_LEN];
@@ -558,8 +569,8 @@ void api_script_put(struct api_req *req, struct api_resp *r)
 	if (store_script_source(req->app->st, req->auth.client_root, name, &old_src, &old_len,
 				old_sha) != RCS_OK)
 		old_sha[0] = '\0';
-	err = store_script_put(req->app->st, req->auth.client_root, name, src, strlen(src), req->now,
-			       &created);
+	err = store_script_put(req->app->st, req->auth.client_root, name, src, strlen(src),
+			       req->now, &created);
 	updated = json_object_new_array();
 	sha256_hex(src, strlen(src), new_sha);
 	if (err == RCS_OK && old_sha[0] && strcmp(old_sha, new_sha) != 0)

@@ -16,7 +16,7 @@
 #include "manifest.h"
 #include "uuid.h"
 
-#define API_PREFIX "/v3/commands"
+#define API_PREFIX  "/v3/commands"
 #define API_MAX_URL 2048
 
 struct http_api {
@@ -39,35 +39,35 @@ struct api_route {
 };
 
 static const struct api_route api_routes[] = {
-	{ "GET", "tasks", ROLE_VIEWER, api_tasks_list },
-	{ "POST", "tasks", ROLE_ADMIN, api_task_create },
-	{ "GET", "tasks/:", ROLE_VIEWER, api_task_get },
-	{ "PUT", "tasks/:", ROLE_ADMIN, api_task_put },
-	{ "PATCH", "tasks/:", ROLE_ADMIN, api_task_patch },
-	{ "DELETE", "tasks/:", ROLE_ADMIN, api_task_delete },
-	{ "GET", "tasks/:/jobs", ROLE_VIEWER, api_task_jobs_list },
-	{ "POST", "tasks/:/jobs", ROLE_OPERATOR, api_job_create },
-	{ "POST", "tasks/:/jobs/list", ROLE_OPERATOR, api_jobs_bulk_list },
-	{ "POST", "tasks/:/jobs/tags", ROLE_OPERATOR, api_jobs_bulk_tags },
-	{ "GET", "jobs", ROLE_VIEWER, api_jobs_list },
-	{ "GET", "jobs/:", ROLE_VIEWER, api_job_get },
-	{ "GET", "jobs/:/history", ROLE_VIEWER, api_job_history },
-	{ "PATCH", "jobs/:/cancel", ROLE_OPERATOR, api_job_cancel },
-	{ "GET", "jobs/:/notifications", ROLE_VIEWER, api_job_notifications },
-	{ "GET", "groups", ROLE_VIEWER, api_groups_list },
-	{ "GET", "groups/:", ROLE_VIEWER, api_group_get },
-	{ "GET", "scripts", ROLE_VIEWER, api_scripts_list },
-	{ "GET", "scripts/:", ROLE_VIEWER, api_script_get },
-	{ "PUT", "scripts/:", ROLE_ADMIN, api_script_put },
-	{ "DELETE", "scripts/:", ROLE_ADMIN, api_script_delete },
-	{ "GET", "devices", ROLE_VIEWER, api_devices_list },
-	{ "POST", "devices", ROLE_ADMIN, api_device_create },
-	{ "GET", "devices/:", ROLE_VIEWER, api_device_get },
-	{ "PATCH", "devices/:", ROLE_ADMIN, api_device_patch },
-	{ "DELETE", "devices/:", ROLE_ADMIN, api_device_delete },
-	{ "GET", "keys", ROLE_VIEWER, api_keys_list },
-	{ "POST", "keys", ROLE_ADMIN, api_key_create },
-	{ "DELETE", "keys/:", ROLE_ADMIN, api_key_delete },
+    {"GET", "tasks", ROLE_VIEWER, api_tasks_list},
+    {"POST", "tasks", ROLE_ADMIN, api_task_create},
+    {"GET", "tasks/:", ROLE_VIEWER, api_task_get},
+    {"PUT", "tasks/:", ROLE_ADMIN, api_task_put},
+    {"PATCH", "tasks/:", ROLE_ADMIN, api_task_patch},
+    {"DELETE", "tasks/:", ROLE_ADMIN, api_task_delete},
+    {"GET", "tasks/:/jobs", ROLE_VIEWER, api_task_jobs_list},
+    {"POST", "tasks/:/jobs", ROLE_OPERATOR, api_job_create},
+    {"POST", "tasks/:/jobs/list", ROLE_OPERATOR, api_jobs_bulk_list},
+    {"POST", "tasks/:/jobs/tags", ROLE_OPERATOR, api_jobs_bulk_tags},
+    {"GET", "jobs", ROLE_VIEWER, api_jobs_list},
+    {"GET", "jobs/:", ROLE_VIEWER, api_job_get},
+    {"GET", "jobs/:/history", ROLE_VIEWER, api_job_history},
+    {"PATCH", "jobs/:/cancel", ROLE_OPERATOR, api_job_cancel},
+    {"GET", "jobs/:/notifications", ROLE_VIEWER, api_job_notifications},
+    {"GET", "groups", ROLE_VIEWER, api_groups_list},
+    {"GET", "groups/:", ROLE_VIEWER, api_group_get},
+    {"GET", "scripts", ROLE_VIEWER, api_scripts_list},
+    {"GET", "scripts/:", ROLE_VIEWER, api_script_get},
+    {"PUT", "scripts/:", ROLE_ADMIN, api_script_put},
+    {"DELETE", "scripts/:", ROLE_ADMIN, api_script_delete},
+    {"GET", "devices", ROLE_VIEWER, api_devices_list},
+    {"POST", "devices", ROLE_ADMIN, api_device_create},
+    {"GET", "devices/:", ROLE_VIEWER, api_device_get},
+    {"PATCH", "devices/:", ROLE_ADMIN, api_device_patch},
+    {"DELETE", "devices/:", ROLE_ADMIN, api_device_delete},
+    {"GET", "keys", ROLE_VIEWER, api_keys_list},
+    {"POST", "keys", ROLE_ADMIN, api_key_create},
+    {"DELETE", "keys/:", ROLE_ADMIN, api_key_delete},
 };
 
 #define API_N_ROUTES (sizeof(api_routes) / sizeof(api_routes[0]))
@@ -82,8 +82,8 @@ void api_reply(struct api_resp *r, int status, json_object *body)
 	r->body = body;
 }
 
-void api_error(struct api_resp *r, int status, const char *code, const char *field,
-	       const char *fmt, ...)
+void api_error(struct api_resp *r, int status, const char *code, const char *field, const char *fmt,
+	       ...)
 {
 	char msg[512];
 	json_object *o = json_object_new_object(), *e = json_object_new_object();
@@ -157,8 +157,8 @@ const char *api_query(struct api_req *req, const char *name)
 	return MHD_lookup_connection_value(req->conn, MHD_GET_ARGUMENT_KIND, name);
 }
 
-static bool api_query_int(struct api_req *req, struct api_resp *r, const char *name,
-			  long long min, long long max, long long *out)
+static bool api_query_int(struct api_req *req, struct api_resp *r, const char *name, long long min,
+			  long long max, long long *out)
 {
 	const char *v = api_query(req, name);
 	char *end = NULL;
@@ -168,8 +168,8 @@ static bool api_query_int(struct api_req *req, struct api_resp *r, const char *n
 		return true;
 	n = strtoll(v, &end, 10);
 	if (*v == '\0' || end == NULL || *end != '\0' || n < min || n > max) {
-		api_error(r, 400, "invalid_parameter", name, "'%s' must be an integer from %lld to %lld",
-			  name, min, max);
+		api_error(r, 400, "invalid_parameter", name,
+			  "'%s' must be an integer from %lld to %lld", name, min, max);
 		return false;
 	}
 	*out = n;
@@ -278,7 +278,8 @@ static void api_dispatch(struct api_req *req, struct api_resp *r, char *allow, s
 	if (found == NULL) {
 		if (path_known)
 			api_error(r, 405, "method_not_allowed", NULL,
-				  "method %s is not allowed here (allowed: %s)", req->method, allow);
+				  "method %s is not allowed here (allowed: %s)", req->method,
+				  allow);
 		else
 			api_error(r, 404, "not_found", NULL, "no such resource");
 		return;
@@ -351,7 +352,7 @@ static enum MHD_Result api_handle(void *cls, struct MHD_Connection *conn, const 
 	struct api_app *app = cls;
 	struct api_conn *c = *con_cls;
 	struct api_req req;
-	struct api_resp resp = { 0, NULL };
+	struct api_resp resp = {0, NULL};
 	char path[API_MAX_URL];
 	char allow[128] = "";
 	enum MHD_Result ret;
@@ -494,11 +495,11 @@ enum rcs_err http_api_start(struct api_app *app, const char *listen, unsigned nt
 	if (ai->ai_family == AF_INET6)
 		flags |= MHD_USE_IPv6;
 	h->daemon = MHD_start_daemon(
-		flags, 0, NULL, NULL, api_handle, app, MHD_OPTION_EXTERNAL_LOGGER, api_mhd_log,
-		NULL, MHD_OPTION_SOCK_ADDR, ai->ai_addr,
-		MHD_OPTION_NOTIFY_COMPLETED, api_completed, NULL, MHD_OPTION_THREAD_POOL_SIZE,
-		nthreads ? nthreads : 1, MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)30,
-		MHD_OPTION_CONNECTION_LIMIT, (unsigned)4000, MHD_OPTION_LISTENING_ADDRESS_REUSE, (unsigned)1, MHD_OPTION_END);
+	    flags, 0, NULL, NULL, api_handle, app, MHD_OPTION_EXTERNAL_LOGGER, api_mhd_log, NULL,
+	    MHD_OPTION_SOCK_ADDR, ai->ai_addr, MHD_OPTION_NOTIFY_COMPLETED, api_completed, NULL,
+	    MHD_OPTION_THREAD_POOL_SIZE, nthreads ? nthreads : 1, MHD_OPTION_CONNECTION_TIMEOUT,
+	    (unsigned)30, MHD_OPTION_CONNECTION_LIMIT, (unsigned)4000,
+	    MHD_OPTION_LISTENING_ADDRESS_REUSE, (unsigned)1, MHD_OPTION_END);
 	if (h->daemon == NULL) {
 		log_warnx("cannot listen on %s", listen);
 		err = RCS_ERR_IO;

@@ -20,10 +20,10 @@
 #include "signer.h"
 #include "store.h"
 
-#define API_MAX_SEGMENTS 8
+#define API_MAX_SEGMENTS     8
 #define API_DEFAULT_PER_PAGE 50
-#define API_MAX_PER_PAGE 500
-#define API_MAX_BULK 10000
+#define API_MAX_PER_PAGE     500
+#define API_MAX_BULK         10000
 
 struct api_app {
 	struct store *st;
@@ -61,8 +61,8 @@ void http_api_stop(struct http_api *h);
 /* ---- for handlers ---- */
 
 /* Sets an error answer: {"error": {code, message, details: {field}}}. */
-void api_error(struct api_resp *r, int status, const char *code, const char *field,
-	       const char *fmt, ...) __attribute__((format(printf, 5, 6)));
+void api_error(struct api_resp *r, int status, const char *code, const char *field, const char *fmt,
+	       ...) __attribute__((format(printf, 5, 6)));
 /* 400 validation_failed from a jsonu_err. */
 void api_invalid(struct api_resp *r, const struct jsonu_err *e);
 /* Maps a storage error to its answer (404, 409, 503, 500). */

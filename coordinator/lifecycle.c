@@ -9,8 +9,8 @@ bool lifecycle_has_transport(const struct lifecycle *lc)
 	return lc->hooks != NULL;
 }
 
-enum rcs_err lifecycle_move(struct lifecycle *lc, const struct job_move *m,
-			    enum store_move *result, json_object **job_after)
+enum rcs_err lifecycle_move(struct lifecycle *lc, const struct job_move *m, enum store_move *result,
+			    json_object **job_after)
 {
 	json_object *job = NULL;
 	enum rcs_err err;
@@ -73,11 +73,11 @@ enum rcs_err lifecycle_cancel(struct lifecycle *lc, const char *client_root, con
 			      int64_t now, json_object **job_out)
 {
 	struct job_move m = {
-		.client_root = client_root,
-		.ident = ident,
-		.to = JS_CANCELLED,
-		.response = NULL,
-		.now = now,
+	    .client_root = client_root,
+	    .ident = ident,
+	    .to = JS_CANCELLED,
+	    .response = NULL,
+	    .now = now,
 	};
 	json_object *before = NULL, *st = NULL;
 	enum store_move res = STORE_MOVE_DUPLICATE;

@@ -54,8 +54,8 @@ bool lifecycle_has_transport(const struct lifecycle *lc);
  * Applies one status change (store_job_move) and, when applied, calls
  * job_changed. *job_after (may be NULL) gets the job record afterwards.
  */
-enum rcs_err lifecycle_move(struct lifecycle *lc, const struct job_move *m,
-			    enum store_move *result, json_object **job_after);
+enum rcs_err lifecycle_move(struct lifecycle *lc, const struct job_move *m, enum store_move *result,
+			    json_object **job_after);
 
 /*
  * Announces created jobs: those not scheduled for later are due now. A

@@ -60,61 +60,66 @@ struct settings {
 	char *ident;
 };
 
-#define OPT(name, type, field, arg, help) \
-	{ name, type, offsetof(struct settings, field), 0, 0, arg, help }
-#define OPT_INT(name, field, min, max, arg, help) \
-	{ name, CFG_INT, offsetof(struct settings, field), min, max, arg, help }
+#define OPT(name, type, field, arg, help)                                                          \
+	{                                                                                          \
+		name, type, offsetof(struct settings, field), 0, 0, arg, help                      \
+	}
+#define OPT_INT(name, field, min, max, arg, help)                                                  \
+	{                                                                                          \
+		name, CFG_INT, offsetof(struct settings, field), min, max, arg, help               \
+	}
 
 static const struct cfg_opt serve_opts[] = {
-	OPT("db", CFG_STRING, db, "PATH", "SQLite database file (created when missing)"),
-	OPT("listen", CFG_STRING, listen, "HOST:PORT", "address of the REST API"),
-	OPT("scripts_dir", CFG_STRING, scripts_dir, "DIR", "stock Lua scripts (<name>.lua)"),
-	OPT("signing_key", CFG_STRING, signing_key, "PEM", "EC P-256 key that signs tasks"),
-	OPT("trusted_key", CFG_STRLIST, trusted_key, "PEM",
-	    "public key accepted for task signatures (repeatable)"),
-	OPT_INT("max_body", max_body, 1024, 64LL * 1024 * 1024, "BYTES",
-		"largest request body (default 1048576)"),
-	OPT_INT("threads", threads, 1, 64, "N", "HTTP worker threads (default: 4)"),
-	OPT("mqtt", CFG_STRING, mqtt, "URL", "broker: tcp://host:port or ssl://host:port"),
-	OPT("mqtt_client_id", CFG_STRING, mqtt_client_id, "ID",
-	    "MQTT client id (default rcs-coordinator)"),
-	OPT("mqtt_username", CFG_STRING, mqtt_username, "NAME", "broker user name"),
-	OPT("mqtt_password", CFG_STRING, mqtt_password, "SECRET", "broker password"),
-	OPT("mqtt_cafile", CFG_STRING, mqtt_cafile, "PEM", "CA certificates for ssl://"),
-	OPT("mqtt_certfile", CFG_STRING, mqtt_certfile, "PEM", "client certificate for ssl://"),
-	OPT("mqtt_keyfile", CFG_STRING, mqtt_keyfile, "PEM", "client key for ssl://"),
-	OPT_INT("mqtt_max_payload", mqtt_max_payload, 1024, 64LL * 1024 * 1024, "BYTES",
-		"larger device messages are dropped (default 1048576)"),
-	OPT_INT("resend_after", resend_after, 5, 86400, "SECONDS",
-		"re-send a job's envelope after this long without news (default 60)"),
-	OPT("smtp_url", CFG_STRING, smtp_url, "URL",
-	    "mail server for notifications: smtp://host:port or smtps://host:port"),
-	OPT("smtp_from", CFG_STRING, smtp_from, "ADDR", "sender address of notifications"),
-	OPT("smtp_username", CFG_STRING, smtp_username, "NAME", "SMTP user name"),
-	OPT("smtp_password", CFG_STRING, smtp_password, "SECRET", "SMTP password"),
-	OPT_INT("smtp_max_per_hour", smtp_max_per_hour, 0, 1000000, "N",
-		"mails per tenant and hour, beyond: suppressed (default 600, 0: no cap)"),
-	OPT_INT("smtp_retry_base", smtp_retry_base, 1, 3600, "SECONDS",
-		"first retry of a failed mail, doubling up to an hour (default 30)"),
-	OPT("debug", CFG_BOOL, debug, NULL, "log every request"),
-	OPT("check", CFG_BOOL, check, NULL, "check the configuration and keys, then exit"),
-	{ NULL, 0, 0, 0, 0, NULL, NULL },
+    OPT("db", CFG_STRING, db, "PATH", "SQLite database file (created when missing)"),
+    OPT("listen", CFG_STRING, listen, "HOST:PORT", "address of the REST API"),
+    OPT("scripts_dir", CFG_STRING, scripts_dir, "DIR", "stock Lua scripts (<name>.lua)"),
+    OPT("signing_key", CFG_STRING, signing_key, "PEM", "EC P-256 key that signs tasks"),
+    OPT("trusted_key", CFG_STRLIST, trusted_key, "PEM",
+	"public key accepted for task signatures (repeatable)"),
+    OPT_INT("max_body", max_body, 1024, 64LL * 1024 * 1024, "BYTES",
+	    "largest request body (default 1048576)"),
+    OPT_INT("threads", threads, 1, 64, "N", "HTTP worker threads (default: 4)"),
+    OPT("mqtt", CFG_STRING, mqtt, "URL", "broker: tcp://host:port or ssl://host:port"),
+    OPT("mqtt_client_id", CFG_STRING, mqtt_client_id, "ID",
+	"MQTT client id (default rcs-coordinator)"),
+    OPT("mqtt_username", CFG_STRING, mqtt_username, "NAME", "broker user name"),
+    OPT("mqtt_password", CFG_STRING, mqtt_password, "SECRET", "broker password"),
+    OPT("mqtt_cafile", CFG_STRING, mqtt_cafile, "PEM", "CA certificates for ssl://"),
+    OPT("mqtt_certfile", CFG_STRING, mqtt_certfile, "PEM", "client certificate for ssl://"),
+    OPT("mqtt_keyfile", CFG_STRING, mqtt_keyfile, "PEM", "client key for ssl://"),
+    OPT_INT("mqtt_max_payload", mqtt_max_payload, 1024, 64LL * 1024 * 1024, "BYTES",
+	    "larger device messages are dropped (default 1048576)"),
+    OPT_INT("resend_after", resend_after, 5, 86400, "SECONDS",
+	    "re-send a job's envelope after this long without news (default 60)"),
+    OPT("smtp_url", CFG_STRING, smtp_url, "URL",
+	"mail server for notifications: smtp://host:port or smtps://host:port"),
+    OPT("smtp_from", CFG_STRING, smtp_from, "ADDR", "sender address of notifications"),
+    OPT("smtp_username", CFG_STRING, smtp_username, "NAME", "SMTP user name"),
+    OPT("smtp_password", CFG_STRING, smtp_password, "SECRET", "SMTP password"),
+    OPT_INT("smtp_max_per_hour", smtp_max_per_hour, 0, 1000000, "N",
+	    "mails per tenant and hour, beyond: suppressed (default 600, 0: no cap)"),
+    OPT_INT("smtp_retry_base", smtp_retry_base, 1, 3600, "SECONDS",
+	    "first retry of a failed mail, doubling up to an hour (default 30)"),
+    OPT("debug", CFG_BOOL, debug, NULL, "log every request"),
+    OPT("check", CFG_BOOL, check, NULL, "check the configuration and keys, then exit"),
+    {NULL, 0, 0, 0, 0, NULL, NULL},
 };
 
 static const struct cfg_opt admin_opts[] = {
-	OPT("db", CFG_STRING, db, "PATH", "SQLite database file"),
-	OPT("client_root", CFG_STRING, client_root, "UUID", "tenant"),
-	OPT("user", CFG_STRING, user, "NAME", "user name"),
-	OPT("role", CFG_STRING, role, "ROLE", "viewer, operator or admin"),
-	OPT("ident", CFG_STRING, ident, "KEY_IDENT", "key ident"),
-	{ NULL, 0, 0, 0, 0, NULL, NULL },
+    OPT("db", CFG_STRING, db, "PATH", "SQLite database file"),
+    OPT("client_root", CFG_STRING, client_root, "UUID", "tenant"),
+    OPT("user", CFG_STRING, user, "NAME", "user name"),
+    OPT("role", CFG_STRING, role, "ROLE", "viewer, operator or admin"),
+    OPT("ident", CFG_STRING, ident, "KEY_IDENT", "key ident"),
+    {NULL, 0, 0, 0, 0, NULL, NULL},
 };
 
 static void usage(FILE *fp)
 {
 	fprintf(fp,
 		"usage: rcs-coordinator init --db PATH [--client-root UUID] --user NAME\n"
-		"       rcs-coordinator key create --db PATH --client-root UUID --user NAME --role ROLE\n"
+		"       rcs-coordinator key create --db PATH --client-root UUID --user NAME --role "
+		"ROLE\n"
 		"       rcs-coordinator key revoke --db PATH --ident KEY_IDENT\n"
 		"       rcs-coordinator serve --db PATH --listen HOST:PORT [options]\n"
 		"       rcs-coordinator --help | --version\n"
@@ -195,7 +200,8 @@ static int cmd_init(struct settings *s)
 	}
 	st = open_db(s->db);
 	if (store_tenant_exists(st, root)) {
-		fprintf(stderr, "rcs-coordinator: tenant %s already exists (use key create)\n", root);
+		fprintf(stderr, "rcs-coordinator: tenant %s already exists (use key create)\n",
+			root);
 		store_close(st);
 		return 1;
 	}

@@ -26,10 +26,10 @@
 #include "proto.h"
 #include "status.h"
 
-#define BRIDGE_BATCH 1000          /* inbound messages per transaction */
-#define BRIDGE_INBOUND_MAX 200000  /* queued inbound messages before back-pressure */
-#define BRIDGE_SWEEP_SECONDS 15    /* re-send sweep period */
-#define BRIDGE_RESYNC_LIMIT 5000   /* jobs per query when catching up */
+#define BRIDGE_BATCH         1000   /* inbound messages per transaction */
+#define BRIDGE_INBOUND_MAX   200000 /* queued inbound messages before back-pressure */
+#define BRIDGE_SWEEP_SECONDS 15     /* re-send sweep period */
+#define BRIDGE_RESYNC_LIMIT  5000   /* jobs per query when catching up */
 
 struct in_msg {
 	struct in_msg *next;
@@ -50,13 +50,13 @@ struct bridge {
 	bool thread_started;
 	pthread_mutex_t lock;
 	bool stop;
-	bool resync;          /* (re)connected: catch up with everything due */
-	bool wake;            /* recompute deadlines */
+	bool resync; /* (re)connected: catch up with everything due */
+	bool wake;   /* recompute deadlines */
 	struct in_msg *in_head, *in_tail;
 	size_t in_n;
-	json_object *out;     /* job idents to publish */
-	int efd;              /* eventfd: work arrived */
-	int clock_fd;         /* timerfd: the wall clock was set */
+	json_object *out; /* job idents to publish */
+	int efd;          /* eventfd: work arrived */
+	int clock_fd;     /* timerfd: the wall clock was set */
 
 	/* worker-only: the task version of the last envelope, reused by bulk sends */
 	char tv_task[UUID_STR_LEN];
@@ -140,18 +140,22 @@ static enum rcs_err bridge_publish_job(struct bridge *b, const char *ident, bool
 	}
 	task = jsonu_member(job, "task");
 	if (tv_cache) {
-		err = bridge_task_version(b, jsonu_member_str(task, "ident"),
-					  json_object_get_int64(jsonu_member(task, "version")), &tv);
+		err =
+		    bridge_task_version(b, jsonu_member_str(task, "ident"),
+					json_object_get_int64(jsonu_member(task, "version")), &tv);
 	} else {
 		err = store_task_version_get(b->st, jsonu_member_str(task, "ident"),
-					     json_object_get_int64(jsonu_member(task, "version")), &own);
+					     json_object_get_int64(jsonu_member(task, "version")),
+					     &own);
 		tv = &own;
 	}
 	if (err != RCS_OK)
 		goto out;
 	if (!resend) {
-		struct job_move m = { .ident = ident, .to = JS_TRANSMITED,
-				      .response = "sent to the device over MQTT", .now = now };
+		struct job_move m = {.ident = ident,
+				     .to = JS_TRANSMITED,
+				     .response = "sent to the device over MQTT",
+				     .now = now};
 		enum store_move res = STORE_MOVE_DUPLICATE;
 		json_object *after = NULL;
 		err = lifecycle_move(b->lc, &m, &res, &after);
@@ -166,8 +170,10 @@ static enum rcs_err bridge_publish_job(struct bridge *b, const char *ident, bool
 	}
 	memset(&env, 0, sizeof(env));
 	snprintf(env.job, sizeof(env.job), "%s", ident);
-	snprintf(env.client_root, sizeof(env.client_root), "%s", jsonu_member_str(job, "client_root"));
-	snprintf(env.entity_ident, sizeof(env.entity_ident), "%s", jsonu_member_str(job, "entity_ident"));
+	snprintf(env.client_root, sizeof(env.client_root), "%s",
+		 jsonu_member_str(job, "client_root"));
+	snprintf(env.entity_ident, sizeof(env.entity_ident), "%s",
+		 jsonu_member_str(job, "entity_ident"));
 	snprintf(env.task_ident, sizeof(env.task_ident), "%s", jsonu_member_str(task, "ident"));
 	env.task_version = json_object_get_int64(jsonu_member(task, "version"));
 	env.task_name = jsonu_member_str(task, "name");
@@ -182,7 +188,8 @@ static enum rcs_err bridge_publish_job(struct bridge *b, const char *ident, bool
 	env.issued_at = now;
 	sched = json_object_get_int64(jsonu_member(job, "scheduled_time"));
 	ttl = json_object_get_int64(jsonu_member(job, "ttl"));
-	env.expires_at = store_job_expiry(json_object_get_int64(jsonu_member(job, "created_at")), sched, ttl);
+	env.expires_at =
+	    store_job_expiry(json_object_get_int64(jsonu_member(job, "created_at")), sched, ttl);
 	env.timeout = tv->timeout;
 	env_json = proto_envelope_encode(&env);
 	payload = jsonu_dump(env_json, &len);
@@ -283,7 +290,8 @@ static void hook_jobs_due(void *ctx, json_object *idents)
 
 	pthread_mutex_lock(&b->lock);
 	for (size_t i = 0; i < n; i++)
-		json_object_array_add(b->out, json_object_get(json_object_array_get_idx(idents, i)));
+		json_object_array_add(b->out,
+				      json_object_get(json_object_array_get_idx(idents, i)));
 	pthread_mutex_unlock(&b->lock);
 	bridge_kick(b);
 }
@@ -302,11 +310,12 @@ static void hook_job_cancelled(void *ctx, json_object *job)
 	c.reason = "cancelled through the API";
 	o = proto_cancel_encode(&c);
 	payload = jsonu_dump(o, &len);
-	proto_topic_make(topic, PROTO_CANCEL, jsonu_member_str(job, "client_root"), jsonu_member_str(job, "entity_ident"),
-			 c.job);
+	proto_topic_make(topic, PROTO_CANCEL, jsonu_member_str(job, "client_root"),
+			 jsonu_member_str(job, "entity_ident"), c.job);
 	if (mqttc_publish(b->mq, topic, payload, len, 1, false, 0) != RCS_OK)
 		log_warnx("job %s: cancel not sent (broker unreachable); the device will be told"
-			  " when it reports on the job", c.job);
+			  " when it reports on the job",
+			  c.job);
 	json_object_put(o);
 }
 
@@ -317,7 +326,8 @@ static void hook_job_changed(void *ctx, json_object *job)
 	const char *payload;
 	size_t len;
 
-	proto_topic_make(topic, PROTO_EVENT, jsonu_member_str(job, "client_root"), NULL, jsonu_member_str(job, "ident"));
+	proto_topic_make(topic, PROTO_EVENT, jsonu_member_str(job, "client_root"), NULL,
+			 jsonu_member_str(job, "ident"));
 	payload = jsonu_dump(job, &len);
 	/* best effort: events are for monitoring, the API holds the truth */
 	mqttc_publish(b->mq, topic, payload, len, 1, false, 0);
@@ -337,7 +347,7 @@ static void hook_wake(void *ctx)
 
 static void on_connected(void *ctx, bool session_present)
 {
-	static const char *const filters[] = { "rcs/v1/+/+/jobs/+/status", "rcs/v1/+/+/state" };
+	static const char *const filters[] = {"rcs/v1/+/+/jobs/+/status", "rcs/v1/+/+/state"};
 	struct bridge *b = ctx;
 
 	(void)session_present; /* subscribe every time: cheap, and right after a broker reset */
@@ -355,12 +365,14 @@ static bool on_message(void *ctx, const char *topic, const void *payload, size_t
 	struct proto_topic t;
 	struct in_msg *m;
 
-	if (proto_topic_parse(topic, &t) != RCS_OK || (t.kind != PROTO_STATUS && t.kind != PROTO_STATE)) {
+	if (proto_topic_parse(topic, &t) != RCS_OK ||
+	    (t.kind != PROTO_STATUS && t.kind != PROTO_STATE)) {
 		log_warnx("dropped a message on unexpected topic '%.160s'", topic);
 		return true;
 	}
 	if (len > b->max_payload) {
-		log_warnx("dropped a %zu-byte message on %s (limit %zu)", len, topic, b->max_payload);
+		log_warnx("dropped a %zu-byte message on %s (limit %zu)", len, topic,
+			  b->max_payload);
 		return true;
 	}
 	pthread_mutex_lock(&b->lock);
@@ -429,8 +441,9 @@ static void bridge_apply_report(struct bridge *b, const struct in_msg *m)
 		json_object_put(job);
 	}
 	if (err == RCS_ERR_NOTFOUND)
-		log_warnx("dropped a status report from %s/%s for job %s: no such job of that device",
-			  m->topic.client_root, m->topic.entity_ident, r.job);
+		log_warnx(
+		    "dropped a status report from %s/%s for job %s: no such job of that device",
+		    m->topic.client_root, m->topic.entity_ident, r.job);
 	else if (err != RCS_OK)
 		log_warnx("job %s: report not applied: %s", r.job, rcs_strerror(err));
 	else
@@ -478,7 +491,8 @@ static void bridge_apply_inbound(struct bridge *b, struct in_msg *list)
 		if (m->topic.kind == PROTO_STATUS)
 			bridge_apply_report(b, m);
 		else if (bridge_apply_state(b, m))
-			json_object_array_add(online, json_object_new_string(m->topic.entity_ident));
+			json_object_array_add(online,
+					      json_object_new_string(m->topic.entity_ident));
 	}
 	if (tx && store_tx_end(b->st, true) != RCS_OK)
 		log_warnx("a batch of %s could not be stored", "device messages");
@@ -500,11 +514,11 @@ static int64_t bridge_schedule(struct bridge *b, int64_t now)
 	if (store_jobs_expired(b->st, now, BRIDGE_RESYNC_LIMIT, &ids) == RCS_OK) {
 		for (size_t i = 0; i < json_object_array_length(ids); i++) {
 			struct job_move m = {
-				.ident = json_object_get_string(json_object_array_get_idx(ids, i)),
-				.to = JS_EXPIRED,
-				.response = "expired: not received by the device within its ttl",
-				.set_response_time = true,
-				.now = now,
+			    .ident = json_object_get_string(json_object_array_get_idx(ids, i)),
+			    .to = JS_EXPIRED,
+			    .response = "expired: not received by the device within its ttl",
+			    .set_response_time = true,
+			    .now = now,
 			};
 			enum store_move res;
 			lifecycle_move(b->lc, &m, &res, NULL);
@@ -524,7 +538,8 @@ static void bridge_arm_clock(struct bridge *b)
 
 	memset(&its, 0, sizeof(its));
 	its.it_value.tv_sec = (time_t)time(NULL) + 10L * 365 * 86400;
-	if (timerfd_settime(b->clock_fd, TFD_TIMER_ABSTIME | TFD_TIMER_CANCEL_ON_SET, &its, NULL) < 0)
+	if (timerfd_settime(b->clock_fd, TFD_TIMER_ABSTIME | TFD_TIMER_CANCEL_ON_SET, &its, NULL) <
+	    0)
 		log_warn("timerfd");
 }
 
@@ -536,7 +551,7 @@ static void *bridge_worker(void *arg)
 
 	bridge_arm_clock(b);
 	for (;;) {
-		struct pollfd pfd[2] = { { b->efd, POLLIN, 0 }, { b->clock_fd, POLLIN, 0 } };
+		struct pollfd pfd[2] = {{b->efd, POLLIN, 0}, {b->clock_fd, POLLIN, 0}};
 		struct in_msg *batch = NULL, *last = NULL;
 		json_object *out = NULL;
 		bool resync, stop;
@@ -591,9 +606,10 @@ static void *bridge_worker(void *arg)
 		if (now >= next_sweep) {
 			if (mqttc_connected(b->mq))
 				bridge_resend_stale(b, now);
-			next_sweep = now + (b->resend_after / 2 < BRIDGE_SWEEP_SECONDS
-						    ? (b->resend_after / 2 > 0 ? b->resend_after / 2 : 1)
-						    : BRIDGE_SWEEP_SECONDS);
+			next_sweep =
+			    now + (b->resend_after / 2 < BRIDGE_SWEEP_SECONDS
+				       ? (b->resend_after / 2 > 0 ? b->resend_after / 2 : 1)
+				       : BRIDGE_SWEEP_SECONDS);
 		}
 		if (stop && batch == NULL) {
 			pthread_mutex_lock(&b->lock);
@@ -626,7 +642,8 @@ static void *bridge_worker(void *arg)
 		if (pfd[1].revents & POLLIN) {
 			uint64_t v;
 			/* ECANCELED: the wall clock was set; deadlines are recomputed */
-			if (read(b->clock_fd, &v, sizeof(v)) < 0 && errno != ECANCELED && errno != EAGAIN)
+			if (read(b->clock_fd, &v, sizeof(v)) < 0 && errno != ECANCELED &&
+			    errno != EAGAIN)
 				log_warn("timerfd");
 			log_info("the system clock was set: rescheduling");
 			bridge_arm_clock(b);

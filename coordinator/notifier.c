@@ -15,10 +15,10 @@
 #include "log.h"
 #include "manifest.h"
 
-#define NOTIFIER_BATCH 100
+#define NOTIFIER_BATCH        100
 #define NOTIFIER_MAX_RESPONSE 4096 /* bytes of the job's response quoted in a mail */
-#define NOTIFIER_MAX_MAIL (64 * 1024)
-#define NOTIFIER_MAX_BACKOFF 3600
+#define NOTIFIER_MAX_MAIL     (64 * 1024)
+#define NOTIFIER_MAX_BACKOFF  3600
 
 struct notifier {
 	struct notifier_opts o;
@@ -84,7 +84,8 @@ static void mail_subject(struct buf *b, const char *subject)
 		buf_appendf(b, "Subject:");
 		while (i < n) {
 			size_t k = n - i > 36 ? 36 : n - i;
-			while (i + k < n && k > 0 && ((unsigned char)clean.data[i + k] & 0xc0) == 0x80)
+			while (i + k < n && k > 0 &&
+			       ((unsigned char)clean.data[i + k] & 0xc0) == 0x80)
 				k--;
 			if (b64_encode(clean.data + i, k, enc, sizeof(enc)) != RCS_OK)
 				break;
@@ -135,7 +136,8 @@ char *notifier_format(const char *from, const char *to, json_object *job, const 
 	json_object *task = jsonu_member(job, "task");
 	const char *task_name = task ? jsonu_member_str(task, "name") : "?";
 	const char *device = device_name ? device_name : jsonu_member_str(job, "entity_ident");
-	const char *response = jsonu_member_str(job, "response"), *comment = jsonu_member_str(job, "comment");
+	const char *response = jsonu_member_str(job, "response"),
+		   *comment = jsonu_member_str(job, "comment");
 	time_t t = (time_t)now;
 	struct tm tm;
 	char *out = NULL;
@@ -225,7 +227,7 @@ static enum rcs_err notifier_send(struct notifier *n, const char *to, const char
 {
 	CURL *c = curl_easy_init();
 	struct curl_slist *rcpt = NULL;
-	struct mail_reader r = { mail, strlen(mail), 0 };
+	struct mail_reader r = {mail, strlen(mail), 0};
 	char addr[300];
 	enum rcs_err err = RCS_OK;
 	CURLcode rc;
@@ -280,8 +282,10 @@ static void notifier_one(struct notifier *n, json_object *row, int64_t now)
 {
 	long long id = json_object_get_int64(jsonu_member(row, "id"));
 	long long attempts = json_object_get_int64(jsonu_member(row, "attempts"));
-	const char *job_ident = jsonu_member_str(row, "job_ident"), *root = jsonu_member_str(row, "client_root");
-	const char *status = jsonu_member_str(row, "status"), *to = jsonu_member_str(row, "address");
+	const char *job_ident = jsonu_member_str(row, "job_ident"),
+		   *root = jsonu_member_str(row, "client_root");
+	const char *status = jsonu_member_str(row, "status"),
+		   *to = jsonu_member_str(row, "address");
 	json_object *job = NULL, *dev = NULL;
 	char errbuf[CURL_ERROR_SIZE + 1], msgid[160], key[256], h[SHA256_HEX_LEN];
 	char *mail = NULL;
@@ -291,8 +295,9 @@ static void notifier_one(struct notifier *n, json_object *row, int64_t now)
 	if (n->o.max_per_hour > 0 &&
 	    store_notifications_sent_since(n->st, root, now - 3600, &sent) == RCS_OK &&
 	    sent >= n->o.max_per_hour) {
-		log_warnx("tenant %s: more than %lld mails this hour: notification to %s suppressed",
-			  root, n->o.max_per_hour, to);
+		log_warnx(
+		    "tenant %s: more than %lld mails this hour: notification to %s suppressed",
+		    root, n->o.max_per_hour, to);
 		store_notification_update(n->st, id, "suppressed", now, now, "hourly cap reached");
 		return;
 	}
@@ -306,7 +311,8 @@ static void notifier_one(struct notifier *n, json_object *row, int64_t now)
 	sha256_hex(key, strlen(key), h);
 	snprintf(msgid, sizeof(msgid), "%.32s.%s@rcs", h, status);
 	/* the status the mail is about, whatever the job shows now */
-	mail = notifier_format(n->from, to, job, dev ? jsonu_member_str(dev, "name") : NULL, status, now, msgid);
+	mail = notifier_format(n->from, to, job, dev ? jsonu_member_str(dev, "name") : NULL, status,
+			       now, msgid);
 	if (mail == NULL) {
 		store_notification_update(n->st, id, "failed", now, now, "mail too large");
 		goto out;
@@ -383,12 +389,14 @@ enum rcs_err notifier_start(const struct notifier_opts *opts, struct store *st,
 	enum rcs_err err = RCS_ERR_NOMEM;
 
 	*out = NULL;
-	if (strncmp(opts->smtp_url, "smtp://", 7) != 0 && strncmp(opts->smtp_url, "smtps://", 8) != 0) {
+	if (strncmp(opts->smtp_url, "smtp://", 7) != 0 &&
+	    strncmp(opts->smtp_url, "smtps://", 8) != 0) {
 		log_warnx("--smtp-url %s: expected smtp://host:port or smtps://host:port",
 			  opts->smtp_url);
 		return RCS_ERR_INVAL;
 	}
-	if (opts->from == NULL || strchr(opts->from, '@') == NULL || strpbrk(opts->from, "\r\n<>")) {
+	if (opts->from == NULL || strchr(opts->from, '@') == NULL ||
+	    strpbrk(opts->from, "\r\n<>")) {
 		log_warnx("--smtp-from: an e-mail address is required");
 		return RCS_ERR_INVAL;
 	}

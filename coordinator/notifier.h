@@ -16,9 +16,9 @@
 #include "store.h"
 
 struct notifier_opts {
-	const char *smtp_url;  /* smtp://host:port or smtps://host:port */
-	const char *from;      /* envelope sender and From: */
-	const char *username;  /* may be NULL */
+	const char *smtp_url; /* smtp://host:port or smtps://host:port */
+	const char *from;     /* envelope sender and From: */
+	const char *username; /* may be NULL */
 	const char *password;
 	long long max_per_hour; /* per tenant; 0: unlimited */
 	int max_attempts;       /* then "failed" (default 10) */

@@ -13,7 +13,8 @@
 
 struct signer {
 	pthread_mutex_t lock; /* mbedtls keys cache tables: one user at a time */
-	char cache[SIGNER_CACHE][SHA256_HEX_LEN]; /* hashes of (task, version, value) that verified */
+	char cache[SIGNER_CACHE]
+		  [SHA256_HEX_LEN]; /* hashes of (task, version, value) that verified */
 	unsigned cache_next;
 	struct sig_key *signing;
 	struct sig_key **trusted; /* includes the signing key's public half */
@@ -126,7 +127,7 @@ static bool signer_hex16(const char *s)
 
 enum rcs_err signer_check(const struct signer *s, const struct manifest_in *m, json_object *sig)
 {
-	static const char *const keys[] = { "alg", "key_id", "value", NULL };
+	static const char *const keys[] = {"alg", "key_id", "value", NULL};
 	struct jsonu_err e;
 	const char *alg = NULL, *kid = NULL, *value = NULL;
 	unsigned char der[160];

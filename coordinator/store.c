@@ -23,169 +23,169 @@ struct store {
 /* ---- schema ---- */
 
 static const char *const store_migrations[] = {
-	/* 1: the first schema */
-	"CREATE TABLE tenants(\n"
-	"  client_root TEXT PRIMARY KEY,\n"
-	"  created_at INTEGER NOT NULL\n"
-	") WITHOUT ROWID;\n"
-	"CREATE TABLE api_keys(\n"
-	"  ident TEXT PRIMARY KEY,\n"
-	"  client_root TEXT NOT NULL REFERENCES tenants(client_root),\n"
-	"  user TEXT NOT NULL,\n"
-	"  role TEXT NOT NULL,\n"
-	"  key_hash TEXT NOT NULL UNIQUE,\n"
-	"  created_at INTEGER NOT NULL,\n"
-	"  revoked_at INTEGER\n"
-	");\n"
-	"CREATE INDEX api_keys_tenant ON api_keys(client_root);\n"
-	"CREATE TABLE script_blobs(\n"
-	"  sha256 TEXT PRIMARY KEY,\n"
-	"  source BLOB NOT NULL\n"
-	") WITHOUT ROWID;\n"
-	"CREATE TABLE scripts(\n"
-	"  client_root TEXT NOT NULL,\n" /* '' for stock scripts */
-	"  name TEXT NOT NULL,\n"
-	"  sha256 TEXT NOT NULL REFERENCES script_blobs(sha256),\n"
-	"  size INTEGER NOT NULL,\n"
-	"  updated_at INTEGER NOT NULL,\n"
-	"  PRIMARY KEY(client_root, name)\n"
-	") WITHOUT ROWID;\n"
-	"CREATE TABLE tasks(\n"
-	"  ident TEXT PRIMARY KEY,\n"
-	"  client_root TEXT NOT NULL REFERENCES tenants(client_root),\n"
-	"  version INTEGER NOT NULL,\n"
-	"  name TEXT NOT NULL,\n"
-	"  script TEXT NOT NULL,\n"
-	"  variables_info TEXT NOT NULL,\n"
-	"  constants TEXT NOT NULL,\n"
-	"  comment TEXT NOT NULL,\n"
-	"  active INTEGER NOT NULL,\n"
-	"  public INTEGER NOT NULL,\n"
-	"  hide INTEGER NOT NULL,\n"
-	"  allow_offline INTEGER NOT NULL,\n"
-	"  timeout INTEGER NOT NULL,\n"
-	"  created_user TEXT NOT NULL,\n"
-	"  update_user TEXT,\n"
-	"  created_at INTEGER NOT NULL,\n"
-	"  update_at INTEGER NOT NULL,\n"
-	"  mail_list TEXT NOT NULL,\n"
-	"  status_list TEXT NOT NULL,\n"
-	"  script_sha256 TEXT NOT NULL,\n"
-	"  signature TEXT,\n"
-	"  deleted INTEGER NOT NULL DEFAULT 0\n"
-	");\n"
-	"CREATE INDEX tasks_tenant ON tasks(client_root, deleted, ident);\n"
-	"CREATE INDEX tasks_script ON tasks(client_root, script);\n"
-	"CREATE TABLE task_versions(\n"
-	"  task_ident TEXT NOT NULL REFERENCES tasks(ident),\n"
-	"  version INTEGER NOT NULL,\n"
-	"  script_name TEXT NOT NULL,\n"
-	"  script_sha256 TEXT NOT NULL REFERENCES script_blobs(sha256),\n"
-	"  constants TEXT NOT NULL,\n"
-	"  variables_info TEXT NOT NULL,\n"
-	"  timeout INTEGER NOT NULL,\n"
-	"  signature TEXT,\n"
-	"  PRIMARY KEY(task_ident, version)\n"
-	") WITHOUT ROWID;\n"
-	"CREATE TABLE devices(\n"
-	"  entity_ident TEXT PRIMARY KEY,\n"
-	"  client_root TEXT NOT NULL REFERENCES tenants(client_root),\n"
-	"  name TEXT NOT NULL,\n"
-	"  tags TEXT NOT NULL,\n"
-	"  reported_tags TEXT NOT NULL DEFAULT '[]',\n"
-	"  online INTEGER NOT NULL DEFAULT 0,\n"
-	"  last_seen INTEGER,\n"
-	"  agent_version TEXT,\n"
-	"  created_at INTEGER NOT NULL,\n"
-	"  update_at INTEGER NOT NULL\n"
-	");\n"
-	"CREATE INDEX devices_tenant ON devices(client_root, entity_ident);\n"
-	"CREATE TABLE device_tags(\n"
-	"  client_root TEXT NOT NULL,\n"
-	"  tag TEXT NOT NULL,\n"
-	"  entity_ident TEXT NOT NULL REFERENCES devices(entity_ident) ON DELETE CASCADE,\n"
-	"  reported INTEGER NOT NULL,\n"
-	"  PRIMARY KEY(client_root, tag, entity_ident, reported)\n"
-	") WITHOUT ROWID;\n"
-	"CREATE INDEX device_tags_device ON device_tags(entity_ident);\n"
-	"CREATE TABLE groups(\n"
-	"  ident TEXT PRIMARY KEY,\n"
-	"  client_root TEXT NOT NULL REFERENCES tenants(client_root),\n"
-	"  name TEXT NOT NULL,\n"
-	"  task_ident TEXT NOT NULL,\n"
-	"  created_user TEXT NOT NULL,\n"
-	"  created_at INTEGER NOT NULL\n"
-	");\n"
-	"CREATE INDEX groups_tenant ON groups(client_root, ident);\n"
-	"CREATE TABLE jobs(\n"
-	"  ident TEXT PRIMARY KEY,\n"
-	"  client_root TEXT NOT NULL REFERENCES tenants(client_root),\n"
-	"  task_ident TEXT NOT NULL,\n"
-	"  task_version INTEGER NOT NULL,\n"
-	"  task_name TEXT NOT NULL,\n"
-	"  group_ident TEXT REFERENCES groups(ident),\n"
-	"  entity_ident TEXT NOT NULL,\n"
-	"  status TEXT NOT NULL,\n"
-	"  comment TEXT,\n"
-	"  created_user TEXT NOT NULL,\n"
-	"  created_at INTEGER NOT NULL,\n"
-	"  update_at INTEGER NOT NULL,\n"
-	"  scheduled_time INTEGER,\n"
-	"  response_time INTEGER,\n"
-	"  ttl INTEGER,\n"
-	"  response TEXT,\n"
-	"  variables TEXT NOT NULL,\n"
-	"  mail_list TEXT NOT NULL,\n"
-	"  status_list TEXT NOT NULL,\n"
-	"  task_mail_list TEXT NOT NULL,\n"
-	"  task_status_list TEXT NOT NULL,\n"
-	"  last_seq INTEGER NOT NULL DEFAULT 0,\n"
-	"  n_history INTEGER NOT NULL DEFAULT 0,\n"
-	"  expires_at INTEGER,\n"
-	"  sent_at INTEGER,\n"
-	"  sends INTEGER NOT NULL DEFAULT 0,\n"
-	"  FOREIGN KEY(task_ident, task_version) REFERENCES task_versions(task_ident, version)\n"
-	");\n"
-	"CREATE INDEX jobs_tenant ON jobs(client_root, ident);\n"
-	"CREATE INDEX jobs_group ON jobs(group_ident, ident) WHERE group_ident IS NOT NULL;\n"
-	"CREATE INDEX jobs_task ON jobs(client_root, task_ident, ident);\n"
-	"CREATE INDEX jobs_entity ON jobs(client_root, entity_ident, ident);\n"
-	"CREATE INDEX jobs_status ON jobs(client_root, status, ident);\n"
-	/* the transport's and scheduler's queries */
-	"CREATE INDEX jobs_pending ON jobs(entity_ident, scheduled_time) WHERE status = 'pending';\n"
-	"CREATE INDEX jobs_sched ON jobs(scheduled_time) WHERE status = 'pending';\n"
-	"CREATE INDEX jobs_unacked ON jobs(entity_ident) WHERE status = 'transmited';\n"
-	"CREATE INDEX jobs_inflight ON jobs(update_at) WHERE status IN"
-	" ('transmited', 'edge_transmitted', 'edge_started', 'edge_running');\n"
-	"CREATE INDEX jobs_ttl ON jobs(expires_at) WHERE expires_at IS NOT NULL AND"
-	" status IN ('pending', 'transmited');\n"
-	"CREATE TABLE job_history(\n"
-	"  job_ident TEXT NOT NULL REFERENCES jobs(ident),\n"
-	"  n INTEGER NOT NULL,\n"
-	"  status TEXT NOT NULL,\n"
-	"  at INTEGER NOT NULL,\n"
-	"  response TEXT,\n"
-	"  response_time INTEGER,\n"
-	"  seq INTEGER NOT NULL DEFAULT 0,\n"
-	"  PRIMARY KEY(job_ident, n)\n"
-	") WITHOUT ROWID;\n"
-	/* one row per (job, status, address): the outbox of e-mail notifications */
-	"CREATE TABLE notifications(\n"
-	"  id INTEGER PRIMARY KEY,\n"
-	"  job_ident TEXT NOT NULL REFERENCES jobs(ident),\n"
-	"  client_root TEXT NOT NULL,\n"
-	"  status TEXT NOT NULL,\n"
-	"  address TEXT NOT NULL,\n"
-	"  state TEXT NOT NULL,\n"
-	"  attempts INTEGER NOT NULL DEFAULT 0,\n"
-	"  created_at INTEGER NOT NULL,\n"
-	"  next_at INTEGER NOT NULL,\n"
-	"  sent_at INTEGER,\n"
-	"  last_error TEXT,\n"
-	"  UNIQUE(job_ident, status, address)\n"
-	");\n"
-	"CREATE INDEX notifications_due ON notifications(state, next_at);\n"
-	"CREATE INDEX notifications_tenant ON notifications(client_root, state, sent_at);\n",
+    /* 1: the first schema */
+    "CREATE TABLE tenants(\n"
+    "  client_root TEXT PRIMARY KEY,\n"
+    "  created_at INTEGER NOT NULL\n"
+    ") WITHOUT ROWID;\n"
+    "CREATE TABLE api_keys(\n"
+    "  ident TEXT PRIMARY KEY,\n"
+    "  client_root TEXT NOT NULL REFERENCES tenants(client_root),\n"
+    "  user TEXT NOT NULL,\n"
+    "  role TEXT NOT NULL,\n"
+    "  key_hash TEXT NOT NULL UNIQUE,\n"
+    "  created_at INTEGER NOT NULL,\n"
+    "  revoked_at INTEGER\n"
+    ");\n"
+    "CREATE INDEX api_keys_tenant ON api_keys(client_root);\n"
+    "CREATE TABLE script_blobs(\n"
+    "  sha256 TEXT PRIMARY KEY,\n"
+    "  source BLOB NOT NULL\n"
+    ") WITHOUT ROWID;\n"
+    "CREATE TABLE scripts(\n"
+    "  client_root TEXT NOT NULL,\n" /* '' for stock scripts */
+    "  name TEXT NOT NULL,\n"
+    "  sha256 TEXT NOT NULL REFERENCES script_blobs(sha256),\n"
+    "  size INTEGER NOT NULL,\n"
+    "  updated_at INTEGER NOT NULL,\n"
+    "  PRIMARY KEY(client_root, name)\n"
+    ") WITHOUT ROWID;\n"
+    "CREATE TABLE tasks(\n"
+    "  ident TEXT PRIMARY KEY,\n"
+    "  client_root TEXT NOT NULL REFERENCES tenants(client_root),\n"
+    "  version INTEGER NOT NULL,\n"
+    "  name TEXT NOT NULL,\n"
+    "  script TEXT NOT NULL,\n"
+    "  variables_info TEXT NOT NULL,\n"
+    "  constants TEXT NOT NULL,\n"
+    "  comment TEXT NOT NULL,\n"
+    "  active INTEGER NOT NULL,\n"
+    "  public INTEGER NOT NULL,\n"
+    "  hide INTEGER NOT NULL,\n"
+    "  allow_offline INTEGER NOT NULL,\n"
+    "  timeout INTEGER NOT NULL,\n"
+    "  created_user TEXT NOT NULL,\n"
+    "  update_user TEXT,\n"
+    "  created_at INTEGER NOT NULL,\n"
+    "  update_at INTEGER NOT NULL,\n"
+    "  mail_list TEXT NOT NULL,\n"
+    "  status_list TEXT NOT NULL,\n"
+    "  script_sha256 TEXT NOT NULL,\n"
+    "  signature TEXT,\n"
+    "  deleted INTEGER NOT NULL DEFAULT 0\n"
+    ");\n"
+    "CREATE INDEX tasks_tenant ON tasks(client_root, deleted, ident);\n"
+    "CREATE INDEX tasks_script ON tasks(client_root, script);\n"
+    "CREATE TABLE task_versions(\n"
+    "  task_ident TEXT NOT NULL REFERENCES tasks(ident),\n"
+    "  version INTEGER NOT NULL,\n"
+    "  script_name TEXT NOT NULL,\n"
+    "  script_sha256 TEXT NOT NULL REFERENCES script_blobs(sha256),\n"
+    "  constants TEXT NOT NULL,\n"
+    "  variables_info TEXT NOT NULL,\n"
+    "  timeout INTEGER NOT NULL,\n"
+    "  signature TEXT,\n"
+    "  PRIMARY KEY(task_ident, version)\n"
+    ") WITHOUT ROWID;\n"
+    "CREATE TABLE devices(\n"
+    "  entity_ident TEXT PRIMARY KEY,\n"
+    "  client_root TEXT NOT NULL REFERENCES tenants(client_root),\n"
+    "  name TEXT NOT NULL,\n"
+    "  tags TEXT NOT NULL,\n"
+    "  reported_tags TEXT NOT NULL DEFAULT '[]',\n"
+    "  online INTEGER NOT NULL DEFAULT 0,\n"
+    "  last_seen INTEGER,\n"
+    "  agent_version TEXT,\n"
+    "  created_at INTEGER NOT NULL,\n"
+    "  update_at INTEGER NOT NULL\n"
+    ");\n"
+    "CREATE INDEX devices_tenant ON devices(client_root, entity_ident);\n"
+    "CREATE TABLE device_tags(\n"
+    "  client_root TEXT NOT NULL,\n"
+    "  tag TEXT NOT NULL,\n"
+    "  entity_ident TEXT NOT NULL REFERENCES devices(entity_ident) ON DELETE CASCADE,\n"
+    "  reported INTEGER NOT NULL,\n"
+    "  PRIMARY KEY(client_root, tag, entity_ident, reported)\n"
+    ") WITHOUT ROWID;\n"
+    "CREATE INDEX device_tags_device ON device_tags(entity_ident);\n"
+    "CREATE TABLE groups(\n"
+    "  ident TEXT PRIMARY KEY,\n"
+    "  client_root TEXT NOT NULL REFERENCES tenants(client_root),\n"
+    "  name TEXT NOT NULL,\n"
+    "  task_ident TEXT NOT NULL,\n"
+    "  created_user TEXT NOT NULL,\n"
+    "  created_at INTEGER NOT NULL\n"
+    ");\n"
+    "CREATE INDEX groups_tenant ON groups(client_root, ident);\n"
+    "CREATE TABLE jobs(\n"
+    "  ident TEXT PRIMARY KEY,\n"
+    "  client_root TEXT NOT NULL REFERENCES tenants(client_root),\n"
+    "  task_ident TEXT NOT NULL,\n"
+    "  task_version INTEGER NOT NULL,\n"
+    "  task_name TEXT NOT NULL,\n"
+    "  group_ident TEXT REFERENCES groups(ident),\n"
+    "  entity_ident TEXT NOT NULL,\n"
+    "  status TEXT NOT NULL,\n"
+    "  comment TEXT,\n"
+    "  created_user TEXT NOT NULL,\n"
+    "  created_at INTEGER NOT NULL,\n"
+    "  update_at INTEGER NOT NULL,\n"
+    "  scheduled_time INTEGER,\n"
+    "  response_time INTEGER,\n"
+    "  ttl INTEGER,\n"
+    "  response TEXT,\n"
+    "  variables TEXT NOT NULL,\n"
+    "  mail_list TEXT NOT NULL,\n"
+    "  status_list TEXT NOT NULL,\n"
+    "  task_mail_list TEXT NOT NULL,\n"
+    "  task_status_list TEXT NOT NULL,\n"
+    "  last_seq INTEGER NOT NULL DEFAULT 0,\n"
+    "  n_history INTEGER NOT NULL DEFAULT 0,\n"
+    "  expires_at INTEGER,\n"
+    "  sent_at INTEGER,\n"
+    "  sends INTEGER NOT NULL DEFAULT 0,\n"
+    "  FOREIGN KEY(task_ident, task_version) REFERENCES task_versions(task_ident, version)\n"
+    ");\n"
+    "CREATE INDEX jobs_tenant ON jobs(client_root, ident);\n"
+    "CREATE INDEX jobs_group ON jobs(group_ident, ident) WHERE group_ident IS NOT NULL;\n"
+    "CREATE INDEX jobs_task ON jobs(client_root, task_ident, ident);\n"
+    "CREATE INDEX jobs_entity ON jobs(client_root, entity_ident, ident);\n"
+    "CREATE INDEX jobs_status ON jobs(client_root, status, ident);\n"
+    /* the transport's and scheduler's queries */
+    "CREATE INDEX jobs_pending ON jobs(entity_ident, scheduled_time) WHERE status = 'pending';\n"
+    "CREATE INDEX jobs_sched ON jobs(scheduled_time) WHERE status = 'pending';\n"
+    "CREATE INDEX jobs_unacked ON jobs(entity_ident) WHERE status = 'transmited';\n"
+    "CREATE INDEX jobs_inflight ON jobs(update_at) WHERE status IN"
+    " ('transmited', 'edge_transmitted', 'edge_started', 'edge_running');\n"
+    "CREATE INDEX jobs_ttl ON jobs(expires_at) WHERE expires_at IS NOT NULL AND"
+    " status IN ('pending', 'transmited');\n"
+    "CREATE TABLE job_history(\n"
+    "  job_ident TEXT NOT NULL REFERENCES jobs(ident),\n"
+    "  n INTEGER NOT NULL,\n"
+    "  status TEXT NOT NULL,\n"
+    "  at INTEGER NOT NULL,\n"
+    "  response TEXT,\n"
+    "  response_time INTEGER,\n"
+    "  seq INTEGER NOT NULL DEFAULT 0,\n"
+    "  PRIMARY KEY(job_ident, n)\n"
+    ") WITHOUT ROWID;\n"
+    /* one row per (job, status, address): the outbox of e-mail notifications */
+    "CREATE TABLE notifications(\n"
+    "  id INTEGER PRIMARY KEY,\n"
+    "  job_ident TEXT NOT NULL REFERENCES jobs(ident),\n"
+    "  client_root TEXT NOT NULL,\n"
+    "  status TEXT NOT NULL,\n"
+    "  address TEXT NOT NULL,\n"
+    "  state TEXT NOT NULL,\n"
+    "  attempts INTEGER NOT NULL DEFAULT 0,\n"
+    "  created_at INTEGER NOT NULL,\n"
+    "  next_at INTEGER NOT NULL,\n"
+    "  sent_at INTEGER,\n"
+    "  last_error TEXT,\n"
+    "  UNIQUE(job_ident, status, address)\n"
+    ");\n"
+    "CREATE INDEX notifications_due ON notifications(state, next_at);\n"
+    "CREATE INDEX notifications_tenant ON notifications(client_root, state, sent_at);\n",
 };
 
 #define STORE_N_MIGRATIONS (sizeof(store_migrations) / sizeof(store_migrations[0]))
@@ -331,8 +331,7 @@ static void qb_add(struct qb *q, const char *clause, const char *param)
 {
 	size_t len = strlen(q->where);
 
-	snprintf(q->where + len, sizeof(q->where) - len, "%s%s", len ? " AND " : " WHERE ",
-		 clause);
+	snprintf(q->where + len, sizeof(q->where) - len, "%s%s", len ? " AND " : " WHERE ", clause);
 	if (param != NULL && q->n < 8)
 		q->params[q->n++] = param;
 }
@@ -395,8 +394,8 @@ out:
 }
 
 /* Runs a one-row SELECT bound by up to two text params; NOTFOUND when no row. */
-static enum rcs_err store_get_row(struct store *st, const char *sql, const char *p1,
-				  const char *p2, row_fn fn, json_object **out)
+static enum rcs_err store_get_row(struct store *st, const char *sql, const char *p1, const char *p2,
+				  row_fn fn, json_object **out)
 {
 	sqlite3_stmt *s = NULL;
 	enum rcs_err err;
@@ -507,8 +506,8 @@ enum rcs_err store_open(const char *path, struct store **out)
 	pthread_mutexattr_settype(&attr, PTHREAD_MUTEX_RECURSIVE);
 	pthread_mutex_init(&st->lock, &attr);
 	pthread_mutexattr_destroy(&attr);
-	rc = sqlite3_open_v2(path, &st->db,
-			     SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX, NULL);
+	rc = sqlite3_open_v2(
+	    path, &st->db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX, NULL);
 	if (rc != SQLITE_OK) {
 		log_warnx("%s: %s", path, st->db ? sqlite3_errmsg(st->db) : sqlite3_errstr(rc));
 		err = RCS_ERR_IO;
@@ -608,7 +607,7 @@ static enum rcs_err store_sp_end(struct store *st, enum rcs_err status)
 
 /* ---- tenants and keys ---- */
 
-static const char *const role_names[] = { "viewer", "operator", "admin" };
+static const char *const role_names[] = {"viewer", "operator", "admin"};
 
 const char *role_name(enum role r)
 {
@@ -631,7 +630,8 @@ enum rcs_err store_tenant_create(struct store *st, const char *client_root, int6
 	char ts[32];
 
 	snprintf(ts, sizeof(ts), "%lld", (long long)now);
-	return store_write(st, "INSERT OR IGNORE INTO tenants(client_root, created_at) VALUES(?, ?)",
+	return store_write(st,
+			   "INSERT OR IGNORE INTO tenants(client_root, created_at) VALUES(?, ?)",
 			   NULL, 2, client_root, ts);
 }
 
@@ -656,10 +656,11 @@ enum rcs_err store_key_create(struct store *st, const char *ident, const char *c
 	char ts[32];
 
 	snprintf(ts, sizeof(ts), "%lld", (long long)now);
-	return store_write(st,
-			   "INSERT INTO api_keys(ident, client_root, user, role, key_hash, created_at)"
-			   " VALUES(?, ?, ?, ?, ?, ?)",
-			   NULL, 6, ident, client_root, user, role_name(role), key_hash, ts);
+	return store_write(
+	    st,
+	    "INSERT INTO api_keys(ident, client_root, user, role, key_hash, created_at)"
+	    " VALUES(?, ?, ?, ?, ?, ?)",
+	    NULL, 6, ident, client_root, user, role_name(role), key_hash, ts);
 }
 
 enum rcs_err store_key_revoke(struct store *st, const char *client_root, const char *ident,
@@ -736,15 +737,15 @@ static json_object *row_key(sqlite3_stmt *s)
 enum rcs_err store_key_get(struct store *st, const char *client_root, const char *ident,
 			   json_object **out)
 {
-	return store_get_row(st,
-			     "SELECT " KEY_COLS " FROM api_keys WHERE ident = ? AND client_root = ?",
-			     ident, client_root, row_key, out);
+	return store_get_row(
+	    st, "SELECT " KEY_COLS " FROM api_keys WHERE ident = ? AND client_root = ?", ident,
+	    client_root, row_key, out);
 }
 
-enum rcs_err store_keys_list(struct store *st, const char *client_root,
-			     const struct store_page *pg, json_object **out)
+enum rcs_err store_keys_list(struct store *st, const char *client_root, const struct store_page *pg,
+			     json_object **out)
 {
-	struct qb q = { .n = 0 };
+	struct qb q = {.n = 0};
 
 	q.where[0] = '\0';
 	qb_add(&q, "client_root = ?", client_root);
@@ -785,8 +786,9 @@ enum rcs_err store_script_put(struct store *st, const char *client_root, const c
 		goto out;
 	if (created) {
 		json_object *o = NULL;
-		*created = store_get_row(st, "SELECT 1 FROM scripts WHERE client_root = ? AND name = ?",
-					 client_root, name, row_exists, &o) == RCS_ERR_NOTFOUND;
+		*created =
+		    store_get_row(st, "SELECT 1 FROM scripts WHERE client_root = ? AND name = ?",
+				  client_root, name, row_exists, &o) == RCS_ERR_NOTFOUND;
 		json_object_put(o);
 	}
 	err = store_prepare(st,
@@ -826,7 +828,8 @@ static json_object *row_script(sqlite3_stmt *s)
 enum rcs_err store_script_get(struct store *st, const char *client_root, const char *name,
 			      bool with_source, json_object **out)
 {
-	const char *sql = with_source
+	const char *sql =
+	    with_source
 		? "SELECT s.name, s.sha256, s.size, s.client_root, s.updated_at, b.source"
 		  " FROM scripts s JOIN script_blobs b ON b.sha256 = s.sha256"
 		  " WHERE s.name = ?2 AND s.client_root IN (?1, '')"
@@ -847,11 +850,12 @@ enum rcs_err store_script_source(struct store *st, const char *client_root, cons
 
 	*src = NULL;
 	store_lock(st);
-	err = store_prepare(st,
-			    "SELECT b.source, s.sha256 FROM scripts s JOIN script_blobs b"
-			    " ON b.sha256 = s.sha256 WHERE s.name = ?2 AND s.client_root IN (?1, '')"
-			    " ORDER BY s.client_root DESC LIMIT 1",
-			    &s);
+	err =
+	    store_prepare(st,
+			  "SELECT b.source, s.sha256 FROM scripts s JOIN script_blobs b"
+			  " ON b.sha256 = s.sha256 WHERE s.name = ?2 AND s.client_root IN (?1, '')"
+			  " ORDER BY s.client_root DESC LIMIT 1",
+			  &s);
 	if (err != RCS_OK)
 		goto out;
 	bind_text(s, 1, client_root);
@@ -882,8 +886,9 @@ out:
 bool store_script_is_stock(struct store *st, const char *name)
 {
 	json_object *o = NULL;
-	enum rcs_err err = store_get_row(st, "SELECT 1 FROM scripts WHERE client_root = '' AND name = ?",
-					 name, NULL, row_exists, &o);
+	enum rcs_err err =
+	    store_get_row(st, "SELECT 1 FROM scripts WHERE client_root = '' AND name = ?", name,
+			  NULL, row_exists, &o);
 	json_object_put(o);
 	return err == RCS_OK;
 }
@@ -897,10 +902,11 @@ enum rcs_err store_script_delete(struct store *st, const char *client_root, cons
 	err = store_sp_begin(st);
 	if (err != RCS_OK)
 		return err;
-	err = store_get_row(st,
-			    "SELECT 1 FROM tasks WHERE client_root = ? AND script = ? AND deleted = 0"
-			    " LIMIT 1",
-			    client_root, name, row_exists, &o);
+	err =
+	    store_get_row(st,
+			  "SELECT 1 FROM tasks WHERE client_root = ? AND script = ? AND deleted = 0"
+			  " LIMIT 1",
+			  client_root, name, row_exists, &o);
 	json_object_put(o);
 	if (err == RCS_OK) {
 		err = RCS_ERR_CONFLICT;
@@ -919,12 +925,13 @@ out:
 enum rcs_err store_scripts_list(struct store *st, const char *client_root,
 				const struct store_page *pg, json_object **out)
 {
-	struct qb q = { .n = 0 };
+	struct qb q = {.n = 0};
 
 	/* a tenant's script shadows a stock script of the same name */
 	q.where[0] = '\0';
-	qb_add(&q, "(s.client_root = ?1 OR (s.client_root = '' AND NOT EXISTS (SELECT 1 FROM"
-		   " scripts t WHERE t.client_root = ?1 AND t.name = s.name)))",
+	qb_add(&q,
+	       "(s.client_root = ?1 OR (s.client_root = '' AND NOT EXISTS (SELECT 1 FROM"
+	       " scripts t WHERE t.client_root = ?1 AND t.name = s.name)))",
 	       client_root);
 	return store_list(st, "s.name, s.sha256, s.size, s.client_root, s.updated_at", "scripts s",
 			  &q, "s.name", pg, row_script, out);
@@ -932,9 +939,9 @@ enum rcs_err store_scripts_list(struct store *st, const char *client_root,
 
 /* ---- tasks ---- */
 
-#define TASK_COLS                                                                           \
-	"version, ident, client_root, created_user, update_user, name, script, variables_info," \
-	" constants, comment, active, public, hide, allow_offline, created_at, update_at,"      \
+#define TASK_COLS                                                                                  \
+	"version, ident, client_root, created_user, update_user, name, script, variables_info,"    \
+	" constants, comment, active, public, hide, allow_offline, created_at, update_at,"         \
 	" mail_list, status_list, timeout, script_sha256, signature"
 
 static json_object *row_task(sqlite3_stmt *s)
@@ -951,8 +958,8 @@ static json_object *row_task(sqlite3_stmt *s)
 	json_object_object_add(o, "variables_info", col_json(s, 7));
 	json_object_object_add(o, "constants", col_json(s, 8));
 	json_object_object_add(o, "comment", col_str(s, 9));
-	json_object_object_add(o, "active",
-			       json_object_new_string(sqlite3_column_int(s, 10) ? "true" : "false"));
+	json_object_object_add(
+	    o, "active", json_object_new_string(sqlite3_column_int(s, 10) ? "true" : "false"));
 	json_object_object_add(o, "public", col_bool(s, 11));
 	json_object_object_add(o, "hide", col_bool(s, 12));
 	json_object_object_add(o, "allow_offline", col_bool(s, 13));
@@ -979,23 +986,25 @@ enum rcs_err store_task_put(struct store *st, const struct task_write *t, bool i
 	if (err != RCS_OK)
 		goto out;
 	if (is_new)
-		err = store_prepare(st,
-				    "INSERT INTO tasks(version, ident, client_root, created_user,"
-				    " update_user, name, script, variables_info, constants, comment,"
-				    " active, public, hide, allow_offline, created_at, update_at,"
-				    " mail_list, status_list, timeout, script_sha256, signature)"
-				    " VALUES(?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12,?13,?14,?15,?16,?17,"
-				    "?18,?19,?20,?21)",
-				    &s);
+		err = store_prepare(
+		    st,
+		    "INSERT INTO tasks(version, ident, client_root, created_user,"
+		    " update_user, name, script, variables_info, constants, comment,"
+		    " active, public, hide, allow_offline, created_at, update_at,"
+		    " mail_list, status_list, timeout, script_sha256, signature)"
+		    " VALUES(?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12,?13,?14,?15,?16,?17,"
+		    "?18,?19,?20,?21)",
+		    &s);
 	else
-		err = store_prepare(st,
-				    "UPDATE tasks SET version = ?1, update_user = ?5, name = ?6,"
-				    " script = ?7, variables_info = ?8, constants = ?9, comment = ?10,"
-				    " active = ?11, public = ?12, hide = ?13, allow_offline = ?14,"
-				    " update_at = ?16, mail_list = ?17, status_list = ?18, timeout = ?19,"
-				    " script_sha256 = ?20, signature = ?21"
-				    " WHERE ident = ?2 AND client_root = ?3 AND deleted = 0",
-				    &s);
+		err = store_prepare(
+		    st,
+		    "UPDATE tasks SET version = ?1, update_user = ?5, name = ?6,"
+		    " script = ?7, variables_info = ?8, constants = ?9, comment = ?10,"
+		    " active = ?11, public = ?12, hide = ?13, allow_offline = ?14,"
+		    " update_at = ?16, mail_list = ?17, status_list = ?18, timeout = ?19,"
+		    " script_sha256 = ?20, signature = ?21"
+		    " WHERE ident = ?2 AND client_root = ?3 AND deleted = 0",
+		    &s);
 	if (err != RCS_OK)
 		goto out;
 	sqlite3_bind_int64(s, 1, t->version);
@@ -1029,11 +1038,12 @@ enum rcs_err store_task_put(struct store *st, const struct task_write *t, bool i
 	}
 	sqlite3_finalize(s);
 	s = NULL;
-	err = store_prepare(st,
-			    "INSERT INTO task_versions(task_ident, version, script_name, script_sha256,"
-			    " constants, variables_info, timeout, signature)"
-			    " VALUES(?, ?, ?, ?, ?, ?, ?, ?)",
-			    &s);
+	err = store_prepare(
+	    st,
+	    "INSERT INTO task_versions(task_ident, version, script_name, script_sha256,"
+	    " constants, variables_info, timeout, signature)"
+	    " VALUES(?, ?, ?, ?, ?, ?, ?, ?)",
+	    &s);
 	if (err != RCS_OK)
 		goto out;
 	bind_text(s, 1, t->ident);
@@ -1059,8 +1069,8 @@ enum rcs_err store_task_get(struct store *st, const char *client_root, const cha
 			     ident, client_root, row_task, out);
 }
 
-enum rcs_err store_task_set_signature(struct store *st, const char *client_root,
-				      const char *ident, json_object *signature)
+enum rcs_err store_task_set_signature(struct store *st, const char *client_root, const char *ident,
+				      json_object *signature)
 {
 	const char *sig = signature ? jsonu_dump(signature, NULL) : NULL;
 	enum rcs_err err;
@@ -1076,10 +1086,11 @@ enum rcs_err store_task_set_signature(struct store *st, const char *client_root,
 	if (err == RCS_OK && changes == 0)
 		err = RCS_ERR_NOTFOUND;
 	if (err == RCS_OK)
-		err = store_write(st,
-				  "UPDATE task_versions SET signature = ?1 WHERE task_ident = ?2 AND"
-				  " version = (SELECT version FROM tasks WHERE ident = ?2)",
-				  NULL, 2, sig, ident);
+		err =
+		    store_write(st,
+				"UPDATE task_versions SET signature = ?1 WHERE task_ident = ?2 AND"
+				" version = (SELECT version FROM tasks WHERE ident = ?2)",
+				NULL, 2, sig, ident);
 	return store_sp_end(st, err);
 }
 
@@ -1100,7 +1111,7 @@ enum rcs_err store_tasks_list(struct store *st, const char *client_root,
 			      const struct task_filter *f, const struct store_page *pg,
 			      json_object **out)
 {
-	struct qb q = { .n = 0 };
+	struct qb q = {.n = 0};
 
 	q.where[0] = '\0';
 	qb_add(&q, "client_root = ?", client_root);
@@ -1117,8 +1128,8 @@ static json_object *row_first_str(sqlite3_stmt *s)
 	return col_str(s, 0);
 }
 
-enum rcs_err store_tasks_using_script(struct store *st, const char *client_root,
-				      const char *name, json_object **out)
+enum rcs_err store_tasks_using_script(struct store *st, const char *client_root, const char *name,
+				      json_object **out)
 {
 	sqlite3_stmt *s = NULL;
 	enum rcs_err err;
@@ -1210,8 +1221,8 @@ void store_task_version_free(struct task_version *tv)
 
 /* ---- devices ---- */
 
-#define DEVICE_COLS                                                                         \
-	"entity_ident, client_root, name, tags, reported_tags, online, last_seen, agent_version," \
+#define DEVICE_COLS                                                                                \
+	"entity_ident, client_root, name, tags, reported_tags, online, last_seen, agent_version,"  \
 	" created_at, update_at"
 
 static json_object *row_device(sqlite3_stmt *s)
@@ -1238,14 +1249,15 @@ static enum rcs_err store_device_tags_set(struct store *st, const char *client_r
 	enum rcs_err err;
 
 	snprintf(rep, sizeof(rep), "%d", reported);
-	err = store_write(st, "DELETE FROM device_tags WHERE entity_ident = ? AND reported = ?", NULL,
-			  2, entity_ident, rep);
+	err = store_write(st, "DELETE FROM device_tags WHERE entity_ident = ? AND reported = ?",
+			  NULL, 2, entity_ident, rep);
 	for (size_t i = 0; err == RCS_OK && i < json_object_array_length(tags); i++) {
 		const char *tag = json_object_get_string(json_object_array_get_idx(tags, i));
-		err = store_write(st,
-				  "INSERT OR IGNORE INTO device_tags(client_root, tag, entity_ident,"
-				  " reported) VALUES(?, ?, ?, ?)",
-				  NULL, 4, client_root, tag, entity_ident, rep);
+		err =
+		    store_write(st,
+				"INSERT OR IGNORE INTO device_tags(client_root, tag, entity_ident,"
+				" reported) VALUES(?, ?, ?, ?)",
+				NULL, 4, client_root, tag, entity_ident, rep);
 	}
 	return err;
 }
@@ -1270,8 +1282,8 @@ enum rcs_err store_device_insert(struct store *st, const char *client_root,
 	return store_sp_end(st, err);
 }
 
-enum rcs_err store_device_get(struct store *st, const char *client_root,
-			      const char *entity_ident, json_object **out)
+enum rcs_err store_device_get(struct store *st, const char *client_root, const char *entity_ident,
+			      json_object **out)
 {
 	return store_get_row(st,
 			     "SELECT " DEVICE_COLS " FROM devices WHERE entity_ident = ? AND"
@@ -1307,9 +1319,9 @@ enum rcs_err store_device_delete(struct store *st, const char *client_root,
 				 const char *entity_ident)
 {
 	int changes = 0;
-	enum rcs_err err = store_write(st,
-				       "DELETE FROM devices WHERE entity_ident = ? AND client_root = ?",
-				       &changes, 2, entity_ident, client_root);
+	enum rcs_err err =
+	    store_write(st, "DELETE FROM devices WHERE entity_ident = ? AND client_root = ?",
+			&changes, 2, entity_ident, client_root);
 
 	if (err == RCS_OK && changes == 0)
 		err = RCS_ERR_NOTFOUND;
@@ -1319,7 +1331,7 @@ enum rcs_err store_device_delete(struct store *st, const char *client_root,
 enum rcs_err store_devices_list(struct store *st, const char *client_root, const char *tag,
 				int online, const struct store_page *pg, json_object **out)
 {
-	struct qb q = { .n = 0 };
+	struct qb q = {.n = 0};
 
 	q.where[0] = '\0';
 	qb_add(&q, "client_root = ?", client_root);
@@ -1400,10 +1412,10 @@ enum rcs_err store_device_presence(struct store *st, const char *client_root,
 
 /* ---- jobs ---- */
 
-#define JOB_COLS                                                                            \
-	"j.ident, j.task_version, j.task_ident, j.task_name, j.group_ident, g.name,"           \
-	" j.client_root, j.entity_ident, j.comment, j.status, j.created_user, j.created_at,"   \
-	" j.update_at, j.scheduled_time, j.response_time, j.ttl, j.response, j.mail_list,"    \
+#define JOB_COLS                                                                                   \
+	"j.ident, j.task_version, j.task_ident, j.task_name, j.group_ident, g.name,"               \
+	" j.client_root, j.entity_ident, j.comment, j.status, j.created_user, j.created_at,"       \
+	" j.update_at, j.scheduled_time, j.response_time, j.ttl, j.response, j.mail_list,"         \
 	" j.status_list, j.variables"
 #define JOB_FROM "jobs j LEFT JOIN groups g ON g.ident = j.group_ident"
 
@@ -1480,17 +1492,18 @@ static enum rcs_err store_notify_record(struct store *st, const char *job, const
 	sqlite3_stmt *s = NULL;
 	enum rcs_err err;
 
-	err = store_prepare(st,
-			    "INSERT OR IGNORE INTO notifications(job_ident, client_root, status,"
-			    " address, state, created_at, next_at)"
-			    " SELECT j.ident, j.client_root, ?2, a.value, 'queued', ?3, ?3"
-			    " FROM jobs j, json_each(j.task_mail_list) a WHERE j.ident = ?1 AND"
-			    " EXISTS (SELECT 1 FROM json_each(j.task_status_list) x WHERE x.value = ?2)"
-			    " UNION"
-			    " SELECT j.ident, j.client_root, ?2, a.value, 'queued', ?3, ?3"
-			    " FROM jobs j, json_each(j.mail_list) a WHERE j.ident = ?1 AND"
-			    " EXISTS (SELECT 1 FROM json_each(j.status_list) x WHERE x.value = ?2)",
-			    &s);
+	err = store_prepare(
+	    st,
+	    "INSERT OR IGNORE INTO notifications(job_ident, client_root, status,"
+	    " address, state, created_at, next_at)"
+	    " SELECT j.ident, j.client_root, ?2, a.value, 'queued', ?3, ?3"
+	    " FROM jobs j, json_each(j.task_mail_list) a WHERE j.ident = ?1 AND"
+	    " EXISTS (SELECT 1 FROM json_each(j.task_status_list) x WHERE x.value = ?2)"
+	    " UNION"
+	    " SELECT j.ident, j.client_root, ?2, a.value, 'queued', ?3, ?3"
+	    " FROM jobs j, json_each(j.mail_list) a WHERE j.ident = ?1 AND"
+	    " EXISTS (SELECT 1 FROM json_each(j.status_list) x WHERE x.value = ?2)",
+	    &s);
 	if (err != RCS_OK)
 		return err;
 	bind_text(s, 1, job);
@@ -1519,21 +1532,23 @@ enum rcs_err store_jobs_create(struct store *st, const struct job_batch *b)
 	if (b->group_ident) {
 		char ts[32];
 		snprintf(ts, sizeof(ts), "%lld", (long long)b->now);
-		err = store_write(st,
-				  "INSERT INTO groups(ident, client_root, name, task_ident, created_user,"
-				  " created_at) VALUES(?, ?, ?, ?, ?, ?)",
-				  NULL, 6, b->group_ident, b->client_root, b->group_name, b->task_ident,
-				  b->created_user, ts);
+		err = store_write(
+		    st,
+		    "INSERT INTO groups(ident, client_root, name, task_ident, created_user,"
+		    " created_at) VALUES(?, ?, ?, ?, ?, ?)",
+		    NULL, 6, b->group_ident, b->client_root, b->group_name, b->task_ident,
+		    b->created_user, ts);
 		if (err != RCS_OK)
 			goto out;
 	}
-	err = store_prepare(st,
-			    "INSERT INTO jobs(ident, client_root, task_ident, task_version, task_name,"
-			    " group_ident, entity_ident, status, comment, created_user, created_at,"
-			    " update_at, scheduled_time, ttl, variables, mail_list, status_list,"
-			    " task_mail_list, task_status_list, expires_at, n_history)"
-			    " VALUES(?,?,?,?,?,?,?,'pending',?,?,?,?,?,?,?,?,?,?,?,?,2)",
-			    &ins);
+	err = store_prepare(
+	    st,
+	    "INSERT INTO jobs(ident, client_root, task_ident, task_version, task_name,"
+	    " group_ident, entity_ident, status, comment, created_user, created_at,"
+	    " update_at, scheduled_time, ttl, variables, mail_list, status_list,"
+	    " task_mail_list, task_status_list, expires_at, n_history)"
+	    " VALUES(?,?,?,?,?,?,?,'pending',?,?,?,?,?,?,?,?,?,?,?,?,2)",
+	    &ins);
 	if (err != RCS_OK)
 		goto out;
 	err = store_prepare(st,
@@ -1590,10 +1605,9 @@ enum rcs_err store_job_get(struct store *st, const char *client_root, const char
 	if (client_root == NULL)
 		return store_get_row(st, "SELECT " JOB_COLS " FROM " JOB_FROM " WHERE j.ident = ?",
 				     ident, NULL, row_job, out);
-	return store_get_row(st,
-			     "SELECT " JOB_COLS " FROM " JOB_FROM
-			     " WHERE j.ident = ? AND j.client_root = ?",
-			     ident, client_root, row_job, out);
+	return store_get_row(
+	    st, "SELECT " JOB_COLS " FROM " JOB_FROM " WHERE j.ident = ? AND j.client_root = ?",
+	    ident, client_root, row_job, out);
 }
 
 enum rcs_err store_jobs_get_batch(struct store *st, const struct job_batch *b, json_object **out)
@@ -1615,7 +1629,8 @@ enum rcs_err store_jobs_get_batch(struct store *st, const struct job_batch *b, j
 		if (rc == SQLITE_ROW)
 			json_object_array_add(items, row_job(s));
 		else
-			err = rc == SQLITE_DONE ? RCS_ERR_NOTFOUND : store_rc(st->db, rc, "jobs batch");
+			err = rc == SQLITE_DONE ? RCS_ERR_NOTFOUND
+						: store_rc(st->db, rc, "jobs batch");
 		sqlite3_reset(s);
 		if (err != RCS_OK)
 			goto out;
@@ -1687,11 +1702,10 @@ out:
 	return err;
 }
 
-enum rcs_err store_jobs_list(struct store *st, const char *client_root,
-			     const struct job_filter *f, const struct store_page *pg,
-			     json_object **out)
+enum rcs_err store_jobs_list(struct store *st, const char *client_root, const struct job_filter *f,
+			     const struct store_page *pg, json_object **out)
 {
-	struct qb q = { .n = 0 };
+	struct qb q = {.n = 0};
 
 	q.where[0] = '\0';
 	qb_add(&q, "j.client_root = ?", client_root);
@@ -1720,10 +1734,11 @@ enum rcs_err store_job_move(struct store *st, const struct job_move *m, enum sto
 	err = store_sp_begin(st);
 	if (err != RCS_OK)
 		return err;
-	err = store_prepare(st,
-			    "SELECT status, last_seq, n_history, client_root, entity_ident FROM jobs"
-			    " WHERE ident = ?",
-			    &s);
+	err =
+	    store_prepare(st,
+			  "SELECT status, last_seq, n_history, client_root, entity_ident FROM jobs"
+			  " WHERE ident = ?",
+			  &s);
 	if (err != RCS_OK)
 		goto out;
 	bind_text(s, 1, m->ident);
@@ -1831,11 +1846,10 @@ static json_object *row_notification(sqlite3_stmt *s)
 	return o;
 }
 
-enum rcs_err store_job_notifications(struct store *st, const char *client_root,
-				     const char *ident, const struct store_page *pg,
-				     json_object **out)
+enum rcs_err store_job_notifications(struct store *st, const char *client_root, const char *ident,
+				     const struct store_page *pg, json_object **out)
 {
-	struct qb q = { .n = 0 };
+	struct qb q = {.n = 0};
 	json_object *job = NULL;
 	enum rcs_err err;
 
@@ -1881,10 +1895,11 @@ enum rcs_err store_group_get(struct store *st, const char *client_root, const ch
 			    ident, client_root, row_group, &g);
 	if (err != RCS_OK)
 		goto out;
-	err = store_prepare(st,
-			    "SELECT status, count(*) FROM jobs WHERE group_ident = ? GROUP BY status"
-			    " ORDER BY status",
-			    &s);
+	err =
+	    store_prepare(st,
+			  "SELECT status, count(*) FROM jobs WHERE group_ident = ? GROUP BY status"
+			  " ORDER BY status",
+			  &s);
 	if (err != RCS_OK)
 		goto out;
 	bind_text(s, 1, ident);
@@ -1915,7 +1930,7 @@ out:
 enum rcs_err store_groups_list(struct store *st, const char *client_root,
 			       const struct store_page *pg, json_object **out)
 {
-	struct qb q = { .n = 0 };
+	struct qb q = {.n = 0};
 
 	q.where[0] = '\0';
 	qb_add(&q, "client_root = ?", client_root);
@@ -1931,9 +1946,9 @@ int64_t store_job_expiry(int64_t created_at, int64_t scheduled_time, int64_t ttl
 	return (scheduled_time > created_at ? scheduled_time : created_at) + ttl;
 }
 
-enum rcs_err store_device_state(struct store *st, const char *client_root,
-				const char *entity_ident, bool online, json_object *tags,
-				const char *agent_version, int64_t now, bool *came_online)
+enum rcs_err store_device_state(struct store *st, const char *client_root, const char *entity_ident,
+				bool online, json_object *tags, const char *agent_version,
+				int64_t now, bool *came_online)
 {
 	json_object *dev = NULL, *was = NULL;
 	sqlite3_stmt *s = NULL;
@@ -2002,8 +2017,8 @@ out:
 	return err;
 }
 
-enum rcs_err store_jobs_ready(struct store *st, const char *entity_ident, int64_t now,
-			      size_t limit, json_object **out)
+enum rcs_err store_jobs_ready(struct store *st, const char *entity_ident, int64_t now, size_t limit,
+			      json_object **out)
 {
 	if (entity_ident)
 		return store_idents(st,
@@ -2026,12 +2041,13 @@ enum rcs_err store_jobs_unacked(struct store *st, const char *entity_ident, size
 				json_object **out)
 {
 	if (entity_ident)
-		return store_idents(st,
-				    "SELECT j.ident FROM jobs j JOIN devices d ON d.entity_ident ="
-				    " j.entity_ident AND d.client_root = j.client_root"
-				    " WHERE j.entity_ident = ?1 AND j.status = 'transmited' AND"
-				    " d.online = 1 AND ?2 = ?2 AND ?3 = ?3 ORDER BY j.ident LIMIT ?4",
-				    entity_ident, 0, 0, limit, out);
+		return store_idents(
+		    st,
+		    "SELECT j.ident FROM jobs j JOIN devices d ON d.entity_ident ="
+		    " j.entity_ident AND d.client_root = j.client_root"
+		    " WHERE j.entity_ident = ?1 AND j.status = 'transmited' AND"
+		    " d.online = 1 AND ?2 = ?2 AND ?3 = ?3 ORDER BY j.ident LIMIT ?4",
+		    entity_ident, 0, 0, limit, out);
 	return store_idents(st,
 			    "SELECT j.ident FROM jobs j JOIN devices d ON d.entity_ident ="
 			    " j.entity_ident AND d.client_root = j.client_root"
@@ -2080,12 +2096,13 @@ enum rcs_err store_next_wakeup(struct store *st, int64_t now, int64_t *next)
 
 	*next = 0;
 	store_lock(st);
-	err = store_prepare(st,
-			    "SELECT min(t) FROM (SELECT min(scheduled_time) AS t FROM jobs"
-			    " WHERE status = 'pending' AND scheduled_time > ?1"
-			    " UNION ALL SELECT min(expires_at) FROM jobs WHERE expires_at IS NOT NULL"
-			    " AND status IN ('pending', 'transmited'))",
-			    &s);
+	err =
+	    store_prepare(st,
+			  "SELECT min(t) FROM (SELECT min(scheduled_time) AS t FROM jobs"
+			  " WHERE status = 'pending' AND scheduled_time > ?1"
+			  " UNION ALL SELECT min(expires_at) FROM jobs WHERE expires_at IS NOT NULL"
+			  " AND status IN ('pending', 'transmited'))",
+			  &s);
 	if (err != RCS_OK)
 		goto out;
 	sqlite3_bind_int64(s, 1, now);
@@ -2115,8 +2132,7 @@ static json_object *row_notification_due(sqlite3_stmt *s)
 	return o;
 }
 
-enum rcs_err store_notifications_due(struct store *st, int64_t now, size_t limit,
-				     json_object **out)
+enum rcs_err store_notifications_due(struct store *st, int64_t now, size_t limit, json_object **out)
 {
 	sqlite3_stmt *s = NULL;
 	enum rcs_err err;
@@ -2124,11 +2140,12 @@ enum rcs_err store_notifications_due(struct store *st, int64_t now, size_t limit
 
 	*out = NULL;
 	store_lock(st);
-	err = store_prepare(st,
-			    "SELECT id, job_ident, client_root, status, address, attempts, created_at"
-			    " FROM notifications WHERE state = 'queued' AND next_at <= ?"
-			    " ORDER BY next_at, id LIMIT ?",
-			    &s);
+	err =
+	    store_prepare(st,
+			  "SELECT id, job_ident, client_root, status, address, attempts, created_at"
+			  " FROM notifications WHERE state = 'queued' AND next_at <= ?"
+			  " ORDER BY next_at, id LIMIT ?",
+			  &s);
 	if (err != RCS_OK)
 		goto out;
 	sqlite3_bind_int64(s, 1, now);
@@ -2154,7 +2171,8 @@ enum rcs_err store_notification_next(struct store *st, int64_t *next)
 
 	*next = 0;
 	store_lock(st);
-	err = store_prepare(st, "SELECT min(next_at) FROM notifications WHERE state = 'queued'", &s);
+	err =
+	    store_prepare(st, "SELECT min(next_at) FROM notifications WHERE state = 'queued'", &s);
 	if (err == RCS_OK && sqlite3_step(s) == SQLITE_ROW &&
 	    sqlite3_column_type(s, 0) != SQLITE_NULL)
 		*next = sqlite3_column_int64(s, 0);

@@ -69,8 +69,8 @@ enum rcs_err store_key_revoke(struct store *st, const char *client_root, const c
 enum rcs_err store_key_lookup(struct store *st, const char *key_hash, struct auth *out);
 enum rcs_err store_key_get(struct store *st, const char *client_root, const char *ident,
 			   json_object **out);
-enum rcs_err store_keys_list(struct store *st, const char *client_root,
-			     const struct store_page *pg, json_object **out);
+enum rcs_err store_keys_list(struct store *st, const char *client_root, const struct store_page *pg,
+			     json_object **out);
 
 /* ---- scripts (client_root "" holds the stock scripts) ---- */
 
@@ -118,8 +118,8 @@ enum rcs_err store_task_put(struct store *st, const struct task_write *t, bool i
 enum rcs_err store_task_get(struct store *st, const char *client_root, const char *ident,
 			    json_object **out);
 /* Sets the signature of the task's current version (version unchanged). */
-enum rcs_err store_task_set_signature(struct store *st, const char *client_root,
-				      const char *ident, json_object *signature);
+enum rcs_err store_task_set_signature(struct store *st, const char *client_root, const char *ident,
+				      json_object *signature);
 enum rcs_err store_task_delete(struct store *st, const char *client_root, const char *ident);
 
 struct task_filter {
@@ -130,8 +130,8 @@ enum rcs_err store_tasks_list(struct store *st, const char *client_root,
 			      const struct task_filter *f, const struct store_page *pg,
 			      json_object **out);
 /* Idents (JSON array of strings) of live tasks of the tenant using script name. */
-enum rcs_err store_tasks_using_script(struct store *st, const char *client_root,
-				      const char *name, json_object **out);
+enum rcs_err store_tasks_using_script(struct store *st, const char *client_root, const char *name,
+				      json_object **out);
 
 /* The immutable snapshot of one task version (what a job carries). */
 struct task_version {
@@ -153,8 +153,8 @@ void store_task_version_free(struct task_version *tv);
 enum rcs_err store_device_insert(struct store *st, const char *client_root,
 				 const char *entity_ident, const char *name, json_object *tags,
 				 int64_t now);
-enum rcs_err store_device_get(struct store *st, const char *client_root,
-			      const char *entity_ident, json_object **out);
+enum rcs_err store_device_get(struct store *st, const char *client_root, const char *entity_ident,
+			      json_object **out);
 /* name or tags NULL: unchanged. */
 enum rcs_err store_device_update(struct store *st, const char *client_root,
 				 const char *entity_ident, const char *name, json_object *tags,
@@ -186,14 +186,14 @@ struct job_batch {
 	const char *group_ident; /* NULL: no group */
 	const char *group_name;
 	const char *created_user;
-	const char *comment;          /* may be NULL */
-	json_object *variables;       /* object */
-	json_object *mail_list;       /* array */
-	json_object *status_list;     /* array */
-	json_object *task_mail_list;  /* the task's lists, kept with each job */
+	const char *comment;         /* may be NULL */
+	json_object *variables;      /* object */
+	json_object *mail_list;      /* array */
+	json_object *status_list;    /* array */
+	json_object *task_mail_list; /* the task's lists, kept with each job */
 	json_object *task_status_list;
-	long long scheduled_time;     /* 0: none */
-	long long ttl;                /* 0: none */
+	long long scheduled_time; /* 0: none */
+	long long ttl;            /* 0: none */
 	int64_t now;
 	struct job_new *jobs;
 	size_t n;
@@ -218,9 +218,8 @@ struct job_filter {
 	const char *entity_ident;
 	const char *status; /* a status name, or "running" */
 };
-enum rcs_err store_jobs_list(struct store *st, const char *client_root,
-			     const struct job_filter *f, const struct store_page *pg,
-			     json_object **out);
+enum rcs_err store_jobs_list(struct store *st, const char *client_root, const struct job_filter *f,
+			     const struct store_page *pg, json_object **out);
 
 enum store_move {
 	STORE_MOVE_APPLIED,   /* status changed, history appended */
@@ -234,10 +233,10 @@ struct job_move {
 	const char *entity_ident; /* NULL: don't check the owner */
 	const char *ident;
 	enum job_status to;
-	const char *response;     /* NULL keeps the current response, unless replace_response */
-	bool replace_response;    /* device reports: the job's response is what the report says */
+	const char *response;  /* NULL keeps the current response, unless replace_response */
+	bool replace_response; /* device reports: the job's response is what the report says */
 	bool set_response_time;
-	long long seq;            /* device seq; 0 for coordinator moves */
+	long long seq; /* device seq; 0 for coordinator moves */
 	int64_t now;
 };
 /* Applies one status change with the rules of DESIGN section 2. */
@@ -245,9 +244,8 @@ enum rcs_err store_job_move(struct store *st, const struct job_move *m, enum sto
 
 /* The notifications recorded for a job: {address, status, state, attempts,
  * created_at, sent_at, last_error}, paged. */
-enum rcs_err store_job_notifications(struct store *st, const char *client_root,
-				     const char *ident, const struct store_page *pg,
-				     json_object **out);
+enum rcs_err store_job_notifications(struct store *st, const char *client_root, const char *ident,
+				     const struct store_page *pg, json_object **out);
 
 enum rcs_err store_group_get(struct store *st, const char *client_root, const char *ident,
 			     json_object **out);
@@ -261,13 +259,13 @@ int64_t store_job_expiry(int64_t created_at, int64_t scheduled_time, int64_t ttl
 
 /* Applies a device's state message; RCS_ERR_NOTFOUND when the tenant has no
  * such device. tags (NULL: unchanged) are the device's reported tags. */
-enum rcs_err store_device_state(struct store *st, const char *client_root,
-				const char *entity_ident, bool online, json_object *tags,
-				const char *agent_version, int64_t now, bool *came_online);
+enum rcs_err store_device_state(struct store *st, const char *client_root, const char *entity_ident,
+				bool online, json_object *tags, const char *agent_version,
+				int64_t now, bool *came_online);
 /* Idents (JSON array) of pending jobs that are due, for online devices
  * (entity_ident NULL: all devices). */
-enum rcs_err store_jobs_ready(struct store *st, const char *entity_ident, int64_t now,
-			      size_t limit, json_object **out);
+enum rcs_err store_jobs_ready(struct store *st, const char *entity_ident, int64_t now, size_t limit,
+			      json_object **out);
 /* Idents of jobs sent ("transmited") but not acknowledged, for online devices. */
 enum rcs_err store_jobs_unacked(struct store *st, const char *entity_ident, size_t limit,
 				json_object **out);

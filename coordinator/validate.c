@@ -68,8 +68,8 @@ enum rcs_err validate_tags(json_object *arr, const char *field, struct jsonu_err
 		if (!validate_tag(t)) {
 			char f[128];
 			snprintf(f, sizeof(f), "%s[%zu]", field, i);
-			return jsonu_fail(e, f,
-					  "'%s' must be 1-64 letters, digits or any of _-.:/", f);
+			return jsonu_fail(e, f, "'%s' must be 1-64 letters, digits or any of _-.:/",
+					  f);
 		}
 	}
 	return RCS_OK;

@@ -14,7 +14,7 @@
 #include "vars.h"
 
 #define VALIDATE_MAX_MAILS 32
-#define VALIDATE_MAX_TAGS 64
+#define VALIDATE_MAX_TAGS  64
 
 /* Names, variables_info and variables: see common/vars.h. */
 

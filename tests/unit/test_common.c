@@ -26,8 +26,8 @@ static void test_uuid_v7(void **state)
 	assert_int_equal(uuid_v7(b), RCS_OK);
 	assert_true(uuid_valid(a));
 	assert_int_equal(strlen(a), 36);
-	assert_int_equal(a[14], '7');                    /* version 7 */
-	assert_true(strchr("89ab", a[19]) != NULL);      /* RFC 9562 variant */
+	assert_int_equal(a[14], '7');               /* version 7 */
+	assert_true(strchr("89ab", a[19]) != NULL); /* RFC 9562 variant */
 	assert_string_not_equal(a, b);
 	assert_true(strcmp(a, b) < 0); /* ordered, also within one millisecond */
 	for (int i = 0; i < 10000; i++) {
@@ -127,7 +127,7 @@ static void test_jsonu_getters(void **state)
 	const char *s = NULL;
 	int64_t i = 0;
 	bool b = false, present = true;
-	static const char *const allowed[] = { "s", "i", NULL };
+	static const char *const allowed[] = {"s", "i", NULL};
 
 	(void)state;
 	assert_int_equal(jsonu_parse_object(text, strlen(text), &o, &e), RCS_OK);
@@ -169,19 +169,20 @@ struct test_cfg {
 };
 
 static const struct cfg_opt test_opts[] = {
-	{ "name", CFG_STRING, offsetof(struct test_cfg, name), 0, 0, "S", "a name" },
-	{ "count_max", CFG_INT, offsetof(struct test_cfg, count), 1, 10, "N", "a count" },
-	{ "flag", CFG_BOOL, offsetof(struct test_cfg, flag), 0, 0, NULL, "a flag" },
-	{ "item", CFG_STRLIST, offsetof(struct test_cfg, items), 0, 0, "X", "items" },
-	{ NULL, 0, 0, 0, 0, NULL, NULL },
+    {"name", CFG_STRING, offsetof(struct test_cfg, name), 0, 0, "S", "a name"},
+    {"count_max", CFG_INT, offsetof(struct test_cfg, count), 1, 10, "N", "a count"},
+    {"flag", CFG_BOOL, offsetof(struct test_cfg, flag), 0, 0, NULL, "a flag"},
+    {"item", CFG_STRLIST, offsetof(struct test_cfg, items), 0, 0, "X", "items"},
+    {NULL, 0, 0, 0, 0, NULL, NULL},
 };
 
 static void test_cfg_file_and_args(void **state)
 {
 	char path[] = "/tmp/rcs-cfg-XXXXXX";
-	const char *text = "# comment\n  name   first name \nitem a\nitem b\n\ncount_max 3\nflag no\n";
-	char *argv[] = { "prog", "--name", "second", "--count-max=7", "--flag", "--item", "c",
-			 "rest" };
+	const char *text =
+	    "# comment\n  name   first name \nitem a\nitem b\n\ncount_max 3\nflag no\n";
+	char *argv[] = {"prog",   "--name", "second", "--count-max=7",
+			"--flag", "--item", "c",      "rest"};
 	struct test_cfg c;
 	char err[256];
 	int fd, next = 0;
@@ -197,7 +198,8 @@ static void test_cfg_file_and_args(void **state)
 	assert_int_equal(c.count, 3);
 	assert_false(c.flag);
 	assert_int_equal(c.items.n, 2);
-	assert_int_equal(cfg_parse_args(test_opts, &c, 8, argv, 1, &next, err, sizeof(err)), RCS_OK);
+	assert_int_equal(cfg_parse_args(test_opts, &c, 8, argv, 1, &next, err, sizeof(err)),
+			 RCS_OK);
 	assert_int_equal(next, 7);
 	assert_string_equal(c.name, "second");
 	assert_int_equal(c.count, 7);
@@ -224,20 +226,20 @@ static void test_cfg_file_and_args(void **state)
 	unlink(path);
 	assert_int_equal(cfg_parse_file(test_opts, &c, path, err, sizeof(err)), RCS_ERR_IO);
 	{
-		char *bad[] = { "prog", "--nope" };
+		char *bad[] = {"prog", "--nope"};
 		assert_int_equal(cfg_parse_args(test_opts, &c, 2, bad, 1, &next, err, sizeof(err)),
 				 RCS_ERR_INVAL);
 		assert_non_null(strstr(err, "--nope"));
 	}
 	{
-		char *bools[] = { "prog", "--flag", "false", "--name", "n", "--flag", "--item", "x" };
+		char *bools[] = {"prog", "--flag", "false", "--name", "n", "--flag", "--item", "x"};
 		memset(&c, 0, sizeof(c));
-		assert_int_equal(cfg_parse_args(test_opts, &c, 5, bools, 1, &next, err, sizeof(err)),
-				 RCS_OK);
+		assert_int_equal(
+		    cfg_parse_args(test_opts, &c, 5, bools, 1, &next, err, sizeof(err)), RCS_OK);
 		assert_false(c.flag); /* "--flag false" */
 		assert_string_equal(c.name, "n");
-		assert_int_equal(cfg_parse_args(test_opts, &c, 8, bools, 5, &next, err, sizeof(err)),
-				 RCS_OK);
+		assert_int_equal(
+		    cfg_parse_args(test_opts, &c, 8, bools, 5, &next, err, sizeof(err)), RCS_OK);
 		assert_true(c.flag); /* "--flag" followed by another option */
 		assert_int_equal(c.items.n, 1);
 		cfg_free(test_opts, &c);
@@ -250,10 +252,10 @@ static void test_cfg_file_and_args(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_uuid_v7),	      cmocka_unit_test(test_uuid_valid),
-		cmocka_unit_test(test_status_order),  cmocka_unit_test(test_buf_ceiling),
-		cmocka_unit_test(test_jsonu_parse),   cmocka_unit_test(test_jsonu_getters),
-		cmocka_unit_test(test_cfg_file_and_args),
+	    cmocka_unit_test(test_uuid_v7),           cmocka_unit_test(test_uuid_valid),
+	    cmocka_unit_test(test_status_order),      cmocka_unit_test(test_buf_ceiling),
+	    cmocka_unit_test(test_jsonu_parse),       cmocka_unit_test(test_jsonu_getters),
+	    cmocka_unit_test(test_cfg_file_and_args),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -47,7 +47,8 @@ static int setup(void **state)
 	tags = parse("[\"lab\"]");
 	for (int i = 0; i < 3; i++) {
 		assert_int_equal(uuid_v7(f->dev[i]), RCS_OK);
-		assert_int_equal(store_device_insert(f->st, f->root, f->dev[i], "d", tags, 100), RCS_OK);
+		assert_int_equal(store_device_insert(f->st, f->root, f->dev[i], "d", tags, 100),
+				 RCS_OK);
 	}
 	json_object_put(tags);
 
@@ -143,8 +144,12 @@ static void make_jobs(struct fixture *f, struct job_new *jobs, size_t n, const c
 static enum store_move move(struct fixture *f, const char *job, enum job_status to, long long seq,
 			    const char *response)
 {
-	struct job_move m = { .ident = job, .to = to, .seq = seq, .response = response,
-			      .set_response_time = response != NULL, .now = 300 };
+	struct job_move m = {.ident = job,
+			     .to = to,
+			     .seq = seq,
+			     .response = response,
+			     .set_response_time = response != NULL,
+			     .now = 300};
 	enum store_move res = STORE_MOVE_DUPLICATE;
 
 	assert_int_equal(store_job_move(f->st, &m, &res), RCS_OK);
@@ -226,7 +231,7 @@ static void test_job_lifecycle(void **state)
 {
 	struct fixture *f = *state;
 	struct job_new jobs[1];
-	struct store_page pg = { 1, 500 };
+	struct store_page pg = {1, 500};
 	json_object *job = NULL, *hist = NULL, *items;
 
 	make_jobs(f, jobs, 1, NULL);
@@ -240,11 +245,13 @@ static void test_job_lifecycle(void **state)
 			 STORE_MOVE_APPLIED);
 	assert_int_equal(move(f, jobs[0].ident, JS_EDGE_TRANSMITTED, 1, NULL), STORE_MOVE_APPLIED);
 	/* the same report again, and a stale seq: nothing changes */
-	assert_int_equal(move(f, jobs[0].ident, JS_EDGE_TRANSMITTED, 1, NULL), STORE_MOVE_DUPLICATE);
+	assert_int_equal(move(f, jobs[0].ident, JS_EDGE_TRANSMITTED, 1, NULL),
+			 STORE_MOVE_DUPLICATE);
 	assert_int_equal(move(f, jobs[0].ident, JS_EDGE_STARTED, 1, NULL), STORE_MOVE_DUPLICATE);
 	assert_int_equal(move(f, jobs[0].ident, JS_EDGE_STARTED, 2, NULL), STORE_MOVE_APPLIED);
 	/* backwards is a duplicate too */
-	assert_int_equal(move(f, jobs[0].ident, JS_EDGE_TRANSMITTED, 3, NULL), STORE_MOVE_DUPLICATE);
+	assert_int_equal(move(f, jobs[0].ident, JS_EDGE_TRANSMITTED, 3, NULL),
+			 STORE_MOVE_DUPLICATE);
 	assert_int_equal(move(f, jobs[0].ident, JS_EDGE_RUNNING, 4, NULL), STORE_MOVE_APPLIED);
 	assert_int_equal(move(f, jobs[0].ident, JS_EDGE_RUNNING, 5, "50%"), STORE_MOVE_APPLIED);
 	assert_int_equal(move(f, jobs[0].ident, JS_TERMINATED, 6, "done"), STORE_MOVE_APPLIED);
@@ -262,7 +269,8 @@ static void test_job_lifecycle(void **state)
 	json_object_object_get_ex(hist, "items", &items);
 	assert_string_equal(jstr(json_object_array_get_idx(items, 0), "status"), "terminated");
 	assert_string_equal(jstr(json_object_array_get_idx(items, 1), "response"), "50%");
-	assert_string_equal(jstr(json_object_array_get_idx(items, 2), "response"), "sent over MQTT");
+	assert_string_equal(jstr(json_object_array_get_idx(items, 2), "response"),
+			    "sent over MQTT");
 	assert_string_equal(jstr(json_object_array_get_idx(items, 7), "status"), "initial");
 	assert_null(json_object_object_get(json_object_array_get_idx(items, 7), "response"));
 	json_object_put(hist);
@@ -272,7 +280,7 @@ static void test_cancel_then_late_report(void **state)
 {
 	struct fixture *f = *state;
 	struct job_new jobs[1];
-	struct store_page pg = { 1, 2 };
+	struct store_page pg = {1, 2};
 	json_object *job = NULL, *hist = NULL;
 
 	make_jobs(f, jobs, 1, NULL);
@@ -292,8 +300,11 @@ static void test_cancel_then_late_report(void **state)
 	json_object_put(hist);
 	/* the wrong owner can't move it */
 	{
-		struct job_move m = { .ident = jobs[0].ident, .entity_ident = f->dev[1],
-				      .to = JS_TERMINATED, .seq = 9, .now = 1 };
+		struct job_move m = {.ident = jobs[0].ident,
+				     .entity_ident = f->dev[1],
+				     .to = JS_TERMINATED,
+				     .seq = 9,
+				     .now = 1};
 		enum store_move res;
 		assert_int_equal(store_job_move(f->st, &m, &res), RCS_ERR_NOTFOUND);
 	}
@@ -303,7 +314,7 @@ static void test_lists_and_groups(void **state)
 {
 	struct fixture *f = *state;
 	struct job_new jobs[7];
-	struct store_page pg = { 2, 3 };
+	struct store_page pg = {2, 3};
 	struct job_filter jf;
 	json_object *page = NULL, *items, *devs = NULL, *g = NULL;
 
@@ -343,17 +354,17 @@ static void test_lists_and_groups(void **state)
 	/* another tenant sees nothing */
 	memset(&jf, 0, sizeof(jf));
 	assert_int_equal(
-		store_jobs_list(f->st, "00000000-0000-7000-8000-000000000000", &jf, &pg, &page),
-		RCS_OK);
+	    store_jobs_list(f->st, "00000000-0000-7000-8000-000000000000", &jf, &pg, &page),
+	    RCS_OK);
 	assert_int_equal(jint(page, "total_items"), 0);
 	json_object_put(page);
 
 	assert_int_equal(store_groups_list(f->st, f->root, &pg, &page), RCS_OK);
 	assert_int_equal(jint(page, "total_items"), 1);
 	json_object_object_get_ex(page, "items", &items);
-	assert_int_equal(store_group_get(f->st, f->root,
-					 jstr(json_object_array_get_idx(items, 0), "ident"), &g),
-			 RCS_OK);
+	assert_int_equal(
+	    store_group_get(f->st, f->root, jstr(json_object_array_get_idx(items, 0), "ident"), &g),
+	    RCS_OK);
 	assert_int_equal(jint(g, "total"), 7);
 	json_object_object_get_ex(g, "statuses", &items);
 	assert_int_equal(jint(items, "pending"), 6);
@@ -375,7 +386,7 @@ static void test_bulk_is_one_transaction(void **state)
 	struct fixture *f = *state;
 	struct job_new *jobs = calloc(10000, sizeof(*jobs));
 	struct job_filter jf;
-	struct store_page pg = { 1, 1 };
+	struct store_page pg = {1, 1};
 	json_object *page = NULL;
 	sqlite3 *db = NULL;
 	int before = 0, after = 0;
@@ -386,7 +397,8 @@ static void test_bulk_is_one_transaction(void **state)
 	assert_int_equal(sqlite3_file_control(db, "main", SQLITE_FCNTL_DATA_VERSION, &before),
 			 SQLITE_OK);
 	make_jobs(f, jobs, 10000, "big");
-	assert_int_equal(sqlite3_exec(db, "SELECT 1 FROM jobs LIMIT 1", NULL, NULL, NULL), SQLITE_OK);
+	assert_int_equal(sqlite3_exec(db, "SELECT 1 FROM jobs LIMIT 1", NULL, NULL, NULL),
+			 SQLITE_OK);
 	assert_int_equal(sqlite3_file_control(db, "main", SQLITE_FCNTL_DATA_VERSION, &after),
 			 SQLITE_OK);
 	assert_int_equal(after - before, 1);
@@ -401,13 +413,13 @@ static void test_bulk_is_one_transaction(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test_setup_teardown(test_reopen_and_schema, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_keys, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_task_versions, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_job_lifecycle, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_cancel_then_late_report, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_lists_and_groups, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_bulk_is_one_transaction, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_reopen_and_schema, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_keys, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_task_versions, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_job_lifecycle, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_cancel_then_late_report, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_lists_and_groups, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_bulk_is_one_transaction, setup, teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -157,10 +157,10 @@ static void test_lists_and_tags(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_variables_info),
-		cmocka_unit_test(test_variables),
-		cmocka_unit_test(test_email),
-		cmocka_unit_test(test_lists_and_tags),
+	    cmocka_unit_test(test_variables_info),
+	    cmocka_unit_test(test_variables),
+	    cmocka_unit_test(test_email),
+	    cmocka_unit_test(test_lists_and_tags),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
