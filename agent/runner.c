@@ -300,8 +300,16 @@ void runner_cancel(struct agent *a, const char *job)
 	} else if (journal_get_state(a->journal, job, &st) == RCS_OK && st == JOURNAL_QUEUED) {
 		journal_set_state(a->journal, job, JOURNAL_DROPPED);
 		link_report(a, job, JS_EDGE_ERROR, "cancelled before it started");
+	} else if (journal_get_state(a->journal, job, &st) == RCS_ERR_NOTFOUND) {
+		/* the cancel overtook its envelope: remember the job as dropped, so the
+		 * envelope, when it comes, is a repeat and never runs */
+		bool is_new = false;
+		if (journal_receive(a->journal, job, NULL, 0, "", 0, (int64_t)time(NULL), &is_new) ==
+			    RCS_OK &&
+		    is_new && journal_set_state(a->journal, job, JOURNAL_DROPPED) == RCS_OK)
+			link_report(a, job, JS_EDGE_ERROR, "cancelled before it arrived");
 	} else {
-		log_info("job %s: cancel for a job not waiting here, ignored", job);
+		log_info("job %s: cancel for a job that already ended, ignored", job);
 	}
 	pthread_mutex_unlock(&a->lock);
 }

@@ -687,6 +687,24 @@ class EndToEndTest(AgentTest):
             self.assertFalse(os.path.exists(os.path.join(self.files, marker)),
                              "the forged script ran")
 
+    def test_cancel_overtaking_its_envelope(self):
+        """A cancel that arrives before its envelope (the coordinator cancelled while it was
+        publishing) makes the envelope a repeat: the script never runs."""
+        env = self.genuine_envelope("genuine-" + uuid.uuid4().hex[:6])
+        marker = "overtaken-" + uuid.uuid4().hex[:6]
+        job = str(uuid.uuid4())
+        base = "rcs/v1/%s/%s/jobs/%s" % (self.client_root, self.main.entity_ident, job)
+        self.broker.pub(base + "/cancel", json.dumps({"v": 1, "job": job, "reason": "test"}))
+        wait_for(lambda: self.device_reports(job), timeout=5, what="the cancel's answer")
+        self.broker.pub(base, json.dumps(dict(env, job=job, variables={"marker": marker})))
+        time.sleep(1.0)
+        reps = [p for _, p in self.device_reports(job)]
+        self.assertTrue(reps, "no report for the cancelled job")
+        self.assertEqual({p["status"] for p in reps}, {"edge_error"}, reps)
+        self.assertIn("cancelled before it arrived", reps[0]["response"])
+        self.assertFalse(os.path.exists(os.path.join(self.files, marker)),
+                         "the cancelled job ran")
+
     def test_forged_envelopes_refused(self):
         env = self.genuine_envelope("genuine-" + uuid.uuid4().hex[:6])
         self.assertIsNotNone(env["signature"])
