@@ -1,0 +1,338 @@
+#!/usr/bin/env python3
+"""Fan-out benchmark (issue 6, part 1): one tag send to a fleet of simulated devices.
+
+Not part of the normal test run; never asserts on timings. Run it with
+
+    cmake --build build --target bench
+    # or: RCS_BIN_DIR=build/bin python3 tests/bench/bench_fanout.py --devices 10000 --runs 3
+
+Per run, on a fresh mosquitto (max_queued_messages 100000, max_connections -1, free port)
+and a fresh copy of a prepared database (one tenant, N devices holding the tag "fleet", a
+task on the stock echo script):
+
+  coordinator run: rcs-coordinator serve --mqtt, fleetsim connects the N devices, wait until
+      the coordinator has them all online, POST /tasks/<id>/jobs/tags, measure the POST's
+      latency, the time until all N jobs are terminated in the database (polling
+      GET /jobs?group_ident=..&status=terminated&per_page=1 every 100 ms), jobs/s, and the
+      coordinator's peak RSS (VmHWM).
+  baseline run: the same simulator and broker without the coordinator: one extra MQTT
+      connection publishes N envelopes of the size the coordinator sent and waits for the
+      4N reports (fleetsim --baseline).
+
+Prints every run and the medians as JSON (--json FILE writes them too).
+"""
+
+import argparse
+import concurrent.futures
+import json
+import os
+import platform
+import resource
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "integration"))
+import rcs_harness as h  # noqa: E402
+
+FLEETSIM = os.environ.get("RCS_FLEETSIM", os.path.join(h.BIN_DIR, "fleetsim"))
+TAG = "fleet"
+
+
+def log(*a):
+    print("[bench %s]" % time.strftime("%H:%M:%S"), *a, file=sys.stderr, flush=True)
+
+
+def raise_nofile():
+    """Children (mosquitto, fleetsim) inherit this: one descriptor per device each."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft < hard:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+    return resource.getrlimit(resource.RLIMIT_NOFILE)
+
+
+def vm_field(pid, field):
+    try:
+        with open("/proc/%d/status" % pid) as f:
+            for line in f:
+                if line.startswith(field + ":"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return None
+
+
+def cpu_of(pid):
+    """user+system CPU seconds of a process so far."""
+    with open("/proc/%d/stat" % pid) as f:
+        parts = f.read().rsplit(")", 1)[1].split()
+    tck = os.sysconf("SC_CLK_TCK")
+    return (int(parts[11]) + int(parts[12])) / tck
+
+
+class Fleetsim:
+    def __init__(self, workdir, idents_file, client_root, port, extra=()):
+        self.lines = []
+        self.ready = threading.Event()
+        self.err = open(os.path.join(workdir, "fleetsim-%d.log" % port), "ab")
+        self.proc = subprocess.Popen(
+            [FLEETSIM, "--idents", idents_file, "--root", client_root, "--port", str(port),
+             *extra], stdout=subprocess.PIPE, stderr=self.err, text=True)
+        self.t = threading.Thread(target=self._read, daemon=True)
+        self.t.start()
+
+    def _read(self):
+        for line in self.proc.stdout:
+            line = line.strip()
+            self.lines.append(line)
+            if line.startswith("READY"):
+                self.ready.set()
+
+    def wait_ready(self, timeout):
+        if not self.ready.wait(timeout):
+            raise RuntimeError("fleetsim: not all devices connected within %ds" % timeout)
+
+    def result(self, timeout=600):
+        self.proc.wait(timeout=timeout)
+        self.t.join(5)
+        self.err.close()
+        for line in reversed(self.lines):
+            if line.startswith("{"):
+                return json.loads(line)
+        raise RuntimeError("fleetsim printed no result: %r" % self.lines[-5:])
+
+    def stop(self):
+        if self.proc.poll() is None:
+            self.proc.send_signal(2)
+        return self.result()
+
+
+def start_broker(workdir):
+    b = h.Mosquitto(workdir, persistence=False, extra_conf="max_connections -1\n")
+    return b.start()
+
+
+def prepare(workdir, n):
+    """A database with one tenant, n devices tagged TAG and an echo task; returns
+    (db path, client_root, api key, task ident, idents file)."""
+    coord = h.Coordinator(workdir, db=os.path.join(workdir, "template.db"))
+    tenant = coord.init_tenant(user="bench")
+    coord.start()
+    api = coord.api(tenant["api_key"])
+    t0 = time.time()
+
+    def make(i):
+        r = api.post("/devices", {"name": "sim-%05d" % i, "tags": [TAG]})
+        if r.status != 201:
+            raise RuntimeError("POST /devices: %r" % r)
+        return r.json["entity_ident"]
+
+    with concurrent.futures.ThreadPoolExecutor(8) as ex:
+        idents = list(ex.map(make, range(n)))
+    log("created %d devices in %.1f s" % (n, time.time() - t0))
+    r = api.post("/tasks", {"name": "bench echo", "script": "echo"})
+    if r.status != 201:
+        raise RuntimeError("POST /tasks: %r" % r)
+    task = r.json["ident"]
+    rc = coord.stop()
+    if rc != 0:
+        raise RuntimeError("coordinator exited with %r" % rc)
+    idf = os.path.join(workdir, "idents.txt")
+    with open(idf, "w") as f:
+        f.write("\n".join(idents) + "\n")
+    return coord.db, tenant["client_root"], tenant["api_key"], task, idf
+
+
+def copy_db(src, dst):
+    for suffix in ("", "-wal", "-shm"):
+        if os.path.exists(src + suffix):
+            shutil.copyfile(src + suffix, dst + suffix)
+
+
+def total(api, path):
+    r = api.get(path)
+    if r.status != 200:
+        raise RuntimeError("GET %s: %r" % (path, r))
+    return r.json["total_items"]
+
+
+def coordinator_run(workdir, k, prep, n, timeout, coord_args=()):
+    template, client_root, key, task, idf = prep
+    db = os.path.join(workdir, "run-%d.db" % k)
+    copy_db(template, db)
+    broker = start_broker(workdir)
+    coord = h.Coordinator(workdir, db=db, extra_args=("--mqtt", broker.url, *coord_args))
+    sim = None
+    try:
+        coord.start()
+        api = coord.api(key)
+        sim = Fleetsim(workdir, idf, client_root, broker.port)
+        sim.wait_ready(timeout)
+        deadline = time.time() + timeout
+        while total(api, "/devices?online=true&per_page=1") < n:
+            if time.time() > deadline:
+                raise RuntimeError("devices not online in the coordinator")
+            time.sleep(0.1)
+        time.sleep(0.5)  # let the state messages settle
+        load1 = os.getloadavg()[0]
+        rss_before = vm_field(coord.proc.pid, "VmRSS")
+        cpu0 = cpu_of(coord.proc.pid)
+        t0 = time.monotonic()
+        r = api.post("/tasks/%s/jobs/tags" % task, {"tag": TAG, "group_name": "bench-%d" % k})
+        t_post = time.monotonic() - t0
+        if r.status != 201:
+            raise RuntimeError("tag send: %r" % r)
+        group = r.json["group"]["ident"]
+        created, rejected = len(r.json["items"]), len(r.json["rejected"])
+        done = 0
+        path = "/jobs?group_ident=%s&status=terminated&per_page=1" % group
+        while True:
+            done = total(api, path)
+            t_all = time.monotonic() - t0
+            if done >= n:
+                break
+            if t_all > timeout:
+                break
+            time.sleep(0.1)
+        complete = done >= n
+        g = api.get("/groups/%s" % group)
+        statuses = g.json.get("statuses") if g.status == 200 else None
+        if not complete:
+            log("run %d: only %d of %d jobs terminated after %ds: %s" % (
+                k, done, n, timeout, statuses))
+        cpu1 = cpu_of(coord.proc.pid)
+        hwm = vm_field(coord.proc.pid, "VmHWM")
+        res = {"complete": complete, "load1_before_send": load1, "statuses": statuses, "post_s": round(t_post, 4), "post_response_bytes": len(r.raw),
+               "all_terminated_s": round(t_all, 3) if complete else None,
+               "jobs_per_s": round(n / t_all, 1) if complete else None, "peak_rss_mb": round(hwm / 2**20, 1),
+               "rss_before_send_mb": round(rss_before / 2**20, 1),
+               "coordinator_cpu_s": round(cpu1 - cpu0, 2), "created": created,
+               "rejected": rejected}
+    finally:
+        simres = sim.stop() if sim else None
+        coord.stop()
+        broker.stop()
+    res["sim"] = simres
+    return res
+
+
+def baseline_run(workdir, prep, n, env_size, timeout):
+    _, client_root, _, _, idf = prep
+    broker = start_broker(workdir)
+    try:
+        sim = Fleetsim(workdir, idf, client_root, broker.port,
+                       extra=("--baseline", "--env-size", str(env_size),
+                              "--timeout", str(timeout)))
+        res = sim.result(timeout + 30)
+    finally:
+        broker.stop()
+    if res.get("baseline_s", -1) <= 0:
+        raise RuntimeError("baseline did not complete: %r" % res)
+    return res
+
+
+def machine():
+    mem = ""
+    with open("/proc/meminfo") as f:
+        for line in f:
+            if line.startswith("MemTotal:"):
+                mem = "%.1f GiB" % (int(line.split()[1]) / 2**20)
+    cpu = platform.processor() or ""
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    cpu = line.split(":", 1)[1].strip()
+                    break
+    except OSError:
+        pass
+    return {"nproc": os.cpu_count(), "memory": mem, "kernel": platform.release(), "cpu": cpu,
+            "mosquitto": subprocess.run([h.MOSQUITTO, "-h"], capture_output=True, text=True)
+            .stdout.splitlines()[0] if os.path.exists(h.MOSQUITTO) else "?"}
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--devices", type=int, default=10000)
+    ap.add_argument("--runs", type=int, default=3)
+    ap.add_argument("--timeout", type=int, default=120,
+                    help="per phase, seconds (a run past it is reported incomplete)")
+    ap.add_argument("--json", help="also write the results to this file")
+    ap.add_argument("--coordinator-arg", action="append", default=[],
+                    help="extra argument for rcs-coordinator serve (repeatable), e.g. --debug")
+    ap.add_argument("--keep", action="store_true", help="keep the work directory")
+    a = ap.parse_args()
+
+    soft, hard = raise_nofile()
+    n = a.devices
+    if soft < n + 100:
+        log("RLIMIT_NOFILE is %d (hard %d): too low for %d devices; fleetsim will simulate "
+            "fewer" % (soft, hard, n))
+    workdir = tempfile.mkdtemp(prefix="rcs-bench-")
+    log("work directory", workdir)
+    try:
+        sim_ceiling = json.loads(subprocess.run([FLEETSIM, "--selftest"], capture_output=True,
+                                                text=True, check=True).stdout)
+        prep = prepare(workdir, n)
+        runs = []
+        for k in range(1, a.runs + 1):
+            c = coordinator_run(workdir, k, prep, n, a.timeout, a.coordinator_arg)
+            log("run %d coordinator: %s" % (k, json.dumps({x: y for x, y in c.items()
+                                                           if x != "sim"})))
+            env = int(c["sim"]["env_bytes_avg"]) or 1200
+            b = baseline_run(workdir, prep, n, env, a.timeout)
+            log("run %d baseline: %.3f s (%d envelopes of %d bytes, 4x%d reports)" % (
+                k, b["baseline_s"], n, env, n))
+            c["baseline_s"] = b["baseline_s"]
+            c["baseline"] = b
+            c["ratio"] = (round(c["all_terminated_s"] / b["baseline_s"], 2)
+                          if c["complete"] else None)
+            runs.append(c)
+
+        def med(key):
+            v = [r[key] for r in runs if r[key] is not None]
+            return statistics.median(v) if v else float("nan")
+
+        sims = [r["sim"] for r in runs] + [r["baseline"] for r in runs]
+        summary = {
+            "devices": n, "runs": a.runs, "machine": machine(),
+            "incomplete_runs": sum(1 for r in runs if not r["complete"]),
+            "load_average_at_end": os.getloadavg(),
+            "median": {"post_s": med("post_s"), "all_terminated_s": med("all_terminated_s"),
+                       "jobs_per_s": med("jobs_per_s"), "peak_rss_mb": med("peak_rss_mb"),
+                       "baseline_s": med("baseline_s"),
+                       "baseline_jobs_per_s": round(n / med("baseline_s"), 1),
+                       "ratio": med("ratio"),
+                       "coordinator_cpu_s": med("coordinator_cpu_s")},
+            "simulator": {
+                "selftest": sim_ceiling,
+                "cpu_us_per_msg_max": max(s["cpu_us_per_msg"] for s in sims),
+                "baseline_cpu_s_median": statistics.median(
+                    r["baseline"]["cpu_during_exchange_s"] for r in runs)},
+            "targets": {},
+            "runs": runs,
+        }
+        m = summary["median"]
+        summary["targets"] = {
+            "post <= 0.300 s": m["post_s"] <= 0.3,
+            "all terminated <= 5 s": m["all_terminated_s"] <= 5,
+            "<= 3x baseline": m["ratio"] <= 3,
+            "peak RSS <= 100 MB": m["peak_rss_mb"] <= 100,
+        }
+        out = json.dumps(summary, indent=1)
+        print(out)
+        if a.json:
+            with open(a.json, "w") as f:
+                f.write(out + "\n")
+    finally:
+        if not a.keep:
+            shutil.rmtree(workdir, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
