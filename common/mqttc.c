@@ -373,8 +373,15 @@ enum rcs_err mqttc_publish(struct mqttc *m, const char *topic, const void *paylo
 	rc = MQTTAsync_sendMessage(m->client, topic, &msg, &ro);
 	if (rc != MQTTASYNC_SUCCESS) {
 		free(p);
-		log_debug("publish %s: error %d", topic, rc);
-		return rc == MQTTASYNC_DISCONNECTED ? RCS_ERR_BUSY : RCS_ERR_IO;
+		if (rc == MQTTASYNC_DISCONNECTED)
+			return RCS_ERR_BUSY;
+		if (rc == MQTTASYNC_MAX_MESSAGES_INFLIGHT || rc == MQTTASYNC_NO_MORE_MSGIDS ||
+		    rc == MQTTASYNC_MAX_BUFFERED_MESSAGES) {
+			log_debug("publish %s: client queue full (%d)", topic, rc);
+			return RCS_ERR_FULL;
+		}
+		log_warnx("publish %s: error %d", topic, rc);
+		return RCS_ERR_IO;
 	}
 	return RCS_OK;
 }

@@ -54,7 +54,8 @@ void mqttc_stop(struct mqttc *m, int timeout_ms);
 bool mqttc_connected(struct mqttc *m);
 /*
  * Queues a publish. RCS_ERR_BUSY when not connected (nothing is queued:
- * the caller keeps the message and sends it after the next on_connected).
+ * the caller keeps the message and sends it after the next on_connected);
+ * RCS_ERR_FULL when the client's queue is full for now (retry shortly).
  * tag (non-zero) is handed back in on_published.
  */
 enum rcs_err mqttc_publish(struct mqttc *m, const char *topic, const void *payload, size_t len,

@@ -55,6 +55,7 @@ struct bridge {
 	struct in_msg *in_head, *in_tail;
 	size_t in_n;
 	json_object *out; /* job idents to publish */
+	json_object *retry; /* job idents sent (transmited) whose publish the client refused */
 	int efd;          /* eventfd: work arrived */
 	int clock_fd;     /* timerfd: the wall clock was set */
 
@@ -194,10 +195,16 @@ static enum rcs_err bridge_publish_job(struct bridge *b, const char *ident, bool
 	env_json = proto_envelope_encode(&env);
 	payload = jsonu_dump(env_json, &len);
 	proto_topic_make(topic, PROTO_JOB, env.client_root, env.entity_ident, ident);
-	/* a failure here leaves the job transmited: re-sent after the next connect */
+	/* a failure here leaves the job transmited: sent again shortly (client queue full)
+	 * or after the next connect */
 	err = mqttc_publish(b->mq, topic, payload, len, 1, false, 0);
-	if (err == RCS_OK)
+	if (err == RCS_OK) {
 		err = store_job_mark_sent(b->st, ident, now);
+	} else if (err != RCS_ERR_BUSY) {
+		pthread_mutex_lock(&b->lock);
+		json_object_array_add(b->retry, json_object_new_string(ident));
+		pthread_mutex_unlock(&b->lock);
+	}
 out:
 	store_task_version_free(&own);
 	if (env_json)
@@ -215,7 +222,7 @@ static void bridge_publish_list(struct bridge *b, json_object *idents, bool rese
 		enum rcs_err err = bridge_publish_job(b, id, resend, true, NULL);
 		if (err == RCS_ERR_BUSY)
 			break; /* disconnected: the resync after the next connect catches up */
-		if (err != RCS_OK)
+		if (err != RCS_OK && err != RCS_ERR_FULL)
 			log_warnx("job %s: not sent: %s", id, rcs_strerror(err));
 	}
 }
@@ -553,7 +560,7 @@ static void *bridge_worker(void *arg)
 	for (;;) {
 		struct pollfd pfd[2] = {{b->efd, POLLIN, 0}, {b->clock_fd, POLLIN, 0}};
 		struct in_msg *batch = NULL, *last = NULL;
-		json_object *out = NULL;
+		json_object *out = NULL, *retry;
 		bool resync, stop;
 		int64_t now = (int64_t)time(NULL);
 		int timeout_ms;
@@ -599,6 +606,22 @@ static void *bridge_worker(void *arg)
 		}
 		if (resync && mqttc_connected(b->mq))
 			bridge_catch_up(b, NULL, now);
+		/* envelopes the client refused (its queue was full): again, after a pause */
+		pthread_mutex_lock(&b->lock);
+		retry = NULL;
+		if (json_object_array_length(b->retry) > 0 && mqttc_connected(b->mq)) {
+			retry = b->retry;
+			b->retry = json_object_new_array();
+		}
+		pthread_mutex_unlock(&b->lock);
+		if (retry) {
+			struct timespec pause = { 0, 100 * 1000000L };
+			nanosleep(&pause, NULL);
+			log_info("sending %zu envelopes again (the MQTT client's queue was full)",
+				 json_object_array_length(retry));
+			bridge_publish_list(b, retry, true);
+			json_object_put(retry);
+		}
 		if (run_schedule || (next_deadline && now >= next_deadline)) {
 			next_deadline = bridge_schedule(b, now);
 			run_schedule = false;
@@ -621,7 +644,8 @@ static void *bridge_worker(void *arg)
 		}
 		/* sleep until new work, a clock change, or the next deadline */
 		pthread_mutex_lock(&b->lock);
-		n = b->in_n + (b->in_head ? 1 : 0) + json_object_array_length(b->out);
+		n = b->in_n + (b->in_head ? 1 : 0) + json_object_array_length(b->out) +
+		    (mqttc_connected(b->mq) ? json_object_array_length(b->retry) : 0);
 		pthread_mutex_unlock(&b->lock);
 		if (n > 0)
 			continue;
@@ -672,6 +696,7 @@ enum rcs_err bridge_start(const struct bridge_opts *opts, struct store *st, stru
 	b->max_payload = opts->max_payload ? opts->max_payload : PROTO_MAX_PAYLOAD;
 	b->resend_after = opts->resend_after > 0 ? opts->resend_after : 60;
 	b->out = json_object_new_array();
+	b->retry = json_object_new_array();
 	b->efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
 	b->clock_fd = timerfd_create(CLOCK_REALTIME, TFD_NONBLOCK | TFD_CLOEXEC);
 	if (b->efd < 0 || b->clock_fd < 0) {
@@ -728,6 +753,7 @@ void bridge_stop(struct bridge *b)
 	if (b->tv_valid)
 		store_task_version_free(&b->tv);
 	json_object_put(b->out);
+	json_object_put(b->retry);
 	if (b->efd >= 0)
 		close(b->efd);
 	if (b->clock_fd >= 0)
