@@ -29,6 +29,7 @@ struct api_app {
 	struct store *st;
 	struct lifecycle *lc;
 	struct signer *signer;
+	unsigned auth_fail_limit; /* unknown keys per client address and minute, then 429 */
 	size_t max_body;
 };
 
@@ -47,6 +48,7 @@ struct api_req {
 struct api_resp {
 	int status;
 	json_object *body; /* owned; NULL for 204 */
+	int retry_after;   /* seconds, for a Retry-After header (0: none) */
 };
 
 typedef void (*api_handler)(struct api_req *req, struct api_resp *resp);

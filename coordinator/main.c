@@ -51,6 +51,7 @@ struct settings {
 	char *smtp_password;
 	long long smtp_max_per_hour;
 	long long smtp_retry_base;
+	long long auth_fail_limit;
 	bool debug;
 	bool check;
 	/* subcommand options */
@@ -100,6 +101,8 @@ static const struct cfg_opt serve_opts[] = {
 	    "mails per tenant and hour, beyond: suppressed (default 600, 0: no cap)"),
     OPT_INT("smtp_retry_base", smtp_retry_base, 1, 3600, "SECONDS",
 	    "first retry of a failed mail, doubling up to an hour (default 30)"),
+    OPT_INT("auth_fail_limit", auth_fail_limit, 0, 1000000, "N",
+	    "unknown api keys per client address and minute before 429 (default 120, 0: off)"),
     OPT("debug", CFG_BOOL, debug, NULL, "log every request"),
     OPT("check", CFG_BOOL, check, NULL, "check the configuration and keys, then exit"),
     {NULL, 0, 0, 0, 0, NULL, NULL},
@@ -403,6 +406,7 @@ static int cmd_serve(struct settings *s)
 	app.lc = &lc;
 	app.signer = signer;
 	app.max_body = (size_t)s->max_body;
+	app.auth_fail_limit = (unsigned)s->auth_fail_limit;
 	err = http_api_start(&app, s->listen, (unsigned)s->threads, &http);
 	if (err != RCS_OK) {
 		fprintf(stderr, "rcs-coordinator: cannot serve on %s\n", s->listen);
@@ -444,6 +448,7 @@ int main(int argc, char **argv)
 	s.resend_after = 60;
 	s.smtp_max_per_hour = 600;
 	s.smtp_retry_base = 30;
+	s.auth_fail_limit = 120;
 	log_init("rcs-coordinator", LOG_LVL_INFO);
 	if (argc < 2) {
 		usage(stderr);

@@ -1941,9 +1941,13 @@ enum rcs_err store_groups_list(struct store *st, const char *client_root,
 
 int64_t store_job_expiry(int64_t created_at, int64_t scheduled_time, int64_t ttl)
 {
+	int64_t from = scheduled_time > created_at ? scheduled_time : created_at;
+
 	if (ttl <= 0)
 		return 0;
-	return (scheduled_time > created_at ? scheduled_time : created_at) + ttl;
+	/* scheduled_time may be up to INT64_MAX - 1: saturate (in the protocol's range,
+	 * which ends at INT64_MAX - 1) rather than overflow */
+	return from > INT64_MAX - 1 - ttl ? INT64_MAX - 1 : from + ttl;
 }
 
 enum rcs_err store_device_state(struct store *st, const char *client_root, const char *entity_ident,

@@ -254,7 +254,8 @@ enum rcs_err store_groups_list(struct store *st, const char *client_root,
 
 /* ---- for the transport and the scheduler ---- */
 
-/* When a job with ttl expires: max(created_at, scheduled_time) + ttl; 0 without ttl. */
+/* When a job with ttl expires: max(created_at, scheduled_time) + ttl (at most INT64_MAX - 1);
+ * 0 without ttl. */
 int64_t store_job_expiry(int64_t created_at, int64_t scheduled_time, int64_t ttl);
 
 /* Applies a device's state message; RCS_ERR_NOTFOUND when the tenant has no

@@ -252,5 +252,36 @@ class MaxBodyTest(CoordinatorTest):
         self.assertTrue(self.coord.alive())
 
 
+class KeyGuessingTest(CoordinatorTest):
+    """Repeated unknown keys from one address are slowed down (429 for a minute)."""
+
+    extra_args = ("--auth-fail-limit", "5")
+
+    def test_unknown_keys_then_429(self):
+        guesser = self.coord.api("rcs_" + "0" * 48)
+        for i in range(6):
+            self.assertError(guesser.get("/tasks"), 401, "unauthorized")
+        r = guesser.get("/tasks")
+        self.assertError(r, 429, "too_many_requests")
+        wait = int(r.headers.get("Retry-After", "0"))
+        self.assertTrue(0 < wait <= 60, r.headers)
+        # while it lasts, a valid key from the same address is refused too: a guess that
+        # hits a real key can't be told from one that doesn't
+        self.assertError(self.admin.get("/tasks"), 429, "too_many_requests")
+        # a request without any key is not a guess and is not counted, but is refused too
+        self.assertError(self.coord.api(None).get("/tasks"), 429, "too_many_requests")
+        self.assertIn("too many unknown api keys", self.coord.read_log())
+
+
+class KeyGuessingDefaultTest(CoordinatorTest):
+    """The default limit leaves ordinary mistakes alone."""
+
+    def test_a_few_bad_keys_are_only_401(self):
+        guesser = self.coord.api("rcs_" + "1" * 48)
+        for i in range(30):
+            self.assertError(guesser.get("/tasks"), 401, "unauthorized")
+        self.assertStatus(self.admin.get("/tasks"), 200)
+
+
 if __name__ == "__main__":
     unittest.main()
