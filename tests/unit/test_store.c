@@ -410,9 +410,21 @@ static void test_bulk_is_one_transaction(void **state)
 	free(jobs);
 }
 
+/* max(created_at, scheduled_time) + ttl; the API allows scheduled_time up to INT64_MAX - 1 */
+static void test_job_expiry(void **state)
+{
+	(void)state;
+	assert_int_equal(store_job_expiry(100, 0, 0), 0);
+	assert_int_equal(store_job_expiry(100, 0, 10), 110);
+	assert_int_equal(store_job_expiry(100, 200, 10), 210);
+	assert_int_equal(store_job_expiry(100, INT64_MAX - 1, 31536000), INT64_MAX - 1);
+	assert_int_equal(store_job_expiry(100, INT64_MAX - 11, 10), INT64_MAX - 1);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
+	    cmocka_unit_test(test_job_expiry),
 	    cmocka_unit_test_setup_teardown(test_reopen_and_schema, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_keys, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_task_versions, setup, teardown),
