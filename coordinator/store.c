@@ -14,8 +14,18 @@
 #include "log.h"
 #include "manifest.h"
 
+#define STORE_CACHE 64 /* prepared statements kept for reuse */
+
 struct store {
 	sqlite3 *db;
+	/* statements of constant SQL, prepared once: re-parsing SQL was half the cost of
+	 * applying a device report (perf, BENCHMARKS.md) */
+	struct {
+		const char *sql; /* a string literal: compared by address */
+		sqlite3_stmt *stmt;
+		bool busy;       /* in use (a nested use of the same SQL gets a fresh one) */
+	} cache[STORE_CACHE];
+	int ncache;
 	pthread_mutex_t lock; /* recursive */
 	int tx_depth;
 };
@@ -231,7 +241,7 @@ static enum rcs_err store_exec(struct store *st, const char *sql)
 	return RCS_OK;
 }
 
-static enum rcs_err store_prepare(struct store *st, const char *sql, sqlite3_stmt **out)
+static enum rcs_err store_prepare_fresh(struct store *st, const char *sql, sqlite3_stmt **out)
 {
 	int rc = sqlite3_prepare_v3(st->db, sql, -1, SQLITE_PREPARE_PERSISTENT, out, NULL);
 
@@ -240,6 +250,53 @@ static enum rcs_err store_prepare(struct store *st, const char *sql, sqlite3_stm
 		return store_rc(st->db, rc, sql);
 	}
 	return RCS_OK;
+}
+
+/*
+ * Prepares a statement of constant SQL (a string literal: the cache compares
+ * addresses), reusing the one prepared before. Release it with store_release().
+ * The caller holds the store's lock.
+ */
+static enum rcs_err store_prepare(struct store *st, const char *sql, sqlite3_stmt **out)
+{
+	enum rcs_err err;
+	int free_slot = -1;
+
+	for (int i = 0; i < st->ncache; i++) {
+		if (st->cache[i].sql != sql)
+			continue;
+		if (st->cache[i].busy)
+			return store_prepare_fresh(st, sql, out); /* nested use */
+		st->cache[i].busy = true;
+		*out = st->cache[i].stmt;
+		return RCS_OK;
+	}
+	if (st->ncache < STORE_CACHE)
+		free_slot = st->ncache;
+	err = store_prepare_fresh(st, sql, out);
+	if (err != RCS_OK || free_slot < 0)
+		return err;
+	st->cache[free_slot].sql = sql;
+	st->cache[free_slot].stmt = *out;
+	st->cache[free_slot].busy = true;
+	st->ncache++;
+	return RCS_OK;
+}
+
+/* Gives a statement back: a cached one is reset for its next use, others finalized. */
+static void store_release(struct store *st, sqlite3_stmt *s)
+{
+	if (s == NULL)
+		return;
+	for (int i = 0; i < st->ncache; i++) {
+		if (st->cache[i].stmt == s) {
+			sqlite3_reset(s);
+			sqlite3_clear_bindings(s);
+			st->cache[i].busy = false;
+			return;
+		}
+	}
+	sqlite3_finalize(s);
 }
 
 /* Binding helpers: text may be NULL (binds NULL). */
@@ -360,18 +417,18 @@ static enum rcs_err store_list(struct store *st, const char *cols, const char *f
 	*out = NULL;
 	store_lock(st);
 	snprintf(sql, sizeof(sql), "SELECT count(*) FROM %s%s", from, q->where);
-	err = store_prepare(st, sql, &s);
+	err = store_prepare_fresh(st, sql, &s);
 	if (err != RCS_OK)
 		goto out;
 	qb_bind(q, s);
 	if (sqlite3_step(s) == SQLITE_ROW)
 		total = sqlite3_column_int64(s, 0);
-	sqlite3_finalize(s);
+	store_release(st, s);
 	s = NULL;
 
 	snprintf(sql, sizeof(sql), "SELECT %s FROM %s%s ORDER BY %s LIMIT ?%d OFFSET ?%d", cols,
 		 from, q->where, order, q->n + 1, q->n + 2);
-	err = store_prepare(st, sql, &s);
+	err = store_prepare_fresh(st, sql, &s);
 	if (err != RCS_OK)
 		goto out;
 	qb_bind(q, s);
@@ -386,7 +443,7 @@ static enum rcs_err store_list(struct store *st, const char *cols, const char *f
 	*out = store_page_wrap(pg, total, items);
 	items = NULL;
 out:
-	sqlite3_finalize(s);
+	store_release(st, s);
 	store_unlock(st);
 	if (items)
 		json_object_put(items);
@@ -419,7 +476,7 @@ static enum rcs_err store_get_row(struct store *st, const char *sql, const char 
 		err = store_rc(st->db, rc, "get");
 	}
 out:
-	sqlite3_finalize(s);
+	store_release(st, s);
 	store_unlock(st);
 	return err;
 }
@@ -444,7 +501,7 @@ static enum rcs_err store_write(struct store *st, const char *sql, int *changes,
 	if (changes)
 		*changes = sqlite3_changes(st->db);
 out:
-	sqlite3_finalize(s);
+	store_release(st, s);
 	store_unlock(st);
 	return err;
 }
@@ -457,12 +514,12 @@ static enum rcs_err store_migrate(struct store *st)
 	int have = 0;
 	enum rcs_err err;
 
-	err = store_prepare(st, "PRAGMA user_version", &s);
+	err = store_prepare_fresh(st, "PRAGMA user_version", &s);
 	if (err != RCS_OK)
 		return err;
 	if (sqlite3_step(s) == SQLITE_ROW)
 		have = sqlite3_column_int(s, 0);
-	sqlite3_finalize(s);
+	store_release(st, s);
 	if (have > (int)STORE_N_MIGRATIONS) {
 		log_warnx("database schema %d is newer than this coordinator (%d)", have,
 			  (int)STORE_N_MIGRATIONS);
@@ -491,6 +548,14 @@ static enum rcs_err store_migrate(struct store *st)
 	return RCS_OK;
 }
 
+static pthread_once_t store_once = PTHREAD_ONCE_INIT;
+
+static void store_global_init(void)
+{
+	sqlite3_config(SQLITE_CONFIG_MEMSTATUS, 0);
+	sqlite3_initialize();
+}
+
 enum rcs_err store_open(const char *path, struct store **out)
 {
 	struct store *st = NULL;
@@ -499,6 +564,8 @@ enum rcs_err store_open(const char *path, struct store **out)
 	int rc;
 
 	*out = NULL;
+	/* allocation statistics cost a global lock per malloc; nothing here reads them */
+	pthread_once(&store_once, store_global_init);
 	st = calloc(1, sizeof(*st));
 	if (st == NULL)
 		goto out;
@@ -536,6 +603,9 @@ void store_close(struct store *st)
 {
 	if (st == NULL)
 		return;
+	for (int i = 0; i < st->ncache; i++)
+		sqlite3_finalize(st->cache[i].stmt);
+	st->ncache = 0;
 	if (st->db) {
 		/* a clean close checkpoints the WAL into the main file */
 		if (sqlite3_close(st->db) != SQLITE_OK)
@@ -714,7 +784,7 @@ enum rcs_err store_key_lookup(struct store *st, const char *key_hash, struct aut
 		err = store_rc(st->db, rc, "key lookup");
 	}
 out:
-	sqlite3_finalize(s);
+	store_release(st, s);
 	store_unlock(st);
 	return err;
 }
@@ -766,7 +836,7 @@ static enum rcs_err store_blob_put(struct store *st, const char *sha, const char
 	sqlite3_bind_text(s, 1, sha, -1, SQLITE_STATIC);
 	sqlite3_bind_blob64(s, 2, src, len, SQLITE_STATIC);
 	err = store_rc(st->db, sqlite3_step(s), "blob put");
-	sqlite3_finalize(s);
+	store_release(st, s);
 	return err;
 }
 
@@ -807,7 +877,7 @@ enum rcs_err store_script_put(struct store *st, const char *client_root, const c
 	sqlite3_bind_int64(s, 5, now);
 	err = store_rc(st->db, sqlite3_step(s), "script put");
 out:
-	sqlite3_finalize(s);
+	store_release(st, s);
 	return store_sp_end(st, err);
 }
 
@@ -878,7 +948,7 @@ enum rcs_err store_script_source(struct store *st, const char *client_root, cons
 		err = rc == SQLITE_DONE ? RCS_ERR_NOTFOUND : store_rc(st->db, rc, "script source");
 	}
 out:
-	sqlite3_finalize(s);
+	store_release(st, s);
 	store_unlock(st);
 	return err;
 }
@@ -1036,7 +1106,7 @@ enum rcs_err store_task_put(struct store *st, const struct task_write *t, bool i
 		err = RCS_ERR_NOTFOUND;
 		goto out;
 	}
-	sqlite3_finalize(s);
+	store_release(st, s);
 	s = NULL;
 	err = store_prepare(
 	    st,
@@ -1056,7 +1126,7 @@ enum rcs_err store_task_put(struct store *st, const struct task_write *t, bool i
 	bind_json(s, 8, t->signature, NULL);
 	err = store_rc(st->db, sqlite3_step(s), "task version put");
 out:
-	sqlite3_finalize(s);
+	store_release(st, s);
 	return store_sp_end(st, err);
 }
 
@@ -1154,7 +1224,7 @@ enum rcs_err store_tasks_using_script(struct store *st, const char *client_root,
 		*out = NULL;
 	}
 out:
-	sqlite3_finalize(s);
+	store_release(st, s);
 	store_unlock(st);
 	return err;
 }
@@ -1199,7 +1269,7 @@ enum rcs_err store_task_version_get(struct store *st, const char *task_ident, lo
 	out->signature = col_json(s, 5);
 	out->timeout = sqlite3_column_int64(s, 6);
 out:
-	sqlite3_finalize(s);
+	store_release(st, s);
 	store_unlock(st);
 	if (err != RCS_OK)
 		store_task_version_free(out);
@@ -1390,7 +1460,7 @@ enum rcs_err store_devices_with_tag(struct store *st, const char *client_root, c
 		*out = NULL;
 	}
 out:
-	sqlite3_finalize(s);
+	store_release(st, s);
 	store_unlock(st);
 	return err;
 }
@@ -1476,7 +1546,7 @@ static enum rcs_err store_history_add(struct store *st, const char *job, long lo
 	bind_opt_int(s, 6, response_time);
 	sqlite3_bind_int64(s, 7, seq);
 	err = store_rc(st->db, sqlite3_step(s), "history add");
-	sqlite3_finalize(s);
+	store_release(st, s);
 	return err;
 }
 
@@ -1510,7 +1580,7 @@ static enum rcs_err store_notify_record(struct store *st, const char *job, const
 	bind_text(s, 2, status);
 	sqlite3_bind_int64(s, 3, now);
 	err = store_rc(st->db, sqlite3_step(s), "notification record");
-	sqlite3_finalize(s);
+	store_release(st, s);
 	return err;
 }
 
@@ -1594,8 +1664,8 @@ enum rcs_err store_jobs_create(struct store *st, const struct job_batch *b)
 			goto out;
 	}
 out:
-	sqlite3_finalize(ins);
-	sqlite3_finalize(hist);
+	store_release(st, ins);
+	store_release(st, hist);
 	return store_sp_end(st, err);
 }
 
@@ -1638,7 +1708,7 @@ enum rcs_err store_jobs_get_batch(struct store *st, const struct job_batch *b, j
 	*out = items;
 	items = NULL;
 out:
-	sqlite3_finalize(s);
+	store_release(st, s);
 	store_unlock(st);
 	if (items)
 		json_object_put(items);
@@ -1665,7 +1735,7 @@ enum rcs_err store_job_history(struct store *st, const char *client_root, const 
 	bind_text(s, 1, ident);
 	if (sqlite3_step(s) == SQLITE_ROW)
 		total = sqlite3_column_int64(s, 0);
-	sqlite3_finalize(s);
+	store_release(st, s);
 	s = NULL;
 	err = store_prepare(st,
 			    "SELECT status, at, response, response_time FROM job_history"
@@ -1693,7 +1763,7 @@ enum rcs_err store_job_history(struct store *st, const char *client_root, const 
 	*out = store_page_wrap(pg, total, items);
 	items = NULL;
 out:
-	sqlite3_finalize(s);
+	store_release(st, s);
 	store_unlock(st);
 	if (job)
 		json_object_put(job);
@@ -1755,7 +1825,7 @@ enum rcs_err store_job_move(struct store *st, const struct job_move *m, enum sto
 	n_history = sqlite3_column_int64(s, 2);
 	snprintf(owner_root, sizeof(owner_root), "%s", col_text(s, 3));
 	snprintf(owner_dev, sizeof(owner_dev), "%s", col_text(s, 4));
-	sqlite3_finalize(s);
+	store_release(st, s);
 	s = NULL;
 	if ((m->client_root && strcmp(m->client_root, owner_root) != 0) ||
 	    (m->entity_ident && strcmp(m->entity_ident, owner_dev) != 0)) {
@@ -1809,7 +1879,7 @@ enum rcs_err store_job_move(struct store *st, const struct job_move *m, enum sto
 	err = store_rc(st->db, sqlite3_step(s), "job move");
 	if (err != RCS_OK)
 		goto out;
-	sqlite3_finalize(s);
+	store_release(st, s);
 	s = NULL;
 	/* the history item keeps the response the job had at that moment */
 	err = store_prepare(st,
@@ -1826,7 +1896,7 @@ enum rcs_err store_job_move(struct store *st, const struct job_move *m, enum sto
 		err = store_notify_record(st, m->ident, status_name(m->to), m->now);
 	*result = STORE_MOVE_APPLIED;
 out:
-	sqlite3_finalize(s);
+	store_release(st, s);
 	return store_sp_end(st, err);
 }
 
@@ -1918,7 +1988,7 @@ enum rcs_err store_group_get(struct store *st, const char *client_root, const ch
 	*out = g;
 	g = NULL;
 out:
-	sqlite3_finalize(s);
+	store_release(st, s);
 	store_unlock(st);
 	if (g)
 		json_object_put(g);
@@ -1985,7 +2055,7 @@ enum rcs_err store_device_state(struct store *st, const char *client_root, const
 	if (err == RCS_OK && tags)
 		err = store_device_tags_set(st, client_root, entity_ident, tags, 1);
 out:
-	sqlite3_finalize(s);
+	store_release(st, s);
 	json_object_put(dev);
 	return store_sp_end(st, err);
 }
@@ -2016,7 +2086,7 @@ static enum rcs_err store_idents(struct store *st, const char *sql, const char *
 		*out = NULL;
 	}
 out:
-	sqlite3_finalize(s);
+	store_release(st, s);
 	store_unlock(st);
 	return err;
 }
@@ -2115,7 +2185,7 @@ enum rcs_err store_next_wakeup(struct store *st, int64_t now, int64_t *next)
 		*next = sqlite3_column_int64(s, 0);
 	err = store_rc(st->db, rc, "next wakeup");
 out:
-	sqlite3_finalize(s);
+	store_release(st, s);
 	store_unlock(st);
 	return err;
 }
@@ -2163,7 +2233,7 @@ enum rcs_err store_notifications_due(struct store *st, int64_t now, size_t limit
 		*out = NULL;
 	}
 out:
-	sqlite3_finalize(s);
+	store_release(st, s);
 	store_unlock(st);
 	return err;
 }
@@ -2180,7 +2250,7 @@ enum rcs_err store_notification_next(struct store *st, int64_t *next)
 	if (err == RCS_OK && sqlite3_step(s) == SQLITE_ROW &&
 	    sqlite3_column_type(s, 0) != SQLITE_NULL)
 		*next = sqlite3_column_int64(s, 0);
-	sqlite3_finalize(s);
+	store_release(st, s);
 	store_unlock(st);
 	return err;
 }
@@ -2206,7 +2276,7 @@ enum rcs_err store_notification_update(struct store *st, long long id, const cha
 		sqlite3_bind_int64(s, 5, id);
 		err = store_rc(st->db, sqlite3_step(s), "notification update");
 	}
-	sqlite3_finalize(s);
+	store_release(st, s);
 	store_unlock(st);
 	return err;
 }
@@ -2229,7 +2299,7 @@ enum rcs_err store_notifications_sent_since(struct store *st, const char *client
 		if (sqlite3_step(s) == SQLITE_ROW)
 			*n = sqlite3_column_int64(s, 0);
 	}
-	sqlite3_finalize(s);
+	store_release(st, s);
 	store_unlock(st);
 	return err;
 }
