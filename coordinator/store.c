@@ -1798,6 +1798,7 @@ enum rcs_err store_job_move(struct store *st, const struct job_move *m, enum sto
 	enum job_status cur = JS_INITIAL;
 	long long last_seq = 0, n_history = 0;
 	char owner_root[UUID_STR_LEN], owner_dev[UUID_STR_LEN];
+	bool notify = false;
 	enum rcs_err err;
 	int rc;
 
@@ -1806,7 +1807,9 @@ enum rcs_err store_job_move(struct store *st, const struct job_move *m, enum sto
 		return err;
 	err =
 	    store_prepare(st,
-			  "SELECT status, last_seq, n_history, client_root, entity_ident FROM jobs"
+			  "SELECT status, last_seq, n_history, client_root, entity_ident,"
+			  " (mail_list != '[]' AND status_list != '[]') OR"
+			  " (task_mail_list != '[]' AND task_status_list != '[]') FROM jobs"
 			  " WHERE ident = ?",
 			  &s);
 	if (err != RCS_OK)
@@ -1825,6 +1828,7 @@ enum rcs_err store_job_move(struct store *st, const struct job_move *m, enum sto
 	n_history = sqlite3_column_int64(s, 2);
 	snprintf(owner_root, sizeof(owner_root), "%s", col_text(s, 3));
 	snprintf(owner_dev, sizeof(owner_dev), "%s", col_text(s, 4));
+	notify = sqlite3_column_int(s, 5) != 0; /* any notification list at all */
 	store_release(st, s);
 	s = NULL;
 	if ((m->client_root && strcmp(m->client_root, owner_root) != 0) ||
@@ -1893,7 +1897,7 @@ enum rcs_err store_job_move(struct store *st, const struct job_move *m, enum sto
 	bind_text(s, 2, m->ident);
 	err = store_rc(st->db, sqlite3_step(s), "history add");
 	if (err == RCS_OK)
-		err = store_notify_record(st, m->ident, status_name(m->to), m->now);
+		err = notify ? store_notify_record(st, m->ident, status_name(m->to), m->now) : RCS_OK;
 	*result = STORE_MOVE_APPLIED;
 out:
 	store_release(st, s);
