@@ -90,12 +90,11 @@ void link_stop(struct agent *a);
 void link_report(struct agent *a, const char *job, enum job_status status, const char *response);
 /* Republishes the retained online state (tags changed). */
 void link_publish_state(struct agent *a, bool online);
-/* Number of reports of job still waiting for the broker's acknowledgement. */
+/* True when no report waits for the broker's acknowledgement. */
 bool link_outbox_empty(struct agent *a);
 
 /* ---- runner.c ---- */
 enum rcs_err runner_start(struct agent *a, pthread_t *thread);
-void runner_wake(struct agent *a);
 /* Cancels job: drops it when queued, kills it when running. */
 void runner_cancel(struct agent *a, const char *job);
 

@@ -279,14 +279,6 @@ enum rcs_err runner_start(struct agent *a, pthread_t *thread)
 	return RCS_OK;
 }
 
-void runner_wake(struct agent *a)
-{
-	pthread_mutex_lock(&a->lock);
-	a->work = true;
-	pthread_cond_broadcast(&a->cond);
-	pthread_mutex_unlock(&a->lock);
-}
-
 void runner_cancel(struct agent *a, const char *job)
 {
 	enum journal_state st;

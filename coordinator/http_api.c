@@ -412,6 +412,8 @@ static void api_authenticate(struct api_app *app, struct MHD_Connection *conn, s
 		return;
 	}
 	if (strlen(key) > 256) {
+		if (app->auth_fail_limit > 0)
+			api_throttle_check(addr, app->auth_fail_limit, req->now, true);
 		api_error(r, 401, "unauthorized", NULL, "unknown or revoked api key");
 		return;
 	}

@@ -80,7 +80,7 @@ const char *api_query(struct api_req *req, const char *name);
 /* Reads page/per_page; on a bad value sets 400 invalid_parameter and returns false. */
 bool api_page(struct api_req *req, struct api_resp *r, long long default_per_page,
 	      struct store_page *out);
-/* Wipes and frees nothing: the key text is hashed into hex. */
+/* Hex SHA-256 of an API key: what is stored and looked up, never the key. */
 void api_key_hash(const char *key, char out[65]);
 
 /* Loads a task the caller may see (public ones, its own, any for admins);

@@ -79,18 +79,14 @@ enum rcs_err lifecycle_cancel(struct lifecycle *lc, const char *client_root, con
 	    .response = NULL,
 	    .now = now,
 	};
-	json_object *before = NULL, *st = NULL;
 	enum store_move res = STORE_MOVE_DUPLICATE;
 	enum job_status was = JS_INITIAL;
 	enum rcs_err err;
 
+	/* the status the move itself found, in its transaction: a job the transport sends
+	 * at this very moment is seen as sent, and its device is told */
+	m.prev = &was;
 	*job_out = NULL;
-	err = store_job_get(lc->st, client_root, ident, &before);
-	if (err != RCS_OK)
-		return err;
-	if (json_object_object_get_ex(before, "status", &st))
-		status_parse(json_object_get_string(st), &was);
-	json_object_put(before);
 	err = lifecycle_move(lc, &m, &res, job_out);
 	if (err != RCS_OK)
 		return err;

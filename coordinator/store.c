@@ -1824,6 +1824,8 @@ enum rcs_err store_job_move(struct store *st, const struct job_move *m, enum sto
 		err = RCS_ERR_INTERNAL;
 		goto out;
 	}
+	if (m->prev)
+		*m->prev = cur;
 	last_seq = sqlite3_column_int64(s, 1);
 	n_history = sqlite3_column_int64(s, 2);
 	snprintf(owner_root, sizeof(owner_root), "%s", col_text(s, 3));

@@ -29,8 +29,6 @@
 
 struct store;
 
-#define STORE_SCHEMA_VERSION 1
-
 /* Opens (creating when needed) and migrates the database at path. */
 enum rcs_err store_open(const char *path, struct store **out);
 void store_close(struct store *st);
@@ -238,6 +236,7 @@ struct job_move {
 	bool set_response_time;
 	long long seq; /* device seq; 0 for coordinator moves */
 	int64_t now;
+	enum job_status *prev; /* may be NULL: gets the status the job had before */
 };
 /* Applies one status change with the rules of DESIGN section 2. */
 enum rcs_err store_job_move(struct store *st, const struct job_move *m, enum store_move *result);
