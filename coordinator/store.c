@@ -23,7 +23,7 @@ struct store {
 	struct {
 		const char *sql; /* a string literal: compared by address */
 		sqlite3_stmt *stmt;
-		bool busy;       /* in use (a nested use of the same SQL gets a fresh one) */
+		bool busy; /* in use (a nested use of the same SQL gets a fresh one) */
 	} cache[STORE_CACHE];
 	int ncache;
 	pthread_mutex_t lock; /* recursive */
@@ -375,6 +375,79 @@ static json_object *store_page_wrap(const struct store_page *pg, long long total
 }
 
 /*
+ * Most records are a row mapped column by column: a map names each column's
+ * key and kind, in SELECT order, and row_map builds the object.
+ */
+enum col_kind { COL_STR, COL_INT, COL_BOOL, COL_JSON };
+
+struct col_map {
+	const char *key;
+	enum col_kind kind;
+};
+
+static json_object *row_map(sqlite3_stmt *s, const struct col_map *map)
+{
+	json_object *o = json_object_new_object();
+
+	for (int i = 0; map[i].key != NULL; i++) {
+		json_object *v = NULL;
+		switch (map[i].kind) {
+		case COL_STR:
+			v = col_str(s, i);
+			break;
+		case COL_INT:
+			v = col_int(s, i);
+			break;
+		case COL_BOOL:
+			v = col_bool(s, i);
+			break;
+		case COL_JSON:
+			v = col_json(s, i);
+			break;
+		}
+		json_object_object_add(o, map[i].key, v);
+	}
+	return o;
+}
+
+typedef json_object *(*row_fn)(sqlite3_stmt *s);
+
+static json_object *row_first_str(sqlite3_stmt *s)
+{
+	return col_str(s, 0);
+}
+
+/*
+ * Steps a prepared, bound statement to its end, each row through fn, into a
+ * new array (*out, NULL on error). More than max rows: RCS_ERR_TOOBIG. The
+ * caller holds the lock and releases s.
+ */
+static enum rcs_err store_rows(struct store *st, sqlite3_stmt *s, row_fn fn, size_t max,
+			       json_object **out)
+{
+	json_object *items = json_object_new_array();
+	enum rcs_err err = RCS_OK;
+	size_t n = 0;
+	int rc;
+
+	while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
+		if (++n > max) {
+			err = RCS_ERR_TOOBIG;
+			break;
+		}
+		json_object_array_add(items, fn(s));
+	}
+	if (err == RCS_OK)
+		err = store_rc(st->db, rc, "rows");
+	if (err != RCS_OK) {
+		json_object_put(items);
+		items = NULL;
+	}
+	*out = items;
+	return err;
+}
+
+/*
  * A small query builder for filtered, paged lists: WHERE clauses with text
  * parameters only, so nothing a client sends is ever part of the SQL text.
  */
@@ -399,8 +472,6 @@ static void qb_bind(const struct qb *q, sqlite3_stmt *s)
 		sqlite3_bind_text(s, i + 1, q->params[i], -1, SQLITE_STATIC);
 }
 
-typedef json_object *(*row_fn)(sqlite3_stmt *s);
-
 /* Runs "SELECT count(*) FROM <from><where>" and "SELECT <cols> FROM <from><where>
  * ORDER BY <order> LIMIT ? OFFSET ?" and wraps the rows as a page. */
 static enum rcs_err store_list(struct store *st, const char *cols, const char *from,
@@ -412,7 +483,6 @@ static enum rcs_err store_list(struct store *st, const char *cols, const char *f
 	long long total = 0;
 	json_object *items = NULL;
 	enum rcs_err err;
-	int rc;
 
 	*out = NULL;
 	store_lock(st);
@@ -434,10 +504,7 @@ static enum rcs_err store_list(struct store *st, const char *cols, const char *f
 	qb_bind(q, s);
 	sqlite3_bind_int64(s, q->n + 1, pg->per_page);
 	sqlite3_bind_int64(s, q->n + 2, (pg->page - 1) * pg->per_page);
-	items = json_object_new_array();
-	while ((rc = sqlite3_step(s)) == SQLITE_ROW)
-		json_object_array_add(items, fn(s));
-	err = store_rc(st->db, rc, "list");
+	err = store_rows(st, s, fn, (size_t)pg->per_page, &items);
 	if (err != RCS_OK)
 		goto out;
 	*out = store_page_wrap(pg, total, items);
@@ -791,17 +858,14 @@ out:
 
 #define KEY_COLS "ident, user, role, client_root, created_at, revoked_at"
 
+static const struct col_map key_cols[] = {
+    {"ident", COL_STR},      {"user", COL_STR},       {"role", COL_STR}, {"client_root", COL_STR},
+    {"created_at", COL_INT}, {"revoked_at", COL_INT}, {NULL, COL_STR},
+};
+
 static json_object *row_key(sqlite3_stmt *s)
 {
-	json_object *o = json_object_new_object();
-
-	json_object_object_add(o, "ident", col_str(s, 0));
-	json_object_object_add(o, "user", col_str(s, 1));
-	json_object_object_add(o, "role", col_str(s, 2));
-	json_object_object_add(o, "client_root", col_str(s, 3));
-	json_object_object_add(o, "created_at", col_int(s, 4));
-	json_object_object_add(o, "revoked_at", col_int(s, 5));
-	return o;
+	return row_map(s, key_cols);
 }
 
 enum rcs_err store_key_get(struct store *st, const char *client_root, const char *ident,
@@ -1193,17 +1257,11 @@ enum rcs_err store_tasks_list(struct store *st, const char *client_root,
 	return store_list(st, TASK_COLS, "tasks", &q, "ident", pg, row_task, out);
 }
 
-static json_object *row_first_str(sqlite3_stmt *s)
-{
-	return col_str(s, 0);
-}
-
 enum rcs_err store_tasks_using_script(struct store *st, const char *client_root, const char *name,
 				      json_object **out)
 {
 	sqlite3_stmt *s = NULL;
 	enum rcs_err err;
-	int rc;
 
 	*out = NULL;
 	store_lock(st);
@@ -1215,14 +1273,7 @@ enum rcs_err store_tasks_using_script(struct store *st, const char *client_root,
 		goto out;
 	bind_text(s, 1, client_root);
 	bind_text(s, 2, name);
-	*out = json_object_new_array();
-	while ((rc = sqlite3_step(s)) == SQLITE_ROW)
-		json_object_array_add(*out, row_first_str(s));
-	err = store_rc(st->db, rc, "tasks using script");
-	if (err != RCS_OK) {
-		json_object_put(*out);
-		*out = NULL;
-	}
+	err = store_rows(st, s, row_first_str, SIZE_MAX, out);
 out:
 	store_release(st, s);
 	store_unlock(st);
@@ -1295,21 +1346,23 @@ void store_task_version_free(struct task_version *tv)
 	"entity_ident, client_root, name, tags, reported_tags, online, last_seen, agent_version,"  \
 	" created_at, update_at"
 
+static const struct col_map device_cols[] = {
+    {"entity_ident", COL_STR},
+    {"client_root", COL_STR},
+    {"name", COL_STR},
+    {"tags", COL_JSON},
+    {"reported_tags", COL_JSON},
+    {"online", COL_BOOL},
+    {"last_seen", COL_INT},
+    {"agent_version", COL_STR},
+    {"created_at", COL_INT},
+    {"update_at", COL_INT},
+    {NULL, COL_STR},
+};
+
 static json_object *row_device(sqlite3_stmt *s)
 {
-	json_object *o = json_object_new_object();
-
-	json_object_object_add(o, "entity_ident", col_str(s, 0));
-	json_object_object_add(o, "client_root", col_str(s, 1));
-	json_object_object_add(o, "name", col_str(s, 2));
-	json_object_object_add(o, "tags", col_json(s, 3));
-	json_object_object_add(o, "reported_tags", col_json(s, 4));
-	json_object_object_add(o, "online", col_bool(s, 5));
-	json_object_object_add(o, "last_seen", col_int(s, 6));
-	json_object_object_add(o, "agent_version", col_str(s, 7));
-	json_object_object_add(o, "created_at", col_int(s, 8));
-	json_object_object_add(o, "update_at", col_int(s, 9));
-	return o;
+	return row_map(s, device_cols);
 }
 
 static enum rcs_err store_device_tags_set(struct store *st, const char *client_root,
@@ -1417,13 +1470,15 @@ enum rcs_err store_devices_list(struct store *st, const char *client_root, const
 	return store_list(st, DEVICE_COLS, "devices", &q, "entity_ident", pg, row_device, out);
 }
 
+static const struct col_map presence_cols[] = {
+    {"entity_ident", COL_STR},
+    {"online", COL_BOOL},
+    {NULL, COL_STR},
+};
+
 static json_object *row_presence(sqlite3_stmt *s)
 {
-	json_object *o = json_object_new_object();
-
-	json_object_object_add(o, "entity_ident", col_str(s, 0));
-	json_object_object_add(o, "online", col_bool(s, 1));
-	return o;
+	return row_map(s, presence_cols);
 }
 
 enum rcs_err store_devices_with_tag(struct store *st, const char *client_root, const char *tag,
@@ -1431,8 +1486,6 @@ enum rcs_err store_devices_with_tag(struct store *st, const char *client_root, c
 {
 	sqlite3_stmt *s = NULL;
 	enum rcs_err err;
-	int rc;
-	size_t n = 0;
 
 	*out = NULL;
 	store_lock(st);
@@ -1445,20 +1498,7 @@ enum rcs_err store_devices_with_tag(struct store *st, const char *client_root, c
 		goto out;
 	bind_text(s, 1, client_root);
 	bind_text(s, 2, tag);
-	*out = json_object_new_array();
-	while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
-		if (++n > max) {
-			err = RCS_ERR_TOOBIG;
-			break;
-		}
-		json_object_array_add(*out, row_presence(s));
-	}
-	if (err == RCS_OK)
-		err = store_rc(st->db, rc, "devices with tag");
-	if (err != RCS_OK) {
-		json_object_put(*out);
-		*out = NULL;
-	}
+	err = store_rows(st, s, row_presence, max, out);
 out:
 	store_release(st, s);
 	store_unlock(st);
@@ -1805,13 +1845,12 @@ enum rcs_err store_job_move(struct store *st, const struct job_move *m, enum sto
 	err = store_sp_begin(st);
 	if (err != RCS_OK)
 		return err;
-	err =
-	    store_prepare(st,
-			  "SELECT status, last_seq, n_history, client_root, entity_ident,"
-			  " (mail_list != '[]' AND status_list != '[]') OR"
-			  " (task_mail_list != '[]' AND task_status_list != '[]') FROM jobs"
-			  " WHERE ident = ?",
-			  &s);
+	err = store_prepare(st,
+			    "SELECT status, last_seq, n_history, client_root, entity_ident,"
+			    " (mail_list != '[]' AND status_list != '[]') OR"
+			    " (task_mail_list != '[]' AND task_status_list != '[]') FROM jobs"
+			    " WHERE ident = ?",
+			    &s);
 	if (err != RCS_OK)
 		goto out;
 	bind_text(s, 1, m->ident);
@@ -1899,7 +1938,8 @@ enum rcs_err store_job_move(struct store *st, const struct job_move *m, enum sto
 	bind_text(s, 2, m->ident);
 	err = store_rc(st->db, sqlite3_step(s), "history add");
 	if (err == RCS_OK)
-		err = notify ? store_notify_record(st, m->ident, status_name(m->to), m->now) : RCS_OK;
+		err =
+		    notify ? store_notify_record(st, m->ident, status_name(m->to), m->now) : RCS_OK;
 	*result = STORE_MOVE_APPLIED;
 out:
 	store_release(st, s);
@@ -1908,18 +1948,14 @@ out:
 
 /* ---- notifications ---- */
 
+static const struct col_map notification_cols[] = {
+    {"address", COL_STR},    {"status", COL_STR},  {"state", COL_STR},      {"attempts", COL_INT},
+    {"created_at", COL_INT}, {"sent_at", COL_INT}, {"last_error", COL_STR}, {NULL, COL_STR},
+};
+
 static json_object *row_notification(sqlite3_stmt *s)
 {
-	json_object *o = json_object_new_object();
-
-	json_object_object_add(o, "address", col_str(s, 0));
-	json_object_object_add(o, "status", col_str(s, 1));
-	json_object_object_add(o, "state", col_str(s, 2));
-	json_object_object_add(o, "attempts", col_int(s, 3));
-	json_object_object_add(o, "created_at", col_int(s, 4));
-	json_object_object_add(o, "sent_at", col_int(s, 5));
-	json_object_object_add(o, "last_error", col_str(s, 6));
-	return o;
+	return row_map(s, notification_cols);
 }
 
 enum rcs_err store_job_notifications(struct store *st, const char *client_root, const char *ident,
@@ -1943,16 +1979,14 @@ enum rcs_err store_job_notifications(struct store *st, const char *client_root, 
 
 #define GROUP_COLS "ident, name, created_user, created_at, task_ident"
 
+static const struct col_map group_cols[] = {
+    {"ident", COL_STR},      {"name", COL_STR},       {"created_user", COL_STR},
+    {"created_at", COL_INT}, {"task_ident", COL_STR}, {NULL, COL_STR},
+};
+
 static json_object *row_group(sqlite3_stmt *s)
 {
-	json_object *o = json_object_new_object();
-
-	json_object_object_add(o, "ident", col_str(s, 0));
-	json_object_object_add(o, "name", col_str(s, 1));
-	json_object_object_add(o, "created_user", col_str(s, 2));
-	json_object_object_add(o, "created_at", col_int(s, 3));
-	json_object_object_add(o, "task_ident", col_str(s, 4));
-	return o;
+	return row_map(s, group_cols);
 }
 
 enum rcs_err store_group_get(struct store *st, const char *client_root, const char *ident,
@@ -2072,7 +2106,6 @@ static enum rcs_err store_idents(struct store *st, const char *sql, const char *
 {
 	sqlite3_stmt *s = NULL;
 	enum rcs_err err;
-	int rc;
 
 	*out = NULL;
 	store_lock(st);
@@ -2083,14 +2116,7 @@ static enum rcs_err store_idents(struct store *st, const char *sql, const char *
 	sqlite3_bind_int64(s, 2, p2);
 	sqlite3_bind_int64(s, 3, p3);
 	sqlite3_bind_int64(s, 4, (sqlite3_int64)limit);
-	*out = json_object_new_array();
-	while ((rc = sqlite3_step(s)) == SQLITE_ROW)
-		json_object_array_add(*out, col_str(s, 0));
-	err = store_rc(st->db, rc, "idents");
-	if (err != RCS_OK) {
-		json_object_put(*out);
-		*out = NULL;
-	}
+	err = store_rows(st, s, row_first_str, limit, out);
 out:
 	store_release(st, s);
 	store_unlock(st);
@@ -2198,25 +2224,20 @@ out:
 
 /* ---- the notifier's queries ---- */
 
+static const struct col_map notification_due_cols[] = {
+    {"id", COL_INT},      {"job_ident", COL_STR}, {"client_root", COL_STR}, {"status", COL_STR},
+    {"address", COL_STR}, {"attempts", COL_INT},  {"created_at", COL_INT},  {NULL, COL_STR},
+};
+
 static json_object *row_notification_due(sqlite3_stmt *s)
 {
-	json_object *o = json_object_new_object();
-
-	json_object_object_add(o, "id", col_int(s, 0));
-	json_object_object_add(o, "job_ident", col_str(s, 1));
-	json_object_object_add(o, "client_root", col_str(s, 2));
-	json_object_object_add(o, "status", col_str(s, 3));
-	json_object_object_add(o, "address", col_str(s, 4));
-	json_object_object_add(o, "attempts", col_int(s, 5));
-	json_object_object_add(o, "created_at", col_int(s, 6));
-	return o;
+	return row_map(s, notification_due_cols);
 }
 
 enum rcs_err store_notifications_due(struct store *st, int64_t now, size_t limit, json_object **out)
 {
 	sqlite3_stmt *s = NULL;
 	enum rcs_err err;
-	int rc;
 
 	*out = NULL;
 	store_lock(st);
@@ -2230,14 +2251,7 @@ enum rcs_err store_notifications_due(struct store *st, int64_t now, size_t limit
 		goto out;
 	sqlite3_bind_int64(s, 1, now);
 	sqlite3_bind_int64(s, 2, (sqlite3_int64)limit);
-	*out = json_object_new_array();
-	while ((rc = sqlite3_step(s)) == SQLITE_ROW)
-		json_object_array_add(*out, row_notification_due(s));
-	err = store_rc(st->db, rc, "notifications due");
-	if (err != RCS_OK) {
-		json_object_put(*out);
-		*out = NULL;
-	}
+	err = store_rows(st, s, row_notification_due, limit, out);
 out:
 	store_release(st, s);
 	store_unlock(st);
