@@ -178,9 +178,8 @@ char *notifier_format(const char *from, const char *to, json_object *job, const 
 		buf_appendf(&b, "\r\n[... %zu more bytes: see the job in the API]",
 			    strlen(response) - NOTIFIER_MAX_RESPONSE);
 	buf_append(&b, "\r\n", 2);
-	if (b.data) {
-		out = strdup(b.data);
-	}
+	out = b.data; /* NULL only when nothing could be allocated: every part is bounded */
+	b.data = NULL;
 	buf_free(&b);
 	return out;
 }

@@ -893,8 +893,10 @@ static void test_from_thread(void **state)
 	char resp[2][64];
 
 	(void)state;
-	/* growing then freeing megabytes makes glibc shrink the thread's heap, which
-	 * reads /proc/sys/vm/overcommit_memory: the filter must not kill that */
+	/* growing then freeing megabytes may make glibc shrink the thread's heap, which
+	 * reads /proc/sys/vm/overcommit_memory: the filter must not kill that. This process
+	 * doesn't always take that path; through the real agent, test_agent.py's
+	 * test_script_allocating_and_freeing_memory does */
 	t[0].src = "local t = {} for i = 1, 100000 do t[i] = tostring(i) .. 'x' end"
 		   " t = nil collectgarbage()"
 		   " local g = '' for i = 1, 3000 do g = g .. string.rep('y', 100) end"
