@@ -2,8 +2,8 @@
 # Installs every Debian package the Remote Command Service needs to build, run and test.
 # This is the one list of dependencies; the README's commands and .ci/run call it.
 #   tools/deps.sh run     build and run both daemons
-#   tools/deps.sh test    + test tools and the aarch64 cross build run under qemu-user (default)
-#   tools/deps.sh armhf   + the 32-bit ARM cross build
+#   tools/deps.sh test    + test tools and both cross builds of the agent, run under qemu-user
+#                           (aarch64 and 32-bit ARM) (default)
 set -eu
 
 RUN_PKGS="build-essential cmake pkg-config
@@ -11,21 +11,26 @@ libpaho-mqtt-dev liblua5.4-dev libjson-c-dev libsqlite3-dev libmbedtls-dev
 libmicrohttpd-dev libcurl4-openssl-dev libseccomp-dev
 mosquitto mosquitto-clients curl openssl sqlite3 python3"
 TEST_PKGS="libcmocka-dev python3-aiosmtpd python3-paho-mqtt"
-# the agent's libraries for a device architecture (Debian multiarch)
-target_pkgs() {
-	echo "libc6-dev:$1 libpaho-mqtt-dev:$1 liblua5.4-dev:$1 libjson-c-dev:$1"
-	echo "libsqlite3-dev:$1 libmbedtls-dev:$1 libseccomp-dev:$1 libssl-dev:$1"
-}
-ARM64_PKGS="qemu-user gcc-aarch64-linux-gnu $(target_pkgs arm64)"
-ARMHF_PKGS="qemu-user gcc-arm-linux-gnueabihf $(target_pkgs armhf)"
+# aarch64: the agent's libraries as Debian multiarch packages
+ARM64_PKGS="qemu-user gcc-aarch64-linux-gnu libc6-dev:arm64 libpaho-mqtt-dev:arm64
+liblua5.4-dev:arm64 libjson-c-dev:arm64 libsqlite3-dev:arm64 libmbedtls-dev:arm64
+libseccomp-dev:arm64 libssl-dev:arm64"
+# 32-bit ARM: the cross compiler with its C library; the agent's armhf libraries are unpacked
+# into a sysroot (below) rather than installed, so that a mirror whose armhf and amd64 indexes
+# disagree on a shared library's version (libssl3 from bookworm-security, say) can't block it.
+ARMHF_PKGS="gcc-arm-linux-gnueabihf libc6-dev-armhf-cross"
+ARMHF_DEBS="libpaho-mqtt-dev libpaho-mqtt1.3 libssl-dev libssl3 liblua5.4-dev liblua5.4-0
+libjson-c-dev libjson-c5 libsqlite3-dev libsqlite3-0 libmbedtls-dev libmbedtls14
+libmbedx509-1 libmbedcrypto7 libseccomp-dev libseccomp2"
+ARMHF_SYSROOT=${RCS_SYSROOT:-/opt/rcs-sysroot/arm-linux-gnueabihf}
 
 what=${1:-test}
 foreign=""
+sysroot=""
 case "$what" in
 run) pkgs="$RUN_PKGS" ;;
-test) pkgs="$RUN_PKGS $TEST_PKGS $ARM64_PKGS"; foreign="arm64" ;;
-armhf) pkgs="$RUN_PKGS $TEST_PKGS $ARM64_PKGS $ARMHF_PKGS"; foreign="arm64 armhf" ;;
-*) echo "usage: $0 [run|test|armhf]" >&2; exit 2 ;;
+test | armhf) pkgs="$RUN_PKGS $TEST_PKGS $ARM64_PKGS $ARMHF_PKGS"; foreign="arm64 armhf"; sysroot=1 ;;
+*) echo "usage: $0 [run|test]" >&2; exit 2 ;;
 esac
 
 missing=""
@@ -34,7 +39,14 @@ for p in $pkgs; do
 		missing="$missing $p"
 	fi
 done
-[ -z "$missing" ] && exit 0
+want_sysroot=""
+if [ -n "$sysroot" ]; then
+	stamp="$ARMHF_SYSROOT/.rcs-debs"
+	if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$(echo $ARMHF_DEBS)" ]; then
+		want_sysroot=1
+	fi
+fi
+[ -z "$missing" ] && [ -z "$want_sysroot" ] && exit 0
 
 SUDO=""
 [ "$(id -u)" -ne 0 ] && SUDO="sudo"
@@ -43,7 +55,7 @@ for arch in $foreign; do
 		$SUDO dpkg --add-architecture "$arch"
 	fi
 done
-echo "installing:$missing" >&2
+echo "installing:$missing${want_sysroot:+ (and the armhf sysroot $ARMHF_SYSROOT)}" >&2
 # A mirror being synced can fail one index now and then: retry, then go on with what we have.
 for i in 1 2 3; do
 	if $SUDO apt-get update -qq; then
@@ -52,5 +64,28 @@ for i in 1 2 3; do
 	echo "apt-get update failed (attempt $i), retrying" >&2
 	sleep 5
 done
-# shellcheck disable=SC2086
-DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends $missing >/dev/null
+if [ -n "$missing" ]; then
+	# shellcheck disable=SC2086
+	DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends \
+		$missing >/dev/null
+fi
+if [ -n "$want_sysroot" ]; then
+	dl=$(mktemp -d)
+	chmod 755 "$dl"
+	# shellcheck disable=SC2046
+	(cd "$dl" && apt-get download -q $(for d in $ARMHF_DEBS; do echo "$d:armhf"; done) \
+		2>&1 | grep -v "^W: Download is performed unsandboxed" >&2 || true)
+	n=$(find "$dl" -name '*.deb' | wc -l)
+	if [ "$n" -ne "$(echo $ARMHF_DEBS | wc -w)" ]; then
+		echo "could not download the armhf libraries ($n .deb files)" >&2
+		rm -rf "$dl"
+		exit 1
+	fi
+	$SUDO rm -rf "$ARMHF_SYSROOT"
+	$SUDO mkdir -p "$ARMHF_SYSROOT"
+	for d in "$dl"/*.deb; do
+		$SUDO dpkg-deb -x "$d" "$ARMHF_SYSROOT"
+	done
+	echo $ARMHF_DEBS | $SUDO tee "$ARMHF_SYSROOT/.rcs-debs" >/dev/null
+	rm -rf "$dl"
+fi

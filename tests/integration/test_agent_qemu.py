@@ -1,12 +1,13 @@
 #!/usr/bin/env python3
-"""The agent cross-built for 64-bit ARM (toolchains/aarch64-linux-gnu.cmake, agent only)
-and run under qemu-user against a real mosquitto and the native coordinator: a full signed
-job ends terminated. qemu-user refuses seccomp, so that agent runs with --allow-no-seccomp;
-without it the agent must refuse to run scripts unjailed (edge_error naming seccomp).
+"""The agent cross-built for 64-bit ARM (toolchains/aarch64-linux-gnu.cmake) and for 32-bit
+ARM (toolchains/arm-linux-gnueabihf.cmake), agent only, each run under qemu-user against a
+real mosquitto and the native coordinator: full signed jobs end terminated. qemu-user refuses
+seccomp, so that agent runs with --allow-no-seccomp; without it the agent must refuse to run
+scripts unjailed (edge_error naming seccomp).
 
-The build goes to the test's temporary directory. Skipped only when qemu-aarch64 or
-aarch64-linux-gnu-gcc is missing (tools/deps.sh test installs both, with the :arm64
-libraries).
+The builds go to the test's temporary directory. An architecture is skipped only when its
+qemu or cross compiler is missing (tools/deps.sh test installs both, with the :arm64
+libraries and the armhf sysroot).
 
 Run (Debian's python3: it has paho-mqtt):
   RCS_BIN_DIR=build/bin RCS_SOURCE_DIR=. /usr/bin/python3 tests/integration/test_agent_qemu.py
@@ -26,16 +27,22 @@ import unittest
 from rcs_harness import (SOURCE_DIR, Agent, Coordinator, Mosquitto, make_ec_keypair,
                          wait_for)
 
-TRIPLET = "aarch64-linux-gnu"
-SYSROOT = "/usr/" + TRIPLET
+ARMHF_LIBS = os.path.join(os.environ.get("RCS_SYSROOT",
+                                         "/opt/rcs-sysroot/arm-linux-gnueabihf"),
+                          "usr/lib/arm-linux-gnueabihf")
 # qemu-aarch64 -L /usr/aarch64-linux-gnu takes the dynamic loader from the cross sysroot
 # (libc6-arm64-cross) but, through the loader's multiarch search path, libc.so.6 from
 # libc6:arm64 (/lib/aarch64-linux-gnu). When the two packages differ in version (here
 # 2.36-8cross1 and 2.36-9+deb12u14), every dynamically linked aarch64 program hangs,
 # spinning, in its first pthread_create. LD_LIBRARY_PATH keeps loader and libc from the
 # same package; the :arm64 libraries (paho, OpenSSL, SQLite...) are found as before.
-EMULATOR = ["qemu-aarch64", "-L", SYSROOT, "-E", "LD_LIBRARY_PATH=%s/lib" % SYSROOT]
-MISSING = [t for t in ("qemu-aarch64", TRIPLET + "-gcc") if shutil.which(t) is None]
+# The armhf libraries come from the unpacked sysroot tools/deps.sh makes.
+ARCHES = {
+    "aarch64": ("aarch64-linux-gnu", "qemu-aarch64", "ARM aarch64",
+                "/usr/aarch64-linux-gnu/lib"),
+    "armhf": ("arm-linux-gnueabihf", "qemu-arm", "32-bit LSB", "/usr/arm-linux-gnueabihf/lib:"
+              + ARMHF_LIBS),
+}
 TERMINAL = ("terminated", "edge_error", "cancelled", "expired")
 
 
@@ -53,22 +60,29 @@ def run(args, log, timeout):
         raise AssertionError("%s failed (%d):\n%s" % (" ".join(args), p.returncode, tail))
 
 
-@unittest.skipIf(MISSING, "cross build needs %s (tools/deps.sh test installs them)"
-                 % " and ".join(MISSING))
-class QemuAgentTest(unittest.TestCase):
+def missing(arch):
+    triplet, qemu = ARCHES[arch][:2]
+    return [t for t in (qemu, triplet + "-gcc") if shutil.which(t) is None]
+
+
+class QemuAgentBase:
+    """One architecture's cross build and jobs; subclasses name the architecture."""
+    ARCH = None
 
     @classmethod
     def setUpClass(cls):
+        triplet, qemu, cls.file_says, libpath = ARCHES[cls.ARCH]
+        cls.emulator = [qemu, "-L", "/usr/" + triplet, "-E", "LD_LIBRARY_PATH=" + libpath]
         cls.workdir = tempfile.mkdtemp(prefix="rcs-qemu-")
         cls.coord = cls.broker = None
         cls.agents = []
         cls.addClassCleanup(cls._cleanup)
         # the cross build: agent only, in the test's own directory
-        cls.build = os.path.join(cls.workdir, "build-aarch64")
+        cls.build = os.path.join(cls.workdir, "build-" + cls.ARCH)
         log = os.path.join(cls.workdir, "build.log")
         t0 = time.time()
         run(["cmake", "-S", SOURCE_DIR, "-B", cls.build,
-             "-DCMAKE_TOOLCHAIN_FILE=%s/toolchains/%s.cmake" % (SOURCE_DIR, TRIPLET),
+             "-DCMAKE_TOOLCHAIN_FILE=%s/toolchains/%s.cmake" % (SOURCE_DIR, triplet),
              "-DWITH_COORDINATOR=OFF", "-DWITH_TESTS=OFF"], log, 120)
         run(["cmake", "--build", cls.build, "-j2"], log, 240)
         cls.build_seconds = time.time() - t0
@@ -115,8 +129,8 @@ class QemuAgentTest(unittest.TestCase):
         files = os.path.join(self.workdir, name + "-files")
         os.makedirs(files)
         a = Agent(self.workdir, self.broker.url, self.client_root, r.json["entity_ident"],
-                  trusted_keys=[self.pub], tags=["arm64"], file_dirs=[files],
-                  extra_args=list(extra_args), binary=self.binary, emulator=EMULATOR,
+                  trusted_keys=[self.pub], tags=[self.ARCH], file_dirs=[files],
+                  extra_args=list(extra_args), binary=self.binary, emulator=self.emulator,
                   name=name)
         a.files = files
         self.agents.append(a)
@@ -140,40 +154,41 @@ class QemuAgentTest(unittest.TestCase):
         r = self.admin.get("/jobs/%s/history" % ident)
         return [h["status"] for h in reversed(r.json["items"])]
 
-    def test_binary_is_aarch64(self):
+    def test_binary_architecture(self):
         out = subprocess.run(["file", "-L", self.binary], capture_output=True, text=True,
                              timeout=30).stdout
-        self.assertIn("ARM aarch64", out)
-        v = subprocess.run([*EMULATOR, self.binary, "--version"], capture_output=True,
+        self.assertIn(self.file_says, out)
+        self.assertIn("ARM", out)
+        v = subprocess.run([*self.emulator, self.binary, "--version"], capture_output=True,
                            text=True, timeout=60)
         self.assertEqual(v.returncode, 0, v.stderr)
         self.assertTrue(v.stdout.startswith("rcs-agent "), v.stdout)
-        note("aarch64 build took %.0f s" % self.build_seconds)
+        note("%s build took %.0f s" % (self.ARCH, self.build_seconds))
 
     def test_signed_job_under_qemu(self):
         a = self.emulated_agent("arm", ["--allow-no-seccomp"])
         dev = self.admin.get("/devices/" + a.entity_ident).json
-        self.assertEqual(dev["reported_tags"], ["arm64"])
+        self.assertEqual(dev["reported_tags"], [self.ARCH])
         task = self.admin.post("/tasks", {
             "name": "echo", "script": "echo",
             "variables_info": {"message": {"type": "string", "optional": True}}}).json
         self.assertIsNotNone(task["signature"])
-        done = self.run_job(task, a, {"message": "hello from aarch64"})
+        done = self.run_job(task, a, {"message": "hello from " + self.ARCH})
         self.assertEqual((done["status"], done["response"]),
-                         ("terminated", "hello from aarch64"), self.history(done["ident"]))
+                         ("terminated", "hello from " + self.ARCH), self.history(done["ident"]))
         self.assertEqual(self.history(done["ident"]),
                          ["initial", "pending", "transmited", "edge_transmitted",
                           "edge_started", "edge_running", "terminated"])
         # host services through the emulated agent: progress, file, config, job data
         src = ('rcs.progress("on arm")\nrcs.file.write("out.txt", rcs.job.ident)\n'
-               'rcs.config.set("arch", "aarch64")\n'
-               'return {f = rcs.file.read("out.txt"), c = rcs.config.get("arch")}\n')
+               'rcs.config.set("arch", "%s")\n'
+               'return {f = rcs.file.read("out.txt"), c = rcs.config.get("arch")}\n' % self.ARCH)
         r = self.admin.put("/scripts/armhost", {"source": src})
         self.assertIn(r.status, (200, 201), r)
         task = self.admin.post("/tasks", {"name": "armhost", "script": "armhost"}).json
         done = self.run_job(task, a)
         self.assertEqual(done["status"], "terminated", done)
-        self.assertEqual(json.loads(done["response"]), {"f": done["ident"], "c": "aarch64"})
+        self.assertEqual(json.loads(done["response"]), {"f": done["ident"], "c": self.ARCH})
         self.assertIn("without its seccomp filter", a.read_log(),
                       "the agent warns that scripts run unjailed")
         # SIGTERM through qemu: clean stop, state offline
@@ -191,6 +206,18 @@ class QemuAgentTest(unittest.TestCase):
         self.assertEqual(done["response"], "sandbox unavailable: seccomp refused")
         self.assertNotIn("terminated", self.history(done["ident"]))
         self.assertTrue(a.alive(), a.read_log())
+
+
+@unittest.skipIf(missing("aarch64"), "needs %s (tools/deps.sh test installs them)"
+                 % " and ".join(missing("aarch64")))
+class Aarch64AgentTest(QemuAgentBase, unittest.TestCase):
+    ARCH = "aarch64"
+
+
+@unittest.skipIf(missing("armhf"), "needs %s (tools/deps.sh test installs them)"
+                 % " and ".join(missing("armhf")))
+class ArmhfAgentTest(QemuAgentBase, unittest.TestCase):
+    ARCH = "armhf"
 
 
 if __name__ == "__main__":
