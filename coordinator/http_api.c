@@ -79,8 +79,17 @@ void api_reply(struct api_resp *r, int status, json_object *body)
 {
 	if (r->body)
 		json_object_put(r->body);
+	free(r->text);
+	r->text = NULL;
 	r->status = status;
 	r->body = body;
+}
+
+void api_reply_text(struct api_resp *r, int status, char *text, size_t len)
+{
+	api_reply(r, status, NULL);
+	r->text = text;
+	r->text_len = len;
 }
 
 void api_error(struct api_resp *r, int status, const char *code, const char *field, const char *fmt,
@@ -163,12 +172,14 @@ static bool api_query_int(struct api_req *req, struct api_resp *r, const char *n
 {
 	const char *v = api_query(req, name);
 	char *end = NULL;
-	long long n;
+	long long n = 0;
 
 	if (v == NULL)
 		return true;
-	n = strtoll(v, &end, 10);
-	if (*v == '\0' || end == NULL || *end != '\0' || n < min || n > max) {
+	/* digits, with an optional '-': no space, '+' or anything else strtoll would skip */
+	if (v[v[0] == '-'] >= '0' && v[v[0] == '-'] <= '9')
+		n = strtoll(v, &end, 10);
+	if (end == NULL || *end != '\0' || n < min || n > max) {
 		api_error(r, 400, "invalid_parameter", name,
 			  "'%s' must be an integer from %lld to %lld", name, min, max);
 		return false;
@@ -296,7 +307,45 @@ static void api_dispatch(struct api_req *req, struct api_resp *r, char *allow, s
 
 /* ---- libmicrohttpd glue ---- */
 
-static enum MHD_Result api_send(struct MHD_Connection *conn, const struct api_resp *r,
+static int api_hex(char c)
+{
+	if (c >= '0' && c <= '9')
+		return c - '0';
+	if (c >= 'a' && c <= 'f')
+		return c - 'a' + 10;
+	if (c >= 'A' && c <= 'F')
+		return c - 'A' + 10;
+	return -1;
+}
+
+/*
+ * Decodes the %HH escapes of the path and of query names and values, except
+ * %00: a NUL would end the C string there, and "<ident>%00junk" would read as
+ * "<ident>", "tag=lab%00x" as "lab". Left as the three characters "%00", it
+ * fails every check of an ident, a name, a tag or a number (404 or 400).
+ */
+static size_t api_unescape(void *cls, struct MHD_Connection *conn, char *s)
+{
+	char *w = s;
+	const char *r = s;
+	int hi, lo;
+
+	(void)cls;
+	(void)conn;
+	while (*r != '\0') {
+		if (r[0] == '%' && (hi = api_hex(r[1])) >= 0 && (lo = api_hex(r[2])) >= 0 &&
+		    (hi | lo) != 0) {
+			*w++ = (char)(hi * 16 + lo);
+			r += 3;
+		} else {
+			*w++ = *r++;
+		}
+	}
+	*w = '\0';
+	return (size_t)(w - s);
+}
+
+static enum MHD_Result api_send(struct MHD_Connection *conn, struct api_resp *r,
 				const char *allow)
 {
 	struct MHD_Response *resp;
@@ -304,7 +353,12 @@ static enum MHD_Result api_send(struct MHD_Connection *conn, const struct api_re
 	size_t len = 0;
 	const char *text = "";
 
-	if (r->body) {
+	if (r->text) {
+		/* the buffer is handed over: freed by MHD with the response */
+		resp = MHD_create_response_from_buffer(r->text_len, r->text, MHD_RESPMEM_MUST_FREE);
+		if (resp)
+			r->text = NULL;
+	} else if (r->body) {
 		text = jsonu_dump(r->body, &len);
 		resp = MHD_create_response_from_buffer(len, (void *)text, MHD_RESPMEM_MUST_COPY);
 	} else {
@@ -312,7 +366,7 @@ static enum MHD_Result api_send(struct MHD_Connection *conn, const struct api_re
 	}
 	if (resp == NULL)
 		return MHD_NO;
-	if (r->body)
+	if (r->body || r->text_len > 0)
 		MHD_add_response_header(resp, "Content-Type", "application/json");
 	if (allow && *allow)
 		MHD_add_response_header(resp, "Allow", allow);
@@ -443,7 +497,7 @@ static enum MHD_Result api_handle(void *cls, struct MHD_Connection *conn, const 
 	struct api_app *app = cls;
 	struct api_conn *c = *con_cls;
 	struct api_req req;
-	struct api_resp resp = {0, NULL, 0};
+	struct api_resp resp = {.status = 0};
 	char path[API_MAX_URL];
 	char allow[128] = "";
 	enum MHD_Result ret;
@@ -518,6 +572,7 @@ send:
 	ret = api_send(conn, &resp, allow);
 	if (resp.body)
 		json_object_put(resp.body);
+	free(resp.text);
 	return ret;
 }
 
@@ -588,6 +643,7 @@ enum rcs_err http_api_start(struct api_app *app, const char *listen, unsigned nt
 	h->daemon = MHD_start_daemon(
 	    flags, 0, NULL, NULL, api_handle, app, MHD_OPTION_EXTERNAL_LOGGER, api_mhd_log, NULL,
 	    MHD_OPTION_SOCK_ADDR, ai->ai_addr, MHD_OPTION_NOTIFY_COMPLETED, api_completed, NULL,
+	    MHD_OPTION_UNESCAPE_CALLBACK, api_unescape, NULL,
 	    MHD_OPTION_THREAD_POOL_SIZE, nthreads ? nthreads : 1, MHD_OPTION_CONNECTION_TIMEOUT,
 	    (unsigned)30, MHD_OPTION_CONNECTION_LIMIT, (unsigned)4000,
 	    MHD_OPTION_LISTENING_ADDRESS_REUSE, (unsigned)1, MHD_OPTION_END);

@@ -48,7 +48,9 @@ struct api_req {
 struct api_resp {
 	int status;
 	json_object *body; /* owned; NULL for 204 */
-	int retry_after;   /* seconds, for a Retry-After header (0: none) */
+	char *text;        /* owned (malloc'd): a JSON answer already serialized, else NULL */
+	size_t text_len;
+	int retry_after; /* seconds, for a Retry-After header (0: none) */
 };
 
 typedef void (*api_handler)(struct api_req *req, struct api_resp *resp);
@@ -71,6 +73,8 @@ void api_invalid(struct api_resp *r, const struct jsonu_err *e);
 void api_store_error(struct api_resp *r, enum rcs_err err, const char *what);
 /* Sets a JSON answer (takes body). */
 void api_reply(struct api_resp *r, int status, json_object *body);
+/* Sets a JSON answer already serialized (takes text, malloc'd, len bytes). */
+void api_reply_text(struct api_resp *r, int status, char *text, size_t len);
 
 /* Parses the body as a JSON object; on failure sets 400 invalid_json and returns false.
  * The caller owns *out. An absent body is an error unless allow_empty (then *out is {}). */

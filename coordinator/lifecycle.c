@@ -4,6 +4,20 @@
 
 #include "log.h"
 
+#define LIFECYCLE_EVENT_MAX ((size_t)8 << 20) /* bytes of one job record as text */
+
+/* Hands the job record, as SQLite writes it out, to the transport's event hook. */
+static void lifecycle_changed_event(struct lifecycle *lc, const char *ident)
+{
+	char root[UUID_STR_LEN];
+	struct buf rec;
+
+	buf_init(&rec, LIFECYCLE_EVENT_MAX);
+	if (store_job_json(lc->st, ident, root, &rec) == RCS_OK)
+		lc->hooks->job_changed(lc->hooks->ctx, root, ident, rec.data, rec.len);
+	buf_free(&rec);
+}
+
 bool lifecycle_has_transport(const struct lifecycle *lc)
 {
 	return lc->hooks != NULL;
@@ -22,17 +36,14 @@ enum rcs_err lifecycle_move(struct lifecycle *lc, const struct job_move *m, enum
 		return err;
 	if (*result == STORE_MOVE_APPLIED && lc->changed)
 		lc->changed(lc->changed_ctx);
-	if (*result != STORE_MOVE_APPLIED && job_after == NULL)
+	if (*result == STORE_MOVE_APPLIED && lc->hooks && lc->hooks->job_changed)
+		lifecycle_changed_event(lc, m->ident);
+	if (job_after == NULL)
 		return RCS_OK;
 	err = store_job_get(lc->st, NULL, m->ident, &job);
 	if (err != RCS_OK)
 		return err;
-	if (*result == STORE_MOVE_APPLIED && lc->hooks && lc->hooks->job_changed)
-		lc->hooks->job_changed(lc->hooks->ctx, job);
-	if (job_after)
-		*job_after = job;
-	else
-		json_object_put(job);
+	*job_after = job;
 	return RCS_OK;
 }
 

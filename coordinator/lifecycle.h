@@ -33,8 +33,9 @@ struct lifecycle_hooks {
 	void (*jobs_due)(void *ctx, json_object *idents);
 	/* A job the device may have received was cancelled: tell the device. */
 	void (*job_cancelled)(void *ctx, json_object *job);
-	/* After every status change, with the job record as it now is. */
-	void (*job_changed)(void *ctx, json_object *job);
+	/* After every status change, with the job record as it now is (JSON text). */
+	void (*job_changed)(void *ctx, const char *client_root, const char *job_ident,
+			    const char *record, size_t len);
 	/* Jobs were created with a scheduled_time or a ttl: recompute the next deadline. */
 	void (*wake)(void *ctx);
 };

@@ -27,6 +27,7 @@
 #include "status.h"
 
 #define BRIDGE_BATCH         1000   /* inbound messages per transaction */
+#define BRIDGE_PUBLISH_CHUNK 256    /* envelopes per transaction when sending many */
 #define BRIDGE_INBOUND_MAX   200000 /* queued inbound messages before back-pressure */
 #define BRIDGE_SWEEP_SECONDS 15     /* re-send sweep period */
 #define BRIDGE_RESYNC_LIMIT  5000   /* jobs per query when catching up */
@@ -99,33 +100,39 @@ static enum rcs_err bridge_task_version(struct bridge *b, const char *task, long
 	return RCS_OK;
 }
 
+/* An envelope ready to go out: built and committed, not yet published. */
+struct bridge_out {
+	char ident[UUID_STR_LEN];
+	char topic[PROTO_MAX_TOPIC];
+	char *payload; /* malloc'd; NULL: nothing to send */
+	size_t len;
+};
+
 /*
- * Publishes a job's envelope. resend: the job was sent before (re-publish,
- * status unchanged); otherwise it must be pending, for an online device, and
- * is committed as transmited before it goes out (so no report of the device
- * can overtake it). tv_cache: may use the worker's cache (worker thread only).
- * *sent (may be NULL) gets the committed transmited record.
+ * Builds a job's envelope. resend: the job was sent before (re-publish, status
+ * unchanged); otherwise it must be pending, for an online device, and is moved
+ * to transmited first, so that no report of the device can overtake it once
+ * the caller's transaction commits (the caller publishes only after that).
+ * tv_cache: may use the worker's cache (worker thread only). *sent (may be
+ * NULL) gets the transmited record. o->payload stays NULL when the job is not
+ * to be sent (moved on meanwhile, device offline).
  */
-static enum rcs_err bridge_publish_job(struct bridge *b, const char *ident, bool resend,
-				       bool tv_cache, json_object **sent)
+static enum rcs_err bridge_prepare_job(struct bridge *b, const char *ident, bool resend,
+				       bool tv_cache, int64_t now, struct bridge_out *o,
+				       json_object **sent)
 {
 	json_object *job = NULL, *task, *env_json = NULL;
 	struct task_version own, *tv = NULL;
 	struct proto_envelope env;
-	char topic[PROTO_MAX_TOPIC];
 	enum job_status status = JS_INITIAL;
 	const char *payload;
-	size_t len;
-	int64_t now = (int64_t)time(NULL);
 	int64_t sched, ttl;
 	bool online = false;
 	enum rcs_err err;
 
 	memset(&own, 0, sizeof(own));
-	if (sent)
-		*sent = NULL;
-	if (!mqttc_connected(b->mq))
-		return RCS_ERR_BUSY; /* stays pending: sent after the next connect */
+	o->payload = NULL;
+	snprintf(o->ident, sizeof(o->ident), "%s", ident);
 	err = store_job_get(b->st, NULL, ident, &job);
 	if (err != RCS_OK)
 		goto out;
@@ -158,16 +165,9 @@ static enum rcs_err bridge_publish_job(struct bridge *b, const char *ident, bool
 				     .response = "sent to the device over MQTT",
 				     .now = now};
 		enum store_move res = STORE_MOVE_DUPLICATE;
-		json_object *after = NULL;
-		err = lifecycle_move(b->lc, &m, &res, &after);
-		if (err != RCS_OK || res != STORE_MOVE_APPLIED) {
-			json_object_put(after);
+		err = lifecycle_move(b->lc, &m, &res, sent);
+		if (err != RCS_OK || res != STORE_MOVE_APPLIED)
 			goto out; /* someone else moved it (cancel): not sent */
-		}
-		if (sent)
-			*sent = after;
-		else
-			json_object_put(after);
 	}
 	memset(&env, 0, sizeof(env));
 	snprintf(env.job, sizeof(env.job), "%s", ident);
@@ -193,18 +193,14 @@ static enum rcs_err bridge_publish_job(struct bridge *b, const char *ident, bool
 	    store_job_expiry(json_object_get_int64(jsonu_member(job, "created_at")), sched, ttl);
 	env.timeout = tv->timeout;
 	env_json = proto_envelope_encode(&env);
-	payload = jsonu_dump(env_json, &len);
-	proto_topic_make(topic, PROTO_JOB, env.client_root, env.entity_ident, ident);
-	/* a failure here leaves the job transmited: sent again shortly (client queue full)
-	 * or after the next connect */
-	err = mqttc_publish(b->mq, topic, payload, len, 1, false, 0);
-	if (err == RCS_OK) {
-		err = store_job_mark_sent(b->st, ident, now);
-	} else if (err != RCS_ERR_BUSY) {
-		pthread_mutex_lock(&b->lock);
-		json_object_array_add(b->retry, json_object_new_string(ident));
-		pthread_mutex_unlock(&b->lock);
+	payload = jsonu_dump(env_json, &o->len);
+	o->payload = malloc(o->len ? o->len : 1);
+	if (o->payload == NULL) {
+		err = RCS_ERR_NOMEM;
+		goto out;
 	}
+	memcpy(o->payload, payload, o->len);
+	proto_topic_make(o->topic, PROTO_JOB, env.client_root, env.entity_ident, ident);
 out:
 	store_task_version_free(&own);
 	if (env_json)
@@ -213,18 +209,107 @@ out:
 	return err;
 }
 
+/*
+ * Publishes a prepared envelope. A failure leaves the job transmited: sent
+ * again shortly (client queue full: the retry list) or after the next connect.
+ */
+static enum rcs_err bridge_send_out(struct bridge *b, const struct bridge_out *o)
+{
+	enum rcs_err err = mqttc_publish(b->mq, o->topic, o->payload, o->len, 1, false, 0);
+
+	if (err != RCS_OK && err != RCS_ERR_BUSY) {
+		pthread_mutex_lock(&b->lock);
+		json_object_array_add(b->retry, json_object_new_string(o->ident));
+		pthread_mutex_unlock(&b->lock);
+	}
+	return err;
+}
+
+/* Publishes one job's envelope (see bridge_prepare_job); *sent (may be NULL)
+ * gets the committed transmited record. */
+static enum rcs_err bridge_publish_job(struct bridge *b, const char *ident, bool resend,
+				       bool tv_cache, json_object **sent)
+{
+	struct bridge_out o;
+	int64_t now = (int64_t)time(NULL);
+	enum rcs_err err;
+
+	if (sent)
+		*sent = NULL;
+	if (!mqttc_connected(b->mq))
+		return RCS_ERR_BUSY; /* stays pending: sent after the next connect */
+	err = bridge_prepare_job(b, ident, resend, tv_cache, now, &o, sent);
+	if (err == RCS_OK && o.payload) {
+		err = bridge_send_out(b, &o);
+		if (err == RCS_OK)
+			err = store_job_mark_sent(b->st, ident, now);
+	}
+	free(o.payload);
+	return err;
+}
+
+/*
+ * Publishes many jobs (worker thread), BRIDGE_PUBLISH_CHUNK at a time: one
+ * transaction moves a chunk to transmited, its envelopes go out after that
+ * commit, and a second transaction records them as sent. Per job, that is
+ * two commits less than publishing them one by one.
+ */
 static void bridge_publish_list(struct bridge *b, json_object *idents, bool resend)
 {
 	size_t n = json_object_array_length(idents);
+	struct bridge_out *outs = calloc(BRIDGE_PUBLISH_CHUNK, sizeof(*outs));
+	bool connected = true;
 
-	for (size_t i = 0; i < n; i++) {
-		const char *id = json_object_get_string(json_object_array_get_idx(idents, i));
-		enum rcs_err err = bridge_publish_job(b, id, resend, true, NULL);
-		if (err == RCS_ERR_BUSY)
-			break; /* disconnected: the resync after the next connect catches up */
-		if (err != RCS_OK && err != RCS_ERR_FULL)
-			log_warnx("job %s: not sent: %s", id, rcs_strerror(err));
+	if (outs == NULL) {
+		log_warnx("cannot send %zu jobs: out of memory", n);
+		return;
 	}
+	for (size_t first = 0; first < n && connected; first += BRIDGE_PUBLISH_CHUNK) {
+		size_t k = n - first < BRIDGE_PUBLISH_CHUNK ? n - first : BRIDGE_PUBLISH_CHUNK;
+		int64_t now = (int64_t)time(NULL);
+		bool tx;
+
+		if (!mqttc_connected(b->mq))
+			break; /* disconnected: the resync after the next connect catches up */
+		tx = store_tx_begin(b->st) == RCS_OK;
+		for (size_t i = 0; i < k; i++) {
+			const char *id =
+			    json_object_get_string(json_object_array_get_idx(idents, first + i));
+			enum rcs_err err = bridge_prepare_job(b, id, resend, true, now, &outs[i], NULL);
+			if (err != RCS_OK && err != RCS_ERR_FULL)
+				log_warnx("job %s: not sent: %s", id, rcs_strerror(err));
+		}
+		if (tx && store_tx_end(b->st, true) != RCS_OK) {
+			/* nothing of the chunk was committed: its jobs stay pending */
+			log_warnx("a batch of %zu jobs could not be stored", k);
+			for (size_t i = 0; i < k; i++) {
+				free(outs[i].payload);
+				outs[i].payload = NULL;
+			}
+			continue;
+		}
+		for (size_t i = 0; i < k; i++) {
+			if (outs[i].payload == NULL)
+				continue;
+			if (!connected || bridge_send_out(b, &outs[i]) != RCS_OK) {
+				free(outs[i].payload);
+				outs[i].payload = NULL;
+				/* transmited, not published: the stale-job sweep or the resync
+				 * after the next connect sends it again */
+				connected = connected && mqttc_connected(b->mq);
+			}
+		}
+		tx = store_tx_begin(b->st) == RCS_OK;
+		for (size_t i = 0; i < k; i++) {
+			if (outs[i].payload)
+				store_job_mark_sent(b->st, outs[i].ident, now);
+			free(outs[i].payload);
+			outs[i].payload = NULL;
+		}
+		if (tx)
+			store_tx_end(b->st, true);
+	}
+	free(outs);
 }
 
 /* Publishes the pending jobs that are due, for one device (or all online devices). */
@@ -326,18 +411,15 @@ static void hook_job_cancelled(void *ctx, json_object *job)
 	json_object_put(o);
 }
 
-static void hook_job_changed(void *ctx, json_object *job)
+static void hook_job_changed(void *ctx, const char *client_root, const char *job_ident,
+			     const char *record, size_t len)
 {
 	struct bridge *b = ctx;
 	char topic[PROTO_MAX_TOPIC];
-	const char *payload;
-	size_t len;
 
-	proto_topic_make(topic, PROTO_EVENT, jsonu_member_str(job, "client_root"), NULL,
-			 jsonu_member_str(job, "ident"));
-	payload = jsonu_dump(job, &len);
+	proto_topic_make(topic, PROTO_EVENT, client_root, NULL, job_ident);
 	/* best effort: events are for monitoring, the API holds the truth */
-	mqttc_publish(b->mq, topic, payload, len, 1, false, 0);
+	mqttc_publish(b->mq, topic, record, len, 1, false, 0);
 }
 
 static void hook_wake(void *ctx)

@@ -241,6 +241,30 @@ static enum rcs_err store_exec(struct store *st, const char *sql)
 	return RCS_OK;
 }
 
+static enum rcs_err store_prepare(struct store *st, const char *sql, sqlite3_stmt **out);
+static void store_release(struct store *st, sqlite3_stmt *s);
+
+/* Runs one parameterless statement of constant SQL through the statement cache
+ * (transaction control on every write: parsed once, not per call). */
+static enum rcs_err store_run(struct store *st, const char *sql)
+{
+	sqlite3_stmt *s = NULL;
+	enum rcs_err err;
+	int rc;
+
+	err = store_prepare(st, sql, &s);
+	if (err != RCS_OK)
+		goto out;
+	rc = sqlite3_step(s);
+	if (rc != SQLITE_DONE && rc != SQLITE_ROW) {
+		log_warnx("%s: %s", sql, sqlite3_errmsg(st->db));
+		err = store_rc(st->db, rc, "run");
+	}
+out:
+	store_release(st, s);
+	return err;
+}
+
 static enum rcs_err store_prepare_fresh(struct store *st, const char *sql, sqlite3_stmt **out)
 {
 	int rc = sqlite3_prepare_v3(st->db, sql, -1, SQLITE_PREPARE_PERSISTENT, out, NULL);
@@ -687,7 +711,7 @@ enum rcs_err store_tx_begin(struct store *st)
 	enum rcs_err err;
 
 	store_lock(st);
-	err = store_exec(st, "BEGIN IMMEDIATE");
+	err = store_run(st, "BEGIN IMMEDIATE");
 	if (err != RCS_OK) {
 		store_unlock(st);
 		return err;
@@ -700,9 +724,9 @@ enum rcs_err store_tx_end(struct store *st, bool commit)
 {
 	enum rcs_err err;
 
-	err = store_exec(st, commit ? "COMMIT" : "ROLLBACK");
+	err = store_run(st, commit ? "COMMIT" : "ROLLBACK");
 	if (err != RCS_OK && commit)
-		store_exec(st, "ROLLBACK");
+		store_run(st, "ROLLBACK");
 	st->tx_depth--;
 	store_unlock(st);
 	return err;
@@ -714,14 +738,14 @@ static enum rcs_err store_sp_begin(struct store *st)
 {
 	store_lock(st);
 	if (st->tx_depth == 0) {
-		enum rcs_err err = store_exec(st, "BEGIN IMMEDIATE");
+		enum rcs_err err = store_run(st, "BEGIN IMMEDIATE");
 		if (err != RCS_OK) {
 			store_unlock(st);
 			return err;
 		}
 		return RCS_OK;
 	}
-	return store_exec(st, "SAVEPOINT op");
+	return store_run(st, "SAVEPOINT op");
 }
 
 static enum rcs_err store_sp_end(struct store *st, enum rcs_err status)
@@ -729,14 +753,14 @@ static enum rcs_err store_sp_end(struct store *st, enum rcs_err status)
 	enum rcs_err err;
 
 	if (st->tx_depth == 0) {
-		err = store_exec(st, status == RCS_OK ? "COMMIT" : "ROLLBACK");
+		err = store_run(st, status == RCS_OK ? "COMMIT" : "ROLLBACK");
 		if (err != RCS_OK && status == RCS_OK)
-			store_exec(st, "ROLLBACK");
+			store_run(st, "ROLLBACK");
 	} else if (status == RCS_OK) {
-		err = store_exec(st, "RELEASE op");
+		err = store_run(st, "RELEASE op");
 	} else {
-		store_exec(st, "ROLLBACK TO op");
-		err = store_exec(st, "RELEASE op");
+		store_run(st, "ROLLBACK TO op");
+		err = store_run(st, "RELEASE op");
 	}
 	store_unlock(st);
 	return status != RCS_OK ? status : err;
@@ -1529,6 +1553,23 @@ enum rcs_err store_device_presence(struct store *st, const char *client_root,
 	" j.status_list, j.variables"
 #define JOB_FROM "jobs j LEFT JOIN groups g ON g.ident = j.group_ident"
 
+/*
+ * The job record as JSON text, built by SQLite: the same members, in the same
+ * order and with the same values as row_job() (tests compare the two). Used
+ * where the record only goes out as text (events, bulk answers): no json-c
+ * objects to build, dump and free per job.
+ */
+#define JOB_JSON                                                                                   \
+	"json_object('ident', j.ident, 'task', json_object('version', j.task_version, 'ident',"     \
+	" j.task_ident, 'name', j.task_name), 'group', CASE WHEN j.group_ident IS NULL THEN NULL"  \
+	" ELSE json_object('ident', j.group_ident, 'name', g.name) END, 'client_root',"            \
+	" j.client_root, 'entity_ident', j.entity_ident, 'target', NULL, 'comment', j.comment,"    \
+	" 'status', j.status, 'created_user', j.created_user, 'created_at', j.created_at,"          \
+	" 'update_at', j.update_at, 'scheduled_time', j.scheduled_time, 'response_time',"          \
+	" j.response_time, 'ttl', j.ttl, 'payload', NULL, 'response', j.response,"                 \
+	" 'notification_mail_list', json(j.mail_list), 'notification_status_list',"               \
+	" json(j.status_list), 'variables', json(j.variables))"
+
 static json_object *row_job(sqlite3_stmt *s)
 {
 	json_object *o = json_object_new_object();
@@ -1720,38 +1761,56 @@ enum rcs_err store_job_get(struct store *st, const char *client_root, const char
 	    ident, client_root, row_job, out);
 }
 
-enum rcs_err store_jobs_get_batch(struct store *st, const struct job_batch *b, json_object **out)
+enum rcs_err store_job_json(struct store *st, const char *ident, char client_root[UUID_STR_LEN],
+			    struct buf *out)
 {
 	sqlite3_stmt *s = NULL;
-	json_object *items = NULL;
 	enum rcs_err err;
+	int rc;
 
-	*out = NULL;
 	store_lock(st);
-	err = store_prepare(st, "SELECT " JOB_COLS " FROM " JOB_FROM " WHERE j.ident = ?", &s);
+	err = store_prepare(st, "SELECT j.client_root, " JOB_JSON " FROM " JOB_FROM " WHERE j.ident = ?",
+			    &s);
 	if (err != RCS_OK)
 		goto out;
-	items = json_object_new_array_ext((int)b->n);
-	for (size_t i = 0; i < b->n; i++) {
-		int rc;
-		sqlite3_bind_text(s, 1, b->jobs[i].ident, -1, SQLITE_STATIC);
-		rc = sqlite3_step(s);
-		if (rc == SQLITE_ROW)
-			json_object_array_add(items, row_job(s));
-		else
-			err = rc == SQLITE_DONE ? RCS_ERR_NOTFOUND
-						: store_rc(st->db, rc, "jobs batch");
-		sqlite3_reset(s);
-		if (err != RCS_OK)
-			goto out;
+	bind_text(s, 1, ident);
+	rc = sqlite3_step(s);
+	if (rc != SQLITE_ROW) {
+		err = rc == SQLITE_DONE ? RCS_ERR_NOTFOUND : store_rc(st->db, rc, "job json");
+		goto out;
 	}
-	*out = items;
-	items = NULL;
+	snprintf(client_root, UUID_STR_LEN, "%s", col_text(s, 0) ? col_text(s, 0) : "");
+	err = buf_append(out, sqlite3_column_text(s, 1), (size_t)sqlite3_column_bytes(s, 1));
 out:
 	store_release(st, s);
 	store_unlock(st);
-	if (items)
-		json_object_put(items);
+	return err;
+}
+
+enum rcs_err store_jobs_json_batch(struct store *st, const struct job_batch *b, struct buf *out)
+{
+	sqlite3_stmt *s = NULL;
+	enum rcs_err err;
+
+	store_lock(st);
+	err = store_prepare(st, "SELECT " JOB_JSON " FROM " JOB_FROM " WHERE j.ident = ?", &s);
+	for (size_t i = 0; err == RCS_OK && i < b->n; i++) {
+		int rc;
+		sqlite3_bind_text(s, 1, b->jobs[i].ident, -1, SQLITE_STATIC);
+		rc = sqlite3_step(s);
+		if (rc == SQLITE_ROW) {
+			err = i > 0 ? buf_append(out, ",", 1) : RCS_OK;
+			if (err == RCS_OK)
+				err = buf_append(out, sqlite3_column_text(s, 0),
+						 (size_t)sqlite3_column_bytes(s, 0));
+		} else {
+			err = rc == SQLITE_DONE ? RCS_ERR_NOTFOUND
+						: store_rc(st->db, rc, "jobs batch");
+		}
+		sqlite3_reset(s);
+	}
+	store_release(st, s);
+	store_unlock(st);
 	return err;
 }
 

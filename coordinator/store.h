@@ -23,6 +23,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "buf.h"
 #include "err.h"
 #include "status.h"
 #include "uuid.h"
@@ -201,10 +202,15 @@ struct job_batch {
  * history, in one transaction. */
 enum rcs_err store_jobs_create(struct store *st, const struct job_batch *b);
 
-/* The records of a batch's jobs, in order, as a JSON array. */
-enum rcs_err store_jobs_get_batch(struct store *st, const struct job_batch *b, json_object **out);
-
 /* client_root NULL: any tenant (internal callers). */
+/*
+ * The job record as JSON text (the same record store_job_get builds), appended
+ * to out; client_root gets the job's tenant. For records that only go out.
+ */
+enum rcs_err store_job_json(struct store *st, const char *ident, char client_root[UUID_STR_LEN],
+			    struct buf *out);
+/* The batch's job records as JSON text, comma-separated, appended to out. */
+enum rcs_err store_jobs_json_batch(struct store *st, const struct job_batch *b, struct buf *out);
 enum rcs_err store_job_get(struct store *st, const char *client_root, const char *ident,
 			   json_object **out);
 enum rcs_err store_job_history(struct store *st, const char *client_root, const char *ident,

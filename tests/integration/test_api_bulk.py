@@ -198,9 +198,14 @@ class BulkTest(CoordinatorTest):
     def test_group(self):
         devs = self.devices(3)
         name = "night-reboot"
-        r = self.send_list({"ident_list": devs, "group_name": name, "comment": "grouped"})
+        comment = 'grouped / "quoted" \\ \t\u00e9\u20ac\U0001f600 \u0001 </script>'
+        r = self.send_list({"ident_list": devs, "group_name": name, "comment": comment})
         self.assertStatus(r, 201)
         group = r.json["group"]
+        # the records of the answer are the jobs' records, exactly as GET answers them
+        for j in r.json["items"]:
+            self.assertEqual(j["comment"], comment)
+            self.assertEqual(self.viewer.get("/jobs/" + j["ident"]).json, j)
         self.assertTrue(is_uuid(group["ident"]))
         self.assertEqual(group["name"], name)
         self.assertEqual(group["created_user"], "admin")
