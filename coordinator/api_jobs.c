@@ -516,6 +516,8 @@ static void job_list(struct api_req *req, struct api_resp *r, struct job_filter 
 		return;
 	if (f->task_ident == NULL && !job_filter_uuid(req, r, "task_ident", &f->task_ident))
 		return;
+	if (req->auth.role != ROLE_ADMIN)
+		f->only_visible_to = req->auth.user;
 	err = store_jobs_list(req->app->st, req->auth.client_root, f, &pg, &page);
 	if (err != RCS_OK)
 		api_store_error(r, err, "job");
@@ -547,12 +549,25 @@ void api_task_jobs_list(struct api_req *req, struct api_resp *r)
 	job_list(req, r, &f);
 }
 
+/*
+ * A job of the tenant whose task the caller may see: the jobs of a task that
+ * is not public are, like the task, only for its creator and admins.
+ */
+static enum rcs_err job_visible(struct api_req *req, const char *ident)
+{
+	if (!uuid_valid(ident))
+		return RCS_ERR_NOTFOUND;
+	if (req->auth.role == ROLE_ADMIN)
+		return RCS_OK;
+	return store_job_visible(req->app->st, req->auth.client_root, ident, req->auth.user);
+}
+
 void api_job_get(struct api_req *req, struct api_resp *r)
 {
 	json_object *job = NULL;
-	enum rcs_err err = RCS_ERR_NOTFOUND;
+	enum rcs_err err = job_visible(req, req->seg[1]);
 
-	if (uuid_valid(req->seg[1]))
+	if (err == RCS_OK)
 		err = store_job_get(req->app->st, req->auth.client_root, req->seg[1], &job);
 	if (err != RCS_OK)
 		api_store_error(r, err, "job");
@@ -568,7 +583,8 @@ void api_job_history(struct api_req *req, struct api_resp *r)
 
 	if (!api_page(req, r, API_MAX_PER_PAGE, &pg))
 		return;
-	if (uuid_valid(req->seg[1]))
+	err = job_visible(req, req->seg[1]);
+	if (err == RCS_OK)
 		err =
 		    store_job_history(req->app->st, req->auth.client_root, req->seg[1], &pg, &page);
 	if (err != RCS_OK)
@@ -582,14 +598,23 @@ void api_job_cancel(struct api_req *req, struct api_resp *r)
 	json_object *job = NULL;
 	enum rcs_err err = RCS_ERR_NOTFOUND;
 
-	/* no body is needed; one that is sent must be an object */
+	/* no body is needed; one that is sent must be an empty object */
 	if (req->body && req->body_len > 0) {
+		static const char *const none[] = {NULL};
 		json_object *body = NULL;
+		struct jsonu_err e;
+		bool ok;
 		if (!api_body_object(req, r, true, &body))
 			return;
+		ok = jsonu_check_keys(body, none, &e) == RCS_OK;
 		json_object_put(body);
+		if (!ok) {
+			api_invalid(r, &e);
+			return;
+		}
 	}
-	if (uuid_valid(req->seg[1]))
+	err = job_visible(req, req->seg[1]);
+	if (err == RCS_OK)
 		err = lifecycle_cancel(req->app->lc, req->auth.client_root, req->seg[1], req->now,
 				       &job);
 	if (err == RCS_ERR_CONFLICT)
@@ -608,7 +633,8 @@ void api_job_notifications(struct api_req *req, struct api_resp *r)
 
 	if (!api_page(req, r, API_DEFAULT_PER_PAGE, &pg))
 		return;
-	if (uuid_valid(req->seg[1]))
+	err = job_visible(req, req->seg[1]);
+	if (err == RCS_OK)
 		err = store_job_notifications(req->app->st, req->auth.client_root, req->seg[1], &pg,
 					      &page);
 	if (err != RCS_OK)

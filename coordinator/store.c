@@ -1888,7 +1888,42 @@ enum rcs_err store_jobs_list(struct store *st, const char *client_root, const st
 		qb_add(&q, "j.status IN ('edge_started', 'edge_running')", NULL);
 	else if (f->status)
 		qb_add(&q, "j.status = ?", f->status);
+	/* the jobs of a task the user may not see (not public, someone else's) are left out */
+	if (f->only_visible_to)
+		qb_add(&q,
+		       "j.task_ident NOT IN (SELECT ident FROM tasks WHERE client_root = j.client_root"
+		       " AND public = 0 AND created_user != ?)",
+		       f->only_visible_to);
 	return store_list(st, JOB_COLS, JOB_FROM, &q, "j.ident", pg, row_job, out);
+}
+
+enum rcs_err store_job_visible(struct store *st, const char *client_root, const char *ident,
+			       const char *user)
+{
+	sqlite3_stmt *s = NULL;
+	enum rcs_err err;
+	int rc;
+
+	store_lock(st);
+	err = store_prepare(st,
+			    "SELECT t.ident IS NULL OR t.public = 1 OR t.created_user = ?3 FROM jobs j"
+			    " LEFT JOIN tasks t ON t.ident = j.task_ident"
+			    " WHERE j.ident = ?1 AND j.client_root = ?2",
+			    &s);
+	if (err != RCS_OK)
+		goto out;
+	bind_text(s, 1, ident);
+	bind_text(s, 2, client_root);
+	bind_text(s, 3, user);
+	rc = sqlite3_step(s);
+	if (rc == SQLITE_ROW)
+		err = sqlite3_column_int(s, 0) ? RCS_OK : RCS_ERR_NOTFOUND;
+	else
+		err = rc == SQLITE_DONE ? RCS_ERR_NOTFOUND : store_rc(st->db, rc, "job visible");
+out:
+	store_release(st, s);
+	store_unlock(st);
+	return err;
 }
 
 enum rcs_err store_job_move(struct store *st, const struct job_move *m, enum store_move *result)

@@ -220,10 +220,15 @@ struct job_filter {
 	const char *group_ident;
 	const char *task_ident;
 	const char *entity_ident;
-	const char *status; /* a status name, or "running" */
+	const char *status;	     /* a status name, or "running" */
+	const char *only_visible_to; /* user: jobs of others' non-public tasks left out */
 };
 enum rcs_err store_jobs_list(struct store *st, const char *client_root, const struct job_filter *f,
 			     const struct store_page *pg, json_object **out);
+/* RCS_OK when the job is the tenant's and its task visible to user (public, or
+ * theirs): the rule of the task itself; RCS_ERR_NOTFOUND otherwise. */
+enum rcs_err store_job_visible(struct store *st, const char *client_root, const char *ident,
+			       const char *user);
 
 enum store_move {
 	STORE_MOVE_APPLIED,   /* status changed, history appended */
