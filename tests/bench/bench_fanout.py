@@ -218,6 +218,12 @@ def coordinator_run(workdir, k, prep, n, timeout, coord_args=()):
         coord.stop()
         broker.stop()
     res["sim"] = simres
+    # the database's growth per job (the coordinator checkpoints its WAL when it stops):
+    # the job row, its history rows and the indexes
+    grown = sum(os.path.getsize(p) for p in (db, db + "-wal") if os.path.exists(p)) - \
+        os.path.getsize(template)
+    res["db_bytes_per_job"] = round(grown / max(res["created"], 1))
+    res["devices_per_connection"] = simres.get("devices_per_connection", 1) if simres else None
     return res
 
 
@@ -271,8 +277,8 @@ def main():
     soft, hard = raise_nofile()
     n = a.devices
     if soft < n + 100:
-        log("RLIMIT_NOFILE is %d (hard %d): too low for %d devices; fleetsim will simulate "
-            "fewer" % (soft, hard, n))
+        log("RLIMIT_NOFILE is %d (hard %d): too low for one connection per device; fleetsim "
+            "puts several of the %d devices on each connection" % (soft, hard, n))
     workdir = tempfile.mkdtemp(prefix="rcs-bench-")
     log("work directory", workdir)
     try:
@@ -308,7 +314,9 @@ def main():
                        "baseline_s": med("baseline_s"),
                        "baseline_jobs_per_s": round(n / med("baseline_s"), 1),
                        "ratio": med("ratio"),
-                       "coordinator_cpu_s": med("coordinator_cpu_s")},
+                       "coordinator_cpu_s": med("coordinator_cpu_s"),
+                       "db_bytes_per_job": med("db_bytes_per_job")},
+            "devices_per_connection": runs[0]["devices_per_connection"],
             "simulator": {
                 "selftest": sim_ceiling,
                 "cpu_us_per_msg_max": max(s["cpu_us_per_msg"] for s in sims),

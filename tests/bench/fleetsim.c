@@ -48,7 +48,7 @@ enum cstate { C_IDLE, C_CONNECTING, C_WAIT_CONNACK, C_WAIT_SUBACK, C_READY };
 
 struct conn {
 	int fd;
-	int idx;		/* device index, or -1 for the baseline coordinator */
+	int idx;		/* connection index (devices idx*per_conn...), -1: the baseline coordinator */
 	enum cstate st;
 	int want_out;
 	uint16_t pid;
@@ -70,7 +70,9 @@ static int opt_keepalive = 120;
 
 static char **idents;
 static int ndev;
-static struct conn *conns;	/* ndev devices + 1 baseline coordinator */
+static int nconn;		/* device connections: ndev / per_conn, rounded up */
+static int opt_per_conn = 1;	/* devices sharing one connection (when descriptors run short) */
+static struct conn *conns;	/* nconn device connections + 1 baseline coordinator */
 static int epfd;
 static volatile sig_atomic_t stop_flag;
 
@@ -198,7 +200,7 @@ static void mqtt_connect(struct conn *c, const char *cid)
 	size_t cl = strlen(cid);
 	unsigned char flags = 0x00; /* clean session off */
 	if (c->idx >= 0) {
-		wtl = snprintf(wt, sizeof wt, "rcs/v1/%s/%s/state", opt_root, cid);
+		wtl = snprintf(wt, sizeof wt, "rcs/v1/%s/%s/state", opt_root, cid); /* first device */
 		wpl = snprintf(wp, sizeof wp,
 			       "{\"v\":1,\"online\":false,\"tags\":[],\"agent_version\":\"fleetsim\","
 			       "\"ts\":%ld}",
@@ -325,26 +327,44 @@ static void conn_start(struct conn *c)
 		conn_close(c, 1);
 		return;
 	}
-	const char *cid = c->idx >= 0 ? idents[c->idx] : "fleetsim-baseline-coordinator";
+	const char *cid =
+	    c->idx >= 0 ? idents[c->idx * opt_per_conn] : "fleetsim-baseline-coordinator";
 	mqtt_connect(c, cid);
 }
 
 static void on_connected(struct conn *c)
 {
-	char t1[256], t2[256];
+	char t1[256];
 	if (c->idx >= 0) {
-		snprintf(t1, sizeof t1, "rcs/v1/%s/%s/jobs/+", opt_root, idents[c->idx]);
-		snprintf(t2, sizeof t2, "rcs/v1/%s/%s/jobs/+/cancel", opt_root, idents[c->idx]);
-		const char *ts[2] = {t1, t2};
-		mqtt_subscribe(c, ts, 2);
-		/* retained state, online */
-		char st[256], pl[256];
-		int sl = snprintf(st, sizeof st, "rcs/v1/%s/%s/state", opt_root, idents[c->idx]);
-		int pll = snprintf(pl, sizeof pl,
-				   "{\"v\":1,\"online\":true,\"tags\":[],\"agent_version\":"
-				   "\"fleetsim\",\"ts\":%ld}",
-				   (long)time(NULL));
-		mqtt_publish(c, st, sl, pl, pll, 1, 1);
+		int first = c->idx * opt_per_conn;
+		int last = first + opt_per_conn < ndev ? first + opt_per_conn : ndev;
+		int nt = 0;
+		char(*tb)[256] = malloc(sizeof(*tb) * 2 * (last - first));
+		const char **ts = malloc(sizeof(*ts) * 2 * (last - first));
+		if (!tb || !ts)
+			die("malloc");
+		for (int d = first; d < last; d++) {
+			snprintf(tb[nt], sizeof tb[nt], "rcs/v1/%s/%s/jobs/+", opt_root, idents[d]);
+			ts[nt] = tb[nt];
+			nt++;
+			snprintf(tb[nt], sizeof tb[nt], "rcs/v1/%s/%s/jobs/+/cancel", opt_root,
+				 idents[d]);
+			ts[nt] = tb[nt];
+			nt++;
+		}
+		mqtt_subscribe(c, ts, nt);
+		free(ts);
+		free(tb);
+		/* retained state of each device, online */
+		for (int d = first; d < last; d++) {
+			char st[256], pl[256];
+			int sl = snprintf(st, sizeof st, "rcs/v1/%s/%s/state", opt_root, idents[d]);
+			int pll = snprintf(pl, sizeof pl,
+					   "{\"v\":1,\"online\":true,\"tags\":[],\"agent_version\":"
+					   "\"fleetsim\",\"ts\":%ld}",
+					   (long)time(NULL));
+			mqtt_publish(c, st, sl, pl, pll, 1, 1);
+		}
 	} else {
 		snprintf(t1, sizeof t1, "rcs/v1/%s/+/jobs/+/status", opt_root);
 		const char *ts[1] = {t1};
@@ -599,6 +619,8 @@ int main(int argc, char **argv)
 			opt_env_size = atoi(v), i++;
 		else if (!strcmp(a, "--timeout"))
 			opt_timeout = atof(v), i++;
+		else if (!strcmp(a, "--per-conn"))
+			opt_per_conn = atoi(v) > 0 ? atoi(v) : 1, i++;
 		else
 			usage();
 	}
@@ -621,10 +643,12 @@ int main(int argc, char **argv)
 	}
 	fclose(f);
 
-	/* file descriptors: one per device, the baseline coordinator, epoll, stdio */
+	/* file descriptors: one per connection, the baseline coordinator, epoll, stdio; when
+	 * they run short, several devices share a connection (each with its own topics) */
 	struct rlimit rl;
 	getrlimit(RLIMIT_NOFILE, &rl);
-	rlim_t need = (rlim_t)ndev + 64;
+	nconn = (ndev + opt_per_conn - 1) / opt_per_conn;
+	rlim_t need = (rlim_t)nconn + 64;
 	if (rl.rlim_cur < need) {
 		rl.rlim_cur = need < rl.rlim_max ? need : rl.rlim_max;
 		setrlimit(RLIMIT_NOFILE, &rl);
@@ -632,9 +656,12 @@ int main(int argc, char **argv)
 	getrlimit(RLIMIT_NOFILE, &rl);
 	if (rl.rlim_cur < need) {
 		int allowed = (int)rl.rlim_cur - 64;
-		fprintf(stderr, "fleetsim: RLIMIT_NOFILE hard limit %llu: simulating %d of %d devices\n",
-			(unsigned long long)rl.rlim_max, allowed, ndev);
-		ndev = allowed;
+		opt_per_conn = (ndev + allowed - 1) / allowed;
+		nconn = (ndev + opt_per_conn - 1) / opt_per_conn;
+		fprintf(stderr,
+			"fleetsim: RLIMIT_NOFILE hard limit %llu: %d devices over %d connections"
+			" (%d per connection)\n",
+			(unsigned long long)rl.rlim_max, ndev, nconn, opt_per_conn);
 	}
 
 	memset(&broker_addr, 0, sizeof broker_addr);
@@ -653,12 +680,12 @@ int main(int argc, char **argv)
 	epfd = epoll_create1(EPOLL_CLOEXEC);
 	if (epfd < 0)
 		die("epoll_create1");
-	conns = calloc(ndev + 1, sizeof *conns);
-	for (int i = 0; i <= ndev; i++) {
+	conns = calloc(nconn + 1, sizeof *conns);
+	for (int i = 0; i <= nconn; i++) {
 		conns[i].fd = -1;
-		conns[i].idx = i < ndev ? i : -1;
+		conns[i].idx = i < nconn ? i : -1;
 	}
-	struct conn *coord = &conns[ndev];
+	struct conn *coord = &conns[nconn];
 
 	double t_start = now(), cpu_start = cpu_seconds();
 	double t_ready = 0, t_send = 0, t_done = 0, cpu_send = 0;
@@ -680,14 +707,14 @@ int main(int argc, char **argv)
 		if (budget > opt_rate / 10.0 + 1)
 			budget = opt_rate / 10.0 + 1;
 		last_tick = t;
-		while (next < ndev && budget >= 1 && npending < opt_max_pending) {
+		while (next < nconn && budget >= 1 && npending < opt_max_pending) {
 			conn_start(&conns[next++]);
 			budget -= 1;
 		}
 		/* once a second: reconnect lost connections, keep-alive */
 		if (t - last_scan >= 1.0) {
 			last_scan = t;
-			for (int i = 0; i <= ndev && i < (next == ndev ? ndev + 1 : next); i++) {
+			for (int i = 0; i <= nconn && i < (next == nconn ? nconn + 1 : next); i++) {
 				struct conn *c = &conns[i];
 				if (c->fd < 0) {
 					if (c->idx < 0 && !opt_baseline)
@@ -700,10 +727,10 @@ int main(int argc, char **argv)
 				}
 			}
 		}
-		if (opt_baseline && next == ndev && coord->fd < 0 && coord->st == C_IDLE &&
+		if (opt_baseline && next == nconn && coord->fd < 0 && coord->st == C_IDLE &&
 		    coord->retry_at <= t)
 			conn_start(coord);
-		if (!reported_ready && nready == ndev && (!opt_baseline || coord_ready)) {
+		if (!reported_ready && nready == nconn && (!opt_baseline || coord_ready)) {
 			reported_ready = 1;
 			t_ready = now();
 			printf("READY %d\n", nready);
@@ -738,7 +765,7 @@ int main(int argc, char **argv)
 			t_done = now();
 			break;
 		}
-		int timeout_ms = next < ndev ? 5 : 200;
+		int timeout_ms = next < nconn ? 5 : 200;
 		int n = epoll_wait(epfd, evs, 1024, timeout_ms);
 		if (n < 0) {
 			if (errno == EINTR)
@@ -751,8 +778,9 @@ int main(int argc, char **argv)
 
 	double cpu_total = cpu_seconds() - cpu_start;
 	long long msgs = msgs_in + msgs_out;
-	printf("{\"mode\":\"%s\",\"devices\":%d,\"ready\":%d,\"connect_s\":%.3f,",
-	       opt_baseline ? "baseline" : "devices", ndev, nready,
+	printf("{\"mode\":\"%s\",\"devices\":%d,\"connections\":%d,\"devices_per_connection\":%d,"
+	       "\"ready\":%d,\"connect_s\":%.3f,",
+	       opt_baseline ? "baseline" : "devices", ndev, nconn, opt_per_conn, nready,
 	       t_ready ? t_ready - t_start : -1.0);
 	if (opt_baseline) {
 		double dt = t_done ? t_done - t_send : -1.0;
