@@ -112,8 +112,10 @@ class Fleetsim:
         return self.result()
 
 
-def start_broker(workdir):
-    b = h.Mosquitto(workdir, persistence=False, extra_conf="max_connections -1\n")
+def start_broker(workdir, n):
+    # the baseline's one "coordinator" connection may have all 4n reports queued at once
+    b = h.Mosquitto(workdir, persistence=False, extra_conf="max_connections -1\n"
+                    "max_queued_messages %d\n" % max(100000, 5 * n))
     return b.start()
 
 
@@ -165,7 +167,7 @@ def coordinator_run(workdir, k, prep, n, timeout, coord_args=()):
     template, client_root, key, task, idf = prep
     db = os.path.join(workdir, "run-%d.db" % k)
     copy_db(template, db)
-    broker = start_broker(workdir)
+    broker = start_broker(workdir, n)
     coord = h.Coordinator(workdir, db=db, extra_args=("--mqtt", broker.url, *coord_args))
     sim = None
     try:
@@ -229,7 +231,7 @@ def coordinator_run(workdir, k, prep, n, timeout, coord_args=()):
 
 def baseline_run(workdir, prep, n, env_size, timeout):
     _, client_root, _, _, idf = prep
-    broker = start_broker(workdir)
+    broker = start_broker(workdir, n)
     try:
         sim = Fleetsim(workdir, idf, client_root, broker.port,
                        extra=("--baseline", "--env-size", str(env_size),
