@@ -261,12 +261,15 @@ enum rcs_err mqttc_start(const struct mqttc_opts *opts, const struct mqttc_callb
 	}
 	MQTTAsync_setCallbacks(m->client, m, mqttc_on_lost, mqttc_on_message, NULL);
 	mqttc_now(&m->next_attempt);
+	/* the handle is the caller's before the first connect can call back into it
+	 * (an on_connected that subscribes through *out must not find NULL there) */
+	*out = m;
 	if (pthread_create(&m->thread, NULL, mqttc_loop, m) != 0) {
+		*out = NULL;
 		err = RCS_ERR_IO;
 		goto out;
 	}
 	m->thread_started = true;
-	*out = m;
 	m = NULL;
 	err = RCS_OK;
 out:

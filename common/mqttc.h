@@ -46,7 +46,8 @@ struct mqttc_callbacks {
 
 struct mqttc;
 
-/* Creates the client and starts connecting in the background. */
+/* Creates the client and starts connecting in the background. *out is set before
+ * that starts: the callbacks may already use it. */
 enum rcs_err mqttc_start(const struct mqttc_opts *opts, const struct mqttc_callbacks *cb,
 			 struct mqttc **out);
 /* Disconnects (waiting up to timeout_ms for in-flight messages) and frees. NULL is fine. */
