@@ -4,6 +4,9 @@
 #   tools/deps.sh run     build and run both daemons
 #   tools/deps.sh test    + test tools and both cross builds of the agent, run under qemu-user
 #                           (aarch64 and 32-bit ARM) (default)
+#   tools/deps.sh bench   + the benchmarks' tools (tests/bench/, BENCHMARKS.md): wrk, and nginx
+#                           as the REST baseline (the benchmark starts its own nginx with its
+#                           own config on a free port; it never uses the system service)
 set -eu
 
 RUN_PKGS="build-essential cmake pkg-config
@@ -23,6 +26,8 @@ ARMHF_DEBS="libpaho-mqtt-dev libpaho-mqtt1.3 libssl-dev libssl3 liblua5.4-dev li
 libjson-c-dev libjson-c5 libsqlite3-dev libsqlite3-0 libmbedtls-dev libmbedtls14
 libmbedx509-1 libmbedcrypto7 libseccomp-dev libseccomp2"
 ARMHF_SYSROOT=${RCS_SYSROOT:-/opt/rcs-sysroot/arm-linux-gnueabihf}
+# wrk embeds LuaJIT for its request scripts: no Lua package needed for them
+BENCH_PKGS="wrk nginx-light"
 
 what=${1:-test}
 foreign=""
@@ -30,7 +35,12 @@ sysroot=""
 case "$what" in
 run) pkgs="$RUN_PKGS" ;;
 test | armhf) pkgs="$RUN_PKGS $TEST_PKGS $ARM64_PKGS $ARMHF_PKGS"; foreign="arm64 armhf"; sysroot=1 ;;
-*) echo "usage: $0 [run|test]" >&2; exit 2 ;;
+bench)
+	pkgs="$RUN_PKGS $TEST_PKGS $ARM64_PKGS $ARMHF_PKGS $BENCH_PKGS"
+	foreign="arm64 armhf"
+	sysroot=1
+	;;
+*) echo "usage: $0 [run|test|bench]" >&2; exit 2 ;;
 esac
 
 missing=""
