@@ -168,6 +168,11 @@ static enum rcs_err bridge_prepare_job(struct bridge *b, const char *ident, bool
 		err = lifecycle_move(b->lc, &m, &res, sent);
 		if (err != RCS_OK || res != STORE_MOVE_APPLIED)
 			goto out; /* someone else moved it (cancel): not sent */
+		/* recorded as sent with the move: should the publish fail, the retry list,
+		 * the resync after a reconnect or the stale-job sweep sends it again */
+		err = store_job_mark_sent(b->st, ident, now);
+		if (err != RCS_OK)
+			goto out;
 	}
 	memset(&env, 0, sizeof(env));
 	snprintf(env.job, sizeof(env.job), "%s", ident);
@@ -238,10 +243,25 @@ static enum rcs_err bridge_publish_job(struct bridge *b, const char *ident, bool
 		*sent = NULL;
 	if (!mqttc_connected(b->mq))
 		return RCS_ERR_BUSY; /* stays pending: sent after the next connect */
+	/* one transaction: moved to transmited and marked sent, committed before it goes out */
+	err = store_tx_begin(b->st);
+	if (err != RCS_OK)
+		return err;
 	err = bridge_prepare_job(b, ident, resend, tv_cache, now, &o, sent);
+	if (store_tx_end(b->st, err == RCS_OK) != RCS_OK && err == RCS_OK)
+		err = RCS_ERR_IO;
+	if (err != RCS_OK) {
+		/* rolled back: not transmited, nothing to send or answer */
+		free(o.payload);
+		o.payload = NULL;
+		if (sent) {
+			json_object_put(*sent);
+			*sent = NULL;
+		}
+	}
 	if (err == RCS_OK && o.payload) {
 		err = bridge_send_out(b, &o);
-		if (err == RCS_OK)
+		if (err == RCS_OK && resend)
 			err = store_job_mark_sent(b->st, ident, now);
 	}
 	free(o.payload);
@@ -250,9 +270,8 @@ static enum rcs_err bridge_publish_job(struct bridge *b, const char *ident, bool
 
 /*
  * Publishes many jobs (worker thread), BRIDGE_PUBLISH_CHUNK at a time: one
- * transaction moves a chunk to transmited, its envelopes go out after that
- * commit, and a second transaction records them as sent. Per job, that is
- * two commits less than publishing them one by one.
+ * transaction moves a chunk to transmited and records it as sent, and its
+ * envelopes go out after that commit (re-sends are counted in a second one).
  */
 static void bridge_publish_list(struct bridge *b, json_object *idents, bool resend)
 {
@@ -299,9 +318,10 @@ static void bridge_publish_list(struct bridge *b, json_object *idents, bool rese
 				connected = connected && mqttc_connected(b->mq);
 			}
 		}
-		tx = store_tx_begin(b->st) == RCS_OK;
+		/* first sends were marked sent with their move; re-sends count once out */
+		tx = resend && store_tx_begin(b->st) == RCS_OK;
 		for (size_t i = 0; i < k; i++) {
-			if (outs[i].payload)
+			if (outs[i].payload && tx)
 				store_job_mark_sent(b->st, outs[i].ident, now);
 			free(outs[i].payload);
 			outs[i].payload = NULL;
