@@ -28,6 +28,7 @@
 
 #define BRIDGE_BATCH         1000   /* inbound messages per transaction */
 #define BRIDGE_PUBLISH_CHUNK 256    /* envelopes per transaction when sending many */
+#define BRIDGE_FULL_WAIT_MS  2000   /* longest wait for room in the client's window */
 #define BRIDGE_INBOUND_MAX   200000 /* queued inbound messages before back-pressure */
 #define BRIDGE_SWEEP_SECONDS 15     /* re-send sweep period */
 #define BRIDGE_RESYNC_LIMIT  5000   /* jobs per query when catching up */
@@ -222,6 +223,15 @@ static enum rcs_err bridge_send_out(struct bridge *b, const struct bridge_out *o
 {
 	enum rcs_err err = mqttc_publish(b->mq, o->topic, o->payload, o->len, 1, false, 0);
 
+	/* back-pressure: while the client's window of unacknowledged messages is full,
+	 * wait for the broker's acknowledgements (paho's threads take them) rather than
+	 * set the envelope aside; a send to thousands of devices goes out at the
+	 * broker's pace */
+	for (int waited = 0; err == RCS_ERR_FULL && waited < BRIDGE_FULL_WAIT_MS; waited++) {
+		struct timespec ms = {0, 1000000L};
+		nanosleep(&ms, NULL);
+		err = mqttc_publish(b->mq, o->topic, o->payload, o->len, 1, false, 0);
+	}
 	if (err != RCS_OK && err != RCS_ERR_BUSY) {
 		pthread_mutex_lock(&b->lock);
 		json_object_array_add(b->retry, json_object_new_string(o->ident));
