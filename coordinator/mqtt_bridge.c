@@ -665,7 +665,7 @@ static void bridge_arm_clock(struct bridge *b)
 static void *bridge_worker(void *arg)
 {
 	struct bridge *b = arg;
-	int64_t next_deadline = 0, next_sweep = 0;
+	int64_t next_deadline = 0, next_sweep = 0, last_now = 0;
 	bool run_schedule = true;
 
 	bridge_arm_clock(b);
@@ -734,6 +734,16 @@ static void *bridge_worker(void *arg)
 			bridge_publish_list(b, retry, true);
 			json_object_put(retry);
 		}
+		if (now < last_now) {
+			/* the wall clock went back (timerfd reports only settimeofday and
+			 * the like; this also catches a slewed or faked clock) */
+			log_info("the system clock went back %llds: rescheduling",
+				 (long long)(last_now - now));
+			store_jobs_clock_back(b->st, now);
+			next_sweep = now;
+			run_schedule = true;
+		}
+		last_now = now;
 		if (run_schedule || (next_deadline && now >= next_deadline)) {
 			next_deadline = bridge_schedule(b, now);
 			run_schedule = false;
@@ -783,6 +793,11 @@ static void *bridge_worker(void *arg)
 				log_warn("timerfd");
 			log_info("the system clock was set: rescheduling");
 			bridge_arm_clock(b);
+			now = (int64_t)time(NULL);
+			if (now < last_now)
+				store_jobs_clock_back(b->st, now);
+			last_now = now;
+			next_sweep = now; /* a wall-clock instant: computed anew */
 			run_schedule = true;
 		}
 	}

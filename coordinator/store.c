@@ -2270,6 +2270,20 @@ enum rcs_err store_jobs_stale(struct store *st, int64_t now, int64_t after, size
 			    NULL, now, after, limit, out);
 }
 
+enum rcs_err store_jobs_clock_back(struct store *st, int64_t now)
+{
+	char ts[32];
+
+	snprintf(ts, sizeof(ts), "%lld", (long long)now);
+	return store_write(st,
+			   "UPDATE jobs SET update_at = min(update_at, CAST(?1 AS INTEGER)),"
+			   " sent_at = min(sent_at, CAST(?1 AS INTEGER))"
+			   " WHERE status IN ('transmited', 'edge_transmitted', 'edge_started',"
+			   " 'edge_running') AND (update_at > CAST(?1 AS INTEGER) OR"
+			   " sent_at > CAST(?1 AS INTEGER))",
+			   NULL, 1, ts);
+}
+
 enum rcs_err store_jobs_expired(struct store *st, int64_t now, size_t limit, json_object **out)
 {
 	return store_idents(st,

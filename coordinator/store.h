@@ -284,6 +284,10 @@ enum rcs_err store_jobs_unacked(struct store *st, const char *entity_ident, size
  * seconds, doubling with every re-send (up to 32x), for online devices. */
 enum rcs_err store_jobs_stale(struct store *st, int64_t now, int64_t after, size_t limit,
 			      json_object **out);
+/* The wall clock went back to now: the active jobs' last news and sends are
+ * brought back to it, so that a job without news is re-sent after resend_after
+ * again instead of after the size of the step. */
+enum rcs_err store_jobs_clock_back(struct store *st, int64_t now);
 /* Idents of pending or transmited jobs whose ttl has run out. */
 enum rcs_err store_jobs_expired(struct store *st, int64_t now, size_t limit, json_object **out);
 /* Records a (re-)send of the job's envelope. */
