@@ -45,6 +45,36 @@ void link_report(struct agent *a, const char *job, enum job_status status, const
 	free(payload);
 }
 
+/*
+ * A refusal that cannot be journaled (the state directory is full, the journal
+ * fails): sent straight away, seq 1, best effort. The job was never recorded,
+ * so it never runs; the report ends it at the coordinator, which then stops
+ * sending it. Should the report be lost, a re-sent envelope is refused the
+ * same way while the journal still fails.
+ */
+static void link_refuse_unjournaled(struct agent *a, const char *job, const char *reason)
+{
+	struct proto_report r;
+	json_object *o;
+	char topic[PROTO_MAX_TOPIC];
+	const char *payload;
+	size_t len;
+
+	memset(&r, 0, sizeof(r));
+	snprintf(r.job, sizeof(r.job), "%s", job);
+	r.status = JS_EDGE_ERROR;
+	r.seq = 1;
+	r.ts = (int64_t)time(NULL);
+	r.response = reason;
+	o = proto_report_encode(&r);
+	if (o == NULL)
+		return;
+	payload = jsonu_dump(o, &len);
+	proto_topic_make(topic, PROTO_STATUS, a->set->client_root, a->set->entity_ident, job);
+	mqttc_publish(a->mq, topic, payload, len, 1, false, 0);
+	json_object_put(o);
+}
+
 /* Answers a repeated envelope with the job's final (or latest) report. */
 static void link_resend(struct agent *a, const char *job)
 {
@@ -155,7 +185,10 @@ static void link_envelope(struct agent *a, const char *job, const char *payload,
 			      decoded && !reason[0] ? len : 0, (int64_t)time(NULL), &is_new);
 	locked = true;
 	if (err != RCS_OK) {
+		snprintf(reason, sizeof(reason), "%s: the agent cannot journal the job, refused",
+			 err == RCS_ERR_FULL ? "storage full" : "journal unavailable");
 		log_warnx("job %s: cannot journal it (%s): refused", job, rcs_strerror(err));
+		link_refuse_unjournaled(a, job, reason);
 		goto out;
 	}
 	if (!is_new) {
