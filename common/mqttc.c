@@ -25,6 +25,9 @@ struct mqttc {
 	bool stop;
 	bool connected;
 	bool connecting;
+	bool renew; /* the connection was lost: a new client before the next attempt */
+	/* held for reading while m->client is used, for writing while it is replaced */
+	pthread_rwlock_t client_lock;
 	unsigned attempt;
 	struct timespec next_attempt; /* CLOCK_MONOTONIC */
 };
@@ -103,6 +106,7 @@ static void mqttc_on_lost(void *ctx, char *cause)
 	pthread_mutex_lock(&m->lock);
 	m->connected = false;
 	m->connecting = false;
+	m->renew = true;
 	m->attempt = 0;
 	mqttc_schedule(m);
 	pthread_cond_broadcast(&m->cond);
@@ -127,6 +131,45 @@ static int mqttc_on_message(void *ctx, char *topic, int topic_len, MQTTAsync_mes
 	MQTTAsync_freeMessage(&msg);
 	MQTTAsync_free(topic);
 	return 1;
+}
+
+/* Creates the paho client of m (m->client). */
+static enum rcs_err mqttc_create(struct mqttc *m)
+{
+	MQTTAsync_createOptions cro = MQTTAsync_createOptions_initializer;
+	int rc;
+
+	cro.sendWhileDisconnected = 0;
+	cro.MQTTVersion = MQTTVERSION_3_1_1;
+	rc = MQTTAsync_createWithOptions(&m->client, m->url, m->o.client_id,
+					 MQTTCLIENT_PERSISTENCE_NONE, NULL, &cro);
+	if (rc != MQTTASYNC_SUCCESS) {
+		log_warnx("MQTT client for %s: error %d", m->url, rc);
+		m->client = NULL;
+		return RCS_ERR_INVAL;
+	}
+	MQTTAsync_setCallbacks(m->client, m, mqttc_on_lost, mqttc_on_message, NULL);
+	return RCS_OK;
+}
+
+/*
+ * After a lost connection, the next attempt starts from a new paho client: the
+ * broker keeps the session (clean session off), but paho 1.3.12 can corrupt the
+ * in-flight messages it would send again on reconnect (a broken topic, which
+ * the broker answers by closing the connection, again and again). What matters
+ * is sent again by its owner: the coordinator's catch-up and re-send sweep, the
+ * agent's journal outbox.
+ */
+static enum rcs_err mqttc_renew(struct mqttc *m)
+{
+	enum rcs_err err;
+
+	pthread_rwlock_wrlock(&m->client_lock);
+	if (m->client)
+		MQTTAsync_destroy(&m->client);
+	err = mqttc_create(m);
+	pthread_rwlock_unlock(&m->client_lock);
+	return err;
 }
 
 static int mqttc_connect(struct mqttc *m)
@@ -166,6 +209,7 @@ static int mqttc_connect(struct mqttc *m)
 static void *mqttc_loop(void *arg)
 {
 	struct mqttc *m = arg;
+	int rc;
 
 	pthread_mutex_lock(&m->lock);
 	while (!m->stop) {
@@ -183,8 +227,23 @@ static void *mqttc_loop(void *arg)
 			continue;
 		}
 		m->connecting = true;
-		pthread_mutex_unlock(&m->lock);
-		if (mqttc_connect(m) != MQTTASYNC_SUCCESS) {
+		if (m->renew) {
+			m->renew = false;
+			pthread_mutex_unlock(&m->lock);
+			if (mqttc_renew(m) != RCS_OK) {
+				pthread_mutex_lock(&m->lock);
+				m->connecting = false;
+				m->renew = true;
+				mqttc_schedule(m);
+				continue;
+			}
+		} else {
+			pthread_mutex_unlock(&m->lock);
+		}
+		pthread_rwlock_rdlock(&m->client_lock);
+		rc = mqttc_connect(m);
+		pthread_rwlock_unlock(&m->client_lock);
+		if (rc != MQTTASYNC_SUCCESS) {
 			pthread_mutex_lock(&m->lock);
 			m->connecting = false;
 			mqttc_schedule(m);
@@ -199,17 +258,16 @@ static void *mqttc_loop(void *arg)
 enum rcs_err mqttc_start(const struct mqttc_opts *opts, const struct mqttc_callbacks *cb,
 			 struct mqttc **out)
 {
-	MQTTAsync_createOptions cro = MQTTAsync_createOptions_initializer;
 	pthread_condattr_t ca;
 	struct mqttc *m = NULL;
 	enum rcs_err err = RCS_ERR_NOMEM;
-	int rc;
 
 	*out = NULL;
 	m = calloc(1, sizeof(*m));
 	if (m == NULL)
 		goto out;
 	pthread_mutex_init(&m->lock, NULL);
+	pthread_rwlock_init(&m->client_lock, NULL);
 	pthread_condattr_init(&ca);
 	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
 	pthread_cond_init(&m->cond, &ca);
@@ -250,16 +308,9 @@ enum rcs_err mqttc_start(const struct mqttc_opts *opts, const struct mqttc_callb
 		err = RCS_ERR_INVAL;
 		goto out;
 	}
-	cro.sendWhileDisconnected = 0;
-	cro.MQTTVersion = MQTTVERSION_3_1_1;
-	rc = MQTTAsync_createWithOptions(&m->client, m->url, m->o.client_id,
-					 MQTTCLIENT_PERSISTENCE_NONE, NULL, &cro);
-	if (rc != MQTTASYNC_SUCCESS) {
-		log_warnx("MQTT client for %s: error %d", m->url, rc);
-		err = RCS_ERR_INVAL;
+	err = mqttc_create(m);
+	if (err != RCS_OK)
 		goto out;
-	}
-	MQTTAsync_setCallbacks(m->client, m, mqttc_on_lost, mqttc_on_message, NULL);
 	mqttc_now(&m->next_attempt);
 	/* the handle is the caller's before the first connect can call back into it
 	 * (an on_connected that subscribes through *out must not find NULL there) */
@@ -314,6 +365,7 @@ void mqttc_stop(struct mqttc *m, int timeout_ms)
 	free((char *)m->o.will_payload);
 	pthread_cond_destroy(&m->cond);
 	pthread_mutex_destroy(&m->lock);
+	pthread_rwlock_destroy(&m->client_lock);
 	free(m);
 }
 
@@ -373,7 +425,9 @@ enum rcs_err mqttc_publish(struct mqttc *m, const char *topic, const void *paylo
 		ro.onFailure = mqttc_pub_fail;
 		ro.context = p;
 	}
+	pthread_rwlock_rdlock(&m->client_lock);
 	rc = MQTTAsync_sendMessage(m->client, topic, &msg, &ro);
+	pthread_rwlock_unlock(&m->client_lock);
 	if (rc != MQTTASYNC_SUCCESS) {
 		free(p);
 		if (rc == MQTTASYNC_DISCONNECTED)
@@ -399,7 +453,9 @@ enum rcs_err mqttc_subscribe(struct mqttc *m, const char *const *filters, size_t
 		return RCS_ERR_INVAL;
 	for (size_t i = 0; i < n; i++)
 		qos[i] = 1;
+	pthread_rwlock_rdlock(&m->client_lock);
 	rc = MQTTAsync_subscribeMany(m->client, (int)n, (char *const *)filters, qos, &ro);
+	pthread_rwlock_unlock(&m->client_lock);
 	if (rc != MQTTASYNC_SUCCESS) {
 		log_warnx("subscribe: error %d", rc);
 		return RCS_ERR_IO;
