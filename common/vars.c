@@ -6,6 +6,8 @@
 #include <stdio.h>
 #include <string.h>
 
+#define VARS_MAX_STRING 65536 /* bytes of one string variable */
+
 bool vars_token_valid(const char *s, size_t max, const char *extra)
 {
 	size_t n = s ? strlen(s) : 0;
@@ -111,8 +113,10 @@ enum rcs_err vars_validate(json_object *vars, json_object *vi, struct jsonu_err 
 			if (val == NULL) {
 				ok = false;
 			} else if (strcmp(type, "string") == 0) {
-				ok = json_object_is_type(val, json_type_string) &&
-				     json_object_get_string_len(val) <= 65536;
+				ok = json_object_is_type(val, json_type_string);
+				if (ok && json_object_get_string_len(val) > VARS_MAX_STRING)
+					return jsonu_fail(e, field, "'%s' is longer than %d bytes",
+							  field, VARS_MAX_STRING);
 			} else if (strcmp(type, "timestamp") == 0 || strcmp(type, "integer") == 0) {
 				ok = json_object_is_type(val, json_type_int);
 				if (ok && strcmp(type, "timestamp") == 0)

@@ -725,7 +725,8 @@ enum rcs_err store_tx_end(struct store *st, bool commit)
 	enum rcs_err err;
 
 	err = store_run(st, commit ? "COMMIT" : "ROLLBACK");
-	if (err != RCS_OK && commit)
+	/* a COMMIT that failed (disk full) may have rolled back already */
+	if (err != RCS_OK && commit && !sqlite3_get_autocommit(st->db))
 		store_run(st, "ROLLBACK");
 	st->tx_depth--;
 	store_unlock(st);
@@ -754,7 +755,7 @@ static enum rcs_err store_sp_end(struct store *st, enum rcs_err status)
 
 	if (st->tx_depth == 0) {
 		err = store_run(st, status == RCS_OK ? "COMMIT" : "ROLLBACK");
-		if (err != RCS_OK && status == RCS_OK)
+		if (err != RCS_OK && status == RCS_OK && !sqlite3_get_autocommit(st->db))
 			store_run(st, "ROLLBACK");
 	} else if (status == RCS_OK) {
 		err = store_run(st, "RELEASE op");

@@ -13,7 +13,7 @@ RUN_PKGS="build-essential cmake pkg-config
 libpaho-mqtt-dev liblua5.4-dev libjson-c-dev libsqlite3-dev libmbedtls-dev
 libmicrohttpd-dev libcurl4-openssl-dev libseccomp-dev
 mosquitto mosquitto-clients curl openssl sqlite3 python3"
-TEST_PKGS="libcmocka-dev python3-aiosmtpd python3-paho-mqtt"
+TEST_PKGS="libcmocka-dev python3-aiosmtpd python3-paho-mqtt libfaketime"
 # aarch64: the agent's libraries as Debian multiarch packages
 ARM64_PKGS="qemu-user gcc-aarch64-linux-gnu libc6-dev:arm64 libpaho-mqtt-dev:arm64
 liblua5.4-dev:arm64 libjson-c-dev:arm64 libsqlite3-dev:arm64 libmbedtls-dev:arm64
