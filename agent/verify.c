@@ -9,12 +9,62 @@
 #include <string.h>
 #include <strings.h>
 
+#include <mbedtls/sha256.h>
+
 #include "buf.h"
 #include "jsonu.h"
 #include "vars.h"
 
-/* mbedtls caches tables inside a key on first use: one user at a time */
+#define VERIFY_CACHE 32 /* signatures remembered as good */
+
+/* mbedtls caches tables inside a key on first use: one user at a time (also guards
+ * the cache below) */
 static pthread_mutex_t verify_key_lock = PTHREAD_MUTEX_INITIALIZER;
+
+/*
+ * Signatures that verified: the SHA-256 of the signature object and of the
+ * manifest it was checked against. The jobs of one task version carry the same
+ * signature over the same manifest, so the ES256 verification (most of the
+ * agent's own time per job) runs once per task version, not once per job. The
+ * key must still be trusted: that is checked before the cache is looked at.
+ */
+static unsigned char verify_good[VERIFY_CACHE][32];
+static unsigned verify_good_n, verify_good_next;
+
+static bool verify_digest(json_object *sig, const struct buf *m, unsigned char out[32])
+{
+	mbedtls_sha256_context c;
+	size_t n = 0;
+	const char *s = jsonu_dump(sig, &n);
+	bool ok;
+
+	mbedtls_sha256_init(&c);
+	ok = mbedtls_sha256_starts_ret(&c, 0) == 0 &&
+	     mbedtls_sha256_update_ret(&c, (const unsigned char *)s, n + 1) == 0 &&
+	     mbedtls_sha256_update_ret(&c, (const unsigned char *)m->data, m->len) == 0 &&
+	     mbedtls_sha256_finish_ret(&c, out) == 0;
+	mbedtls_sha256_free(&c);
+	return ok;
+}
+
+/* Caller holds verify_key_lock. */
+static bool verify_known_good(const unsigned char d[32])
+{
+	for (unsigned i = 0; i < verify_good_n; i++) {
+		if (memcmp(verify_good[i], d, 32) == 0)
+			return true;
+	}
+	return false;
+}
+
+/* Caller holds verify_key_lock. */
+static void verify_remember_good(const unsigned char d[32])
+{
+	memcpy(verify_good[verify_good_next], d, 32);
+	verify_good_next = (verify_good_next + 1) % VERIFY_CACHE;
+	if (verify_good_n < VERIFY_CACHE)
+		verify_good_n++;
+}
 
 /* Writes the reason (one line: control characters become '?') and returns err. */
 static enum rcs_err verify_fail(char *reason, size_t reason_len, enum rcs_err err, const char *fmt,
@@ -76,7 +126,8 @@ static enum rcs_err verify_signature(const struct verify_ctx *v, const struct pr
 	struct manifest_in in;
 	struct buf m;
 	const char *alg, *key_id;
-	bool known = false;
+	unsigned char digest[32];
+	bool known = false, digest_ok;
 	enum rcs_err err;
 
 	buf_init(&m, MANIFEST_MAX);
@@ -132,8 +183,15 @@ static enum rcs_err verify_signature(const struct verify_ctx *v, const struct pr
 				  rcs_strerror(err));
 		goto out;
 	}
+	digest_ok = verify_digest(env->signature, &m, digest);
 	pthread_mutex_lock(&verify_key_lock);
-	err = sig_verify_object(v->trusted, v->ntrusted, env->signature, m.data, m.len);
+	if (digest_ok && verify_known_good(digest)) {
+		err = RCS_OK;
+	} else {
+		err = sig_verify_object(v->trusted, v->ntrusted, env->signature, m.data, m.len);
+		if (err == RCS_OK && digest_ok)
+			verify_remember_good(digest);
+	}
 	pthread_mutex_unlock(&verify_key_lock);
 	if (err == RCS_ERR_VERIFY)
 		err = verify_fail(reason, reason_len, RCS_ERR_VERIFY, "signature does not verify");

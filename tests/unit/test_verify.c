@@ -446,6 +446,26 @@ static void test_unknown_key(void **state)
 	expect(base(), RCS_ERR_VERIFY, want);
 }
 
+/* A signature that verified is remembered: the next jobs of that task version skip the
+ * ES256 check, but nothing else changes. */
+static void test_remembered_signature(void **state)
+{
+	json_object *o;
+	char want[128];
+
+	(void)state;
+	expect(base(), RCS_OK, "");
+	expect(base(), RCS_OK, "");
+	/* the same signature over another script: a different manifest, checked and refused */
+	o = base();
+	set_script(o, "return 'not what was signed'\n");
+	expect(o, RCS_ERR_VERIFY, "signature does not verify");
+	/* the key is no longer trusted: refused before anything remembered counts */
+	T.v.ntrusted = 0;
+	snprintf(want, sizeof(want), "unknown signing key %s", T.keyid);
+	expect(base(), RCS_ERR_VERIFY, want);
+}
+
 static void test_other_key_claims_trusted_id(void **state)
 {
 	json_object *o;
@@ -722,6 +742,7 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(test_expired, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_unsigned, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_unknown_key, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_remembered_signature, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_other_key_claims_trusted_id, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_tampered_script, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_tampered_constant, setup, teardown),
