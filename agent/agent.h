@@ -8,7 +8,7 @@
  *             the sandbox, reporting as it goes
  *   verify.c  envelope checks (tenant, device, expiry, signature, version, variables)
  *   journal.c the SQLite journal in --state-dir
- *   sandbox.c the jailed Lua child process
+ *   sandbox*.c the jail: the launcher process that forks a jailed Lua child per job
  */
 #ifndef RCS_AGENT_H
 #define RCS_AGENT_H
@@ -71,6 +71,7 @@ struct agent {
 	pthread_cond_t cond;
 	struct agent_policy *policy;
 	bool stop;
+	bool relaunch;              /* stopping because the sandbox launcher died */
 	bool work;                  /* a job was queued */
 	char running[UUID_STR_LEN]; /* job in the sandbox, "" when idle */
 	int cancel_fd[2];           /* pipe: written to cancel the running job */

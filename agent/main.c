@@ -1,11 +1,14 @@
 /*
  * rcs-agent: the device side of the Remote Command Service.
  *
- *   parse flags and config -> load keys and allowlists -> open the journal ->
- *   report jobs a crash interrupted -> connect -> run jobs -> SIGTERM: publish
- *   offline, stop cleanly (SIGHUP reloads keys, allowlists and tags).
+ *   start the sandbox launcher (one thread, nothing read yet) -> parse flags
+ *   and config -> load keys and allowlists -> open the journal -> report jobs
+ *   a crash interrupted -> connect -> run jobs -> SIGTERM: publish offline,
+ *   stop cleanly (SIGHUP reloads keys, allowlists and tags; the launcher's
+ *   death: stop cleanly and re-execute, see agent_reexec).
  */
 #include <errno.h>
+#include <poll.h>
 #include <signal.h>
 #include <stddef.h>
 #include <stdio.h>
@@ -290,12 +293,37 @@ static void agent_interrupted(void *ctx, const char *job)
 	link_report(ctx, job, JS_EDGE_ERROR, "interrupted: the device restarted during the job");
 }
 
+/*
+ * The sandbox launcher died (killed, crashed, or stopped answering and was
+ * killed). A new one must be forked by a process with a single thread, which
+ * this one no longer is: the agent, stopped cleanly, re-executes itself (same
+ * pid, same arguments) and starts over as at boot; the journal keeps the
+ * queued jobs and the outbox. At most one restart a second. Returns (exit
+ * status 1, for the service manager to restart it) only when exec fails, as
+ * under qemu-user without binfmt_misc.
+ */
+static int agent_reexec(char **argv)
+{
+	long max = sysconf(_SC_OPEN_MAX);
+
+	poll(NULL, 0, 1000);
+	/* nothing but stdin, stdout and stderr reaches the new image */
+	if (close_range(3, ~0U, 0) != 0)
+		for (long fd = 3; fd < (max > 0 && max < 65536 ? max : 65536); fd++)
+			close((int)fd);
+	log_info("restarting: %s", argv[0]);
+	execv("/proc/self/exe", argv);
+	log_warn("cannot re-execute /proc/self/exe; exiting for the service manager to"
+		 " restart the agent");
+	return 1;
+}
+
 int main(int argc, char **argv)
 {
 	struct agent_settings s;
 	struct agent a;
 	pthread_t runner;
-	bool runner_started = false;
+	bool runner_started = false, relaunch = false;
 	sigset_t sigs;
 	char err[512];
 	int sig, rc = 1;
@@ -313,9 +341,18 @@ int main(int argc, char **argv)
 			return 0;
 		}
 	}
+	/* the jail's launcher: forked while this process has one thread and has
+	   read no configuration, credential, key or job (sandbox.h); children are
+	   waited for, whatever SIGCHLD disposition the agent was started with */
+	signal(SIGCHLD, SIG_DFL);
+	if (sandbox_launcher_start(argc, argv) != RCS_OK) {
+		fprintf(stderr, "rcs-agent: cannot start the sandbox launcher\n");
+		return 1;
+	}
 	if (settings_load(&s, argc, argv, err, sizeof(err)) != RCS_OK) {
 		fprintf(stderr, "rcs-agent: %s\n", err);
 		cfg_free(agent_opts, &s);
+		sandbox_launcher_stop();
 		return 2;
 	}
 	if (s.debug)
@@ -339,6 +376,7 @@ int main(int argc, char **argv)
 	sigaddset(&sigs, SIGTERM);
 	sigaddset(&sigs, SIGINT);
 	sigaddset(&sigs, SIGHUP);
+	sigaddset(&sigs, SIGCHLD); /* the launcher's death; children are waited for by pid */
 	pthread_sigmask(SIG_BLOCK, &sigs, NULL);
 	signal(SIGPIPE, SIG_IGN);
 
@@ -370,6 +408,16 @@ int main(int argc, char **argv)
 			agent_reload(&a, argc, argv);
 			continue;
 		}
+		if (sig == SIGCHLD) {
+			if (sandbox_launcher_check(err, sizeof(err)) == RCS_OK)
+				continue; /* an rcs.exec or reboot command */
+			log_warnx("the sandbox launcher %s: restarting the agent", err);
+			pthread_mutex_lock(&a.lock);
+			a.relaunch = true;
+			pthread_mutex_unlock(&a.lock);
+			relaunch = true;
+			break;
+		}
 		log_info("signal %d: stopping", sig);
 		break;
 	}
@@ -387,6 +435,7 @@ out:
 		pthread_mutex_unlock(&a.lock);
 		pthread_join(runner, NULL);
 	}
+	sandbox_launcher_stop(); /* no job runs any more */
 	link_stop(&a);
 	journal_close(a.journal);
 	if (a.cancel_fd[0] >= 0) {
@@ -396,5 +445,7 @@ out:
 	if (a.policy)
 		agent_policy_put(a.policy);
 	cfg_free(agent_opts, &s);
+	if (relaunch)
+		rc = agent_reexec(argv);
 	return rc;
 }

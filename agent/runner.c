@@ -167,13 +167,16 @@ static void runner_run(struct agent *a, const char *job, const char *payload, si
 		}
 		break;
 	case SANDBOX_CANCELLED: {
-		bool stopping;
+		bool stopping, relaunch;
 		pthread_mutex_lock(&a->lock);
 		stopping = a->stop;
+		relaunch = a->relaunch;
 		pthread_mutex_unlock(&a->lock);
+		/* the agent stops to restart the launcher: the same words as the jail's own */
 		link_report(a, job, JS_EDGE_ERROR,
-			    stopping ? "interrupted: the agent was stopped during the job"
-				     : "cancelled while running");
+			    relaunch   ? "sandbox unavailable: the sandbox launcher died"
+			    : stopping ? "interrupted: the agent was stopped during the job"
+				       : "cancelled while running");
 		break;
 	}
 	default:
@@ -225,7 +228,7 @@ static void *runner_loop(void *arg)
 
 	pthread_mutex_lock(&a->lock);
 	for (;;) {
-		char job[UUID_STR_LEN], drain[64];
+		char job[UUID_STR_LEN], drain[64], why[128];
 		char *payload = NULL;
 		size_t len = 0;
 		enum rcs_err err;
@@ -235,6 +238,9 @@ static void *runner_loop(void *arg)
 		if (a->stop)
 			break;
 		a->work = false;
+		/* no launcher: main restarts the agent (SIGCHLD); the jobs wait in the journal */
+		if (sandbox_launcher_check(why, sizeof(why)) != RCS_OK)
+			continue;
 		err = journal_next_queued(a->journal, job, &payload, &len);
 		if (err != RCS_OK) {
 			if (err != RCS_ERR_NOTFOUND)

@@ -1,13 +1,15 @@
 /*
- * sandbox.c - the parent side of the script jail (see sandbox.h): config,
- * fork, the watchdog loop, the host services the child asks for over its
- * socket, and the wire format both sides use.
+ * sandbox.c - the agent side of the script jail (see sandbox.h): config, the
+ * job message, the watchdog loop, the host services the child asks for over
+ * its socket, and the wire format both sides use.
  *
- * One run is a struct sbx_run on sandbox_run()'s stack. The loop polls the
- * child's socket and cancel_fd against a CLOCK_MONOTONIC deadline; each
- * complete frame from the child is checked (size, fields, order) and
- * answered. Anything malformed ends the job as a sandbox violation: the
- * child is killed, never trusted further.
+ * One run is a struct sbx_run on sandbox_run()'s stack. The launcher forks
+ * the child (sandbox_launcher.c); the agent sends it SBX_JOB over the job
+ * socket, then the loop polls that socket, cancel_fd and the launcher's
+ * control channel against a CLOCK_MONOTONIC deadline; each complete frame
+ * from the child is checked (size, fields, order) and answered. Anything
+ * malformed ends the job as a sandbox violation: the child is killed (by the
+ * launcher, on request), never trusted further.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -19,6 +21,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/types.h>
@@ -31,6 +34,7 @@
 
 #define SBX_KILL_GRACE_MS 250  /* after the deadline, for the child's own timeout report */
 #define SBX_REAP_WAIT_MS  2000 /* a child that hung up gets this long to exit */
+#define SBX_KILL_WAIT_MS  5000 /* the launcher reports a killed child's exit within this */
 #define SBX_EXEC_STEP_MS  20   /* how often a running command is checked for exit */
 #define SBX_EXEC_DRAIN    64   /* reads of what is left in the pipe after the exit */
 #define SBX_SOURCE_MAX    ((size_t)16 << 20)
@@ -43,6 +47,20 @@ static const char *const sbx_exec_env[] = {
 };
 
 /* ---- shared helpers (also used by sandbox_child.c) ---- */
+
+void sandbox_close_from(int first)
+{
+	struct rlimit rl;
+
+	if (close_range((unsigned)first, ~0U, 0) == 0)
+		return;
+	/* no close_range (old kernel or emulator): one by one */
+	if (getrlimit(RLIMIT_NOFILE, &rl) != 0 || rl.rlim_cur == RLIM_INFINITY ||
+	    rl.rlim_cur > (1u << 20))
+		rl.rlim_cur = 1u << 20;
+	for (rlim_t i = (rlim_t)first; i < rl.rlim_cur; i++)
+		close((int)i);
+}
 
 int64_t sandbox_now_ms(void)
 {
@@ -154,7 +172,7 @@ enum rcs_err sandbox_wire_decode(const char *body, size_t len, struct sbx_msg *m
 		return RCS_ERR_INVAL;
 	m->op = p[0];
 	if (!((m->op >= SBX_HELLO && m->op <= SBX_RESULT) || m->op == SBX_REPLY_OK ||
-	      m->op == SBX_REPLY_ERR))
+	      m->op == SBX_REPLY_ERR || m->op == SBX_JOB))
 		return RCS_ERR_INVAL;
 	m->nfields = p[1];
 	if (m->nfields > SBX_MAX_FIELDS)
@@ -294,7 +312,7 @@ struct sbx_run {
 	const struct sandbox_job *job;
 	const char *ident;
 	long long timeout;
-	pid_t pid;
+	struct sbx_spawn sp; /* the child, through the launcher */
 	int fd;
 	int cancel_fd;
 	int64_t deadline_ms, kill_at_ms;
@@ -306,10 +324,11 @@ struct sbx_run {
 	char *body;
 	size_t body_len, body_got;
 
-	struct buf out; /* reply not yet written */
+	struct buf out; /* SBX_JOB, then replies, not yet written */
 	size_t out_off;
+	bool job_sent; /* SBX_JOB is out: out holds replies from now on */
 
-	bool hello, eof, done, reaped;
+	bool hello, eof, done;
 	bool sleeping;
 	int64_t sleep_until;
 	int64_t progress_last; /* -1: none yet */
@@ -1285,15 +1304,22 @@ static void run_flush(struct sbx_run *r)
 		}
 		r->out_off += (size_t)w;
 	}
-	buf_reset(&r->out);
 	r->out_off = 0;
+	if (r->job_sent) {
+		buf_reset(&r->out);
+		return;
+	}
+	/* SBX_JOB is out: its megabytes go, replies get their own ceiling */
+	r->job_sent = true;
+	buf_free(&r->out);
+	buf_init(&r->out, r->tx_max + SBX_FRAME_HDR);
 }
 
 static void run_loop(struct sbx_run *r)
 {
 	while (!r->done && !r->eof) {
-		struct pollfd pf[2];
-		nfds_t n = 0;
+		struct pollfd pf[3];
+		nfds_t n = 0, icancel = 0, ictl = 0;
 		int64_t now = sandbox_now_ms(), wake = r->kill_at_ms;
 		int rc;
 
@@ -1318,7 +1344,14 @@ static void run_loop(struct sbx_run *r)
 		pf[n].fd = r->fd;
 		pf[n++].events = (short)(POLLIN | (r->out.len > r->out_off ? POLLOUT : 0));
 		if (r->cancel_fd >= 0) {
+			icancel = n;
 			pf[n].fd = r->cancel_fd;
+			pf[n++].events = POLLIN;
+		}
+		/* the launcher: the child's exit (read on), or its own death */
+		if (!r->sp.exited && !r->sp.lost) {
+			ictl = n;
+			pf[n].fd = r->sp.ctl;
 			pf[n++].events = POLLIN;
 		}
 		rc = poll(pf, n,
@@ -1331,9 +1364,17 @@ static void run_loop(struct sbx_run *r)
 		}
 		if (rc <= 0)
 			continue;
-		if (n > 1 && (pf[1].revents & (POLLIN | POLLHUP | POLLERR))) {
+		if (icancel > 0 && (pf[icancel].revents & (POLLIN | POLLHUP | POLLERR))) {
 			run_finish(r, SANDBOX_CANCELLED, "cancelled");
 			break;
+		}
+		if (ictl > 0 && pf[ictl].revents != 0) {
+			sandbox_launcher_read(&r->sp);
+			if (r->sp.lost) {
+				run_finish(r, SANDBOX_ERROR,
+					   "sandbox unavailable: the sandbox launcher died");
+				break;
+			}
 		}
 		if (pf[0].revents & POLLOUT)
 			run_flush(r);
@@ -1386,35 +1427,27 @@ static const char *run_signame(int sig)
 }
 
 /*
- * Reaps the child. After an outcome it is killed at once; a child that hung
- * up on its own gets SBX_REAP_WAIT_MS to finish exiting, and its exit status
- * becomes the outcome.
+ * Waits for the launcher to report the child's exit. After an outcome the
+ * child is killed at once; a child that hung up on its own gets
+ * SBX_REAP_WAIT_MS to finish exiting, and its exit status becomes the
+ * outcome.
  */
 static void run_reap(struct sbx_run *r)
 {
-	int status = 0;
-	bool got = false;
+	int status;
 
-	if (!r->done) {
-		int64_t until = sandbox_now_ms() + SBX_REAP_WAIT_MS;
-
-		for (;;) {
-			errno = 0;
-			got = run_waitpid(r->pid, &status, WNOHANG);
-			if (got || errno == ECHILD || sandbox_now_ms() >= until)
-				break;
-			poll(NULL, 0, 5);
-		}
+	if (!r->done)
+		sandbox_launcher_wait(&r->sp, SBX_REAP_WAIT_MS);
+	if (!r->sp.exited && !r->sp.lost) {
+		sandbox_launcher_kill(&r->sp);
+		if (!sandbox_launcher_wait(&r->sp, SBX_KILL_WAIT_MS) && !r->sp.lost)
+			sandbox_launcher_broken("did not report a killed child's exit");
 	}
-	if (!got) {
-		kill(r->pid, SIGKILL);
-		got = run_waitpid(r->pid, &status, 0);
-	}
-	r->reaped = true;
 	if (r->done)
 		return;
-	if (!got)
-		run_finish(r, SANDBOX_CRASHED, "the sandbox ended without a result");
+	status = r->sp.status;
+	if (!r->sp.exited)
+		run_finish(r, SANDBOX_ERROR, "sandbox unavailable: the sandbox launcher died");
 	else if (WIFSIGNALED(status) && WTERMSIG(status) == SIGXCPU)
 		run_finish(r, SANDBOX_TIMEOUT, "timeout: cpu time limit exceeded");
 	else if (WIFSIGNALED(status))
@@ -1425,11 +1458,61 @@ static void run_reap(struct sbx_run *r)
 			   WEXITSTATUS(status));
 }
 
-/* Forks the child and serves it until an outcome; the child is reaped. */
+/* A JSON field of SBX_JOB: the object's text, or nothing. */
+static void run_job_json(json_object *o, const char **f, size_t *fl)
+{
+	*f = "";
+	*fl = 0;
+	if (o == NULL)
+		return;
+	*f = json_object_to_json_string_length(
+	    o, JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE, fl);
+	if (*f == NULL) {
+		*f = "";
+		*fl = 0;
+	}
+}
+
+/* Queues SBX_JOB, the child's first message: everything it needs to know. */
+static enum rcs_err run_job_message(struct sbx_run *r)
+{
+	const char *f[SBX_JOB_NFIELDS_];
+	size_t fl[SBX_JOB_NFIELDS_];
+	char num[SBX_JOB_NFIELDS_][24];
+	enum rcs_err err;
+
+	memset(num, 0, sizeof(num));
+	f[SBX_JOB_SCRIPT_NAME] = r->job->script_name;
+	fl[SBX_JOB_SCRIPT_NAME] = strlen(r->job->script_name);
+	f[SBX_JOB_SOURCE] = r->job->source;
+	fl[SBX_JOB_SOURCE] = r->job->len;
+	run_job_json(r->job->variables, &f[SBX_JOB_VARIABLES], &fl[SBX_JOB_VARIABLES]);
+	run_job_json(r->job->constants, &f[SBX_JOB_CONSTANTS], &fl[SBX_JOB_CONSTANTS]);
+	run_job_json(r->job->job, &f[SBX_JOB_DATA], &fl[SBX_JOB_DATA]);
+	snprintf(num[SBX_JOB_TIMEOUT], sizeof(num[0]), "%lld", r->timeout);
+	snprintf(num[SBX_JOB_DEADLINE], sizeof(num[0]), "%" PRId64, r->deadline_ms);
+	snprintf(num[SBX_JOB_MEM_LIMIT], sizeof(num[0]), "%zu", r->cfg.mem_limit);
+	snprintf(num[SBX_JOB_MAX_RESPONSE], sizeof(num[0]), "%zu", r->cfg.max_response);
+	snprintf(num[SBX_JOB_NO_SECCOMP], sizeof(num[0]), "%d", r->cfg.allow_no_seccomp ? 1 : 0);
+	snprintf(num[SBX_JOB_RX_MAX], sizeof(num[0]), "%zu", r->tx_max);
+	snprintf(num[SBX_JOB_TX_MAX], sizeof(num[0]), "%zu", r->rx_max);
+	for (int i = SBX_JOB_TIMEOUT; i < SBX_JOB_NFIELDS_; i++) {
+		f[i] = num[i];
+		fl[i] = strlen(num[i]);
+	}
+	r->out.max = SBX_JOB_MAX + SBX_FRAME_HDR;
+	err = sandbox_wire_encode(&r->out, SBX_JOB, SBX_JOB_NFIELDS_, f, fl);
+	if (err != RCS_OK)
+		log_warnx("job %s: the job is too large for the sandbox (%s)", r->ident,
+			  rcs_strerror(err));
+	return err;
+}
+
+/* Has the launcher fork the child and serves it until an outcome; the child is reaped. */
 static enum rcs_err run_child(struct sbx_run *r)
 {
-	struct sbx_child_args ca;
 	int sv[2] = {-1, -1};
+	char why[SANDBOX_REASON_MAX / 4];
 	enum rcs_err err = RCS_OK;
 
 	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0) {
@@ -1439,29 +1522,21 @@ static enum rcs_err run_child(struct sbx_run *r)
 	}
 	r->deadline_ms = sandbox_now_ms() + r->timeout * 1000;
 	r->kill_at_ms = r->deadline_ms + SBX_KILL_GRACE_MS;
-	memset(&ca, 0, sizeof(ca));
-	ca.cfg = &r->cfg;
-	ca.job = r->job;
-	ca.timeout = r->timeout;
-	ca.deadline_ms = r->deadline_ms;
-	ca.fd = sv[1];
-	ca.rx_max = r->tx_max;
-	ca.tx_max = r->rx_max;
-	ca.parent = getpid();
-	r->pid = fork();
-	if (r->pid < 0) {
-		log_warn("job %s: fork", r->ident);
-		err = RCS_ERR_IO;
+	err = run_job_message(r);
+	if (err != RCS_OK)
+		goto out;
+	err = sandbox_launcher_spawn(sv[1], &r->sp, why, sizeof(why));
+	sv[1] = -1; /* the launcher's now (or closed) */
+	if (err != RCS_OK) {
+		err = RCS_OK; /* an outcome, not a caller's error */
+		log_warnx("job %s: sandbox unavailable: %s", r->ident, why);
+		run_finish(r, SANDBOX_ERROR, "sandbox unavailable: %s", why);
 		goto out;
 	}
-	if (r->pid == 0)
-		sandbox_child_main(&ca);
 	r->fd = sv[0];
 	sv[0] = -1;
 	if (fcntl(r->fd, F_SETFL, O_NONBLOCK) != 0)
 		run_finish(r, SANDBOX_ERROR, "sandbox: fcntl: %s", strerror(errno));
-	close(sv[1]); /* before the loop: the child's exit must hang up the socket */
-	sv[1] = -1;
 	run_loop(r);
 	run_reap(r);
 out:
@@ -1480,7 +1555,8 @@ enum rcs_err sandbox_run(const struct sandbox_config *cfg, const struct sandbox_
 	enum rcs_err err = RCS_OK;
 
 	memset(&r, 0, sizeof(r));
-	r.pid = -1;
+	r.sp.pid = -1;
+	r.sp.ctl = -1;
 	r.fd = -1;
 	r.progress_last = -1;
 	buf_init(&r.out, 0);
@@ -1544,10 +1620,7 @@ enum rcs_err sandbox_run(const struct sandbox_config *cfg, const struct sandbox_
 		  out->outcome == SANDBOX_OK ? "" : ": ",
 		  out->outcome == SANDBOX_OK ? "" : out->response);
 out:
-	if (r.pid > 0 && !r.reaped) {
-		kill(r.pid, SIGKILL);
-		run_waitpid(r.pid, NULL, 0);
-	}
+	sandbox_launcher_release(&r.sp); /* a child still running is killed and reaped */
 	if (err != RCS_OK && out != NULL)
 		sandbox_result_free(out);
 	if (r.fd >= 0)

@@ -1,42 +1,64 @@
 /*
  * sandbox.h - the agent's script jail (DESIGN section 5).
  *
- * Untrusted Lua never runs inside the agent process. sandbox_run() forks a
- * child per job; the child sets resource limits, closes every descriptor but
- * its end of a socketpair, builds a fresh lua_State with a counting
- * allocator, only the libraries and globals a script may use and the host
- * API table `rcs`, installs a seccomp filter (read/write on that socket,
+ * Untrusted Lua never runs inside the agent process. sandbox_run() has a
+ * child forked per job; the child sets resource limits, closes every
+ * descriptor but its end of a socketpair, builds a fresh lua_State with a
+ * counting allocator, only the libraries and globals a script may use and the
+ * host API table `rcs`, installs a seccomp filter (read/write on that socket,
  * memory management, clocks, exit; anything else kills it) and then loads
  * the script as text and runs it. Every host action the script asks for
  * (progress, log, config, exec, sleep, files, reboot) is a bounded message
- * over the socket; the parent checks it against the allowlists of struct
- * sandbox_config, does it, and answers. The parent also is the watchdog: it
- * SIGKILLs the child at the job's wall-clock timeout or when cancel_fd fires,
- * and reaps it. A crash, hang, memory bomb or protocol violation of the child
- * ends one job with an outcome, never the agent.
+ * over the socket; the agent checks it against the allowlists of struct
+ * sandbox_config, does it, and answers. The agent also is the watchdog: it
+ * has the child SIGKILLed at the job's wall-clock timeout or when cancel_fd
+ * fires. A crash, hang, memory bomb or protocol violation of the child ends
+ * one job with an outcome, never the agent.
  *
- * Calls: fork, posix_spawn (rcs.exec), libseccomp, Lua 5.4, json-c and
- * common/ (buf, canon, log). docs/lua-api.md is the script authors' reference.
+ * The launcher. The children are not forked by the agent, which has threads
+ * (MQTT, the runner): a child forked from a multithreaded process starts with
+ * a copy of every lock another thread held at that instant (the time-zone
+ * lock a log line takes, an allocator lock of ASan's runtime, ...) and can
+ * wait on it forever. sandbox_launcher_start() forks, once, while the
+ * process has a single thread and holds nothing secret, a small
+ * single-threaded launcher process; sandbox_run() asks it for each child
+ * (descriptors passed over a socketpair), and the launcher forks it, and
+ * kills and reaps it when asked, reporting the exit status. Only the
+ * launcher signals jail children: it is their parent and reaps them in the
+ * same thread that kills them, so a pid it signals can't have been reused.
+ * The launcher dies with the process that started it (PR_SET_PDEATHSIG) and
+ * its children die with it. When the launcher dies, the run in progress ends
+ * SANDBOX_ERROR "sandbox unavailable: the sandbox launcher died", later runs
+ * end the same way at once, and sandbox_launcher_check() says so: the owner
+ * must start a new one from a single-threaded process (rcs-agent restarts
+ * itself, see main.c).
+ *
+ * Calls: fork (in the launcher), posix_spawn (rcs.exec, in the agent),
+ * libseccomp, Lua 5.4, json-c and common/ (buf, canon, log).
+ * docs/lua-api.md is the script authors' reference.
  *
  * Requirements on the calling process:
+ *  - sandbox_launcher_start() before any thread exists, from the main thread.
  *  - SIGCHLD must not be ignored, and nothing else in the process may reap
- *    children with waitpid(-1, ...): sandbox_run waits for its own pids.
- *  - The child is forked from a possibly multithreaded process and keeps
- *    running (it does not exec): glibc makes malloc usable after fork; a lock
- *    some other thread held at fork time (stdio, time zone) could only make
- *    the child hang, which the watchdog turns into a timeout.
+ *    children with waitpid(-1, ...): rcs.exec commands and the launcher are
+ *    waited for by pid. SIGCHLD may be blocked (rcs-agent sigwait()s it to
+ *    notice the launcher's death).
  *  - Under AddressSanitizer (detected at compile time, __SANITIZE_ADDRESS__ or
  *    __has_feature(address_sanitizer)) RLIMIT_AS is not set in the child,
  *    since ASan reserves terabytes of shadow address space; the allocator cap
  *    (mem_limit) still applies, and the filter also allows sigaltstack
  *    queries (ASan's longjmp interceptor). Elsewhere RLIMIT_AS is the
- *    child's address space at fork plus mem_limit plus 64 MiB and its buffers.
+ *    child's address space once it read its job, plus mem_limit plus 64 MiB
+ *    and its buffers.
  *  - valgrind has no seccomp(2): under it, run with allow_no_seccomp.
  *
- * Known limit: a fork without exec shares the agent's address-space layout,
- * so a script that reads addresses (tostring of a table) learns the agent's
- * ASLR offsets. It has no way to use them but the message protocol, which is
- * small, bounded and checked here.
+ * Known limit: a fork without exec shares the launcher's address-space
+ * layout, which is the agent's (the launcher is a fork of it), so a script
+ * that reads addresses (tostring of a table) learns the agent's ASLR
+ * offsets. It has no way to use them but the message protocol, which is
+ * small, bounded and checked here. The launcher's memory, and so the
+ * child's, holds nothing the agent read after it started: no configuration,
+ * credentials, keys, journal or job but its own.
  */
 #ifndef RCS_SANDBOX_H
 #define RCS_SANDBOX_H
@@ -162,15 +184,50 @@ enum rcs_err sandbox_config_check(const struct sandbox_config *cfg, char *errbuf
  * Runs job's script in a jailed child and waits for its outcome (at most
  * job->timeout seconds plus a fraction, then it is killed).
  * RCS_OK whenever the job ran to an outcome (*out filled, free it with
- * sandbox_result_free). Errors, with *out zeroed: RCS_ERR_INVAL for a bad
- * config (see sandbox_config_check), job or cancel_fd; RCS_ERR_TOOBIG for a
- * source over 16 MiB; RCS_ERR_IO when socketpair or fork fail; RCS_ERR_NOMEM.
- * Not reentrant per job, but independent runs may go on in several threads.
+ * sandbox_result_free); a launcher that is missing, dead or can't fork is
+ * the outcome SANDBOX_ERROR "sandbox unavailable: ...". Errors, with *out
+ * zeroed: RCS_ERR_INVAL for a bad config (see sandbox_config_check), job or
+ * cancel_fd; RCS_ERR_TOOBIG for a source over 16 MiB or job data that
+ * doesn't fit the child's first message (48 MiB); RCS_ERR_IO when socketpair
+ * fails; RCS_ERR_NOMEM. Not reentrant per job, but independent runs may go
+ * on in several threads (the launcher serves them all).
  */
 enum rcs_err sandbox_run(const struct sandbox_config *cfg, const struct sandbox_host *host,
 			 const struct sandbox_job *job, struct sandbox_result *out);
 
 /* Frees r->response and zeroes r; r may be zeroed or already freed. */
 void sandbox_result_free(struct sandbox_result *r);
+
+/*
+ * Forks the launcher. Call it while the process has a single thread and
+ * before it reads anything secret: the launcher keeps a copy of the memory
+ * as it is now. Call it from the thread that lives as long as the process
+ * (main): the launcher's parent-death signal follows the thread that forked
+ * it. argv (argc strings, may be NULL) is wiped in the launcher's
+ * copy (a password given as a flag must not reach the jail). The launcher
+ * keeps stdin, stdout and stderr and its socket, closes every other
+ * descriptor, ignores SIGINT, SIGTERM and SIGHUP (it follows its owner), and
+ * is named "rcs-launcher" (its children "rcs-jail").
+ * A process forked from the owner has no launcher until it starts its own.
+ * RCS_OK; RCS_ERR_EXISTS when this process already has a running launcher;
+ * RCS_ERR_IO when socketpair or fork fail. A dead or broken launcher is
+ * stopped and replaced.
+ */
+enum rcs_err sandbox_launcher_start(int argc, char **argv);
+
+/*
+ * RCS_OK while the launcher runs and answers. RCS_ERR_IO when it died (it is
+ * reaped here) or stopped answering, with what happened to it in why ("was
+ * killed by signal 9", "exited with status 1", "did not answer");
+ * RCS_ERR_NOTFOUND when this process started none.
+ */
+enum rcs_err sandbox_launcher_check(char *why, size_t len);
+
+/*
+ * Stops the launcher (it kills and reaps a child still running) and reaps
+ * it, waiting at most 2 s before killing it. Nothing when there is none.
+ * Call it only when no sandbox_run is in progress.
+ */
+void sandbox_launcher_stop(void);
 
 #endif

@@ -1,12 +1,13 @@
 /*
  * sandbox_child.c - the jailed side of the sandbox (see sandbox.h).
  *
- * Runs in the child sandbox_run() forked, never in the agent. In order:
- * signals back to their defaults, the parent-death signal, time zone and
- * json-c warm-up (both would open files later), every descriptor but the
- * socket closed, resource limits, the lua_State built (libraries, sandbox
- * environment, `rcs`), the seccomp filter, HELLO, then the script. Its
- * result goes back as one RESULT message and the child _exit()s: nothing
+ * Runs in the child the launcher forked for sandbox_run(), never in the
+ * agent. In order: signals back to their defaults, the parent-death signal
+ * (the parent is the launcher), every descriptor but the job socket closed,
+ * the job read from the agent (SBX_JOB), time zone and json-c warm-up (both
+ * would open files later), resource limits, the lua_State built (libraries,
+ * sandbox environment, `rcs`), the seccomp filter, HELLO, then the script.
+ * Its result goes back as one RESULT message and the child _exit()s: nothing
  * here is ever freed, the process is.
  */
 #include <errno.h>
@@ -1100,19 +1101,92 @@ static size_t child_vsz(void)
 /* Moves the socket to CHILD_FD and closes every other descriptor. */
 static void child_fds(int fd)
 {
-	struct rlimit rl;
-
 	if (fd != CHILD_FD && dup2(fd, CHILD_FD) != CHILD_FD)
 		_exit(CHILD_EXIT_IO);
-	if (close_range(0, CHILD_FD - 1, 0) == 0 && close_range(CHILD_FD + 1, ~0U, 0) == 0)
-		return;
-	/* no close_range (old kernel or emulator): one by one */
-	if (getrlimit(RLIMIT_NOFILE, &rl) != 0 || rl.rlim_cur == RLIM_INFINITY ||
-	    rl.rlim_cur > (1u << 20))
-		rl.rlim_cur = 1u << 20;
-	for (rlim_t i = 0; i < rl.rlim_cur; i++)
-		if (i != CHILD_FD)
-			close((int)i);
+	for (int i = 0; i < CHILD_FD; i++)
+		close(i);
+	sandbox_close_from(CHILD_FD + 1);
+}
+
+/* ---- the job (SBX_JOB, the agent's first message) ---- */
+
+/* A decimal field of SBX_JOB; a bad one ends the child (the agent wrote it). */
+static long long child_job_num(const struct sbx_msg *m, int i)
+{
+	long long v = 0;
+
+	if (m->flen[i] == 0 || m->flen[i] > 18)
+		_exit(CHILD_EXIT_PROTO);
+	for (size_t k = 0; k < m->flen[i]; k++) {
+		if (m->f[i][k] < '0' || m->f[i][k] > '9')
+			_exit(CHILD_EXIT_PROTO);
+		v = v * 10 + (m->f[i][k] - '0');
+	}
+	return v;
+}
+
+/* A JSON field of SBX_JOB as a tree (NULL when empty). */
+static json_object *child_job_json(const struct sbx_msg *m, int i)
+{
+	json_tokener *tok;
+	json_object *o;
+
+	if (m->flen[i] == 0)
+		return NULL;
+	if (m->flen[i] > INT32_MAX)
+		_exit(CHILD_EXIT_PROTO);
+	tok = json_tokener_new_ex(JSONU_MAX_DEPTH + 2);
+	if (tok == NULL)
+		_exit(CHILD_EXIT_PANIC);
+	o = json_tokener_parse_ex(tok, m->f[i], (int)m->flen[i]);
+	if (o == NULL || json_tokener_get_error(tok) != json_tokener_success ||
+	    json_tokener_get_parse_end(tok) != m->flen[i])
+		_exit(CHILD_EXIT_PROTO);
+	json_tokener_free(tok);
+	return o;
+}
+
+/* Reads and decodes SBX_JOB into a, cfg and job (which keep pointing into it). */
+static void child_job(struct sbx_child_args *a, struct sandbox_config *cfg, struct sandbox_job *job)
+{
+	unsigned char hdr[SBX_FRAME_HDR];
+	struct sbx_msg m;
+	uint32_t len;
+	char *body, *name;
+
+	child_read_all((char *)hdr, sizeof(hdr));
+	len = sandbox_wire_len(hdr);
+	if (len > SBX_JOB_MAX)
+		_exit(CHILD_EXIT_PROTO);
+	body = malloc(len ? len : 1);
+	if (body == NULL)
+		_exit(CHILD_EXIT_PANIC);
+	child_read_all(body, len);
+	if (sandbox_wire_decode(body, len, &m) != RCS_OK || m.op != SBX_JOB ||
+	    m.nfields != SBX_JOB_NFIELDS_)
+		_exit(CHILD_EXIT_PROTO);
+	name = strndup(m.f[SBX_JOB_SCRIPT_NAME], m.flen[SBX_JOB_SCRIPT_NAME]);
+	if (name == NULL)
+		_exit(CHILD_EXIT_PANIC);
+	memset(job, 0, sizeof(*job));
+	job->script_name = name;
+	job->source = m.f[SBX_JOB_SOURCE];
+	job->len = m.flen[SBX_JOB_SOURCE];
+	job->variables = child_job_json(&m, SBX_JOB_VARIABLES);
+	job->constants = child_job_json(&m, SBX_JOB_CONSTANTS);
+	job->job = child_job_json(&m, SBX_JOB_DATA);
+	job->cancel_fd = -1;
+	sandbox_config_defaults(cfg);
+	cfg->mem_limit = (size_t)child_job_num(&m, SBX_JOB_MEM_LIMIT);
+	cfg->max_response = (size_t)child_job_num(&m, SBX_JOB_MAX_RESPONSE);
+	cfg->allow_no_seccomp = child_job_num(&m, SBX_JOB_NO_SECCOMP) != 0;
+	memset(a, 0, sizeof(*a));
+	a->cfg = cfg;
+	a->job = job;
+	a->timeout = child_job_num(&m, SBX_JOB_TIMEOUT);
+	a->deadline_ms = (int64_t)child_job_num(&m, SBX_JOB_DEADLINE);
+	a->rx_max = (size_t)child_job_num(&m, SBX_JOB_RX_MAX);
+	a->tx_max = (size_t)child_job_num(&m, SBX_JOB_TX_MAX);
 }
 
 /*
@@ -1213,7 +1287,8 @@ static bool child_seccomp(void)
 	/*
 	 * Opening a file fails (EACCES) instead of killing: glibc's malloc reads
 	 * /proc/sys/vm/overcommit_memory the first time it shrinks a thread's heap
-	 * (the agent forks from its runner thread), and copes when it can't.
+	 * and copes when it can't. (The child now runs on the launcher's main
+	 * arena, but a library that opens a file by the way must not kill it.)
 	 */
 	{
 		const char *const opens[] = { "open", "openat", NULL };
@@ -1240,24 +1315,32 @@ out:
 	return ok;
 }
 
-_Noreturn void sandbox_child_main(const struct sbx_child_args *a)
+_Noreturn void sandbox_child_main(int fd, pid_t launcher)
 {
-	static struct child c; /* this process's only one */
+	/* this process's only ones */
+	static struct child c;
+	static struct sbx_child_args args;
+	static struct sandbox_config cfg;
+	static struct sandbox_job job;
+	const struct sbx_child_args *a = &args;
 	lua_State *L;
 	const char *failed;
 	const char *hello;
 	size_t hello_len = 1, vsz;
 	int status;
 
+	child_signals(launcher);
+	prctl(PR_SET_NAME, "rcs-jail", 0, 0, 0);
+	child_fds(fd); /* the launcher's other descriptors go first */
+	child_job(&args, &cfg, &job);
 	memset(&c, 0, sizeof(c));
 	c.a = a;
 	c.mem_limit = a->cfg->mem_limit;
 	buf_init(&c.tx, a->tx_max + SBX_FRAME_HDR);
 	buf_init(&c.res, a->cfg->max_response + SANDBOX_REASON_MAX + 1);
-	child_signals(a->parent);
 	child_warm_up();
+	child_fds(CHILD_FD); /* anything the warm-up left open */
 	vsz = child_vsz();
-	child_fds(a->fd);
 	failed = child_rlimits(a, vsz);
 	if (failed != NULL)
 		child_result(&c, SBX_RES_SETUP, failed, strlen(failed));

@@ -1,14 +1,18 @@
 /*
- * sandbox_int.h - what sandbox.c (the parent: watchdog and host services)
- * and sandbox_child.c (the jailed child) share. Not for other modules.
+ * sandbox_int.h - what sandbox.c (the agent side: watchdog and host
+ * services), sandbox_launcher.c (the launcher process that forks the jail
+ * children) and sandbox_child.c (the jailed child) share. Not for other
+ * modules.
  *
- * The wire: every message is a frame
+ * The wire between the agent and a child: every message is a frame
  *     u32 length (big-endian, of what follows) | u8 op | u8 nfields |
  *     nfields x (u32 length (big-endian) | bytes)
  * with length <= the receiver's ceiling and exactly filled by the fields.
  * Fields are bytes (not NUL-terminated); numbers travel as decimal text.
- * The child sends one request and waits for its reply; the parent answers
- * each request with SBX_REPLY_OK or SBX_REPLY_ERR (fields below).
+ * The agent first sends SBX_JOB (everything the child needs: the launcher
+ * that forked it knows nothing of the job); then the child sends one request
+ * at a time and waits for its reply; the agent answers each request with
+ * SBX_REPLY_OK or SBX_REPLY_ERR (fields below).
  */
 #ifndef RCS_SANDBOX_INT_H
 #define RCS_SANDBOX_INT_H
@@ -25,6 +29,8 @@
 #define SBX_FRAME_HDR  4
 /* bytes of framing and small fields on top of the largest data field */
 #define SBX_FRAME_SLACK (16 << 10)
+/* ceiling of the SBX_JOB frame: the script (16 MiB at most) and its JSON data */
+#define SBX_JOB_MAX ((size_t)48 << 20)
 
 enum sbx_op {
 	/* child -> parent                 fields */
@@ -42,6 +48,24 @@ enum sbx_op {
 	/* parent -> child */
 	SBX_REPLY_OK = 64,
 	SBX_REPLY_ERR, /* message: raised as a Lua error */
+	SBX_JOB,       /* the first message: fields enum sbx_job_field */
+};
+
+/* The fields of SBX_JOB, in order. JSON fields are text, empty for none. */
+enum sbx_job_field {
+	SBX_JOB_SCRIPT_NAME,  /* chunk name */
+	SBX_JOB_SOURCE,       /* the script's exact bytes */
+	SBX_JOB_VARIABLES,    /* JSON object or empty */
+	SBX_JOB_CONSTANTS,    /* JSON object or empty */
+	SBX_JOB_DATA,         /* JSON object (rcs.job) or empty */
+	SBX_JOB_TIMEOUT,      /* effective seconds */
+	SBX_JOB_DEADLINE,     /* CLOCK_MONOTONIC ms when the script's time is up */
+	SBX_JOB_MEM_LIMIT,    /* bytes */
+	SBX_JOB_MAX_RESPONSE, /* bytes */
+	SBX_JOB_NO_SECCOMP,   /* "1": allow_no_seccomp */
+	SBX_JOB_RX_MAX,       /* largest frame body the agent may send the child */
+	SBX_JOB_TX_MAX,       /* largest frame body the agent accepts from the child */
+	SBX_JOB_NFIELDS_,
 };
 
 enum sbx_result_kind {
@@ -64,16 +88,14 @@ struct sbx_msg {
 	size_t flen[SBX_MAX_FIELDS];
 };
 
-/* What the parent prepared for the child before fork (read-only there). */
+/* What the child knows of its job, decoded from SBX_JOB (read-only once filled). */
 struct sbx_child_args {
-	const struct sandbox_config *cfg; /* effective values, defaults applied */
-	const struct sandbox_job *job;
-	long long timeout;   /* effective seconds */
-	int64_t deadline_ms; /* CLOCK_MONOTONIC ms when the script's time is up */
-	int fd;              /* the child's end of the socketpair */
-	pid_t parent;        /* the agent's pid: the child dies with it */
-	size_t rx_max;       /* largest frame body the parent may send */
-	size_t tx_max;       /* largest frame body the parent accepts */
+	const struct sandbox_config *cfg; /* mem_limit, max_response, allow_no_seccomp */
+	const struct sandbox_job *job;    /* script_name, source, len, variables, constants, job */
+	long long timeout;                /* effective seconds */
+	int64_t deadline_ms;              /* CLOCK_MONOTONIC ms when the script's time is up */
+	size_t rx_max;                    /* largest frame body the agent may send */
+	size_t tx_max;                    /* largest frame body the agent accepts */
 };
 
 /*
@@ -95,6 +117,9 @@ enum rcs_err sandbox_wire_decode(const char *body, size_t len, struct sbx_msg *m
 /* Reads the 4-byte big-endian length prefix. */
 uint32_t sandbox_wire_len(const unsigned char hdr[SBX_FRAME_HDR]);
 
+/* Closes every descriptor from first up (close_range, or one by one). */
+void sandbox_close_from(int first);
+
 /* CLOCK_MONOTONIC in milliseconds. */
 int64_t sandbox_now_ms(void);
 
@@ -102,9 +127,48 @@ int64_t sandbox_now_ms(void);
 bool sandbox_utf8_valid(const char *s, size_t n);
 
 /*
- * The child: never returns. Sends HELLO or a RESULT, serves the script,
- * sends its RESULT, _exit()s.
+ * The child, in the process the launcher just forked (the launcher's pid is
+ * launcher; fd is the child's end of its job socket): never returns. Reads
+ * SBX_JOB, jails itself, sends HELLO or a RESULT, serves the script, sends
+ * its RESULT, _exit()s.
  */
-_Noreturn void sandbox_child_main(const struct sbx_child_args *a);
+_Noreturn void sandbox_child_main(int fd, pid_t launcher);
+
+/* ---- the launcher (sandbox_launcher.c), used by sandbox.c ---- */
+
+/* One jail child as the agent sees it: the launcher's control channel for it. */
+struct sbx_spawn {
+	pid_t pid;   /* for logs: only the launcher signals it */
+	int ctl;     /* SOCK_SEQPACKET to the launcher; -1 once released */
+	bool exited; /* the launcher reaped it; status is its wait status */
+	int status;
+	bool lost; /* the launcher died or broke the protocol before reporting the exit */
+};
+
+/*
+ * Asks the launcher to fork a jail child that serves child_fd (taken: closed
+ * here whatever happens) and waits for its answer. RCS_OK with *s filled
+ * (sandbox_launcher_release it); otherwise RCS_ERR_IO with a reason in why
+ * ("the sandbox launcher died", "cannot fork: ...") and s->ctl == -1.
+ */
+enum rcs_err sandbox_launcher_spawn(int child_fd, struct sbx_spawn *s, char *why, size_t len);
+
+/* Reads what the launcher said on s->ctl, if anything: sets exited/status or lost. */
+void sandbox_launcher_read(struct sbx_spawn *s);
+
+/* Waits up to ms for the child's exit (or the launcher's loss). true once exited. */
+bool sandbox_launcher_wait(struct sbx_spawn *s, int ms);
+
+/* Asks the launcher to SIGKILL the child (nothing once it exited or the launcher is lost). */
+void sandbox_launcher_kill(struct sbx_spawn *s);
+
+/*
+ * Marks the launcher unusable (it stopped answering) and kills it: its jail
+ * children die with it, and the process that started it gets SIGCHLD.
+ */
+void sandbox_launcher_broken(const char *why);
+
+/* Closes the control channel: the launcher kills the child if it still runs, and reaps it. */
+void sandbox_launcher_release(struct sbx_spawn *s);
 
 #endif

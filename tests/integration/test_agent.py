@@ -11,7 +11,9 @@ run, timeout, kill -9 mid-script then restart, repeat delivery, one job at a tim
 the queue bound, forged/unsigned/tampered/foreign/expired/rolled-back envelopes published
 with mosquitto_pub, a battery of jail escapes (each must end edge_error with the agent
 alive), unsigned tasks from a coordinator without a signing key, SIGTERM (online false),
-SIGHUP (tags reloaded).
+SIGHUP (tags reloaded), the sandbox launcher (no secret in it, it and the jail child die with
+the agent; killing it ends the running job edge_error, the agent restarts itself and runs the
+jobs that waited).
 
 Run (Debian's python3: it has paho-mqtt):
   RCS_BIN_DIR=build/bin RCS_SOURCE_DIR=. /usr/bin/python3 tests/integration/test_agent.py
@@ -1187,6 +1189,98 @@ class DeviceLifecycleTest(AgentTest):
         self.assertEqual(len(ok), 2, [(r["status"], r["response"]) for r in results])
         self.assertEqual(busy[0]["ident"], third["ident"])
         self.assertNotIn("edge_started", self.history(third["ident"]))
+
+
+# =========================================================================================
+
+
+class LauncherTest(AgentTest):
+    """The sandbox launcher (docs/agent.md): the agent's only child, forked before the agent
+    read its configuration; every jail child is its child. It dies with the agent; when it
+    dies, the job it was running ends edge_error, the agent restarts itself (same pid) and
+    runs the jobs that waited."""
+
+    @staticmethod
+    def children(pid):
+        return DeviceLifecycleTest.children(pid)
+
+    @staticmethod
+    def proc_text(pid, name):
+        try:
+            with open("/proc/%d/%s" % (pid, name), "rb") as f:
+                return f.read().decode("utf-8", "replace")
+        except OSError:
+            return ""
+
+    def launcher_of(self, agent):
+        kids = self.children(agent.pid)
+        self.assertEqual(len(kids), 1, "the agent's children: %r" % kids)
+        self.assertEqual(self.proc_text(kids[0], "comm").strip(), "rcs-launcher")
+        return kids[0]
+
+    def gone(self, pid):
+        return not os.path.exists("/proc/%d" % pid) or DeviceLifecycleTest.zombie(pid)
+
+    def test_launcher_holds_no_secret_and_dies_with_the_agent(self):
+        a = self.new_agent("launch", extra_args=["--mqtt-username", "pump-7",
+                                                 "--mqtt-password", "s3cret-pw"])
+        launcher = self.launcher_of(a)
+        self.assertIn("s3cret-pw", self.proc_text(a.pid, "cmdline"))
+        self.assertNotIn("s3cret-pw", self.proc_text(launcher, "cmdline"),
+                         "the launcher's copy of the command line is wiped")
+        j = self.post_job(self.script_task('rcs.progress("running") rcs.sleep(30)',
+                                           timeout=60), a)
+        wait_for(lambda: ("edge_running", "running") in self.history(j["ident"], True),
+                 timeout=10, what="the script running")
+        jails = self.children(launcher)
+        self.assertEqual(len(jails), 1, jails)
+        self.assertEqual(self.proc_text(jails[0], "comm").strip(), "rcs-jail")
+        self.assertIn("Seccomp:\t2", self.proc_text(jails[0], "status"))
+        self.assertEqual(self.children(jails[0]), [])
+        self.assertEqual(a.stop(signal.SIGKILL), -signal.SIGKILL)
+        wait_for(lambda: self.gone(launcher) and self.gone(jails[0]), timeout=5,
+                 what="the launcher and the jail child gone with the agent")
+        # a clean stop takes the launcher along too
+        a.start()
+        self.wait_online(a, True)
+        self.assertEdgeError(self.wait_job(j["ident"]), "interrupted")
+        launcher = self.launcher_of(a)
+        self.assertEqual(a.stop(), 0)
+        wait_for(lambda: self.gone(launcher), timeout=5, what="the launcher gone on SIGTERM")
+
+    def test_killing_the_launcher_fails_the_job_and_the_agent_recovers(self):
+        a = self.new_agent("relaunch")
+        src = ('local ok, old = pcall(rcs.file.read, "runs")\n'
+               'rcs.file.write("runs", (ok and old or "") .. "x")\n'
+               'rcs.progress("running") rcs.sleep(30) return "finished"\n')
+        j = self.post_job(self.script_task(src, timeout=60), a)
+        queued = self.post_job(self.script_task('return "after the restart"'), a)
+        wait_for(lambda: ("edge_running", "running") in self.history(j["ident"], True),
+                 timeout=10, what="the script running")
+        wait_for(lambda: "edge_transmitted" in self.history(queued["ident"]), timeout=10,
+                 what="the second job queued")
+        pid = a.pid
+        launcher = self.launcher_of(a)
+        jail = self.children(launcher)
+        self.assertEqual(len(jail), 1, jail)
+        os.kill(launcher, signal.SIGKILL)
+        done = self.wait_job(j["ident"], timeout=15)
+        self.assertEdgeError(done, "sandbox unavailable: the sandbox launcher died")
+        self.assertNotIn("terminated", self.history(j["ident"]))
+        wait_for(lambda: self.gone(jail[0]), timeout=5, what="the jail child gone")
+        # the agent restarted itself (same process) and ran the job that waited
+        self.assertTerminated(self.wait_job(queued["ident"], timeout=30), "after the restart")
+        self.assertTrue(a.alive())
+        self.assertEqual(a.pid, pid)
+        log = a.read_log(tail=None)
+        self.assertIn("the sandbox launcher was killed by signal 9: restarting the agent", log)
+        fresh = self.launcher_of(a)
+        self.assertNotEqual(fresh, launcher)
+        self.assertTerminated(self.run_job(self.script_task('return "and more"'), a),
+                              "and more")
+        with open(os.path.join(a.files, "runs")) as f:
+            self.assertEqual(f.read(), "x", "the failed job ran again")
+        self.assertEqual(a.stop(), 0)
 
 
 # =========================================================================================

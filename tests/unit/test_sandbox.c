@@ -1,10 +1,10 @@
 /*
  * Unit and escape tests of agent/sandbox.c: scripts run in the real jail
- * (fork, rlimits, seccomp, watchdog), standalone, no MQTT.
+ * (the launcher, fork, rlimits, seccomp, watchdog), standalone, no MQTT.
  *
  * Every case asserts the outcome a user would see and that this process (the
- * "agent") is fine afterwards: no child left, no descriptor leaked, and a
- * trivial script still runs.
+ * "agent") is fine afterwards: its only child is the launcher, no jail child
+ * is left, no descriptor leaked, and a trivial script still runs.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -35,24 +35,6 @@
 #if __has_include(<valgrind/valgrind.h>)
 #include <valgrind/valgrind.h>
 #endif
-#endif
-
-/*
- * ASan's allocator (GCC 12's libasan) is not fork-safe: a child forked while
- * another thread holds one of its locks waits on that lock (futex, which the
- * seccomp filter kills: SIGSYS). Fixed upstream by llvm-project#75290 ([asan]
- * Install pthread_atfork, LLVM 18); until then ASan builds run the threads of
- * test_from_thread one after the other.
- */
-#if defined(__SANITIZE_ADDRESS__)
-#define ASAN_BUILD 1
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-#define ASAN_BUILD 1
-#endif
-#endif
-#ifndef ASAN_BUILD
-#define ASAN_BUILD 0
 #endif
 
 #define T_SHORT 1  /* seconds: scripts that must be stopped */
@@ -87,15 +69,18 @@ struct rec {
 	int child_seccomp; /* the Seccomp: line of /proc/<child>/status */
 	int child_fds;
 	char child_limits[4096];
-	int kill_sig;   /* send this signal to the child from the progress callback */
-	int cancel_wfd; /* write to it from the progress callback */
+	int kill_sig;     /* send this signal to the child from the progress callback */
+	int cancel_wfd;   /* write to it from the progress callback */
+	int launcher_sig; /* send this signal to the launcher from the progress callback */
+	pid_t child;      /* the jail child then */
 };
 
-static pid_t find_child(void)
+/* A child of parent (the last one /proc lists), -1 when it has none; *n counts them. */
+static pid_t child_of(pid_t parent, int *n)
 {
 	DIR *d = opendir("/proc");
 	struct dirent *e;
-	pid_t found = -1, me = getpid();
+	pid_t found = -1;
 
 	while (d && (e = readdir(d)) != NULL) {
 		char path[300], buf[512];
@@ -108,14 +93,36 @@ static pid_t find_child(void)
 		if (fp == NULL)
 			continue;
 		while (fgets(buf, sizeof(buf), fp)) {
-			if (strncmp(buf, "PPid:", 5) == 0 && atoi(buf + 5) == me)
+			if (strncmp(buf, "PPid:", 5) == 0 && atoi(buf + 5) == parent) {
 				found = (pid_t)atoi(e->d_name);
+				if (n)
+					(*n)++;
+			}
 		}
 		fclose(fp);
 	}
 	if (d)
 		closedir(d);
 	return found;
+}
+
+/* The launcher: this process's only child. */
+static pid_t find_launcher(void)
+{
+	int n = 0;
+	pid_t l = child_of(getpid(), &n);
+
+	if (n != 1)
+		print_error("find_launcher: %d children (last %d)\n", n, (int)l);
+	return n == 1 ? l : -1;
+}
+
+/* The jail child running now: a child of the launcher. */
+static pid_t find_child(void)
+{
+	pid_t l = find_launcher();
+
+	return l > 0 ? child_of(l, NULL) : -1;
 }
 
 static void inspect_child(struct rec *r)
@@ -164,6 +171,10 @@ static void h_progress(void *ctx, const char *text)
 	snprintf(r->progress, sizeof(r->progress), "%s", text);
 	if (r->inspect)
 		inspect_child(r);
+	if (r->launcher_sig) {
+		r->child = find_child();
+		assert_int_equal(kill(find_launcher(), r->launcher_sig), 0);
+	}
 	if (r->cancel_wfd >= 0)
 		assert_int_equal(write(r->cancel_wfd, "x", 1), 1);
 }
@@ -305,14 +316,22 @@ static enum sandbox_outcome run(const char *src, long long timeout, char **respo
 	return run_opts(src, &o, response);
 }
 
-/* The agent is fine: no child left behind, no descriptor leaked, scripts still run. */
+/*
+ * The agent is fine: its only child is the launcher, alive (nothing to
+ * reap), and no jail child is left behind; no descriptor leaked; scripts
+ * still run.
+ */
 static void agent_ok(void)
 {
-	char *resp = NULL;
+	char *resp = NULL, why[128];
+	pid_t launcher = find_launcher();
+	int jails = 0;
 
-	errno = 0;
-	assert_int_equal(waitpid(-1, NULL, WNOHANG), -1);
-	assert_int_equal(errno, ECHILD);
+	assert_true(launcher > 0);
+	assert_int_equal(sandbox_launcher_check(why, sizeof(why)), RCS_OK);
+	assert_int_equal(waitpid(-1, NULL, WNOHANG), 0);
+	child_of(launcher, &jails);
+	assert_int_equal(jails, 0);
 	assert_int_equal(count_fds(), base_fds);
 	assert_int_equal(run("return 6 * 7", T_LONG, &resp), SANDBOX_OK);
 	assert_string_equal(resp, "42");
@@ -855,8 +874,10 @@ static void test_sleep_and_cancel(void **state)
 }
 
 /*
- * The runner calls sandbox_run from its own thread: the child then inherits
- * a thread's malloc arena (grown with mprotect, not brk).
+ * The runner calls sandbox_run from its own thread, and several runs may go
+ * on at once: the launcher serves them all, each child forked from its
+ * single thread (so also under ASan, whose GCC 12 runtime is not fork-safe:
+ * llvm-project#75290).
  */
 struct thread_run {
 	const char *src;
@@ -907,12 +928,9 @@ static void test_from_thread(void **state)
 	for (int i = 0; i < 2; i++) {
 		memset(&t[i].res, 0, sizeof(t[i].res));
 		assert_int_equal(pthread_create(&th[i], NULL, run_in_thread, &t[i]), 0);
-		if (ASAN_BUILD) /* one at a time: see ASAN_BUILD */
-			pthread_join(th[i], NULL);
 	}
 	for (int i = 0; i < 2; i++) {
-		if (!ASAN_BUILD)
-			pthread_join(th[i], NULL);
+		pthread_join(th[i], NULL);
 		assert_int_equal(t[i].err, RCS_OK);
 		outcome[i] = t[i].res.outcome;
 		snprintf(resp[i], sizeof(resp[i]), "%s",
@@ -992,6 +1010,9 @@ static int seccomp_refused_helper(void)
 
 	if (!refuse_seccomp())
 		return 10;
+	/* a launcher of its own, forked under the filter (the inherited one is the parent's) */
+	if (sandbox_launcher_start(0, NULL) != RCS_OK)
+		return 15;
 	test_config(&cfg);
 	cfg.allow_no_seccomp = false;
 	job.script_name = "t";
@@ -1011,6 +1032,7 @@ static int seccomp_refused_helper(void)
 	if (res.outcome != SANDBOX_OK || strcmp(res.response, "ran") != 0)
 		return 14;
 	sandbox_result_free(&res);
+	sandbox_launcher_stop();
 	return 0;
 }
 
@@ -1030,6 +1052,102 @@ static void test_seccomp_refused(void **state)
 	assert_int_equal(waitpid(pid, &status, 0), pid);
 	assert_true(WIFEXITED(status));
 	assert_int_equal(WEXITSTATUS(status), 0);
+	agent_ok();
+}
+
+/* true when pid is gone (or a zombie) within ms */
+static bool gone_within(pid_t pid, int ms)
+{
+	for (int i = 0; i < ms / 10; i++) {
+		char path[64], buf[512];
+		FILE *fp;
+		bool zombie = false;
+
+		snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
+		fp = fopen(path, "r");
+		if (fp == NULL)
+			return true;
+		while (fgets(buf, sizeof(buf), fp))
+			if (strncmp(buf, "State:", 6) == 0 && strchr(buf, 'Z') != NULL)
+				zombie = true;
+		fclose(fp);
+		if (zombie)
+			return true;
+		poll(NULL, 0, 10);
+	}
+	return false;
+}
+
+/*
+ * The launcher: small (named, nothing of ours open), and when it dies or
+ * stops answering, the run in progress and the next ones end "sandbox
+ * unavailable" at once, its child dies with it, sandbox_launcher_check says
+ * so, and a new launcher serves again.
+ */
+static void test_launcher(void **state)
+{
+	struct rec r;
+	struct run o = {0};
+	char *resp = NULL, why[128], path[64], comm[32] = "";
+	pid_t launcher = find_launcher();
+	int fds = 0;
+	FILE *fp;
+	DIR *d;
+	struct dirent *e;
+
+	(void)state;
+	assert_true(launcher > 0);
+	snprintf(path, sizeof(path), "/proc/%d/comm", (int)launcher);
+	fp = fopen(path, "r");
+	assert_non_null(fp);
+	assert_non_null(fgets(comm, sizeof(comm), fp));
+	fclose(fp);
+	assert_string_equal(comm, "rcs-launcher\n");
+	/* it closes the last run's control channel just after reporting its exit */
+	snprintf(path, sizeof(path), "/proc/%d/fd", (int)launcher);
+	for (int i = 0; i < 100 && (fds == 0 || fds > 6); i++) {
+		poll(NULL, 0, i ? 10 : 0);
+		d = opendir(path);
+		assert_non_null(d);
+		fds = 0;
+		while ((e = readdir(d)) != NULL)
+			fds += e->d_name[0] != '.';
+		closedir(d);
+	}
+	if (!under_valgrind)
+		assert_true(fds <= 6); /* stdin, stdout, stderr, its socket, its SIGCHLD pipe */
+	assert_int_equal(sandbox_launcher_start(0, NULL), RCS_ERR_EXISTS);
+
+	/* killed mid-script */
+	rec_init(&r);
+	r.launcher_sig = SIGKILL;
+	o.rec = &r;
+	assert_int_equal(run_opts("rcs.progress('now') rcs.sleep(20) return 'no'", &o, &resp),
+			 SANDBOX_ERROR);
+	assert_string_equal(resp, "sandbox unavailable: the sandbox launcher died");
+	assert_true(o.elapsed_ms < 3000);
+	free(resp);
+	assert_true(r.child > 0);
+	assert_true(gone_within(r.child, 3000)); /* the jail child died with it */
+	rec_free(&r);
+	assert_int_equal(sandbox_launcher_check(why, sizeof(why)), RCS_ERR_IO);
+	assert_string_equal(why, "was killed by signal 9");
+	assert_int_equal(waitpid(-1, NULL, WNOHANG), -1); /* reaped by the check */
+	/* later runs fail at once, until a new launcher is started */
+	expect("return 1", T_LONG, SANDBOX_ERROR, "sandbox unavailable: the sandbox launcher died");
+	assert_int_equal(sandbox_launcher_start(0, NULL), RCS_OK);
+	assert_int_equal(sandbox_launcher_check(why, sizeof(why)), RCS_OK);
+	agent_ok();
+
+	/* stopped: it doesn't answer, and is killed for it */
+	launcher = find_launcher();
+	assert_int_equal(kill(launcher, SIGSTOP), 0);
+	expect("return 1", T_LONG, SANDBOX_ERROR,
+	       "sandbox unavailable: the sandbox launcher did not answer");
+	assert_true(gone_within(launcher, 3000));
+	assert_int_equal(sandbox_launcher_check(why, sizeof(why)), RCS_ERR_IO);
+	assert_string_equal(why, "did not answer");
+	assert_int_equal(sandbox_launcher_start(0, NULL), RCS_OK);
 	agent_ok();
 }
 
@@ -1450,6 +1568,9 @@ static int group_setup(void **state)
 		return -1;
 	dir_items[0] = tmpdir;
 	signal(SIGPIPE, SIG_DFL); /* the sandbox must not need SIGPIPE ignored */
+	/* as rcs-agent does first: no thread yet (and under valgrind, after the filter) */
+	if (sandbox_launcher_start(0, NULL) != RCS_OK)
+		return -1;
 	base_fds = count_fds();
 	return 0;
 }
@@ -1457,6 +1578,7 @@ static int group_setup(void **state)
 static int group_teardown(void **state)
 {
 	(void)state;
+	sandbox_launcher_stop();
 	rm_rf_cb(tmpdir);
 	rm_rf_cb(outside);
 	return 0;
@@ -1482,6 +1604,7 @@ int main(void)
 	    cmocka_unit_test(test_from_thread),
 	    cmocka_unit_test(test_jail),
 	    cmocka_unit_test(test_seccomp_refused),
+	    cmocka_unit_test(test_launcher),
 	    cmocka_unit_test(test_escape_globals),
 	    cmocka_unit_test(test_escape_string_metatable),
 	    cmocka_unit_test(test_escape_loops),
