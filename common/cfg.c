@@ -198,6 +198,11 @@ enum rcs_err cfg_parse_args(const struct cfg_opt *opts, void *base, int argc, ch
 		n = eq ? (size_t)(eq - name) : strlen(name);
 		if (n == 6 && strncmp(name, "config", 6) == 0) {
 			/* handled by the caller before; skip it and its value */
+			if (!eq && i + 1 >= argc) {
+				snprintf(errbuf, errlen, "option '--config' needs a value");
+				err = RCS_ERR_INVAL;
+				goto out;
+			}
 			i += eq ? 1 : 2;
 			continue;
 		}

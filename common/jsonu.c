@@ -56,11 +56,38 @@ static bool jsonu_utf8_valid(const unsigned char *s, size_t n)
 }
 
 /*
- * json-c accepts a few things RFC 8259 doesn't, even in strict mode:
- * single-quoted strings and raw control characters inside strings. This scan
- * refuses them; returns the offending offset or len when clean.
+ * Whether the number token s (n bytes, outside strings) is no integer literal
+ * or one json-c holds exactly: from INT64_MIN to UINT64_MAX. json-c clamps a
+ * literal beyond that range to INT64_MIN or UINT64_MAX without an error.
  */
-static size_t jsonu_rfc_scan(const char *data, size_t len)
+static bool jsonu_int_in_range(const char *s, size_t n)
+{
+	bool neg = n > 0 && s[0] == '-';
+	const char *limit = neg ? "9223372036854775808" : "18446744073709551615";
+	size_t nd = n - (neg ? 1 : 0), nl = strlen(limit);
+
+	s += neg ? 1 : 0;
+	for (size_t i = 0; i < nd; i++) {
+		if (s[i] < '0' || s[i] > '9')
+			return true; /* a fraction or an exponent: a double, or malformed */
+	}
+	while (nd > 1 && s[0] == '0') {
+		s++;
+		nd--;
+	}
+	if (nd != nl)
+		return nd < nl;
+	return memcmp(s, limit, nl) <= 0;
+}
+
+/*
+ * json-c accepts a few things RFC 8259 doesn't, even in strict mode:
+ * single-quoted strings and raw control characters inside strings; and it
+ * changes integer literals beyond the 64-bit range into INT64_MIN or
+ * UINT64_MAX. This scan refuses them; returns the offending offset (*why
+ * says what is wrong there) or len when clean.
+ */
+static size_t jsonu_rfc_scan(const char *data, size_t len, const char **why)
 {
 	bool in_string = false, escaped = false;
 
@@ -68,18 +95,32 @@ static size_t jsonu_rfc_scan(const char *data, size_t len)
 		unsigned char c = (unsigned char)data[i];
 
 		if (in_string) {
-			if (escaped)
+			if (escaped) {
 				escaped = false;
-			else if (c == '\\')
+			} else if (c == '\\') {
 				escaped = true;
-			else if (c == '"')
+			} else if (c == '"') {
 				in_string = false;
-			else if (c < 0x20)
+			} else if (c < 0x20) {
+				*why = "control character inside a string";
 				return i;
+			}
 		} else if (c == '"') {
 			in_string = true;
 		} else if (c == '\'') {
+			*why = "strings take double quotes";
 			return i;
+		} else if (c == '-' || (c >= '0' && c <= '9')) {
+			size_t end = i;
+
+			while (end < len && data[end] != '\0' &&
+			       strchr("0123456789+-.eE", data[end]) != NULL)
+				end++;
+			if (!jsonu_int_in_range(data + i, end - i)) {
+				*why = "integer out of range (64 bits)";
+				return i;
+			}
+			i = end - 1;
 		}
 	}
 	return len;
@@ -89,6 +130,7 @@ enum rcs_err jsonu_parse(const char *data, size_t len, int max_depth, json_objec
 			 struct jsonu_err *e)
 {
 	size_t bad;
+	const char *why = "";
 
 	json_tokener *tok = NULL;
 	json_object *obj = NULL;
@@ -113,11 +155,9 @@ enum rcs_err jsonu_parse(const char *data, size_t len, int max_depth, json_objec
 		jsonu_fail(e, "", "JSON text is not valid UTF-8");
 		goto out;
 	}
-	bad = jsonu_rfc_scan(data, len);
+	bad = jsonu_rfc_scan(data, len, &why);
 	if (bad < len) {
-		jsonu_fail(e, "", "malformed JSON at offset %zu: %s", bad,
-			   data[bad] == '\'' ? "strings take double quotes"
-					     : "control character inside a string");
+		jsonu_fail(e, "", "malformed JSON at offset %zu: %s", bad, why);
 		goto out;
 	}
 	tok = json_tokener_new_ex(max_depth);
@@ -130,10 +170,13 @@ enum rcs_err jsonu_parse(const char *data, size_t len, int max_depth, json_objec
 	obj = json_tokener_parse_ex(tok, data, (int)len);
 	jerr = json_tokener_get_error(tok);
 	if (jerr == json_tokener_continue) {
-		/* a bare number at the top ends only at the end of input: say so */
+		/*
+		 * a bare number or literal at the top ends only at the end of
+		 * input: say so (the value is NULL for null: json-c's null)
+		 */
 		obj = json_tokener_parse_ex(tok, "", 1);
 		jerr = json_tokener_get_error(tok);
-		if (jerr == json_tokener_success && obj != NULL) {
+		if (jerr == json_tokener_success) {
 			*out = obj;
 			obj = NULL;
 			err = RCS_OK;

@@ -116,12 +116,40 @@ static void test_jsonu_parse(void **state)
 	assert_int_equal(jsonu_parse(deep, 200, JSONU_MAX_DEPTH, &o, &e), RCS_ERR_INVAL);
 	assert_non_null(strstr(e.message, "deeper"));
 	assert_null(o);
+
+	/* a bare literal is a whole JSON text, null too (fuzz_canon) */
+	assert_int_equal(jsonu_parse("null", 4, JSONU_MAX_DEPTH, &o, &e), RCS_OK);
+	assert_null(o);
+	assert_int_equal(jsonu_parse("false", 5, JSONU_MAX_DEPTH, &o, &e), RCS_OK);
+	assert_true(json_object_is_type(o, json_type_boolean));
+	json_object_put(o);
+	assert_int_equal(jsonu_parse("nul", 3, JSONU_MAX_DEPTH, &o, &e), RCS_ERR_INVAL);
+	assert_int_equal(jsonu_parse_object("null", 4, &o, &e), RCS_ERR_INVAL);
+	assert_non_null(strstr(e.message, "must be a JSON object"));
+
+	/* integers json-c would clamp to INT64_MIN or UINT64_MAX are refused (fuzz_canon) */
+	assert_int_equal(jsonu_parse("[99999999999999999999]", 22, JSONU_MAX_DEPTH, &o, &e),
+			 RCS_ERR_INVAL);
+	assert_non_null(strstr(e.message, "out of range"));
+	assert_null(o);
+	assert_int_equal(jsonu_parse("{\"a\": -9223372036854775809}", 27, JSONU_MAX_DEPTH, &o, &e),
+			 RCS_ERR_INVAL);
+	assert_int_equal(jsonu_parse("18446744073709551616", 20, JSONU_MAX_DEPTH, &o, &e),
+			 RCS_ERR_INVAL);
+	/* the limits themselves, doubles, and digits in strings are fine */
+	assert_int_equal(jsonu_parse("[18446744073709551615, -9223372036854775808, -0, 1e20,"
+				     " -100000000000000000000.0, \"99999999999999999999\"]",
+				     104, JSONU_MAX_DEPTH, &o, &e),
+			 RCS_OK);
+	assert_int_equal(json_object_get_uint64(json_object_array_get_idx(o, 0)), UINT64_MAX);
+	assert_int_equal(json_object_get_int64(json_object_array_get_idx(o, 1)), INT64_MIN);
+	json_object_put(o);
 }
 
 static void test_jsonu_getters(void **state)
 {
 	const char *text = "{\"s\": \"hello\", \"i\": 42, \"b\": true, \"bs\": \"false\","
-			   " \"n\": null, \"arr\": [\"x\", 2], \"big\": 99999999999999999999}";
+			   " \"n\": null, \"arr\": [\"x\", 2], \"big\": 9223372036854775808}";
 	json_object *o = NULL, *a = NULL;
 	struct jsonu_err e;
 	const char *s = NULL;
@@ -242,6 +270,17 @@ static void test_cfg_file_and_args(void **state)
 		    cfg_parse_args(test_opts, &c, 8, bools, 5, &next, err, sizeof(err)), RCS_OK);
 		assert_true(c.flag); /* "--flag" followed by another option */
 		assert_int_equal(c.items.n, 1);
+		cfg_free(test_opts, &c);
+	}
+	{
+		/* "--config" without its file: refused, and *next stays within argv (fuzz_cfg) */
+		char *cfg_last[] = {"prog", "--name", "n", "--config"};
+		memset(&c, 0, sizeof(c));
+		assert_int_equal(
+		    cfg_parse_args(test_opts, &c, 4, cfg_last, 1, &next, err, sizeof(err)),
+		    RCS_ERR_INVAL);
+		assert_non_null(strstr(err, "--config"));
+		assert_true(next <= 4);
 		cfg_free(test_opts, &c);
 	}
 	assert_string_equal(cfg_find_arg(8, argv, "name"), "second");
