@@ -24,7 +24,11 @@ esac
 case "$secs" in
 '' | *[!0-9]*) echo "$0: SECONDS must be a number, not '$secs'" >&2; exit 2 ;;
 esac
-[ $# -gt 2 ] && shift 2 || set --
+if [ $# -gt 2 ]; then
+	shift 2
+else
+	set --
+fi
 
 # ---- what the build needs: the project's packages, and clang with libFuzzer ----
 tools/deps.sh run
@@ -64,7 +68,7 @@ if [ $# -gt 0 ]; then
 	for t in "$@"; do
 		t=fuzz_${t#fuzz_}
 		if ! echo "$all" | grep -qx "$t"; then
-			echo "$0: no target $t (targets: $(echo $all))" >&2
+			echo "$0: no target $t (targets: $(echo "$all" | tr '\n' ' '))" >&2
 			exit 2
 		fi
 		targets="$targets $t"
@@ -72,7 +76,7 @@ if [ $# -gt 0 ]; then
 else
 	targets=$all
 fi
-n=$(echo $targets | wc -w)
+n=$(echo "$targets" | wc -w)
 per=$secs
 if [ "$mode" = short ]; then
 	per=$((secs / n))
