@@ -308,6 +308,13 @@ enum rcs_err mqttc_start(const struct mqttc_opts *opts, const struct mqttc_callb
 		err = RCS_ERR_INVAL;
 		goto out;
 	}
+#ifdef RCS_MQTT_NO_TLS
+	if (strncmp(m->url, "ssl://", 6) == 0) {
+		log_warnx("MQTT URL %s: this build has no TLS (built with WITH_TLS=OFF)", opts->url);
+		err = RCS_ERR_INVAL;
+		goto out;
+	}
+#endif
 	err = mqttc_create(m);
 	if (err != RCS_OK)
 		goto out;

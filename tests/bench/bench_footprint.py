@@ -134,10 +134,12 @@ def build_variant(src, root, arch, kind, log_path):
     if toolchain:
         args.append("-DCMAKE_TOOLCHAIN_FILE=%s" % os.path.join(src, toolchain))
     mapfile = None
-    if kind == "static":
+    if kind in ("static", "static-notls"):
         mapfile = os.path.join(bdir, "rcs-agent.map")
         args += ["-DWITH_STATIC=ON", "-DCMAKE_BUILD_TYPE=MinSizeRel",
                  "-DCMAKE_EXE_LINKER_FLAGS=-Wl,-Map=%s" % mapfile]
+        # without TLS: paho's plain variant, no OpenSSL (-DWITH_TLS=OFF)
+        args.append("-DWITH_TLS=%s" % ("OFF" if kind == "static-notls" else "ON"))
     elif kind == "dynamic-minsize":
         args += ["-DCMAKE_BUILD_TYPE=MinSizeRel"]
     else:
@@ -153,7 +155,7 @@ def build_variant(src, root, arch, kind, log_path):
            "stripped_bytes": os.path.getsize(stripped)}
     if mapfile and os.path.exists(mapfile):
         res["by_library_bytes"] = map_breakdown(mapfile)
-    if kind == "static" and arch in ARCHES:
+    if kind.startswith("static") and arch in ARCHES:
         emu = ARCHES[arch][2]
         r = subprocess.run(emu + [stripped, "--version"], capture_output=True, text=True,
                            timeout=60)
@@ -181,13 +183,15 @@ def sizes(src, root):
     for arch in ARCHES:
         t0 = time.monotonic()
         res[arch] = {kind: build_variant(src, root, arch, kind, log_path)
-                     for kind in ("dynamic", "dynamic-minsize", "static")}
+                     for kind in ("dynamic", "dynamic-minsize", "static", "static-notls")}
         res[arch]["hello_static_bytes"] = hello_static(root, arch, log_path)
         res[arch]["static_ratio_to_hello"] = round(
             res[arch]["static"]["stripped_bytes"] / res[arch]["hello_static_bytes"], 1)
-        b.log("%s: built in %.0f s: dynamic %d, static %d bytes stripped" % (
-            arch, time.monotonic() - t0, res[arch]["dynamic"]["stripped_bytes"],
-            res[arch]["static"]["stripped_bytes"]))
+        b.log("%s: built in %.0f s: dynamic %d, static %d, static without TLS %d bytes"
+              " stripped" % (arch, time.monotonic() - t0,
+                             res[arch]["dynamic"]["stripped_bytes"],
+                             res[arch]["static"]["stripped_bytes"],
+                             res[arch]["static-notls"]["stripped_bytes"]))
     native = os.path.join(root, "rcs-agent-native.stripped")
     shutil.copy2(h.AGENT, native)
     subprocess.run(["strip", native], check=True)
@@ -197,6 +201,10 @@ def sizes(src, root):
     res["native_static_stripped_bytes"] = st["stripped_bytes"]
     res["native_static_binary"] = os.path.join(root, "native-static", "bin",
                                                "rcs-agent.stripped")
+    st = build_variant(src, root, "native", "static-notls", log_path)
+    res["native_static_notls_stripped_bytes"] = st["stripped_bytes"]
+    res["native_static_notls_binary"] = os.path.join(root, "native-static-notls", "bin",
+                                                     "rcs-agent.stripped")
     return res
 
 
@@ -325,16 +333,23 @@ def start_agent(rundir, name, broker, setup, trace, binary=None):
 # 2. memory
 
 
-def memory_run(rundir, setup, static_binary=None):
+def memory_run(rundir, setup, static_binary=None, static_notls_binary=None):
     broker = b.start_broker(rundir)
     agent = agent_t = sub = drv = None
-    static = None
+    static = static_notls = None
     try:
         if static_binary and os.path.exists(static_binary):
             a = start_agent(rundir, "agent-static", broker, setup, trace=False,
                             binary=static_binary)
             time.sleep(2.0)
             static = (b.proc_status(a.pid), b.smaps_rollup(a.pid))
+            a.signal_stop()
+            a.wait_stopped()
+        if static_notls_binary and os.path.exists(static_notls_binary):
+            a = start_agent(rundir, "agent-static-notls", broker, setup, trace=False,
+                            binary=static_notls_binary)
+            time.sleep(2.0)
+            static_notls = (b.proc_status(a.pid), b.smaps_rollup(a.pid))
             a.signal_stop()
             a.wait_stopped()
         agent = start_agent(rundir, "agent", broker, setup, trace=False)
@@ -412,6 +427,9 @@ def memory_run(rundir, setup, static_binary=None):
     if static:
         res["static_agent_idle_rss_mb"] = round(static[0]["VmRSS"] / kb, 2)
         res["static_agent_idle_pss_mb"] = round(static[1]["Pss"] / kb, 2)
+    if static_notls:
+        res["static_notls_agent_idle_rss_mb"] = round(static_notls[0]["VmRSS"] / kb, 2)
+        res["static_notls_agent_idle_pss_mb"] = round(static_notls[1]["Pss"] / kb, 2)
     if during and during["child"]:
         res.update({
             "job_agent_rss_mb": round(during["agent"]["VmRSS"] / kb, 2),
@@ -611,7 +629,9 @@ def main():
             others = b.busy_processes()
             rundir = os.path.join(workdir, "run-%d" % k)
             os.makedirs(rundir)
-            m = memory_run(rundir, setup, summary.get("sizes", {}).get("native_static_binary"))
+            sz = summary.get("sizes", {})
+            m = memory_run(rundir, setup, sz.get("native_static_binary"),
+                           sz.get("native_static_notls_binary"))
             m["other_cpu_use_before_run"] = others
             b.log("run %d memory: %s" % (k, m))
             o = overhead_run(rundir, setup, a.jobs, a.jobs_without_probe,
@@ -631,6 +651,7 @@ def main():
             "idle_pss_mb": med(mem, "idle_pss_mb"),
             "idle_private_mb": med(mem, "idle_private_mb"),
             "static_agent_idle_rss_mb": med(mem, "static_agent_idle_rss_mb"),
+            "static_notls_agent_idle_rss_mb": med(mem, "static_notls_agent_idle_rss_mb"),
             "baseline_mosquitto_sub_rss_mb": med(mem, "baseline_mosquitto_sub_rss_mb"),
             "idle_rss_ratio_to_mosquitto_sub": med(mem, "idle_rss_ratio_to_mosquitto_sub"),
             "job_agent_rss_mb": med(mem, "job_agent_rss_mb"),
@@ -654,6 +675,8 @@ def main():
         if "sizes" in summary:
             t["static aarch64 <= 2.5 MB"] = (
                 summary["sizes"]["aarch64"]["static"]["stripped_bytes"] <= 2.5 * 2**20)
+            t["static aarch64 without TLS <= 2.5 MB"] = (
+                summary["sizes"]["aarch64"]["static-notls"]["stripped_bytes"] <= 2.5 * 2**20)
         summary["targets"] = t
         summary["loadavg_at_end"] = os.getloadavg()
         print(json.dumps(summary, indent=1))

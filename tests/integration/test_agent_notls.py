@@ -1,0 +1,124 @@
+#!/usr/bin/env python3
+"""The agent built without TLS (-DWITH_TLS=OFF, paho's plain variant): no OpenSSL in the
+program, a signed job over tcp:// ends terminated, and an ssl:// or mqtts:// broker URL is
+refused at start with a message that names the build option.
+
+The build goes to the test's temporary directory (agent only, the host's compiler).
+
+Run (Debian's python3: it has paho-mqtt):
+  RCS_BIN_DIR=build/bin RCS_SOURCE_DIR=. /usr/bin/python3 tests/integration/test_agent_notls.py
+RCS_KEEP_TMP=1 keeps the directory (build, logs).
+"""
+
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+import unittest
+
+from rcs_harness import (SOURCE_DIR, Agent, Coordinator, Mosquitto, make_ec_keypair,
+                         wait_for)
+
+TERMINAL = ("terminated", "edge_error", "cancelled", "expired")
+
+
+def run(args, log, timeout):
+    with open(log, "ab") as f:
+        p = subprocess.run(args, stdout=f, stderr=subprocess.STDOUT, timeout=timeout)
+    if p.returncode != 0:
+        with open(log, "rb") as f:
+            tail = f.read().decode("utf-8", "replace")[-4000:]
+        raise AssertionError("%s failed (%d):\n%s" % (" ".join(args), p.returncode, tail))
+
+
+class NoTlsAgentTest(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.workdir = tempfile.mkdtemp(prefix="rcs-notls-")
+        cls.coord = cls.broker = None
+        cls.agents = []
+        cls.addClassCleanup(cls._cleanup)
+        cls.build = os.path.join(cls.workdir, "build")
+        log = os.path.join(cls.workdir, "build.log")
+        t0 = time.time()
+        run(["cmake", "-S", SOURCE_DIR, "-B", cls.build, "-DWITH_COORDINATOR=OFF",
+             "-DWITH_TESTS=OFF", "-DWITH_TLS=OFF"], log, 120)
+        run(["cmake", "--build", cls.build, "-j2", "--target", "rcs-agent"], log, 300)
+        sys.stderr.write("\n[note] agent without TLS built in %.0f s\n" % (time.time() - t0))
+        cls.binary = os.path.join(cls.build, "bin", "rcs-agent")
+        cls.key, cls.pub = make_ec_keypair(cls.workdir, "k")
+        cls.broker = Mosquitto(cls.workdir).start()
+        cls.coord = Coordinator(cls.workdir, extra_args=["--mqtt", cls.broker.url,
+                                                         "--signing-key", cls.key])
+        tenant = cls.coord.init_tenant(user="admin")
+        cls.client_root = tenant["client_root"]
+        cls.admin = cls.coord.api(tenant["api_key"])
+        cls.coord.start()
+        wait_for(lambda: "connected to" in cls.coord.read_log(), timeout=20,
+                 what="the coordinator connected to the broker")
+
+    @classmethod
+    def _cleanup(cls):
+        for a in cls.agents:
+            if a.proc is not None:
+                try:
+                    a.stop()
+                except Exception:
+                    pass
+        if cls.coord is not None and cls.coord.proc is not None:
+            cls.coord.stop()
+        if cls.broker is not None:
+            cls.broker.stop()
+        if os.environ.get("RCS_KEEP_TMP") is None:
+            shutil.rmtree(cls.workdir, ignore_errors=True)
+
+    def device(self, name):
+        r = self.admin.post("/devices", {"name": name, "tags": []})
+        self.assertEqual(r.status, 201, r)
+        return r.json["entity_ident"]
+
+    def test_links_no_openssl(self):
+        out = subprocess.run(["ldd", self.binary], capture_output=True, text=True,
+                             timeout=30).stdout
+        self.assertIn("libpaho-mqtt3a.so", out)
+        for lib in ("libssl", "libcrypto", "libpaho-mqtt3as"):
+            self.assertNotIn(lib, out)
+        self.assertIn("libmbedcrypto", out, "signatures are still checked")
+
+    def test_signed_job_over_tcp(self):
+        a = Agent(self.workdir, self.broker.url, self.client_root, self.device("plain"),
+                  trusted_keys=[self.pub], binary=self.binary, name="plain")
+        self.agents.append(a)
+        a.start(timeout=30)
+        wait_for(lambda: self.admin.get("/devices/" + a.entity_ident).json["online"],
+                 timeout=30, what="device online")
+        task = self.admin.post("/tasks", {
+            "name": "echo", "script": "echo",
+            "variables_info": {"message": {"type": "string", "optional": True}}}).json
+        self.assertIsNotNone(task["signature"])
+        r = self.admin.post("/tasks/%s/jobs" % task["ident"],
+                            {"entity_ident": a.entity_ident, "variables": {"message": "plain"}})
+        self.assertEqual(r.status, 201, r)
+        done = wait_for(lambda: (lambda j: j if j["status"] in TERMINAL else None)(
+            self.admin.get("/jobs/" + r.json["ident"]).json), timeout=60, what="job ended")
+        self.assertEqual((done["status"], done["response"]), ("terminated", "plain"), done)
+        self.assertEqual(a.stop(), 0)
+
+    def test_refuses_tls_urls(self):
+        ident = self.device("tls")
+        for url in ("ssl://127.0.0.1:%d" % self.broker.port,
+                    "mqtts://127.0.0.1:%d" % self.broker.port):
+            state = os.path.join(self.workdir, "state-" + url.split(":")[0])
+            p = subprocess.run([self.binary, "--mqtt", url, "--client-root", self.client_root,
+                                "--entity-ident", ident, "--state-dir", state,
+                                "--trusted-key", self.pub],
+                               capture_output=True, text=True, timeout=30)
+            self.assertNotEqual(p.returncode, 0, p.stderr)
+            self.assertIn("this build has no TLS (built with WITH_TLS=OFF)", p.stderr)
+        self.assertFalse(self.admin.get("/devices/" + ident).json["online"])
+
+
+if __name__ == "__main__":
+    unittest.main(verbosity=2)
