@@ -166,7 +166,7 @@ void api_job_create(struct api_req *req, struct api_resp *r)
 	json_object *body = NULL, *empty = json_object_new_object(), *job = NULL;
 	const char *entity = NULL;
 	bool online = false;
-	enum rcs_err err;
+	enum rcs_err err, tx_err;
 
 	memset(&jr, 0, sizeof(jr));
 	if (!job_load_task(req, r, &jr) || !api_body_object(req, r, false, &body))
@@ -205,18 +205,29 @@ void api_job_create(struct api_req *req, struct api_resp *r)
 	one.entity_ident = entity;
 	b.jobs = &one;
 	b.n = 1;
-	err = store_jobs_create(req->app->st, &b);
+	/* one transaction creates the job and, for an online device, moves it to
+	 * transmited; its envelope goes out once that commits (store_after_commit) */
+	err = store_tx_begin(req->app->st);
 	if (err != RCS_OK) {
 		api_store_error(r, err, "job");
 		goto out;
 	}
-	/* answer with the record as committed when it was sent (transmited), or as created */
-	lifecycle_jobs_created(req->app->lc, &b, &job);
-	err = job ? RCS_OK : store_job_get(req->app->st, req->auth.client_root, one.ident, &job);
-	if (err != RCS_OK)
+	err = store_jobs_create(req->app->st, &b);
+	if (err == RCS_OK) {
+		/* answer with the record as sent (transmited), or as created */
+		lifecycle_jobs_created(req->app->lc, &b, &job);
+		if (job == NULL)
+			err = store_job_get(req->app->st, req->auth.client_root, one.ident, &job);
+	}
+	tx_err = store_tx_end(req->app->st, err == RCS_OK);
+	if (err == RCS_OK)
+		err = tx_err;
+	if (err != RCS_OK) {
+		json_object_put(job); /* rolled back: nothing was created or sent */
 		api_store_error(r, err, "job");
-	else
+	} else {
 		api_reply(r, 201, job);
+	}
 out:
 	json_object_put(jr.task);
 	json_object_put(body);

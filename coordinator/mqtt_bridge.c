@@ -240,8 +240,26 @@ static enum rcs_err bridge_send_out(struct bridge *b, const struct bridge_out *o
 	return err;
 }
 
+/* An envelope waiting for the commit of the transaction that created its job. */
+struct bridge_deferred {
+	struct bridge *b;
+	struct bridge_out o;
+};
+
+static void bridge_send_deferred(void *arg, bool committed)
+{
+	struct bridge_deferred *d = arg;
+
+	/* rolled back: the job was never accepted, and must reach no device */
+	if (committed)
+		bridge_send_out(d->b, &d->o);
+	free(d->o.payload);
+	free(d);
+}
+
 /* Publishes one job's envelope (see bridge_prepare_job); *sent (may be NULL)
- * gets the committed transmited record. */
+ * gets the transmited record: committed, or part of the caller's transaction
+ * (the envelope then goes out after its commit, see store_after_commit). */
 static enum rcs_err bridge_publish_job(struct bridge *b, const char *ident, bool resend,
 				       bool tv_cache, json_object **sent)
 {
@@ -267,6 +285,18 @@ static enum rcs_err bridge_publish_job(struct bridge *b, const char *ident, bool
 		if (sent) {
 			json_object_put(*sent);
 			*sent = NULL;
+		}
+	}
+	if (err == RCS_OK && o.payload && !resend) {
+		/* inside a caller's transaction (the job was created in it), the envelope
+		 * goes out once that commits; otherwise now */
+		struct bridge_deferred *d = malloc(sizeof(*d));
+		if (d != NULL) {
+			d->b = b;
+			d->o = o;
+			o.payload = NULL; /* the action's now */
+			store_after_commit(b->st, bridge_send_deferred, d);
+			return RCS_OK;
 		}
 	}
 	if (err == RCS_OK && o.payload) {

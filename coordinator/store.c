@@ -28,6 +28,12 @@ struct store {
 	int ncache;
 	pthread_mutex_t lock; /* recursive */
 	int tx_depth;
+	/* store_after_commit: what runs once the outermost transaction ends */
+	struct store_action {
+		void (*fn)(void *arg, bool committed);
+		void *arg;
+	} *actions;
+	size_t n_actions, cap_actions;
 };
 
 /* ---- schema ---- */
@@ -703,6 +709,7 @@ void store_close(struct store *st)
 			log_warnx("close: %s", sqlite3_errmsg(st->db));
 	}
 	pthread_mutex_destroy(&st->lock);
+	free(st->actions);
 	free(st);
 }
 
@@ -711,7 +718,8 @@ enum rcs_err store_tx_begin(struct store *st)
 	enum rcs_err err;
 
 	store_lock(st);
-	err = store_run(st, "BEGIN IMMEDIATE");
+	/* inside this thread's transaction: a savepoint of it */
+	err = store_run(st, st->tx_depth == 0 ? "BEGIN IMMEDIATE" : "SAVEPOINT tx");
 	if (err != RCS_OK) {
 		store_unlock(st);
 		return err;
@@ -720,17 +728,72 @@ enum rcs_err store_tx_begin(struct store *st)
 	return RCS_OK;
 }
 
+/* Runs (or drops) the actions registered for the transaction that just ended. */
+static void store_run_actions(struct store *st, bool committed)
+{
+	struct store_action *a = st->actions;
+	size_t n = st->n_actions;
+
+	st->actions = NULL;
+	st->n_actions = st->cap_actions = 0;
+	store_unlock(st); /* actions run outside the lock: they may publish, wait */
+	for (size_t i = 0; i < n; i++)
+		a[i].fn(a[i].arg, committed);
+	free(a);
+}
+
 enum rcs_err store_tx_end(struct store *st, bool commit)
 {
 	enum rcs_err err;
 
+	if (st->tx_depth > 1) {
+		if (commit) {
+			err = store_run(st, "RELEASE tx");
+		} else {
+			store_run(st, "ROLLBACK TO tx");
+			err = store_run(st, "RELEASE tx");
+		}
+		st->tx_depth--;
+		store_unlock(st);
+		return err;
+	}
 	err = store_run(st, commit ? "COMMIT" : "ROLLBACK");
 	/* a COMMIT that failed (disk full) may have rolled back already */
 	if (err != RCS_OK && commit && !sqlite3_get_autocommit(st->db))
 		store_run(st, "ROLLBACK");
 	st->tx_depth--;
+	if (st->n_actions > 0) {
+		store_run_actions(st, commit && err == RCS_OK);
+		return err;
+	}
 	store_unlock(st);
 	return err;
+}
+
+void store_after_commit(struct store *st, void (*fn)(void *arg, bool committed), void *arg)
+{
+	store_lock(st);
+	if (st->tx_depth == 0) {
+		store_unlock(st);
+		fn(arg, true);
+		return;
+	}
+	if (st->n_actions == st->cap_actions) {
+		size_t cap = st->cap_actions ? st->cap_actions * 2 : 8;
+		struct store_action *a = realloc(st->actions, cap * sizeof(*a));
+		if (a == NULL) {
+			/* can't defer it: drop it as if rolled back (its owner retries) */
+			store_unlock(st);
+			fn(arg, false);
+			return;
+		}
+		st->actions = a;
+		st->cap_actions = cap;
+	}
+	st->actions[st->n_actions].fn = fn;
+	st->actions[st->n_actions].arg = arg;
+	st->n_actions++;
+	store_unlock(st);
 }
 
 /* Internal savepoints make multi-statement operations atomic inside or outside

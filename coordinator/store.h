@@ -34,9 +34,18 @@ struct store;
 enum rcs_err store_open(const char *path, struct store **out);
 void store_close(struct store *st);
 
-/* Groups calls into one transaction. end(commit=false) rolls back. */
+/* Groups calls into one transaction. end(commit=false) rolls back. Inside the
+ * calling thread's own transaction, begin/end make a savepoint of it. */
 enum rcs_err store_tx_begin(struct store *st);
 enum rcs_err store_tx_end(struct store *st, bool commit);
+
+/*
+ * Runs fn(arg, committed) once the calling thread's outermost transaction has
+ * ended, after the store's lock is released (committed false: rolled back, or
+ * the commit failed); outside a transaction, at once with true. For what must
+ * not happen before the data is durable, such as publishing a job's envelope.
+ */
+void store_after_commit(struct store *st, void (*fn)(void *arg, bool committed), void *arg);
 
 /* A page of a list: page from 1, per_page 1..500. */
 struct store_page {

@@ -621,7 +621,7 @@ def main():
     summary = {"machine": b.machine(), "runs": a.runs, "jobs": a.jobs}
     try:
         if not a.skip_sizes:
-            root = a.build_root or os.path.join(workdir, "builds")
+            root = os.path.abspath(a.build_root or os.path.join(workdir, "builds"))
             summary["sizes"] = sizes(h.SOURCE_DIR, root)
         setup = capture_envelopes(workdir)
         mem, ovh = [], []

@@ -419,6 +419,78 @@ static void test_bulk_is_one_transaction(void **state)
 	free(jobs);
 }
 
+struct action_log {
+	int runs;
+	bool committed;
+	int tx_open_at_run; /* whether the action could see the transaction still open */
+	struct store *st;
+};
+
+static void record_action(void *arg, bool committed)
+{
+	struct action_log *l = arg;
+
+	l->runs++;
+	l->committed = committed;
+	/* the lock is released and the transaction over: a new one begins at once */
+	l->tx_open_at_run = store_tx_begin(l->st) != RCS_OK;
+	if (!l->tx_open_at_run)
+		store_tx_end(l->st, false);
+}
+
+static bool device_exists(struct fixture *f, const char *ident)
+{
+	bool online = false;
+
+	return store_device_presence(f->st, f->root, ident, &online) == RCS_OK;
+}
+
+/* store_tx_begin nests as a savepoint; store_after_commit runs after the outermost end */
+static void test_nested_tx_and_after_commit(void **state)
+{
+	struct fixture *f = *state;
+	struct action_log now = {.st = f->st}, later = {.st = f->st}, undone = {.st = f->st};
+	char kept[UUID_STR_LEN], inner[UUID_STR_LEN], gone[UUID_STR_LEN];
+	json_object *tags = json_object_new_array();
+
+	assert_int_equal(uuid_v7(kept), RCS_OK);
+	assert_int_equal(uuid_v7(inner), RCS_OK);
+	assert_int_equal(uuid_v7(gone), RCS_OK);
+	/* outside a transaction: at once, as committed */
+	store_after_commit(f->st, record_action, &now);
+	assert_int_equal(now.runs, 1);
+	assert_true(now.committed);
+	assert_false(now.tx_open_at_run);
+
+	/* committed: the outer write stays, the rolled-back savepoint's doesn't, the
+	 * action registered inside the savepoint runs once, after the commit */
+	assert_int_equal(store_tx_begin(f->st), RCS_OK);
+	assert_int_equal(store_device_insert(f->st, f->root, kept, "k", tags, 100), RCS_OK);
+	assert_int_equal(store_tx_begin(f->st), RCS_OK);
+	assert_int_equal(store_device_insert(f->st, f->root, inner, "i", tags, 100), RCS_OK);
+	assert_int_equal(store_tx_end(f->st, false), RCS_OK);
+	assert_int_equal(store_tx_begin(f->st), RCS_OK);
+	assert_int_equal(store_tx_end(f->st, true), RCS_OK);
+	store_after_commit(f->st, record_action, &later);
+	assert_int_equal(later.runs, 0);
+	assert_int_equal(store_tx_end(f->st, true), RCS_OK);
+	assert_int_equal(later.runs, 1);
+	assert_true(later.committed);
+	assert_false(later.tx_open_at_run);
+	assert_true(device_exists(f, kept));
+	assert_false(device_exists(f, inner));
+
+	/* rolled back: nothing stays, the action is told so */
+	assert_int_equal(store_tx_begin(f->st), RCS_OK);
+	assert_int_equal(store_device_insert(f->st, f->root, gone, "g", tags, 100), RCS_OK);
+	store_after_commit(f->st, record_action, &undone);
+	assert_int_equal(store_tx_end(f->st, false), RCS_OK);
+	assert_int_equal(undone.runs, 1);
+	assert_false(undone.committed);
+	assert_false(device_exists(f, gone));
+	json_object_put(tags);
+}
+
 /* max(created_at, scheduled_time) + ttl; the API allows scheduled_time up to INT64_MAX - 1 */
 static void test_job_expiry(void **state)
 {
@@ -434,6 +506,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_job_expiry),
+	    cmocka_unit_test_setup_teardown(test_nested_tx_and_after_commit, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_reopen_and_schema, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_keys, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_task_versions, setup, teardown),
