@@ -33,6 +33,9 @@ struct mqttc_opts {
 	bool will_retained;
 	double backoff_min; /* seconds between reconnect attempts: min..max, doubling, jittered */
 	double backoff_max;
+	/* TCP_NODELAY on the connection: each message leaves at once instead of waiting,
+	 * behind an unacknowledged one, for the broker's delayed ACK (~40 ms) */
+	bool nodelay;
 };
 
 struct mqttc_callbacks {

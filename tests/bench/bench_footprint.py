@@ -349,7 +349,8 @@ def memory_run(rundir, setup, static_binary=None, static_notls_binary=None):
             a = start_agent(rundir, "agent-static-notls", broker, setup, trace=False,
                             binary=static_notls_binary)
             time.sleep(2.0)
-            static_notls = (b.proc_status(a.pid), b.smaps_rollup(a.pid))
+            static_notls = (b.proc_status(a.pid), b.smaps_rollup(a.pid),
+                            [b.smaps_rollup(p) for p in b.descendants(a.pid)])
             a.signal_stop()
             a.wait_stopped()
         agent = start_agent(rundir, "agent", broker, setup, trace=False)
@@ -430,6 +431,9 @@ def memory_run(rundir, setup, static_binary=None, static_notls_binary=None):
     if static_notls:
         res["static_notls_agent_idle_rss_mb"] = round(static_notls[0]["VmRSS"] / kb, 2)
         res["static_notls_agent_idle_pss_mb"] = round(static_notls[1]["Pss"] / kb, 2)
+        # with its jail launcher (a fork of the agent: the two share their pages)
+        res["static_notls_tree_idle_pss_mb"] = round((static_notls[1]["Pss"] + sum(
+            x["Pss"] for x in static_notls[2] if x)) / kb, 2)
     if during and during["child"]:
         res.update({
             "job_agent_rss_mb": round(during["agent"]["VmRSS"] / kb, 2),
@@ -652,6 +656,8 @@ def main():
             "idle_private_mb": med(mem, "idle_private_mb"),
             "static_agent_idle_rss_mb": med(mem, "static_agent_idle_rss_mb"),
             "static_notls_agent_idle_rss_mb": med(mem, "static_notls_agent_idle_rss_mb"),
+            "static_notls_tree_idle_pss_mb": med(mem, "static_notls_tree_idle_pss_mb"),
+            "idle_tree_pss_mb": med(mem, "idle_tree_pss_mb"),
             "baseline_mosquitto_sub_rss_mb": med(mem, "baseline_mosquitto_sub_rss_mb"),
             "idle_rss_ratio_to_mosquitto_sub": med(mem, "idle_rss_ratio_to_mosquitto_sub"),
             "job_agent_rss_mb": med(mem, "job_agent_rss_mb"),
