@@ -44,6 +44,7 @@ struct journal {
 	size_t n_cache;
 	pthread_mutex_t lock;
 	long long default_max_pages; /* max_page_count as SQLite opened it */
+	bool wal;                    /* journal_mode WAL (else the rollback journal) */
 };
 
 /* ---- schema ---- */
@@ -166,10 +167,10 @@ static enum rcs_err j_prepare(struct journal *j, const char *sql, sqlite3_stmt *
 }
 
 /*
- * A prepared statement kept for the connection's life. SQL texts are literals
- * of this file, so the cache holds pointers to them; an unknown text is
- * prepared and kept while there is room, else prepared for this call only.
- * Give it back with j_release.
+ * A prepared statement kept for the connection's life. sql must be a string
+ * literal or a static array of this file: the cache keeps the pointer. Past
+ * JOURNAL_STMT_CACHE texts (more than this file has) a statement is prepared
+ * for this call only. Give it back with j_release.
  */
 static enum rcs_err j_stmt(struct journal *j, const char *sql, sqlite3_stmt **s)
 {
@@ -214,10 +215,8 @@ static enum rcs_err j_run(struct journal *j, const char *sql)
 	sqlite3_stmt *s = NULL;
 	enum rcs_err err = j_stmt(j, sql, &s);
 
-	if (err == RCS_OK) {
-		int rc = sqlite3_step(s);
-		err = rc == SQLITE_ROW ? RCS_OK : j_rc(j, rc, sql);
-	}
+	if (err == RCS_OK)
+		err = j_rc(j, sqlite3_step(s), sql);
 	j_release(j, s);
 	return err;
 }
@@ -451,7 +450,8 @@ static enum rcs_err j_setup(struct journal *j)
 		goto out;
 	}
 	mode = (const char *)sqlite3_column_text(s, 0);
-	if (mode == NULL || strcmp(mode, "wal") != 0)
+	j->wal = mode != NULL && strcmp(mode, "wal") == 0;
+	if (!j->wal)
 		log_warnx("journal: WAL not available here, using journal_mode %s",
 			  mode ? mode : "?");
 	sqlite3_finalize(s); /* no statement may stay active past this point */
@@ -1053,10 +1053,12 @@ enum rcs_err journal_outbox_ack(struct journal *j, long long id)
 	/*
 	 * Without a sync of its own: a lost acknowledgement only sends the report
 	 * again (the coordinator applies each seq once). The WAL keeps the order,
-	 * so the next synced commit makes it durable too.
+	 * so the next synced commit makes it durable too. (Only in WAL mode: with
+	 * the rollback journal, NORMAL could corrupt the file on power loss.)
+	 * PRAGMAs run through sqlite3_exec: a prepared one would be compiled again
+	 * at every step anyway.
 	 */
-	err = j_run(j, "PRAGMA synchronous = NORMAL");
-	if (err != RCS_OK)
+	if (j->wal && (err = j_exec(j, "PRAGMA synchronous = NORMAL")) != RCS_OK)
 		goto out;
 	err = j_stmt(j, "DELETE FROM outbox WHERE id = ?1", &s);
 	if (err != RCS_OK)
@@ -1065,8 +1067,8 @@ enum rcs_err journal_outbox_ack(struct journal *j, long long id)
 	err = j_step_done(j, s, "outbox ack");
 out:
 	j_release(j, s);
-	if (j_run(j, "PRAGMA synchronous = FULL") != RCS_OK && err == RCS_OK)
-		err = RCS_ERR_DB;
+	if (j->wal && j_exec(j, "PRAGMA synchronous = FULL") != RCS_OK)
+		log_warnx("journal: synchronous writes could not be restored");
 	j_unlock(j);
 	return err;
 }

@@ -71,7 +71,8 @@ static void link_refuse_unjournaled(struct agent *a, const char *job, const char
 		return;
 	payload = jsonu_dump(o, &len);
 	proto_topic_make(topic, PROTO_STATUS, a->set->client_root, a->set->entity_ident, job);
-	mqttc_publish(a->mq, topic, payload, len, 1, false, 0);
+	if (payload == NULL || mqttc_publish(a->mq, topic, payload, len, 1, false, 0) != RCS_OK)
+		log_warnx("job %s: the refusal could not be sent", job);
 	json_object_put(o);
 }
 
@@ -185,6 +186,15 @@ static void link_envelope(struct agent *a, const char *job, const char *payload,
 			      decoded && !reason[0] ? len : 0, (int64_t)time(NULL), &is_new);
 	locked = true;
 	if (err != RCS_OK) {
+		enum journal_state st;
+
+		/* only a job the journal has never seen is refused: a known one may be
+		 * queued or running, and its own reports are in the outbox */
+		if (journal_get_state(a->journal, job, &st) != RCS_ERR_NOTFOUND) {
+			log_warnx("job %s: envelope again, journal failing (%s): left to the"
+				  " job's own reports", job, rcs_strerror(err));
+			goto out;
+		}
 		snprintf(reason, sizeof(reason), "%s: the agent cannot journal the job, refused",
 			 err == RCS_ERR_FULL ? "storage full" : "journal unavailable");
 		log_warnx("job %s: cannot journal it (%s): refused", job, rcs_strerror(err));

@@ -21,6 +21,7 @@
 #include "log.h"
 #include "uuid.h"
 #include "vars.h"
+#include "verify.h"
 
 #define OPT(name, type, field, arg, help)                                                          \
 	{                                                                                          \
@@ -284,6 +285,7 @@ static void agent_reload(struct agent *a, int argc, char **argv)
 	a->policy = p;
 	pthread_mutex_unlock(&a->lock);
 	agent_policy_put(old);
+	verify_forget_signatures();
 	log_info("SIGHUP: trusted keys (%zu), allowlists and tags reloaded", p->ntrusted);
 	link_publish_state(a, true);
 }
@@ -345,6 +347,14 @@ int main(int argc, char **argv)
 	   read no configuration, credential, key or job (sandbox.h); children are
 	   waited for, whatever SIGCHLD disposition the agent was started with */
 	signal(SIGCHLD, SIG_DFL);
+	/* blocked before the launcher exists, so that its death is never missed (the
+	   main loop takes SIGCHLD with sigwait; the launcher resets its own mask) */
+	sigemptyset(&sigs);
+	sigaddset(&sigs, SIGTERM);
+	sigaddset(&sigs, SIGINT);
+	sigaddset(&sigs, SIGHUP);
+	sigaddset(&sigs, SIGCHLD);
+	pthread_sigmask(SIG_BLOCK, &sigs, NULL);
 	if (sandbox_launcher_start(argc, argv) != RCS_OK) {
 		fprintf(stderr, "rcs-agent: cannot start the sandbox launcher\n");
 		return 1;
@@ -372,12 +382,6 @@ int main(int argc, char **argv)
 		rc = 0;
 		goto out;
 	}
-	sigemptyset(&sigs);
-	sigaddset(&sigs, SIGTERM);
-	sigaddset(&sigs, SIGINT);
-	sigaddset(&sigs, SIGHUP);
-	sigaddset(&sigs, SIGCHLD); /* the launcher's death; children are waited for by pid */
-	pthread_sigmask(SIG_BLOCK, &sigs, NULL);
 	signal(SIGPIPE, SIG_IGN);
 
 	if (mkdir(s.state_dir, 0700) != 0 && errno != EEXIST) {

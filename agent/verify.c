@@ -38,6 +38,8 @@ static bool verify_digest(json_object *sig, const struct buf *m, unsigned char o
 	const char *s = jsonu_dump(sig, &n);
 	bool ok;
 
+	if (s == NULL)
+		return false; /* out of memory: verified without the list */
 	mbedtls_sha256_init(&c);
 	ok = mbedtls_sha256_starts_ret(&c, 0) == 0 &&
 	     mbedtls_sha256_update_ret(&c, (const unsigned char *)s, n + 1) == 0 &&
@@ -64,6 +66,14 @@ static void verify_remember_good(const unsigned char d[32])
 	verify_good_next = (verify_good_next + 1) % VERIFY_CACHE;
 	if (verify_good_n < VERIFY_CACHE)
 		verify_good_n++;
+}
+
+void verify_forget_signatures(void)
+{
+	pthread_mutex_lock(&verify_key_lock);
+	explicit_bzero(verify_good, sizeof(verify_good));
+	verify_good_n = verify_good_next = 0;
+	pthread_mutex_unlock(&verify_key_lock);
 }
 
 /* Writes the reason (one line: control characters become '?') and returns err. */

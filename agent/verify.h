@@ -64,4 +64,8 @@ struct verify_ctx {
 enum rcs_err verify_envelope(const struct verify_ctx *v, const struct proto_envelope *env,
 			     int64_t now, char *reason, size_t reason_len);
 
+/* Forgets which signatures verified (they are remembered per task version):
+ * after the trusted keys changed, each is checked again with the new keys. */
+void verify_forget_signatures(void);
+
 #endif

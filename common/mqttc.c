@@ -9,6 +9,7 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <sys/socket.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -17,6 +18,10 @@
 
 #include "log.h"
 #include "uuid.h"
+
+/* How long a lost client waits for paho's threads to leave our callbacks
+ * before it is destroyed (a callback may be journaling a message to flash). */
+#define MQTTC_RENEW_WAIT_MS 30000
 
 struct mqttc {
 	MQTTAsync client;
@@ -33,6 +38,7 @@ struct mqttc {
 	bool renew; /* the connection was lost: a new client before the next attempt */
 	/* held for reading while m->client is used, for writing while it is replaced */
 	pthread_rwlock_t client_lock;
+	atomic_int in_callback; /* paho's threads inside one of our callbacks */
 	unsigned attempt;
 	struct timespec next_attempt; /* CLOCK_MONOTONIC */
 };
@@ -74,15 +80,16 @@ static void mqttc_schedule(struct mqttc *m)
 	m->next_attempt.tv_nsec = (long)(ns % 1000000000LL);
 }
 
-/* The broker's port in a tcp:// or ssl:// URL; 0 when there is none. */
+/* The broker's port in a tcp:// or ssl:// URL: paho's default (1883, 8883)
+ * when it names none; 0 when it is not a number. */
 static unsigned mqttc_url_port(const char *url)
 {
 	const char *c = strrchr(url, ':');
 	char *end = NULL;
 	unsigned long p;
 
-	if (c == NULL || c < url + 6) /* the scheme's own colon */
-		return 0;
+	if (c == NULL || c < url + 6 || (url[6] == '[' && strchr(c, ']') != NULL))
+		return strncmp(url, "ssl://", 6) == 0 ? 8883 : 1883; /* no port given */
 	p = strtoul(c + 1, &end, 10);
 	return end != c + 1 && (*end == '\0' || *end == '/') && p <= 65535 ? (unsigned)p : 0;
 }
@@ -133,6 +140,7 @@ static void mqttc_on_connect_ok(void *ctx, MQTTAsync_successData *resp)
 	struct mqttc *m = ctx;
 	bool present = resp ? resp->alt.connect.sessionPresent != 0 : false;
 
+	atomic_fetch_add(&m->in_callback, 1);
 	if (m->o.nodelay)
 		mqttc_nodelay(m->url);
 
@@ -144,6 +152,7 @@ static void mqttc_on_connect_ok(void *ctx, MQTTAsync_successData *resp)
 	log_info("connected to %s (session %s)", m->url, present ? "resumed" : "new");
 	if (m->cb.on_connected)
 		m->cb.on_connected(m->cb.ctx, present);
+	atomic_fetch_sub(&m->in_callback, 1);
 }
 
 static void mqttc_on_connect_fail(void *ctx, MQTTAsync_failureData *resp)
@@ -165,18 +174,23 @@ static void mqttc_on_lost(void *ctx, char *cause)
 {
 	struct mqttc *m = ctx;
 
+	atomic_fetch_add(&m->in_callback, 1);
 	pthread_mutex_lock(&m->lock);
 	m->connected = false;
 	m->connecting = false;
-	m->renew = true;
-	m->attempt = 0;
-	mqttc_schedule(m);
-	pthread_cond_broadcast(&m->cond);
 	pthread_mutex_unlock(&m->lock);
 	log_warnx("connection to %s lost%s%s, reconnecting", m->url, cause ? ": " : "",
 		  cause ? cause : "");
 	if (m->cb.on_lost)
 		m->cb.on_lost(m->cb.ctx);
+	/* only now may the loop replace the client (this callback is done with it) */
+	pthread_mutex_lock(&m->lock);
+	m->renew = true;
+	m->attempt = 0;
+	mqttc_schedule(m);
+	pthread_cond_broadcast(&m->cond);
+	pthread_mutex_unlock(&m->lock);
+	atomic_fetch_sub(&m->in_callback, 1);
 }
 
 static int mqttc_on_message(void *ctx, char *topic, int topic_len, MQTTAsync_message *msg)
@@ -185,14 +199,16 @@ static int mqttc_on_message(void *ctx, char *topic, int topic_len, MQTTAsync_mes
 	bool done = true;
 
 	(void)topic_len;
+	atomic_fetch_add(&m->in_callback, 1);
 	if (m->cb.on_message)
 		done = m->cb.on_message(m->cb.ctx, topic, msg->payload,
 					msg->payloadlen > 0 ? (size_t)msg->payloadlen : 0);
-	if (!done)
-		return 0; /* paho hands it to us again later */
-	MQTTAsync_freeMessage(&msg);
-	MQTTAsync_free(topic);
-	return 1;
+	if (done) {
+		MQTTAsync_freeMessage(&msg);
+		MQTTAsync_free(topic);
+	}
+	atomic_fetch_sub(&m->in_callback, 1);
+	return done ? 1 : 0; /* 0: paho hands it to us again later */
 }
 
 /* Creates the paho client of m (m->client). */
@@ -224,14 +240,27 @@ static enum rcs_err mqttc_create(struct mqttc *m)
  */
 static enum rcs_err mqttc_renew(struct mqttc *m)
 {
+	MQTTAsync old;
 	enum rcs_err err;
 
+	/* the new client takes the old one's place; publishers see one or the other */
 	pthread_rwlock_wrlock(&m->client_lock);
-	if (m->client)
-		MQTTAsync_destroy(&m->client);
+	old = m->client;
 	err = mqttc_create(m);
+	if (err != RCS_OK)
+		m->client = old; /* kept: tried again on the next attempt */
 	pthread_rwlock_unlock(&m->client_lock);
-	return err;
+	if (err != RCS_OK || old == NULL)
+		return err;
+	/* paho's threads may still be in a callback of the old client (a message
+	 * being journaled): it is destroyed once they are out, outside the lock,
+	 * since its destruction calls back (failed publishes) */
+	for (int ms = 0; atomic_load(&m->in_callback) > 0 && ms < MQTTC_RENEW_WAIT_MS; ms++) {
+		struct timespec t = {0, 1000000L};
+		nanosleep(&t, NULL);
+	}
+	MQTTAsync_destroy(&old);
+	return RCS_OK;
 }
 
 static int mqttc_connect(struct mqttc *m)
@@ -452,20 +481,28 @@ static void mqttc_pub_ok(void *ctx, MQTTAsync_successData *resp)
 {
 	struct mqttc_pub *p = ctx;
 
+	struct mqttc *m = p->m;
+
 	(void)resp;
-	if (p->m->cb.on_published)
-		p->m->cb.on_published(p->m->cb.ctx, p->tag, true);
+	atomic_fetch_add(&m->in_callback, 1);
+	if (m->cb.on_published)
+		m->cb.on_published(m->cb.ctx, p->tag, true);
 	free(p);
+	atomic_fetch_sub(&m->in_callback, 1);
 }
 
 static void mqttc_pub_fail(void *ctx, MQTTAsync_failureData *resp)
 {
 	struct mqttc_pub *p = ctx;
 
+	struct mqttc *m = p->m;
+
 	(void)resp;
-	if (p->m->cb.on_published)
-		p->m->cb.on_published(p->m->cb.ctx, p->tag, false);
+	atomic_fetch_add(&m->in_callback, 1);
+	if (m->cb.on_published)
+		m->cb.on_published(m->cb.ctx, p->tag, false);
 	free(p);
+	atomic_fetch_sub(&m->in_callback, 1);
 }
 
 enum rcs_err mqttc_publish(struct mqttc *m, const char *topic, const void *payload, size_t len,

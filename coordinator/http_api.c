@@ -591,6 +591,7 @@ static void api_completed(void *cls, struct MHD_Connection *conn, void **con_cls
 	*con_cls = NULL;
 }
 
+static void api_mhd_log(void *cls, const char *fmt, va_list ap) __attribute__((format(printf, 2, 0)));
 static void api_mhd_log(void *cls, const char *fmt, va_list ap)
 {
 	char msg[512];

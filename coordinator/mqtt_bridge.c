@@ -219,15 +219,17 @@ out:
  * Publishes a prepared envelope. A failure leaves the job transmited: sent
  * again shortly (client queue full: the retry list) or after the next connect.
  */
-static enum rcs_err bridge_send_out(struct bridge *b, const struct bridge_out *o)
+static enum rcs_err bridge_send_out(struct bridge *b, const struct bridge_out *o, bool wait)
 {
 	enum rcs_err err = mqttc_publish(b->mq, o->topic, o->payload, o->len, 1, false, 0);
 
 	/* back-pressure: while the client's window of unacknowledged messages is full,
 	 * wait for the broker's acknowledgements (paho's threads take them) rather than
 	 * set the envelope aside; a send to thousands of devices goes out at the
-	 * broker's pace */
-	for (int waited = 0; err == RCS_ERR_FULL && waited < BRIDGE_FULL_WAIT_MS; waited++) {
+	 * broker's pace (wait false: a broker that acknowledged nothing for that long
+	 * isn't waited for again, the envelope goes to the retry list) */
+	for (int waited = 0; wait && err == RCS_ERR_FULL && waited < BRIDGE_FULL_WAIT_MS;
+	     waited++) {
 		struct timespec ms = {0, 1000000L};
 		nanosleep(&ms, NULL);
 		err = mqttc_publish(b->mq, o->topic, o->payload, o->len, 1, false, 0);
@@ -236,11 +238,12 @@ static enum rcs_err bridge_send_out(struct bridge *b, const struct bridge_out *o
 		pthread_mutex_lock(&b->lock);
 		json_object_array_add(b->retry, json_object_new_string(o->ident));
 		pthread_mutex_unlock(&b->lock);
+		bridge_kick(b); /* from an HTTP thread too: the worker takes it */
 	}
 	return err;
 }
 
-/* An envelope waiting for the commit of the transaction that created its job. */
+/* An envelope waiting for the commit of the transaction that moved its job. */
 struct bridge_deferred {
 	struct bridge *b;
 	struct bridge_out o;
@@ -250,61 +253,59 @@ static void bridge_send_deferred(void *arg, bool committed)
 {
 	struct bridge_deferred *d = arg;
 
-	/* rolled back: the job was never accepted, and must reach no device */
+	/* rolled back: the job was never sent (or never accepted), and must reach no device */
 	if (committed)
-		bridge_send_out(d->b, &d->o);
+		bridge_send_out(d->b, &d->o, true);
 	free(d->o.payload);
 	free(d);
 }
 
-/* Publishes one job's envelope (see bridge_prepare_job); *sent (may be NULL)
- * gets the transmited record: committed, or part of the caller's transaction
- * (the envelope then goes out after its commit, see store_after_commit). */
-static enum rcs_err bridge_publish_job(struct bridge *b, const char *ident, bool resend,
-				       bool tv_cache, json_object **sent)
+/*
+ * Publishes a pending job's envelope (hook_job_due; see bridge_prepare_job).
+ * *sent (may be NULL) gets the transmited record. The move is a savepoint of
+ * the caller's transaction when there is one (a job created in it), and the
+ * envelope goes out once the outermost transaction commits, never before
+ * (store_after_commit).
+ */
+static enum rcs_err bridge_publish_job(struct bridge *b, const char *ident, json_object **sent)
 {
-	struct bridge_out o;
+	struct bridge_deferred *d = NULL;
 	int64_t now = (int64_t)time(NULL);
-	enum rcs_err err;
+	enum rcs_err err, end;
 
 	if (sent)
 		*sent = NULL;
 	if (!mqttc_connected(b->mq))
 		return RCS_ERR_BUSY; /* stays pending: sent after the next connect */
-	/* one transaction: moved to transmited and marked sent, committed before it goes out */
+	d = calloc(1, sizeof(*d));
+	if (d == NULL)
+		return RCS_ERR_NOMEM; /* stays pending, like any job not sent now */
+	d->b = b;
 	err = store_tx_begin(b->st);
 	if (err != RCS_OK)
-		return err;
-	err = bridge_prepare_job(b, ident, resend, tv_cache, now, &o, sent);
-	if (store_tx_end(b->st, err == RCS_OK) != RCS_OK && err == RCS_OK)
-		err = RCS_ERR_IO;
-	if (err != RCS_OK) {
-		/* rolled back: not transmited, nothing to send or answer */
-		free(o.payload);
-		o.payload = NULL;
-		if (sent) {
-			json_object_put(*sent);
-			*sent = NULL;
-		}
+		goto out;
+	err = bridge_prepare_job(b, ident, false, false, now, &d->o, sent);
+	end = store_tx_end(b->st, err == RCS_OK);
+	if (err == RCS_OK)
+		err = end;
+	if (err != RCS_OK || d->o.payload == NULL)
+		goto out; /* rolled back, or not to be sent (moved on, device offline) */
+	err = store_after_commit(b->st, bridge_send_deferred, d);
+	if (err == RCS_OK) {
+		d = NULL; /* the action's now */
+	} else {
+		/* transmited and marked sent: the stale-job sweep sends it again */
+		log_warnx("job %s: envelope not published now: %s", ident, rcs_strerror(err));
+		err = RCS_OK;
 	}
-	if (err == RCS_OK && o.payload && !resend) {
-		/* inside a caller's transaction (the job was created in it), the envelope
-		 * goes out once that commits; otherwise now */
-		struct bridge_deferred *d = malloc(sizeof(*d));
-		if (d != NULL) {
-			d->b = b;
-			d->o = o;
-			o.payload = NULL; /* the action's now */
-			store_after_commit(b->st, bridge_send_deferred, d);
-			return RCS_OK;
-		}
+out:
+	if (err != RCS_OK && sent) {
+		json_object_put(*sent);
+		*sent = NULL;
 	}
-	if (err == RCS_OK && o.payload) {
-		err = bridge_send_out(b, &o);
-		if (err == RCS_OK && resend)
-			err = store_job_mark_sent(b->st, ident, now);
-	}
-	free(o.payload);
+	if (d != NULL)
+		free(d->o.payload);
+	free(d);
 	return err;
 }
 
@@ -317,7 +318,7 @@ static void bridge_publish_list(struct bridge *b, json_object *idents, bool rese
 {
 	size_t n = json_object_array_length(idents);
 	struct bridge_out *outs = calloc(BRIDGE_PUBLISH_CHUNK, sizeof(*outs));
-	bool connected = true;
+	bool connected = true, stalled = false;
 
 	if (outs == NULL) {
 		log_warnx("cannot send %zu jobs: out of memory", n);
@@ -335,7 +336,7 @@ static void bridge_publish_list(struct bridge *b, json_object *idents, bool rese
 			const char *id =
 			    json_object_get_string(json_object_array_get_idx(idents, first + i));
 			enum rcs_err err = bridge_prepare_job(b, id, resend, true, now, &outs[i], NULL);
-			if (err != RCS_OK && err != RCS_ERR_FULL)
+			if (err != RCS_OK)
 				log_warnx("job %s: not sent: %s", id, rcs_strerror(err));
 		}
 		if (tx && store_tx_end(b->st, true) != RCS_OK) {
@@ -350,7 +351,11 @@ static void bridge_publish_list(struct bridge *b, json_object *idents, bool rese
 		for (size_t i = 0; i < k; i++) {
 			if (outs[i].payload == NULL)
 				continue;
-			if (!connected || bridge_send_out(b, &outs[i]) != RCS_OK) {
+			enum rcs_err err = connected ? bridge_send_out(b, &outs[i], !stalled)
+						     : RCS_ERR_BUSY;
+
+			stalled = stalled || err == RCS_ERR_FULL;
+			if (err != RCS_OK) {
 				free(outs[i].payload);
 				outs[i].payload = NULL;
 				/* transmited, not published: the stale-job sweep or the resync
@@ -428,7 +433,7 @@ static json_object *hook_job_due(void *ctx, const char *ident)
 {
 	struct bridge *b = ctx;
 	json_object *sent = NULL;
-	enum rcs_err err = bridge_publish_job(b, ident, false, false, &sent);
+	enum rcs_err err = bridge_publish_job(b, ident, &sent);
 
 	if (err != RCS_OK && err != RCS_ERR_BUSY)
 		log_warnx("job %s: not sent: %s", ident, rcs_strerror(err));
@@ -471,15 +476,40 @@ static void hook_job_cancelled(void *ctx, json_object *job)
 	json_object_put(o);
 }
 
+/* A job event waiting for the commit of the change it reports. */
+struct bridge_event {
+	struct bridge *b;
+	char topic[PROTO_MAX_TOPIC];
+	size_t len;
+	char record[];
+};
+
+static void bridge_event_send(void *arg, bool committed)
+{
+	struct bridge_event *ev = arg;
+
+	/* best effort: events are for monitoring, the API holds the truth */
+	if (committed)
+		mqttc_publish(ev->b->mq, ev->topic, ev->record, ev->len, 1, false, 0);
+	free(ev);
+}
+
+/* The event goes out once the change is committed: a rolled-back move is never
+ * announced (the move may be part of a caller's transaction). */
 static void hook_job_changed(void *ctx, const char *client_root, const char *job_ident,
 			     const char *record, size_t len)
 {
 	struct bridge *b = ctx;
-	char topic[PROTO_MAX_TOPIC];
+	struct bridge_event *ev = malloc(sizeof(*ev) + len);
 
-	proto_topic_make(topic, PROTO_EVENT, client_root, NULL, job_ident);
-	/* best effort: events are for monitoring, the API holds the truth */
-	mqttc_publish(b->mq, topic, record, len, 1, false, 0);
+	if (ev == NULL)
+		return;
+	ev->b = b;
+	ev->len = len;
+	memcpy(ev->record, record, len);
+	proto_topic_make(ev->topic, PROTO_EVENT, client_root, NULL, job_ident);
+	if (store_after_commit(b->st, bridge_event_send, ev) != RCS_OK)
+		free(ev);
 }
 
 static void hook_wake(void *ctx)

@@ -28,10 +28,12 @@ struct store {
 	int ncache;
 	pthread_mutex_t lock; /* recursive */
 	int tx_depth;
-	/* store_after_commit: what runs once the outermost transaction ends */
+	/* store_after_commit: what runs once the outermost transaction ends (at most
+	 * STORE_ACTIONS_MAX) */
 	struct store_action {
 		void (*fn)(void *arg, bool committed);
 		void *arg;
+		int depth; /* the (savepoint) level it belongs to: dropped with it */
 	} *actions;
 	size_t n_actions, cap_actions;
 };
@@ -713,11 +715,22 @@ void store_close(struct store *st)
 	free(st);
 }
 
+/* SQLite rolls a transaction back by itself on some errors (disk full, I/O, out
+ * of memory): a savepoint begun after that would be a transaction of its own. */
+static bool store_tx_lost(struct store *st)
+{
+	return st->tx_depth > 0 && sqlite3_get_autocommit(st->db);
+}
+
 enum rcs_err store_tx_begin(struct store *st)
 {
 	enum rcs_err err;
 
 	store_lock(st);
+	if (store_tx_lost(st)) {
+		store_unlock(st);
+		return RCS_ERR_DB;
+	}
 	/* inside this thread's transaction: a savepoint of it */
 	err = store_run(st, st->tx_depth == 0 ? "BEGIN IMMEDIATE" : "SAVEPOINT tx");
 	if (err != RCS_OK) {
@@ -728,7 +741,18 @@ enum rcs_err store_tx_begin(struct store *st)
 	return RCS_OK;
 }
 
-/* Runs (or drops) the actions registered for the transaction that just ended. */
+/* Where the actions of level depth and deeper begin: they are the list's tail,
+ * registered since that level's savepoint began. */
+static size_t store_actions_from(const struct store *st, int depth)
+{
+	size_t t = st->n_actions;
+
+	while (t > 0 && st->actions[t - 1].depth >= depth)
+		t--;
+	return t;
+}
+
+/* Runs the outermost transaction's actions, outside the lock. */
 static void store_run_actions(struct store *st, bool committed)
 {
 	struct store_action *a = st->actions;
@@ -747,11 +771,24 @@ enum rcs_err store_tx_end(struct store *st, bool commit)
 	enum rcs_err err;
 
 	if (st->tx_depth > 1) {
+		size_t t = store_actions_from(st, st->tx_depth);
+
 		if (commit) {
 			err = store_run(st, "RELEASE tx");
 		} else {
 			store_run(st, "ROLLBACK TO tx");
 			err = store_run(st, "RELEASE tx");
+		}
+		if (commit && err == RCS_OK) {
+			/* now the enclosing level's: dropped if that one rolls back */
+			for (size_t i = t; i < st->n_actions; i++)
+				st->actions[i].depth = st->tx_depth - 1;
+		} else {
+			/* undone with the savepoint (they only drop what they hold; the
+			 * enclosing transaction is still open, so the lock is kept) */
+			for (size_t i = t; i < st->n_actions; i++)
+				st->actions[i].fn(st->actions[i].arg, false);
+			st->n_actions = t;
 		}
 		st->tx_depth--;
 		store_unlock(st);
@@ -770,30 +807,40 @@ enum rcs_err store_tx_end(struct store *st, bool commit)
 	return err;
 }
 
-void store_after_commit(struct store *st, void (*fn)(void *arg, bool committed), void *arg)
+enum rcs_err store_after_commit(struct store *st, void (*fn)(void *arg, bool committed),
+				void *arg)
 {
+	enum rcs_err err = RCS_OK;
+
 	store_lock(st);
 	if (st->tx_depth == 0) {
 		store_unlock(st);
 		fn(arg, true);
-		return;
+		return RCS_OK;
 	}
 	if (st->n_actions == st->cap_actions) {
 		size_t cap = st->cap_actions ? st->cap_actions * 2 : 8;
-		struct store_action *a = realloc(st->actions, cap * sizeof(*a));
+		struct store_action *a = NULL;
+
+		if (cap > STORE_ACTIONS_MAX) {
+			err = RCS_ERR_FULL;
+			goto out;
+		}
+		a = realloc(st->actions, cap * sizeof(*a));
 		if (a == NULL) {
-			/* can't defer it: drop it as if rolled back (its owner retries) */
-			store_unlock(st);
-			fn(arg, false);
-			return;
+			err = RCS_ERR_NOMEM;
+			goto out;
 		}
 		st->actions = a;
 		st->cap_actions = cap;
 	}
 	st->actions[st->n_actions].fn = fn;
 	st->actions[st->n_actions].arg = arg;
+	st->actions[st->n_actions].depth = st->tx_depth;
 	st->n_actions++;
+out:
 	store_unlock(st);
+	return err;
 }
 
 /* Internal savepoints make multi-statement operations atomic inside or outside
@@ -801,6 +848,10 @@ void store_after_commit(struct store *st, void (*fn)(void *arg, bool committed),
 static enum rcs_err store_sp_begin(struct store *st)
 {
 	store_lock(st);
+	if (store_tx_lost(st)) {
+		store_unlock(st);
+		return RCS_ERR_DB;
+	}
 	if (st->tx_depth == 0) {
 		enum rcs_err err = store_run(st, "BEGIN IMMEDIATE");
 		if (err != RCS_OK) {

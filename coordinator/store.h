@@ -42,10 +42,16 @@ enum rcs_err store_tx_end(struct store *st, bool commit);
 /*
  * Runs fn(arg, committed) once the calling thread's outermost transaction has
  * ended, after the store's lock is released (committed false: rolled back, or
- * the commit failed); outside a transaction, at once with true. For what must
+ * the commit failed). Registered inside a savepoint (a nested store_tx_begin)
+ * that is rolled back, it runs at once with false, still inside the enclosing
+ * transaction. Outside a transaction it runs at once with true. For what must
  * not happen before the data is durable, such as publishing a job's envelope.
+ * RCS_ERR_NOMEM or RCS_ERR_FULL (more than STORE_ACTIONS_MAX waiting): not
+ * registered, fn is not called.
  */
-void store_after_commit(struct store *st, void (*fn)(void *arg, bool committed), void *arg);
+#define STORE_ACTIONS_MAX 1048576
+enum rcs_err store_after_commit(struct store *st, void (*fn)(void *arg, bool committed),
+				void *arg);
 
 /* A page of a list: page from 1, per_page 1..500. */
 struct store_page {

@@ -226,7 +226,7 @@ def main():
             "agents_cpu_s_during_send": b.median(r["agents_cpu_s_during_send"] for r in runs),
         }
         crashes = sum(len(r["agent_start_crashes"]) for r in runs)
-        summary = {"agents": n, "runs": a.runs, "machine": mach,
+        summary = {"agents": n, "machine": mach,
                    "incomplete_runs": sum(1 for r in runs if not r["complete"]),
                    "agent_start_crashes_total": crashes,
                    "loadavg_at_end": os.getloadavg(), "median": med,

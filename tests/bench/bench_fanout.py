@@ -31,21 +31,13 @@ import resource
 import shutil
 import statistics
 import subprocess
-import sys
 import tempfile
 import threading
 import time
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(HERE, "..", "integration"))
-import rcs_harness as h  # noqa: E402
+from benchlib import FLEETSIM, copy_db, h, log, total  # noqa: E402  (the shared helpers)
 
-FLEETSIM = os.environ.get("RCS_FLEETSIM", os.path.join(h.BIN_DIR, "fleetsim"))
 TAG = "fleet"
-
-
-def log(*a):
-    print("[bench %s]" % time.strftime("%H:%M:%S"), *a, file=sys.stderr, flush=True)
 
 
 def raise_nofile():
@@ -148,19 +140,6 @@ def prepare(workdir, n):
     with open(idf, "w") as f:
         f.write("\n".join(idents) + "\n")
     return coord.db, tenant["client_root"], tenant["api_key"], task, idf
-
-
-def copy_db(src, dst):
-    for suffix in ("", "-wal", "-shm"):
-        if os.path.exists(src + suffix):
-            shutil.copyfile(src + suffix, dst + suffix)
-
-
-def total(api, path):
-    r = api.get(path)
-    if r.status != 200:
-        raise RuntimeError("GET %s: %r" % (path, r))
-    return r.json["total_items"]
 
 
 def coordinator_run(workdir, k, prep, n, timeout, coord_args=()):
@@ -308,7 +287,7 @@ def main():
 
         sims = [r["sim"] for r in runs] + [r["baseline"] for r in runs]
         summary = {
-            "devices": n, "runs": a.runs, "machine": machine(),
+            "devices": n, "machine": machine(),
             "incomplete_runs": sum(1 for r in runs if not r["complete"]),
             "load_average_at_end": os.getloadavg(),
             "median": {"post_s": med("post_s"), "all_terminated_s": med("all_terminated_s"),

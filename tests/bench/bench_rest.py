@@ -287,7 +287,7 @@ def main():
              "post_drain_s": med("post_coordinator.drain_s"),
              "post_jobs_terminated_per_s_sustained":
                  med("post_coordinator.jobs_terminated_per_s_sustained")}
-        summary = {"runs": a.runs, "duration_s": a.duration, "wrk_threads": T,
+        summary = {"duration_s": a.duration, "wrk_threads": T,
                    "wrk_connections": C, "nginx_workers": os.cpu_count(),
                    "coordinator_http_threads": 4, "machine": mach, "sizes": sizes,
                    "errors_total": sum(r[x]["errors"] for r in runs for x in

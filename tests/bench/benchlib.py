@@ -5,7 +5,6 @@ prepared tenant, and tools/deps.sh bench. Test tooling only; see BENCHMARKS.md."
 import json
 import os
 import platform
-import shutil
 import signal
 import statistics
 import subprocess
@@ -215,10 +214,7 @@ def prepare_tenant(workdir, ndevices, tag="fleet", signing_key=None, task_fields
             "idents": idents}
 
 
-def copy_db(src, dst):
-    for suffix in ("", "-wal", "-shm"):
-        if os.path.exists(src + suffix):
-            shutil.copyfile(src + suffix, dst + suffix)
+copy_db = h.copy_db
 
 
 def total(api, path):

@@ -62,7 +62,6 @@ import os
 import random
 import shutil
 import signal
-import socket
 import sqlite3
 import subprocess
 import sys
@@ -115,32 +114,11 @@ class Skip(Exception):
 
 
 class Coord(h.Coordinator):
-    """rcs_harness.Coordinator that keeps its port across restarts, takes an environment
-    (LD_PRELOAD for libfaketime) and counts its connects to the broker."""
+    """rcs_harness.Coordinator (its port kept across restarts) with an environment
+    (LD_PRELOAD for libfaketime), a longer start and its full log."""
 
     def __init__(self, workdir, extra_args=(), db=None, env=None):
-        super().__init__(workdir, extra_args=extra_args, db=db)
-        self.env = env
-
-    def start(self):
-        self.log = open(self.log_path, "ab")
-        self.proc = subprocess.Popen(
-            [h.COORDINATOR, "serve", "--db", self.db, "--listen", "127.0.0.1:%d" % self.port,
-             "--scripts-dir", h.SCRIPTS_DIR, *self.extra_args],
-            stdout=self.log, stderr=subprocess.STDOUT, env=self.env)
-        deadline = time.time() + 30
-        while time.time() < deadline:
-            if self.proc.poll() is not None:
-                rc = self.proc.returncode
-                self.log.close()
-                self.proc = None
-                raise AssertionError("coordinator exited with %d:\n%s" % (rc, self.read_log()))
-            try:
-                with socket.create_connection(("127.0.0.1", self.port), timeout=0.5):
-                    return self
-            except OSError:
-                time.sleep(0.05)
-        raise AssertionError("coordinator did not start listening:\n" + self.read_log())
+        super().__init__(workdir, extra_args=extra_args, db=db, env=env, start_timeout=30)
 
     def full_log(self):
         try:
@@ -518,12 +496,6 @@ def db_status_counts(db, group_name=None):
 _FLEETS = {}
 
 
-def copy_db(src, dst):
-    for suffix in ("", "-wal", "-shm"):
-        if os.path.exists(src + suffix):
-            shutil.copyfile(src + suffix, dst + suffix)
-
-
 def make_devices(api, names, tags, threads=4):
     def make(name):
         r = api.post("/devices", {"name": name, "tags": list(tags)})
@@ -576,7 +548,7 @@ def fleet_stack(run, n, coord_args=(), online_timeout=None):
     --resend-after 5 unless coord_args has one), the simulated devices online."""
     f = fleet(n)
     db = os.path.join(run.workdir, "rcs.db")
-    copy_db(f["db"], db)
+    h.copy_db(f["db"], db)
     broker = run.broker()
     args = ["--mqtt", broker.url, "--signing-key", f["signing_key"]]
     if "--resend-after" not in coord_args:
@@ -1240,6 +1212,15 @@ def scenario_agent_disk_full(run, **_):
                 "so the operator sees no reason and the job waits for the next re-send" % (
                     j, v["status"], [line for line in agent_log.splitlines()
                                      if j in line][:3]))
+        elif not str(v.get("response") or "").startswith(
+                "storage full: the agent cannot journal the job, refused"):
+            run.violation("job %s refused while the state directory is full with the "
+                          "reason %r instead of the storage-full one" % (j, v.get("response")))
+    # the large envelopes can't fit: at least one job is refused, not left waiting
+    run.check(any(v["status"] == "edge_error" and agent_runs(a, j) == 0
+                  for j, v in st.items()),
+              "no job was refused while the state directory was full: %r" % {
+                  j: v["status"] for j, v in st.items()})
     os.unlink(filler)
     t_free = time.time()
     after = post_job(api, task, a)["ident"]

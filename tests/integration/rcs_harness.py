@@ -73,11 +73,20 @@ def http(method, url, body=None, headers=None, raw=None, timeout=30):
         return Response(e.code, dict(e.headers), e.read().decode("utf-8", "replace"))
 
 
+
+def copy_db(src, dst):
+    """Copies an SQLite database with its WAL and shared-memory files."""
+    for suffix in ("", "-wal", "-shm"):
+        if os.path.exists(src + suffix):
+            shutil.copyfile(src + suffix, dst + suffix)
+
 class Coordinator:
     """A real rcs-coordinator on a free loopback port with its own SQLite file."""
 
-    def __init__(self, workdir, extra_args=(), db=None):
+    def __init__(self, workdir, extra_args=(), db=None, env=None, start_timeout=20):
         self.workdir = workdir
+        self.env = env  # the daemon's environment (None: this one's)
+        self.start_timeout = start_timeout
         self.db = db or os.path.join(workdir, "rcs.db")
         self.port = free_port()
         self.base = "http://127.0.0.1:%d/v3/commands" % self.port
@@ -102,8 +111,8 @@ class Coordinator:
         self.proc = subprocess.Popen(
             [COORDINATOR, "serve", "--db", self.db, "--listen", "127.0.0.1:%d" % self.port,
              "--scripts-dir", SCRIPTS_DIR, *self.extra_args],
-            stdout=self.log, stderr=subprocess.STDOUT)
-        deadline = time.time() + 20
+            stdout=self.log, stderr=subprocess.STDOUT, env=self.env)
+        deadline = time.time() + self.start_timeout
         while time.time() < deadline:
             if self.proc.poll() is not None:
                 raise AssertionError("coordinator exited with %d:\n%s" % (

@@ -165,7 +165,7 @@ CALLS = {
     ("GET", "/jobs"): Call("viewer", 200),
     ("GET", "/jobs/{job_ident}"): Call("viewer", 200),
     ("GET", "/jobs/{job_ident}/history"): Call("viewer", 200),
-    ("PATCH", "/jobs/{job_ident}/cancel"): Call("operator", 200, fresh=True),
+    ("PATCH", "/jobs/{job_ident}/cancel"): Call("operator", 200, lambda fx: {}, fresh=True),
     ("GET", "/jobs/{job_ident}/notifications"): Call("viewer", 200),
     ("GET", "/groups"): Call("viewer", 200),
     ("GET", "/groups/{group_ident}"): Call("viewer", 200),

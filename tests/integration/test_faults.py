@@ -14,7 +14,8 @@ accepted job is lost (see tests/fault/faults.py).
 
 Run (as root for the tmpfs scenarios; Debian's python3):
   RCS_BIN_DIR=build/bin RCS_SOURCE_DIR=. /usr/bin/python3 tests/integration/test_faults.py
-RCS_FAULT_SEED=N picks another seed; RCS_KEEP_TMP=1 keeps the work directories.
+RCS_FAULT_SEED=N picks another seed; RCS_KEEP_TMP=1 keeps the work directories;
+RCS_NO_SKIP=1 (set by .ci/run) makes a scenario that cannot run here a failure.
 """
 
 import os
@@ -32,6 +33,9 @@ class FaultInjectionTest(unittest.TestCase):
     def scenario(self, name, **kw):
         res = faults.run_scenario(name, SEED, **kw)
         if res["skipped"]:
+            # CI sets RCS_NO_SKIP=1: there, a scenario that can't run is a failure
+            if os.environ.get("RCS_NO_SKIP") == "1":
+                self.fail("fault scenario %s could not run: %s" % (name, res["skipped"]))
             self.skipTest(res["skipped"])
         if not res["ok"]:
             args = " ".join("--%s %s" % kv for kv in sorted(kw.items()))

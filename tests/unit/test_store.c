@@ -4,10 +4,12 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <cmocka.h>
+#include <pthread.h>
 #include <sqlite3.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "manifest.h"
@@ -422,20 +424,52 @@ static void test_bulk_is_one_transaction(void **state)
 struct action_log {
 	int runs;
 	bool committed;
-	int tx_open_at_run; /* whether the action could see the transaction still open */
-	struct store *st;
+	bool row_seen;  /* another connection saw the row written before: committed */
+	bool lock_free; /* another thread could use the store while the action ran */
+	struct fixture *f;
+	const char *ident; /* the device the transaction inserted (NULL: none) */
+	bool in_tx;        /* runs inside the open transaction: the lock isn't probed */
 };
+
+static void *use_store(void *arg)
+{
+	struct fixture *f = arg;
+	bool online = false;
+
+	store_device_presence(f->st, f->root, f->dev[0], &online);
+	return NULL;
+}
 
 static void record_action(void *arg, bool committed)
 {
 	struct action_log *l = arg;
+	struct timespec until;
+	sqlite3 *db = NULL;
+	sqlite3_stmt *s = NULL;
+	pthread_t t;
 
 	l->runs++;
 	l->committed = committed;
-	/* the lock is released and the transaction over: a new one begins at once */
-	l->tx_open_at_run = store_tx_begin(l->st) != RCS_OK;
-	if (!l->tx_open_at_run)
-		store_tx_end(l->st, false);
+	if (l->in_tx)
+		return;
+	/* the store's lock is free: another thread's call returns (not 5 s later) */
+	assert_int_equal(pthread_create(&t, NULL, use_store, l->f), 0);
+	clock_gettime(CLOCK_REALTIME, &until);
+	until.tv_sec += 5;
+	l->lock_free = pthread_timedjoin_np(t, NULL, &until) == 0;
+	if (!l->lock_free)
+		pthread_detach(t); /* the test fails; it gets the lock when the caller lets go */
+	if (l->ident == NULL)
+		return;
+	assert_int_equal(sqlite3_open(l->f->path, &db), SQLITE_OK);
+	assert_int_equal(sqlite3_prepare_v2(db, "SELECT count(*) FROM devices WHERE entity_ident = ?",
+					    -1, &s, NULL),
+			 SQLITE_OK);
+	sqlite3_bind_text(s, 1, l->ident, -1, SQLITE_STATIC);
+	assert_int_equal(sqlite3_step(s), SQLITE_ROW);
+	l->row_seen = sqlite3_column_int(s, 0) == 1;
+	sqlite3_finalize(s);
+	sqlite3_close(db);
 }
 
 static bool device_exists(struct fixture *f, const char *ident)
@@ -449,44 +483,59 @@ static bool device_exists(struct fixture *f, const char *ident)
 static void test_nested_tx_and_after_commit(void **state)
 {
 	struct fixture *f = *state;
-	struct action_log now = {.st = f->st}, later = {.st = f->st}, undone = {.st = f->st};
-	char kept[UUID_STR_LEN], inner[UUID_STR_LEN], gone[UUID_STR_LEN];
+	char kept[UUID_STR_LEN], inner[UUID_STR_LEN], gone[UUID_STR_LEN], nested[UUID_STR_LEN];
+	struct action_log now = {.f = f}, later = {.f = f, .ident = kept},
+			  in_sp = {.f = f, .ident = nested}, in_undone_sp = {.f = f, .in_tx = true},
+			  undone = {.f = f, .ident = gone};
 	json_object *tags = json_object_new_array();
 
 	assert_int_equal(uuid_v7(kept), RCS_OK);
 	assert_int_equal(uuid_v7(inner), RCS_OK);
 	assert_int_equal(uuid_v7(gone), RCS_OK);
+	assert_int_equal(uuid_v7(nested), RCS_OK);
 	/* outside a transaction: at once, as committed */
-	store_after_commit(f->st, record_action, &now);
+	assert_int_equal(store_after_commit(f->st, record_action, &now), RCS_OK);
 	assert_int_equal(now.runs, 1);
 	assert_true(now.committed);
-	assert_false(now.tx_open_at_run);
+	assert_true(now.lock_free);
 
-	/* committed: the outer write stays, the rolled-back savepoint's doesn't, the
-	 * action registered inside the savepoint runs once, after the commit */
+	/* committed: the outer write stays, the rolled-back savepoint's doesn't; an action
+	 * of a rolled-back savepoint runs at once, as not committed; the others once,
+	 * after the commit (another connection sees the rows) and outside the lock */
 	assert_int_equal(store_tx_begin(f->st), RCS_OK);
 	assert_int_equal(store_device_insert(f->st, f->root, kept, "k", tags, 100), RCS_OK);
 	assert_int_equal(store_tx_begin(f->st), RCS_OK);
 	assert_int_equal(store_device_insert(f->st, f->root, inner, "i", tags, 100), RCS_OK);
+	assert_int_equal(store_after_commit(f->st, record_action, &in_undone_sp), RCS_OK);
+	assert_int_equal(in_undone_sp.runs, 0);
 	assert_int_equal(store_tx_end(f->st, false), RCS_OK);
+	assert_int_equal(in_undone_sp.runs, 1);
+	assert_false(in_undone_sp.committed);
 	assert_int_equal(store_tx_begin(f->st), RCS_OK);
+	assert_int_equal(store_device_insert(f->st, f->root, nested, "n", tags, 100), RCS_OK);
+	assert_int_equal(store_after_commit(f->st, record_action, &in_sp), RCS_OK);
 	assert_int_equal(store_tx_end(f->st, true), RCS_OK);
-	store_after_commit(f->st, record_action, &later);
-	assert_int_equal(later.runs, 0);
+	assert_int_equal(store_after_commit(f->st, record_action, &later), RCS_OK);
+	assert_int_equal(later.runs + in_sp.runs, 0);
 	assert_int_equal(store_tx_end(f->st, true), RCS_OK);
 	assert_int_equal(later.runs, 1);
-	assert_true(later.committed);
-	assert_false(later.tx_open_at_run);
+	assert_int_equal(in_sp.runs, 1);
+	assert_true(later.committed && in_sp.committed);
+	assert_true(later.row_seen && in_sp.row_seen);
+	assert_true(later.lock_free && in_sp.lock_free);
 	assert_true(device_exists(f, kept));
+	assert_true(device_exists(f, nested));
 	assert_false(device_exists(f, inner));
 
-	/* rolled back: nothing stays, the action is told so */
+	/* rolled back: nothing stays, the action is told so, after the rollback */
 	assert_int_equal(store_tx_begin(f->st), RCS_OK);
 	assert_int_equal(store_device_insert(f->st, f->root, gone, "g", tags, 100), RCS_OK);
-	store_after_commit(f->st, record_action, &undone);
+	assert_int_equal(store_after_commit(f->st, record_action, &undone), RCS_OK);
 	assert_int_equal(store_tx_end(f->st, false), RCS_OK);
 	assert_int_equal(undone.runs, 1);
 	assert_false(undone.committed);
+	assert_false(undone.row_seen);
+	assert_true(undone.lock_free);
 	assert_false(device_exists(f, gone));
 	json_object_put(tags);
 }
