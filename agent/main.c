@@ -8,7 +8,6 @@
  *   death: stop cleanly and re-execute, see agent_reexec).
  */
 #include <errno.h>
-#include <poll.h>
 #include <signal.h>
 #include <stddef.h>
 #include <stdio.h>
@@ -306,13 +305,8 @@ static void agent_interrupted(void *ctx, const char *job)
  */
 static int agent_reexec(char **argv)
 {
-	long max = sysconf(_SC_OPEN_MAX);
-
-	poll(NULL, 0, 1000);
-	/* nothing but stdin, stdout and stderr reaches the new image */
-	if (close_range(3, ~0U, 0) != 0)
-		for (long fd = 3; fd < (max > 0 && max < 65536 ? max : 65536); fd++)
-			close((int)fd);
+	sleep(1);
+	sandbox_close_from(3); /* nothing but stdin, stdout and stderr reaches the new image */
 	log_info("restarting: %s", argv[0]);
 	execv("/proc/self/exe", argv);
 	log_warn("cannot re-execute /proc/self/exe; exiting for the service manager to"

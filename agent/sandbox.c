@@ -29,6 +29,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "jsonu.h"
 #include "log.h"
 #include "sandbox_int.h"
 
@@ -1465,8 +1466,7 @@ static void run_job_json(json_object *o, const char **f, size_t *fl)
 	*fl = 0;
 	if (o == NULL)
 		return;
-	*f = json_object_to_json_string_length(
-	    o, JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE, fl);
+	*f = jsonu_dump(o, fl);
 	if (*f == NULL) {
 		*f = "";
 		*fl = 0;

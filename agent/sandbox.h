@@ -198,6 +198,9 @@ enum rcs_err sandbox_run(const struct sandbox_config *cfg, const struct sandbox_
 /* Frees r->response and zeroes r; r may be zeroed or already freed. */
 void sandbox_result_free(struct sandbox_result *r);
 
+/* Closes every descriptor from first up (close_range, or one by one). */
+void sandbox_close_from(int first);
+
 /*
  * Forks the launcher. Call it while the process has a single thread and
  * before it reads anything secret: the launcher keeps a copy of the memory

@@ -1125,24 +1125,16 @@ static long long child_job_num(const struct sbx_msg *m, int i)
 	return v;
 }
 
-/* A JSON field of SBX_JOB as a tree (NULL when empty). */
+/* A JSON field of SBX_JOB as a tree (NULL when empty): the agent's own text,
+ * so anything but one whole JSON value is a protocol error. */
 static json_object *child_job_json(const struct sbx_msg *m, int i)
 {
-	json_tokener *tok;
-	json_object *o;
+	json_object *o = NULL;
 
 	if (m->flen[i] == 0)
 		return NULL;
-	if (m->flen[i] > INT32_MAX)
+	if (jsonu_parse(m->f[i], m->flen[i], JSONU_MAX_DEPTH + 2, &o, NULL) != RCS_OK || o == NULL)
 		_exit(CHILD_EXIT_PROTO);
-	tok = json_tokener_new_ex(JSONU_MAX_DEPTH + 2);
-	if (tok == NULL)
-		_exit(CHILD_EXIT_PANIC);
-	o = json_tokener_parse_ex(tok, m->f[i], (int)m->flen[i]);
-	if (o == NULL || json_tokener_get_error(tok) != json_tokener_success ||
-	    json_tokener_get_parse_end(tok) != m->flen[i])
-		_exit(CHILD_EXIT_PROTO);
-	json_tokener_free(tok);
 	return o;
 }
 

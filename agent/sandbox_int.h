@@ -117,9 +117,6 @@ enum rcs_err sandbox_wire_decode(const char *body, size_t len, struct sbx_msg *m
 /* Reads the 4-byte big-endian length prefix. */
 uint32_t sandbox_wire_len(const unsigned char hdr[SBX_FRAME_HDR]);
 
-/* Closes every descriptor from first up (close_range, or one by one). */
-void sandbox_close_from(int first);
-
 /* CLOCK_MONOTONIC in milliseconds. */
 int64_t sandbox_now_ms(void);
 
