@@ -371,6 +371,11 @@ int main(int argc, char **argv)
 		rc = 2;
 		goto out;
 	}
+	if (mqttc_url_check(s.mqtt, err, sizeof(err)) != RCS_OK) {
+		fprintf(stderr, "rcs-agent: %s\n", err);
+		rc = 2;
+		goto out;
+	}
 	if (s.check) {
 		printf("configuration OK\n");
 		rc = 0;

@@ -346,12 +346,38 @@ static void *mqttc_loop(void *arg)
 	return NULL;
 }
 
+enum rcs_err mqttc_url_check(const char *url, char *err, size_t errlen)
+{
+	bool tls;
+
+	if (strncmp(url, "tcp://", 6) == 0 || strncmp(url, "mqtt://", 7) == 0) {
+		tls = false;
+	} else if (strncmp(url, "ssl://", 6) == 0 || strncmp(url, "mqtts://", 8) == 0) {
+		tls = true;
+	} else {
+		snprintf(err, errlen, "MQTT URL %s: expected tcp://, ssl://, mqtt:// or mqtts://",
+			 url);
+		return RCS_ERR_INVAL;
+	}
+#ifdef RCS_MQTT_NO_TLS
+	if (tls) {
+		snprintf(err, errlen,
+			 "MQTT URL %s: this build has no TLS (built with WITH_TLS=OFF)", url);
+		return RCS_ERR_INVAL;
+	}
+#else
+	(void)tls;
+#endif
+	return RCS_OK;
+}
+
 enum rcs_err mqttc_start(const struct mqttc_opts *opts, const struct mqttc_callbacks *cb,
 			 struct mqttc **out)
 {
 	pthread_condattr_t ca;
 	struct mqttc *m = NULL;
 	enum rcs_err err = RCS_ERR_NOMEM;
+	char why[256];
 
 	*out = NULL;
 	m = calloc(1, sizeof(*m));
@@ -394,18 +420,11 @@ enum rcs_err mqttc_start(const struct mqttc_opts *opts, const struct mqttc_callb
 		m->o.backoff_min = 0.25;
 	if (m->o.backoff_max < m->o.backoff_min)
 		m->o.backoff_max = 5;
-	if (strncmp(m->url, "tcp://", 6) != 0 && strncmp(m->url, "ssl://", 6) != 0) {
-		log_warnx("MQTT URL %s: expected tcp://, ssl://, mqtt:// or mqtts://", opts->url);
-		err = RCS_ERR_INVAL;
+	err = mqttc_url_check(opts->url, why, sizeof(why));
+	if (err != RCS_OK) {
+		log_warnx("%s", why);
 		goto out;
 	}
-#ifdef RCS_MQTT_NO_TLS
-	if (strncmp(m->url, "ssl://", 6) == 0) {
-		log_warnx("MQTT URL %s: this build has no TLS (built with WITH_TLS=OFF)", opts->url);
-		err = RCS_ERR_INVAL;
-		goto out;
-	}
-#endif
 	err = mqttc_create(m);
 	if (err != RCS_OK)
 		goto out;

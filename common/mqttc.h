@@ -49,6 +49,10 @@ struct mqttc_callbacks {
 
 struct mqttc;
 
+/* Whether this build can use the broker URL (tcp://, ssl://, mqtt://, mqtts://; no TLS
+ * in a WITH_TLS=OFF build). RCS_ERR_INVAL with the reason in err otherwise. */
+enum rcs_err mqttc_url_check(const char *url, char *err, size_t errlen);
+
 /* Creates the client and starts connecting in the background. *out is set before
  * that starts: the callbacks may already use it. */
 enum rcs_err mqttc_start(const struct mqttc_opts *opts, const struct mqttc_callbacks *cb,

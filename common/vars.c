@@ -119,6 +119,13 @@ enum rcs_err vars_validate(json_object *vars, json_object *vi, struct jsonu_err 
 							  field, VARS_MAX_STRING);
 			} else if (strcmp(type, "timestamp") == 0 || strcmp(type, "integer") == 0) {
 				ok = json_object_is_type(val, json_type_int);
+				/* json-c keeps 2^63..2^64-1 as unsigned; get_int64 would clamp them
+				 */
+				if (ok && json_object_get_int64(val) == INT64_MAX &&
+				    json_object_get_uint64(val) > (uint64_t)INT64_MAX)
+					return jsonu_fail(e, field,
+							  "'%s' is out of range (-2^63 to 2^63-1)",
+							  field);
 				if (ok && strcmp(type, "timestamp") == 0)
 					ok = json_object_get_int64(val) >= 0 &&
 					     json_object_get_int64(val) < INT64_MAX;

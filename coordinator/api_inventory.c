@@ -234,7 +234,8 @@ void api_groups_list(struct api_req *req, struct api_resp *r)
 
 	if (!api_page(req, r, API_DEFAULT_PER_PAGE, &pg))
 		return;
-	err = store_groups_list(req->app->st, req->auth.client_root, &pg, &page);
+	err = store_groups_list(req->app->st, req->auth.client_root,
+				req->auth.role == ROLE_ADMIN ? NULL : req->auth.user, &pg, &page);
 	if (err != RCS_OK)
 		api_store_error(r, err, "group");
 	else
@@ -247,7 +248,8 @@ void api_group_get(struct api_req *req, struct api_resp *r)
 	enum rcs_err err = RCS_ERR_NOTFOUND;
 
 	if (uuid_valid(req->seg[1]))
-		err = store_group_get(req->app->st, req->auth.client_root, req->seg[1], &g);
+		err = store_group_get(req->app->st, req->auth.client_root, req->seg[1],
+				      req->auth.role == ROLE_ADMIN ? NULL : req->auth.user, &g);
 	if (err != RCS_OK)
 		api_store_error(r, err, "group");
 	else

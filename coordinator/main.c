@@ -336,6 +336,7 @@ static int cmd_serve(struct settings *s)
 	struct notifier *notifier = NULL;
 	struct lifecycle lc;
 	struct api_app app;
+	char why[256];
 	sigset_t sigs;
 	int sig, rc = 1;
 	enum rcs_err err;
@@ -346,6 +347,11 @@ static int cmd_serve(struct settings *s)
 	err = signer_open(s->signing_key, s->trusted_key.items, s->trusted_key.n, &signer);
 	if (err != RCS_OK) {
 		fprintf(stderr, "rcs-coordinator: cannot load keys: %s\n", rcs_strerror(err));
+		goto out;
+	}
+	if (s->mqtt && mqttc_url_check(s->mqtt, why, sizeof(why)) != RCS_OK) {
+		fprintf(stderr, "rcs-coordinator: %s\n", why);
+		rc = 2;
 		goto out;
 	}
 	if (s->check) {

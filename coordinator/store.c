@@ -2198,8 +2198,15 @@ static json_object *row_group(sqlite3_stmt *s)
 	return row_map(s, group_cols);
 }
 
+/* A group of a task the user may not see (not public, someone else's) is left out, like
+ * the task and its jobs. */
+#define GROUP_HIDDEN_FROM(user_param)                                                              \
+	"EXISTS (SELECT 1 FROM tasks t WHERE t.ident = groups.task_ident"                          \
+	" AND t.client_root = groups.client_root AND t.public = 0 AND t.created_user "             \
+	"!= " user_param ")"
+
 enum rcs_err store_group_get(struct store *st, const char *client_root, const char *ident,
-			     json_object **out)
+			     const char *only_visible_to, json_object **out)
 {
 	json_object *g = NULL, *statuses = NULL;
 	sqlite3_stmt *s = NULL;
@@ -2209,9 +2216,23 @@ enum rcs_err store_group_get(struct store *st, const char *client_root, const ch
 
 	*out = NULL;
 	store_lock(st);
-	err = store_get_row(st,
-			    "SELECT " GROUP_COLS " FROM groups WHERE ident = ? AND client_root = ?",
-			    ident, client_root, row_group, &g);
+	err =
+	    store_prepare(st,
+			  "SELECT " GROUP_COLS " FROM groups WHERE ident = ?1 AND client_root = ?2"
+			  " AND (?3 IS NULL OR NOT " GROUP_HIDDEN_FROM("?3") ")",
+			  &s);
+	if (err != RCS_OK)
+		goto out;
+	bind_text(s, 1, ident);
+	bind_text(s, 2, client_root);
+	bind_text(s, 3, only_visible_to);
+	rc = sqlite3_step(s);
+	if (rc == SQLITE_ROW)
+		g = row_group(s);
+	else
+		err = rc == SQLITE_DONE ? RCS_ERR_NOTFOUND : store_rc(st->db, rc, "group get");
+	store_release(st, s);
+	s = NULL;
 	if (err != RCS_OK)
 		goto out;
 	err =
@@ -2247,12 +2268,15 @@ out:
 }
 
 enum rcs_err store_groups_list(struct store *st, const char *client_root,
-			       const struct store_page *pg, json_object **out)
+			       const char *only_visible_to, const struct store_page *pg,
+			       json_object **out)
 {
 	struct qb q = {.n = 0};
 
 	q.where[0] = '\0';
 	qb_add(&q, "client_root = ?", client_root);
+	if (only_visible_to)
+		qb_add(&q, "NOT " GROUP_HIDDEN_FROM("?"), only_visible_to);
 	return store_list(st, GROUP_COLS, "groups", &q, "ident", pg, row_group, out);
 }
 

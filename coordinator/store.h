@@ -272,10 +272,13 @@ enum rcs_err store_job_move(struct store *st, const struct job_move *m, enum sto
 enum rcs_err store_job_notifications(struct store *st, const char *client_root, const char *ident,
 				     const struct store_page *pg, json_object **out);
 
+/* Groups; only_visible_to (a user, NULL: all) leaves out the groups of others' non-public
+ * tasks, as store_jobs_list does for their jobs. */
 enum rcs_err store_group_get(struct store *st, const char *client_root, const char *ident,
-			     json_object **out);
+			     const char *only_visible_to, json_object **out);
 enum rcs_err store_groups_list(struct store *st, const char *client_root,
-			       const struct store_page *pg, json_object **out);
+			       const char *only_visible_to, const struct store_page *pg,
+			       json_object **out);
 
 /* ---- for the transport and the scheduler ---- */
 

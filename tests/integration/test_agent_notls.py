@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """The agent built without TLS (-DWITH_TLS=OFF, paho's plain variant): no OpenSSL in the
 program, a signed job over tcp:// ends terminated, and an ssl:// or mqtts:// broker URL is
-refused at start with a message that names the build option.
+refused at start (and by --check) with a message that names the build option.
 
 The build goes to the test's temporary directory (agent only, the host's compiler).
 
@@ -117,6 +117,14 @@ class NoTlsAgentTest(unittest.TestCase):
                                capture_output=True, text=True, timeout=30)
             self.assertNotEqual(p.returncode, 0, p.stderr)
             self.assertIn("this build has no TLS (built with WITH_TLS=OFF)", p.stderr)
+            # --check says so too, rather than "configuration OK"
+            c = subprocess.run([self.binary, "--check", "--mqtt", url, "--client-root",
+                                self.client_root, "--entity-ident", ident, "--state-dir",
+                                state, "--trusted-key", self.pub],
+                               capture_output=True, text=True, timeout=30)
+            self.assertEqual(c.returncode, 2, (c.stdout, c.stderr))
+            self.assertIn("this build has no TLS (built with WITH_TLS=OFF)", c.stderr)
+            self.assertNotIn("configuration OK", c.stdout)
         self.assertFalse(self.admin.get("/devices/" + ident).json["online"])
 
 

@@ -155,6 +155,21 @@ class JobsTest(CoordinatorTest):
                 self.assertError(self.post_job(self.typed, variables=v), 400,
                                  "validation_failed", "variables." + name)
 
+    def test_variables_integer_range(self):
+        # the whole signed 64-bit range is kept exactly; above it json-c's unsigned values
+        # are refused rather than clamped to 2^63-1
+        for value in (2**63 - 1, -2**63):
+            with self.subTest(value=value):
+                j = self.job(self.typed, variables=dict(GOOD_VARS, i=value))
+                self.assertEqual(self.admin.get("/jobs/" + j["ident"]).json["variables"]["i"],
+                                 value)
+        for value in (2**63, 2**64 - 1):
+            with self.subTest(value=value):
+                self.assertError(self.post_job(self.typed, variables=dict(GOOD_VARS, i=value)),
+                                 400, "validation_failed", "variables.i")
+        self.assertError(self.post_job(self.typed, variables=dict(GOOD_VARS, i=2**64)), 400,
+                         "invalid_json")
+
     def test_variables_unknown_name(self):
         v = dict(GOOD_VARS, zzz=1)
         self.assertError(self.post_job(self.typed, variables=v), 400, "validation_failed",

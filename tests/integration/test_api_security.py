@@ -809,6 +809,34 @@ class SecurityTest(unittest.TestCase):
         self.assertSameAnswer(self.keys["operator"].patch("/jobs/%s/cancel" % job),
                               self.keys["operator"].patch("/jobs/%s/cancel" % MISSING["job"]))
 
+    def test_api1_private_task_groups_hidden_too(self):
+        # a bulk send of a private task makes a group that names the task and counts its
+        # jobs by status: users who may not see the task don't see the group either
+        groups = {}
+        for public in (False, True):
+            r = self.admin.post("/tasks", {"name": "sec group %s" % public, "script": "echo",
+                                           "public": public, "allow_offline": True})
+            self.assertEqual(r.status, 201, r)
+            g = self.admin.post("/tasks/%s/jobs/list" % r.json["ident"],
+                                {"ident_list": [self.A.device], "group_name": "sec g"})
+            self.assertEqual(g.status, 201, g)
+            groups[public] = g.json["group"]["ident"]
+        private, public = groups[False], groups[True]
+        self.assertEqual(self.admin.get("/groups/" + private).status, 200)
+        listed = [g["ident"] for g in
+                  self.admin.get(with_query("/groups", per_page=500)).json["items"]]
+        self.assertIn(private, listed)
+        for role in ("viewer", "operator"):
+            api = self.keys[role]
+            with self.subTest(role=role):
+                self.assertSameAnswer(api.get("/groups/" + private),
+                                      api.get("/groups/" + MISSING["group"]))
+                self.assertEqual(api.get("/groups/" + public).status, 200)
+                listed = [g["ident"] for g in
+                          api.get(with_query("/groups", per_page=500)).json["items"]]
+                self.assertNotIn(private, listed)
+                self.assertIn(public, listed)
+
     # -- API3: object properties -----------------------------------------------------------
 
     EXTRA_PLATFORM = ("ident", "client_root", "created_at", "created_user", "update_at",

@@ -176,6 +176,23 @@ class CliTest(unittest.TestCase):
         run_cli("init", "--db", db, "--user", "admin")
         self.serve_fails("--db", db, "--listen", "not-an-address", "--scripts-dir", SCRIPTS_DIR)
 
+    def test_serve_check(self):
+        # --check loads the configuration and keys, refuses what serve would refuse, and
+        # exits without touching the database or the broker
+        db = self.db("check")
+        port = free_port()
+        args = ["serve", "--check", "--db", db, "--listen", "127.0.0.1:%d" % free_port()]
+        for url in ("tcp://127.0.0.1:%d" % port, "mqtt://127.0.0.1:%d" % port):
+            rc, out, err = run_cli(*args, "--mqtt", url, check=False)
+            self.assertEqual((rc, out.strip()), (0, "configuration OK"), err)
+        for url in ("http://127.0.0.1:%d" % port, "127.0.0.1:%d" % port):
+            with self.subTest(url=url):
+                rc, out, err = run_cli(*args, "--mqtt", url, check=False)
+                self.assertEqual(rc, 2, (out, err))
+                self.assertIn("MQTT URL %s: expected tcp://" % url, err)
+                self.assertNotIn("configuration OK", out)
+        self.assertFalse(os.path.exists(db))
+
     def test_sigterm_exits_zero(self):
         db = self.db("sigterm")
         t = json.loads(run_cli("init", "--db", db, "--user", "admin")[1])

@@ -370,12 +370,13 @@ static void test_lists_and_groups(void **state)
 	assert_int_equal(jint(page, "total_items"), 0);
 	json_object_put(page);
 
-	assert_int_equal(store_groups_list(f->st, f->root, &pg, &page), RCS_OK);
+	assert_int_equal(store_groups_list(f->st, f->root, NULL, &pg, &page), RCS_OK);
 	assert_int_equal(jint(page, "total_items"), 1);
 	json_object_object_get_ex(page, "items", &items);
-	assert_int_equal(
-	    store_group_get(f->st, f->root, jstr(json_object_array_get_idx(items, 0), "ident"), &g),
-	    RCS_OK);
+	assert_int_equal(store_group_get(f->st, f->root,
+					 jstr(json_object_array_get_idx(items, 0), "ident"), NULL,
+					 &g),
+			 RCS_OK);
 	assert_int_equal(jint(g, "total"), 7);
 	json_object_object_get_ex(g, "statuses", &items);
 	assert_int_equal(jint(items, "pending"), 6);

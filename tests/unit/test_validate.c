@@ -90,6 +90,30 @@ static void test_variables(void **state)
 	assert_string_equal(e.field, "variables.i");
 	json_object_put(v);
 
+	/* the 64-bit range, both ends included; beyond it refused, not clamped */
+	v = parse("{\"s\": \"x\", \"t\": 1, \"i\": 9223372036854775807}");
+	assert_int_equal(vars_validate(v, vi, &e), RCS_OK);
+	json_object_put(v);
+	v = parse("{\"s\": \"x\", \"t\": 1, \"i\": -9223372036854775808}");
+	assert_int_equal(vars_validate(v, vi, &e), RCS_OK);
+	json_object_put(v);
+	v = parse("{\"s\": \"x\", \"t\": 1, \"i\": 9223372036854775808}");
+	assert_int_equal(vars_validate(v, vi, &e), RCS_ERR_INVAL);
+	assert_string_equal(e.field, "variables.i");
+	json_object_put(v);
+	v = parse("{\"s\": \"x\", \"t\": 1, \"i\": 18446744073709551615}");
+	assert_int_equal(vars_validate(v, vi, &e), RCS_ERR_INVAL);
+	json_object_put(v);
+	/* beyond 64 bits the JSON text itself is refused (json-c would clamp) */
+	assert_int_equal(jsonu_parse("{\"i\": 18446744073709551616}", 27, 32, &v, &e),
+			 RCS_ERR_INVAL);
+	assert_int_equal(jsonu_parse("{\"i\": -9223372036854775809}", 27, 32, &v, &e),
+			 RCS_ERR_INVAL);
+	v = parse("{\"s\": \"x\", \"t\": 18446744073709551615}");
+	assert_int_equal(vars_validate(v, vi, &e), RCS_ERR_INVAL);
+	assert_string_equal(e.field, "variables.t");
+	json_object_put(v);
+
 	v = parse("{\"s\": \"x\", \"t\": 1, \"b\": \"true\"}");
 	assert_int_equal(vars_validate(v, vi, &e), RCS_ERR_INVAL);
 	assert_string_equal(e.field, "variables.b");
