@@ -25,6 +25,21 @@ enum rcs_err rcs_random(void *buf, size_t n)
 	return RCS_OK;
 }
 
+/* The 8-4-4-4-12 text form (a bulk send makes thousands: no snprintf) */
+static void uuid_format(const unsigned char b[16], char out[UUID_STR_LEN])
+{
+	static const char hex[] = "0123456789abcdef";
+	size_t o = 0;
+
+	for (int i = 0; i < 16; i++) {
+		if (i == 4 || i == 6 || i == 8 || i == 10)
+			out[o++] = '-';
+		out[o++] = hex[b[i] >> 4];
+		out[o++] = hex[b[i] & 0x0f];
+	}
+	out[o] = '\0';
+}
+
 /*
  * Monotonic within the process (RFC 9562 section 6.2, method 1): ids made in
  * the same millisecond share its timestamp and count up in the 12 bits of
@@ -64,10 +79,7 @@ enum rcs_err uuid_v7(char out[UUID_STR_LEN])
 	b[6] = (unsigned char)(0x70 | ((counter >> 8) & 0x0f));
 	b[7] = (unsigned char)(counter & 0xff);
 	b[8] = (unsigned char)(0x80 | (b[8] & 0x3f));
-	snprintf(out, UUID_STR_LEN,
-		 "%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", b[0], b[1],
-		 b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11], b[12], b[13], b[14],
-		 b[15]);
+	uuid_format(b, out);
 	return RCS_OK;
 }
 

@@ -542,6 +542,70 @@ static void test_nested_tx_and_after_commit(void **state)
 }
 
 /* max(created_at, scheduled_time) + ttl; the API allows scheduled_time up to INT64_MAX - 1 */
+/* The batch's records (built from the first job's) equal each job's own record. */
+static void check_json_batch(struct fixture *f, const struct job_batch *b)
+{
+	struct buf got, want;
+	char root[UUID_STR_LEN];
+
+	buf_init(&got, 1 << 20);
+	buf_init(&want, 1 << 20);
+	assert_int_equal(store_jobs_json_batch(f->st, b, &got), RCS_OK);
+	for (size_t i = 0; i < b->n; i++) {
+		if (i > 0)
+			assert_int_equal(buf_append(&want, ",", 1), RCS_OK);
+		assert_int_equal(store_job_json(f->st, b->jobs[i].ident, root, &want), RCS_OK);
+	}
+	assert_non_null(got.data);
+	assert_string_equal(got.data, want.data);
+	buf_free(&got);
+	buf_free(&want);
+}
+
+static void test_jobs_json_batch(void **state)
+{
+	struct fixture *f = *state;
+	struct job_new jobs[7];
+	struct job_batch b;
+	char gid[UUID_STR_LEN], quoted[128];
+	json_object *vars;
+
+	/* names and variables that spell the keys the template is patched at */
+	snprintf(quoted, sizeof(quoted), "{\"message\": \"\\\"entity_ident\\\":\\\"%s\"}",
+		 f->dev[1]);
+	vars = parse(quoted);
+	assert_non_null(vars);
+	memset(&b, 0, sizeof(b));
+	for (size_t i = 0; i < 7; i++) {
+		assert_int_equal(uuid_v7(jobs[i].ident), RCS_OK);
+		jobs[i].entity_ident = f->dev[i % 3];
+	}
+	assert_int_equal(uuid_v7(gid), RCS_OK);
+	b.client_root = f->root;
+	b.task_ident = f->task;
+	b.task_version = 1;
+	b.task_name = "Echo \"entity_ident\":\"";
+	b.group_ident = gid;
+	b.group_name = "{\"ident\":\"";
+	b.created_user = "alice";
+	b.comment = "\"entity_ident\":\"";
+	b.variables = vars;
+	b.now = 200;
+	b.jobs = jobs;
+	b.n = 7;
+	assert_int_equal(store_jobs_create(f->st, &b), RCS_OK);
+	for (size_t n = 1; n <= 7; n++) {
+		b.n = n;
+		check_json_batch(f, &b);
+	}
+	/* a record that differs in more than its idents: every record built in SQL */
+	move(f, jobs[6].ident, JS_CANCELLED, 0, NULL);
+	check_json_batch(f, &b);
+	move(f, jobs[3].ident, JS_CANCELLED, 0, NULL);
+	check_json_batch(f, &b);
+	json_object_put(vars);
+}
+
 static void test_job_expiry(void **state)
 {
 	(void)state;
@@ -563,6 +627,7 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(test_job_lifecycle, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_cancel_then_late_report, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_lists_and_groups, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_jobs_json_batch, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_bulk_is_one_transaction, setup, teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
