@@ -16,6 +16,7 @@
 #define JOB_MAX_TTL         31536000LL
 #define JOB_MAX_TAG_DEVICES 100000
 #define API_BULK_ANSWER_MAX ((size_t)512 << 20) /* bytes of a bulk send's answer */
+#define API_JOB_TEXT_MAX ((size_t)64 << 20)     /* bytes of one job record */
 
 /* What every job creation shares, read from the body and checked against the task. */
 struct job_req {
@@ -163,12 +164,15 @@ void api_job_create(struct api_req *req, struct api_resp *r)
 	struct job_batch b;
 	struct job_new one;
 	struct jsonu_err e;
-	json_object *body = NULL, *empty = json_object_new_object(), *job = NULL;
+	json_object *body = NULL, *empty = json_object_new_object();
 	const char *entity = NULL;
+	char owner[UUID_STR_LEN];
+	struct buf text;
 	bool online = false;
 	enum rcs_err err, tx_err;
 
 	memset(&jr, 0, sizeof(jr));
+	buf_init(&text, API_JOB_TEXT_MAX);
 	if (!job_load_task(req, r, &jr) || !api_body_object(req, r, false, &body))
 		goto out;
 	if (jsonu_get_string(body, "entity_ident", true, 64, &entity, NULL, &e) != RCS_OK) {
@@ -214,21 +218,22 @@ void api_job_create(struct api_req *req, struct api_resp *r)
 	}
 	err = store_jobs_create(req->app->st, &b);
 	if (err == RCS_OK) {
-		/* answer with the record as sent (transmited), or as created */
-		lifecycle_jobs_created(req->app->lc, &b, &job);
-		if (job == NULL)
-			err = store_job_get(req->app->st, req->auth.client_root, one.ident, &job);
+		/* answer with the record as sent (transmited), or as created; as the text
+		 * SQLite builds, like GET /jobs/<id> */
+		lifecycle_jobs_created(req->app->lc, &b);
+		err = store_job_json(req->app->st, one.ident, owner, &text);
 	}
 	tx_err = store_tx_end(req->app->st, err == RCS_OK);
 	if (err == RCS_OK)
 		err = tx_err;
 	if (err != RCS_OK) {
-		json_object_put(job); /* rolled back: nothing was created or sent */
-		api_store_error(r, err, "job");
+		api_store_error(r, err, "job"); /* rolled back: nothing was created or sent */
 	} else {
-		api_reply(r, 201, job);
+		api_reply_text(r, 201, text.data, text.len);
+		text.data = NULL; /* handed over */
 	}
 out:
+	buf_free(&text);
 	json_object_put(jr.task);
 	json_object_put(body);
 	json_object_put(empty);
@@ -344,7 +349,7 @@ static void job_bulk(struct api_req *req, struct api_resp *r, struct job_req *jr
 		api_store_error(r, err, "job");
 		goto out;
 	}
-	lifecycle_jobs_created(req->app->lc, &b, NULL);
+	lifecycle_jobs_created(req->app->lc, &b);
 	if (b.group_ident) {
 		group = json_object_new_object();
 		json_object_object_add(group, "ident", json_object_new_string(b.group_ident));
@@ -573,17 +578,26 @@ static enum rcs_err job_visible(struct api_req *req, const char *ident)
 	return store_job_visible(req->app->st, req->auth.client_root, ident, req->auth.user);
 }
 
+/* The record goes out as the text SQLite builds (store_job_json), the same record as
+ * the lists' and the events': no json-c objects to build, dump and free per request. */
 void api_job_get(struct api_req *req, struct api_resp *r)
 {
-	json_object *job = NULL;
+	char owner[UUID_STR_LEN];
+	struct buf text;
 	enum rcs_err err = job_visible(req, req->seg[1]);
 
+	buf_init(&text, API_JOB_TEXT_MAX);
 	if (err == RCS_OK)
-		err = store_job_get(req->app->st, req->auth.client_root, req->seg[1], &job);
-	if (err != RCS_OK)
+		err = store_job_json(req->app->st, req->seg[1], owner, &text);
+	if (err == RCS_OK && strcmp(owner, req->auth.client_root) != 0)
+		err = RCS_ERR_NOTFOUND; /* another tenant's job: as if there were none */
+	if (err != RCS_OK) {
 		api_store_error(r, err, "job");
-	else
-		api_reply(r, 200, job);
+	} else {
+		api_reply_text(r, 200, text.data, text.len);
+		text.data = NULL; /* handed over */
+	}
+	buf_free(&text);
 }
 
 void api_job_history(struct api_req *req, struct api_resp *r)

@@ -47,12 +47,10 @@ enum rcs_err lifecycle_move(struct lifecycle *lc, const struct job_move *m, enum
 	return RCS_OK;
 }
 
-void lifecycle_jobs_created(struct lifecycle *lc, const struct job_batch *b, json_object **sent)
+void lifecycle_jobs_created(struct lifecycle *lc, const struct job_batch *b)
 {
 	json_object *due = NULL;
 
-	if (sent)
-		*sent = NULL;
 	if (lc->changed && b->n > 0)
 		lc->changed(lc->changed_ctx);
 	if (lc->hooks == NULL || b->n == 0)
@@ -62,13 +60,8 @@ void lifecycle_jobs_created(struct lifecycle *lc, const struct job_batch *b, jso
 	if (b->scheduled_time > b->now)
 		return;
 	if (b->n == 1 && b->group_ident == NULL) {
-		if (lc->hooks->job_due) {
-			json_object *job = lc->hooks->job_due(lc->hooks->ctx, b->jobs[0].ident);
-			if (sent)
-				*sent = job;
-			else if (job)
-				json_object_put(job);
-		}
+		if (lc->hooks->job_due)
+			lc->hooks->job_due(lc->hooks->ctx, b->jobs[0].ident);
 		return;
 	}
 	if (lc->hooks->jobs_due == NULL)

@@ -19,12 +19,12 @@
 struct lifecycle_hooks {
 	void *ctx;
 	/*
-	 * A pending job is due now. Called after its creation committed, on the
-	 * creating thread, for a single job: deliver it before returning, so the
-	 * creating request answers "transmited" (via lifecycle_move). Returns the
-	 * job record as committed when it was sent (the caller owns it), or NULL.
+	 * A pending job is due now. Called on the creating thread, for a single
+	 * job, inside the creating transaction: move it to transmited (via
+	 * lifecycle_move) before returning, so that the creating request answers
+	 * "transmited"; the envelope goes out once the transaction commits.
 	 */
-	json_object *(*job_due)(void *ctx, const char *job_ident);
+	void (*job_due)(void *ctx, const char *job_ident);
 	/*
 	 * Many jobs are due (bulk send): takes a reference-counted array of job
 	 * idents (json_object_get it to keep it) and must not block; deliver them
@@ -60,10 +60,10 @@ enum rcs_err lifecycle_move(struct lifecycle *lc, const struct job_move *m, enum
 
 /*
  * Announces created jobs: those not scheduled for later are due now. A
- * single job (no group) is delivered synchronously; *sent (may be NULL) then
- * gets its record as committed when it was sent, or NULL.
+ * single job (no group) is handed to job_due synchronously; the caller reads
+ * its record afterwards (transmited when it was sent).
  */
-void lifecycle_jobs_created(struct lifecycle *lc, const struct job_batch *b, json_object **sent);
+void lifecycle_jobs_created(struct lifecycle *lc, const struct job_batch *b);
 
 /*
  * Cancels a job of the tenant: RCS_ERR_NOTFOUND, RCS_ERR_CONFLICT when it

@@ -114,13 +114,12 @@ struct bridge_out {
  * unchanged); otherwise it must be pending, for an online device, and is moved
  * to transmited first, so that no report of the device can overtake it once
  * the caller's transaction commits (the caller publishes only after that).
- * tv_cache: may use the worker's cache (worker thread only). *sent (may be
- * NULL) gets the transmited record. o->payload stays NULL when the job is not
- * to be sent (moved on meanwhile, device offline).
+ * tv_cache: may use the worker's cache (worker thread only). o->payload
+ * stays NULL when the job is not to be sent (moved on meanwhile, device
+ * offline).
  */
 static enum rcs_err bridge_prepare_job(struct bridge *b, const char *ident, bool resend,
-				       bool tv_cache, int64_t now, struct bridge_out *o,
-				       json_object **sent)
+				       bool tv_cache, int64_t now, struct bridge_out *o)
 {
 	json_object *job = NULL, *task, *env_json = NULL;
 	struct task_version own, *tv = NULL;
@@ -166,7 +165,7 @@ static enum rcs_err bridge_prepare_job(struct bridge *b, const char *ident, bool
 				     .response = "sent to the device over MQTT",
 				     .now = now};
 		enum store_move res = STORE_MOVE_DUPLICATE;
-		err = lifecycle_move(b->lc, &m, &res, sent);
+		err = lifecycle_move(b->lc, &m, &res, NULL);
 		if (err != RCS_OK || res != STORE_MOVE_APPLIED)
 			goto out; /* someone else moved it (cancel): not sent */
 		/* recorded as sent with the move: should the publish fail, the retry list,
@@ -262,19 +261,17 @@ static void bridge_send_deferred(void *arg, bool committed)
 
 /*
  * Publishes a pending job's envelope (hook_job_due; see bridge_prepare_job).
- * *sent (may be NULL) gets the transmited record. The move is a savepoint of
+ * The move is a savepoint of
  * the caller's transaction when there is one (a job created in it), and the
  * envelope goes out once the outermost transaction commits, never before
  * (store_after_commit).
  */
-static enum rcs_err bridge_publish_job(struct bridge *b, const char *ident, json_object **sent)
+static enum rcs_err bridge_publish_job(struct bridge *b, const char *ident)
 {
 	struct bridge_deferred *d = NULL;
 	int64_t now = (int64_t)time(NULL);
 	enum rcs_err err, end;
 
-	if (sent)
-		*sent = NULL;
 	if (!mqttc_connected(b->mq))
 		return RCS_ERR_BUSY; /* stays pending: sent after the next connect */
 	d = calloc(1, sizeof(*d));
@@ -284,7 +281,7 @@ static enum rcs_err bridge_publish_job(struct bridge *b, const char *ident, json
 	err = store_tx_begin(b->st);
 	if (err != RCS_OK)
 		goto out;
-	err = bridge_prepare_job(b, ident, false, false, now, &d->o, sent);
+	err = bridge_prepare_job(b, ident, false, false, now, &d->o);
 	end = store_tx_end(b->st, err == RCS_OK);
 	if (err == RCS_OK)
 		err = end;
@@ -299,10 +296,6 @@ static enum rcs_err bridge_publish_job(struct bridge *b, const char *ident, json
 		err = RCS_OK;
 	}
 out:
-	if (err != RCS_OK && sent) {
-		json_object_put(*sent);
-		*sent = NULL;
-	}
 	if (d != NULL)
 		free(d->o.payload);
 	free(d);
@@ -335,7 +328,7 @@ static void bridge_publish_list(struct bridge *b, json_object *idents, bool rese
 		for (size_t i = 0; i < k; i++) {
 			const char *id =
 			    json_object_get_string(json_object_array_get_idx(idents, first + i));
-			enum rcs_err err = bridge_prepare_job(b, id, resend, true, now, &outs[i], NULL);
+			enum rcs_err err = bridge_prepare_job(b, id, resend, true, now, &outs[i]);
 			if (err != RCS_OK)
 				log_warnx("job %s: not sent: %s", id, rcs_strerror(err));
 		}
@@ -429,15 +422,13 @@ static void bridge_resend_stale(struct bridge *b, int64_t now)
 
 /* ---- lifecycle hooks ---- */
 
-static json_object *hook_job_due(void *ctx, const char *ident)
+static void hook_job_due(void *ctx, const char *ident)
 {
 	struct bridge *b = ctx;
-	json_object *sent = NULL;
-	enum rcs_err err = bridge_publish_job(b, ident, &sent);
+	enum rcs_err err = bridge_publish_job(b, ident);
 
 	if (err != RCS_OK && err != RCS_ERR_BUSY)
 		log_warnx("job %s: not sent: %s", ident, rcs_strerror(err));
-	return sent;
 }
 
 static void hook_jobs_due(void *ctx, json_object *idents)

@@ -21,11 +21,10 @@ static const char ECHO_VARS[] =
 
 /* ---- fake transport: presence counts, nothing is delivered ---- */
 
-static json_object *hook_job_due(void *ctx, const char *ident)
+static void hook_job_due(void *ctx, const char *ident)
 {
 	(void)ctx;
 	(void)ident;
-	return NULL;
 }
 
 static void hook_jobs_due(void *ctx, json_object *idents)
