@@ -16,7 +16,7 @@
 #define JOB_MAX_TTL         31536000LL
 #define JOB_MAX_TAG_DEVICES 100000
 #define API_BULK_ANSWER_MAX ((size_t)512 << 20) /* bytes of a bulk send's answer */
-#define API_JOB_TEXT_MAX ((size_t)64 << 20)     /* bytes of one job record */
+#define API_JOB_TEXT_MAX    ((size_t)64 << 20)  /* bytes of one job record */
 
 /* What every job creation shares, read from the body and checked against the task. */
 struct job_req {
