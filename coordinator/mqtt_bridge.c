@@ -160,19 +160,17 @@ static enum rcs_err bridge_prepare_job(struct bridge *b, const char *ident, bool
 	if (err != RCS_OK)
 		goto out;
 	if (!resend) {
+		/* recorded as sent with the move: should the publish fail, the retry list,
+		 * the resync after a reconnect or the stale-job sweep sends it again */
 		struct job_move m = {.ident = ident,
 				     .to = JS_TRANSMITED,
 				     .response = "sent to the device over MQTT",
+				     .mark_sent = true,
 				     .now = now};
 		enum store_move res = STORE_MOVE_DUPLICATE;
 		err = lifecycle_move(b->lc, &m, &res, NULL);
 		if (err != RCS_OK || res != STORE_MOVE_APPLIED)
 			goto out; /* someone else moved it (cancel): not sent */
-		/* recorded as sent with the move: should the publish fail, the retry list,
-		 * the resync after a reconnect or the stale-job sweep sends it again */
-		err = store_job_mark_sent(b->st, ident, now);
-		if (err != RCS_OK)
-			goto out;
 	}
 	memset(&env, 0, sizeof(env));
 	snprintf(env.job, sizeof(env.job), "%s", ident);

@@ -260,7 +260,8 @@ struct job_move {
 	const char *response;  /* NULL keeps the current response, unless replace_response */
 	bool replace_response; /* device reports: the job's response is what the report says */
 	bool set_response_time;
-	long long seq; /* device seq; 0 for coordinator moves */
+	long long seq;  /* device seq; 0 for coordinator moves */
+	bool mark_sent; /* the envelope goes out with this move: sent_at = now, sends + 1 */
 	int64_t now;
 	enum job_status *prev; /* may be NULL: gets the status the job had before */
 };

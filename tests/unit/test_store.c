@@ -174,9 +174,55 @@ static void test_reopen_and_schema(void **state)
 	sqlite3_close(db);
 	assert_int_not_equal(store_open(f->path, &again), RCS_OK);
 	assert_null(again);
+	/* a database of schema 1 (the first release) is migrated, its data kept */
 	assert_int_equal(sqlite3_open(f->path, &db), SQLITE_OK);
-	assert_int_equal(sqlite3_exec(db, "PRAGMA user_version = 1", NULL, NULL, NULL), SQLITE_OK);
+	assert_int_equal(
+	    sqlite3_exec(db,
+			 "DROP INDEX jobs_sched; DROP INDEX jobs_inflight;"
+			 " CREATE INDEX jobs_sched ON jobs(scheduled_time) WHERE status = 'pending';"
+			 " CREATE INDEX jobs_inflight ON jobs(update_at) WHERE status IN"
+			 " ('transmited', 'edge_transmitted', 'edge_started', 'edge_running');"
+			 " PRAGMA user_version = 1",
+			 NULL, NULL, NULL),
+	    SQLITE_OK);
 	sqlite3_close(db);
+	assert_int_equal(store_open(f->path, &again), RCS_OK);
+	assert_true(store_tenant_exists(again, f->root));
+	store_close(again);
+	assert_int_equal(sqlite3_open(f->path, &db), SQLITE_OK);
+	{
+		sqlite3_stmt *s = NULL;
+		assert_int_equal(sqlite3_prepare_v2(db,
+						    "SELECT (SELECT user_version FROM pragma_user_version),"
+						    " (SELECT sql FROM sqlite_master WHERE name = 'jobs_sched')",
+						    -1, &s, NULL),
+				 SQLITE_OK);
+		assert_int_equal(sqlite3_step(s), SQLITE_ROW);
+		assert_int_equal(sqlite3_column_int(s, 0), 2);
+		assert_non_null(strstr((const char *)sqlite3_column_text(s, 1),
+				       "scheduled_time IS NOT NULL"));
+		sqlite3_finalize(s);
+	}
+	sqlite3_close(db);
+}
+
+/* Reads one integer of a job row straight from the file. */
+static long long job_column(struct fixture *f, const char *job, const char *col)
+{
+	sqlite3 *db = NULL;
+	sqlite3_stmt *s = NULL;
+	char sql[128];
+	long long v;
+
+	snprintf(sql, sizeof(sql), "SELECT %s FROM jobs WHERE ident = ?", col);
+	assert_int_equal(sqlite3_open(f->path, &db), SQLITE_OK);
+	assert_int_equal(sqlite3_prepare_v2(db, sql, -1, &s, NULL), SQLITE_OK);
+	sqlite3_bind_text(s, 1, job, -1, SQLITE_STATIC);
+	assert_int_equal(sqlite3_step(s), SQLITE_ROW);
+	v = sqlite3_column_type(s, 0) == SQLITE_NULL ? -1 : sqlite3_column_int64(s, 0);
+	sqlite3_finalize(s);
+	sqlite3_close(db);
+	return v;
 }
 
 static void test_keys(void **state)
@@ -243,9 +289,24 @@ static void test_job_lifecycle(void **state)
 	assert_true(json_object_object_get_ex(job, "payload", NULL));
 	json_object_put(job);
 
-	assert_int_equal(move(f, jobs[0].ident, JS_TRANSMITED, 0, "sent over MQTT"),
-			 STORE_MOVE_APPLIED);
+	assert_int_equal(job_column(f, jobs[0].ident, "sent_at"), -1);
+	{
+		/* the move that sends the envelope records it as sent */
+		struct job_move m = {.ident = jobs[0].ident,
+				     .to = JS_TRANSMITED,
+				     .response = "sent over MQTT",
+				     .mark_sent = true,
+				     .now = 250};
+		enum store_move res = STORE_MOVE_DUPLICATE;
+		assert_int_equal(store_job_move(f->st, &m, &res), RCS_OK);
+		assert_int_equal(res, STORE_MOVE_APPLIED);
+	}
+	assert_int_equal(job_column(f, jobs[0].ident, "sent_at"), 250);
+	assert_int_equal(job_column(f, jobs[0].ident, "sends"), 1);
 	assert_int_equal(move(f, jobs[0].ident, JS_EDGE_TRANSMITTED, 1, NULL), STORE_MOVE_APPLIED);
+	/* other moves leave it */
+	assert_int_equal(job_column(f, jobs[0].ident, "sent_at"), 250);
+	assert_int_equal(job_column(f, jobs[0].ident, "sends"), 1);
 	/* the same report again, and a stale seq: nothing changes */
 	assert_int_equal(move(f, jobs[0].ident, JS_EDGE_TRANSMITTED, 1, NULL),
 			 STORE_MOVE_DUPLICATE);
