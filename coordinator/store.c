@@ -43,7 +43,7 @@ struct store {
 /* The statuses of a job on its way to or on the device (jobs_inflight's condition;
  * the queries that use the index say it the same way). */
 #define JOBS_INFLIGHT                                                                              \
-	"(status = 'transmited' OR status = 'edge_transmitted' OR status = 'edge_started' OR"     \
+	"(status = 'transmited' OR status = 'edge_transmitted' OR status = 'edge_started' OR"      \
 	" status = 'edge_running')"
 
 static const char *const store_migrations[] = {
@@ -2499,7 +2499,8 @@ enum rcs_err store_jobs_stale(struct store *st, int64_t now, int64_t after, size
 	return store_idents(st,
 			    "SELECT j.ident FROM jobs j JOIN devices d ON d.entity_ident ="
 			    " j.entity_ident AND d.client_root = j.client_root"
-			    " WHERE " JOBS_INFLIGHT " AND j.update_at <= ?2 - ?3 AND d.online = 1 AND"
+			    " WHERE " JOBS_INFLIGHT
+			    " AND j.update_at <= ?2 - ?3 AND d.online = 1 AND"
 			    " coalesce(max(j.sent_at, j.update_at), j.update_at) +"
 			    " ?3 * (1 << min(max(j.sends - 1, 0), 5)) <= ?2 AND ?1 IS NULL"
 			    " ORDER BY j.update_at LIMIT ?4",

@@ -177,13 +177,14 @@ static void test_reopen_and_schema(void **state)
 	/* a database of schema 1 (the first release) is migrated, its data kept */
 	assert_int_equal(sqlite3_open(f->path, &db), SQLITE_OK);
 	assert_int_equal(
-	    sqlite3_exec(db,
-			 "DROP INDEX jobs_sched; DROP INDEX jobs_inflight;"
-			 " CREATE INDEX jobs_sched ON jobs(scheduled_time) WHERE status = 'pending';"
-			 " CREATE INDEX jobs_inflight ON jobs(update_at) WHERE status IN"
-			 " ('transmited', 'edge_transmitted', 'edge_started', 'edge_running');"
-			 " PRAGMA user_version = 1",
-			 NULL, NULL, NULL),
+	    sqlite3_exec(
+		db,
+		"DROP INDEX jobs_sched; DROP INDEX jobs_inflight;"
+		" CREATE INDEX jobs_sched ON jobs(scheduled_time) WHERE status = 'pending';"
+		" CREATE INDEX jobs_inflight ON jobs(update_at) WHERE status IN"
+		" ('transmited', 'edge_transmitted', 'edge_started', 'edge_running');"
+		" PRAGMA user_version = 1",
+		NULL, NULL, NULL),
 	    SQLITE_OK);
 	sqlite3_close(db);
 	assert_int_equal(store_open(f->path, &again), RCS_OK);
@@ -192,15 +193,16 @@ static void test_reopen_and_schema(void **state)
 	assert_int_equal(sqlite3_open(f->path, &db), SQLITE_OK);
 	{
 		sqlite3_stmt *s = NULL;
-		assert_int_equal(sqlite3_prepare_v2(db,
-						    "SELECT (SELECT user_version FROM pragma_user_version),"
-						    " (SELECT sql FROM sqlite_master WHERE name = 'jobs_sched')",
-						    -1, &s, NULL),
-				 SQLITE_OK);
+		assert_int_equal(
+		    sqlite3_prepare_v2(db,
+				       "SELECT (SELECT user_version FROM pragma_user_version),"
+				       " (SELECT sql FROM sqlite_master WHERE name = 'jobs_sched')",
+				       -1, &s, NULL),
+		    SQLITE_OK);
 		assert_int_equal(sqlite3_step(s), SQLITE_ROW);
 		assert_int_equal(sqlite3_column_int(s, 0), 2);
-		assert_non_null(strstr((const char *)sqlite3_column_text(s, 1),
-				       "scheduled_time IS NOT NULL"));
+		assert_non_null(
+		    strstr((const char *)sqlite3_column_text(s, 1), "scheduled_time IS NOT NULL"));
 		sqlite3_finalize(s);
 	}
 	sqlite3_close(db);
