@@ -2465,9 +2465,12 @@ enum rcs_err store_jobs_ready(struct store *st, const char *entity_ident, int64_
 				    " (j.scheduled_time IS NULL OR j.scheduled_time <= ?2) AND"
 				    " d.online = 1 AND ?3 = ?3 ORDER BY j.ident LIMIT ?4",
 				    entity_ident, now, 0, limit, out);
+	/* INDEXED BY: without it SQLite walks every job ever made in ident order (the
+	 * ORDER BY), 80 ms under the store's lock at 300,000 jobs; the partial index
+	 * holds only the pending ones */
 	return store_idents(st,
-			    "SELECT j.ident FROM jobs j JOIN devices d ON d.entity_ident ="
-			    " j.entity_ident AND d.client_root = j.client_root"
+			    "SELECT j.ident FROM jobs j INDEXED BY jobs_pending JOIN devices d ON"
+			    " d.entity_ident = j.entity_ident AND d.client_root = j.client_root"
 			    " WHERE j.status = 'pending' AND (j.scheduled_time IS NULL OR"
 			    " j.scheduled_time <= ?2) AND d.online = 1 AND ?1 IS NULL AND ?3 = ?3"
 			    " ORDER BY j.ident LIMIT ?4",
@@ -2486,8 +2489,8 @@ enum rcs_err store_jobs_unacked(struct store *st, const char *entity_ident, size
 		    " d.online = 1 AND ?2 = ?2 AND ?3 = ?3 ORDER BY j.ident LIMIT ?4",
 		    entity_ident, 0, 0, limit, out);
 	return store_idents(st,
-			    "SELECT j.ident FROM jobs j JOIN devices d ON d.entity_ident ="
-			    " j.entity_ident AND d.client_root = j.client_root"
+			    "SELECT j.ident FROM jobs j INDEXED BY jobs_unacked JOIN devices d ON"
+			    " d.entity_ident = j.entity_ident AND d.client_root = j.client_root"
 			    " WHERE j.status = 'transmited' AND d.online = 1 AND ?1 IS NULL AND"
 			    " ?2 = ?2 AND ?3 = ?3 ORDER BY j.ident LIMIT ?4",
 			    NULL, 0, 0, limit, out);
