@@ -259,10 +259,9 @@ static void bridge_send_deferred(void *arg, bool committed)
 
 /*
  * Publishes a pending job's envelope (hook_job_due; see bridge_prepare_job).
- * The move is a savepoint of
- * the caller's transaction when there is one (a job created in it), and the
- * envelope goes out once the outermost transaction commits, never before
- * (store_after_commit).
+ * The move is a savepoint of the caller's transaction when there is one (a
+ * job created in it), and the envelope goes out once the outermost
+ * transaction commits, never before (store_after_commit).
  */
 static enum rcs_err bridge_publish_job(struct bridge *b, const char *ident)
 {
