@@ -1073,6 +1073,21 @@ out:
 	return err;
 }
 
+int journal_synchronous(struct journal *j)
+{
+	sqlite3_stmt *s = NULL;
+	int level = -1;
+
+	if (j == NULL)
+		return -1;
+	j_lock(j);
+	if (j_prepare(j, "PRAGMA synchronous", &s) == RCS_OK && sqlite3_step(s) == SQLITE_ROW)
+		level = sqlite3_column_int(s, 0);
+	j_release(j, s);
+	j_unlock(j);
+	return level;
+}
+
 enum rcs_err journal_outbox_count(struct journal *j, size_t *n)
 {
 	enum rcs_err err;

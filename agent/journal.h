@@ -146,6 +146,10 @@ enum rcs_err journal_outbox_ack(struct journal *j, long long id);
 /* Number of outbox rows waiting for the broker. */
 enum rcs_err journal_outbox_count(struct journal *j, size_t *n);
 
+/* The journal's PRAGMA synchronous (2: FULL, every commit synced; 1: NORMAL),
+ * -1 on error. For diagnostics and tests: outside an acknowledgement it is FULL. */
+int journal_synchronous(struct journal *j);
+
 /*
  * The final report of a finished job (payload malloc'd, the caller frees it),
  * to re-send when the same job arrives again: it goes to the outbox again

@@ -424,9 +424,13 @@ static void test_durable_across_restart(void **state)
 	assert_string_equal(c.jobs[1], JOB_A);
 	assert_string_equal(c.jobs[2], JOB_B);
 	assert_int_equal(c.seqs[2], 2);
+	assert_int_equal(journal_synchronous(f->j), 2);
 	assert_int_equal(journal_outbox_ack(f->j, c.ids[0]), RCS_OK);
+	/* the acknowledgement skipped its own sync; every later commit is synced again */
+	assert_int_equal(journal_synchronous(f->j), 2);
 	assert_int_equal(journal_outbox_ack(f->j, c.ids[0]), RCS_OK); /* twice: harmless */
 	assert_int_equal(journal_outbox_ack(f->j, 0), RCS_ERR_INVAL);
+	assert_int_equal(journal_synchronous(f->j), 2);
 
 	/* seqs continue where they were */
 	report(f, JOB_B, JS_EDGE_RUNNING, NULL, 3);
