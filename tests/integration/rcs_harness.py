@@ -74,6 +74,41 @@ def http(method, url, body=None, headers=None, raw=None, timeout=30):
 
 
 
+def tcp_nodelay(pid, remote_port):
+    """TCP_NODELAY of process pid's established connection to 127.0.0.1:remote_port,
+    read on a copy of its socket made with pidfd_getfd (Linux 5.6; needs the right to
+    ptrace pid, which a test has over its own children). None when no such connection
+    is found or the copy is refused."""
+    import ctypes
+    inodes = set()
+    with open("/proc/%d/net/tcp" % pid) as f:
+        for line in f.read().splitlines()[1:]:
+            col = line.split()
+            if int(col[2].split(":")[1], 16) == remote_port and col[3] == "01":
+                inodes.add(col[9])
+    for fd in os.listdir("/proc/%d/fd" % pid):
+        try:
+            target = os.readlink("/proc/%d/fd/%s" % (pid, fd))
+        except OSError:
+            continue
+        if not (target.startswith("socket:[") and target[8:-1] in inodes):
+            continue
+        libc = ctypes.CDLL(None, use_errno=True)
+        pidfd = os.pidfd_open(pid)
+        try:
+            copy = libc.syscall(438, pidfd, int(fd), 0)  # SYS_pidfd_getfd
+        finally:
+            os.close(pidfd)
+        if copy < 0:
+            return None
+        s = socket.socket(fileno=copy)
+        try:
+            return s.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY) != 0
+        finally:
+            s.close()  # the copy only
+    return None
+
+
 def copy_db(src, dst):
     """Copies an SQLite database with its WAL and shared-memory files."""
     for suffix in ("", "-wal", "-shm"):

@@ -35,7 +35,7 @@ import uuid
 import paho.mqtt.client as mqtt
 
 from rcs_harness import (Agent, Coordinator, Mosquitto, make_ec_keypair, sign_es256,
-                         task_manifest, wait_for)
+                         task_manifest, tcp_nodelay, wait_for)
 
 TERMINAL = ("terminated", "edge_error", "cancelled", "expired")
 FULL_RUN = ["initial", "pending", "transmited", "edge_transmitted", "edge_started",
@@ -346,6 +346,16 @@ class EndToEndTest(AgentTest):
                 return len(f.read().splitlines())
         except OSError:
             return 0
+
+    def test_broker_connection_nodelay(self):
+        # a report goes out at once, not after the broker's delayed ACK: the agent's
+        # connection has TCP_NODELAY; the coordinator's keeps Nagle's algorithm, which
+        # merges its many small publishes (BENCHMARKS.md, parts 1 and 4)
+        agent = tcp_nodelay(self.main.proc.pid, self.broker.port)
+        if agent is None:
+            self.skipTest("this kernel doesn't let the test copy the agent's socket")
+        self.assertTrue(agent)
+        self.assertIs(tcp_nodelay(self.coord.proc.pid, self.broker.port), False)
 
     # -- a full job ----------------------------------------------------------------------
 
