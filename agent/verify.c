@@ -30,6 +30,7 @@ static pthread_mutex_t verify_key_lock = PTHREAD_MUTEX_INITIALIZER;
  */
 static unsigned char verify_good[VERIFY_CACHE][32];
 static unsigned verify_good_n, verify_good_next;
+static unsigned long verify_checked; /* ES256 verifications run */
 
 static bool verify_digest(json_object *sig, const struct buf *m, unsigned char out[32])
 {
@@ -74,6 +75,16 @@ void verify_forget_signatures(void)
 	explicit_bzero(verify_good, sizeof(verify_good));
 	verify_good_n = verify_good_next = 0;
 	pthread_mutex_unlock(&verify_key_lock);
+}
+
+unsigned long verify_signatures_checked(void)
+{
+	unsigned long n;
+
+	pthread_mutex_lock(&verify_key_lock);
+	n = verify_checked;
+	pthread_mutex_unlock(&verify_key_lock);
+	return n;
 }
 
 /* Writes the reason (one line: control characters become '?') and returns err. */
@@ -199,6 +210,7 @@ static enum rcs_err verify_signature(const struct verify_ctx *v, const struct pr
 		err = RCS_OK;
 	} else {
 		err = sig_verify_object(v->trusted, v->ntrusted, env->signature, m.data, m.len);
+		verify_checked++;
 		if (err == RCS_OK && digest_ok)
 			verify_remember_good(digest);
 	}

@@ -68,4 +68,8 @@ enum rcs_err verify_envelope(const struct verify_ctx *v, const struct proto_enve
  * after the trusted keys changed, each is checked again with the new keys. */
 void verify_forget_signatures(void);
 
+/* How many ES256 verifications ran since the start (a remembered signature needs
+ * none). For diagnostics and tests. */
+unsigned long verify_signatures_checked(void);
+
 #endif

@@ -453,13 +453,26 @@ static void test_remembered_signature(void **state)
 	json_object *o;
 	char want[128];
 
+	unsigned long checked;
+
 	(void)state;
+	verify_forget_signatures();
+	checked = verify_signatures_checked();
+	expect(base(), RCS_OK, "");
+	assert_int_equal(verify_signatures_checked(), checked + 1);
 	expect(base(), RCS_OK, "");
 	expect(base(), RCS_OK, "");
+	assert_int_equal(verify_signatures_checked(), checked + 1); /* remembered */
+	/* after the keys changed (SIGHUP) each signature is checked again, once */
+	verify_forget_signatures();
+	expect(base(), RCS_OK, "");
+	expect(base(), RCS_OK, "");
+	assert_int_equal(verify_signatures_checked(), checked + 2);
 	/* the same signature over another script: a different manifest, checked and refused */
 	o = base();
 	set_script(o, "return 'not what was signed'\n");
 	expect(o, RCS_ERR_VERIFY, "signature does not verify");
+	assert_int_equal(verify_signatures_checked(), checked + 3);
 	/* the key is no longer trusted: refused before anything remembered counts */
 	T.v.ntrusted = 0;
 	snprintf(want, sizeof(want), "unknown signing key %s", T.keyid);
