@@ -25,6 +25,7 @@ import json
 import os
 import shutil
 import signal
+import subprocess
 import sys
 import tempfile
 import threading
@@ -34,7 +35,7 @@ import uuid
 
 import paho.mqtt.client as mqtt
 
-from rcs_harness import (Agent, Coordinator, Mosquitto, make_ec_keypair, sign_es256,
+from rcs_harness import (AGENT, Agent, Coordinator, Mosquitto, make_ec_keypair, sign_es256,
                          task_manifest, tcp_nodelay, wait_for)
 
 TERMINAL = ("terminated", "edge_error", "cancelled", "expired")
@@ -1291,6 +1292,37 @@ class LauncherTest(AgentTest):
         with open(os.path.join(a.files, "runs")) as f:
             self.assertEqual(f.read(), "x", "the failed job ran again")
         self.assertEqual(a.stop(), 0)
+
+
+# =========================================================================================
+
+
+class CommandLineTest(unittest.TestCase):
+    """Command lines the agent refuses: exit code 2 and a message naming the problem,
+    never a crash (a flag that wants a value given last, an unknown flag, a missing
+    config file, a URL this build can't use), with --check too."""
+
+    def test_refused_command_lines(self):
+        workdir = tempfile.mkdtemp(prefix="rcs-agent-cli-")
+        self.addCleanup(shutil.rmtree, workdir, True)
+        base = ["--mqtt", "tcp://127.0.0.1:9", "--client-root", str(uuid.uuid4()),
+                "--entity-ident", str(uuid.uuid4()), "--state-dir",
+                os.path.join(workdir, "state"), "--require-signature=false"]
+        cases = [(["--config"], "--config"), (base + ["--mqtt"], "--mqtt"),
+                 (base + ["--no-such-flag"], "no-such-flag"),
+                 (base + ["--config", os.path.join(workdir, "missing.conf")], "missing.conf"),
+                 (base + ["--mqtt", "http://127.0.0.1:9"], "expected tcp://")]
+        for args, said in cases:
+            for check in ([], ["--check"]):
+                with self.subTest(args=args[-2:], check=check):
+                    p = subprocess.run([AGENT, *check, *args], capture_output=True,
+                                       text=True, timeout=30)
+                    self.assertEqual(p.returncode, 2, (p.stdout, p.stderr))
+                    self.assertIn(said, p.stderr)
+        p = subprocess.run([AGENT, "--check", *base], capture_output=True, text=True,
+                           timeout=30)
+        self.assertEqual((p.returncode, p.stdout.strip()), (0, "configuration OK"), p.stderr)
+        self.assertFalse(os.path.exists(os.path.join(workdir, "state")))
 
 
 # =========================================================================================
