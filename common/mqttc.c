@@ -39,6 +39,11 @@ struct mqttc {
 	/* held for reading while m->client is used, for writing while it is replaced */
 	pthread_rwlock_t client_lock;
 	atomic_int in_callback; /* paho's threads inside one of our callbacks */
+	/* QoS 1 publishes the broker acknowledged (paho's delivery-complete callback):
+	 * a sender waiting for room in the window wakes on the next one */
+	pthread_mutex_t room_lock;
+	pthread_cond_t room;
+	uint64_t delivered;
 	unsigned attempt;
 	struct timespec next_attempt; /* CLOCK_MONOTONIC */
 };
@@ -211,6 +216,19 @@ static int mqttc_on_message(void *ctx, char *topic, int topic_len, MQTTAsync_mes
 	return done ? 1 : 0; /* 0: paho hands it to us again later */
 }
 
+static void mqttc_on_delivered(void *ctx, MQTTAsync_token token)
+{
+	struct mqttc *m = ctx;
+
+	(void)token;
+	atomic_fetch_add(&m->in_callback, 1);
+	pthread_mutex_lock(&m->room_lock);
+	m->delivered++;
+	pthread_cond_broadcast(&m->room);
+	pthread_mutex_unlock(&m->room_lock);
+	atomic_fetch_sub(&m->in_callback, 1);
+}
+
 /* Creates the paho client of m (m->client). */
 static enum rcs_err mqttc_create(struct mqttc *m)
 {
@@ -226,7 +244,7 @@ static enum rcs_err mqttc_create(struct mqttc *m)
 		m->client = NULL;
 		return RCS_ERR_INVAL;
 	}
-	MQTTAsync_setCallbacks(m->client, m, mqttc_on_lost, mqttc_on_message, NULL);
+	MQTTAsync_setCallbacks(m->client, m, mqttc_on_lost, mqttc_on_message, mqttc_on_delivered);
 	return RCS_OK;
 }
 
@@ -388,6 +406,8 @@ enum rcs_err mqttc_start(const struct mqttc_opts *opts, const struct mqttc_callb
 	pthread_condattr_init(&ca);
 	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
 	pthread_cond_init(&m->cond, &ca);
+	pthread_mutex_init(&m->room_lock, NULL);
+	pthread_cond_init(&m->room, &ca);
 	pthread_condattr_destroy(&ca);
 	m->cb = *cb;
 	m->o = *opts;
@@ -482,6 +502,8 @@ void mqttc_stop(struct mqttc *m, int timeout_ms)
 	free((char *)m->o.will_payload);
 	pthread_cond_destroy(&m->cond);
 	pthread_mutex_destroy(&m->lock);
+	pthread_cond_destroy(&m->room);
+	pthread_mutex_destroy(&m->room_lock);
 	pthread_rwlock_destroy(&m->client_lock);
 	free(m);
 }
@@ -566,6 +588,29 @@ enum rcs_err mqttc_publish(struct mqttc *m, const char *topic, const void *paylo
 		return RCS_ERR_IO;
 	}
 	return RCS_OK;
+}
+
+uint64_t mqttc_delivered(struct mqttc *m)
+{
+	uint64_t n;
+
+	pthread_mutex_lock(&m->room_lock);
+	n = m->delivered;
+	pthread_mutex_unlock(&m->room_lock);
+	return n;
+}
+
+bool mqttc_wait_delivered(struct mqttc *m, uint64_t seen, const struct timespec *deadline)
+{
+	bool more;
+
+	pthread_mutex_lock(&m->room_lock);
+	while (m->delivered == seen &&
+	       pthread_cond_timedwait(&m->room, &m->room_lock, deadline) == 0)
+		;
+	more = m->delivered != seen;
+	pthread_mutex_unlock(&m->room_lock);
+	return more;
 }
 
 enum rcs_err mqttc_subscribe(struct mqttc *m, const char *const *filters, size_t n)

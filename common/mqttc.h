@@ -14,6 +14,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <time.h>
 
 #include "err.h"
 
@@ -68,6 +69,15 @@ bool mqttc_connected(struct mqttc *m);
  */
 enum rcs_err mqttc_publish(struct mqttc *m, const char *topic, const void *payload, size_t len,
 			   int qos, bool retained, uint64_t tag);
+/*
+ * Back-pressure without polling: mqttc_delivered() counts the QoS 1 publishes
+ * the broker acknowledged; take it before a publish, and after RCS_ERR_FULL
+ * wait with mqttc_wait_delivered() until the count moves past it (room in
+ * the window) or the deadline (CLOCK_MONOTONIC) passes. True when it moved.
+ */
+uint64_t mqttc_delivered(struct mqttc *m);
+bool mqttc_wait_delivered(struct mqttc *m, uint64_t seen, const struct timespec *deadline);
+
 /* Subscribes to filters (QoS 1 each). */
 enum rcs_err mqttc_subscribe(struct mqttc *m, const char *const *filters, size_t n);
 

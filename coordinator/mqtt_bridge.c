@@ -218,17 +218,28 @@ out:
  */
 static enum rcs_err bridge_send_out(struct bridge *b, const struct bridge_out *o, bool wait)
 {
+	uint64_t seen = mqttc_delivered(b->mq);
 	enum rcs_err err = mqttc_publish(b->mq, o->topic, o->payload, o->len, 1, false, 0);
+	struct timespec deadline;
 
 	/* back-pressure: while the client's window of unacknowledged messages is full,
-	 * wait for the broker's acknowledgements (paho's threads take them) rather than
-	 * set the envelope aside; a send to thousands of devices goes out at the
+	 * wait for the broker's next acknowledgement (paho's threads take them) rather
+	 * than set the envelope aside; a send to thousands of devices goes out at the
 	 * broker's pace (wait false: a broker that acknowledged nothing for that long
 	 * isn't waited for again, the envelope goes to the retry list) */
-	for (int waited = 0; wait && err == RCS_ERR_FULL && waited < BRIDGE_FULL_WAIT_MS;
-	     waited++) {
-		struct timespec ms = {0, 1000000L};
-		nanosleep(&ms, NULL);
+	if (wait && err == RCS_ERR_FULL) {
+		clock_gettime(CLOCK_MONOTONIC, &deadline);
+		deadline.tv_sec += BRIDGE_FULL_WAIT_MS / 1000;
+		deadline.tv_nsec += (BRIDGE_FULL_WAIT_MS % 1000) * 1000000L;
+		if (deadline.tv_nsec >= 1000000000L) {
+			deadline.tv_sec++;
+			deadline.tv_nsec -= 1000000000L;
+		}
+	}
+	while (wait && err == RCS_ERR_FULL) {
+		if (!mqttc_wait_delivered(b->mq, seen, &deadline))
+			break; /* nothing acknowledged until the deadline */
+		seen = mqttc_delivered(b->mq);
 		err = mqttc_publish(b->mq, o->topic, o->payload, o->len, 1, false, 0);
 	}
 	if (err != RCS_OK && err != RCS_ERR_BUSY) {
