@@ -513,10 +513,11 @@ static bool job_filter_uuid(struct api_req *req, struct api_resp *r, const char 
 	return true;
 }
 
+/* The page is answered as the text SQLite writes for the records, like GET /jobs/<id>. */
 static void job_list(struct api_req *req, struct api_resp *r, struct job_filter *f)
 {
 	struct store_page pg;
-	json_object *page = NULL;
+	struct buf page;
 	enum job_status st;
 	enum rcs_err err;
 
@@ -534,11 +535,15 @@ static void job_list(struct api_req *req, struct api_resp *r, struct job_filter 
 		return;
 	if (req->auth.role != ROLE_ADMIN)
 		f->only_visible_to = req->auth.user;
+	buf_init(&page, API_BULK_ANSWER_MAX);
 	err = store_jobs_list(req->app->st, req->auth.client_root, f, &pg, &page);
-	if (err != RCS_OK)
+	if (err != RCS_OK) {
 		api_store_error(r, err, "job");
-	else
-		api_reply(r, 200, page);
+	} else {
+		api_reply_text(r, 200, page.data, page.len);
+		page.data = NULL; /* handed over */
+	}
+	buf_free(&page);
 }
 
 void api_jobs_list(struct api_req *req, struct api_resp *r)

@@ -567,6 +567,70 @@ out:
 	return err;
 }
 
+/*
+ * store_list for records SQLite writes as JSON text (the one column of sel):
+ * the page goes to out as text, {page, per_page, total_pages, total_items,
+ * items}, the same members as store_page_wrap's.
+ */
+static enum rcs_err store_list_text(struct store *st, const char *sel, const char *from,
+				    const struct qb *q, const char *order,
+				    const struct store_page *pg, struct buf *out)
+{
+	char sql[4096];
+	sqlite3_stmt *s = NULL;
+	long long total = 0;
+	size_t n = 0;
+	enum rcs_err err;
+	int rc;
+
+	store_lock(st);
+	snprintf(sql, sizeof(sql), "SELECT count(*) FROM %s%s", from, q->where);
+	err = store_prepare_fresh(st, sql, &s);
+	if (err != RCS_OK)
+		goto out;
+	qb_bind(q, s);
+	if (sqlite3_step(s) == SQLITE_ROW)
+		total = sqlite3_column_int64(s, 0);
+	store_release(st, s);
+	s = NULL;
+	err = buf_appendf(out,
+			  "{\"page\":%lld,\"per_page\":%lld,\"total_pages\":%lld,"
+			  "\"total_items\":%lld,\"items\":[",
+			  (long long)pg->page, (long long)pg->per_page,
+			  (total + pg->per_page - 1) / pg->per_page, total);
+	if (err != RCS_OK)
+		goto out;
+	if ((size_t)snprintf(sql, sizeof(sql), "SELECT %s FROM %s%s ORDER BY %s LIMIT ?%d OFFSET ?%d",
+			     sel, from, q->where, order, q->n + 1, q->n + 2) >= sizeof(sql)) {
+		err = RCS_ERR_INTERNAL;
+		goto out;
+	}
+	err = store_prepare_fresh(st, sql, &s);
+	if (err != RCS_OK)
+		goto out;
+	qb_bind(q, s);
+	sqlite3_bind_int64(s, q->n + 1, pg->per_page);
+	sqlite3_bind_int64(s, q->n + 2, (pg->page - 1) * pg->per_page);
+	while (err == RCS_OK && (rc = sqlite3_step(s)) == SQLITE_ROW) {
+		if (++n > (size_t)pg->per_page) {
+			err = RCS_ERR_TOOBIG;
+			break;
+		}
+		err = n > 1 ? buf_append(out, ",", 1) : RCS_OK;
+		if (err == RCS_OK)
+			err = buf_append(out, sqlite3_column_text(s, 0),
+					 (size_t)sqlite3_column_bytes(s, 0));
+	}
+	if (err == RCS_OK)
+		err = store_rc(st->db, rc, "rows");
+	if (err == RCS_OK)
+		err = buf_append(out, "]}", 2);
+out:
+	store_release(st, s);
+	store_unlock(st);
+	return err;
+}
+
 /* Runs a one-row SELECT bound by up to two text params; NOTFOUND when no row. */
 static enum rcs_err store_get_row(struct store *st, const char *sql, const char *p1, const char *p2,
 				  row_fn fn, json_object **out)
@@ -2083,7 +2147,7 @@ out:
 }
 
 enum rcs_err store_jobs_list(struct store *st, const char *client_root, const struct job_filter *f,
-			     const struct store_page *pg, json_object **out)
+			     const struct store_page *pg, struct buf *out)
 {
 	struct qb q = {.n = 0};
 
@@ -2105,7 +2169,7 @@ enum rcs_err store_jobs_list(struct store *st, const char *client_root, const st
 		       "j.task_ident NOT IN (SELECT ident FROM tasks WHERE client_root = j.client_root"
 		       " AND public = 0 AND created_user != ?)",
 		       f->only_visible_to);
-	return store_list(st, JOB_COLS, JOB_FROM, &q, "j.ident", pg, row_job, out);
+	return store_list_text(st, JOB_JSON, JOB_FROM, &q, "j.ident", pg, out);
 }
 
 enum rcs_err store_job_visible(struct store *st, const char *client_root, const char *ident,

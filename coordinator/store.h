@@ -238,8 +238,10 @@ struct job_filter {
 	const char *status;	     /* a status name, or "running" */
 	const char *only_visible_to; /* user: jobs of others' non-public tasks left out */
 };
+/* A page of jobs as JSON text ({page, per_page, total_pages, total_items, items}, the
+ * records as store_job_json writes them), appended to out. */
 enum rcs_err store_jobs_list(struct store *st, const char *client_root, const struct job_filter *f,
-			     const struct store_page *pg, json_object **out);
+			     const struct store_page *pg, struct buf *out);
 /* RCS_OK when the job is the tenant's and its task visible to user (public, or
  * theirs): the rule of the task itself; RCS_ERR_NOTFOUND otherwise. */
 enum rcs_err store_job_visible(struct store *st, const char *client_root, const char *ident,

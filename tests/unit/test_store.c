@@ -113,6 +113,24 @@ static int64_t jint(json_object *o, const char *k)
 	return json_object_get_int64(v);
 }
 
+/* store_jobs_list's page (JSON text), parsed; *page NULL on an error. */
+static enum rcs_err jobs_page(struct store *st, const char *root, const struct job_filter *jf,
+			      const struct store_page *pg, json_object **page)
+{
+	struct buf text;
+	enum rcs_err err;
+
+	buf_init(&text, 1 << 24);
+	*page = NULL;
+	err = store_jobs_list(st, root, jf, pg, &text);
+	if (err == RCS_OK) {
+		*page = json_tokener_parse(text.data);
+		assert_non_null(*page);
+	}
+	buf_free(&text);
+	return err;
+}
+
 /* Creates n jobs (one per fixture device) and returns them in jobs[]. */
 static void make_jobs(struct fixture *f, struct job_new *jobs, size_t n, const char *group)
 {
@@ -394,7 +412,7 @@ static void test_lists_and_groups(void **state)
 
 	make_jobs(f, jobs, 7, "night");
 	memset(&jf, 0, sizeof(jf));
-	assert_int_equal(store_jobs_list(f->st, f->root, &jf, &pg, &page), RCS_OK);
+	assert_int_equal(jobs_page(f->st, f->root, &jf, &pg, &page), RCS_OK);
 	assert_int_equal(jint(page, "total_items"), 7);
 	assert_int_equal(jint(page, "total_pages"), 3);
 	json_object_object_get_ex(page, "items", &items);
@@ -405,7 +423,7 @@ static void test_lists_and_groups(void **state)
 	jf.entity_ident = f->dev[0];
 	pg.page = 1;
 	pg.per_page = 50;
-	assert_int_equal(store_jobs_list(f->st, f->root, &jf, &pg, &page), RCS_OK);
+	assert_int_equal(jobs_page(f->st, f->root, &jf, &pg, &page), RCS_OK);
 	assert_int_equal(jint(page, "total_items"), 3); /* jobs 0, 3, 6 */
 	json_object_put(page);
 
@@ -413,22 +431,22 @@ static void test_lists_and_groups(void **state)
 	assert_int_equal(move(f, jobs[0].ident, JS_EDGE_STARTED, 1, NULL), STORE_MOVE_APPLIED);
 	memset(&jf, 0, sizeof(jf));
 	jf.status = "running";
-	assert_int_equal(store_jobs_list(f->st, f->root, &jf, &pg, &page), RCS_OK);
+	assert_int_equal(jobs_page(f->st, f->root, &jf, &pg, &page), RCS_OK);
 	assert_int_equal(jint(page, "total_items"), 1);
 	json_object_put(page);
 	jf.status = "pending";
-	assert_int_equal(store_jobs_list(f->st, f->root, &jf, &pg, &page), RCS_OK);
+	assert_int_equal(jobs_page(f->st, f->root, &jf, &pg, &page), RCS_OK);
 	assert_int_equal(jint(page, "total_items"), 6);
 	json_object_put(page);
 	/* a value that would be SQL is only ever a bound parameter */
 	jf.status = "pending' OR '1'='1";
-	assert_int_equal(store_jobs_list(f->st, f->root, &jf, &pg, &page), RCS_OK);
+	assert_int_equal(jobs_page(f->st, f->root, &jf, &pg, &page), RCS_OK);
 	assert_int_equal(jint(page, "total_items"), 0);
 	json_object_put(page);
 	/* another tenant sees nothing */
 	memset(&jf, 0, sizeof(jf));
 	assert_int_equal(
-	    store_jobs_list(f->st, "00000000-0000-7000-8000-000000000000", &jf, &pg, &page),
+	    jobs_page(f->st, "00000000-0000-7000-8000-000000000000", &jf, &pg, &page),
 	    RCS_OK);
 	assert_int_equal(jint(page, "total_items"), 0);
 	json_object_put(page);
@@ -479,7 +497,7 @@ static void test_bulk_is_one_transaction(void **state)
 	assert_int_equal(after - before, 1);
 	sqlite3_close(db);
 	memset(&jf, 0, sizeof(jf));
-	assert_int_equal(store_jobs_list(f->st, f->root, &jf, &pg, &page), RCS_OK);
+	assert_int_equal(jobs_page(f->st, f->root, &jf, &pg, &page), RCS_OK);
 	assert_int_equal(jint(page, "total_items"), 10000);
 	json_object_put(page);
 	free(jobs);
