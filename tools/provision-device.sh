@@ -176,8 +176,10 @@ PASSWORD=$(openssl rand -hex 24) || die "openssl rand failed"
 
 LOCK=$PWFILE.lock
 TMPDIR_=
+PWTMP=
 cleanup() {
 	[ -z "$TMPDIR_" ] || rm -rf -- "$TMPDIR_"
+	[ -z "$PWTMP" ] || rm -f -- "$PWTMP"
 	[ "${LOCKED:-false}" = false ] || rmdir -- "$LOCK" 2>/dev/null || :
 }
 LOCKED=false
@@ -249,14 +251,21 @@ fi
 
 # --- the broker account ------------------------------------------------------------------
 
+# mosquitto_passwd rewrites its file in place: a broker reloading at that moment (the
+# SIGHUP of the previous run) would read it half written and drop every client whose
+# line it missed, the coordinator included. So the copy next to it is updated and
+# renamed over it: a reader sees the old file or the new one, whole.
 NEWFILE=false
+PWTMP=$PWFILE.new.$$
 if [ -e "$PWFILE" ]; then
+	cp -p -- "$PWFILE" "$PWTMP" || die "cannot copy '$PWFILE' to '$PWTMP'"
 	set -- -b
 else
 	set -- -c -b
 	NEWFILE=true
 fi
-if ! (umask 077 && mosquitto_passwd "$@" "$PWFILE" "$USERNAME" "$PASSWORD") >&2; then
+if ! (umask 077 && mosquitto_passwd "$@" "$PWTMP" "$USERNAME" "$PASSWORD") >&2; then
+	rm -f -- "$PWTMP"
 	if [ -n "$CLIENT_ROOT" ]; then
 		die "device $ENTITY is in the inventory but its broker password was not set: fix" \
 			"the password file, then run $PROG again with --entity-ident $ENTITY"
@@ -265,15 +274,19 @@ if ! (umask 077 && mosquitto_passwd "$@" "$PWFILE" "$USERNAME" "$PASSWORD") >&2;
 fi
 if $NEWFILE; then
 	# mosquitto reads it after dropping root privileges (user mosquitto); later
-	# mosquitto_passwd runs keep owner and mode
-	if [ "$(id -u)" = 0 ] && chgrp mosquitto "$PWFILE" 2>/dev/null; then
-		chmod 640 "$PWFILE"
+	# runs keep owner and mode (cp -p)
+	if [ "$(id -u)" = 0 ] && chgrp mosquitto "$PWTMP" 2>/dev/null; then
+		chmod 640 "$PWTMP"
 		printf '%s: created %s (root:mosquitto, mode 640)\n' "$PROG" "$PWFILE" >&2
 	else
 		printf '%s: created %s (mode 600): make it readable by the user mosquitto runs as\n' \
 			"$PROG" "$PWFILE" >&2
 	fi
 fi
+mv -f -- "$PWTMP" "$PWFILE" || {
+	rm -f -- "$PWTMP"
+	die "cannot replace '$PWFILE'"
+}
 rmdir -- "$LOCK" && LOCKED=false
 printf '%s: broker account %s written to %s\n' "$PROG" "$USERNAME" "$PWFILE" >&2
 

@@ -26,6 +26,7 @@ RCS_KEEP_TMP=1 keeps the directory (broker, coordinator and agent logs, password
 """
 
 import json
+import concurrent.futures
 import os
 import shutil
 import signal
@@ -328,9 +329,14 @@ class BrokerAclTest(unittest.TestCase):
         # accounts whose names contain wildcards or '/', or collide with a topic level
         cls.odd_users = ["+", "#", "x#", "+/+", "events", "events/jobs", "%s/jobs" % cls.b,
                          "%s/%s" % (cls.client_root, cls.b), "rcs/v1/%s" % cls.client_root]
+        # on a copy renamed over the file, as the provisioning script does: the broker may
+        # still be reloading for B, and mosquitto_passwd rewrites a file in place
+        copy = cls.pwfile + ".odd"
+        shutil.copy2(cls.pwfile, copy)
         for u in cls.odd_users:
-            subprocess.run(["mosquitto_passwd", "-b", cls.pwfile, u, cls.ODD_PASSWORD],
+            subprocess.run(["mosquitto_passwd", "-b", copy, u, cls.ODD_PASSWORD],
                            check=True, capture_output=True, timeout=30)
+        os.replace(copy, cls.pwfile)
         # the monitoring account, the last one: once it can log in, all of them can
         cls.M = provision("--monitor", "--password-file", cls.pwfile, "--broker-pid", pid)
         wait_for(lambda: cls.try_login("rcs-monitor", cls.M["mqtt_password"]) == 0,
@@ -762,6 +768,27 @@ class BrokerAclTest(unittest.TestCase):
         self.assertEqual(p.returncode, 1, p)
         self.assertIn("404", p.stderr)
         self.assertEqual(p.stdout, "")
+
+    def test_provisioning_in_a_row_keeps_every_session(self):
+        # each run reloads the broker; a reload that read the password file while the
+        # next run rewrote it would drop the clients whose lines it missed (the
+        # coordinator included): the script renames a whole new file into place
+        api = "http://127.0.0.1:%d" % self.coord.port
+        pid = str(self.broker.proc.pid)
+        before = self.coord.read_log().count("connected to")
+        watcher = self.client(self.a, self.A["mqtt_password"])
+        with concurrent.futures.ThreadPoolExecutor(4) as ex:
+            made = list(ex.map(lambda i: provision(
+                "--api", api, "--name", "burst %d" % i, "--password-file", self.pwfile,
+                "--broker-pid", pid, api_key=self.admin_key), range(12)))
+        for d in made:
+            wait_for(lambda: self.try_login(d["entity_ident"], d["mqtt_password"]) == 0,
+                     timeout=10, what="a provisioned device can log in")
+        time.sleep(GRACE)
+        self.assertTrue(watcher.connected(), "A's session was dropped by a reload")
+        self.assertEqual(self.coord.read_log().count("connected to"), before,
+                         self.coord.read_log())
+        self.assertEqual([f for f in os.listdir(self.workdir) if ".new." in f], [])
 
     # -- end to end -----------------------------------------------------------------------
 
