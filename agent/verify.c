@@ -4,6 +4,7 @@
 #include "verify.h"
 
 #include <pthread.h>
+#include <stdint.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
@@ -32,18 +33,39 @@ static unsigned char verify_good[VERIFY_CACHE][32];
 static unsigned verify_good_n, verify_good_next;
 static unsigned long verify_checked; /* ES256 verifications run */
 
+/*
+ * The digest reads the signature's members as they are: serializing the object
+ * would make json-c write its text into a buffer kept in the object, which is
+ * not safe while another thread verifies the same envelope. False (verified
+ * without the list) when a member is not a string.
+ */
 static bool verify_digest(json_object *sig, const struct buf *m, unsigned char out[32])
 {
 	mbedtls_sha256_context c;
-	size_t n = 0;
-	const char *s = jsonu_dump(sig, &n);
 	bool ok;
 
-	if (s == NULL)
-		return false; /* out of memory: verified without the list */
+	if (!json_object_is_type(sig, json_type_object))
+		return false;
 	mbedtls_sha256_init(&c);
-	ok = mbedtls_sha256_starts_ret(&c, 0) == 0 &&
-	     mbedtls_sha256_update_ret(&c, (const unsigned char *)s, n + 1) == 0 &&
+	ok = mbedtls_sha256_starts_ret(&c, 0) == 0;
+	/* every member, in the order sent (a member more is another signature object),
+	 * each name and value after its length: "ab"+"c" and "a"+"bc" differ */
+	json_object_object_foreach(sig, key, v)
+	{
+		uint64_t len[2];
+
+		if (!ok || !json_object_is_type(v, json_type_string)) {
+			ok = false;
+			break;
+		}
+		len[0] = strlen(key);
+		len[1] = (uint64_t)json_object_get_string_len(v);
+		ok = mbedtls_sha256_update_ret(&c, (const unsigned char *)len, sizeof(len)) == 0 &&
+		     mbedtls_sha256_update_ret(&c, (const unsigned char *)key, len[0]) == 0 &&
+		     mbedtls_sha256_update_ret(&c, (const unsigned char *)json_object_get_string(v),
+					       len[1]) == 0;
+	}
+	ok = ok &&
 	     mbedtls_sha256_update_ret(&c, (const unsigned char *)m->data, m->len) == 0 &&
 	     mbedtls_sha256_finish_ret(&c, out) == 0;
 	mbedtls_sha256_free(&c);

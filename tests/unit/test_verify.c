@@ -473,6 +473,11 @@ static void test_remembered_signature(void **state)
 	set_script(o, "return 'not what was signed'\n");
 	expect(o, RCS_ERR_VERIFY, "signature does not verify");
 	assert_int_equal(verify_signatures_checked(), checked + 3);
+	/* the remembered signature with a member more is another object: checked, refused */
+	o = base();
+	json_object_object_add(member(o, "signature"), "x5u", json_object_new_string("http://x"));
+	expect(o, RCS_ERR_INVAL, "malformed signature");
+	assert_int_equal(verify_signatures_checked(), checked + 4);
 	/* the key is no longer trusted: refused before anything remembered counts */
 	T.v.ntrusted = 0;
 	snprintf(want, sizeof(want), "unknown signing key %s", T.keyid);
