@@ -522,13 +522,50 @@ static void qb_bind(const struct qb *q, sqlite3_stmt *s)
 		sqlite3_bind_text(s, i + 1, q->params[i], -1, SQLITE_STATIC);
 }
 
+/*
+ * The two statements of a page: *total gets "SELECT count(*) FROM <from><where>",
+ * *s is "SELECT <cols> FROM <from><where> ORDER BY <order> LIMIT/OFFSET", bound
+ * and ready to step (the caller releases it). Caller holds the lock.
+ */
+static enum rcs_err store_page_query(struct store *st, const char *cols, const char *from,
+				     const struct qb *q, const char *order,
+				     const struct store_page *pg, long long *total,
+				     sqlite3_stmt **s)
+{
+	char sql[4096];
+	enum rcs_err err;
+
+	*total = 0;
+	*s = NULL;
+	if ((size_t)snprintf(sql, sizeof(sql), "SELECT count(*) FROM %s%s", from, q->where) >=
+	    sizeof(sql))
+		return RCS_ERR_INTERNAL;
+	err = store_prepare_fresh(st, sql, s);
+	if (err != RCS_OK)
+		return err;
+	qb_bind(q, *s);
+	if (sqlite3_step(*s) == SQLITE_ROW)
+		*total = sqlite3_column_int64(*s, 0);
+	store_release(st, *s);
+	*s = NULL;
+	if ((size_t)snprintf(sql, sizeof(sql), "SELECT %s FROM %s%s ORDER BY %s LIMIT ?%d OFFSET ?%d",
+			     cols, from, q->where, order, q->n + 1, q->n + 2) >= sizeof(sql))
+		return RCS_ERR_INTERNAL;
+	err = store_prepare_fresh(st, sql, s);
+	if (err != RCS_OK)
+		return err;
+	qb_bind(q, *s);
+	sqlite3_bind_int64(*s, q->n + 1, pg->per_page);
+	sqlite3_bind_int64(*s, q->n + 2, (pg->page - 1) * pg->per_page);
+	return RCS_OK;
+}
+
 /* Runs "SELECT count(*) FROM <from><where>" and "SELECT <cols> FROM <from><where>
  * ORDER BY <order> LIMIT ? OFFSET ?" and wraps the rows as a page. */
 static enum rcs_err store_list(struct store *st, const char *cols, const char *from,
 			       const struct qb *q, const char *order, const struct store_page *pg,
 			       row_fn fn, json_object **out)
 {
-	char sql[2048];
 	sqlite3_stmt *s = NULL;
 	long long total = 0;
 	json_object *items = NULL;
@@ -536,24 +573,9 @@ static enum rcs_err store_list(struct store *st, const char *cols, const char *f
 
 	*out = NULL;
 	store_lock(st);
-	snprintf(sql, sizeof(sql), "SELECT count(*) FROM %s%s", from, q->where);
-	err = store_prepare_fresh(st, sql, &s);
+	err = store_page_query(st, cols, from, q, order, pg, &total, &s);
 	if (err != RCS_OK)
 		goto out;
-	qb_bind(q, s);
-	if (sqlite3_step(s) == SQLITE_ROW)
-		total = sqlite3_column_int64(s, 0);
-	store_release(st, s);
-	s = NULL;
-
-	snprintf(sql, sizeof(sql), "SELECT %s FROM %s%s ORDER BY %s LIMIT ?%d OFFSET ?%d", cols,
-		 from, q->where, order, q->n + 1, q->n + 2);
-	err = store_prepare_fresh(st, sql, &s);
-	if (err != RCS_OK)
-		goto out;
-	qb_bind(q, s);
-	sqlite3_bind_int64(s, q->n + 1, pg->per_page);
-	sqlite3_bind_int64(s, q->n + 2, (pg->page - 1) * pg->per_page);
 	err = store_rows(st, s, fn, (size_t)pg->per_page, &items);
 	if (err != RCS_OK)
 		goto out;
@@ -576,7 +598,6 @@ static enum rcs_err store_list_text(struct store *st, const char *sel, const cha
 				    const struct qb *q, const char *order,
 				    const struct store_page *pg, struct buf *out)
 {
-	char sql[4096];
 	sqlite3_stmt *s = NULL;
 	long long total = 0;
 	size_t n = 0;
@@ -584,39 +605,17 @@ static enum rcs_err store_list_text(struct store *st, const char *sel, const cha
 	int rc;
 
 	store_lock(st);
-	snprintf(sql, sizeof(sql), "SELECT count(*) FROM %s%s", from, q->where);
-	err = store_prepare_fresh(st, sql, &s);
+	err = store_page_query(st, sel, from, q, order, pg, &total, &s);
+	if (err == RCS_OK)
+		err = buf_appendf(out,
+				  "{\"page\":%lld,\"per_page\":%lld,\"total_pages\":%lld,"
+				  "\"total_items\":%lld,\"items\":[",
+				  (long long)pg->page, (long long)pg->per_page,
+				  (total + pg->per_page - 1) / pg->per_page, total);
 	if (err != RCS_OK)
 		goto out;
-	qb_bind(q, s);
-	if (sqlite3_step(s) == SQLITE_ROW)
-		total = sqlite3_column_int64(s, 0);
-	store_release(st, s);
-	s = NULL;
-	err = buf_appendf(out,
-			  "{\"page\":%lld,\"per_page\":%lld,\"total_pages\":%lld,"
-			  "\"total_items\":%lld,\"items\":[",
-			  (long long)pg->page, (long long)pg->per_page,
-			  (total + pg->per_page - 1) / pg->per_page, total);
-	if (err != RCS_OK)
-		goto out;
-	if ((size_t)snprintf(sql, sizeof(sql), "SELECT %s FROM %s%s ORDER BY %s LIMIT ?%d OFFSET ?%d",
-			     sel, from, q->where, order, q->n + 1, q->n + 2) >= sizeof(sql)) {
-		err = RCS_ERR_INTERNAL;
-		goto out;
-	}
-	err = store_prepare_fresh(st, sql, &s);
-	if (err != RCS_OK)
-		goto out;
-	qb_bind(q, s);
-	sqlite3_bind_int64(s, q->n + 1, pg->per_page);
-	sqlite3_bind_int64(s, q->n + 2, (pg->page - 1) * pg->per_page);
 	while (err == RCS_OK && (rc = sqlite3_step(s)) == SQLITE_ROW) {
-		if (++n > (size_t)pg->per_page) {
-			err = RCS_ERR_TOOBIG;
-			break;
-		}
-		err = n > 1 ? buf_append(out, ",", 1) : RCS_OK;
+		err = n++ > 0 ? buf_append(out, ",", 1) : RCS_OK; /* LIMIT bounds n */
 		if (err == RCS_OK)
 			err = buf_append(out, sqlite3_column_text(s, 0),
 					 (size_t)sqlite3_column_bytes(s, 0));

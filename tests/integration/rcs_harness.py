@@ -74,6 +74,30 @@ def http(method, url, body=None, headers=None, raw=None, timeout=30):
 
 
 
+def run_logged(args, log, timeout):
+    """Runs a build step, its output appended to log; fails with the tail of it."""
+    with open(log, "ab") as f:
+        p = subprocess.run(args, stdout=f, stderr=subprocess.STDOUT, timeout=timeout)
+    if p.returncode != 0:
+        with open(log, "rb") as f:
+            tail = f.read().decode("utf-8", "replace")[-4000:]
+        raise AssertionError("%s failed (%d):\n%s" % (" ".join(args), p.returncode, tail))
+
+
+def start_signing_stack(workdir, signing_key, coord_args=()):
+    """A mosquitto and a coordinator on it that signs tasks with signing_key (None: no
+    signing), a tenant with the user admin, the coordinator connected to the broker.
+    Returns (broker, coordinator, tenant)."""
+    broker = Mosquitto(workdir).start()
+    args = ["--mqtt", broker.url] + (["--signing-key", signing_key] if signing_key else [])
+    coord = Coordinator(workdir, extra_args=args + list(coord_args))
+    tenant = coord.init_tenant(user="admin")
+    coord.start()
+    wait_for(lambda: "connected to" in coord.read_log(), timeout=20,
+             what="the coordinator connected to the broker")
+    return broker, coord, tenant
+
+
 def tcp_nodelay(pid, remote_port):
     """TCP_NODELAY of process pid's established connection to 127.0.0.1:remote_port,
     read on a copy of its socket made with pidfd_getfd (Linux 5.6; needs the right to

@@ -35,7 +35,7 @@ import uuid
 
 import paho.mqtt.client as mqtt
 
-from rcs_harness import (AGENT, Agent, Coordinator, Mosquitto, make_ec_keypair, sign_es256,
+from rcs_harness import (AGENT, Agent, make_ec_keypair, sign_es256, start_signing_stack,
                          task_manifest, tcp_nodelay, wait_for)
 
 TERMINAL = ("terminated", "edge_error", "cancelled", "expired")
@@ -118,17 +118,10 @@ class AgentTest(unittest.TestCase):
         cls.broker = None
         cls.addClassCleanup(cls._cleanup)
         cls.key, cls.pub = make_ec_keypair(cls.workdir, "k")
-        cls.broker = Mosquitto(cls.workdir).start()
-        args = ["--mqtt", cls.broker.url]
-        if cls.signing:
-            args += ["--signing-key", cls.key]
-        cls.coord = Coordinator(cls.workdir, extra_args=args + list(cls.coord_args))
-        tenant = cls.coord.init_tenant(user="admin")
+        cls.broker, cls.coord, tenant = start_signing_stack(
+            cls.workdir, cls.key if cls.signing else None, cls.coord_args)
         cls.client_root = tenant["client_root"]
         cls.admin = cls.coord.api(tenant["api_key"])
-        cls.coord.start()
-        wait_for(lambda: "connected to" in cls.coord.read_log(), timeout=20,
-                 what="the coordinator connected to the broker")
         cls.envelopes = cls.recorder("rcs/v1/%s/+/jobs/+" % cls.client_root)
         cls.reports = cls.recorder("rcs/v1/%s/+/jobs/+/status" % cls.client_root)
         cls.script_seq = 0

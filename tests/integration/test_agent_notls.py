@@ -18,19 +18,10 @@ import tempfile
 import time
 import unittest
 
-from rcs_harness import (SOURCE_DIR, Agent, Coordinator, Mosquitto, make_ec_keypair,
+from rcs_harness import (SOURCE_DIR, Agent, make_ec_keypair, run_logged, start_signing_stack,
                          wait_for)
 
 TERMINAL = ("terminated", "edge_error", "cancelled", "expired")
-
-
-def run(args, log, timeout):
-    with open(log, "ab") as f:
-        p = subprocess.run(args, stdout=f, stderr=subprocess.STDOUT, timeout=timeout)
-    if p.returncode != 0:
-        with open(log, "rb") as f:
-            tail = f.read().decode("utf-8", "replace")[-4000:]
-        raise AssertionError("%s failed (%d):\n%s" % (" ".join(args), p.returncode, tail))
 
 
 class NoTlsAgentTest(unittest.TestCase):
@@ -43,21 +34,15 @@ class NoTlsAgentTest(unittest.TestCase):
         cls.build = os.path.join(cls.workdir, "build")
         log = os.path.join(cls.workdir, "build.log")
         t0 = time.time()
-        run(["cmake", "-S", SOURCE_DIR, "-B", cls.build, "-DWITH_COORDINATOR=OFF",
+        run_logged(["cmake", "-S", SOURCE_DIR, "-B", cls.build, "-DWITH_COORDINATOR=OFF",
              "-DWITH_TESTS=OFF", "-DWITH_TLS=OFF"], log, 120)
-        run(["cmake", "--build", cls.build, "-j2", "--target", "rcs-agent"], log, 300)
+        run_logged(["cmake", "--build", cls.build, "-j2", "--target", "rcs-agent"], log, 300)
         sys.stderr.write("\n[note] agent without TLS built in %.0f s\n" % (time.time() - t0))
         cls.binary = os.path.join(cls.build, "bin", "rcs-agent")
         cls.key, cls.pub = make_ec_keypair(cls.workdir, "k")
-        cls.broker = Mosquitto(cls.workdir).start()
-        cls.coord = Coordinator(cls.workdir, extra_args=["--mqtt", cls.broker.url,
-                                                         "--signing-key", cls.key])
-        tenant = cls.coord.init_tenant(user="admin")
+        cls.broker, cls.coord, tenant = start_signing_stack(cls.workdir, cls.key)
         cls.client_root = tenant["client_root"]
         cls.admin = cls.coord.api(tenant["api_key"])
-        cls.coord.start()
-        wait_for(lambda: "connected to" in cls.coord.read_log(), timeout=20,
-                 what="the coordinator connected to the broker")
 
     @classmethod
     def _cleanup(cls):

@@ -24,7 +24,7 @@ import tempfile
 import time
 import unittest
 
-from rcs_harness import (SOURCE_DIR, Agent, Coordinator, Mosquitto, make_ec_keypair,
+from rcs_harness import (SOURCE_DIR, Agent, make_ec_keypair, run_logged, start_signing_stack,
                          wait_for)
 
 ARMHF_LIBS = os.path.join(os.environ.get("RCS_SYSROOT",
@@ -50,16 +50,6 @@ def note(msg):
     sys.stderr.write("\n[note] %s\n" % msg)
 
 
-def run(args, log, timeout):
-    """Runs a build step, its output appended to log; fails with the tail of it."""
-    with open(log, "ab") as f:
-        p = subprocess.run(args, stdout=f, stderr=subprocess.STDOUT, timeout=timeout)
-    if p.returncode != 0:
-        with open(log, "rb") as f:
-            tail = f.read().decode("utf-8", "replace")[-4000:]
-        raise AssertionError("%s failed (%d):\n%s" % (" ".join(args), p.returncode, tail))
-
-
 def missing(arch):
     triplet, qemu = ARCHES[arch][:2]
     return [t for t in (qemu, triplet + "-gcc") if shutil.which(t) is None]
@@ -81,23 +71,17 @@ class QemuAgentBase:
         cls.build = os.path.join(cls.workdir, "build-" + cls.ARCH)
         log = os.path.join(cls.workdir, "build.log")
         t0 = time.time()
-        run(["cmake", "-S", SOURCE_DIR, "-B", cls.build,
+        run_logged(["cmake", "-S", SOURCE_DIR, "-B", cls.build,
              "-DCMAKE_TOOLCHAIN_FILE=%s/toolchains/%s.cmake" % (SOURCE_DIR, triplet),
              "-DWITH_COORDINATOR=OFF", "-DWITH_TESTS=OFF"], log, 120)
-        run(["cmake", "--build", cls.build, "-j2"], log, 240)
+        run_logged(["cmake", "--build", cls.build, "-j2"], log, 240)
         cls.build_seconds = time.time() - t0
         cls.binary = os.path.join(cls.build, "bin", "rcs-agent")
         # the native side
         cls.key, cls.pub = make_ec_keypair(cls.workdir, "k")
-        cls.broker = Mosquitto(cls.workdir).start()
-        cls.coord = Coordinator(cls.workdir, extra_args=["--mqtt", cls.broker.url,
-                                                         "--signing-key", cls.key])
-        tenant = cls.coord.init_tenant(user="admin")
+        cls.broker, cls.coord, tenant = start_signing_stack(cls.workdir, cls.key)
         cls.client_root = tenant["client_root"]
         cls.admin = cls.coord.api(tenant["api_key"])
-        cls.coord.start()
-        wait_for(lambda: "connected to" in cls.coord.read_log(), timeout=20,
-                 what="the coordinator connected to the broker")
 
     @classmethod
     def _cleanup(cls):

@@ -776,6 +776,7 @@ class BrokerAclTest(unittest.TestCase):
         api = "http://127.0.0.1:%d" % self.coord.port
         pid = str(self.broker.proc.pid)
         before = self.coord.read_log().count("connected to")
+        old_file = os.stat(self.pwfile)
         watcher = self.client(self.a, self.A["mqtt_password"])
         with concurrent.futures.ThreadPoolExecutor(4) as ex:
             made = list(ex.map(lambda i: provision(
@@ -789,6 +790,12 @@ class BrokerAclTest(unittest.TestCase):
         self.assertEqual(self.coord.read_log().count("connected to"), before,
                          self.coord.read_log())
         self.assertEqual([f for f in os.listdir(self.workdir) if ".new." in f], [])
+        # the way it gets there, which a lucky timing can't hide: the file was replaced
+        # (another inode), not rewritten, and keeps its mode and owner
+        new_file = os.stat(self.pwfile)
+        self.assertNotEqual(new_file.st_ino, old_file.st_ino, "rewritten in place")
+        self.assertEqual((new_file.st_mode, new_file.st_uid, new_file.st_gid),
+                         (old_file.st_mode, old_file.st_uid, old_file.st_gid))
 
     # -- end to end -----------------------------------------------------------------------
 

@@ -54,6 +54,23 @@ static void test_variables_info(void **state)
 
 static void test_variables(void **state)
 {
+	static const struct {
+		const char *vars, *field;
+	} cases[] = {
+	    {"{\"s\": \"x\"}", "variables.t"},
+	    {"{\"s\": 1, \"t\": 1}", "variables.s"},
+	    {"{\"s\": \"x\", \"t\": \"2024-01-01\"}", "variables.t"},
+	    {"{\"s\": \"x\", \"t\": -5}", "variables.t"},
+	    {"{\"s\": \"x\", \"t\": 1, \"i\": 1.5}", "variables.i"},
+	    /* the 64-bit range, both ends included; beyond it refused, not clamped */
+	    {"{\"s\": \"x\", \"t\": 1, \"i\": 9223372036854775807}", NULL},
+	    {"{\"s\": \"x\", \"t\": 1, \"i\": -9223372036854775808}", NULL},
+	    {"{\"s\": \"x\", \"t\": 1, \"i\": 9223372036854775808}", "variables.i"},
+	    {"{\"s\": \"x\", \"t\": 1, \"i\": 18446744073709551615}", "variables.i"},
+	    {"{\"s\": \"x\", \"t\": 18446744073709551615}", "variables.t"},
+	    {"{\"s\": \"x\", \"t\": 1, \"b\": \"true\"}", "variables.b"},
+	    {"{\"s\": \"x\", \"t\": 1, \"extra\": 1}", "variables.extra"},
+	};
 	struct jsonu_err e;
 	json_object *vi, *v;
 
@@ -66,63 +83,21 @@ static void test_variables(void **state)
 	assert_int_equal(vars_validate(v, vi, &e), RCS_OK);
 	json_object_put(v);
 
-	v = parse("{\"s\": \"x\"}");
-	assert_int_equal(vars_validate(v, vi, &e), RCS_ERR_INVAL);
-	assert_string_equal(e.field, "variables.t");
-	json_object_put(v);
-
-	v = parse("{\"s\": 1, \"t\": 1}");
-	assert_int_equal(vars_validate(v, vi, &e), RCS_ERR_INVAL);
-	assert_string_equal(e.field, "variables.s");
-	json_object_put(v);
-
-	v = parse("{\"s\": \"x\", \"t\": \"2024-01-01\"}");
-	assert_int_equal(vars_validate(v, vi, &e), RCS_ERR_INVAL);
-	assert_string_equal(e.field, "variables.t");
-	json_object_put(v);
-
-	v = parse("{\"s\": \"x\", \"t\": -5}");
-	assert_int_equal(vars_validate(v, vi, &e), RCS_ERR_INVAL);
-	json_object_put(v);
-
-	v = parse("{\"s\": \"x\", \"t\": 1, \"i\": 1.5}");
-	assert_int_equal(vars_validate(v, vi, &e), RCS_ERR_INVAL);
-	assert_string_equal(e.field, "variables.i");
-	json_object_put(v);
-
-	/* the 64-bit range, both ends included; beyond it refused, not clamped */
-	v = parse("{\"s\": \"x\", \"t\": 1, \"i\": 9223372036854775807}");
-	assert_int_equal(vars_validate(v, vi, &e), RCS_OK);
-	json_object_put(v);
-	v = parse("{\"s\": \"x\", \"t\": 1, \"i\": -9223372036854775808}");
-	assert_int_equal(vars_validate(v, vi, &e), RCS_OK);
-	json_object_put(v);
-	v = parse("{\"s\": \"x\", \"t\": 1, \"i\": 9223372036854775808}");
-	assert_int_equal(vars_validate(v, vi, &e), RCS_ERR_INVAL);
-	assert_string_equal(e.field, "variables.i");
-	json_object_put(v);
-	v = parse("{\"s\": \"x\", \"t\": 1, \"i\": 18446744073709551615}");
-	assert_int_equal(vars_validate(v, vi, &e), RCS_ERR_INVAL);
-	json_object_put(v);
+	/* each case: the variables, the answer, the field named (NULL: accepted) */
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		v = parse(cases[i].vars);
+		assert_non_null(v);
+		assert_int_equal(vars_validate(v, vi, &e),
+				 cases[i].field ? RCS_ERR_INVAL : RCS_OK);
+		if (cases[i].field)
+			assert_string_equal(e.field, cases[i].field);
+		json_object_put(v);
+	}
 	/* beyond 64 bits the JSON text itself is refused (json-c would clamp) */
 	assert_int_equal(jsonu_parse("{\"i\": 18446744073709551616}", 27, 32, &v, &e),
 			 RCS_ERR_INVAL);
 	assert_int_equal(jsonu_parse("{\"i\": -9223372036854775809}", 27, 32, &v, &e),
 			 RCS_ERR_INVAL);
-	v = parse("{\"s\": \"x\", \"t\": 18446744073709551615}");
-	assert_int_equal(vars_validate(v, vi, &e), RCS_ERR_INVAL);
-	assert_string_equal(e.field, "variables.t");
-	json_object_put(v);
-
-	v = parse("{\"s\": \"x\", \"t\": 1, \"b\": \"true\"}");
-	assert_int_equal(vars_validate(v, vi, &e), RCS_ERR_INVAL);
-	assert_string_equal(e.field, "variables.b");
-	json_object_put(v);
-
-	v = parse("{\"s\": \"x\", \"t\": 1, \"extra\": 1}");
-	assert_int_equal(vars_validate(v, vi, &e), RCS_ERR_INVAL);
-	assert_string_equal(e.field, "variables.extra");
-	json_object_put(v);
 
 	assert_int_equal(vars_validate(NULL, vi, &e), RCS_ERR_INVAL);
 	assert_int_equal(vars_validate(NULL, NULL, &e), RCS_OK);
