@@ -640,7 +640,10 @@ class EndToEndTest(AgentTest):
         envs = self.envelopes.for_job(job)
         self.assertEqual(len(envs), 1)
         env = envs[0][1]
-        final = [p for _, p in self.device_reports(job) if p["status"] == "terminated"]
+        # the coordinator has the report; the test's own subscriber may get it a moment later
+        final = wait_for(lambda: [p for _, p in self.device_reports(job)
+                                  if p["status"] == "terminated"], timeout=5,
+                         what="the recorder got the final report")
         self.assertEqual(len(final), 1)
         history = self.history_items(job)
         topic = "rcs/v1/%s/%s/jobs/%s" % (self.client_root, self.main.entity_ident, job)

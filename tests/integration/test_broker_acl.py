@@ -776,13 +776,22 @@ class BrokerAclTest(unittest.TestCase):
         api = "http://127.0.0.1:%d" % self.coord.port
         pid = str(self.broker.proc.pid)
         before = self.coord.read_log().count("connected to")
-        old_file = os.stat(self.pwfile)
         watcher = self.client(self.a, self.A["mqtt_password"])
+        # the way it works, which a lucky timing can't hide: one run replaces the file
+        # (another inode while the old one is still held), keeping its mode and owner,
+        # rather than rewriting it in place
+        old_file = os.stat(self.pwfile)
+        first = provision("--api", api, "--name", "burst first", "--password-file",
+                          self.pwfile, api_key=self.admin_key)
+        new_file = os.stat(self.pwfile)
+        self.assertNotEqual(new_file.st_ino, old_file.st_ino, "rewritten in place")
+        self.assertEqual((new_file.st_mode, new_file.st_uid, new_file.st_gid),
+                         (old_file.st_mode, old_file.st_uid, old_file.st_gid))
         with concurrent.futures.ThreadPoolExecutor(4) as ex:
             made = list(ex.map(lambda i: provision(
                 "--api", api, "--name", "burst %d" % i, "--password-file", self.pwfile,
                 "--broker-pid", pid, api_key=self.admin_key), range(12)))
-        for d in made:
+        for d in [first] + made:
             wait_for(lambda: self.try_login(d["entity_ident"], d["mqtt_password"]) == 0,
                      timeout=10, what="a provisioned device can log in")
         time.sleep(GRACE)
@@ -790,12 +799,6 @@ class BrokerAclTest(unittest.TestCase):
         self.assertEqual(self.coord.read_log().count("connected to"), before,
                          self.coord.read_log())
         self.assertEqual([f for f in os.listdir(self.workdir) if ".new." in f], [])
-        # the way it gets there, which a lucky timing can't hide: the file was replaced
-        # (another inode), not rewritten, and keeps its mode and owner
-        new_file = os.stat(self.pwfile)
-        self.assertNotEqual(new_file.st_ino, old_file.st_ino, "rewritten in place")
-        self.assertEqual((new_file.st_mode, new_file.st_uid, new_file.st_gid),
-                         (old_file.st_mode, old_file.st_uid, old_file.st_gid))
 
     # -- end to end -----------------------------------------------------------------------
 
