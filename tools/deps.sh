@@ -1,46 +1,216 @@
 #!/bin/sh
 # Installs every Debian package the Remote Command Service needs to build, run and test.
 # This is the one list of dependencies; the README's commands and .ci/run call it.
-#   tools/deps.sh run     build and run both daemons
-#   tools/deps.sh test    + test tools and both cross builds of the agent, run under qemu-user
-#                           (aarch64 and 32-bit ARM) (default)
-#   tools/deps.sh bench   + the benchmarks' tools (tests/bench/, BENCHMARKS.md): wrk, and nginx
-#                           as the REST baseline (the benchmark starts its own nginx with its
-#                           own config on a free port; it never uses the system service)
+#   tools/deps.sh run       build and run both daemons
+#   tools/deps.sh test      + the test tools, and both cross builds of the agent (aarch64 and
+#                             32-bit ARM): cross compilers, qemu-user and the sysroots (default)
+#   tools/deps.sh bench     + the benchmarks' tools (tests/bench/, BENCHMARKS.md): wrk, and nginx
+#                             as the REST baseline (the benchmark starts its own nginx with its
+#                             own config on a free port; it never uses the system service)
+#   tools/deps.sh fuzz      + clang with its libFuzzer runtime (tools/fuzz.sh)
+#   tools/deps.sh sysroots  only the cross sysroots
+#   tools/deps.sh check     checks the cross sysroots (what the toolchain files need, and every
+#                             library finding the libraries it loads); exit 1 naming what's wrong
+#
+# The cross sysroots (toolchains/cross-sysroot.cmake) are unpacked from the target's Debian
+# packages: apt-get download with a private apt state for that architecture, then dpkg-deb -x.
+# Nothing of a foreign architecture is installed and no foreign architecture is added to dpkg,
+# so a mirror whose arm64 or armhf index lags the amd64 one can't break the install.
+# A sysroot is made again when SYSROOT_DEBS changes. RCS_SYSROOT_DIR puts them elsewhere than
+# /opt/rcs-sysroot (the toolchain files read the same variable).
 set -eu
+tools=$(cd "$(dirname "$0")" && pwd)
+# shellcheck source=tools/lib.sh
+. "$tools/lib.sh"
 
 RUN_PKGS="build-essential cmake pkg-config
 libpaho-mqtt-dev liblua5.4-dev libjson-c-dev libsqlite3-dev libmbedtls-dev
 libmicrohttpd-dev libcurl4-openssl-dev libseccomp-dev
 mosquitto mosquitto-clients curl openssl sqlite3 python3"
-TEST_PKGS="libcmocka-dev python3-aiosmtpd python3-paho-mqtt libfaketime"
-# aarch64: the agent's libraries as Debian multiarch packages
-ARM64_PKGS="qemu-user gcc-aarch64-linux-gnu libc6-dev:arm64 libpaho-mqtt-dev:arm64
-liblua5.4-dev:arm64 libjson-c-dev:arm64 libsqlite3-dev:arm64 libmbedtls-dev:arm64
-libseccomp-dev:arm64 libssl-dev:arm64"
-# 32-bit ARM: the cross compiler with its C library; the agent's armhf libraries are unpacked
-# into a sysroot (below) rather than installed, so that a mirror whose armhf and amd64 indexes
-# disagree on a shared library's version (libssl3 from bookworm-security, say) can't block it.
-ARMHF_PKGS="gcc-arm-linux-gnueabihf libc6-dev-armhf-cross"
-ARMHF_DEBS="libpaho-mqtt-dev libpaho-mqtt1.3 libssl-dev libssl3 liblua5.4-dev liblua5.4-0
+# Every program the tests call is here or in RUN_PKGS (file: test_agent_qemu.py).
+TEST_PKGS="libcmocka-dev python3-aiosmtpd python3-paho-mqtt libfaketime file
+qemu-user gcc-aarch64-linux-gnu gcc-arm-linux-gnueabihf"
+# What each cross sysroot holds: the target's C library (its loader too: qemu-user runs the
+# agent with it), and the agent's libraries, -dev and runtime, with every library they load.
+# `tools/deps.sh check` fails when a library here loads one that is not.
+SYSROOT_DEBS="libc6 libc6-dev linux-libc-dev libgcc-s1 libstdc++6
+libpaho-mqtt-dev libpaho-mqtt1.3 libssl-dev libssl3 liblua5.4-dev liblua5.4-0
 libjson-c-dev libjson-c5 libsqlite3-dev libsqlite3-0 libmbedtls-dev libmbedtls14
 libmbedx509-1 libmbedcrypto7 libseccomp-dev libseccomp2"
-ARMHF_SYSROOT=${RCS_SYSROOT:-/opt/rcs-sysroot/arm-linux-gnueabihf}
+# Debian architecture : GNU triplet (the toolchain file's name)
+SYSROOT_ARCHES="arm64:aarch64-linux-gnu armhf:arm-linux-gnueabihf"
+# Files the toolchain files and the agent's build take from a sysroot (T = the triplet)
+SYSROOT_NEEDS="usr/lib/T/crt1.o usr/lib/T/libc.so usr/include/stdio.h
+usr/lib/T/pkgconfig/json-c.pc usr/lib/T/pkgconfig/sqlite3.pc usr/lib/T/pkgconfig/lua5.4.pc
+usr/lib/T/pkgconfig/libseccomp.pc usr/include/MQTTAsync.h usr/lib/T/libpaho-mqtt3as.so
+usr/lib/T/libpaho-mqtt3a.so usr/include/mbedtls/pk.h usr/lib/T/libmbedcrypto.so"
+SYSROOT_DIR=${RCS_SYSROOT_DIR:-/opt/rcs-sysroot}
 # wrk embeds LuaJIT for its request scripts: no Lua package needed for them
 BENCH_PKGS="wrk nginx-light"
+FUZZ_PKGS="clang libclang-rt-dev"
+
+SUDO=""
+[ "$(id -u)" -ne 0 ] && SUDO="sudo"
+say() { echo "deps.sh: $*" >&2; }
+
+# apt_update [APT OPTIONS...]: apt-get update, tried three times. An index that still fails
+# (a mirror being synced answers "Hash Sum mismatch" / "Mirror sync in progress?" for a
+# while) is skipped with a word: the install goes on with the indexes there are, and fails
+# later, naming the package, only if a package it needs is in none of them.
+apt_update() {
+	log=$(mktemp "${TMPDIR:-/tmp}/rcs-apt-update.XXXXXX")
+	for i in 1 2 3; do
+		if $SUDO apt-get "$@" update >"$log" 2>&1; then
+			rm -f "$log"
+			return 0
+		fi
+		[ "$i" -lt 3 ] && sleep 5
+	done
+	say "apt-get update failed three times; going on with the indexes there are. Skipped:"
+	skipped=$(grep -E '^(E|W): (Failed to fetch|Some index files)|Hash Sum|Mirror sync' "$log" ||
+		tail -n 5 "$log")
+	echo "$skipped" | sed 's/^/    /' >&2
+	rm -f "$log"
+}
+
+# ---- the cross sysroots ----
+
+# shellcheck disable=SC2086
+sysroot_stamp() { echo "$1" $SYSROOT_DEBS; }
+
+# sysroot_check TRIPLET DIR: every file the toolchain needs is there, and every shared library
+# in it finds each library it loads (DT_NEEDED) in the sysroot. Prints what's wrong.
+sysroot_check() {
+	t=$1 sr=$2 bad=0
+	for f in $SYSROOT_NEEDS; do
+		f=$(echo "$f" | sed "s|/T/|/$t/|g")
+		if [ ! -e "$sr/$f" ]; then
+			echo "$sr: no $f"
+			bad=1
+		fi
+	done
+	libs=$(find "$sr/lib" "$sr/usr/lib" -name '*.so*' -type f 2>/dev/null)
+	for so in $libs; do
+		for n in $(readelf -d "$so" 2>/dev/null | sed -n 's/.*(NEEDED).*\[\(.*\)\]/\1/p'); do
+			# $ORIGIN first: gconv's modules load their tables from their own folder
+			for d in "$(dirname "$so")" "$sr/lib/$t" "$sr/usr/lib/$t" "$sr/lib"; do
+				[ -e "$d/$n" ] && continue 2
+			done
+			echo "$sr: ${so#"$sr"/} loads $n, which no package of SYSROOT_DEBS holds"
+			bad=1
+		done
+	done
+	return $bad
+}
+
+# sysroot_make ARCH TRIPLET: downloads SYSROOT_DEBS for ARCH with a private apt state (kept
+# in $SYSROOT_DIR/.apt/ARCH: the system's sources, that architecture only, nothing installed),
+# unpacks them into a new folder, makes absolute symbolic links relative to the sysroot,
+# checks it, then puts it in place of the old one.
+sysroot_make() {
+	arch=$1 t=$2
+	st="$SYSROOT_DIR/.apt/$arch"
+	$SUDO mkdir -p "$st/lists/partial" "$st/cache/archives/partial"
+	$SUDO touch "$st/status"
+	set -- -o "Dir::State::Lists=$st/lists" -o "Dir::Cache=$st/cache" \
+		-o "Dir::State::status=$st/status" -o "APT::Architecture=$arch" \
+		-o "APT::Architectures::=$arch" -o "APT::Sandbox::User=root" -o "Debug::NoLocking=1" \
+		-o "Acquire::Retries=3"
+	say "making the $arch sysroot $SYSROOT_DIR/$t from Debian's $arch packages"
+	apt_update "$@"
+	dl=$($SUDO mktemp -d "$SYSROOT_DIR/.download-$arch.XXXXXX")
+	left="$SYSROOT_DEBS"
+	for i in 1 2 3; do
+		# shellcheck disable=SC2086
+		if ! (cd "$dl" && $SUDO apt-get "$@" download $left) >"$dl.log" 2>&1; then
+			# a package no index knows fails the whole command: leave it out of the next try
+			known=""
+			for p in $left; do
+				apt-cache "$@" show "$p" >/dev/null 2>&1 && known="$known $p"
+			done
+			if [ -n "$known" ]; then
+				# shellcheck disable=SC2086
+				(cd "$dl" && $SUDO apt-get "$@" download $known) >>"$dl.log" 2>&1 || true
+			fi
+		fi
+		still=""
+		for p in $left; do
+			ls "$dl/${p}_"*.deb >/dev/null 2>&1 || still="$still $p"
+		done
+		left=$still
+		[ -z "$left" ] && break
+		[ "$i" -lt 3 ] && sleep 5
+	done
+	if [ -n "$left" ]; then
+		for p in $left; do
+			if apt-cache "$@" show "$p" >/dev/null 2>&1; then
+				say "could not download $p:$arch from the archive (tried three times)"
+			else
+				say "$p:$arch is in none of the $arch indexes apt could read"
+			fi
+		done
+		tail -n 5 "$dl.log" | sed 's/^/    /' >&2
+		say "fix: check that this machine reaches its Debian mirror (/etc/apt/sources.list.d/)" \
+			"and run tools/deps.sh again; or make the sysroot by hand (docs/agent.md," \
+			"Cross-compiling) and pass -DRCS_SYSROOT=<dir> to CMake"
+		$SUDO rm -rf "$dl" "$dl.log"
+		return 1
+	fi
+	new="$SYSROOT_DIR/.new-$t"
+	$SUDO rm -rf "$new"
+	$SUDO mkdir -p "$new"
+	for d in "$dl"/*.deb; do
+		$SUDO dpkg-deb -x "$d" "$new"
+	done
+	$SUDO rm -rf "$dl" "$dl.log"
+	# libc6-dev's libm.so -> /lib/<triplet>/libm.so.6 and the like: inside the sysroot
+	find "$new" -type l -lname '/*' | while read -r l; do
+		$SUDO ln -sfn --relative "$new$(readlink "$l")" "$l"
+	done
+	if ! sysroot_check "$t" "$new" >&2; then
+		say "the $arch sysroot is incomplete (above): add the package holding it to SYSROOT_DEBS"
+		$SUDO rm -rf "$new"
+		return 1
+	fi
+	sysroot_stamp "$arch" | $SUDO tee "$new/.rcs-debs" >/dev/null
+	$SUDO rm -rf "$SYSROOT_DIR/.old-$t"
+	[ -d "$SYSROOT_DIR/$t" ] && $SUDO mv "$SYSROOT_DIR/$t" "$SYSROOT_DIR/.old-$t"
+	$SUDO mv "$new" "$SYSROOT_DIR/$t"
+	$SUDO rm -rf "$SYSROOT_DIR/.old-$t"
+}
+
+# sysroots_wanted: the "arch:triplet" pairs whose sysroot is missing or made from another list
+sysroots_wanted() {
+	for at in $SYSROOT_ARCHES; do
+		stamp="$SYSROOT_DIR/${at#*:}/.rcs-debs"
+		if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$(sysroot_stamp "${at%%:*}")" ]; then
+			echo "$at"
+		fi
+	done
+}
 
 what=${1:-test}
-foreign=""
-sysroot=""
+sysroots=""
 case "$what" in
 run) pkgs="$RUN_PKGS" ;;
-test | armhf) pkgs="$RUN_PKGS $TEST_PKGS $ARM64_PKGS $ARMHF_PKGS"; foreign="arm64 armhf"; sysroot=1 ;;
-bench)
-	pkgs="$RUN_PKGS $TEST_PKGS $ARM64_PKGS $ARMHF_PKGS $BENCH_PKGS"
-	foreign="arm64 armhf"
-	sysroot=1
+test) pkgs="$RUN_PKGS $TEST_PKGS"; sysroots=$(sysroots_wanted) ;;
+bench) pkgs="$RUN_PKGS $TEST_PKGS $BENCH_PKGS"; sysroots=$(sysroots_wanted) ;;
+fuzz) pkgs="$RUN_PKGS $FUZZ_PKGS" ;;
+sysroots) pkgs=""; sysroots=$(sysroots_wanted) ;;
+check)
+	failed=0
+	for at in $SYSROOT_ARCHES; do
+		t=${at#*:}
+		stamp="$SYSROOT_DIR/$t/.rcs-debs"
+		if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$(sysroot_stamp "${at%%:*}")" ]; then
+			echo "$SYSROOT_DIR/$t: not made from the list in tools/deps.sh (tools/deps.sh test makes it)"
+			failed=1
+		fi
+		sysroot_check "$t" "$SYSROOT_DIR/$t" || failed=1
+	done
+	exit $failed
 	;;
-*) echo "usage: $0 [run|test|bench]" >&2; exit 2 ;;
+*) echo "usage: $0 [run|test|bench|fuzz|sysroots|check]" >&2; exit 2 ;;
 esac
 
 missing=""
@@ -49,53 +219,20 @@ for p in $pkgs; do
 		missing="$missing $p"
 	fi
 done
-want_sysroot=""
-if [ -n "$sysroot" ]; then
-	stamp="$ARMHF_SYSROOT/.rcs-debs"
-	if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$(echo $ARMHF_DEBS)" ]; then
-		want_sysroot=1
-	fi
-fi
-[ -z "$missing" ] && [ -z "$want_sysroot" ] && exit 0
+[ -z "$missing" ] && [ -z "$sysroots" ] && exit 0
 
-SUDO=""
-[ "$(id -u)" -ne 0 ] && SUDO="sudo"
-for arch in $foreign; do
-	if ! dpkg --print-foreign-architectures | grep -qx "$arch"; then
-		$SUDO dpkg --add-architecture "$arch"
-	fi
-done
-echo "installing:$missing${want_sysroot:+ (and the armhf sysroot $ARMHF_SYSROOT)}" >&2
-# A mirror being synced can fail one index now and then: retry, then go on with what we have.
-for i in 1 2 3; do
-	if $SUDO apt-get update -qq; then
-		break
-	fi
-	echo "apt-get update failed (attempt $i), retrying" >&2
-	sleep 5
-done
+if [ -n "$sysroots" ] && [ ! -f "$SYSROOT_DIR/.foreign-before" ]; then
+	# what dpkg had before the first sysroot, for the test that we never add one
+	$SUDO mkdir -p "$SYSROOT_DIR"
+	dpkg --print-foreign-architectures | $SUDO tee "$SYSROOT_DIR/.foreign-before" >/dev/null
+fi
 if [ -n "$missing" ]; then
+	say "installing:$missing"
+	apt_update
 	# shellcheck disable=SC2086
-	DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends \
-		$missing >/dev/null
+	rcs_step "installing Debian packages" $SUDO env DEBIAN_FRONTEND=noninteractive \
+		apt-get install -y -q --no-install-recommends $missing
 fi
-if [ -n "$want_sysroot" ]; then
-	dl=$(mktemp -d)
-	chmod 755 "$dl"
-	# shellcheck disable=SC2046
-	(cd "$dl" && apt-get download -q $(for d in $ARMHF_DEBS; do echo "$d:armhf"; done) \
-		2>&1 | grep -v "^W: Download is performed unsandboxed" >&2 || true)
-	n=$(find "$dl" -name '*.deb' | wc -l)
-	if [ "$n" -ne "$(echo $ARMHF_DEBS | wc -w)" ]; then
-		echo "could not download the armhf libraries ($n .deb files)" >&2
-		rm -rf "$dl"
-		exit 1
-	fi
-	$SUDO rm -rf "$ARMHF_SYSROOT"
-	$SUDO mkdir -p "$ARMHF_SYSROOT"
-	for d in "$dl"/*.deb; do
-		$SUDO dpkg-deb -x "$d" "$ARMHF_SYSROOT"
-	done
-	echo $ARMHF_DEBS | $SUDO tee "$ARMHF_SYSROOT/.rcs-debs" >/dev/null
-	rm -rf "$dl"
-fi
+for at in $sysroots; do
+	sysroot_make "${at%%:*}" "${at#*:}"
+done

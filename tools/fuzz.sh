@@ -31,34 +31,18 @@ else
 fi
 
 # ---- what the build needs: the project's packages, and clang with libFuzzer ----
-tools/deps.sh run
-fuzzer_rt() {
-	command -v clang >/dev/null 2>&1 || return 1
-	f=$(clang -print-file-name="libclang_rt.fuzzer-$(uname -m).a" 2>/dev/null) || return 1
-	[ -f "$f" ]
-}
-if ! fuzzer_rt; then
-	SUDO=""
-	[ "$(id -u)" -ne 0 ] && SUDO="sudo"
-	echo "installing: clang libclang-rt-dev" >&2
-	for i in 1 2 3; do
-		if $SUDO apt-get update -qq; then
-			break
-		fi
-		echo "apt-get update failed (attempt $i), retrying" >&2
-		sleep 5
-	done
-	DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends \
-		clang libclang-rt-dev >/dev/null
-	if ! fuzzer_rt; then
-		echo "$0: clang's libFuzzer runtime is still missing" >&2
-		exit 1
-	fi
+. tools/lib.sh
+tools/deps.sh fuzz
+f=$(clang -print-file-name="libclang_rt.fuzzer-$(uname -m).a" 2>/dev/null || true)
+if [ ! -f "$f" ]; then
+	echo "$0: clang's libFuzzer runtime (libclang_rt.fuzzer) is missing after tools/deps.sh fuzz" >&2
+	exit 1
 fi
 
 # ---- build (only the fuzz targets and the libraries they link; no daemons) ----
-cmake -S . -B "$B" -DCMAKE_C_COMPILER="$(command -v clang)" -DWITH_FUZZ=ON -DWITH_TESTS=OFF \
-	-DWITH_AGENT=OFF -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
+rcs_step "configuring the fuzz build (CMake)" cmake -S . -B "$B" \
+	-DCMAKE_C_COMPILER="$(command -v clang)" -DWITH_FUZZ=ON -DWITH_TESTS=OFF \
+	-DWITH_AGENT=OFF -DCMAKE_BUILD_TYPE=RelWithDebInfo
 cmake --build "$B" --target rcs_fuzz -j "$(nproc)"
 [ "$mode" = build ] && exit 0
 

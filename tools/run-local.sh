@@ -7,9 +7,12 @@
 set -eu
 cd "$(dirname "$0")/.."
 root=$(pwd)
+. tools/lib.sh
 tools/deps.sh run
-cmake -S . -B build -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
-cmake --build build -j "$(nproc)" >/dev/null
+# the daemons only: the tests' packages come with tools/test.sh
+rcs_step "configuring the build (CMake)" cmake -S . -B build -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+	-DWITH_TESTS=OFF
+rcs_step "building rcs-coordinator and rcs-agent" cmake --build build -j "$(nproc)"
 bin="$root/build/bin"
 run="$root/run"
 mkdir -p "$run/files"

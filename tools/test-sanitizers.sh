@@ -20,8 +20,9 @@ set -eu
 cd "$(dirname "$0")/.."
 src=$(pwd)
 build=${RCS_SAN_BUILD_DIR:-build-san}
-cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Debug -DWITH_SANITIZERS=ON -DWITH_WERROR=ON \
-	>/dev/null
+. tools/lib.sh
+rcs_step "configuring the sanitizer build (CMake)" cmake -S . -B "$build" \
+	-DCMAKE_BUILD_TYPE=Debug -DWITH_SANITIZERS=ON -DWITH_WERROR=ON -DWITH_TESTS=ON
 cmake --build "$build" -j "$(nproc)"
 cd "$build"
 # verify_asan_link_order=0: the fault tests run the coordinator under libfaketime

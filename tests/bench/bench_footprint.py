@@ -62,10 +62,12 @@ import uuid
 import benchlib as b
 from benchlib import h
 
+# the sysroots tools/deps.sh makes (toolchains/cross-sysroot.cmake)
+SYSROOTS = os.environ.get("RCS_SYSROOT_DIR", "/opt/rcs-sysroot")
 ARCHES = {"aarch64": ("aarch64-linux-gnu", "toolchains/aarch64-linux-gnu.cmake",
-                      ["qemu-aarch64", "-L", "/usr/aarch64-linux-gnu"]),
+                      ["qemu-aarch64", "-L", os.path.join(SYSROOTS, "aarch64-linux-gnu")]),
           "armhf": ("arm-linux-gnueabihf", "toolchains/arm-linux-gnueabihf.cmake",
-                    ["qemu-arm", "-L", "/usr/arm-linux-gnueabihf"])}
+                    ["qemu-arm", "-L", os.path.join(SYSROOTS, "arm-linux-gnueabihf")])}
 SLEEP_LUA = "-- bench: holds the sandbox for 2 s\nrcs.sleep(2)\nreturn \"slept\"\n"
 
 # ---------------------------------------------------------------------------------------

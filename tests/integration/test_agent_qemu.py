@@ -6,8 +6,8 @@ seccomp, so that agent runs with --allow-no-seccomp; without it the agent must r
 scripts unjailed (edge_error naming seccomp).
 
 The builds go to the test's temporary directory. An architecture is skipped only when its
-qemu or cross compiler is missing (tools/deps.sh test installs both, with the :arm64
-libraries and the armhf sysroot).
+qemu or cross compiler is missing (tools/deps.sh test installs both, and unpacks the sysroots
+the toolchain files build against and qemu-user runs the agents with).
 
 Run (Debian's python3: it has paho-mqtt):
   RCS_BIN_DIR=build/bin RCS_SOURCE_DIR=. /usr/bin/python3 tests/integration/test_agent_qemu.py
@@ -27,21 +27,12 @@ import unittest
 from rcs_harness import (SOURCE_DIR, Agent, make_ec_keypair, run_logged, start_signing_stack,
                          wait_for)
 
-ARMHF_LIBS = os.path.join(os.environ.get("RCS_SYSROOT",
-                                         "/opt/rcs-sysroot/arm-linux-gnueabihf"),
-                          "usr/lib/arm-linux-gnueabihf")
-# qemu-aarch64 -L /usr/aarch64-linux-gnu takes the dynamic loader from the cross sysroot
-# (libc6-arm64-cross) but, through the loader's multiarch search path, libc.so.6 from
-# libc6:arm64 (/lib/aarch64-linux-gnu). When the two packages differ in version (here
-# 2.36-8cross1 and 2.36-9+deb12u14), every dynamically linked aarch64 program hangs,
-# spinning, in its first pthread_create. LD_LIBRARY_PATH keeps loader and libc from the
-# same package; the :arm64 libraries (paho, OpenSSL, SQLite...) are found as before.
-# The armhf libraries come from the unpacked sysroot tools/deps.sh makes.
+# The sysroots tools/deps.sh unpacks from the targets' Debian packages
+# (toolchains/cross-sysroot.cmake): qemu-user takes the loader and every library from there.
+SYSROOT_DIR = os.environ.get("RCS_SYSROOT_DIR", "/opt/rcs-sysroot")
 ARCHES = {
-    "aarch64": ("aarch64-linux-gnu", "qemu-aarch64", "ARM aarch64",
-                "/usr/aarch64-linux-gnu/lib"),
-    "armhf": ("arm-linux-gnueabihf", "qemu-arm", "32-bit LSB", "/usr/arm-linux-gnueabihf/lib:"
-              + ARMHF_LIBS),
+    "aarch64": ("aarch64-linux-gnu", "qemu-aarch64", "ARM aarch64"),
+    "armhf": ("arm-linux-gnueabihf", "qemu-arm", "32-bit LSB"),
 }
 TERMINAL = ("terminated", "edge_error", "cancelled", "expired")
 
@@ -61,8 +52,8 @@ class QemuAgentBase:
 
     @classmethod
     def setUpClass(cls):
-        triplet, qemu, cls.file_says, libpath = ARCHES[cls.ARCH]
-        cls.emulator = [qemu, "-L", "/usr/" + triplet, "-E", "LD_LIBRARY_PATH=" + libpath]
+        triplet, qemu, cls.file_says = ARCHES[cls.ARCH]
+        cls.emulator = [qemu, "-L", os.path.join(SYSROOT_DIR, triplet)]
         cls.workdir = tempfile.mkdtemp(prefix="rcs-qemu-")
         cls.coord = cls.broker = None
         cls.agents = []
