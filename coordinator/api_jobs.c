@@ -323,7 +323,8 @@ static void job_bulk(struct api_req *req, struct api_resp *r, struct job_req *jr
 	job_batch_init(req, jr, &b, empty);
 	b.jobs = jobs;
 	b.n = nj;
-	if (jr->group_name && nj > 0) {
+	/* a named group exists even when no job came of the send (docs/api.md) */
+	if (jr->group_name) {
 		err = uuid_v7(group_ident);
 		if (err != RCS_OK) {
 			api_store_error(r, err, "group");
@@ -333,7 +334,7 @@ static void job_bulk(struct api_req *req, struct api_resp *r, struct job_req *jr
 		b.group_name = jr->group_name;
 	}
 	err = RCS_OK;
-	if (nj > 0)
+	if (nj > 0 || b.group_ident)
 		err = store_jobs_create(req->app->st, &b);
 	if (err == RCS_OK)
 		err = buf_append(&answer, "{\"items\":[", 10);

@@ -291,6 +291,31 @@ class BulkTest(CoordinatorTest):
         r = self.viewer.get("/groups/" + r.json["group"]["ident"])
         self.assertEqual((r.json["total"], r.json["statuses"]), (3, {"pending": 3}))
 
+    def test_named_group_without_jobs(self):
+        """group_name makes the group even when no job comes of the send: a tag no device
+        holds, or a list whose devices are all rejected (docs/api.md)."""
+        r = self.send_tag({"tag": self.new_tag("nobody"), "group_name": "empty-wave"})
+        self.assertStatus(r, 201)
+        self.assertEqual((r.json["items"], r.json["rejected"]), ([], []))
+        group = r.json["group"]
+        self.assertIsNotNone(group, "a named send answers its group")
+        self.assertTrue(is_uuid(group["ident"]))
+        self.assertEqual((group["name"], group["created_user"]), ("empty-wave", "admin"))
+        g = self.viewer.get("/groups/" + group["ident"])
+        self.assertStatus(g, 200)
+        self.assertEqual((g.json["name"], g.json["total"], g.json["statuses"]),
+                         ("empty-wave", 0, {}))
+        self.assertIn(group["ident"], [x["ident"] for x in list_all(self.viewer, "/groups")])
+        r = self.send_list({"ident_list": [str(uuid.uuid4())], "group_name": "all-rejected"})
+        self.assertStatus(r, 201)
+        self.assertEqual(len(r.json["rejected"]), 1)
+        self.assertEqual(self.viewer.get("/groups/" + r.json["group"]["ident"]).json["total"],
+                         0)
+        # without group_name, still no group
+        r = self.send_tag({"tag": self.new_tag("nobody")})
+        self.assertStatus(r, 201)
+        self.assertIsNone(r.json["group"])
+
     def test_tag_validation(self):
         self.assertError(self.send_tag({}), 400, "validation_failed", "tag")
         self.assertError(self.send_tag({"tag": 5}), 400, "validation_failed", "tag")
