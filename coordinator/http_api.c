@@ -3,14 +3,18 @@
  */
 #include "http_api.h"
 
+#include <errno.h>
 #include <microhttpd.h>
 #include <netdb.h>
+#include <netinet/in.h>
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "buf.h"
 #include "log.h"
@@ -23,6 +27,9 @@
 struct http_api {
 	struct MHD_Daemon *daemon;
 	struct api_app *app;
+	int fd; /* the listening socket until libmicrohttpd takes it, else -1 */
+	bool ipv6;
+	char listen[300];
 };
 
 /* Per-request state kept across libmicrohttpd's calls. */
@@ -602,23 +609,59 @@ static void api_mhd_log(void *cls, const char *fmt, va_list ap)
 	log_warnx("http: %s", msg);
 }
 
-enum rcs_err http_api_start(struct api_app *app, const char *listen, unsigned nthreads,
-			    struct http_api **out)
+/*
+ * The listening socket is ours, not libmicrohttpd's, so that a port another program holds
+ * (another coordinator, say) fails here with the system's reason and the address asked for.
+ * SO_REUSEADDR only lets a restart take the port back from connections in TIME_WAIT;
+ * SO_REUSEPORT is never set: two coordinators can't share a port.
+ */
+static int api_listen_socket(const struct addrinfo *ai, const char *listen_arg)
+{
+	int fd, one = 1;
+
+	fd = socket(ai->ai_family, ai->ai_socktype | SOCK_CLOEXEC, ai->ai_protocol);
+	if (fd < 0) {
+		log_warnx("cannot listen on %s: %s", listen_arg, strerror(errno));
+		return -1;
+	}
+	(void)setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+	if (ai->ai_family == AF_INET6)
+		(void)setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &one, sizeof(one));
+	if (bind(fd, ai->ai_addr, ai->ai_addrlen) != 0) {
+		if (errno == EADDRINUSE)
+			log_warnx("cannot listen on %s: the address is in use (another program, or "
+				  "another rcs-coordinator, listens there: stop it or choose another "
+				  "--listen)",
+				  listen_arg);
+		else
+			log_warnx("cannot listen on %s: %s", listen_arg, strerror(errno));
+		close(fd);
+		return -1;
+	}
+	if (listen(fd, 1024) != 0) {
+		log_warnx("cannot listen on %s: %s", listen_arg, strerror(errno));
+		close(fd);
+		return -1;
+	}
+	return fd;
+}
+
+enum rcs_err http_api_listen(const char *listen_arg, struct http_api **out)
 {
 	struct http_api *h = NULL;
 	struct addrinfo hints, *ai = NULL;
 	char host[256];
 	const char *colon, *port;
-	unsigned flags;
 	enum rcs_err err = RCS_ERR_INVAL;
 
 	*out = NULL;
-	colon = strrchr(listen, ':');
-	if (colon == NULL || colon == listen || (size_t)(colon - listen) >= sizeof(host)) {
-		log_warnx("--listen %s: expected HOST:PORT", listen);
+	colon = strrchr(listen_arg, ':');
+	if (colon == NULL || colon == listen_arg || (size_t)(colon - listen_arg) >= sizeof(host) ||
+	    strlen(listen_arg) >= sizeof(h->listen)) {
+		log_warnx("--listen %s: expected HOST:PORT", listen_arg);
 		goto out;
 	}
-	snprintf(host, sizeof(host), "%.*s", (int)(colon - listen), listen);
+	snprintf(host, sizeof(host), "%.*s", (int)(colon - listen_arg), listen_arg);
 	port = colon + 1;
 	if (host[0] == '[' && host[strlen(host) - 1] == ']') {
 		memmove(host, host + 1, strlen(host));
@@ -629,7 +672,7 @@ enum rcs_err http_api_start(struct api_app *app, const char *listen, unsigned nt
 	hints.ai_socktype = SOCK_STREAM;
 	hints.ai_flags = AI_PASSIVE | AI_NUMERICSERV;
 	if (getaddrinfo(host, port, &hints, &ai) != 0 || ai == NULL) {
-		log_warnx("--listen %s: cannot resolve", listen);
+		log_warnx("--listen %s: cannot resolve", listen_arg);
 		goto out;
 	}
 	h = calloc(1, sizeof(*h));
@@ -637,23 +680,13 @@ enum rcs_err http_api_start(struct api_app *app, const char *listen, unsigned nt
 		err = RCS_ERR_NOMEM;
 		goto out;
 	}
-	h->app = app;
-	flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL | MHD_USE_ERROR_LOG;
-	if (ai->ai_family == AF_INET6)
-		flags |= MHD_USE_IPv6;
-	h->daemon = MHD_start_daemon(
-	    flags, 0, NULL, NULL, api_handle, app, MHD_OPTION_EXTERNAL_LOGGER, api_mhd_log, NULL,
-	    MHD_OPTION_SOCK_ADDR, ai->ai_addr, MHD_OPTION_NOTIFY_COMPLETED, api_completed, NULL,
-	    MHD_OPTION_UNESCAPE_CALLBACK, api_unescape, NULL,
-	    MHD_OPTION_THREAD_POOL_SIZE, nthreads ? nthreads : 1, MHD_OPTION_CONNECTION_TIMEOUT,
-	    (unsigned)30, MHD_OPTION_CONNECTION_LIMIT, (unsigned)4000,
-	    MHD_OPTION_LISTENING_ADDRESS_REUSE, (unsigned)1, MHD_OPTION_END);
-	if (h->daemon == NULL) {
-		log_warnx("cannot listen on %s", listen);
+	snprintf(h->listen, sizeof(h->listen), "%s", listen_arg);
+	h->ipv6 = ai->ai_family == AF_INET6;
+	h->fd = api_listen_socket(ai, listen_arg);
+	if (h->fd < 0) {
 		err = RCS_ERR_IO;
 		goto out;
 	}
-	log_info("REST API listening on %s", listen);
 	*out = h;
 	h = NULL;
 	err = RCS_OK;
@@ -664,10 +697,35 @@ out:
 	return err;
 }
 
+enum rcs_err http_api_start(struct http_api *h, struct api_app *app, unsigned nthreads)
+{
+	unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL | MHD_USE_ERROR_LOG;
+
+	if (h->ipv6)
+		flags |= MHD_USE_IPv6;
+	h->app = app;
+	h->daemon = MHD_start_daemon(
+	    flags, 0, NULL, NULL, api_handle, app, MHD_OPTION_EXTERNAL_LOGGER, api_mhd_log, NULL,
+	    MHD_OPTION_LISTEN_SOCKET, h->fd, MHD_OPTION_NOTIFY_COMPLETED, api_completed, NULL,
+	    MHD_OPTION_UNESCAPE_CALLBACK, api_unescape, NULL,
+	    MHD_OPTION_THREAD_POOL_SIZE, nthreads ? nthreads : 1, MHD_OPTION_CONNECTION_TIMEOUT,
+	    (unsigned)30, MHD_OPTION_CONNECTION_LIMIT, (unsigned)4000, MHD_OPTION_END);
+	if (h->daemon == NULL) {
+		log_warnx("cannot serve HTTP on %s", h->listen);
+		return RCS_ERR_IO;
+	}
+	h->fd = -1; /* libmicrohttpd's now: MHD_stop_daemon closes it */
+	log_info("REST API listening on %s", h->listen);
+	return RCS_OK;
+}
+
 void http_api_stop(struct http_api *h)
 {
 	if (h == NULL)
 		return;
-	MHD_stop_daemon(h->daemon);
+	if (h->daemon)
+		MHD_stop_daemon(h->daemon);
+	if (h->fd >= 0)
+		close(h->fd);
 	free(h);
 }

@@ -57,9 +57,11 @@ typedef void (*api_handler)(struct api_req *req, struct api_resp *resp);
 
 struct http_api;
 
-/* Starts serving on listen ("HOST:PORT") with nthreads worker threads. */
-enum rcs_err http_api_start(struct api_app *app, const char *listen, unsigned nthreads,
-			    struct http_api **out);
+/* Takes the listening address ("HOST:PORT") now: a port in use fails here, saying so,
+ * before the coordinator touches its broker. Nothing is served until http_api_start. */
+enum rcs_err http_api_listen(const char *listen, struct http_api **out);
+/* Starts serving on the socket of http_api_listen with nthreads worker threads. */
+enum rcs_err http_api_start(struct http_api *h, struct api_app *app, unsigned nthreads);
 void http_api_stop(struct http_api *h);
 
 /* ---- for handlers ---- */

@@ -367,8 +367,16 @@ static int cmd_serve(struct settings *s)
 	pthread_sigmask(SIG_BLOCK, &sigs, NULL);
 	signal(SIGPIPE, SIG_IGN);
 
+	/* the port first: a second coordinator on a busy port must not reach the broker */
+	if (http_api_listen(s->listen, &http) != RCS_OK) {
+		fprintf(stderr, "rcs-coordinator: cannot serve on %s\n", s->listen);
+		goto out;
+	}
 	st = open_db(s->db);
 	if (s->scripts_dir && load_stock_scripts(st, s->scripts_dir) != RCS_OK)
+		goto out;
+	/* presence is the broker's word since this start, never the last run's (docs/mqtt.md) */
+	if (store_devices_presence_reset(st) != RCS_OK)
 		goto out;
 	lc.st = st;
 	lc.hooks = NULL; /* no transport: jobs are stored and stay pending */
@@ -413,7 +421,7 @@ static int cmd_serve(struct settings *s)
 	app.signer = signer;
 	app.max_body = (size_t)s->max_body;
 	app.auth_fail_limit = (unsigned)s->auth_fail_limit;
-	err = http_api_start(&app, s->listen, (unsigned)s->threads, &http);
+	err = http_api_start(http, &app, (unsigned)s->threads);
 	if (err != RCS_OK) {
 		fprintf(stderr, "rcs-coordinator: cannot serve on %s\n", s->listen);
 		goto out;

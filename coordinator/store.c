@@ -1625,6 +1625,16 @@ enum rcs_err store_device_insert(struct store *st, const char *client_root,
 	return store_sp_end(st, err);
 }
 
+enum rcs_err store_devices_presence_reset(struct store *st)
+{
+	enum rcs_err err = store_sp_begin(st);
+
+	if (err != RCS_OK)
+		return err;
+	err = store_write(st, "UPDATE devices SET online = 0 WHERE online <> 0", NULL, 0);
+	return store_sp_end(st, err);
+}
+
 enum rcs_err store_device_get(struct store *st, const char *client_root, const char *entity_ident,
 			      json_object **out)
 {

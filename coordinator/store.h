@@ -181,6 +181,9 @@ enum rcs_err store_devices_list(struct store *st, const char *client_root, const
 /* Devices holding tag (operator or reported): JSON array of {entity_ident, online}. */
 enum rcs_err store_devices_with_tag(struct store *st, const char *client_root, const char *tag,
 				    size_t max, json_object **out);
+/* Marks every device offline: a coordinator starting knows nothing of presence until the
+ * broker's retained states (or Last Wills) tell it (docs/mqtt.md, "Device state"). */
+enum rcs_err store_devices_presence_reset(struct store *st);
 /* Whether the tenant has the device, and whether it is online. */
 enum rcs_err store_device_presence(struct store *st, const char *client_root,
 				   const char *entity_ident, bool *online);

@@ -54,17 +54,26 @@ mosquitto=$(command -v mosquitto || echo /usr/sbin/mosquitto)
 "$mosquitto" -c "$run/mosquitto.conf" >"$run/mosquitto.log" 2>&1 &
 pids="$pids $!"
 
+# the REST port must be ours: a coordinator left from an earlier run, or any other server,
+# would answer in its place
+if python3 -c 'import socket, sys; s = socket.socket(); sys.exit(s.connect_ex(("127.0.0.1", int(sys.argv[1]))) != 0)' "$port"; then
+	echo "port $port on 127.0.0.1 is taken (by another program, or an rcs-coordinator still" \
+		"running from an earlier run): stop it, or choose another port with RCS_PORT=<port>" >&2
+	exit 1
+fi
 "$bin/rcs-coordinator" serve --db "$db" --listen "127.0.0.1:$port" \
 	--scripts-dir "$root/scripts" --signing-key "$run/signing-key.pem" \
 	--mqtt "tcp://127.0.0.1:$mqtt_port" >"$run/coordinator.log" 2>&1 &
-pids="$pids $!"
+coordinator=$!
+pids="$pids $coordinator"
 base="http://127.0.0.1:$port/v3/commands"
+# ready when this coordinator (not another server) says it listens and answers
 i=0
-until curl -s -o /dev/null "$base/tasks"; do
+until grep -q "REST API listening" "$run/coordinator.log" && curl -s -o /dev/null "$base/tasks"; do
 	i=$((i + 1))
-	if [ $i -gt 100 ]; then
-		echo "rcs-coordinator did not start; see run/coordinator.log:" >&2
-		cat "$run/coordinator.log" >&2
+	if ! kill -0 "$coordinator" 2>/dev/null || [ $i -gt 100 ]; then
+		echo "rcs-coordinator did not start; the end of run/coordinator.log:" >&2
+		tail -n 20 "$run/coordinator.log" >&2
 		exit 1
 	fi
 	sleep 0.1

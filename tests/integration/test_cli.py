@@ -16,8 +16,8 @@ import time
 import unittest
 import uuid
 
-from rcs_harness import (COORDINATOR, SCRIPTS_DIR, Coordinator, free_port, http, is_uuid,
-                         list_all, run_cli)
+from rcs_harness import (COORDINATOR, SCRIPTS_DIR, Coordinator, Mosquitto, free_port, http,
+                         is_uuid, list_all, run_cli, wait_for)
 
 
 class CliTest(unittest.TestCase):
@@ -170,8 +170,36 @@ class CliTest(unittest.TestCase):
             s.bind(("127.0.0.1", 0))
             s.listen(1)
             port = s.getsockname()[1]
-            self.serve_fails("--db", db, "--listen", "127.0.0.1:%d" % port, "--scripts-dir",
-                             SCRIPTS_DIR)
+            msg = self.serve_fails("--db", db, "--listen", "127.0.0.1:%d" % port,
+                                   "--scripts-dir", SCRIPTS_DIR)
+        self.assertIn("cannot listen on 127.0.0.1:%d: the address is in use" % port, msg)
+
+    def test_second_coordinator_on_a_busy_port_fails(self):
+        """Two coordinators never share a port (no SO_REUSEPORT): the second one says the
+        port is taken and exits, the first one goes on answering alone."""
+        first, second = self.db("first"), self.db("second")
+        key = json.loads(run_cli("init", "--db", first, "--user", "admin")[1])["api_key"]
+        run_cli("init", "--db", second, "--user", "admin")
+        broker = Mosquitto(self.workdir)
+        broker.start()
+        self.addCleanup(broker.stop)
+        c = self.start(first, ["--mqtt", broker.url])
+        wait_for(lambda: "connected to" in c.read_log(), what="first coordinator connected")
+        msg = self.serve_fails("--db", second, "--listen", "127.0.0.1:%d" % c.port,
+                               "--scripts-dir", SCRIPTS_DIR, "--mqtt", broker.url)
+        self.assertIn("cannot listen on 127.0.0.1:%d: the address is in use" % c.port, msg)
+        self.assertNotIn("port 0", msg)
+        api = c.api(key)
+        for _ in range(20):
+            self.assertEqual(api.get("/tasks").status, 200)
+        # the second one never reached the broker: it would have taken over the first one's
+        # session (same client id) and cut it off
+        self.assertNotIn("lost", c.read_log())
+        self.assertEqual(c.stop(), 0)
+        # the same port is free again at once for a restart, its closed connections in
+        # TIME_WAIT notwithstanding (SO_REUSEADDR)
+        c.start()
+        self.assertEqual(api.get("/tasks").status, 200)
 
     def test_serve_bad_listen(self):
         db = self.db("badlisten")

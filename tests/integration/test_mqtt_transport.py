@@ -1358,5 +1358,48 @@ class BrokerWithoutPersistenceTest(MqttTest):
         self.assertIs(self.admin.get("/devices/" + ent).json["online"], True)
 
 
+class PresenceAfterRestartTest(MqttTest):
+    """A coordinator that starts takes no device for online from its last run (docs/mqtt.md,
+    State): without a broker every device is offline; with a broker that knows nothing of
+    a device (a new broker without persistence, as tools/run-local.sh starts), that device is
+    offline and a job to it is refused as offline instead of being sent into the void; a
+    device that publishes its state is online again."""
+
+    def test_presence_is_the_brokers_word_after_a_restart(self):
+        task = self.class_task(name="presence")
+        stays, _ = self.online_device("stays", auto=True)
+        gone, _ = self.online_device("gone", auto=True)
+        old = self.coord
+        self.assertEqual(old.stop(), 0)
+        for fake in self.fakes:
+            fake.stop_quietly()
+        # no broker: nothing is known
+        bare = Coordinator(self.workdir, db=old.db)
+        type(self).coord = bare
+        bare.start()
+        type(self).admin = bare.api(self.admin_key)
+        for dev in (stays, gone):
+            self.assertIs(self.admin.get("/devices/" + dev["entity_ident"]).json["online"],
+                          False)
+        self.assertEqual(bare.stop(), 0)
+        # a new, empty broker; only "stays" comes back
+        fresh = Mosquitto(self.workdir, persistence=False).start()
+        self.addCleanup(fresh.stop)
+        new = Coordinator(self.workdir, extra_args=("--mqtt", fresh.url), db=old.db)
+        type(self).coord = new
+        new.start()
+        type(self).admin = new.api(self.admin_key)
+        self.wait_connected(new)
+        d = RecordingDevice(fresh, self.client_root, stays["entity_ident"]).start()
+        self.fakes.append(d)
+        self.wait_online(stays["entity_ident"], True)
+        self.assertIs(self.admin.get("/devices/" + gone["entity_ident"]).json["online"], False)
+        r = self.admin.post("/tasks/%s/jobs" % task["ident"],
+                            {"entity_ident": gone["entity_ident"]})
+        self.assertError(r, 409, "device_offline")
+        job = self.post_job(task, stays["entity_ident"])
+        self.wait_job(job["ident"], "terminated")
+
+
 if __name__ == "__main__":
     unittest.main()
