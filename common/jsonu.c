@@ -172,7 +172,9 @@ enum rcs_err jsonu_parse(const char *data, size_t len, int max_depth, json_objec
 	if (jerr == json_tokener_continue) {
 		/*
 		 * a bare number or literal at the top ends only at the end of
-		 * input: say so (the value is NULL for null: json-c's null)
+		 * input: say so (the value is NULL for null: json-c's null).
+		 * Anything else wanting more text is a body cut short: json-c
+		 * counts offsets from this last chunk, so name the body's end.
 		 */
 		obj = json_tokener_parse_ex(tok, "", 1);
 		jerr = json_tokener_get_error(tok);
@@ -180,11 +182,12 @@ enum rcs_err jsonu_parse(const char *data, size_t len, int max_depth, json_objec
 			*out = obj;
 			obj = NULL;
 			err = RCS_OK;
-			goto out;
+		} else {
+			jsonu_fail(e, "",
+				   "truncated JSON text: the body ends at offset %zu in the middle "
+				   "of a value",
+				   len);
 		}
-	}
-	if (jerr == json_tokener_continue) {
-		jsonu_fail(e, "", "truncated JSON text");
 		goto out;
 	}
 	if (jerr != json_tokener_success) {

@@ -44,6 +44,19 @@ class ErrorsTest(CoordinatorTest):
                 self.assertError(self.post_raw("/tasks", raw), 400, "invalid_json")
         self.assertNoTaskNamed("x")
 
+    def test_truncated_json_names_where_the_body_ends(self):
+        """A body cut short is reported at its end, not at offset 0."""
+        for raw in (b'{"name": ', b'{"name": "x", "script": "ech', b'{"name": "x", "constants": [1, 2',
+                    b'{"name": "x", "script": "echo", "hide": tr'):
+            with self.subTest(raw=raw):
+                r = self.post_raw("/tasks", raw)
+                self.assertError(r, 400, "invalid_json")
+                self.assertIn("truncated", r.json["error"]["message"])
+                self.assertIn("offset %d" % len(raw), r.json["error"]["message"])
+        r = self.post_raw("/tasks", b'{"name" "x"}')
+        self.assertError(r, 400, "invalid_json")
+        self.assertIn("offset 8", r.json["error"]["message"])
+
     def test_body_not_an_object(self):
         for raw in (b'[{"name": "x", "script": "echo"}]', b"[1, 2]", b"null", b'"str"', b"42",
                     b"true"):

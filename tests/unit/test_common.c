@@ -105,6 +105,11 @@ static void test_jsonu_parse(void **state)
 	assert_int_equal(jsonu_parse_object("[1]", 3, &o, &e), RCS_ERR_INVAL);
 	assert_int_equal(jsonu_parse_object("{\"a\": 1} x", 10, &o, &e), RCS_ERR_INVAL);
 	assert_int_equal(jsonu_parse_object("{\"a\": ", 6, &o, &e), RCS_ERR_INVAL);
+	/* a body cut short is reported where it ends, not at json-c's offset 0 */
+	assert_non_null(strstr(e.message, "truncated"));
+	assert_non_null(strstr(e.message, "offset 6"));
+	assert_int_equal(jsonu_parse("[1, 2", 5, JSONU_MAX_DEPTH, &o, &e), RCS_ERR_INVAL);
+	assert_non_null(strstr(e.message, "offset 5"));
 	assert_int_equal(jsonu_parse_object("{\"a\":\"\xff\"}", 9, &o, &e), RCS_ERR_INVAL);
 	assert_int_equal(jsonu_parse_object("{\"a\":1}\0", 8, &o, &e), RCS_ERR_INVAL);
 	assert_int_equal(jsonu_parse_object("", 0, &o, &e), RCS_ERR_INVAL);
