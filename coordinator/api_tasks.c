@@ -7,6 +7,7 @@
 #include "http_api.h"
 #include "log.h"
 #include "manifest.h"
+#include "script_check.h"
 #include "uuid.h"
 #include "validate.h"
 
@@ -536,6 +537,26 @@ static enum rcs_err script_bump_tasks(struct api_req *req, const char *name, jso
 	return err;
 }
 
+/* Lua's parser on the source: a syntax error is answered now, with Lua's message and line
+ * (details.line), not by every device that runs it. */
+static bool script_compiles(struct api_resp *r, const char *name, const char *src)
+{
+	char msg[SCRIPT_CHECK_MSG_MAX];
+	json_object *details;
+	int line;
+	enum rcs_err err;
+
+	err = script_check(name, src, strlen(src), msg, sizeof(msg), &line);
+	if (err == RCS_OK)
+		return true;
+	api_error(r, 400, "validation_failed", "source", "the script does not compile: %s", msg);
+	if (line > 0 && r->body != NULL &&
+	    json_object_object_get_ex(r->body, "error", &details) &&
+	    json_object_object_get_ex(details, "details", &details))
+		json_object_object_add(details, "line", json_object_new_int(line));
+	return false;
+}
+
 void api_script_put(struct api_req *req, struct api_resp *r)
 {
 	static const char *const fields[] = {"source", NULL};
@@ -560,6 +581,8 @@ void api_script_put(struct api_req *req, struct api_resp *r)
 			  "'%s' is a stock script: stock scripts are read-only", name);
 		goto out;
 	}
+	if (!script_compiles(r, name, src))
+		goto out;
 	err = store_tx_begin(req->app->st);
 	if (err != RCS_OK) {
 		api_store_error(r, err, "script");

@@ -21,6 +21,7 @@
 #include "log.h"
 #include "mqtt_bridge.h"
 #include "notifier.h"
+#include "script_check.h"
 #include "signer.h"
 #include "store.h"
 #include "uuid.h"
@@ -290,8 +291,9 @@ static enum rcs_err load_stock_scripts(struct store *st, const char *dir)
 		return RCS_ERR_IO;
 	}
 	while ((de = readdir(d)) != NULL) {
-		char path[4096], name[80], *src = NULL;
+		char path[4096], name[80], msg[SCRIPT_CHECK_MSG_MAX], *src = NULL;
 		size_t len = strlen(de->d_name), got;
+		int line;
 		FILE *fp;
 
 		if (len < 5 || len - 4 >= sizeof(name) || strcmp(de->d_name + len - 4, ".lua") != 0)
@@ -312,6 +314,11 @@ static enum rcs_err load_stock_scripts(struct store *st, const char *dir)
 		fclose(fp);
 		if (src == NULL || got > SCRIPT_FILE_MAX) {
 			log_warnx("%s: larger than %d bytes, skipped", path, SCRIPT_FILE_MAX);
+			free(src);
+			continue;
+		}
+		if (script_check(name, src, got, msg, sizeof(msg), &line) != RCS_OK) {
+			log_warnx("%s: does not compile, skipped: %s", path, msg);
 			free(src);
 			continue;
 		}

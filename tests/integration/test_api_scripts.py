@@ -185,6 +185,35 @@ class ScriptsTest(CoordinatorTest):
         r = self.put_script("bigsrc", big, 201)
         self.assertEqual(r.json["size"], 256 * 1024)
 
+    def test_source_must_compile(self):
+        """Lua's parser checks the source at upload: a syntax error is a 400 with Lua's
+        message and line, and nothing is stored (docs/api.md, Scripts)."""
+        cases = (("local x = 1\nif x then\n  return\n", 4, "'end' expected"),
+                 ("return 1 +\n", 2, "unexpected symbol"),
+                 ("x = = 2", 1, "unexpected symbol near '='"),
+                 ("\x1bLuaT", 0, "binary chunk"),
+                 ("goto nowhere", 1, "no visible label 'nowhere'"))
+        for source, line, words in cases:
+            with self.subTest(source=source):
+                r = self.put_script("syntax", source)
+                self.assertError(r, 400, "validation_failed", "source")
+                msg = r.json["error"]["message"]
+                self.assertIn("does not compile", msg)
+                self.assertIn(words, msg)
+                if line:
+                    self.assertIn("syntax:%d:" % line, msg)
+                    self.assertEqual(r.json["error"]["details"]["line"], line, r.raw)
+                else:
+                    self.assertNotIn("line", r.json["error"]["details"])
+                self.assertError(self.admin.get("/scripts/syntax"), 404, "not_found")
+        # an update that does not compile keeps the stored version
+        self.put_script("syntax", "return 1\n", 201)
+        self.assertError(self.put_script("syntax", "return (\n"), 400, "validation_failed",
+                         "source")
+        self.assertEqual(self.admin.get("/scripts/syntax").json["source"], "return 1\n")
+        # compiled, never run: errors and endless loops at run time are the device's matter
+        self.put_script("syntax", "error('at run time')\nwhile true do end\n", 200)
+
     def test_roles(self):
         self.put_script("roles", "return 1\n", 201)
         for api in (self.operator, self.viewer):
