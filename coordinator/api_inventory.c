@@ -19,7 +19,7 @@ void api_devices_list(struct api_req *req, struct api_resp *r)
 	json_object *page = NULL;
 	enum rcs_err err;
 
-	if (!api_page(req, r, API_DEFAULT_PER_PAGE, &pg))
+	if (!api_list(req, r, API_DEFAULT_PER_PAGE, "created_at update_at name", false, true, &pg))
 		return;
 	if (tag && !validate_tag(tag)) {
 		api_error(r, 400, "invalid_parameter", "tag", "'tag' is not a valid tag");
@@ -232,7 +232,8 @@ void api_groups_list(struct api_req *req, struct api_resp *r)
 	json_object *page = NULL;
 	enum rcs_err err;
 
-	if (!api_page(req, r, API_DEFAULT_PER_PAGE, &pg))
+	/* newest first by default */
+	if (!api_list(req, r, API_DEFAULT_PER_PAGE, "created_at", true, false, &pg))
 		return;
 	err = store_groups_list(req->app->st, req->auth.client_root,
 				req->auth.role == ROLE_ADMIN ? NULL : req->auth.user, &pg, &page);

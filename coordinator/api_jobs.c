@@ -522,7 +522,8 @@ static void job_list(struct api_req *req, struct api_resp *r, struct job_filter 
 	enum job_status st;
 	enum rcs_err err;
 
-	if (!api_page(req, r, API_DEFAULT_PER_PAGE, &pg))
+	/* newest first by default */
+	if (!api_list(req, r, API_DEFAULT_PER_PAGE, "created_at update_at", true, false, &pg))
 		return;
 	f->status = api_query(req, "status");
 	if (f->status && strcmp(f->status, "running") != 0 && !status_parse(f->status, &st)) {
@@ -612,7 +613,8 @@ void api_job_history(struct api_req *req, struct api_resp *r)
 	json_object *page = NULL;
 	enum rcs_err err = RCS_ERR_NOTFOUND;
 
-	if (!api_page(req, r, API_MAX_PER_PAGE, &pg))
+	/* newest first by default, as the specification shows */
+	if (!api_list(req, r, API_MAX_PER_PAGE, "update_at", true, false, &pg))
 		return;
 	err = job_visible(req, req->seg[1]);
 	if (err == RCS_OK)

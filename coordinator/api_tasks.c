@@ -244,7 +244,7 @@ void api_tasks_list(struct api_req *req, struct api_resp *r)
 	json_object *page = NULL;
 	enum rcs_err err;
 
-	if (!api_page(req, r, API_DEFAULT_PER_PAGE, &pg))
+	if (!api_list(req, r, API_DEFAULT_PER_PAGE, "created_at update_at name", false, true, &pg))
 		return;
 	if (hide && strcmp(hide, "true") != 0 && strcmp(hide, "false") != 0) {
 		api_error(r, 400, "invalid_parameter", "hide", "'hide' must be true or false");

@@ -44,38 +44,45 @@ struct api_route {
 	const char *pattern; /* segments after /v3/commands; ":" is one ident */
 	enum role min_role;
 	api_handler fn;
+	const char *query; /* the query parameters it takes, space-separated; NULL: none */
 };
 
+/* The query parameters of lists (docs/api.md "Paging" and "Lists"). */
+#define Q_PAGE "page per_page"
+#define Q_LIST Q_PAGE " sort created_after created_before"
+
 static const struct api_route api_routes[] = {
-    {"GET", "tasks", ROLE_VIEWER, api_tasks_list},
-    {"POST", "tasks", ROLE_ADMIN, api_task_create},
-    {"GET", "tasks/:", ROLE_VIEWER, api_task_get},
-    {"PUT", "tasks/:", ROLE_ADMIN, api_task_put},
-    {"PATCH", "tasks/:", ROLE_ADMIN, api_task_patch},
-    {"DELETE", "tasks/:", ROLE_ADMIN, api_task_delete},
-    {"GET", "tasks/:/jobs", ROLE_VIEWER, api_task_jobs_list},
-    {"POST", "tasks/:/jobs", ROLE_OPERATOR, api_job_create},
-    {"POST", "tasks/:/jobs/list", ROLE_OPERATOR, api_jobs_bulk_list},
-    {"POST", "tasks/:/jobs/tags", ROLE_OPERATOR, api_jobs_bulk_tags},
-    {"GET", "jobs", ROLE_VIEWER, api_jobs_list},
-    {"GET", "jobs/:", ROLE_VIEWER, api_job_get},
-    {"GET", "jobs/:/history", ROLE_VIEWER, api_job_history},
-    {"PATCH", "jobs/:/cancel", ROLE_OPERATOR, api_job_cancel},
-    {"GET", "jobs/:/notifications", ROLE_VIEWER, api_job_notifications},
-    {"GET", "groups", ROLE_VIEWER, api_groups_list},
-    {"GET", "groups/:", ROLE_VIEWER, api_group_get},
-    {"GET", "scripts", ROLE_VIEWER, api_scripts_list},
-    {"GET", "scripts/:", ROLE_VIEWER, api_script_get},
-    {"PUT", "scripts/:", ROLE_ADMIN, api_script_put},
-    {"DELETE", "scripts/:", ROLE_ADMIN, api_script_delete},
-    {"GET", "devices", ROLE_VIEWER, api_devices_list},
-    {"POST", "devices", ROLE_ADMIN, api_device_create},
-    {"GET", "devices/:", ROLE_VIEWER, api_device_get},
-    {"PATCH", "devices/:", ROLE_ADMIN, api_device_patch},
-    {"DELETE", "devices/:", ROLE_ADMIN, api_device_delete},
-    {"GET", "keys", ROLE_VIEWER, api_keys_list},
-    {"POST", "keys", ROLE_ADMIN, api_key_create},
-    {"DELETE", "keys/:", ROLE_ADMIN, api_key_delete},
+    {"GET", "tasks", ROLE_VIEWER, api_tasks_list, Q_LIST " name hide"},
+    {"POST", "tasks", ROLE_ADMIN, api_task_create, NULL},
+    {"GET", "tasks/:", ROLE_VIEWER, api_task_get, NULL},
+    {"PUT", "tasks/:", ROLE_ADMIN, api_task_put, NULL},
+    {"PATCH", "tasks/:", ROLE_ADMIN, api_task_patch, NULL},
+    {"DELETE", "tasks/:", ROLE_ADMIN, api_task_delete, NULL},
+    {"GET", "tasks/:/jobs", ROLE_VIEWER, api_task_jobs_list,
+     Q_LIST " status group_ident entity_ident"},
+    {"POST", "tasks/:/jobs", ROLE_OPERATOR, api_job_create, NULL},
+    {"POST", "tasks/:/jobs/list", ROLE_OPERATOR, api_jobs_bulk_list, NULL},
+    {"POST", "tasks/:/jobs/tags", ROLE_OPERATOR, api_jobs_bulk_tags, NULL},
+    {"GET", "jobs", ROLE_VIEWER, api_jobs_list,
+     Q_LIST " status group_ident task_ident entity_ident"},
+    {"GET", "jobs/:", ROLE_VIEWER, api_job_get, NULL},
+    {"GET", "jobs/:/history", ROLE_VIEWER, api_job_history, Q_PAGE " sort"},
+    {"PATCH", "jobs/:/cancel", ROLE_OPERATOR, api_job_cancel, NULL},
+    {"GET", "jobs/:/notifications", ROLE_VIEWER, api_job_notifications, Q_PAGE},
+    {"GET", "groups", ROLE_VIEWER, api_groups_list, Q_LIST},
+    {"GET", "groups/:", ROLE_VIEWER, api_group_get, NULL},
+    {"GET", "scripts", ROLE_VIEWER, api_scripts_list, Q_PAGE},
+    {"GET", "scripts/:", ROLE_VIEWER, api_script_get, NULL},
+    {"PUT", "scripts/:", ROLE_ADMIN, api_script_put, NULL},
+    {"DELETE", "scripts/:", ROLE_ADMIN, api_script_delete, NULL},
+    {"GET", "devices", ROLE_VIEWER, api_devices_list, Q_LIST " name tag online"},
+    {"POST", "devices", ROLE_ADMIN, api_device_create, NULL},
+    {"GET", "devices/:", ROLE_VIEWER, api_device_get, NULL},
+    {"PATCH", "devices/:", ROLE_ADMIN, api_device_patch, NULL},
+    {"DELETE", "devices/:", ROLE_ADMIN, api_device_delete, NULL},
+    {"GET", "keys", ROLE_VIEWER, api_keys_list, Q_PAGE},
+    {"POST", "keys", ROLE_ADMIN, api_key_create, NULL},
+    {"DELETE", "keys/:", ROLE_ADMIN, api_key_delete, NULL},
 };
 
 #define API_N_ROUTES (sizeof(api_routes) / sizeof(api_routes[0]))
@@ -198,10 +205,69 @@ static bool api_query_int(struct api_req *req, struct api_resp *r, const char *n
 bool api_page(struct api_req *req, struct api_resp *r, long long default_per_page,
 	      struct store_page *out)
 {
+	memset(out, 0, sizeof(*out));
 	out->page = 1;
 	out->per_page = default_per_page;
+	out->sort = "created_at";
 	return api_query_int(req, r, "page", 1, 1000000000LL, &out->page) &&
 	       api_query_int(req, r, "per_page", 1, API_MAX_PER_PAGE, &out->per_page);
+}
+
+/* Whether word (wlen bytes) is one of the space-separated words of list. */
+static bool api_word_in(const char *list, const char *word, size_t wlen)
+{
+	const char *p = list;
+
+	while (p && *p) {
+		size_t n = strcspn(p, " ");
+
+		if (n == wlen && strncmp(p, word, n) == 0)
+			return true;
+		p += n;
+		p += strspn(p, " ");
+	}
+	return false;
+}
+
+/* Every key a list may be sorted by: store_page.sort points at one of these. */
+static const char *const api_sort_names[] = {"created_at", "update_at", "name"};
+
+#define API_MAX_NAME_QUERY 200
+
+bool api_list(struct api_req *req, struct api_resp *r, long long default_per_page,
+	      const char *sort_keys, bool default_desc, bool with_name, struct store_page *out)
+{
+	const char *sort, *key;
+	size_t klen;
+
+	if (!api_page(req, r, default_per_page, out))
+		return false;
+	sort = api_query(req, "sort");
+	out->desc = sort ? sort[0] == '-' : default_desc;
+	key = sort ? sort + (sort[0] == '-') : sort_keys;
+	klen = sort ? strlen(key) : strcspn(sort_keys, " ");
+	out->sort = NULL;
+	for (size_t i = 0; i < sizeof(api_sort_names) / sizeof(api_sort_names[0]); i++)
+		if (strlen(api_sort_names[i]) == klen && strncmp(api_sort_names[i], key, klen) == 0)
+			out->sort = api_sort_names[i];
+	if (out->sort == NULL || !api_word_in(sort_keys, key, klen)) {
+		api_error(r, 400, "invalid_parameter", "sort",
+			  "'sort' must be one of: %s (a leading '-' for descending order)",
+			  sort_keys);
+		return false;
+	}
+	out->has_after = api_query(req, "created_after") != NULL;
+	out->has_before = api_query(req, "created_before") != NULL;
+	if (!api_query_int(req, r, "created_after", 0, INT64_MAX, &out->created_after) ||
+	    !api_query_int(req, r, "created_before", 0, INT64_MAX, &out->created_before))
+		return false;
+	out->name = with_name ? api_query(req, "name") : NULL;
+	if (out->name && (out->name[0] == '\0' || strlen(out->name) > API_MAX_NAME_QUERY)) {
+		api_error(r, 400, "invalid_parameter", "name", "'name' must be 1 to %d bytes",
+			  API_MAX_NAME_QUERY);
+		return false;
+	}
+	return true;
 }
 
 void api_key_hash(const char *key, char out[65])
@@ -276,6 +342,45 @@ static bool api_match(const char *pattern, const char *const *seg, int nseg)
 	return true;
 }
 
+struct api_query_check {
+	const char *known; /* the route's parameters */
+	char unknown[64];  /* the first one it doesn't take, cut to fit */
+};
+
+static enum MHD_Result api_query_one(void *cls, enum MHD_ValueKind kind, const char *key,
+				     const char *value)
+{
+	struct api_query_check *c = cls;
+
+	(void)kind;
+	(void)value;
+	if (key == NULL || api_word_in(c->known, key, strlen(key)))
+		return MHD_YES;
+	snprintf(c->unknown, sizeof(c->unknown), "%s", key);
+	return MHD_NO;
+}
+
+/* A query parameter the operation doesn't take is refused, not ignored: a misspelt
+ * filter would otherwise answer everything (docs/api.md "Lists"). */
+static bool api_query_known(struct api_req *req, struct api_resp *r, const char *known)
+{
+	struct api_query_check c;
+
+	c.known = known ? known : "";
+	c.unknown[0] = '\0';
+	MHD_get_connection_values(req->conn, MHD_GET_ARGUMENT_KIND, api_query_one, &c);
+	if (c.unknown[0] == '\0')
+		return true;
+	if (known)
+		api_error(r, 400, "invalid_parameter", c.unknown,
+			  "unknown query parameter '%s' (this operation takes: %s)", c.unknown,
+			  known);
+	else
+		api_error(r, 400, "invalid_parameter", c.unknown,
+			  "unknown query parameter '%s' (this operation takes none)", c.unknown);
+	return false;
+}
+
 static void api_dispatch(struct api_req *req, struct api_resp *r, char *allow, size_t allow_len)
 {
 	const struct api_route *found = NULL;
@@ -309,6 +414,8 @@ static void api_dispatch(struct api_req *req, struct api_resp *r, char *allow, s
 			  role_name(req->auth.role), role_name(found->min_role));
 		return;
 	}
+	if (!api_query_known(req, r, found->query))
+		return;
 	found->fn(req, r);
 }
 

@@ -83,9 +83,18 @@ void api_reply_text(struct api_resp *r, int status, char *text, size_t len);
 bool api_body_object(struct api_req *req, struct api_resp *r, bool allow_empty, json_object **out);
 /* Query parameter or NULL. */
 const char *api_query(struct api_req *req, const char *name);
-/* Reads page/per_page; on a bad value sets 400 invalid_parameter and returns false. */
+/* Reads page/per_page; on a bad value sets 400 invalid_parameter and returns false.
+ * The list options are left at created_at, ascending, no bounds. */
 bool api_page(struct api_req *req, struct api_resp *r, long long default_per_page,
 	      struct store_page *out);
+/*
+ * api_page, then the list options of docs/api.md "Lists": sort ("key" ascending, "-key"
+ * descending; keys: the space-separated sort_keys, the first one the default, descending
+ * when default_desc), created_after and created_before (Unix seconds), and name when
+ * with_name. A bad value sets 400 invalid_parameter naming it and returns false.
+ */
+bool api_list(struct api_req *req, struct api_resp *r, long long default_per_page,
+	      const char *sort_keys, bool default_desc, bool with_name, struct store_page *out);
 /* Hex SHA-256 of an API key: what is stored and looked up, never the key. */
 void api_key_hash(const char *key, char out[65]);
 

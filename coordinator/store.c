@@ -503,7 +503,7 @@ static enum rcs_err store_rows(struct store *st, sqlite3_stmt *s, row_fn fn, siz
  */
 struct qb {
 	char where[768];
-	const char *params[8];
+	const char *params[12];
 	int n;
 };
 
@@ -512,7 +512,7 @@ static void qb_add(struct qb *q, const char *clause, const char *param)
 	size_t len = strlen(q->where);
 
 	snprintf(q->where + len, sizeof(q->where) - len, "%s%s", len ? " AND " : " WHERE ", clause);
-	if (param != NULL && q->n < 8)
+	if (param != NULL && q->n < 12)
 		q->params[q->n++] = param;
 }
 
@@ -520,6 +520,45 @@ static void qb_bind(const struct qb *q, sqlite3_stmt *s)
 {
 	for (int i = 0; i < q->n; i++)
 		sqlite3_bind_text(s, i + 1, q->params[i], -1, SQLITE_STATIC);
+}
+
+/* The bounds of a list's options (docs/api.md "Lists"), as decimal text for qb. */
+struct qb_opts {
+	char after[24], before[24];
+	char order[160];
+};
+
+/*
+ * Adds pg's created_after, created_before and name to q (columns of the table aliased p,
+ * "" or "j.") and writes its ORDER BY into o->order. created_at order is the order of the
+ * idents (UUIDv7: the time of creation comes first), which the indexes serve; the ident
+ * (id: "ident" or "entity_ident") breaks ties of the other keys, so pages never overlap.
+ */
+static void qb_list_opts(struct qb *q, const struct store_page *pg, const char *p, const char *id,
+			 struct qb_opts *o)
+{
+	const char *dir = pg->desc ? "DESC" : "ASC";
+	char clause[64];
+
+	if (pg->has_after) {
+		snprintf(o->after, sizeof(o->after), "%lld", pg->created_after);
+		snprintf(clause, sizeof(clause), "%screated_at > CAST(? AS INTEGER)", p);
+		qb_add(q, clause, o->after);
+	}
+	if (pg->has_before) {
+		snprintf(o->before, sizeof(o->before), "%lld", pg->created_before);
+		snprintf(clause, sizeof(clause), "%screated_at < CAST(? AS INTEGER)", p);
+		qb_add(q, clause, o->before);
+	}
+	if (pg->name) {
+		snprintf(clause, sizeof(clause), "%sname = ?", p);
+		qb_add(q, clause, pg->name);
+	}
+	if (pg->sort == NULL || strcmp(pg->sort, "created_at") == 0)
+		snprintf(o->order, sizeof(o->order), "%s%s %s", p, id, dir);
+	else
+		snprintf(o->order, sizeof(o->order), "%s%s %s, %s%s %s", p, pg->sort, dir, p, id,
+			 dir);
 }
 
 /*
@@ -1466,6 +1505,7 @@ enum rcs_err store_tasks_list(struct store *st, const char *client_root,
 			      json_object **out)
 {
 	struct qb q = {.n = 0};
+	struct qb_opts o;
 
 	q.where[0] = '\0';
 	qb_add(&q, "client_root = ?", client_root);
@@ -1474,7 +1514,8 @@ enum rcs_err store_tasks_list(struct store *st, const char *client_root,
 		qb_add(&q, "hide = 0", NULL);
 	if (f->only_visible_to)
 		qb_add(&q, "(public = 1 OR created_user = ?)", f->only_visible_to);
-	return store_list(st, TASK_COLS, "tasks", &q, "ident", pg, row_task, out);
+	qb_list_opts(&q, pg, "", "ident", &o);
+	return store_list(st, TASK_COLS, "tasks", &q, o.order, pg, row_task, out);
 }
 
 enum rcs_err store_tasks_using_script(struct store *st, const char *client_root, const char *name,
@@ -1685,6 +1726,7 @@ enum rcs_err store_devices_list(struct store *st, const char *client_root, const
 				int online, const struct store_page *pg, json_object **out)
 {
 	struct qb q = {.n = 0};
+	struct qb_opts o;
 
 	q.where[0] = '\0';
 	qb_add(&q, "client_root = ?", client_root);
@@ -1697,7 +1739,8 @@ enum rcs_err store_devices_list(struct store *st, const char *client_root, const
 		qb_add(&q, "online = 0", NULL);
 	else if (online == 1)
 		qb_add(&q, "online = 1", NULL);
-	return store_list(st, DEVICE_COLS, "devices", &q, "entity_ident", pg, row_device, out);
+	qb_list_opts(&q, pg, "", "entity_ident", &o);
+	return store_list(st, DEVICE_COLS, "devices", &q, o.order, pg, row_device, out);
 }
 
 static const struct col_map presence_cols[] = {
@@ -2120,9 +2163,12 @@ enum rcs_err store_job_history(struct store *st, const char *client_root, const 
 		total = sqlite3_column_int64(s, 0);
 	store_release(st, s);
 	s = NULL;
+	/* newest first unless sort=update_at (oldest first); n is the order of the changes */
 	err = store_prepare(st,
-			    "SELECT status, at, response, response_time FROM job_history"
-			    " WHERE job_ident = ? ORDER BY n DESC LIMIT ? OFFSET ?",
+			    pg->desc ? "SELECT status, at, response, response_time FROM job_history"
+				       " WHERE job_ident = ? ORDER BY n DESC LIMIT ? OFFSET ?"
+				     : "SELECT status, at, response, response_time FROM job_history"
+				       " WHERE job_ident = ? ORDER BY n ASC LIMIT ? OFFSET ?",
 			    &s);
 	if (err != RCS_OK)
 		goto out;
@@ -2159,6 +2205,7 @@ enum rcs_err store_jobs_list(struct store *st, const char *client_root, const st
 			     const struct store_page *pg, struct buf *out)
 {
 	struct qb q = {.n = 0};
+	struct qb_opts o;
 
 	q.where[0] = '\0';
 	qb_add(&q, "j.client_root = ?", client_root);
@@ -2178,7 +2225,8 @@ enum rcs_err store_jobs_list(struct store *st, const char *client_root, const st
 		       "j.task_ident NOT IN (SELECT ident FROM tasks WHERE client_root = j.client_root"
 		       " AND public = 0 AND created_user != ?)",
 		       f->only_visible_to);
-	return store_list_text(st, JOB_JSON, JOB_FROM, &q, "j.ident", pg, out);
+	qb_list_opts(&q, pg, "j.", "ident", &o);
+	return store_list_text(st, JOB_JSON, JOB_FROM, &q, o.order, pg, out);
 }
 
 enum rcs_err store_job_visible(struct store *st, const char *client_root, const char *ident,
@@ -2443,12 +2491,14 @@ enum rcs_err store_groups_list(struct store *st, const char *client_root,
 			       json_object **out)
 {
 	struct qb q = {.n = 0};
+	struct qb_opts o;
 
 	q.where[0] = '\0';
 	qb_add(&q, "client_root = ?", client_root);
 	if (only_visible_to)
 		qb_add(&q, "NOT " GROUP_HIDDEN_FROM("?"), only_visible_to);
-	return store_list(st, GROUP_COLS, "groups", &q, "ident", pg, row_group, out);
+	qb_list_opts(&q, pg, "", "ident", &o);
+	return store_list(st, GROUP_COLS, "groups", &q, o.order, pg, row_group, out);
 }
 
 /* ---- the transport's and scheduler's queries ---- */

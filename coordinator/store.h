@@ -53,10 +53,20 @@ enum rcs_err store_tx_end(struct store *st, bool commit);
 enum rcs_err store_after_commit(struct store *st, void (*fn)(void *arg, bool committed),
 				void *arg);
 
-/* A page of a list: page from 1, per_page 1..500. */
+/*
+ * A page of a list (page from 1, per_page 1..500) and the list's options, checked by the
+ * API before they get here (docs/api.md "Lists"): sort is one of the keys the list takes
+ * ("created_at", "update_at", "name"), never NULL; created_after/created_before bound
+ * created_at (exclusive) when has_after/has_before; name is an exact name or NULL.
+ */
 struct store_page {
 	long long page;
 	long long per_page;
+	const char *sort;
+	bool desc;
+	bool has_after, has_before;
+	long long created_after, created_before;
+	const char *name;
 };
 
 /* ---- tenants and API keys ---- */

@@ -340,7 +340,8 @@ class JobsTest(CoordinatorTest):
         self.assertStatus(self.admin.patch("/jobs/%s/cancel" % j3["ident"]), 200)
 
         def idents(**params):
-            return [j["ident"] for j in list_all(self.viewer, "/jobs", **params)]
+            return [j["ident"] for j in list_all(self.viewer, "/jobs", sort="created_at",
+                                                 **params)]
 
         t = task["ident"]
         self.assertEqual(idents(task_ident=t), [j1["ident"], j2["ident"], j3["ident"]])
@@ -374,14 +375,14 @@ class JobsTest(CoordinatorTest):
                 self.assertError(self.viewer.get(with_query("/jobs", **params)), 400,
                                  "invalid_parameter", field)
 
-        # Jobs of a task.
+        # Jobs of a task, newest first by default.
         r = self.viewer.get("/tasks/%s/jobs" % t)
         self.assertStatus(r, 200)
         self.assertEqual((r.json["page"], r.json["per_page"], r.json["total_pages"],
                           r.json["total_items"]), (1, 50, 1, 3))
         self.assertEqual([j["ident"] for j in r.json["items"]],
-                         [j1["ident"], j2["ident"], j3["ident"]])
-        self.assertEqual(r.json["items"][2]["status"], "cancelled")
+                         [j3["ident"], j2["ident"], j1["ident"]])
+        self.assertEqual(r.json["items"][0]["status"], "cancelled")
 
     def test_group_filter(self):
         task = self.make_task(name="Grouped")

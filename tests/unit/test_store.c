@@ -299,7 +299,8 @@ static void test_job_lifecycle(void **state)
 {
 	struct fixture *f = *state;
 	struct job_new jobs[1];
-	struct store_page pg = {1, 500};
+	/* history: newest first */
+	struct store_page pg = {.page = 1, .per_page = 500, .desc = true};
 	json_object *job = NULL, *hist = NULL, *items;
 
 	make_jobs(f, jobs, 1, NULL);
@@ -363,7 +364,8 @@ static void test_cancel_then_late_report(void **state)
 {
 	struct fixture *f = *state;
 	struct job_new jobs[1];
-	struct store_page pg = {1, 2};
+	/* history: newest first */
+	struct store_page pg = {.page = 1, .per_page = 2, .desc = true};
 	json_object *job = NULL, *hist = NULL;
 
 	make_jobs(f, jobs, 1, NULL);
@@ -406,7 +408,7 @@ static void test_lists_and_groups(void **state)
 {
 	struct fixture *f = *state;
 	struct job_new jobs[7];
-	struct store_page pg = {2, 3};
+	struct store_page pg = {.page = 2, .per_page = 3};
 	struct job_filter jf;
 	json_object *page = NULL, *items, *devs = NULL, *g = NULL;
 
@@ -418,7 +420,33 @@ static void test_lists_and_groups(void **state)
 	json_object_object_get_ex(page, "items", &items);
 	assert_int_equal(json_object_array_length(items), 3);
 	assert_string_equal(jstr(json_object_array_get_idx(items, 0), "ident"), jobs[3].ident);
+	assert_string_equal(jstr(json_object_array_get_idx(items, 1), "ident"), jobs[4].ident);
 	json_object_put(page);
+	/* the list options (docs/api.md "Lists"): newest first, created_at bounds */
+	pg.desc = true;
+	assert_int_equal(jobs_page(f->st, f->root, &jf, &pg, &page), RCS_OK);
+	json_object_object_get_ex(page, "items", &items);
+	assert_string_equal(jstr(json_object_array_get_idx(items, 1), "ident"), jobs[2].ident);
+	json_object_put(page);
+	pg.desc = false;
+	pg.page = 1;
+	pg.has_before = true;
+	pg.created_before = 0;
+	assert_int_equal(jobs_page(f->st, f->root, &jf, &pg, &page), RCS_OK);
+	assert_int_equal(jint(page, "total_items"), 0);
+	json_object_put(page);
+	pg.created_before = INT64_MAX;
+	pg.has_after = true;
+	pg.created_after = 0;
+	assert_int_equal(jobs_page(f->st, f->root, &jf, &pg, &page), RCS_OK);
+	assert_int_equal(jint(page, "total_items"), 7);
+	json_object_put(page);
+	pg.created_after = INT64_MAX - 1;
+	assert_int_equal(jobs_page(f->st, f->root, &jf, &pg, &page), RCS_OK);
+	assert_int_equal(jint(page, "total_items"), 0);
+	json_object_put(page);
+	pg.has_after = pg.has_before = false;
+	pg.page = 2;
 
 	jf.entity_ident = f->dev[0];
 	pg.page = 1;
@@ -479,7 +507,7 @@ static void test_bulk_is_one_transaction(void **state)
 	struct fixture *f = *state;
 	struct job_new *jobs = calloc(10000, sizeof(*jobs));
 	struct job_filter jf;
-	struct store_page pg = {1, 1};
+	struct store_page pg = {.page = 1, .per_page = 1};
 	json_object *page = NULL;
 	sqlite3 *db = NULL;
 	int before = 0, after = 0;

@@ -1,0 +1,182 @@
+#!/usr/bin/env python3
+"""Integration tests of the list options of docs/api.md "Lists": sort (created_at,
+update_at, name; '-' for descending), created_after / created_before, name, the default
+orders (jobs, groups and history newest first; tasks and devices oldest first), and 400 for
+a query parameter an operation doesn't take."""
+
+import time
+import unittest
+
+from rcs_harness import CoordinatorTest, list_all, with_query
+
+
+def idents(items, key="ident"):
+    return [x[key] for x in items]
+
+
+class ListsTest(CoordinatorTest):
+
+    @classmethod
+    def setUpClass(cls):
+        super().setUpClass()
+        # three tasks and three devices a second apart (created_at is in seconds), then jobs
+        cls.tasks, cls.devices = [], []
+        for i, name in enumerate(("tango", "alpha", "mike")):
+            if i:
+                time.sleep(1.05)
+            r = cls.admin.post("/tasks", {"name": name, "script": "echo"})
+            assert r.status == 201, r
+            cls.tasks.append(r.json)
+            r = cls.admin.post("/devices", {"name": name, "tags": ["lists"]})
+            assert r.status == 201, r
+            cls.devices.append(r.json)
+        cls.task = cls.tasks[0]["ident"]
+        cls.jobs = []
+        for i, dev in enumerate(cls.devices):
+            if i:
+                time.sleep(1.05)
+            r = cls.admin.post("/tasks/%s/jobs" % cls.task, {"entity_ident": dev["entity_ident"]})
+            assert r.status == 201, r
+            cls.jobs.append(r.json)
+        # the oldest job changes last: the newest update_at
+        time.sleep(1.05)
+        r = cls.admin.patch("/jobs/%s/cancel" % cls.jobs[0]["ident"])
+        assert r.status == 200, r
+
+    def get_all(self, path, **params):
+        return list_all(self.admin, path, **params)
+
+    def test_default_orders(self):
+        jobs = idents(self.jobs)
+        self.assertEqual(idents(self.get_all("/tasks/%s/jobs" % self.task)), jobs[::-1])
+        mine = [j for j in idents(self.get_all("/jobs")) if j in jobs]
+        self.assertEqual(mine, jobs[::-1], "jobs: newest first")
+        self.assertEqual(idents(self.get_all("/tasks")), idents(self.tasks), "tasks: oldest first")
+        self.assertEqual(idents(self.get_all("/devices"), "entity_ident"),
+                         idents(self.devices, "entity_ident"), "devices: oldest first")
+        history = self.get_all("/jobs/%s/history" % jobs[0])
+        self.assertEqual([h["status"] for h in history], ["cancelled", "pending", "initial"])
+
+    def test_sort(self):
+        jobs = idents(self.jobs)
+        base = "/tasks/%s/jobs" % self.task
+        self.assertEqual(idents(self.get_all(base, sort="created_at")), jobs)
+        self.assertEqual(idents(self.get_all(base, sort="-created_at")), jobs[::-1])
+        # job 0 was cancelled last
+        self.assertEqual(idents(self.get_all(base, sort="-update_at")),
+                         [jobs[0], jobs[2], jobs[1]])
+        self.assertEqual(idents(self.get_all(base, sort="update_at")),
+                         [jobs[1], jobs[2], jobs[0]])
+        self.assertEqual(idents(self.get_all("/jobs", sort="-update_at"))[0], jobs[0])
+        names = [t["name"] for t in self.get_all("/tasks", sort="name")]
+        self.assertEqual(names, ["alpha", "mike", "tango"])
+        names = [t["name"] for t in self.get_all("/tasks", sort="-name")]
+        self.assertEqual(names, ["tango", "mike", "alpha"])
+        self.assertEqual(idents(self.get_all("/tasks", sort="-created_at")),
+                         idents(self.tasks)[::-1])
+        names = [d["name"] for d in self.get_all("/devices", sort="name")]
+        self.assertEqual(names, ["alpha", "mike", "tango"])
+        # groups: newest first, created_at ascending on request
+        g = []
+        for name in ("g1", "g2"):
+            r = self.admin.post("/tasks/%s/jobs/tags" % self.task,
+                                {"tag": "lists-none", "group_name": name})
+            self.assertStatus(r, 201)
+            g.append(r.json["group"]["ident"])
+        self.assertEqual([x for x in idents(self.get_all("/groups")) if x in g], g[::-1])
+        self.assertEqual([x for x in idents(self.get_all("/groups", sort="created_at"))
+                          if x in g], g)
+        # history oldest first on request
+        history = self.get_all("/jobs/%s/history" % jobs[0], sort="update_at")
+        self.assertEqual([h["status"] for h in history], ["initial", "pending", "cancelled"])
+        # paging follows the order: no item twice, none left out
+        pages = [self.admin.get(with_query(base, sort="-update_at", per_page=1, page=p))
+                 for p in (1, 2, 3)]
+        self.assertEqual([p.json["items"][0]["ident"] for p in pages],
+                         [jobs[0], jobs[2], jobs[1]])
+
+    def test_created_bounds(self):
+        t = self.tasks
+        first, last = t[0]["created_at"], t[2]["created_at"]
+        self.assertEqual(idents(self.get_all("/tasks", created_after=first)),
+                         idents(t[1:]))
+        self.assertEqual(idents(self.get_all("/tasks", created_before=last)),
+                         idents(t[:2]))
+        self.assertEqual(idents(self.get_all("/tasks", created_after=first,
+                                             created_before=last)), [t[1]["ident"]])
+        self.assertEqual(self.get_all("/tasks", created_after=last), [])
+        d = [x["entity_ident"] for x in self.devices]
+        self.assertEqual(idents(self.get_all("/devices", created_after=self.devices[0]
+                                             ["created_at"]), "entity_ident"), d[1:])
+        j = idents(self.jobs)
+        got = idents(self.get_all("/jobs", created_before=self.jobs[1]["created_at"],
+                                  task_ident=self.task))
+        self.assertEqual(got, [j[0]])
+        r = self.admin.get(with_query("/tasks/%s/jobs" % self.task,
+                                      created_after=self.jobs[0]["created_at"], per_page=1))
+        self.assertEqual((r.json["total_items"], r.json["items"][0]["ident"]), (2, j[2]))
+
+    def test_name(self):
+        self.assertEqual(idents(self.get_all("/tasks", name="mike")), [self.tasks[2]["ident"]])
+        self.assertEqual(self.get_all("/tasks", name="mik"), [], "exact names only")
+        self.assertEqual(self.get_all("/tasks", name="MIKE"), [])
+        self.assertEqual(idents(self.get_all("/devices", name="alpha"), "entity_ident"),
+                         [self.devices[1]["entity_ident"]])
+        self.assertEqual(idents(self.get_all("/devices", name="alpha", tag="lists",
+                                             online="false"), "entity_ident"),
+                         [self.devices[1]["entity_ident"]])
+
+    def test_bad_values(self):
+        task_jobs = "/tasks/%s/jobs" % self.task
+        for path, params, field in (
+                ("/jobs", {"sort": "bogus"}, "sort"),
+                ("/jobs", {"sort": "name"}, "sort"),
+                ("/jobs", {"sort": "--created_at"}, "sort"),
+                ("/jobs", {"sort": ""}, "sort"),
+                ("/groups", {"sort": "update_at"}, "sort"),
+                ("/jobs/%s/history" % self.jobs[0]["ident"], {"sort": "created_at"}, "sort"),
+                ("/tasks", {"created_after": "-1"}, "created_after"),
+                ("/tasks", {"created_after": "yesterday"}, "created_after"),
+                ("/devices", {"created_before": "1.5"}, "created_before"),
+                ("/devices", {"name": ""}, "name"),
+                ("/tasks", {"name": "x" * 201}, "name")):
+            with self.subTest(path=path, params=params):
+                self.assertError(self.admin.get(with_query(path, **params)), 400,
+                                 "invalid_parameter", field)
+
+    def test_unknown_query_parameters(self):
+        """A parameter an operation doesn't take is a 400 naming it, never ignored."""
+        job = self.jobs[1]["ident"]
+        for method, path in (
+                ("GET", "/jobs?stauts=pending"),
+                ("GET", "/jobs?status=pending&page=1&limit=5"),
+                ("GET", "/tasks?name=alpha&hidden=true"),
+                ("GET", "/devices?tags=lists"),
+                ("GET", "/groups?name=g1"),
+                ("GET", "/scripts?sort=name"),
+                ("GET", "/keys?created_after=0"),
+                ("GET", "/jobs/%s?verbose=1" % job),
+                ("GET", "/jobs/%s/history?created_after=0" % job),
+                ("GET", "/jobs/%s/notifications?sort=created_at" % job),
+                ("POST", "/tasks/%s/jobs?dry_run=true" % self.task),
+                ("PATCH", "/jobs/%s/cancel?force" % job)):
+            with self.subTest(method=method, path=path):
+                name = path.split("?")[1].split("&")[-1].split("=")[0]
+                body = {"entity_ident": self.devices[0]["entity_ident"]} \
+                    if method == "POST" else None
+                r = self.admin.request(method, path, body)
+                self.assertError(r, 400, "invalid_parameter", name)
+                self.assertIn("'%s'" % name, r.json["error"]["message"])
+        # nothing was done by the refused requests
+        self.assertEqual(self.admin.get("/jobs/%s" % job).json["status"], "pending")
+        self.assertEqual(len(self.get_all("/tasks/%s/jobs" % self.task)), 3)
+        # the documented ones are fine
+        for path in ("/jobs?status=pending&group_ident=%s" % self.jobs[0]["ident"],
+                     "/tasks?hide=true&name=alpha", "/devices?tag=lists&online=false",
+                     "/jobs/%s/history?page=1&per_page=10" % job, "/scripts?page=1"):
+            with self.subTest(path=path):
+                self.assertStatus(self.admin.get(path), 200)
+
+
+if __name__ == "__main__":
+    unittest.main()
