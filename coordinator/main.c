@@ -405,6 +405,13 @@ static int cmd_serve(struct settings *s)
 			" --signing-key-passphrase-file FILE or RCS_SIGNING_KEY_PASSPHRASE\n",
 			s->signing_key);
 		goto out;
+	} else if (err == RCS_ERR_CRYPTO && s->signing_key_passphrase) {
+		fprintf(stderr,
+			"rcs-coordinator: --signing-key %s: not an EC P-256 key, or encrypted in a"
+			" way this build cannot read (PKCS#8 with AES: re-encrypt it with"
+			" openssl ec -aes256)\n",
+			s->signing_key);
+		goto out;
 	} else if (err != RCS_OK) {
 		fprintf(stderr, "rcs-coordinator: cannot load keys: %s\n", rcs_strerror(err));
 		goto out;
