@@ -36,9 +36,11 @@ struct agent_settings {
 	bool require_signature;
 	char *mqtt_username;
 	char *mqtt_password;
+	char *mqtt_password_file;
 	char *mqtt_cafile;
 	char *mqtt_certfile;
 	char *mqtt_keyfile;
+	char *mqtt_key_passphrase_file;
 	long long max_queue;
 	long long max_payload;
 	long long mem_limit;
@@ -48,6 +50,9 @@ struct agent_settings {
 	bool allow_no_seccomp;
 	bool check;
 	bool debug;
+	/* not options: settled from the above, files and the environment at start */
+	char *mqtt_key_passphrase;
+	enum cfg_secret_src mqtt_password_src, mqtt_key_passphrase_src;
 };
 
 /* What SIGHUP reloads: swapped as a whole, reference-counted. */

@@ -294,6 +294,7 @@ enum rcs_err link_start(struct agent *a)
 	o.cafile = a->set->mqtt_cafile;
 	o.certfile = a->set->mqtt_certfile;
 	o.keyfile = a->set->mqtt_keyfile;
+	o.key_passphrase = a->set->mqtt_key_passphrase;
 	o.max_inflight = 100;
 	o.will_topic = a->state_topic;
 	o.will_payload = jsonu_dump(will, NULL);

@@ -47,10 +47,15 @@ static const struct cfg_opt agent_opts[] = {
     OPT("file_dir", CFG_STRLIST, file_dir, "DIR",
 	"directory rcs.file.read/write may use (repeatable)"),
     OPT("mqtt_username", CFG_STRING, mqtt_username, "NAME", "broker user name"),
-    OPT("mqtt_password", CFG_STRING, mqtt_password, "SECRET", "broker password"),
+    OPT("mqtt_password", CFG_STRING, mqtt_password, "SECRET",
+	"broker password (shown by ps: prefer mqtt_password_file)"),
+    OPT("mqtt_password_file", CFG_STRING, mqtt_password_file, "FILE",
+	"file holding the broker password (or RCS_MQTT_PASSWORD)"),
     OPT("mqtt_cafile", CFG_STRING, mqtt_cafile, "PEM", "CA certificates for ssl://"),
     OPT("mqtt_certfile", CFG_STRING, mqtt_certfile, "PEM", "client certificate for ssl://"),
     OPT("mqtt_keyfile", CFG_STRING, mqtt_keyfile, "PEM", "client key for ssl://"),
+    OPT("mqtt_key_passphrase_file", CFG_STRING, mqtt_key_passphrase_file, "FILE",
+	"passphrase of an encrypted mqtt_keyfile (or RCS_MQTT_KEY_PASSPHRASE)"),
     OPT_INT("max_queue", max_queue, 1, 10000, "N", "jobs waiting at most (default 32)"),
     OPT_INT("max_payload", max_payload, 4096, 16LL * 1024 * 1024, "BYTES",
 	    "largest envelope accepted (default 1048576)"),
@@ -128,6 +133,33 @@ static enum rcs_err settings_load(struct agent_settings *s, int argc, char **arg
 	if (s->reboot_command == NULL)
 		s->reboot_command = strdup("/sbin/reboot");
 	return RCS_OK;
+}
+
+/*
+ * Settles the broker password and key passphrase from their options, files
+ * or the environment, first given wins (docs/agent.md); the variables are
+ * unset either way. At start only: SIGHUP reloads neither.
+ */
+static enum rcs_err settings_secrets(struct agent_settings *s, char *err, size_t errlen)
+{
+	enum rcs_err e;
+
+	e = cfg_secret_resolve("mqtt_password", &s->mqtt_password, s->mqtt_password_file,
+			       "RCS_MQTT_PASSWORD", &s->mqtt_password_src, err, errlen);
+	if (e == RCS_OK)
+		e = cfg_secret_resolve("mqtt_key_passphrase", &s->mqtt_key_passphrase,
+				       s->mqtt_key_passphrase_file, "RCS_MQTT_KEY_PASSPHRASE",
+				       &s->mqtt_key_passphrase_src, err, errlen);
+	return e;
+}
+
+/* The secrets that came from the environment, back into it for the re-executed agent. */
+static void settings_secrets_to_env(const struct agent_settings *s)
+{
+	if (s->mqtt_password_src == CFG_SECRET_ENV && s->mqtt_password)
+		setenv("RCS_MQTT_PASSWORD", s->mqtt_password, 1);
+	if (s->mqtt_key_passphrase_src == CFG_SECRET_ENV && s->mqtt_key_passphrase)
+		setenv("RCS_MQTT_KEY_PASSPHRASE", s->mqtt_key_passphrase, 1);
 }
 
 /* ---- policy: what SIGHUP reloads ---- */
@@ -353,11 +385,17 @@ int main(int argc, char **argv)
 		fprintf(stderr, "rcs-agent: cannot start the sandbox launcher\n");
 		return 1;
 	}
-	if (settings_load(&s, argc, argv, err, sizeof(err)) != RCS_OK) {
+	if (settings_load(&s, argc, argv, err, sizeof(err)) != RCS_OK ||
+	    settings_secrets(&s, err, sizeof(err)) != RCS_OK) {
 		fprintf(stderr, "rcs-agent: %s\n", err);
 		cfg_free(agent_opts, &s);
+		cfg_secret_free(&s.mqtt_key_passphrase);
 		sandbox_launcher_stop();
 		return 2;
+	}
+	{
+		static const char *const visible[] = {"mqtt_password", NULL};
+		cfg_warn_visible_secrets(argc, argv, visible);
 	}
 	if (s.debug)
 		log_set_level(LOG_LVL_DEBUG);
@@ -447,7 +485,10 @@ out:
 	}
 	if (a.policy)
 		agent_policy_put(a.policy);
+	if (relaunch)
+		settings_secrets_to_env(&s);
 	cfg_free(agent_opts, &s);
+	cfg_secret_free(&s.mqtt_key_passphrase);
 	if (relaunch)
 		rc = agent_reexec(argv);
 	return rc;

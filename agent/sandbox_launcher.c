@@ -46,6 +46,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "cfg.h"
 #include "log.h"
 #include "sandbox_int.h"
 
@@ -307,11 +308,15 @@ static _Noreturn void lnch_loop(void)
 	lnch_shutdown();
 }
 
-/* Wipes the launcher's copy of the command line (a --mqtt-password) and names it. */
+/* Wipes the launcher's copy of the command line (a --mqtt-password) and of the
+ * secrets the agent takes from its environment, and names it. */
 static void lnch_wipe_args(int argc, char **argv)
 {
+	static const char *const secret_env[] = {"RCS_MQTT_PASSWORD", "RCS_MQTT_KEY_PASSPHRASE"};
 	size_t len0 = argc > 0 && argv != NULL && argv[0] != NULL ? strlen(argv[0]) : 0;
 
+	for (size_t i = 0; i < sizeof(secret_env) / sizeof(secret_env[0]); i++)
+		cfg_take_env_secret(secret_env[i], NULL);
 	for (int i = 0; argv != NULL && i < argc; i++)
 		if (argv[i] != NULL)
 			memset(argv[i], 0, strlen(argv[i]));

@@ -5,6 +5,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "log.h"
+
 static const struct cfg_opt *cfg_lookup(const struct cfg_opt *opts, const char *name, size_t n)
 {
 	for (const struct cfg_opt *o = opts; o->name != NULL; o++) {
@@ -23,6 +25,24 @@ static const struct cfg_opt *cfg_lookup(const struct cfg_opt *opts, const char *
 			return o;
 	}
 	return NULL;
+}
+
+/* Wipes and frees a string value (any of them may be a secret). */
+static void cfg_str_free(char *s)
+{
+	if (s == NULL)
+		return;
+	explicit_bzero(s, strlen(s));
+	free(s);
+}
+
+/* "--mqtt-password" for "mqtt_password" (suffix: "" or "-file"). */
+static void cfg_flag(char *out, size_t len, const char *name, const char *suffix)
+{
+	snprintf(out, len, "--%s%s", name, suffix);
+	for (size_t i = 2; out[i] != '\0'; i++)
+		if (out[i] == '_')
+			out[i] = '-';
 }
 
 static bool cfg_parse_bool(const char *v, bool *out)
@@ -49,7 +69,7 @@ static enum rcs_err cfg_assign(const struct cfg_opt *o, void *base, const char *
 		char *copy = strdup(value);
 		if (copy == NULL)
 			return RCS_ERR_NOMEM;
-		free(*dst);
+		cfg_str_free(*dst);
 		*dst = copy;
 		return RCS_OK;
 	}
@@ -278,6 +298,142 @@ void cfg_usage(FILE *fp, const struct cfg_opt *opts)
 	}
 }
 
+enum rcs_err cfg_read_secret(const char *option, const char *path, char **out, char *errbuf,
+			     size_t errlen)
+{
+	char buf[CFG_MAX_SECRET + 1], flag[96];
+	FILE *fp = NULL;
+	size_t n = 0;
+	enum rcs_err err = RCS_ERR_IO;
+
+	*out = NULL;
+	cfg_flag(flag, sizeof(flag), option, "");
+	fp = fopen(path, "rb");
+	if (fp == NULL) {
+		snprintf(errbuf, errlen, "%s %s: %s", flag, path, strerror(errno));
+		goto out;
+	}
+	n = fread(buf, 1, sizeof(buf), fp);
+	if (ferror(fp)) {
+		snprintf(errbuf, errlen, "%s %s: %s", flag, path, strerror(errno));
+		goto out;
+	}
+	if (n > CFG_MAX_SECRET) {
+		snprintf(errbuf, errlen, "%s %s: larger than %d bytes", flag, path, CFG_MAX_SECRET);
+		err = RCS_ERR_TOOBIG;
+		goto out;
+	}
+	if (n > 0 && buf[n - 1] == '\n') {
+		n--;
+		if (n > 0 && buf[n - 1] == '\r')
+			n--;
+	}
+	err = RCS_ERR_INVAL;
+	if (n == 0) {
+		snprintf(errbuf, errlen, "%s %s: the file is empty", flag, path);
+		goto out;
+	}
+	if (memchr(buf, '\0', n) != NULL) {
+		snprintf(errbuf, errlen, "%s %s: the file holds a NUL byte", flag, path);
+		goto out;
+	}
+	*out = malloc(n + 1);
+	if (*out == NULL) {
+		err = RCS_ERR_NOMEM;
+		goto out;
+	}
+	memcpy(*out, buf, n);
+	(*out)[n] = '\0';
+	err = RCS_OK;
+out:
+	explicit_bzero(buf, sizeof(buf));
+	if (fp)
+		fclose(fp);
+	return err;
+}
+
+enum rcs_err cfg_take_env_secret(const char *name, char **out)
+{
+	char *v = getenv(name);
+	enum rcs_err err = RCS_OK;
+
+	if (out)
+		*out = NULL;
+	if (v == NULL)
+		return RCS_OK;
+	if (out && *v != '\0') {
+		*out = strdup(v);
+		if (*out == NULL)
+			err = RCS_ERR_NOMEM;
+	}
+	/* the string may be the process's initial environment, which
+	   /proc/PID/environ shows: wiped there before it leaves environ */
+	explicit_bzero(v, strlen(v));
+	unsetenv(name);
+	return err;
+}
+
+enum rcs_err cfg_secret_resolve(const char *option, char **value, const char *file, const char *env,
+				enum cfg_secret_src *from, char *errbuf, size_t errlen)
+{
+	char *from_env = NULL, flag[96];
+	enum cfg_secret_src src = CFG_SECRET_NONE;
+	enum rcs_err err = RCS_OK;
+
+	if (env) {
+		err = cfg_take_env_secret(env, &from_env);
+		if (err != RCS_OK) {
+			snprintf(errbuf, errlen, "%s: %s", env, rcs_strerror(err));
+			goto out;
+		}
+	}
+	if (*value != NULL && file != NULL) {
+		cfg_flag(flag, sizeof(flag), option, "");
+		snprintf(errbuf, errlen, "%s and %s-file: give one of them", flag, flag);
+		err = RCS_ERR_INVAL;
+		goto out;
+	}
+	if (*value != NULL) {
+		src = CFG_SECRET_VALUE;
+	} else if (file != NULL) {
+		char flagfile[112];
+		snprintf(flagfile, sizeof(flagfile), "%s_file", option);
+		err = cfg_read_secret(flagfile, file, value, errbuf, errlen);
+		if (err != RCS_OK)
+			goto out;
+		src = CFG_SECRET_FILE;
+	} else if (from_env != NULL) {
+		*value = from_env;
+		from_env = NULL;
+		src = CFG_SECRET_ENV;
+	}
+out:
+	cfg_secret_free(&from_env);
+	if (from)
+		*from = src;
+	return err;
+}
+
+void cfg_warn_visible_secrets(int argc, char **argv, const char *const *names)
+{
+	for (size_t i = 0; names[i] != NULL; i++) {
+		char flag[96];
+
+		cfg_flag(flag, sizeof(flag), names[i], "");
+		if (cfg_find_arg(argc, argv, flag + 2) == NULL)
+			continue;
+		log_warnx("%s on the command line is visible to every user of this host (ps,"
+			  " /proc/PID/cmdline): use %s-file FILE instead",
+			  flag, flag);
+	}
+}
+
+void cfg_secret_free(char **s)
+{
+	cfg_str_free(*s);
+	*s = NULL;
+}
+
 void cfg_strlist_free(struct cfg_strlist *l)
 {
 	for (size_t i = 0; i < l->n; i++)
@@ -292,9 +448,7 @@ void cfg_free(const struct cfg_opt *opts, void *base)
 	for (const struct cfg_opt *o = opts; o->name != NULL; o++) {
 		char *field = (char *)base + o->offset;
 		if (o->type == CFG_STRING) {
-			char **s = (char **)(void *)field;
-			free(*s);
-			*s = NULL;
+			cfg_secret_free((char **)(void *)field);
 		} else if (o->type == CFG_STRLIST) {
 			cfg_strlist_free((struct cfg_strlist *)(void *)field);
 		}

@@ -276,13 +276,16 @@ out:
 /*
  * Parses PEM (text of len bytes, NUL-terminated or not). want_priv: a private
  * key is required and kept; otherwise a public or private key is accepted and
- * its public half kept.
+ * its public half kept. pass (NULL: none) decrypts an encrypted private key:
+ * RCS_ERR_AUTH when it is missing or wrong.
  */
-static enum rcs_err key_parse(const char *pem, size_t len, bool want_priv, struct sig_key **out)
+static enum rcs_err key_parse(const char *pem, size_t len, bool want_priv, const char *pass,
+			      struct sig_key **out)
 {
 	mbedtls_pk_context pk;
 	unsigned char *text = NULL;
 	bool is_priv = false;
+	int rc;
 	enum rcs_err err = RCS_ERR_NOMEM;
 
 	*out = NULL;
@@ -306,7 +309,12 @@ static enum rcs_err key_parse(const char *pem, size_t len, bool want_priv, struc
 	} else {
 		mbedtls_pk_free(&pk);
 		mbedtls_pk_init(&pk);
-		if (mbedtls_pk_parse_key(&pk, text, len + 1, NULL, 0) != 0)
+		rc = mbedtls_pk_parse_key(&pk, text, len + 1, (const unsigned char *)pass,
+					  pass ? strlen(pass) : 0);
+		if (rc == MBEDTLS_ERR_PK_PASSWORD_REQUIRED ||
+		    rc == MBEDTLS_ERR_PK_PASSWORD_MISMATCH)
+			err = RCS_ERR_AUTH;
+		if (rc != 0)
 			goto out;
 		is_priv = true;
 	}
@@ -320,7 +328,8 @@ out:
 	return err;
 }
 
-static enum rcs_err key_load(const char *path, bool want_priv, struct sig_key **out)
+static enum rcs_err key_load(const char *path, bool want_priv, const char *pass,
+			     struct sig_key **out)
 {
 	unsigned char *text = NULL;
 	size_t len = 0;
@@ -329,7 +338,7 @@ static enum rcs_err key_load(const char *path, bool want_priv, struct sig_key **
 	*out = NULL;
 	err = read_file(path, KEY_FILE_MAX, &text, &len);
 	if (err == RCS_OK)
-		err = key_parse((const char *)text, len, want_priv, out);
+		err = key_parse((const char *)text, len, want_priv, pass, out);
 	if (text != NULL) {
 		mbedtls_platform_zeroize(text, len);
 		free(text);
@@ -339,17 +348,23 @@ static enum rcs_err key_load(const char *path, bool want_priv, struct sig_key **
 
 enum rcs_err sig_key_load_private(const char *path, struct sig_key **out)
 {
-	return key_load(path, true, out);
+	return key_load(path, true, NULL, out);
 }
 
 enum rcs_err sig_key_load_public(const char *path, struct sig_key **out)
 {
-	return key_load(path, false, out);
+	return key_load(path, false, NULL, out);
+}
+
+enum rcs_err sig_key_load_pass(const char *path, const char *passphrase, bool want_priv,
+			       struct sig_key **out)
+{
+	return key_load(path, want_priv, passphrase, out);
 }
 
 enum rcs_err sig_key_parse_public(const char *pem, size_t len, struct sig_key **out)
 {
-	return key_parse(pem, len, false, out);
+	return key_parse(pem, len, false, NULL, out);
 }
 
 const char *sig_key_id(const struct sig_key *k)

@@ -20,6 +20,7 @@
 #define RCS_MANIFEST_H
 
 #include <json-c/json.h>
+#include <stdbool.h>
 #include <stddef.h>
 
 #include "buf.h"
@@ -67,7 +68,7 @@ struct sig_key;
 
 /* Key loading errors: RCS_ERR_IO when the file can't be read, RCS_ERR_TOOBIG
  * past 64 KiB of PEM, RCS_ERR_CRYPTO when it holds no usable EC P-256 key
- * (other types, other curves, encrypted keys), RCS_ERR_NOMEM. On success *out
+ * (other types, other curves, encrypted keys: RCS_ERR_AUTH), RCS_ERR_NOMEM. On success *out
  * is a new key for sig_key_free(). */
 
 /* Loads a PEM private key (EC P-256 only; other types are RCS_ERR_CRYPTO). */
@@ -75,6 +76,12 @@ enum rcs_err sig_key_load_private(const char *path, struct sig_key **out);
 /* Loads a PEM public key; a PEM private key file is accepted too (only its public
  * half is kept). */
 enum rcs_err sig_key_load_public(const char *path, struct sig_key **out);
+/* Loads a PEM private key that may be encrypted (PKCS#8, or OpenSSL's
+ * "Proc-Type: 4,ENCRYPTED") with passphrase (NULL: none); keeps it whole with
+ * want_priv, else only its public half. RCS_ERR_AUTH when the key is
+ * encrypted and passphrase is NULL or wrong. */
+enum rcs_err sig_key_load_pass(const char *path, const char *passphrase, bool want_priv,
+			       struct sig_key **out);
 /* Parses PEM text (public or private; only the public half is kept) from memory,
  * for tests and config reloads. len may or may not count a final NUL. */
 enum rcs_err sig_key_parse_public(const char *pem, size_t len, struct sig_key **out);

@@ -308,6 +308,7 @@ static int mqttc_connect(struct mqttc *m)
 		ssl.trustStore = m->o.cafile;
 		ssl.keyStore = m->o.certfile;
 		ssl.privateKey = m->o.keyfile;
+		ssl.privateKeyPassword = m->o.key_passphrase;
 		ssl.enableServerCertAuth = 1;
 		ssl.verify = 1;
 		co.ssl = &ssl;
@@ -428,6 +429,7 @@ enum rcs_err mqttc_start(const struct mqttc_opts *opts, const struct mqttc_callb
 	m->o.cafile = mqttc_dup(opts->cafile);
 	m->o.certfile = mqttc_dup(opts->certfile);
 	m->o.keyfile = mqttc_dup(opts->keyfile);
+	m->o.key_passphrase = mqttc_dup(opts->key_passphrase);
 	m->o.will_topic = mqttc_dup(opts->will_topic);
 	m->o.will_payload = mqttc_dup(opts->will_payload);
 	if (m->url == NULL || m->o.client_id == NULL)
@@ -498,6 +500,9 @@ void mqttc_stop(struct mqttc *m, int timeout_ms)
 	free((char *)m->o.cafile);
 	free((char *)m->o.certfile);
 	free((char *)m->o.keyfile);
+	if (m->o.key_passphrase)
+		explicit_bzero((char *)m->o.key_passphrase, strlen(m->o.key_passphrase));
+	free((char *)m->o.key_passphrase);
 	free((char *)m->o.will_topic);
 	free((char *)m->o.will_payload);
 	pthread_cond_destroy(&m->cond);

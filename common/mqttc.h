@@ -26,6 +26,7 @@ struct mqttc_opts {
 	const char *cafile;   /* TLS: CA bundle to verify the broker; NULL: system default */
 	const char *certfile; /* TLS client certificate, and its key */
 	const char *keyfile;
+	const char *key_passphrase; /* of an encrypted keyfile; NULL: none */
 	int keepalive;    /* seconds (default 20) */
 	int max_inflight; /* QoS 1 messages in flight (default 1000) */
 	/* Last Will (NULL topic: none) */

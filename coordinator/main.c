@@ -34,6 +34,7 @@ struct settings {
 	char *listen;
 	char *scripts_dir;
 	char *signing_key;
+	char *signing_key_passphrase_file;
 	struct cfg_strlist trusted_key;
 	long long max_body;
 	long long threads;
@@ -41,15 +42,18 @@ struct settings {
 	char *mqtt_client_id;
 	char *mqtt_username;
 	char *mqtt_password;
+	char *mqtt_password_file;
 	char *mqtt_cafile;
 	char *mqtt_certfile;
 	char *mqtt_keyfile;
+	char *mqtt_key_passphrase_file;
 	long long mqtt_max_payload;
 	long long resend_after;
 	char *smtp_url;
 	char *smtp_from;
 	char *smtp_username;
 	char *smtp_password;
+	char *smtp_password_file;
 	long long smtp_max_per_hour;
 	long long smtp_retry_base;
 	long long auth_fail_limit;
@@ -60,6 +64,9 @@ struct settings {
 	char *user;
 	char *role;
 	char *ident;
+	/* secrets from files and the environment, not options (resolve_secrets) */
+	char *signing_key_passphrase;
+	char *mqtt_key_passphrase;
 };
 
 #define OPT(name, type, field, arg, help)                                                          \
@@ -76,6 +83,8 @@ static const struct cfg_opt serve_opts[] = {
     OPT("listen", CFG_STRING, listen, "HOST:PORT", "address of the REST API"),
     OPT("scripts_dir", CFG_STRING, scripts_dir, "DIR", "stock Lua scripts (<name>.lua)"),
     OPT("signing_key", CFG_STRING, signing_key, "PEM", "EC P-256 key that signs tasks"),
+    OPT("signing_key_passphrase_file", CFG_STRING, signing_key_passphrase_file, "FILE",
+	"passphrase of an encrypted signing_key (or RCS_SIGNING_KEY_PASSPHRASE)"),
     OPT("trusted_key", CFG_STRLIST, trusted_key, "PEM",
 	"public key accepted for task signatures (repeatable)"),
     OPT_INT("max_body", max_body, 1024, 64LL * 1024 * 1024, "BYTES",
@@ -85,10 +94,15 @@ static const struct cfg_opt serve_opts[] = {
     OPT("mqtt_client_id", CFG_STRING, mqtt_client_id, "ID",
 	"MQTT client id (default rcs-coordinator)"),
     OPT("mqtt_username", CFG_STRING, mqtt_username, "NAME", "broker user name"),
-    OPT("mqtt_password", CFG_STRING, mqtt_password, "SECRET", "broker password"),
+    OPT("mqtt_password", CFG_STRING, mqtt_password, "SECRET",
+	"broker password (shown by ps: prefer mqtt_password_file)"),
+    OPT("mqtt_password_file", CFG_STRING, mqtt_password_file, "FILE",
+	"file holding the broker password (or RCS_MQTT_PASSWORD)"),
     OPT("mqtt_cafile", CFG_STRING, mqtt_cafile, "PEM", "CA certificates for ssl://"),
     OPT("mqtt_certfile", CFG_STRING, mqtt_certfile, "PEM", "client certificate for ssl://"),
     OPT("mqtt_keyfile", CFG_STRING, mqtt_keyfile, "PEM", "client key for ssl://"),
+    OPT("mqtt_key_passphrase_file", CFG_STRING, mqtt_key_passphrase_file, "FILE",
+	"passphrase of an encrypted mqtt_keyfile (or RCS_MQTT_KEY_PASSPHRASE)"),
     OPT_INT("mqtt_max_payload", mqtt_max_payload, 1024, 64LL * 1024 * 1024, "BYTES",
 	    "larger device messages are dropped (default 1048576)"),
     OPT_INT("resend_after", resend_after, 5, 86400, "SECONDS",
@@ -97,7 +111,10 @@ static const struct cfg_opt serve_opts[] = {
 	"mail server for notifications: smtp://host:port or smtps://host:port"),
     OPT("smtp_from", CFG_STRING, smtp_from, "ADDR", "sender address of notifications"),
     OPT("smtp_username", CFG_STRING, smtp_username, "NAME", "SMTP user name"),
-    OPT("smtp_password", CFG_STRING, smtp_password, "SECRET", "SMTP password"),
+    OPT("smtp_password", CFG_STRING, smtp_password, "SECRET",
+	"SMTP password (shown by ps: prefer smtp_password_file)"),
+    OPT("smtp_password_file", CFG_STRING, smtp_password_file, "FILE",
+	"file holding the SMTP password (or RCS_SMTP_PASSWORD)"),
     OPT_INT("smtp_max_per_hour", smtp_max_per_hour, 0, 1000000, "N",
 	    "mails per tenant and hour, beyond: suppressed (default 600, 0: no cap)"),
     OPT_INT("smtp_retry_base", smtp_retry_base, 1, 3600, "SECONDS",
@@ -156,6 +173,34 @@ static void parse_opts(const struct cfg_opt *opts, struct settings *s, int argc,
 		fprintf(stderr, "rcs-coordinator: unexpected argument '%s'\n", argv[next]);
 		exit(2);
 	}
+}
+
+/*
+ * Settles each secret from its option, its file or the environment, first
+ * given wins (docs/coordinator.md); the variables are unset either way.
+ * False, with the reason on stderr, for a secret file that can't be used.
+ */
+static bool resolve_secrets(struct settings *s)
+{
+	char err[512];
+	enum rcs_err e;
+
+	e = cfg_secret_resolve("mqtt_password", &s->mqtt_password, s->mqtt_password_file,
+			       "RCS_MQTT_PASSWORD", NULL, err, sizeof(err));
+	if (e == RCS_OK)
+		e = cfg_secret_resolve("smtp_password", &s->smtp_password, s->smtp_password_file,
+				       "RCS_SMTP_PASSWORD", NULL, err, sizeof(err));
+	if (e == RCS_OK)
+		e = cfg_secret_resolve("signing_key_passphrase", &s->signing_key_passphrase,
+				       s->signing_key_passphrase_file, "RCS_SIGNING_KEY_PASSPHRASE",
+				       NULL, err, sizeof(err));
+	if (e == RCS_OK)
+		e = cfg_secret_resolve("mqtt_key_passphrase", &s->mqtt_key_passphrase,
+				       s->mqtt_key_passphrase_file, "RCS_MQTT_KEY_PASSPHRASE", NULL,
+				       err, sizeof(err));
+	if (e != RCS_OK)
+		fprintf(stderr, "rcs-coordinator: %s\n", err);
+	return e == RCS_OK;
 }
 
 static void need(const char *value, const char *flag)
@@ -351,8 +396,30 @@ static int cmd_serve(struct settings *s)
 	memset(&lc, 0, sizeof(lc));
 	need(s->db, "--db");
 	need(s->listen, "--listen");
-	err = signer_open(s->signing_key, s->trusted_key.items, s->trusted_key.n, &signer);
-	if (err != RCS_OK) {
+	if (!resolve_secrets(s)) {
+		rc = 2;
+		goto out;
+	}
+	err = signer_open(s->signing_key, s->signing_key_passphrase, s->trusted_key.items,
+			  s->trusted_key.n, &signer);
+	if (err == RCS_ERR_AUTH && s->signing_key_passphrase) {
+		fprintf(stderr, "rcs-coordinator: --signing-key %s: wrong passphrase\n",
+			s->signing_key);
+		goto out;
+	} else if (err == RCS_ERR_AUTH) {
+		fprintf(stderr,
+			"rcs-coordinator: --signing-key %s is encrypted: give its passphrase with"
+			" --signing-key-passphrase-file FILE or RCS_SIGNING_KEY_PASSPHRASE\n",
+			s->signing_key);
+		goto out;
+	} else if (err == RCS_ERR_CRYPTO && s->signing_key_passphrase) {
+		fprintf(stderr,
+			"rcs-coordinator: --signing-key %s: not an EC P-256 key, or encrypted in a"
+			" way this build cannot read (PKCS#8 with AES: re-encrypt it with"
+			" openssl ec -aes256)\n",
+			s->signing_key);
+		goto out;
+	} else if (err != RCS_OK) {
 		fprintf(stderr, "rcs-coordinator: cannot load keys: %s\n", rcs_strerror(err));
 		goto out;
 	}
@@ -414,6 +481,7 @@ static int cmd_serve(struct settings *s)
 		bo.mqtt.cafile = s->mqtt_cafile;
 		bo.mqtt.certfile = s->mqtt_certfile;
 		bo.mqtt.keyfile = s->mqtt_keyfile;
+		bo.mqtt.key_passphrase = s->mqtt_key_passphrase;
 		bo.max_payload = (size_t)s->mqtt_max_payload;
 		bo.resend_after = s->resend_after;
 		if (bridge_start(&bo, st, &lc, &bridge) != RCS_OK) {
@@ -491,11 +559,16 @@ int main(int argc, char **argv)
 		}
 	}
 	if (strcmp(cmd, "serve") == 0) {
+		static const char *const visible[] = {"mqtt_password", "smtp_password", NULL};
+
 		parse_opts(serve_opts, &s, argc, argv, 2);
 		if (s.debug)
 			log_set_level(LOG_LVL_DEBUG);
+		cfg_warn_visible_secrets(argc, argv, visible);
 		rc = cmd_serve(&s);
 		cfg_free(serve_opts, &s);
+		cfg_secret_free(&s.signing_key_passphrase);
+		cfg_secret_free(&s.mqtt_key_passphrase);
 	} else if (strcmp(cmd, "init") == 0) {
 		parse_opts(admin_opts, &s, argc, argv, 2);
 		rc = cmd_init(&s);

@@ -21,8 +21,8 @@ struct signer {
 	size_t ntrusted;
 };
 
-enum rcs_err signer_open(const char *signing_key, char *const *trusted, size_t ntrusted,
-			 struct signer **out)
+enum rcs_err signer_open(const char *signing_key, const char *passphrase, char *const *trusted,
+			 size_t ntrusted, struct signer **out)
 {
 	struct signer *s = NULL;
 	enum rcs_err err = RCS_ERR_NOMEM;
@@ -36,12 +36,16 @@ enum rcs_err signer_open(const char *signing_key, char *const *trusted, size_t n
 	if (s->trusted == NULL)
 		goto out;
 	if (signing_key) {
-		err = sig_key_load_private(signing_key, &s->signing);
-		if (err != RCS_OK) {
+		err = sig_key_load_pass(signing_key, passphrase, true, &s->signing);
+		if (err == RCS_ERR_AUTH)
+			log_warnx("signing key %s: %s", signing_key,
+				  passphrase ? "wrong passphrase"
+					     : "the key is encrypted and no passphrase was given");
+		else if (err != RCS_OK)
 			log_warnx("signing key %s: %s", signing_key, rcs_strerror(err));
+		if (err != RCS_OK)
 			goto out;
-		}
-		err = sig_key_load_public(signing_key, &s->trusted[s->ntrusted]);
+		err = sig_key_load_pass(signing_key, passphrase, false, &s->trusted[s->ntrusted]);
 		if (err != RCS_OK)
 			goto out;
 		s->ntrusted++;

@@ -16,9 +16,11 @@
 
 struct signer;
 
-/* signing_key may be NULL; trusted may be empty. Errors name the failing file in the log. */
-enum rcs_err signer_open(const char *signing_key, char *const *trusted, size_t ntrusted,
-			 struct signer **out);
+/* signing_key may be NULL, passphrase (of an encrypted signing_key) too; trusted may be
+ * empty. Errors name the failing file in the log (RCS_ERR_AUTH: the passphrase is
+ * missing or wrong). */
+enum rcs_err signer_open(const char *signing_key, const char *passphrase, char *const *trusted,
+			 size_t ntrusted, struct signer **out);
 void signer_free(struct signer *s);
 bool signer_can_sign(const struct signer *s);
 size_t signer_trusted_count(const struct signer *s);

@@ -199,7 +199,7 @@ void fz_init(void)
 
 	fuzz_quiet();
 	memset(&fz, 0, sizeof(fz));
-	fz_ok(signer_open(NULL, trusted, 1, &fz.signer), "signer");
+	fz_ok(signer_open(NULL, NULL, trusted, 1, &fz.signer), "signer");
 	fz.app.signer = fz.signer;
 	fz.app.auth_fail_limit = 120;
 	fz.app.max_body = 1024 * 1024;

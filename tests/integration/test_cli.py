@@ -16,8 +16,8 @@ import time
 import unittest
 import uuid
 
-from rcs_harness import (COORDINATOR, SCRIPTS_DIR, Coordinator, Mosquitto, free_port, http,
-                         is_uuid, list_all, run_cli, wait_for)
+from rcs_harness import (AGENT, COORDINATOR, SCRIPTS_DIR, Agent, Coordinator, Mosquitto,
+                         free_port, http, is_uuid, list_all, run_cli, wait_for)
 
 
 class CliTest(unittest.TestCase):
@@ -305,6 +305,171 @@ class CliTest(unittest.TestCase):
         self.assertEqual(p.stdout.strip(), "ok")
         print("\nkill -9: %d of 20 jobs answered before the kill, %d stored" % (
             len(answered), len(jobs)))
+
+
+class BrokerPasswordTest(unittest.TestCase):
+    """Both daemons against a mosquitto that requires a user name and password
+    (allow_anonymous false, password_file): the password from --mqtt-password-file or
+    RCS_MQTT_PASSWORD authenticates, and neither /proc/PID/cmdline nor /proc/PID/environ
+    of the daemons (nor of the agent's sandbox launcher) shows it; a secret file that
+    can't be used stops the daemon at start with the option and the file named."""
+
+    COORD_PW = "coord pw 1"
+    DEV_PW = "dev pw 2"
+
+    @classmethod
+    def setUpClass(cls):
+        cls.workdir = tempfile.mkdtemp(prefix="rcs-secrets-")
+        pwfile = os.path.join(cls.workdir, "mosquitto.passwd")
+        for i, (user, pw) in enumerate((("coord", cls.COORD_PW), ("dev", cls.DEV_PW))):
+            subprocess.run(["mosquitto_passwd", "-b"] + (["-c"] if i == 0 else []) +
+                           [pwfile, user, pw], check=True, capture_output=True, timeout=30)
+        cls.broker = Mosquitto(cls.workdir, persistence=False,
+                               extra_conf="allow_anonymous false\npassword_file %s\n" % pwfile)
+        cls.broker.start()
+        cls.coord_pwfile = cls.secret("coord.pw", cls.COORD_PW + "\n")
+        cls.dev_pwfile = cls.secret("dev.pw", cls.DEV_PW + "\n")
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.broker.stop()
+        if os.environ.get("RCS_KEEP_TMP") is None:
+            shutil.rmtree(cls.workdir, ignore_errors=True)
+
+    @classmethod
+    def secret(cls, name, text):
+        path = os.path.join(cls.workdir, name)
+        with open(path, "w") as f:
+            f.write(text)
+        os.chmod(path, 0o600)
+        return path
+
+    def setUp(self):
+        self.procs = []
+
+    def tearDown(self):
+        for p in self.procs:
+            if p.alive():
+                p.stop(signal.SIGKILL)
+
+    def env(self, **kw):
+        env = {k: v for k, v in os.environ.items() if not k.startswith("RCS_MQTT_")}
+        env.update(kw)
+        return env
+
+    def coordinator(self, name, args, env=None):
+        c = Coordinator(self.workdir, db=os.path.join(self.workdir, name + ".db"), env=env,
+                        extra_args=["--mqtt", self.broker.url, "--mqtt-client-id", name,
+                                    "--mqtt-username", "coord", *args])
+        c.init_tenant()
+        self.procs.append(c)
+        return c.start()
+
+    def agent(self, name, args, env=None):
+        a = Agent(self.workdir, self.broker.url, str(uuid.uuid4()), str(uuid.uuid4()),
+                  name=name, env=env,
+                  extra_args=["--require-signature", "false", "--mqtt-username", "dev", *args])
+        self.procs.append(a)
+        return a.start()
+
+    def assertConnected(self, proc):
+        wait_for(lambda: "connected to " + self.broker.url in proc.read_log(), timeout=20,
+                 what="connected to the broker")
+        self.assertNotIn("not authori", proc.read_log())
+
+    def assertHidden(self, pid, secret):
+        """The secret is neither in the command line nor in the environment of pid and
+        its children (the agent's sandbox launcher)."""
+        pids = [pid]
+        with open("/proc/%d/task/%d/children" % (pid, pid)) as f:
+            pids += [int(x) for x in f.read().split()]
+        for p in pids:
+            for what in ("cmdline", "environ"):
+                with open("/proc/%d/%s" % (p, what), "rb") as f:
+                    self.assertNotIn(secret.encode(), f.read(), "%s of %d" % (what, p))
+
+    def test_coordinator_password_from_file(self):
+        c = self.coordinator("coord-file", ["--mqtt-password-file", self.coord_pwfile])
+        self.assertConnected(c)
+        self.assertHidden(c.proc.pid, self.COORD_PW)
+        self.assertNotIn("visible to every user", c.read_log())
+
+    def test_coordinator_password_from_environment(self):
+        c = self.coordinator("coord-env", [], env=self.env(RCS_MQTT_PASSWORD=self.COORD_PW))
+        self.assertConnected(c)
+        self.assertHidden(c.proc.pid, self.COORD_PW)
+
+    def test_coordinator_password_flag_warns(self):
+        c = self.coordinator("coord-flag", ["--mqtt-password", self.COORD_PW])
+        self.assertConnected(c)
+        self.assertIn("--mqtt-password on the command line is visible to every user"
+                      " of this host", c.read_log())
+        self.assertIn("use --mqtt-password-file FILE", c.read_log())
+
+    def test_agent_password_from_file(self):
+        a = self.agent("agent-file", ["--mqtt-password-file", self.dev_pwfile])
+        self.assertConnected(a)
+        self.assertHidden(a.pid, self.DEV_PW)
+        self.assertNotIn("visible to every user", a.read_log())
+
+    def test_agent_password_from_environment(self):
+        a = self.agent("agent-env", [], env=self.env(RCS_MQTT_PASSWORD=self.DEV_PW))
+        self.assertConnected(a)
+        self.assertHidden(a.pid, self.DEV_PW)
+
+    def test_wrong_password_refused(self):
+        # the check of the checks: a wrong password from the file is not let in
+        wrong = self.secret("wrong.pw", "not the password\n")
+
+        def refused():
+            with open(self.broker.log_path, "rb") as f:
+                return f.read().count(b"not authorised")
+
+        before = refused()
+        a = self.agent("agent-wrong", ["--mqtt-password-file", wrong])
+        wait_for(lambda: refused() > before, timeout=20, what="the broker refusing the agent")
+        self.assertNotIn("connected to " + self.broker.url, a.read_log())
+
+    def test_bad_secret_files(self):
+        empty = self.secret("empty.pw", "")
+        newline = self.secret("newline.pw", "\n")
+        missing = os.path.join(self.workdir, "missing.pw")
+        agent_args = [AGENT, "--mqtt", self.broker.url, "--client-root", str(uuid.uuid4()),
+                      "--entity-ident", str(uuid.uuid4()), "--state-dir",
+                      os.path.join(self.workdir, "bad-state"), "--require-signature", "false"]
+        coord_args = [COORDINATOR, "serve", "--check", "--db",
+                      os.path.join(self.workdir, "bad.db"), "--listen", "127.0.0.1:1"]
+        cases = [("--mqtt-password-file", missing, "No such file or directory"),
+                 ("--mqtt-password-file", empty, "the file is empty"),
+                 ("--mqtt-password-file", newline, "the file is empty"),
+                 ("--mqtt-password-file", self.workdir, "Is a directory"),
+                 ("--mqtt-key-passphrase-file", missing, "No such file or directory")]
+        for argv in (agent_args, coord_args):
+            for flag, path, why in cases + ([("--smtp-password-file", empty, "the file is empty")]
+                                             if argv is coord_args else []):
+                with self.subTest(daemon=os.path.basename(argv[0]), flag=flag, path=path):
+                    p = subprocess.run(argv + [flag, path], capture_output=True, text=True,
+                                       timeout=30)
+                    self.assertEqual(p.returncode, 2, p.stdout + p.stderr)
+                    self.assertIn("%s %s: %s" % (flag, path, why), p.stderr)
+                    self.assertNotIn("configuration OK", p.stdout)
+            # both the password and its file
+            p = subprocess.run(argv + ["--mqtt-password", "x", "--mqtt-password-file",
+                                       self.dev_pwfile], capture_output=True, text=True,
+                               timeout=30)
+            self.assertEqual(p.returncode, 2, p.stdout + p.stderr)
+            self.assertIn("--mqtt-password and --mqtt-password-file: give one of them",
+                          p.stderr)
+        # in a config file too
+        conf = self.secret("agent.conf", "mqtt_password_file %s\n" % missing)
+        p = subprocess.run(agent_args + ["--config", conf, "--check"], capture_output=True,
+                           text=True, timeout=30)
+        self.assertEqual(p.returncode, 2, p.stdout + p.stderr)
+        self.assertIn("--mqtt-password-file %s: No such file" % missing, p.stderr)
+        # a good file passes --check
+        p = subprocess.run(coord_args + ["--mqtt-password-file", self.coord_pwfile],
+                           capture_output=True, text=True, timeout=30)
+        self.assertEqual((p.returncode, p.stdout), (0, "configuration OK\n"), p.stderr)
 
 
 if __name__ == "__main__":

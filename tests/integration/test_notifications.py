@@ -72,6 +72,12 @@ class NotifyTest(CoordinatorTest):
     smtp = True
     smtp_auth = None  # (user, password): the SMTP server requires AUTH
     coord_args = ()
+    coord_env = None  # the coordinator's environment (None: this one's)
+
+    @classmethod
+    def more_coord_args(cls):
+        """Arguments made once cls.workdir exists."""
+        return []
 
     @classmethod
     def setUpClass(cls):
@@ -87,8 +93,8 @@ class NotifyTest(CoordinatorTest):
         if cls.smtp:
             cls.smtp_server = SmtpServer(auth=cls.smtp_auth).start()
             args += ["--smtp-url", cls.smtp_server.url, "--smtp-from", FROM]
-        args += list(cls.coord_args)
-        cls.coord = Coordinator(cls.workdir, extra_args=args)
+        args += list(cls.coord_args) + cls.more_coord_args()
+        cls.coord = Coordinator(cls.workdir, extra_args=args, env=cls.coord_env)
         tenant = cls.coord.init_tenant(user="admin")
         cls.client_root = tenant["client_root"]
         cls.admin_key = tenant["api_key"]
@@ -813,6 +819,35 @@ class SmtpAuthTest(NotifyTest):
             self.smtp_server.auth = self.smtp_auth
         self.wait_summary(j["ident"], [("auth2@x.test", "terminated")], timeout=20)
         self.assertNotIn("s3cret", self.log_text(), "the password is in the log")
+
+
+class SmtpPasswordFileTest(SmtpAuthTest):
+    """The same with the password in --smtp-password-file: not on the command line."""
+
+    coord_args = ("--smtp-username", "rcs-mailer", "--smtp-retry-base", "1")
+
+    @classmethod
+    def more_coord_args(cls):
+        path = os.path.join(cls.workdir, "smtp.pw")
+        with open(path, "w") as f:
+            f.write("s3cret pass\n")
+        return ["--smtp-password-file", path]
+
+    def test_not_on_command_line(self):
+        with open("/proc/%d/cmdline" % self.coord.proc.pid, "rb") as f:
+            self.assertNotIn(b"s3cret", f.read())
+
+
+class SmtpPasswordEnvTest(SmtpAuthTest):
+    """The same with the password in RCS_SMTP_PASSWORD, gone from the environment after."""
+
+    coord_args = ("--smtp-username", "rcs-mailer", "--smtp-retry-base", "1")
+    coord_env = dict(os.environ, RCS_SMTP_PASSWORD="s3cret pass")
+
+    def test_not_in_environment(self):
+        for what in ("cmdline", "environ"):
+            with open("/proc/%d/%s" % (self.coord.proc.pid, what), "rb") as f:
+                self.assertNotIn(b"s3cret", f.read(), what)
 
 
 class HourlyCapTest(NotifyTest):

@@ -14,7 +14,7 @@ import subprocess
 import tempfile
 import unittest
 
-from rcs_harness import CoordinatorTest
+from rcs_harness import COORDINATOR, Coordinator, CoordinatorTest
 
 
 def openssl(*args, data=None):
@@ -215,6 +215,87 @@ class SigningTest(CoordinatorTest):
         sig = {"alg": "ES256", "key_id": self.key_id,
                "value": self.sign(self.key, self.manifest(t))}
         self.assertError(op.patch("/tasks/" + t["ident"], {"signature": sig}), 403, "forbidden")
+
+
+class EncryptedKeyTest(SigningTest):
+    """The same tests with the signing key encrypted (openssl ec -aes256), its passphrase
+    in --signing-key-passphrase-file; and the passphrase from RCS_SIGNING_KEY_PASSPHRASE,
+    a wrong one, none."""
+
+    PASSPHRASE = "correct horse battery"
+
+    @classmethod
+    def setUpClass(cls):
+        cls.keydir = tempfile.mkdtemp(prefix="rcs-keys-")
+        cls.key, cls.pub, cls.key_id = make_key(cls.keydir, "k")
+        cls.other_key, cls.other_pub, cls.other_key_id = make_key(cls.keydir, "other")
+        cls.passfile = os.path.join(cls.keydir, "passphrase")
+        with open(cls.passfile, "w") as f:
+            f.write(cls.PASSPHRASE + "\n")
+        cls.enc_key = os.path.join(cls.keydir, "k-enc.pem")
+        openssl("ec", "-in", cls.key, "-aes256", "-passout", "file:" + cls.passfile,
+                "-out", cls.enc_key)
+        with open(cls.enc_key) as f:
+            assert "ENCRYPTED" in f.read()
+        cls.extra_args = ("--signing-key", cls.enc_key, "--signing-key-passphrase-file",
+                          cls.passfile, "--trusted-key", cls.pub)
+        CoordinatorTest.setUpClass.__func__(cls)
+        cls.addClassCleanup(cls.coord.stop, signal.SIGKILL)
+
+    def check(self, *args, env=None):
+        p = subprocess.run([COORDINATOR, "serve", "--check", "--db",
+                            os.path.join(self.keydir, "check.db"), "--listen", "127.0.0.1:1",
+                            "--signing-key", self.enc_key, *args],
+                           capture_output=True, text=True, timeout=30, env=env)
+        return p.returncode, p.stdout + p.stderr
+
+    def test_passphrase_not_on_command_line(self):
+        with open("/proc/%d/cmdline" % self.coord.proc.pid, "rb") as f:
+            cmdline = f.read()
+        self.assertIn(self.passfile.encode(), cmdline)
+        self.assertNotIn(self.PASSPHRASE.encode(), cmdline)
+
+    def test_wrong_or_missing_passphrase(self):
+        wrong = os.path.join(self.keydir, "wrong")
+        with open(wrong, "w") as f:
+            f.write("not it\n")
+        rc, out = self.check("--signing-key-passphrase-file", wrong)
+        self.assertEqual(rc, 1, out)
+        self.assertIn("--signing-key %s: wrong passphrase" % self.enc_key, out)
+        self.assertNotIn("configuration OK", out)
+        env = {k: v for k, v in os.environ.items() if k != "RCS_SIGNING_KEY_PASSPHRASE"}
+        rc, out = self.check(env=env)
+        self.assertEqual(rc, 1, out)
+        self.assertIn("is encrypted: give its passphrase with --signing-key-passphrase-file",
+                      out)
+        rc, out = self.check("--signing-key-passphrase-file", wrong + ".missing")
+        self.assertEqual(rc, 2, out)
+        self.assertIn("--signing-key-passphrase-file %s.missing: No such file" % wrong, out)
+        rc, out = self.check("--signing-key-passphrase-file", self.passfile)
+        self.assertEqual(rc, 0, out)
+        self.assertTrue(out.startswith("configuration OK\n"), out)  # stdout first
+
+    def test_passphrase_from_environment(self):
+        env = dict(os.environ, RCS_SIGNING_KEY_PASSPHRASE=self.PASSPHRASE)
+        rc, out = self.check(env=env)
+        self.assertEqual(rc, 0, out)
+        self.assertTrue(out.startswith("configuration OK\n"), out)  # stdout first
+        # serving: tasks signed, the variable wiped from the daemon's environment
+        c = Coordinator(self.keydir, extra_args=("--signing-key", self.enc_key),
+                        db=os.path.join(self.keydir, "env.db"), env=env)
+        tenant = c.init_tenant(user="admin")
+        c.start()
+        try:
+            with open("/proc/%d/environ" % c.proc.pid, "rb") as f:
+                self.assertNotIn(self.PASSPHRASE.encode(), f.read())
+            r = c.api(tenant["api_key"]).post("/tasks", {"name": "env", "script": "echo"})
+            self.assertStatus(r, 201)
+            sig = r.json["signature"]
+            self.assertEqual(sig["key_id"], self.key_id)
+            manifest = self.manifest(r.json)
+            self.assertTrue(self.verifies(self.pub, manifest, sig["value"]))
+        finally:
+            self.assertEqual(c.stop(), 0)
 
 
 class UnsignedTest(CoordinatorTest):

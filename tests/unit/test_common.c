@@ -293,13 +293,183 @@ static void test_cfg_file_and_args(void **state)
 	assert_null(cfg_find_arg(8, argv, "config"));
 }
 
+/* Writes n bytes of data to a new temporary file; its path into path. */
+static void secret_file(char *path, size_t len, const char *data, size_t n)
+{
+	int fd;
+
+	snprintf(path, len, "/tmp/rcs-secret-XXXXXX");
+	fd = mkstemp(path);
+	assert_true(fd >= 0);
+	assert_int_equal(write(fd, data, n), (ssize_t)n);
+	close(fd);
+}
+
+static void test_cfg_read_secret(void **state)
+{
+	static const struct {
+		const char *data;
+		size_t n;
+		const char *want; /* NULL: refused */
+		enum rcs_err err;
+	} cases[] = {
+	    {"s3cret pass\n", 12, "s3cret pass", RCS_OK}, /* one final newline dropped */
+	    {"s3cret\n\n", 8, "s3cret\n", RCS_OK},        /* only one */
+	    {"s3cret\r\n", 8, "s3cret", RCS_OK},          /* a CRLF line end */
+	    {"  spaced \t", 10, "  spaced \t", RCS_OK},   /* kept as they are */
+	    {"no newline", 10, "no newline", RCS_OK},
+	    {"", 0, NULL, RCS_ERR_INVAL},
+	    {"\n", 1, NULL, RCS_ERR_INVAL},
+	    {"a\0b\n", 4, NULL, RCS_ERR_INVAL},
+	};
+	char path[64], err[256], *big, *out;
+
+	(void)state;
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		secret_file(path, sizeof(path), cases[i].data, cases[i].n);
+		out = (char *)path; /* must be reset */
+		assert_int_equal(
+		    cfg_read_secret("mqtt_password_file", path, &out, err, sizeof(err)),
+		    cases[i].err);
+		if (cases[i].want) {
+			assert_string_equal(out, cases[i].want);
+		} else {
+			assert_null(out);
+			/* the option (as a flag) and the file are named */
+			assert_non_null(strstr(err, "--mqtt-password-file"));
+			assert_non_null(strstr(err, path));
+		}
+		cfg_secret_free(&out);
+		assert_null(out);
+		unlink(path);
+	}
+	/* missing, unreadable (a directory), too big */
+	assert_int_equal(cfg_read_secret("x_file", "/nonexistent/pw", &out, err, sizeof(err)),
+			 RCS_ERR_IO);
+	assert_non_null(strstr(err, "--x-file /nonexistent/pw: No such file"));
+	assert_null(out);
+	assert_int_equal(cfg_read_secret("x_file", "/", &out, err, sizeof(err)), RCS_ERR_IO);
+	assert_null(out);
+	big = malloc(CFG_MAX_SECRET + 2);
+	assert_non_null(big);
+	memset(big, 'a', CFG_MAX_SECRET + 1);
+	big[CFG_MAX_SECRET] = '\n'; /* the limit counts the final newline */
+	secret_file(path, sizeof(path), big, CFG_MAX_SECRET + 1);
+	assert_int_equal(cfg_read_secret("x_file", path, &out, err, sizeof(err)), RCS_ERR_TOOBIG);
+	unlink(path);
+	secret_file(path, sizeof(path), big, CFG_MAX_SECRET);
+	assert_int_equal(cfg_read_secret("x_file", path, &out, err, sizeof(err)), RCS_OK);
+	assert_int_equal(strlen(out), CFG_MAX_SECRET);
+	cfg_secret_free(&out);
+	unlink(path);
+	free(big);
+}
+
+static void test_cfg_take_env_secret(void **state)
+{
+	char *out = NULL;
+
+	(void)state;
+	assert_int_equal(setenv("RCS_TEST_SECRET", "from env", 1), 0);
+	assert_int_equal(cfg_take_env_secret("RCS_TEST_SECRET", &out), RCS_OK);
+	assert_string_equal(out, "from env");
+	assert_null(getenv("RCS_TEST_SECRET")); /* children won't inherit it */
+	cfg_secret_free(&out);
+	/* unset, or empty: no secret */
+	assert_int_equal(cfg_take_env_secret("RCS_TEST_SECRET", &out), RCS_OK);
+	assert_null(out);
+	assert_int_equal(setenv("RCS_TEST_SECRET", "", 1), 0);
+	assert_int_equal(cfg_take_env_secret("RCS_TEST_SECRET", &out), RCS_OK);
+	assert_null(out);
+	assert_null(getenv("RCS_TEST_SECRET"));
+	/* out NULL: only dropped */
+	assert_int_equal(setenv("RCS_TEST_SECRET", "drop me", 1), 0);
+	assert_int_equal(cfg_take_env_secret("RCS_TEST_SECRET", NULL), RCS_OK);
+	assert_null(getenv("RCS_TEST_SECRET"));
+}
+
+static void test_cfg_secret_resolve(void **state)
+{
+	char path[64], err[256], *value;
+	enum cfg_secret_src from;
+
+	(void)state;
+	secret_file(path, sizeof(path), "from file\n", 10);
+
+	/* the option's value first; the variable is dropped all the same */
+	value = strdup("from flag");
+	assert_int_equal(setenv("RCS_TEST_PW", "from env", 1), 0);
+	assert_int_equal(cfg_secret_resolve("mqtt_password", &value, NULL, "RCS_TEST_PW", &from,
+					    err, sizeof(err)),
+			 RCS_OK);
+	assert_string_equal(value, "from flag");
+	assert_int_equal(from, CFG_SECRET_VALUE);
+	assert_null(getenv("RCS_TEST_PW"));
+	cfg_secret_free(&value);
+
+	/* then the file, over the environment */
+	assert_int_equal(setenv("RCS_TEST_PW", "from env", 1), 0);
+	assert_int_equal(cfg_secret_resolve("mqtt_password", &value, path, "RCS_TEST_PW", &from,
+					    err, sizeof(err)),
+			 RCS_OK);
+	assert_string_equal(value, "from file");
+	assert_int_equal(from, CFG_SECRET_FILE);
+	assert_null(getenv("RCS_TEST_PW"));
+	cfg_secret_free(&value);
+
+	/* then the environment */
+	assert_int_equal(setenv("RCS_TEST_PW", "from env", 1), 0);
+	assert_int_equal(cfg_secret_resolve("mqtt_password", &value, NULL, "RCS_TEST_PW", &from,
+					    err, sizeof(err)),
+			 RCS_OK);
+	assert_string_equal(value, "from env");
+	assert_int_equal(from, CFG_SECRET_ENV);
+	assert_null(getenv("RCS_TEST_PW"));
+	cfg_secret_free(&value);
+
+	/* nothing: no secret, no error */
+	assert_int_equal(cfg_secret_resolve("mqtt_password", &value, NULL, "RCS_TEST_PW", &from,
+					    err, sizeof(err)),
+			 RCS_OK);
+	assert_null(value);
+	assert_int_equal(from, CFG_SECRET_NONE);
+	assert_int_equal(
+	    cfg_secret_resolve("mqtt_password", &value, NULL, NULL, NULL, err, sizeof(err)),
+	    RCS_OK);
+	assert_null(value);
+
+	/* both the option and its file: refused, naming both */
+	value = strdup("from flag");
+	assert_int_equal(
+	    cfg_secret_resolve("mqtt_password", &value, path, NULL, &from, err, sizeof(err)),
+	    RCS_ERR_INVAL);
+	assert_non_null(strstr(err, "--mqtt-password and --mqtt-password-file"));
+	cfg_secret_free(&value);
+
+	/* a bad file is an error, not a fall back to the environment */
+	unlink(path);
+	assert_int_equal(setenv("RCS_TEST_PW", "from env", 1), 0);
+	assert_int_equal(cfg_secret_resolve("smtp_password", &value, path, "RCS_TEST_PW", &from,
+					    err, sizeof(err)),
+			 RCS_ERR_IO);
+	assert_null(value);
+	assert_non_null(strstr(err, "--smtp-password-file"));
+	assert_null(getenv("RCS_TEST_PW"));
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-	    cmocka_unit_test(test_uuid_v7),           cmocka_unit_test(test_uuid_valid),
-	    cmocka_unit_test(test_status_order),      cmocka_unit_test(test_buf_ceiling),
-	    cmocka_unit_test(test_jsonu_parse),       cmocka_unit_test(test_jsonu_getters),
+	    cmocka_unit_test(test_uuid_v7),
+	    cmocka_unit_test(test_uuid_valid),
+	    cmocka_unit_test(test_status_order),
+	    cmocka_unit_test(test_buf_ceiling),
+	    cmocka_unit_test(test_jsonu_parse),
+	    cmocka_unit_test(test_jsonu_getters),
 	    cmocka_unit_test(test_cfg_file_and_args),
+	    cmocka_unit_test(test_cfg_read_secret),
+	    cmocka_unit_test(test_cfg_take_env_secret),
+	    cmocka_unit_test(test_cfg_secret_resolve),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
