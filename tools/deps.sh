@@ -26,7 +26,7 @@ tools=$(cd "$(dirname "$0")" && pwd)
 RUN_PKGS="build-essential cmake pkg-config
 libpaho-mqtt-dev liblua5.4-dev libjson-c-dev libsqlite3-dev libmbedtls-dev
 libmicrohttpd-dev libcurl4-openssl-dev libseccomp-dev
-mosquitto mosquitto-clients curl openssl sqlite3 python3"
+mosquitto mosquitto-clients curl openssl jq sqlite3 python3"
 # Every program the tests call is here or in RUN_PKGS (file: test_agent_qemu.py).
 TEST_PKGS="libcmocka-dev python3-aiosmtpd python3-paho-mqtt libfaketime file
 qemu-user gcc-aarch64-linux-gnu gcc-arm-linux-gnueabihf"
