@@ -954,6 +954,35 @@ class TestOpenApiConformance(CoordinatorTest):
                                 {"api-key": self.admin_key, "Content-Type": "application/json"})
                 self.conform(method, template, r, 413, "payload_too_large")
 
+    def test_notification_addresses(self):
+        """The addresses the server takes are those the document describes: plain local@domain
+        (no RFC 5322 'email' format: root@localhost and a domain with '_' are taken), and no
+        empty dot-separated word in either part."""
+        self.need_fixtures()
+        item = resolve(DOC["components"]["schemas"]["Notification"])["properties"]["address"]
+        self.assertNotIn("format", item)
+        taken = ["root@localhost", "ops@mail_host.example", "first.last+tag@example.test"]
+        refused = ["a..b@example.test", ".ab@example.test", "ab.@example.test",
+                   "a@.example.test", "a@example.test.", "a@example..test", "a b@example.test"]
+        sends = [("POST", "/tasks", {}),
+                 ("PATCH", "/tasks/{task_ident}", {}),
+                 ("POST", "/tasks/{task_ident}/jobs", {"entity_ident": self.fx["entity_ident"]}),
+                 ("POST", "/tasks/{task_ident}/jobs/list", {"ident_list": [self.fx["entity_ident"]]})]
+        for method, template, base in sends:
+            body = dict(request_example(method, template), **base) if method == "POST" else {}
+            schema = resolve(request_schema(method, template))["properties"]["notification_mail_list"]
+            with self.subTest(op="%s %s" % (method, template), addresses=taken):
+                self.assertEqual(validate(schema, taken), [])
+                r = self.call(method, template, body=dict(body, notification_mail_list=taken))
+                self.conform(method, template, r, 200 if method == "PATCH" else 201)
+            for a in refused:
+                with self.subTest(op="%s %s" % (method, template), address=a):
+                    self.assertTrue(validate(schema, ["ok@example.test", a]), "the document takes %r" % a)
+                    r = self.call(method, template,
+                                  body=dict(body, notification_mail_list=["ok@example.test", a]))
+                    self.conform(method, template, r, 400, "validation_failed")
+                    self.assertEqual(r.json["error"]["details"].get("field"), "notification_mail_list[1]")
+
     def test_conflicts(self):
         self.need_fixtures()
         r = self.admin.post("/tasks", dict(request_example("POST", "/tasks"), name="inactive", active="false"))
