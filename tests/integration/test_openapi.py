@@ -62,7 +62,11 @@ API_MD_OPERATIONS = {
     ("POST", "/devices"), ("GET", "/devices"), ("GET", "/devices/{entity_ident}"),
     ("PATCH", "/devices/{entity_ident}"), ("DELETE", "/devices/{entity_ident}"),
     ("POST", "/keys"), ("GET", "/keys"), ("DELETE", "/keys/{ident}"),
+    ("GET", "/health"), ("GET", "/openapi.json"),
 }
+
+# The operations served without an api key (security: []).
+OPEN_OPERATIONS = {("GET", "/health"), ("GET", "/openapi.json")}
 
 STATUSES = ["initial", "pending", "transmited", "edge_transmitted", "edge_started",
             "edge_running", "terminated", "edge_error", "cancelled", "expired"]
@@ -314,7 +318,8 @@ class TestOpenApiDocument(unittest.TestCase):
         self.assertTrue(header, "no apiKey security scheme in header 'api-key'")
         self.assertIn({header[0]: []}, DOC.get("security", []), "api-key must apply to every operation")
         for method, path, op, _ in operations():
-            self.assertNotEqual(op.get("security"), [], "%s %s opts out of security" % (method, path))
+            self.assertEqual(op.get("security") == [], (method, path) in OPEN_OPERATIONS,
+                             "%s %s: security" % (method, path))
 
     def test_refs_resolve(self):
         for where, node in walk(DOC):
@@ -340,14 +345,18 @@ class TestOpenApiDocument(unittest.TestCase):
                 codes = set(op["responses"])
                 self.assertFalse({"default"} & codes, "a default response hides undocumented codes")
                 self.assertTrue([c for c in codes if c.startswith("2")], "no success response")
+                # any request with a body over --max-body, before routing and the api key
+                self.assertIn("413", codes)
+                if (method, path) in OPEN_OPERATIONS:
+                    self.assertNotIn("x-rcs-role", op)
+                    self.assertFalse({"401", "403", "429"} & codes, "no api key, no throttle")
+                    continue
                 role = op.get("x-rcs-role")
                 self.assertIn(role, ROLE_RANK)
                 self.assertEqual(role == "viewer", method == "GET", "viewer may every GET, nothing else")
                 self.assertIn("401", codes)
                 self.assertEqual("403" in codes, role != "viewer")
                 has_body = "requestBody" in op
-                # any request with a body over --max-body, before routing and the api key
-                self.assertIn("413", codes)
                 # an address that sent too many unknown keys, whatever key it sends now
                 self.assertIn("429", codes)
                 if has_body:
@@ -367,7 +376,7 @@ class TestOpenApiDocument(unittest.TestCase):
                         self.assertNotIn("content", spec)
                         continue
                     self.assertIn("application/json", spec.get("content", {}), code)
-                    if int(code) >= 400:
+                    if int(code) >= 400 and (method, path, code) != ("GET", "/health", "503"):
                         self.assertIs(resolve(spec["content"]["application/json"]["schema"]), error_schema, code)
                     elif int(code) < 300:
                         self.assertEqual(resolve(spec["content"]["application/json"]["schema"]).get("type"), "object")
@@ -815,6 +824,15 @@ class TestOpenApiConformance(CoordinatorTest):
         if new_key:
             self.assertError(self.coord.api(new_key).get("/tasks"), 401, "unauthorized")
 
+        # the service: no api key
+        nokey = H.Api(self.coord.base, None)
+        r = C("GET", "/health", api=nokey, expect=200)
+        if self.got(r, 200, "broker"):
+            self.assertEqual(r.json, {"status": "ok", "database": "ok", "broker": "none"})
+        r = C("GET", "/openapi.json", api=nokey, expect=200)
+        with open(DOC_PATH, encoding="utf-8") as f:
+            self.assertEqual(r.raw, f.read(), "GET /openapi.json is not docs/openapi.json")
+
         documented = {(m, p) for m, p, _, _ in operations()}
         self.assertEqual(sorted(documented - self.exercised), [],
                          "documented operations this test did not exercise")
@@ -824,6 +842,8 @@ class TestOpenApiConformance(CoordinatorTest):
     def test_unauthorized_for_every_operation(self):
         self.need_fixtures()
         for method, template, op, _ in operations():
+            if (method, template) in OPEN_OPERATIONS:
+                continue
             for key in (None, "rcs_not_a_key_" + uuid.uuid4().hex):
                 with self.subTest(op="%s %s" % (method, template), key=key):
                     self.assertIn("401", op["responses"])
@@ -834,6 +854,8 @@ class TestOpenApiConformance(CoordinatorTest):
     def test_forbidden_for_weak_roles(self):
         self.need_fixtures()
         for method, template, op, _ in operations():
+            if (method, template) in OPEN_OPERATIONS:
+                continue
             role = op["x-rcs-role"]
             for name, api in (("viewer", self.viewer), ("operator", self.operator)):
                 if ROLE_RANK[name] >= ROLE_RANK[role]:
@@ -852,7 +874,7 @@ class TestOpenApiConformance(CoordinatorTest):
     def test_operator_may_send_and_cancel(self):
         self.need_fixtures()
         for method, template, op, _ in operations():
-            if op["x-rcs-role"] != "operator" or method == "PATCH":
+            if op.get("x-rcs-role") != "operator" or method == "PATCH":
                 continue
             with self.subTest(op="%s %s" % (method, template)):
                 r = self.call(method, template, body=self.generic_body(method, template), api=self.operator)
@@ -1053,7 +1075,7 @@ class TestOpenApiThrottled(CoordinatorTest):
         self.assertError(r, 429, "too_many_requests")
         ident = str(uuid.uuid4())
         for method, template, op, _ in operations():
-            if op.get("security") == []:
+            if (method, template) in OPEN_OPERATIONS:
                 continue
             with self.subTest(op="%s %s" % (method, template)):
                 self.assertIn("429", op["responses"])
@@ -1068,6 +1090,10 @@ class TestOpenApiThrottled(CoordinatorTest):
                 retry = header(r, "Retry-After")
                 self.assertIsNotNone(retry, "429 without Retry-After")
                 self.assertTrue(1 <= int(retry) <= 60, retry)
+        for template in ("/health", "/openapi.json"):
+            with self.subTest(op="GET " + template, case="no key while throttled"):
+                r = H.Api(self.coord.base, None).get(template)
+                self.assertEqual(r.status, 200, r)
 
 
 def body_source_v2():
