@@ -87,6 +87,15 @@ static const struct api_route api_routes[] = {
 
 #define API_N_ROUTES (sizeof(api_routes) / sizeof(api_routes[0]))
 
+/* Paths served without an api key (min_role unused): never counted by, nor refused by, the
+ * throttle of unknown keys. */
+static const struct api_route api_open_routes[] = {
+    {"GET", "health", ROLE_VIEWER, api_health, NULL},
+    {"GET", "openapi.json", ROLE_VIEWER, api_openapi, NULL},
+};
+
+#define API_N_OPEN_ROUTES (sizeof(api_open_routes) / sizeof(api_open_routes[0]))
+
 /* ---- answers ---- */
 
 void api_reply(struct api_resp *r, int status, json_object *body)
@@ -381,23 +390,33 @@ static bool api_query_known(struct api_req *req, struct api_resp *r, const char 
 	return false;
 }
 
-static void api_dispatch(struct api_req *req, struct api_resp *r, char *allow, size_t allow_len)
+/* True when the request's path is one of routes (whatever the method). */
+static bool api_path_in(const struct api_route *routes, size_t n, const struct api_req *req)
+{
+	for (size_t i = 0; i < n; i++)
+		if (api_match(routes[i].pattern, req->seg, req->nseg))
+			return true;
+	return false;
+}
+
+static void api_dispatch(const struct api_route *routes, size_t n, struct api_req *req,
+			 struct api_resp *r, char *allow, size_t allow_len)
 {
 	const struct api_route *found = NULL;
 	bool path_known = false;
 	size_t alen = 0;
 
 	allow[0] = '\0';
-	for (size_t i = 0; i < API_N_ROUTES; i++) {
-		if (!api_match(api_routes[i].pattern, req->seg, req->nseg))
+	for (size_t i = 0; i < n; i++) {
+		if (!api_match(routes[i].pattern, req->seg, req->nseg))
 			continue;
 		path_known = true;
 		alen += (size_t)snprintf(allow + alen, allow_len - alen, "%s%s", alen ? ", " : "",
-					 api_routes[i].method);
+					 routes[i].method);
 		if (alen >= allow_len)
 			alen = allow_len - 1;
-		if (strcmp(api_routes[i].method, req->method) == 0)
-			found = &api_routes[i];
+		if (strcmp(routes[i].method, req->method) == 0)
+			found = &routes[i];
 	}
 	if (found == NULL) {
 		if (path_known)
@@ -670,10 +689,14 @@ static enum MHD_Result api_handle(void *cls, struct MHD_Connection *conn, const 
 		api_error(&resp, 404, "not_found", NULL, "no such resource");
 		goto send;
 	}
-	api_authenticate(app, conn, &req, &resp);
-	if (resp.status != 0)
-		goto send;
-	api_dispatch(&req, &resp, allow, sizeof(allow));
+	if (api_path_in(api_open_routes, API_N_OPEN_ROUTES, &req)) {
+		api_dispatch(api_open_routes, API_N_OPEN_ROUTES, &req, &resp, allow, sizeof(allow));
+	} else {
+		api_authenticate(app, conn, &req, &resp);
+		if (resp.status != 0)
+			goto send;
+		api_dispatch(api_routes, API_N_ROUTES, &req, &resp, allow, sizeof(allow));
+	}
 	if (resp.status == 0) {
 		log_warnx("%s %s: handler gave no answer", method, url);
 		api_error(&resp, 500, "internal", NULL, "internal error");

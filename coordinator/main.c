@@ -494,6 +494,7 @@ static int cmd_serve(struct settings *s)
 	app.st = st;
 	app.lc = &lc;
 	app.signer = signer;
+	app.bridge = bridge;
 	app.max_body = (size_t)s->max_body;
 	app.auth_fail_limit = (unsigned)s->auth_fail_limit;
 	err = http_api_start(http, &app, (unsigned)s->threads);

@@ -917,6 +917,11 @@ out:
 	return err;
 }
 
+bool bridge_connected(struct bridge *b)
+{
+	return mqttc_connected(b->mq);
+}
+
 void bridge_stop(struct bridge *b)
 {
 	if (b == NULL)

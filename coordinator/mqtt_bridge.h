@@ -10,6 +10,7 @@
 #ifndef RCS_MQTT_BRIDGE_H
 #define RCS_MQTT_BRIDGE_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -30,6 +31,8 @@ struct bridge;
 /* Connects (in the background) and starts the worker; sets lc->hooks. */
 enum rcs_err bridge_start(const struct bridge_opts *opts, struct store *st, struct lifecycle *lc,
 			  struct bridge **out);
+/* True while the MQTT client is connected to the broker. */
+bool bridge_connected(struct bridge *b);
 /* Stops the worker (applying what was received), disconnects, frees; unsets lc->hooks. */
 void bridge_stop(struct bridge *b);
 

@@ -835,6 +835,33 @@ void store_close(struct store *st)
 	free(st);
 }
 
+enum rcs_err store_ping(struct store *st)
+{
+	sqlite3_stmt *s = NULL;
+	enum rcs_err err;
+	int moved = 0, rc;
+
+	store_lock(st);
+	/* an unlinked file still answers through its open descriptor, but nothing written
+	 * to it survives a restart */
+	if (sqlite3_file_control(st->db, "main", SQLITE_FCNTL_HAS_MOVED, &moved) == SQLITE_OK &&
+	    moved) {
+		log_warnx("the database file was removed or renamed while open");
+		err = RCS_ERR_IO;
+		goto out;
+	}
+	err = store_prepare(st, "SELECT count(*) FROM sqlite_master", &s);
+	if (err != RCS_OK)
+		goto out;
+	rc = sqlite3_step(s);
+	if (rc != SQLITE_ROW)
+		err = store_rc(st->db, rc, "ping");
+out:
+	store_release(st, s);
+	store_unlock(st);
+	return err;
+}
+
 /* SQLite rolls a transaction back by itself on some errors (disk full, I/O, out
  * of memory): a savepoint begun after that would be a transaction of its own. */
 static bool store_tx_lost(struct store *st)

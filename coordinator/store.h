@@ -33,6 +33,9 @@ struct store;
 /* Opens (creating when needed) and migrates the database at path. */
 enum rcs_err store_open(const char *path, struct store **out);
 void store_close(struct store *st);
+/* A cheap query of the database (for health checks): RCS_OK, or the error of the
+ * query; RCS_ERR_IO when the database file was removed or renamed since it was opened. */
+enum rcs_err store_ping(struct store *st);
 
 /* Groups calls into one transaction. end(commit=false) rolls back. Inside the
  * calling thread's own transaction, begin/end make a savepoint of it. */

@@ -23,8 +23,10 @@ bool validate_email(const char *addr)
 		return false;
 	if (at - addr > 64)
 		return false;
-	/* domain: labels separated by dots, no empty label */
-	if (at[1] == '.' || addr[n - 1] == '.' || strstr(at, "..") != NULL)
+	/* local part and domain: dot-separated words, no empty one (no leading, trailing or
+	 * consecutive dot); a quoted local part is refused with '"' above */
+	if (addr[0] == '.' || at[-1] == '.' || at[1] == '.' || addr[n - 1] == '.' ||
+	    strstr(addr, "..") != NULL)
 		return false;
 	return true;
 }

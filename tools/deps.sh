@@ -3,7 +3,8 @@
 # This is the one list of dependencies; the README's commands and .ci/run call it.
 #   tools/deps.sh run       build and run both daemons
 #   tools/deps.sh test      + the test tools, and both cross builds of the agent (aarch64 and
-#                             32-bit ARM): cross compilers, qemu-user and the sysroots (default)
+#                             32-bit ARM): cross compilers, qemu-user and the sysroots (default);
+#                             Redocly's CLI, which lints docs/openapi.json (below)
 #   tools/deps.sh bench     + the benchmarks' tools (tests/bench/, BENCHMARKS.md): wrk, and nginx
 #                             as the REST baseline (the benchmark starts its own nginx with its
 #                             own config on a free port; it never uses the system service)
@@ -45,6 +46,13 @@ usr/lib/T/pkgconfig/json-c.pc usr/lib/T/pkgconfig/sqlite3.pc usr/lib/T/pkgconfig
 usr/lib/T/pkgconfig/libseccomp.pc usr/include/MQTTAsync.h usr/lib/T/libpaho-mqtt3as.so
 usr/lib/T/libpaho-mqtt3a.so usr/include/mbedtls/pk.h usr/lib/T/libmbedcrypto.so"
 SYSROOT_DIR=${RCS_SYSROOT_DIR:-/opt/rcs-sysroot}
+# Redocly's CLI (tests/integration/test_openapi_lint.py) comes from npm: `npm ci` installs the
+# tree tools/redocly/package-lock.json pins (@redocly/cli 1.34.5 and versions of its packages
+# whose engines take bookworm's node 18) into RCS_NODE_DIR (/opt/rcs-node), again only when
+# that lock file changes. Debian's nodejs and npm are installed unless node and npm are there
+# already (NodeSource's nodejs, say, holds npm and conflicts with Debian's npm package).
+NODE_PKGS="nodejs npm"
+NODE_DIR=${RCS_NODE_DIR:-/opt/rcs-node}
 # wrk embeds LuaJIT for its request scripts: no Lua package needed for them
 BENCH_PKGS="wrk nginx-light"
 FUZZ_PKGS="clang libclang-rt-dev"
@@ -189,12 +197,42 @@ sysroots_wanted() {
 	done
 }
 
+# ---- Redocly's CLI ----
+
+# redocly_wanted: true when NODE_DIR lacks the CLI or holds another lock's tree
+redocly_wanted() {
+	! { [ -x "$NODE_DIR/node_modules/.bin/redocly" ] &&
+		cmp -s "$tools/redocly/package-lock.json" "$NODE_DIR/.rcs-lock"; }
+}
+
+redocly_install() {
+	say "installing Redocly's CLI into $NODE_DIR (npm ci from tools/redocly/package-lock.json)"
+	$SUDO mkdir -p "$NODE_DIR"
+	$SUDO rm -f "$NODE_DIR/.rcs-lock"
+	$SUDO cp "$tools/redocly/package.json" "$tools/redocly/package-lock.json" "$NODE_DIR/"
+	# --ignore-scripts: the linter needs none of its packages' install scripts
+	# shellcheck disable=SC2016
+	rcs_step "installing Redocly's CLI (npm ci in $NODE_DIR)" $SUDO sh -c \
+		'cd "$1" && npm ci --no-audit --no-fund --ignore-scripts' sh "$NODE_DIR" || return 1
+	$SUDO cp "$tools/redocly/package-lock.json" "$NODE_DIR/.rcs-lock"
+}
+
 what=${1:-test}
 sysroots=""
+redocly=""
 case "$what" in
 run) pkgs="$RUN_PKGS" ;;
-test) pkgs="$RUN_PKGS $TEST_PKGS"; sysroots=$(sysroots_wanted) ;;
-bench) pkgs="$RUN_PKGS $TEST_PKGS $BENCH_PKGS"; sysroots=$(sysroots_wanted) ;;
+test | bench)
+	pkgs="$RUN_PKGS $TEST_PKGS"
+	[ "$what" = bench ] && pkgs="$pkgs $BENCH_PKGS"
+	sysroots=$(sysroots_wanted)
+	if redocly_wanted; then
+		redocly=yes
+		if ! command -v node >/dev/null 2>&1 || ! command -v npm >/dev/null 2>&1; then
+			pkgs="$pkgs $NODE_PKGS"
+		fi
+	fi
+	;;
 fuzz) pkgs="$RUN_PKGS $FUZZ_PKGS" ;;
 sysroots) pkgs=""; sysroots=$(sysroots_wanted) ;;
 check)
@@ -219,7 +257,7 @@ for p in $pkgs; do
 		missing="$missing $p"
 	fi
 done
-[ -z "$missing" ] && [ -z "$sysroots" ] && exit 0
+[ -z "$missing" ] && [ -z "$sysroots" ] && [ -z "$redocly" ] && exit 0
 
 if [ -n "$sysroots" ] && [ ! -f "$SYSROOT_DIR/.foreign-before" ]; then
 	# what dpkg had before the first sysroot, for the test that we never add one
@@ -236,3 +274,6 @@ fi
 for at in $sysroots; do
 	sysroot_make "${at%%:*}" "${at#*:}"
 done
+if [ -n "$redocly" ]; then
+	redocly_install
+fi

@@ -12,7 +12,9 @@ Two parts:
   documented examples) and checks each answer against the document: the status code is a
   documented response of the operation, the body matches the documented schema (required
   fields, JSON types, nullable, enums, UUID format; paged lists item by item), and error
-  answers match the Error schema. It also fails if an operation was not exercised, and
+  answers match the Error schema. Answers are checked with the schemas closed: an object
+  schema that doesn't say additionalProperties is taken as additionalProperties: false, so
+  a field the server sends that the document doesn't name fails the test. It also fails if an operation was not exercised, and
   checks 401/403/404/405/400/409/413 where the document says they happen.
 
 Schema checking is a small resolver + validator written here (stdlib only): it follows local
@@ -60,7 +62,11 @@ API_MD_OPERATIONS = {
     ("POST", "/devices"), ("GET", "/devices"), ("GET", "/devices/{entity_ident}"),
     ("PATCH", "/devices/{entity_ident}"), ("DELETE", "/devices/{entity_ident}"),
     ("POST", "/keys"), ("GET", "/keys"), ("DELETE", "/keys/{ident}"),
+    ("GET", "/health"), ("GET", "/openapi.json"),
 }
+
+# The operations served without an api key (security: []).
+OPEN_OPERATIONS = {("GET", "/health"), ("GET", "/openapi.json")}
 
 STATUSES = ["initial", "pending", "transmited", "edge_transmitted", "edge_started",
             "edge_running", "terminated", "edge_error", "cancelled", "expired"]
@@ -166,11 +172,13 @@ TYPE_OK = {
 UUID_RE = re.compile(r"^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$")
 
 
-def validate(schema, value, where="$", errors=None, extras=None):
+def validate(schema, value, where="$", errors=None, closed=False):
     """Checks value against an OpenAPI 3.0 schema; returns a list of error strings.
 
-    extras, when a set, collects fields present in value that the schema does not name
-    (informational: the contract allows the server to send more).
+    closed: an object schema that doesn't say additionalProperties is taken as
+    additionalProperties: false, so a field the document doesn't name is an error (the
+    answers of the server are checked so: the document must name every field it sends;
+    free-form objects say additionalProperties: true).
     """
     if errors is None:
         errors = []
@@ -181,10 +189,10 @@ def validate(schema, value, where="$", errors=None, extras=None):
             errors.append("%s: null, but the schema is not nullable" % where)
         return errors
     for sub in schema.get("allOf", []):
-        validate(sub, value, where, errors, extras)
+        validate(sub, value, where, errors, closed)
     for key in ("oneOf", "anyOf"):
         if key in schema:
-            n = sum(1 for sub in schema[key] if not validate(sub, value, where, [], None))
+            n = sum(1 for sub in schema[key] if not validate(sub, value, where, [], closed))
             if (key == "oneOf" and n != 1) or (key == "anyOf" and n == 0):
                 errors.append("%s: %r matches %d of the %s alternatives" % (where, value, n, key))
     t = schema.get("type")
@@ -218,15 +226,17 @@ def validate(schema, value, where="$", errors=None, extras=None):
             if name not in value:
                 errors.append("%s: missing required field %r" % (where, name))
         addl = schema.get("additionalProperties", None)
+        if addl is None and closed and "allOf" not in schema:
+            addl = False
         for k, v in value.items():
             if k in props:
-                validate(props[k], v, "%s.%s" % (where, k), errors, extras)
+                validate(props[k], v, "%s.%s" % (where, k), errors, closed)
             elif addl is False:
-                errors.append("%s: field %r is not allowed" % (where, k))
+                errors.append("%s: field %r is not allowed%s" % (
+                    where, k, "" if "additionalProperties" in schema else
+                    " (the schema doesn't name it)"))
             elif isinstance(addl, dict):
-                validate(addl, v, "%s.%s" % (where, k), errors, extras)
-            elif addl is None and props and extras is not None:
-                extras.add(re.sub(r"\[\d+\]", "[]", "%s.%s" % (where, k)))
+                validate(addl, v, "%s.%s" % (where, k), errors, closed)
     if isinstance(value, list):
         if "minItems" in schema and len(value) < schema["minItems"]:
             errors.append("%s: fewer than %d items" % (where, schema["minItems"]))
@@ -234,7 +244,7 @@ def validate(schema, value, where="$", errors=None, extras=None):
             errors.append("%s: more than %d items" % (where, schema["maxItems"]))
         if "items" in schema:
             for i, v in enumerate(value):
-                validate(schema["items"], v, "%s[%d]" % (where, i), errors, extras)
+                validate(schema["items"], v, "%s[%d]" % (where, i), errors, closed)
     return errors
 
 
@@ -308,7 +318,8 @@ class TestOpenApiDocument(unittest.TestCase):
         self.assertTrue(header, "no apiKey security scheme in header 'api-key'")
         self.assertIn({header[0]: []}, DOC.get("security", []), "api-key must apply to every operation")
         for method, path, op, _ in operations():
-            self.assertNotEqual(op.get("security"), [], "%s %s opts out of security" % (method, path))
+            self.assertEqual(op.get("security") == [], (method, path) in OPEN_OPERATIONS,
+                             "%s %s: security" % (method, path))
 
     def test_refs_resolve(self):
         for where, node in walk(DOC):
@@ -334,13 +345,20 @@ class TestOpenApiDocument(unittest.TestCase):
                 codes = set(op["responses"])
                 self.assertFalse({"default"} & codes, "a default response hides undocumented codes")
                 self.assertTrue([c for c in codes if c.startswith("2")], "no success response")
+                # any request with a body over --max-body, before routing and the api key
+                self.assertIn("413", codes)
+                if (method, path) in OPEN_OPERATIONS:
+                    self.assertNotIn("x-rcs-role", op)
+                    self.assertFalse({"401", "403", "429"} & codes, "no api key, no throttle")
+                    continue
                 role = op.get("x-rcs-role")
                 self.assertIn(role, ROLE_RANK)
                 self.assertEqual(role == "viewer", method == "GET", "viewer may every GET, nothing else")
                 self.assertIn("401", codes)
                 self.assertEqual("403" in codes, role != "viewer")
                 has_body = "requestBody" in op
-                self.assertEqual("413" in codes, has_body)
+                # an address that sent too many unknown keys, whatever key it sends now
+                self.assertIn("429", codes)
                 if has_body:
                     self.assertIn("400", codes)
                     self.assertTrue(request_example(method, path) is not None, "request body without example")
@@ -358,7 +376,7 @@ class TestOpenApiDocument(unittest.TestCase):
                         self.assertNotIn("content", spec)
                         continue
                     self.assertIn("application/json", spec.get("content", {}), code)
-                    if int(code) >= 400:
+                    if int(code) >= 400 and (method, path, code) != ("GET", "/health", "503"):
                         self.assertIs(resolve(spec["content"]["application/json"]["schema"]), error_schema, code)
                     elif int(code) < 300:
                         self.assertEqual(resolve(spec["content"]["application/json"]["schema"]).get("type"), "object")
@@ -366,6 +384,7 @@ class TestOpenApiDocument(unittest.TestCase):
                     self.assertIn("409", codes)
         self.assertIn("MethodNotAllowed", DOC["components"]["responses"])
         self.assertIn("Allow", DOC["components"]["responses"]["MethodNotAllowed"].get("headers", {}))
+        self.assertIn("Retry-After", DOC["components"]["responses"]["TooManyRequests"].get("headers", {}))
 
     def test_schemas_carry_the_contract(self):
         schemas = DOC["components"]["schemas"]
@@ -399,18 +418,32 @@ class TestOpenApiDocument(unittest.TestCase):
         for f in ("total", "statuses"):
             self.assertIn(f, schemas["GroupDetail"]["required"])
 
-    def test_every_nullable_has_a_type_or_is_free(self):
+    def test_every_nullable_has_a_type(self):
+        # OpenAPI 3.0: nullable without type means nothing (and Redocly's lint refuses it)
         for where, node in walk(DOC):
-            if node.get("nullable") is True and "type" not in node:
-                # only the reserved free-form fields may be typeless
-                self.assertTrue(where.endswith(("/target", "/payload")), where)
+            if node.get("nullable") is True:
+                self.assertIn("type", node, where)
+
+    def test_error_codes_are_those_the_server_sends(self):
+        sent = set()
+        coord = os.path.join(SOURCE_DIR, "coordinator")
+        for name in sorted(os.listdir(coord)):
+            if name.endswith(".c"):
+                with open(os.path.join(coord, name), encoding="utf-8") as f:
+                    text = f.read()
+                sent |= set(re.findall(r'api_error\(\s*[^,]+,\s*\d+,\s*"([a-z_]+)"', text))
+                sent |= set(re.findall(r'job_rejected\([^,]+,\s*"([a-z_]+)"', text))
+        self.assertIn("signature_invalid", sent)  # the pattern still finds them all
+        enum = DOC["components"]["schemas"]["Error"]["properties"]["error"]["properties"]["code"]["enum"]
+        self.assertEqual(sorted(sent - set(enum)), [], "codes the server sends, not in Error.code")
+        self.assertEqual(sorted(set(enum) - sent), [], "codes in Error.code the server never sends")
 
     def test_examples_match_schemas(self):
         count = 0
         for name, schema in DOC["components"]["schemas"].items():
             if "example" in schema:
                 count += 1
-                self.assertEqual(validate(schema, schema["example"], name), [])
+                self.assertEqual(validate(schema, schema["example"], name, None, True), [])
         for name, p in DOC["components"]["parameters"].items():
             if "example" in p:
                 count += 1
@@ -422,12 +455,12 @@ class TestOpenApiDocument(unittest.TestCase):
                 media = resolve(rb)["content"]["application/json"]
                 for ex in media_examples(media):
                     count += 1
-                    self.assertEqual(validate(media["schema"], ex, where + " request"), [])
+                    self.assertEqual(validate(media["schema"], ex, where + " request", None, True), [])
             for code, spec in op["responses"].items():
                 media = resolve(spec).get("content", {}).get("application/json")
                 for ex in media_examples(media):
                     count += 1
-                    self.assertEqual(validate(media["schema"], ex, "%s %s" % (where, code)), [])
+                    self.assertEqual(validate(media["schema"], ex, "%s %s" % (where, code), None, True), [])
         self.assertGreater(count, 50)
 
     def test_validator_is_not_vacuous(self):
@@ -448,6 +481,15 @@ class TestOpenApiDocument(unittest.TestCase):
         self.assertTrue(validate(page, {"page": 1, "per_page": 50, "total_pages": 1,
                                         "total_items": 1, "items": [dict(job, task={})]}))
         self.assertTrue(validate({"$ref": "#/components/schemas/Error"}, {"error": {"code": "x"}}))
+        # closed: a field the schema doesn't name fails, free-form objects still take any
+        extra = dict(job, no_such_field=1)
+        self.assertEqual(validate(ref, extra), [])
+        self.assertTrue(any("no_such_field" in e for e in validate(ref, extra, closed=True)))
+        nested = dict(job, task=dict(job["task"], extra=1))
+        self.assertTrue(any("$.task" in e for e in validate(ref, nested, closed=True)))
+        self.assertEqual(validate(ref, dict(job, variables={"any": 1}), closed=True), [])
+        self.assertTrue(validate(page, {"page": 1, "per_page": 50, "total_pages": 1,
+                                        "total_items": 1, "items": [dict(job, x=1)]}, closed=True))
 
 
 # --------------------------------------------------------------------------------------
@@ -494,7 +536,6 @@ class TestOpenApiConformance(CoordinatorTest):
     @classmethod
     def setUpClass(cls):
         super().setUpClass()
-        cls.extras = {}
         cls.fixture_problems = []
         cls.fx = {}
 
@@ -528,14 +569,6 @@ class TestOpenApiConformance(CoordinatorTest):
             operator = operator or cls.coord.create_key(cls.client_root, "otto", "operator")
         cls.viewer = cls.coord.api(viewer["api_key"])
         cls.operator = cls.coord.api(operator["api_key"])
-
-    @classmethod
-    def tearDownClass(cls):
-        if cls.__dict__.get("extras"):
-            sys.stderr.write("\nNOTE: fields the server sends that openapi.json does not name:\n")
-            for (op, code), fields in sorted(cls.extras.items()):
-                sys.stderr.write("  %s -> %s: %s\n" % (op, code, ", ".join(sorted(fields))))
-        super().tearDownClass()
 
     # ---- helpers ------------------------------------------------------------------------
 
@@ -585,14 +618,12 @@ class TestOpenApiConformance(CoordinatorTest):
         ctype = header(resp, "Content-Type") or ""
         self.assertTrue(ctype.startswith("application/json"), "%s: Content-Type %r" % (label, ctype))
         self.assertIsNotNone(resp.json, "%s: body is not JSON: %r" % (label, resp.raw[:300]))
-        extras = set()
-        errors = validate(spec["content"]["application/json"]["schema"], resp.json, "$", None, extras)
+        # closed: a field the server sends that the document doesn't name fails
+        errors = validate(spec["content"]["application/json"]["schema"], resp.json, "$", None, True)
         if resp.status >= 400:
             errors += validate({"$ref": "#/components/schemas/Error"}, resp.json, "$(Error)")
             if code is not None:
                 self.assertEqual(resp.json.get("error", {}).get("code"), code, "%s: %s" % (label, resp.raw[:300]))
-        if extras:
-            self.extras.setdefault((label, status), set()).update(extras)
         self.assertEqual(errors, [], "%s -> %s does not match the documented schema:\n  %s\nbody: %s" % (
             label, status, "\n  ".join(errors[:30]), resp.raw[:800]))
         return resp
@@ -678,6 +709,12 @@ class TestOpenApiConformance(CoordinatorTest):
               body=request_example("PATCH", "/tasks/{task_ident}"), expect=200)
         if self.got(r, 200, "version"):
             self.assertEqual(r.json["version"], task.get("version", 1) + 2)
+        r = C("PATCH", "/tasks/{task_ident}", {"task_ident": tid}, body={"signature": None},
+              expect=200, note="null signature")
+        if self.got(r, 200, "signature"):
+            self.assertIsNone(r.json["signature"])
+            self.assertEqual(r.json["version"], task.get("version", 1) + 2)
+        self.assertEqual(validate(request_schema("PATCH", "/tasks/{task_ident}"), {"signature": None}), [])
 
         # a task using the new script: replacing the script's bytes gives it a new version
         r = C("POST", "/tasks", body=dict(request_example("POST", "/tasks"), name="uses-" + sname,
@@ -787,6 +824,15 @@ class TestOpenApiConformance(CoordinatorTest):
         if new_key:
             self.assertError(self.coord.api(new_key).get("/tasks"), 401, "unauthorized")
 
+        # the service: no api key
+        nokey = H.Api(self.coord.base, None)
+        r = C("GET", "/health", api=nokey, expect=200)
+        if self.got(r, 200, "broker"):
+            self.assertEqual(r.json, {"status": "ok", "database": "ok", "broker": "none"})
+        r = C("GET", "/openapi.json", api=nokey, expect=200)
+        with open(DOC_PATH, encoding="utf-8") as f:
+            self.assertEqual(r.raw, f.read(), "GET /openapi.json is not docs/openapi.json")
+
         documented = {(m, p) for m, p, _, _ in operations()}
         self.assertEqual(sorted(documented - self.exercised), [],
                          "documented operations this test did not exercise")
@@ -796,6 +842,8 @@ class TestOpenApiConformance(CoordinatorTest):
     def test_unauthorized_for_every_operation(self):
         self.need_fixtures()
         for method, template, op, _ in operations():
+            if (method, template) in OPEN_OPERATIONS:
+                continue
             for key in (None, "rcs_not_a_key_" + uuid.uuid4().hex):
                 with self.subTest(op="%s %s" % (method, template), key=key):
                     self.assertIn("401", op["responses"])
@@ -806,6 +854,8 @@ class TestOpenApiConformance(CoordinatorTest):
     def test_forbidden_for_weak_roles(self):
         self.need_fixtures()
         for method, template, op, _ in operations():
+            if (method, template) in OPEN_OPERATIONS:
+                continue
             role = op["x-rcs-role"]
             for name, api in (("viewer", self.viewer), ("operator", self.operator)):
                 if ROLE_RANK[name] >= ROLE_RANK[role]:
@@ -824,7 +874,7 @@ class TestOpenApiConformance(CoordinatorTest):
     def test_operator_may_send_and_cancel(self):
         self.need_fixtures()
         for method, template, op, _ in operations():
-            if op["x-rcs-role"] != "operator" or method == "PATCH":
+            if op.get("x-rcs-role") != "operator" or method == "PATCH":
                 continue
             with self.subTest(op="%s %s" % (method, template)):
                 r = self.call(method, template, body=self.generic_body(method, template), api=self.operator)
@@ -915,17 +965,45 @@ class TestOpenApiConformance(CoordinatorTest):
             self.conform("POST", "/tasks/{task_ident}/jobs/list", r, 400)
 
     def test_payload_too_large(self):
+        # every operation: the body is refused before routing, whatever the method
         self.need_fixtures()
         big = json.dumps({"pad": "x" * (1024 * 1024 + 1024)}).encode()
         for method, template, op, _ in operations():
-            if "requestBody" not in op:
-                continue
             with self.subTest(op="%s %s" % (method, template)):
                 self.assertIn("413", op["responses"])
                 path = "/v3/commands" + self.path_of(template, {"name": "oa_too_large"})
                 r = raw_request(self.coord.port, method, path, big,
                                 {"api-key": self.admin_key, "Content-Type": "application/json"})
                 self.conform(method, template, r, 413, "payload_too_large")
+
+    def test_notification_addresses(self):
+        """The addresses the server takes are those the document describes: plain local@domain
+        (no RFC 5322 'email' format: root@localhost and a domain with '_' are taken), and no
+        empty dot-separated word in either part."""
+        self.need_fixtures()
+        item = resolve(DOC["components"]["schemas"]["Notification"])["properties"]["address"]
+        self.assertNotIn("format", item)
+        taken = ["root@localhost", "ops@mail_host.example", "first.last+tag@example.test"]
+        refused = ["a..b@example.test", ".ab@example.test", "ab.@example.test",
+                   "a@.example.test", "a@example.test.", "a@example..test", "a b@example.test"]
+        sends = [("POST", "/tasks", {}),
+                 ("PATCH", "/tasks/{task_ident}", {}),
+                 ("POST", "/tasks/{task_ident}/jobs", {"entity_ident": self.fx["entity_ident"]}),
+                 ("POST", "/tasks/{task_ident}/jobs/list", {"ident_list": [self.fx["entity_ident"]]})]
+        for method, template, base in sends:
+            body = dict(request_example(method, template), **base) if method == "POST" else {}
+            schema = resolve(request_schema(method, template))["properties"]["notification_mail_list"]
+            with self.subTest(op="%s %s" % (method, template), addresses=taken):
+                self.assertEqual(validate(schema, taken), [])
+                r = self.call(method, template, body=dict(body, notification_mail_list=taken))
+                self.conform(method, template, r, 200 if method == "PATCH" else 201)
+            for a in refused:
+                with self.subTest(op="%s %s" % (method, template), address=a):
+                    self.assertTrue(validate(schema, ["ok@example.test", a]), "the document takes %r" % a)
+                    r = self.call(method, template,
+                                  body=dict(body, notification_mail_list=["ok@example.test", a]))
+                    self.conform(method, template, r, 400, "validation_failed")
+                    self.assertEqual(r.json["error"]["details"].get("field"), "notification_mail_list[1]")
 
     def test_conflicts(self):
         self.need_fixtures()
@@ -981,6 +1059,41 @@ class TestOpenApiConformance(CoordinatorTest):
                 q = query if name is None else {name: query[name]}
                 with self.subTest(op="%s %s" % (method, template), query=q):
                     self.conform(method, template, self.call(method, template, query=q), 200)
+
+
+class TestOpenApiThrottled(CoordinatorTest):
+    """429 too_many_requests after too many unknown keys from one address (--auth-fail-limit)."""
+
+    extra_args = ("--auth-fail-limit", "2")
+
+    def test_too_many_requests_for_every_operation(self):
+        spec = DOC["components"]["responses"]["TooManyRequests"]
+        for _ in range(3):  # more than the limit: 401 each
+            r = self.coord.api("rcs_not_a_key_" + uuid.uuid4().hex).get("/tasks")
+            self.assertError(r, 401, "unauthorized")
+        r = self.coord.api("rcs_not_a_key_" + uuid.uuid4().hex).get("/tasks")
+        self.assertError(r, 429, "too_many_requests")
+        ident = str(uuid.uuid4())
+        for method, template, op, _ in operations():
+            if (method, template) in OPEN_OPERATIONS:
+                continue
+            with self.subTest(op="%s %s" % (method, template)):
+                self.assertIn("429", op["responses"])
+                path = re.sub(r"{[^}]+}", ident if "name" not in template else "x", template)
+                body = request_example(method, template)
+                r = self.admin.request(method, path, body=body)  # a valid key changes nothing
+                self.assertEqual(r.status, 429, "%s %s: %r" % (method, template, r))
+                self.assertEqual(validate(response_schema(op, 429), r.json, "$", None, True), [])
+                self.assertEqual(validate(spec["content"]["application/json"]["schema"], r.json,
+                                          "$", None, True), [])
+                self.assertEqual(r.json["error"]["code"], "too_many_requests")
+                retry = header(r, "Retry-After")
+                self.assertIsNotNone(retry, "429 without Retry-After")
+                self.assertTrue(1 <= int(retry) <= 60, retry)
+        for template in ("/health", "/openapi.json"):
+            with self.subTest(op="GET " + template, case="no key while throttled"):
+                r = H.Api(self.coord.base, None).get(template)
+                self.assertEqual(r.status, 200, r)
 
 
 def body_source_v2():

@@ -121,6 +121,14 @@ static void test_email(void **state)
 	assert_false(validate_email("a b@c.d"));
 	assert_false(validate_email("Name <a@b.c>"));
 	assert_false(validate_email("a@b..c"));
+	assert_true(validate_email("root@localhost"));
+	assert_true(validate_email("ops@mail_host.example"));
+	assert_true(validate_email("first.last@example.test"));
+	assert_false(validate_email("a..b@example.test"));
+	assert_false(validate_email(".ab@example.test"));
+	assert_false(validate_email("ab.@example.test"));
+	assert_false(validate_email("a@.example.test"));
+	assert_false(validate_email("a@example.test."));
 	assert_false(validate_email("a@b.c,d@e.f"));
 	assert_false(validate_email("\xc3\xa9@b.c"));
 	assert_false(validate_email(NULL));

@@ -1,0 +1,157 @@
+#!/usr/bin/env python3
+"""What the coordinator serves without an api key: GET /v3/commands/health and
+GET /v3/commands/openapi.json (docs/api.md, "Service").
+
+Checked: health without a broker (broker "none"), with a broker (connected, then
+disconnected once the broker is stopped, connected again once it is back), and with the
+database file removed under the running coordinator (503, "unavailable"); every answer
+against the Health schema of docs/openapi.json, closed. openapi.json is byte for byte the
+repository's docs/openapi.json (embedded in the binary: the test runs the coordinator from
+a directory without it), as application/json. Neither needs a key, neither is counted by or
+refused by the throttle of unknown keys (--auth-fail-limit), and other methods answer 405.
+
+Run: python3 tests/integration/test_api_service.py (ctest sets RCS_BIN_DIR and RCS_SOURCE_DIR).
+"""
+
+import os
+import shutil
+import sys
+import tempfile
+import unittest
+import uuid
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import rcs_harness as H  # noqa: E402
+from rcs_harness import Coordinator, CoordinatorTest, Mosquitto, SOURCE_DIR  # noqa: E402
+from test_openapi import DOC, find_op, validate  # noqa: E402
+
+DOC_PATH = os.path.join(SOURCE_DIR, "docs", "openapi.json")
+
+
+def header(resp, name):
+    for k, v in resp.headers.items():
+        if k.lower() == name.lower():
+            return v
+    return None
+
+
+class ServiceChecks:
+    """Assertions shared by the classes below (a CoordinatorTest mixin)."""
+
+    def health(self, expect, database, broker):
+        r = H.Api(self.coord.base, None).get("/health")
+        self.assertEqual(r.status, expect, r)
+        op = find_op("GET", "/health")
+        self.assertIn(str(r.status), op["responses"])
+        schema = op["responses"][str(r.status)]["content"]["application/json"]["schema"]
+        self.assertEqual(validate(schema, r.json, "$", None, True), [])
+        self.assertTrue((header(r, "Content-Type") or "").startswith("application/json"))
+        self.assertEqual(r.json, {"status": "ok" if expect == 200 else "unavailable",
+                                  "database": database, "broker": broker})
+        return r
+
+
+class ServiceWithoutBrokerTest(ServiceChecks, CoordinatorTest):
+
+    extra_args = ("--auth-fail-limit", "2")
+
+    @classmethod
+    def setUpClass(cls):
+        # from a directory without docs/: what is served is what the binary holds
+        cls.cwd = os.getcwd()
+        cls.elsewhere = tempfile.mkdtemp(prefix="rcs-test-cwd-")
+        os.chdir(cls.elsewhere)
+        super().setUpClass()
+
+    @classmethod
+    def tearDownClass(cls):
+        try:
+            super().tearDownClass()
+        finally:
+            os.chdir(cls.cwd)
+            shutil.rmtree(cls.elsewhere, ignore_errors=True)
+
+    def test_a_health(self):
+        self.health(200, "ok", "none")
+
+    def test_a_openapi_json_is_the_document(self):
+        r = H.Api(self.coord.base, None).get("/openapi.json")
+        self.assertEqual(r.status, 200, r)
+        self.assertTrue((header(r, "Content-Type") or "").startswith("application/json"))
+        with open(DOC_PATH, "rb") as f:
+            self.assertEqual(r.raw.encode("utf-8"), f.read())
+        self.assertEqual(r.json, DOC)
+
+    def test_a_a_key_is_not_needed_nor_checked(self):
+        for path in ("/health", "/openapi.json"):
+            for key in (None, "rcs_not_a_key_" + uuid.uuid4().hex, self.admin_key):
+                with self.subTest(path=path, key=key):
+                    self.assertEqual(self.coord.api(key).get(path).status, 200)
+
+    def test_b_other_methods(self):
+        for path in ("/health", "/openapi.json"):
+            for method in ("POST", "PUT", "PATCH", "DELETE"):
+                with self.subTest(path=path, method=method):
+                    r = H.Api(self.coord.base, None).request(method, path)
+                    self.assertError(r, 405, "method_not_allowed")
+                    self.assertEqual(header(r, "Allow"), "GET")
+
+    def test_c_not_counted_nor_refused_by_the_throttle(self):
+        nokey = H.Api(self.coord.base, None)
+        for _ in range(10):  # many more than the limit (2): not counted
+            self.assertEqual(nokey.get("/health").status, 200)
+            self.assertEqual(nokey.get("/openapi.json").status, 200)
+        self.assertStatus(self.admin.get("/tasks"), 200)
+        for _ in range(3):
+            self.assertError(self.coord.api("rcs_" + uuid.uuid4().hex).get("/tasks"), 401,
+                             "unauthorized")
+        self.assertError(self.admin.get("/tasks"), 429, "too_many_requests")
+        # throttled: the service still answers
+        self.health(200, "ok", "none")
+        self.assertEqual(nokey.get("/openapi.json").status, 200)
+
+    def test_d_database_removed(self):
+        self.health(200, "ok", "none")
+        for suffix in ("", "-wal", "-shm"):
+            if os.path.exists(self.coord.db + suffix):
+                os.remove(self.coord.db + suffix)
+        self.health(503, "unavailable", "none")
+        self.assertIn("removed or renamed", self.coord.read_log())
+
+
+class ServiceWithBrokerTest(ServiceChecks, CoordinatorTest):
+
+    @classmethod
+    def setUpClass(cls):
+        cls.workdir = tempfile.mkdtemp(prefix="rcs-test-")
+        cls.broker = Mosquitto(cls.workdir, persistence=False).start()
+        cls.coord = Coordinator(cls.workdir, extra_args=("--mqtt", cls.broker.url))
+        tenant = cls.coord.init_tenant(user="admin")
+        cls.admin_key = tenant["api_key"]
+        cls.coord.start()
+        cls.admin = cls.coord.api(cls.admin_key)
+
+    @classmethod
+    def tearDownClass(cls):
+        try:
+            super().tearDownClass()
+        finally:
+            cls.broker.stop()
+
+    def broker_is(self, state):
+        H.wait_for(lambda: H.Api(self.coord.base, None).get("/health").json.get("broker") == state,
+                   timeout=30, what="broker %s in GET /health" % state)
+
+    def test_connected_then_disconnected_then_back(self):
+        self.broker_is("connected")
+        self.health(200, "ok", "connected")
+        self.broker.stop()
+        self.broker_is("disconnected")
+        self.health(200, "ok", "disconnected")
+        self.broker.start()
+        self.broker_is("connected")
+        self.health(200, "ok", "connected")
+
+
+if __name__ == "__main__":
+    unittest.main()
