@@ -621,7 +621,7 @@ static void child_push_rcs(lua_State *L, const struct sandbox_job *job)
 static int child_setup(lua_State *L)
 {
 	struct child *c = child_of(L);
-	int g, env;
+	int g, env, loaded;
 
 	for (const luaL_Reg *lib = child_libs; lib->name != NULL; lib++) {
 		luaL_requiref(L, lib->name, lib->func, 0);
@@ -644,6 +644,7 @@ static int child_setup(lua_State *L)
 	lua_setfield(L, env, "collectgarbage");
 
 	luaL_getsubtable(L, LUA_REGISTRYINDEX, LUA_LOADED_TABLE);
+	loaded = lua_gettop(L);
 	for (const luaL_Reg *lib = child_libs + 1; lib->name != NULL; lib++) {
 		if (strcmp(lib->name, LUA_OSLIBNAME) == 0)
 			continue;
@@ -667,12 +668,28 @@ static int child_setup(lua_State *L)
 		lua_setfield(L, -2, *name);
 	}
 	lua_setfield(L, env, LUA_OSLIBNAME);
-	lua_pop(L, 2); /* os, _LOADED */
+	lua_pop(L, 1); /* os */
 
 	child_push_rcs(L, c->a->job);
 	lua_setfield(L, env, "rcs");
 	lua_pushvalue(L, env);
 	lua_setfield(L, env, LUA_GNAME);
+
+	/*
+	 * Error messages name a function by looking it up in the loaded modules
+	 * (luaL_argerror, luaL_traceback): as in stock Lua, _G there is the
+	 * script's globals, and the host API is named too. Only C code reaches
+	 * this table; the real globals stay empty.
+	 */
+	lua_pushvalue(L, env);
+	lua_setfield(L, loaded, LUA_GNAME);
+	lua_getfield(L, env, "rcs");
+	lua_getfield(L, -1, "config");
+	lua_setfield(L, loaded, "rcs.config");
+	lua_getfield(L, -1, "file");
+	lua_setfield(L, loaded, "rcs.file");
+	lua_setfield(L, loaded, "rcs");
+	lua_pop(L, 1); /* _LOADED */
 
 	/* empty the real globals: only the sandbox env is reachable from now on */
 	lua_pushnil(L);

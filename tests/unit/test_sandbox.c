@@ -1424,6 +1424,60 @@ static void test_escape_coroutine_close(void **state)
 	agent_ok();
 }
 
+/* ---- stock Lua behaviour inside the jail ---- */
+
+/* Argument errors name the function as stock Lua 5.4 does (it looks the names up in the
+   loaded modules, which the jail must keep naming what a script sees). */
+static void test_lua_function_names(void **state)
+{
+	static const char *const cases[][2] = {
+	    {"return select(2, pcall(setmetatable, 1))",
+	     "bad argument #1 to 'setmetatable' (table expected, got number)"},
+	    {"return select(2, pcall(tostring))", "bad argument #1 to 'tostring' (value expected)"},
+	    {"return select(2, xpcall(ipairs, function(m) return m end))",
+	     "bad argument #1 to 'ipairs' (value expected)"},
+	    {"return select(2, pcall(select, 0))", "bad argument #1 to 'select' (index out of range)"},
+	    {"return select(2, pcall(collectgarbage, 'bogus'))",
+	     "bad argument #1 to 'collectgarbage' (invalid option 'bogus')"},
+	    {"return select(2, pcall(string.rep))",
+	     "bad argument #1 to 'string.rep' (string expected, got no value)"},
+	    {"return select(2, pcall(('x').rep))",
+	     "bad argument #1 to 'string.rep' (string expected, got no value)"},
+	    {"return select(2, pcall(function() return ('x'):rep() end))",
+	     "[string \"t\"]:1: bad argument #1 to 'rep' (number expected, got no value)"},
+	    {"return select(2, pcall(function() local t = table t.insert(1) end))",
+	     "[string \"t\"]:1: bad argument #1 to 'insert' (table expected, got number)"},
+	    {"return select(2, pcall(table.concat, 1))",
+	     "bad argument #1 to 'table.concat' (table expected, got number)"},
+	    {"return select(2, pcall(math.floor, 'a'))",
+	     "bad argument #1 to 'math.floor' (number expected, got string)"},
+	    {"return select(2, pcall(utf8.char, 'a'))",
+	     "bad argument #1 to 'utf8.char' (number expected, got string)"},
+	    {"return select(2, pcall(coroutine.resume, 1))",
+	     "bad argument #1 to 'coroutine.resume' (thread expected, got number)"},
+	    {"return select(2, pcall(os.date, 1, 'x'))",
+	     "bad argument #2 to 'os.date' (number expected, got string)"},
+	    /* the host API the same way */
+	    {"return select(2, pcall(rcs.progress))",
+	     "bad argument #1 to 'rcs.progress' (string expected, got no value)"},
+	    {"return select(2, pcall(rcs.config.get))",
+	     "bad argument #1 to 'rcs.config.get' (string expected, got no value)"},
+	    {"return select(2, pcall(rcs.file.read, {}))",
+	     "bad argument #1 to 'rcs.file.read' (string expected, got table)"},
+	};
+
+	(void)state;
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++)
+		expect(cases[i][0], T_LONG, SANDBOX_OK, cases[i][1]);
+	/* naming them reaches nothing the jail removed */
+	expect("return tostring(rawget(_ENV, 'print')) .. tostring(rawget(_ENV, 'package'))"
+	       " .. tostring(os.execute)",
+	       T_LONG, SANDBOX_OK, "nilnilnil");
+	expect_sub("return load('return print', 'c', 't', nil)()", T_LONG, SANDBOX_ERROR,
+		   "attempt to index a nil value (upvalue '_ENV')");
+	agent_ok();
+}
+
 /* ---- the parent's guard: config and the wire ---- */
 
 static void test_config_check(void **state)
@@ -1612,6 +1666,7 @@ int main(void)
 	    cmocka_unit_test(test_escape_memory),
 	    cmocka_unit_test(test_escape_recursion),
 	    cmocka_unit_test(test_escape_coroutine_close),
+	    cmocka_unit_test(test_lua_function_names),
 	};
 
 	return cmocka_run_group_tests(tests, group_setup, group_teardown);
