@@ -45,6 +45,7 @@
 #define CHILD_HOOK_COUNT 1000               /* instructions between two deadline checks */
 #define CHILD_AS_SLACK   ((size_t)64 << 20) /* RLIMIT_AS above the image and mem_limit */
 #define CHILD_KEY_MAX    64                 /* bytes of a number written as a JSON member name */
+#define CHILD_LOAD_SLOT  5                  /* load(f): the slot holding f's last piece */
 
 /* exit statuses of a child that could not talk to its parent */
 enum { CHILD_EXIT_IO = 3, CHILD_EXIT_PROTO = 4, CHILD_EXIT_PANIC = 5 };
@@ -531,22 +532,55 @@ static void child_push_json(lua_State *L, json_object *v, int depth, bool readon
 	}
 }
 
-/* load(chunk [, chunkname [, mode [, env]]]): text only, the sandbox env by default. */
+/* The reader of load(f): the pieces f returns, until nil or an empty string (as Lua's). */
+static const char *child_load_reader(lua_State *L, void *ud, size_t *size)
+{
+	(void)ud;
+	luaL_checkstack(L, 2, "too many nested functions");
+	lua_pushvalue(L, 1);
+	lua_call(L, 0, 1);
+	if (lua_isnil(L, -1)) {
+		lua_pop(L, 1);
+		*size = 0;
+		return NULL;
+	}
+	if (!lua_isstring(L, -1))
+		luaL_error(L, "reader function must return a string");
+	lua_replace(L, CHILD_LOAD_SLOT);
+	return lua_tolstring(L, CHILD_LOAD_SLOT, size);
+}
+
+/*
+ * load(chunk [, chunkname [, mode [, env]]]): Lua's own load (lbaselib.c),
+ * so its errors carry the caller's position and name, but text only (mode
+ * is checked and ignored) and the sandbox env (upvalue 1) by default.
+ */
 static int child_load(lua_State *L)
 {
-	int n = lua_gettop(L);
+	size_t len;
+	const char *s = lua_tolstring(L, 1, &len);
+	int env = lua_isnone(L, 4) ? lua_upvalueindex(1) : 4; /* an explicit nil stays nil */
+	int status;
 
-	lua_settop(L, 4);
-	lua_pushliteral(L, "t");
-	lua_replace(L, 3);
-	if (n < 4) { /* an explicit nil env stays nil, as in Lua */
-		lua_pushvalue(L, lua_upvalueindex(2));
-		lua_replace(L, 4);
+	luaL_optstring(L, 3, "t");
+	if (s != NULL) {
+		status = luaL_loadbufferx(L, s, len, luaL_optstring(L, 2, s), "t");
+	} else {
+		const char *name = luaL_optstring(L, 2, "=(load)");
+
+		luaL_checktype(L, 1, LUA_TFUNCTION);
+		lua_settop(L, CHILD_LOAD_SLOT);
+		status = lua_load(L, child_load_reader, NULL, name, "t");
 	}
-	lua_pushvalue(L, lua_upvalueindex(1)); /* the real load */
-	lua_insert(L, 1);
-	lua_call(L, 4, LUA_MULTRET);
-	return lua_gettop(L);
+	if (status != LUA_OK) {
+		luaL_pushfail(L);
+		lua_insert(L, -2);
+		return 2;
+	}
+	lua_pushvalue(L, env);
+	if (lua_setupvalue(L, -2, 1) == NULL)
+		lua_pop(L, 1);
+	return 1;
 }
 
 /* collectgarbage([opt [, arg]]) with the harmless options only. */
@@ -636,9 +670,8 @@ static int child_setup(lua_State *L)
 		lua_setfield(L, env, *name);
 	}
 
-	lua_getfield(L, g, "load");
 	lua_pushvalue(L, env);
-	lua_pushcclosure(L, child_load, 2);
+	lua_pushcclosure(L, child_load, 1);
 	lua_setfield(L, env, "load");
 	lua_pushcfunction(L, child_collectgarbage);
 	lua_setfield(L, env, "collectgarbage");

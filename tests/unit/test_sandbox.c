@@ -1478,6 +1478,45 @@ static void test_lua_function_names(void **state)
 	agent_ok();
 }
 
+/* load's errors carry the caller's position and name, as stock Lua's load. */
+static void test_lua_load_errors(void **state)
+{
+	static const char *const cases[][2] = {
+	    {"return select(2, pcall(load))",
+	     "bad argument #1 to 'load' (function expected, got no value)"},
+	    {"return select(2, pcall(load, {}))",
+	     "bad argument #1 to 'load' (function expected, got table)"},
+	    {"return select(2, pcall(load, 'x', {}))",
+	     "bad argument #2 to 'load' (string expected, got table)"},
+	    {"return select(2, pcall(load, 'return 1', nil, {}))",
+	     "bad argument #3 to 'load' (string expected, got table)"},
+	    {"return select(2, pcall(function() return load(nil) end))",
+	     "[string \"t\"]:1: bad argument #1 to 'load' (function expected, got nil)"},
+	    {"return select(2, load(function() return {} end))",
+	     "[string \"t\"]:1: reader function must return a string"},
+	    {"return select(2, load(function() error('x') end))", "[string \"t\"]:1: x"},
+	    {"return select(2, load('return +'))",
+	     "[string \"return +\"]:1: unexpected symbol near '+'"},
+	    {"return select(2, load('local x\\n+', '=chunk'))", "chunk:2: unexpected symbol near '+'"},
+	    {"local s = {'return', ' +'} local i = 0"
+	     " return select(2, load(function() i = i + 1 return s[i] end))",
+	     "(load):1: unexpected symbol near '+'"},
+	    {"return tostring(load(12))", "nil"},
+	    {"return load('return ...', 'c')(5)", "5"},
+	};
+
+	(void)state;
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++)
+		expect(cases[i][0], T_LONG, SANDBOX_OK, cases[i][1]);
+	expect("local x = 1\nload(nil)", T_LONG, SANDBOX_ERROR,
+	       "script error: [string \"t\"]:2: bad argument #1 to 'load' (function expected, got "
+	       "nil)");
+	expect("return assert(load('return +'))", T_LONG, SANDBOX_ERROR,
+	       "script error: [string \"t\"]:1: [string \"return +\"]:1: unexpected symbol near "
+	       "'+'");
+	agent_ok();
+}
+
 /* ---- the parent's guard: config and the wire ---- */
 
 static void test_config_check(void **state)
@@ -1667,6 +1706,7 @@ int main(void)
 	    cmocka_unit_test(test_escape_recursion),
 	    cmocka_unit_test(test_escape_coroutine_close),
 	    cmocka_unit_test(test_lua_function_names),
+	    cmocka_unit_test(test_lua_load_errors),
 	};
 
 	return cmocka_run_group_tests(tests, group_setup, group_teardown);
