@@ -583,7 +583,10 @@ static int child_load(lua_State *L)
 	return 1;
 }
 
-/* collectgarbage([opt [, arg]]) with the harmless options only. */
+/*
+ * collectgarbage([opt [, arg]]) with the harmless options only. As in Lua,
+ * fail (nil) when lua_gc can't serve the call (-1: inside a finalizer).
+ */
 static int child_collectgarbage(lua_State *L)
 {
 	static const char *const opts[] = {"collect", "count", "step", "isrunning", NULL};
@@ -592,20 +595,29 @@ static int child_collectgarbage(lua_State *L)
 	switch (luaL_checkoption(L, 1, "collect", opts)) {
 	case 0:
 		res = lua_gc(L, LUA_GCCOLLECT);
-		lua_pushinteger(L, res < 0 ? 0 : res);
-		return 1;
+		if (res != -1)
+			lua_pushinteger(L, res);
+		break;
 	case 1:
 		res = lua_gc(L, LUA_GCCOUNT);
-		lua_pushnumber(L, (lua_Number)res + (lua_Number)lua_gc(L, LUA_GCCOUNTB) / 1024);
-		return 1;
+		if (res != -1)
+			lua_pushnumber(L, (lua_Number)res +
+					      (lua_Number)lua_gc(L, LUA_GCCOUNTB) / 1024);
+		break;
 	case 2:
 		res = lua_gc(L, LUA_GCSTEP, (int)luaL_optinteger(L, 2, 0));
-		lua_pushboolean(L, res > 0);
-		return 1;
+		if (res != -1)
+			lua_pushboolean(L, res);
+		break;
 	default:
-		lua_pushboolean(L, lua_gc(L, LUA_GCISRUNNING) > 0);
-		return 1;
+		res = lua_gc(L, LUA_GCISRUNNING);
+		if (res != -1)
+			lua_pushboolean(L, res);
+		break;
 	}
+	if (res == -1)
+		luaL_pushfail(L);
+	return 1;
 }
 
 /* Copies every field of the table at src into a new table on top. */

@@ -1517,6 +1517,28 @@ static void test_lua_load_errors(void **state)
 	agent_ok();
 }
 
+/* Inside a finalizer the collector can't be driven: collectgarbage returns fail (nil). */
+static void test_lua_gc_in_finalizer(void **state)
+{
+	(void)state;
+	expect("local r = {}"
+	       " setmetatable({}, {__gc = function()"
+	       "   for i, opt in ipairs({'count', 'collect', 'step', 'isrunning'}) do"
+	       "     r[i] = tostring(collectgarbage(opt)) .. select('#', collectgarbage(opt))"
+	       "   end"
+	       "   r[5] = tostring(collectgarbage())"
+	       " end})"
+	       " collectgarbage()"
+	       " return table.concat(r, ' ')",
+	       T_LONG, SANDBOX_OK, "nil1 nil1 nil1 nil1 nil");
+	/* and works again once it is done */
+	expect("setmetatable({}, {__gc = function() collectgarbage('count') end}) collectgarbage()"
+	       " return math.type(collectgarbage('count')) .. collectgarbage()"
+	       " .. type(collectgarbage('step')) .. tostring(collectgarbage('isrunning'))",
+	       T_LONG, SANDBOX_OK, "float0booleantrue");
+	agent_ok();
+}
+
 /* ---- the parent's guard: config and the wire ---- */
 
 static void test_config_check(void **state)
@@ -1707,6 +1729,7 @@ int main(void)
 	    cmocka_unit_test(test_escape_coroutine_close),
 	    cmocka_unit_test(test_lua_function_names),
 	    cmocka_unit_test(test_lua_load_errors),
+	    cmocka_unit_test(test_lua_gc_in_finalizer),
 	};
 
 	return cmocka_run_group_tests(tests, group_setup, group_teardown);
