@@ -7,8 +7,9 @@
  * the job read from the agent (SBX_JOB), time zone and json-c warm-up (both
  * would open files later), resource limits, the lua_State built (libraries,
  * sandbox environment, `rcs`), the seccomp filter, HELLO, then the script.
- * Its result goes back as one RESULT message and the child _exit()s: nothing
- * here is ever freed, the process is.
+ * The Lua state is closed (its finalizers run), the result goes back as one
+ * RESULT message and the child _exit()s: nothing else here is ever freed,
+ * the process is.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -1431,6 +1432,14 @@ _Noreturn void sandbox_child_main(int fd, pid_t launcher)
 		failed = "the script's outcome could not be read";
 		child_result(&c, SBX_RES_SETUP, failed, strlen(failed));
 	}
+	/*
+	 * The outcome is in c.res: close the state, as lua.c does, so the
+	 * finalizers of what is still alive run (they may still call rcs.*).
+	 * Hooks are off in finalizers: one that hangs meets the watchdog. Not
+	 * past the deadline, where the script's result is all that is left.
+	 */
+	if (c.kind != SBX_RES_TIMEOUT && sandbox_now_ms() < a->deadline_ms)
+		lua_close(L);
 	if (c.kind == SBX_RES_NIL || c.kind == SBX_RES_TIMEOUT || c.kind == SBX_RES_MEMORY ||
 	    c.kind == SBX_RES_TOOBIG)
 		child_result(&c, c.kind, NULL, 0);

@@ -1539,6 +1539,73 @@ static void test_lua_gc_in_finalizer(void **state)
 	agent_ok();
 }
 
+/* When the script ends the state is closed, as lua.c does: what is still alive is finalized. */
+static void test_lua_close_finalizers(void **state)
+{
+	struct rec r;
+	struct run o = {0};
+	char *resp = NULL;
+	json_object *v;
+
+	(void)state;
+	rec_init(&r);
+	o.rec = &r;
+	/* still referenced at the end: only lua_close finalizes it, before the result goes */
+	assert_int_equal(
+	    run_opts("rawset(_ENV, 'keep', setmetatable({}, {__gc = function()"
+		     " rcs.config.set('closed', 'yes') end}))"
+		     " local t = {} setmetatable({}, {__gc = function() t.late = 1 end})"
+		     " return t",
+		     &o, &resp),
+	    SANDBOX_OK);
+	assert_string_equal(resp, "{}"); /* the response was read before */
+	free(resp);
+	assert_true(json_object_object_get_ex(r.config, "closed", &v));
+	assert_string_equal(json_object_get_string(v), "yes");
+	rec_free(&r);
+
+	/* a script error too; errors in finalizers are ignored, as in Lua */
+	rec_init(&r);
+	assert_int_equal(run_opts("rawset(_ENV, 'k1', setmetatable({}, {__gc = function()"
+				  " error('ignored') end}))"
+				  " rawset(_ENV, 'k2', setmetatable({}, {__gc = function()"
+				  " rcs.log('info', 'closed') end}))"
+				  " error('boom')",
+				  &o, &resp),
+			 SANDBOX_ERROR);
+	assert_string_equal(resp, "script error: [string \"t\"]:1: boom");
+	free(resp);
+	assert_int_equal(r.log_n, 1);
+	assert_string_equal(r.log_text, "closed");
+	rec_free(&r);
+
+	/* not after a timeout: the deadline is past */
+	rec_init(&r);
+	o.timeout = T_SHORT;
+	assert_int_equal(run_opts("rawset(_ENV, 'k', setmetatable({}, {__gc = function()"
+				  " rcs.log('info', 'closed') end})) while true do end",
+				  &o, &resp),
+			 SANDBOX_TIMEOUT);
+	free(resp);
+	assert_int_equal(r.log_n, 0);
+	rec_free(&r);
+	o.rec = NULL;
+
+	/* a finalizer that never ends meets the watchdog */
+	assert_int_equal(run_opts("rawset(_ENV, 'k', setmetatable({}, {__gc = function()"
+				  " while true do end end})) return 1",
+				  &o, &resp),
+			 SANDBOX_TIMEOUT);
+	assert_string_equal(resp, "timeout after 1 s");
+	assert_true(o.elapsed_ms < 2500);
+	free(resp);
+	/* one that runs out of memory has its error ignored */
+	expect("rawset(_ENV, 'k', setmetatable({}, {__gc = function()"
+	       " local s = 'x' while true do s = s .. s end end})) return 'ok'",
+	       T_LONG, SANDBOX_OK, "ok");
+	agent_ok();
+}
+
 /* ---- the parent's guard: config and the wire ---- */
 
 static void test_config_check(void **state)
@@ -1730,6 +1797,7 @@ int main(void)
 	    cmocka_unit_test(test_lua_function_names),
 	    cmocka_unit_test(test_lua_load_errors),
 	    cmocka_unit_test(test_lua_gc_in_finalizer),
+	    cmocka_unit_test(test_lua_close_finalizers),
 	};
 
 	return cmocka_run_group_tests(tests, group_setup, group_teardown);
