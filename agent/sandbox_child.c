@@ -7,8 +7,9 @@
  * the job read from the agent (SBX_JOB), time zone and json-c warm-up (both
  * would open files later), resource limits, the lua_State built (libraries,
  * sandbox environment, `rcs`), the seccomp filter, HELLO, then the script.
- * Its result goes back as one RESULT message and the child _exit()s: nothing
- * here is ever freed, the process is.
+ * The Lua state is closed (its finalizers run), the result goes back as one
+ * RESULT message and the child _exit()s: nothing else here is ever freed,
+ * the process is.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -45,6 +46,7 @@
 #define CHILD_HOOK_COUNT 1000               /* instructions between two deadline checks */
 #define CHILD_AS_SLACK   ((size_t)64 << 20) /* RLIMIT_AS above the image and mem_limit */
 #define CHILD_KEY_MAX    64                 /* bytes of a number written as a JSON member name */
+#define CHILD_LOAD_SLOT  5                  /* load(f): the slot holding f's last piece */
 
 /* exit statuses of a child that could not talk to its parent */
 enum { CHILD_EXIT_IO = 3, CHILD_EXIT_PROTO = 4, CHILD_EXIT_PANIC = 5 };
@@ -531,25 +533,61 @@ static void child_push_json(lua_State *L, json_object *v, int depth, bool readon
 	}
 }
 
-/* load(chunk [, chunkname [, mode [, env]]]): text only, the sandbox env by default. */
-static int child_load(lua_State *L)
+/* The reader of load(f): the pieces f returns, until nil or an empty string (as Lua's). */
+static const char *child_load_reader(lua_State *L, void *ud, size_t *size)
 {
-	int n = lua_gettop(L);
-
-	lua_settop(L, 4);
-	lua_pushliteral(L, "t");
-	lua_replace(L, 3);
-	if (n < 4) { /* an explicit nil env stays nil, as in Lua */
-		lua_pushvalue(L, lua_upvalueindex(2));
-		lua_replace(L, 4);
+	(void)ud;
+	luaL_checkstack(L, 2, "too many nested functions");
+	lua_pushvalue(L, 1);
+	lua_call(L, 0, 1);
+	if (lua_isnil(L, -1)) {
+		lua_pop(L, 1);
+		*size = 0;
+		return NULL;
 	}
-	lua_pushvalue(L, lua_upvalueindex(1)); /* the real load */
-	lua_insert(L, 1);
-	lua_call(L, 4, LUA_MULTRET);
-	return lua_gettop(L);
+	if (!lua_isstring(L, -1))
+		luaL_error(L, "reader function must return a string");
+	lua_replace(L, CHILD_LOAD_SLOT);
+	return lua_tolstring(L, CHILD_LOAD_SLOT, size);
 }
 
-/* collectgarbage([opt [, arg]]) with the harmless options only. */
+/*
+ * load(chunk [, chunkname [, mode [, env]]]): Lua's own load (lbaselib.c),
+ * so its errors carry the caller's position and name, but text only (mode
+ * is checked and ignored) and the sandbox env (upvalue 1) by default.
+ */
+static int child_load(lua_State *L)
+{
+	size_t len;
+	const char *s = lua_tolstring(L, 1, &len);
+	int env = lua_isnone(L, 4) ? lua_upvalueindex(1) : 4; /* an explicit nil stays nil */
+	int status;
+
+	luaL_optstring(L, 3, "t");
+	if (s != NULL) {
+		status = luaL_loadbufferx(L, s, len, luaL_optstring(L, 2, s), "t");
+	} else {
+		const char *name = luaL_optstring(L, 2, "=(load)");
+
+		luaL_checktype(L, 1, LUA_TFUNCTION);
+		lua_settop(L, CHILD_LOAD_SLOT);
+		status = lua_load(L, child_load_reader, NULL, name, "t");
+	}
+	if (status != LUA_OK) {
+		luaL_pushfail(L);
+		lua_insert(L, -2);
+		return 2;
+	}
+	lua_pushvalue(L, env);
+	if (lua_setupvalue(L, -2, 1) == NULL)
+		lua_pop(L, 1);
+	return 1;
+}
+
+/*
+ * collectgarbage([opt [, arg]]) with the harmless options only. As in Lua,
+ * fail (nil) when lua_gc can't serve the call (-1: inside a finalizer).
+ */
 static int child_collectgarbage(lua_State *L)
 {
 	static const char *const opts[] = {"collect", "count", "step", "isrunning", NULL};
@@ -558,20 +596,29 @@ static int child_collectgarbage(lua_State *L)
 	switch (luaL_checkoption(L, 1, "collect", opts)) {
 	case 0:
 		res = lua_gc(L, LUA_GCCOLLECT);
-		lua_pushinteger(L, res < 0 ? 0 : res);
-		return 1;
+		if (res != -1)
+			lua_pushinteger(L, res);
+		break;
 	case 1:
 		res = lua_gc(L, LUA_GCCOUNT);
-		lua_pushnumber(L, (lua_Number)res + (lua_Number)lua_gc(L, LUA_GCCOUNTB) / 1024);
-		return 1;
+		if (res != -1)
+			lua_pushnumber(L, (lua_Number)res +
+					      (lua_Number)lua_gc(L, LUA_GCCOUNTB) / 1024);
+		break;
 	case 2:
 		res = lua_gc(L, LUA_GCSTEP, (int)luaL_optinteger(L, 2, 0));
-		lua_pushboolean(L, res > 0);
-		return 1;
+		if (res != -1)
+			lua_pushboolean(L, res);
+		break;
 	default:
-		lua_pushboolean(L, lua_gc(L, LUA_GCISRUNNING) > 0);
-		return 1;
+		res = lua_gc(L, LUA_GCISRUNNING);
+		if (res != -1)
+			lua_pushboolean(L, res);
+		break;
 	}
+	if (res == -1)
+		luaL_pushfail(L);
+	return 1;
 }
 
 /* Copies every field of the table at src into a new table on top. */
@@ -621,7 +668,7 @@ static void child_push_rcs(lua_State *L, const struct sandbox_job *job)
 static int child_setup(lua_State *L)
 {
 	struct child *c = child_of(L);
-	int g, env;
+	int g, env, loaded;
 
 	for (const luaL_Reg *lib = child_libs; lib->name != NULL; lib++) {
 		luaL_requiref(L, lib->name, lib->func, 0);
@@ -636,14 +683,14 @@ static int child_setup(lua_State *L)
 		lua_setfield(L, env, *name);
 	}
 
-	lua_getfield(L, g, "load");
 	lua_pushvalue(L, env);
-	lua_pushcclosure(L, child_load, 2);
+	lua_pushcclosure(L, child_load, 1);
 	lua_setfield(L, env, "load");
 	lua_pushcfunction(L, child_collectgarbage);
 	lua_setfield(L, env, "collectgarbage");
 
 	luaL_getsubtable(L, LUA_REGISTRYINDEX, LUA_LOADED_TABLE);
+	loaded = lua_gettop(L);
 	for (const luaL_Reg *lib = child_libs + 1; lib->name != NULL; lib++) {
 		if (strcmp(lib->name, LUA_OSLIBNAME) == 0)
 			continue;
@@ -667,12 +714,28 @@ static int child_setup(lua_State *L)
 		lua_setfield(L, -2, *name);
 	}
 	lua_setfield(L, env, LUA_OSLIBNAME);
-	lua_pop(L, 2); /* os, _LOADED */
+	lua_pop(L, 1); /* os */
 
 	child_push_rcs(L, c->a->job);
 	lua_setfield(L, env, "rcs");
 	lua_pushvalue(L, env);
 	lua_setfield(L, env, LUA_GNAME);
+
+	/*
+	 * Error messages name a function by looking it up in the loaded modules
+	 * (luaL_argerror, luaL_traceback): as in stock Lua, _G there is the
+	 * script's globals, and the host API is named too. Only C code reaches
+	 * this table; the real globals stay empty.
+	 */
+	lua_pushvalue(L, env);
+	lua_setfield(L, loaded, LUA_GNAME);
+	lua_getfield(L, env, "rcs");
+	lua_getfield(L, -1, "config");
+	lua_setfield(L, loaded, "rcs.config");
+	lua_getfield(L, -1, "file");
+	lua_setfield(L, loaded, "rcs.file");
+	lua_setfield(L, loaded, "rcs");
+	lua_pop(L, 1); /* _LOADED */
 
 	/* empty the real globals: only the sandbox env is reachable from now on */
 	lua_pushnil(L);
@@ -1369,6 +1432,14 @@ _Noreturn void sandbox_child_main(int fd, pid_t launcher)
 		failed = "the script's outcome could not be read";
 		child_result(&c, SBX_RES_SETUP, failed, strlen(failed));
 	}
+	/*
+	 * The outcome is in c.res: close the state, as lua.c does, so the
+	 * finalizers of what is still alive run (they may still call rcs.*).
+	 * Hooks are off in finalizers: one that hangs meets the watchdog. Not
+	 * past the deadline, where the script's result is all that is left.
+	 */
+	if (c.kind != SBX_RES_TIMEOUT && sandbox_now_ms() < a->deadline_ms)
+		lua_close(L);
 	if (c.kind == SBX_RES_NIL || c.kind == SBX_RES_TIMEOUT || c.kind == SBX_RES_MEMORY ||
 	    c.kind == SBX_RES_TOOBIG)
 		child_result(&c, c.kind, NULL, 0);

@@ -906,6 +906,9 @@ class EndToEndTest(AgentTest):
             ("looping __gc",
              "setmetatable({}, {__gc = function() while true do end end}) collectgarbage()"
              " return 1", "timeout"),
+            ("looping __gc when the state is closed",
+             "rawset(_ENV, 'keep', setmetatable({}, {__gc = function() while true do end"
+             " end})) return 1", "timeout after 2 s"),
         ], timeout=2)
         self.assertLess(time.time() - t0, 40)
 

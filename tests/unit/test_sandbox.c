@@ -1424,6 +1424,188 @@ static void test_escape_coroutine_close(void **state)
 	agent_ok();
 }
 
+/* ---- stock Lua behaviour inside the jail ---- */
+
+/* Argument errors name the function as stock Lua 5.4 does (it looks the names up in the
+   loaded modules, which the jail must keep naming what a script sees). */
+static void test_lua_function_names(void **state)
+{
+	static const char *const cases[][2] = {
+	    {"return select(2, pcall(setmetatable, 1))",
+	     "bad argument #1 to 'setmetatable' (table expected, got number)"},
+	    {"return select(2, pcall(tostring))", "bad argument #1 to 'tostring' (value expected)"},
+	    {"return select(2, xpcall(ipairs, function(m) return m end))",
+	     "bad argument #1 to 'ipairs' (value expected)"},
+	    {"return select(2, pcall(select, 0))", "bad argument #1 to 'select' (index out of range)"},
+	    {"return select(2, pcall(collectgarbage, 'bogus'))",
+	     "bad argument #1 to 'collectgarbage' (invalid option 'bogus')"},
+	    {"return select(2, pcall(string.rep))",
+	     "bad argument #1 to 'string.rep' (string expected, got no value)"},
+	    {"return select(2, pcall(('x').rep))",
+	     "bad argument #1 to 'string.rep' (string expected, got no value)"},
+	    {"return select(2, pcall(function() return ('x'):rep() end))",
+	     "[string \"t\"]:1: bad argument #1 to 'rep' (number expected, got no value)"},
+	    {"return select(2, pcall(function() local t = table t.insert(1) end))",
+	     "[string \"t\"]:1: bad argument #1 to 'insert' (table expected, got number)"},
+	    {"return select(2, pcall(table.concat, 1))",
+	     "bad argument #1 to 'table.concat' (table expected, got number)"},
+	    {"return select(2, pcall(math.floor, 'a'))",
+	     "bad argument #1 to 'math.floor' (number expected, got string)"},
+	    {"return select(2, pcall(utf8.char, 'a'))",
+	     "bad argument #1 to 'utf8.char' (number expected, got string)"},
+	    {"return select(2, pcall(coroutine.resume, 1))",
+	     "bad argument #1 to 'coroutine.resume' (thread expected, got number)"},
+	    {"return select(2, pcall(os.date, 1, 'x'))",
+	     "bad argument #2 to 'os.date' (number expected, got string)"},
+	    /* the host API the same way */
+	    {"return select(2, pcall(rcs.progress))",
+	     "bad argument #1 to 'rcs.progress' (string expected, got no value)"},
+	    {"return select(2, pcall(rcs.config.get))",
+	     "bad argument #1 to 'rcs.config.get' (string expected, got no value)"},
+	    {"return select(2, pcall(rcs.file.read, {}))",
+	     "bad argument #1 to 'rcs.file.read' (string expected, got table)"},
+	};
+
+	(void)state;
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++)
+		expect(cases[i][0], T_LONG, SANDBOX_OK, cases[i][1]);
+	/* naming them reaches nothing the jail removed */
+	expect("return tostring(rawget(_ENV, 'print')) .. tostring(rawget(_ENV, 'package'))"
+	       " .. tostring(os.execute)",
+	       T_LONG, SANDBOX_OK, "nilnilnil");
+	expect_sub("return load('return print', 'c', 't', nil)()", T_LONG, SANDBOX_ERROR,
+		   "attempt to index a nil value (upvalue '_ENV')");
+	agent_ok();
+}
+
+/* load's errors carry the caller's position and name, as stock Lua's load. */
+static void test_lua_load_errors(void **state)
+{
+	static const char *const cases[][2] = {
+	    {"return select(2, pcall(load))",
+	     "bad argument #1 to 'load' (function expected, got no value)"},
+	    {"return select(2, pcall(load, {}))",
+	     "bad argument #1 to 'load' (function expected, got table)"},
+	    {"return select(2, pcall(load, 'x', {}))",
+	     "bad argument #2 to 'load' (string expected, got table)"},
+	    {"return select(2, pcall(load, 'return 1', nil, {}))",
+	     "bad argument #3 to 'load' (string expected, got table)"},
+	    {"return select(2, pcall(function() return load(nil) end))",
+	     "[string \"t\"]:1: bad argument #1 to 'load' (function expected, got nil)"},
+	    {"return select(2, load(function() return {} end))",
+	     "[string \"t\"]:1: reader function must return a string"},
+	    {"return select(2, load(function() error('x') end))", "[string \"t\"]:1: x"},
+	    {"return select(2, load('return +'))",
+	     "[string \"return +\"]:1: unexpected symbol near '+'"},
+	    {"return select(2, load('local x\\n+', '=chunk'))", "chunk:2: unexpected symbol near '+'"},
+	    {"local s = {'return', ' +'} local i = 0"
+	     " return select(2, load(function() i = i + 1 return s[i] end))",
+	     "(load):1: unexpected symbol near '+'"},
+	    {"return tostring(load(12))", "nil"},
+	    {"return load('return ...', 'c')(5)", "5"},
+	};
+
+	(void)state;
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++)
+		expect(cases[i][0], T_LONG, SANDBOX_OK, cases[i][1]);
+	expect("local x = 1\nload(nil)", T_LONG, SANDBOX_ERROR,
+	       "script error: [string \"t\"]:2: bad argument #1 to 'load' (function expected, got "
+	       "nil)");
+	expect("return assert(load('return +'))", T_LONG, SANDBOX_ERROR,
+	       "script error: [string \"t\"]:1: [string \"return +\"]:1: unexpected symbol near "
+	       "'+'");
+	agent_ok();
+}
+
+/* Inside a finalizer the collector can't be driven: collectgarbage returns fail (nil). */
+static void test_lua_gc_in_finalizer(void **state)
+{
+	(void)state;
+	expect("local r = {}"
+	       " setmetatable({}, {__gc = function()"
+	       "   for i, opt in ipairs({'count', 'collect', 'step', 'isrunning'}) do"
+	       "     r[i] = tostring(collectgarbage(opt)) .. select('#', collectgarbage(opt))"
+	       "   end"
+	       "   r[5] = tostring(collectgarbage())"
+	       " end})"
+	       " collectgarbage()"
+	       " return table.concat(r, ' ')",
+	       T_LONG, SANDBOX_OK, "nil1 nil1 nil1 nil1 nil");
+	/* and works again once it is done */
+	expect("setmetatable({}, {__gc = function() collectgarbage('count') end}) collectgarbage()"
+	       " return math.type(collectgarbage('count')) .. collectgarbage()"
+	       " .. type(collectgarbage('step')) .. tostring(collectgarbage('isrunning'))",
+	       T_LONG, SANDBOX_OK, "float0booleantrue");
+	agent_ok();
+}
+
+/* When the script ends the state is closed, as lua.c does: what is still alive is finalized. */
+static void test_lua_close_finalizers(void **state)
+{
+	struct rec r;
+	struct run o = {0};
+	char *resp = NULL;
+	json_object *v;
+
+	(void)state;
+	rec_init(&r);
+	o.rec = &r;
+	/* still referenced at the end: only lua_close finalizes it, before the result goes */
+	assert_int_equal(
+	    run_opts("rawset(_ENV, 'keep', setmetatable({}, {__gc = function()"
+		     " rcs.config.set('closed', 'yes') end}))"
+		     " local t = {} setmetatable({}, {__gc = function() t.late = 1 end})"
+		     " return t",
+		     &o, &resp),
+	    SANDBOX_OK);
+	assert_string_equal(resp, "{}"); /* the response was read before */
+	free(resp);
+	assert_true(json_object_object_get_ex(r.config, "closed", &v));
+	assert_string_equal(json_object_get_string(v), "yes");
+	rec_free(&r);
+
+	/* a script error too; errors in finalizers are ignored, as in Lua */
+	rec_init(&r);
+	assert_int_equal(run_opts("rawset(_ENV, 'k1', setmetatable({}, {__gc = function()"
+				  " error('ignored') end}))"
+				  " rawset(_ENV, 'k2', setmetatable({}, {__gc = function()"
+				  " rcs.log('info', 'closed') end}))"
+				  " error('boom')",
+				  &o, &resp),
+			 SANDBOX_ERROR);
+	assert_string_equal(resp, "script error: [string \"t\"]:1: boom");
+	free(resp);
+	assert_int_equal(r.log_n, 1);
+	assert_string_equal(r.log_text, "closed");
+	rec_free(&r);
+
+	/* not after a timeout: the deadline is past */
+	rec_init(&r);
+	o.timeout = T_SHORT;
+	assert_int_equal(run_opts("rawset(_ENV, 'k', setmetatable({}, {__gc = function()"
+				  " rcs.log('info', 'closed') end})) while true do end",
+				  &o, &resp),
+			 SANDBOX_TIMEOUT);
+	free(resp);
+	assert_int_equal(r.log_n, 0);
+	rec_free(&r);
+	o.rec = NULL;
+
+	/* a finalizer that never ends meets the watchdog */
+	assert_int_equal(run_opts("rawset(_ENV, 'k', setmetatable({}, {__gc = function()"
+				  " while true do end end})) return 1",
+				  &o, &resp),
+			 SANDBOX_TIMEOUT);
+	assert_string_equal(resp, "timeout after 1 s");
+	assert_true(o.elapsed_ms < 2500);
+	free(resp);
+	/* one that runs out of memory has its error ignored */
+	expect("rawset(_ENV, 'k', setmetatable({}, {__gc = function()"
+	       " local s = 'x' while true do s = s .. s end end})) return 'ok'",
+	       T_LONG, SANDBOX_OK, "ok");
+	agent_ok();
+}
+
 /* ---- the parent's guard: config and the wire ---- */
 
 static void test_config_check(void **state)
@@ -1612,6 +1794,10 @@ int main(void)
 	    cmocka_unit_test(test_escape_memory),
 	    cmocka_unit_test(test_escape_recursion),
 	    cmocka_unit_test(test_escape_coroutine_close),
+	    cmocka_unit_test(test_lua_function_names),
+	    cmocka_unit_test(test_lua_load_errors),
+	    cmocka_unit_test(test_lua_gc_in_finalizer),
+	    cmocka_unit_test(test_lua_close_finalizers),
 	};
 
 	return cmocka_run_group_tests(tests, group_setup, group_teardown);
