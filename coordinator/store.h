@@ -3,7 +3,10 @@
  *
  * SQLite in WAL mode, foreign keys on, schema versioned by PRAGMA user_version
  * with migrations applied by store_open(). Every SQL statement of the
- * coordinator lives in store.c, so another backend (PostgreSQL) can replace it.
+ * coordinator lives in the store's files, one per domain (store_keys.c,
+ * store_tasks.c, store_devices.c, store_jobs.c, store_queues.c,
+ * store_outbox.c) around store.c's connection, statement cache and
+ * transactions (store_int.h; docs/architecture.md).
  *
  * Concurrency: one connection and one (recursive) lock: every call is atomic,
  * and store_tx_begin()/store_tx_end() make a group of calls one transaction

@@ -562,10 +562,10 @@ class SecurityTest(unittest.TestCase):
         self.assertRegex(body, r"api_key_hash\(\s*key\s*,\s*hash\s*\)")
         self.assertRegex(body, r"store_key_lookup\([^;]*\bhash\b")
         self.assertNotRegex(body, r"(mem|str|strn|strcase|bcmp)cmp\s*\([^;]*\bkey\b")
-        with open(os.path.join(SOURCE_DIR, "coordinator", "store.c"), encoding="utf-8") as f:
+        with open(os.path.join(SOURCE_DIR, "coordinator", "store_keys.c"), encoding="utf-8") as f:
             store = f.read()
         m = re.search(r"\nenum rcs_err store_key_lookup\(.*?\n}\n", store, re.S)
-        self.assertIsNotNone(m, "store_key_lookup not found in coordinator/store.c")
+        self.assertIsNotNone(m, "store_key_lookup not found in coordinator/store_keys.c")
         self.assertIn("key_hash = ?", m.group(0))
 
     # -- API5: function-level authorization ------------------------------------------------

@@ -1,4 +1,4 @@
-/* Unit tests of coordinator/store.c on a real SQLite file. */
+/* Unit tests of the coordinator's store (coordinator/store*.c) on a real SQLite file. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>

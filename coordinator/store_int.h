@@ -1,0 +1,124 @@
+/*
+ * store_int.h - what the files of the store share and nothing outside the store sees: the
+ * connection and its statement cache (struct store), and the helpers that bind, step and map
+ * rows, build filtered pages and run writes. Every function here expects the caller to hold
+ * the store's lock (store_lock) unless it takes it itself (store_list, store_list_text,
+ * store_get_row, store_write). docs/architecture.md shows the store's files.
+ */
+#ifndef RCS_STORE_INT_H
+#define RCS_STORE_INT_H
+
+#include <json-c/json.h>
+#include <pthread.h>
+#include <sqlite3.h>
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "buf.h"
+#include "store.h"
+
+#define STORE_CACHE 64 /* prepared statements kept for reuse */
+
+struct store {
+	sqlite3 *db;
+	/* statements of constant SQL, prepared once: re-parsing SQL was half the cost of
+	 * applying a device report (perf, BENCHMARKS.md) */
+	struct {
+		const char *sql; /* a string literal: compared by address */
+		sqlite3_stmt *stmt;
+		bool busy; /* in use (a nested use of the same SQL gets a fresh one) */
+	} cache[STORE_CACHE];
+	int ncache;
+	pthread_mutex_t lock; /* recursive */
+	int tx_depth;
+	/* store_after_commit: what runs once the outermost transaction ends (at most
+	 * STORE_ACTIONS_MAX) */
+	struct store_action {
+		void (*fn)(void *arg, bool committed);
+		void *arg;
+		int depth; /* the (savepoint) level it belongs to: dropped with it */
+	} * actions;
+	size_t n_actions, cap_actions;
+};
+
+/* The jobs on their way: sent and not yet ended on the device. */
+#define JOBS_INFLIGHT                                                                              \
+	"(status = 'transmited' OR status = 'edge_transmitted' OR status = 'edge_started' OR"      \
+	" status = 'edge_running')"
+
+/* A record mapped column by column: each column's key and kind, in SELECT order
+ * (store_row_map). */
+enum store_col_kind { STORE_COL_STR, STORE_COL_INT, STORE_COL_BOOL, STORE_COL_JSON };
+
+struct store_col_map {
+	const char *key;
+	enum store_col_kind kind;
+};
+
+/* One row as a JSON object (store_rows, store_list, store_get_row). */
+typedef json_object *(*store_row_fn)(sqlite3_stmt *s);
+
+/* WHERE clauses with text parameters only, so nothing a client sends is ever SQL text;
+ * store_qb_opts holds the list options' bounds and ORDER BY (docs/api.md "Lists"). */
+struct store_qb {
+	char where[768];
+	const char *params[12];
+	int n;
+};
+
+struct store_qb_opts {
+	char after[24], before[24];
+	char order[160];
+};
+
+/* ---- connection, statements (store.c) ---- */
+
+/* SQLite's result code as an rcs_err (logged with what). */
+enum rcs_err store_rc(sqlite3 *db, int rc, const char *what);
+void store_lock(struct store *st);
+void store_unlock(struct store *st);
+enum rcs_err store_exec(struct store *st, const char *sql);
+enum rcs_err store_prepare(struct store *st, const char *sql, sqlite3_stmt **out);
+void store_release(struct store *st, sqlite3_stmt *s);
+enum rcs_err store_run(struct store *st, const char *sql);
+enum rcs_err store_prepare_fresh(struct store *st, const char *sql, sqlite3_stmt **out);
+
+/* ---- binding, columns, rows, pages ---- */
+
+void store_bind_text(sqlite3_stmt *s, int i, const char *v);
+void store_bind_json(sqlite3_stmt *s, int i, json_object *v, const char *dflt);
+void store_bind_opt_int(sqlite3_stmt *s, int i, long long v);
+const char *store_col_text(sqlite3_stmt *s, int i);
+json_object *store_col_str(sqlite3_stmt *s, int i);
+json_object *store_col_int(sqlite3_stmt *s, int i);
+json_object *store_col_bool(sqlite3_stmt *s, int i);
+json_object *store_col_json(sqlite3_stmt *s, int i);
+json_object *store_page_wrap(const struct store_page *pg, long long total, json_object *items);
+json_object *store_row_map(sqlite3_stmt *s, const struct store_col_map *map);
+json_object *store_row_first_str(sqlite3_stmt *s);
+enum rcs_err store_rows(struct store *st, sqlite3_stmt *s, store_row_fn fn, size_t max,
+			json_object **out);
+void store_qb_add(struct store_qb *q, const char *clause, const char *param);
+void store_qb_bind(const struct store_qb *q, sqlite3_stmt *s);
+void store_qb_list_opts(struct store_qb *q, const struct store_page *pg, const char *p,
+			const char *id, struct store_qb_opts *o);
+enum rcs_err store_page_query(struct store *st, const char *cols, const char *from,
+			      const struct store_qb *q, const char *order,
+			      const struct store_page *pg, long long *total, sqlite3_stmt **s);
+enum rcs_err store_list(struct store *st, const char *cols, const char *from,
+			const struct store_qb *q, const char *order, const struct store_page *pg,
+			store_row_fn fn, json_object **out);
+enum rcs_err store_list_text(struct store *st, const char *sel, const char *from,
+			     const struct store_qb *q, const char *order,
+			     const struct store_page *pg, struct buf *out);
+enum rcs_err store_get_row(struct store *st, const char *sql, const char *p1, const char *p2,
+			   store_row_fn fn, json_object **out);
+enum rcs_err store_write(struct store *st, const char *sql, int *changes, int n, ...);
+
+/* A savepoint inside the caller's transaction, or a transaction of its own; store_sp_end
+ * releases or rolls it back by status and returns status. */
+enum rcs_err store_sp_begin(struct store *st);
+enum rcs_err store_sp_end(struct store *st, enum rcs_err status);
+json_object *store_row_exists(sqlite3_stmt *s);
+
+#endif
