@@ -51,13 +51,13 @@ void lifecycle_jobs_created(struct lifecycle *lc, const struct job_batch *b)
 {
 	json_object *due = NULL;
 
-	if (lc->changed && b->n > 0)
-		lc->changed(lc->changed_ctx);
-	if (lc->hooks == NULL || b->n == 0)
+	if (b->n == 0)
 		return;
-	if ((b->scheduled_time > b->now || b->ttl > 0) && lc->hooks->wake)
-		lc->hooks->wake(lc->hooks->ctx);
-	if (b->scheduled_time > b->now)
+	if (lc->changed)
+		lc->changed(lc->changed_ctx);
+	if ((b->scheduled_time > b->now || b->ttl > 0) && lc->timers)
+		lc->timers(lc->timers_ctx);
+	if (lc->hooks == NULL || b->scheduled_time > b->now)
 		return;
 	if (b->n == 1 && b->group_ident == NULL) {
 		if (lc->hooks->job_due)

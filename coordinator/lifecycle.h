@@ -36,8 +36,6 @@ struct lifecycle_hooks {
 	/* After every status change, with the job record as it now is (JSON text). */
 	void (*job_changed)(void *ctx, const char *client_root, const char *job_ident,
 			    const char *record, size_t len);
-	/* Jobs were created with a scheduled_time or a ttl: recompute the next deadline. */
-	void (*wake)(void *ctx);
 };
 
 struct lifecycle {
@@ -46,6 +44,10 @@ struct lifecycle {
 	/* Called after any status change or creation (notifications may be queued). */
 	void (*changed)(void *ctx);
 	void *changed_ctx;
+	/* Jobs were created with a scheduled_time or a ttl: the scheduler (scheduler.c)
+	 * recomputes its next deadline, transport or not. */
+	void (*timers)(void *ctx);
+	void *timers_ctx;
 };
 
 /* True when a transport is plugged in (device presence is known). */

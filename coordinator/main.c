@@ -21,6 +21,7 @@
 #include "log.h"
 #include "mqtt_bridge.h"
 #include "notifier.h"
+#include "scheduler.h"
 #include "script_check.h"
 #include "signer.h"
 #include "store.h"
@@ -385,6 +386,7 @@ static int cmd_serve(struct settings *s)
 	struct signer *signer = NULL;
 	struct http_api *http = NULL;
 	struct bridge *bridge = NULL;
+	struct sched *sched = NULL;
 	struct notifier *notifier = NULL;
 	struct lifecycle lc;
 	struct api_app app;
@@ -489,7 +491,18 @@ static int cmd_serve(struct settings *s)
 			goto out;
 		}
 	} else {
-		log_info("no --mqtt: jobs are stored and wait pending");
+		log_info("no --mqtt: jobs are stored and wait pending (ttl still expires them)");
+	}
+	/* every timer, with or without a transport: ttl expiry, scheduled sends, re-sends */
+	if (sched_start(st, &lc, &sched) != RCS_OK) {
+		fprintf(stderr, "rcs-coordinator: cannot start the scheduler\n");
+		goto out;
+	}
+	if (bridge) {
+		struct sched_transport tr;
+
+		bridge_transport(bridge, &tr);
+		sched_set_transport(sched, &tr);
 	}
 	app.st = st;
 	app.lc = &lc;
@@ -518,6 +531,7 @@ static int cmd_serve(struct settings *s)
 	rc = 0;
 out:
 	http_api_stop(http);
+	sched_stop(sched); /* before the bridge: no transport call after this */
 	bridge_stop(bridge);
 	notifier_stop(notifier);
 	store_close(st);

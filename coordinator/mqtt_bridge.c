@@ -1,13 +1,13 @@
 /*
- * mqtt_bridge.c - the coordinator's MQTT transport and scheduler. See mqtt_bridge.h.
+ * mqtt_bridge.c - the coordinator's MQTT transport. See mqtt_bridge.h.
  *
  * Threads: paho's (callbacks: queue what arrives, never touch storage), the
  * HTTP workers (hooks: a single job is published on the creating request,
- * everything else is queued), and one worker here that applies inbound
- * messages in batched transactions, publishes queued jobs, and runs the
- * scheduler. The worker sleeps in poll() on an eventfd (new work) and a
- * timerfd that fires when the wall clock is set, with a timeout on the
- * monotonic clock up to the next deadline: nothing polls storage in a loop.
+ * everything else is queued), the scheduler's (scheduler.c: it says when due
+ * jobs and re-sends go out, and the worker sends them), and one worker here
+ * that applies inbound messages in batched transactions and publishes queued
+ * jobs. The worker sleeps on an eventfd until work arrives: nothing polls
+ * storage in a loop.
  */
 #include "mqtt_bridge.h"
 
@@ -18,7 +18,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
-#include <sys/timerfd.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -30,7 +29,7 @@
 #define BRIDGE_PUBLISH_CHUNK 256    /* envelopes per transaction when sending many */
 #define BRIDGE_FULL_WAIT_MS  2000   /* longest wait for room in the client's window */
 #define BRIDGE_INBOUND_MAX   200000 /* queued inbound messages before back-pressure */
-#define BRIDGE_SWEEP_SECONDS 15     /* re-send sweep period */
+#define BRIDGE_SWEEP_SECONDS 15     /* re-send sweep period, at most */
 #define BRIDGE_RESYNC_LIMIT  5000   /* jobs per query when catching up */
 
 struct in_msg {
@@ -53,13 +52,13 @@ struct bridge {
 	pthread_mutex_t lock;
 	bool stop;
 	bool resync; /* (re)connected: catch up with everything due */
-	bool wake;   /* recompute deadlines */
+	bool due;    /* the scheduler: send the pending jobs whose time came */
+	bool sweep;  /* the scheduler: re-send the jobs without news */
 	struct in_msg *in_head, *in_tail;
 	size_t in_n;
 	json_object *out; /* job idents to publish */
 	json_object *retry; /* job idents sent (transmited) whose publish the client refused */
 	int efd;          /* eventfd: work arrived */
-	int clock_fd;     /* timerfd: the wall clock was set */
 
 	/* worker-only: the task version of the last envelope, reused by bulk sends */
 	char tv_task[UUID_STR_LEN];
@@ -511,16 +510,6 @@ static void hook_job_changed(void *ctx, const char *client_root, const char *job
 		free(ev);
 }
 
-static void hook_wake(void *ctx)
-{
-	struct bridge *b = ctx;
-
-	pthread_mutex_lock(&b->lock);
-	b->wake = true;
-	pthread_mutex_unlock(&b->lock);
-	bridge_kick(b);
-}
-
 /* ---- MQTT callbacks (paho's threads) ---- */
 
 static void on_connected(void *ctx, bool session_present)
@@ -681,60 +670,59 @@ static void bridge_apply_inbound(struct bridge *b, struct in_msg *list)
 	json_object_put(online);
 }
 
-/* ---- scheduler (worker) ---- */
+/* ---- the scheduler's transport (scheduler.c) ---- */
 
-/* Expires jobs past their ttl, sends those whose time came; returns the next deadline (0: none). */
-static int64_t bridge_schedule(struct bridge *b, int64_t now)
+static bool tr_ready(void *ctx)
 {
-	json_object *ids = NULL;
-	int64_t next = 0;
+	struct bridge *b = ctx;
 
-	if (store_jobs_expired(b->st, now, BRIDGE_RESYNC_LIMIT, &ids) == RCS_OK) {
-		for (size_t i = 0; i < json_object_array_length(ids); i++) {
-			struct job_move m = {
-			    .ident = json_object_get_string(json_object_array_get_idx(ids, i)),
-			    .to = JS_EXPIRED,
-			    .response = "expired: not received by the device within its ttl",
-			    .set_response_time = true,
-			    .now = now,
-			};
-			enum store_move res;
-			lifecycle_move(b->lc, &m, &res, NULL);
-		}
-		json_object_put(ids);
-	}
-	if (mqttc_connected(b->mq))
-		bridge_send_ready(b, NULL, now);
-	store_next_wakeup(b->st, now, &next);
-	return next;
+	return mqttc_connected(b->mq);
 }
 
-/* Arms the timerfd so that setting the wall clock wakes the worker. */
-static void bridge_arm_clock(struct bridge *b)
+static void tr_send_due(void *ctx, int64_t now)
 {
-	struct itimerspec its;
+	struct bridge *b = ctx;
 
-	memset(&its, 0, sizeof(its));
-	its.it_value.tv_sec = (time_t)time(NULL) + 10L * 365 * 86400;
-	if (timerfd_settime(b->clock_fd, TFD_TIMER_ABSTIME | TFD_TIMER_CANCEL_ON_SET, &its, NULL) <
-	    0)
-		log_warn("timerfd");
+	(void)now; /* the worker reads the clock when it sends */
+	pthread_mutex_lock(&b->lock);
+	b->due = true;
+	pthread_mutex_unlock(&b->lock);
+	bridge_kick(b);
+}
+
+static void tr_resend(void *ctx, int64_t now)
+{
+	struct bridge *b = ctx;
+
+	(void)now;
+	pthread_mutex_lock(&b->lock);
+	b->sweep = true;
+	pthread_mutex_unlock(&b->lock);
+	bridge_kick(b);
+}
+
+void bridge_transport(struct bridge *b, struct sched_transport *out)
+{
+	memset(out, 0, sizeof(*out));
+	out->ctx = b;
+	out->ready = tr_ready;
+	out->send_due = tr_send_due;
+	out->resend = tr_resend;
+	out->resend_every = b->resend_after / 2 < BRIDGE_SWEEP_SECONDS
+				? (b->resend_after / 2 > 0 ? b->resend_after / 2 : 1)
+				: BRIDGE_SWEEP_SECONDS;
 }
 
 static void *bridge_worker(void *arg)
 {
 	struct bridge *b = arg;
-	int64_t next_deadline = 0, next_sweep = 0, last_now = 0;
-	bool run_schedule = true;
 
-	bridge_arm_clock(b);
 	for (;;) {
-		struct pollfd pfd[2] = {{b->efd, POLLIN, 0}, {b->clock_fd, POLLIN, 0}};
+		struct pollfd pfd = {b->efd, POLLIN, 0};
 		struct in_msg *batch = NULL, *last = NULL;
 		json_object *out = NULL, *retry;
-		bool resync, stop;
+		bool resync, due, sweep, stop;
 		int64_t now = (int64_t)time(NULL);
-		int timeout_ms;
 		size_t n = 0;
 
 		/* take the work that arrived */
@@ -742,9 +730,10 @@ static void *bridge_worker(void *arg)
 		stop = b->stop;
 		resync = b->resync;
 		b->resync = false;
-		if (b->wake)
-			run_schedule = true;
-		b->wake = false;
+		due = b->due;
+		b->due = false;
+		sweep = b->sweep;
+		b->sweep = false;
 		batch = b->in_head;
 		for (last = batch; last && ++n < BRIDGE_BATCH; last = last->next)
 			;
@@ -756,7 +745,7 @@ static void *bridge_worker(void *arg)
 		}
 		if (b->in_head == NULL)
 			b->in_tail = NULL;
-		b->in_n -= batch ? (last ? n : n) : 0;
+		b->in_n -= batch ? n : 0;
 		if (json_object_array_length(b->out) > 0) {
 			out = b->out;
 			b->out = json_object_new_array();
@@ -777,6 +766,10 @@ static void *bridge_worker(void *arg)
 		}
 		if (resync && mqttc_connected(b->mq))
 			bridge_catch_up(b, NULL, now);
+		else if (due && mqttc_connected(b->mq))
+			bridge_send_ready(b, NULL, now);
+		if (sweep && mqttc_connected(b->mq))
+			bridge_resend_stale(b, now);
 		/* envelopes the client refused (its queue was full): again, after a pause */
 		pthread_mutex_lock(&b->lock);
 		retry = NULL;
@@ -786,34 +779,12 @@ static void *bridge_worker(void *arg)
 		}
 		pthread_mutex_unlock(&b->lock);
 		if (retry) {
-			struct timespec pause = { 0, 100 * 1000000L };
+			struct timespec pause = {0, 100 * 1000000L};
 			nanosleep(&pause, NULL);
 			log_info("sending %zu envelopes again (the MQTT client's queue was full)",
 				 json_object_array_length(retry));
 			bridge_publish_list(b, retry, true);
 			json_object_put(retry);
-		}
-		if (now < last_now) {
-			/* the wall clock went back (timerfd reports only settimeofday and
-			 * the like; this also catches a slewed or faked clock) */
-			log_info("the system clock went back %llds: rescheduling",
-				 (long long)(last_now - now));
-			store_jobs_clock_back(b->st, now);
-			next_sweep = now;
-			run_schedule = true;
-		}
-		last_now = now;
-		if (run_schedule || (next_deadline && now >= next_deadline)) {
-			next_deadline = bridge_schedule(b, now);
-			run_schedule = false;
-		}
-		if (now >= next_sweep) {
-			if (mqttc_connected(b->mq))
-				bridge_resend_stale(b, now);
-			next_sweep =
-			    now + (b->resend_after / 2 < BRIDGE_SWEEP_SECONDS
-				       ? (b->resend_after / 2 > 0 ? b->resend_after / 2 : 1)
-				       : BRIDGE_SWEEP_SECONDS);
 		}
 		if (stop && batch == NULL) {
 			pthread_mutex_lock(&b->lock);
@@ -823,41 +794,20 @@ static void *bridge_worker(void *arg)
 				break;
 			continue;
 		}
-		/* sleep until new work, a clock change, or the next deadline */
+		/* sleep until new work */
 		pthread_mutex_lock(&b->lock);
 		n = b->in_n + (b->in_head ? 1 : 0) + json_object_array_length(b->out) +
-		    (mqttc_connected(b->mq) ? json_object_array_length(b->retry) : 0);
+		    (mqttc_connected(b->mq) ? json_object_array_length(b->retry) : 0) +
+		    (b->due || b->sweep || b->resync || b->stop ? 1 : 0);
 		pthread_mutex_unlock(&b->lock);
 		if (n > 0)
 			continue;
-		{
-			int64_t until = next_sweep;
-			if (next_deadline && next_deadline < until)
-				until = next_deadline;
-			now = (int64_t)time(NULL);
-			timeout_ms = until > now ? (int)((until - now) * 1000) : 0;
-		}
-		if (poll(pfd, 2, timeout_ms) < 0 && errno != EINTR)
+		if (poll(&pfd, 1, -1) < 0 && errno != EINTR)
 			log_warn("poll");
-		if (pfd[0].revents & POLLIN) {
+		if (pfd.revents & POLLIN) {
 			uint64_t v;
 			if (read(b->efd, &v, sizeof(v)) < 0 && errno != EAGAIN)
 				log_warn("eventfd");
-		}
-		if (pfd[1].revents & POLLIN) {
-			uint64_t v;
-			/* ECANCELED: the wall clock was set; deadlines are recomputed */
-			if (read(b->clock_fd, &v, sizeof(v)) < 0 && errno != ECANCELED &&
-			    errno != EAGAIN)
-				log_warn("timerfd");
-			log_info("the system clock was set: rescheduling");
-			bridge_arm_clock(b);
-			now = (int64_t)time(NULL);
-			if (now < last_now)
-				store_jobs_clock_back(b->st, now);
-			last_now = now;
-			next_sweep = now; /* a wall-clock instant: computed anew */
-			run_schedule = true;
 		}
 	}
 	return NULL;
@@ -876,7 +826,6 @@ enum rcs_err bridge_start(const struct bridge_opts *opts, struct store *st, stru
 		goto out;
 	pthread_mutex_init(&b->lock, NULL);
 	b->efd = -1;
-	b->clock_fd = -1;
 	b->st = st;
 	b->lc = lc;
 	b->max_payload = opts->max_payload ? opts->max_payload : PROTO_MAX_PAYLOAD;
@@ -884,9 +833,8 @@ enum rcs_err bridge_start(const struct bridge_opts *opts, struct store *st, stru
 	b->out = json_object_new_array();
 	b->retry = json_object_new_array();
 	b->efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-	b->clock_fd = timerfd_create(CLOCK_REALTIME, TFD_NONBLOCK | TFD_CLOEXEC);
-	if (b->efd < 0 || b->clock_fd < 0) {
-		log_warn("eventfd/timerfd");
+	if (b->efd < 0) {
+		log_warn("eventfd");
 		err = RCS_ERR_IO;
 		goto out;
 	}
@@ -895,7 +843,6 @@ enum rcs_err bridge_start(const struct bridge_opts *opts, struct store *st, stru
 	b->hooks.jobs_due = hook_jobs_due;
 	b->hooks.job_cancelled = hook_job_cancelled;
 	b->hooks.job_changed = hook_job_changed;
-	b->hooks.wake = hook_wake;
 	memset(&cb, 0, sizeof(cb));
 	cb.ctx = b;
 	cb.on_connected = on_connected;
@@ -947,8 +894,6 @@ void bridge_stop(struct bridge *b)
 	json_object_put(b->retry);
 	if (b->efd >= 0)
 		close(b->efd);
-	if (b->clock_fd >= 0)
-		close(b->clock_fd);
 	pthread_mutex_destroy(&b->lock);
 	free(b);
 }

@@ -56,17 +56,11 @@ static void hook_job_changed(void *ctx, const char *client_root, const char *job
 	json_object_put(o);
 }
 
-static void hook_wake(void *ctx)
-{
-	(void)ctx;
-}
-
 static const struct lifecycle_hooks fz_hooks = {
     .job_due = hook_job_due,
     .jobs_due = hook_jobs_due,
     .job_cancelled = hook_job_cancelled,
     .job_changed = hook_job_changed,
-    .wake = hook_wake,
 };
 
 /* ---- fixture ---- */

@@ -201,6 +201,24 @@ class JobsTest(CoordinatorTest):
             with self.subTest(ttl=bad):
                 self.assertError(self.post_job(ttl=bad), 400, "validation_failed", "ttl")
 
+    def test_ttl_expires_without_a_broker(self):
+        """The scheduler runs without --mqtt: a pending job whose ttl runs out is expired
+        (docs/api.md), with its reason; one scheduled later keeps its ttl from then."""
+        j = self.job(ttl=1)
+        later = self.job(ttl=1, scheduled_time=int(time.time()) + 3600)
+        deadline = time.time() + 15
+        while time.time() < deadline:
+            r = self.admin.get("/jobs/" + j["ident"])
+            if r.json["status"] == "expired":
+                break
+            time.sleep(0.2)
+        self.assertEqual(r.json["status"], "expired", r)
+        self.assertIn("ttl", r.json["response"])
+        self.assertIsInstance(r.json["response_time"], int)
+        history = [h["status"] for h in list_all(self.admin, "/jobs/%s/history" % j["ident"])]
+        self.assertEqual(history, ["expired", "pending", "initial"])
+        self.assertEqual(self.admin.get("/jobs/" + later["ident"]).json["status"], "pending")
+
     def test_comment_and_unknown_fields(self):
         self.assertEqual(self.job(comment="é ünïcode ✓")["comment"], "é ünïcode ✓")
         self.assertError(self.post_job(comment=5), 400, "validation_failed", "comment")

@@ -1,0 +1,252 @@
+/*
+ * scheduler.c - every timer of the coordinator. See scheduler.h.
+ */
+#include "scheduler.h"
+
+#include <errno.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <sys/timerfd.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "log.h"
+#include "status.h"
+
+#define SCHED_EXPIRE_LIMIT 5000 /* jobs expired per query */
+
+struct sched {
+	struct store *st;
+	struct lifecycle *lc;
+
+	pthread_t thread;
+	bool thread_started;
+	pthread_mutex_t lock;
+	bool stop;
+	bool wake;                 /* recompute the next deadline */
+	bool transport_changed;    /* a transport came or went: sweep anew */
+	struct sched_transport tr; /* tr.ctx NULL: none */
+	int efd;                   /* eventfd: sched_wake, sched_stop */
+	int clock_fd;              /* timerfd: the wall clock was set */
+};
+
+static void sched_kick(struct sched *s)
+{
+	uint64_t one = 1;
+
+	if (write(s->efd, &one, sizeof(one)) < 0 && errno != EAGAIN)
+		log_warn("eventfd");
+}
+
+static void sched_timers(void *ctx)
+{
+	sched_wake(ctx);
+}
+
+/* Expires jobs past their ttl, has the transport send those whose time came; returns the
+ * next deadline (0: none). */
+static int64_t sched_run(struct sched *s, const struct sched_transport *tr, int64_t now)
+{
+	json_object *ids = NULL;
+	int64_t next = 0;
+
+	if (store_jobs_expired(s->st, now, SCHED_EXPIRE_LIMIT, &ids) == RCS_OK) {
+		for (size_t i = 0; i < json_object_array_length(ids); i++) {
+			struct job_move m = {
+			    .ident = json_object_get_string(json_object_array_get_idx(ids, i)),
+			    .to = JS_EXPIRED,
+			    .response = "expired: not received by the device within its ttl",
+			    .set_response_time = true,
+			    .now = now,
+			};
+			enum store_move res;
+			lifecycle_move(s->lc, &m, &res, NULL);
+		}
+		/* a full page: more are due at once */
+		if (json_object_array_length(ids) == SCHED_EXPIRE_LIMIT)
+			next = now;
+		json_object_put(ids);
+	}
+	if (tr->ctx && tr->ready(tr->ctx))
+		tr->send_due(tr->ctx, now);
+	if (next == 0)
+		store_next_wakeup(s->st, now, &next);
+	return next;
+}
+
+/* Arms the timerfd so that setting the wall clock wakes the thread. */
+static void sched_arm_clock(struct sched *s)
+{
+	struct itimerspec its;
+
+	memset(&its, 0, sizeof(its));
+	its.it_value.tv_sec = (time_t)time(NULL) + 10L * 365 * 86400;
+	if (timerfd_settime(s->clock_fd, TFD_TIMER_ABSTIME | TFD_TIMER_CANCEL_ON_SET, &its, NULL) <
+	    0)
+		log_warn("timerfd");
+}
+
+static void *sched_thread(void *arg)
+{
+	struct sched *s = arg;
+	int64_t next_deadline = 0, next_sweep = 0, last_now = 0;
+	bool run = true;
+
+	sched_arm_clock(s);
+	for (;;) {
+		struct pollfd pfd[2] = {{s->efd, POLLIN, 0}, {s->clock_fd, POLLIN, 0}};
+		struct sched_transport tr;
+		int64_t now = (int64_t)time(NULL), until;
+		int timeout_ms;
+
+		pthread_mutex_lock(&s->lock);
+		if (s->stop) {
+			pthread_mutex_unlock(&s->lock);
+			break;
+		}
+		if (s->wake)
+			run = true;
+		s->wake = false;
+		if (s->transport_changed)
+			next_sweep = now;
+		s->transport_changed = false;
+		tr = s->tr;
+		pthread_mutex_unlock(&s->lock);
+
+		if (now < last_now) {
+			/* the wall clock went back (timerfd reports only settimeofday and
+			 * the like; this also catches a slewed or faked clock) */
+			log_info("the system clock went back %llds: rescheduling",
+				 (long long)(last_now - now));
+			store_jobs_clock_back(s->st, now);
+			next_sweep = now;
+			run = true;
+		}
+		last_now = now;
+		if (run || (next_deadline && now >= next_deadline)) {
+			next_deadline = sched_run(s, &tr, now);
+			run = false;
+		}
+		if (tr.ctx && now >= next_sweep) {
+			if (tr.ready(tr.ctx))
+				tr.resend(tr.ctx, now);
+			next_sweep = now + (tr.resend_every > 0 ? tr.resend_every : 1);
+		}
+		/* sleep until a wake, a clock change, or the next deadline */
+		until = tr.ctx ? next_sweep : 0;
+		if (next_deadline && (until == 0 || next_deadline < until))
+			until = next_deadline;
+		now = (int64_t)time(NULL);
+		if (until == 0)
+			timeout_ms = -1;
+		else if (until <= now)
+			timeout_ms = 0;
+		else
+			timeout_ms =
+			    until - now > 86400 ? 86400 * 1000 : (int)((until - now) * 1000);
+		if (poll(pfd, 2, timeout_ms) < 0 && errno != EINTR)
+			log_warn("poll");
+		if (pfd[0].revents & POLLIN) {
+			uint64_t v;
+			if (read(s->efd, &v, sizeof(v)) < 0 && errno != EAGAIN)
+				log_warn("eventfd");
+		}
+		if (pfd[1].revents & POLLIN) {
+			uint64_t v;
+			/* ECANCELED: the wall clock was set; deadlines are recomputed */
+			if (read(s->clock_fd, &v, sizeof(v)) < 0 && errno != ECANCELED &&
+			    errno != EAGAIN)
+				log_warn("timerfd");
+			log_info("the system clock was set: rescheduling");
+			sched_arm_clock(s);
+			now = (int64_t)time(NULL);
+			if (now < last_now)
+				store_jobs_clock_back(s->st, now);
+			last_now = now;
+			next_sweep = now; /* a wall-clock instant: computed anew */
+			run = true;
+		}
+	}
+	return NULL;
+}
+
+enum rcs_err sched_start(struct store *st, struct lifecycle *lc, struct sched **out)
+{
+	struct sched *s = NULL;
+	enum rcs_err err = RCS_ERR_NOMEM;
+
+	*out = NULL;
+	s = calloc(1, sizeof(*s));
+	if (s == NULL)
+		goto out;
+	pthread_mutex_init(&s->lock, NULL);
+	s->st = st;
+	s->lc = lc;
+	s->efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+	s->clock_fd = timerfd_create(CLOCK_REALTIME, TFD_NONBLOCK | TFD_CLOEXEC);
+	if (s->efd < 0 || s->clock_fd < 0) {
+		log_warn("eventfd/timerfd");
+		err = RCS_ERR_IO;
+		goto out;
+	}
+	if (pthread_create(&s->thread, NULL, sched_thread, s) != 0) {
+		err = RCS_ERR_IO;
+		goto out;
+	}
+	s->thread_started = true;
+	lc->timers = sched_timers;
+	lc->timers_ctx = s;
+	*out = s;
+	s = NULL;
+	err = RCS_OK;
+out:
+	sched_stop(s);
+	return err;
+}
+
+void sched_set_transport(struct sched *s, const struct sched_transport *t)
+{
+	pthread_mutex_lock(&s->lock);
+	if (t)
+		s->tr = *t;
+	else
+		memset(&s->tr, 0, sizeof(s->tr));
+	s->transport_changed = true;
+	s->wake = true;
+	pthread_mutex_unlock(&s->lock);
+	sched_kick(s);
+}
+
+void sched_wake(struct sched *s)
+{
+	pthread_mutex_lock(&s->lock);
+	s->wake = true;
+	pthread_mutex_unlock(&s->lock);
+	sched_kick(s);
+}
+
+void sched_stop(struct sched *s)
+{
+	if (s == NULL)
+		return;
+	if (s->lc && s->lc->timers_ctx == s) {
+		s->lc->timers = NULL;
+		s->lc->timers_ctx = NULL;
+	}
+	pthread_mutex_lock(&s->lock);
+	s->stop = true;
+	pthread_mutex_unlock(&s->lock);
+	if (s->thread_started) {
+		sched_kick(s);
+		pthread_join(s->thread, NULL);
+	}
+	if (s->efd >= 0)
+		close(s->efd);
+	if (s->clock_fd >= 0)
+		close(s->clock_fd);
+	pthread_mutex_destroy(&s->lock);
+	free(s);
+}

@@ -1,0 +1,44 @@
+/*
+ * scheduler.h - every timer of the coordinator, with or without a transport
+ * (docs/architecture.md): a job's ttl running out (expired), a scheduled job
+ * falling due, the periodic re-send of jobs a device went quiet on, and the
+ * wall clock being set or going back.
+ *
+ * One thread sleeps in poll() on an eventfd (sched_wake) and a timerfd that
+ * fires when the wall clock is set, with a timeout up to the next deadline
+ * the store names (store_next_wakeup) or the next re-send sweep: nothing
+ * polls storage in a loop. Expiry goes through the lifecycle like any status
+ * change; sending is the transport's: the scheduler only tells it when.
+ */
+#ifndef RCS_SCHEDULER_H
+#define RCS_SCHEDULER_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "err.h"
+#include "lifecycle.h"
+#include "store.h"
+
+/* What a transport (mqtt_bridge.c) does when the scheduler says so; called on the
+ * scheduler's thread, so each must hand the work over and return at once. */
+struct sched_transport {
+	void *ctx;
+	bool (*ready)(void *ctx);                 /* connected: jobs can go out now */
+	void (*send_due)(void *ctx, int64_t now); /* pending jobs whose time came */
+	void (*resend)(void *ctx, int64_t now);   /* jobs without news for too long */
+	int64_t resend_every;                     /* seconds between re-send sweeps */
+};
+
+struct sched;
+
+/* Starts the thread and sets lc's timers callback (jobs with a time: sched_wake). */
+enum rcs_err sched_start(struct store *st, struct lifecycle *lc, struct sched **out);
+/* Plugs a transport in (t copied), or takes it out (NULL); then recomputes. */
+void sched_set_transport(struct sched *s, const struct sched_transport *t);
+/* Recomputes the next deadline now (a job with a scheduled_time or a ttl was made). */
+void sched_wake(struct sched *s);
+/* Stops the thread (no transport call after it returns), frees; unsets lc's callback. */
+void sched_stop(struct sched *s);
+
+#endif
