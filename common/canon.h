@@ -1,7 +1,7 @@
 /*
  * canon.h - canonical JSON, RFC 8785 (JCS).
  *
- * Used for the signature manifest (DESIGN section 4): both daemons must
+ * Used for the signature manifest (docs/signing.md): both daemons must
  * produce byte-identical text for the same value, so the coordinator's
  * signature verifies on the agent.
  */

@@ -1,6 +1,6 @@
 /*
  * manifest.c - the task signature manifest, SHA-256, base64 and ES256 keys,
- * signatures and key ids on mbedtls 2.28 (DESIGN section 4).
+ * signatures and key ids on mbedtls 2.28 (docs/signing.md).
  */
 #include "manifest.h"
 

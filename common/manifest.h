@@ -1,5 +1,5 @@
 /*
- * manifest.h - the task signature manifest (DESIGN section 4), SHA-256,
+ * manifest.h - the task signature manifest (docs/signing.md), SHA-256,
  * base64 and ES256 signing/verification, all on mbedtls.
  *
  * The manifest is the exact byte string both sides sign/verify:

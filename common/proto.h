@@ -1,5 +1,5 @@
 /*
- * proto.h - the MQTT protocol v1 (DESIGN section 3): topics and payloads,
+ * proto.h - the MQTT protocol v1 (docs/mqtt.md): topics and payloads,
  * one encoder and one decoder for each, used by both daemons and their tests.
  *
  * Topics:

@@ -3,7 +3,7 @@
  *
  * http_api.c owns the server: reading bounded bodies, authentication by the
  * api-key header, routing, roles, and writing JSON answers and error bodies
- * (DESIGN section 6). The handlers live in api_tasks.c, api_jobs.c and
+ * (docs/api.md). The handlers live in api_tasks.c, api_jobs.c and
  * api_inventory.c and see only struct api_req / struct api_resp.
  */
 #ifndef RCS_HTTP_API_H

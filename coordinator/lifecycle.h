@@ -1,5 +1,5 @@
 /*
- * lifecycle.h - the job lifecycle (DESIGN section 2), the one path through
+ * lifecycle.h - the job lifecycle (docs/architecture.md, "Job statuses"), the one path through
  * which every status change goes, whoever causes it: the REST API (create,
  * cancel), a transport (transmited, device reports), the scheduler (due,
  * expired).

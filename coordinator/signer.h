@@ -1,5 +1,5 @@
 /*
- * signer.h - task signatures on the coordinator (DESIGN section 4).
+ * signer.h - task signatures on the coordinator (docs/signing.md).
  *
  * With a signing key the coordinator signs every new task version; trusted
  * keys (and the signing key's public half) verify signatures operators set.

@@ -286,7 +286,7 @@ struct job_move {
 	int64_t now;
 	enum job_status *prev; /* may be NULL: gets the status the job had before */
 };
-/* Applies one status change with the rules of DESIGN section 2. */
+/* Applies one status change with the rules of docs/architecture.md, "Job statuses". */
 enum rcs_err store_job_move(struct store *st, const struct job_move *m, enum store_move *result);
 
 /* The notifications recorded for a job: {address, status, state, attempts,

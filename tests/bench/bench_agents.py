@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Real-agents benchmark (issue 6, part 2): one tag send to 100 real rcs-agent processes.
+"""Real-agents benchmark (BENCHMARKS.md, part 2): one tag send to 100 real rcs-agent processes.
 
 Not part of the normal test run; never asserts on timings. Run it with
 

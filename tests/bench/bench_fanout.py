@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Fan-out benchmark (issue 6, part 1): one tag send to a fleet of simulated devices.
+"""Fan-out benchmark (BENCHMARKS.md, part 1): one tag send to a fleet of simulated devices.
 
 Not part of the normal test run; never asserts on timings. Run it with
 

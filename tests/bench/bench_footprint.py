@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Agent footprint benchmark (issue 6, part 4): the agent's size, memory and per-job overhead.
+"""Agent footprint benchmark (BENCHMARKS.md, part 4): the agent's size, memory and per-job overhead.
 
 Not part of the normal test run; never asserts on timings. Run it with
 

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""REST throughput benchmark (issue 6, part 3): wrk against the coordinator, and against
+"""REST throughput benchmark (BENCHMARKS.md, part 3): wrk against the coordinator, and against
 nginx serving the same JSON as static files (the baseline, measured in the same run).
 
 Not part of the normal test run; never asserts on timings. Run it with

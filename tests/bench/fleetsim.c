@@ -86,15 +86,15 @@ static double now(void)
 {
 	struct timespec ts;
 	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return ts.tv_sec + ts.tv_nsec / 1e9;
+	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 }
 
 static double cpu_seconds(void)
 {
 	struct rusage ru;
 	getrusage(RUSAGE_SELF, &ru);
-	return ru.ru_utime.tv_sec + ru.ru_utime.tv_usec / 1e6 + ru.ru_stime.tv_sec +
-	       ru.ru_stime.tv_usec / 1e6;
+	return (double)ru.ru_utime.tv_sec + (double)ru.ru_utime.tv_usec / 1e6 +
+	       (double)ru.ru_stime.tv_sec + (double)ru.ru_stime.tv_usec / 1e6;
 }
 
 static void die(const char *m)
@@ -164,13 +164,13 @@ static void pkt_begin(struct buf *b, unsigned char type, size_t rlen)
 
 static void put_u16(struct buf *b, unsigned v)
 {
-	unsigned char x[2] = {v >> 8, v & 255};
+	unsigned char x[2] = {(unsigned char)(v >> 8), (unsigned char)(v & 255)};
 	buf_put(b, x, 2);
 }
 
 static void put_str(struct buf *b, const char *s, size_t n)
 {
-	put_u16(b, n);
+	put_u16(b, (unsigned)n);
 	buf_put(b, s, n);
 }
 
@@ -185,7 +185,7 @@ static void mqtt_publish(struct conn *c, const char *topic, size_t tlen, const v
 			 size_t plen, int qos, int retain)
 {
 	size_t rlen = 2 + tlen + (qos ? 2 : 0) + plen;
-	pkt_begin(&c->out, 0x30 | (qos << 1) | (retain ? 1 : 0), rlen);
+	pkt_begin(&c->out, (unsigned char)(0x30 | (qos << 1) | (retain ? 1 : 0)), rlen);
 	put_str(&c->out, topic, tlen);
 	if (qos)
 		put_u16(&c->out, next_pid(c));
@@ -210,15 +210,16 @@ static void mqtt_connect(struct conn *c, const char *cid)
 	size_t ul = opt_user ? strlen(opt_user) : 0;
 	if (opt_user)
 		flags |= 0x80;
-	size_t rlen = 10 + 2 + cl + (wtl ? 2 + wtl + 2 + wpl : 0) + (opt_user ? 2 + ul : 0);
+	size_t rlen = 10 + 2 + cl + (wtl ? 2 + (size_t)wtl + 2 + (size_t)wpl : 0) + (opt_user ? 2 + ul : 0);
 	pkt_begin(&c->out, 0x10, rlen);
 	put_str(&c->out, "MQTT", 4);
-	unsigned char v[4] = {4, flags, opt_keepalive >> 8, opt_keepalive & 255};
+	unsigned char v[4] = {4, flags, (unsigned char)(opt_keepalive >> 8),
+			      (unsigned char)(opt_keepalive & 255)};
 	buf_put(&c->out, v, 4);
 	put_str(&c->out, cid, cl);
 	if (wtl) {
-		put_str(&c->out, wt, wtl);
-		put_str(&c->out, wp, wpl);
+		put_str(&c->out, wt, (size_t)wtl);
+		put_str(&c->out, wp, (size_t)wpl);
 	}
 	if (opt_user)
 		put_str(&c->out, opt_user, ul);
@@ -240,7 +241,7 @@ static void mqtt_subscribe(struct conn *c, const char **topics, int n)
 
 static void mqtt_ack(struct conn *c, unsigned char type, unsigned pid)
 {
-	unsigned char a[4] = {type, 2, pid >> 8, pid & 255};
+	unsigned char a[4] = {type, 2, (unsigned char)(pid >> 8), (unsigned char)(pid & 255)};
 	buf_put(&c->out, a, 4);
 }
 
@@ -293,7 +294,7 @@ static void conn_flush(struct conn *c)
 			return;
 		}
 		bytes_out += n;
-		c->out.off += n;
+		c->out.off += (size_t)n;
 		c->last_tx = now();
 	}
 	if (c->out.off == c->out.len)
@@ -339,8 +340,8 @@ static void on_connected(struct conn *c)
 		int first = c->idx * opt_per_conn;
 		int last = first + opt_per_conn < ndev ? first + opt_per_conn : ndev;
 		int nt = 0;
-		char(*tb)[256] = malloc(sizeof(*tb) * 2 * (last - first));
-		const char **ts = malloc(sizeof(*ts) * 2 * (last - first));
+		char(*tb)[256] = malloc(sizeof(*tb) * 2 * (size_t)(last - first));
+		const char **ts = malloc(sizeof(*ts) * 2 * (size_t)(last - first));
 		if (!tb || !ts)
 			die("malloc");
 		for (int d = first; d < last; d++) {
@@ -363,7 +364,7 @@ static void on_connected(struct conn *c)
 					   "{\"v\":1,\"online\":true,\"tags\":[],\"agent_version\":"
 					   "\"fleetsim\",\"ts\":%ld}",
 					   (long)time(NULL));
-			mqtt_publish(c, st, sl, pl, pll, 1, 1);
+			mqtt_publish(c, st, (size_t)sl, pl, (size_t)pll, 1, 1);
 		}
 	} else {
 		snprintf(t1, sizeof t1, "rcs/v1/%s/+/jobs/+/status", opt_root);
@@ -382,11 +383,11 @@ static void device_envelope(struct conn *c, const char *topic, size_t tlen, size
 	if (!j)
 		return;
 	j += 6;
-	size_t jl = topic + tlen - j;
+	size_t jl = (size_t)(topic + tlen - j);
 	if (memchr(j, '/', jl))
 		return; /* cancel: nothing to stop, the job ended already */
 	envelopes++;
-	env_bytes_total += plen;
+	env_bytes_total += (long long)plen;
 	char st[300], pl[400];
 	int sl = snprintf(st, sizeof st, "%.*s/status", (int)tlen, topic);
 	long ts = (long)time(NULL);
@@ -395,7 +396,7 @@ static void device_envelope(struct conn *c, const char *topic, size_t tlen, size
 				   "{\"v\":1,\"job\":\"%.*s\",\"status\":\"%s\",\"seq\":%d,\"ts\":%ld,"
 				   "\"response\":%s}",
 				   (int)jl, j, statuses[s], s + 1, ts, s == 3 ? "\"ok\"" : "null");
-		mqtt_publish(c, st, sl, pl, pll, 1, 0);
+		mqtt_publish(c, st, (size_t)sl, pl, (size_t)pll, 1, 0);
 	}
 }
 
@@ -466,7 +467,7 @@ static void conn_read(struct conn *c)
 			return;
 		}
 		bytes_in += r;
-		c->in.len += r;
+		c->in.len += (size_t)r;
 		/* parse whole packets */
 		for (;;) {
 			size_t avail = c->in.len - c->in.off;
@@ -540,7 +541,7 @@ static int selftest(void)
 		int tl = snprintf(topic, sizeof topic, "rcs/v1/%s/%s/jobs/00000000-0000-7000-8000-%012d",
 				  opt_root, one[0], k);
 		/* the coordinator side encodes an envelope, the device parses it and answers */
-		mqtt_publish(&co, topic, tl, env, sizeof env, 1, 0);
+		mqtt_publish(&co, topic, (size_t)tl, env, sizeof env, 1, 0);
 		size_t rl = 0, mul = 1, i = 1;
 		unsigned char *b = co.out.p;
 		while (b[i] & 128)
@@ -565,7 +566,7 @@ static int selftest(void)
 	long long msgs = msgs_in - in0;
 	printf("{\"mode\":\"selftest\",\"jobs\":%d,\"messages\":%lld,\"seconds\":%.3f,"
 	       "\"cpu_seconds\":%.3f,\"messages_per_s\":%.0f,\"jobs_per_s\":%.0f}\n",
-	       n, msgs, dt, dc, msgs / dt, n / dt);
+	       n, msgs, dt, dc, (double)msgs / dt, n / dt);
 	return 0;
 }
 
@@ -632,13 +633,13 @@ int main(int argc, char **argv)
 		die(idfile);
 	char line[256];
 	int cap = 1024;
-	idents = malloc(cap * sizeof *idents);
+	idents = malloc((size_t)cap * sizeof *idents);
 	while (fgets(line, sizeof line, f)) {
 		line[strcspn(line, "\r\n")] = 0;
 		if (!line[0])
 			continue;
 		if (ndev == cap)
-			idents = realloc(idents, (cap *= 2) * sizeof *idents);
+			idents = realloc(idents, (size_t)(cap *= 2) * sizeof *idents);
 		idents[ndev++] = strdup(line);
 	}
 	fclose(f);
@@ -666,7 +667,7 @@ int main(int argc, char **argv)
 
 	memset(&broker_addr, 0, sizeof broker_addr);
 	broker_addr.sin_family = AF_INET;
-	broker_addr.sin_port = htons(opt_port);
+	broker_addr.sin_port = htons((uint16_t)opt_port);
 	if (inet_pton(AF_INET, opt_host, &broker_addr.sin_addr) != 1) {
 		fprintf(stderr, "fleetsim: --host must be an IPv4 address\n");
 		return 2;
@@ -680,7 +681,7 @@ int main(int argc, char **argv)
 	epfd = epoll_create1(EPOLL_CLOEXEC);
 	if (epfd < 0)
 		die("epoll_create1");
-	conns = calloc(nconn + 1, sizeof *conns);
+	conns = calloc((size_t)nconn + 1, sizeof *conns);
 	for (int i = 0; i <= nconn; i++) {
 		conns[i].fd = -1;
 		conns[i].idx = i < nconn ? i : -1;
@@ -742,21 +743,21 @@ int main(int argc, char **argv)
 			t_send = now();
 			cpu_send = cpu_seconds();
 			char topic[300];
-			char *env = malloc(opt_env_size + 1);
+			char *env = malloc((size_t)opt_env_size + 1);
 			for (int i = 0; i < ndev; i++) {
 				int tl = snprintf(topic, sizeof topic,
 						  "rcs/v1/%s/%s/jobs/00000000-0000-7000-8000-%012d",
 						  opt_root, idents[i], i);
-				int el = snprintf(env, opt_env_size + 1,
+				int el = snprintf(env, (size_t)opt_env_size + 1,
 						  "{\"v\":1,\"job\":\"00000000-0000-7000-8000-%012d\","
 						  "\"pad\":\"",
 						  i);
 				if (el < opt_env_size - 2) {
-					memset(env + el, 'x', opt_env_size - 2 - el);
+					memset(env + el, 'x', (size_t)(opt_env_size - 2 - el));
 					memcpy(env + opt_env_size - 2, "\"}", 2);
 					el = opt_env_size;
 				}
-				mqtt_publish(coord, topic, tl, env, el, 1, 0);
+				mqtt_publish(coord, topic, (size_t)tl, env, (size_t)el, 1, 0);
 			}
 			free(env);
 			conn_flush(coord);
@@ -792,9 +793,9 @@ int main(int argc, char **argv)
 	printf("\"envelopes\":%lld,\"env_bytes_avg\":%.0f,\"msgs_in\":%lld,\"msgs_out\":%lld,"
 	       "\"bytes_in\":%lld,\"bytes_out\":%lld,\"disconnects\":%lld,\"connect_failures\":%lld,"
 	       "\"cpu_s\":%.3f,\"cpu_us_per_msg\":%.2f}\n",
-	       envelopes, envelopes ? (double)env_bytes_total / envelopes : 0.0, msgs_in, msgs_out,
+	       envelopes, envelopes ? (double)env_bytes_total / (double)envelopes : 0.0, msgs_in, msgs_out,
 	       bytes_in, bytes_out, disconnects, connect_fail, cpu_total,
-	       msgs ? cpu_total * 1e6 / msgs : 0.0);
+	       msgs ? cpu_total * 1e6 / (double)msgs : 0.0);
 	fflush(stdout);
 	return rc;
 }

@@ -6,7 +6,7 @@ rcs-coordinator, real rcs-agents and/or simulated devices (devsim.py: many MQTT 
 one process), a real SMTP server (aiosmtpd); injects faults; then checks invariants:
 
   I1  every accepted job reaches exactly one terminal status (terminated, edge_error,
-      cancelled, expired: DESIGN.md section 2) and keeps it;
+      cancelled, expired: docs/architecture.md) and keeps it;
   I2  no device runs a job twice (real agents: a marker file per job written by the
       script; simulated devices: their journal);
   I3  a job's status history only moves forward (initial < pending < transmited <
@@ -741,7 +741,7 @@ def scenario_broker(run, devices, **_):
             continue
         jobs = {j["ident"]: j for j in r.json["items"]}
         run.check(len(jobs) == total, "%s: %d jobs for %d devices" % (name, len(jobs), total))
-        # when is everything back: all devices online (DESIGN: within 10 s), all jobs ended
+        # when is everything back: all devices online (docs/mqtt.md: within 10 s), all jobs ended
         online_s = ended_s = None
         deadline = time.time() + 90 + devices / 10
         recs = {}
@@ -1409,7 +1409,7 @@ def scenario_clock_jump(run, **_):
     run.check(fired_within([e], 30, poke=True), "E: did not fire")
 
     # F: the clock goes back while a device is silent on a job: the re-send of its envelope
-    # (resend_after, DESIGN section 3) must go on
+    # (resend_after, docs/mqtt.md) must go on
     sim.hold()
     f = post_job(api, task, idents[7])["ident"]
     h.wait_for(lambda: sim.envelopes_of(f) >= 2, timeout=30, interval=0.2,

@@ -9,7 +9,7 @@
  * PATCH /tasks/<id> carry it). Members of the wrong type are passed as NULL.
  *
  * Properties: manifest_build leaves its buffer as it was on failure; a built
- * manifest has the eight lines of DESIGN section 4; a signature verifies only
+ * manifest has the eight lines of docs/signing.md; a signature verifies only
  * over the exact bytes of tests/vectors/manifest-1.txt (the only message
  * ever signed with that key: anything else verifying would be a forgery);
  * sig_verify_object answers only RCS_OK, RCS_ERR_VERIFY or RCS_ERR_INVAL.

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
-"""Integration tests of the real device daemon, rcs-agent, end to end (DESIGN.md sections
-2-5 and 7, docs/mqtt.md, docs/lua-api.md, docs/signing.md, docs/agent.md): a real mosquitto
+"""Integration tests of the real device daemon, rcs-agent, end to end (docs/architecture.md,
+docs/mqtt.md, docs/lua-api.md, docs/signing.md, docs/agent.md): a real mosquitto
 on a free loopback port, the real rcs-coordinator (serve --mqtt --signing-key), and real
 agents trusting the signing key's public half, one per inventory device (POST /devices).
 
@@ -1351,7 +1351,7 @@ class UnsignedTasksTest(AgentTest):
         self.assertTerminated(self.run_job(task, a), "pong")
 
     def test_require_signature_false_as_written_in_help(self):
-        """`rcs-agent --help` documents `--require-signature BOOL` (and DESIGN.md 7 says
+        """`rcs-agent --help` documents `--require-signature BOOL` (and docs/agent.md says
         every config key is also a flag): the value as a separate argument must work."""
         a = self.new_agent("lax2", trusted_keys=[], start=False,
                            extra_args=["--require-signature", "false"])

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Integration tests of the rcs-coordinator command line (DESIGN section 7): --help,
+"""Integration tests of the rcs-coordinator command line (docs/coordinator.md): --help,
 --version, init, key create/revoke, serve failures, SIGTERM, and a kill -9 during
 concurrent job creation followed by a restart on the same database."""
 

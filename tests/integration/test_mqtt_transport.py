@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
-"""Integration tests of the coordinator's MQTT transport (DESIGN.md sections 2 and 3,
-docs/api.md, issue 3): a real mosquitto on a free loopback port with a generated config,
+"""Integration tests of the coordinator's MQTT transport (docs/mqtt.md,
+docs/architecture.md, docs/api.md): a real mosquitto on a free loopback port with a generated config,
 the real rcs-coordinator (serve --mqtt), and scripted devices speaking protocol v1
 (FakeDevice from the harness, and FakeFleet below: many devices on one connection).
 
@@ -400,7 +400,7 @@ class MqttTest(CoordinatorTest):
         return h
 
     def assertAnsweredTransmited(self, job):
-        """DESIGN 2: a job for an online device is published within the creating request
+        """docs/mqtt.md: a job for an online device is published within the creating request
         and the answer is the committed snapshot: transmited, even when the device is
         fast. Checked as a subtest, so the rest of the test goes on."""
         with self.subTest("the POST answer shows transmited"):
@@ -1309,7 +1309,7 @@ class RestartTest(MqttTest):
         d2_fake.report(in_flight, "edge_running")
         d2_fake.report(in_flight, "terminated", "after the broker restart")
         # the device, not knowing, reports on the cancelled job: kept in history, and the
-        # device must still be told (DESIGN 2: a cancel message goes to the device)
+        # device must still be told (docs/mqtt.md: a cancel message goes to the device)
         d2_fake.report(to_cancel, "edge_transmitted")
         wait_for(lambda: self.history(to_cancel)[-1:] == ["edge_transmitted"],
                  what="late report kept")

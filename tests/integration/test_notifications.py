@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Integration tests of the e-mail notifications of job status changes (seed: "Notification
-rules" and "Events"; DESIGN.md section 6; docs/api.md, GET /jobs/<id>/notifications):
+rules" and "Events"; docs/coordinator.md "Notifications"; docs/api.md, GET /jobs/<id>/notifications):
 a real mosquitto, the real rcs-coordinator (serve --mqtt --smtp-url ...), scripted devices
 (FakeDevice) driving jobs through the real MQTT path, and a real SMTP server (aiosmtpd, the
 harness's SmtpServer) on a free loopback port.
@@ -430,7 +430,7 @@ class RulesAndMailTest(NotifyTest):
         # subject: task, device, status
         for part in ("Nightly Reboot", "Lab Router 7", "terminated"):
             self.assertIn(part, m.subject)
-        # plain text, UTF-8, neither base64 nor quoted-printable (DESIGN 6)
+        # plain text, UTF-8, neither base64 nor quoted-printable (docs/coordinator.md)
         self.assertEqual(m.message.get_content_type(), "text/plain")
         self.assertEqual((m.message.get_content_charset() or "").lower(), "utf-8")
         cte = str(m.message.get("Content-Transfer-Encoding", "7bit")).lower()

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Integration tests of task signatures (DESIGN section 4, docs/api.md "Signatures"): the
+"""Integration tests of task signatures (docs/signing.md, docs/api.md "Signatures"): the
 coordinator signs with --signing-key, refuses signatures that don't verify against
 --trusted-key, and accepts an offline openssl signature set by a PATCH of only `signature`.
 Every signature is checked with openssl over a manifest rebuilt here."""

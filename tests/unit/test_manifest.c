@@ -1,7 +1,7 @@
 /*
  * test_manifest.c - the signature manifest, SHA-256, base64, ES256 keys and
  * signatures, checked against the shared vectors and the openssl CLI (which
- * is what operators sign with, DESIGN section 4).
+ * is what operators sign with, docs/signing.md).
  *
  * Keys are generated at test time with openssl in a temporary directory; the
  * tests that need openssl are skipped when it is not installed. The vectors
@@ -194,7 +194,7 @@ static struct sig_key *load_priv(const char *name)
 	return k;
 }
 
-/* key id the DESIGN way: openssl pkey -pubin -in pub.pem -outform DER | sha256sum */
+/* key id as docs/signing.md says: openssl pkey -pubin -in pub.pem -outform DER | sha256sum */
 static void openssl_key_id(const char *pub_path, char out[KEY_ID_LEN])
 {
 	char *s;
