@@ -15,66 +15,14 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "text.h"
+
 /* Deeper trees are refused; the parsers stop at JSONU_MAX_DEPTH (32) long before. */
 #define CANON_MAX_DEPTH 128
 /* Integers up to this magnitude are exact doubles and print as themselves. */
 #define CANON_EXACT_INT (UINT64_C(1) << 53)
 
 static enum rcs_err canon_value(json_object *v, struct buf *out, int depth);
-
-/*
- * Decodes one code point of valid UTF-8 at s[*i] (n bytes in all) and
- * advances *i. Returns false on malformed, overlong or surrogate sequences.
- */
-static bool utf8_next(const unsigned char *s, size_t n, size_t *i, uint32_t *cp)
-{
-	unsigned char c = s[*i];
-	size_t k;
-	uint32_t v;
-
-	if (c < 0x80) {
-		*cp = c;
-		(*i)++;
-		return true;
-	}
-	if ((c & 0xe0) == 0xc0) {
-		k = 1;
-		v = c & 0x1f;
-	} else if ((c & 0xf0) == 0xe0) {
-		k = 2;
-		v = c & 0x0f;
-	} else if ((c & 0xf8) == 0xf0) {
-		k = 3;
-		v = c & 0x07;
-	} else {
-		return false;
-	}
-	if (n - *i <= k)
-		return false;
-	for (size_t j = 1; j <= k; j++) {
-		if ((s[*i + j] & 0xc0) != 0x80)
-			return false;
-		v = (v << 6) | (s[*i + j] & 0x3f);
-	}
-	if ((k == 1 && v < 0x80) || (k == 2 && v < 0x800) || (k == 3 && v < 0x10000) ||
-	    v > 0x10ffff || (v >= 0xd800 && v <= 0xdfff))
-		return false;
-	*cp = v;
-	*i += k + 1;
-	return true;
-}
-
-static bool utf8_valid(const char *s, size_t n)
-{
-	size_t i = 0;
-	uint32_t cp;
-
-	while (i < n) {
-		if (!utf8_next((const unsigned char *)s, n, &i, &cp))
-			return false;
-	}
-	return true;
-}
 
 /*
  * Maps a code point to a weight whose order is the order of its UTF-16
@@ -103,7 +51,7 @@ static int key_cmp(const void *pa, const void *pb)
 		uint32_t ca = 0, cb = 0;
 
 		/* names were validated before sorting; a failure cannot happen here */
-		if (!utf8_next(a, na, &ia, &ca) || !utf8_next(b, nb, &ib, &cb))
+		if (!text_utf8_next(a, na, &ia, &ca) || !text_utf8_next(b, nb, &ib, &cb))
 			return 0;
 		if (ca != cb)
 			return utf16_weight(ca) < utf16_weight(cb) ? -1 : 1;
@@ -118,16 +66,15 @@ static int key_cmp(const void *pa, const void *pb)
 /* Writes s (n bytes of UTF-8) as a JCS string literal. */
 static enum rcs_err canon_string(const char *s, size_t n, struct buf *out)
 {
-	static const char hex[] = "0123456789abcdef";
 	enum rcs_err err;
 	size_t run = 0; /* start of the pending literal run */
 
-	if (!utf8_valid(s, n))
+	if (!text_utf8_valid(s, n))
 		return RCS_ERR_INVAL;
 	err = buf_append(out, "\"", 1);
 	for (size_t i = 0; i < n && err == RCS_OK; i++) {
 		unsigned char c = (unsigned char)s[i];
-		char esc[6];
+		char esc[7]; /* the escape (at most 6 bytes) and the NUL text_hex_encode writes */
 		size_t elen = 2;
 
 		if (c >= 0x20 && c != '"' && c != '\\')
@@ -159,8 +106,7 @@ static enum rcs_err canon_string(const char *s, size_t n, struct buf *out)
 			esc[1] = 'u';
 			esc[2] = '0';
 			esc[3] = '0';
-			esc[4] = hex[c >> 4];
-			esc[5] = hex[c & 0xf];
+			text_hex_encode(&c, 1, esc + 4); /* its NUL lands past elen */
 			elen = 6;
 			break;
 		}
@@ -344,7 +290,7 @@ static enum rcs_err canon_object(json_object *v, struct buf *out, int depth)
 	json_object_object_foreach(v, key, val)
 	{
 		(void)val;
-		if (i == n || !utf8_valid(key, strlen(key))) {
+		if (i == n || !text_utf8_valid(key, strlen(key))) {
 			err = RCS_ERR_INVAL;
 			goto out;
 		}

@@ -1,8 +1,11 @@
 #include "jsonu.h"
 
+
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
+
+#include "text.h"
 
 enum rcs_err jsonu_fail(struct jsonu_err *e, const char *field, const char *fmt, ...)
 {
@@ -15,44 +18,6 @@ enum rcs_err jsonu_fail(struct jsonu_err *e, const char *field, const char *fmt,
 	vsnprintf(e->message, sizeof(e->message), fmt, ap);
 	va_end(ap);
 	return RCS_ERR_INVAL;
-}
-
-static bool jsonu_utf8_valid(const unsigned char *s, size_t n)
-{
-	size_t i = 0;
-
-	while (i < n) {
-		unsigned char c = s[i];
-		size_t k;
-		uint32_t cp;
-
-		if (c < 0x80) {
-			i++;
-			continue;
-		}
-		if ((c & 0xe0) == 0xc0) {
-			k = 1;
-			cp = c & 0x1f;
-		} else if ((c & 0xf0) == 0xe0) {
-			k = 2;
-			cp = c & 0x0f;
-		} else if ((c & 0xf8) == 0xf0) {
-			k = 3;
-			cp = c & 0x07;
-		} else {
-			return false;
-		}
-		for (size_t j = 1; j <= k; j++) {
-			if (i + j >= n || (s[i + j] & 0xc0) != 0x80)
-				return false;
-			cp = (cp << 6) | (s[i + j] & 0x3f);
-		}
-		if ((k == 1 && cp < 0x80) || (k == 2 && cp < 0x800) || (k == 3 && cp < 0x10000) ||
-		    cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff))
-			return false;
-		i += k + 1;
-	}
-	return true;
 }
 
 /*
@@ -151,7 +116,7 @@ enum rcs_err jsonu_parse(const char *data, size_t len, int max_depth, json_objec
 		jsonu_fail(e, "", "JSON text contains a NUL byte");
 		goto out;
 	}
-	if (!jsonu_utf8_valid((const unsigned char *)data, len)) {
+	if (!text_utf8_valid(data, len)) {
 		jsonu_fail(e, "", "JSON text is not valid UTF-8");
 		goto out;
 	}

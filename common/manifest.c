@@ -20,6 +20,7 @@
 
 #include "canon.h"
 #include "jsonu.h"
+#include "text.h"
 
 #define KEY_FILE_MAX   (64 * 1024) /* a PEM EC key is well under 1 KiB */
 #define PUBKEY_DER_MAX 256         /* a P-256 SubjectPublicKeyInfo is 91 bytes */
@@ -97,17 +98,6 @@ out:
 
 /* ---- SHA-256, base64 ---- */
 
-static void hex_encode(const unsigned char *in, size_t n, char *out)
-{
-	static const char hex[] = "0123456789abcdef";
-
-	for (size_t i = 0; i < n; i++) {
-		out[2 * i] = hex[in[i] >> 4];
-		out[2 * i + 1] = hex[in[i] & 0xf];
-	}
-	out[2 * n] = '\0';
-}
-
 void sha256_hex(const void *data, size_t n, char out[SHA256_HEX_LEN])
 {
 	unsigned char hash[32];
@@ -117,7 +107,7 @@ void sha256_hex(const void *data, size_t n, char out[SHA256_HEX_LEN])
 		out[0] = '\0';
 		return;
 	}
-	hex_encode(hash, sizeof(hash), out);
+	text_hex_encode(hash, sizeof(hash), out);
 }
 
 enum rcs_err b64_encode(const void *in, size_t n, char *out, size_t out_cap)

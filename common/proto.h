@@ -43,7 +43,10 @@ struct proto_topic {
 	char job[UUID_STR_LEN];          /* empty for PROTO_STATE */
 };
 
-/* Builds a topic into out (PROTO_MAX_TOPIC bytes). entity/job ignored where unused. */
+/* Builds a topic into out (PROTO_MAX_TOPIC bytes). entity/job ignored where unused.
+ * PROTO_ANY for a part makes a subscription filter: every topic and filter of the
+ * protocol is built here (docs/mqtt.md). */
+#define PROTO_ANY "+"
 void proto_topic_make(char out[PROTO_MAX_TOPIC], enum proto_kind kind, const char *client_root,
 		      const char *entity_ident, const char *job);
 /* Parses a topic; RCS_ERR_INVAL unless it is one of the five forms with valid UUIDs. */

@@ -1,5 +1,6 @@
 #include "uuid.h"
 
+
 #include <errno.h>
 #include <pthread.h>
 #include <stdint.h>
@@ -7,6 +8,8 @@
 #include <string.h>
 #include <sys/random.h>
 #include <time.h>
+
+#include "text.h"
 
 enum rcs_err rcs_random(void *buf, size_t n)
 {
@@ -28,16 +31,16 @@ enum rcs_err rcs_random(void *buf, size_t n)
 /* The 8-4-4-4-12 text form (a bulk send makes thousands: no snprintf) */
 static void uuid_format(const unsigned char b[16], char out[UUID_STR_LEN])
 {
-	static const char hex[] = "0123456789abcdef";
-	size_t o = 0;
-
-	for (int i = 0; i < 16; i++) {
-		if (i == 4 || i == 6 || i == 8 || i == 10)
-			out[o++] = '-';
-		out[o++] = hex[b[i] >> 4];
-		out[o++] = hex[b[i] & 0x0f];
-	}
-	out[o] = '\0';
+	/* the 8-4-4-4-12 groups: each written as hex, its NUL replaced by the dash */
+	text_hex_encode(b, 4, out);
+	out[8] = '-';
+	text_hex_encode(b + 4, 2, out + 9);
+	out[13] = '-';
+	text_hex_encode(b + 6, 2, out + 14);
+	out[18] = '-';
+	text_hex_encode(b + 8, 2, out + 19);
+	out[23] = '-';
+	text_hex_encode(b + 10, 6, out + 24);
 }
 
 /*
@@ -106,7 +109,6 @@ bool uuid_valid(const char *s)
 
 enum rcs_err rcs_random_hex(char *out, size_t n)
 {
-	static const char hex[] = "0123456789abcdef";
 	unsigned char b[64];
 	enum rcs_err err;
 
@@ -115,10 +117,6 @@ enum rcs_err rcs_random_hex(char *out, size_t n)
 	err = rcs_random(b, n);
 	if (err != RCS_OK)
 		return err;
-	for (size_t i = 0; i < n; i++) {
-		out[2 * i] = hex[b[i] >> 4];
-		out[2 * i + 1] = hex[b[i] & 0xf];
-	}
-	out[2 * n] = '\0';
+	text_hex_encode(b, n, out);
 	return RCS_OK;
 }

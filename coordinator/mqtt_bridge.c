@@ -514,10 +514,13 @@ static void hook_job_changed(void *ctx, const char *client_root, const char *job
 
 static void on_connected(void *ctx, bool session_present)
 {
-	static const char *const filters[] = {"rcs/v1/+/+/jobs/+/status", "rcs/v1/+/+/state"};
+	char status[PROTO_MAX_TOPIC], state[PROTO_MAX_TOPIC];
+	const char *filters[2] = {status, state};
 	struct bridge *b = ctx;
 
 	(void)session_present; /* subscribe every time: cheap, and right after a broker reset */
+	proto_topic_make(status, PROTO_STATUS, PROTO_ANY, PROTO_ANY, PROTO_ANY);
+	proto_topic_make(state, PROTO_STATE, PROTO_ANY, PROTO_ANY, NULL);
 	if (mqttc_subscribe(b->mq, filters, 2) != RCS_OK)
 		log_warnx("cannot subscribe to device topics");
 	pthread_mutex_lock(&b->lock);

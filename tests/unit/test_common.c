@@ -15,6 +15,7 @@
 #include "err.h"
 #include "jsonu.h"
 #include "status.h"
+#include "text.h"
 #include "uuid.h"
 
 static void test_uuid_v7(void **state)
@@ -90,6 +91,48 @@ static void test_buf_ceiling(void **state)
 	buf_reset(&b);
 	assert_int_equal(b.len, 0);
 	buf_free(&b);
+}
+
+static void test_text(void **state)
+{
+	static const struct {
+		const char *s;
+		bool valid;
+	} cases[] = {
+	    {"", true},
+	    {"plain ASCII", true},
+	    {"caf\xc3\xa9 \xe2\x9c\x93 \xf0\x9f\x92\xa5", true},
+	    {"\xf4\x8f\xbf\xbf", true},  /* U+10FFFF */
+	    {"\xc3", false},             /* truncated */
+	    {"\xe2\x9c", false},         /* truncated */
+	    {"\xc0\xaf", false},         /* overlong */
+	    {"\xe0\x80\xaf", false},     /* overlong */
+	    {"\xed\xa0\x80", false},     /* surrogate */
+	    {"\xf4\x90\x80\x80", false}, /* past U+10FFFF */
+	    {"\xff", false},
+	    {"a\x80"
+	     "b",
+	     false}, /* a lone continuation byte */
+	};
+	const unsigned char bytes[] = {0x00, 0x0f, 0xa5, 0xff};
+	char hex[9];
+	size_t i;
+	uint32_t cp;
+
+	(void)state;
+	for (i = 0; i < sizeof(cases) / sizeof(cases[0]); i++)
+		assert_int_equal(text_utf8_valid(cases[i].s, strlen(cases[i].s)), cases[i].valid);
+	i = 0;
+	assert_true(text_utf8_next((const unsigned char *)"\xe2\x9c\x93!", 4, &i, &cp));
+	assert_int_equal(cp, 0x2713);
+	assert_int_equal(i, 3);
+	i = 0;
+	assert_false(text_utf8_next((const unsigned char *)"\xe2\x9c", 2, &i, &cp));
+	assert_int_equal(i, 0);
+	text_hex_encode(bytes, sizeof(bytes), hex);
+	assert_string_equal(hex, "000fa5ff");
+	text_hex_encode(bytes, 0, hex);
+	assert_string_equal(hex, "");
 }
 
 static void test_jsonu_parse(void **state)
@@ -464,6 +507,7 @@ int main(void)
 	    cmocka_unit_test(test_uuid_valid),
 	    cmocka_unit_test(test_status_order),
 	    cmocka_unit_test(test_buf_ceiling),
+	    cmocka_unit_test(test_text),
 	    cmocka_unit_test(test_jsonu_parse),
 	    cmocka_unit_test(test_jsonu_getters),
 	    cmocka_unit_test(test_cfg_file_and_args),

@@ -32,6 +32,17 @@ static void test_topics_round_trip(void **state)
 	}
 	proto_topic_make(topic, PROTO_STATUS, ROOT, DEV, JOB);
 	assert_string_equal(topic, "rcs/v1/" ROOT "/" DEV "/jobs/" JOB "/status");
+	/* the subscription filters of both daemons (docs/mqtt.md) */
+	proto_topic_make(topic, PROTO_STATUS, PROTO_ANY, PROTO_ANY, PROTO_ANY);
+	assert_string_equal(topic, "rcs/v1/+/+/jobs/+/status");
+	proto_topic_make(topic, PROTO_STATE, PROTO_ANY, PROTO_ANY, NULL);
+	assert_string_equal(topic, "rcs/v1/+/+/state");
+	proto_topic_make(topic, PROTO_JOB, ROOT, DEV, PROTO_ANY);
+	assert_string_equal(topic, "rcs/v1/" ROOT "/" DEV "/jobs/+");
+	proto_topic_make(topic, PROTO_CANCEL, ROOT, DEV, PROTO_ANY);
+	assert_string_equal(topic, "rcs/v1/" ROOT "/" DEV "/jobs/+/cancel");
+	/* a filter is never a topic a message may have */
+	assert_int_equal(proto_topic_parse("rcs/v1/+/+/jobs/+/status", &t), RCS_ERR_INVAL);
 }
 
 static void test_topics_refused(void **state)

@@ -1,0 +1,70 @@
+/*
+ * text.c - UTF-8 and hex. See text.h.
+ */
+#include "text.h"
+
+bool text_utf8_next(const unsigned char *s, size_t n, size_t *i, uint32_t *cp)
+{
+	unsigned char c = s[*i];
+	size_t k;
+	uint32_t v;
+
+	if (c < 0x80) {
+		*cp = c;
+		(*i)++;
+		return true;
+	}
+	if ((c & 0xe0) == 0xc0) {
+		k = 1;
+		v = c & 0x1f;
+	} else if ((c & 0xf0) == 0xe0) {
+		k = 2;
+		v = c & 0x0f;
+	} else if ((c & 0xf8) == 0xf0) {
+		k = 3;
+		v = c & 0x07;
+	} else {
+		return false;
+	}
+	if (n - *i <= k)
+		return false;
+	for (size_t j = 1; j <= k; j++) {
+		if ((s[*i + j] & 0xc0) != 0x80)
+			return false;
+		v = (v << 6) | (s[*i + j] & 0x3f);
+	}
+	if ((k == 1 && v < 0x80) || (k == 2 && v < 0x800) || (k == 3 && v < 0x10000) ||
+	    v > 0x10ffff || (v >= 0xd800 && v <= 0xdfff))
+		return false;
+	*cp = v;
+	*i += k + 1;
+	return true;
+}
+
+bool text_utf8_valid(const char *s, size_t n)
+{
+	const unsigned char *u = (const unsigned char *)s;
+	size_t i = 0;
+	uint32_t cp;
+
+	while (i < n) {
+		if (u[i] < 0x80) {
+			i++; /* ASCII: the common case, without a call */
+			continue;
+		}
+		if (!text_utf8_next(u, n, &i, &cp))
+			return false;
+	}
+	return true;
+}
+
+void text_hex_encode(const unsigned char *in, size_t n, char *out)
+{
+	static const char hex[] = "0123456789abcdef";
+
+	for (size_t i = 0; i < n; i++) {
+		out[2 * i] = hex[in[i] >> 4];
+		out[2 * i + 1] = hex[in[i] & 0xf];
+	}
+	out[2 * n] = '\0';
+}

@@ -1,0 +1,23 @@
+/*
+ * text.h - UTF-8 and hex, the one implementation both daemons use (JSON bodies,
+ * canonical JSON, digests, identifiers, what scripts hand back).
+ */
+#ifndef RCS_TEXT_H
+#define RCS_TEXT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/*
+ * Decodes the code point of UTF-8 at s[*i] (n bytes in all) into *cp and
+ * advances *i. False on a malformed, truncated or overlong sequence, a
+ * surrogate or a code point past U+10FFFF (*i is left as it was).
+ */
+bool text_utf8_next(const unsigned char *s, size_t n, size_t *i, uint32_t *cp);
+/* Whether s (n bytes) is valid UTF-8 as text_utf8_next reads it. */
+bool text_utf8_valid(const char *s, size_t n);
+/* Lowercase hex of in (n bytes) into out, which holds 2 * n + 1 bytes (NUL-terminated). */
+void text_hex_encode(const unsigned char *in, size_t n, char *out);
+
+#endif
