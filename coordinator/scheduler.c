@@ -17,6 +17,13 @@
 #include "status.h"
 
 #define SCHED_EXPIRE_LIMIT 5000 /* jobs expired per query */
+/*
+ * The longest sleep, in seconds. Deadlines are wall-clock instants; a clock set is seen at
+ * once through the timerfd, but one the kernel doesn't report (slewed, or faked for a test)
+ * only at a wake-up: the thread wakes at least this often, compares the clock with the
+ * deadlines, and touches storage only when one has come or the clock went back.
+ */
+#define SCHED_MAX_SLEEP 1
 
 struct sched {
 	struct store *st;
@@ -140,13 +147,12 @@ static void *sched_thread(void *arg)
 		if (next_deadline && (until == 0 || next_deadline < until))
 			until = next_deadline;
 		now = (int64_t)time(NULL);
-		if (until == 0)
-			timeout_ms = -1;
-		else if (until <= now)
+		if (until != 0 && until <= now)
 			timeout_ms = 0;
+		else if (until != 0 && until - now < SCHED_MAX_SLEEP)
+			timeout_ms = (int)((until - now) * 1000);
 		else
-			timeout_ms =
-			    until - now > 86400 ? 86400 * 1000 : (int)((until - now) * 1000);
+			timeout_ms = SCHED_MAX_SLEEP * 1000;
 		if (poll(pfd, 2, timeout_ms) < 0 && errno != EINTR)
 			log_warn("poll");
 		if (pfd[0].revents & POLLIN) {

@@ -5,9 +5,10 @@
  * wall clock being set or going back.
  *
  * One thread sleeps in poll() on an eventfd (sched_wake) and a timerfd that
- * fires when the wall clock is set, with a timeout up to the next deadline
- * the store names (store_next_wakeup) or the next re-send sweep: nothing
- * polls storage in a loop. Expiry goes through the lifecycle like any status
+ * fires when the wall clock is set, until the next deadline the store names
+ * (store_next_wakeup) or the next re-send sweep, and at most a second, so a
+ * clock step the kernel doesn't report is noticed too; storage is queried only
+ * when a deadline has come. Expiry goes through the lifecycle like any status
  * change; sending is the transport's: the scheduler only tells it when.
  */
 #ifndef RCS_SCHEDULER_H
