@@ -6,6 +6,16 @@
  * releases it. The statements of the calls made for every job are prepared
  * once and kept (j_stmt, j_release): parsing SQL was a tenth of the agent's
  * CPU per job. The ones run once at open are prepared and finalized.
+ *
+ * Over 1,000 lines on purpose: the schema and its migrations, the queries of
+ * jobs, reports and the outbox, task versions and device settings all go
+ * through the same private machinery (struct journal, the lock, the statement
+ * cache, j_begin/j_end transactions, j_rc mapping SQLite's errors, a full
+ * disk included, to rcs_err). Split in two, that machinery would become an
+ * interface between the halves, and every caller of the lock and of a cached
+ * statement would have to keep its rules across files; kept whole, what
+ * touches the SQLite handle is in one file, and the sections below keep the
+ * parts apart.
  */
 #include "journal.h"
 

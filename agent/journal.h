@@ -1,6 +1,7 @@
 /*
  * journal.h - the agent's journal: what it received, what it ran, what it
- * still has to report (DESIGN sections 2 and 3). One SQLite file,
+ * still has to report (docs/agent.md "What happens to a job"; docs/mqtt.md
+ * "Delivery guarantees" for the outbox). One SQLite file,
  * <state_dir>/journal.db, in WAL mode with synchronous=FULL (devices lose
  * power), foreign keys on, schema versioned by PRAGMA user_version.
  *

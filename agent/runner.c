@@ -1,13 +1,23 @@
 /*
- * runner.c - the agent's job worker: one job at a time, in arrival order.
+ * runner.c - the agent's jobs. See runner.h; what happens to a job is
+ * docs/agent.md's "What happens to a job".
  *
- * For each queued job: edge_started, edge_running, the script in the
- * sandbox (progress reported as edge_running), then terminated with the
- * result or edge_error with the reason. A reboot the script asked for runs
- * only after the broker acknowledged the job's final report.
+ * An envelope is checked (verify_envelope), journaled and queued, or refused,
+ * on the MQTT client's thread (runner_envelope). The runner's thread takes
+ * the queued jobs one at a time, in arrival order: the checks again (a newer
+ * version may have run, or the job expired, while it waited), edge_started,
+ * edge_running, the script in the sandbox (progress reported as
+ * edge_running), then terminated with the result or edge_error with the
+ * reason. A reboot the script asked for runs only after the broker
+ * acknowledged the job's final report.
+ *
+ * One lock (struct runner's) orders the queue: an envelope is journaled and
+ * queued, a queued job picked or dropped by a cancel, under it, so neither
+ * side ever sees a job half-handled.
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <spawn.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -16,15 +26,61 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "agent.h"
+#include "runner.h"
+
 #include "log.h"
+#include "proto.h"
+#include "sandbox.h"
+#include "verify.h"
 
 extern char **environ;
+
+struct runner {
+	const struct settings *set;
+	struct settings_live *live;
+	struct journal *journal;
+	struct runner_reports rep;
+	pthread_t thread;
+	bool started; /* thread runs */
+
+	pthread_mutex_t lock;
+	pthread_cond_t cond;
+	bool stop;
+	bool relaunch;              /* stopping because the sandbox launcher died */
+	bool work;                  /* a job was queued */
+	char running[UUID_STR_LEN]; /* job in the sandbox, "" when idle */
+	int cancel_fd[2];           /* pipe: written to cancel the running job */
+	bool reboot_pending;
+	char reboot_job[UUID_STR_LEN];
+};
+
+static void runner_report(struct runner *r, const char *job, enum job_status status,
+			  const char *response)
+{
+	r->rep.report(r->rep.ctx, job, status, response);
+}
+
+/* verify_envelope under the policy p; which check refused into *failed. */
+static enum rcs_err runner_verify(struct runner *r, const struct settings_policy *p,
+				  const struct proto_envelope *env, int64_t now,
+				  enum verify_check *failed, char *reason, size_t reason_len)
+{
+	struct verify_ctx v;
+
+	memset(&v, 0, sizeof(v));
+	v.client_root = r->set->client_root;
+	v.entity_ident = r->set->entity_ident;
+	v.trusted = p->trusted;
+	v.ntrusted = p->ntrusted;
+	v.require_signature = p->require_signature;
+	v.journal = r->journal;
+	return verify_envelope_check(&v, env, now, failed, reason, reason_len);
+}
 
 /* ---- sandbox host services ---- */
 
 struct runner_job {
-	struct agent *a;
+	struct runner *r;
 	const char *job;
 };
 
@@ -32,7 +88,7 @@ static void runner_progress(void *ctx, const char *text)
 {
 	struct runner_job *rj = ctx;
 
-	link_report(rj->a, rj->job, JS_EDGE_RUNNING, text);
+	runner_report(rj->r, rj->job, JS_EDGE_RUNNING, text);
 }
 
 static void runner_log(void *ctx, const char *level, const char *text)
@@ -51,14 +107,14 @@ static enum rcs_err runner_config_get(void *ctx, const char *key, char **value)
 {
 	struct runner_job *rj = ctx;
 
-	return journal_config_get(rj->a->journal, key, value);
+	return journal_config_get(rj->r->journal, key, value);
 }
 
 static enum rcs_err runner_config_set(void *ctx, const char *key, const char *value)
 {
 	struct runner_job *rj = ctx;
 
-	return journal_config_set(rj->a->journal, key, value);
+	return journal_config_set(rj->r->journal, key, value);
 }
 
 /* ---- one job ---- */
@@ -78,7 +134,7 @@ static json_object *runner_job_table(const struct proto_envelope *env)
 	return o;
 }
 
-static void runner_run(struct agent *a, const char *job, const char *payload, size_t len)
+static void runner_run(struct runner *r, const char *job, const char *payload, size_t len)
 {
 	struct proto_envelope env;
 	struct jsonu_err e;
@@ -86,51 +142,39 @@ static void runner_run(struct agent *a, const char *job, const char *payload, si
 	struct sandbox_host host;
 	struct sandbox_job sj;
 	struct sandbox_result res;
-	struct runner_job rj = {a, job};
-	struct agent_policy *p = NULL;
+	struct runner_job rj = {r, job};
+	struct settings_policy *p = NULL;
 	json_object *jt = NULL;
-	long long highest = 0;
+	enum verify_check failed = VERIFY_PASSED;
+	char reason[512];
+	bool decoded;
 	int64_t now = (int64_t)time(NULL);
 	enum rcs_err err;
 
 	memset(&res, 0, sizeof(res));
-	if (proto_envelope_decode(payload, len, &env, &e) != RCS_OK) {
-		link_report(a, job, JS_EDGE_ERROR, "the journaled envelope is unreadable");
-		return;
-	}
-	if (env.expires_at && now >= env.expires_at) {
-		char reason[96];
-		snprintf(reason, sizeof(reason), "expired at %lld before it could start",
-			 (long long)env.expires_at);
-		link_report(a, job, JS_EDGE_ERROR, reason);
+	decoded = proto_envelope_decode(payload, len, &env, &e) == RCS_OK;
+	if (!decoded) {
+		runner_report(r, job, JS_EDGE_ERROR, "the journaled envelope is unreadable");
 		goto out;
 	}
-	/* the rollback check again: a newer version may have run while this one waited */
-	if (journal_task_version(a->journal, env.task_ident, &highest) == RCS_OK &&
-	    env.task_version < highest) {
-		char reason[128];
-		snprintf(reason, sizeof(reason),
-			 "task version %lld is older than version %lld"
-			 " already run",
-			 env.task_version, highest);
-		link_report(a, job, JS_EDGE_ERROR, reason);
+	/* the checks again, under the policy the job will run with: a newer version
+	 * may have run, or the job expired, while it waited */
+	p = settings_policy_get(r->live);
+	if (runner_verify(r, p, &env, now, &failed, reason, sizeof(reason)) != RCS_OK) {
+		if (failed == VERIFY_EXPIRY) {
+			char expired[sizeof(reason) + 32];
+			snprintf(expired, sizeof(expired), "%s before it could start", reason);
+			runner_report(r, job, JS_EDGE_ERROR, expired);
+		} else {
+			runner_report(r, job, JS_EDGE_ERROR, reason);
+		}
 		goto out;
 	}
-	journal_task_version_set(a->journal, env.task_ident, env.task_version);
-	link_report(a, job, JS_EDGE_STARTED, NULL);
-	link_report(a, job, JS_EDGE_RUNNING, NULL);
+	journal_task_version_set(r->journal, env.task_ident, env.task_version);
+	runner_report(r, job, JS_EDGE_STARTED, NULL);
+	runner_report(r, job, JS_EDGE_RUNNING, NULL);
 
-	p = agent_policy_get(a);
-	sandbox_config_defaults(&cfg);
-	if (a->set->mem_limit > 0)
-		cfg.mem_limit = (size_t)a->set->mem_limit;
-	if (a->set->exec_timeout > 0)
-		cfg.exec_timeout = a->set->exec_timeout;
-	if (a->set->exec_max_output > 0)
-		cfg.exec_max_output = (size_t)a->set->exec_max_output;
-	cfg.allow_command = &p->allow_command;
-	cfg.file_dir = &p->file_dir;
-	cfg.allow_no_seccomp = a->set->allow_no_seccomp;
+	settings_sandbox_config(r->set, p, &cfg);
 	memset(&host, 0, sizeof(host));
 	host.ctx = &rj;
 	host.progress = runner_progress;
@@ -147,53 +191,60 @@ static void runner_run(struct agent *a, const char *job, const char *payload, si
 	sj.constants = env.constants;
 	sj.job = jt;
 	sj.timeout = env.timeout;
-	sj.cancel_fd = a->cancel_fd[0];
+	sj.cancel_fd = r->cancel_fd[0];
 	err = sandbox_run(&cfg, &host, &sj, &res);
 	if (err != RCS_OK) {
-		char reason[128];
 		snprintf(reason, sizeof(reason), "the device could not start the script: %s",
 			 rcs_strerror(err));
-		link_report(a, job, JS_EDGE_ERROR, reason);
+		runner_report(r, job, JS_EDGE_ERROR, reason);
 		goto out;
 	}
 	switch (res.outcome) {
 	case SANDBOX_OK:
-		link_report(a, job, JS_TERMINATED, res.response);
+		runner_report(r, job, JS_TERMINATED, res.response);
 		if (res.reboot) {
-			pthread_mutex_lock(&a->lock);
-			a->reboot_pending = true;
-			snprintf(a->reboot_job, sizeof(a->reboot_job), "%s", job);
-			pthread_mutex_unlock(&a->lock);
+			pthread_mutex_lock(&r->lock);
+			r->reboot_pending = true;
+			snprintf(r->reboot_job, sizeof(r->reboot_job), "%s", job);
+			pthread_mutex_unlock(&r->lock);
 		}
 		break;
 	case SANDBOX_CANCELLED: {
 		bool stopping, relaunch;
-		pthread_mutex_lock(&a->lock);
-		stopping = a->stop;
-		relaunch = a->relaunch;
-		pthread_mutex_unlock(&a->lock);
+		pthread_mutex_lock(&r->lock);
+		stopping = r->stop;
+		relaunch = r->relaunch;
+		pthread_mutex_unlock(&r->lock);
 		/* the agent stops to restart the launcher: the same words as the jail's own */
-		link_report(a, job, JS_EDGE_ERROR,
-			    relaunch   ? "sandbox unavailable: the sandbox launcher died"
-			    : stopping ? "interrupted: the agent was stopped during the job"
-				       : "cancelled while running");
+		runner_report(r, job, JS_EDGE_ERROR,
+			      relaunch   ? "sandbox unavailable: the sandbox launcher died"
+			      : stopping ? "interrupted: the agent was stopped during the job"
+					 : "cancelled while running");
 		break;
 	}
 	default:
-		link_report(a, job, JS_EDGE_ERROR, res.response ? res.response : "script failed");
+		runner_report(r, job, JS_EDGE_ERROR, res.response ? res.response : "script failed");
 		break;
 	}
 out:
 	sandbox_result_free(&res);
 	if (jt)
 		json_object_put(jt);
-	if (p)
-		agent_policy_put(p);
-	proto_envelope_free(&env);
+	settings_policy_put(p);
+	if (decoded)
+		proto_envelope_free(&env);
+}
+
+/* True when no report waits for the broker's acknowledgement. */
+static bool runner_outbox_empty(struct runner *r)
+{
+	size_t n = 1;
+
+	return journal_outbox_count(r->journal, &n) == RCS_OK && n == 0;
 }
 
 /* Runs the configured reboot command once the final report left the outbox. */
-static void runner_reboot(struct agent *a)
+static void runner_reboot(struct runner *r)
 {
 	struct timespec deadline;
 	char *argv[2];
@@ -201,19 +252,19 @@ static void runner_reboot(struct agent *a)
 
 	clock_gettime(CLOCK_REALTIME, &deadline);
 	deadline.tv_sec += 300;
-	pthread_mutex_lock(&a->lock);
-	while (!a->stop && !link_outbox_empty(a))
-		if (pthread_cond_timedwait(&a->cond, &a->lock, &deadline) == ETIMEDOUT)
+	pthread_mutex_lock(&r->lock);
+	while (!r->stop && !runner_outbox_empty(r))
+		if (pthread_cond_timedwait(&r->cond, &r->lock, &deadline) == ETIMEDOUT)
 			break;
-	a->reboot_pending = false;
-	pthread_mutex_unlock(&a->lock);
-	if (!link_outbox_empty(a)) {
+	r->reboot_pending = false;
+	pthread_mutex_unlock(&r->lock);
+	if (!runner_outbox_empty(r)) {
 		log_warnx("reboot asked by job %s not done: its final report was not acknowledged",
-			  a->reboot_job);
+			  r->reboot_job);
 		return;
 	}
-	log_info("rebooting as job %s asked: %s", a->reboot_job, a->set->reboot_command);
-	argv[0] = a->set->reboot_command;
+	log_info("rebooting as job %s asked: %s", r->reboot_job, r->set->reboot_command);
+	argv[0] = r->set->reboot_command;
 	argv[1] = NULL;
 	if (posix_spawn(&pid, argv[0], NULL, NULL, argv, environ) != 0) {
 		log_warn("reboot command %s", argv[0]);
@@ -224,90 +275,257 @@ static void runner_reboot(struct agent *a)
 
 static void *runner_loop(void *arg)
 {
-	struct agent *a = arg;
+	struct runner *r = arg;
 
-	pthread_mutex_lock(&a->lock);
+	pthread_mutex_lock(&r->lock);
 	for (;;) {
 		char job[UUID_STR_LEN], drain[64], why[128];
 		char *payload = NULL;
 		size_t len = 0;
 		enum rcs_err err;
 
-		while (!a->stop && !a->work)
-			pthread_cond_wait(&a->cond, &a->lock);
-		if (a->stop)
+		while (!r->stop && !r->work)
+			pthread_cond_wait(&r->cond, &r->lock);
+		if (r->stop)
 			break;
-		a->work = false;
+		r->work = false;
 		/* no launcher: main restarts the agent (SIGCHLD); the jobs wait in the journal */
 		if (sandbox_launcher_check(why, sizeof(why)) != RCS_OK)
 			continue;
-		err = journal_next_queued(a->journal, job, &payload, &len);
+		err = journal_next_queued(r->journal, job, &payload, &len);
 		if (err != RCS_OK) {
 			if (err != RCS_ERR_NOTFOUND)
 				log_warnx("journal: %s", rcs_strerror(err));
 			continue;
 		}
-		if (journal_set_state(a->journal, job, JOURNAL_RUNNING) != RCS_OK) {
+		if (journal_set_state(r->journal, job, JOURNAL_RUNNING) != RCS_OK) {
 			free(payload); /* dropped meanwhile (cancel) */
-			a->work = true;
+			r->work = true;
 			continue;
 		}
-		snprintf(a->running, sizeof(a->running), "%s", job);
-		while (read(a->cancel_fd[0], drain, sizeof(drain)) > 0)
+		snprintf(r->running, sizeof(r->running), "%s", job);
+		while (read(r->cancel_fd[0], drain, sizeof(drain)) > 0)
 			; /* a cancel of an earlier job must not hit this one */
-		pthread_mutex_unlock(&a->lock);
+		pthread_mutex_unlock(&r->lock);
 
-		runner_run(a, job, payload, len);
+		runner_run(r, job, payload, len);
 		free(payload);
 
-		pthread_mutex_lock(&a->lock);
-		a->running[0] = '\0';
-		a->work = true; /* look for the next one */
-		if (a->reboot_pending) {
-			pthread_mutex_unlock(&a->lock);
-			runner_reboot(a);
-			pthread_mutex_lock(&a->lock);
+		pthread_mutex_lock(&r->lock);
+		r->running[0] = '\0';
+		r->work = true; /* look for the next one */
+		if (r->reboot_pending) {
+			pthread_mutex_unlock(&r->lock);
+			runner_reboot(r);
+			pthread_mutex_lock(&r->lock);
 		}
 	}
-	pthread_mutex_unlock(&a->lock);
+	pthread_mutex_unlock(&r->lock);
 	return NULL;
 }
 
-enum rcs_err runner_start(struct agent *a, pthread_t *thread)
+/*
+ * An envelope that failed to decode, or was not for job: the reason into
+ * reason (else ""). Otherwise env holds it decoded, checked: the reason
+ * verify_envelope gave, or "" when the job may run.
+ */
+static bool runner_check(struct runner *r, const char *job, const char *payload, size_t len,
+			 struct proto_envelope *env, char *reason, size_t reason_len)
 {
-	if (pipe2(a->cancel_fd, O_CLOEXEC | O_NONBLOCK) != 0)
-		return RCS_ERR_IO;
-	pthread_mutex_lock(&a->lock);
-	a->work = true;
-	pthread_mutex_unlock(&a->lock);
-	if (pthread_create(thread, NULL, runner_loop, a) != 0)
-		return RCS_ERR_IO;
-	return RCS_OK;
+	struct jsonu_err e;
+	struct settings_policy *p = NULL;
+	bool decoded;
+
+	reason[0] = '\0';
+	decoded = proto_envelope_decode(payload, len, env, &e) == RCS_OK;
+	if (!decoded) {
+		snprintf(reason, reason_len, "malformed envelope: %s%s%s", e.field,
+			 e.field[0] ? ": " : "", e.message);
+	} else if (strcmp(env->job, job) != 0) {
+		snprintf(reason, reason_len, "malformed envelope: job %s in a message for job %s",
+			 env->job, job);
+	} else {
+		p = settings_policy_get(r->live);
+		if (runner_verify(r, p, env, (int64_t)time(NULL), NULL, reason, reason_len) ==
+		    RCS_OK)
+			reason[0] = '\0';
+		settings_policy_put(p);
+	}
+	return decoded;
 }
 
-void runner_cancel(struct agent *a, const char *job)
+void runner_envelope(struct runner *r, const char *job, const char *payload, size_t len)
+{
+	struct proto_envelope env;
+	char reason[512];
+	bool decoded, is_new = false;
+	size_t queued = 0;
+	enum rcs_err err;
+
+	decoded = runner_check(r, job, payload, len, &env, reason, sizeof(reason));
+	/* the runner picks queued jobs under the same lock: it never sees one half-handled */
+	pthread_mutex_lock(&r->lock);
+	err = journal_receive(r->journal, job, decoded ? env.task_ident : "",
+			      decoded ? env.task_version : 0, decoded && !reason[0] ? payload : "",
+			      decoded && !reason[0] ? len : 0, (int64_t)time(NULL), &is_new);
+	if (err != RCS_OK) {
+		enum journal_state st;
+
+		/* only a job the journal has never seen is refused: a known one may be
+		 * queued or running, and its own reports are in the outbox */
+		if (journal_get_state(r->journal, job, &st) != RCS_ERR_NOTFOUND) {
+			log_warnx("job %s: envelope again, journal failing (%s): left to the"
+				  " job's own reports",
+				  job, rcs_strerror(err));
+			goto out;
+		}
+		snprintf(reason, sizeof(reason), "%s: the agent cannot journal the job, refused",
+			 err == RCS_ERR_FULL ? "storage full" : "journal unavailable");
+		log_warnx("job %s: cannot journal it (%s): refused", job, rcs_strerror(err));
+		r->rep.refuse_unjournaled(r->rep.ctx, job, reason);
+		goto out;
+	}
+	if (!is_new) {
+		r->rep.resend(r->rep.ctx, job);
+		goto out;
+	}
+	if (reason[0]) {
+		log_warnx("job %s refused: %s", job, reason);
+		runner_report(r, job, JS_EDGE_ERROR, reason);
+		goto out;
+	}
+	if (journal_count_queued(r->journal, &queued) == RCS_OK &&
+	    queued > (size_t)r->set->max_queue) {
+		snprintf(reason, sizeof(reason), "device busy: %zu jobs already queued",
+			 queued - 1);
+		journal_set_state(r->journal, job, JOURNAL_DROPPED);
+		runner_report(r, job, JS_EDGE_ERROR, reason);
+		goto out;
+	}
+	runner_report(r, job, JS_EDGE_TRANSMITTED, NULL);
+	r->work = true;
+	pthread_cond_broadcast(&r->cond);
+out:
+	pthread_mutex_unlock(&r->lock);
+	if (decoded)
+		proto_envelope_free(&env);
+}
+
+void runner_oversized(struct runner *r, const char *job)
+{
+	bool is_new = false;
+	enum rcs_err err;
+
+	err = journal_receive(r->journal, job, "", 0, "", 0, (int64_t)time(NULL), &is_new);
+	if (err == RCS_OK && is_new)
+		runner_report(r, job, JS_EDGE_ERROR, "envelope larger than the device accepts");
+}
+
+void runner_report_acked(struct runner *r)
+{
+	pthread_mutex_lock(&r->lock);
+	pthread_cond_broadcast(&r->cond); /* a pending reboot waits for this */
+	pthread_mutex_unlock(&r->lock);
+}
+
+struct runner *runner_new(const struct settings *set, struct settings_live *live,
+			  struct journal *journal, const struct runner_reports *rep)
+{
+	struct runner *r = calloc(1, sizeof(*r));
+
+	if (r == NULL)
+		goto out;
+	r->set = set;
+	r->live = live;
+	r->journal = journal;
+	r->rep = *rep;
+	r->cancel_fd[0] = r->cancel_fd[1] = -1;
+	pthread_mutex_init(&r->lock, NULL);
+	pthread_cond_init(&r->cond, NULL);
+out:
+	return r;
+}
+
+static void runner_interrupted(void *ctx, const char *job)
+{
+	runner_report(ctx, job, JS_EDGE_ERROR, "interrupted: the device restarted during the job");
+}
+
+enum rcs_err runner_start(struct runner *r)
+{
+	enum rcs_err err = RCS_ERR_IO;
+
+	/* jobs a crash or reboot cut short end as edge_error, never run again */
+	journal_each_running(r->journal, runner_interrupted, r);
+	if (pipe2(r->cancel_fd, O_CLOEXEC | O_NONBLOCK) != 0)
+		goto out;
+	pthread_mutex_lock(&r->lock);
+	r->work = true;
+	pthread_mutex_unlock(&r->lock);
+	if (pthread_create(&r->thread, NULL, runner_loop, r) != 0)
+		goto out;
+	r->started = true;
+	err = RCS_OK;
+out:
+	return err;
+}
+
+void runner_stop(struct runner *r, bool relaunch)
+{
+	if (r == NULL || !r->started)
+		return;
+	pthread_mutex_lock(&r->lock);
+	if (relaunch)
+		r->relaunch = true;
+	r->stop = true;
+	pthread_cond_broadcast(&r->cond);
+	if (r->running[0]) {
+		char one = 1;
+		if (write(r->cancel_fd[1], &one, 1) != 1)
+			log_warn("cancel pipe");
+	}
+	pthread_mutex_unlock(&r->lock);
+	pthread_join(r->thread, NULL);
+	r->started = false;
+}
+
+void runner_free(struct runner *r)
+{
+	if (r == NULL)
+		return;
+	runner_stop(r, false);
+	if (r->cancel_fd[0] >= 0) {
+		close(r->cancel_fd[0]);
+		close(r->cancel_fd[1]);
+	}
+	pthread_cond_destroy(&r->cond);
+	pthread_mutex_destroy(&r->lock);
+	free(r);
+}
+
+void runner_cancel(struct runner *r, const char *job)
 {
 	enum journal_state st;
 
-	pthread_mutex_lock(&a->lock);
-	if (strcmp(a->running, job) == 0) {
+	pthread_mutex_lock(&r->lock);
+	if (strcmp(r->running, job) == 0) {
 		char one = 1;
 		log_info("job %s: cancelled while running: stopping the script", job);
-		if (write(a->cancel_fd[1], &one, 1) != 1)
+		if (write(r->cancel_fd[1], &one, 1) != 1)
 			log_warn("cancel pipe");
-	} else if (journal_get_state(a->journal, job, &st) == RCS_OK && st == JOURNAL_QUEUED) {
-		journal_set_state(a->journal, job, JOURNAL_DROPPED);
-		link_report(a, job, JS_EDGE_ERROR, "cancelled before it started");
-	} else if (journal_get_state(a->journal, job, &st) == RCS_ERR_NOTFOUND) {
+	} else if (journal_get_state(r->journal, job, &st) == RCS_OK && st == JOURNAL_QUEUED) {
+		journal_set_state(r->journal, job, JOURNAL_DROPPED);
+		runner_report(r, job, JS_EDGE_ERROR, "cancelled before it started");
+	} else if (journal_get_state(r->journal, job, &st) == RCS_ERR_NOTFOUND) {
 		/* the cancel overtook its envelope: remember the job as dropped, so the
 		 * envelope, when it comes, is a repeat and never runs */
 		bool is_new = false;
-		if (journal_receive(a->journal, job, NULL, 0, "", 0, (int64_t)time(NULL), &is_new) ==
-			    RCS_OK &&
-		    is_new && journal_set_state(a->journal, job, JOURNAL_DROPPED) == RCS_OK)
-			link_report(a, job, JS_EDGE_ERROR, "cancelled before it arrived");
+		if (journal_receive(r->journal, job, NULL, 0, "", 0, (int64_t)time(NULL),
+				    &is_new) == RCS_OK &&
+		    is_new && journal_set_state(r->journal, job, JOURNAL_DROPPED) == RCS_OK)
+			runner_report(r, job, JS_EDGE_ERROR, "cancelled before it arrived");
 	} else {
 		log_info("job %s: cancel for a job that already ended, ignored", job);
 	}
-	pthread_mutex_unlock(&a->lock);
+	pthread_mutex_unlock(&r->lock);
 }

@@ -1,5 +1,6 @@
 /*
- * sandbox.h - the agent's script jail (DESIGN section 5).
+ * sandbox.h - the agent's script jail (docs/agent.md, promise 2 and "The sandbox
+ * launcher"; what a script may call: docs/lua-api.md).
  *
  * Untrusted Lua never runs inside the agent process. sandbox_run() has a
  * child forked per job; the child sets resource limits, closes every

@@ -1,8 +1,8 @@
 /*
  * sandbox_int.h - what sandbox.c (the agent side: watchdog and host
- * services), sandbox_launcher.c (the launcher process that forks the jail
- * children) and sandbox_child.c (the jailed child) share. Not for other
- * modules.
+ * services), sandbox_wire.c (the frames both sides use), sandbox_launcher.c
+ * (the launcher process that forks the jail children) and sandbox_child.c
+ * (the jailed child) share. Not for other modules.
  *
  * The wire between the agent and a child: every message is a frame
  *     u32 length (big-endian, of what follows) | u8 op | u8 nfields |
@@ -98,6 +98,8 @@ struct sbx_child_args {
 	size_t tx_max;                    /* largest frame body the agent accepts */
 };
 
+/* ---- the wire and helpers of both sides (sandbox_wire.c) ---- */
+
 /*
  * Appends one frame to out. RCS_ERR_TOOBIG when it would exceed out's
  * ceiling (out unchanged, as far as buf_append leaves it) or a field count or
@@ -122,6 +124,9 @@ int64_t sandbox_now_ms(void);
 
 /* true when s[0..n) is valid UTF-8 (no overlongs, surrogates or > U+10FFFF). */
 bool sandbox_utf8_valid(const char *s, size_t n);
+
+/* Length of the valid UTF-8 sequence at s (n > 0 bytes left), 0 when invalid. */
+size_t sandbox_utf8_seq(const unsigned char *s, size_t n);
 
 /*
  * The child, in the process the launcher just forked (the launcher's pid is

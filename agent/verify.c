@@ -246,11 +246,13 @@ out:
 	return err;
 }
 
-enum rcs_err verify_envelope(const struct verify_ctx *v, const struct proto_envelope *env,
-			     int64_t now, char *reason, size_t reason_len)
+enum rcs_err verify_envelope_check(const struct verify_ctx *v, const struct proto_envelope *env,
+				   int64_t now, enum verify_check *failed, char *reason,
+				   size_t reason_len)
 {
 	struct jsonu_err je;
 	long long highest = 0;
+	enum verify_check check = VERIFY_SETUP;
 	enum rcs_err err;
 
 	if (reason != NULL && reason_len > 0)
@@ -262,6 +264,7 @@ enum rcs_err verify_envelope(const struct verify_ctx *v, const struct proto_enve
 	}
 
 	/* 1. ours */
+	check = VERIFY_OURS;
 	if (strcasecmp(env->client_root, v->client_root) != 0) {
 		err = verify_fail(reason, reason_len, RCS_ERR_FORBIDDEN,
 				  "envelope for another tenant");
@@ -274,6 +277,7 @@ enum rcs_err verify_envelope(const struct verify_ctx *v, const struct proto_enve
 	}
 
 	/* 2. in time */
+	check = VERIFY_EXPIRY;
 	if (env->expires_at != 0 && env->expires_at <= now) {
 		err = verify_fail(reason, reason_len, RCS_ERR_CONFLICT, "expired at %lld",
 				  (long long)env->expires_at);
@@ -281,6 +285,7 @@ enum rcs_err verify_envelope(const struct verify_ctx *v, const struct proto_enve
 	}
 
 	/* 3. signed by a key we trust */
+	check = VERIFY_SIGNATURE;
 	if (env->signature == NULL) {
 		if (v->require_signature) {
 			err = verify_fail(reason, reason_len, RCS_ERR_VERIFY, "signature required");
@@ -293,6 +298,7 @@ enum rcs_err verify_envelope(const struct verify_ctx *v, const struct proto_enve
 	}
 
 	/* 4. no rollback */
+	check = VERIFY_VERSION;
 	err = journal_task_version(v->journal, env->task_ident, &highest);
 	if (err != RCS_OK) {
 		err = verify_fail(reason, reason_len, err, "journal: %s", rcs_strerror(err));
@@ -306,6 +312,7 @@ enum rcs_err verify_envelope(const struct verify_ctx *v, const struct proto_enve
 	}
 
 	/* 5. variables (vars_validate relies on a well-formed variables_info) */
+	check = VERIFY_VARIABLES;
 	memset(&je, 0, sizeof(je));
 	err = vars_info_validate(env->variables_info, &je);
 	if (err == RCS_OK)
@@ -315,6 +322,15 @@ enum rcs_err verify_envelope(const struct verify_ctx *v, const struct proto_enve
 				  je.field[0] != '\0' ? je.field : "variables", je.message);
 		goto out;
 	}
+	check = VERIFY_PASSED;
 out:
+	if (failed != NULL)
+		*failed = check;
 	return err;
+}
+
+enum rcs_err verify_envelope(const struct verify_ctx *v, const struct proto_envelope *env,
+			     int64_t now, char *reason, size_t reason_len)
+{
+	return verify_envelope_check(v, env, now, NULL, reason, reason_len);
 }

@@ -1,6 +1,7 @@
 /*
  * verify.h - the checks an agent makes on a decoded job envelope before
- * anything of it runs (DESIGN section 4).
+ * anything of it runs (docs/agent.md, promise 1 and "What happens to a job";
+ * docs/signing.md for the signature).
  *
  * In this order, the first failure deciding the reason:
  *   1. the envelope's client_root and entity_ident are the agent's own;
@@ -63,6 +64,23 @@ struct verify_ctx {
  */
 enum rcs_err verify_envelope(const struct verify_ctx *v, const struct proto_envelope *env,
 			     int64_t now, char *reason, size_t reason_len);
+
+/* The checks above, in their order: which one refused an envelope. */
+enum verify_check {
+	VERIFY_PASSED = 0,
+	VERIFY_SETUP,     /* the arguments: a NULL v, env or v->journal, missing idents */
+	VERIFY_OURS,      /* 1 */
+	VERIFY_EXPIRY,    /* 2 */
+	VERIFY_SIGNATURE, /* 3 */
+	VERIFY_VERSION,   /* 4 */
+	VERIFY_VARIABLES, /* 5 */
+};
+
+/* verify_envelope, also telling which check refused (failed may be NULL):
+ * VERIFY_PASSED exactly when RCS_OK. */
+enum rcs_err verify_envelope_check(const struct verify_ctx *v, const struct proto_envelope *env,
+				   int64_t now, enum verify_check *failed, char *reason,
+				   size_t reason_len);
 
 /* Forgets which signatures verified (they are remembered per task version):
  * after the trusted keys changed, each is checked again with the new keys. */

@@ -1,6 +1,6 @@
 /*
- * fuzz_envelope - a job envelope as the agent takes it (agent/link.c
- * link_envelope): proto_envelope_decode, then verify_envelope (agent/verify.c)
+ * fuzz_envelope - a job envelope as the agent takes it (agent/runner.c
+ * runner_envelope): proto_envelope_decode, then verify_envelope (agent/verify.c)
  * with a real journal in a temporary directory.
  *
  * Each decoded envelope is verified twice:

@@ -1,0 +1,60 @@
+/*
+ * link.h - the agent's MQTT side (docs/mqtt.md): the broker connection and
+ * its Last Will, this device's job and cancel subscriptions, the retained
+ * state, and reports out through the journal's outbox (docs/agent.md "What
+ * happens to a job", step 5).
+ *
+ * link.c knows nothing of jobs: it checks a message's topic and size and
+ * hands it to the handlers main.c registered (the runner's, see
+ * docs/architecture.md). The handlers run on the MQTT client's thread, one
+ * message at a time; a message is acknowledged to the broker once its handler
+ * returned.
+ */
+#ifndef RCS_AGENT_LINK_H
+#define RCS_AGENT_LINK_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "err.h"
+#include "journal.h"
+#include "settings.h"
+#include "status.h"
+
+struct link;
+
+struct link_handlers {
+	void *ctx;
+	/* an envelope on this device's job topic, at most max_payload bytes */
+	void (*envelope)(void *ctx, const char *job, const char *payload, size_t len);
+	/* an envelope over max_payload, left unread */
+	void (*oversized)(void *ctx, const char *job);
+	/* a well-formed cancel of job */
+	void (*cancel)(void *ctx, const char *job);
+	/* the broker acknowledged a report: it left the outbox */
+	void (*report_acked)(void *ctx);
+};
+
+/*
+ * A link for the device of set, reports journaled in journal, tags from the
+ * policy in force in live (all three outlive the link). Not connected yet:
+ * link_start. NULL when out of memory.
+ */
+struct link *link_new(const struct settings *set, struct settings_live *live,
+		      struct journal *journal, const struct link_handlers *h);
+/* Connects (and keeps connecting) in the MQTT client's thread. */
+enum rcs_err link_start(struct link *l);
+/* Publishes state offline (clean stop), disconnects. No handler runs after it. */
+void link_stop(struct link *l);
+void link_free(struct link *l);
+
+/* Journals a report and publishes it (or leaves it in the outbox until connected). */
+void link_report(struct link *l, const char *job, enum job_status status, const char *response);
+/* Answers a repeated envelope with the job's final (or latest) report. */
+void link_resend(struct link *l, const char *job);
+/* Sends an edge_error the journal could not take, straight away, best effort. */
+void link_refuse_unjournaled(struct link *l, const char *job, const char *reason);
+/* Republishes the retained state (online: the tags changed). */
+void link_publish_state(struct link *l, bool online);
+
+#endif
