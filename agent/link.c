@@ -130,10 +130,9 @@ static void link_on_connected(void *ctx, bool session_present)
 	const char *filters[2] = {jobs, cancels};
 
 	(void)session_present; /* subscribing again is harmless and covers a broker reset */
-	snprintf(jobs, sizeof(jobs), "rcs/v1/%s/%s/jobs/+", l->set->client_root,
-		 l->set->entity_ident);
-	snprintf(cancels, sizeof(cancels), "rcs/v1/%s/%s/jobs/+/cancel", l->set->client_root,
-		 l->set->entity_ident);
+	proto_topic_make(jobs, PROTO_JOB, l->set->client_root, l->set->entity_ident, PROTO_ANY);
+	proto_topic_make(cancels, PROTO_CANCEL, l->set->client_root, l->set->entity_ident,
+			 PROTO_ANY);
 	if (mqttc_subscribe(l->mq, filters, 2) != RCS_OK)
 		log_warnx("cannot subscribe to this device's topics");
 	link_publish_state(l, true);

@@ -243,7 +243,10 @@ static void run_sanitize(struct buf *out, const char *s, size_t n, size_t max)
 	size_t i = 0;
 
 	while (i < n) {
-		size_t k = sandbox_utf8_seq(u + i, n - i);
+		size_t j = i, k;
+		uint32_t cp;
+
+		k = text_utf8_next(u, n, &j, &cp) ? j - i : 0;
 
 		if (i + (k ? k : 1) > max)
 			break;
@@ -303,7 +306,7 @@ static bool run_cstr(const struct sbx_msg *m, size_t i, size_t max, char *out, s
 static bool run_text(const struct sbx_msg *m, size_t i, char *out, size_t outlen)
 {
 	return run_cstr(m, i, SANDBOX_TEXT_MAX, out, outlen) &&
-	       sandbox_utf8_valid(m->f[i], m->flen[i]);
+	       text_utf8_valid(m->f[i], m->flen[i]);
 }
 
 static void run_progress_deliver(struct sbx_run *r, int64_t now)
@@ -367,7 +370,7 @@ static void run_log(struct sbx_run *r, const struct sbx_msg *m)
 static bool run_config_key(const struct sbx_msg *m, char *key, size_t keylen)
 {
 	if (m->flen[0] == 0 || !run_cstr(m, 0, SANDBOX_CONFIG_KEY_MAX, key, keylen) ||
-	    !sandbox_utf8_valid(key, m->flen[0]))
+	    !text_utf8_valid(key, m->flen[0]))
 		return false;
 	for (const unsigned char *p = (const unsigned char *)key; *p; p++)
 		if (*p < 0x20 || *p == 0x7f)
@@ -419,7 +422,7 @@ static void run_config_set(struct sbx_run *r, const struct sbx_msg *m)
 		return run_reply_err(r, "rcs.config.set: key must be 1 to %d bytes of text",
 				     SANDBOX_CONFIG_KEY_MAX);
 	if (m->flen[1] > SANDBOX_CONFIG_VALUE_MAX || memchr(m->f[1], '\0', m->flen[1]) ||
-	    !sandbox_utf8_valid(m->f[1], m->flen[1]))
+	    !text_utf8_valid(m->f[1], m->flen[1]))
 		return run_reply_err(r,
 				     "rcs.config.set: value must be UTF-8 without NUL, at most"
 				     " %d bytes",
@@ -985,7 +988,7 @@ static void run_result(struct sbx_run *r, const struct sbx_msg *m)
 		} else if (m->flen[1] > r->cfg.max_response) {
 			run_finish(r, SANDBOX_ERROR, "response too large");
 		} else if (memchr(m->f[1], '\0', m->flen[1]) != NULL ||
-			   !sandbox_utf8_valid(m->f[1], m->flen[1])) {
+			   !text_utf8_valid(m->f[1], m->flen[1])) {
 			run_finish(r, SANDBOX_ERROR, "bad response: not NUL-free UTF-8 text");
 		} else {
 			r->response = strndup(m->f[1], m->flen[1]);

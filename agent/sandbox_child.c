@@ -10,6 +10,13 @@
  * The Lua state is closed (its finalizers run), the result goes back as one
  * RESULT message and the child _exit()s: nothing else here is ever freed,
  * the process is.
+ *
+ * Over 1,000 lines on purpose: it is the whole of what runs inside the jail,
+ * and every function of the Lua host API (docs/lua-api.md) reads the one
+ * private struct child (the job, the limits, the replies from the agent) and
+ * relies on the order above (no file opened after the filter, nothing left
+ * to free). Split, the host API and the child's set-up would need that state
+ * and that order as an interface between files, for no caller outside them.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -947,7 +954,7 @@ static json_object *conv_value(lua_State *L, struct conv *cv, int idx)
 		cv->est += len;
 		if (cv->est > cv->c->a->cfg->max_response)
 			return conv_fail(cv, SBX_RES_TOOBIG, "too large");
-		if (!sandbox_utf8_valid(s, len))
+		if (!text_utf8_valid(s, len))
 			return conv_fail(cv, SBX_RES_BADRESP, "a string is not valid UTF-8");
 		o = json_object_new_string_len(s, (int)len);
 		break;
@@ -997,7 +1004,7 @@ static void child_response(lua_State *L, struct child *c, int idx)
 			c->kind = SBX_RES_TOOBIG;
 			return;
 		}
-		if (memchr(s, '\0', len) != NULL || !sandbox_utf8_valid(s, len)) {
+		if (memchr(s, '\0', len) != NULL || !text_utf8_valid(s, len)) {
 			c->kind = SBX_RES_BADRESP;
 			buf_appendf(&c->res, "not NUL-free UTF-8 text");
 			return;

@@ -23,6 +23,7 @@
 #include <sys/types.h>
 
 #include "buf.h"
+#include "text.h" /* UTF-8: text_utf8_valid, text_utf8_next */
 #include "sandbox.h"
 
 #define SBX_MAX_FIELDS (SANDBOX_EXEC_MAX_ARGS + 2)
@@ -121,12 +122,6 @@ uint32_t sandbox_wire_len(const unsigned char hdr[SBX_FRAME_HDR]);
 
 /* CLOCK_MONOTONIC in milliseconds. */
 int64_t sandbox_now_ms(void);
-
-/* true when s[0..n) is valid UTF-8 (no overlongs, surrogates or > U+10FFFF). */
-bool sandbox_utf8_valid(const char *s, size_t n);
-
-/* Length of the valid UTF-8 sequence at s (n > 0 bytes left), 0 when invalid. */
-size_t sandbox_utf8_seq(const unsigned char *s, size_t n);
 
 /*
  * The child, in the process the launcher just forked (the launcher's pid is

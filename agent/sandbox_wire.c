@@ -37,53 +37,6 @@ int64_t sandbox_now_ms(void)
 	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
-/* Length of the valid UTF-8 sequence at s (n bytes left), 0 when invalid. */
-size_t sandbox_utf8_seq(const unsigned char *s, size_t n)
-{
-	size_t k;
-	uint32_t cp;
-
-	if (s[0] < 0x80)
-		return 1;
-	if ((s[0] & 0xe0) == 0xc0) {
-		k = 2;
-		cp = s[0] & 0x1f;
-	} else if ((s[0] & 0xf0) == 0xe0) {
-		k = 3;
-		cp = s[0] & 0x0f;
-	} else if ((s[0] & 0xf8) == 0xf0) {
-		k = 4;
-		cp = s[0] & 0x07;
-	} else {
-		return 0;
-	}
-	if (k > n)
-		return 0;
-	for (size_t j = 1; j < k; j++) {
-		if ((s[j] & 0xc0) != 0x80)
-			return 0;
-		cp = (cp << 6) | (s[j] & 0x3f);
-	}
-	if ((k == 2 && cp < 0x80) || (k == 3 && cp < 0x800) || (k == 4 && cp < 0x10000) ||
-	    cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff))
-		return 0;
-	return k;
-}
-
-bool sandbox_utf8_valid(const char *s, size_t n)
-{
-	const unsigned char *u = (const unsigned char *)s;
-
-	for (size_t i = 0; i < n;) {
-		size_t k = sandbox_utf8_seq(u + i, n - i);
-
-		if (k == 0)
-			return false;
-		i += k;
-	}
-	return true;
-}
-
 static void sbx_put32(unsigned char *p, uint32_t v)
 {
 	p[0] = (unsigned char)(v >> 24);
