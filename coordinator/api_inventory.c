@@ -3,6 +3,7 @@
  */
 #include <string.h>
 
+#include "auth.h"
 #include "http_api.h"
 #include "uuid.h"
 #include "validate.h"
@@ -197,7 +198,7 @@ void api_key_create(struct api_req *req, struct api_resp *r)
 			  "'role' must be viewer, operator or admin");
 		goto out;
 	}
-	err = api_key_new(req->app->st, req->auth.client_root, user, role, req->now, secret, ident);
+	err = auth_key_new(req->app->st, req->auth.client_root, user, role, req->now, secret, ident);
 	if (err == RCS_OK)
 		err = store_key_get(req->app->st, req->auth.client_root, ident, &key);
 	if (err != RCS_OK) {

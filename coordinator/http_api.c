@@ -16,6 +16,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "auth.h"
 #include "buf.h"
 #include "log.h"
 #include "manifest.h"
@@ -279,30 +280,6 @@ bool api_list(struct api_req *req, struct api_resp *r, long long default_per_pag
 	return true;
 }
 
-void api_key_hash(const char *key, char out[65])
-{
-	sha256_hex(key, strlen(key), out);
-}
-
-enum rcs_err api_key_new(struct store *st, const char *client_root, const char *user,
-			 enum role role, int64_t now, char key[64], char ident[UUID_STR_LEN])
-{
-	char hex[49], hash[65];
-	enum rcs_err err;
-
-	err = rcs_random_hex(hex, 24);
-	if (err != RCS_OK)
-		return err;
-	snprintf(key, 64, "rcs_%s", hex);
-	err = uuid_v7(ident);
-	if (err != RCS_OK)
-		return err;
-	api_key_hash(key, hash);
-	err = store_key_create(st, ident, client_root, user, role, hash, now);
-	explicit_bzero(hex, sizeof(hex));
-	return err;
-}
-
 /* ---- routing ---- */
 
 /* Splits path (after the prefix) into segments in place; false when too many or empty. */
@@ -514,113 +491,53 @@ static enum MHD_Result api_send(struct MHD_Connection *conn, struct api_resp *r,
 	return ret;
 }
 
-/*
- * Guessing keys is slowed down: a client address that sent more than
- * auth_fail_limit unknown or revoked keys within a minute gets 429 for every
- * request until the minute is over. A fixed table, hashed by address: a
- * collision only shares a counter, it never lets a request through that
- * wouldn't have passed.
- */
-#define API_THROTTLE_SLOTS 1024
-#define API_THROTTLE_WINDOW 60
-
-static struct {
-	pthread_mutex_t lock;
-	struct {
-		char addr[INET6_ADDRSTRLEN];
-		int64_t window_start;
-		unsigned failures;
-	} slot[API_THROTTLE_SLOTS];
-} api_throttle = {.lock = PTHREAD_MUTEX_INITIALIZER};
-
 static void api_client_addr(struct MHD_Connection *conn, char out[INET6_ADDRSTRLEN])
 {
 	const union MHD_ConnectionInfo *ci =
-		MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
+	    MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
 	socklen_t len;
 
 	out[0] = '\0';
 	if (ci == NULL || ci->client_addr == NULL)
 		return;
 	len = ci->client_addr->sa_family == AF_INET6 ? sizeof(struct sockaddr_in6)
-						    : sizeof(struct sockaddr_in);
+						     : sizeof(struct sockaddr_in);
 	if (getnameinfo(ci->client_addr, len, out, INET6_ADDRSTRLEN, NULL, 0, NI_NUMERICHOST) != 0)
 		out[0] = '\0';
 }
 
-static unsigned api_throttle_slot(const char *addr)
-{
-	uint32_t h = 2166136261u; /* FNV-1a */
-
-	for (; *addr; addr++)
-		h = (h ^ (unsigned char)*addr) * 16777619u;
-	return h % API_THROTTLE_SLOTS;
-}
-
-/* Seconds this address must still wait (0: it may go on); counts a failure when failed. */
-static int api_throttle_check(const char *addr, unsigned limit, int64_t now, bool failed)
-{
-	unsigned i = api_throttle_slot(addr);
-	int wait = 0;
-
-	pthread_mutex_lock(&api_throttle.lock);
-	if (strcmp(api_throttle.slot[i].addr, addr) != 0 ||
-	    now - api_throttle.slot[i].window_start >= API_THROTTLE_WINDOW) {
-		snprintf(api_throttle.slot[i].addr, sizeof(api_throttle.slot[i].addr), "%s", addr);
-		api_throttle.slot[i].window_start = now;
-		api_throttle.slot[i].failures = 0;
-	}
-	if (failed)
-		api_throttle.slot[i].failures++;
-	if (api_throttle.slot[i].failures > limit)
-		wait = (int)(api_throttle.slot[i].window_start + API_THROTTLE_WINDOW - now);
-	pthread_mutex_unlock(&api_throttle.lock);
-	return wait > 0 ? wait : 0;
-}
-
+/* The api-key header's key (auth.c), answered here: 401, 429 with Retry-After, or 503. */
 static void api_authenticate(struct api_app *app, struct MHD_Connection *conn, struct api_req *req,
 			     struct api_resp *r)
 {
-	char addr[INET6_ADDRSTRLEN];
-	int wait = 0;
+	char addr[INET6_ADDRSTRLEN] = "";
 	const char *key = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "api-key");
-	char hash[65];
 	enum rcs_err err;
+	int wait;
 
-	/* an address that guessed too much waits, whatever it sends now */
-	if (app->auth_fail_limit > 0) {
+	if (app->auth_fail_limit > 0)
 		api_client_addr(conn, addr);
-		wait = api_throttle_check(addr, app->auth_fail_limit, req->now, false);
-		if (wait > 0)
-			goto throttled;
-	}
-	if (key == NULL || *key == '\0') {
+	switch (auth_check(app->st, key, addr, app->auth_fail_limit, req->now, &req->auth, &wait,
+			   &err)) {
+	case AUTH_OK:
+		break;
+	case AUTH_MISSING:
 		api_error(r, 401, "unauthorized", NULL, "the api-key header is required");
-		return;
-	}
-	if (strlen(key) > 256) {
-		if (app->auth_fail_limit > 0)
-			api_throttle_check(addr, app->auth_fail_limit, req->now, true);
+		break;
+	case AUTH_UNKNOWN:
 		api_error(r, 401, "unauthorized", NULL, "unknown or revoked api key");
-		return;
-	}
-	/* looked up by its hash: the key itself is never stored nor compared */
-	api_key_hash(key, hash);
-	err = store_key_lookup(app->st, hash, &req->auth);
-	if (err == RCS_ERR_NOTFOUND) {
-		if (app->auth_fail_limit > 0)
-			api_throttle_check(addr, app->auth_fail_limit, req->now, true);
-		api_error(r, 401, "unauthorized", NULL, "unknown or revoked api key");
-	} else if (err != RCS_OK) {
+		break;
+	case AUTH_THROTTLED:
+		log_warnx("client %s: too many unknown api keys, refused for %d s", addr, wait);
+		api_error(r, 429, "too_many_requests", NULL,
+			  "too many requests with unknown api keys from this address: retry in %d s",
+			  wait);
+		r->retry_after = wait;
+		break;
+	case AUTH_ERROR:
 		api_store_error(r, err, "api key");
+		break;
 	}
-	explicit_bzero(hash, sizeof(hash));
-	return;
-throttled:
-	log_warnx("client %s: too many unknown api keys, refused for %d s", addr, wait);
-	api_error(r, 429, "too_many_requests", NULL,
-		  "too many requests with unknown api keys from this address: retry in %d s", wait);
-	r->retry_after = wait;
 }
 
 static enum MHD_Result api_handle(void *cls, struct MHD_Connection *conn, const char *url,

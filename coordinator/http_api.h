@@ -98,8 +98,6 @@ bool api_page(struct api_req *req, struct api_resp *r, long long default_per_pag
  */
 bool api_list(struct api_req *req, struct api_resp *r, long long default_per_page,
 	      const char *sort_keys, bool default_desc, bool with_name, struct store_page *out);
-/* Hex SHA-256 of an API key: what is stored and looked up, never the key. */
-void api_key_hash(const char *key, char out[65]);
 
 /* Loads a task the caller may see (public ones, its own, any for admins);
  * RCS_ERR_NOTFOUND otherwise, also for a malformed ident. */
@@ -148,8 +146,5 @@ void api_openapi(struct api_req *req, struct api_resp *r);
 extern const unsigned char api_openapi_json[];
 extern const size_t api_openapi_json_len;
 
-/* Creates an API key for the tenant: fills key (the secret, 64 bytes) and ident. */
-enum rcs_err api_key_new(struct store *st, const char *client_root, const char *user,
-			 enum role role, int64_t now, char key[64], char ident[UUID_STR_LEN]);
 
 #endif

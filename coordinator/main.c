@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "cfg.h"
+#include "auth.h"
 #include "http_api.h"
 #include "lifecycle.h"
 #include "log.h"
@@ -259,7 +260,7 @@ static int cmd_init(struct settings *s)
 	if (err == RCS_OK) {
 		err = store_tenant_create(st, root, now);
 		if (err == RCS_OK)
-			err = api_key_new(st, root, s->user, ROLE_ADMIN, now, key, ident);
+			err = auth_key_new(st, root, s->user, ROLE_ADMIN, now, key, ident);
 		err = err == RCS_OK ? store_tx_end(st, true) : (store_tx_end(st, false), err);
 	}
 	store_close(st);
@@ -313,7 +314,7 @@ static int cmd_key(struct settings *s, const char *what)
 		store_close(st);
 		return 1;
 	}
-	err = api_key_new(st, s->client_root, s->user, role, (int64_t)time(NULL), key, ident);
+	err = auth_key_new(st, s->client_root, s->user, role, (int64_t)time(NULL), key, ident);
 	store_close(st);
 	if (err != RCS_OK) {
 		fprintf(stderr, "rcs-coordinator: key create: %s\n", rcs_strerror(err));

@@ -1,7 +1,7 @@
 /*
  * fuzz_api_key_create - the body of POST /v3/commands/keys, through the real
  * handler (coordinator/api_inventory.c api_key_create: user, role,
- * api_key_new) on the fixture of fuzz_coord.h.
+ * auth_key_new) on the fixture of fuzz_coord.h.
  *
  * Properties: no body makes the handler answer 5xx; a key is made only for
  * one of the three roles, for the user named, and is shown once with its
@@ -39,7 +39,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	FUZZ_CHECK(role_parse(jsonu_member_str(body, "role"), &role), "made a key of no role");
 	secret = jsonu_member_str(ans, "api_key");
 	FUZZ_CHECK(secret != NULL, "a new key without its secret");
-	api_key_hash(secret, hash);
+	auth_key_hash(secret, hash);
 	FUZZ_CHECK(store_key_lookup(fz.st, hash, &a) == RCS_OK, "a new key does not authenticate");
 	FUZZ_CHECK(strcmp(a.user, jsonu_member_str(body, "user")) == 0 && a.role == role &&
 		       strcmp(a.client_root, FZ_ROOT) == 0,

@@ -21,6 +21,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "auth.h"
 #include "http_api.h"
 
 #define FZ_ROOT        "6f1c2a9e-3b7d-4c5e-9a1f-2d8e7b6c5a43"

@@ -554,12 +554,12 @@ class SecurityTest(unittest.TestCase):
         # index lookup); a timing difference can only tell something about a hash prefix,
         # which doesn't help to find a key. Checked on the code path, so that a byte
         # comparison of secrets (strcmp/memcmp) can't come in unnoticed.
-        with open(os.path.join(SOURCE_DIR, "coordinator", "http_api.c"), encoding="utf-8") as f:
+        with open(os.path.join(SOURCE_DIR, "coordinator", "auth.c"), encoding="utf-8") as f:
             src = f.read()
-        m = re.search(r"\nstatic void api_authenticate\(.*?\n}\n", src, re.S)
-        self.assertIsNotNone(m, "api_authenticate not found in coordinator/http_api.c")
+        m = re.search(r"\nenum auth_result auth_check\(.*?\n}\n", src, re.S)
+        self.assertIsNotNone(m, "auth_check not found in coordinator/auth.c")
         body = m.group(0)
-        self.assertRegex(body, r"api_key_hash\(\s*key\s*,\s*hash\s*\)")
+        self.assertRegex(body, r"auth_key_hash\(\s*key\s*,\s*hash\s*\)")
         self.assertRegex(body, r"store_key_lookup\([^;]*\bhash\b")
         self.assertNotRegex(body, r"(mem|str|strn|strcase|bcmp)cmp\s*\([^;]*\bkey\b")
         with open(os.path.join(SOURCE_DIR, "coordinator", "store_keys.c"), encoding="utf-8") as f:
