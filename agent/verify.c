@@ -10,93 +10,34 @@
 #include <string.h>
 #include <strings.h>
 
-#include <mbedtls/sha256.h>
 
 #include "buf.h"
 #include "jsonu.h"
 #include "vars.h"
 
-#define VERIFY_CACHE 32 /* signatures remembered as good */
-
-/* mbedtls caches tables inside a key on first use: one user at a time (also guards
- * the cache below) */
+/* mbedtls caches tables inside a key on first use: one user at a time */
 static pthread_mutex_t verify_key_lock = PTHREAD_MUTEX_INITIALIZER;
 
 /*
- * Signatures that verified: the SHA-256 of the signature object and of the
- * manifest it was checked against. The jobs of one task version carry the same
+ * Signatures that verified, bound to the manifest they were checked against
+ * (common/manifest.h, sig_cache): the jobs of one task version carry the same
  * signature over the same manifest, so the ES256 verification (most of the
  * agent's own time per job) runs once per task version, not once per job. The
  * key must still be trusted: that is checked before the cache is looked at.
  */
-static unsigned char verify_good[VERIFY_CACHE][32];
-static unsigned verify_good_n, verify_good_next;
-static unsigned long verify_checked; /* ES256 verifications run */
+static struct sig_cache verify_good;
+static pthread_once_t verify_once = PTHREAD_ONCE_INIT;
+static unsigned long verify_checked; /* ES256 verifications run (under verify_key_lock) */
 
-/*
- * The digest reads the signature's members as they are: serializing the object
- * would make json-c write its text into a buffer kept in the object, which is
- * not safe while another thread verifies the same envelope. False (verified
- * without the list) when a member is not a string.
- */
-static bool verify_digest(json_object *sig, const struct buf *m, unsigned char out[32])
+static void verify_init(void)
 {
-	mbedtls_sha256_context c;
-	bool ok;
-
-	if (!json_object_is_type(sig, json_type_object))
-		return false;
-	mbedtls_sha256_init(&c);
-	ok = mbedtls_sha256_starts_ret(&c, 0) == 0;
-	/* every member, in the order sent (a member more is another signature object),
-	 * each name and value after its length: "ab"+"c" and "a"+"bc" differ */
-	json_object_object_foreach(sig, key, v)
-	{
-		uint64_t len[2];
-
-		if (!ok || !json_object_is_type(v, json_type_string)) {
-			ok = false;
-			break;
-		}
-		len[0] = strlen(key);
-		len[1] = (uint64_t)json_object_get_string_len(v);
-		ok = mbedtls_sha256_update_ret(&c, (const unsigned char *)len, sizeof(len)) == 0 &&
-		     mbedtls_sha256_update_ret(&c, (const unsigned char *)key, len[0]) == 0 &&
-		     mbedtls_sha256_update_ret(&c, (const unsigned char *)json_object_get_string(v),
-					       len[1]) == 0;
-	}
-	ok = ok &&
-	     mbedtls_sha256_update_ret(&c, (const unsigned char *)m->data, m->len) == 0 &&
-	     mbedtls_sha256_finish_ret(&c, out) == 0;
-	mbedtls_sha256_free(&c);
-	return ok;
-}
-
-/* Caller holds verify_key_lock. */
-static bool verify_known_good(const unsigned char d[32])
-{
-	for (unsigned i = 0; i < verify_good_n; i++) {
-		if (memcmp(verify_good[i], d, 32) == 0)
-			return true;
-	}
-	return false;
-}
-
-/* Caller holds verify_key_lock. */
-static void verify_remember_good(const unsigned char d[32])
-{
-	memcpy(verify_good[verify_good_next], d, 32);
-	verify_good_next = (verify_good_next + 1) % VERIFY_CACHE;
-	if (verify_good_n < VERIFY_CACHE)
-		verify_good_n++;
+	sig_cache_init(&verify_good);
 }
 
 void verify_forget_signatures(void)
 {
-	pthread_mutex_lock(&verify_key_lock);
-	explicit_bzero(verify_good, sizeof(verify_good));
-	verify_good_n = verify_good_next = 0;
-	pthread_mutex_unlock(&verify_key_lock);
+	pthread_once(&verify_once, verify_init);
+	sig_cache_clear(&verify_good);
 }
 
 unsigned long verify_signatures_checked(void)
@@ -226,17 +167,18 @@ static enum rcs_err verify_signature(const struct verify_ctx *v, const struct pr
 				  rcs_strerror(err));
 		goto out;
 	}
-	digest_ok = verify_digest(env->signature, &m, digest);
-	pthread_mutex_lock(&verify_key_lock);
-	if (digest_ok && verify_known_good(digest)) {
+	pthread_once(&verify_once, verify_init);
+	digest_ok = sig_cache_digest(env->signature, m.data, m.len, digest);
+	if (digest_ok && sig_cache_has(&verify_good, digest)) {
 		err = RCS_OK;
 	} else {
+		pthread_mutex_lock(&verify_key_lock);
 		err = sig_verify_object(v->trusted, v->ntrusted, env->signature, m.data, m.len);
 		verify_checked++;
+		pthread_mutex_unlock(&verify_key_lock);
 		if (err == RCS_OK && digest_ok)
-			verify_remember_good(digest);
+			sig_cache_put(&verify_good, digest);
 	}
-	pthread_mutex_unlock(&verify_key_lock);
 	if (err == RCS_ERR_VERIFY)
 		err = verify_fail(reason, reason_len, RCS_ERR_VERIFY, "signature does not verify");
 	else if (err != RCS_OK)

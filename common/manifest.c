@@ -459,3 +459,76 @@ enum rcs_err sig_verify_object(struct sig_key *const *keys, size_t nkeys, json_o
 	}
 	return err;
 }
+
+/* ---- the cache of good signatures ---- */
+
+void sig_cache_init(struct sig_cache *c)
+{
+	memset(c, 0, sizeof(*c));
+	pthread_mutex_init(&c->lock, NULL);
+}
+
+void sig_cache_destroy(struct sig_cache *c)
+{
+	explicit_bzero(c->good, sizeof(c->good));
+	pthread_mutex_destroy(&c->lock);
+}
+
+bool sig_cache_digest(json_object *sig, const void *bound, size_t n, unsigned char out[32])
+{
+	mbedtls_sha256_context c;
+	bool ok;
+
+	if (sig == NULL || !json_object_is_type(sig, json_type_object))
+		return false;
+	mbedtls_sha256_init(&c);
+	ok = mbedtls_sha256_starts_ret(&c, 0) == 0;
+	json_object_object_foreach(sig, key, v)
+	{
+		uint64_t len[2];
+
+		if (!ok || !json_object_is_type(v, json_type_string)) {
+			ok = false;
+			break;
+		}
+		len[0] = strlen(key);
+		len[1] = (uint64_t)json_object_get_string_len(v);
+		ok = mbedtls_sha256_update_ret(&c, (const unsigned char *)len, sizeof(len)) == 0 &&
+		     mbedtls_sha256_update_ret(&c, (const unsigned char *)key, len[0]) == 0 &&
+		     mbedtls_sha256_update_ret(&c, (const unsigned char *)json_object_get_string(v),
+					       len[1]) == 0;
+	}
+	ok = ok && mbedtls_sha256_update_ret(&c, bound, n) == 0 &&
+	     mbedtls_sha256_finish_ret(&c, out) == 0;
+	mbedtls_sha256_free(&c);
+	return ok;
+}
+
+bool sig_cache_has(struct sig_cache *c, const unsigned char d[32])
+{
+	bool hit = false;
+
+	pthread_mutex_lock(&c->lock);
+	for (unsigned i = 0; i < c->n && !hit; i++)
+		hit = memcmp(c->good[i], d, 32) == 0;
+	pthread_mutex_unlock(&c->lock);
+	return hit;
+}
+
+void sig_cache_put(struct sig_cache *c, const unsigned char d[32])
+{
+	pthread_mutex_lock(&c->lock);
+	memcpy(c->good[c->next], d, 32);
+	c->next = (c->next + 1) % SIG_CACHE_SLOTS;
+	if (c->n < SIG_CACHE_SLOTS)
+		c->n++;
+	pthread_mutex_unlock(&c->lock);
+}
+
+void sig_cache_clear(struct sig_cache *c)
+{
+	pthread_mutex_lock(&c->lock);
+	explicit_bzero(c->good, sizeof(c->good));
+	c->n = c->next = 0;
+	pthread_mutex_unlock(&c->lock);
+}

@@ -20,6 +20,7 @@
 #define RCS_MANIFEST_H
 
 #include <json-c/json.h>
+#include <pthread.h>
 #include <stdbool.h>
 #include <stddef.h>
 
@@ -110,5 +111,36 @@ enum rcs_err sig_verify(const struct sig_key *k, const void *msg, size_t n, cons
  */
 enum rcs_err sig_verify_object(struct sig_key *const *keys, size_t nkeys, json_object *sig,
 			       const void *msg, size_t n);
+
+/*
+ * Signatures remembered as good, so that the ES256 verification (the costliest step of a
+ * job on either side) runs once per task version, not once per job: the one cache both
+ * daemons use. Each entry is a sig_cache_digest: the signature object's members and what
+ * the caller binds it to (the agent: the manifest it verified; the coordinator: the task
+ * version it belongs to). The caller checks that the signing key is still trusted before
+ * it trusts a hit, and clears the cache when its keys change. Thread-safe.
+ */
+#define SIG_CACHE_SLOTS 64
+
+struct sig_cache {
+	pthread_mutex_t lock;
+	unsigned char good[SIG_CACHE_SLOTS][32];
+	unsigned n, next;
+};
+
+void sig_cache_init(struct sig_cache *c);
+void sig_cache_destroy(struct sig_cache *c);
+/*
+ * SHA-256 over every member of sig in the order sent (each name and value after its
+ * length, so a member more is another signature) and then bound (n bytes). Reads the
+ * members as they are (serializing the object would write json-c's text buffer into it,
+ * unsafe while another thread reads the same envelope). False when sig is not an object
+ * of strings: such a signature is verified every time.
+ */
+bool sig_cache_digest(json_object *sig, const void *bound, size_t n, unsigned char out[32]);
+bool sig_cache_has(struct sig_cache *c, const unsigned char d[32]);
+void sig_cache_put(struct sig_cache *c, const unsigned char d[32]);
+/* Forgets every signature (the trusted keys changed). */
+void sig_cache_clear(struct sig_cache *c);
 
 #endif

@@ -9,13 +9,10 @@
 #include "jsonu.h"
 #include "log.h"
 
-#define SIGNER_CACHE 64
-
 struct signer {
 	pthread_mutex_t lock; /* mbedtls keys cache tables: one user at a time */
-	char cache[SIGNER_CACHE]
-		  [SHA256_HEX_LEN]; /* hashes of (task, version, value) that verified */
-	unsigned cache_next;
+	/* signatures that verified, bound to their tenant, task and version (common/manifest.h) */
+	struct sig_cache good;
 	struct sig_key *signing;
 	struct sig_key **trusted; /* includes the signing key's public half */
 	size_t ntrusted;
@@ -32,6 +29,7 @@ enum rcs_err signer_open(const char *signing_key, const char *passphrase, char *
 	if (s == NULL)
 		goto out;
 	pthread_mutex_init(&s->lock, NULL);
+	sig_cache_init(&s->good);
 	s->trusted = calloc(ntrusted + 1, sizeof(*s->trusted));
 	if (s->trusted == NULL)
 		goto out;
@@ -76,6 +74,7 @@ void signer_free(struct signer *s)
 	for (size_t i = 0; i < s->ntrusted; i++)
 		sig_key_free(s->trusted[i]);
 	free(s->trusted);
+	sig_cache_destroy(&s->good);
 	pthread_mutex_destroy(&s->lock);
 	free(s);
 }
@@ -162,30 +161,23 @@ enum rcs_err signer_check(const struct signer *s, const struct manifest_in *m, j
 
 enum rcs_err signer_check_cached(struct signer *s, const struct manifest_in *m, json_object *sig)
 {
-	char key[512], h[SHA256_HEX_LEN];
-	json_object *v = NULL;
+	char bound[256];
+	unsigned char d[32];
 	enum rcs_err err;
-	bool hit = false;
+	bool digest_ok;
+	int n;
 
 	if (signer_trusted_count(s) == 0)
 		return RCS_OK;
-	if (sig == NULL || !json_object_object_get_ex(sig, "value", &v))
-		return RCS_ERR_INVAL;
-	snprintf(key, sizeof(key), "%s/%lld/%s/%s", m->task_ident, m->version,
-		 json_object_get_string(v), m->client_root);
-	sha256_hex(key, strlen(key), h);
-	pthread_mutex_lock(&s->lock);
-	for (unsigned i = 0; i < SIGNER_CACHE && !hit; i++)
-		hit = strcmp(s->cache[i], h) == 0;
-	pthread_mutex_unlock(&s->lock);
-	if (hit)
+	/* a task version's bytes never change: its tenant, ident and number stand for them */
+	n = snprintf(bound, sizeof(bound), "%s/%s/%lld", m->client_root, m->task_ident,
+		     m->version);
+	digest_ok = n > 0 && (size_t)n < sizeof(bound) &&
+		    sig_cache_digest(sig, bound, (size_t)n, d);
+	if (digest_ok && sig_cache_has(&s->good, d))
 		return RCS_OK;
 	err = signer_check(s, m, sig);
-	if (err == RCS_OK) {
-		pthread_mutex_lock(&s->lock);
-		memcpy(s->cache[s->cache_next], h, sizeof(h));
-		s->cache_next = (s->cache_next + 1) % SIGNER_CACHE;
-		pthread_mutex_unlock(&s->lock);
-	}
+	if (err == RCS_OK && digest_ok)
+		sig_cache_put(&s->good, d);
 	return err;
 }

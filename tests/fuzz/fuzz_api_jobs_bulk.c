@@ -22,8 +22,12 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
 	return 0;
 }
 
-static void check_answer(json_object *ans)
+static void check_answer(json_object *ans, const uint8_t *data, size_t size)
 {
+	json_object *body = NULL, *group = jsonu_member(ans, "group");
+	struct jsonu_err e;
+	const char *name = NULL;
+
 	json_object *items = jsonu_member(ans, "items"), *rejected = jsonu_member(ans, "rejected");
 	size_t n = json_object_array_length(items);
 
@@ -41,8 +45,16 @@ static void check_answer(json_object *ans)
 						   "entity_ident");
 		FUZZ_CHECK(ent && strcmp(ent, FZ_DEV_ONLINE) != 0, "the online device rejected");
 	}
-	if (n == 0)
-		FUZZ_CHECK(jsonu_member(ans, "group") == NULL, "a group without jobs");
+	/* a group exactly when the send named one, with or without jobs (docs/api.md) */
+	if (jsonu_parse((const char *)data, size, JSONU_MAX_DEPTH, &body, &e) == RCS_OK)
+		name = jsonu_member_str(body, "group_name");
+	if (name)
+		FUZZ_CHECK(json_object_is_type(group, json_type_object) &&
+			       strcmp(jsonu_member_str(group, "name"), name) == 0,
+			   "a send named %s answered %s", name, jsonu_dump(ans, NULL));
+	else
+		FUZZ_CHECK(group == NULL, "a group the send did not name: %s", jsonu_dump(ans, NULL));
+	json_object_put(body);
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
@@ -53,11 +65,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 
 	fz_tick();
 	if (fz_call(api_jobs_bulk_list, "POST", list, 4, data, size, &ans) == 201)
-		check_answer(ans);
+		check_answer(ans, data, size);
 	json_object_put(ans);
 	ans = NULL;
 	if (fz_call(api_jobs_bulk_tags, "POST", tags, 4, data, size, &ans) == 201)
-		check_answer(ans);
+		check_answer(ans, data, size);
 	json_object_put(ans);
 	return 0;
 }
