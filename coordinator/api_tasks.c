@@ -218,22 +218,11 @@ static void task_answer(struct api_req *req, struct api_resp *r, const char *ide
 
 enum rcs_err api_task_load(struct api_req *req, const char *ident, json_object **out)
 {
-	enum rcs_err err;
-
 	*out = NULL;
 	if (!uuid_valid(ident))
 		return RCS_ERR_NOTFOUND;
-	err = store_task_get(req->app->st, req->auth.client_root, ident, out);
-	if (err != RCS_OK)
-		return err;
-	if (req->auth.role != ROLE_ADMIN &&
-	    !json_object_get_boolean(jsonu_member(*out, "public")) &&
-	    strcmp(jsonu_member_str(*out, "created_user"), req->auth.user) != 0) {
-		json_object_put(*out);
-		*out = NULL;
-		return RCS_ERR_NOTFOUND;
-	}
-	return RCS_OK;
+	return store_task_get_visible(req->app->st, req->auth.client_root, ident,
+				      req->auth.role == ROLE_ADMIN ? NULL : req->auth.user, out);
 }
 
 void api_tasks_list(struct api_req *req, struct api_resp *r)

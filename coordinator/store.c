@@ -622,7 +622,7 @@ out:
 
 /* Runs a one-row SELECT bound by up to two text params; NOTFOUND when no row. */
 enum rcs_err store_get_row(struct store *st, const char *sql, const char *p1, const char *p2,
-			   store_row_fn fn, json_object **out)
+			   const char *p3, store_row_fn fn, json_object **out)
 {
 	sqlite3_stmt *s = NULL;
 	enum rcs_err err;
@@ -636,6 +636,8 @@ enum rcs_err store_get_row(struct store *st, const char *sql, const char *p1, co
 	store_bind_text(s, 1, p1);
 	if (p2)
 		store_bind_text(s, 2, p2);
+	if (p3)
+		store_bind_text(s, 3, p3);
 	rc = sqlite3_step(s);
 	if (rc == SQLITE_ROW) {
 		*out = fn(s);

@@ -147,6 +147,10 @@ enum rcs_err store_task_put(struct store *st, const struct task_write *t, bool i
 /* A task record as the API shows it. */
 enum rcs_err store_task_get(struct store *st, const char *client_root, const char *ident,
 			    json_object **out);
+/* store_task_get for a user who is no admin (only_visible_to; NULL: anyone): a task that is
+ * neither public nor theirs is RCS_ERR_NOTFOUND, like another tenant's. */
+enum rcs_err store_task_get_visible(struct store *st, const char *client_root, const char *ident,
+				    const char *only_visible_to, json_object **out);
 /* Sets the signature of the task's current version (version unchanged). */
 enum rcs_err store_task_set_signature(struct store *st, const char *client_root, const char *ident,
 				      json_object *signature);

@@ -89,7 +89,7 @@ enum rcs_err store_device_get(struct store *st, const char *client_root, const c
 	return store_get_row(st,
 			     "SELECT " DEVICE_COLS " FROM devices WHERE entity_ident = ? AND"
 			     " client_root = ?",
-			     entity_ident, client_root, row_device, out);
+			     entity_ident, client_root, NULL, row_device, out);
 }
 
 enum rcs_err store_device_update(struct store *st, const char *client_root,
@@ -193,7 +193,7 @@ enum rcs_err store_device_presence(struct store *st, const char *client_root,
 	enum rcs_err err = store_get_row(st,
 					 "SELECT entity_ident, online FROM devices WHERE"
 					 " entity_ident = ? AND client_root = ?",
-					 entity_ident, client_root, row_presence, &o);
+					 entity_ident, client_root, NULL, row_presence, &o);
 
 	if (err == RCS_OK)
 		*online = json_object_get_boolean(json_object_object_get(o, "online"));

@@ -111,8 +111,17 @@ enum rcs_err store_list(struct store *st, const char *cols, const char *from,
 enum rcs_err store_list_text(struct store *st, const char *sel, const char *from,
 			     const struct store_qb *q, const char *order,
 			     const struct store_page *pg, struct buf *out);
+/* The one row of sql with up to three text parameters (NULL: not bound), mapped by fn;
+ * RCS_ERR_NOTFOUND when there is none. */
 enum rcs_err store_get_row(struct store *st, const char *sql, const char *p1, const char *p2,
-			   store_row_fn fn, json_object **out);
+			   const char *p3, store_row_fn fn, json_object **out);
+/*
+ * Who may see a task (docs/api.md, "Tasks"): an admin every task of the tenant, anyone else
+ * the public ones and their own. STORE_TASK_HIDDEN(t, user) is the SQL condition, on the
+ * tasks row named t, that hides it from the user parameter user: the one place it is
+ * written, for tasks, their jobs and their groups.
+ */
+#define STORE_TASK_HIDDEN(t, user) "(" t ".public = 0 AND " t ".created_user != " user ")"
 enum rcs_err store_write(struct store *st, const char *sql, int *changes, int n, ...);
 
 /* A savepoint inside the caller's transaction, or a transaction of its own; store_sp_end

@@ -221,10 +221,10 @@ enum rcs_err store_job_get(struct store *st, const char *client_root, const char
 {
 	if (client_root == NULL)
 		return store_get_row(st, "SELECT " JOB_COLS " FROM " JOB_FROM " WHERE j.ident = ?",
-				     ident, NULL, row_job, out);
+				     ident, NULL, NULL, row_job, out);
 	return store_get_row(
 	    st, "SELECT " JOB_COLS " FROM " JOB_FROM " WHERE j.ident = ? AND j.client_root = ?",
-	    ident, client_root, row_job, out);
+	    ident, client_root, NULL, row_job, out);
 }
 
 enum rcs_err store_job_json(struct store *st, const char *ident, char client_root[UUID_STR_LEN],
@@ -442,8 +442,8 @@ enum rcs_err store_jobs_list(struct store *st, const char *client_root, const st
 	if (f->only_visible_to)
 		store_qb_add(
 		    &q,
-		    "j.task_ident NOT IN (SELECT ident FROM tasks WHERE client_root = j.client_root"
-		    " AND public = 0 AND created_user != ?)",
+		    "j.task_ident NOT IN (SELECT t.ident FROM tasks t WHERE t.client_root ="
+		    " j.client_root AND " STORE_TASK_HIDDEN("t", "?") ")",
 		    f->only_visible_to);
 	store_qb_list_opts(&q, pg, "j.", "ident", &o);
 	return store_list_text(st, JOB_JSON, JOB_FROM, &q, o.order, pg, out);
@@ -459,7 +459,7 @@ enum rcs_err store_job_visible(struct store *st, const char *client_root, const 
 	store_lock(st);
 	err = store_prepare(
 	    st,
-	    "SELECT t.ident IS NULL OR t.public = 1 OR t.created_user = ?3 FROM jobs j"
+	    "SELECT t.ident IS NULL OR NOT " STORE_TASK_HIDDEN("t", "?3") " FROM jobs j"
 	    " LEFT JOIN tasks t ON t.ident = j.task_ident"
 	    " WHERE j.ident = ?1 AND j.client_root = ?2",
 	    &s);
@@ -643,8 +643,7 @@ static json_object *row_group(sqlite3_stmt *s)
  * the task and its jobs. */
 #define GROUP_HIDDEN_FROM(user_param)                                                              \
 	"EXISTS (SELECT 1 FROM tasks t WHERE t.ident = groups.task_ident"                          \
-	" AND t.client_root = groups.client_root AND t.public = 0 AND t.created_user "             \
-	"!= " user_param ")"
+	" AND t.client_root = groups.client_root AND " STORE_TASK_HIDDEN("t", user_param) ")"
 
 enum rcs_err store_group_get(struct store *st, const char *client_root, const char *ident,
 			     const char *only_visible_to, json_object **out)

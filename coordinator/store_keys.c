@@ -47,7 +47,7 @@ bool store_tenant_exists(struct store *st, const char *client_root)
 {
 	json_object *o = NULL;
 	enum rcs_err err = store_get_row(st, "SELECT 1 FROM tenants WHERE client_root = ?",
-					 client_root, NULL, store_row_exists, &o);
+					 client_root, NULL, NULL, store_row_exists, &o);
 	json_object_put(o);
 	return err == RCS_OK;
 }
@@ -139,7 +139,7 @@ enum rcs_err store_key_get(struct store *st, const char *client_root, const char
 {
 	return store_get_row(
 	    st, "SELECT " KEY_COLS " FROM api_keys WHERE ident = ? AND client_root = ?", ident,
-	    client_root, row_key, out);
+	    client_root, NULL, row_key, out);
 }
 
 enum rcs_err store_keys_list(struct store *st, const char *client_root, const struct store_page *pg,

@@ -47,7 +47,7 @@ enum rcs_err store_script_put(struct store *st, const char *client_root, const c
 		json_object *o = NULL;
 		*created =
 		    store_get_row(st, "SELECT 1 FROM scripts WHERE client_root = ? AND name = ?",
-				  client_root, name, store_row_exists, &o) == RCS_ERR_NOTFOUND;
+				  client_root, name, NULL, store_row_exists, &o) == RCS_ERR_NOTFOUND;
 		json_object_put(o);
 	}
 	err = store_prepare(st,
@@ -98,7 +98,7 @@ enum rcs_err store_script_get(struct store *st, const char *client_root, const c
 		  " WHERE s.name = ?2 AND s.client_root IN (?1, '')"
 		  " ORDER BY s.client_root DESC LIMIT 1";
 
-	return store_get_row(st, sql, client_root, name, row_script, out);
+	return store_get_row(st, sql, client_root, name, NULL, row_script, out);
 }
 
 enum rcs_err store_script_source(struct store *st, const char *client_root, const char *name,
@@ -148,7 +148,7 @@ bool store_script_is_stock(struct store *st, const char *name)
 	json_object *o = NULL;
 	enum rcs_err err =
 	    store_get_row(st, "SELECT 1 FROM scripts WHERE client_root = '' AND name = ?", name,
-			  NULL, store_row_exists, &o);
+			  NULL, NULL, store_row_exists, &o);
 	json_object_put(o);
 	return err == RCS_OK;
 }
@@ -166,7 +166,7 @@ enum rcs_err store_script_delete(struct store *st, const char *client_root, cons
 	    store_get_row(st,
 			  "SELECT 1 FROM tasks WHERE client_root = ? AND script = ? AND deleted = 0"
 			  " LIMIT 1",
-			  client_root, name, store_row_exists, &o);
+			  client_root, name, NULL, store_row_exists, &o);
 	json_object_put(o);
 	if (err == RCS_OK) {
 		err = RCS_ERR_CONFLICT;
@@ -320,13 +320,24 @@ out:
 	return store_sp_end(st, err);
 }
 
+enum rcs_err store_task_get_visible(struct store *st, const char *client_root, const char *ident,
+				    const char *only_visible_to, json_object **out)
+{
+	if (only_visible_to == NULL)
+		return store_task_get(st, client_root, ident, out);
+	return store_get_row(st,
+			     "SELECT " TASK_COLS " FROM tasks WHERE ident = ?1 AND client_root = ?2"
+			     " AND deleted = 0 AND NOT " STORE_TASK_HIDDEN("tasks", "?3"),
+			     ident, client_root, only_visible_to, row_task, out);
+}
+
 enum rcs_err store_task_get(struct store *st, const char *client_root, const char *ident,
 			    json_object **out)
 {
 	return store_get_row(st,
 			     "SELECT " TASK_COLS " FROM tasks WHERE ident = ? AND client_root = ?"
 			     " AND deleted = 0",
-			     ident, client_root, row_task, out);
+			     ident, client_root, NULL, row_task, out);
 }
 
 enum rcs_err store_task_set_signature(struct store *st, const char *client_root, const char *ident,
@@ -380,7 +391,7 @@ enum rcs_err store_tasks_list(struct store *st, const char *client_root,
 	if (!f->include_hidden)
 		store_qb_add(&q, "hide = 0", NULL);
 	if (f->only_visible_to)
-		store_qb_add(&q, "(public = 1 OR created_user = ?)", f->only_visible_to);
+		store_qb_add(&q, "NOT " STORE_TASK_HIDDEN("tasks", "?"), f->only_visible_to);
 	store_qb_list_opts(&q, pg, "", "ident", &o);
 	return store_list(st, TASK_COLS, "tasks", &q, o.order, pg, row_task, out);
 }
