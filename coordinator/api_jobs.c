@@ -216,13 +216,11 @@ void api_job_create(struct api_req *req, struct api_resp *r)
 		api_store_error(r, err, "job");
 		goto out;
 	}
-	err = store_jobs_create(req->app->st, &b);
-	if (err == RCS_OK) {
-		/* answer with the record as sent (transmited), or as created; as the text
-		 * SQLite builds, like GET /jobs/<id> */
-		lifecycle_jobs_created(req->app->lc, &b);
+	err = lifecycle_jobs_create(req->app->lc, &b);
+	/* answer with the record as sent (transmited), or as created; as the text SQLite
+	 * builds, like GET /jobs/<id> */
+	if (err == RCS_OK)
 		err = store_job_json(req->app->st, one.ident, owner, &text);
-	}
 	tx_err = store_tx_end(req->app->st, err == RCS_OK);
 	if (err == RCS_OK)
 		err = tx_err;
@@ -333,9 +331,7 @@ static void job_bulk(struct api_req *req, struct api_resp *r, struct job_req *jr
 		b.group_ident = group_ident;
 		b.group_name = jr->group_name;
 	}
-	err = RCS_OK;
-	if (nj > 0 || b.group_ident)
-		err = store_jobs_create(req->app->st, &b);
+	err = lifecycle_jobs_create(req->app->lc, &b);
 	if (err == RCS_OK)
 		err = buf_append(&answer, "{\"items\":[", 10);
 	if (err == RCS_OK && nj > 0)
@@ -350,7 +346,6 @@ static void job_bulk(struct api_req *req, struct api_resp *r, struct job_req *jr
 		api_store_error(r, err, "job");
 		goto out;
 	}
-	lifecycle_jobs_created(req->app->lc, &b);
 	if (b.group_ident) {
 		group = json_object_new_object();
 		json_object_object_add(group, "ident", json_object_new_string(b.group_ident));

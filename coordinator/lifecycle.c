@@ -1,5 +1,7 @@
 #include "lifecycle.h"
 
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "log.h"
@@ -47,7 +49,11 @@ enum rcs_err lifecycle_move(struct lifecycle *lc, const struct job_move *m, enum
 	return RCS_OK;
 }
 
-void lifecycle_jobs_created(struct lifecycle *lc, const struct job_batch *b)
+/*
+ * Announces created jobs: those not scheduled for later are due now. A single job (no
+ * group) is handed to job_due synchronously, inside the creating transaction.
+ */
+static void lifecycle_jobs_created(struct lifecycle *lc, const struct job_batch *b)
 {
 	json_object *due = NULL;
 
@@ -71,6 +77,63 @@ void lifecycle_jobs_created(struct lifecycle *lc, const struct job_batch *b)
 		json_object_array_add(due, json_object_new_string(b->jobs[i].ident));
 	lc->hooks->jobs_due(lc->hooks->ctx, due);
 	json_object_put(due);
+}
+
+/* What lifecycle_jobs_created needs of a bulk send, kept until its transaction commits. */
+struct lifecycle_created {
+	struct lifecycle *lc;
+	struct job_batch b;
+	char group_ident[UUID_STR_LEN];
+	struct job_new jobs[];
+};
+
+static void lifecycle_created_after(void *arg, bool committed)
+{
+	struct lifecycle_created *c = arg;
+
+	if (committed)
+		lifecycle_jobs_created(c->lc, &c->b);
+	free(c);
+}
+
+enum rcs_err lifecycle_jobs_create(struct lifecycle *lc, const struct job_batch *b)
+{
+	struct lifecycle_created *c = NULL;
+	enum rcs_err err;
+
+	if (b->n == 0 && b->group_ident == NULL)
+		return RCS_OK;
+	err = store_jobs_create(lc->st, b);
+	if (err != RCS_OK || b->n == 0)
+		goto out;
+	if (b->n == 1 && b->group_ident == NULL) {
+		lifecycle_jobs_created(lc, b);
+		goto out;
+	}
+	/* a bulk send leaves once it is stored for good */
+	c = calloc(1, sizeof(*c) + b->n * sizeof(c->jobs[0]));
+	if (c == NULL) {
+		err = RCS_ERR_NOMEM;
+		goto out;
+	}
+	c->lc = lc;
+	c->b.n = b->n;
+	c->b.now = b->now;
+	c->b.scheduled_time = b->scheduled_time;
+	c->b.ttl = b->ttl;
+	if (b->group_ident) {
+		snprintf(c->group_ident, sizeof(c->group_ident), "%s", b->group_ident);
+		c->b.group_ident = c->group_ident;
+	}
+	for (size_t i = 0; i < b->n; i++)
+		memcpy(c->jobs[i].ident, b->jobs[i].ident, sizeof(c->jobs[i].ident));
+	c->b.jobs = c->jobs;
+	err = store_after_commit(lc->st, lifecycle_created_after, c);
+	if (err == RCS_OK)
+		c = NULL; /* the store's now */
+out:
+	free(c);
+	return err;
 }
 
 enum rcs_err lifecycle_cancel(struct lifecycle *lc, const char *client_root, const char *ident,

@@ -61,11 +61,13 @@ enum rcs_err lifecycle_move(struct lifecycle *lc, const struct job_move *m, enum
 			    json_object **job_after);
 
 /*
- * Announces created jobs: those not scheduled for later are due now. A
- * single job (no group) is handed to job_due synchronously; the caller reads
- * its record afterwards (transmited when it was sent).
+ * Creates the jobs of b and their group (store_jobs_create) in the caller's transaction,
+ * and announces them: those not scheduled for later are due now. A single job (no group)
+ * is handed to the transport's job_due inside the transaction, so the caller reads its
+ * record as transmited when it was sent; a bulk send is handed over once the transaction
+ * commits (store_after_commit), and nothing of it when it rolls back.
  */
-void lifecycle_jobs_created(struct lifecycle *lc, const struct job_batch *b);
+enum rcs_err lifecycle_jobs_create(struct lifecycle *lc, const struct job_batch *b);
 
 /*
  * Cancels a job of the tenant: RCS_ERR_NOTFOUND, RCS_ERR_CONFLICT when it
