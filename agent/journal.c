@@ -10,8 +10,8 @@
  * Over 1,000 lines on purpose: the schema and its migrations, the queries of
  * jobs, reports and the outbox, task versions and device settings all go
  * through the same private machinery (struct journal, the lock, the statement
- * cache, j_begin/j_end transactions, j_rc mapping SQLite's errors, a full
- * disk included, to rcs_err). Split in two, that machinery would become an
+ * cache and error mapping of common/db.h, j_begin/j_end transactions). Split
+ * in two, that machinery would become an
  * interface between the halves, and every caller of the lock and of a cached
  * statement would have to keep its rules across files; kept whole, what
  * touches the SQLite handle is in one file, and the sections below keep the
@@ -31,6 +31,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "db.h"
 #include "jsonu.h"
 #include "log.h"
 #include "proto.h"
@@ -41,17 +42,9 @@
 #define JOURNAL_WAL_LIMIT      (4 * 1024 * 1024)
 #define JOURNAL_MAX_TASK_IDENT 64
 
-#define JOURNAL_STMT_CACHE 40 /* more than the distinct statements the calls use */
-
-struct j_cached {
-	const char *sql; /* a string literal or static array: compared by content */
-	sqlite3_stmt *s;
-};
-
 struct journal {
 	sqlite3 *db;
-	struct j_cached cache[JOURNAL_STMT_CACHE];
-	size_t n_cache;
+	struct db_cache cache; /* statements of the calls made for every job (common/db.h) */
 	pthread_mutex_t lock;
 	long long default_max_pages; /* max_page_count as SQLite opened it */
 	bool wal;                    /* journal_mode WAL (else the rollback journal) */
@@ -136,87 +129,29 @@ static void j_unlock(struct journal *j)
  * RCS_ERR_FULL whether SQLite saw it as SQLITE_FULL or as a write error. */
 static enum rcs_err j_rc(struct journal *j, int rc, const char *what)
 {
-	int sys;
-
-	switch (rc) {
-	case SQLITE_OK:
-	case SQLITE_ROW:
-	case SQLITE_DONE:
-		return RCS_OK;
-	default:
-		break;
-	}
-	sys = sqlite3_system_errno(j->db);
-	log_warnx("journal: %.100s: %s (%d/%d)", what, sqlite3_errmsg(j->db),
-		  sqlite3_extended_errcode(j->db), sys);
-	switch (rc) {
-	case SQLITE_FULL:
-		return RCS_ERR_FULL;
-	case SQLITE_IOERR:
-		return sys == ENOSPC || sys == EDQUOT ? RCS_ERR_FULL : RCS_ERR_IO;
-	case SQLITE_CANTOPEN:
-	case SQLITE_PERM:
-	case SQLITE_READONLY:
-		return RCS_ERR_IO;
-	case SQLITE_BUSY:
-	case SQLITE_LOCKED:
-		return RCS_ERR_BUSY;
-	case SQLITE_NOMEM:
-		return RCS_ERR_NOMEM;
-	case SQLITE_TOOBIG:
-		return RCS_ERR_TOOBIG;
-	default:
-		return RCS_ERR_DB;
-	}
+	return db_rc(j->db, rc, "journal", what);
 }
 
 static enum rcs_err j_prepare(struct journal *j, const char *sql, sqlite3_stmt **s)
 {
-	*s = NULL;
-	return j_rc(j, sqlite3_prepare_v2(j->db, sql, -1, s, NULL), sql);
+	return db_prepare_fresh(j->db, "journal", sql, s);
 }
 
 /*
  * A prepared statement kept for the connection's life. sql must be a string
  * literal or a static array of this file: the cache keeps the pointer. Past
- * JOURNAL_STMT_CACHE texts (more than this file has) a statement is prepared
+ * DB_CACHE_MAX texts (more than this file has) a statement is prepared
  * for this call only. Give it back with j_release.
  */
 static enum rcs_err j_stmt(struct journal *j, const char *sql, sqlite3_stmt **s)
 {
-	enum rcs_err err;
-
-	*s = NULL;
-	for (size_t i = 0; i < j->n_cache; i++) {
-		if (j->cache[i].sql == sql || strcmp(j->cache[i].sql, sql) == 0) {
-			*s = j->cache[i].s;
-			return RCS_OK;
-		}
-	}
-	if (j->n_cache == JOURNAL_STMT_CACHE)
-		return j_prepare(j, sql, s);
-	err = j_rc(j, sqlite3_prepare_v3(j->db, sql, -1, SQLITE_PREPARE_PERSISTENT, s, NULL), sql);
-	if (err != RCS_OK)
-		return err;
-	j->cache[j->n_cache].sql = sql;
-	j->cache[j->n_cache].s = *s;
-	j->n_cache++;
-	return RCS_OK;
+	return db_prepare(&j->cache, j->db, "journal", sql, s);
 }
 
 /* Ends the use of a statement from j_stmt: reset and kept, or finalized. */
 static void j_release(struct journal *j, sqlite3_stmt *s)
 {
-	if (s == NULL)
-		return;
-	for (size_t i = 0; i < j->n_cache; i++) {
-		if (j->cache[i].s == s) {
-			sqlite3_reset(s);
-			sqlite3_clear_bindings(s);
-			return;
-		}
-	}
-	sqlite3_finalize(s);
+	db_release(&j->cache, s);
 }
 
 /* Runs a statement that returns no rows, from the cache. */
@@ -377,43 +312,8 @@ out:
 
 static enum rcs_err j_migrate(struct journal *j)
 {
-	long long have = 0, app = 0;
-	char pragma[64];
-	enum rcs_err err;
-
-	if ((err = j_pragma_int(j, "PRAGMA application_id", &app)) != RCS_OK ||
-	    (err = j_pragma_int(j, "PRAGMA user_version", &have)) != RCS_OK)
-		return err;
-	if (app != 0 && app != JOURNAL_APP_ID) {
-		log_warnx("journal: the database is not an agent journal (application_id %lld)",
-			  app);
-		return RCS_ERR_DB;
-	}
-	if (have > (long long)JOURNAL_N_MIGRATIONS) {
-		log_warnx("journal: schema %lld is newer than this agent's (%d)", have,
-			  (int)JOURNAL_N_MIGRATIONS);
-		return RCS_ERR_DB;
-	}
-	for (long long v = have; v < (long long)JOURNAL_N_MIGRATIONS; v++) {
-		err = j_begin(j);
-		if (err != RCS_OK)
-			return err;
-		err = j_exec(j, journal_migrations[v]);
-		if (err == RCS_OK) {
-			snprintf(pragma, sizeof(pragma), "PRAGMA user_version = %lld", v + 1);
-			err = j_exec(j, pragma);
-		}
-		if (err == RCS_OK && v == 0) {
-			snprintf(pragma, sizeof(pragma), "PRAGMA application_id = %d",
-				 JOURNAL_APP_ID);
-			err = j_exec(j, pragma);
-		}
-		err = j_end(j, err);
-		if (err != RCS_OK)
-			return err;
-		log_info("journal: migrated to schema %lld", v + 1);
-	}
-	return RCS_OK;
+	return db_migrate(j->db, "journal", journal_migrations, JOURNAL_N_MIGRATIONS,
+			  JOURNAL_APP_ID);
 }
 
 static enum rcs_err j_quick_check(struct journal *j)
@@ -565,8 +465,7 @@ void journal_close(struct journal *j)
 {
 	if (j == NULL)
 		return;
-	for (size_t i = 0; i < j->n_cache; i++)
-		sqlite3_finalize(j->cache[i].s);
+	db_cache_clear(&j->cache);
 	if (j->db != NULL && sqlite3_close(j->db) != SQLITE_OK)
 		log_warnx("journal: close: %s", sqlite3_errmsg(j->db));
 	pthread_mutex_destroy(&j->lock);

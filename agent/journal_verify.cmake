@@ -5,4 +5,4 @@ target_sources(rcs_agent_core PRIVATE
   ${CMAKE_CURRENT_LIST_DIR}/journal.c
   ${CMAKE_CURRENT_LIST_DIR}/verify.c)
 target_include_directories(rcs_agent_core PUBLIC ${CMAKE_CURRENT_LIST_DIR})
-target_link_libraries(rcs_agent_core PUBLIC PkgConfig::SQLITE Threads::Threads)
+target_link_libraries(rcs_agent_core PUBLIC rcs_db PkgConfig::SQLITE Threads::Threads)

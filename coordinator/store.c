@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "db.h"
 #include "jsonu.h"
 #include "log.h"
 
@@ -203,18 +204,7 @@ static const char *const store_migrations[] = {
 
 enum rcs_err store_rc(sqlite3 *db, int rc, const char *what)
 {
-	if (rc == SQLITE_OK || rc == SQLITE_DONE || rc == SQLITE_ROW)
-		return RCS_OK;
-	log_warnx("%s: %s (%d)", what, sqlite3_errmsg(db), rc);
-	if (rc == SQLITE_FULL || rc == SQLITE_IOERR)
-		return RCS_ERR_FULL;
-	if (rc == SQLITE_BUSY || rc == SQLITE_LOCKED)
-		return RCS_ERR_BUSY;
-	if (rc == SQLITE_CONSTRAINT)
-		return RCS_ERR_EXISTS;
-	if (rc == SQLITE_NOMEM)
-		return RCS_ERR_NOMEM;
-	return RCS_ERR_DB;
+	return db_rc(db, rc, "store", what);
 }
 
 void store_lock(struct store *st)
@@ -263,13 +253,7 @@ out:
 
 enum rcs_err store_prepare_fresh(struct store *st, const char *sql, sqlite3_stmt **out)
 {
-	int rc = sqlite3_prepare_v3(st->db, sql, -1, SQLITE_PREPARE_PERSISTENT, out, NULL);
-
-	if (rc != SQLITE_OK) {
-		*out = NULL;
-		return store_rc(st->db, rc, sql);
-	}
-	return RCS_OK;
+	return db_prepare_fresh(st->db, "store", sql, out);
 }
 
 /*
@@ -279,44 +263,13 @@ enum rcs_err store_prepare_fresh(struct store *st, const char *sql, sqlite3_stmt
  */
 enum rcs_err store_prepare(struct store *st, const char *sql, sqlite3_stmt **out)
 {
-	enum rcs_err err;
-	int free_slot = -1;
-
-	for (int i = 0; i < st->ncache; i++) {
-		if (st->cache[i].sql != sql)
-			continue;
-		if (st->cache[i].busy)
-			return store_prepare_fresh(st, sql, out); /* nested use */
-		st->cache[i].busy = true;
-		*out = st->cache[i].stmt;
-		return RCS_OK;
-	}
-	if (st->ncache < STORE_CACHE)
-		free_slot = st->ncache;
-	err = store_prepare_fresh(st, sql, out);
-	if (err != RCS_OK || free_slot < 0)
-		return err;
-	st->cache[free_slot].sql = sql;
-	st->cache[free_slot].stmt = *out;
-	st->cache[free_slot].busy = true;
-	st->ncache++;
-	return RCS_OK;
+	return db_prepare(&st->cache, st->db, "store", sql, out);
 }
 
 /* Gives a statement back: a cached one is reset for its next use, others finalized. */
 void store_release(struct store *st, sqlite3_stmt *s)
 {
-	if (s == NULL)
-		return;
-	for (int i = 0; i < st->ncache; i++) {
-		if (st->cache[i].stmt == s) {
-			sqlite3_reset(s);
-			sqlite3_clear_bindings(s);
-			st->cache[i].busy = false;
-			return;
-		}
-	}
-	sqlite3_finalize(s);
+	db_release(&st->cache, s);
 }
 
 /* Binding helpers: text may be NULL (binds NULL). */
@@ -682,42 +635,7 @@ out:
 
 static enum rcs_err store_migrate(struct store *st)
 {
-	sqlite3_stmt *s = NULL;
-	int have = 0;
-	enum rcs_err err;
-
-	err = store_prepare_fresh(st, "PRAGMA user_version", &s);
-	if (err != RCS_OK)
-		return err;
-	if (sqlite3_step(s) == SQLITE_ROW)
-		have = sqlite3_column_int(s, 0);
-	store_release(st, s);
-	if (have > (int)STORE_N_MIGRATIONS) {
-		log_warnx("database schema %d is newer than this coordinator (%d)", have,
-			  (int)STORE_N_MIGRATIONS);
-		return RCS_ERR_DB;
-	}
-	for (int v = have; v < (int)STORE_N_MIGRATIONS; v++) {
-		char pragma[64];
-
-		err = store_exec(st, "BEGIN IMMEDIATE");
-		if (err != RCS_OK)
-			return err;
-		err = store_exec(st, store_migrations[v]);
-		if (err == RCS_OK) {
-			snprintf(pragma, sizeof(pragma), "PRAGMA user_version = %d", v + 1);
-			err = store_exec(st, pragma);
-		}
-		if (err != RCS_OK) {
-			store_exec(st, "ROLLBACK");
-			return err;
-		}
-		err = store_exec(st, "COMMIT");
-		if (err != RCS_OK)
-			return err;
-		log_info("database migrated to schema %d", v + 1);
-	}
-	return RCS_OK;
+	return db_migrate(st->db, "store", store_migrations, STORE_N_MIGRATIONS, 0);
 }
 
 static pthread_once_t store_once = PTHREAD_ONCE_INIT;
@@ -775,9 +693,7 @@ void store_close(struct store *st)
 {
 	if (st == NULL)
 		return;
-	for (int i = 0; i < st->ncache; i++)
-		sqlite3_finalize(st->cache[i].stmt);
-	st->ncache = 0;
+	db_cache_clear(&st->cache);
 	if (st->db) {
 		/* a clean close checkpoints the WAL into the main file */
 		if (sqlite3_close(st->db) != SQLITE_OK)

@@ -15,20 +15,13 @@
 #include <stddef.h>
 
 #include "buf.h"
+#include "db.h"
 #include "store.h"
-
-#define STORE_CACHE 64 /* prepared statements kept for reuse */
 
 struct store {
 	sqlite3 *db;
-	/* statements of constant SQL, prepared once: re-parsing SQL was half the cost of
-	 * applying a device report (perf, BENCHMARKS.md) */
-	struct {
-		const char *sql; /* a string literal: compared by address */
-		sqlite3_stmt *stmt;
-		bool busy; /* in use (a nested use of the same SQL gets a fresh one) */
-	} cache[STORE_CACHE];
-	int ncache;
+	/* statements of constant SQL, prepared once (common/db.h) */
+	struct db_cache cache;
 	pthread_mutex_t lock; /* recursive */
 	int tx_depth;
 	/* store_after_commit: what runs once the outermost transaction ends (at most
