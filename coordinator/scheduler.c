@@ -53,15 +53,21 @@ static void sched_timers(void *ctx)
 	sched_wake(ctx);
 }
 
-/* Expires jobs past their ttl, has the transport send those whose time came; returns the
- * next deadline (0: none). */
+/*
+ * Expires jobs past their ttl, has the transport send those whose time came; returns the
+ * next deadline (0: none). A deadline that is already past (a job that could not be
+ * expired: the disk is full, say) comes back a second later, not at once: the thread
+ * never spins on storage that fails.
+ */
 static int64_t sched_run(struct sched *s, const struct sched_transport *tr, int64_t now)
 {
 	json_object *ids = NULL;
 	int64_t next = 0;
+	size_t n = 0, moved = 0;
 
 	if (store_jobs_expired(s->st, now, SCHED_EXPIRE_LIMIT, &ids) == RCS_OK) {
-		for (size_t i = 0; i < json_object_array_length(ids); i++) {
+		n = json_object_array_length(ids);
+		for (size_t i = 0; i < n; i++) {
 			struct job_move m = {
 			    .ident = json_object_get_string(json_object_array_get_idx(ids, i)),
 			    .to = JS_EXPIRED,
@@ -70,17 +76,19 @@ static int64_t sched_run(struct sched *s, const struct sched_transport *tr, int6
 			    .now = now,
 			};
 			enum store_move res;
-			lifecycle_move(s->lc, &m, &res, NULL);
+
+			if (lifecycle_move(s->lc, &m, &res, NULL) == RCS_OK)
+				moved++;
 		}
-		/* a full page: more are due at once */
-		if (json_object_array_length(ids) == SCHED_EXPIRE_LIMIT)
-			next = now;
 		json_object_put(ids);
 	}
 	if (tr->ctx && tr->ready(tr->ctx))
 		tr->send_due(tr->ctx, now);
-	if (next == 0)
-		store_next_wakeup(s->st, now, &next);
+	/* a full page that moved: more are due at once */
+	if (n == SCHED_EXPIRE_LIMIT && moved > 0)
+		return now;
+	if (store_next_wakeup(s->st, now, &next) != RCS_OK || (next != 0 && next <= now))
+		next = now + 1;
 	return next;
 }
 

@@ -42,13 +42,14 @@ static void *script_alloc(void *ud, void *ptr, size_t osize, size_t nsize)
 	return p;
 }
 
-/* The line of "chunk:LINE: message", or 0. */
-static int script_line(const char *msg, size_t name_len)
+/* The line of "name:LINE: message", or 0. Script names hold no ':', and Lua may cut a
+ * long name short in its messages: the line is what follows the first ':'. */
+static int script_line(const char *msg)
 {
-	const char *p = msg + name_len;
+	const char *p = strchr(msg, ':');
 	long line = 0;
 
-	if (strlen(msg) <= name_len || *p != ':')
+	if (p == NULL || p[1] < '0' || p[1] > '9')
 		return 0;
 	for (p++; *p >= '0' && *p <= '9' && line < 100000000; p++)
 		line = line * 10 + (*p - '0');
@@ -85,7 +86,7 @@ enum rcs_err script_check(const char *name, const char *src, size_t len, char *m
 		const char *m = lua_tostring(L, -1);
 
 		snprintf(msg, msglen, "%s", m ? m : "does not compile");
-		*line = script_line(msg, strlen(chunk) - 1);
+		*line = script_line(msg);
 	}
 out:
 	if (L != NULL)

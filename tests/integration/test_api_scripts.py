@@ -206,6 +206,10 @@ class ScriptsTest(CoordinatorTest):
                 else:
                     self.assertNotIn("line", r.json["error"]["details"])
                 self.assertError(self.admin.get("/scripts/syntax"), 404, "not_found")
+        # the longest names too (Lua cuts them short in its messages)
+        r = self.put_script("n" * 64, "x = = 2")
+        self.assertError(r, 400, "validation_failed", "source")
+        self.assertEqual(r.json["error"]["details"]["line"], 1, r.raw)
         # an update that does not compile keeps the stored version
         self.put_script("syntax", "return 1\n", 201)
         self.assertError(self.put_script("syntax", "return (\n"), 400, "validation_failed",
