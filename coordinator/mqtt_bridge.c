@@ -120,40 +120,33 @@ struct bridge_out {
 static enum rcs_err bridge_prepare_job(struct bridge *b, const char *ident, bool resend,
 				       bool tv_cache, int64_t now, struct bridge_out *o)
 {
-	json_object *job = NULL, *task, *env_json = NULL;
+	json_object *env_json = NULL;
 	struct task_version own, *tv = NULL;
 	struct proto_envelope env;
-	enum job_status status = JS_INITIAL;
+	struct job_rec job;
 	const char *payload;
-	int64_t sched, ttl;
-	bool online = false;
+	bool online = false, have_job = false;
 	enum rcs_err err;
 
 	memset(&own, 0, sizeof(own));
 	o->payload = NULL;
 	snprintf(o->ident, sizeof(o->ident), "%s", ident);
-	err = store_job_get(b->st, NULL, ident, &job);
+	err = store_job_rec_get(b->st, ident, &job);
 	if (err != RCS_OK)
 		goto out;
-	status_parse(jsonu_member_str(job, "status"), &status);
-	if (resend ? status_is_terminal(status) : status != JS_PENDING)
+	have_job = true;
+	if (resend ? status_is_terminal(job.status) : job.status != JS_PENDING)
 		goto out; /* moved on meanwhile: nothing to do */
 	if (!resend) {
 		/* an offline device's job waits pending; it goes out when the device is back */
-		err = store_device_presence(b->st, jsonu_member_str(job, "client_root"),
-					    jsonu_member_str(job, "entity_ident"), &online);
+		err = store_device_presence(b->st, job.client_root, job.entity_ident, &online);
 		if (err != RCS_OK || !online)
 			goto out;
 	}
-	task = jsonu_member(job, "task");
 	if (tv_cache) {
-		err =
-		    bridge_task_version(b, jsonu_member_str(task, "ident"),
-					json_object_get_int64(jsonu_member(task, "version")), &tv);
+		err = bridge_task_version(b, job.task_ident, job.task_version, &tv);
 	} else {
-		err = store_task_version_get(b->st, jsonu_member_str(task, "ident"),
-					     json_object_get_int64(jsonu_member(task, "version")),
-					     &own);
+		err = store_task_version_get(b->st, job.task_ident, job.task_version, &own);
 		tv = &own;
 	}
 	if (err != RCS_OK)
@@ -173,26 +166,21 @@ static enum rcs_err bridge_prepare_job(struct bridge *b, const char *ident, bool
 	}
 	memset(&env, 0, sizeof(env));
 	snprintf(env.job, sizeof(env.job), "%s", ident);
-	snprintf(env.client_root, sizeof(env.client_root), "%s",
-		 jsonu_member_str(job, "client_root"));
-	snprintf(env.entity_ident, sizeof(env.entity_ident), "%s",
-		 jsonu_member_str(job, "entity_ident"));
-	snprintf(env.task_ident, sizeof(env.task_ident), "%s", jsonu_member_str(task, "ident"));
-	env.task_version = json_object_get_int64(jsonu_member(task, "version"));
-	env.task_name = jsonu_member_str(task, "name");
+	snprintf(env.client_root, sizeof(env.client_root), "%s", job.client_root);
+	snprintf(env.entity_ident, sizeof(env.entity_ident), "%s", job.entity_ident);
+	snprintf(env.task_ident, sizeof(env.task_ident), "%s", job.task_ident);
+	env.task_version = job.task_version;
+	env.task_name = job.task_name;
 	env.script_name = tv->script_name;
 	snprintf(env.script_sha256, sizeof(env.script_sha256), "%s", tv->script_sha256);
 	env.script_source = tv->script_src;
 	env.script_len = tv->script_len;
 	env.constants = tv->constants;
 	env.variables_info = tv->variables_info;
-	env.variables = jsonu_member(job, "variables");
+	env.variables = job.variables;
 	env.signature = tv->signature;
 	env.issued_at = now;
-	sched = json_object_get_int64(jsonu_member(job, "scheduled_time"));
-	ttl = json_object_get_int64(jsonu_member(job, "ttl"));
-	env.expires_at =
-	    store_job_expiry(json_object_get_int64(jsonu_member(job, "created_at")), sched, ttl);
+	env.expires_at = store_job_expiry(job.created_at, job.scheduled_time, job.ttl);
 	env.timeout = tv->timeout;
 	env_json = proto_envelope_encode(&env);
 	payload = jsonu_dump(env_json, &o->len);
@@ -207,7 +195,8 @@ out:
 	store_task_version_free(&own);
 	if (env_json)
 		json_object_put(env_json);
-	json_object_put(job);
+	if (have_job)
+		store_job_rec_free(&job);
 	return err;
 }
 

@@ -240,6 +240,26 @@ struct job_batch {
  * history, in one transaction. */
 enum rcs_err store_jobs_create(struct store *st, const struct job_batch *b);
 
+/*
+ * A job as the coordinator works with it (the API's JSON is made from the store's
+ * records elsewhere): typed fields, variables as the JSON object they are sent as.
+ * Times are Unix seconds, 0 when unset. Free with store_job_rec_free.
+ */
+struct job_rec {
+	char ident[UUID_STR_LEN];
+	char client_root[UUID_STR_LEN];
+	char entity_ident[UUID_STR_LEN];
+	char task_ident[UUID_STR_LEN];
+	long long task_version;
+	char *task_name;
+	enum job_status status;
+	json_object *variables;
+	int64_t created_at, scheduled_time, ttl;
+};
+/* The job (of any tenant): RCS_ERR_NOTFOUND when there is none. */
+enum rcs_err store_job_rec_get(struct store *st, const char *ident, struct job_rec *out);
+void store_job_rec_free(struct job_rec *r);
+
 /* client_root NULL: any tenant (internal callers). */
 /*
  * The job record as JSON text (the same record store_job_get builds), appended

@@ -5,6 +5,7 @@
 #include "store_int.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "jsonu.h"
@@ -214,6 +215,68 @@ out:
 	store_release(st, ins);
 	store_release(st, hist);
 	return store_sp_end(st, err);
+}
+
+/* A TEXT column, "" for NULL. */
+static const char *rec_text(sqlite3_stmt *s, int i)
+{
+	const char *t = store_col_text(s, i);
+
+	return t ? t : "";
+}
+
+enum rcs_err store_job_rec_get(struct store *st, const char *ident, struct job_rec *out)
+{
+	sqlite3_stmt *s = NULL;
+	enum rcs_err err;
+	int rc;
+
+	memset(out, 0, sizeof(*out));
+	store_lock(st);
+	err = store_prepare(st,
+			    "SELECT ident, client_root, entity_ident, task_ident, task_version,"
+			    " task_name, status, variables, created_at, scheduled_time, ttl"
+			    " FROM jobs WHERE ident = ?1",
+			    &s);
+	if (err != RCS_OK)
+		goto out;
+	store_bind_text(s, 1, ident);
+	rc = sqlite3_step(s);
+	if (rc != SQLITE_ROW) {
+		err = rc == SQLITE_DONE ? RCS_ERR_NOTFOUND : store_rc(st->db, rc, "job");
+		goto out;
+	}
+	snprintf(out->ident, sizeof(out->ident), "%s", rec_text(s, 0));
+	snprintf(out->client_root, sizeof(out->client_root), "%s", rec_text(s, 1));
+	snprintf(out->entity_ident, sizeof(out->entity_ident), "%s", rec_text(s, 2));
+	snprintf(out->task_ident, sizeof(out->task_ident), "%s", rec_text(s, 3));
+	out->task_version = sqlite3_column_int64(s, 4);
+	out->task_name = strdup(rec_text(s, 5));
+	if (!status_parse(rec_text(s, 6), &out->status))
+		out->status = JS_INITIAL;
+	out->variables = store_col_json(s, 7);
+	out->created_at = sqlite3_column_int64(s, 8);
+	out->scheduled_time = sqlite3_column_int64(s, 9); /* NULL reads 0 */
+	out->ttl = sqlite3_column_int64(s, 10);
+	if (out->task_name == NULL) {
+		err = RCS_ERR_NOMEM;
+		goto out;
+	}
+	err = RCS_OK;
+out:
+	store_release(st, s);
+	store_unlock(st);
+	if (err != RCS_OK)
+		store_job_rec_free(out);
+	return err;
+}
+
+void store_job_rec_free(struct job_rec *r)
+{
+	free(r->task_name);
+	r->task_name = NULL;
+	json_object_put(r->variables);
+	r->variables = NULL;
 }
 
 enum rcs_err store_job_get(struct store *st, const char *client_root, const char *ident,

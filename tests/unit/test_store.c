@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "manifest.h"
+#include "jsonu.h"
 #include "store.h"
 
 struct fixture {
@@ -308,6 +309,26 @@ static void test_job_lifecycle(void **state)
 	assert_string_equal(jstr(job, "status"), "pending");
 	assert_true(json_object_object_get_ex(job, "target", NULL));
 	assert_true(json_object_object_get_ex(job, "payload", NULL));
+	{
+		/* the typed record says what the API's record says */
+		struct job_rec rec;
+
+		assert_int_equal(store_job_rec_get(f->st, jobs[0].ident, &rec), RCS_OK);
+		assert_string_equal(rec.ident, jobs[0].ident);
+		assert_string_equal(rec.client_root, jstr(job, "client_root"));
+		assert_string_equal(rec.entity_ident, jstr(job, "entity_ident"));
+		assert_int_equal(rec.status, JS_PENDING);
+		assert_string_equal(rec.task_ident, jstr(jsonu_member(job, "task"), "ident"));
+		assert_int_equal(rec.task_version, jint(jsonu_member(job, "task"), "version"));
+		assert_string_equal(rec.task_name, jstr(jsonu_member(job, "task"), "name"));
+		assert_int_equal(rec.created_at, jint(job, "created_at"));
+		assert_true(json_object_equal(rec.variables, jsonu_member(job, "variables")));
+		store_job_rec_free(&rec);
+		assert_int_equal(store_job_rec_get(f->st, "00000000-0000-7000-8000-000000000000",
+						   &rec),
+				 RCS_ERR_NOTFOUND);
+		assert_null(rec.task_name);
+	}
 	json_object_put(job);
 
 	assert_int_equal(job_column(f, jobs[0].ident, "sent_at"), -1);
