@@ -155,12 +155,8 @@ static void *sched_thread(void *arg)
 		if (next_deadline && (until == 0 || next_deadline < until))
 			until = next_deadline;
 		now = (int64_t)time(NULL);
-		if (until != 0 && until <= now)
-			timeout_ms = 0;
-		else if (until != 0 && until - now < SCHED_MAX_SLEEP)
-			timeout_ms = (int)((until - now) * 1000);
-		else
-			timeout_ms = SCHED_MAX_SLEEP * 1000;
+		/* deadlines are whole seconds: due now, or the next look a second away at most */
+		timeout_ms = until != 0 && until <= now ? 0 : SCHED_MAX_SLEEP * 1000;
 		if (poll(pfd, 2, timeout_ms) < 0 && errno != EINTR)
 			log_warn("poll");
 		if (pfd[0].revents & POLLIN) {
