@@ -1,8 +1,9 @@
 /*
- * store.c - the core of the coordinator's SQLite storage: the schema and its migrations,
- * opening, the statement cache, transactions and savepoints, and the helpers every domain
- * file of the store uses (store_int.h). The domains are store_keys.c, store_tasks.c,
- * store_devices.c, store_jobs.c, store_queues.c and store_outbox.c (docs/architecture.md).
+ * store.c - the core of the coordinator's storage, whatever the engine: opening through a
+ * backend (store_sqlite.c), the lock, transactions and savepoints, after-commit actions, and
+ * the helpers every domain file of the store uses (store_int.h). The domains are
+ * store_keys.c, store_tasks.c, store_devices.c, store_jobs.c, store_queues.c and
+ * store_outbox.c (docs/architecture.md).
  */
 #include "store_int.h"
 
@@ -15,190 +16,6 @@
 #include "db.h"
 #include "jsonu.h"
 #include "log.h"
-
-/* ---- schema ---- */
-
-/* The statuses of a job on its way to or on the device (jobs_inflight's condition;
- * the queries that use the index say it the same way). */
-static const char *const store_migrations[] = {
-    /* 1: the first schema */
-    "CREATE TABLE tenants(\n"
-    "  client_root TEXT PRIMARY KEY,\n"
-    "  created_at INTEGER NOT NULL\n"
-    ") WITHOUT ROWID;\n"
-    "CREATE TABLE api_keys(\n"
-    "  ident TEXT PRIMARY KEY,\n"
-    "  client_root TEXT NOT NULL REFERENCES tenants(client_root),\n"
-    "  user TEXT NOT NULL,\n"
-    "  role TEXT NOT NULL,\n"
-    "  key_hash TEXT NOT NULL UNIQUE,\n"
-    "  created_at INTEGER NOT NULL,\n"
-    "  revoked_at INTEGER\n"
-    ");\n"
-    "CREATE INDEX api_keys_tenant ON api_keys(client_root);\n"
-    "CREATE TABLE script_blobs(\n"
-    "  sha256 TEXT PRIMARY KEY,\n"
-    "  source BLOB NOT NULL\n"
-    ") WITHOUT ROWID;\n"
-    "CREATE TABLE scripts(\n"
-    "  client_root TEXT NOT NULL,\n" /* '' for stock scripts */
-    "  name TEXT NOT NULL,\n"
-    "  sha256 TEXT NOT NULL REFERENCES script_blobs(sha256),\n"
-    "  size INTEGER NOT NULL,\n"
-    "  updated_at INTEGER NOT NULL,\n"
-    "  PRIMARY KEY(client_root, name)\n"
-    ") WITHOUT ROWID;\n"
-    "CREATE TABLE tasks(\n"
-    "  ident TEXT PRIMARY KEY,\n"
-    "  client_root TEXT NOT NULL REFERENCES tenants(client_root),\n"
-    "  version INTEGER NOT NULL,\n"
-    "  name TEXT NOT NULL,\n"
-    "  script TEXT NOT NULL,\n"
-    "  variables_info TEXT NOT NULL,\n"
-    "  constants TEXT NOT NULL,\n"
-    "  comment TEXT NOT NULL,\n"
-    "  active INTEGER NOT NULL,\n"
-    "  public INTEGER NOT NULL,\n"
-    "  hide INTEGER NOT NULL,\n"
-    "  allow_offline INTEGER NOT NULL,\n"
-    "  timeout INTEGER NOT NULL,\n"
-    "  created_user TEXT NOT NULL,\n"
-    "  update_user TEXT,\n"
-    "  created_at INTEGER NOT NULL,\n"
-    "  update_at INTEGER NOT NULL,\n"
-    "  mail_list TEXT NOT NULL,\n"
-    "  status_list TEXT NOT NULL,\n"
-    "  script_sha256 TEXT NOT NULL,\n"
-    "  signature TEXT,\n"
-    "  deleted INTEGER NOT NULL DEFAULT 0\n"
-    ");\n"
-    "CREATE INDEX tasks_tenant ON tasks(client_root, deleted, ident);\n"
-    "CREATE INDEX tasks_script ON tasks(client_root, script);\n"
-    "CREATE TABLE task_versions(\n"
-    "  task_ident TEXT NOT NULL REFERENCES tasks(ident),\n"
-    "  version INTEGER NOT NULL,\n"
-    "  script_name TEXT NOT NULL,\n"
-    "  script_sha256 TEXT NOT NULL REFERENCES script_blobs(sha256),\n"
-    "  constants TEXT NOT NULL,\n"
-    "  variables_info TEXT NOT NULL,\n"
-    "  timeout INTEGER NOT NULL,\n"
-    "  signature TEXT,\n"
-    "  PRIMARY KEY(task_ident, version)\n"
-    ") WITHOUT ROWID;\n"
-    "CREATE TABLE devices(\n"
-    "  entity_ident TEXT PRIMARY KEY,\n"
-    "  client_root TEXT NOT NULL REFERENCES tenants(client_root),\n"
-    "  name TEXT NOT NULL,\n"
-    "  tags TEXT NOT NULL,\n"
-    "  reported_tags TEXT NOT NULL DEFAULT '[]',\n"
-    "  online INTEGER NOT NULL DEFAULT 0,\n"
-    "  last_seen INTEGER,\n"
-    "  agent_version TEXT,\n"
-    "  created_at INTEGER NOT NULL,\n"
-    "  update_at INTEGER NOT NULL\n"
-    ");\n"
-    "CREATE INDEX devices_tenant ON devices(client_root, entity_ident);\n"
-    "CREATE TABLE device_tags(\n"
-    "  client_root TEXT NOT NULL,\n"
-    "  tag TEXT NOT NULL,\n"
-    "  entity_ident TEXT NOT NULL REFERENCES devices(entity_ident) ON DELETE CASCADE,\n"
-    "  reported INTEGER NOT NULL,\n"
-    "  PRIMARY KEY(client_root, tag, entity_ident, reported)\n"
-    ") WITHOUT ROWID;\n"
-    "CREATE INDEX device_tags_device ON device_tags(entity_ident);\n"
-    "CREATE TABLE groups(\n"
-    "  ident TEXT PRIMARY KEY,\n"
-    "  client_root TEXT NOT NULL REFERENCES tenants(client_root),\n"
-    "  name TEXT NOT NULL,\n"
-    "  task_ident TEXT NOT NULL,\n"
-    "  created_user TEXT NOT NULL,\n"
-    "  created_at INTEGER NOT NULL\n"
-    ");\n"
-    "CREATE INDEX groups_tenant ON groups(client_root, ident);\n"
-    "CREATE TABLE jobs(\n"
-    "  ident TEXT PRIMARY KEY,\n"
-    "  client_root TEXT NOT NULL REFERENCES tenants(client_root),\n"
-    "  task_ident TEXT NOT NULL,\n"
-    "  task_version INTEGER NOT NULL,\n"
-    "  task_name TEXT NOT NULL,\n"
-    "  group_ident TEXT REFERENCES groups(ident),\n"
-    "  entity_ident TEXT NOT NULL,\n"
-    "  status TEXT NOT NULL,\n"
-    "  comment TEXT,\n"
-    "  created_user TEXT NOT NULL,\n"
-    "  created_at INTEGER NOT NULL,\n"
-    "  update_at INTEGER NOT NULL,\n"
-    "  scheduled_time INTEGER,\n"
-    "  response_time INTEGER,\n"
-    "  ttl INTEGER,\n"
-    "  response TEXT,\n"
-    "  variables TEXT NOT NULL,\n"
-    "  mail_list TEXT NOT NULL,\n"
-    "  status_list TEXT NOT NULL,\n"
-    "  task_mail_list TEXT NOT NULL,\n"
-    "  task_status_list TEXT NOT NULL,\n"
-    "  last_seq INTEGER NOT NULL DEFAULT 0,\n"
-    "  n_history INTEGER NOT NULL DEFAULT 0,\n"
-    "  expires_at INTEGER,\n"
-    "  sent_at INTEGER,\n"
-    "  sends INTEGER NOT NULL DEFAULT 0,\n"
-    "  FOREIGN KEY(task_ident, task_version) REFERENCES task_versions(task_ident, version)\n"
-    ");\n"
-    "CREATE INDEX jobs_tenant ON jobs(client_root, ident);\n"
-    "CREATE INDEX jobs_group ON jobs(group_ident, ident) WHERE group_ident IS NOT NULL;\n"
-    "CREATE INDEX jobs_task ON jobs(client_root, task_ident, ident);\n"
-    "CREATE INDEX jobs_entity ON jobs(client_root, entity_ident, ident);\n"
-    "CREATE INDEX jobs_status ON jobs(client_root, status, ident);\n"
-    /* the transport's and scheduler's queries */
-    "CREATE INDEX jobs_pending ON jobs(entity_ident, scheduled_time) WHERE status = 'pending';\n"
-    "CREATE INDEX jobs_sched ON jobs(scheduled_time) WHERE status = 'pending';\n"
-    "CREATE INDEX jobs_unacked ON jobs(entity_ident) WHERE status = 'transmited';\n"
-    "CREATE INDEX jobs_inflight ON jobs(update_at) WHERE status IN"
-    " ('transmited', 'edge_transmitted', 'edge_started', 'edge_running');\n"
-    "CREATE INDEX jobs_ttl ON jobs(expires_at) WHERE expires_at IS NOT NULL AND"
-    " status IN ('pending', 'transmited');\n"
-    "CREATE TABLE job_history(\n"
-    "  job_ident TEXT NOT NULL REFERENCES jobs(ident),\n"
-    "  n INTEGER NOT NULL,\n"
-    "  status TEXT NOT NULL,\n"
-    "  at INTEGER NOT NULL,\n"
-    "  response TEXT,\n"
-    "  response_time INTEGER,\n"
-    "  seq INTEGER NOT NULL DEFAULT 0,\n"
-    "  PRIMARY KEY(job_ident, n)\n"
-    ") WITHOUT ROWID;\n"
-    /* one row per (job, status, address): the outbox of e-mail notifications */
-    "CREATE TABLE notifications(\n"
-    "  id INTEGER PRIMARY KEY,\n"
-    "  job_ident TEXT NOT NULL REFERENCES jobs(ident),\n"
-    "  client_root TEXT NOT NULL,\n"
-    "  status TEXT NOT NULL,\n"
-    "  address TEXT NOT NULL,\n"
-    "  state TEXT NOT NULL,\n"
-    "  attempts INTEGER NOT NULL DEFAULT 0,\n"
-    "  created_at INTEGER NOT NULL,\n"
-    "  next_at INTEGER NOT NULL,\n"
-    "  sent_at INTEGER,\n"
-    "  last_error TEXT,\n"
-    "  UNIQUE(job_ident, status, address)\n"
-    ");\n"
-    "CREATE INDEX notifications_due ON notifications(state, next_at);\n"
-    "CREATE INDEX notifications_tenant ON notifications(client_root, state, sent_at);\n",
-    /*
-     * 2: cheaper status changes. jobs_sched holds only jobs with a scheduled_time
-     * (the queries that use it compare scheduled_time, so a job sent at once
-     * never enters it); jobs_inflight's condition is a chain of comparisons
-     * instead of an IN list, which SQLite evaluated with two temporary tables
-     * on every UPDATE of a job's status.
-     */
-    "DROP INDEX jobs_sched;\n"
-    "CREATE INDEX jobs_sched ON jobs(scheduled_time) WHERE status = 'pending' AND"
-    " scheduled_time IS NOT NULL;\n"
-    "DROP INDEX jobs_inflight;\n"
-    "CREATE INDEX jobs_inflight ON jobs(update_at) WHERE " JOBS_INFLIGHT ";\n",
-};
-
-#define STORE_N_MIGRATIONS (sizeof(store_migrations) / sizeof(store_migrations[0]))
 
 /* ---- helpers ---- */
 
@@ -219,36 +36,89 @@ void store_unlock(struct store *st)
 
 enum rcs_err store_exec(struct store *st, const char *sql)
 {
-	char *msg = NULL;
-	int rc = sqlite3_exec(st->db, sql, NULL, NULL, &msg);
-
-	if (rc != SQLITE_OK) {
-		log_warnx("%s: %s", sql, msg ? msg : sqlite3_errstr(rc));
-		sqlite3_free(msg);
-		return store_rc(st->db, rc, "exec");
-	}
-	return RCS_OK;
+	return st->be->exec(st, sql);
 }
 
 /* Runs one parameterless statement of constant SQL through the statement cache
  * (transaction control on every write: parsed once, not per call). */
 enum rcs_err store_run(struct store *st, const char *sql)
 {
-	sqlite3_stmt *s = NULL;
+	struct store_stmt *s = NULL;
 	enum rcs_err err;
-	int rc;
 
-	err = store_prepare(st, sql, &s);
-	if (err != RCS_OK)
-		goto out;
-	rc = sqlite3_step(s);
-	if (rc != SQLITE_DONE && rc != SQLITE_ROW) {
-		log_warnx("%s: %s", sql, sqlite3_errmsg(st->db));
-		err = store_rc(st->db, rc, "run");
-	}
-out:
-	store_release(st, s);
+	err = store_stmt(st, sql, &s);
+	if (err == RCS_OK)
+		err = store_done(st, s, sql);
+	store_stmt_done(st, s);
 	return err;
+}
+
+/* ---- statements through the backend ---- */
+
+enum rcs_err store_stmt(struct store *st, const char *sql, struct store_stmt **out)
+{
+	return st->be->prepare(st, sql, true, out);
+}
+
+enum rcs_err store_stmt_fresh(struct store *st, const char *sql, struct store_stmt **out)
+{
+	return st->be->prepare(st, sql, false, out);
+}
+
+void store_stmt_done(struct store *st, struct store_stmt *s)
+{
+	if (s != NULL)
+		st->be->release(st, s);
+}
+
+enum rcs_err store_next(struct store *st, struct store_stmt *s, const char *what, bool *row)
+{
+	return st->be->step(st, s, what, row);
+}
+
+enum rcs_err store_done(struct store *st, struct store_stmt *s, const char *what)
+{
+	bool row = false;
+
+	return st->be->step(st, s, what, &row);
+}
+
+long long store_changes(struct store *st)
+{
+	return st->be->changes(st);
+}
+
+char *store_val_dup(struct store_stmt *s, int i, enum rcs_err *err)
+{
+	const char *t = store_val_text(s, i);
+	size_t n;
+	char *c;
+
+	if (t == NULL)
+		return NULL;
+	n = store_val_len(s, i);
+	c = malloc(n + 1);
+	if (c == NULL) {
+		*err = RCS_ERR_NOMEM;
+		return NULL;
+	}
+	memcpy(c, t, n);
+	c[n] = '\0';
+	return c;
+}
+
+void store_val_copy(struct store_stmt *s, int i, char *dst, size_t size)
+{
+	const char *t = store_val_text(s, i);
+	size_t n = t ? store_val_len(s, i) : 0;
+
+	if (size == 0)
+		return;
+	if (n >= size)
+		n = size - 1;
+	if (n > 0)
+		memcpy(dst, t, n);
+	dst[n] = '\0';
 }
 
 enum rcs_err store_prepare_fresh(struct store *st, const char *sql, sqlite3_stmt **out)
@@ -503,6 +373,44 @@ enum rcs_err store_page_query(struct store *st, const char *cols, const char *fr
 	return RCS_OK;
 }
 
+enum rcs_err store_page_rows(struct store *st, const char *cols, const char *from,
+			     const struct store_qb *q, const char *order,
+			     const struct store_page *pg, long long *total, struct store_stmt **s)
+{
+	char sql[4096];
+	enum rcs_err err;
+	bool row = false;
+
+	*total = 0;
+	*s = NULL;
+	if ((size_t)snprintf(sql, sizeof(sql), "SELECT count(*) FROM %s%s", from, q->where) >=
+	    sizeof(sql))
+		return RCS_ERR_INTERNAL;
+	err = store_stmt_fresh(st, sql, s);
+	if (err != RCS_OK)
+		return err;
+	for (int i = 0; i < q->n; i++)
+		store_arg_text(*s, i + 1, q->params[i]);
+	err = store_next(st, *s, "count", &row);
+	if (err == RCS_OK && row)
+		*total = store_val_int(*s, 0);
+	store_stmt_done(st, *s);
+	*s = NULL;
+	if (err != RCS_OK)
+		return err;
+	if ((size_t)snprintf(sql, sizeof(sql), "SELECT %s FROM %s%s ORDER BY %s LIMIT ?%d OFFSET ?%d",
+			     cols, from, q->where, order, q->n + 1, q->n + 2) >= sizeof(sql))
+		return RCS_ERR_INTERNAL;
+	err = store_stmt_fresh(st, sql, s);
+	if (err != RCS_OK)
+		return err;
+	for (int i = 0; i < q->n; i++)
+		store_arg_text(*s, i + 1, q->params[i]);
+	store_arg_int(*s, q->n + 1, pg->per_page);
+	store_arg_int(*s, q->n + 2, (pg->page - 1) * pg->per_page);
+	return RCS_OK;
+}
+
 /* Runs "SELECT count(*) FROM <from><where>" and "SELECT <cols> FROM <from><where>
  * ORDER BY <order> LIMIT ? OFFSET ?" and wraps the rows as a page. */
 enum rcs_err store_list(struct store *st, const char *cols, const char *from,
@@ -633,29 +541,15 @@ out:
 
 /* ---- open, close, transactions ---- */
 
-static enum rcs_err store_migrate(struct store *st)
-{
-	return db_migrate(st->db, "store", store_migrations, STORE_N_MIGRATIONS, 0);
-}
-
-static pthread_once_t store_once = PTHREAD_ONCE_INIT;
-
-static void store_global_init(void)
-{
-	sqlite3_config(SQLITE_CONFIG_MEMSTATUS, 0);
-	sqlite3_initialize();
-}
+/* ---- open, close, transactions ---- */
 
 enum rcs_err store_open(const char *path, struct store **out)
 {
 	struct store *st = NULL;
 	pthread_mutexattr_t attr;
 	enum rcs_err err = RCS_ERR_NOMEM;
-	int rc;
 
 	*out = NULL;
-	/* allocation statistics cost a global lock per malloc; nothing here reads them */
-	pthread_once(&store_once, store_global_init);
 	st = calloc(1, sizeof(*st));
 	if (st == NULL)
 		goto out;
@@ -663,22 +557,7 @@ enum rcs_err store_open(const char *path, struct store **out)
 	pthread_mutexattr_settype(&attr, PTHREAD_MUTEX_RECURSIVE);
 	pthread_mutex_init(&st->lock, &attr);
 	pthread_mutexattr_destroy(&attr);
-	rc = sqlite3_open_v2(
-	    path, &st->db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX, NULL);
-	if (rc != SQLITE_OK) {
-		log_warnx("%s: %s", path, st->db ? sqlite3_errmsg(st->db) : sqlite3_errstr(rc));
-		err = RCS_ERR_IO;
-		goto out;
-	}
-	sqlite3_busy_timeout(st->db, 10000);
-	sqlite3_extended_result_codes(st->db, 0);
-	err = store_exec(st, "PRAGMA journal_mode = WAL; PRAGMA synchronous = NORMAL;"
-			     "PRAGMA foreign_keys = ON; PRAGMA temp_store = MEMORY;");
-	if (err != RCS_OK) {
-		err = RCS_ERR_IO;
-		goto out;
-	}
-	err = store_migrate(st);
+	err = store_sqlite_open(st, path);
 	if (err != RCS_OK)
 		goto out;
 	*out = st;
@@ -693,12 +572,8 @@ void store_close(struct store *st)
 {
 	if (st == NULL)
 		return;
-	db_cache_clear(&st->cache);
-	if (st->db) {
-		/* a clean close checkpoints the WAL into the main file */
-		if (sqlite3_close(st->db) != SQLITE_OK)
-			log_warnx("close: %s", sqlite3_errmsg(st->db));
-	}
+	if (st->be)
+		st->be->close(st);
 	pthread_mutex_destroy(&st->lock);
 	free(st->actions);
 	free(st);
@@ -706,36 +581,19 @@ void store_close(struct store *st)
 
 enum rcs_err store_ping(struct store *st)
 {
-	sqlite3_stmt *s = NULL;
 	enum rcs_err err;
-	int moved = 0, rc;
 
 	store_lock(st);
-	/* an unlinked file still answers through its open descriptor, but nothing written
-	 * to it survives a restart */
-	if (sqlite3_file_control(st->db, "main", SQLITE_FCNTL_HAS_MOVED, &moved) == SQLITE_OK &&
-	    moved) {
-		log_warnx("the database file was removed or renamed while open");
-		err = RCS_ERR_IO;
-		goto out;
-	}
-	err = store_prepare(st, "SELECT count(*) FROM sqlite_master", &s);
-	if (err != RCS_OK)
-		goto out;
-	rc = sqlite3_step(s);
-	if (rc != SQLITE_ROW)
-		err = store_rc(st->db, rc, "ping");
-out:
-	store_release(st, s);
+	err = st->be->ping(st);
 	store_unlock(st);
 	return err;
 }
 
-/* SQLite rolls a transaction back by itself on some errors (disk full, I/O, out
+/* The engine may roll a transaction back by itself on some errors (disk full, I/O, out
  * of memory): a savepoint begun after that would be a transaction of its own. */
 static bool store_tx_lost(struct store *st)
 {
-	return st->tx_depth > 0 && sqlite3_get_autocommit(st->db);
+	return st->tx_depth > 0 && !st->be->in_tx(st);
 }
 
 enum rcs_err store_tx_begin(struct store *st)
@@ -748,7 +606,7 @@ enum rcs_err store_tx_begin(struct store *st)
 		return RCS_ERR_DB;
 	}
 	/* inside this thread's transaction: a savepoint of it */
-	err = store_run(st, st->tx_depth == 0 ? "BEGIN IMMEDIATE" : "SAVEPOINT tx");
+	err = store_run(st, st->tx_depth == 0 ? st->be->begin_sql : "SAVEPOINT tx");
 	if (err != RCS_OK) {
 		store_unlock(st);
 		return err;
@@ -812,7 +670,7 @@ enum rcs_err store_tx_end(struct store *st, bool commit)
 	}
 	err = store_run(st, commit ? "COMMIT" : "ROLLBACK");
 	/* a COMMIT that failed (disk full) may have rolled back already */
-	if (err != RCS_OK && commit && !sqlite3_get_autocommit(st->db))
+	if (err != RCS_OK && commit && st->be->in_tx(st))
 		store_run(st, "ROLLBACK");
 	st->tx_depth--;
 	if (st->n_actions > 0) {
@@ -869,7 +727,7 @@ enum rcs_err store_sp_begin(struct store *st)
 		return RCS_ERR_DB;
 	}
 	if (st->tx_depth == 0) {
-		enum rcs_err err = store_run(st, "BEGIN IMMEDIATE");
+		enum rcs_err err = store_run(st, st->be->begin_sql);
 		if (err != RCS_OK) {
 			store_unlock(st);
 			return err;
@@ -885,7 +743,7 @@ enum rcs_err store_sp_end(struct store *st, enum rcs_err status)
 
 	if (st->tx_depth == 0) {
 		err = store_run(st, status == RCS_OK ? "COMMIT" : "ROLLBACK");
-		if (err != RCS_OK && status == RCS_OK && !sqlite3_get_autocommit(st->db))
+		if (err != RCS_OK && status == RCS_OK && st->be->in_tx(st))
 			store_run(st, "ROLLBACK");
 	} else if (status == RCS_OK) {
 		err = store_run(st, "RELEASE op");

@@ -75,6 +75,12 @@ struct store_page {
 	const char *name;
 };
 
+/* Where a page of a list stands: the page asked for and the list's total (render.h writes
+ * it as {page, per_page, total_pages, total_items, items}). */
+struct store_page_info {
+	long long page, per_page, total;
+};
+
 /* ---- tenants and API keys ---- */
 
 enum role { ROLE_VIEWER = 0, ROLE_OPERATOR = 1, ROLE_ADMIN = 2 };

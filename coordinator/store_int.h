@@ -18,7 +18,50 @@
 #include "db.h"
 #include "store.h"
 
+/*
+ * The backend seam (docs/architecture.md, "The store"): everything the store's domain files
+ * do with a database goes through these operations, so another engine is a new backend
+ * file (today: store_sqlite.c). A backend's statement begins with struct store_stmt.
+ * SQL text is written in the subset both engines take (parameters as ?N, ON CONFLICT,
+ * RETURNING); where a statement has to differ, st->dialect picks its text.
+ */
+enum store_dialect { STORE_DIALECT_SQLITE };
+
+struct store_stmt {
+	const struct store_backend *be;
+};
+
+struct store_backend {
+	const char *name;
+	enum store_dialect dialect;
+	const char *begin_sql; /* the statement that begins a write transaction */
+	/* statements without rows, ';'-separated */
+	enum rcs_err (*exec)(struct store *st, const char *sql);
+	/* cached: sql is constant text (a literal or static array), prepared once */
+	enum rcs_err (*prepare)(struct store *st, const char *sql, bool cached,
+				struct store_stmt **out);
+	void (*release)(struct store *st, struct store_stmt *s);
+	/* *row true: a row is there to read; false: done */
+	enum rcs_err (*step)(struct store *st, struct store_stmt *s, const char *what, bool *row);
+	void (*bind_text)(struct store_stmt *s, int i, const char *v, size_t len);
+	void (*bind_int)(struct store_stmt *s, int i, long long v);
+	void (*bind_null)(struct store_stmt *s, int i);
+	bool (*is_null)(struct store_stmt *s, int i);
+	const char *(*text)(struct store_stmt *s, int i); /* NULL for NULL */
+	size_t (*len)(struct store_stmt *s, int i);
+	long long (*integer)(struct store_stmt *s, int i);
+	long long (*changes)(struct store *st); /* rows the last write changed */
+	/* a transaction is open (false after the engine ended one by itself on an I/O error
+	 * or a full disk) */
+	bool (*in_tx)(struct store *st);
+	enum rcs_err (*ping)(struct store *st);
+	void (*close)(struct store *st);
+};
+
 struct store {
+	const struct store_backend *be;
+	enum store_dialect dialect;
+	/* the SQLite backend's connection and statement cache (store_sqlite.c) */
 	sqlite3 *db;
 	/* statements of constant SQL, prepared once (common/db.h) */
 	struct db_cache cache;
@@ -64,7 +107,85 @@ struct store_qb_opts {
 	char order[160];
 };
 
-/* ---- connection, statements (store.c) ---- */
+/* Opens the SQLite backend's database at path into st (store_sqlite.c). */
+enum rcs_err store_sqlite_open(struct store *st, const char *path);
+
+/* ---- statements through the backend (the domain files' only way to the database) ---- */
+
+/* A statement of constant SQL (a literal or static array), prepared once and kept. */
+enum rcs_err store_stmt(struct store *st, const char *sql, struct store_stmt **out);
+/* A statement of SQL built at run time, for this use only. */
+enum rcs_err store_stmt_fresh(struct store *st, const char *sql, struct store_stmt **out);
+/* Ends the use of a statement (NULL is fine). */
+void store_stmt_done(struct store *st, struct store_stmt *s);
+/* Steps s: *row true when a row is there to read, false when done; errors logged with what. */
+enum rcs_err store_next(struct store *st, struct store_stmt *s, const char *what, bool *row);
+/* Steps a write (or a one-row read) to its end: RCS_OK, or the error. */
+enum rcs_err store_done(struct store *st, struct store_stmt *s, const char *what);
+long long store_changes(struct store *st);
+
+/* Parameters, numbered from 1: text NULL binds NULL; store_arg_opt_int binds 0 as NULL. */
+static inline void store_arg_text(struct store_stmt *s, int i, const char *v)
+{
+	if (v)
+		s->be->bind_text(s, i, v, (size_t)-1);
+	else
+		s->be->bind_null(s, i);
+}
+static inline void store_arg_textn(struct store_stmt *s, int i, const char *v, size_t len)
+{
+	s->be->bind_text(s, i, v, len);
+}
+static inline void store_arg_int(struct store_stmt *s, int i, long long v)
+{
+	s->be->bind_int(s, i, v);
+}
+static inline void store_arg_null(struct store_stmt *s, int i)
+{
+	s->be->bind_null(s, i);
+}
+static inline void store_arg_opt_int(struct store_stmt *s, int i, long long v)
+{
+	if (v)
+		s->be->bind_int(s, i, v);
+	else
+		s->be->bind_null(s, i);
+}
+
+/* Columns of the current row, numbered from 0. Text is the statement's until the next step. */
+static inline bool store_val_null(struct store_stmt *s, int i)
+{
+	return s->be->is_null(s, i);
+}
+static inline const char *store_val_text(struct store_stmt *s, int i)
+{
+	return s->be->text(s, i);
+}
+static inline size_t store_val_len(struct store_stmt *s, int i)
+{
+	return s->be->len(s, i);
+}
+static inline long long store_val_int(struct store_stmt *s, int i)
+{
+	return s->be->integer(s, i);
+}
+static inline bool store_val_bool(struct store_stmt *s, int i)
+{
+	return s->be->integer(s, i) != 0;
+}
+/* A malloc'd copy of a text column (NULL for NULL, or when out of memory: *err set). */
+char *store_val_dup(struct store_stmt *s, int i, enum rcs_err *err);
+/* Copies a text column into a fixed buffer (truncated to size - 1; "" for NULL). */
+void store_val_copy(struct store_stmt *s, int i, char *dst, size_t size);
+
+/* store_page_query for any backend: *total and a statement of the page's rows, bound and
+ * ready to step (the caller ends it with store_stmt_done). Caller holds the lock. */
+enum rcs_err store_page_rows(struct store *st, const char *cols, const char *from,
+			     const struct store_qb *q, const char *order,
+			     const struct store_page *pg, long long *total, struct store_stmt **s);
+
+/* ---- connection, statements (store.c; the SQLite forms below go with the domain files
+ * that still use them) ---- */
 
 /* SQLite's result code as an rcs_err (logged with what). */
 enum rcs_err store_rc(sqlite3 *db, int rc, const char *what);

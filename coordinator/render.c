@@ -1,0 +1,250 @@
+/*
+ * render.c - records to the API's JSON text (render.h). The writer below, then one
+ * function per record.
+ */
+#include "render.h"
+
+#include <stdio.h>
+#include <string.h>
+
+void render_init(struct render *w, struct buf *out)
+{
+	memset(w, 0, sizeof(*w));
+	w->out = out;
+	w->first[0] = true;
+}
+
+enum rcs_err render_end(struct render *w)
+{
+	if (w->err == RCS_OK && w->depth != 0)
+		w->err = RCS_ERR_INTERNAL;
+	return w->err;
+}
+
+static void render_put(struct render *w, const char *s, size_t n)
+{
+	if (w->err == RCS_OK)
+		w->err = buf_append(w->out, s, n);
+}
+
+/* What goes before a value: a comma between array elements (a key wrote its own). */
+static void render_sep(struct render *w)
+{
+	if (w->after_key) {
+		w->after_key = false;
+		return;
+	}
+	if (!w->first[w->depth])
+		render_put(w, ",", 1);
+	w->first[w->depth] = false;
+}
+
+static void render_open(struct render *w, char c)
+{
+	render_sep(w);
+	render_put(w, &c, 1);
+	if (w->depth + 1 >= RENDER_MAX_DEPTH) {
+		if (w->err == RCS_OK)
+			w->err = RCS_ERR_INTERNAL;
+		return;
+	}
+	w->depth++;
+	w->first[w->depth] = true;
+}
+
+static void render_close(struct render *w, char c)
+{
+	if (w->depth == 0) {
+		if (w->err == RCS_OK)
+			w->err = RCS_ERR_INTERNAL;
+		return;
+	}
+	w->depth--;
+	render_put(w, &c, 1);
+}
+
+void render_obj_open(struct render *w)
+{
+	render_open(w, '{');
+}
+
+void render_obj_close(struct render *w)
+{
+	render_close(w, '}');
+}
+
+void render_arr_open(struct render *w)
+{
+	render_open(w, '[');
+}
+
+void render_arr_close(struct render *w)
+{
+	render_close(w, ']');
+}
+
+/* The string's bytes, escaped as RFC 8259 requires; the rest (valid UTF-8, checked where
+ * it came in) as it is, a run at a time. */
+static void render_escaped(struct render *w, const char *s, size_t len)
+{
+	size_t run = 0;
+
+	render_put(w, "\"", 1);
+	for (size_t i = 0; i < len; i++) {
+		unsigned char c = (unsigned char)s[i];
+		char esc[8];
+		size_t n = 0;
+
+		if (c >= 0x20 && c != '"' && c != '\\')
+			continue;
+		render_put(w, s + run, i - run);
+		run = i + 1;
+		switch (c) {
+		case '"':
+			n = 2, memcpy(esc, "\\\"", 2);
+			break;
+		case '\\':
+			n = 2, memcpy(esc, "\\\\", 2);
+			break;
+		case '\n':
+			n = 2, memcpy(esc, "\\n", 2);
+			break;
+		case '\r':
+			n = 2, memcpy(esc, "\\r", 2);
+			break;
+		case '\t':
+			n = 2, memcpy(esc, "\\t", 2);
+			break;
+		case '\b':
+			n = 2, memcpy(esc, "\\b", 2);
+			break;
+		case '\f':
+			n = 2, memcpy(esc, "\\f", 2);
+			break;
+		default:
+			n = (size_t)snprintf(esc, sizeof(esc), "\\u%04x", c);
+			break;
+		}
+		render_put(w, esc, n);
+	}
+	render_put(w, s + run, len - run);
+	render_put(w, "\"", 1);
+}
+
+void render_key(struct render *w, const char *key)
+{
+	render_sep(w);
+	render_escaped(w, key, strlen(key));
+	render_put(w, ":", 1);
+	w->after_key = true;
+}
+
+void render_strn(struct render *w, const char *s, size_t len)
+{
+	render_sep(w);
+	if (s == NULL)
+		render_put(w, "null", 4);
+	else
+		render_escaped(w, s, len);
+}
+
+void render_str(struct render *w, const char *s)
+{
+	render_strn(w, s, s ? strlen(s) : 0);
+}
+
+void render_int(struct render *w, long long v)
+{
+	char num[24];
+	int n = snprintf(num, sizeof(num), "%lld", v);
+
+	render_sep(w);
+	render_put(w, num, (size_t)n);
+}
+
+void render_bool(struct render *w, bool v)
+{
+	render_sep(w);
+	render_put(w, v ? "true" : "false", v ? 4 : 5);
+}
+
+void render_null(struct render *w)
+{
+	render_sep(w);
+	render_put(w, "null", 4);
+}
+
+void render_raw(struct render *w, const char *json)
+{
+	render_sep(w);
+	if (json == NULL || json[0] == '\0')
+		render_put(w, "null", 4);
+	else
+		render_put(w, json, strlen(json));
+}
+
+void render_kstr(struct render *w, const char *key, const char *s)
+{
+	render_key(w, key);
+	render_str(w, s);
+}
+
+void render_kint(struct render *w, const char *key, long long v)
+{
+	render_key(w, key);
+	render_int(w, v);
+}
+
+void render_kint_opt(struct render *w, const char *key, long long v)
+{
+	render_key(w, key);
+	if (v)
+		render_int(w, v);
+	else
+		render_null(w);
+}
+
+void render_kbool(struct render *w, const char *key, bool v)
+{
+	render_key(w, key);
+	render_bool(w, v);
+}
+
+void render_kraw(struct render *w, const char *key, const char *json)
+{
+	render_key(w, key);
+	render_raw(w, json);
+}
+
+void render_page_open(struct render *w, const struct store_page_info *pg)
+{
+	render_obj_open(w);
+	render_kint(w, "page", pg->page);
+	render_kint(w, "per_page", pg->per_page);
+	render_kint(w, "total_pages", pg->per_page > 0 ? (pg->total + pg->per_page - 1) / pg->per_page : 0);
+	render_kint(w, "total_items", pg->total);
+	render_key(w, "items");
+	render_arr_open(w);
+}
+
+void render_page_close(struct render *w)
+{
+	render_arr_close(w);
+	render_obj_close(w);
+}
+
+/* ---- records: keys and scripts ---- */
+
+/* (end of keys and scripts) */
+
+/* ---- records: tasks ---- */
+
+/* (end of tasks) */
+
+/* ---- records: devices ---- */
+
+/* (end of devices) */
+
+/* ---- records: jobs, history, notifications, groups ---- */
+
+/* (end of jobs, history, notifications, groups) */

@@ -1,0 +1,82 @@
+/*
+ * render.h - the only place that turns the store's records into the API's JSON
+ * (docs/architecture.md): records in, JSON text out, appended to a struct buf. The shapes
+ * are those of docs/api.md and docs/openapi.json; the same writer makes the job events of
+ * docs/mqtt.md, "Monitoring".
+ *
+ * A struct render writes one value; its error is sticky (the first failure, usually
+ * RCS_ERR_TOOBIG from the buffer's ceiling, stays, and the writes after it do nothing), so a
+ * record is written without a check per member and render_end tells the outcome.
+ */
+#ifndef RCS_RENDER_H
+#define RCS_RENDER_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "buf.h"
+#include "err.h"
+#include "store.h"
+
+#define RENDER_MAX_DEPTH 16
+
+struct render {
+	struct buf *out;
+	enum rcs_err err;
+	int depth;
+	bool first[RENDER_MAX_DEPTH]; /* nothing written yet at this level */
+	bool after_key;
+};
+
+void render_init(struct render *w, struct buf *out);
+/* The error of the first write that failed, or RCS_OK. */
+enum rcs_err render_end(struct render *w);
+
+/* Values: inside an object each follows a render_key. */
+void render_obj_open(struct render *w);
+void render_obj_close(struct render *w);
+void render_arr_open(struct render *w);
+void render_arr_close(struct render *w);
+void render_key(struct render *w, const char *key);
+/* A JSON string, escaped; NULL writes null. */
+void render_str(struct render *w, const char *s);
+void render_strn(struct render *w, const char *s, size_t len);
+void render_int(struct render *w, long long v);
+void render_bool(struct render *w, bool v);
+void render_null(struct render *w);
+/* JSON text the store holds (written by the service itself, never a client's bytes
+ * unchecked); NULL writes null. */
+void render_raw(struct render *w, const char *json);
+
+/* key: value pairs of an object */
+void render_kstr(struct render *w, const char *key, const char *s);
+void render_kint(struct render *w, const char *key, long long v);
+/* 0 written as null: times and durations the record leaves unset */
+void render_kint_opt(struct render *w, const char *key, long long v);
+void render_kbool(struct render *w, const char *key, bool v);
+void render_kraw(struct render *w, const char *key, const char *json);
+
+/* A page of a list: {page, per_page, total_pages, total_items, items: [ ... written between
+ * the two calls ... ]} (docs/api.md, "Lists"). */
+void render_page_open(struct render *w, const struct store_page_info *pg);
+void render_page_close(struct render *w);
+
+/* ---- records (each writes one value: an object) ---- */
+
+/* keys and scripts */
+
+/* (end of keys and scripts) */
+
+/* tasks */
+
+/* (end of tasks) */
+
+/* devices */
+
+/* (end of devices) */
+
+/* jobs, history, notifications, groups */
+
+/* (end of jobs, history, notifications, groups) */
+
+#endif

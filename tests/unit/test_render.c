@@ -1,0 +1,140 @@
+/* Unit tests for render.c's JSON writer: every output parses back to what was written. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+#include <cmocka.h>
+#include <json-c/json.h>
+
+#include "render.h"
+
+static json_object *parse(const struct buf *b)
+{
+	json_object *o = json_tokener_parse(b->data);
+
+	assert_non_null(o);
+	return o;
+}
+
+static void test_escapes_round_trip(void **state)
+{
+	const char nasty[] = "q\"b\\s/\n\r\t\b\f\x01\x1f é ✓";
+	struct render w;
+	struct buf b;
+	json_object *o;
+
+	(void)state;
+	buf_init(&b, 4096);
+	render_init(&w, &b);
+	render_obj_open(&w);
+	render_kstr(&w, "s", nasty);
+	render_kstr(&w, "k\"ey", "v");
+	render_kstr(&w, "null", NULL);
+	render_obj_close(&w);
+	assert_int_equal(render_end(&w), RCS_OK);
+	o = parse(&b);
+	assert_string_equal(json_object_get_string(json_object_object_get(o, "s")), nasty);
+	assert_string_equal(json_object_get_string(json_object_object_get(o, "k\"ey")), "v");
+	assert_true(json_object_object_get_ex(o, "null", NULL));
+	assert_null(json_object_object_get(o, "null"));
+	json_object_put(o);
+	buf_free(&b);
+}
+
+static void test_nesting_and_values(void **state)
+{
+	struct render w;
+	struct buf b;
+
+	(void)state;
+	buf_init(&b, 4096);
+	render_init(&w, &b);
+	render_obj_open(&w);
+	render_kint(&w, "i", -9223372036854775807LL - 1);
+	render_kint_opt(&w, "unset", 0);
+	render_kint_opt(&w, "set", 7);
+	render_kbool(&w, "t", true);
+	render_kraw(&w, "raw", "{\"a\":[1,2]}");
+	render_kraw(&w, "rawnull", NULL);
+	render_key(&w, "arr");
+	render_arr_open(&w);
+	render_int(&w, 1);
+	render_obj_open(&w);
+	render_obj_close(&w);
+	render_arr_open(&w);
+	render_arr_close(&w);
+	render_str(&w, "x");
+	render_arr_close(&w);
+	render_obj_close(&w);
+	assert_int_equal(render_end(&w), RCS_OK);
+	assert_string_equal(b.data, "{\"i\":-9223372036854775808,\"unset\":null,\"set\":7,"
+				    "\"t\":true,\"raw\":{\"a\":[1,2]},\"rawnull\":null,"
+				    "\"arr\":[1,{},[],\"x\"]}");
+	buf_free(&b);
+}
+
+static void test_page(void **state)
+{
+	struct store_page_info pg = {.page = 2, .per_page = 10, .total = 21};
+	struct render w;
+	struct buf b;
+
+	(void)state;
+	buf_init(&b, 4096);
+	render_init(&w, &b);
+	render_page_open(&w, &pg);
+	render_int(&w, 1);
+	render_int(&w, 2);
+	render_page_close(&w);
+	assert_int_equal(render_end(&w), RCS_OK);
+	assert_string_equal(b.data, "{\"page\":2,\"per_page\":10,\"total_pages\":3,"
+				    "\"total_items\":21,\"items\":[1,2]}");
+	buf_free(&b);
+}
+
+/* The buffer's ceiling fails the value once, and nothing after that is written. */
+static void test_sticky_error(void **state)
+{
+	struct render w;
+	struct buf b;
+
+	(void)state;
+	buf_init(&b, 16);
+	render_init(&w, &b);
+	render_obj_open(&w);
+	render_kstr(&w, "long", "more than sixteen bytes");
+	render_kint(&w, "n", 1);
+	render_obj_close(&w);
+	assert_int_equal(render_end(&w), RCS_ERR_TOOBIG);
+	assert_true(b.len <= 16);
+	buf_free(&b);
+}
+
+/* Closing more than was opened, or leaving one open, is the caller's bug: reported. */
+static void test_unbalanced(void **state)
+{
+	struct render w;
+	struct buf b;
+
+	(void)state;
+	buf_init(&b, 64);
+	render_init(&w, &b);
+	render_obj_open(&w);
+	assert_int_equal(render_end(&w), RCS_ERR_INTERNAL);
+	render_init(&w, &b);
+	render_arr_close(&w);
+	assert_int_equal(render_end(&w), RCS_ERR_INTERNAL);
+	buf_free(&b);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+	    cmocka_unit_test(test_escapes_round_trip), cmocka_unit_test(test_nesting_and_values),
+	    cmocka_unit_test(test_page),		   cmocka_unit_test(test_sticky_error),
+	    cmocka_unit_test(test_unbalanced),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
