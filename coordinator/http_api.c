@@ -116,6 +116,18 @@ void api_reply_text(struct api_resp *r, int status, char *text, size_t len)
 	r->text_len = len;
 }
 
+void api_reply_buf(struct api_resp *r, int status, struct buf *b, enum rcs_err err)
+{
+	if (err != RCS_OK) {
+		buf_free(b);
+		api_store_error(r, err, "answer");
+		return;
+	}
+	api_reply_text(r, status, b->data, b->len);
+	b->data = NULL;
+	buf_free(b);
+}
+
 void api_error(struct api_resp *r, int status, const char *code, const char *field, const char *fmt,
 	       ...)
 {

@@ -14,6 +14,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "buf.h"
 #include "err.h"
 #include "jsonu.h"
 #include "lifecycle.h"
@@ -81,6 +82,9 @@ void api_reply(struct api_resp *r, int status, json_object *body);
 /* Sets a JSON answer already serialized (takes text, malloc'd, len bytes). */
 void api_reply_text(struct api_resp *r, int status, char *text, size_t len);
 
+/* Sets the JSON answer a render (render.h) wrote into b, taking b's data (b is freed
+ * either way); err, the render's outcome, other than RCS_OK answers as a storage error. */
+void api_reply_buf(struct api_resp *r, int status, struct buf *b, enum rcs_err err);
 /* Parses the body as a JSON object; on failure sets 400 invalid_json and returns false.
  * The caller owns *out. An absent body is an error unless allow_empty (then *out is {}). */
 bool api_body_object(struct api_req *req, struct api_resp *r, bool allow_empty, json_object **out);

@@ -518,23 +518,48 @@ out:
  * (may be NULL) gets the number of rows changed. */
 enum rcs_err store_write(struct store *st, const char *sql, int *changes, int n, ...)
 {
-	sqlite3_stmt *s = NULL;
+	struct store_stmt *s = NULL;
 	enum rcs_err err;
 	va_list ap;
 
 	store_lock(st);
-	err = store_prepare(st, sql, &s);
+	err = store_stmt(st, sql, &s);
 	if (err != RCS_OK)
 		goto out;
 	va_start(ap, n);
 	for (int i = 0; i < n; i++)
-		store_bind_text(s, i + 1, va_arg(ap, const char *));
+		store_arg_text(s, i + 1, va_arg(ap, const char *));
 	va_end(ap);
-	err = store_rc(st->db, sqlite3_step(s), sql);
+	err = store_done(st, s, sql);
 	if (changes)
-		*changes = sqlite3_changes(st->db);
+		*changes = (int)store_changes(st);
 out:
-	store_release(st, s);
+	store_stmt_done(st, s);
+	store_unlock(st);
+	return err;
+}
+
+enum rcs_err store_get_one(struct store *st, const char *sql, const char *p1, const char *p2,
+			   const char *p3, store_one_fn fn, void *arg)
+{
+	struct store_stmt *s = NULL;
+	enum rcs_err err;
+	bool row = false;
+
+	store_lock(st);
+	err = store_stmt(st, sql, &s);
+	if (err != RCS_OK)
+		goto out;
+	store_arg_text(s, 1, p1);
+	if (p2)
+		store_arg_text(s, 2, p2);
+	if (p3)
+		store_arg_text(s, 3, p3);
+	err = store_next(st, s, "get", &row);
+	if (err == RCS_OK)
+		err = row ? fn(s, arg) : RCS_ERR_NOTFOUND;
+out:
+	store_stmt_done(st, s);
 	store_unlock(st);
 	return err;
 }

@@ -237,6 +237,11 @@ enum rcs_err store_get_row(struct store *st, const char *sql, const char *p1, co
  */
 #define STORE_TASK_HIDDEN(t, user) "(" t ".public = 0 AND " t ".created_user != " user ")"
 enum rcs_err store_write(struct store *st, const char *sql, int *changes, int n, ...);
+/* The one row of sql with up to three text parameters (NULL: not bound), read by fn (its
+ * result is the call's); RCS_ERR_NOTFOUND when there is none. Takes the lock. */
+typedef enum rcs_err (*store_one_fn)(struct store_stmt *s, void *arg);
+enum rcs_err store_get_one(struct store *st, const char *sql, const char *p1, const char *p2,
+			   const char *p3, store_one_fn fn, void *arg);
 
 /* A savepoint inside the caller's transaction, or a transaction of its own; store_sp_end
  * releases or rolls it back by status and returns status. */
