@@ -35,8 +35,11 @@ static void link_publish_payload(struct link *l, const char *job, long long id, 
 {
 	char topic[PROTO_MAX_TOPIC];
 
+	/* not started or not connected: it stays in the outbox and goes out after the next
+	 * connect */
+	if (l->mq == NULL)
+		return;
 	proto_topic_make(topic, PROTO_STATUS, l->set->client_root, l->set->entity_ident, job);
-	/* not connected: it stays in the outbox and goes out after the next connect */
 	mqttc_publish(l->mq, topic, payload, strlen(payload), 1, false, (uint64_t)id);
 }
 
@@ -84,7 +87,8 @@ void link_refuse_unjournaled(struct link *l, const char *job, const char *reason
 		return;
 	payload = jsonu_dump(o, &len);
 	proto_topic_make(topic, PROTO_STATUS, l->set->client_root, l->set->entity_ident, job);
-	if (payload == NULL || mqttc_publish(l->mq, topic, payload, len, 1, false, 0) != RCS_OK)
+	if (payload == NULL || l->mq == NULL ||
+	    mqttc_publish(l->mq, topic, payload, len, 1, false, 0) != RCS_OK)
 		log_warnx("job %s: the refusal could not be sent", job);
 	json_object_put(o);
 }
@@ -117,7 +121,8 @@ void link_publish_state(struct link *l, bool online)
 	size_t len;
 	const char *payload = jsonu_dump(o, &len);
 
-	if (mqttc_publish(l->mq, l->state_topic, payload, len, 1, true, 0) != RCS_OK)
+	if (l->mq == NULL ||
+	    mqttc_publish(l->mq, l->state_topic, payload, len, 1, true, 0) != RCS_OK)
 		log_debug("state not published (not connected)");
 	json_object_put(o);
 	settings_policy_put(p);

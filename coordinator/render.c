@@ -221,7 +221,8 @@ void render_page_open(struct render *w, const struct store_page_info *pg)
 	render_obj_open(w);
 	render_kint(w, "page", pg->page);
 	render_kint(w, "per_page", pg->per_page);
-	render_kint(w, "total_pages", pg->per_page > 0 ? (pg->total + pg->per_page - 1) / pg->per_page : 0);
+	render_kint(w, "total_pages",
+		    pg->per_page > 0 ? (pg->total + pg->per_page - 1) / pg->per_page : 0);
 	render_kint(w, "total_items", pg->total);
 	render_key(w, "items");
 	render_arr_open(w);

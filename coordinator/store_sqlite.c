@@ -199,7 +199,6 @@ static const char *const sq_migrations[] = {
 
 #define SQ_N_MIGRATIONS (sizeof(sq_migrations) / sizeof(sq_migrations[0]))
 
-
 /* ---- statements ---- */
 
 struct sq_stmt {

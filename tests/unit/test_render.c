@@ -132,8 +132,10 @@ static void test_unbalanced(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-	    cmocka_unit_test(test_escapes_round_trip), cmocka_unit_test(test_nesting_and_values),
-	    cmocka_unit_test(test_page),		   cmocka_unit_test(test_sticky_error),
+	    cmocka_unit_test(test_escapes_round_trip),
+	    cmocka_unit_test(test_nesting_and_values),
+	    cmocka_unit_test(test_page),
+	    cmocka_unit_test(test_sticky_error),
 	    cmocka_unit_test(test_unbalanced),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
