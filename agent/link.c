@@ -245,6 +245,11 @@ enum rcs_err link_start(struct link *l)
 	return err;
 }
 
+bool link_connected(struct link *l)
+{
+	return l->mq != NULL && mqttc_connected(l->mq);
+}
+
 void link_stop(struct link *l)
 {
 	if (l == NULL || l->mq == NULL)

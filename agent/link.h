@@ -44,6 +44,8 @@ struct link *link_new(const struct settings *set, struct settings_live *live,
 		      struct journal *journal, const struct link_handlers *h);
 /* Connects (and keeps connecting) in the MQTT client's thread. */
 enum rcs_err link_start(struct link *l);
+/* True while connected to the broker. */
+bool link_connected(struct link *l);
 /* Publishes state offline (clean stop), disconnects. No handler runs after it. */
 void link_stop(struct link *l);
 void link_free(struct link *l);

@@ -20,6 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "journal.h"
@@ -28,6 +29,7 @@
 #include "mqttc.h"
 #include "runner.h"
 #include "sandbox.h"
+#include "service.h"
 #include "settings.h"
 
 /* The daemon's parts; main.c's alone. */
@@ -135,6 +137,8 @@ int main(int argc, char **argv)
 	sigset_t sigs;
 	char err[512] = "";
 	int sig, rc = 1;
+	bool ready = false;
+	time_t ready_by;
 
 	memset(&a, 0, sizeof(a));
 	log_init("rcs-agent", LOG_LVL_INFO);
@@ -217,12 +221,27 @@ int main(int argc, char **argv)
 	}
 	log_info("rcs-agent %s: device %s of %s, broker %s", RCS_VERSION, s->entity_ident,
 		 s->client_root, s->mqtt);
+	/* ready for systemd once connected to the broker, or SERVICE_READY_WAIT seconds later
+	   all the same: jobs queued in the journal run meanwhile (docs/deploy.md, "The units") */
+	ready_by = time(NULL) + SERVICE_READY_WAIT;
 	for (;;) {
-		if (sigwait(&sigs, &sig) != 0)
+		if (!ready && link_connected(a.link)) {
+			service_ready("connected");
+			ready = true;
+		} else if (!ready && time(NULL) >= ready_by) {
+			log_warnx("not connected to the MQTT broker %s yet: ready all the same,"
+				  " retrying in the background", s->mqtt);
+			service_ready("MQTT broker not connected yet");
+			ready = true;
+		}
+		if (service_sigwait(&sigs, ready ? -1 : 100, &sig) != 0)
 			continue;
 		if (sig == SIGHUP) {
+			service_reloading();
 			if (settings_reload(a.live, argc, argv) == RCS_OK)
 				link_publish_state(a.link, true);
+			service_ready(link_connected(a.link) ? "connected"
+							     : "MQTT broker not connected");
 			continue;
 		}
 		if (sig == SIGCHLD) {
@@ -237,6 +256,8 @@ int main(int argc, char **argv)
 	}
 	rc = 0;
 out:
+	if (ready && !relaunch)
+		service_stopping();
 	runner_stop(a.runner, relaunch);
 	sandbox_launcher_stop(); /* no job runs any more */
 	link_stop(a.link);

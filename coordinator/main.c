@@ -24,6 +24,7 @@
 #include "notifier.h"
 #include "scheduler.h"
 #include "script_check.h"
+#include "service.h"
 #include "signer.h"
 #include "store.h"
 #include "uuid.h"
@@ -394,6 +395,8 @@ static int cmd_serve(struct settings *s)
 	char why[256];
 	sigset_t sigs;
 	int sig, rc = 1;
+	bool ready = false;
+	time_t ready_by;
 	enum rcs_err err;
 
 	memset(&lc, 0, sizeof(lc));
@@ -517,13 +520,27 @@ static int cmd_serve(struct settings *s)
 		goto out;
 	}
 	log_info("rcs-coordinator %s serving (database %s)", RCS_VERSION, s->db);
+	/* ready for systemd once the broker is connected too, or SERVICE_READY_WAIT seconds
+	   later all the same (docs/deploy.md, "The units") */
+	ready_by = time(NULL) + SERVICE_READY_WAIT;
 	for (;;) {
-		if (sigwait(&sigs, &sig) != 0)
+		if (!ready && (bridge == NULL || bridge_connected(bridge))) {
+			service_ready("serving");
+			ready = true;
+		} else if (!ready && time(NULL) >= ready_by) {
+			log_warnx("not connected to the MQTT broker %s yet: ready all the same,"
+				  " retrying in the background", s->mqtt);
+			service_ready("serving; MQTT broker not connected yet");
+			ready = true;
+		}
+		if (service_sigwait(&sigs, ready ? -1 : 100, &sig) != 0)
 			continue;
 		if (sig == SIGHUP) {
 			log_info("SIGHUP: reloading stock scripts");
+			service_reloading();
 			if (s->scripts_dir)
 				load_stock_scripts(st, s->scripts_dir);
+			service_ready("serving");
 			continue;
 		}
 		log_info("signal %d: stopping", sig);
@@ -531,6 +548,8 @@ static int cmd_serve(struct settings *s)
 	}
 	rc = 0;
 out:
+	if (ready)
+		service_stopping();
 	http_api_stop(http);
 	sched_stop(sched); /* before the bridge: no transport call after this */
 	bridge_stop(bridge);

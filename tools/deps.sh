@@ -4,7 +4,9 @@
 #   tools/deps.sh run       build and run both daemons
 #   tools/deps.sh test      + the test tools, and both cross builds of the agent (aarch64 and
 #                             32-bit ARM): cross compilers, qemu-user and the sysroots (default);
-#                             Redocly's CLI, which lints docs/openapi.json (below)
+#                             Redocly's CLI, which lints docs/openapi.json (below); what
+#                             tools/package.sh and its test use (lintian, debootstrap,
+#                             systemd-analyze)
 #   tools/deps.sh bench     + the benchmarks' tools (tests/bench/, BENCHMARKS.md): wrk, and nginx
 #                             as the REST baseline (the benchmark starts its own nginx with its
 #                             own config on a free port; it never uses the system service)
@@ -26,18 +28,30 @@ tools=$(cd "$(dirname "$0")" && pwd)
 
 RUN_PKGS="build-essential cmake pkg-config
 libpaho-mqtt-dev liblua5.4-dev libjson-c-dev libsqlite3-dev libmbedtls-dev
-libmicrohttpd-dev libcurl4-openssl-dev libseccomp-dev
+libmicrohttpd-dev libcurl4-openssl-dev libseccomp-dev libsystemd-dev
 mosquitto mosquitto-clients curl openssl jq sqlite3 python3"
 # Every program the tests call is here or in RUN_PKGS (file: test_agent_qemu.py).
-TEST_PKGS="libcmocka-dev python3-aiosmtpd python3-paho-mqtt libfaketime file
-qemu-user gcc-aarch64-linux-gnu gcc-arm-linux-gnueabihf"
+TEST_PKGS="libcmocka-dev python3-aiosmtpd python3-paho-mqtt libfaketime file strace
+qemu-user gcc-aarch64-linux-gnu gcc-arm-linux-gnueabihf
+dpkg-dev lintian debootstrap systemd man-db"
 # What each cross sysroot holds: the target's C library (its loader too: qemu-user runs the
 # agent with it), and the agent's libraries, -dev and runtime, with every library they load.
 # `tools/deps.sh check` fails when a library here loads one that is not.
 SYSROOT_DEBS="libc6 libc6-dev linux-libc-dev libgcc-s1 libstdc++6
 libpaho-mqtt-dev libpaho-mqtt1.3 libssl-dev libssl3 liblua5.4-dev liblua5.4-0
 libjson-c-dev libjson-c5 libsqlite3-dev libsqlite3-0 libmbedtls-dev libmbedtls14
-libmbedx509-1 libmbedcrypto7 libseccomp-dev libseccomp2"
+libmbedx509-1 libmbedcrypto7 libseccomp-dev libseccomp2
+libsystemd-dev libsystemd0 libcap2 libgcrypt20 libgpg-error0 liblz4-1 liblzma5 libzstd1"
+# The coordinator's libraries too, for the architectures of SYSROOT_COORD_ARCHES (the
+# rcs-coordinator package of tools/package.sh; the -dev packages of gnutls and of what its
+# gnutls.pc requires, for pkg-config to take libmicrohttpd.pc)
+SYSROOT_COORD_DEBS="libmicrohttpd-dev libmicrohttpd12 libcurl4-openssl-dev libcurl4
+libgnutls30 libnettle8 libhogweed6 libgmp10 libp11-kit0 libffi8 libtasn1-6 libidn2-0
+libunistring2 libbrotli1 libgssapi-krb5-2 libkrb5-3 libk5crypto3 libkrb5support0 libcom-err2
+libkeyutils1 libldap-2.5-0 libsasl2-2 libsasl2-modules-db libdb5.3 libnghttp2-14 libpsl5
+librtmp1 libssh2-1 zlib1g
+libgnutls28-dev nettle-dev libtasn1-6-dev libidn2-dev libp11-kit-dev"
+SYSROOT_COORD_ARCHES="arm64"
 # Debian architecture : GNU triplet (the toolchain file's name)
 SYSROOT_ARCHES="arm64:aarch64-linux-gnu armhf:arm-linux-gnueabihf"
 # Files the toolchain files and the agent's build take from a sysroot (T = the triplet)
@@ -83,8 +97,16 @@ apt_update() {
 
 # ---- the cross sysroots ----
 
+# sysroot_debs ARCH: the packages of ARCH's sysroot
+sysroot_debs() {
+	case " $SYSROOT_COORD_ARCHES " in
+	*" $1 "*) echo $SYSROOT_DEBS $SYSROOT_COORD_DEBS ;;
+	*) echo $SYSROOT_DEBS ;;
+	esac
+}
+
 # shellcheck disable=SC2086
-sysroot_stamp() { echo "$1" $SYSROOT_DEBS; }
+sysroot_stamp() { echo "$1" dpkg-db $(sysroot_debs "$1"); }
 
 # sysroot_check TRIPLET DIR: every file the toolchain needs is there, and every shared library
 # in it finds each library it loads (DT_NEEDED) in the sysroot. Prints what's wrong.
@@ -111,6 +133,35 @@ sysroot_check() {
 	return $bad
 }
 
+# sysroot_dpkg_db DEB ADMINDIR ROOT ARCH: records DEB, unpacked under ROOT, in a dpkg
+# database of the sysroot's own (ADMINDIR: status, info/<package>.list, shlibs, symbols),
+# so that dpkg-shlibdeps computes a cross-built package's Depends from the sysroot's
+# libraries (DPKG_ADMINDIR, tools/package.sh). Nothing is installed.
+sysroot_dpkg_db() {
+	deb=$1 adm=$2 root=$3 arch=$4
+	$SUDO mkdir -p "$adm/info" "$adm/updates"
+	[ -f "$adm/arch" ] || printf '%s\n%s\n' "$(dpkg --print-architecture)" "$arch" |
+		$SUDO tee "$adm/arch" >/dev/null
+	[ -f "$adm/status" ] || $SUDO touch "$adm/status"
+	# format 1: the info files of Multi-Arch: same packages are named <package>:<arch>.*
+	[ -f "$adm/info/format" ] || echo 1 | $SUDO tee "$adm/info/format" >/dev/null
+	pkg=$(dpkg-deb -f "$deb" Package)
+	name=$pkg
+	[ "$(dpkg-deb -f "$deb" Multi-Arch)" = same ] && name="$pkg:$arch"
+	ctl=$(mktemp -d "${TMPDIR:-/tmp}/rcs-ctl.XXXXXX")
+	dpkg-deb -e "$deb" "$ctl"
+	for f in shlibs symbols; do
+		[ -f "$ctl/$f" ] && $SUDO cp "$ctl/$f" "$adm/info/$name.$f"
+	done
+	dpkg-deb --fsys-tarfile "$deb" | tar -t | sed -e 's|^\./|/|' -e 's|/$||' -e '/^$/d' \
+		-e "s|^|$root|" | $SUDO tee "$adm/info/$name.list" >/dev/null
+	{
+		sed '/^Package:/a Status: install ok installed' "$ctl/control"
+		echo
+	} | $SUDO tee -a "$adm/status" >/dev/null
+	rm -rf "$ctl"
+}
+
 # sysroot_make ARCH TRIPLET: downloads SYSROOT_DEBS for ARCH with a private apt state (kept
 # in $SYSROOT_DIR/.apt/ARCH: the system's sources, that architecture only, nothing installed),
 # unpacks them into a new folder, makes absolute symbolic links relative to the sysroot,
@@ -127,7 +178,7 @@ sysroot_make() {
 	say "making the $arch sysroot $SYSROOT_DIR/$t from Debian's $arch packages"
 	apt_update "$@"
 	dl=$($SUDO mktemp -d "$SYSROOT_DIR/.download-$arch.XXXXXX")
-	left="$SYSROOT_DEBS"
+	left=$(sysroot_debs "$arch")
 	for i in 1 2 3; do
 		# shellcheck disable=SC2086
 		if ! (cd "$dl" && $SUDO apt-get "$@" download $left) >"$dl.log" 2>&1; then
@@ -169,6 +220,7 @@ sysroot_make() {
 	$SUDO mkdir -p "$new"
 	for d in "$dl"/*.deb; do
 		$SUDO dpkg-deb -x "$d" "$new"
+		sysroot_dpkg_db "$d" "$new/.dpkg" "$SYSROOT_DIR/$t" "$arch"
 	done
 	$SUDO rm -rf "$dl" "$dl.log"
 	# libc6-dev's libm.so -> /lib/<triplet>/libm.so.6 and the like: inside the sysroot
