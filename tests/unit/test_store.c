@@ -864,6 +864,85 @@ static void test_jobs_json_batch(void **state)
 	check_json_batch(f, &b, 0);
 }
 
+/* The job record as SQLite built it before render_job existed, for the comparison below. */
+#define OLD_JOB_JSON                                                                               \
+	"SELECT json_object('ident', j.ident, 'task', json_object('version', j.task_version,"       \
+	" 'ident', j.task_ident, 'name', j.task_name), 'group', CASE WHEN j.group_ident IS NULL"   \
+	" THEN NULL ELSE json_object('ident', j.group_ident, 'name', g.name) END, 'client_root',"  \
+	" j.client_root, 'entity_ident', j.entity_ident, 'target', NULL, 'comment', j.comment,"    \
+	" 'status', j.status, 'created_user', j.created_user, 'created_at', j.created_at,"         \
+	" 'update_at', j.update_at, 'scheduled_time', j.scheduled_time, 'response_time',"          \
+	" j.response_time, 'ttl', j.ttl, 'payload', NULL, 'response', j.response,"                 \
+	" 'notification_mail_list', json(j.mail_list), 'notification_status_list',"                \
+	" json(j.status_list), 'variables', json(j.variables))"                                    \
+	" FROM jobs j LEFT JOIN groups g ON g.ident = j.group_ident WHERE j.ident = ?"
+
+static void check_same_as_sql(struct fixture *f, const char *ident)
+{
+	struct job_rec r;
+	struct render w;
+	struct buf text;
+	sqlite3 *db = NULL;
+	sqlite3_stmt *s = NULL;
+
+	assert_int_equal(store_job_get(f->st, f->root, ident, &r), RCS_OK);
+	buf_init(&text, 1 << 20);
+	render_init(&w, &text);
+	render_job(&w, &r);
+	assert_int_equal(render_end(&w), RCS_OK);
+	assert_int_equal(sqlite3_open(f->path, &db), SQLITE_OK);
+	assert_int_equal(sqlite3_prepare_v2(db, OLD_JOB_JSON, -1, &s, NULL), SQLITE_OK);
+	sqlite3_bind_text(s, 1, ident, -1, SQLITE_STATIC);
+	assert_int_equal(sqlite3_step(s), SQLITE_ROW);
+	assert_string_equal(text.data, (const char *)sqlite3_column_text(s, 0));
+	sqlite3_finalize(s);
+	sqlite3_close(db);
+	buf_free(&text);
+	store_job_rec_free(&r);
+}
+
+/* render_job writes, byte for byte, the record the API answered when SQLite built it: the
+ * same members in the same order, the same values and nulls. */
+static void test_job_record_as_before(void **state)
+{
+	struct fixture *f = *state;
+	struct job_new jobs[2];
+	struct job_batch b;
+	char gid[UUID_STR_LEN];
+
+	memset(&b, 0, sizeof(b));
+	for (size_t i = 0; i < 2; i++) {
+		assert_int_equal(uuid_v7(jobs[i].ident), RCS_OK);
+		jobs[i].entity_ident = f->dev[i];
+	}
+	b.client_root = f->root;
+	b.task_ident = f->task;
+	b.task_version = 1;
+	b.task_name = "Echo \"quoted\" \\ tab\t é";
+	b.created_user = "alice";
+	b.variables = "{\"message\":\"hi \\\"there\\\"\",\"n\":[1,2.5,null,true]}";
+	b.mail_list = "[\"ops@example.com\"]";
+	b.status_list = "[\"terminated\"]";
+	b.now = 200;
+	b.jobs = jobs;
+	b.n = 1;
+	/* no group, comment, schedule, ttl or response: nulls */
+	assert_int_equal(store_jobs_create(f->st, &b), RCS_OK);
+	check_same_as_sql(f, jobs[0].ident);
+	/* every member set */
+	assert_int_equal(uuid_v7(gid), RCS_OK);
+	b.group_ident = gid;
+	b.group_name = "night \"run\"";
+	b.comment = "line\nnext\x01";
+	b.scheduled_time = 250;
+	b.ttl = 3600;
+	b.jobs = jobs + 1;
+	assert_int_equal(store_jobs_create(f->st, &b), RCS_OK);
+	move(f, jobs[1].ident, JS_TRANSMITED, 0, NULL);
+	move(f, jobs[1].ident, JS_TERMINATED, 1, "done\r\n\"ok\"");
+	check_same_as_sql(f, jobs[1].ident);
+}
+
 /* max(created_at, scheduled_time) + ttl; the API allows scheduled_time up to INT64_MAX - 1 */
 static void test_job_expiry(void **state)
 {
@@ -887,6 +966,7 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(test_cancel_then_late_report, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_lists_and_groups, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_jobs_json_batch, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_job_record_as_before, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_bulk_is_one_transaction, setup, teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
