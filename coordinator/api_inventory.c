@@ -5,6 +5,7 @@
 
 #include "auth.h"
 #include "http_api.h"
+#include "render.h"
 #include "uuid.h"
 #include "validate.h"
 
@@ -227,33 +228,50 @@ void api_key_delete(struct api_req *req, struct api_resp *r)
 
 /* ---- groups ---- */
 
+#define API_GROUP_TEXT_MAX ((size_t)64 << 20) /* bytes of a group, of a page of groups */
+
 void api_groups_list(struct api_req *req, struct api_resp *r)
 {
 	struct store_page pg;
-	json_object *page = NULL;
+	struct store_group_list list;
+	struct render w;
+	struct buf page;
 	enum rcs_err err;
 
 	/* newest first by default */
 	if (!api_list(req, r, API_DEFAULT_PER_PAGE, "created_at", true, false, &pg))
 		return;
 	err = store_groups_list(req->app->st, req->auth.client_root,
-				req->auth.role == ROLE_ADMIN ? NULL : req->auth.user, &pg, &page);
-	if (err != RCS_OK)
+				req->auth.role == ROLE_ADMIN ? NULL : req->auth.user, &pg, &list);
+	if (err != RCS_OK) {
 		api_store_error(r, err, "group");
-	else
-		api_reply(r, 200, page);
+		return;
+	}
+	buf_init(&page, API_GROUP_TEXT_MAX);
+	render_init(&w, &page);
+	render_group_page(&w, &list);
+	api_reply_buf(r, 200, &page, render_end(&w));
+	store_group_list_free(&list);
 }
 
 void api_group_get(struct api_req *req, struct api_resp *r)
 {
-	json_object *g = NULL;
+	struct group_rec g;
+	struct render w;
+	struct buf text;
 	enum rcs_err err = RCS_ERR_NOTFOUND;
 
+	memset(&g, 0, sizeof(g));
 	if (uuid_valid(req->seg[1]))
 		err = store_group_get(req->app->st, req->auth.client_root, req->seg[1],
 				      req->auth.role == ROLE_ADMIN ? NULL : req->auth.user, &g);
-	if (err != RCS_OK)
+	if (err != RCS_OK) {
 		api_store_error(r, err, "group");
-	else
-		api_reply(r, 200, g);
+		return;
+	}
+	buf_init(&text, API_GROUP_TEXT_MAX);
+	render_init(&w, &text);
+	render_group(&w, &g);
+	api_reply_buf(r, 200, &text, render_end(&w));
+	store_group_rec_free(&g);
 }

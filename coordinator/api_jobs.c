@@ -9,6 +9,7 @@
 #include "http_api.h"
 #include "manifest.h"
 #include "log.h"
+#include "render.h"
 #include "uuid.h"
 #include "validate.h"
 
@@ -16,7 +17,7 @@
 #define JOB_MAX_TTL         31536000LL
 #define JOB_MAX_TAG_DEVICES 100000
 #define API_BULK_ANSWER_MAX ((size_t)512 << 20) /* bytes of a bulk send's answer */
-#define API_JOB_TEXT_MAX    ((size_t)64 << 20)  /* bytes of one job record */
+#define API_JOB_TEXT_MAX    ((size_t)64 << 20)  /* bytes of one job record, of a page */
 
 /* What every job creation shares, read from the body and checked against the task. */
 struct job_req {
@@ -80,8 +81,13 @@ invalid:
 	return false;
 }
 
-static void job_batch_init(struct api_req *req, struct job_req *jr, struct job_batch *b,
-			   json_object *empty)
+/* A JSON document the API checked, as the text the store keeps (NULL stays NULL). */
+static const char *job_text(json_object *o)
+{
+	return o ? jsonu_dump(o, NULL) : NULL;
+}
+
+static void job_batch_init(struct api_req *req, struct job_req *jr, struct job_batch *b)
 {
 	memset(b, 0, sizeof(*b));
 	b->client_root = req->auth.client_root;
@@ -90,11 +96,11 @@ static void job_batch_init(struct api_req *req, struct job_req *jr, struct job_b
 	b->task_name = jsonu_member_str(jr->task, "name");
 	b->created_user = req->auth.user;
 	b->comment = jr->comment;
-	b->variables = jr->variables ? jr->variables : empty;
-	b->mail_list = jr->mail_list;
-	b->status_list = jr->status_list;
-	b->task_mail_list = jsonu_member(jr->task, "notification_mail_list");
-	b->task_status_list = jsonu_member(jr->task, "notification_status_list");
+	b->variables = jr->variables ? job_text(jr->variables) : "{}";
+	b->mail_list = job_text(jr->mail_list);
+	b->status_list = job_text(jr->status_list);
+	b->task_mail_list = job_text(jsonu_member(jr->task, "notification_mail_list"));
+	b->task_status_list = job_text(jsonu_member(jr->task, "notification_status_list"));
 	b->scheduled_time = jr->scheduled_time;
 	b->ttl = jr->ttl;
 	b->now = req->now;
@@ -163,15 +169,17 @@ void api_job_create(struct api_req *req, struct api_resp *r)
 	struct job_req jr;
 	struct job_batch b;
 	struct job_new one;
+	struct job_rec job;
 	struct jsonu_err e;
-	json_object *body = NULL, *empty = json_object_new_object();
+	json_object *body = NULL;
 	const char *entity = NULL;
-	char owner[UUID_STR_LEN];
+	struct render w;
 	struct buf text;
 	bool online = false;
 	enum rcs_err err, tx_err;
 
 	memset(&jr, 0, sizeof(jr));
+	memset(&job, 0, sizeof(job));
 	buf_init(&text, API_JOB_TEXT_MAX);
 	if (!job_load_task(req, r, &jr) || !api_body_object(req, r, false, &body))
 		goto out;
@@ -201,7 +209,7 @@ void api_job_create(struct api_req *req, struct api_resp *r)
 			  "the device is offline and the task does not allow offline devices");
 		goto out;
 	}
-	job_batch_init(req, &jr, &b, empty);
+	job_batch_init(req, &jr, &b);
 	if (uuid_v7(one.ident) != RCS_OK) {
 		api_store_error(r, RCS_ERR_IO, "job");
 		goto out;
@@ -217,24 +225,26 @@ void api_job_create(struct api_req *req, struct api_resp *r)
 		goto out;
 	}
 	err = lifecycle_jobs_create(req->app->lc, &b);
-	/* answer with the record as sent (transmited), or as created; as the text SQLite
-	 * builds, like GET /jobs/<id> */
+	/* answer with the record as sent (transmited), or as created */
 	if (err == RCS_OK)
-		err = store_job_json(req->app->st, one.ident, owner, &text);
+		err = store_job_get(req->app->st, NULL, one.ident, &job);
+	if (err == RCS_OK) {
+		render_init(&w, &text);
+		render_job(&w, &job);
+		err = render_end(&w);
+	}
 	tx_err = store_tx_end(req->app->st, err == RCS_OK);
 	if (err == RCS_OK)
 		err = tx_err;
-	if (err != RCS_OK) {
+	if (err != RCS_OK)
 		api_store_error(r, err, "job"); /* rolled back: nothing was created or sent */
-	} else {
-		api_reply_text(r, 201, text.data, text.len);
-		text.data = NULL; /* handed over */
-	}
+	else
+		api_reply_buf(r, 201, &text, RCS_OK);
 out:
 	buf_free(&text);
+	store_job_rec_free(&job);
 	json_object_put(jr.task);
 	json_object_put(body);
-	json_object_put(empty);
 }
 
 static int job_cmp_str(const void *a, const void *b)
@@ -242,15 +252,55 @@ static int job_cmp_str(const void *a, const void *b)
 	return strcmp(*(const char *const *)a, *(const char *const *)b);
 }
 
-static json_object *job_rejected(const char *entity, const char *code, const char *msg)
-{
-	json_object *o = json_object_new_object(), *e = json_object_new_object();
+/* A device a bulk send leaves out, and why (docs/api.md, "Bulk sends and groups"). */
+struct job_rejected {
+	const char *entity_ident;
+	const char *code, *message;
+};
 
-	json_object_object_add(o, "entity_ident", json_object_new_string(entity));
-	json_object_object_add(e, "code", json_object_new_string(code));
-	json_object_object_add(e, "message", json_object_new_string(msg));
-	json_object_object_add(o, "error", e);
-	return o;
+/* How a bulk send's items are written (store_jobs_batch_each's callback). */
+struct job_bulk_items {
+	struct render w;
+	struct render_job_copy copy;
+};
+
+static enum rcs_err job_render_one(void *arg, const struct job_rec *r, bool like_first)
+{
+	struct job_bulk_items *it = arg;
+
+	render_job_batch(&it->w, &it->copy, r, like_first);
+	return it->w.err;
+}
+
+/* The rest of a bulk send's answer after its items: the group and the devices left out. */
+static void job_bulk_answer_end(struct render *w, const struct job_batch *b, const char *user,
+				const struct job_rejected *rejected, size_t n_rejected)
+{
+	render_arr_close(w);
+	render_key(w, "group");
+	if (b->group_ident) {
+		render_obj_open(w);
+		render_kstr(w, "ident", b->group_ident);
+		render_kstr(w, "name", b->group_name);
+		render_kstr(w, "created_user", user);
+		render_obj_close(w);
+	} else {
+		render_null(w);
+	}
+	render_key(w, "rejected");
+	render_arr_open(w);
+	for (size_t i = 0; i < n_rejected; i++) {
+		render_obj_open(w);
+		render_kstr(w, "entity_ident", rejected[i].entity_ident);
+		render_key(w, "error");
+		render_obj_open(w);
+		render_kstr(w, "code", rejected[i].code);
+		render_kstr(w, "message", rejected[i].message);
+		render_obj_close(w);
+		render_obj_close(w);
+	}
+	render_arr_close(w);
+	render_obj_close(w);
 }
 
 /*
@@ -263,21 +313,23 @@ static void job_bulk(struct api_req *req, struct api_resp *r, struct job_req *jr
 {
 	struct job_batch b;
 	struct job_new *jobs = NULL;
-	json_object *empty = json_object_new_object(), *rejected = json_object_new_array();
-	json_object *group = NULL;
+	struct job_rejected *rejected = NULL;
+	struct job_bulk_items it;
 	struct buf answer;
 	char group_ident[UUID_STR_LEN];
 	bool transport = lifecycle_has_transport(req->app->lc);
 	bool allow_offline = json_object_get_boolean(jsonu_member(jr->task, "allow_offline"));
 	bool tx = false;
-	size_t nj = 0;
+	size_t nj = 0, nr = 0;
 	enum rcs_err err;
 
-	/* the jobs' records go out as the text SQLite builds for them: at 10,000 jobs
-	 * building, dumping and freeing json-c objects was most of the request's time */
+	/* the jobs' records are rendered from one read of the batch (store_jobs_batch_each):
+	 * at 10,000 jobs a read, or json-c objects, per job would be most of the request */
+	memset(&it, 0, sizeof(it));
 	buf_init(&answer, API_BULK_ANSWER_MAX);
 	jobs = calloc(n ? n : 1, sizeof(*jobs));
-	if (jobs == NULL) {
+	rejected = calloc(n ? n : 1, sizeof(*rejected));
+	if (jobs == NULL || rejected == NULL) {
 		api_store_error(r, RCS_ERR_NOMEM, "job");
 		goto out;
 	}
@@ -295,8 +347,8 @@ static void job_bulk(struct api_req *req, struct api_resp *r, struct job_req *jr
 			err = store_device_presence(req->app->st, req->auth.client_root, idents[i],
 						    &online);
 			if (err == RCS_ERR_NOTFOUND) {
-				json_object_array_add(rejected, job_rejected(idents[i], "not_found",
-									     "no such device"));
+				rejected[nr++] = (struct job_rejected){idents[i], "not_found",
+								       "no such device"};
 				continue;
 			}
 			if (err != RCS_OK) {
@@ -305,10 +357,9 @@ static void job_bulk(struct api_req *req, struct api_resp *r, struct job_req *jr
 			}
 		}
 		if (transport && !online && !allow_offline) {
-			json_object_array_add(rejected,
-					      job_rejected(idents[i], "device_offline",
-							   "the device is offline and the task does"
-							   " not allow offline devices"));
+			rejected[nr++] = (struct job_rejected){
+			    idents[i], "device_offline",
+			    "the device is offline and the task does not allow offline devices"};
 			continue;
 		}
 		err = uuid_v7(jobs[nj].ident);
@@ -318,7 +369,7 @@ static void job_bulk(struct api_req *req, struct api_resp *r, struct job_req *jr
 		}
 		jobs[nj++].entity_ident = idents[i];
 	}
-	job_batch_init(req, jr, &b, empty);
+	job_batch_init(req, jr, &b);
 	b.jobs = jobs;
 	b.n = nj;
 	/* a named group exists even when no job came of the send (docs/api.md) */
@@ -332,10 +383,13 @@ static void job_bulk(struct api_req *req, struct api_resp *r, struct job_req *jr
 		b.group_name = jr->group_name;
 	}
 	err = lifecycle_jobs_create(req->app->lc, &b);
-	if (err == RCS_OK)
-		err = buf_append(&answer, "{\"items\":[", 10);
-	if (err == RCS_OK && nj > 0)
-		err = store_jobs_json_batch(req->app->st, &b, &answer);
+	if (err == RCS_OK) {
+		render_init(&it.w, &answer);
+		render_obj_open(&it.w);
+		render_key(&it.w, "items");
+		render_arr_open(&it.w);
+		err = store_jobs_batch_each(req->app->st, &b, job_render_one, &it);
+	}
 	if (err != RCS_OK) {
 		api_store_error(r, err, "job");
 		goto out;
@@ -346,29 +400,15 @@ static void job_bulk(struct api_req *req, struct api_resp *r, struct job_req *jr
 		api_store_error(r, err, "job");
 		goto out;
 	}
-	if (b.group_ident) {
-		group = json_object_new_object();
-		json_object_object_add(group, "ident", json_object_new_string(b.group_ident));
-		json_object_object_add(group, "name", json_object_new_string(b.group_name));
-		json_object_object_add(group, "created_user",
-				       json_object_new_string(req->auth.user));
-	}
-	err = buf_appendf(&answer, "],\"group\":%s,\"rejected\":%s}",
-			  group ? jsonu_dump(group, NULL) : "null", jsonu_dump(rejected, NULL));
-	if (err != RCS_OK) {
-		api_store_error(r, err, "answer");
-		goto out;
-	}
-	api_reply_text(r, 201, answer.data, answer.len);
-	answer.data = NULL; /* handed over */
+	job_bulk_answer_end(&it.w, &b, req->auth.user, rejected, nr);
+	api_reply_buf(r, 201, &answer, render_end(&it.w));
 out:
 	if (tx)
 		store_tx_end(req->app->st, false);
 	free(jobs);
+	free(rejected);
+	render_job_copy_free(&it.copy);
 	buf_free(&answer);
-	json_object_put(group);
-	json_object_put(rejected);
-	json_object_put(empty);
 }
 
 void api_jobs_bulk_list(struct api_req *req, struct api_resp *r)
@@ -509,10 +549,11 @@ static bool job_filter_uuid(struct api_req *req, struct api_resp *r, const char 
 	return true;
 }
 
-/* The page is answered as the text SQLite writes for the records, like GET /jobs/<id>. */
 static void job_list(struct api_req *req, struct api_resp *r, struct job_filter *f)
 {
 	struct store_page pg;
+	struct store_job_list list;
+	struct render w;
 	struct buf page;
 	enum job_status st;
 	enum rcs_err err;
@@ -532,15 +573,16 @@ static void job_list(struct api_req *req, struct api_resp *r, struct job_filter 
 		return;
 	if (req->auth.role != ROLE_ADMIN)
 		f->only_visible_to = req->auth.user;
-	buf_init(&page, API_BULK_ANSWER_MAX);
-	err = store_jobs_list(req->app->st, req->auth.client_root, f, &pg, &page);
+	err = store_jobs_list(req->app->st, req->auth.client_root, f, &pg, &list);
 	if (err != RCS_OK) {
 		api_store_error(r, err, "job");
-	} else {
-		api_reply_text(r, 200, page.data, page.len);
-		page.data = NULL; /* handed over */
+		return;
 	}
-	buf_free(&page);
+	buf_init(&page, API_BULK_ANSWER_MAX);
+	render_init(&w, &page);
+	render_job_page(&w, &list);
+	api_reply_buf(r, 200, &page, render_end(&w));
+	store_job_list_free(&list);
 }
 
 void api_jobs_list(struct api_req *req, struct api_resp *r)
@@ -580,32 +622,36 @@ static enum rcs_err job_visible(struct api_req *req, const char *ident)
 	return store_job_visible(req->app->st, req->auth.client_root, ident, req->auth.user);
 }
 
-/* The record goes out as the text SQLite builds (store_job_json), the same record as
- * the lists' and the events': no json-c objects to build, dump and free per request. */
+/* The record of the tenant's job (another tenant's: as if there were none), the same
+ * record as the lists' and the events'. */
 void api_job_get(struct api_req *req, struct api_resp *r)
 {
-	char owner[UUID_STR_LEN];
+	struct job_rec job;
+	struct render w;
 	struct buf text;
 	enum rcs_err err = job_visible(req, req->seg[1]);
 
-	buf_init(&text, API_JOB_TEXT_MAX);
+	memset(&job, 0, sizeof(job));
 	if (err == RCS_OK)
-		err = store_job_json(req->app->st, req->seg[1], owner, &text);
-	if (err == RCS_OK && strcmp(owner, req->auth.client_root) != 0)
-		err = RCS_ERR_NOTFOUND; /* another tenant's job: as if there were none */
+		err = store_job_get(req->app->st, req->auth.client_root, req->seg[1], &job);
 	if (err != RCS_OK) {
 		api_store_error(r, err, "job");
-	} else {
-		api_reply_text(r, 200, text.data, text.len);
-		text.data = NULL; /* handed over */
+		return;
 	}
-	buf_free(&text);
+	buf_init(&text, API_JOB_TEXT_MAX);
+	render_init(&w, &text);
+	render_job(&w, &job);
+	api_reply_buf(r, 200, &text, render_end(&w));
+	store_job_rec_free(&job);
 }
 
 void api_job_history(struct api_req *req, struct api_resp *r)
 {
 	struct store_page pg;
-	json_object *page = NULL;
+	struct store_history_list list;
+	struct job_rec job;
+	struct render w;
+	struct buf page;
 	enum rcs_err err = RCS_ERR_NOTFOUND;
 
 	/* newest first by default, as the specification shows */
@@ -613,17 +659,25 @@ void api_job_history(struct api_req *req, struct api_resp *r)
 		return;
 	err = job_visible(req, req->seg[1]);
 	if (err == RCS_OK)
-		err =
-		    store_job_history(req->app->st, req->auth.client_root, req->seg[1], &pg, &page);
-	if (err != RCS_OK)
+		err = store_job_history(req->app->st, req->auth.client_root, req->seg[1], &pg,
+					&job, &list);
+	if (err != RCS_OK) {
 		api_store_error(r, err, "job");
-	else
-		api_reply(r, 200, page);
+		return;
+	}
+	buf_init(&page, API_BULK_ANSWER_MAX);
+	render_init(&w, &page);
+	render_history_page(&w, &job, &list);
+	api_reply_buf(r, 200, &page, render_end(&w));
+	store_history_list_free(&list);
+	store_job_rec_free(&job);
 }
 
 void api_job_cancel(struct api_req *req, struct api_resp *r)
 {
-	json_object *job = NULL;
+	struct job_rec job;
+	struct render w;
+	struct buf text;
 	enum rcs_err err = RCS_ERR_NOTFOUND;
 
 	/* no body is needed; one that is sent must be an empty object */
@@ -641,22 +695,32 @@ void api_job_cancel(struct api_req *req, struct api_resp *r)
 			return;
 		}
 	}
+	memset(&job, 0, sizeof(job));
 	err = job_visible(req, req->seg[1]);
 	if (err == RCS_OK)
 		err = lifecycle_cancel(req->app->lc, req->auth.client_root, req->seg[1], req->now,
 				       &job);
-	if (err == RCS_ERR_CONFLICT)
+	if (err == RCS_ERR_CONFLICT) {
 		api_error(r, 409, "job_terminal", NULL, "the job has already ended");
-	else if (err != RCS_OK)
+		return;
+	}
+	if (err != RCS_OK) {
 		api_store_error(r, err, "job");
-	else
-		api_reply(r, 200, job);
+		return;
+	}
+	buf_init(&text, API_JOB_TEXT_MAX);
+	render_init(&w, &text);
+	render_job(&w, &job);
+	api_reply_buf(r, 200, &text, render_end(&w));
+	store_job_rec_free(&job);
 }
 
 void api_job_notifications(struct api_req *req, struct api_resp *r)
 {
 	struct store_page pg;
-	json_object *page = NULL;
+	struct store_job_notification_list list;
+	struct render w;
+	struct buf page;
 	enum rcs_err err = RCS_ERR_NOTFOUND;
 
 	if (!api_page(req, r, API_DEFAULT_PER_PAGE, &pg))
@@ -664,9 +728,14 @@ void api_job_notifications(struct api_req *req, struct api_resp *r)
 	err = job_visible(req, req->seg[1]);
 	if (err == RCS_OK)
 		err = store_job_notifications(req->app->st, req->auth.client_root, req->seg[1], &pg,
-					      &page);
-	if (err != RCS_OK)
+					      &list);
+	if (err != RCS_OK) {
 		api_store_error(r, err, "job");
-	else
-		api_reply(r, 200, page);
+		return;
+	}
+	buf_init(&page, API_JOB_TEXT_MAX);
+	render_init(&w, &page);
+	render_job_notification_page(&w, &list);
+	api_reply_buf(r, 200, &page, render_end(&w));
+	store_job_notification_list_free(&list);
 }

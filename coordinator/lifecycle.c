@@ -5,18 +5,25 @@
 #include <string.h>
 
 #include "log.h"
+#include "render.h"
 
 #define LIFECYCLE_EVENT_MAX ((size_t)8 << 20) /* bytes of one job record as text */
 
-/* Hands the job record, as SQLite writes it out, to the transport's event hook. */
-static void lifecycle_changed_event(struct lifecycle *lc, const char *ident)
+/* Hands the job record, as render_job writes it (the same record GET /jobs/<id> answers), to
+ * the transport's event hook. */
+static void lifecycle_changed_event(struct lifecycle *lc, const struct job_rec *job)
 {
-	char root[UUID_STR_LEN];
+	struct render w;
 	struct buf rec;
 
 	buf_init(&rec, LIFECYCLE_EVENT_MAX);
-	if (store_job_json(lc->st, ident, root, &rec) == RCS_OK)
-		lc->hooks->job_changed(lc->hooks->ctx, root, ident, rec.data, rec.len);
+	render_init(&w, &rec);
+	render_job(&w, job);
+	if (render_end(&w) == RCS_OK)
+		lc->hooks->job_changed(lc->hooks->ctx, job->client_root, job->ident, rec.data,
+				       rec.len);
+	else
+		log_warnx("job %s: no event: its record is too large", job->ident);
 	buf_free(&rec);
 }
 
@@ -26,27 +33,42 @@ bool lifecycle_has_transport(const struct lifecycle *lc)
 }
 
 enum rcs_err lifecycle_move(struct lifecycle *lc, const struct job_move *m, enum store_move *result,
-			    json_object **job_after)
+			    struct job_rec *job_after)
 {
-	json_object *job = NULL;
+	struct job_rec job;
+	bool event, have_job = false;
 	enum rcs_err err;
 
+	memset(&job, 0, sizeof(job));
 	if (job_after)
-		*job_after = NULL;
+		memset(job_after, 0, sizeof(*job_after));
 	err = store_job_move(lc->st, m, result);
 	if (err != RCS_OK)
-		return err;
+		goto out;
 	if (*result == STORE_MOVE_APPLIED && lc->changed)
 		lc->changed(lc->changed_ctx);
-	if (*result == STORE_MOVE_APPLIED && lc->hooks && lc->hooks->job_changed)
-		lifecycle_changed_event(lc, m->ident);
-	if (job_after == NULL)
-		return RCS_OK;
+	event = *result == STORE_MOVE_APPLIED && lc->hooks && lc->hooks->job_changed;
+	if (!event && job_after == NULL)
+		goto out;
+	/* one read for the event and the caller */
 	err = store_job_get(lc->st, NULL, m->ident, &job);
-	if (err != RCS_OK)
-		return err;
-	*job_after = job;
-	return RCS_OK;
+	if (err != RCS_OK) {
+		/* the move stands; its event is lost (best effort, docs/mqtt.md "Monitoring") */
+		if (job_after == NULL)
+			err = RCS_OK;
+		goto out;
+	}
+	have_job = true;
+	if (event)
+		lifecycle_changed_event(lc, &job);
+	if (job_after) {
+		*job_after = job;
+		have_job = false; /* the caller's */
+	}
+out:
+	if (have_job)
+		store_job_rec_free(&job);
+	return err;
 }
 
 /*
@@ -55,8 +77,6 @@ enum rcs_err lifecycle_move(struct lifecycle *lc, const struct job_move *m, enum
  */
 static void lifecycle_jobs_created(struct lifecycle *lc, const struct job_batch *b)
 {
-	json_object *due = NULL;
-
 	if (b->n == 0)
 		return;
 	if (lc->changed)
@@ -70,13 +90,8 @@ static void lifecycle_jobs_created(struct lifecycle *lc, const struct job_batch 
 			lc->hooks->job_due(lc->hooks->ctx, b->jobs[0].ident);
 		return;
 	}
-	if (lc->hooks->jobs_due == NULL)
-		return;
-	due = json_object_new_array_ext((int)b->n);
-	for (size_t i = 0; i < b->n; i++)
-		json_object_array_add(due, json_object_new_string(b->jobs[i].ident));
-	lc->hooks->jobs_due(lc->hooks->ctx, due);
-	json_object_put(due);
+	if (lc->hooks->jobs_due)
+		lc->hooks->jobs_due(lc->hooks->ctx, b->jobs, b->n);
 }
 
 /* What lifecycle_jobs_created needs of a bulk send, kept until its transaction commits. */
@@ -137,7 +152,7 @@ out:
 }
 
 enum rcs_err lifecycle_cancel(struct lifecycle *lc, const char *client_root, const char *ident,
-			      int64_t now, json_object **job_out)
+			      int64_t now, struct job_rec *job_out)
 {
 	struct job_move m = {
 	    .client_root = client_root,
@@ -153,17 +168,18 @@ enum rcs_err lifecycle_cancel(struct lifecycle *lc, const char *client_root, con
 	/* the status the move itself found, in its transaction: a job the transport sends
 	 * at this very moment is seen as sent, and its device is told */
 	m.prev = &was;
-	*job_out = NULL;
 	err = lifecycle_move(lc, &m, &res, job_out);
 	if (err != RCS_OK)
-		return err;
+		goto out;
 	if (res != STORE_MOVE_APPLIED) {
-		json_object_put(*job_out);
-		*job_out = NULL;
-		return RCS_ERR_CONFLICT;
+		store_job_rec_free(job_out);
+		memset(job_out, 0, sizeof(*job_out));
+		err = RCS_ERR_CONFLICT;
+		goto out;
 	}
 	/* a job that may have reached the device: tell it */
 	if (status_rank(was) >= status_rank(JS_TRANSMITED) && lc->hooks && lc->hooks->job_cancelled)
-		lc->hooks->job_cancelled(lc->hooks->ctx, *job_out);
-	return RCS_OK;
+		lc->hooks->job_cancelled(lc->hooks->ctx, job_out);
+out:
+	return err;
 }

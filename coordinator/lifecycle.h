@@ -10,8 +10,8 @@
 #ifndef RCS_LIFECYCLE_H
 #define RCS_LIFECYCLE_H
 
-#include <json-c/json.h>
 #include <stdbool.h>
+#include <stddef.h>
 
 #include "err.h"
 #include "store.h"
@@ -26,14 +26,14 @@ struct lifecycle_hooks {
 	 */
 	void (*job_due)(void *ctx, const char *job_ident);
 	/*
-	 * Many jobs are due (bulk send): takes a reference-counted array of job
-	 * idents (json_object_get it to keep it) and must not block; deliver them
-	 * off the calling thread.
+	 * Many jobs are due (bulk send): jobs[0..n-1].ident (borrowed: copy what is kept;
+	 * entity_ident may be NULL); must not block; deliver them off the calling thread.
 	 */
-	void (*jobs_due)(void *ctx, json_object *idents);
+	void (*jobs_due)(void *ctx, const struct job_new *jobs, size_t n);
 	/* A job the device may have received was cancelled: tell the device. */
-	void (*job_cancelled)(void *ctx, json_object *job);
-	/* After every status change, with the job record as it now is (JSON text). */
+	void (*job_cancelled)(void *ctx, const struct job_rec *job);
+	/* After every status change, with the job record as it now is (JSON text, render_job's:
+	 * the event of docs/mqtt.md, "Monitoring"). */
 	void (*job_changed)(void *ctx, const char *client_root, const char *job_ident,
 			    const char *record, size_t len);
 };
@@ -55,10 +55,11 @@ bool lifecycle_has_transport(const struct lifecycle *lc);
 
 /*
  * Applies one status change (store_job_move) and, when applied, calls
- * job_changed. *job_after (may be NULL) gets the job record afterwards.
+ * job_changed. *job_after (may be NULL) gets the job record afterwards (the caller frees it
+ * with store_job_rec_free; zeroed on an error).
  */
 enum rcs_err lifecycle_move(struct lifecycle *lc, const struct job_move *m, enum store_move *result,
-			    json_object **job_after);
+			    struct job_rec *job_after);
 
 /*
  * Creates the jobs of b and their group (store_jobs_create) in the caller's transaction,
@@ -71,9 +72,10 @@ enum rcs_err lifecycle_jobs_create(struct lifecycle *lc, const struct job_batch 
 
 /*
  * Cancels a job of the tenant: RCS_ERR_NOTFOUND, RCS_ERR_CONFLICT when it
- * already ended. *job_out gets the job record afterwards.
+ * already ended. *job_out gets the job record afterwards (freed by the caller with
+ * store_job_rec_free; zeroed on an error).
  */
 enum rcs_err lifecycle_cancel(struct lifecycle *lc, const char *client_root, const char *ident,
-			      int64_t now, json_object **job_out);
+			      int64_t now, struct job_rec *job_out);
 
 #endif

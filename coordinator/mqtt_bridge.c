@@ -120,7 +120,7 @@ struct bridge_out {
 static enum rcs_err bridge_prepare_job(struct bridge *b, const char *ident, bool resend,
 				       bool tv_cache, int64_t now, struct bridge_out *o)
 {
-	json_object *env_json = NULL;
+	json_object *env_json = NULL, *vars = NULL;
 	struct task_version own, *tv = NULL;
 	struct proto_envelope env;
 	struct job_rec job;
@@ -177,7 +177,8 @@ static enum rcs_err bridge_prepare_job(struct bridge *b, const char *ident, bool
 	env.script_len = tv->script_len;
 	env.constants = tv->constants;
 	env.variables_info = tv->variables_info;
-	env.variables = job.variables;
+	vars = json_tokener_parse(job.variables); /* the store holds what the API checked */
+	env.variables = vars;
 	env.signature = tv->signature;
 	env.issued_at = now;
 	env.expires_at = store_job_expiry(job.created_at, job.scheduled_time, job.ttl);
@@ -195,6 +196,7 @@ out:
 	store_task_version_free(&own);
 	if (env_json)
 		json_object_put(env_json);
+	json_object_put(vars);
 	if (have_job)
 		store_job_rec_free(&job);
 	return err;
@@ -427,20 +429,18 @@ static void hook_job_due(void *ctx, const char *ident)
 		log_warnx("job %s: not sent: %s", ident, rcs_strerror(err));
 }
 
-static void hook_jobs_due(void *ctx, json_object *idents)
+static void hook_jobs_due(void *ctx, const struct job_new *jobs, size_t n)
 {
 	struct bridge *b = ctx;
-	size_t n = json_object_array_length(idents);
 
 	pthread_mutex_lock(&b->lock);
 	for (size_t i = 0; i < n; i++)
-		json_object_array_add(b->out,
-				      json_object_get(json_object_array_get_idx(idents, i)));
+		json_object_array_add(b->out, json_object_new_string(jobs[i].ident));
 	pthread_mutex_unlock(&b->lock);
 	bridge_kick(b);
 }
 
-static void hook_job_cancelled(void *ctx, json_object *job)
+static void hook_job_cancelled(void *ctx, const struct job_rec *job)
 {
 	struct bridge *b = ctx;
 	struct proto_cancel c;
@@ -450,12 +450,11 @@ static void hook_job_cancelled(void *ctx, json_object *job)
 	size_t len;
 
 	memset(&c, 0, sizeof(c));
-	snprintf(c.job, sizeof(c.job), "%s", jsonu_member_str(job, "ident"));
+	snprintf(c.job, sizeof(c.job), "%s", job->ident);
 	c.reason = "cancelled through the API";
 	o = proto_cancel_encode(&c);
 	payload = jsonu_dump(o, &len);
-	proto_topic_make(topic, PROTO_CANCEL, jsonu_member_str(job, "client_root"),
-			 jsonu_member_str(job, "entity_ident"), c.job);
+	proto_topic_make(topic, PROTO_CANCEL, job->client_root, job->entity_ident, c.job);
 	if (mqttc_publish(b->mq, topic, payload, len, 1, false, 0) != RCS_OK)
 		log_warnx("job %s: cancel not sent (broker unreachable); the device will be told"
 			  " when it reports on the job",
@@ -594,10 +593,11 @@ static void bridge_apply_report(struct bridge *b, const struct in_msg *m)
 	err = lifecycle_move(b->lc, &mv, &res, NULL);
 	if (err == RCS_OK && res == STORE_MOVE_KEPT && !status_is_terminal(r.status)) {
 		/* the device works on a job cancelled meanwhile: tell it (again) */
-		json_object *job = NULL;
-		if (store_job_get(b->st, NULL, r.job, &job) == RCS_OK)
-			hook_job_cancelled(b, job);
-		json_object_put(job);
+		struct job_rec job;
+		if (store_job_rec_get(b->st, r.job, &job) == RCS_OK) {
+			hook_job_cancelled(b, &job);
+			store_job_rec_free(&job);
+		}
 	}
 	if (err == RCS_ERR_NOTFOUND)
 		log_warnx(

@@ -128,16 +128,15 @@ static void mail_body_text(struct buf *b, const char *s, size_t max)
 	}
 }
 
-char *notifier_format(const char *from, const char *to, json_object *job, const char *device_name,
-		      const char *status, int64_t now, const char *message_id)
+char *notifier_format(const char *from, const char *to, const struct job_rec *job,
+		      const char *device_name, const char *status, int64_t now,
+		      const char *message_id)
 {
 	struct buf b;
 	char date[64], when[64], subject[512];
-	json_object *task = jsonu_member(job, "task");
-	const char *task_name = task ? jsonu_member_str(task, "name") : "?";
-	const char *device = device_name ? device_name : jsonu_member_str(job, "entity_ident");
-	const char *response = jsonu_member_str(job, "response"),
-		   *comment = jsonu_member_str(job, "comment");
+	const char *task_name = job->task_name;
+	const char *device = device_name ? device_name : job->entity_ident;
+	const char *response = job->response, *comment = job->comment;
 	time_t t = (time_t)now;
 	struct tm tm;
 	char *out = NULL;
@@ -158,15 +157,14 @@ char *notifier_format(const char *from, const char *to, json_object *job, const 
 			"Content-Type: text/plain; charset=utf-8\r\n"
 			"Content-Transfer-Encoding: 8bit\r\n"
 			"Auto-Submitted: auto-generated\r\n\r\n");
-	buf_appendf(&b, "Job %s is now %s.\r\n\r\n", jsonu_member_str(job, "ident"), status);
-	buf_appendf(&b, "Job:      %s\r\n", jsonu_member_str(job, "ident"));
+	buf_appendf(&b, "Job %s is now %s.\r\n\r\n", job->ident, status);
+	buf_appendf(&b, "Job:      %s\r\n", job->ident);
 	buf_append(&b, "Task:     ", 10);
 	mail_body_text(&b, task_name, 200);
-	buf_appendf(&b, " (%s, version %lld)\r\n", task ? jsonu_member_str(task, "ident") : "?",
-		    task ? (long long)json_object_get_int64(jsonu_member(task, "version")) : 0LL);
+	buf_appendf(&b, " (%s, version %lld)\r\n", job->task_ident, job->task_version);
 	buf_append(&b, "Device:   ", 10);
 	mail_body_text(&b, device, 200);
-	buf_appendf(&b, " (%s)\r\n", jsonu_member_str(job, "entity_ident"));
+	buf_appendf(&b, " (%s)\r\n", job->entity_ident);
 	buf_appendf(&b, "Status:   %s\r\n", status);
 	buf_appendf(&b, "Time:     %s\r\n", when);
 	buf_append(&b, "Comment:  ", 10);
@@ -285,7 +283,8 @@ static void notifier_one(struct notifier *n, json_object *row, int64_t now)
 		   *root = jsonu_member_str(row, "client_root");
 	const char *status = jsonu_member_str(row, "status"),
 		   *to = jsonu_member_str(row, "address");
-	json_object *job = NULL, *dev = NULL;
+	json_object *dev = NULL;
+	struct job_rec job;
 	char errbuf[CURL_ERROR_SIZE + 1], msgid[160], key[256], h[SHA256_HEX_LEN];
 	char *mail = NULL;
 	long long sent = 0;
@@ -300,17 +299,17 @@ static void notifier_one(struct notifier *n, json_object *row, int64_t now)
 		store_notification_update(n->st, id, "suppressed", now, now, "hourly cap reached");
 		return;
 	}
-	if (store_job_get(n->st, NULL, job_ident, &job) != RCS_OK) {
+	if (store_job_rec_get(n->st, job_ident, &job) != RCS_OK) {
 		store_notification_update(n->st, id, "failed", now, now, "job not found");
 		return;
 	}
-	store_device_get(n->st, root, jsonu_member_str(job, "entity_ident"), &dev);
+	store_device_get(n->st, root, job.entity_ident, &dev);
 	/* the same Message-ID for every attempt of one notification: receivers can dedupe */
 	snprintf(key, sizeof(key), "%s/%s/%s", job_ident, status, to);
 	sha256_hex(key, strlen(key), h);
 	snprintf(msgid, sizeof(msgid), "%.32s.%s@rcs", h, status);
 	/* the status the mail is about, whatever the job shows now */
-	mail = notifier_format(n->from, to, job, dev ? jsonu_member_str(dev, "name") : NULL, status,
+	mail = notifier_format(n->from, to, &job, dev ? jsonu_member_str(dev, "name") : NULL, status,
 			       now, msgid);
 	if (mail == NULL) {
 		store_notification_update(n->st, id, "failed", now, now, "mail too large");
@@ -334,7 +333,7 @@ static void notifier_one(struct notifier *n, json_object *row, int64_t now)
 out:
 	free(mail);
 	json_object_put(dev);
-	json_object_put(job);
+	store_job_rec_free(&job);
 }
 
 static void *notifier_loop(void *arg)

@@ -34,7 +34,8 @@ enum rcs_err notifier_start(const struct notifier_opts *opts, struct store *st,
 void notifier_stop(struct notifier *n);
 
 /* The mail for one notification, for tests: headers and body (malloc'd, CRLF lines). */
-char *notifier_format(const char *from, const char *to, json_object *job, const char *device_name,
-		      const char *status, int64_t now, const char *message_id);
+char *notifier_format(const char *from, const char *to, const struct job_rec *job,
+		      const char *device_name, const char *status, int64_t now,
+		      const char *message_id);
 
 #endif

@@ -5,6 +5,7 @@
 #include "render.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 void render_init(struct render *w, struct buf *out)
@@ -247,5 +248,170 @@ void render_page_close(struct render *w)
 /* (end of devices) */
 
 /* ---- records: jobs, history, notifications, groups ---- */
+
+/* The job's record with the status, time, response and response time given (its own, or a
+ * history entry's); "target" and "payload" are always null (docs/api.md, "Jobs"). */
+static void render_job_as(struct render *w, const struct job_rec *r, enum job_status status,
+			  int64_t update_at, const char *response, int64_t response_time,
+			  size_t at[2])
+{
+	render_obj_open(w);
+	render_key(w, "ident");
+	at[0] = w->out->len + 1; /* after the opening quote */
+	render_str(w, r->ident);
+	render_key(w, "task");
+	render_obj_open(w);
+	render_kint(w, "version", r->task_version);
+	render_kstr(w, "ident", r->task_ident);
+	render_kstr(w, "name", r->task_name);
+	render_obj_close(w);
+	render_key(w, "group");
+	if (r->group_ident[0] != '\0') {
+		render_obj_open(w);
+		render_kstr(w, "ident", r->group_ident);
+		render_kstr(w, "name", r->group_name);
+		render_obj_close(w);
+	} else {
+		render_null(w);
+	}
+	render_kstr(w, "client_root", r->client_root);
+	render_key(w, "entity_ident");
+	at[1] = w->out->len + 1;
+	render_str(w, r->entity_ident);
+	render_kraw(w, "target", NULL);
+	render_kstr(w, "comment", r->comment);
+	render_kstr(w, "status", status_name(status));
+	render_kstr(w, "created_user", r->created_user);
+	render_kint(w, "created_at", r->created_at);
+	render_kint(w, "update_at", update_at);
+	render_kint_opt(w, "scheduled_time", r->scheduled_time);
+	render_kint_opt(w, "response_time", response_time);
+	render_kint_opt(w, "ttl", r->ttl);
+	render_kraw(w, "payload", NULL);
+	render_kstr(w, "response", response);
+	render_kraw(w, "notification_mail_list", r->mail_list);
+	render_kraw(w, "notification_status_list", r->status_list);
+	render_kraw(w, "variables", r->variables);
+	render_obj_close(w);
+}
+
+void render_job(struct render *w, const struct job_rec *r)
+{
+	size_t at[2];
+
+	render_job_as(w, r, r->status, r->update_at, r->response, r->response_time, at);
+}
+
+/* The idents are UUIDs (36 characters, nothing to escape): a copy's are written over the
+ * first record's. */
+void render_job_batch(struct render *w, struct render_job_copy *c, const struct job_rec *r,
+		      bool like_first)
+{
+	static const char head[] = "{\"ident\":\"";
+	bool uuids = strlen(r->ident) == 36 && strlen(r->entity_ident) == 36;
+	size_t at[2], start;
+
+	if (like_first && uuids && c->text != NULL && w->err == RCS_OK) {
+		render_sep(w);
+		start = w->out->len;
+		render_put(w, c->text, c->len);
+		if (w->err == RCS_OK) {
+			memcpy(w->out->data + start + c->ident_at, r->ident, 36);
+			memcpy(w->out->data + start + c->entity_at, r->entity_ident, 36);
+		}
+		return;
+	}
+	render_job_as(w, r, r->status, r->update_at, r->response, r->response_time, at);
+	if (like_first || c->text != NULL || !uuids || w->err != RCS_OK ||
+	    at[0] < sizeof(head) - 1)
+		return;
+	/* the first record: kept as the others' text */
+	start = at[0] - (sizeof(head) - 1);
+	if (memcmp(w->out->data + start, head, sizeof(head) - 1) != 0)
+		return;
+	c->len = w->out->len - start;
+	c->text = malloc(c->len);
+	if (c->text == NULL)
+		return; /* each record rendered, then */
+	memcpy(c->text, w->out->data + start, c->len);
+	c->ident_at = at[0] - start;
+	c->entity_at = at[1] - start;
+}
+
+void render_job_copy_free(struct render_job_copy *c)
+{
+	free(c->text);
+	memset(c, 0, sizeof(*c));
+}
+
+void render_job_page(struct render *w, const struct store_job_list *l)
+{
+	render_page_open(w, &l->pg);
+	for (size_t i = 0; i < l->n; i++)
+		render_job(w, &l->items[i]);
+	render_page_close(w);
+}
+
+void render_history_page(struct render *w, const struct job_rec *job,
+			 const struct store_history_list *l)
+{
+	render_page_open(w, &l->pg);
+	for (size_t i = 0; i < l->n; i++) {
+		const struct history_rec *h = &l->items[i];
+
+		size_t at[2];
+
+		render_job_as(w, job, h->status, h->at, h->response, h->response_time, at);
+	}
+	render_page_close(w);
+}
+
+void render_job_notification(struct render *w, const struct job_notification_rec *r)
+{
+	render_obj_open(w);
+	render_kstr(w, "address", r->address);
+	render_kstr(w, "status", r->status);
+	render_kstr(w, "state", r->state);
+	render_kint(w, "attempts", r->attempts);
+	render_kint(w, "created_at", r->created_at);
+	render_kint_opt(w, "sent_at", r->sent_at);
+	render_kstr(w, "last_error", r->last_error);
+	render_obj_close(w);
+}
+
+void render_job_notification_page(struct render *w, const struct store_job_notification_list *l)
+{
+	render_page_open(w, &l->pg);
+	for (size_t i = 0; i < l->n; i++)
+		render_job_notification(w, &l->items[i]);
+	render_page_close(w);
+}
+
+void render_group(struct render *w, const struct group_rec *r)
+{
+	render_obj_open(w);
+	render_kstr(w, "ident", r->ident);
+	render_kstr(w, "name", r->name);
+	render_kstr(w, "created_user", r->created_user);
+	render_kint(w, "created_at", r->created_at);
+	render_kstr(w, "task_ident", r->task_ident);
+	if (r->with_counts) {
+		render_kint(w, "total", r->total);
+		render_key(w, "statuses");
+		render_obj_open(w);
+		for (size_t i = 0; i < r->n_statuses; i++)
+			render_kint(w, status_name(r->statuses[i].status), r->statuses[i].n);
+		render_obj_close(w);
+	}
+	render_obj_close(w);
+}
+
+void render_group_page(struct render *w, const struct store_group_list *l)
+{
+	render_page_open(w, &l->pg);
+	for (size_t i = 0; i < l->n; i++)
+		render_group(w, &l->items[i]);
+	render_page_close(w);
+}
 
 /* (end of jobs, history, notifications, groups) */

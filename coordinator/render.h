@@ -77,6 +77,33 @@ void render_page_close(struct render *w);
 
 /* jobs, history, notifications, groups */
 
+/* The job record of GET /jobs/<id>, the job lists, the bulk sends' answers and the job events
+ * of docs/mqtt.md, "Monitoring". */
+void render_job(struct render *w, const struct job_rec *r);
+void render_job_page(struct render *w, const struct store_job_list *l);
+/*
+ * The records of a batch's jobs (store_jobs_batch_each): the first rendered, and those like
+ * it (like_first) copies of its text with their own idents, the only values they differ in.
+ * c starts zeroed; render_job_copy_free frees it.
+ */
+struct render_job_copy {
+	char *text;
+	size_t len, ident_at, entity_at; /* where the two idents are in text */
+};
+void render_job_batch(struct render *w, struct render_job_copy *c, const struct job_rec *r,
+		      bool like_first);
+void render_job_copy_free(struct render_job_copy *c);
+/* A page of a job's history: each entry the job's record with the entry's status, time
+ * (update_at), response and response time. */
+void render_history_page(struct render *w, const struct job_rec *job,
+			 const struct store_history_list *l);
+void render_job_notification(struct render *w, const struct job_notification_rec *r);
+void render_job_notification_page(struct render *w, const struct store_job_notification_list *l);
+/* {ident, name, created_user, created_at, task_ident}, and total and statuses when the record
+ * has its counts (GET /groups/<id>). */
+void render_group(struct render *w, const struct group_rec *r);
+void render_group_page(struct render *w, const struct store_group_list *l);
+
 /* (end of jobs, history, notifications, groups) */
 
 #endif

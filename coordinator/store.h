@@ -221,6 +221,7 @@ struct job_new {
 	const char *entity_ident;
 };
 
+/* JSON documents are JSON text, as the API layer checked and serialized them. */
 struct job_batch {
 	const char *client_root;
 	const char *task_ident;
@@ -229,12 +230,12 @@ struct job_batch {
 	const char *group_ident; /* NULL: no group */
 	const char *group_name;
 	const char *created_user;
-	const char *comment;         /* may be NULL */
-	json_object *variables;      /* object */
-	json_object *mail_list;      /* array */
-	json_object *status_list;    /* array */
-	json_object *task_mail_list; /* the task's lists, kept with each job */
-	json_object *task_status_list;
+	const char *comment;          /* may be NULL */
+	const char *variables;        /* object; NULL: {} */
+	const char *mail_list;        /* array of strings; NULL: [] */
+	const char *status_list;      /* array of strings; NULL: [] */
+	const char *task_mail_list;   /* the task's lists, kept with each job; NULL: [] */
+	const char *task_status_list;
 	long long scheduled_time; /* 0: none */
 	long long ttl;            /* 0: none */
 	int64_t now;
@@ -247,8 +248,9 @@ struct job_batch {
 enum rcs_err store_jobs_create(struct store *st, const struct job_batch *b);
 
 /*
- * A job as the coordinator works with it (the API's JSON is made from the store's
- * records elsewhere): typed fields, variables as the JSON object they are sent as.
+ * A job: every member of the API's job record (docs/api.md, "Jobs"; render_job writes it).
+ * Text is malloc'd, NULL when unset (comment, response; group_name without a group);
+ * group_ident is "" without a group; variables and the notification lists are JSON text.
  * Times are Unix seconds, 0 when unset. Free with store_job_rec_free.
  */
 struct job_rec {
@@ -258,27 +260,54 @@ struct job_rec {
 	char task_ident[UUID_STR_LEN];
 	long long task_version;
 	char *task_name;
+	char group_ident[UUID_STR_LEN];
+	char *group_name;
+	char *comment;
 	enum job_status status;
-	json_object *variables;
-	int64_t created_at, scheduled_time, ttl;
+	char *created_user;
+	int64_t created_at, update_at, scheduled_time, response_time, ttl;
+	char *response;
+	char *mail_list;   /* notification_mail_list: array of strings */
+	char *status_list; /* notification_status_list: array of strings */
+	char *variables;   /* object */
 };
-/* The job (of any tenant): RCS_ERR_NOTFOUND when there is none. */
-enum rcs_err store_job_rec_get(struct store *st, const char *ident, struct job_rec *out);
 void store_job_rec_free(struct job_rec *r);
 
-/* client_root NULL: any tenant (internal callers). */
-/*
- * The job record as JSON text (the same record store_job_get builds), appended
- * to out; client_root gets the job's tenant. For records that only go out.
- */
-enum rcs_err store_job_json(struct store *st, const char *ident, char client_root[UUID_STR_LEN],
-			    struct buf *out);
-/* The batch's job records as JSON text, comma-separated, appended to out. */
-enum rcs_err store_jobs_json_batch(struct store *st, const struct job_batch *b, struct buf *out);
+/* The job of the tenant (client_root NULL: of any tenant, for internal callers):
+ * RCS_ERR_NOTFOUND when there is none. */
 enum rcs_err store_job_get(struct store *st, const char *client_root, const char *ident,
-			   json_object **out);
+			   struct job_rec *out);
+/* store_job_get of any tenant: the transport's read of a job it sends. */
+enum rcs_err store_job_rec_get(struct store *st, const char *ident, struct job_rec *out);
+
+/* One record of a batch at a time (the store's until the callback returns); like_first: it
+ * differs from the first record handed over in nothing but ident and entity_ident. The
+ * callback's error other than RCS_OK stops the walk and is returned. */
+typedef enum rcs_err (*store_batch_fn)(void *arg, const struct job_rec *r, bool like_first);
+
+/* The batch's jobs as stored (in the caller's transaction, right after store_jobs_create),
+ * in the batch's order, each handed to fn: a bulk send's answer without a read per job. */
+enum rcs_err store_jobs_batch_each(struct store *st, const struct job_batch *b, store_batch_fn fn,
+				   void *arg);
+
+/* One entry of a job's history: the status it came to, when, and the response and response
+ * time it had then (0: none). The API shows it as the job's record with these four. */
+struct history_rec {
+	enum job_status status;
+	int64_t at;
+	char *response;
+	int64_t response_time;
+};
+struct store_history_list {
+	struct store_page_info pg;
+	struct history_rec *items;
+	size_t n;
+};
+void store_history_list_free(struct store_history_list *l);
+/* The job (*job, freed by the caller with store_job_rec_free) and a page of its history. */
 enum rcs_err store_job_history(struct store *st, const char *client_root, const char *ident,
-			       const struct store_page *pg, json_object **out);
+			       const struct store_page *pg, struct job_rec *job,
+			       struct store_history_list *out);
 
 struct job_filter {
 	const char *group_ident;
@@ -287,10 +316,14 @@ struct job_filter {
 	const char *status;	     /* a status name, or "running" */
 	const char *only_visible_to; /* user: jobs of others' non-public tasks left out */
 };
-/* A page of jobs as JSON text ({page, per_page, total_pages, total_items, items}, the
- * records as store_job_json writes them), appended to out. */
+struct store_job_list {
+	struct store_page_info pg;
+	struct job_rec *items;
+	size_t n;
+};
+void store_job_list_free(struct store_job_list *l);
 enum rcs_err store_jobs_list(struct store *st, const char *client_root, const struct job_filter *f,
-			     const struct store_page *pg, struct buf *out);
+			     const struct store_page *pg, struct store_job_list *out);
 /* RCS_OK when the job is the tenant's and its task visible to user (public, or
  * theirs): the rule of the task itself; RCS_ERR_NOTFOUND otherwise. */
 enum rcs_err store_job_visible(struct store *st, const char *client_root, const char *ident,
@@ -319,18 +352,56 @@ struct job_move {
 /* Applies one status change with the rules of docs/architecture.md, "Job statuses". */
 enum rcs_err store_job_move(struct store *st, const struct job_move *m, enum store_move *result);
 
-/* The notifications recorded for a job: {address, status, state, attempts,
- * created_at, sent_at, last_error}, paged. */
+/* A notification recorded for a job (one per status and address); sent_at 0: not sent. */
+struct job_notification_rec {
+	char *address;
+	char *status;
+	char *state; /* queued, sent, failed or suppressed */
+	long long attempts;
+	int64_t created_at, sent_at;
+	char *last_error; /* NULL: none */
+};
+struct store_job_notification_list {
+	struct store_page_info pg;
+	struct job_notification_rec *items;
+	size_t n;
+};
+void store_job_notification_list_free(struct store_job_notification_list *l);
+/* The notifications recorded for a job, paged, in the order they were recorded. */
 enum rcs_err store_job_notifications(struct store *st, const char *client_root, const char *ident,
-				     const struct store_page *pg, json_object **out);
+				     const struct store_page *pg,
+				     struct store_job_notification_list *out);
 
+/* A group of jobs (a bulk send's); with_counts (store_group_get): its jobs' total and how
+ * many are in each status (statuses, n_statuses of them, in the order of their names). */
+struct group_rec {
+	char ident[UUID_STR_LEN];
+	char *name;
+	char *created_user;
+	int64_t created_at;
+	char task_ident[UUID_STR_LEN];
+	bool with_counts;
+	long long total;
+	struct group_count {
+		enum job_status status;
+		long long n;
+	} statuses[JS__COUNT];
+	size_t n_statuses;
+};
+void store_group_rec_free(struct group_rec *r);
+struct store_group_list {
+	struct store_page_info pg;
+	struct group_rec *items;
+	size_t n;
+};
+void store_group_list_free(struct store_group_list *l);
 /* Groups; only_visible_to (a user, NULL: all) leaves out the groups of others' non-public
  * tasks, as store_jobs_list does for their jobs. */
 enum rcs_err store_group_get(struct store *st, const char *client_root, const char *ident,
-			     const char *only_visible_to, json_object **out);
+			     const char *only_visible_to, struct group_rec *out);
 enum rcs_err store_groups_list(struct store *st, const char *client_root,
 			       const char *only_visible_to, const struct store_page *pg,
-			       json_object **out);
+			       struct store_group_list *out);
 
 /* ---- for the transport and the scheduler ---- */
 

@@ -8,93 +8,111 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "jsonu.h"
 #include "log.h"
 
 /* ---- jobs ---- */
 
+/* The columns of a job_rec, in the order job_read takes them. */
 #define JOB_COLS                                                                                   \
-	"j.ident, j.task_version, j.task_ident, j.task_name, j.group_ident, g.name,"               \
-	" j.client_root, j.entity_ident, j.comment, j.status, j.created_user, j.created_at,"       \
-	" j.update_at, j.scheduled_time, j.response_time, j.ttl, j.response, j.mail_list,"         \
-	" j.status_list, j.variables"
+	"j.ident, j.client_root, j.entity_ident, j.task_ident, j.task_version, j.task_name,"       \
+	" j.group_ident, g.name, j.comment, j.status, j.created_user, j.created_at, j.update_at,"  \
+	" j.scheduled_time, j.response_time, j.ttl, j.response, j.mail_list, j.status_list,"       \
+	" j.variables"
 #define JOB_FROM "jobs j LEFT JOIN groups g ON g.ident = j.group_ident"
 
-/*
- * The job record as JSON text, built by SQLite: the same members, in the same
- * order and with the same values as row_job() (tests compare the two). Used
- * where the record only goes out as text (events, bulk answers): no json-c
- * objects to build, dump and free per job.
- */
-#define JOB_JSON                                                                                   \
-	"json_object('ident', j.ident, 'task', json_object('version', j.task_version, 'ident',"    \
-	" j.task_ident, 'name', j.task_name), 'group', CASE WHEN j.group_ident IS NULL THEN NULL"  \
-	" ELSE json_object('ident', j.group_ident, 'name', g.name) END, 'client_root',"            \
-	" j.client_root, 'entity_ident', j.entity_ident, 'target', NULL, 'comment', j.comment,"    \
-	" 'status', j.status, 'created_user', j.created_user, 'created_at', j.created_at,"         \
-	" 'update_at', j.update_at, 'scheduled_time', j.scheduled_time, 'response_time',"          \
-	" j.response_time, 'ttl', j.ttl, 'payload', NULL, 'response', j.response,"                 \
-	" 'notification_mail_list', json(j.mail_list), 'notification_status_list',"                \
-	" json(j.status_list), 'variables', json(j.variables))"
-
-static json_object *row_job(sqlite3_stmt *s)
+void store_job_rec_free(struct job_rec *r)
 {
-	json_object *o = json_object_new_object();
-	json_object *task = json_object_new_object();
-	json_object *group = NULL;
+	free(r->task_name);
+	free(r->group_name);
+	free(r->comment);
+	free(r->created_user);
+	free(r->response);
+	free(r->mail_list);
+	free(r->status_list);
+	free(r->variables);
+	r->task_name = r->group_name = r->comment = r->created_user = NULL;
+	r->response = r->mail_list = r->status_list = r->variables = NULL;
+}
 
-	json_object_object_add(task, "version", store_col_int(s, 1));
-	json_object_object_add(task, "ident", store_col_str(s, 2));
-	json_object_object_add(task, "name", store_col_str(s, 3));
-	if (sqlite3_column_type(s, 4) != SQLITE_NULL) {
-		group = json_object_new_object();
-		json_object_object_add(group, "ident", store_col_str(s, 4));
-		json_object_object_add(group, "name", store_col_str(s, 5));
-	}
-	json_object_object_add(o, "ident", store_col_str(s, 0));
-	json_object_object_add(o, "task", task);
-	json_object_object_add(o, "group", group);
-	json_object_object_add(o, "client_root", store_col_str(s, 6));
-	json_object_object_add(o, "entity_ident", store_col_str(s, 7));
-	json_object_object_add(o, "target", NULL);
-	json_object_object_add(o, "comment", store_col_str(s, 8));
-	json_object_object_add(o, "status", store_col_str(s, 9));
-	json_object_object_add(o, "created_user", store_col_str(s, 10));
-	json_object_object_add(o, "created_at", store_col_int(s, 11));
-	json_object_object_add(o, "update_at", store_col_int(s, 12));
-	json_object_object_add(o, "scheduled_time", store_col_int(s, 13));
-	json_object_object_add(o, "response_time", store_col_int(s, 14));
-	json_object_object_add(o, "ttl", store_col_int(s, 15));
-	json_object_object_add(o, "payload", NULL);
-	json_object_object_add(o, "response", store_col_str(s, 16));
-	json_object_object_add(o, "notification_mail_list", store_col_json(s, 17));
-	json_object_object_add(o, "notification_status_list", store_col_json(s, 18));
-	json_object_object_add(o, "variables", store_col_json(s, 19));
-	return o;
+/* The row of JOB_COLS into *r (zeroed first; on an error what was read is freed). */
+static enum rcs_err job_read(struct store_stmt *s, struct job_rec *r)
+{
+	enum rcs_err err = RCS_OK;
+
+	memset(r, 0, sizeof(*r));
+	store_val_copy(s, 0, r->ident, sizeof(r->ident));
+	store_val_copy(s, 1, r->client_root, sizeof(r->client_root));
+	store_val_copy(s, 2, r->entity_ident, sizeof(r->entity_ident));
+	store_val_copy(s, 3, r->task_ident, sizeof(r->task_ident));
+	r->task_version = store_val_int(s, 4);
+	r->task_name = store_val_dup(s, 5, &err);
+	store_val_copy(s, 6, r->group_ident, sizeof(r->group_ident));
+	if (r->group_ident[0] != '\0')
+		r->group_name = store_val_dup(s, 7, &err);
+	r->comment = store_val_dup(s, 8, &err);
+	if (!status_parse(store_val_text(s, 9), &r->status))
+		r->status = JS_INITIAL;
+	r->created_user = store_val_dup(s, 10, &err);
+	r->created_at = store_val_int(s, 11);
+	r->update_at = store_val_int(s, 12);
+	r->scheduled_time = store_val_int(s, 13); /* NULL reads 0 */
+	r->response_time = store_val_int(s, 14);
+	r->ttl = store_val_int(s, 15);
+	r->response = store_val_dup(s, 16, &err);
+	r->mail_list = store_val_dup(s, 17, &err);
+	r->status_list = store_val_dup(s, 18, &err);
+	r->variables = store_val_dup(s, 19, &err);
+	if (err != RCS_OK)
+		store_job_rec_free(r);
+	return err;
+}
+
+static enum rcs_err job_read_one(struct store_stmt *s, void *arg)
+{
+	return job_read(s, arg);
+}
+
+enum rcs_err store_job_get(struct store *st, const char *client_root, const char *ident,
+			   struct job_rec *out)
+{
+	memset(out, 0, sizeof(*out));
+	if (client_root == NULL)
+		return store_get_one(st, "SELECT " JOB_COLS " FROM " JOB_FROM " WHERE j.ident = ?1",
+				     ident, NULL, NULL, job_read_one, out);
+	return store_get_one(st,
+			     "SELECT " JOB_COLS " FROM " JOB_FROM
+			     " WHERE j.ident = ?1 AND j.client_root = ?2",
+			     ident, client_root, NULL, job_read_one, out);
+}
+
+enum rcs_err store_job_rec_get(struct store *st, const char *ident, struct job_rec *out)
+{
+	return store_job_get(st, NULL, ident, out);
 }
 
 static enum rcs_err store_history_add(struct store *st, const char *job, long long n,
 				      const char *status, int64_t at, const char *response,
 				      long long response_time, long long seq)
 {
-	sqlite3_stmt *s = NULL;
+	struct store_stmt *s = NULL;
 	enum rcs_err err;
 
-	err = store_prepare(st,
-			    "INSERT INTO job_history(job_ident, n, status, at, response,"
-			    " response_time, seq) VALUES(?, ?, ?, ?, ?, ?, ?)",
-			    &s);
+	err = store_stmt(st,
+			 "INSERT INTO job_history(job_ident, n, status, at, response,"
+			 " response_time, seq) VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+			 &s);
 	if (err != RCS_OK)
-		return err;
-	store_bind_text(s, 1, job);
-	sqlite3_bind_int64(s, 2, n);
-	store_bind_text(s, 3, status);
-	sqlite3_bind_int64(s, 4, at);
-	store_bind_text(s, 5, response);
-	store_bind_opt_int(s, 6, response_time);
-	sqlite3_bind_int64(s, 7, seq);
-	err = store_rc(st->db, sqlite3_step(s), "history add");
-	store_release(st, s);
+		goto out;
+	store_arg_text(s, 1, job);
+	store_arg_int(s, 2, n);
+	store_arg_text(s, 3, status);
+	store_arg_int(s, 4, at);
+	store_arg_text(s, 5, response);
+	store_arg_opt_int(s, 6, response_time);
+	store_arg_int(s, 7, seq);
+	err = store_done(st, s, "history add");
+out:
+	store_stmt_done(st, s);
 	return err;
 }
 
@@ -107,10 +125,10 @@ static enum rcs_err store_history_add(struct store *st, const char *job, long lo
 static enum rcs_err store_notify_record(struct store *st, const char *job, const char *status,
 					int64_t now)
 {
-	sqlite3_stmt *s = NULL;
+	struct store_stmt *s = NULL;
 	enum rcs_err err;
 
-	err = store_prepare(
+	err = store_stmt(
 	    st,
 	    "INSERT OR IGNORE INTO notifications(job_ident, client_root, status,"
 	    " address, state, created_at, next_at)"
@@ -123,25 +141,128 @@ static enum rcs_err store_notify_record(struct store *st, const char *job, const
 	    " EXISTS (SELECT 1 FROM json_each(j.status_list) x WHERE x.value = ?2)",
 	    &s);
 	if (err != RCS_OK)
-		return err;
-	store_bind_text(s, 1, job);
-	store_bind_text(s, 2, status);
-	sqlite3_bind_int64(s, 3, now);
-	err = store_rc(st->db, sqlite3_step(s), "notification record");
-	store_release(st, s);
+		goto out;
+	store_arg_text(s, 1, job);
+	store_arg_text(s, 2, status);
+	store_arg_int(s, 3, now);
+	err = store_done(st, s, "notification record");
+out:
+	store_stmt_done(st, s);
+	return err;
+}
+
+/* What every job of a batch is stored with, its JSON text defaulted. */
+struct job_batch_text {
+	const char *vars, *mails, *stats, *tmails, *tstats;
+	long long expires_at;
+};
+
+/*
+ * A batch's jobs are inserted JOBS_CHUNK at a time, one statement for their rows and one
+ * for their initial and pending history: the values all jobs share are parameters ?1-?16
+ * (?1 alone for the history), bound once per statement, and each job's ident and device
+ * follow. At 10,000 jobs a statement per job was most of the time of the send.
+ */
+#define JOBS_CHUNK     64
+#define JOBS_SQL_MAX   (JOBS_CHUNK * 128 + 512)
+#define JOBS_INSERT_ROW                                                                            \
+	"(?%d, ?1, ?2, ?3, ?4, ?5, ?%d, 'pending', ?6, ?7, ?8, ?8, ?9, ?10, ?11, ?12, ?13, ?14,"   \
+	" ?15, ?16, 2)"
+
+/* The two statements' text for k jobs (1..JOBS_CHUNK). */
+static void jobs_insert_sql(size_t k, char *rows, char *hist)
+{
+	size_t n, h;
+
+	n = (size_t)snprintf(rows, JOBS_SQL_MAX, "%s",
+			     "INSERT INTO jobs(ident, client_root, task_ident, task_version,"
+			     " task_name, group_ident, entity_ident, status, comment, created_user,"
+			     " created_at, update_at, scheduled_time, ttl, variables, mail_list,"
+			     " status_list, task_mail_list, task_status_list, expires_at, n_history)"
+			     " VALUES ");
+	h = (size_t)snprintf(hist, JOBS_SQL_MAX, "%s",
+			     "INSERT INTO job_history(job_ident, n, status, at) VALUES ");
+	for (size_t i = 0; i < k; i++) {
+		int id = 17 + 2 * (int)i;
+
+		n += (size_t)snprintf(rows + n, JOBS_SQL_MAX - n, "%s" JOBS_INSERT_ROW,
+				      i ? ", " : "", id, id + 1);
+		h += (size_t)snprintf(hist + h, JOBS_SQL_MAX - h,
+				      "%s(?%d, 1, 'initial', ?1), (?%d, 2, 'pending', ?1)",
+				      i ? ", " : "", 2 + (int)i, 2 + (int)i);
+	}
+}
+
+/* Up to JOBS_CHUNK jobs of the batch, from jobs[0]: their rows and history. A full chunk's
+ * statements are constant text (built once, under the store's lock), prepared once. */
+static enum rcs_err jobs_insert(struct store *st, const struct job_batch *b,
+				const struct job_batch_text *t, const struct job_new *jobs,
+				size_t k)
+{
+	static char full_rows[JOBS_SQL_MAX], full_hist[JOBS_SQL_MAX];
+	static bool full_built;
+	char rows[JOBS_SQL_MAX], hist[JOBS_SQL_MAX];
+	struct store_stmt *s = NULL;
+	enum rcs_err err;
+
+	if (k == JOBS_CHUNK && !full_built) {
+		jobs_insert_sql(JOBS_CHUNK, full_rows, full_hist);
+		full_built = true;
+	}
+	if (k < JOBS_CHUNK)
+		jobs_insert_sql(k, rows, hist);
+	err = k == JOBS_CHUNK ? store_stmt(st, full_rows, &s) : store_stmt_fresh(st, rows, &s);
+	if (err != RCS_OK)
+		goto out;
+	store_arg_text(s, 1, b->client_root);
+	store_arg_text(s, 2, b->task_ident);
+	store_arg_int(s, 3, b->task_version);
+	store_arg_text(s, 4, b->task_name);
+	store_arg_text(s, 5, b->group_ident);
+	store_arg_text(s, 6, b->comment);
+	store_arg_text(s, 7, b->created_user);
+	store_arg_int(s, 8, b->now);
+	store_arg_opt_int(s, 9, b->scheduled_time);
+	store_arg_opt_int(s, 10, b->ttl);
+	store_arg_text(s, 11, t->vars);
+	store_arg_text(s, 12, t->mails);
+	store_arg_text(s, 13, t->stats);
+	store_arg_text(s, 14, t->tmails);
+	store_arg_text(s, 15, t->tstats);
+	store_arg_opt_int(s, 16, t->expires_at);
+	for (size_t i = 0; i < k; i++) {
+		store_arg_text(s, 17 + 2 * (int)i, jobs[i].ident);
+		store_arg_text(s, 18 + 2 * (int)i, jobs[i].entity_ident);
+	}
+	err = store_done(st, s, "job insert");
+	store_stmt_done(st, s);
+	s = NULL;
+	if (err != RCS_OK)
+		goto out;
+	err = k == JOBS_CHUNK ? store_stmt(st, full_hist, &s) : store_stmt_fresh(st, hist, &s);
+	if (err != RCS_OK)
+		goto out;
+	store_arg_int(s, 1, b->now);
+	for (size_t i = 0; i < k; i++)
+		store_arg_text(s, 2 + (int)i, jobs[i].ident);
+	err = store_done(st, s, "job history insert");
+out:
+	store_stmt_done(st, s);
 	return err;
 }
 
 enum rcs_err store_jobs_create(struct store *st, const struct job_batch *b)
 {
-	sqlite3_stmt *ins = NULL, *hist = NULL;
-	const char *vars = jsonu_dump(b->variables, NULL);
-	const char *mails = b->mail_list ? jsonu_dump(b->mail_list, NULL) : "[]";
-	const char *stats = b->status_list ? jsonu_dump(b->status_list, NULL) : "[]";
-	const char *tmails = b->task_mail_list ? jsonu_dump(b->task_mail_list, NULL) : "[]";
-	const char *tstats = b->task_status_list ? jsonu_dump(b->task_status_list, NULL) : "[]";
-	bool notify = (strcmp(mails, "[]") != 0 && strcmp(stats, "[]") != 0) ||
-		      (strcmp(tmails, "[]") != 0 && strcmp(tstats, "[]") != 0);
+	struct job_batch_text t = {
+	    .vars = b->variables ? b->variables : "{}",
+	    .mails = b->mail_list ? b->mail_list : "[]",
+	    .stats = b->status_list ? b->status_list : "[]",
+	    .tmails = b->task_mail_list ? b->task_mail_list : "[]",
+	    .tstats = b->task_status_list ? b->task_status_list : "[]",
+	    .expires_at = store_job_expiry(b->now, b->scheduled_time, b->ttl),
+	};
+	bool notify = (strcmp(t.mails, "[]") != 0 && strcmp(t.stats, "[]") != 0) ||
+		      (strcmp(t.tmails, "[]") != 0 && strcmp(t.tstats, "[]") != 0);
 	enum rcs_err err;
 
 	err = store_sp_begin(st);
@@ -159,336 +280,187 @@ enum rcs_err store_jobs_create(struct store *st, const struct job_batch *b)
 		if (err != RCS_OK)
 			goto out;
 	}
-	err = store_prepare(
-	    st,
-	    "INSERT INTO jobs(ident, client_root, task_ident, task_version, task_name,"
-	    " group_ident, entity_ident, status, comment, created_user, created_at,"
-	    " update_at, scheduled_time, ttl, variables, mail_list, status_list,"
-	    " task_mail_list, task_status_list, expires_at, n_history)"
-	    " VALUES(?,?,?,?,?,?,?,'pending',?,?,?,?,?,?,?,?,?,?,?,?,2)",
-	    &ins);
-	if (err != RCS_OK)
-		goto out;
-	err = store_prepare(st,
-			    "INSERT INTO job_history(job_ident, n, status, at) VALUES"
-			    " (?1, 1, 'initial', ?2), (?1, 2, 'pending', ?2)",
-			    &hist);
-	if (err != RCS_OK)
-		goto out;
-	/* the constant parameters are bound once */
-	store_bind_text(ins, 2, b->client_root);
-	store_bind_text(ins, 3, b->task_ident);
-	sqlite3_bind_int64(ins, 4, b->task_version);
-	store_bind_text(ins, 5, b->task_name);
-	store_bind_text(ins, 6, b->group_ident);
-	store_bind_text(ins, 8, b->comment);
-	store_bind_text(ins, 9, b->created_user);
-	sqlite3_bind_int64(ins, 10, b->now);
-	sqlite3_bind_int64(ins, 11, b->now);
-	store_bind_opt_int(ins, 12, b->scheduled_time);
-	store_bind_opt_int(ins, 13, b->ttl);
-	sqlite3_bind_text(ins, 14, vars, -1, SQLITE_STATIC);
-	sqlite3_bind_text(ins, 15, mails, -1, SQLITE_STATIC);
-	sqlite3_bind_text(ins, 16, stats, -1, SQLITE_STATIC);
-	sqlite3_bind_text(ins, 17, tmails, -1, SQLITE_STATIC);
-	sqlite3_bind_text(ins, 18, tstats, -1, SQLITE_STATIC);
-	store_bind_opt_int(ins, 19, store_job_expiry(b->now, b->scheduled_time, b->ttl));
-	sqlite3_bind_int64(hist, 2, b->now);
-	for (size_t i = 0; i < b->n; i++) {
-		sqlite3_bind_text(ins, 1, b->jobs[i].ident, -1, SQLITE_STATIC);
-		sqlite3_bind_text(ins, 7, b->jobs[i].entity_ident, -1, SQLITE_STATIC);
-		err = store_rc(st->db, sqlite3_step(ins), "job insert");
-		sqlite3_reset(ins);
+	for (size_t i = 0; i < b->n; i += JOBS_CHUNK) {
+		err = jobs_insert(st, b, &t, b->jobs + i,
+				  b->n - i < JOBS_CHUNK ? b->n - i : JOBS_CHUNK);
 		if (err != RCS_OK)
 			goto out;
-		sqlite3_bind_text(hist, 1, b->jobs[i].ident, -1, SQLITE_STATIC);
-		err = store_rc(st->db, sqlite3_step(hist), "job history insert");
-		sqlite3_reset(hist);
-		if (err == RCS_OK && notify)
-			err = store_notify_record(st, b->jobs[i].ident, "initial", b->now);
-		if (err == RCS_OK && notify)
+	}
+	for (size_t i = 0; notify && i < b->n; i++) {
+		err = store_notify_record(st, b->jobs[i].ident, "initial", b->now);
+		if (err == RCS_OK)
 			err = store_notify_record(st, b->jobs[i].ident, "pending", b->now);
 		if (err != RCS_OK)
 			goto out;
 	}
 out:
-	store_release(st, ins);
-	store_release(st, hist);
 	return store_sp_end(st, err);
 }
 
-/* A TEXT column, "" for NULL. */
-static const char *rec_text(sqlite3_stmt *s, int i)
+static bool str_same(const char *a, const char *b)
 {
-	const char *t = store_col_text(s, i);
-
-	return t ? t : "";
+	return (a == NULL && b == NULL) || (a != NULL && b != NULL && strcmp(a, b) == 0);
 }
 
-enum rcs_err store_job_rec_get(struct store *st, const char *ident, struct job_rec *out)
+/* Whether two jobs' records differ in nothing but their idents and devices. */
+static bool job_same_but_idents(const struct job_rec *a, const struct job_rec *b)
 {
-	sqlite3_stmt *s = NULL;
-	enum rcs_err err;
-	int rc;
-
-	memset(out, 0, sizeof(*out));
-	store_lock(st);
-	err = store_prepare(st,
-			    "SELECT ident, client_root, entity_ident, task_ident, task_version,"
-			    " task_name, status, variables, created_at, scheduled_time, ttl"
-			    " FROM jobs WHERE ident = ?1",
-			    &s);
-	if (err != RCS_OK)
-		goto out;
-	store_bind_text(s, 1, ident);
-	rc = sqlite3_step(s);
-	if (rc != SQLITE_ROW) {
-		err = rc == SQLITE_DONE ? RCS_ERR_NOTFOUND : store_rc(st->db, rc, "job");
-		goto out;
-	}
-	snprintf(out->ident, sizeof(out->ident), "%s", rec_text(s, 0));
-	snprintf(out->client_root, sizeof(out->client_root), "%s", rec_text(s, 1));
-	snprintf(out->entity_ident, sizeof(out->entity_ident), "%s", rec_text(s, 2));
-	snprintf(out->task_ident, sizeof(out->task_ident), "%s", rec_text(s, 3));
-	out->task_version = sqlite3_column_int64(s, 4);
-	out->task_name = strdup(rec_text(s, 5));
-	if (!status_parse(rec_text(s, 6), &out->status))
-		out->status = JS_INITIAL;
-	out->variables = store_col_json(s, 7);
-	out->created_at = sqlite3_column_int64(s, 8);
-	out->scheduled_time = sqlite3_column_int64(s, 9); /* NULL reads 0 */
-	out->ttl = sqlite3_column_int64(s, 10);
-	if (out->task_name == NULL) {
-		err = RCS_ERR_NOMEM;
-		goto out;
-	}
-	err = RCS_OK;
-out:
-	store_release(st, s);
-	store_unlock(st);
-	if (err != RCS_OK)
-		store_job_rec_free(out);
-	return err;
-}
-
-void store_job_rec_free(struct job_rec *r)
-{
-	free(r->task_name);
-	r->task_name = NULL;
-	json_object_put(r->variables);
-	r->variables = NULL;
-}
-
-enum rcs_err store_job_get(struct store *st, const char *client_root, const char *ident,
-			   json_object **out)
-{
-	if (client_root == NULL)
-		return store_get_row(st, "SELECT " JOB_COLS " FROM " JOB_FROM " WHERE j.ident = ?",
-				     ident, NULL, NULL, row_job, out);
-	return store_get_row(
-	    st, "SELECT " JOB_COLS " FROM " JOB_FROM " WHERE j.ident = ? AND j.client_root = ?",
-	    ident, client_root, NULL, row_job, out);
-}
-
-enum rcs_err store_job_json(struct store *st, const char *ident, char client_root[UUID_STR_LEN],
-			    struct buf *out)
-{
-	sqlite3_stmt *s = NULL;
-	enum rcs_err err;
-	int rc;
-
-	store_lock(st);
-	err = store_prepare(
-	    st, "SELECT j.client_root, " JOB_JSON " FROM " JOB_FROM " WHERE j.ident = ?", &s);
-	if (err != RCS_OK)
-		goto out;
-	store_bind_text(s, 1, ident);
-	rc = sqlite3_step(s);
-	if (rc != SQLITE_ROW) {
-		err = rc == SQLITE_DONE ? RCS_ERR_NOTFOUND : store_rc(st->db, rc, "job json");
-		goto out;
-	}
-	snprintf(client_root, UUID_STR_LEN, "%s", store_col_text(s, 0) ? store_col_text(s, 0) : "");
-	err = buf_append(out, sqlite3_column_text(s, 1), (size_t)sqlite3_column_bytes(s, 1));
-out:
-	store_release(st, s);
-	store_unlock(st);
-	return err;
-}
-
-/* One job's record as SQLite builds it (JOB_JSON), appended to out. */
-static enum rcs_err store_job_json_step(struct store *st, sqlite3_stmt *s, const char *ident,
-					struct buf *out)
-{
-	enum rcs_err err;
-	int rc;
-
-	sqlite3_bind_text(s, 1, ident, -1, SQLITE_STATIC);
-	rc = sqlite3_step(s);
-	if (rc == SQLITE_ROW)
-		err =
-		    buf_append(out, sqlite3_column_text(s, 0), (size_t)sqlite3_column_bytes(s, 0));
-	else
-		err = rc == SQLITE_DONE ? RCS_ERR_NOTFOUND : store_rc(st->db, rc, "jobs batch");
-	sqlite3_reset(s);
-	return err;
+	return strcmp(a->client_root, b->client_root) == 0 &&
+	       strcmp(a->task_ident, b->task_ident) == 0 && a->task_version == b->task_version &&
+	       str_same(a->task_name, b->task_name) &&
+	       strcmp(a->group_ident, b->group_ident) == 0 &&
+	       str_same(a->group_name, b->group_name) && str_same(a->comment, b->comment) &&
+	       a->status == b->status && str_same(a->created_user, b->created_user) &&
+	       a->created_at == b->created_at && a->update_at == b->update_at &&
+	       a->scheduled_time == b->scheduled_time && a->response_time == b->response_time &&
+	       a->ttl == b->ttl && str_same(a->response, b->response) &&
+	       str_same(a->mail_list, b->mail_list) && str_same(a->status_list, b->status_list) &&
+	       str_same(a->variables, b->variables);
 }
 
 /*
- * Where a record made from the first job's can be patched for job i: both
- * idents are 36 characters, the job's at offset 10 ({"ident":"...), the
- * device's after the first "entity_ident":" (the only keys before it are
- * the task's and the group's; a quote inside a string value is escaped).
- * Returns that offset, or 0 when the record isn't such a template.
+ * The jobs of a batch share every value but their ident and device, so the first job's
+ * record, read once, is every job's with those two set: at 10,000 jobs a read per job was
+ * a good part of the request. The last job is read as well and must be the same but for
+ * its idents; if anything differs, every job is read.
  */
-static size_t store_job_template(const struct buf *rec, const struct job_new *first)
+enum rcs_err store_jobs_batch_each(struct store *st, const struct job_batch *b, store_batch_fn fn,
+				   void *arg)
 {
-	static const char head[] = "{\"ident\":\"", key[] = "\"entity_ident\":\"";
-	const char *at;
+	struct job_rec tpl, last;
+	bool same = true;
+	enum rcs_err err = RCS_OK;
 
-	if (rec->len < sizeof(head) - 1 + 2 * 36 ||
-	    memcmp(rec->data, head, sizeof(head) - 1) != 0 ||
-	    memcmp(rec->data + sizeof(head) - 1, first->ident, 36) != 0 ||
-	    strlen(first->entity_ident) != 36)
-		return 0;
-	at = strstr(rec->data, key);
-	if (at == NULL || (size_t)(at - rec->data) + sizeof(key) - 1 + 36 > rec->len ||
-	    memcmp(at + sizeof(key) - 1, first->entity_ident, 36) != 0)
-		return 0;
-	return (size_t)(at - rec->data) + sizeof(key) - 1;
-}
-
-/*
- * The jobs of a batch share every value but their ident and device, so the
- * record SQLite builds for the first job is the others' template: at 10,000
- * jobs, building each record in SQL was a fifth of the request. The last
- * job's record is built in SQL as well and must equal its copy; if anything
- * differs, every record is built in SQL.
- */
-enum rcs_err store_jobs_json_batch(struct store *st, const struct job_batch *b, struct buf *out)
-{
-	static const size_t ident_at = 10;
-	struct buf tpl, last;
-	sqlite3_stmt *s = NULL;
-	size_t base = out->len, entity_at = 0;
-	bool differs = false;
-	enum rcs_err err;
-
-	buf_init(&tpl, out->max);
-	buf_init(&last, out->max);
+	memset(&tpl, 0, sizeof(tpl));
+	memset(&last, 0, sizeof(last));
+	if (b->n == 0)
+		goto out;
 	store_lock(st);
-	err = store_prepare(st, "SELECT " JOB_JSON " FROM " JOB_FROM " WHERE j.ident = ?", &s);
-	if (err == RCS_OK && b->n > 2)
-		err = store_job_json_step(st, s, b->jobs[0].ident, &tpl);
-	if (err == RCS_OK && b->n > 2)
-		entity_at = store_job_template(&tpl, &b->jobs[0]);
-	if (err == RCS_OK && entity_at > 0)
-		err = store_job_json_step(st, s, b->jobs[b->n - 1].ident, &last);
-	for (size_t i = 0; err == RCS_OK && entity_at > 0 && i < b->n; i++) {
-		size_t at = out->len + (i > 0);
+	err = store_job_get(st, NULL, b->jobs[0].ident, &tpl);
+	if (err == RCS_OK && b->n > 1)
+		err = store_job_get(st, NULL, b->jobs[b->n - 1].ident, &last);
+	if (err == RCS_OK && b->n > 1)
+		same = job_same_but_idents(&tpl, &last) &&
+		       strcmp(last.entity_ident, b->jobs[b->n - 1].entity_ident) == 0 &&
+		       strcmp(tpl.entity_ident, b->jobs[0].entity_ident) == 0;
+	if (err == RCS_OK && !same)
+		log_warnx("the records of a bulk send differ in more than their idents");
+	for (size_t i = 0; err == RCS_OK && same && i < b->n; i++) {
+		snprintf(tpl.ident, sizeof(tpl.ident), "%s", b->jobs[i].ident);
+		snprintf(tpl.entity_ident, sizeof(tpl.entity_ident), "%s",
+			 b->jobs[i].entity_ident);
+		err = fn(arg, &tpl, i > 0);
+	}
+	for (size_t i = 0; err == RCS_OK && !same && i < b->n; i++) {
+		struct job_rec one;
 
-		if (strlen(b->jobs[i].entity_ident) != 36) {
-			entity_at = 0;
-			break;
-		}
-		err = i > 0 ? buf_append(out, ",", 1) : RCS_OK;
+		err = store_job_get(st, NULL, b->jobs[i].ident, &one);
 		if (err == RCS_OK)
-			err = buf_append(out, tpl.data, tpl.len);
-		if (err != RCS_OK)
-			break;
-		memcpy(out->data + at + ident_at, b->jobs[i].ident, 36);
-		memcpy(out->data + at + entity_at, b->jobs[i].entity_ident, 36);
-		differs = i + 1 == b->n && (out->len - at != last.len ||
-					    memcmp(out->data + at, last.data, last.len) != 0);
-		if (differs) {
-			log_warnx("the records of a bulk send differ in more than their idents");
-			entity_at = 0;
-		}
+			err = fn(arg, &one, false);
+		store_job_rec_free(&one);
 	}
-	if (err == RCS_OK && entity_at == 0) {
-		/* one record at a time, each built in SQL */
-		out->len = base;
-		if (out->data)
-			out->data[base] = '\0';
-		for (size_t i = 0; err == RCS_OK && i < b->n; i++) {
-			err = i > 0 ? buf_append(out, ",", 1) : RCS_OK;
-			if (err == RCS_OK)
-				err = store_job_json_step(st, s, b->jobs[i].ident, out);
-		}
-	}
-	store_release(st, s);
 	store_unlock(st);
-	buf_free(&tpl);
-	buf_free(&last);
+out:
+	store_job_rec_free(&tpl);
+	store_job_rec_free(&last);
 	return err;
+}
+
+void store_history_list_free(struct store_history_list *l)
+{
+	for (size_t i = 0; l->items && i < l->n; i++)
+		free(l->items[i].response);
+	free(l->items);
+	l->items = NULL;
+	l->n = 0;
 }
 
 enum rcs_err store_job_history(struct store *st, const char *client_root, const char *ident,
-			       const struct store_page *pg, json_object **out)
+			       const struct store_page *pg, struct job_rec *job,
+			       struct store_history_list *out)
 {
-	json_object *job = NULL, *items = NULL;
-	sqlite3_stmt *s = NULL;
-	long long total = 0;
+	struct store_stmt *s = NULL;
+	bool row = false;
 	enum rcs_err err;
-	int rc;
 
-	*out = NULL;
+	memset(out, 0, sizeof(*out));
+	memset(job, 0, sizeof(*job));
+	out->pg.page = pg->page;
+	out->pg.per_page = pg->per_page;
 	store_lock(st);
-	err = store_job_get(st, client_root, ident, &job);
+	err = store_job_get(st, client_root, ident, job);
 	if (err != RCS_OK)
 		goto out;
-	err = store_prepare(st, "SELECT count(*) FROM job_history WHERE job_ident = ?", &s);
+	err = store_stmt(st, "SELECT count(*) FROM job_history WHERE job_ident = ?1", &s);
 	if (err != RCS_OK)
 		goto out;
-	store_bind_text(s, 1, ident);
-	if (sqlite3_step(s) == SQLITE_ROW)
-		total = sqlite3_column_int64(s, 0);
-	store_release(st, s);
+	store_arg_text(s, 1, ident);
+	err = store_next(st, s, "history count", &row);
+	if (err != RCS_OK)
+		goto out;
+	out->pg.total = row ? store_val_int(s, 0) : 0;
+	store_stmt_done(st, s);
 	s = NULL;
-	/* newest first unless sort=update_at (oldest first); n is the order of the changes */
-	err = store_prepare(st,
-			    pg->desc ? "SELECT status, at, response, response_time FROM job_history"
-				       " WHERE job_ident = ? ORDER BY n DESC LIMIT ? OFFSET ?"
-				     : "SELECT status, at, response, response_time FROM job_history"
-				       " WHERE job_ident = ? ORDER BY n ASC LIMIT ? OFFSET ?",
-			    &s);
-	if (err != RCS_OK)
+	out->items = calloc((size_t)pg->per_page, sizeof(*out->items));
+	if (out->items == NULL) {
+		err = RCS_ERR_NOMEM;
 		goto out;
-	store_bind_text(s, 1, ident);
-	sqlite3_bind_int64(s, 2, pg->per_page);
-	sqlite3_bind_int64(s, 3, (pg->page - 1) * pg->per_page);
-	items = json_object_new_array();
-	while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
-		/* a snapshot: the job record with the status, time and response it had */
-		json_object *snap = NULL;
-		json_object_deep_copy(job, &snap, NULL);
-		json_object_object_add(snap, "status", store_col_str(s, 0));
-		json_object_object_add(snap, "update_at", store_col_int(s, 1));
-		json_object_object_add(snap, "response", store_col_str(s, 2));
-		json_object_object_add(snap, "response_time", store_col_int(s, 3));
-		json_object_array_add(items, snap);
 	}
-	err = store_rc(st->db, rc, "history");
+	/* newest first unless sort=update_at (oldest first); n is the order of the changes */
+	err = store_stmt(st,
+			 pg->desc ? "SELECT status, at, response, response_time FROM job_history"
+				    " WHERE job_ident = ?1 ORDER BY n DESC LIMIT ?2 OFFSET ?3"
+				  : "SELECT status, at, response, response_time FROM job_history"
+				    " WHERE job_ident = ?1 ORDER BY n ASC LIMIT ?2 OFFSET ?3",
+			 &s);
 	if (err != RCS_OK)
 		goto out;
-	*out = store_page_wrap(pg, total, items);
-	items = NULL;
+	store_arg_text(s, 1, ident);
+	store_arg_int(s, 2, pg->per_page);
+	store_arg_int(s, 3, (pg->page - 1) * pg->per_page);
+	while ((err = store_next(st, s, "history", &row)) == RCS_OK && row &&
+	       out->n < (size_t)pg->per_page) {
+		struct history_rec *h = &out->items[out->n++];
+
+		if (!status_parse(store_val_text(s, 0), &h->status))
+			h->status = JS_INITIAL;
+		h->at = store_val_int(s, 1);
+		h->response = store_val_dup(s, 2, &err);
+		h->response_time = store_val_int(s, 3);
+		if (err != RCS_OK)
+			break;
+	}
 out:
-	store_release(st, s);
+	store_stmt_done(st, s);
 	store_unlock(st);
-	if (job)
-		json_object_put(job);
-	if (items)
-		json_object_put(items);
+	if (err != RCS_OK) {
+		store_history_list_free(out);
+		store_job_rec_free(job);
+	}
 	return err;
 }
 
+void store_job_list_free(struct store_job_list *l)
+{
+	for (size_t i = 0; l->items && i < l->n; i++)
+		store_job_rec_free(&l->items[i]);
+	free(l->items);
+	l->items = NULL;
+	l->n = 0;
+}
+
 enum rcs_err store_jobs_list(struct store *st, const char *client_root, const struct job_filter *f,
-			     const struct store_page *pg, struct buf *out)
+			     const struct store_page *pg, struct store_job_list *out)
 {
 	struct store_qb q = {.n = 0};
 	struct store_qb_opts o;
+	struct store_stmt *s = NULL;
+	bool row = false;
+	enum rcs_err err;
 
+	memset(out, 0, sizeof(*out));
+	out->pg.page = pg->page;
+	out->pg.per_page = pg->per_page;
 	q.where[0] = '\0';
 	store_qb_add(&q, "j.client_root = ?", client_root);
 	if (f->group_ident)
@@ -509,92 +481,160 @@ enum rcs_err store_jobs_list(struct store *st, const char *client_root, const st
 		    " j.client_root AND " STORE_TASK_HIDDEN("t", "?") ")",
 		    f->only_visible_to);
 	store_qb_list_opts(&q, pg, "j.", "ident", &o);
-	return store_list_text(st, JOB_JSON, JOB_FROM, &q, o.order, pg, out);
+	store_lock(st);
+	out->items = calloc((size_t)pg->per_page, sizeof(*out->items));
+	if (out->items == NULL) {
+		err = RCS_ERR_NOMEM;
+		goto out;
+	}
+	err = store_page_rows(st, JOB_COLS, JOB_FROM, &q, o.order, pg, &out->pg.total, &s);
+	if (err != RCS_OK)
+		goto out;
+	while ((err = store_next(st, s, "jobs", &row)) == RCS_OK && row &&
+	       out->n < (size_t)pg->per_page) {
+		err = job_read(s, &out->items[out->n]);
+		if (err != RCS_OK)
+			break;
+		out->n++;
+	}
+out:
+	store_stmt_done(st, s);
+	store_unlock(st);
+	if (err != RCS_OK)
+		store_job_list_free(out);
+	return err;
+}
+
+static enum rcs_err job_visible_row(struct store_stmt *s, void *arg)
+{
+	(void)arg;
+	return store_val_bool(s, 0) ? RCS_OK : RCS_ERR_NOTFOUND;
 }
 
 enum rcs_err store_job_visible(struct store *st, const char *client_root, const char *ident,
 			       const char *user)
 {
-	sqlite3_stmt *s = NULL;
-	enum rcs_err err;
-	int rc;
+	return store_get_one(st,
+			     "SELECT t.ident IS NULL OR NOT " STORE_TASK_HIDDEN("t", "?3")
+			     " FROM jobs j LEFT JOIN tasks t ON t.ident = j.task_ident"
+			     " WHERE j.ident = ?1 AND j.client_root = ?2",
+			     ident, client_root, user, job_visible_row, NULL);
+}
 
-	store_lock(st);
-	err = store_prepare(
-	    st,
-	    "SELECT t.ident IS NULL OR NOT " STORE_TASK_HIDDEN("t", "?3") " FROM jobs j"
-	    " LEFT JOIN tasks t ON t.ident = j.task_ident"
-	    " WHERE j.ident = ?1 AND j.client_root = ?2",
-	    &s);
+/* What store_job_move reads of the job before it moves it. */
+struct job_move_row {
+	enum job_status cur;
+	long long last_seq, n_history;
+	char owner_root[UUID_STR_LEN], owner_dev[UUID_STR_LEN];
+	bool notify; /* any notification list at all */
+};
+
+static enum rcs_err job_move_read(struct store *st, const char *ident, struct job_move_row *r)
+{
+	struct store_stmt *s = NULL;
+	bool row = false;
+	enum rcs_err err;
+
+	err = store_stmt(st,
+			 "SELECT status, last_seq, n_history, client_root, entity_ident,"
+			 " (mail_list != '[]' AND status_list != '[]') OR"
+			 " (task_mail_list != '[]' AND task_status_list != '[]') FROM jobs"
+			 " WHERE ident = ?1",
+			 &s);
 	if (err != RCS_OK)
 		goto out;
-	store_bind_text(s, 1, ident);
-	store_bind_text(s, 2, client_root);
-	store_bind_text(s, 3, user);
-	rc = sqlite3_step(s);
-	if (rc == SQLITE_ROW)
-		err = sqlite3_column_int(s, 0) ? RCS_OK : RCS_ERR_NOTFOUND;
-	else
-		err = rc == SQLITE_DONE ? RCS_ERR_NOTFOUND : store_rc(st->db, rc, "job visible");
+	store_arg_text(s, 1, ident);
+	err = store_next(st, s, "job move", &row);
+	if (err == RCS_OK && !row)
+		err = RCS_ERR_NOTFOUND;
+	if (err != RCS_OK)
+		goto out;
+	if (!status_parse(store_val_text(s, 0), &r->cur)) {
+		err = RCS_ERR_INTERNAL;
+		goto out;
+	}
+	r->last_seq = store_val_int(s, 1);
+	r->n_history = store_val_int(s, 2);
+	store_val_copy(s, 3, r->owner_root, sizeof(r->owner_root));
+	store_val_copy(s, 4, r->owner_dev, sizeof(r->owner_dev));
+	r->notify = store_val_bool(s, 5);
 out:
-	store_release(st, s);
-	store_unlock(st);
+	store_stmt_done(st, s);
+	return err;
+}
+
+/* The status change itself and its history item, which keeps the response the job had at
+ * that moment. */
+static enum rcs_err job_move_apply(struct store *st, const struct job_move *m)
+{
+	struct store_stmt *s = NULL;
+	enum rcs_err err;
+
+	err = store_stmt(st,
+			 "UPDATE jobs SET status = ?1, update_at = ?2,"
+			 " response = CASE WHEN ?3 IS NULL AND NOT ?7 THEN response ELSE ?3 END,"
+			 " response_time = CASE WHEN ?4 THEN ?2 ELSE response_time END,"
+			 " last_seq = max(last_seq, ?5), n_history = n_history + 1,"
+			 " sent_at = CASE WHEN ?8 THEN ?2 ELSE sent_at END, sends = sends + ?8"
+			 " WHERE ident = ?6",
+			 &s);
+	if (err != RCS_OK)
+		goto out;
+	store_arg_text(s, 1, status_name(m->to));
+	store_arg_int(s, 2, m->now);
+	store_arg_text(s, 3, m->response);
+	store_arg_int(s, 4, m->set_response_time);
+	store_arg_int(s, 5, m->seq);
+	store_arg_text(s, 6, m->ident);
+	store_arg_int(s, 7, m->replace_response);
+	store_arg_int(s, 8, m->mark_sent);
+	err = store_done(st, s, "job move");
+	store_stmt_done(st, s);
+	s = NULL;
+	if (err != RCS_OK)
+		goto out;
+	err = store_stmt(st,
+			 "INSERT INTO job_history(job_ident, n, status, at, response,"
+			 " response_time, seq) SELECT ident, n_history, status, update_at,"
+			 " response, response_time, ?1 FROM jobs WHERE ident = ?2",
+			 &s);
+	if (err != RCS_OK)
+		goto out;
+	store_arg_int(s, 1, m->seq);
+	store_arg_text(s, 2, m->ident);
+	err = store_done(st, s, "history add");
+out:
+	store_stmt_done(st, s);
 	return err;
 }
 
 enum rcs_err store_job_move(struct store *st, const struct job_move *m, enum store_move *result)
 {
-	sqlite3_stmt *s = NULL;
-	enum job_status cur = JS_INITIAL;
-	long long last_seq = 0, n_history = 0;
-	char owner_root[UUID_STR_LEN], owner_dev[UUID_STR_LEN];
-	bool notify = false;
+	struct job_move_row j;
 	enum rcs_err err;
-	int rc;
 
+	memset(&j, 0, sizeof(j));
 	err = store_sp_begin(st);
 	if (err != RCS_OK)
 		return err;
-	err = store_prepare(st,
-			    "SELECT status, last_seq, n_history, client_root, entity_ident,"
-			    " (mail_list != '[]' AND status_list != '[]') OR"
-			    " (task_mail_list != '[]' AND task_status_list != '[]') FROM jobs"
-			    " WHERE ident = ?",
-			    &s);
+	err = job_move_read(st, m->ident, &j);
 	if (err != RCS_OK)
 		goto out;
-	store_bind_text(s, 1, m->ident);
-	rc = sqlite3_step(s);
-	if (rc != SQLITE_ROW) {
-		err = rc == SQLITE_DONE ? RCS_ERR_NOTFOUND : store_rc(st->db, rc, "job move");
-		goto out;
-	}
-	if (!status_parse(store_col_text(s, 0), &cur)) {
-		err = RCS_ERR_INTERNAL;
-		goto out;
-	}
 	if (m->prev)
-		*m->prev = cur;
-	last_seq = sqlite3_column_int64(s, 1);
-	n_history = sqlite3_column_int64(s, 2);
-	snprintf(owner_root, sizeof(owner_root), "%s", store_col_text(s, 3));
-	snprintf(owner_dev, sizeof(owner_dev), "%s", store_col_text(s, 4));
-	notify = sqlite3_column_int(s, 5) != 0; /* any notification list at all */
-	store_release(st, s);
-	s = NULL;
-	if ((m->client_root && strcmp(m->client_root, owner_root) != 0) ||
-	    (m->entity_ident && strcmp(m->entity_ident, owner_dev) != 0)) {
+		*m->prev = j.cur;
+	if ((m->client_root && strcmp(m->client_root, j.owner_root) != 0) ||
+	    (m->entity_ident && strcmp(m->entity_ident, j.owner_dev) != 0)) {
 		err = RCS_ERR_NOTFOUND;
 		goto out;
 	}
-	if (m->seq > 0 && m->seq <= last_seq) {
+	if (m->seq > 0 && m->seq <= j.last_seq) {
 		*result = STORE_MOVE_DUPLICATE;
 		goto out;
 	}
-	if (status_is_terminal(cur)) {
-		if (m->seq > 0 && (cur == JS_CANCELLED || cur == JS_EXPIRED)) {
+	if (status_is_terminal(j.cur)) {
+		if (m->seq > 0 && (j.cur == JS_CANCELLED || j.cur == JS_EXPIRED)) {
 			/* what the device said after the coordinator ended the job */
-			err = store_history_add(st, m->ident, n_history + 1, status_name(m->to),
+			err = store_history_add(st, m->ident, j.n_history + 1, status_name(m->to),
 						m->now, m->response,
 						m->set_response_time ? m->now : 0, m->seq);
 			if (err == RCS_OK) {
@@ -611,95 +651,125 @@ enum rcs_err store_job_move(struct store *st, const struct job_move *m, enum sto
 		}
 		goto out;
 	}
-	if (!status_can_move(cur, m->to)) {
+	if (!status_can_move(j.cur, m->to)) {
 		*result = STORE_MOVE_DUPLICATE;
 		goto out;
 	}
-	err = store_prepare(st,
-			    "UPDATE jobs SET status = ?1, update_at = ?2,"
-			    " response = CASE WHEN ?3 IS NULL AND NOT ?7 THEN response ELSE ?3 END,"
-			    " response_time = CASE WHEN ?4 THEN ?2 ELSE response_time END,"
-			    " last_seq = max(last_seq, ?5), n_history = n_history + 1,"
-			    " sent_at = CASE WHEN ?8 THEN ?2 ELSE sent_at END, sends = sends + ?8"
-			    " WHERE ident = ?6",
-			    &s);
-	if (err != RCS_OK)
-		goto out;
-	store_bind_text(s, 1, status_name(m->to));
-	sqlite3_bind_int64(s, 2, m->now);
-	store_bind_text(s, 3, m->response);
-	sqlite3_bind_int(s, 4, m->set_response_time);
-	sqlite3_bind_int64(s, 5, m->seq);
-	store_bind_text(s, 6, m->ident);
-	sqlite3_bind_int(s, 7, m->replace_response);
-	sqlite3_bind_int(s, 8, m->mark_sent);
-	err = store_rc(st->db, sqlite3_step(s), "job move");
-	if (err != RCS_OK)
-		goto out;
-	store_release(st, s);
-	s = NULL;
-	/* the history item keeps the response the job had at that moment */
-	err = store_prepare(st,
-			    "INSERT INTO job_history(job_ident, n, status, at, response,"
-			    " response_time, seq) SELECT ident, n_history, status, update_at,"
-			    " response, response_time, ? FROM jobs WHERE ident = ?",
-			    &s);
-	if (err != RCS_OK)
-		goto out;
-	sqlite3_bind_int64(s, 1, m->seq);
-	store_bind_text(s, 2, m->ident);
-	err = store_rc(st->db, sqlite3_step(s), "history add");
-	if (err == RCS_OK)
-		err =
-		    notify ? store_notify_record(st, m->ident, status_name(m->to), m->now) : RCS_OK;
+	err = job_move_apply(st, m);
+	if (err == RCS_OK && j.notify)
+		err = store_notify_record(st, m->ident, status_name(m->to), m->now);
 	*result = STORE_MOVE_APPLIED;
 out:
-	store_release(st, s);
 	return store_sp_end(st, err);
 }
 
 /* ---- notifications ---- */
 
-static const struct store_col_map notification_cols[] = {
-    {"address", STORE_COL_STR},    {"status", STORE_COL_STR},     {"state", STORE_COL_STR},
-    {"attempts", STORE_COL_INT},   {"created_at", STORE_COL_INT}, {"sent_at", STORE_COL_INT},
-    {"last_error", STORE_COL_STR}, {NULL, STORE_COL_STR},
-};
-
-static json_object *row_notification(sqlite3_stmt *s)
+void store_job_notification_list_free(struct store_job_notification_list *l)
 {
-	return store_row_map(s, notification_cols);
+	for (size_t i = 0; l->items && i < l->n; i++) {
+		free(l->items[i].address);
+		free(l->items[i].status);
+		free(l->items[i].state);
+		free(l->items[i].last_error);
+	}
+	free(l->items);
+	l->items = NULL;
+	l->n = 0;
+}
+
+static enum rcs_err row_exists(struct store_stmt *s, void *arg)
+{
+	(void)s;
+	(void)arg;
+	return RCS_OK;
 }
 
 enum rcs_err store_job_notifications(struct store *st, const char *client_root, const char *ident,
-				     const struct store_page *pg, json_object **out)
+				     const struct store_page *pg,
+				     struct store_job_notification_list *out)
 {
 	struct store_qb q = {.n = 0};
-	json_object *job = NULL;
+	struct store_stmt *s = NULL;
+	bool row = false;
 	enum rcs_err err;
 
-	err = store_job_get(st, client_root, ident, &job);
-	json_object_put(job);
-	if (err != RCS_OK)
-		return err;
+	memset(out, 0, sizeof(*out));
+	out->pg.page = pg->page;
+	out->pg.per_page = pg->per_page;
 	q.where[0] = '\0';
 	store_qb_add(&q, "job_ident = ?", ident);
-	return store_list(st, "address, status, state, attempts, created_at, sent_at, last_error",
-			  "notifications", &q, "id", pg, row_notification, out);
+	store_lock(st);
+	if (client_root == NULL)
+		err = store_get_one(st, "SELECT 1 FROM jobs WHERE ident = ?1", ident, NULL, NULL,
+				    row_exists, NULL);
+	else
+		err = store_get_one(st, "SELECT 1 FROM jobs WHERE ident = ?1 AND client_root = ?2",
+				    ident, client_root, NULL, row_exists, NULL);
+	if (err != RCS_OK)
+		goto out;
+	out->items = calloc((size_t)pg->per_page, sizeof(*out->items));
+	if (out->items == NULL) {
+		err = RCS_ERR_NOMEM;
+		goto out;
+	}
+	err = store_page_rows(st,
+			      "address, status, state, attempts, created_at, sent_at, last_error",
+			      "notifications", &q, "id", pg, &out->pg.total, &s);
+	if (err != RCS_OK)
+		goto out;
+	while ((err = store_next(st, s, "notifications", &row)) == RCS_OK && row &&
+	       out->n < (size_t)pg->per_page) {
+		struct job_notification_rec *r = &out->items[out->n++];
+
+		r->address = store_val_dup(s, 0, &err);
+		r->status = store_val_dup(s, 1, &err);
+		r->state = store_val_dup(s, 2, &err);
+		r->attempts = store_val_int(s, 3);
+		r->created_at = store_val_int(s, 4);
+		r->sent_at = store_val_int(s, 5);
+		r->last_error = store_val_dup(s, 6, &err);
+		if (err != RCS_OK)
+			break;
+	}
+out:
+	store_stmt_done(st, s);
+	store_unlock(st);
+	if (err != RCS_OK)
+		store_job_notification_list_free(out);
+	return err;
 }
 
 /* ---- groups ---- */
 
 #define GROUP_COLS "ident, name, created_user, created_at, task_ident"
 
-static const struct store_col_map group_cols[] = {
-    {"ident", STORE_COL_STR},      {"name", STORE_COL_STR},       {"created_user", STORE_COL_STR},
-    {"created_at", STORE_COL_INT}, {"task_ident", STORE_COL_STR}, {NULL, STORE_COL_STR},
-};
-
-static json_object *row_group(sqlite3_stmt *s)
+void store_group_rec_free(struct group_rec *r)
 {
-	return store_row_map(s, group_cols);
+	free(r->name);
+	free(r->created_user);
+	r->name = r->created_user = NULL;
+}
+
+/* The row of GROUP_COLS into *r (zeroed first). */
+static enum rcs_err group_read(struct store_stmt *s, struct group_rec *r)
+{
+	enum rcs_err err = RCS_OK;
+
+	memset(r, 0, sizeof(*r));
+	store_val_copy(s, 0, r->ident, sizeof(r->ident));
+	r->name = store_val_dup(s, 1, &err);
+	r->created_user = store_val_dup(s, 2, &err);
+	r->created_at = store_val_int(s, 3);
+	store_val_copy(s, 4, r->task_ident, sizeof(r->task_ident));
+	if (err != RCS_OK)
+		store_group_rec_free(r);
+	return err;
+}
+
+static enum rcs_err group_read_one(struct store_stmt *s, void *arg)
+{
+	return group_read(s, arg);
 }
 
 /* A group of a task the user may not see (not public, someone else's) is left out, like
@@ -708,79 +778,101 @@ static json_object *row_group(sqlite3_stmt *s)
 	"EXISTS (SELECT 1 FROM tasks t WHERE t.ident = groups.task_ident"                          \
 	" AND t.client_root = groups.client_root AND " STORE_TASK_HIDDEN("t", user_param) ")"
 
-enum rcs_err store_group_get(struct store *st, const char *client_root, const char *ident,
-			     const char *only_visible_to, json_object **out)
+/* How many of the group's jobs are in each status, in the order of the statuses' names. */
+static enum rcs_err group_counts(struct store *st, struct group_rec *g)
 {
-	json_object *g = NULL, *statuses = NULL;
-	sqlite3_stmt *s = NULL;
-	long long total = 0;
+	struct store_stmt *s = NULL;
+	bool row = false;
 	enum rcs_err err;
-	int rc;
 
-	*out = NULL;
-	store_lock(st);
-	err =
-	    store_prepare(st,
-			  "SELECT " GROUP_COLS " FROM groups WHERE ident = ?1 AND client_root = ?2"
-			  " AND (?3 IS NULL OR NOT " GROUP_HIDDEN_FROM("?3") ")",
-			  &s);
+	err = store_stmt(st,
+			 "SELECT status, count(*) FROM jobs WHERE group_ident = ?1 GROUP BY status"
+			 " ORDER BY status",
+			 &s);
 	if (err != RCS_OK)
 		goto out;
-	store_bind_text(s, 1, ident);
-	store_bind_text(s, 2, client_root);
-	store_bind_text(s, 3, only_visible_to);
-	rc = sqlite3_step(s);
-	if (rc == SQLITE_ROW)
-		g = row_group(s);
-	else
-		err = rc == SQLITE_DONE ? RCS_ERR_NOTFOUND : store_rc(st->db, rc, "group get");
-	store_release(st, s);
-	s = NULL;
-	if (err != RCS_OK)
-		goto out;
-	err =
-	    store_prepare(st,
-			  "SELECT status, count(*) FROM jobs WHERE group_ident = ? GROUP BY status"
-			  " ORDER BY status",
-			  &s);
-	if (err != RCS_OK)
-		goto out;
-	store_bind_text(s, 1, ident);
-	statuses = json_object_new_object();
-	while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
-		long long n = sqlite3_column_int64(s, 1);
-		total += n;
-		json_object_object_add(statuses, store_col_text(s, 0), json_object_new_int64(n));
+	store_arg_text(s, 1, g->ident);
+	g->with_counts = true;
+	while ((err = store_next(st, s, "group statuses", &row)) == RCS_OK && row) {
+		struct group_count *c = &g->statuses[g->n_statuses];
+
+		if (g->n_statuses >= JS__COUNT || !status_parse(store_val_text(s, 0), &c->status))
+			continue; /* every job's status is one of JS__COUNT names */
+		c->n = store_val_int(s, 1);
+		g->total += c->n;
+		g->n_statuses++;
 	}
-	err = store_rc(st->db, rc, "group statuses");
-	if (err != RCS_OK)
-		goto out;
-	json_object_object_add(g, "total", json_object_new_int64(total));
-	json_object_object_add(g, "statuses", statuses);
-	statuses = NULL;
-	*out = g;
-	g = NULL;
 out:
-	store_release(st, s);
-	store_unlock(st);
-	if (g)
-		json_object_put(g);
-	if (statuses)
-		json_object_put(statuses);
+	store_stmt_done(st, s);
 	return err;
+}
+
+enum rcs_err store_group_get(struct store *st, const char *client_root, const char *ident,
+			     const char *only_visible_to, struct group_rec *out)
+{
+	enum rcs_err err;
+
+	memset(out, 0, sizeof(*out));
+	store_lock(st);
+	err = store_get_one(st,
+			    "SELECT " GROUP_COLS " FROM groups WHERE ident = ?1 AND client_root = ?2"
+			    " AND (?3 IS NULL OR NOT " GROUP_HIDDEN_FROM("?3") ")",
+			    ident, client_root, only_visible_to, group_read_one, out);
+	if (err == RCS_OK)
+		err = group_counts(st, out);
+	store_unlock(st);
+	if (err != RCS_OK)
+		store_group_rec_free(out);
+	return err;
+}
+
+void store_group_list_free(struct store_group_list *l)
+{
+	for (size_t i = 0; l->items && i < l->n; i++)
+		store_group_rec_free(&l->items[i]);
+	free(l->items);
+	l->items = NULL;
+	l->n = 0;
 }
 
 enum rcs_err store_groups_list(struct store *st, const char *client_root,
 			       const char *only_visible_to, const struct store_page *pg,
-			       json_object **out)
+			       struct store_group_list *out)
 {
 	struct store_qb q = {.n = 0};
 	struct store_qb_opts o;
+	struct store_stmt *s = NULL;
+	bool row = false;
+	enum rcs_err err;
 
+	memset(out, 0, sizeof(*out));
+	out->pg.page = pg->page;
+	out->pg.per_page = pg->per_page;
 	q.where[0] = '\0';
 	store_qb_add(&q, "client_root = ?", client_root);
 	if (only_visible_to)
 		store_qb_add(&q, "NOT " GROUP_HIDDEN_FROM("?"), only_visible_to);
 	store_qb_list_opts(&q, pg, "", "ident", &o);
-	return store_list(st, GROUP_COLS, "groups", &q, o.order, pg, row_group, out);
+	store_lock(st);
+	out->items = calloc((size_t)pg->per_page, sizeof(*out->items));
+	if (out->items == NULL) {
+		err = RCS_ERR_NOMEM;
+		goto out;
+	}
+	err = store_page_rows(st, GROUP_COLS, "groups", &q, o.order, pg, &out->pg.total, &s);
+	if (err != RCS_OK)
+		goto out;
+	while ((err = store_next(st, s, "groups", &row)) == RCS_OK && row &&
+	       out->n < (size_t)pg->per_page) {
+		err = group_read(s, &out->items[out->n]);
+		if (err != RCS_OK)
+			break;
+		out->n++;
+	}
+out:
+	store_stmt_done(st, s);
+	store_unlock(st);
+	if (err != RCS_OK)
+		store_group_list_free(out);
+	return err;
 }

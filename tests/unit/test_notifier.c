@@ -32,29 +32,29 @@
 
 /* ---- helpers ---- */
 
-static json_object *make_job(const char *task_name, const char *comment, const char *response)
+/* The job record the notifier reads (strings borrowed: the record is never freed). */
+static struct job_rec make_job(const char *task_name, const char *comment, const char *response)
 {
-	json_object *job = json_object_new_object(), *task = json_object_new_object();
+	struct job_rec job;
 
-	json_object_object_add(task, "ident", json_object_new_string(TASK_ID));
-	json_object_object_add(task, "name", json_object_new_string(task_name));
-	json_object_object_add(task, "version", json_object_new_int64(3));
-	json_object_object_add(job, "ident", json_object_new_string(JOB_ID));
-	json_object_object_add(job, "task", task);
-	json_object_object_add(job, "entity_ident", json_object_new_string(DEV_ID));
-	json_object_object_add(job, "status", json_object_new_string("terminated"));
-	json_object_object_add(job, "comment", comment ? json_object_new_string(comment) : NULL);
-	json_object_object_add(job, "response", response ? json_object_new_string(response) : NULL);
+	memset(&job, 0, sizeof(job));
+	snprintf(job.ident, sizeof(job.ident), "%s", JOB_ID);
+	snprintf(job.task_ident, sizeof(job.task_ident), "%s", TASK_ID);
+	job.task_name = (char *)task_name;
+	job.task_version = 3;
+	snprintf(job.entity_ident, sizeof(job.entity_ident), "%s", DEV_ID);
+	job.status = JS_TERMINATED;
+	job.comment = (char *)comment;
+	job.response = (char *)response;
 	return job;
 }
 
 static char *format(const char *task_name, const char *device, const char *status,
 		    const char *comment, const char *response)
 {
-	json_object *job = make_job(task_name, comment, response);
-	char *mail = notifier_format(FROM, TO, job, device, status, NOW, MSGID);
+	struct job_rec job = make_job(task_name, comment, response);
+	char *mail = notifier_format(FROM, TO, &job, device, status, NOW, MSGID);
 
-	json_object_put(job);
 	assert_non_null(mail);
 	return mail;
 }

@@ -14,6 +14,7 @@
 
 #include "manifest.h"
 #include "jsonu.h"
+#include "render.h"
 #include "store.h"
 
 struct fixture {
@@ -114,21 +115,122 @@ static int64_t jint(json_object *o, const char *k)
 	return json_object_get_int64(v);
 }
 
-/* store_jobs_list's page (JSON text), parsed; *page NULL on an error. */
+/* What a render wrote, parsed. */
+static json_object *rendered(struct render *w, struct buf *text)
+{
+	json_object *o;
+
+	assert_int_equal(render_end(w), RCS_OK);
+	o = json_tokener_parse(text->data);
+	assert_non_null(o);
+	buf_free(text);
+	return o;
+}
+
+/* store_jobs_list's page as the API answers it (render_job_page), parsed; *page NULL on an
+ * error. */
 static enum rcs_err jobs_page(struct store *st, const char *root, const struct job_filter *jf,
 			      const struct store_page *pg, json_object **page)
 {
+	struct store_job_list l;
+	struct render w;
 	struct buf text;
 	enum rcs_err err;
 
-	buf_init(&text, 1 << 24);
 	*page = NULL;
-	err = store_jobs_list(st, root, jf, pg, &text);
+	err = store_jobs_list(st, root, jf, pg, &l);
 	if (err == RCS_OK) {
-		*page = json_tokener_parse(text.data);
-		assert_non_null(*page);
+		buf_init(&text, 1 << 24);
+		render_init(&w, &text);
+		render_job_page(&w, &l);
+		*page = rendered(&w, &text);
+		store_job_list_free(&l);
 	}
-	buf_free(&text);
+	return err;
+}
+
+/* store_job_get's record as the API answers it (render_job), parsed. */
+static enum rcs_err job_json(struct store *st, const char *root, const char *ident,
+			     json_object **out)
+{
+	struct job_rec r;
+	struct render w;
+	struct buf text;
+	enum rcs_err err;
+
+	*out = NULL;
+	err = store_job_get(st, root, ident, &r);
+	if (err == RCS_OK) {
+		buf_init(&text, 1 << 24);
+		render_init(&w, &text);
+		render_job(&w, &r);
+		*out = rendered(&w, &text);
+		store_job_rec_free(&r);
+	}
+	return err;
+}
+
+/* store_job_history's page as the API answers it (render_history_page), parsed. */
+static enum rcs_err history_page(struct store *st, const char *root, const char *ident,
+				 const struct store_page *pg, json_object **out)
+{
+	struct store_history_list l;
+	struct job_rec job;
+	struct render w;
+	struct buf text;
+	enum rcs_err err;
+
+	*out = NULL;
+	err = store_job_history(st, root, ident, pg, &job, &l);
+	if (err == RCS_OK) {
+		buf_init(&text, 1 << 24);
+		render_init(&w, &text);
+		render_history_page(&w, &job, &l);
+		*out = rendered(&w, &text);
+		store_history_list_free(&l);
+		store_job_rec_free(&job);
+	}
+	return err;
+}
+
+/* The groups' page and one group as the API answers them (render_group), parsed. */
+static enum rcs_err groups_page(struct store *st, const char *root, const struct store_page *pg,
+				json_object **out)
+{
+	struct store_group_list l;
+	struct render w;
+	struct buf text;
+	enum rcs_err err;
+
+	*out = NULL;
+	err = store_groups_list(st, root, NULL, pg, &l);
+	if (err == RCS_OK) {
+		buf_init(&text, 1 << 24);
+		render_init(&w, &text);
+		render_group_page(&w, &l);
+		*out = rendered(&w, &text);
+		store_group_list_free(&l);
+	}
+	return err;
+}
+
+static enum rcs_err group_json(struct store *st, const char *root, const char *ident,
+			       json_object **out)
+{
+	struct group_rec g;
+	struct render w;
+	struct buf text;
+	enum rcs_err err;
+
+	*out = NULL;
+	err = store_group_get(st, root, ident, NULL, &g);
+	if (err == RCS_OK) {
+		buf_init(&text, 1 << 24);
+		render_init(&w, &text);
+		render_group(&w, &g);
+		*out = rendered(&w, &text);
+		store_group_rec_free(&g);
+	}
 	return err;
 }
 
@@ -136,7 +238,6 @@ static enum rcs_err jobs_page(struct store *st, const char *root, const struct j
 static void make_jobs(struct fixture *f, struct job_new *jobs, size_t n, const char *group)
 {
 	struct job_batch b;
-	json_object *vars = parse("{\"message\": \"hi\"}");
 	char gid[UUID_STR_LEN];
 
 	memset(&b, 0, sizeof(b));
@@ -154,12 +255,11 @@ static void make_jobs(struct fixture *f, struct job_new *jobs, size_t n, const c
 		b.group_name = group;
 	}
 	b.created_user = "alice";
-	b.variables = vars;
+	b.variables = "{\"message\":\"hi\"}";
 	b.now = 200;
 	b.jobs = jobs;
 	b.n = n;
 	assert_int_equal(store_jobs_create(f->st, &b), RCS_OK);
-	json_object_put(vars);
 }
 
 static enum store_move move(struct fixture *f, const char *job, enum job_status to, long long seq,
@@ -305,7 +405,7 @@ static void test_job_lifecycle(void **state)
 	json_object *job = NULL, *hist = NULL, *items;
 
 	make_jobs(f, jobs, 1, NULL);
-	assert_int_equal(store_job_get(f->st, f->root, jobs[0].ident, &job), RCS_OK);
+	assert_int_equal(job_json(f->st, f->root, jobs[0].ident, &job), RCS_OK);
 	assert_string_equal(jstr(job, "status"), "pending");
 	assert_true(json_object_object_get_ex(job, "target", NULL));
 	assert_true(json_object_object_get_ex(job, "payload", NULL));
@@ -322,7 +422,11 @@ static void test_job_lifecycle(void **state)
 		assert_int_equal(rec.task_version, jint(jsonu_member(job, "task"), "version"));
 		assert_string_equal(rec.task_name, jstr(jsonu_member(job, "task"), "name"));
 		assert_int_equal(rec.created_at, jint(job, "created_at"));
-		assert_true(json_object_equal(rec.variables, jsonu_member(job, "variables")));
+		{
+			json_object *vars = parse(rec.variables);
+			assert_true(json_object_equal(vars, jsonu_member(job, "variables")));
+			json_object_put(vars);
+		}
 		store_job_rec_free(&rec);
 		assert_int_equal(store_job_rec_get(f->st, "00000000-0000-7000-8000-000000000000",
 						   &rec),
@@ -363,13 +467,13 @@ static void test_job_lifecycle(void **state)
 	assert_int_equal(move(f, jobs[0].ident, JS_EDGE_ERROR, 7, "late"), STORE_MOVE_DUPLICATE);
 	assert_int_equal(move(f, jobs[0].ident, JS_CANCELLED, 0, NULL), STORE_MOVE_TERMINAL);
 
-	assert_int_equal(store_job_get(f->st, f->root, jobs[0].ident, &job), RCS_OK);
+	assert_int_equal(job_json(f->st, f->root, jobs[0].ident, &job), RCS_OK);
 	assert_string_equal(jstr(job, "status"), "terminated");
 	assert_string_equal(jstr(job, "response"), "done");
 	assert_int_equal(jint(job, "response_time"), 300);
 	json_object_put(job);
 
-	assert_int_equal(store_job_history(f->st, f->root, jobs[0].ident, &pg, &hist), RCS_OK);
+	assert_int_equal(history_page(f->st, f->root, jobs[0].ident, &pg, &hist), RCS_OK);
 	assert_int_equal(jint(hist, "total_items"), 8);
 	json_object_object_get_ex(hist, "items", &items);
 	assert_string_equal(jstr(json_object_array_get_idx(items, 0), "status"), "terminated");
@@ -406,10 +510,10 @@ static void test_cancel_then_late_report(void **state)
 			 STORE_MOVE_KEPT);
 	assert_int_equal(move(f, jobs[0].ident, JS_TERMINATED, 1, "finished anyway"),
 			 STORE_MOVE_DUPLICATE);
-	assert_int_equal(store_job_get(f->st, f->root, jobs[0].ident, &job), RCS_OK);
+	assert_int_equal(job_json(f->st, f->root, jobs[0].ident, &job), RCS_OK);
 	assert_string_equal(jstr(job, "status"), "cancelled");
 	json_object_put(job);
-	assert_int_equal(store_job_history(f->st, f->root, jobs[0].ident, &pg, &hist), RCS_OK);
+	assert_int_equal(history_page(f->st, f->root, jobs[0].ident, &pg, &hist), RCS_OK);
 	assert_int_equal(jint(hist, "total_items"), 5);
 	assert_int_equal(jint(hist, "total_pages"), 3);
 	json_object_put(hist);
@@ -500,13 +604,12 @@ static void test_lists_and_groups(void **state)
 	assert_int_equal(jint(page, "total_items"), 0);
 	json_object_put(page);
 
-	assert_int_equal(store_groups_list(f->st, f->root, NULL, &pg, &page), RCS_OK);
+	assert_int_equal(groups_page(f->st, f->root, &pg, &page), RCS_OK);
 	assert_int_equal(jint(page, "total_items"), 1);
 	json_object_object_get_ex(page, "items", &items);
-	assert_int_equal(store_group_get(f->st, f->root,
-					 jstr(json_object_array_get_idx(items, 0), "ident"), NULL,
-					 &g),
-			 RCS_OK);
+	assert_int_equal(
+	    group_json(f->st, f->root, jstr(json_object_array_get_idx(items, 0), "ident"), &g),
+	    RCS_OK);
 	assert_int_equal(jint(g, "total"), 7);
 	json_object_object_get_ex(g, "statuses", &items);
 	assert_int_equal(jint(items, "pending"), 6);
@@ -671,21 +774,50 @@ static void test_nested_tx_and_after_commit(void **state)
 	json_object_put(tags);
 }
 
-/* max(created_at, scheduled_time) + ttl; the API allows scheduled_time up to INT64_MAX - 1 */
-/* The batch's records (built from the first job's) equal each job's own record. */
-static void check_json_batch(struct fixture *f, const struct job_batch *b)
+/* The batch's records (made from the first job's) equal each job's own record. */
+struct batch_render {
+	struct render w;
+	struct render_job_copy copy;
+	size_t like; /* how many came like the first */
+};
+
+static enum rcs_err render_one(void *arg, const struct job_rec *r, bool like_first)
+{
+	struct batch_render *br = arg;
+
+	br->like += like_first;
+	render_job_batch(&br->w, &br->copy, r, like_first);
+	return br->w.err;
+}
+
+/* like: how many records should come like the first */
+static void check_json_batch(struct fixture *f, const struct job_batch *b, size_t like)
 {
 	struct buf got, want;
-	char root[UUID_STR_LEN];
+	struct batch_render br;
+	struct render ww;
 
 	buf_init(&got, 1 << 20);
 	buf_init(&want, 1 << 20);
-	assert_int_equal(store_jobs_json_batch(f->st, b, &got), RCS_OK);
+	memset(&br, 0, sizeof(br));
+	render_init(&br.w, &got);
+	render_arr_open(&br.w);
+	assert_int_equal(store_jobs_batch_each(f->st, b, render_one, &br), RCS_OK);
+	render_arr_close(&br.w);
+	assert_int_equal(render_end(&br.w), RCS_OK);
+	assert_int_equal(br.like, like);
+	render_job_copy_free(&br.copy);
+	render_init(&ww, &want);
+	render_arr_open(&ww);
 	for (size_t i = 0; i < b->n; i++) {
-		if (i > 0)
-			assert_int_equal(buf_append(&want, ",", 1), RCS_OK);
-		assert_int_equal(store_job_json(f->st, b->jobs[i].ident, root, &want), RCS_OK);
+		struct job_rec r;
+
+		assert_int_equal(store_job_get(f->st, NULL, b->jobs[i].ident, &r), RCS_OK);
+		render_job(&ww, &r);
+		store_job_rec_free(&r);
 	}
+	render_arr_close(&ww);
+	assert_int_equal(render_end(&ww), RCS_OK);
 	assert_non_null(got.data);
 	assert_string_equal(got.data, want.data);
 	buf_free(&got);
@@ -698,13 +830,10 @@ static void test_jobs_json_batch(void **state)
 	struct job_new jobs[7];
 	struct job_batch b;
 	char gid[UUID_STR_LEN], quoted[128];
-	json_object *vars;
 
-	/* names and variables that spell the keys the template is patched at */
-	snprintf(quoted, sizeof(quoted), "{\"message\": \"\\\"entity_ident\\\":\\\"%s\"}",
+	/* names and variables that spell the keys of the record */
+	snprintf(quoted, sizeof(quoted), "{\"message\":\"\\\"entity_ident\\\":\\\"%s\"}",
 		 f->dev[1]);
-	vars = parse(quoted);
-	assert_non_null(vars);
 	memset(&b, 0, sizeof(b));
 	for (size_t i = 0; i < 7; i++) {
 		assert_int_equal(uuid_v7(jobs[i].ident), RCS_OK);
@@ -719,23 +848,102 @@ static void test_jobs_json_batch(void **state)
 	b.group_name = "{\"ident\":\"";
 	b.created_user = "alice";
 	b.comment = "\"entity_ident\":\"";
-	b.variables = vars;
+	b.variables = quoted;
 	b.now = 200;
 	b.jobs = jobs;
 	b.n = 7;
 	assert_int_equal(store_jobs_create(f->st, &b), RCS_OK);
 	for (size_t n = 1; n <= 7; n++) {
 		b.n = n;
-		check_json_batch(f, &b);
+		check_json_batch(f, &b, n - 1);
 	}
-	/* a record that differs in more than its idents: every record built in SQL */
+	/* a record that differs in more than its idents: every record read */
 	move(f, jobs[6].ident, JS_CANCELLED, 0, NULL);
-	check_json_batch(f, &b);
+	check_json_batch(f, &b, 0);
 	move(f, jobs[3].ident, JS_CANCELLED, 0, NULL);
-	check_json_batch(f, &b);
-	json_object_put(vars);
+	check_json_batch(f, &b, 0);
 }
 
+/* The job record as SQLite built it before render_job existed, for the comparison below. */
+#define OLD_JOB_JSON                                                                               \
+	"SELECT json_object('ident', j.ident, 'task', json_object('version', j.task_version,"       \
+	" 'ident', j.task_ident, 'name', j.task_name), 'group', CASE WHEN j.group_ident IS NULL"   \
+	" THEN NULL ELSE json_object('ident', j.group_ident, 'name', g.name) END, 'client_root',"  \
+	" j.client_root, 'entity_ident', j.entity_ident, 'target', NULL, 'comment', j.comment,"    \
+	" 'status', j.status, 'created_user', j.created_user, 'created_at', j.created_at,"         \
+	" 'update_at', j.update_at, 'scheduled_time', j.scheduled_time, 'response_time',"          \
+	" j.response_time, 'ttl', j.ttl, 'payload', NULL, 'response', j.response,"                 \
+	" 'notification_mail_list', json(j.mail_list), 'notification_status_list',"                \
+	" json(j.status_list), 'variables', json(j.variables))"                                    \
+	" FROM jobs j LEFT JOIN groups g ON g.ident = j.group_ident WHERE j.ident = ?"
+
+static void check_same_as_sql(struct fixture *f, const char *ident)
+{
+	struct job_rec r;
+	struct render w;
+	struct buf text;
+	sqlite3 *db = NULL;
+	sqlite3_stmt *s = NULL;
+
+	assert_int_equal(store_job_get(f->st, f->root, ident, &r), RCS_OK);
+	buf_init(&text, 1 << 20);
+	render_init(&w, &text);
+	render_job(&w, &r);
+	assert_int_equal(render_end(&w), RCS_OK);
+	assert_int_equal(sqlite3_open(f->path, &db), SQLITE_OK);
+	assert_int_equal(sqlite3_prepare_v2(db, OLD_JOB_JSON, -1, &s, NULL), SQLITE_OK);
+	sqlite3_bind_text(s, 1, ident, -1, SQLITE_STATIC);
+	assert_int_equal(sqlite3_step(s), SQLITE_ROW);
+	assert_string_equal(text.data, (const char *)sqlite3_column_text(s, 0));
+	sqlite3_finalize(s);
+	sqlite3_close(db);
+	buf_free(&text);
+	store_job_rec_free(&r);
+}
+
+/* render_job writes, byte for byte, the record the API answered when SQLite built it: the
+ * same members in the same order, the same values and nulls. */
+static void test_job_record_as_before(void **state)
+{
+	struct fixture *f = *state;
+	struct job_new jobs[2];
+	struct job_batch b;
+	char gid[UUID_STR_LEN];
+
+	memset(&b, 0, sizeof(b));
+	for (size_t i = 0; i < 2; i++) {
+		assert_int_equal(uuid_v7(jobs[i].ident), RCS_OK);
+		jobs[i].entity_ident = f->dev[i];
+	}
+	b.client_root = f->root;
+	b.task_ident = f->task;
+	b.task_version = 1;
+	b.task_name = "Echo \"quoted\" \\ tab\t é";
+	b.created_user = "alice";
+	b.variables = "{\"message\":\"hi \\\"there\\\"\",\"n\":[1,2.5,null,true]}";
+	b.mail_list = "[\"ops@example.com\"]";
+	b.status_list = "[\"terminated\"]";
+	b.now = 200;
+	b.jobs = jobs;
+	b.n = 1;
+	/* no group, comment, schedule, ttl or response: nulls */
+	assert_int_equal(store_jobs_create(f->st, &b), RCS_OK);
+	check_same_as_sql(f, jobs[0].ident);
+	/* every member set */
+	assert_int_equal(uuid_v7(gid), RCS_OK);
+	b.group_ident = gid;
+	b.group_name = "night \"run\"";
+	b.comment = "line\nnext\x01";
+	b.scheduled_time = 250;
+	b.ttl = 3600;
+	b.jobs = jobs + 1;
+	assert_int_equal(store_jobs_create(f->st, &b), RCS_OK);
+	move(f, jobs[1].ident, JS_TRANSMITED, 0, NULL);
+	move(f, jobs[1].ident, JS_TERMINATED, 1, "done\r\n\"ok\"");
+	check_same_as_sql(f, jobs[1].ident);
+}
+
+/* max(created_at, scheduled_time) + ttl; the API allows scheduled_time up to INT64_MAX - 1 */
 static void test_job_expiry(void **state)
 {
 	(void)state;
@@ -758,6 +966,7 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(test_cancel_then_late_report, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_lists_and_groups, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_jobs_json_batch, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_job_record_as_before, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_bulk_is_one_transaction, setup, teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);

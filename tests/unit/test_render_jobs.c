@@ -1,0 +1,200 @@
+/* Unit tests of render.c's job, history, notification and group records: the exact text of
+ * each, as the API answers it (docs/api.md). */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "render.h"
+
+#define JOB  "0193a2b4-0000-7000-8000-00000000a001"
+#define JOB2 "0193a2b4-0000-7000-8000-00000000a002"
+#define TASK "0193a2b4-0000-7000-8000-00000000b002"
+#define DEV  "0193a2b4-0000-7000-8000-00000000c003"
+#define DEV2 "0193a2b4-0000-7000-8000-00000000c004"
+#define ROOT "0193a2b4-0000-7000-8000-00000000d004"
+
+/* A pending job without group, comment or response; strings borrowed. */
+static struct job_rec job(void)
+{
+	struct job_rec r;
+
+	memset(&r, 0, sizeof(r));
+	memcpy(r.ident, JOB, sizeof(JOB));
+	memcpy(r.client_root, ROOT, sizeof(ROOT));
+	memcpy(r.entity_ident, DEV, sizeof(DEV));
+	memcpy(r.task_ident, TASK, sizeof(TASK));
+	r.task_version = 3;
+	r.task_name = "Echo";
+	r.status = JS_PENDING;
+	r.created_user = "alice";
+	r.created_at = r.update_at = 200;
+	r.mail_list = "[]";
+	r.status_list = "[]";
+	r.variables = "{\"m\":\"hi\"}";
+	return r;
+}
+
+#define JOB_TEXT(ident, dev, status, update_at, response_time, response)                          \
+	"{\"ident\":\"" ident "\",\"task\":{\"version\":3,\"ident\":\"" TASK "\",\"name\":\"Echo\"},"  \
+	"\"group\":null,\"client_root\":\"" ROOT "\",\"entity_ident\":\"" dev "\",\"target\":null,"  \
+	"\"comment\":null,\"status\":\"" status "\",\"created_user\":\"alice\",\"created_at\":200,"  \
+	"\"update_at\":" update_at ",\"scheduled_time\":null,\"response_time\":" response_time       \
+	",\"ttl\":null,\"payload\":null,\"response\":" response ",\"notification_mail_list\":[],"  \
+	"\"notification_status_list\":[],\"variables\":{\"m\":\"hi\"}}"
+
+static void test_job(void **state)
+{
+	struct job_rec r = job();
+	struct render w;
+	struct buf b;
+
+	(void)state;
+	buf_init(&b, 1 << 16);
+	render_init(&w, &b);
+	render_job(&w, &r);
+	assert_int_equal(render_end(&w), RCS_OK);
+	assert_string_equal(b.data, JOB_TEXT(JOB, DEV, "pending", "200", "null", "null"));
+	buf_free(&b);
+	/* a group, a schedule, a ttl */
+	memcpy(r.group_ident, TASK, sizeof(TASK));
+	r.group_name = "night";
+	r.scheduled_time = 300;
+	r.ttl = 60;
+	r.comment = "c";
+	buf_init(&b, 1 << 16);
+	render_init(&w, &b);
+	render_job(&w, &r);
+	assert_int_equal(render_end(&w), RCS_OK);
+	assert_non_null(strstr(b.data, "\"group\":{\"ident\":\"" TASK "\",\"name\":\"night\"}"));
+	assert_non_null(strstr(b.data, "\"scheduled_time\":300,\"response_time\":null,\"ttl\":60,"));
+	assert_non_null(strstr(b.data, "\"comment\":\"c\","));
+	buf_free(&b);
+}
+
+/* Each history entry is the job's record with the entry's status, time and response. */
+static void test_history_page(void **state)
+{
+	struct job_rec r = job();
+	struct history_rec h[2] = {{JS_TERMINATED, 260, "done", 260}, {JS_PENDING, 200, NULL, 0}};
+	struct store_history_list l = {.pg = {.page = 1, .per_page = 2, .total = 3}, .items = h,
+				       .n = 2};
+	struct render w;
+	struct buf b;
+
+	(void)state;
+	buf_init(&b, 1 << 16);
+	render_init(&w, &b);
+	render_history_page(&w, &r, &l);
+	assert_int_equal(render_end(&w), RCS_OK);
+	assert_string_equal(b.data,
+			    "{\"page\":1,\"per_page\":2,\"total_pages\":2,\"total_items\":3,\"items\":["
+			    JOB_TEXT(JOB, DEV, "terminated", "260", "260", "\"done\"") ","
+			    JOB_TEXT(JOB, DEV, "pending", "200", "null", "null") "]}");
+	buf_free(&b);
+}
+
+/* A batch's copies carry their own idents and are the records render_job writes. */
+static void test_job_batch(void **state)
+{
+	struct job_rec r = job();
+	struct render_job_copy c;
+	struct render w;
+	struct buf b;
+
+	(void)state;
+	memset(&c, 0, sizeof(c));
+	buf_init(&b, 1 << 16);
+	render_init(&w, &b);
+	render_arr_open(&w);
+	render_job_batch(&w, &c, &r, false);
+	memcpy(r.ident, JOB2, sizeof(JOB2));
+	memcpy(r.entity_ident, DEV2, sizeof(DEV2));
+	render_job_batch(&w, &c, &r, true);
+	render_arr_close(&w);
+	assert_int_equal(render_end(&w), RCS_OK);
+	assert_non_null(c.text);
+	assert_string_equal(b.data, "[" JOB_TEXT(JOB, DEV, "pending", "200", "null", "null") ","
+				    JOB_TEXT(JOB2, DEV2, "pending", "200", "null", "null") "]");
+	render_job_copy_free(&c);
+	buf_free(&b);
+}
+
+static void test_notification_page(void **state)
+{
+	struct job_notification_rec n[2] = {
+	    {"ops@example.com", "terminated", "sent", 1, 200, 201, NULL},
+	    {"dev@example.com", "pending", "queued", 2, 200, 0, "421 try later"},
+	};
+	struct store_job_notification_list l = {.pg = {.page = 1, .per_page = 50, .total = 2},
+						.items = n, .n = 2};
+	struct render w;
+	struct buf b;
+
+	(void)state;
+	buf_init(&b, 1 << 16);
+	render_init(&w, &b);
+	render_job_notification_page(&w, &l);
+	assert_int_equal(render_end(&w), RCS_OK);
+	assert_string_equal(
+	    b.data, "{\"page\":1,\"per_page\":50,\"total_pages\":1,\"total_items\":2,\"items\":["
+		    "{\"address\":\"ops@example.com\",\"status\":\"terminated\",\"state\":\"sent\","
+		    "\"attempts\":1,\"created_at\":200,\"sent_at\":201,\"last_error\":null},"
+		    "{\"address\":\"dev@example.com\",\"status\":\"pending\",\"state\":\"queued\","
+		    "\"attempts\":2,\"created_at\":200,\"sent_at\":null,"
+		    "\"last_error\":\"421 try later\"}]}");
+	buf_free(&b);
+}
+
+/* A group of a list has no counts; GET /groups/<id> has its total and statuses. */
+static void test_group(void **state)
+{
+	struct group_rec g;
+	struct store_group_list l = {.pg = {.page = 1, .per_page = 50, .total = 1}, .items = &g,
+				     .n = 1};
+	struct render w;
+	struct buf b;
+
+	(void)state;
+	memset(&g, 0, sizeof(g));
+	memcpy(g.ident, JOB, sizeof(JOB));
+	memcpy(g.task_ident, TASK, sizeof(TASK));
+	g.name = "night";
+	g.created_user = "alice";
+	g.created_at = 200;
+	buf_init(&b, 1 << 16);
+	render_init(&w, &b);
+	render_group_page(&w, &l);
+	assert_int_equal(render_end(&w), RCS_OK);
+	assert_string_equal(b.data,
+			    "{\"page\":1,\"per_page\":50,\"total_pages\":1,\"total_items\":1,\"items\":["
+			    "{\"ident\":\"" JOB "\",\"name\":\"night\",\"created_user\":\"alice\","
+			    "\"created_at\":200,\"task_ident\":\"" TASK "\"}]}");
+	buf_free(&b);
+	g.with_counts = true;
+	g.total = 7;
+	g.statuses[0] = (struct group_count){JS_EDGE_STARTED, 1};
+	g.statuses[1] = (struct group_count){JS_PENDING, 6};
+	g.n_statuses = 2;
+	buf_init(&b, 1 << 16);
+	render_init(&w, &b);
+	render_group(&w, &g);
+	assert_int_equal(render_end(&w), RCS_OK);
+	assert_string_equal(b.data, "{\"ident\":\"" JOB "\",\"name\":\"night\",\"created_user\":"
+				    "\"alice\",\"created_at\":200,\"task_ident\":\"" TASK "\","
+				    "\"total\":7,\"statuses\":{\"edge_started\":1,\"pending\":6}}");
+	buf_free(&b);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+	    cmocka_unit_test(test_job),		     cmocka_unit_test(test_history_page),
+	    cmocka_unit_test(test_job_batch),	     cmocka_unit_test(test_notification_page),
+	    cmocka_unit_test(test_group),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
