@@ -627,8 +627,10 @@ static bool bridge_apply_state(struct bridge *b, const struct in_msg *m)
 			  e.field[0] ? e.field : "", e.field[0] ? ": " : "", e.message);
 		return false;
 	}
+	/* the reported tags go to the store as the JSON text they are kept as */
 	err = store_device_state(b->st, m->topic.client_root, m->topic.entity_ident, s.online,
-				 s.tags, s.agent_version, (int64_t)time(NULL), &came_online);
+				 s.tags ? jsonu_dump(s.tags, NULL) : NULL, s.agent_version,
+				 (int64_t)time(NULL), &came_online);
 	if (err == RCS_ERR_NOTFOUND)
 		log_warnx("dropped a state message from %s/%s: not in the inventory",
 			  m->topic.client_root, m->topic.entity_ident);
