@@ -385,23 +385,31 @@ enum rcs_err store_device_state(struct store *st, const char *client_root, const
 				bool online, const char *tags, const char *agent_version,
 				int64_t now, bool *came_online);
 
-/* Idents (JSON array) of pending jobs that are due, for online devices
- * (entity_ident NULL: all devices). */
+/* Job idents, in the order of the query that listed them; free with store_idents_free. */
+struct store_idents {
+	char (*v)[UUID_STR_LEN];
+	size_t n;
+};
+void store_idents_free(struct store_idents *ids);
+
+/* Idents of pending jobs that are due, for online devices (entity_ident NULL: all
+ * devices), at most limit. */
 enum rcs_err store_jobs_ready(struct store *st, const char *entity_ident, int64_t now, size_t limit,
-			      json_object **out);
+			      struct store_idents *out);
 /* Idents of jobs sent ("transmited") but not acknowledged, for online devices. */
 enum rcs_err store_jobs_unacked(struct store *st, const char *entity_ident, size_t limit,
-				json_object **out);
+				struct store_idents *out);
 /* Idents of jobs in a non-terminal device status with no news for `after`
  * seconds, doubling with every re-send (up to 32x), for online devices. */
 enum rcs_err store_jobs_stale(struct store *st, int64_t now, int64_t after, size_t limit,
-			      json_object **out);
+			      struct store_idents *out);
 /* The wall clock went back to now: the active jobs' last news and sends are
  * brought back to it, so that a job without news is re-sent after resend_after
  * again instead of after the size of the step. */
 enum rcs_err store_jobs_clock_back(struct store *st, int64_t now);
 /* Idents of pending or transmited jobs whose ttl has run out. */
-enum rcs_err store_jobs_expired(struct store *st, int64_t now, size_t limit, json_object **out);
+enum rcs_err store_jobs_expired(struct store *st, int64_t now, size_t limit,
+				struct store_idents *out);
 /* Records a (re-)send of the job's envelope. */
 enum rcs_err store_job_mark_sent(struct store *st, const char *ident, int64_t now);
 /* The next time (Unix s) a scheduled job falls due or a ttl runs out; 0 when none. */
