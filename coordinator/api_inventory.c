@@ -13,12 +13,19 @@
 
 /* ---- devices ---- */
 
+/* The ceilings of the answers a render writes: a device record (tags are bounded by
+ * validate.h) and a page of them. */
+#define DEVICE_ANSWER_MAX (1u << 20)
+#define DEVICE_PAGE_MAX   (64u << 20)
+
 void api_devices_list(struct api_req *req, struct api_resp *r)
 {
 	struct store_page pg;
 	const char *tag = api_query(req, "tag"), *online = api_query(req, "online");
+	struct store_device_list list;
+	struct render w;
+	struct buf b;
 	int on = -1;
-	json_object *page = NULL;
 	enum rcs_err err;
 
 	if (!api_list(req, r, API_DEFAULT_PER_PAGE, "created_at update_at name", false, true, &pg))
@@ -38,19 +45,46 @@ void api_devices_list(struct api_req *req, struct api_resp *r)
 			return;
 		}
 	}
-	err = store_devices_list(req->app->st, req->auth.client_root, tag, on, &pg, &page);
-	if (err != RCS_OK)
+	err = store_devices_list(req->app->st, req->auth.client_root, tag, on, &pg, &list);
+	if (err != RCS_OK) {
 		api_store_error(r, err, "device");
-	else
-		api_reply(r, 200, page);
+		return;
+	}
+	buf_init(&b, DEVICE_PAGE_MAX);
+	render_init(&w, &b);
+	render_device_list(&w, &list);
+	store_device_list_free(&list);
+	api_reply_buf(r, 200, &b, render_end(&w));
 }
 
-/* Reads name and tags (each optional unless required). */
+/* Answers with the device's record as it is stored now. */
+static void device_reply(struct api_req *req, struct api_resp *r, int status, const char *ident)
+{
+	struct device_rec dev;
+	struct render w;
+	struct buf b;
+	enum rcs_err err;
+
+	err = store_device_get(req->app->st, req->auth.client_root, ident, &dev);
+	if (err != RCS_OK) {
+		api_store_error(r, err, "device");
+		return;
+	}
+	buf_init(&b, DEVICE_ANSWER_MAX);
+	render_init(&w, &b);
+	render_device(&w, &dev);
+	store_device_rec_free(&dev);
+	api_reply_buf(r, status, &b, render_end(&w));
+}
+
+/* Reads name and tags (each optional unless required); *tags gets the tags as JSON text
+ * (valid while body is), NULL when absent. */
 static bool device_read(struct api_resp *r, json_object *body, bool required, const char **name,
-			json_object **tags)
+			const char **tags)
 {
 	static const char *const fields[] = {"name", "tags", NULL};
 	struct jsonu_err e;
+	json_object *arr = NULL;
 	bool present;
 
 	static const char *const platform[] = {"entity_ident", "client_root",   "online",
@@ -68,9 +102,9 @@ static bool device_read(struct api_resp *r, json_object *body, bool required, co
 	if (jsonu_check_keys(body, fields, &e) != RCS_OK ||
 	    jsonu_get_string(body, "name", required, DEVICE_MAX_NAME, name, &present, &e) !=
 		RCS_OK ||
-	    jsonu_get_string_array(body, "tags", false, VALIDATE_MAX_TAGS, 64, tags, NULL, &e) !=
+	    jsonu_get_string_array(body, "tags", false, VALIDATE_MAX_TAGS, 64, &arr, NULL, &e) !=
 		RCS_OK ||
-	    validate_tags(*tags, "tags", &e) != RCS_OK) {
+	    validate_tags(arr, "tags", &e) != RCS_OK) {
 		api_invalid(r, &e);
 		return false;
 	}
@@ -78,13 +112,14 @@ static bool device_read(struct api_resp *r, json_object *body, bool required, co
 		api_error(r, 400, "validation_failed", "name", "'name' must not be empty");
 		return false;
 	}
+	*tags = arr ? jsonu_dump(arr, NULL) : NULL;
 	return true;
 }
 
 void api_device_create(struct api_req *req, struct api_resp *r)
 {
-	json_object *body = NULL, *tags = NULL, *empty = json_object_new_array(), *dev = NULL;
-	const char *name = NULL;
+	json_object *body = NULL;
+	const char *name = NULL, *tags = NULL;
 	char ident[UUID_STR_LEN];
 	enum rcs_err err;
 
@@ -93,35 +128,27 @@ void api_device_create(struct api_req *req, struct api_resp *r)
 	err = uuid_v7(ident);
 	if (err == RCS_OK)
 		err = store_device_insert(req->app->st, req->auth.client_root, ident, name,
-					  tags ? tags : empty, req->now);
-	if (err == RCS_OK)
-		err = store_device_get(req->app->st, req->auth.client_root, ident, &dev);
+					  tags ? tags : "[]", req->now);
 	if (err != RCS_OK)
 		api_store_error(r, err, "device");
 	else
-		api_reply(r, 201, dev);
+		device_reply(req, r, 201, ident);
 out:
-	json_object_put(empty);
 	json_object_put(body);
 }
 
 void api_device_get(struct api_req *req, struct api_resp *r)
 {
-	json_object *dev = NULL;
-	enum rcs_err err = RCS_ERR_NOTFOUND;
-
 	if (uuid_valid(req->seg[1]))
-		err = store_device_get(req->app->st, req->auth.client_root, req->seg[1], &dev);
-	if (err != RCS_OK)
-		api_store_error(r, err, "device");
+		device_reply(req, r, 200, req->seg[1]);
 	else
-		api_reply(r, 200, dev);
+		api_store_error(r, RCS_ERR_NOTFOUND, "device");
 }
 
 void api_device_patch(struct api_req *req, struct api_resp *r)
 {
-	json_object *body = NULL, *tags = NULL, *dev = NULL;
-	const char *name = NULL;
+	json_object *body = NULL;
+	const char *name = NULL, *tags = NULL;
 	enum rcs_err err = RCS_ERR_NOTFOUND;
 
 	if (!uuid_valid(req->seg[1])) {
@@ -132,12 +159,10 @@ void api_device_patch(struct api_req *req, struct api_resp *r)
 		goto out;
 	err = store_device_update(req->app->st, req->auth.client_root, req->seg[1], name, tags,
 				  req->now);
-	if (err == RCS_OK)
-		err = store_device_get(req->app->st, req->auth.client_root, req->seg[1], &dev);
 	if (err != RCS_OK)
 		api_store_error(r, err, "device");
 	else
-		api_reply(r, 200, dev);
+		device_reply(req, r, 200, req->seg[1]);
 out:
 	json_object_put(body);
 }

@@ -483,7 +483,8 @@ void api_jobs_bulk_tags(struct api_req *req, struct api_resp *r)
 					      NULL};
 	struct job_req jr;
 	struct jsonu_err e;
-	json_object *body = NULL, *devices = NULL;
+	json_object *body = NULL;
+	struct store_device_presence_list devices = {.items = NULL, .n = 0};
 	const char *tag = NULL;
 	const char **idents = NULL;
 	bool *online = NULL;
@@ -515,7 +516,7 @@ void api_jobs_bulk_tags(struct api_req *req, struct api_resp *r)
 		api_store_error(r, err, "device");
 		goto out;
 	}
-	n = json_object_array_length(devices);
+	n = devices.n;
 	idents = calloc(n ? n : 1, sizeof(*idents));
 	online = calloc(n ? n : 1, sizeof(*online));
 	if (idents == NULL || online == NULL) {
@@ -523,15 +524,14 @@ void api_jobs_bulk_tags(struct api_req *req, struct api_resp *r)
 		goto out;
 	}
 	for (size_t i = 0; i < n; i++) {
-		json_object *d = json_object_array_get_idx(devices, i);
-		idents[i] = jsonu_member_str(d, "entity_ident");
-		online[i] = json_object_get_boolean(jsonu_member(d, "online"));
+		idents[i] = devices.items[i].entity_ident;
+		online[i] = devices.items[i].online;
 	}
 	job_bulk(req, r, &jr, idents, online, n);
 out:
 	free(idents);
 	free(online);
-	json_object_put(devices);
+	store_device_presence_list_free(&devices);
 	json_object_put(jr.task);
 	json_object_put(body);
 }

@@ -305,9 +305,9 @@ out:
  * transaction moves a chunk to transmited and records it as sent, and its
  * envelopes go out after that commit (re-sends are counted in a second one).
  */
-static void bridge_publish_list(struct bridge *b, json_object *idents, bool resend)
+static void bridge_publish_idents(struct bridge *b, const struct store_idents *idents, bool resend)
 {
-	size_t n = json_object_array_length(idents);
+	size_t n = idents->n;
 	struct bridge_out *outs = calloc(BRIDGE_PUBLISH_CHUNK, sizeof(*outs));
 	bool connected = true, stalled = false;
 
@@ -324,8 +324,7 @@ static void bridge_publish_list(struct bridge *b, json_object *idents, bool rese
 			break; /* disconnected: the resync after the next connect catches up */
 		tx = store_tx_begin(b->st) == RCS_OK;
 		for (size_t i = 0; i < k; i++) {
-			const char *id =
-			    json_object_get_string(json_object_array_get_idx(idents, first + i));
+			const char *id = idents->v[first + i];
 			enum rcs_err err = bridge_prepare_job(b, id, resend, true, now, &outs[i]);
 			if (err != RCS_OK)
 				log_warnx("job %s: not sent: %s", id, rcs_strerror(err));
@@ -368,19 +367,37 @@ static void bridge_publish_list(struct bridge *b, json_object *idents, bool rese
 	free(outs);
 }
 
+/* bridge_publish_idents for the worker's queues of idents (a JSON array of strings). */
+static void bridge_publish_list(struct bridge *b, json_object *idents, bool resend)
+{
+	struct store_idents ids = {.v = NULL, .n = 0};
+	size_t n = json_object_array_length(idents);
+
+	ids.v = calloc(n ? n : 1, sizeof(*ids.v));
+	if (ids.v == NULL) {
+		log_warnx("cannot send %zu jobs: out of memory", n);
+		return;
+	}
+	for (size_t i = 0; i < n; i++)
+		snprintf(ids.v[i], sizeof(ids.v[i]), "%s",
+			 json_object_get_string(json_object_array_get_idx(idents, i)));
+	ids.n = n;
+	bridge_publish_idents(b, &ids, resend);
+	store_idents_free(&ids);
+}
+
 /* Publishes the pending jobs that are due, for one device (or all online devices). */
 static void bridge_send_ready(struct bridge *b, const char *entity_ident, int64_t now)
 {
-	json_object *ids = NULL;
+	struct store_idents ids;
 	size_t n;
 
 	do {
 		if (store_jobs_ready(b->st, entity_ident, now, BRIDGE_RESYNC_LIMIT, &ids) != RCS_OK)
 			return;
-		n = json_object_array_length(ids);
-		bridge_publish_list(b, ids, false);
-		json_object_put(ids);
-		ids = NULL;
+		n = ids.n;
+		bridge_publish_idents(b, &ids, false);
+		store_idents_free(&ids);
 	} while (n == BRIDGE_RESYNC_LIMIT && mqttc_connected(b->mq));
 }
 
@@ -391,31 +408,31 @@ static void bridge_send_ready(struct bridge *b, const char *entity_ident, int64_
  */
 static void bridge_catch_up(struct bridge *b, const char *entity_ident, int64_t now)
 {
-	json_object *ids = NULL;
+	struct store_idents ids;
 
-	if (store_jobs_unacked(b->st, entity_ident, BRIDGE_RESYNC_LIMIT * 4, &ids) != RCS_OK)
-		ids = NULL;
-	if (ids && json_object_array_length(ids) > 0) {
-		log_info("re-sending %zu unacknowledged jobs%s%s", json_object_array_length(ids),
-			 entity_ident ? " of " : "", entity_ident ? entity_ident : "");
-		bridge_publish_list(b, ids, true);
+	if (store_jobs_unacked(b->st, entity_ident, BRIDGE_RESYNC_LIMIT * 4, &ids) == RCS_OK) {
+		if (ids.n > 0) {
+			log_info("re-sending %zu unacknowledged jobs%s%s", ids.n,
+				 entity_ident ? " of " : "", entity_ident ? entity_ident : "");
+			bridge_publish_idents(b, &ids, true);
+		}
+		store_idents_free(&ids);
 	}
-	json_object_put(ids);
 	bridge_send_ready(b, entity_ident, now);
 }
 
 /* Re-publishes jobs a device went quiet on (reports may have been dropped by the broker). */
 static void bridge_resend_stale(struct bridge *b, int64_t now)
 {
-	json_object *ids = NULL;
+	struct store_idents ids;
 
 	if (store_jobs_stale(b->st, now, b->resend_after, BRIDGE_RESYNC_LIMIT, &ids) != RCS_OK)
 		return;
-	if (json_object_array_length(ids) > 0)
-		log_info("re-sending %zu jobs without news for %llds or more",
-			 json_object_array_length(ids), (long long)b->resend_after);
-	bridge_publish_list(b, ids, true);
-	json_object_put(ids);
+	if (ids.n > 0)
+		log_info("re-sending %zu jobs without news for %llds or more", ids.n,
+			 (long long)b->resend_after);
+	bridge_publish_idents(b, &ids, true);
+	store_idents_free(&ids);
 }
 
 /* ---- lifecycle hooks ---- */
@@ -627,8 +644,10 @@ static bool bridge_apply_state(struct bridge *b, const struct in_msg *m)
 			  e.field[0] ? e.field : "", e.field[0] ? ": " : "", e.message);
 		return false;
 	}
+	/* the reported tags go to the store as the JSON text they are kept as */
 	err = store_device_state(b->st, m->topic.client_root, m->topic.entity_ident, s.online,
-				 s.tags, s.agent_version, (int64_t)time(NULL), &came_online);
+				 s.tags ? jsonu_dump(s.tags, NULL) : NULL, s.agent_version,
+				 (int64_t)time(NULL), &came_online);
 	if (err == RCS_ERR_NOTFOUND)
 		log_warnx("dropped a state message from %s/%s: not in the inventory",
 			  m->topic.client_root, m->topic.entity_ident);

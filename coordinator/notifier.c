@@ -11,7 +11,6 @@
 #include <time.h>
 
 #include "buf.h"
-#include "jsonu.h"
 #include "log.h"
 #include "manifest.h"
 
@@ -275,15 +274,14 @@ static enum rcs_err notifier_send(struct notifier *n, const char *to, const char
 	return err;
 }
 
-static void notifier_one(struct notifier *n, json_object *row, int64_t now)
+static void notifier_one(struct notifier *n, const struct notification_due *row, int64_t now)
 {
-	long long id = json_object_get_int64(jsonu_member(row, "id"));
-	long long attempts = json_object_get_int64(jsonu_member(row, "attempts"));
-	const char *job_ident = jsonu_member_str(row, "job_ident"),
-		   *root = jsonu_member_str(row, "client_root");
-	const char *status = jsonu_member_str(row, "status"),
-		   *to = jsonu_member_str(row, "address");
-	json_object *dev = NULL;
+	long long id = row->id;
+	long long attempts = row->attempts;
+	const char *job_ident = row->job_ident, *root = row->client_root;
+	const char *status = row->status, *to = row->address;
+	struct device_rec dev;
+	bool have_dev = false;
 	struct job_rec job;
 	char errbuf[CURL_ERROR_SIZE + 1], msgid[160], key[256], h[SHA256_HEX_LEN];
 	char *mail = NULL;
@@ -303,14 +301,13 @@ static void notifier_one(struct notifier *n, json_object *row, int64_t now)
 		store_notification_update(n->st, id, "failed", now, now, "job not found");
 		return;
 	}
-	store_device_get(n->st, root, job.entity_ident, &dev);
+	have_dev = store_device_get(n->st, root, job.entity_ident, &dev) == RCS_OK;
 	/* the same Message-ID for every attempt of one notification: receivers can dedupe */
 	snprintf(key, sizeof(key), "%s/%s/%s", job_ident, status, to);
 	sha256_hex(key, strlen(key), h);
 	snprintf(msgid, sizeof(msgid), "%.32s.%s@rcs", h, status);
 	/* the status the mail is about, whatever the job shows now */
-	mail = notifier_format(n->from, to, &job, dev ? jsonu_member_str(dev, "name") : NULL, status,
-			       now, msgid);
+	mail = notifier_format(n->from, to, &job, have_dev ? dev.name : NULL, status, now, msgid);
 	if (mail == NULL) {
 		store_notification_update(n->st, id, "failed", now, now, "mail too large");
 		goto out;
@@ -332,7 +329,8 @@ static void notifier_one(struct notifier *n, json_object *row, int64_t now)
 	}
 out:
 	free(mail);
-	json_object_put(dev);
+	if (have_dev)
+		store_device_rec_free(&dev);
 	store_job_rec_free(&job);
 }
 
@@ -342,18 +340,18 @@ static void *notifier_loop(void *arg)
 
 	pthread_mutex_lock(&n->lock);
 	while (!n->stop) {
-		json_object *rows = NULL;
+		struct store_notification_due_list rows = {.items = NULL, .n = 0};
 		int64_t now = (int64_t)time(NULL), next = 0;
 		struct timespec until;
 
 		n->kicked = false;
 		pthread_mutex_unlock(&n->lock);
 		if (store_notifications_due(n->st, now, NOTIFIER_BATCH, &rows) == RCS_OK) {
-			for (size_t i = 0; i < json_object_array_length(rows); i++)
-				notifier_one(n, json_object_array_get_idx(rows, i), now);
+			for (size_t i = 0; i < rows.n; i++)
+				notifier_one(n, &rows.items[i], now);
 		}
-		bool more = rows && json_object_array_length(rows) == NOTIFIER_BATCH;
-		json_object_put(rows);
+		bool more = rows.n == NOTIFIER_BATCH;
+		store_notification_due_list_free(&rows);
 		store_notification_next(n->st, &next);
 		pthread_mutex_lock(&n->lock);
 		if (more || n->kicked)

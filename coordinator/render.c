@@ -245,6 +245,30 @@ void render_page_close(struct render *w)
 
 /* ---- records: devices ---- */
 
+void render_device(struct render *w, const struct device_rec *r)
+{
+	render_obj_open(w);
+	render_kstr(w, "entity_ident", r->entity_ident);
+	render_kstr(w, "client_root", r->client_root);
+	render_kstr(w, "name", r->name);
+	render_kraw(w, "tags", r->tags);
+	render_kraw(w, "reported_tags", r->reported_tags);
+	render_kbool(w, "online", r->online);
+	render_kint_opt(w, "last_seen", r->last_seen);
+	render_kstr(w, "agent_version", r->agent_version);
+	render_kint(w, "created_at", r->created_at);
+	render_kint(w, "update_at", r->update_at);
+	render_obj_close(w);
+}
+
+void render_device_list(struct render *w, const struct store_device_list *l)
+{
+	render_page_open(w, &l->pg);
+	for (size_t i = 0; i < l->n; i++)
+		render_device(w, &l->items[i]);
+	render_page_close(w);
+}
+
 /* (end of devices) */
 
 /* ---- records: jobs, history, notifications, groups ---- */

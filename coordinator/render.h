@@ -73,6 +73,11 @@ void render_page_close(struct render *w);
 
 /* devices */
 
+/* A device record (docs/api.md, "Devices"). */
+void render_device(struct render *w, const struct device_rec *r);
+/* A page of devices. */
+void render_device_list(struct render *w, const struct store_device_list *l);
+
 /* (end of devices) */
 
 /* jobs, history, notifications, groups */

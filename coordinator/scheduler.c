@@ -61,15 +61,15 @@ static void sched_timers(void *ctx)
  */
 static int64_t sched_run(struct sched *s, const struct sched_transport *tr, int64_t now)
 {
-	json_object *ids = NULL;
+	struct store_idents ids;
 	int64_t next = 0;
 	size_t n = 0, moved = 0;
 
 	if (store_jobs_expired(s->st, now, SCHED_EXPIRE_LIMIT, &ids) == RCS_OK) {
-		n = json_object_array_length(ids);
+		n = ids.n;
 		for (size_t i = 0; i < n; i++) {
 			struct job_move m = {
-			    .ident = json_object_get_string(json_object_array_get_idx(ids, i)),
+			    .ident = ids.v[i],
 			    .to = JS_EXPIRED,
 			    .response = "expired: not received by the device within its ttl",
 			    .set_response_time = true,
@@ -80,7 +80,7 @@ static int64_t sched_run(struct sched *s, const struct sched_transport *tr, int6
 			if (lifecycle_move(s->lc, &m, &res, NULL) == RCS_OK)
 				moved++;
 		}
-		json_object_put(ids);
+		store_idents_free(&ids);
 	}
 	if (tr->ctx && tr->ready(tr->ctx))
 		tr->send_due(tr->ctx, now);

@@ -190,23 +190,63 @@ void store_task_version_free(struct task_version *tv);
 
 /* ---- devices ---- */
 
+/*
+ * A device of the inventory as the API shows it (docs/api.md, "Devices"): tags and
+ * reported_tags are JSON text (arrays of strings), last_seen 0 when never seen,
+ * agent_version NULL when no state told it. Free with store_device_rec_free.
+ */
+struct device_rec {
+	char entity_ident[UUID_STR_LEN];
+	char client_root[UUID_STR_LEN];
+	char *name;
+	char *tags;
+	char *reported_tags;
+	bool online;
+	int64_t last_seen;
+	char *agent_version;
+	int64_t created_at, update_at;
+};
+void store_device_rec_free(struct device_rec *r);
+
+/* A page of devices (store_devices_list); free with store_device_list_free. */
+struct store_device_list {
+	struct store_page_info pg;
+	struct device_rec *items;
+	size_t n;
+};
+void store_device_list_free(struct store_device_list *l);
+
+/* tags: JSON text, an array of strings (checked by the caller). */
 enum rcs_err store_device_insert(struct store *st, const char *client_root,
-				 const char *entity_ident, const char *name, json_object *tags,
+				 const char *entity_ident, const char *name, const char *tags,
 				 int64_t now);
 enum rcs_err store_device_get(struct store *st, const char *client_root, const char *entity_ident,
-			      json_object **out);
-/* name or tags NULL: unchanged. */
+			      struct device_rec *out);
+/* name or tags (JSON text) NULL: unchanged. */
 enum rcs_err store_device_update(struct store *st, const char *client_root,
-				 const char *entity_ident, const char *name, json_object *tags,
+				 const char *entity_ident, const char *name, const char *tags,
 				 int64_t now);
 enum rcs_err store_device_delete(struct store *st, const char *client_root,
 				 const char *entity_ident);
 /* online: -1 any, 0 offline, 1 online; tag NULL: any. */
 enum rcs_err store_devices_list(struct store *st, const char *client_root, const char *tag,
-				int online, const struct store_page *pg, json_object **out);
-/* Devices holding tag (operator or reported): JSON array of {entity_ident, online}. */
+				int online, const struct store_page *pg,
+				struct store_device_list *out);
+
+/* A device holding a tag, and whether it is online (store_devices_with_tag). */
+struct device_presence {
+	char entity_ident[UUID_STR_LEN];
+	bool online;
+};
+struct store_device_presence_list {
+	struct device_presence *items;
+	size_t n;
+};
+void store_device_presence_list_free(struct store_device_presence_list *l);
+/* Devices holding tag (operator or reported), in entity_ident order; more than max:
+ * RCS_ERR_TOOBIG. */
 enum rcs_err store_devices_with_tag(struct store *st, const char *client_root, const char *tag,
-				    size_t max, json_object **out);
+				    size_t max, struct store_device_presence_list *out);
 /* Marks every device offline: a coordinator starting knows nothing of presence until the
  * broker's retained states (or Last Wills) tell it (docs/mqtt.md, "Device state"). */
 enum rcs_err store_devices_presence_reset(struct store *st);
@@ -410,27 +450,37 @@ enum rcs_err store_groups_list(struct store *st, const char *client_root,
 int64_t store_job_expiry(int64_t created_at, int64_t scheduled_time, int64_t ttl);
 
 /* Applies a device's state message; RCS_ERR_NOTFOUND when the tenant has no
- * such device. tags (NULL: unchanged) are the device's reported tags. */
+ * such device. tags (JSON text, an array of strings; NULL: unchanged) are the device's
+ * reported tags. */
 enum rcs_err store_device_state(struct store *st, const char *client_root, const char *entity_ident,
-				bool online, json_object *tags, const char *agent_version,
+				bool online, const char *tags, const char *agent_version,
 				int64_t now, bool *came_online);
-/* Idents (JSON array) of pending jobs that are due, for online devices
- * (entity_ident NULL: all devices). */
+
+/* Job idents, in the order of the query that listed them; free with store_idents_free. */
+struct store_idents {
+	char (*v)[UUID_STR_LEN];
+	size_t n;
+};
+void store_idents_free(struct store_idents *ids);
+
+/* Idents of pending jobs that are due, for online devices (entity_ident NULL: all
+ * devices), at most limit. */
 enum rcs_err store_jobs_ready(struct store *st, const char *entity_ident, int64_t now, size_t limit,
-			      json_object **out);
+			      struct store_idents *out);
 /* Idents of jobs sent ("transmited") but not acknowledged, for online devices. */
 enum rcs_err store_jobs_unacked(struct store *st, const char *entity_ident, size_t limit,
-				json_object **out);
+				struct store_idents *out);
 /* Idents of jobs in a non-terminal device status with no news for `after`
  * seconds, doubling with every re-send (up to 32x), for online devices. */
 enum rcs_err store_jobs_stale(struct store *st, int64_t now, int64_t after, size_t limit,
-			      json_object **out);
+			      struct store_idents *out);
 /* The wall clock went back to now: the active jobs' last news and sends are
  * brought back to it, so that a job without news is re-sent after resend_after
  * again instead of after the size of the step. */
 enum rcs_err store_jobs_clock_back(struct store *st, int64_t now);
 /* Idents of pending or transmited jobs whose ttl has run out. */
-enum rcs_err store_jobs_expired(struct store *st, int64_t now, size_t limit, json_object **out);
+enum rcs_err store_jobs_expired(struct store *st, int64_t now, size_t limit,
+				struct store_idents *out);
 /* Records a (re-)send of the job's envelope. */
 enum rcs_err store_job_mark_sent(struct store *st, const char *ident, int64_t now);
 /* The next time (Unix s) a scheduled job falls due or a ttl runs out; 0 when none. */
@@ -438,10 +488,25 @@ enum rcs_err store_next_wakeup(struct store *st, int64_t now, int64_t *next);
 
 /* ---- for the notifier ---- */
 
-/* Queued notifications whose time has come: [{id, job_ident, client_root,
- * status, address, attempts, created_at}], oldest first. */
+/* A queued notification whose time has come; free with store_notification_due_free. */
+struct notification_due {
+	long long id;
+	char job_ident[UUID_STR_LEN];
+	char client_root[UUID_STR_LEN];
+	char *status; /* the job status the mail is about */
+	char *address;
+	long long attempts;
+	int64_t created_at;
+};
+void store_notification_due_free(struct notification_due *r);
+struct store_notification_due_list {
+	struct notification_due *items;
+	size_t n;
+};
+void store_notification_due_list_free(struct store_notification_due_list *l);
+/* Queued notifications whose time has come, oldest first, at most limit. */
 enum rcs_err store_notifications_due(struct store *st, int64_t now, size_t limit,
-				     json_object **out);
+				     struct store_notification_due_list *out);
 /* When the next queued notification is due (0: none). */
 enum rcs_err store_notification_next(struct store *st, int64_t *next);
 /* Records an attempt: state queued (retry at next_at), sent, failed or suppressed. */

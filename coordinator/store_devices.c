@@ -1,12 +1,11 @@
 /*
- * store_devices.c - the store's the device inventory, tags and presence. See store.h; store_int.h
+ * store_devices.c - the store's device inventory, tags and presence. See store.h; store_int.h
  * for what the store's files share.
  */
 #include "store_int.h"
 
-#include <stdio.h>
-
-#include "jsonu.h"
+#include <stdlib.h>
+#include <string.h>
 
 /* ---- devices ---- */
 
@@ -14,62 +13,127 @@
 	"entity_ident, client_root, name, tags, reported_tags, online, last_seen, agent_version,"  \
 	" created_at, update_at"
 
-static const struct store_col_map device_cols[] = {
-    {"entity_ident", STORE_COL_STR},
-    {"client_root", STORE_COL_STR},
-    {"name", STORE_COL_STR},
-    {"tags", STORE_COL_JSON},
-    {"reported_tags", STORE_COL_JSON},
-    {"online", STORE_COL_BOOL},
-    {"last_seen", STORE_COL_INT},
-    {"agent_version", STORE_COL_STR},
-    {"created_at", STORE_COL_INT},
-    {"update_at", STORE_COL_INT},
-    {NULL, STORE_COL_STR},
-};
-
-static json_object *row_device(sqlite3_stmt *s)
+void store_device_rec_free(struct device_rec *r)
 {
-	return store_row_map(s, device_cols);
+	if (r == NULL)
+		return;
+	free(r->name);
+	free(r->tags);
+	free(r->reported_tags);
+	free(r->agent_version);
+	memset(r, 0, sizeof(*r));
 }
 
-static enum rcs_err store_device_tags_set(struct store *st, const char *client_root,
-					  const char *entity_ident, json_object *tags, int reported)
+void store_device_list_free(struct store_device_list *l)
 {
-	char rep[4];
+	if (l == NULL)
+		return;
+	for (size_t i = 0; i < l->n; i++)
+		store_device_rec_free(&l->items[i]);
+	free(l->items);
+	l->items = NULL;
+	l->n = 0;
+}
+
+void store_device_presence_list_free(struct store_device_presence_list *l)
+{
+	if (l == NULL)
+		return;
+	free(l->items);
+	l->items = NULL;
+	l->n = 0;
+}
+
+/* The row of DEVICE_COLS as a record (freed again on an error). */
+static enum rcs_err device_read(struct store_stmt *s, struct device_rec *r)
+{
+	enum rcs_err err = RCS_OK;
+
+	memset(r, 0, sizeof(*r));
+	store_val_copy(s, 0, r->entity_ident, sizeof(r->entity_ident));
+	store_val_copy(s, 1, r->client_root, sizeof(r->client_root));
+	r->name = store_val_dup(s, 2, &err);
+	r->tags = store_val_dup(s, 3, &err);
+	r->reported_tags = store_val_dup(s, 4, &err);
+	r->online = store_val_bool(s, 5);
+	r->last_seen = store_val_null(s, 6) ? 0 : store_val_int(s, 6);
+	r->agent_version = store_val_dup(s, 7, &err);
+	r->created_at = store_val_int(s, 8);
+	r->update_at = store_val_int(s, 9);
+	if (err != RCS_OK)
+		store_device_rec_free(r);
+	return err;
+}
+
+static enum rcs_err device_read_one(struct store_stmt *s, void *arg)
+{
+	return device_read(s, arg);
+}
+
+/*
+ * Sets the device's tags of one kind (reported 0: the operator's, 1: the device's) from
+ * tags, JSON text: an array of strings. The caller holds the lock.
+ */
+static enum rcs_err store_device_tags_set(struct store *st, const char *client_root,
+					  const char *entity_ident, const char *tags, int reported)
+{
+	struct store_stmt *s = NULL;
 	enum rcs_err err;
 
-	snprintf(rep, sizeof(rep), "%d", reported);
-	err = store_write(st, "DELETE FROM device_tags WHERE entity_ident = ? AND reported = ?",
-			  NULL, 2, entity_ident, rep);
-	for (size_t i = 0; err == RCS_OK && i < json_object_array_length(tags); i++) {
-		const char *tag = json_object_get_string(json_object_array_get_idx(tags, i));
-		err =
-		    store_write(st,
-				"INSERT OR IGNORE INTO device_tags(client_root, tag, entity_ident,"
-				" reported) VALUES(?, ?, ?, ?)",
-				NULL, 4, client_root, tag, entity_ident, rep);
-	}
+	err =
+	    store_stmt(st, "DELETE FROM device_tags WHERE entity_ident = ?1 AND reported = ?2", &s);
+	if (err != RCS_OK)
+		goto out;
+	store_arg_text(s, 1, entity_ident);
+	store_arg_int(s, 2, reported);
+	err = store_done(st, s, "device tags");
+	store_stmt_done(st, s);
+	s = NULL;
+	if (err != RCS_OK)
+		goto out;
+	err =
+	    store_stmt(st,
+		       "INSERT OR IGNORE INTO device_tags(client_root, tag, entity_ident, reported)"
+		       " SELECT ?1, value, ?2, ?3 FROM json_each(?4) WHERE type = 'text'",
+		       &s);
+	if (err != RCS_OK)
+		goto out;
+	store_arg_text(s, 1, client_root);
+	store_arg_text(s, 2, entity_ident);
+	store_arg_int(s, 3, reported);
+	store_arg_text(s, 4, tags);
+	err = store_done(st, s, "device tags");
+out:
+	store_stmt_done(st, s);
 	return err;
 }
 
 enum rcs_err store_device_insert(struct store *st, const char *client_root,
-				 const char *entity_ident, const char *name, json_object *tags,
+				 const char *entity_ident, const char *name, const char *tags,
 				 int64_t now)
 {
-	char ts[32];
+	struct store_stmt *s = NULL;
 	enum rcs_err err;
 
-	snprintf(ts, sizeof(ts), "%lld", (long long)now);
 	err = store_sp_begin(st);
 	if (err != RCS_OK)
 		return err;
-	err = store_write(st,
-			  "INSERT INTO devices(entity_ident, client_root, name, tags, created_at,"
-			  " update_at) VALUES(?, ?, ?, ?, ?, ?)",
-			  NULL, 6, entity_ident, client_root, name, jsonu_dump(tags, NULL), ts, ts);
+	err = store_stmt(st,
+			 "INSERT INTO devices(entity_ident, client_root, name, tags, created_at,"
+			 " update_at) VALUES(?1, ?2, ?3, ?4, ?5, ?5)",
+			 &s);
+	if (err != RCS_OK)
+		goto out;
+	store_arg_text(s, 1, entity_ident);
+	store_arg_text(s, 2, client_root);
+	store_arg_text(s, 3, name);
+	store_arg_text(s, 4, tags);
+	store_arg_int(s, 5, now);
+	err = store_done(st, s, "device insert");
 	if (err == RCS_OK)
 		err = store_device_tags_set(st, client_root, entity_ident, tags, 0);
+out:
+	store_stmt_done(st, s);
 	return store_sp_end(st, err);
 }
 
@@ -84,35 +148,43 @@ enum rcs_err store_devices_presence_reset(struct store *st)
 }
 
 enum rcs_err store_device_get(struct store *st, const char *client_root, const char *entity_ident,
-			      json_object **out)
+			      struct device_rec *out)
 {
-	return store_get_row(st,
+	memset(out, 0, sizeof(*out));
+	return store_get_one(st,
 			     "SELECT " DEVICE_COLS " FROM devices WHERE entity_ident = ? AND"
 			     " client_root = ?",
-			     entity_ident, client_root, NULL, row_device, out);
+			     entity_ident, client_root, NULL, device_read_one, out);
 }
 
 enum rcs_err store_device_update(struct store *st, const char *client_root,
-				 const char *entity_ident, const char *name, json_object *tags,
+				 const char *entity_ident, const char *name, const char *tags,
 				 int64_t now)
 {
-	char ts[32];
-	int changes = 0;
+	struct store_stmt *s = NULL;
 	enum rcs_err err;
 
-	snprintf(ts, sizeof(ts), "%lld", (long long)now);
 	err = store_sp_begin(st);
 	if (err != RCS_OK)
 		return err;
-	err = store_write(st,
-			  "UPDATE devices SET name = coalesce(?, name), tags = coalesce(?, tags),"
-			  " update_at = ? WHERE entity_ident = ? AND client_root = ?",
-			  &changes, 5, name, tags ? jsonu_dump(tags, NULL) : NULL, ts, entity_ident,
-			  client_root);
-	if (err == RCS_OK && changes == 0)
+	err = store_stmt(st,
+			 "UPDATE devices SET name = coalesce(?1, name), tags = coalesce(?2, tags),"
+			 " update_at = ?3 WHERE entity_ident = ?4 AND client_root = ?5",
+			 &s);
+	if (err != RCS_OK)
+		goto out;
+	store_arg_text(s, 1, name);
+	store_arg_text(s, 2, tags);
+	store_arg_int(s, 3, now);
+	store_arg_text(s, 4, entity_ident);
+	store_arg_text(s, 5, client_root);
+	err = store_done(st, s, "device update");
+	if (err == RCS_OK && store_changes(st) == 0)
 		err = RCS_ERR_NOTFOUND;
 	if (err == RCS_OK && tags)
 		err = store_device_tags_set(st, client_root, entity_ident, tags, 0);
+out:
+	store_stmt_done(st, s);
 	return store_sp_end(st, err);
 }
 
@@ -130,11 +202,19 @@ enum rcs_err store_device_delete(struct store *st, const char *client_root,
 }
 
 enum rcs_err store_devices_list(struct store *st, const char *client_root, const char *tag,
-				int online, const struct store_page *pg, json_object **out)
+				int online, const struct store_page *pg,
+				struct store_device_list *out)
 {
 	struct store_qb q = {.n = 0};
 	struct store_qb_opts o;
+	struct store_stmt *s = NULL;
+	size_t cap = pg->per_page > 0 ? (size_t)pg->per_page : 1;
+	bool row = false;
+	enum rcs_err err;
 
+	memset(out, 0, sizeof(*out));
+	out->pg.page = pg->page;
+	out->pg.per_page = pg->per_page;
 	q.where[0] = '\0';
 	store_qb_add(&q, "client_root = ?", client_root);
 	if (tag)
@@ -148,95 +228,129 @@ enum rcs_err store_devices_list(struct store *st, const char *client_root, const
 	else if (online == 1)
 		store_qb_add(&q, "online = 1", NULL);
 	store_qb_list_opts(&q, pg, "", "entity_ident", &o);
-	return store_list(st, DEVICE_COLS, "devices", &q, o.order, pg, row_device, out);
-}
-
-static const struct store_col_map presence_cols[] = {
-    {"entity_ident", STORE_COL_STR},
-    {"online", STORE_COL_BOOL},
-    {NULL, STORE_COL_STR},
-};
-
-static json_object *row_presence(sqlite3_stmt *s)
-{
-	return store_row_map(s, presence_cols);
+	store_lock(st);
+	err = store_page_rows(st, DEVICE_COLS, "devices", &q, o.order, pg, &out->pg.total, &s);
+	if (err != RCS_OK)
+		goto out;
+	out->items = calloc(cap, sizeof(*out->items));
+	if (out->items == NULL) {
+		err = RCS_ERR_NOMEM;
+		goto out;
+	}
+	/* LIMIT per_page bounds the rows */
+	while (out->n < cap && (err = store_next(st, s, "devices", &row)) == RCS_OK && row) {
+		err = device_read(s, &out->items[out->n]);
+		if (err != RCS_OK)
+			break;
+		out->n++;
+	}
+out:
+	store_stmt_done(st, s);
+	store_unlock(st);
+	if (err != RCS_OK)
+		store_device_list_free(out);
+	return err;
 }
 
 enum rcs_err store_devices_with_tag(struct store *st, const char *client_root, const char *tag,
-				    size_t max, json_object **out)
+				    size_t max, struct store_device_presence_list *out)
 {
-	sqlite3_stmt *s = NULL;
+	struct store_stmt *s = NULL;
+	size_t cap = 0;
+	bool row = false;
 	enum rcs_err err;
 
-	*out = NULL;
+	memset(out, 0, sizeof(*out));
 	store_lock(st);
-	err = store_prepare(st,
-			    "SELECT d.entity_ident, d.online FROM devices d WHERE d.entity_ident IN"
-			    " (SELECT entity_ident FROM device_tags WHERE client_root = ?1 AND"
-			    " tag = ?2) AND d.client_root = ?1 ORDER BY d.entity_ident",
-			    &s);
+	err = store_stmt(st,
+			 "SELECT d.entity_ident, d.online FROM devices d WHERE d.entity_ident IN"
+			 " (SELECT entity_ident FROM device_tags WHERE client_root = ?1 AND"
+			 " tag = ?2) AND d.client_root = ?1 ORDER BY d.entity_ident",
+			 &s);
 	if (err != RCS_OK)
 		goto out;
-	store_bind_text(s, 1, client_root);
-	store_bind_text(s, 2, tag);
-	err = store_rows(st, s, row_presence, max, out);
+	store_arg_text(s, 1, client_root);
+	store_arg_text(s, 2, tag);
+	while ((err = store_next(st, s, "devices with tag", &row)) == RCS_OK && row) {
+		if (out->n >= max) {
+			err = RCS_ERR_TOOBIG;
+			break;
+		}
+		if (out->n == cap) {
+			size_t ncap = cap ? cap * 2 : 64;
+			struct device_presence *p;
+
+			if (ncap > max)
+				ncap = max;
+			p = realloc(out->items, ncap * sizeof(*p));
+			if (p == NULL) {
+				err = RCS_ERR_NOMEM;
+				break;
+			}
+			out->items = p;
+			cap = ncap;
+		}
+		store_val_copy(s, 0, out->items[out->n].entity_ident,
+			       sizeof(out->items[out->n].entity_ident));
+		out->items[out->n].online = store_val_bool(s, 1);
+		out->n++;
+	}
 out:
-	store_release(st, s);
+	store_stmt_done(st, s);
 	store_unlock(st);
+	if (err != RCS_OK)
+		store_device_presence_list_free(out);
 	return err;
+}
+
+static enum rcs_err presence_read(struct store_stmt *s, void *arg)
+{
+	*(bool *)arg = store_val_bool(s, 0);
+	return RCS_OK;
 }
 
 enum rcs_err store_device_presence(struct store *st, const char *client_root,
 				   const char *entity_ident, bool *online)
 {
-	json_object *o = NULL;
-	enum rcs_err err = store_get_row(st,
-					 "SELECT entity_ident, online FROM devices WHERE"
-					 " entity_ident = ? AND client_root = ?",
-					 entity_ident, client_root, NULL, row_presence, &o);
-
-	if (err == RCS_OK)
-		*online = json_object_get_boolean(json_object_object_get(o, "online"));
-	json_object_put(o);
-	return err;
+	return store_get_one(
+	    st, "SELECT online FROM devices WHERE entity_ident = ? AND client_root = ?",
+	    entity_ident, client_root, NULL, presence_read, online);
 }
 
 enum rcs_err store_device_state(struct store *st, const char *client_root, const char *entity_ident,
-				bool online, json_object *tags, const char *agent_version,
+				bool online, const char *tags, const char *agent_version,
 				int64_t now, bool *came_online)
 {
-	json_object *dev = NULL, *was = NULL;
-	sqlite3_stmt *s = NULL;
+	struct store_stmt *s = NULL;
+	bool was = false;
 	enum rcs_err err;
 
 	*came_online = false;
 	err = store_sp_begin(st);
 	if (err != RCS_OK)
 		return err;
-	err = store_device_get(st, client_root, entity_ident, &dev);
+	err = store_device_presence(st, client_root, entity_ident, &was);
 	if (err != RCS_OK)
 		goto out;
-	json_object_object_get_ex(dev, "online", &was);
-	*came_online = online && !json_object_get_boolean(was);
-	err = store_prepare(st,
-			    "UPDATE devices SET online = ?1, last_seen = ?2,"
-			    " agent_version = coalesce(?3, agent_version),"
-			    " reported_tags = coalesce(?4, reported_tags)"
-			    " WHERE entity_ident = ?5 AND client_root = ?6",
-			    &s);
+	*came_online = online && !was;
+	err = store_stmt(st,
+			 "UPDATE devices SET online = ?1, last_seen = ?2,"
+			 " agent_version = coalesce(?3, agent_version),"
+			 " reported_tags = coalesce(?4, reported_tags)"
+			 " WHERE entity_ident = ?5 AND client_root = ?6",
+			 &s);
 	if (err != RCS_OK)
 		goto out;
-	sqlite3_bind_int(s, 1, online);
-	sqlite3_bind_int64(s, 2, now);
-	store_bind_text(s, 3, agent_version);
-	store_bind_json(s, 4, tags, NULL);
-	store_bind_text(s, 5, entity_ident);
-	store_bind_text(s, 6, client_root);
-	err = store_rc(st->db, sqlite3_step(s), "device state");
+	store_arg_int(s, 1, online);
+	store_arg_int(s, 2, now);
+	store_arg_text(s, 3, agent_version);
+	store_arg_text(s, 4, tags);
+	store_arg_text(s, 5, entity_ident);
+	store_arg_text(s, 6, client_root);
+	err = store_done(st, s, "device state");
 	if (err == RCS_OK && tags)
 		err = store_device_tags_set(st, client_root, entity_ident, tags, 1);
 out:
-	store_release(st, s);
-	json_object_put(dev);
+	store_stmt_done(st, s);
 	return store_sp_end(st, err);
 }

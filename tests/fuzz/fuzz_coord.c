@@ -123,8 +123,7 @@ static void fz_setup(void)
 	char *keyid = fuzz_vector("manifest-1.keyid", NULL);
 	char *sigval = fuzz_vector("manifest-1.sig.b64", NULL);
 	json_object *m = fz_parse(vec), *sig = json_object_new_object();
-	json_object *tags1 = fz_parse("[\"site-a\"]"), *tags2 = fz_parse("[\"site-a\", \"model-x\"]");
-	json_object *reported = fz_parse("[\"rep-tag\"]"), *vi = fz_parse(ECHO_VARS);
+	json_object *vi = fz_parse(ECHO_VARS);
 	json_object *empty_o = json_object_new_object(), *empty_a = json_object_new_array();
 	json_object *mails = fz_parse("[\"ops@example.com\"]");
 	json_object *statuses = fz_parse("[\"terminated\", \"edge_error\"]");
@@ -148,18 +147,17 @@ static void fz_setup(void)
 		jsonu_member(m, "constants"), empty_a, empty_a, sig);
 	fz_task(FZ_TASK_ECHO, 1, "Echo", "echo", ECHO_SRC, strlen(ECHO_SRC), vi, empty_o, mails,
 		statuses, NULL);
-	fz_ok(store_device_insert(fz.st, FZ_ROOT, FZ_DEV_ONLINE, "pump-7", tags1, FZ_NOW - 500),
+	fz_ok(store_device_insert(fz.st, FZ_ROOT, FZ_DEV_ONLINE, "pump-7", "[\"site-a\"]",
+				  FZ_NOW - 500),
 	      "device");
-	fz_ok(store_device_insert(fz.st, FZ_ROOT, FZ_DEV_OFFLINE, "pump-8", tags2, FZ_NOW - 500),
+	fz_ok(store_device_insert(fz.st, FZ_ROOT, FZ_DEV_OFFLINE, "pump-8",
+				  "[\"site-a\",\"model-x\"]", FZ_NOW - 500),
 	      "device");
-	fz_ok(store_device_state(fz.st, FZ_ROOT, FZ_DEV_ONLINE, true, reported, "0.1.0",
+	fz_ok(store_device_state(fz.st, FZ_ROOT, FZ_DEV_ONLINE, true, "[\"rep-tag\"]", "0.1.0",
 				 FZ_NOW - 10, &came),
 	      "device state");
 	json_object_put(m);
 	json_object_put(sig);
-	json_object_put(tags1);
-	json_object_put(tags2);
-	json_object_put(reported);
 	json_object_put(vi);
 	json_object_put(empty_o);
 	json_object_put(empty_a);

@@ -53,29 +53,26 @@ static void check_roundtrip(const struct proto_state *s)
 
 static void apply(const struct proto_state *s)
 {
-	json_object *dev = NULL;
+	struct device_rec dev;
 	bool came_online = false;
-	const char *version;
+	const char *tags = s->tags ? jsonu_dump(s->tags, NULL) : NULL;
 	enum rcs_err err;
 
-	err = store_device_state(fz.st, FZ_ROOT, FZ_DEV_OFFLINE, s->online, s->tags,
-				 s->agent_version, FZ_NOW, &came_online);
+	err = store_device_state(fz.st, FZ_ROOT, FZ_DEV_OFFLINE, s->online, tags, s->agent_version,
+				 FZ_NOW, &came_online);
 	FUZZ_CHECK(err == RCS_OK, "store_device_state: %s", rcs_strerror(err));
 	FUZZ_CHECK(store_device_get(fz.st, FZ_ROOT, FZ_DEV_OFFLINE, &dev) == RCS_OK,
 		   "store_device_get");
-	FUZZ_CHECK(json_object_get_boolean(jsonu_member(dev, "online")) == s->online,
-		   "online is not what the device said");
-	if (s->tags)
-		FUZZ_CHECK(same_json(s->tags, jsonu_member(dev, "reported_tags")),
+	FUZZ_CHECK(dev.online == s->online, "online is not what the device said");
+	if (tags)
+		FUZZ_CHECK(dev.reported_tags && strcmp(dev.reported_tags, tags) == 0,
 			   "reported_tags %s, the device said %s",
-			   jsonu_dump(jsonu_member(dev, "reported_tags"), NULL),
-			   jsonu_dump(s->tags, NULL));
-	version = jsonu_member_str(dev, "agent_version");
+			   dev.reported_tags ? dev.reported_tags : "(null)", tags);
 	if (s->agent_version)
-		FUZZ_CHECK(version && strcmp(version, s->agent_version) == 0,
-			   "agent_version '%s', the device said '%s'", version ? version : "(null)",
-			   s->agent_version);
-	json_object_put(dev);
+		FUZZ_CHECK(dev.agent_version && strcmp(dev.agent_version, s->agent_version) == 0,
+			   "agent_version '%s', the device said '%s'",
+			   dev.agent_version ? dev.agent_version : "(null)", s->agent_version);
+	store_device_rec_free(&dev);
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)

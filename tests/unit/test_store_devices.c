@@ -1,0 +1,506 @@
+/*
+ * Unit tests of the store's devices, the transport's and scheduler's queues and the e-mail
+ * outbox (coordinator/store_devices.c, store_queues.c, store_outbox.c) on a real SQLite
+ * file, and of their records' renders (render_device).
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+#include <sqlite3.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "render.h"
+#include "store.h"
+
+#define NOW 1700000000LL
+
+struct fixture {
+	char dir[64];
+	char path[128];
+	struct store *st;
+	char root[UUID_STR_LEN];
+};
+
+/* Fixed idents, in ident order. */
+#define DEV_ON  "00000000-0000-7000-8000-00000000d001"
+#define DEV_OFF "00000000-0000-7000-8000-00000000d002"
+#define JOB(n)  "00000000-0000-7000-8000-0000000000" n
+
+static int setup(void **state)
+{
+	struct fixture *f = calloc(1, sizeof(*f));
+
+	assert_non_null(f);
+	snprintf(f->dir, sizeof(f->dir), "/tmp/rcs-devs-XXXXXX");
+	assert_non_null(mkdtemp(f->dir));
+	snprintf(f->path, sizeof(f->path), "%s/t.db", f->dir);
+	assert_int_equal(store_open(f->path, &f->st), RCS_OK);
+	assert_int_equal(uuid_v7(f->root), RCS_OK);
+	assert_int_equal(store_tenant_create(f->st, f->root, 100), RCS_OK);
+	*state = f;
+	return 0;
+}
+
+static int teardown(void **state)
+{
+	struct fixture *f = *state;
+	char cmd[256];
+
+	store_close(f->st);
+	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", f->dir);
+	if (system(cmd) != 0)
+		return 1;
+	free(f);
+	return 0;
+}
+
+/* Runs SQL on a connection of its own (no foreign keys: rows of other domains stand
+ * alone), with each @ROOT@ replaced by the tenant. */
+static void sql(struct fixture *f, const char *text)
+{
+	char full[8192];
+	size_t n = 0;
+	sqlite3 *db = NULL;
+	char *msg = NULL;
+	int rc;
+
+	for (const char *p = text; *p != '\0';) {
+		if (strncmp(p, "@ROOT@", 6) == 0) {
+			assert_true(n + UUID_STR_LEN < sizeof(full));
+			memcpy(full + n, f->root, strlen(f->root));
+			n += strlen(f->root);
+			p += 6;
+		} else {
+			assert_true(n + 1 < sizeof(full));
+			full[n++] = *p++;
+		}
+	}
+	full[n] = '\0';
+	assert_int_equal(sqlite3_open(f->path, &db), SQLITE_OK);
+	sqlite3_busy_timeout(db, 5000);
+	rc = sqlite3_exec(db, full, NULL, NULL, &msg);
+	if (rc != SQLITE_OK)
+		fail_msg("%s: %s", full, msg ? msg : "?");
+	sqlite3_close(db);
+}
+
+static long long sql_int(struct fixture *f, const char *query)
+{
+	sqlite3 *db = NULL;
+	sqlite3_stmt *s = NULL;
+	long long v;
+
+	assert_int_equal(sqlite3_open(f->path, &db), SQLITE_OK);
+	assert_int_equal(sqlite3_prepare_v2(db, query, -1, &s, NULL), SQLITE_OK);
+	assert_int_equal(sqlite3_step(s), SQLITE_ROW);
+	v = sqlite3_column_int64(s, 0);
+	sqlite3_finalize(s);
+	sqlite3_close(db);
+	return v;
+}
+
+static char *rendered_device(const struct device_rec *r)
+{
+	struct render w;
+	struct buf b;
+	char *text;
+
+	buf_init(&b, 1 << 16);
+	render_init(&w, &b);
+	render_device(&w, r);
+	assert_int_equal(render_end(&w), RCS_OK);
+	text = strdup(b.data);
+	buf_free(&b);
+	return text;
+}
+
+/* ---- render ---- */
+
+static void test_render_device(void **state)
+{
+	struct device_rec r;
+	char *text;
+
+	(void)state;
+	memset(&r, 0, sizeof(r));
+	snprintf(r.entity_ident, sizeof(r.entity_ident), "%s", DEV_ON);
+	snprintf(r.client_root, sizeof(r.client_root), "%s", DEV_OFF);
+	r.name = "pump \"7\"";
+	r.tags = "[\"lab\",\"x:y/z\"]";
+	r.reported_tags = "[]";
+	r.created_at = 10;
+	r.update_at = 11;
+	/* never seen: last_seen and agent_version null */
+	text = rendered_device(&r);
+	assert_string_equal(text, "{\"entity_ident\":\"" DEV_ON "\",\"client_root\":\"" DEV_OFF
+				  "\",\"name\":\"pump \\\"7\\\"\",\"tags\":[\"lab\",\"x:y/z\"],"
+				  "\"reported_tags\":[],\"online\":false,\"last_seen\":null,"
+				  "\"agent_version\":null,\"created_at\":10,\"update_at\":11}");
+	free(text);
+	r.online = true;
+	r.last_seen = 12;
+	r.agent_version = "0.1.0";
+	r.reported_tags = "[\"rep\"]";
+	text = rendered_device(&r);
+	assert_string_equal(text,
+			    "{\"entity_ident\":\"" DEV_ON "\",\"client_root\":\"" DEV_OFF
+			    "\",\"name\":\"pump \\\"7\\\"\",\"tags\":[\"lab\",\"x:y/z\"],"
+			    "\"reported_tags\":[\"rep\"],\"online\":true,\"last_seen\":12,"
+			    "\"agent_version\":\"0.1.0\",\"created_at\":10,\"update_at\":11}");
+	free(text);
+}
+
+static void test_render_device_list(void **state)
+{
+	struct device_rec items[2];
+	struct store_device_list l = {
+	    .pg = {.page = 1, .per_page = 2, .total = 3}, .items = items, .n = 2};
+	struct render w;
+	struct buf b;
+
+	(void)state;
+	memset(items, 0, sizeof(items));
+	for (int i = 0; i < 2; i++) {
+		snprintf(items[i].entity_ident, sizeof(items[i].entity_ident), "%s",
+			 i ? DEV_OFF : DEV_ON);
+		snprintf(items[i].client_root, sizeof(items[i].client_root), "r");
+		items[i].name = "n";
+		items[i].tags = "[]";
+		items[i].reported_tags = "[]";
+	}
+	buf_init(&b, 1 << 16);
+	render_init(&w, &b);
+	render_device_list(&w, &l);
+	assert_int_equal(render_end(&w), RCS_OK);
+	assert_string_equal(
+	    b.data, "{\"page\":1,\"per_page\":2,\"total_pages\":2,\"total_items\":3,\"items\":["
+		    "{\"entity_ident\":\"" DEV_ON "\",\"client_root\":\"r\",\"name\":\"n\","
+		    "\"tags\":[],\"reported_tags\":[],\"online\":false,\"last_seen\":null,"
+		    "\"agent_version\":null,\"created_at\":0,\"update_at\":0},"
+		    "{\"entity_ident\":\"" DEV_OFF "\",\"client_root\":\"r\",\"name\":\"n\","
+		    "\"tags\":[],\"reported_tags\":[],\"online\":false,\"last_seen\":null,"
+		    "\"agent_version\":null,\"created_at\":0,\"update_at\":0}]}");
+	buf_free(&b);
+}
+
+/* ---- devices ---- */
+
+static void test_device_records(void **state)
+{
+	struct fixture *f = *state;
+	struct store_page pg = {.page = 1, .per_page = 10, .sort = "created_at"};
+	struct store_device_list l;
+	struct device_rec d;
+	bool online = true;
+
+	assert_int_equal(
+	    store_device_insert(f->st, f->root, DEV_ON, "one", "[\"lab\",\"a/b\"]", 100), RCS_OK);
+	assert_int_equal(store_device_insert(f->st, f->root, DEV_OFF, "two", "[]", 101), RCS_OK);
+	/* the same ident again is refused */
+	assert_int_not_equal(store_device_insert(f->st, f->root, DEV_ON, "x", "[]", 102), RCS_OK);
+
+	assert_int_equal(store_device_get(f->st, f->root, DEV_ON, &d), RCS_OK);
+	assert_string_equal(d.entity_ident, DEV_ON);
+	assert_string_equal(d.client_root, f->root);
+	assert_string_equal(d.name, "one");
+	assert_string_equal(d.tags, "[\"lab\",\"a/b\"]");
+	assert_string_equal(d.reported_tags, "[]");
+	assert_false(d.online);
+	assert_int_equal(d.last_seen, 0);
+	assert_null(d.agent_version);
+	assert_int_equal(d.created_at, 100);
+	assert_int_equal(d.update_at, 100);
+	store_device_rec_free(&d);
+	/* another tenant's, or none */
+	assert_int_equal(
+	    store_device_get(f->st, "00000000-0000-7000-8000-000000000000", DEV_ON, &d),
+	    RCS_ERR_NOTFOUND);
+	assert_int_equal(store_device_presence(f->st, f->root, DEV_ON, &online), RCS_OK);
+	assert_false(online);
+
+	/* name only, then tags only */
+	assert_int_equal(store_device_update(f->st, f->root, DEV_ON, "uno", NULL, 200), RCS_OK);
+	assert_int_equal(store_device_update(f->st, f->root, DEV_ON, NULL, "[\"new\"]", 201),
+			 RCS_OK);
+	assert_int_equal(store_device_get(f->st, f->root, DEV_ON, &d), RCS_OK);
+	assert_string_equal(d.name, "uno");
+	assert_string_equal(d.tags, "[\"new\"]");
+	assert_int_equal(d.update_at, 201);
+	store_device_rec_free(&d);
+	assert_int_equal(store_device_update(f->st, f->root, JOB("99"), "x", NULL, 1),
+			 RCS_ERR_NOTFOUND);
+
+	/* lists: all, by tag (the old tag is gone), by presence */
+	assert_int_equal(store_devices_list(f->st, f->root, NULL, -1, &pg, &l), RCS_OK);
+	assert_int_equal(l.pg.total, 2);
+	assert_int_equal(l.pg.page, 1);
+	assert_int_equal(l.pg.per_page, 10);
+	assert_int_equal(l.n, 2);
+	assert_string_equal(l.items[0].entity_ident, DEV_ON);
+	assert_string_equal(l.items[1].name, "two");
+	store_device_list_free(&l);
+	assert_int_equal(store_devices_list(f->st, f->root, "lab", -1, &pg, &l), RCS_OK);
+	assert_int_equal(l.n, 0);
+	assert_int_equal(l.pg.total, 0);
+	store_device_list_free(&l);
+	assert_int_equal(store_devices_list(f->st, f->root, "new", 0, &pg, &l), RCS_OK);
+	assert_int_equal(l.n, 1);
+	store_device_list_free(&l);
+	assert_int_equal(store_devices_list(f->st, f->root, NULL, 1, &pg, &l), RCS_OK);
+	assert_int_equal(l.n, 0);
+	store_device_list_free(&l);
+	pg.per_page = 1;
+	pg.page = 2;
+	assert_int_equal(store_devices_list(f->st, f->root, NULL, -1, &pg, &l), RCS_OK);
+	assert_int_equal(l.pg.total, 2);
+	assert_int_equal(l.n, 1);
+	assert_string_equal(l.items[0].entity_ident, DEV_OFF);
+	store_device_list_free(&l);
+
+	assert_int_equal(store_device_delete(f->st, f->root, DEV_OFF), RCS_OK);
+	assert_int_equal(store_device_delete(f->st, f->root, DEV_OFF), RCS_ERR_NOTFOUND);
+	assert_int_equal(store_device_get(f->st, f->root, DEV_OFF, &d), RCS_ERR_NOTFOUND);
+}
+
+static void test_device_state_and_tags(void **state)
+{
+	struct fixture *f = *state;
+	struct store_device_presence_list p;
+	struct device_rec d;
+	bool came = true, online = false;
+
+	assert_int_equal(store_device_insert(f->st, f->root, DEV_ON, "one", "[\"lab\"]", 100),
+			 RCS_OK);
+	assert_int_equal(store_device_insert(f->st, f->root, DEV_OFF, "two", "[\"lab\"]", 100),
+			 RCS_OK);
+	assert_int_equal(
+	    store_device_state(f->st, f->root, JOB("99"), true, NULL, NULL, 150, &came),
+	    RCS_ERR_NOTFOUND);
+	assert_false(came);
+	assert_int_equal(store_device_state(f->st, f->root, DEV_ON, true, "[\"rep\",\"rep\"]",
+					    "0.2.0", 150, &came),
+			 RCS_OK);
+	assert_true(came);
+	/* still online: not coming online again; tags and version unchanged when absent */
+	assert_int_equal(store_device_state(f->st, f->root, DEV_ON, true, NULL, NULL, 160, &came),
+			 RCS_OK);
+	assert_false(came);
+	assert_int_equal(store_device_get(f->st, f->root, DEV_ON, &d), RCS_OK);
+	assert_true(d.online);
+	assert_int_equal(d.last_seen, 160);
+	assert_string_equal(d.agent_version, "0.2.0");
+	assert_string_equal(d.reported_tags, "[\"rep\",\"rep\"]");
+	assert_string_equal(d.tags, "[\"lab\"]");
+	store_device_rec_free(&d);
+	assert_int_equal(store_device_presence(f->st, f->root, DEV_ON, &online), RCS_OK);
+	assert_true(online);
+
+	/* operator and reported tags both count */
+	assert_int_equal(store_devices_with_tag(f->st, f->root, "lab", 10, &p), RCS_OK);
+	assert_int_equal(p.n, 2);
+	assert_string_equal(p.items[0].entity_ident, DEV_ON);
+	assert_true(p.items[0].online);
+	assert_string_equal(p.items[1].entity_ident, DEV_OFF);
+	assert_false(p.items[1].online);
+	store_device_presence_list_free(&p);
+	assert_int_equal(store_devices_with_tag(f->st, f->root, "rep", 10, &p), RCS_OK);
+	assert_int_equal(p.n, 1);
+	store_device_presence_list_free(&p);
+	assert_int_equal(store_devices_with_tag(f->st, f->root, "lab", 1, &p), RCS_ERR_TOOBIG);
+	assert_int_equal(p.n, 0);
+	assert_null(p.items);
+	/* reported tags replaced */
+	assert_int_equal(store_device_state(f->st, f->root, DEV_ON, false, "[]", NULL, 170, &came),
+			 RCS_OK);
+	assert_int_equal(store_devices_with_tag(f->st, f->root, "rep", 10, &p), RCS_OK);
+	assert_int_equal(p.n, 0);
+	store_device_presence_list_free(&p);
+
+	assert_int_equal(store_device_state(f->st, f->root, DEV_OFF, true, NULL, NULL, 180, &came),
+			 RCS_OK);
+	assert_int_equal(store_devices_presence_reset(f->st), RCS_OK);
+	assert_int_equal(store_device_presence(f->st, f->root, DEV_OFF, &online), RCS_OK);
+	assert_false(online);
+}
+
+/* ---- the transport's and scheduler's queues ---- */
+
+/* A job row of the device, as far as the queues look at it. */
+#define JOB_ROW(id, dev, status, update, sched, expires, sent, sends)                              \
+	"INSERT INTO jobs(ident, client_root, task_ident, task_version, task_name, entity_ident,"  \
+	" status, created_user, created_at, update_at, scheduled_time, expires_at, sent_at, "      \
+	"sends,"                                                                                   \
+	" variables, mail_list, status_list, task_mail_list, task_status_list) VALUES('" id        \
+	"', '@ROOT@', 't', 1, 'T', '" dev "', '" status "', 'u', 1, " update ", " sched            \
+	", " expires ", " sent ", " sends ", '{}', '[]', '[]', '[]', '[]');"
+
+static void assert_idents(const struct store_idents *ids, const char *const *want, size_t n)
+{
+	assert_int_equal(ids->n, n);
+	for (size_t i = 0; i < n; i++)
+		assert_string_equal(ids->v[i], want[i]);
+}
+
+static void test_queues(void **state)
+{
+	struct fixture *f = *state;
+	struct store_idents ids;
+	bool came = false;
+	int64_t next = 0;
+
+	assert_int_equal(store_device_insert(f->st, f->root, DEV_ON, "on", "[]", 100), RCS_OK);
+	assert_int_equal(store_device_insert(f->st, f->root, DEV_OFF, "off", "[]", 100), RCS_OK);
+	assert_int_equal(store_device_state(f->st, f->root, DEV_ON, true, NULL, NULL, 100, &came),
+			 RCS_OK);
+	/* NOW = 1700000000 */
+	sql(f, JOB_ROW(JOB("01"), DEV_ON, "pending", "1", "NULL", "NULL", "NULL", "0") JOB_ROW(
+		   JOB("02"), DEV_ON, "pending", "1", "1700000100", "NULL", "NULL", "0")
+		   JOB_ROW(JOB("03"), DEV_OFF, "pending", "1", "NULL", "NULL", "NULL", "0") JOB_ROW(
+		       JOB("04"), DEV_ON, "transmited", "1700000000", "NULL", "NULL", "1700000000",
+		       "1") JOB_ROW(JOB("05"), DEV_ON, "edge_running", "1699999000", "NULL", "NULL",
+				    "1699999000", "1")
+		       JOB_ROW(JOB("06"), DEV_ON, "pending", "1", "1699999999", "1699999990",
+			       "NULL", "0") JOB_ROW(JOB("07"), DEV_ON, "transmited", "1700000000",
+						    "NULL", "1699999995", "NULL", "1")
+			   JOB_ROW(JOB("08"), DEV_ON, "terminated", "1", "NULL", "1", "NULL", "1"));
+
+	{
+		const char *const want[] = {JOB("01"), JOB("06")};
+		assert_int_equal(store_jobs_ready(f->st, NULL, NOW, 10, &ids), RCS_OK);
+		assert_idents(&ids, want, 2);
+		store_idents_free(&ids);
+		assert_int_equal(store_jobs_ready(f->st, DEV_ON, NOW, 10, &ids), RCS_OK);
+		assert_idents(&ids, want, 2);
+		store_idents_free(&ids);
+		assert_int_equal(store_jobs_ready(f->st, DEV_ON, NOW, 1, &ids), RCS_OK);
+		assert_idents(&ids, want, 1);
+		store_idents_free(&ids);
+	}
+	/* the offline device's jobs wait */
+	assert_int_equal(store_jobs_ready(f->st, DEV_OFF, NOW, 10, &ids), RCS_OK);
+	assert_int_equal(ids.n, 0);
+	store_idents_free(&ids);
+	/* later, the scheduled one is due too */
+	{
+		const char *const want[] = {JOB("01"), JOB("02"), JOB("06")};
+		assert_int_equal(store_jobs_ready(f->st, NULL, NOW + 100, 10, &ids), RCS_OK);
+		assert_idents(&ids, want, 3);
+		store_idents_free(&ids);
+	}
+	{
+		const char *const want[] = {JOB("04"), JOB("07")};
+		assert_int_equal(store_jobs_unacked(f->st, NULL, 10, &ids), RCS_OK);
+		assert_idents(&ids, want, 2);
+		store_idents_free(&ids);
+		assert_int_equal(store_jobs_unacked(f->st, DEV_ON, 10, &ids), RCS_OK);
+		assert_idents(&ids, want, 2);
+		store_idents_free(&ids);
+		assert_int_equal(store_jobs_unacked(f->st, DEV_OFF, 10, &ids), RCS_OK);
+		assert_int_equal(ids.n, 0);
+		store_idents_free(&ids);
+	}
+	{
+		const char *const want[] = {JOB("05")};
+		assert_int_equal(store_jobs_stale(f->st, NOW, 60, 10, &ids), RCS_OK);
+		assert_idents(&ids, want, 1);
+		store_idents_free(&ids);
+	}
+	{
+		const char *const want[] = {JOB("06"), JOB("07")};
+		assert_int_equal(store_jobs_expired(f->st, NOW, 10, &ids), RCS_OK);
+		assert_idents(&ids, want, 2);
+		store_idents_free(&ids);
+	}
+	assert_int_equal(store_jobs_expired(f->st, NOW, 0, &ids), RCS_OK);
+	assert_int_equal(ids.n, 0);
+	store_idents_free(&ids);
+	assert_int_equal(store_next_wakeup(f->st, NOW, &next), RCS_OK);
+	assert_int_equal(next, 1699999990);
+
+	assert_int_equal(store_job_mark_sent(f->st, JOB("04"), NOW + 5), RCS_OK);
+	assert_int_equal(
+	    sql_int(f,
+		    "SELECT sends * 10000000000 + sent_at FROM jobs WHERE ident = '" JOB("04") "'"),
+	    2 * 10000000000LL + NOW + 5);
+	/* the clock went back: last news and sends no later than now */
+	assert_int_equal(store_jobs_clock_back(f->st, NOW - 500), RCS_OK);
+	assert_int_equal(sql_int(f, "SELECT max(max(update_at, coalesce(sent_at, 0))) FROM jobs"
+				    " WHERE status IN ('transmited', 'edge_running')"),
+			 NOW - 500);
+}
+
+/* ---- the outbox ---- */
+
+#define NOTIFICATION_ROW(id, status, address, state, attempts, next)                               \
+	"INSERT INTO notifications(id, job_ident, client_root, status, address, state, attempts,"  \
+	" created_at, next_at) VALUES(" id ", '" JOB("01") "', '@ROOT@', '" status "', '" address  \
+							   "', '" state "', " attempts             \
+							   ", 50, " next ");"
+
+static void test_outbox(void **state)
+{
+	struct fixture *f = *state;
+	struct store_notification_due_list l;
+	int64_t next = 0;
+	long long n = -1;
+
+	assert_int_equal(store_notifications_due(f->st, NOW, 10, &l), RCS_OK);
+	assert_int_equal(l.n, 0);
+	store_notification_due_list_free(&l);
+	assert_int_equal(store_notification_next(f->st, &next), RCS_OK);
+	assert_int_equal(next, 0);
+	sql(f, NOTIFICATION_ROW("1", "terminated", "a@example.com", "queued", "0",
+				"1699999995") NOTIFICATION_ROW("2", "edge_error", "b@example.com",
+							       "queued", "3", "1699999990")
+		   NOTIFICATION_ROW("3", "terminated", "c@example.com", "queued", "0", "1700000100")
+		       NOTIFICATION_ROW("4", "terminated", "d@example.com", "failed", "9", "1"));
+
+	assert_int_equal(store_notifications_due(f->st, NOW, 10, &l), RCS_OK);
+	assert_int_equal(l.n, 2);
+	assert_int_equal(l.items[0].id, 2);
+	assert_string_equal(l.items[0].job_ident, JOB("01"));
+	assert_string_equal(l.items[0].client_root, f->root);
+	assert_string_equal(l.items[0].status, "edge_error");
+	assert_string_equal(l.items[0].address, "b@example.com");
+	assert_int_equal(l.items[0].attempts, 3);
+	assert_int_equal(l.items[0].created_at, 50);
+	assert_int_equal(l.items[1].id, 1);
+	store_notification_due_list_free(&l);
+	assert_int_equal(store_notifications_due(f->st, NOW, 1, &l), RCS_OK);
+	assert_int_equal(l.n, 1);
+	assert_int_equal(l.items[0].id, 2);
+	store_notification_due_list_free(&l);
+	assert_int_equal(store_notification_next(f->st, &next), RCS_OK);
+	assert_int_equal(next, 1699999990);
+
+	assert_int_equal(store_notification_update(f->st, 2, "sent", NOW, NOW, NULL), RCS_OK);
+	assert_int_equal(store_notification_update(f->st, 1, "queued", NOW, NOW + 30, "later"),
+			 RCS_OK);
+	assert_int_equal(store_notifications_sent_since(f->st, f->root, NOW - 10, &n), RCS_OK);
+	assert_int_equal(n, 1);
+	assert_int_equal(sql_int(f, "SELECT attempts FROM notifications WHERE id = 1"), 1);
+	assert_int_equal(store_notifications_due(f->st, NOW, 10, &l), RCS_OK);
+	assert_int_equal(l.n, 0);
+	store_notification_due_list_free(&l);
+	assert_int_equal(store_notification_next(f->st, &next), RCS_OK);
+	assert_int_equal(next, NOW + 30);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+	    cmocka_unit_test(test_render_device),
+	    cmocka_unit_test(test_render_device_list),
+	    cmocka_unit_test_setup_teardown(test_device_records, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_device_state_and_tags, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_queues, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_outbox, setup, teardown),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
