@@ -165,7 +165,7 @@ enum rcs_err http_call(struct http_client *c, const char *method, const char *pa
 				 method, path, HTTP_MAX_BODY);
 			err = RCS_ERR_TOOBIG;
 		} else {
-			snprintf(errbuf, errlen, "%s %s: %s", method, c->base,
+			snprintf(errbuf, errlen, "cannot reach the API at %s: %s", c->base,
 				 cerr[0] ? cerr : curl_easy_strerror(rc));
 			err = RCS_ERR_IO;
 		}
