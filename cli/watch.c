@@ -70,14 +70,20 @@ double watch_rate(const struct watch_snap *samples, size_t n, int st)
 void watch_bar(char *out, size_t len, const char *label, long long count, long long total,
 	       double rate, size_t width)
 {
-	char bar[256], tail[64];
+	char bar[256], tail[80], r[24] = "", eta[32] = "";
 	size_t bw, fill, fixed;
 
-	if (rate > 0)
-		snprintf(tail, sizeof(tail), "%6lld/%lld  %.1f/s", count, total, rate);
-	else
-		snprintf(tail, sizeof(tail), "%6lld/%lld", count, total);
-	fixed = 2 + 17 + 3 + strlen(tail) + 1;
+	/* a tail of one width whatever the rate, so that the bars line up */
+	if (rate > 0) {
+		snprintf(r, sizeof(r), "%.1f/s", rate);
+		if (count < total) {
+			char d[24];
+			table_duration(d, sizeof(d), (double)(total - count) / rate);
+			snprintf(eta, sizeof(eta), "ETA %s", d);
+		}
+	}
+	snprintf(tail, sizeof(tail), "%6lld/%-6lld %9s  %-10s", count, total, r, eta);
+	fixed = 2 + 17 + 3 + strlen(tail); /* "  label[bar] tail" */
 	bw = width > fixed + 10 ? width - fixed : 10;
 	if (bw > sizeof(bar) - 1)
 		bw = sizeof(bar) - 1;

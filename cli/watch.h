@@ -4,8 +4,8 @@
  *
  * Polls GET /groups/<id> (or GET /jobs/<id>) every interval seconds. On a
  * terminal: a progress bar per status with its count and, for the final
- * statuses, its rate, and a header with the jobs ended, the rate and the ETA,
- * redrawn in place. Otherwise one line per change. A connection error is
+ * statuses, its rate and the ETA of its bar at that rate, under a header with the
+ * jobs ended, their rate and the ETA of all, redrawn in place. Otherwise one line per change. A connection error is
  * retried WATCH_RETRIES times before it ends the watch.
  */
 #ifndef RCS_CLI_WATCH_H
@@ -47,7 +47,8 @@ int watch_failed(const struct watch_snap *s);
 /* Per second over the samples within WATCH_WINDOW of the last: how fast status st
  * (JS__COUNT: all final statuses) grew; < 0 when there is no telling yet. */
 double watch_rate(const struct watch_snap *samples, size_t n, int st);
-/* One status line for people: "pending [#####.....]  3/10  0.5/s" in width columns. */
+/* One status line for people, "terminated [#####.....]  5/10  0.5/s  ETA 10s" (rate and
+ * ETA when rate > 0) in width columns. */
 void watch_bar(char *out, size_t len, const char *label, long long count, long long total,
 	       double rate, size_t width);
 
