@@ -1,7 +1,7 @@
 /*
  * cmd_jobs.c - rcs jobs list|show|history|cancel and rcs groups
  * list|show|pause|resume|cancel (docs/cli.md; the API: docs/api.md "Jobs",
- * "Bulk sends and groups"; pause, resume and cancel of groups: DESIGN section 8,
+ * "Bulk sends and groups"; pause, resume and cancel of groups: docs/cli.md "Rollouts",
  * answered only by a coordinator with rollouts).
  */
 #include <stdio.h>
@@ -130,7 +130,7 @@ static void jobs_print(json_object *j)
 	table_kv(stdout, "scheduled", cli_time(j, "scheduled_time", tm, sizeof(tm)));
 	table_kv(stdout, "response_time", cli_time(j, "response_time", tm, sizeof(tm)));
 	table_kv(stdout, "ttl", cli_text(j, "ttl"));
-	/* DESIGN section 8's fields, when the coordinator has them */
+	/* the fields of a coordinator with rollouts, when it has them (docs/cli.md "Rollouts") */
 	if (jsonu_member(j, "attempt") != NULL)
 		table_kv(stdout, "attempt", cli_text(j, "attempt"));
 	if (jsonu_member(j, "error_code") != NULL)

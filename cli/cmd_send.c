@@ -1,7 +1,7 @@
 /*
  * cmd_send.c - rcs send: one job (POST /tasks/<id>/jobs) or a bulk send
- * (/jobs/list, /jobs/tags; docs/api.md "Bulk sends and groups"), with DESIGN
- * section 8's rollout, abort and retry members when asked for, then --wait.
+ * (/jobs/list, /jobs/tags; docs/api.md "Bulk sends and groups"), with the rollout,
+ * abort and retry members of docs/cli.md "Rollouts" when asked for, then --wait.
  */
 #include <ctype.h>
 #include <errno.h>
@@ -179,7 +179,7 @@ static int send_add(json_object *o, const char *k, json_object *v)
 	return 0;
 }
 
-/* DESIGN section 8's members, from the options given */
+/* the members of docs/cli.md "Rollouts", from the options given */
 static int send_rollout(struct cli *c, json_object *body)
 {
 	json_object *o;

@@ -94,6 +94,8 @@ void watch_bar(char *out, size_t len, const char *label, long long count, long l
 	memset(bar + fill, '.', bw - fill);
 	bar[bw] = '\0';
 	snprintf(out, len, "  %-17s[%s] %s", label, bar, tail);
+	for (size_t n = strlen(out); n > 0 && out[n - 1] == ' '; n--)
+		out[n - 1] = '\0';
 }
 
 /* Reads a group's (or a job's) record into s. */

@@ -34,7 +34,7 @@ struct watch_snap {
 	long long total;
 	long long counts[JS__COUNT];
 	long long other; /* statuses this CLI doesn't know */
-	char state[32];  /* the group's status (DESIGN section 8), "" when it has none */
+	char state[32];  /* the group's status (docs/cli.md "Rollouts"), "" when none */
 };
 
 /* Jobs in final statuses. */
