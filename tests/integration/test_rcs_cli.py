@@ -640,5 +640,162 @@ class RcsCliTest(unittest.TestCase):
             self.assertEqual(got, want, words)
 
 
+class FakeApi:
+    """An HTTP server on a free loopback port playing the API from a script: answers[(method,
+    path)] is a list of (status, body) handed out in turn (the last one repeats); requests
+    records (method, path, headers, parsed body) of each request. stop() closes the port."""
+
+    def __init__(self, answers):
+        import http.server
+        import threading
+        fake = self
+        self.answers = {k: list(v) for k, v in answers.items()}
+        self.requests = []
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def log_message(self, *a):
+                pass
+
+            def handle_one(self):
+                n = int(self.headers.get("Content-Length") or 0)
+                raw = self.rfile.read(n) if n else b""
+                fake.requests.append((self.command, self.path, dict(self.headers),
+                                      json.loads(raw) if raw else None))
+                queue = fake.answers.get((self.command, self.path.split("?")[0]))
+                status, body = (queue.pop(0) if len(queue) > 1 else queue[0]) if queue else \
+                    (404, {"error": {"code": "not_found", "message": "no such resource"}})
+                data = json.dumps(body).encode()
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            do_GET = do_POST = do_PATCH = do_PUT = do_DELETE = handle_one
+
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = "http://127.0.0.1:%d" % self.server.server_address[1]
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.thread.start()
+
+    def stop(self):
+        if self.server is not None:
+            self.server.shutdown()
+            self.server.server_close()
+            self.server = None
+
+
+class RcsCliFakeApiTest(unittest.TestCase):
+    """What needs an API this repository's coordinator doesn't have (rollouts: docs/cli.md
+    "Rollouts"), or one that goes away: a scripted HTTP server stands for it."""
+
+    TASK = str(uuid.uuid4())
+    GROUP = str(uuid.uuid4())
+
+    def rcs(self, fake, *args, code=0):
+        env = {k: v for k, v in os.environ.items() if not k.startswith("RCS_")}
+        env.update(RCS_URL=fake.url, RCS_API_KEY="rcs_k", HOME=tempfile.gettempdir(),
+                   TERM="dumb")
+        p = subprocess.run([RCS, *args], capture_output=True, text=True, timeout=60, env=env)
+        self.assertEqual(p.returncode, code, "rcs %s: exit %d\nstdout: %s\nstderr: %s" % (
+            " ".join(args), p.returncode, p.stdout, p.stderr))
+        return p.stdout, p.stderr
+
+    def group(self, **kw):
+        g = {"ident": self.GROUP, "name": "r", "created_user": "a", "created_at": 1,
+             "task_ident": self.TASK, "total": 4, "statuses": {}}
+        g.update(kw)
+        return g
+
+    def test_rollout_options_in_the_send_body(self):
+        task = {"ident": self.TASK, "name": "T", "variables_info": {}}
+        dev = str(uuid.uuid4())
+        fake = FakeApi({("GET", "/v3/commands/tasks/" + self.TASK): [(200, task)],
+                        ("POST", "/v3/commands/tasks/%s/jobs/list" % self.TASK): [
+                            (201, {"group": {"ident": self.GROUP, "name": "r",
+                                             "created_user": "a"}, "items": [],
+                                   "rejected": []})],
+                        ("POST", "/v3/commands/tasks/%s/jobs/tags" % self.TASK): [
+                            (201, {"group": None, "items": [], "rejected": []})]})
+        try:
+            # one device, but rollout options: a list send, with every member of docs/cli.md
+            self.rcs(fake, "send", self.TASK, "--device", dev, "--rollout-per-minute", "30",
+                     "--abort-percent", "10", "--abort-min-finished", "20", "--retries", "2",
+                     "--group", "r")
+            method, path, headers, body = fake.requests[-1]
+            self.assertEqual((method, path), ("POST",
+                                              "/v3/commands/tasks/%s/jobs/list" % self.TASK))
+            self.assertEqual(headers.get("api-key"), "rcs_k")
+            self.assertEqual(body, {"ident_list": [dev], "group_name": "r",
+                                    "rollout": {"max_per_minute": 30},
+                                    "abort": {"failure_percent": 10, "min_finished": 20},
+                                    "retry": {"max_attempts": 3}})
+            self.rcs(fake, "send", self.TASK, "--tag", "t", "--abort-percent", "0")
+            self.assertEqual(fake.requests[-1][3], {"tag": "t", "abort": {"failure_percent": 0}})
+        finally:
+            fake.stop()
+
+    def test_groups_pause_resume_cancel_and_status(self):
+        base = "/v3/commands/groups/" + self.GROUP
+        fake = FakeApi({("PATCH", base + "/pause"): [(200, self.group(status="paused"))],
+                        ("PATCH", base + "/resume"): [(200, self.group(status="running"))],
+                        ("PATCH", base + "/cancel"): [(200, self.group(status="cancelled"))],
+                        ("GET", base): [(200, self.group(
+                            status="aborted", reason="40 % failed",
+                            counts={"terminated": 3, "edge_error": 1}))]})
+        try:
+            for action, state in (("pause", "paused"), ("resume", "running"),
+                                  ("cancel", "cancelled")):
+                out, _ = self.rcs(fake, "groups", action, self.GROUP)
+                self.assertEqual(out, "group %s: %s\n" % (self.GROUP, state))
+                self.assertEqual(fake.requests[-1][:2], ("PATCH", base + "/" + action))
+            out, _ = self.rcs(fake, "groups", "show", self.GROUP)
+            self.assertRegex(out, r"(?m)^status\s+aborted$")
+            self.assertRegex(out, r"(?m)^reason\s+40 % failed$")
+            self.assertRegex(out, r"(?m)^edge_error\s+1$")
+            out, _ = self.rcs(fake, "watch", self.GROUP, code=1)
+            self.assertIn("group r: ended failed, terminated 3, edge_error 1", out)
+        finally:
+            fake.stop()
+
+    def test_watch_follows_the_group_status(self):
+        # "running" with every job ended is not the end (a retry may come): "completed" is
+        base = "/v3/commands/groups/" + self.GROUP
+        fake = FakeApi({("GET", base): [
+            (200, self.group(status="running", counts={"pending": 4})),
+            (200, self.group(status="running", counts={"terminated": 4})),
+            (200, self.group(status="completed", counts={"terminated": 4}))]})
+        try:
+            out, _ = self.rcs(fake, "watch", self.GROUP)
+            lines = out.splitlines()
+            self.assertEqual(len(lines), 4, out)
+            self.assertIn("0/4 ended  running", lines[0])
+            self.assertIn("4/4 ended  running", lines[1])
+            self.assertIn("4/4 ended  completed", lines[2])
+            self.assertEqual(lines[3], "group r: done, terminated 4")
+        finally:
+            fake.stop()
+
+    def test_watch_when_the_api_goes_away(self):
+        base = "/v3/commands/groups/" + self.GROUP
+        fake = FakeApi({("GET", base): [(200, self.group(statuses={"pending": 4}))]})
+        p = subprocess.Popen([RCS, "watch", self.GROUP, "--url", fake.url, "--api-key", "k"],
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        try:
+            self.assertIn("0/4 ended", p.stdout.readline())
+            fake.stop()
+            t0 = time.time()
+            out, err = p.communicate(timeout=30)
+            # retried (WATCH_RETRIES, a second apart), then a clear end
+            self.assertEqual(p.returncode, 3, err)
+            self.assertGreater(time.time() - t0, 2)
+            self.assertIn("cannot reach the API", err)
+        finally:
+            if p.poll() is None:
+                p.kill()
+                p.communicate()
+            fake.stop()
+
+
 if __name__ == "__main__":
     unittest.main(verbosity=2)
