@@ -137,20 +137,25 @@ static int tasks_variable(struct cli *c, json_object *vi, const char *spec)
 {
 	char name[128], type[32], flag[32] = "";
 	json_object *d = NULL;
-	int n = 0;
+	int n = 0, rc = CLI_OK;
 
 	if (sscanf(spec, "%127[^:]:%31[^:]%n:%31s%n", name, type, &n, flag, &n) < 2 ||
-	    spec[n] != '\0' || (flag[0] && strcmp(flag, "optional") != 0))
-		return cli_fail(c, CLI_USAGE, "--variable '%s': write it NAME:TYPE or "
-					      "NAME:TYPE:optional", spec);
+	    spec[n] != '\0' || (flag[0] && strcmp(flag, "optional") != 0)) {
+		rc = cli_fail(c, CLI_USAGE, "--variable '%s': write it NAME:TYPE or "
+					    "NAME:TYPE:optional", spec);
+		goto out;
+	}
 	d = json_object_new_object();
 	if (d == NULL || json_object_object_add(d, "type", json_object_new_string(type)) != 0 ||
 	    (flag[0] && json_object_object_add(d, "optional", json_object_new_boolean(1)) != 0) ||
 	    json_object_object_add(vi, name, d) != 0) {
-		json_object_put(d);
-		return cli_fail(c, CLI_USAGE, "out of memory");
+		rc = cli_fail(c, CLI_USAGE, "out of memory");
+		goto out;
 	}
-	return CLI_OK;
+	d = NULL; /* vi's now */
+out:
+	json_object_put(d);
+	return rc;
 }
 
 static int tasks_strlist(json_object *body, const char *key, const struct cfg_strlist *l)

@@ -264,8 +264,8 @@ int watch_run(struct cli *c, const char *group, const char *job, enum watch_out 
 			   : WATCH_LINES;
 	if (buf_appendf(&path, "%s", group ? "/groups/" : "/jobs/") != RCS_OK ||
 	    http_escape(&path, group ? group : job) != RCS_OK) {
-		buf_free(&path);
-		return cli_fail(c, CLI_USAGE, "the ident is too long");
+		rc = cli_fail(c, CLI_USAGE, "the ident is too long");
+		goto out;
 	}
 	watch_stop = 0;
 	memset(&sa, 0, sizeof(sa));
@@ -349,6 +349,7 @@ int watch_run(struct cli *c, const char *group, const char *job, enum watch_out 
 	fflush(stdout);
 	sigaction(SIGINT, &old_int, NULL);
 	sigaction(SIGTERM, &old_term, NULL);
+out:
 	http_resp_free(&r);
 	buf_free(&path);
 	return rc;
