@@ -46,8 +46,9 @@ int cli_answer(struct cli *c, enum rcs_err err, const char *errbuf, struct http_
 	if (r->status >= 200 && r->status < 300) {
 		if (r->status != 204 && r->json == NULL) {
 			table_clean(clean, sizeof(clean), r->body.data ? r->body.data : "", 0);
-			cli_fail(c, CLI_API, "HTTP %ld from %s with a body that is not JSON: %.200s",
-				 r->status, c->http.base, clean);
+			cli_fail(c, CLI_API,
+				 "HTTP %ld from %s with a body that is not JSON: %.200s", r->status,
+				 c->http.base, clean);
 			http_resp_free(r);
 			return CLI_API;
 		}
@@ -86,8 +87,7 @@ enum rcs_err cli_query(struct buf *path, const char *k, const char *v)
 
 	if (v == NULL)
 		return RCS_OK;
-	err = buf_appendf(path, "%c%s=", strchr(path->data ? path->data : "", '?') ? '&' : '?',
-			  k);
+	err = buf_appendf(path, "%c%s=", strchr(path->data ? path->data : "", '?') ? '&' : '?', k);
 	return err != RCS_OK ? err : http_escape(path, v);
 }
 
@@ -121,7 +121,7 @@ const char *cli_str(json_object *o, const char *k)
 	json_object *v = o ? jsonu_member(o, k) : NULL;
 
 	return v != NULL && json_object_is_type(v, json_type_string) ? json_object_get_string(v)
-								      : NULL;
+								     : NULL;
 }
 
 int64_t cli_int(json_object *o, const char *k)
@@ -224,4 +224,3 @@ out:
 		fclose(fp);
 	return rc;
 }
-

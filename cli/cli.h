@@ -16,10 +16,10 @@
 
 /* docs/cli.md "Exit codes" */
 enum cli_exit {
-	CLI_OK = 0,        /* done */
-	CLI_FAILED = 1,    /* a job or group ended failed (or a device was rejected) */
-	CLI_USAGE = 2,     /* bad command line or configuration */
-	CLI_API = 3,       /* the API answered an error, or could not be reached */
+	CLI_OK = 0,     /* done */
+	CLI_FAILED = 1, /* a job or group ended failed (or a device was rejected) */
+	CLI_USAGE = 2,  /* bad command line or configuration */
+	CLI_API = 3,    /* the API answered an error, or could not be reached */
 	CLI_INTERRUPTED = 130,
 };
 

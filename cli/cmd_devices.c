@@ -16,9 +16,8 @@ static const char *devices_join(json_object *a, char *out, size_t len)
 	size_t o = 0;
 
 	out[0] = '\0';
-	for (size_t i = 0; a && json_object_is_type(a, json_type_array) &&
-			   i < json_object_array_length(a);
-	     i++) {
+	for (size_t i = 0;
+	     a && json_object_is_type(a, json_type_array) && i < json_object_array_length(a); i++) {
 		int n = snprintf(out + o, len - o, "%s%s", o ? ", " : "",
 				 json_object_get_string(json_object_array_get_idx(a, i)));
 		if (n < 0 || (size_t)n >= len - o)
@@ -30,8 +29,8 @@ static const char *devices_join(json_object *a, char *out, size_t len)
 
 int cmd_devices_list(struct cli *c)
 {
-	static const char *const heads[] = {"IDENT", "NAME", "ONLINE", "TAGS", "REPORTED TAGS",
-					    "LAST SEEN"};
+	static const char *const heads[] = {"IDENT", "NAME",          "ONLINE",
+					    "TAGS",  "REPORTED TAGS", "LAST SEEN"};
 	struct buf path;
 	struct http_resp r = {0};
 	struct table t;
@@ -67,12 +66,13 @@ int cmd_devices_list(struct cli *c)
 	for (size_t i = 0; items && i < json_object_array_length(items); i++) {
 		json_object *it = json_object_array_get_idx(items, i);
 		char tags[1024], rtags[1024], seen[32];
-		const char *row[] = {cli_str(it, "entity_ident"), cli_str(it, "name"),
-				     cli_text(it, "online"),
-				     devices_join(jsonu_member(it, "tags"), tags, sizeof(tags)),
-				     devices_join(jsonu_member(it, "reported_tags"), rtags,
-						  sizeof(rtags)),
-				     cli_time(it, "last_seen", seen, sizeof(seen))};
+		const char *row[] = {
+		    cli_str(it, "entity_ident"),
+		    cli_str(it, "name"),
+		    cli_text(it, "online"),
+		    devices_join(jsonu_member(it, "tags"), tags, sizeof(tags)),
+		    devices_join(jsonu_member(it, "reported_tags"), rtags, sizeof(rtags)),
+		    cli_time(it, "last_seen", seen, sizeof(seen))};
 		if (table_add(&t, row) != RCS_OK) {
 			rc = cli_fail(c, CLI_API, "out of memory");
 			goto out;

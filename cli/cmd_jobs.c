@@ -36,8 +36,8 @@ static const char *jobs_said(json_object *j)
 
 static int jobs_table(struct cli *c, json_object *page, int history)
 {
-	static const char *const heads[] = {"IDENT", "TASK", "DEVICE", "STATUS", "UPDATED",
-					    "RESPONSE"};
+	static const char *const heads[] = {"IDENT",  "TASK",    "DEVICE",
+					    "STATUS", "UPDATED", "RESPONSE"};
 	static const char *const hheads[] = {"TIME", "STATUS", "RESPONSE"};
 	json_object *items = jsonu_member(page, "items");
 	struct table t;
@@ -47,9 +47,12 @@ static int jobs_table(struct cli *c, json_object *page, int history)
 	for (size_t i = 0; items && i < json_object_array_length(items); i++) {
 		json_object *it = json_object_array_get_idx(items, i);
 		char upd[32];
-		const char *row[] = {cli_str(it, "ident"), cli_str(jsonu_member(it, "task"), "name"),
-				     cli_str(it, "entity_ident"), cli_str(it, "status"),
-				     cli_time(it, "update_at", upd, sizeof(upd)), jobs_said(it)};
+		const char *row[] = {cli_str(it, "ident"),
+				     cli_str(jsonu_member(it, "task"), "name"),
+				     cli_str(it, "entity_ident"),
+				     cli_str(it, "status"),
+				     cli_time(it, "update_at", upd, sizeof(upd)),
+				     jobs_said(it)};
 		const char *hrow[] = {row[4], row[3], row[5]};
 		if (table_add(&t, history ? hrow : row) != RCS_OK) {
 			rc = cli_fail(c, CLI_API, "out of memory");
@@ -77,8 +80,7 @@ int cmd_jobs_list(struct cli *c)
 	}
 	if (c->o.task != NULL && (rc = cli_task_ident(c, c->o.task, task)) != CLI_OK)
 		goto out;
-	if (c->o.device.n == 1 &&
-	    (rc = cli_device_ident(c, c->o.device.items[0], dev)) != CLI_OK)
+	if (c->o.device.n == 1 && (rc = cli_device_ident(c, c->o.device.items[0], dev)) != CLI_OK)
 		goto out;
 	if (buf_appendf(&path, "/jobs") != RCS_OK || cli_query_paging(c, &path) != RCS_OK ||
 	    cli_query(&path, "sort", c->o.sort) != RCS_OK ||

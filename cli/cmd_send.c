@@ -53,7 +53,11 @@ enum rcs_err send_parse_time(const char *s, time_t now, int64_t *out)
 		v = strtoll(s + 1, &end, 10);
 		if (errno != 0 || end == NULL || end[0] == '\0' || end[1] != '\0')
 			return RCS_ERR_INVAL;
-		mul = end[0] == 's' ? 1 : end[0] == 'm' ? 60 : end[0] == 'h' ? 3600 : end[0] == 'd' ? 86400 : 0;
+		mul = end[0] == 's'   ? 1
+		      : end[0] == 'm' ? 60
+		      : end[0] == 'h' ? 3600
+		      : end[0] == 'd' ? 86400
+				      : 0;
 		if (mul == 0 || v > 100LL * 365 * 86400 / mul)
 			return RCS_ERR_INVAL;
 		*out = (int64_t)now + v * mul;
@@ -84,7 +88,9 @@ enum rcs_err send_var_value(const char *type, const char *text, time_t now, json
 	int64_t t;
 
 	*out = NULL;
-	if (type == NULL || strcmp(type, "string") == 0) {
+	if (type == NULL) {
+		/* not declared, "string", or a type this CLI doesn't know: the text as it is
+		 * (the API judges it) */
 		*out = json_object_new_string(text);
 	} else if (strcmp(type, "integer") == 0 || strcmp(type, "timestamp") == 0) {
 		long long v;
@@ -92,12 +98,14 @@ enum rcs_err send_var_value(const char *type, const char *text, time_t now, json
 		v = strtoll(text, &end, 10);
 		if (errno == 0 && end != text && *end == '\0') {
 			*out = json_object_new_int64(v);
-		} else if (strcmp(type, "timestamp") == 0 && send_parse_time(text, now, &t) == RCS_OK) {
+		} else if (strcmp(type, "timestamp") == 0 &&
+			   send_parse_time(text, now, &t) == RCS_OK) {
 			*out = json_object_new_int64(t);
 		} else {
 			snprintf(errbuf, errlen, "'%s' is not %s", text,
-				 type[0] == 'i' ? "an integer"
-						: "a time (Unix seconds, +10m, YYYY-MM-DDTHH:MM[:SS][Z])");
+				 type[0] == 'i'
+				     ? "an integer"
+				     : "a time (Unix seconds, +10m, YYYY-MM-DDTHH:MM[:SS][Z])");
 			return RCS_ERR_INVAL;
 		}
 	} else if (strcmp(type, "number") == 0) {
@@ -119,7 +127,6 @@ enum rcs_err send_var_value(const char *type, const char *text, time_t now, json
 			return RCS_ERR_INVAL;
 		}
 	} else {
-		/* a type this CLI doesn't know: the API judges the text */
 		*out = json_object_new_string(text);
 	}
 	if (*out == NULL) {
@@ -150,8 +157,8 @@ static int send_vars(struct cli *c, json_object *task, json_object **out)
 		}
 		memcpy(name, spec, n);
 		name[n] = '\0';
-		if (send_var_value(cli_str(jsonu_member(vi, name), "type"), eq + 1, now, &v,
-				   errbuf, sizeof(errbuf)) != RCS_OK) {
+		if (send_var_value(cli_str(jsonu_member(vi, name), "type"), eq + 1, now, &v, errbuf,
+				   sizeof(errbuf)) != RCS_OK) {
 			rc = cli_fail(c, CLI_USAGE, "--var %s: %s", name, errbuf);
 			goto out;
 		}
@@ -187,7 +194,8 @@ static int send_rollout(struct cli *c, json_object *body)
 
 	if (c->o.rollout_per_minute > 0) {
 		o = json_object_new_object();
-		bad |= send_add(o, "max_per_minute", json_object_new_int64(c->o.rollout_per_minute));
+		bad |=
+		    send_add(o, "max_per_minute", json_object_new_int64(c->o.rollout_per_minute));
 		bad |= send_add(body, "rollout", o);
 	}
 	if (c->o.abort_percent >= 0) {
@@ -225,7 +233,8 @@ static int send_bulk_print(struct cli *c, json_object *ans, long long *rejected)
 		json_object *it = json_object_array_get_idx(rej, (size_t)i);
 		json_object *e = jsonu_member(it, "error");
 		char msg[256];
-		table_clean(msg, sizeof(msg), cli_str(e, "message") ? cli_str(e, "message") : "?", 0);
+		table_clean(msg, sizeof(msg), cli_str(e, "message") ? cli_str(e, "message") : "?",
+			    0);
 		cli_fail(c, 0, "device %s rejected: %s (%s)", cli_str(it, "entity_ident"), msg,
 			 cli_str(e, "code") ? cli_str(e, "code") : "?");
 	}
@@ -272,8 +281,10 @@ int cmd_send(struct cli *c)
 		goto out;
 	}
 	if (c->o.schedule != NULL && send_parse_time(c->o.schedule, time(NULL), &when) != RCS_OK) {
-		rc = cli_fail(c, CLI_USAGE, "--schedule '%s': not a time (Unix seconds, +30s, +10m, "
-					    "+2h, +1d, YYYY-MM-DD[THH:MM[:SS]][Z])", c->o.schedule);
+		rc = cli_fail(c, CLI_USAGE,
+			      "--schedule '%s': not a time (Unix seconds, +30s, +10m, "
+			      "+2h, +1d, YYYY-MM-DD[THH:MM[:SS]][Z])",
+			      c->o.schedule);
 		goto out;
 	}
 	bulk = c->o.tag.n > 0 || c->o.device.n > 1 || group_name != NULL || rollout;

@@ -35,8 +35,8 @@ static void tasks_vars(json_object *vi, char *out, size_t len)
 
 int cmd_tasks_list(struct cli *c)
 {
-	static const char *const heads[] = {"IDENT", "NAME", "SCRIPT", "VER", "ACTIVE",
-					    "VARIABLES", "UPDATED"};
+	static const char *const heads[] = {"IDENT",  "NAME",      "SCRIPT", "VER",
+					    "ACTIVE", "VARIABLES", "UPDATED"};
 	struct buf path;
 	struct http_resp r = {0};
 	struct table t;
@@ -65,8 +65,12 @@ int cmd_tasks_list(struct cli *c)
 		char ver[24], vars[512], upd[32];
 		snprintf(ver, sizeof(ver), "%lld", (long long)cli_int(it, "version"));
 		tasks_vars(jsonu_member(it, "variables_info"), vars, sizeof(vars));
-		const char *row[] = {cli_str(it, "ident"), cli_str(it, "name"),
-				     cli_str(it, "script"), ver, cli_text(it, "active"), vars,
+		const char *row[] = {cli_str(it, "ident"),
+				     cli_str(it, "name"),
+				     cli_str(it, "script"),
+				     ver,
+				     cli_text(it, "active"),
+				     vars,
 				     cli_time(it, "update_at", upd, sizeof(upd))};
 		if (table_add(&t, row) != RCS_OK) {
 			rc = cli_fail(c, CLI_API, "out of memory");
@@ -141,8 +145,10 @@ static int tasks_variable(struct cli *c, json_object *vi, const char *spec)
 
 	if (sscanf(spec, "%127[^:]:%31[^:]%n:%31s%n", name, type, &n, flag, &n) < 2 ||
 	    spec[n] != '\0' || (flag[0] && strcmp(flag, "optional") != 0)) {
-		rc = cli_fail(c, CLI_USAGE, "--variable '%s': write it NAME:TYPE or "
-					    "NAME:TYPE:optional", spec);
+		rc = cli_fail(c, CLI_USAGE,
+			      "--variable '%s': write it NAME:TYPE or "
+			      "NAME:TYPE:optional",
+			      spec);
 		goto out;
 	}
 	d = json_object_new_object();
@@ -214,7 +220,8 @@ int cmd_tasks_create(struct cli *c)
 	if (c->o.script)
 		bad |= json_object_object_add(body, "script", json_object_new_string(c->o.script));
 	if (c->o.comment)
-		bad |= json_object_object_add(body, "comment", json_object_new_string(c->o.comment));
+		bad |=
+		    json_object_object_add(body, "comment", json_object_new_string(c->o.comment));
 	if (c->o.script_timeout > 0)
 		bad |= json_object_object_add(body, "timeout",
 					      json_object_new_int64(c->o.script_timeout));

@@ -18,13 +18,13 @@ struct config_file {
 };
 
 static const struct cfg_opt config_opts[] = {
-	{"url", CFG_STRING, offsetof(struct config_file, url), 0, 0, "URL", "the coordinator"},
-	{"api_key", CFG_STRING, offsetof(struct config_file, api_key), 0, 0, "KEY", "the API key"},
-	{"api_key_file", CFG_STRING, offsetof(struct config_file, api_key_file), 0, 0, "FILE",
-	 "a file holding the API key"},
-	{"timeout", CFG_INT, offsetof(struct config_file, timeout), 1, CONFIG_TIMEOUT_MAX, "S",
-	 "seconds per request"},
-	{NULL, CFG_STRING, 0, 0, 0, NULL, NULL},
+    {"url", CFG_STRING, offsetof(struct config_file, url), 0, 0, "URL", "the coordinator"},
+    {"api_key", CFG_STRING, offsetof(struct config_file, api_key), 0, 0, "KEY", "the API key"},
+    {"api_key_file", CFG_STRING, offsetof(struct config_file, api_key_file), 0, 0, "FILE",
+     "a file holding the API key"},
+    {"timeout", CFG_INT, offsetof(struct config_file, timeout), 1, CONFIG_TIMEOUT_MAX, "S",
+     "seconds per request"},
+    {NULL, CFG_STRING, 0, 0, 0, NULL, NULL},
 };
 
 static enum rcs_err config_dup(char **dst, const char *src)
@@ -75,10 +75,13 @@ enum rcs_err config_settle(struct config *cf, const char *config_flag, const cha
 			goto out;
 		if ((f.api_key != NULL || f.api_key_file != NULL) && stat(path, &st) == 0 &&
 		    (st.st_mode & 077) != 0)
-			fprintf(stderr, "rcs: warning: %s holds an API key and others may read it "
-					"(chmod 600 it)\n", path);
+			fprintf(stderr,
+				"rcs: warning: %s holds an API key and others may read it "
+				"(chmod 600 it)\n",
+				path);
 		if (f.api_key != NULL && f.api_key_file != NULL) {
-			snprintf(errbuf, errlen, "%s: give api_key or api_key_file, not both", path);
+			snprintf(errbuf, errlen, "%s: give api_key or api_key_file, not both",
+				 path);
 			err = RCS_ERR_INVAL;
 			goto out;
 		}
@@ -98,8 +101,7 @@ enum rcs_err config_settle(struct config *cf, const char *config_flag, const cha
 	else if (f.api_key != NULL)
 		err = config_dup(&cf->api_key, f.api_key);
 	else if (f.api_key_file != NULL)
-		err = cfg_read_secret("api_key_file", f.api_key_file, &cf->api_key, errbuf,
-				      errlen);
+		err = cfg_read_secret("api_key_file", f.api_key_file, &cf->api_key, errbuf, errlen);
 	if (err != RCS_OK)
 		goto out;
 	if (timeout_flag > 0)

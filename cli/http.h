@@ -21,9 +21,9 @@
 #define HTTP_JSON_DEPTH 64                    /* answers nest records in records */
 
 struct http_client {
-	void *curl;             /* CURL * */
+	void *curl;              /* CURL * */
 	char base[HTTP_MAX_URL]; /* ".../v3/commands", no trailing slash */
-	char *key_header;       /* "api-key: ...", wiped on free; NULL: no key */
+	char *key_header;        /* "api-key: ...", wiped on free; NULL: no key */
 	long timeout_s;
 };
 

@@ -19,23 +19,37 @@
 #include "table.h"
 #include "uuid.h"
 
-#define O_STR(n, f, arg, help)  {n, CFG_STRING, offsetof(struct cli_opts, f), 0, 0, arg, help}
-#define O_LIST(n, f, arg, help) {n, CFG_STRLIST, offsetof(struct cli_opts, f), 0, 0, arg, help}
-#define O_BOOL(n, f, help)      {n, CFG_BOOL, offsetof(struct cli_opts, f), 0, 0, NULL, help}
+#define O_STR(n, f, arg, help)                                                                     \
+	{                                                                                          \
+		n, CFG_STRING, offsetof(struct cli_opts, f), 0, 0, arg, help                       \
+	}
+#define O_LIST(n, f, arg, help)                                                                    \
+	{                                                                                          \
+		n, CFG_STRLIST, offsetof(struct cli_opts, f), 0, 0, arg, help                      \
+	}
+#define O_BOOL(n, f, help)                                                                         \
+	{                                                                                          \
+		n, CFG_BOOL, offsetof(struct cli_opts, f), 0, 0, NULL, help                        \
+	}
 #define O_INT(n, f, lo, hi, arg, help)                                                             \
-	{n, CFG_INT, offsetof(struct cli_opts, f), lo, hi, arg, help}
-#define O_END {NULL, CFG_STRING, 0, 0, 0, NULL, NULL}
+	{                                                                                          \
+		n, CFG_INT, offsetof(struct cli_opts, f), lo, hi, arg, help                        \
+	}
+#define O_END                                                                                      \
+	{                                                                                          \
+		NULL, CFG_STRING, 0, 0, 0, NULL, NULL                                              \
+	}
 
 #define CLI_MAX_OPTS 48
 
 static const struct cfg_opt opts_global[] = {
-	O_STR("url", url, "URL", "the coordinator (RCS_URL), e.g. http://127.0.0.1:8080"),
-	O_STR("api_key", api_key, "KEY", "the API key (RCS_API_KEY; better there or in the config)"),
-	O_STR("config", url, "FILE", "the config file (RCS_CONFIG; ~/.config/rcs/config)"),
-	O_INT("timeout", timeout, 1, CONFIG_TIMEOUT_MAX, "S", "seconds per request (30)"),
-	O_BOOL("json", json, "print the API's JSON instead of tables"),
-	O_BOOL("help", help, "this help"),
-	O_END,
+    O_STR("url", url, "URL", "the coordinator (RCS_URL), e.g. http://127.0.0.1:8080"),
+    O_STR("api_key", api_key, "KEY", "the API key (RCS_API_KEY; better there or in the config)"),
+    O_STR("config", url, "FILE", "the config file (RCS_CONFIG; ~/.config/rcs/config)"),
+    O_INT("timeout", timeout, 1, CONFIG_TIMEOUT_MAX, "S", "seconds per request (30)"),
+    O_BOOL("json", json, "print the API's JSON instead of tables"),
+    O_BOOL("help", help, "this help"),
+    O_END,
 };
 
 #define OPTS_PAGING                                                                                \
@@ -44,81 +58,81 @@ static const struct cfg_opt opts_global[] = {
 
 static const struct cfg_opt opts_none[] = {O_END};
 static const struct cfg_opt opts_tasks_list[] = {
-	OPTS_PAGING,
-	O_STR("sort", sort, "KEY", "created_at, update_at, name; -KEY descending"),
-	O_STR("name", name, "NAME", "only the tasks of this name"),
-	O_BOOL("hidden", hidden, "hidden tasks as well"),
-	O_END,
+    OPTS_PAGING,
+    O_STR("sort", sort, "KEY", "created_at, update_at, name; -KEY descending"),
+    O_STR("name", name, "NAME", "only the tasks of this name"),
+    O_BOOL("hidden", hidden, "hidden tasks as well"),
+    O_END,
 };
 static const struct cfg_opt opts_tasks_create[] = {
-	O_STR("name", name, "NAME", "the task's name (required)"),
-	O_STR("script", script, "SCRIPT", "the script it runs (required)"),
-	O_LIST("variable", variable, "NAME:TYPE[:optional]",
-	       "a variable (string, integer, number, boolean, timestamp); repeatable"),
-	O_STR("constants", constants, "JSON", "an object of constants for the script"),
-	O_STR("comment", comment, "TEXT", "a comment"),
-	O_INT("script_timeout", script_timeout, 1, 86400, "S",
-	      "seconds the script may run on a device (300)"),
-	O_BOOL("allow_offline", allow_offline, "jobs for offline devices wait for them"),
-	O_BOOL("private", private_task, "visible to its creator and admins only"),
-	O_BOOL("hide", hide, "left out of the default task list"),
-	O_BOOL("inactive", inactive, "creates no jobs until made active"),
-	O_LIST("mail", mail, "ADDRESS", "mail status changes here; repeatable"),
-	O_STR("from_file", from_file, "FILE", "the whole body as JSON (- for stdin); flags override"),
-	O_END,
+    O_STR("name", name, "NAME", "the task's name (required)"),
+    O_STR("script", script, "SCRIPT", "the script it runs (required)"),
+    O_LIST("variable", variable, "NAME:TYPE[:optional]",
+	   "a variable (string, integer, number, boolean, timestamp); repeatable"),
+    O_STR("constants", constants, "JSON", "an object of constants for the script"),
+    O_STR("comment", comment, "TEXT", "a comment"),
+    O_INT("script_timeout", script_timeout, 1, 86400, "S",
+	  "seconds the script may run on a device (300)"),
+    O_BOOL("allow_offline", allow_offline, "jobs for offline devices wait for them"),
+    O_BOOL("private", private_task, "visible to its creator and admins only"),
+    O_BOOL("hide", hide, "left out of the default task list"),
+    O_BOOL("inactive", inactive, "creates no jobs until made active"),
+    O_LIST("mail", mail, "ADDRESS", "mail status changes here; repeatable"),
+    O_STR("from_file", from_file, "FILE", "the whole body as JSON (- for stdin); flags override"),
+    O_END,
 };
 static const struct cfg_opt opts_devices_list[] = {
-	OPTS_PAGING,
-	O_STR("sort", sort, "KEY", "created_at, update_at, name; -KEY descending"),
-	O_STR("name", name, "NAME", "only the devices of this name"),
-	O_LIST("tag", tag, "TAG", "only the devices holding this tag"),
-	O_STR("online", online, "true|false", "only the devices online (or offline)"),
-	O_END,
+    OPTS_PAGING,
+    O_STR("sort", sort, "KEY", "created_at, update_at, name; -KEY descending"),
+    O_STR("name", name, "NAME", "only the devices of this name"),
+    O_LIST("tag", tag, "TAG", "only the devices holding this tag"),
+    O_STR("online", online, "true|false", "only the devices online (or offline)"),
+    O_END,
 };
 static const struct cfg_opt opts_devices_create[] = {
-	O_STR("name", name, "NAME", "the device's name (required)"),
-	O_LIST("tag", tag, "TAG", "an inventory tag; repeatable"),
-	O_END,
+    O_STR("name", name, "NAME", "the device's name (required)"),
+    O_LIST("tag", tag, "TAG", "an inventory tag; repeatable"),
+    O_END,
 };
 static const struct cfg_opt opts_devices_tag[] = {
-	O_LIST("add", add, "TAG", "add this tag; repeatable"),
-	O_LIST("remove", remove, "TAG", "remove this tag; repeatable"),
-	O_END,
+    O_LIST("add", add, "TAG", "add this tag; repeatable"),
+    O_LIST("remove", remove, "TAG", "remove this tag; repeatable"),
+    O_END,
 };
 static const struct cfg_opt opts_jobs_list[] = {
-	OPTS_PAGING,
-	O_STR("sort", sort, "KEY", "created_at, update_at; -KEY descending"),
-	O_STR("group", group, "GROUP", "only the jobs of this group (ident)"),
-	O_STR("task", task, "TASK", "only the jobs of this task (ident or name)"),
-	O_LIST("device", device, "DEVICE", "only the jobs of this device (ident or name)"),
-	O_STR("status", status, "STATUS", "only the jobs in this status (running: started or running)"),
-	O_END,
+    OPTS_PAGING,
+    O_STR("sort", sort, "KEY", "created_at, update_at; -KEY descending"),
+    O_STR("group", group, "GROUP", "only the jobs of this group (ident)"),
+    O_STR("task", task, "TASK", "only the jobs of this task (ident or name)"),
+    O_LIST("device", device, "DEVICE", "only the jobs of this device (ident or name)"),
+    O_STR("status", status, "STATUS", "only the jobs in this status (running: started or running)"),
+    O_END,
 };
 static const struct cfg_opt opts_paging[] = {OPTS_PAGING, O_END};
 static const struct cfg_opt opts_send[] = {
-	O_LIST("device", device, "DEVICE", "a device (ident or name); repeatable"),
-	O_LIST("tag", tag, "TAG", "every device holding this tag"),
-	O_LIST("var", var, "NAME=VALUE", "a variable, typed as the task declares it; repeatable"),
-	O_STR("group", group, "NAME", "name the group of the jobs"),
-	O_STR("schedule", schedule, "TIME",
-	      "send at TIME: Unix seconds, +30s/+10m/+2h/+1d, or YYYY-MM-DD[THH:MM[:SS]][Z]"),
-	O_INT("ttl", ttl, 1, 31536000, "S", "expire jobs not ended within S seconds"),
-	O_STR("comment", comment, "TEXT", "a comment on the jobs"),
-	O_LIST("mail", mail, "ADDRESS", "mail status changes here; repeatable"),
-	O_INT("rollout_per_minute", rollout_per_minute, 1, 100000, "N",
-	      "release N jobs a minute (needs a coordinator with rollouts)"),
-	O_INT("abort_percent", abort_percent, 0, 100, "P",
-	      "abort the group when P % have failed (needs rollouts)"),
-	O_INT("abort_min_finished", abort_min_finished, 1, 1000000, "M",
-	      "... once M jobs have ended (with --abort-percent)"),
-	O_INT("retries", retries, 0, 9, "N", "retry a failed job N times (needs rollouts)"),
-	O_BOOL("wait", wait, "wait for the jobs to end, showing their progress"),
-	O_INT("interval", interval, 1, 60, "S", "with --wait: seconds between polls (1)"),
-	O_END,
+    O_LIST("device", device, "DEVICE", "a device (ident or name); repeatable"),
+    O_LIST("tag", tag, "TAG", "every device holding this tag"),
+    O_LIST("var", var, "NAME=VALUE", "a variable, typed as the task declares it; repeatable"),
+    O_STR("group", group, "NAME", "name the group of the jobs"),
+    O_STR("schedule", schedule, "TIME",
+	  "send at TIME: Unix seconds, +30s/+10m/+2h/+1d, or YYYY-MM-DD[THH:MM[:SS]][Z]"),
+    O_INT("ttl", ttl, 1, 31536000, "S", "expire jobs not ended within S seconds"),
+    O_STR("comment", comment, "TEXT", "a comment on the jobs"),
+    O_LIST("mail", mail, "ADDRESS", "mail status changes here; repeatable"),
+    O_INT("rollout_per_minute", rollout_per_minute, 1, 100000, "N",
+	  "release N jobs a minute (needs a coordinator with rollouts)"),
+    O_INT("abort_percent", abort_percent, 0, 100, "P",
+	  "abort the group when P % have failed (needs rollouts)"),
+    O_INT("abort_min_finished", abort_min_finished, 1, 1000000, "M",
+	  "... once M jobs have ended (with --abort-percent)"),
+    O_INT("retries", retries, 0, 9, "N", "retry a failed job N times (needs rollouts)"),
+    O_BOOL("wait", wait, "wait for the jobs to end, showing their progress"),
+    O_INT("interval", interval, 1, 60, "S", "with --wait: seconds between polls (1)"),
+    O_END,
 };
 static const struct cfg_opt opts_watch[] = {
-	O_INT("interval", interval, 1, 60, "S", "seconds between polls (1)"),
-	O_END,
+    O_INT("interval", interval, 1, 60, "S", "seconds between polls (1)"),
+    O_END,
 };
 
 struct cli_cmd {
@@ -131,44 +145,44 @@ struct cli_cmd {
 };
 
 static const struct cli_cmd cli_cmds[] = {
-	{"tasks", "list", "", 0, 0, opts_tasks_list, cmd_tasks_list, "list the tasks"},
-	{"tasks", "show", "TASK", 1, 1, opts_none, cmd_tasks_show, "show a task (ident or name)"},
-	{"tasks", "create", "", 0, 0, opts_tasks_create, cmd_tasks_create, "create a task"},
-	{"scripts", "list", "", 0, 0, opts_paging, cmd_scripts_list, "list the scripts"},
-	{"scripts", "show", "NAME", 1, 1, opts_none, cmd_scripts_show,
-	 "print a script's source (--json: its record)"},
-	{"scripts", "put", "NAME [FILE]", 1, 2, opts_none, cmd_scripts_put,
-	 "create or replace a script from FILE (default: stdin)"},
-	{"devices", "list", "", 0, 0, opts_devices_list, cmd_devices_list, "list the devices"},
-	{"devices", "show", "DEVICE", 1, 1, opts_none, cmd_devices_show,
-	 "show a device (ident or name)"},
-	{"devices", "create", "", 0, 0, opts_devices_create, cmd_devices_create,
-	 "add a device to the inventory"},
-	{"devices", "tag", "DEVICE", 1, 1, opts_devices_tag, cmd_devices_tag,
-	 "add or remove a device's inventory tags"},
-	{"jobs", "list", "", 0, 0, opts_jobs_list, cmd_jobs_list, "list jobs"},
-	{"jobs", "show", "JOB", 1, 1, opts_none, cmd_jobs_show, "show a job"},
-	{"jobs", "history", "JOB", 1, 1, opts_paging, cmd_jobs_history,
-	 "a job's status changes, newest first"},
-	{"jobs", "cancel", "JOB", 1, 1, opts_none, cmd_jobs_cancel, "cancel a job"},
-	{"groups", "list", "", 0, 0, opts_paging, cmd_groups_list, "list the groups of bulk sends"},
-	{"groups", "show", "GROUP", 1, 1, opts_none, cmd_groups_show,
-	 "show a group and its jobs' statuses"},
-	{"groups", "pause", "GROUP", 1, 1, opts_none, cmd_groups_action,
-	 "stop releasing a group's jobs (needs a coordinator with rollouts)"},
-	{"groups", "resume", "GROUP", 1, 1, opts_none, cmd_groups_action,
-	 "release a paused group's jobs again (needs rollouts)"},
-	{"groups", "cancel", "GROUP", 1, 1, opts_none, cmd_groups_action,
-	 "cancel a group's jobs not yet ended (needs rollouts)"},
-	{"send", NULL, "TASK", 1, 1, opts_send, cmd_send,
-	 "send a task (ident or name) to devices: --device ... or --tag"},
-	{"watch", NULL, "GROUP", 1, 1, opts_watch, cmd_watch,
-	 "follow a group until its jobs have ended"},
+    {"tasks", "list", "", 0, 0, opts_tasks_list, cmd_tasks_list, "list the tasks"},
+    {"tasks", "show", "TASK", 1, 1, opts_none, cmd_tasks_show, "show a task (ident or name)"},
+    {"tasks", "create", "", 0, 0, opts_tasks_create, cmd_tasks_create, "create a task"},
+    {"scripts", "list", "", 0, 0, opts_paging, cmd_scripts_list, "list the scripts"},
+    {"scripts", "show", "NAME", 1, 1, opts_none, cmd_scripts_show,
+     "print a script's source (--json: its record)"},
+    {"scripts", "put", "NAME [FILE]", 1, 2, opts_none, cmd_scripts_put,
+     "create or replace a script from FILE (default: stdin)"},
+    {"devices", "list", "", 0, 0, opts_devices_list, cmd_devices_list, "list the devices"},
+    {"devices", "show", "DEVICE", 1, 1, opts_none, cmd_devices_show,
+     "show a device (ident or name)"},
+    {"devices", "create", "", 0, 0, opts_devices_create, cmd_devices_create,
+     "add a device to the inventory"},
+    {"devices", "tag", "DEVICE", 1, 1, opts_devices_tag, cmd_devices_tag,
+     "add or remove a device's inventory tags"},
+    {"jobs", "list", "", 0, 0, opts_jobs_list, cmd_jobs_list, "list jobs"},
+    {"jobs", "show", "JOB", 1, 1, opts_none, cmd_jobs_show, "show a job"},
+    {"jobs", "history", "JOB", 1, 1, opts_paging, cmd_jobs_history,
+     "a job's status changes, newest first"},
+    {"jobs", "cancel", "JOB", 1, 1, opts_none, cmd_jobs_cancel, "cancel a job"},
+    {"groups", "list", "", 0, 0, opts_paging, cmd_groups_list, "list the groups of bulk sends"},
+    {"groups", "show", "GROUP", 1, 1, opts_none, cmd_groups_show,
+     "show a group and its jobs' statuses"},
+    {"groups", "pause", "GROUP", 1, 1, opts_none, cmd_groups_action,
+     "stop releasing a group's jobs (needs a coordinator with rollouts)"},
+    {"groups", "resume", "GROUP", 1, 1, opts_none, cmd_groups_action,
+     "release a paused group's jobs again (needs rollouts)"},
+    {"groups", "cancel", "GROUP", 1, 1, opts_none, cmd_groups_action,
+     "cancel a group's jobs not yet ended (needs rollouts)"},
+    {"send", NULL, "TASK", 1, 1, opts_send, cmd_send,
+     "send a task (ident or name) to devices: --device ... or --tag"},
+    {"watch", NULL, "GROUP", 1, 1, opts_watch, cmd_watch,
+     "follow a group until its jobs have ended"},
 };
 #define CLI_NCMDS (sizeof(cli_cmds) / sizeof(cli_cmds[0]))
 
-static const char *cli_groups[] = {"tasks", "scripts", "devices", "jobs", "groups", "send",
-				   "watch"};
+static const char *cli_groups[] = {"tasks",  "scripts", "devices", "jobs",
+				   "groups", "send",    "watch"};
 
 static void cli_usage_all(FILE *fp)
 {
@@ -246,8 +260,7 @@ static const struct cfg_opt *cli_opt_of(const struct cfg_opt *table, const char 
  * positional ("--" ends the options). A flag alone ("--json") is true: it never takes
  * the next word as its value. Returns CLI_OK or CLI_USAGE (message printed).
  */
-static int cli_parse(struct cli *c, const struct cfg_opt *table, int argc, char **argv,
-		     int first)
+static int cli_parse(struct cli *c, const struct cfg_opt *table, int argc, char **argv, int first)
 {
 	char **args = NULL;
 	char errbuf[512];
@@ -441,7 +454,8 @@ int main(int argc, char **argv)
 		goto out;
 	}
 	if (c.npos < k->minpos || c.npos > k->maxpos) {
-		rc = cli_fail(&c, CLI_USAGE, "%s", c.npos < k->minpos ? "missing arguments" : "too many arguments");
+		rc = cli_fail(&c, CLI_USAGE, "%s",
+			      c.npos < k->minpos ? "missing arguments" : "too many arguments");
 		fprintf(stderr, "usage: rcs %s %s\nTry 'rcs %s --help'.\n", name, k->args, name);
 		goto out;
 	}
@@ -452,13 +466,15 @@ int main(int argc, char **argv)
 		goto out;
 	}
 	if (cf.url == NULL) {
-		rc = cli_fail(&c, CLI_USAGE, "no API URL: give --url, set RCS_URL, or put 'url "
-					     "http://HOST:PORT' in ~/.config/rcs/config");
+		rc = cli_fail(&c, CLI_USAGE,
+			      "no API URL: give --url, set RCS_URL, or put 'url "
+			      "http://HOST:PORT' in ~/.config/rcs/config");
 		goto out;
 	}
 	if (cf.api_key == NULL) {
-		rc = cli_fail(&c, CLI_USAGE, "no API key: set RCS_API_KEY, give --api-key, or "
-					     "put 'api_key KEY' in ~/.config/rcs/config");
+		rc = cli_fail(&c, CLI_USAGE,
+			      "no API key: set RCS_API_KEY, give --api-key, or "
+			      "put 'api_key KEY' in ~/.config/rcs/config");
 		goto out;
 	}
 	if (curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK) {

@@ -185,7 +185,8 @@ void table_time(char *out, size_t len, int64_t t)
 	time_t tt = (time_t)t;
 	struct tm tm;
 
-	if (t <= 0 || localtime_r(&tt, &tm) == NULL || strftime(out, len, "%Y-%m-%d %H:%M:%S", &tm) == 0)
+	if (t <= 0 || localtime_r(&tt, &tm) == NULL ||
+	    strftime(out, len, "%Y-%m-%d %H:%M:%S", &tm) == 0)
 		snprintf(out, len, "-");
 }
 

@@ -182,8 +182,8 @@ static void watch_head(const struct watch_snap *samples, size_t n, char *out, si
 }
 
 struct watch_tty {
-	int lines;              /* lines drawn last time */
-	int shown[JS__COUNT];   /* statuses that have had a line (they keep it) */
+	int lines;            /* lines drawn last time */
+	int shown[JS__COUNT]; /* statuses that have had a line (they keep it) */
 };
 
 static void watch_draw(struct watch_tty *d, const char *title, const struct watch_snap *samples,
@@ -251,6 +251,7 @@ int watch_run(struct cli *c, const char *group, const char *job, enum watch_out 
 	char title[160], errbuf[512], summary[512];
 	size_t n = 0;
 	double start = watch_now();
+	const char *term = getenv("TERM");
 	int rc = CLI_OK, polls = 0, have_prev = 0, failures = 0;
 	json_object *last = NULL;
 
@@ -258,8 +259,7 @@ int watch_run(struct cli *c, const char *group, const char *job, enum watch_out 
 	memset(&prev, 0, sizeof(prev));
 	buf_init(&path, CLI_MAX_PATH);
 	if (mode == WATCH_AUTO)
-		mode = table_term_width() > 0 && getenv("TERM") != NULL &&
-			       strcmp(getenv("TERM"), "dumb") != 0
+		mode = table_term_width() > 0 && term != NULL && strcmp(term, "dumb") != 0
 			   ? WATCH_TTY
 			   : WATCH_LINES;
 	if (buf_appendf(&path, "%s", group ? "/groups/" : "/jobs/") != RCS_OK ||
@@ -306,7 +306,8 @@ int watch_run(struct cli *c, const char *group, const char *job, enum watch_out 
 		watch_read(r.json, group != NULL, s);
 		if (group != NULL && polls == 1) {
 			char clean[128];
-			table_clean(clean, sizeof(clean), cli_str(r.json, "name") ? cli_str(r.json, "name") : "", 0);
+			table_clean(clean, sizeof(clean),
+				    cli_str(r.json, "name") ? cli_str(r.json, "name") : "", 0);
 			snprintf(title, sizeof(title), "group %s", clean);
 		}
 		if (mode == WATCH_TTY) {
@@ -342,7 +343,9 @@ int watch_run(struct cli *c, const char *group, const char *job, enum watch_out 
 		else if (mode == WATCH_TTY || mode == WATCH_LINES) {
 			watch_summary(&prev, summary, sizeof(summary));
 			printf("%s: %s%s\n", title,
-			       rc == CLI_INTERRUPTED ? "interrupted, " : rc == CLI_OK ? "done, " : "ended failed, ",
+			       rc == CLI_INTERRUPTED ? "interrupted, "
+			       : rc == CLI_OK        ? "done, "
+						     : "ended failed, ",
 			       summary[0] ? summary : "no jobs");
 		}
 	}

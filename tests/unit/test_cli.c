@@ -50,9 +50,9 @@ static void test_send_parse_time(void **state)
 	assert_int_equal(send_parse_time("2027-01-02", now, &t), RCS_OK);
 	assert_int_equal(t, (int64_t)mktime(&tm));
 	assert_int_equal(send_parse_time("2027-01-02 03:04:05", now, &t), RCS_OK);
-	for (const char *const *bad = (const char *const[]){"", "soon", "+10", "+m", "+10x",
-							     "-5", "+1hh", "2027-13-40",
-							     "2027-01-02T03:04:05+01", NULL};
+	for (const char *const *bad =
+		 (const char *const[]){"", "soon", "+10", "+m", "+10x", "-5", "+1hh", "2027-13-40",
+				       "2027-01-02T03:04:05+01", NULL};
 	     *bad != NULL; bad++)
 		assert_int_equal(send_parse_time(*bad, now, &t), RCS_ERR_INVAL);
 }
@@ -70,8 +70,8 @@ static void test_send_var_value(void **state)
 	assert_int_equal(send_var_value("integer", "4x", 0, &v, err, sizeof(err)), RCS_ERR_INVAL);
 	assert_null(v);
 	assert_string_equal(err, "'4x' is not an integer");
-	assert_int_equal(send_var_value("integer", "99999999999999999999", 0, &v, err,
-					sizeof(err)), RCS_ERR_INVAL);
+	assert_int_equal(send_var_value("integer", "99999999999999999999", 0, &v, err, sizeof(err)),
+			 RCS_ERR_INVAL);
 	assert_int_equal(send_var_value("number", "1.5", 0, &v, err, sizeof(err)), RCS_OK);
 	assert_true(json_object_is_type(v, json_type_double));
 	json_object_put(v);
@@ -121,12 +121,11 @@ static void test_table(void **state)
 
 	(void)state;
 	table_init(&t, 3, heads);
-	assert_int_equal(table_add(&t, (const char *const[]){"0193a5c4-5678-7def-9abc", "pump-7",
-							      "terminated"}),
-			 RCS_OK);
-	assert_int_equal(table_add(&t, (const char *const[]){"x", "p\xc3\xa9\xc3\xa9\xc3\xa9",
-							      NULL}),
-			 RCS_OK);
+	assert_int_equal(
+	    table_add(&t, (const char *const[]){"0193a5c4-5678-7def-9abc", "pump-7", "terminated"}),
+	    RCS_OK);
+	assert_int_equal(
+	    table_add(&t, (const char *const[]){"x", "p\xc3\xa9\xc3\xa9\xc3\xa9", NULL}), RCS_OK);
 	/* no limit: as wide as the widest cells */
 	out = table_text(&t, 0);
 	assert_string_equal(out, "IDENT                    NAME    STATUS\n"
@@ -303,8 +302,8 @@ static void test_config(void **state)
 	assert_string_equal(cf.url, "http://env:1");
 	assert_string_equal(cf.api_key, "rcs_env");
 	config_free(&cf);
-	assert_int_equal(config_settle(&cf, NULL, "http://flag:1", "rcs_flag", 9, err,
-				       sizeof(err)), RCS_OK);
+	assert_int_equal(config_settle(&cf, NULL, "http://flag:1", "rcs_flag", 9, err, sizeof(err)),
+			 RCS_OK);
 	assert_string_equal(cf.url, "http://flag:1");
 	assert_string_equal(cf.api_key, "rcs_flag");
 	assert_int_equal(cf.timeout, 9);
@@ -328,8 +327,7 @@ static void test_config(void **state)
 	fp = fopen(path, "w");
 	fputs("url http://other:1\ntimeout 0\n", fp);
 	fclose(fp);
-	assert_int_equal(config_settle(&cf, path, NULL, NULL, -1, err, sizeof(err)),
-			 RCS_ERR_INVAL);
+	assert_int_equal(config_settle(&cf, path, NULL, NULL, -1, err, sizeof(err)), RCS_ERR_INVAL);
 	assert_non_null(strstr(err, ":2: timeout"));
 	config_free(&cf);
 	setenv("RCS_CONFIG", "/nonexistent/rcs.conf", 1);
@@ -351,8 +349,8 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_send_parse_time), cmocka_unit_test(test_send_var_value),
-	    cmocka_unit_test(test_table),	    cmocka_unit_test(test_watch_progress),
-	    cmocka_unit_test(test_http_escape),	    cmocka_unit_test(test_http_init),
+	    cmocka_unit_test(test_table),           cmocka_unit_test(test_watch_progress),
+	    cmocka_unit_test(test_http_escape),     cmocka_unit_test(test_http_init),
 	    cmocka_unit_test(test_config),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
