@@ -162,7 +162,8 @@ static int cli_by_name(struct cli *c, const char *list, const char *kind, const 
 		return CLI_OK;
 	}
 	buf_init(&path, CLI_MAX_PATH);
-	if (buf_appendf(&path, "%s?per_page=2", list) != RCS_OK ||
+	if (buf_appendf(&path, "%s", list) != RCS_OK ||
+	    cli_query(&path, "per_page", "2") != RCS_OK ||
 	    cli_query(&path, "name", what) != RCS_OK) {
 		rc = cli_fail(c, CLI_USAGE, "the %s name is too long", kind);
 		goto out;
@@ -189,7 +190,8 @@ out:
 
 int cli_task_ident(struct cli *c, const char *what, char *out)
 {
-	return cli_by_name(c, "/tasks", "task", "ident", what, out);
+	/* hidden tasks too: they are left out of the list, not out of use */
+	return cli_by_name(c, "/tasks?hide=true", "task", "ident", what, out);
 }
 
 int cli_device_ident(struct cli *c, const char *what, char *out)

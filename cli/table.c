@@ -79,6 +79,19 @@ size_t table_text_width(const char *s)
 	return n;
 }
 
+void table_cut(char *s, size_t width)
+{
+	size_t cps = 0;
+	char *p = s;
+
+	while (*p) {
+		if (((unsigned char)*p & 0xc0) != 0x80 && cps++ == width)
+			break;
+		p++;
+	}
+	*p = '\0';
+}
+
 /* Prints s in exactly w columns (cut with '~', padded unless last). */
 static void table_cell(FILE *fp, const char *s, size_t w, int last)
 {

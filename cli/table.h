@@ -41,6 +41,8 @@ void table_free(struct table *t);
 size_t table_term_width(void);
 /* Code points of s (the display width the tables assume). */
 size_t table_text_width(const char *s);
+/* Cuts s in place to at most width code points. */
+void table_cut(char *s, size_t width);
 /* Copies s into out (len bytes) with control characters (but '\n' when keep_nl) as '?'. */
 void table_clean(char *out, size_t len, const char *s, int keep_nl);
 

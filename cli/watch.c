@@ -200,7 +200,7 @@ static void watch_draw(struct watch_tty *d, const char *title, const struct watc
 		printf("\033[%dA", d->lines);
 	watch_head(samples, n, head, sizeof(head));
 	snprintf(line, sizeof(line), "%s  %s", title, head);
-	line[width] = '\0';
+	table_cut(line, width);
 	printf("\r\033[2K%s\n", line);
 	lines++;
 	for (int i = 0; i < JS__COUNT; i++) {
@@ -212,7 +212,7 @@ static void watch_draw(struct watch_tty *d, const char *title, const struct watc
 		rate = status_is_terminal((enum job_status)i) ? watch_rate(samples, n, i) : -1;
 		watch_bar(line, sizeof(line), status_name((enum job_status)i), s->counts[i],
 			  s->total, rate, width);
-		line[width] = '\0';
+		table_cut(line, width);
 		printf("\r\033[2K%s\n", line);
 		lines++;
 	}

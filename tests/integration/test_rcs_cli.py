@@ -339,6 +339,7 @@ class RcsCliTest(unittest.TestCase):
         self.assertEqual((h["name"], h["hide"], h["comment"]), ("FromFile", True, "flag"))
         self.assertNotIn("FromFile", self.rcs("tasks", "list")[0])
         self.assertIn("FromFile", self.rcs("tasks", "list", "--hidden")[0])
+        self.assertEqual(self.rcs_json("tasks", "show", "FromFile")["ident"], h["ident"])
         # what the API refuses: its message, exit 3
         _, err = self.rcs("tasks", "create", "--name", "x", "--script", "echo",
                           "--variable", "v:colour", code=3)

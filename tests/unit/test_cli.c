@@ -157,6 +157,11 @@ static void test_table(void **state)
 	table_clean(clean, 6, "\xc3\xa9\xc3\xa9\xc3\xa9", 0);
 	assert_string_equal(clean, "\xc3\xa9\xc3\xa9");
 	assert_int_equal(table_text_width("p\xc3\xa9"), 2);
+	snprintf(clean, sizeof(clean), "p\xc3\xa9\xc3\xa9x");
+	table_cut(clean, 3);
+	assert_string_equal(clean, "p\xc3\xa9\xc3\xa9");
+	table_cut(clean, 0);
+	assert_string_equal(clean, "");
 
 	table_duration(clean, sizeof(clean), 5);
 	assert_string_equal(clean, "5s");
