@@ -6,6 +6,7 @@
  *   URL and key (config.c) -> run it (cmd_*.c) -> exit with docs/cli.md's codes.
  */
 #include <curl/curl.h>
+#include <ctype.h>
 #include <errno.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -203,8 +204,9 @@ static void cli_usage_all(FILE *fp)
 
 static void cli_usage_cmd(FILE *fp, const struct cli_cmd *k)
 {
-	fprintf(fp, "usage: rcs %s%s%s [OPTIONS] %s\n\n%s.\n", k->group, k->action ? " " : "",
-		k->action ? k->action : "", k->args, k->about);
+	fprintf(fp, "usage: rcs %s%s%s [OPTIONS]%s%s\n\n%c%s.\n", k->group, k->action ? " " : "",
+		k->action ? k->action : "", k->args[0] ? " " : "", k->args,
+		toupper((unsigned char)k->about[0]), k->about + 1);
 	if (k->opts[0].name != NULL) {
 		fprintf(fp, "\nOptions:\n");
 		cfg_usage(fp, k->opts);
