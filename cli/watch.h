@@ -4,9 +4,10 @@
  *
  * Polls GET /groups/<id> (or GET /jobs/<id>) every interval seconds. On a
  * terminal: a progress bar per status with its count and, for the final
- * statuses, its rate and the ETA of its bar at that rate, under a header with the
- * jobs ended, their rate and the ETA of all, redrawn in place. Otherwise one line per change. A
- * connection error is retried WATCH_RETRIES times before it ends the watch.
+ * statuses, its rate and the ETA of its bar at that rate, under a header with
+ * the jobs ended, their rate and the ETA of all, redrawn in place. Otherwise
+ * one line per change. After the first answer, a poll that can't reach the API
+ * is tried again an interval later, until WATCH_RETRIES polls in a row failed.
  */
 #ifndef RCS_CLI_WATCH_H
 #define RCS_CLI_WATCH_H
