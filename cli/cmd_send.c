@@ -383,12 +383,16 @@ int cmd_send(struct cli *c)
 						 "entity_ident"));
 	}
 	if (rc == CLI_OK && c->o.wait) {
-		json_object *g = jsonu_member(r.json, "group");
+		const char *follow = bulk ? cli_str(jsonu_member(r.json, "group"), "ident")
+					  : cli_str(r.json, "ident");
 		fflush(stdout);
-		rc = watch_run(c, bulk ? cli_str(g, "ident") : NULL,
-			       bulk ? NULL : cli_str(r.json, "ident"),
-			       c->o.json ? WATCH_FINAL_JSON : WATCH_AUTO,
-			       c->o.interval > 0 ? c->o.interval : 1);
+		if (follow == NULL)
+			rc = cli_fail(c, CLI_API, "the API's answer names no %s to wait for",
+				      bulk ? "group" : "job");
+		else
+			rc = watch_run(c, bulk ? follow : NULL, bulk ? NULL : follow,
+				       c->o.json ? WATCH_FINAL_JSON : WATCH_AUTO,
+				       c->o.interval > 0 ? c->o.interval : 1);
 	}
 	if (rc == CLI_OK && rejected > 0)
 		rc = CLI_FAILED;

@@ -262,6 +262,10 @@ int watch_run(struct cli *c, const char *group, const char *job, enum watch_out 
 		mode = table_term_width() > 0 && term != NULL && strcmp(term, "dumb") != 0
 			   ? WATCH_TTY
 			   : WATCH_LINES;
+	if (group == NULL && job == NULL) {
+		rc = cli_fail(c, CLI_API, "nothing to watch");
+		goto out;
+	}
 	if (buf_appendf(&path, "%s", group ? "/groups/" : "/jobs/") != RCS_OK ||
 	    http_escape(&path, group ? group : job) != RCS_OK) {
 		rc = cli_fail(c, CLI_USAGE, "the ident is too long");
