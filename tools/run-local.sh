@@ -12,7 +12,7 @@ tools/deps.sh run
 # the daemons only: the tests' packages come with tools/test.sh
 rcs_step "configuring the build (CMake)" cmake -S . -B build -DCMAKE_BUILD_TYPE=RelWithDebInfo \
 	-DWITH_TESTS=OFF
-rcs_step "building rcs-coordinator and rcs-agent" cmake --build build -j "$(nproc)"
+rcs_step "building rcs-coordinator, rcs-agent and rcs" cmake --build build -j "$(nproc)"
 bin="$root/build/bin"
 run="$root/run"
 mkdir -p "$run/files"
@@ -141,6 +141,11 @@ Try:
        -d '{"tag": "lab", "group_name": "lab-echo"}'
   curl -s -H 'api-key: $key' $base/devices/$device
   mosquitto_sub -p $mqtt_port -v -t 'rcs/v1/+/events/#'
+
+Or with the command line (docs/cli.md):
+  export RCS_URL=http://127.0.0.1:$port RCS_API_KEY=$key
+  build/bin/rcs send Echo --tag lab --var message=again --wait
+  build/bin/rcs jobs history $job
 
 Press Ctrl-C to stop.
 MSG

@@ -1,0 +1,228 @@
+/*
+ * cli.c - the helpers of cli.h the subcommands share: calling the API and
+ * printing its answers and errors, queries, names resolved to idents.
+ */
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+#include "jsonu.h"
+#include "table.h"
+#include "uuid.h"
+
+int cli_fail(const struct cli *c, int code, const char *fmt, ...)
+{
+	va_list ap;
+
+	fprintf(stderr, "rcs: %s%s", c->cmd ? c->cmd : "", c->cmd ? ": " : "");
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fputc('\n', stderr);
+	return code;
+}
+
+int cli_call(struct cli *c, const char *method, const char *path, json_object *body,
+	     struct http_resp *r, const char *hint)
+{
+	char errbuf[512] = "";
+	enum rcs_err err = http_call(&c->http, method, path, body, r, errbuf, sizeof(errbuf));
+
+	return cli_answer(c, err, errbuf, r, hint);
+}
+
+int cli_answer(struct cli *c, enum rcs_err err, const char *errbuf, struct http_resp *r,
+	       const char *hint)
+{
+	char clean[1024];
+	json_object *e;
+	const char *code, *msg, *field;
+
+	if (err != RCS_OK)
+		return cli_fail(c, CLI_API, "%s", err == RCS_ERR_NOMEM ? "out of memory" : errbuf);
+	if (r->status >= 200 && r->status < 300) {
+		if (r->status != 204 && r->json == NULL) {
+			table_clean(clean, sizeof(clean), r->body.data ? r->body.data : "", 0);
+			cli_fail(c, CLI_API,
+				 "HTTP %ld from %s with a body that is not JSON: %.200s", r->status,
+				 c->http.base, clean);
+			http_resp_free(r);
+			return CLI_API;
+		}
+		return CLI_OK;
+	}
+	e = r->json ? jsonu_member(r->json, "error") : NULL;
+	code = e ? cli_str(e, "code") : NULL;
+	msg = e ? cli_str(e, "message") : NULL;
+	field = e ? cli_str(jsonu_member(e, "details"), "field") : NULL;
+	if (msg != NULL) {
+		table_clean(clean, sizeof(clean), msg, 0);
+		cli_fail(c, CLI_API, "%s (%s, HTTP %ld%s%s)", clean, code ? code : "?", r->status,
+			 field ? ", field " : "", field ? field : "");
+	} else {
+		table_clean(clean, sizeof(clean), r->body.data ? r->body.data : "", 0);
+		cli_fail(c, CLI_API, "HTTP %ld from %s: %.200s", r->status, c->http.base, clean);
+	}
+	if (hint != NULL)
+		fprintf(stderr, "rcs: %s\n", hint);
+	http_resp_free(r);
+	return CLI_API;
+}
+
+void cli_print_raw(const struct http_resp *r)
+{
+	if (r->body.len == 0)
+		return;
+	fwrite(r->body.data, 1, r->body.len, stdout);
+	if (r->body.data[r->body.len - 1] != '\n')
+		fputc('\n', stdout);
+}
+
+enum rcs_err cli_query(struct buf *path, const char *k, const char *v)
+{
+	enum rcs_err err;
+
+	if (v == NULL)
+		return RCS_OK;
+	err = buf_appendf(path, "%c%s=", strchr(path->data ? path->data : "", '?') ? '&' : '?', k);
+	return err != RCS_OK ? err : http_escape(path, v);
+}
+
+enum rcs_err cli_query_paging(struct cli *c, struct buf *path)
+{
+	char n[32];
+	enum rcs_err err = RCS_OK;
+
+	if (c->o.page > 0) {
+		snprintf(n, sizeof(n), "%lld", c->o.page);
+		err = cli_query(path, "page", n);
+	}
+	if (err == RCS_OK && c->o.per_page > 0) {
+		snprintf(n, sizeof(n), "%lld", c->o.per_page);
+		err = cli_query(path, "per_page", n);
+	}
+	return err;
+}
+
+void cli_page_footer(json_object *page)
+{
+	int64_t p = cli_int(page, "page"), n = cli_int(page, "total_pages");
+
+	if (n > 1)
+		printf("(page %lld of %lld, %lld in all: --page N for another)\n", (long long)p,
+		       (long long)n, (long long)cli_int(page, "total_items"));
+}
+
+const char *cli_str(json_object *o, const char *k)
+{
+	json_object *v = o ? jsonu_member(o, k) : NULL;
+
+	return v != NULL && json_object_is_type(v, json_type_string) ? json_object_get_string(v)
+								     : NULL;
+}
+
+int64_t cli_int(json_object *o, const char *k)
+{
+	json_object *v = o ? jsonu_member(o, k) : NULL;
+
+	return v != NULL && json_object_is_type(v, json_type_int) ? json_object_get_int64(v) : 0;
+}
+
+const char *cli_text(json_object *o, const char *k)
+{
+	json_object *v = o ? jsonu_member(o, k) : NULL;
+
+	if (v == NULL)
+		return NULL;
+	if (json_object_is_type(v, json_type_string))
+		return json_object_get_string(v);
+	return jsonu_dump(v, NULL);
+}
+
+const char *cli_time(json_object *o, const char *k, char *out, size_t len)
+{
+	table_time(out, len, cli_int(o, k));
+	return out;
+}
+
+/* Finds the one item of list path?name=what; its ident member into out. */
+static int cli_by_name(struct cli *c, const char *list, const char *kind, const char *idk,
+		       const char *what, char *out)
+{
+	struct buf path;
+	struct http_resp r = {0};
+	json_object *items;
+	int rc;
+
+	if (uuid_valid(what)) {
+		snprintf(out, UUID_STR_LEN, "%s", what);
+		return CLI_OK;
+	}
+	buf_init(&path, CLI_MAX_PATH);
+	if (buf_appendf(&path, "%s", list) != RCS_OK ||
+	    cli_query(&path, "per_page", "2") != RCS_OK ||
+	    cli_query(&path, "name", what) != RCS_OK) {
+		rc = cli_fail(c, CLI_USAGE, "the %s name is too long", kind);
+		goto out;
+	}
+	rc = cli_call(c, "GET", path.data, NULL, &r, NULL);
+	if (rc != CLI_OK)
+		goto out;
+	items = jsonu_member(r.json, "items");
+	if (items == NULL || !json_object_is_type(items, json_type_array) ||
+	    json_object_array_length(items) == 0) {
+		rc = cli_fail(c, CLI_API, "no %s named '%s' (give its ident?)", kind, what);
+	} else if (json_object_array_length(items) > 1) {
+		rc = cli_fail(c, CLI_API, "%lld %ss are named '%s': give the ident",
+			      (long long)cli_int(r.json, "total_items"), kind, what);
+	} else {
+		const char *id = cli_str(json_object_array_get_idx(items, 0), idk);
+		snprintf(out, UUID_STR_LEN, "%s", id ? id : "");
+	}
+out:
+	http_resp_free(&r);
+	buf_free(&path);
+	return rc;
+}
+
+int cli_task_ident(struct cli *c, const char *what, char *out)
+{
+	/* hidden tasks too: they are left out of the list, not out of use */
+	return cli_by_name(c, "/tasks?hide=true", "task", "ident", what, out);
+}
+
+int cli_device_ident(struct cli *c, const char *what, char *out)
+{
+	return cli_by_name(c, "/devices", "device", "entity_ident", what, out);
+}
+
+int cli_read_file(struct cli *c, const char *path, struct buf *b)
+{
+	FILE *fp = NULL;
+	char chunk[8192];
+	size_t n;
+	int rc = CLI_OK;
+
+	fp = strcmp(path, "-") == 0 ? stdin : fopen(path, "rb");
+	if (fp == NULL) {
+		rc = cli_fail(c, CLI_USAGE, "%s: %s", path, strerror(errno));
+		goto out;
+	}
+	while ((n = fread(chunk, 1, sizeof(chunk), fp)) > 0) {
+		if (buf_append(b, chunk, n) != RCS_OK) {
+			rc = cli_fail(c, CLI_USAGE, "%s: larger than %zu bytes", path, b->max);
+			goto out;
+		}
+	}
+	if (ferror(fp))
+		rc = cli_fail(c, CLI_USAGE, "%s: %s", path, strerror(errno));
+	else if (b->data == NULL && buf_append(b, "", 0) != RCS_OK)
+		rc = cli_fail(c, CLI_USAGE, "out of memory");
+out:
+	if (fp != NULL && fp != stdin)
+		fclose(fp);
+	return rc;
+}

@@ -1,0 +1,130 @@
+/*
+ * cli.h - what the subcommands of `rcs` share: the parsed options, the API
+ * client, exit codes, and the helpers that call the API and print its answers
+ * (main.c). docs/cli.md is the user's side of all of it.
+ */
+#ifndef RCS_CLI_H
+#define RCS_CLI_H
+
+#include <json-c/json.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "buf.h"
+#include "cfg.h"
+#include "http.h"
+
+/* docs/cli.md "Exit codes" */
+enum cli_exit {
+	CLI_OK = 0,     /* done */
+	CLI_FAILED = 1, /* a job or group ended failed (or a device was rejected) */
+	CLI_USAGE = 2,  /* bad command line or configuration */
+	CLI_API = 3,    /* the API answered an error, or could not be reached */
+	CLI_INTERRUPTED = 130,
+};
+
+#define CLI_MAX_POS  8    /* positional arguments of a subcommand */
+#define CLI_MAX_PATH 8192 /* bytes of a request path with its query */
+
+/* Every option of every subcommand; each subcommand's table (struct cli_cmd) picks its
+ * own. Integers are -1 when not given. */
+struct cli_opts {
+	char *url, *api_key;
+	bool json, help;
+	long long timeout;
+	/* lists */
+	long long page, per_page;
+	char *sort, *name, *online, *status, *task, *group;
+	bool hidden;
+	struct cfg_strlist tag, device;
+	/* tasks create */
+	char *script, *comment, *constants, *from_file;
+	struct cfg_strlist variable, mail;
+	long long script_timeout;
+	bool allow_offline, private_task, hide, inactive;
+	/* devices tag */
+	struct cfg_strlist add, remove;
+	/* send */
+	struct cfg_strlist var;
+	char *schedule;
+	long long ttl, rollout_per_minute, abort_percent, abort_min_finished, retries;
+	bool wait;
+	/* watch */
+	long long interval;
+};
+
+struct cli {
+	struct cli_opts o;
+	const char *cmd; /* "tasks list", for messages */
+	int npos;
+	const char *pos[CLI_MAX_POS];
+	struct http_client http;
+};
+
+/*
+ * One request to the API. On a 2xx answer returns CLI_OK with r filled (the caller
+ * http_resp_free()s it; r->json may be NULL for 204). Otherwise prints the API's
+ * message and code (or why no answer came) to stderr, frees r and returns CLI_API.
+ * hint (may be NULL) is printed after an error answer.
+ */
+int cli_call(struct cli *c, const char *method, const char *path, json_object *body,
+	     struct http_resp *r, const char *hint);
+/* The second half of cli_call: err and errbuf as http_call() left them. */
+int cli_answer(struct cli *c, enum rcs_err err, const char *errbuf, struct http_resp *r,
+	       const char *hint);
+/* Prints the answer's body as the API sent it (--json), with a final newline. */
+void cli_print_raw(const struct http_resp *r);
+/* "rcs: <cmd>: message" to stderr; returns code. */
+int cli_fail(const struct cli *c, int code, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+/* Appends "?k=v" or "&k=v" (v escaped) to path when v is not NULL. */
+enum rcs_err cli_query(struct buf *path, const char *k, const char *v);
+/* Appends page= and per_page= when given. */
+enum rcs_err cli_query_paging(struct cli *c, struct buf *path);
+/* Prints "page P of N, T items" under a table when there is more than one page. */
+void cli_page_footer(json_object *page);
+/* The string member k of o, NULL when absent or not a string. */
+const char *cli_str(json_object *o, const char *k);
+/* The integer member k of o, 0 when absent or not an integer. */
+int64_t cli_int(json_object *o, const char *k);
+/* The member k of o as text: strings as is, null as NULL, the rest as compact JSON. */
+const char *cli_text(json_object *o, const char *k);
+/* The member k of o (a Unix time) as local time into out. */
+const char *cli_time(json_object *o, const char *k, char *out, size_t len);
+
+/*
+ * Resolves what names a task (an ident, or the name of exactly one task) or a device
+ * (an ident, or the name of exactly one device) into out (UUID_STR_LEN bytes).
+ * CLI_API with the message printed when none or several match.
+ */
+int cli_task_ident(struct cli *c, const char *what, char *out);
+int cli_device_ident(struct cli *c, const char *what, char *out);
+
+/*
+ * Reads path ("-": stdin) into b (whose ceiling bounds it). CLI_USAGE with the
+ * message printed when it can't be read or is larger than the ceiling.
+ */
+int cli_read_file(struct cli *c, const char *path, struct buf *b);
+
+/* The subcommands (cmd_*.c): each returns an enum cli_exit. */
+int cmd_tasks_list(struct cli *c);
+int cmd_tasks_show(struct cli *c);
+int cmd_tasks_create(struct cli *c);
+int cmd_scripts_list(struct cli *c);
+int cmd_scripts_show(struct cli *c);
+int cmd_scripts_put(struct cli *c);
+int cmd_devices_list(struct cli *c);
+int cmd_devices_show(struct cli *c);
+int cmd_devices_create(struct cli *c);
+int cmd_devices_tag(struct cli *c);
+int cmd_jobs_list(struct cli *c);
+int cmd_jobs_show(struct cli *c);
+int cmd_jobs_history(struct cli *c);
+int cmd_jobs_cancel(struct cli *c);
+int cmd_groups_list(struct cli *c);
+int cmd_groups_show(struct cli *c);
+int cmd_groups_action(struct cli *c); /* pause, resume, cancel: c->cmd names it */
+int cmd_send(struct cli *c);
+int cmd_watch(struct cli *c);
+
+#endif

@@ -1,0 +1,230 @@
+/*
+ * cmd_devices.c - rcs devices list|show|create|tag (docs/cli.md; the API:
+ * docs/api.md "Devices").
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "cli.h"
+#include "jsonu.h"
+#include "table.h"
+#include "uuid.h"
+
+/* The strings of array a joined by ", " into out. */
+static const char *devices_join(json_object *a, char *out, size_t len)
+{
+	size_t o = 0;
+
+	out[0] = '\0';
+	for (size_t i = 0;
+	     a && json_object_is_type(a, json_type_array) && i < json_object_array_length(a); i++) {
+		int n = snprintf(out + o, len - o, "%s%s", o ? ", " : "",
+				 json_object_get_string(json_object_array_get_idx(a, i)));
+		if (n < 0 || (size_t)n >= len - o)
+			break;
+		o += (size_t)n;
+	}
+	return out;
+}
+
+int cmd_devices_list(struct cli *c)
+{
+	static const char *const heads[] = {"IDENT", "NAME",          "ONLINE",
+					    "TAGS",  "REPORTED TAGS", "LAST SEEN"};
+	struct buf path;
+	struct http_resp r = {0};
+	struct table t;
+	json_object *items;
+	int rc;
+
+	buf_init(&path, CLI_MAX_PATH);
+	table_init(&t, 6, heads);
+	if (c->o.tag.n > 1) {
+		rc = cli_fail(c, CLI_USAGE, "--tag: one tag at most");
+		goto out;
+	}
+	if (c->o.online && strcmp(c->o.online, "true") != 0 && strcmp(c->o.online, "false") != 0) {
+		rc = cli_fail(c, CLI_USAGE, "--online: true or false, not '%s'", c->o.online);
+		goto out;
+	}
+	if (buf_appendf(&path, "/devices") != RCS_OK || cli_query_paging(c, &path) != RCS_OK ||
+	    cli_query(&path, "sort", c->o.sort) != RCS_OK ||
+	    cli_query(&path, "name", c->o.name) != RCS_OK ||
+	    cli_query(&path, "tag", c->o.tag.n ? c->o.tag.items[0] : NULL) != RCS_OK ||
+	    cli_query(&path, "online", c->o.online) != RCS_OK) {
+		rc = cli_fail(c, CLI_USAGE, "the filters are too long");
+		goto out;
+	}
+	rc = cli_call(c, "GET", path.data, NULL, &r, NULL);
+	if (rc != CLI_OK)
+		goto out;
+	if (c->o.json) {
+		cli_print_raw(&r);
+		goto out;
+	}
+	items = jsonu_member(r.json, "items");
+	for (size_t i = 0; items && i < json_object_array_length(items); i++) {
+		json_object *it = json_object_array_get_idx(items, i);
+		char tags[1024], rtags[1024], seen[32];
+		const char *row[] = {
+		    cli_str(it, "entity_ident"),
+		    cli_str(it, "name"),
+		    cli_text(it, "online"),
+		    devices_join(jsonu_member(it, "tags"), tags, sizeof(tags)),
+		    devices_join(jsonu_member(it, "reported_tags"), rtags, sizeof(rtags)),
+		    cli_time(it, "last_seen", seen, sizeof(seen))};
+		if (table_add(&t, row) != RCS_OK) {
+			rc = cli_fail(c, CLI_API, "out of memory");
+			goto out;
+		}
+	}
+	table_print(&t, stdout, table_term_width());
+	cli_page_footer(r.json);
+out:
+	table_free(&t);
+	http_resp_free(&r);
+	buf_free(&path);
+	return rc;
+}
+
+static void devices_print(json_object *d)
+{
+	char tags[2048], tm[32];
+
+	table_kv(stdout, "ident", cli_str(d, "entity_ident"));
+	table_kv(stdout, "name", cli_str(d, "name"));
+	table_kv(stdout, "online", cli_text(d, "online"));
+	table_kv(stdout, "tags", devices_join(jsonu_member(d, "tags"), tags, sizeof(tags)));
+	table_kv(stdout, "reported_tags",
+		 devices_join(jsonu_member(d, "reported_tags"), tags, sizeof(tags)));
+	table_kv(stdout, "agent_version", cli_str(d, "agent_version"));
+	table_kv(stdout, "last_seen", cli_time(d, "last_seen", tm, sizeof(tm)));
+	table_kv(stdout, "created", cli_time(d, "created_at", tm, sizeof(tm)));
+	table_kv(stdout, "updated", cli_time(d, "update_at", tm, sizeof(tm)));
+}
+
+int cmd_devices_show(struct cli *c)
+{
+	char id[UUID_STR_LEN], path[64];
+	struct http_resp r = {0};
+	int rc;
+
+	rc = cli_device_ident(c, c->pos[0], id);
+	if (rc != CLI_OK)
+		goto out;
+	snprintf(path, sizeof(path), "/devices/%s", id);
+	rc = cli_call(c, "GET", path, NULL, &r, NULL);
+	if (rc != CLI_OK)
+		goto out;
+	if (c->o.json)
+		cli_print_raw(&r);
+	else
+		devices_print(r.json);
+out:
+	http_resp_free(&r);
+	return rc;
+}
+
+static json_object *devices_tags(const struct cfg_strlist *l)
+{
+	json_object *a = json_object_new_array();
+
+	for (size_t i = 0; a && i < l->n; i++)
+		json_object_array_add(a, json_object_new_string(l->items[i]));
+	return a;
+}
+
+int cmd_devices_create(struct cli *c)
+{
+	struct http_resp r = {0};
+	json_object *body = NULL;
+	int rc;
+
+	if (c->o.name == NULL) {
+		rc = cli_fail(c, CLI_USAGE, "--name is required");
+		goto out;
+	}
+	body = json_object_new_object();
+	if (body == NULL ||
+	    json_object_object_add(body, "name", json_object_new_string(c->o.name)) != 0 ||
+	    json_object_object_add(body, "tags", devices_tags(&c->o.tag)) != 0) {
+		rc = cli_fail(c, CLI_USAGE, "out of memory");
+		goto out;
+	}
+	rc = cli_call(c, "POST", "/devices", body, &r, NULL);
+	if (rc != CLI_OK)
+		goto out;
+	if (c->o.json)
+		cli_print_raw(&r);
+	else
+		printf("created device %s (%s)\n", cli_str(r.json, "name"),
+		       cli_str(r.json, "entity_ident"));
+out:
+	json_object_put(body);
+	http_resp_free(&r);
+	return rc;
+}
+
+static bool devices_in(const struct cfg_strlist *l, const char *s)
+{
+	for (size_t i = 0; i < l->n; i++)
+		if (strcmp(l->items[i], s) == 0)
+			return true;
+	return false;
+}
+
+int cmd_devices_tag(struct cli *c)
+{
+	char id[UUID_STR_LEN], path[64], tags[2048];
+	struct http_resp r = {0}, w = {0};
+	json_object *body = NULL, *now, *next = NULL;
+	int rc;
+
+	if (c->o.add.n == 0 && c->o.remove.n == 0) {
+		rc = cli_fail(c, CLI_USAGE, "give --add TAG or --remove TAG");
+		goto out;
+	}
+	rc = cli_device_ident(c, c->pos[0], id);
+	if (rc != CLI_OK)
+		goto out;
+	snprintf(path, sizeof(path), "/devices/%s", id);
+	rc = cli_call(c, "GET", path, NULL, &r, NULL);
+	if (rc != CLI_OK)
+		goto out;
+	/* the device's tags, less the removed, plus the added ones not there yet */
+	now = jsonu_member(r.json, "tags");
+	next = json_object_new_array();
+	for (size_t i = 0; next && now && i < json_object_array_length(now); i++) {
+		const char *t = json_object_get_string(json_object_array_get_idx(now, i));
+		if (!devices_in(&c->o.remove, t))
+			json_object_array_add(next, json_object_new_string(t));
+	}
+	for (size_t i = 0; next && i < c->o.add.n; i++) {
+		bool there = false;
+		for (size_t j = 0; j < json_object_array_length(next); j++)
+			if (strcmp(json_object_get_string(json_object_array_get_idx(next, j)),
+				   c->o.add.items[i]) == 0)
+				there = true;
+		if (!there)
+			json_object_array_add(next, json_object_new_string(c->o.add.items[i]));
+	}
+	body = json_object_new_object();
+	if (next == NULL || body == NULL || json_object_object_add(body, "tags", next) != 0) {
+		json_object_put(next);
+		rc = cli_fail(c, CLI_USAGE, "out of memory");
+		goto out;
+	}
+	rc = cli_call(c, "PATCH", path, body, &w, NULL);
+	if (rc != CLI_OK)
+		goto out;
+	if (c->o.json)
+		cli_print_raw(&w);
+	else
+		printf("device %s tags: %s\n", cli_str(w.json, "name"),
+		       devices_join(jsonu_member(w.json, "tags"), tags, sizeof(tags)));
+out:
+	json_object_put(body);
+	http_resp_free(&r);
+	http_resp_free(&w);
+	return rc;
+}

@@ -1,0 +1,344 @@
+/*
+ * cmd_jobs.c - rcs jobs list|show|history|cancel and rcs groups
+ * list|show|pause|resume|cancel (docs/cli.md; the API: docs/api.md "Jobs",
+ * "Bulk sends and groups"; pause, resume and cancel of groups: docs/cli.md "Rollouts",
+ * answered only by a coordinator with rollouts).
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "cli.h"
+#include "jsonu.h"
+#include "status.h"
+#include "table.h"
+#include "uuid.h"
+
+#define JOBS_ROLLOUT_HINT                                                                          \
+	"groups pause, resume and cancel need a coordinator with rollouts (docs/cli.md)"
+
+/* prefix + the escaped segment + suffix into path */
+static int jobs_path(struct cli *c, struct buf *path, const char *prefix, const char *seg,
+		     const char *suffix)
+{
+	if (buf_appendf(path, "%s", prefix) != RCS_OK || http_escape(path, seg) != RCS_OK ||
+	    buf_appendf(path, "%s", suffix) != RCS_OK)
+		return cli_fail(c, CLI_USAGE, "'%.64s...' is too long", seg);
+	return CLI_OK;
+}
+
+/* What a job said last: its response, else its payload (progress). */
+static const char *jobs_said(json_object *j)
+{
+	const char *s = cli_text(j, "response");
+
+	return s != NULL ? s : cli_text(j, "payload");
+}
+
+static int jobs_table(struct cli *c, json_object *page, int history)
+{
+	static const char *const heads[] = {"IDENT",  "TASK",    "DEVICE",
+					    "STATUS", "UPDATED", "RESPONSE"};
+	static const char *const hheads[] = {"TIME", "STATUS", "RESPONSE"};
+	json_object *items = jsonu_member(page, "items");
+	struct table t;
+	int rc = CLI_OK;
+
+	table_init(&t, history ? 3 : 6, history ? hheads : heads);
+	for (size_t i = 0; items && i < json_object_array_length(items); i++) {
+		json_object *it = json_object_array_get_idx(items, i);
+		char upd[32];
+		const char *row[] = {cli_str(it, "ident"),
+				     cli_str(jsonu_member(it, "task"), "name"),
+				     cli_str(it, "entity_ident"),
+				     cli_str(it, "status"),
+				     cli_time(it, "update_at", upd, sizeof(upd)),
+				     jobs_said(it)};
+		const char *hrow[] = {row[4], row[3], row[5]};
+		if (table_add(&t, history ? hrow : row) != RCS_OK) {
+			rc = cli_fail(c, CLI_API, "out of memory");
+			goto out;
+		}
+	}
+	table_print(&t, stdout, table_term_width());
+	cli_page_footer(page);
+out:
+	table_free(&t);
+	return rc;
+}
+
+int cmd_jobs_list(struct cli *c)
+{
+	char task[UUID_STR_LEN], dev[UUID_STR_LEN];
+	struct buf path;
+	struct http_resp r = {0};
+	int rc = CLI_OK;
+
+	buf_init(&path, CLI_MAX_PATH);
+	if (c->o.device.n > 1) {
+		rc = cli_fail(c, CLI_USAGE, "--device: one device at most");
+		goto out;
+	}
+	if (c->o.task != NULL && (rc = cli_task_ident(c, c->o.task, task)) != CLI_OK)
+		goto out;
+	if (c->o.device.n == 1 && (rc = cli_device_ident(c, c->o.device.items[0], dev)) != CLI_OK)
+		goto out;
+	if (buf_appendf(&path, "/jobs") != RCS_OK || cli_query_paging(c, &path) != RCS_OK ||
+	    cli_query(&path, "sort", c->o.sort) != RCS_OK ||
+	    cli_query(&path, "group_ident", c->o.group) != RCS_OK ||
+	    cli_query(&path, "task_ident", c->o.task ? task : NULL) != RCS_OK ||
+	    cli_query(&path, "entity_ident", c->o.device.n ? dev : NULL) != RCS_OK ||
+	    cli_query(&path, "status", c->o.status) != RCS_OK) {
+		rc = cli_fail(c, CLI_USAGE, "the filters are too long");
+		goto out;
+	}
+	rc = cli_call(c, "GET", path.data, NULL, &r, NULL);
+	if (rc != CLI_OK)
+		goto out;
+	if (c->o.json)
+		cli_print_raw(&r);
+	else
+		rc = jobs_table(c, r.json, 0);
+out:
+	http_resp_free(&r);
+	buf_free(&path);
+	return rc;
+}
+
+static void jobs_print(json_object *j)
+{
+	char tm[32], line[512];
+	json_object *task = jsonu_member(j, "task"), *group = jsonu_member(j, "group");
+
+	table_kv(stdout, "ident", cli_str(j, "ident"));
+	snprintf(line, sizeof(line), "%s (%s, version %lld)", cli_str(task, "name"),
+		 cli_str(task, "ident"), (long long)cli_int(task, "version"));
+	table_kv(stdout, "task", line);
+	table_kv(stdout, "device", cli_str(j, "entity_ident"));
+	if (group != NULL && json_object_is_type(group, json_type_object)) {
+		snprintf(line, sizeof(line), "%s (%s)", cli_str(group, "name"),
+			 cli_str(group, "ident"));
+		table_kv(stdout, "group", line);
+	} else {
+		table_kv(stdout, "group", NULL);
+	}
+	table_kv(stdout, "status", cli_str(j, "status"));
+	table_kv(stdout, "response", cli_text(j, "response"));
+	table_kv(stdout, "payload", cli_text(j, "payload"));
+	table_kv(stdout, "variables", cli_text(j, "variables"));
+	table_kv(stdout, "comment", cli_str(j, "comment"));
+	table_kv(stdout, "created", cli_time(j, "created_at", tm, sizeof(tm)));
+	table_kv(stdout, "created_user", cli_str(j, "created_user"));
+	table_kv(stdout, "updated", cli_time(j, "update_at", tm, sizeof(tm)));
+	table_kv(stdout, "scheduled", cli_time(j, "scheduled_time", tm, sizeof(tm)));
+	table_kv(stdout, "response_time", cli_time(j, "response_time", tm, sizeof(tm)));
+	table_kv(stdout, "ttl", cli_text(j, "ttl"));
+	/* the fields of a coordinator with rollouts, when it has them (docs/cli.md "Rollouts") */
+	if (jsonu_member(j, "attempt") != NULL)
+		table_kv(stdout, "attempt", cli_text(j, "attempt"));
+	if (jsonu_member(j, "error_code") != NULL)
+		table_kv(stdout, "error_code", cli_text(j, "error_code"));
+}
+
+int cmd_jobs_show(struct cli *c)
+{
+	struct buf path;
+	struct http_resp r = {0};
+	int rc;
+
+	buf_init(&path, CLI_MAX_PATH);
+	rc = jobs_path(c, &path, "/jobs/", c->pos[0], "");
+	if (rc == CLI_OK)
+		rc = cli_call(c, "GET", path.data, NULL, &r, NULL);
+	if (rc != CLI_OK)
+		goto out;
+	if (c->o.json)
+		cli_print_raw(&r);
+	else
+		jobs_print(r.json);
+out:
+	http_resp_free(&r);
+	buf_free(&path);
+	return rc;
+}
+
+int cmd_jobs_history(struct cli *c)
+{
+	struct buf path;
+	struct http_resp r = {0};
+	int rc;
+
+	buf_init(&path, CLI_MAX_PATH);
+	rc = jobs_path(c, &path, "/jobs/", c->pos[0], "/history");
+	if (rc == CLI_OK && cli_query_paging(c, &path) != RCS_OK)
+		rc = cli_fail(c, CLI_USAGE, "out of memory");
+	if (rc == CLI_OK)
+		rc = cli_call(c, "GET", path.data, NULL, &r, NULL);
+	if (rc != CLI_OK)
+		goto out;
+	if (c->o.json)
+		cli_print_raw(&r);
+	else
+		rc = jobs_table(c, r.json, 1);
+out:
+	http_resp_free(&r);
+	buf_free(&path);
+	return rc;
+}
+
+int cmd_jobs_cancel(struct cli *c)
+{
+	struct buf path;
+	struct http_resp r = {0};
+	int rc;
+
+	buf_init(&path, CLI_MAX_PATH);
+	rc = jobs_path(c, &path, "/jobs/", c->pos[0], "/cancel");
+	if (rc == CLI_OK)
+		rc = cli_call(c, "PATCH", path.data, NULL, &r, NULL);
+	if (rc != CLI_OK)
+		goto out;
+	if (c->o.json)
+		cli_print_raw(&r);
+	else
+		printf("job %s %s\n", cli_str(r.json, "ident"), cli_str(r.json, "status"));
+out:
+	http_resp_free(&r);
+	buf_free(&path);
+	return rc;
+}
+
+int cmd_groups_list(struct cli *c)
+{
+	static const char *const heads[] = {"IDENT", "NAME", "TASK", "CREATED BY", "CREATED"};
+	struct buf path;
+	struct http_resp r = {0};
+	struct table t;
+	json_object *items;
+	int rc;
+
+	buf_init(&path, CLI_MAX_PATH);
+	table_init(&t, 5, heads);
+	if (buf_appendf(&path, "/groups") != RCS_OK || cli_query_paging(c, &path) != RCS_OK) {
+		rc = cli_fail(c, CLI_USAGE, "out of memory");
+		goto out;
+	}
+	rc = cli_call(c, "GET", path.data, NULL, &r, NULL);
+	if (rc != CLI_OK)
+		goto out;
+	if (c->o.json) {
+		cli_print_raw(&r);
+		goto out;
+	}
+	items = jsonu_member(r.json, "items");
+	for (size_t i = 0; items && i < json_object_array_length(items); i++) {
+		json_object *it = json_object_array_get_idx(items, i);
+		char tm[32];
+		const char *row[] = {cli_str(it, "ident"), cli_str(it, "name"),
+				     cli_str(it, "task_ident"), cli_str(it, "created_user"),
+				     cli_time(it, "created_at", tm, sizeof(tm))};
+		if (table_add(&t, row) != RCS_OK) {
+			rc = cli_fail(c, CLI_API, "out of memory");
+			goto out;
+		}
+	}
+	table_print(&t, stdout, table_term_width());
+	cli_page_footer(r.json);
+out:
+	table_free(&t);
+	http_resp_free(&r);
+	buf_free(&path);
+	return rc;
+}
+
+static int groups_print(struct cli *c, json_object *g)
+{
+	static const char *const heads[] = {"STATUS", "JOBS"};
+	json_object *counts = jsonu_member(g, "counts");
+	char tm[32];
+	struct table t;
+	int rc = CLI_OK;
+
+	if (counts == NULL || !json_object_is_type(counts, json_type_object))
+		counts = jsonu_member(g, "statuses");
+	table_kv(stdout, "ident", cli_str(g, "ident"));
+	table_kv(stdout, "name", cli_str(g, "name"));
+	table_kv(stdout, "task", cli_str(g, "task_ident"));
+	table_kv(stdout, "created", cli_time(g, "created_at", tm, sizeof(tm)));
+	table_kv(stdout, "created_user", cli_str(g, "created_user"));
+	if (jsonu_member(g, "status") != NULL)
+		table_kv(stdout, "status", cli_str(g, "status"));
+	if (jsonu_member(g, "reason") != NULL)
+		table_kv(stdout, "reason", cli_text(g, "reason"));
+	table_kv(stdout, "total", cli_text(g, "total"));
+	fputc('\n', stdout);
+	table_init(&t, 2, heads);
+	/* in the order of the lifecycle, then any status this CLI doesn't know */
+	for (int s = 0; s < JS__COUNT && rc == CLI_OK; s++) {
+		const char *row[] = {status_name((enum job_status)s), NULL};
+		if (jsonu_member(counts, row[0]) == NULL)
+			continue;
+		row[1] = cli_text(counts, row[0]);
+		if (table_add(&t, row) != RCS_OK)
+			rc = cli_fail(c, CLI_API, "out of memory");
+	}
+	if (counts != NULL && json_object_is_type(counts, json_type_object)) {
+		json_object_object_foreach(counts, k, v)
+		{
+			enum job_status st;
+			const char *row[] = {k, json_object_get_string(v)};
+			if (!status_parse(k, &st) && rc == CLI_OK && table_add(&t, row) != RCS_OK)
+				rc = cli_fail(c, CLI_API, "out of memory");
+		}
+	}
+	table_print(&t, stdout, table_term_width());
+	table_free(&t);
+	return rc;
+}
+
+int cmd_groups_show(struct cli *c)
+{
+	struct buf path;
+	struct http_resp r = {0};
+	int rc;
+
+	buf_init(&path, CLI_MAX_PATH);
+	rc = jobs_path(c, &path, "/groups/", c->pos[0], "");
+	if (rc == CLI_OK)
+		rc = cli_call(c, "GET", path.data, NULL, &r, NULL);
+	if (rc != CLI_OK)
+		goto out;
+	if (c->o.json)
+		cli_print_raw(&r);
+	else
+		rc = groups_print(c, r.json);
+out:
+	http_resp_free(&r);
+	buf_free(&path);
+	return rc;
+}
+
+int cmd_groups_action(struct cli *c)
+{
+	const char *action = strchr(c->cmd, ' ') + 1; /* "groups pause" */
+	struct buf path;
+	struct http_resp r = {0};
+	char suffix[16];
+	int rc;
+
+	buf_init(&path, CLI_MAX_PATH);
+	snprintf(suffix, sizeof(suffix), "/%s", action);
+	rc = jobs_path(c, &path, "/groups/", c->pos[0], suffix);
+	if (rc == CLI_OK)
+		rc = cli_call(c, "PATCH", path.data, NULL, &r, JOBS_ROLLOUT_HINT);
+	if (rc != CLI_OK)
+		goto out;
+	if (c->o.json)
+		cli_print_raw(&r);
+	else
+		printf("group %s: %s\n", c->pos[0],
+		       cli_str(r.json, "status") ? cli_str(r.json, "status") : action);
+out:
+	http_resp_free(&r);
+	buf_free(&path);
+	return rc;
+}

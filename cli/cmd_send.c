@@ -1,0 +1,406 @@
+/*
+ * cmd_send.c - rcs send: one job (POST /tasks/<id>/jobs) or a bulk send
+ * (/jobs/list, /jobs/tags; docs/api.md "Bulk sends and groups"), with the rollout,
+ * abort and retry members of docs/cli.md "Rollouts" when asked for, then --wait.
+ */
+#include <ctype.h>
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+#include "jsonu.h"
+#include "send.h"
+#include "table.h"
+#include "uuid.h"
+#include "watch.h"
+
+#define SEND_MAX_DEVICES 10000 /* docs/api.md: ident_list */
+#define SEND_ROLLOUT_HINT                                                                          \
+	"--rollout-per-minute, --abort-percent and --retries need a coordinator with rollouts "    \
+	"(docs/cli.md)"
+
+static int send_digits(const char *s)
+{
+	if (*s == '\0')
+		return 0;
+	for (; *s; s++)
+		if (!isdigit((unsigned char)*s))
+			return 0;
+	return 1;
+}
+
+enum rcs_err send_parse_time(const char *s, time_t now, int64_t *out)
+{
+	static const char *const fmts[] = {"%Y-%m-%dT%H:%M:%S", "%Y-%m-%d %H:%M:%S",
+					   "%Y-%m-%dT%H:%M", "%Y-%m-%d %H:%M", "%Y-%m-%d"};
+	char *end = NULL;
+	long long v;
+
+	if (send_digits(s)) {
+		errno = 0;
+		v = strtoll(s, &end, 10);
+		if (errno != 0)
+			return RCS_ERR_INVAL;
+		*out = v;
+		return RCS_OK;
+	}
+	if (s[0] == '+' && send_digits(s + 1) == 0 && isdigit((unsigned char)s[1])) {
+		long long mul = 0;
+		errno = 0;
+		v = strtoll(s + 1, &end, 10);
+		if (errno != 0 || end == NULL || end[0] == '\0' || end[1] != '\0')
+			return RCS_ERR_INVAL;
+		mul = end[0] == 's'   ? 1
+		      : end[0] == 'm' ? 60
+		      : end[0] == 'h' ? 3600
+		      : end[0] == 'd' ? 86400
+				      : 0;
+		if (mul == 0 || v > 100LL * 365 * 86400 / mul)
+			return RCS_ERR_INVAL;
+		*out = (int64_t)now + v * mul;
+		return RCS_OK;
+	}
+	for (size_t i = 0; i < sizeof(fmts) / sizeof(fmts[0]); i++) {
+		struct tm tm;
+		const char *rest;
+		memset(&tm, 0, sizeof(tm));
+		rest = strptime(s, fmts[i], &tm);
+		if (rest == NULL || (rest[0] != '\0' && strcmp(rest, "Z") != 0))
+			continue;
+		if (rest[0] == 'Z') {
+			*out = (int64_t)timegm(&tm);
+		} else {
+			tm.tm_isdst = -1;
+			*out = (int64_t)mktime(&tm);
+		}
+		return *out < 0 ? RCS_ERR_INVAL : RCS_OK;
+	}
+	return RCS_ERR_INVAL;
+}
+
+enum rcs_err send_var_value(const char *type, const char *text, time_t now, json_object **out,
+			    char *errbuf, size_t errlen)
+{
+	char *end = NULL;
+	int64_t t;
+
+	*out = NULL;
+	if (type == NULL) {
+		/* not declared, "string", or a type this CLI doesn't know: the text as it is
+		 * (the API judges it) */
+		*out = json_object_new_string(text);
+	} else if (strcmp(type, "integer") == 0 || strcmp(type, "timestamp") == 0) {
+		long long v;
+		errno = 0;
+		v = strtoll(text, &end, 10);
+		if (errno == 0 && end != text && *end == '\0') {
+			*out = json_object_new_int64(v);
+		} else if (strcmp(type, "timestamp") == 0 &&
+			   send_parse_time(text, now, &t) == RCS_OK) {
+			*out = json_object_new_int64(t);
+		} else {
+			snprintf(errbuf, errlen, "'%s' is not %s", text,
+				 type[0] == 'i'
+				     ? "an integer"
+				     : "a time (Unix seconds, +10m, YYYY-MM-DDTHH:MM[:SS][Z])");
+			return RCS_ERR_INVAL;
+		}
+	} else if (strcmp(type, "number") == 0) {
+		double d;
+		errno = 0;
+		d = strtod(text, &end);
+		if (errno != 0 || end == text || *end != '\0' || !isfinite(d)) {
+			snprintf(errbuf, errlen, "'%s' is not a number", text);
+			return RCS_ERR_INVAL;
+		}
+		*out = json_object_new_double(d);
+	} else if (strcmp(type, "boolean") == 0) {
+		if (!strcmp(text, "true") || !strcmp(text, "yes") || !strcmp(text, "1")) {
+			*out = json_object_new_boolean(1);
+		} else if (!strcmp(text, "false") || !strcmp(text, "no") || !strcmp(text, "0")) {
+			*out = json_object_new_boolean(0);
+		} else {
+			snprintf(errbuf, errlen, "'%s' is not a boolean (true or false)", text);
+			return RCS_ERR_INVAL;
+		}
+	} else {
+		*out = json_object_new_string(text);
+	}
+	if (*out == NULL) {
+		snprintf(errbuf, errlen, "out of memory");
+		return RCS_ERR_NOMEM;
+	}
+	return RCS_OK;
+}
+
+/* --var NAME=VALUE... into an object typed by the task's variables_info */
+static int send_vars(struct cli *c, json_object *task, json_object **out)
+{
+	json_object *vi = jsonu_member(task, "variables_info"), *vars = NULL;
+	char errbuf[256], name[128];
+	time_t now = time(NULL);
+	int rc = CLI_OK;
+
+	vars = json_object_new_object();
+	if (vars == NULL)
+		return cli_fail(c, CLI_USAGE, "out of memory");
+	for (size_t i = 0; i < c->o.var.n; i++) {
+		const char *spec = c->o.var.items[i], *eq = strchr(spec, '=');
+		json_object *v = NULL;
+		size_t n = eq ? (size_t)(eq - spec) : 0;
+		if (eq == NULL || n == 0 || n >= sizeof(name)) {
+			rc = cli_fail(c, CLI_USAGE, "--var '%s': write it NAME=VALUE", spec);
+			goto out;
+		}
+		memcpy(name, spec, n);
+		name[n] = '\0';
+		if (send_var_value(cli_str(jsonu_member(vi, name), "type"), eq + 1, now, &v, errbuf,
+				   sizeof(errbuf)) != RCS_OK) {
+			rc = cli_fail(c, CLI_USAGE, "--var %s: %s", name, errbuf);
+			goto out;
+		}
+		if (json_object_object_add(vars, name, v) != 0) {
+			json_object_put(v);
+			rc = cli_fail(c, CLI_USAGE, "out of memory");
+			goto out;
+		}
+	}
+	*out = vars;
+	vars = NULL;
+out:
+	json_object_put(vars);
+	return rc;
+}
+
+static int send_add(json_object *o, const char *k, json_object *v)
+{
+	if (v == NULL)
+		return -1;
+	if (json_object_object_add(o, k, v) != 0) {
+		json_object_put(v);
+		return -1;
+	}
+	return 0;
+}
+
+/* the members of docs/cli.md "Rollouts", from the options given */
+static int send_rollout(struct cli *c, json_object *body)
+{
+	json_object *o;
+	int bad = 0;
+
+	if (c->o.rollout_per_minute > 0) {
+		o = json_object_new_object();
+		bad |=
+		    send_add(o, "max_per_minute", json_object_new_int64(c->o.rollout_per_minute));
+		bad |= send_add(body, "rollout", o);
+	}
+	if (c->o.abort_percent >= 0) {
+		o = json_object_new_object();
+		bad |= send_add(o, "failure_percent", json_object_new_int64(c->o.abort_percent));
+		if (c->o.abort_min_finished > 0)
+			bad |= send_add(o, "min_finished",
+					json_object_new_int64(c->o.abort_min_finished));
+		bad |= send_add(body, "abort", o);
+	}
+	if (c->o.retries >= 0) {
+		o = json_object_new_object();
+		bad |= send_add(o, "max_attempts", json_object_new_int64(c->o.retries + 1));
+		bad |= send_add(body, "retry", o);
+	}
+	return bad;
+}
+
+static int send_bulk_print(struct cli *c, json_object *ans, long long *rejected)
+{
+	static const char *const heads[] = {"JOB", "DEVICE", "STATUS"};
+	json_object *g = jsonu_member(ans, "group"), *items = jsonu_member(ans, "items"),
+		    *rej = jsonu_member(ans, "rejected");
+	size_t ni = items ? json_object_array_length(items) : 0;
+	struct table t;
+	int rc = CLI_OK;
+
+	*rejected = rej ? (long long)json_object_array_length(rej) : 0;
+	if (g != NULL && json_object_is_type(g, json_type_object))
+		printf("group %s (%s): %zu job%s\n", cli_str(g, "name"), cli_str(g, "ident"), ni,
+		       ni == 1 ? "" : "s");
+	else
+		printf("%zu job%s\n", ni, ni == 1 ? "" : "s");
+	for (long long i = 0; i < *rejected; i++) {
+		json_object *it = json_object_array_get_idx(rej, (size_t)i);
+		json_object *e = jsonu_member(it, "error");
+		char msg[256];
+		table_clean(msg, sizeof(msg), cli_str(e, "message") ? cli_str(e, "message") : "?",
+			    0);
+		cli_fail(c, 0, "device %s rejected: %s (%s)", cli_str(it, "entity_ident"), msg,
+			 cli_str(e, "code") ? cli_str(e, "code") : "?");
+	}
+	if (ni == 0)
+		return rc;
+	table_init(&t, 3, heads);
+	for (size_t i = 0; i < ni && rc == CLI_OK; i++) {
+		json_object *it = json_object_array_get_idx(items, i);
+		const char *row[] = {cli_str(it, "ident"), cli_str(it, "entity_ident"),
+				     cli_str(it, "status")};
+		if (table_add(&t, row) != RCS_OK)
+			rc = cli_fail(c, CLI_API, "out of memory");
+	}
+	table_print(&t, stdout, table_term_width());
+	table_free(&t);
+	return rc;
+}
+
+int cmd_send(struct cli *c)
+{
+	char task[UUID_STR_LEN], dev[UUID_STR_LEN], path[128], autoname[64];
+	struct http_resp tr = {0}, r = {0};
+	json_object *body = NULL, *vars = NULL, *list = NULL;
+	const char *group_name = c->o.group, *hint = NULL;
+	long long rejected = 0;
+	int64_t when = 0;
+	int rc = CLI_OK, bad = 0, bulk, rollout;
+
+	rollout = c->o.rollout_per_minute > 0 || c->o.abort_percent >= 0 || c->o.retries >= 0;
+	if ((c->o.device.n > 0) == (c->o.tag.n > 0)) {
+		rc = cli_fail(c, CLI_USAGE, "give --device DEVICE (one or more) or --tag TAG");
+		goto out;
+	}
+	if (c->o.tag.n > 1) {
+		rc = cli_fail(c, CLI_USAGE, "--tag: one tag per send");
+		goto out;
+	}
+	if (c->o.device.n > SEND_MAX_DEVICES) {
+		rc = cli_fail(c, CLI_USAGE, "at most %d devices per send", SEND_MAX_DEVICES);
+		goto out;
+	}
+	if (c->o.abort_min_finished > 0 && c->o.abort_percent < 0) {
+		rc = cli_fail(c, CLI_USAGE, "--abort-min-finished goes with --abort-percent");
+		goto out;
+	}
+	if (c->o.schedule != NULL && send_parse_time(c->o.schedule, time(NULL), &when) != RCS_OK) {
+		rc = cli_fail(c, CLI_USAGE,
+			      "--schedule '%s': not a time (Unix seconds, +30s, +10m, "
+			      "+2h, +1d, YYYY-MM-DD[THH:MM[:SS]][Z])",
+			      c->o.schedule);
+		goto out;
+	}
+	bulk = c->o.tag.n > 0 || c->o.device.n > 1 || group_name != NULL || rollout;
+	if (bulk && c->o.wait && group_name == NULL) {
+		/* --wait follows a group: name one */
+		time_t now = time(NULL);
+		struct tm tm;
+		localtime_r(&now, &tm);
+		strftime(autoname, sizeof(autoname), "rcs-send-%Y%m%d-%H%M%S", &tm);
+		group_name = autoname;
+	}
+	rc = cli_task_ident(c, c->pos[0], task);
+	if (rc != CLI_OK)
+		goto out;
+	snprintf(path, sizeof(path), "/tasks/%s", task);
+	rc = cli_call(c, "GET", path, NULL, &tr, NULL);
+	if (rc != CLI_OK)
+		goto out;
+	if (c->o.var.n > 0 && (rc = send_vars(c, tr.json, &vars)) != CLI_OK)
+		goto out;
+	body = json_object_new_object();
+	if (body == NULL) {
+		rc = cli_fail(c, CLI_USAGE, "out of memory");
+		goto out;
+	}
+	if (vars != NULL) {
+		bad |= send_add(body, "variables", vars);
+		vars = NULL;
+	}
+	if (c->o.comment)
+		bad |= send_add(body, "comment", json_object_new_string(c->o.comment));
+	if (c->o.schedule)
+		bad |= send_add(body, "scheduled_time", json_object_new_int64(when));
+	if (c->o.ttl > 0)
+		bad |= send_add(body, "ttl", json_object_new_int64(c->o.ttl));
+	if (c->o.mail.n > 0) {
+		list = json_object_new_array();
+		for (size_t i = 0; list && i < c->o.mail.n; i++)
+			json_object_array_add(list, json_object_new_string(c->o.mail.items[i]));
+		bad |= send_add(body, "notification_mail_list", list);
+		list = NULL;
+	}
+	if (!bulk) {
+		rc = cli_device_ident(c, c->o.device.items[0], dev);
+		if (rc != CLI_OK)
+			goto out;
+		bad |= send_add(body, "entity_ident", json_object_new_string(dev));
+		snprintf(path, sizeof(path), "/tasks/%s/jobs", task);
+	} else {
+		if (group_name)
+			bad |= send_add(body, "group_name", json_object_new_string(group_name));
+		if (rollout) {
+			bad |= send_rollout(c, body);
+			hint = SEND_ROLLOUT_HINT;
+		}
+		if (c->o.tag.n > 0) {
+			bad |= send_add(body, "tag", json_object_new_string(c->o.tag.items[0]));
+			snprintf(path, sizeof(path), "/tasks/%s/jobs/tags", task);
+		} else {
+			list = json_object_new_array();
+			for (size_t i = 0; list && i < c->o.device.n && rc == CLI_OK; i++) {
+				rc = cli_device_ident(c, c->o.device.items[i], dev);
+				if (rc == CLI_OK)
+					json_object_array_add(list, json_object_new_string(dev));
+			}
+			if (rc != CLI_OK)
+				goto out;
+			bad |= send_add(body, "ident_list", list);
+			list = NULL;
+			snprintf(path, sizeof(path), "/tasks/%s/jobs/list", task);
+		}
+	}
+	if (bad) {
+		rc = cli_fail(c, CLI_USAGE, "out of memory");
+		goto out;
+	}
+	rc = cli_call(c, "POST", path, body, &r, hint);
+	if (rc != CLI_OK)
+		goto out;
+	if (!bulk) {
+		if (c->o.json && !c->o.wait)
+			cli_print_raw(&r);
+		else if (!c->o.json)
+			printf("job %s %s\n", cli_str(r.json, "ident"), cli_str(r.json, "status"));
+	} else {
+		json_object *rej = jsonu_member(r.json, "rejected");
+		rejected = rej ? (long long)json_object_array_length(rej) : 0;
+		if (c->o.json && !c->o.wait)
+			cli_print_raw(&r);
+		else if (!c->o.json)
+			rc = send_bulk_print(c, r.json, &rejected);
+		else
+			for (long long i = 0; i < rejected; i++)
+				cli_fail(c, 0, "device %s rejected",
+					 cli_str(json_object_array_get_idx(rej, (size_t)i),
+						 "entity_ident"));
+	}
+	if (rc == CLI_OK && c->o.wait) {
+		const char *follow = bulk ? cli_str(jsonu_member(r.json, "group"), "ident")
+					  : cli_str(r.json, "ident");
+		fflush(stdout);
+		if (follow == NULL)
+			rc = cli_fail(c, CLI_API, "the API's answer names no %s to wait for",
+				      bulk ? "group" : "job");
+		else
+			rc = watch_run(c, bulk ? follow : NULL, bulk ? NULL : follow,
+				       c->o.json ? WATCH_FINAL_JSON : WATCH_AUTO,
+				       c->o.interval > 0 ? c->o.interval : 1);
+	}
+	if (rc == CLI_OK && rejected > 0)
+		rc = CLI_FAILED;
+out:
+	json_object_put(body);
+	json_object_put(vars);
+	json_object_put(list);
+	http_resp_free(&tr);
+	http_resp_free(&r);
+	return rc;
+}

@@ -1,0 +1,32 @@
+/*
+ * send.h - the parsing behind rcs send (cmd_send.c), apart for the unit tests:
+ * typed variables and times.
+ */
+#ifndef RCS_CLI_SEND_H
+#define RCS_CLI_SEND_H
+
+#include <json-c/json.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <time.h>
+
+#include "err.h"
+
+/*
+ * A time as the CLI takes it (docs/cli.md "send"): Unix seconds; +N with s, m, h or d
+ * after now; YYYY-MM-DD, YYYY-MM-DDTHH:MM or YYYY-MM-DDTHH:MM:SS ('T' or a space),
+ * in local time, or UTC with a final 'Z'. RCS_ERR_INVAL for anything else.
+ */
+enum rcs_err send_parse_time(const char *s, time_t now, int64_t *out);
+
+/*
+ * The JSON value of --var NAME=TEXT for a variable of type (variables_info's; NULL
+ * when the task doesn't declare it: sent as a string, for the API to refuse):
+ * string as is; integer an integer; timestamp an integer or a time as above; number
+ * a finite number; boolean true/false/yes/no/1/0. *out is new (json_object_put it).
+ * RCS_ERR_INVAL with errbuf saying what was expected.
+ */
+enum rcs_err send_var_value(const char *type, const char *text, time_t now, json_object **out,
+			    char *errbuf, size_t errlen);
+
+#endif

@@ -1,0 +1,216 @@
+#include "table.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <time.h>
+#include <unistd.h>
+
+void table_init(struct table *t, size_t ncols, const char *const *heads)
+{
+	memset(t, 0, sizeof(*t));
+	t->ncols = ncols > TABLE_MAX_COLS ? TABLE_MAX_COLS : ncols;
+	for (size_t i = 0; i < t->ncols; i++)
+		t->heads[i] = heads[i];
+}
+
+void table_clean(char *out, size_t len, const char *s, int keep_nl)
+{
+	size_t o = 0;
+
+	if (len == 0)
+		return;
+	for (const unsigned char *p = (const unsigned char *)s; *p && o + 1 < len; p++) {
+		unsigned char ch = *p;
+		if ((ch < 0x20 && !(keep_nl && ch == '\n')) || ch == 0x7f)
+			ch = '?';
+		out[o++] = (char)ch;
+	}
+	/* cut short: never end inside a UTF-8 sequence */
+	if (s[o] != '\0') {
+		while (o > 0 && ((unsigned char)out[o - 1] & 0xc0) == 0x80)
+			o--;
+		if (o > 0 && ((unsigned char)out[o - 1] & 0xc0) == 0xc0)
+			o--;
+	}
+	out[o] = '\0';
+}
+
+enum rcs_err table_add(struct table *t, const char *const *cells)
+{
+	char tmp[TABLE_MAX_CELL];
+	enum rcs_err err = RCS_OK;
+
+	if (t->nrows >= TABLE_MAX_ROWS)
+		return RCS_ERR_TOOBIG;
+	if ((t->nrows + 1) * t->ncols > t->cap) {
+		size_t ncap = t->cap ? t->cap * 2 : 64 * t->ncols;
+		char **p = realloc(t->cells, ncap * sizeof(*p));
+		if (p == NULL)
+			return RCS_ERR_NOMEM;
+		t->cells = p;
+		t->cap = ncap;
+	}
+	for (size_t i = 0; i < t->ncols; i++) {
+		char *c;
+		table_clean(tmp, sizeof(tmp), cells[i] != NULL ? cells[i] : "-", 0);
+		c = strdup(tmp);
+		if (c == NULL) {
+			/* keep the table whole: what was copied of this row goes */
+			for (size_t j = 0; j < i; j++)
+				free(t->cells[t->nrows * t->ncols + j]);
+			err = RCS_ERR_NOMEM;
+			goto out;
+		}
+		t->cells[t->nrows * t->ncols + i] = c;
+	}
+	t->nrows++;
+out:
+	return err;
+}
+
+size_t table_text_width(const char *s)
+{
+	size_t n = 0;
+
+	for (; *s; s++)
+		if (((unsigned char)*s & 0xc0) != 0x80)
+			n++;
+	return n;
+}
+
+void table_cut(char *s, size_t width)
+{
+	size_t cps = 0;
+	char *p = s;
+
+	while (*p) {
+		if (((unsigned char)*p & 0xc0) != 0x80 && cps++ == width)
+			break;
+		p++;
+	}
+	*p = '\0';
+}
+
+/* Prints s in exactly w columns (cut with '~', padded unless last). */
+static void table_cell(FILE *fp, const char *s, size_t w, int last)
+{
+	size_t cw = table_text_width(s);
+
+	if (cw <= w) {
+		fputs(s, fp);
+		if (!last)
+			fprintf(fp, "%*s", (int)(w - cw), "");
+		return;
+	}
+	size_t cps = 0;
+	const char *p = s;
+	while (*p && cps < w - 1) {
+		p++;
+		while (((unsigned char)*p & 0xc0) == 0x80)
+			p++;
+		cps++;
+	}
+	fwrite(s, 1, (size_t)(p - s), fp);
+	fputc('~', fp);
+}
+
+void table_print(const struct table *t, FILE *fp, size_t width)
+{
+	size_t w[TABLE_MAX_COLS], minw[TABLE_MAX_COLS], total = 0;
+
+	if (t->ncols == 0)
+		return;
+	for (size_t c = 0; c < t->ncols; c++) {
+		w[c] = table_text_width(t->heads[c]);
+		minw[c] = w[c] > TABLE_MIN_WIDTH ? w[c] : TABLE_MIN_WIDTH;
+		for (size_t r = 0; r < t->nrows; r++) {
+			size_t cw = table_text_width(t->cells[r * t->ncols + c]);
+			if (cw > w[c])
+				w[c] = cw;
+		}
+		if (minw[c] > w[c])
+			minw[c] = w[c];
+		total += w[c] + (c > 0 ? 2 : 0);
+	}
+	while (width > 0 && total > width) {
+		size_t widest = t->ncols;
+		for (size_t c = 0; c < t->ncols; c++)
+			if (w[c] > minw[c] && (widest == t->ncols || w[c] > w[widest]))
+				widest = c;
+		if (widest == t->ncols)
+			break; /* every column at its least: lines wrap */
+		w[widest]--;
+		total--;
+	}
+	for (size_t c = 0; c < t->ncols; c++) {
+		if (c > 0)
+			fputs("  ", fp);
+		table_cell(fp, t->heads[c], w[c], c + 1 == t->ncols);
+	}
+	fputc('\n', fp);
+	for (size_t r = 0; r < t->nrows; r++) {
+		for (size_t c = 0; c < t->ncols; c++) {
+			if (c > 0)
+				fputs("  ", fp);
+			table_cell(fp, t->cells[r * t->ncols + c], w[c], c + 1 == t->ncols);
+		}
+		fputc('\n', fp);
+	}
+}
+
+void table_free(struct table *t)
+{
+	for (size_t i = 0; i < t->nrows * t->ncols; i++)
+		free(t->cells[i]);
+	free(t->cells);
+	t->cells = NULL;
+	t->nrows = t->cap = 0;
+}
+
+size_t table_term_width(void)
+{
+	struct winsize ws;
+
+	if (!isatty(STDOUT_FILENO))
+		return 0;
+	if (ioctl(STDOUT_FILENO, TIOCGWINSZ, &ws) == 0 && ws.ws_col > 0)
+		return ws.ws_col;
+	return 80;
+}
+
+void table_kv(FILE *fp, const char *key, const char *value)
+{
+	char tmp[TABLE_MAX_CELL * 4];
+
+	table_clean(tmp, sizeof(tmp), value != NULL ? value : "-", 1);
+	fprintf(fp, "%-16s", key);
+	for (const char *p = tmp; *p; p++) {
+		fputc(*p, fp);
+		if (*p == '\n' && p[1] != '\0')
+			fprintf(fp, "%16s", "");
+	}
+	fputc('\n', fp);
+}
+
+void table_time(char *out, size_t len, int64_t t)
+{
+	time_t tt = (time_t)t;
+	struct tm tm;
+
+	if (t <= 0 || localtime_r(&tt, &tm) == NULL ||
+	    strftime(out, len, "%Y-%m-%d %H:%M:%S", &tm) == 0)
+		snprintf(out, len, "-");
+}
+
+void table_duration(char *out, size_t len, double seconds)
+{
+	long s = seconds < 0 ? 0 : (long)(seconds + 0.5);
+
+	if (s < 60)
+		snprintf(out, len, "%lds", s);
+	else if (s < 3600)
+		snprintf(out, len, "%ldm%02lds", s / 60, s % 60);
+	else
+		snprintf(out, len, "%ldh%02ldm", s / 3600, (s % 3600) / 60);
+}

@@ -1,0 +1,57 @@
+/*
+ * table.h - output for people: tables sized to the terminal, "key  value" views,
+ * times and durations.
+ *
+ * Text from the API (a device's response, a name) is shown with its control
+ * characters replaced, so what a device reports can't move the cursor or
+ * change the terminal. Widths count code points (UTF-8).
+ */
+#ifndef RCS_CLI_TABLE_H
+#define RCS_CLI_TABLE_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "err.h"
+
+#define TABLE_MAX_COLS  12
+#define TABLE_MAX_ROWS  100000
+#define TABLE_MAX_CELL  4096 /* bytes of a cell; longer text is cut */
+#define TABLE_MIN_WIDTH 4    /* a column never shrinks below this (or its header) */
+
+struct table {
+	size_t ncols;
+	const char *heads[TABLE_MAX_COLS]; /* borrowed */
+	char **cells;                      /* nrows * ncols, owned */
+	size_t nrows, cap;
+};
+
+/* ncols (at most TABLE_MAX_COLS) columns named by heads, kept by pointer. */
+void table_init(struct table *t, size_t ncols, const char *const *heads);
+/* Adds a row of ncols cells (NULL shows as "-"), copied and cleaned. RCS_ERR_NOMEM,
+ * RCS_ERR_TOOBIG past TABLE_MAX_ROWS. */
+enum rcs_err table_add(struct table *t, const char *const *cells);
+/* Prints the header and rows; width 0: no limit, else columns shrink (widest first)
+ * and cells are cut with '~' so that no line is wider. */
+void table_print(const struct table *t, FILE *fp, size_t width);
+void table_free(struct table *t);
+
+/* Columns of the terminal on stdout; 0 when stdout is not a terminal. */
+size_t table_term_width(void);
+/* Code points of s (the display width the tables assume). */
+size_t table_text_width(const char *s);
+/* Cuts s in place to at most width code points. */
+void table_cut(char *s, size_t width);
+/* Copies s into out (len bytes) with control characters (but '\n' when keep_nl) as '?'. */
+void table_clean(char *out, size_t len, const char *s, int keep_nl);
+
+/* "key:" padded to 16 columns, then value (cleaned; "-" for NULL); lines after the
+ * first of a multi-line value are indented under the first. */
+void table_kv(FILE *fp, const char *key, const char *value);
+/* A Unix time as local "YYYY-MM-DD HH:MM:SS"; "-" for t <= 0. */
+void table_time(char *out, size_t len, int64_t t);
+/* Seconds as "12s", "3m05s", "2h07m". */
+void table_duration(char *out, size_t len, double seconds);
+
+#endif

@@ -1,0 +1,369 @@
+#include "watch.h"
+
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "jsonu.h"
+#include "table.h"
+
+static volatile sig_atomic_t watch_stop;
+
+static void watch_on_signal(int sig)
+{
+	(void)sig;
+	watch_stop = 1;
+}
+
+long long watch_done(const struct watch_snap *s)
+{
+	long long n = 0;
+
+	for (int i = 0; i < JS__COUNT; i++)
+		if (status_is_terminal((enum job_status)i))
+			n += s->counts[i];
+	return n;
+}
+
+int watch_finished(const struct watch_snap *s)
+{
+	if (s->state[0] != '\0')
+		return strcmp(s->state, "completed") == 0 || strcmp(s->state, "aborted") == 0 ||
+		       strcmp(s->state, "cancelled") == 0;
+	return watch_done(s) >= s->total;
+}
+
+int watch_failed(const struct watch_snap *s)
+{
+	return s->counts[JS_EDGE_ERROR] > 0 || s->counts[JS_EXPIRED] > 0 ||
+	       s->counts[JS_CANCELLED] > 0 || strcmp(s->state, "aborted") == 0 ||
+	       strcmp(s->state, "cancelled") == 0;
+}
+
+static long long watch_count(const struct watch_snap *s, int st)
+{
+	return st == JS__COUNT ? watch_done(s) : s->counts[st];
+}
+
+double watch_rate(const struct watch_snap *samples, size_t n, int st)
+{
+	const struct watch_snap *last, *first = NULL;
+
+	if (n < 2)
+		return -1;
+	last = &samples[n - 1];
+	for (size_t i = 0; i + 1 < n; i++)
+		if (last->t - samples[i].t <= WATCH_WINDOW) {
+			first = &samples[i];
+			break;
+		}
+	if (first == NULL)
+		first = &samples[n - 2];
+	if (last->t - first->t < 0.5)
+		return -1;
+	return (double)(watch_count(last, st) - watch_count(first, st)) / (last->t - first->t);
+}
+
+void watch_bar(char *out, size_t len, const char *label, long long count, long long total,
+	       double rate, size_t width)
+{
+	char bar[256], tail[80], r[24] = "", eta[32] = "";
+	size_t bw, fill, fixed;
+
+	/* a tail of one width whatever the rate, so that the bars line up */
+	if (rate > 0) {
+		snprintf(r, sizeof(r), "%.1f/s", rate);
+		if (count < total) {
+			char d[24];
+			table_duration(d, sizeof(d), (double)(total - count) / rate);
+			snprintf(eta, sizeof(eta), "ETA %s", d);
+		}
+	}
+	snprintf(tail, sizeof(tail), "%6lld/%-6lld %9s  %-10s", count, total, r, eta);
+	fixed = 2 + 17 + 3 + strlen(tail); /* "  label[bar] tail" */
+	bw = width > fixed + 10 ? width - fixed : 10;
+	if (bw > sizeof(bar) - 1)
+		bw = sizeof(bar) - 1;
+	fill = total > 0 ? (size_t)((double)bw * (double)count / (double)total + 0.5) : 0;
+	if (fill > bw)
+		fill = bw;
+	memset(bar, '#', fill);
+	memset(bar + fill, '.', bw - fill);
+	bar[bw] = '\0';
+	snprintf(out, len, "  %-17s[%s] %s", label, bar, tail);
+	for (size_t n = strlen(out); n > 0 && out[n - 1] == ' '; n--)
+		out[n - 1] = '\0';
+}
+
+/* Reads a group's (or a job's) record into s. */
+static void watch_read(json_object *rec, int is_group, struct watch_snap *s)
+{
+	json_object *counts;
+	const char *st;
+	enum job_status js;
+
+	memset(s->counts, 0, sizeof(s->counts));
+	s->other = 0;
+	s->state[0] = '\0';
+	if (!is_group) {
+		s->total = 1;
+		st = cli_str(rec, "status");
+		if (st != NULL && status_parse(st, &js))
+			s->counts[js] = 1;
+		else
+			s->other = 1;
+		return;
+	}
+	s->total = cli_int(rec, "total");
+	st = cli_str(rec, "status");
+	if (st != NULL)
+		snprintf(s->state, sizeof(s->state), "%s", st);
+	counts = jsonu_member(rec, "counts");
+	if (counts == NULL || !json_object_is_type(counts, json_type_object))
+		counts = jsonu_member(rec, "statuses");
+	if (counts == NULL || !json_object_is_type(counts, json_type_object))
+		return;
+	json_object_object_foreach(counts, k, v)
+	{
+		long long n = json_object_is_type(v, json_type_int) ? json_object_get_int64(v) : 0;
+		if (status_parse(k, &js))
+			s->counts[js] += n;
+		else
+			s->other += n;
+	}
+}
+
+static int watch_same(const struct watch_snap *a, const struct watch_snap *b)
+{
+	return a->total == b->total && a->other == b->other &&
+	       memcmp(a->counts, b->counts, sizeof(a->counts)) == 0 &&
+	       strcmp(a->state, b->state) == 0;
+}
+
+/* "terminated 7, edge_error 1" */
+static void watch_summary(const struct watch_snap *s, char *out, size_t len)
+{
+	size_t o = 0;
+
+	out[0] = '\0';
+	for (int i = 0; i < JS__COUNT; i++) {
+		int n;
+		if (s->counts[i] == 0)
+			continue;
+		n = snprintf(out + o, len - o, "%s%s %lld", o ? ", " : "",
+			     status_name((enum job_status)i), s->counts[i]);
+		if (n < 0 || (size_t)n >= len - o)
+			return;
+		o += (size_t)n;
+	}
+	if (s->other > 0)
+		snprintf(out + o, len - o, "%sother %lld", o ? ", " : "", s->other);
+}
+
+/* "7/10 ended  12s  0.5/s  ETA 6s" */
+static void watch_head(const struct watch_snap *samples, size_t n, char *out, size_t len)
+{
+	const struct watch_snap *s = &samples[n - 1];
+	double rate = watch_rate(samples, n, JS__COUNT);
+	char el[32], eta[96] = "";
+	long long left = s->total - watch_done(s);
+
+	table_duration(el, sizeof(el), s->t);
+	if (rate > 0 && left > 0) {
+		char d[24];
+		table_duration(d, sizeof(d), (double)left / rate);
+		snprintf(eta, sizeof(eta), "  %.1f/s  ETA %s", rate, d);
+	}
+	snprintf(out, len, "%lld/%lld ended%s%s  %s%s", watch_done(s), s->total,
+		 s->state[0] ? "  " : "", s->state, el, eta);
+}
+
+struct watch_tty {
+	int lines;            /* lines drawn last time */
+	int shown[JS__COUNT]; /* statuses that have had a line (they keep it) */
+};
+
+static void watch_draw(struct watch_tty *d, const char *title, const struct watch_snap *samples,
+		       size_t n)
+{
+	const struct watch_snap *s = &samples[n - 1];
+	size_t width = table_term_width();
+	char line[512], head[160];
+	int lines = 0;
+
+	if (width == 0 || width > sizeof(line) - 1)
+		width = width == 0 ? 80 : sizeof(line) - 1;
+	if (d->lines > 0)
+		printf("\033[%dA", d->lines);
+	watch_head(samples, n, head, sizeof(head));
+	snprintf(line, sizeof(line), "%s  %s", title, head);
+	table_cut(line, width);
+	printf("\r\033[2K%s\n", line);
+	lines++;
+	for (int i = 0; i < JS__COUNT; i++) {
+		double rate;
+		if (s->counts[i] > 0)
+			d->shown[i] = 1;
+		if (!d->shown[i])
+			continue;
+		rate = status_is_terminal((enum job_status)i) ? watch_rate(samples, n, i) : -1;
+		watch_bar(line, sizeof(line), status_name((enum job_status)i), s->counts[i],
+			  s->total, rate, width);
+		table_cut(line, width);
+		printf("\r\033[2K%s\n", line);
+		lines++;
+	}
+	/* lines a status had before and no longer has: none (statuses keep their line) */
+	d->lines = lines;
+	fflush(stdout);
+}
+
+static double watch_now(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+/* Sleeps seconds, in steps, until then or a signal asks to stop. */
+static void watch_sleep(double seconds)
+{
+	double end = watch_now() + seconds;
+
+	while (!watch_stop && watch_now() < end) {
+		struct timespec step = {0, 100 * 1000 * 1000};
+		nanosleep(&step, NULL);
+	}
+}
+
+int watch_run(struct cli *c, const char *group, const char *job, enum watch_out mode,
+	      long long interval)
+{
+	struct watch_snap samples[WATCH_SAMPLES], prev;
+	struct watch_tty tty;
+	struct sigaction sa, old_int, old_term;
+	struct http_resp r = {0};
+	struct buf path;
+	char title[160], errbuf[512], summary[512];
+	size_t n = 0;
+	double start = watch_now();
+	const char *term = getenv("TERM");
+	int rc = CLI_OK, polls = 0, have_prev = 0, failures = 0;
+	json_object *last = NULL;
+
+	memset(&tty, 0, sizeof(tty));
+	memset(&prev, 0, sizeof(prev));
+	buf_init(&path, CLI_MAX_PATH);
+	if (mode == WATCH_AUTO)
+		mode = table_term_width() > 0 && term != NULL && strcmp(term, "dumb") != 0
+			   ? WATCH_TTY
+			   : WATCH_LINES;
+	if (group == NULL && job == NULL) {
+		rc = cli_fail(c, CLI_API, "nothing to watch");
+		goto out;
+	}
+	if (buf_appendf(&path, "%s", group ? "/groups/" : "/jobs/") != RCS_OK ||
+	    http_escape(&path, group ? group : job) != RCS_OK) {
+		rc = cli_fail(c, CLI_USAGE, "the ident is too long");
+		goto out;
+	}
+	watch_stop = 0;
+	memset(&sa, 0, sizeof(sa));
+	sa.sa_handler = watch_on_signal;
+	sigemptyset(&sa.sa_mask);
+	sigaction(SIGINT, &sa, &old_int);
+	sigaction(SIGTERM, &sa, &old_term);
+	if (mode == WATCH_TTY)
+		fputs("\033[?25l", stdout); /* the cursor, back at the end */
+	snprintf(title, sizeof(title), "%s %s", group ? "group" : "job", group ? group : job);
+	for (;;) {
+		struct watch_snap *s;
+		enum rcs_err err;
+
+		if (watch_stop) {
+			rc = CLI_INTERRUPTED;
+			break;
+		}
+		http_resp_free(&r);
+		last = NULL;
+		err = http_call(&c->http, "GET", path.data, NULL, &r, errbuf, sizeof(errbuf));
+		if (err == RCS_ERR_IO && ++failures < WATCH_RETRIES && polls > 0) {
+			watch_sleep((double)interval);
+			continue;
+		}
+		rc = cli_answer(c, err, errbuf, &r, NULL);
+		if (rc != CLI_OK)
+			break;
+		failures = 0;
+		polls++;
+		last = r.json;
+		if (n == WATCH_SAMPLES) {
+			memmove(samples, samples + 1, sizeof(samples[0]) * (WATCH_SAMPLES - 1));
+			n--;
+		}
+		s = &samples[n++];
+		s->t = watch_now() - start;
+		watch_read(r.json, group != NULL, s);
+		if (group != NULL && polls == 1) {
+			char clean[128];
+			table_clean(clean, sizeof(clean),
+				    cli_str(r.json, "name") ? cli_str(r.json, "name") : "", 0);
+			snprintf(title, sizeof(title), "group %s", clean);
+		}
+		if (mode == WATCH_TTY) {
+			watch_draw(&tty, title, samples, n);
+		} else if (!have_prev || !watch_same(&prev, s)) {
+			if (mode == WATCH_NDJSON) {
+				printf("%s\n", jsonu_dump(r.json, NULL));
+			} else if (mode == WATCH_LINES) {
+				char head[160], when[32];
+				time_t now = time(NULL);
+				struct tm tm;
+				localtime_r(&now, &tm);
+				strftime(when, sizeof(when), "%H:%M:%S", &tm);
+				watch_head(samples, n, head, sizeof(head));
+				watch_summary(s, summary, sizeof(summary));
+				printf("%s %s  %s  %s\n", when, title, head, summary);
+			}
+			fflush(stdout);
+		}
+		prev = *s;
+		have_prev = 1;
+		if (watch_finished(s)) {
+			rc = watch_failed(s) ? CLI_FAILED : CLI_OK;
+			break;
+		}
+		watch_sleep((double)interval);
+	}
+	if (mode == WATCH_TTY)
+		fputs("\033[?25h", stdout);
+	if (have_prev && rc != CLI_API) {
+		if (mode == WATCH_FINAL_JSON && last != NULL)
+			printf("%s\n", jsonu_dump(last, NULL));
+		else if (mode == WATCH_TTY || mode == WATCH_LINES) {
+			watch_summary(&prev, summary, sizeof(summary));
+			printf("%s: %s%s\n", title,
+			       rc == CLI_INTERRUPTED ? "interrupted, "
+			       : rc == CLI_OK        ? "done, "
+						     : "ended failed, ",
+			       summary[0] ? summary : "no jobs");
+		}
+	}
+	fflush(stdout);
+	sigaction(SIGINT, &old_int, NULL);
+	sigaction(SIGTERM, &old_term, NULL);
+out:
+	http_resp_free(&r);
+	buf_free(&path);
+	return rc;
+}
+
+int cmd_watch(struct cli *c)
+{
+	return watch_run(c, c->pos[0], NULL, c->o.json ? WATCH_NDJSON : WATCH_AUTO,
+			 c->o.interval > 0 ? c->o.interval : 1);
+}

@@ -1,0 +1,802 @@
+#!/usr/bin/env python3
+"""Integration tests of `rcs`, the operator's command line (docs/cli.md), against a real
+stack: mosquitto, rcs-coordinator and real rcs-agents on free loopback ports.
+
+Every subcommand, its exit codes (0 done, 1 failed, 2 usage, 3 API or connection error),
+--json against the API's own answer, the configuration (flags, environment, config file),
+bad input (a wrong key, an API that is down or silent, a value of the wrong type), `watch`
+in a pseudo-terminal and without one, and the bash completion."""
+
+import fcntl
+import json
+import os
+import pty
+import select
+import shutil
+import signal
+import socket
+import struct
+import subprocess
+import tempfile
+import termios
+import time
+import unittest
+import uuid
+
+from rcs_harness import (BIN_DIR, SOURCE_DIR, Agent, free_port, make_ec_keypair,
+                         start_signing_stack, wait_for)
+
+RCS = os.path.join(BIN_DIR, "rcs")
+COMPLETION = os.path.join(SOURCE_DIR, "contrib", "bash-completion", "rcs")
+
+# A script that sleeps `delay` seconds, then fails when `fail` is true, else answers "ok"
+SLEEPY = """local d = rcs.variables.delay or 0
+if d > 0 then rcs.sleep(d) end
+if rcs.variables.fail then error("asked to fail") end
+return "ok"
+"""
+
+SUBCOMMANDS = [("tasks", "list"), ("tasks", "show"), ("tasks", "create"),
+               ("scripts", "list"), ("scripts", "show"), ("scripts", "put"),
+               ("devices", "list"), ("devices", "show"), ("devices", "create"),
+               ("devices", "tag"), ("jobs", "list"), ("jobs", "show"), ("jobs", "history"),
+               ("jobs", "cancel"), ("groups", "list"), ("groups", "show"),
+               ("groups", "pause"), ("groups", "resume"), ("groups", "cancel"),
+               ("send",), ("watch",)]
+
+
+class RcsCliTest(unittest.TestCase):
+
+    @classmethod
+    def setUpClass(cls):
+        cls.workdir = tempfile.mkdtemp(prefix="rcs-cli-")
+        cls.agents = []
+        cls.broker = cls.coord = None
+        try:
+            key, cls.pub = make_ec_keypair(cls.workdir)
+            cls.broker, cls.coord, tenant = start_signing_stack(cls.workdir, key)
+            cls.client_root = tenant["client_root"]
+            cls.key = tenant["api_key"]
+            cls.viewer_key = cls.coord.create_key(cls.client_root, "val", "viewer")["api_key"]
+            cls.url = "http://127.0.0.1:%d" % cls.coord.port
+            cls.api = cls.coord.api(cls.key)
+            # three devices with agents: two on site-a, one on site-b
+            cls.devices = {}
+            for name, tag in (("pump-1", "site-a"), ("pump-2", "site-a"), ("pump-3", "site-b")):
+                rec = cls.api.post("/devices", {"name": name, "tags": [tag]}).json
+                cls.devices[name] = rec["entity_ident"]
+                a = Agent(cls.workdir, cls.broker.url, cls.client_root, rec["entity_ident"],
+                          trusted_keys=[cls.pub], name=name)
+                cls.agents.append(a)
+                a.start()
+            for ident in cls.devices.values():
+                wait_for(lambda: cls.api.get("/devices/" + ident).json.get("online") is True,
+                         timeout=20, what="device %s online" % ident)
+            assert cls.api.put("/scripts/sleepy", {"source": SLEEPY}).status == 201
+            cls.task = cls.api.post("/tasks", {
+                "name": "Sleepy", "script": "sleepy", "timeout": 60,
+                "variables_info": {"delay": {"type": "integer", "optional": True},
+                                   "fail": {"type": "boolean", "optional": True}}}).json
+            cls.echo = cls.api.post("/tasks", {
+                "name": "Echo", "script": "echo",
+                "variables_info": {"message": {"type": "string", "optional": True}}}).json
+        except Exception:
+            cls.tearDownClass()
+            raise
+
+    @classmethod
+    def tearDownClass(cls):
+        for a in cls.agents:
+            if a.proc is not None:
+                a.stop(signal.SIGKILL)
+        if cls.coord is not None and cls.coord.proc is not None:
+            cls.coord.stop(signal.SIGKILL)
+        if cls.broker is not None:
+            cls.broker.stop()
+        if os.environ.get("RCS_KEEP_TMP") is None:
+            shutil.rmtree(cls.workdir, ignore_errors=True)
+
+    # -- helpers -------------------------------------------------------------------------
+
+    def env(self, **kw):
+        """The environment rcs runs in: this stack's URL and key, a HOME without a
+        config; kw adds (value None: removes) variables."""
+        e = {k: v for k, v in os.environ.items() if not k.startswith("RCS_")}
+        e.update(RCS_URL=self.url, RCS_API_KEY=self.key, HOME=self.workdir, TERM="dumb")
+        e.pop("XDG_CONFIG_HOME", None)
+        for k, v in kw.items():
+            if v is None:
+                e.pop(k, None)
+            else:
+                e[k] = v
+        return e
+
+    def rcs(self, *args, code=0, env=None, stdin=None, timeout=60):
+        """Runs rcs with args; asserts its exit code; returns (stdout, stderr)."""
+        p = subprocess.run([RCS, *args], capture_output=True, text=True, timeout=timeout,
+                           env=env or self.env(), input=stdin)
+        self.assertEqual(p.returncode, code, "rcs %s: exit %d, expected %d\nstdout: %s\n"
+                         "stderr: %s" % (" ".join(args), p.returncode, code, p.stdout,
+                                         p.stderr))
+        return p.stdout, p.stderr
+
+    def rcs_json(self, *args, **kw):
+        out, _ = self.rcs(*args, "--json", **kw)
+        return json.loads(out)
+
+    def api_get(self, path):
+        r = self.api.get(path)
+        self.assertEqual(r.status, 200, r)
+        return r.json
+
+    def device(self, name, tags=()):
+        return self.api.post("/devices", {"name": name, "tags": list(tags)}).json
+
+    # -- help, usage, configuration --------------------------------------------------------
+
+    def test_help_of_every_subcommand(self):
+        out, _ = self.rcs("--help")
+        for words in SUBCOMMANDS:
+            self.assertIn(" ".join(words), out)
+            sub, _ = self.rcs(*words, "--help", env=self.env(RCS_URL=None, RCS_API_KEY=None))
+            self.assertTrue(sub.startswith("usage: rcs %s" % " ".join(words)), sub)
+            self.assertIn("--json", sub)
+        out, _ = self.rcs("tasks", "--help")
+        self.assertIn("create", out)
+        self.assertIn("rcs ", self.rcs("--version")[0])
+
+    def test_usage_errors_exit_2(self):
+        for args, msg in (((), "usage: rcs"),
+                          (("frobnicate",), "unknown command 'frobnicate'"),
+                          (("tasks",), "which action?"),
+                          (("tasks", "lst"), "unknown action 'lst'"),
+                          (("tasks", "list", "--bogus"), "unknown option '--bogus'"),
+                          (("tasks", "show"), "missing arguments"),
+                          (("jobs", "show", "a", "b"), "too many arguments"),
+                          (("tasks", "list", "--per-page", "501"), "per_page"),
+                          (("tasks", "list", "--page"), "needs a value"),
+                          (("send", "Echo"), "--device DEVICE"),
+                          (("send", "Echo", "--device", "x", "--tag", "y"), "--device DEVICE"),
+                          (("send", "Echo", "--tag", "a", "--tag", "b"), "one tag"),
+                          (("send", "Echo", "--tag", "a", "--schedule", "soon"), "not a time"),
+                          (("send", "Echo", "--tag", "a", "--retries", "x"), "retries"),
+                          (("devices", "list", "--online", "maybe"), "true or false"),
+                          (("devices", "tag", "pump-1"), "--add TAG or --remove TAG")):
+            _, err = self.rcs(*args, code=2)
+            self.assertIn(msg, err, args)
+
+    def test_configuration_sources(self):
+        # nothing says where the API is: usage
+        _, err = self.rcs("tasks", "list", code=2, env=self.env(RCS_URL=None))
+        self.assertIn("no API URL", err)
+        _, err = self.rcs("tasks", "list", code=2, env=self.env(RCS_API_KEY=None))
+        self.assertIn("no API key", err)
+        # the config file in ~/.config/rcs/config, in the format of docs/cli.md
+        home = tempfile.mkdtemp(dir=self.workdir)
+        os.makedirs(os.path.join(home, ".config", "rcs"))
+        conf = os.path.join(home, ".config", "rcs", "config")
+        with open(conf, "w") as f:
+            f.write("# rcs\nurl %s\napi_key %s\ntimeout 5\n" % (self.url, self.key))
+        os.chmod(conf, 0o600)
+        e = self.env(RCS_URL=None, RCS_API_KEY=None, HOME=home)
+        out, err = self.rcs("tasks", "list", env=e)
+        self.assertIn("Sleepy", out)
+        self.assertEqual(err, "")
+        # the environment wins over the file, the flag over both
+        _, err = self.rcs("tasks", "list", code=3,
+                          env=self.env(HOME=home, RCS_API_KEY="rcs_wrong"))
+        self.assertIn("unauthorized", err)
+        out, _ = self.rcs("--api-key", self.key, "tasks", "list",
+                          env=self.env(HOME=home, RCS_API_KEY="rcs_wrong"))
+        self.assertIn("Sleepy", out)
+        # api_key_file, and a file others may read: a warning
+        keyfile = os.path.join(home, "key")
+        with open(keyfile, "w") as f:
+            f.write(self.key + "\n")
+        other = os.path.join(home, "other.conf")
+        with open(other, "w") as f:
+            f.write("url %s\napi_key_file %s\n" % (self.url, keyfile))
+        os.chmod(other, 0o644)
+        out, err = self.rcs("tasks", "list", "--config", other,
+                            env=self.env(RCS_URL=None, RCS_API_KEY=None))
+        self.assertIn("Sleepy", out)
+        self.assertIn("others may read it", err)
+        # RCS_CONFIG names it too; a bad line is named with file:line
+        with open(other, "w") as f:
+            f.write("url %s\ncolour blue\n" % self.url)
+        _, err = self.rcs("tasks", "list", code=2,
+                          env=self.env(RCS_CONFIG=other, RCS_API_KEY=None))
+        self.assertIn("%s:2: unknown option 'colour'" % other, err)
+        _, err = self.rcs("tasks", "list", "--config", other + ".missing", code=2)
+        self.assertIn("No such file", err)
+        # a URL that is no URL, a key that can't be one
+        _, err = self.rcs("tasks", "list", "--url", "127.0.0.1:1", code=2)
+        self.assertIn("http://", err)
+        _, err = self.rcs("tasks", "list", "--api-key", "two words", code=2)
+        self.assertIn("API key", err)
+        # the URL may carry the API's path and a final slash
+        out, _ = self.rcs("tasks", "list", "--url", self.url + "/v3/commands/")
+        self.assertIn("Sleepy", out)
+
+    # -- bad input: a clear message, never a hang --------------------------------------------
+
+    def test_wrong_key_exit_3_with_api_message(self):
+        _, err = self.rcs("tasks", "list", code=3, env=self.env(RCS_API_KEY="rcs_nope"))
+        self.assertRegex(err, r"rcs: tasks list: .+ \(unauthorized, HTTP 401\)")
+
+    def test_api_down_exit_3_at_once(self):
+        port = free_port()
+        t0 = time.time()
+        _, err = self.rcs("devices", "list", code=3,
+                          env=self.env(RCS_URL="http://127.0.0.1:%d" % port))
+        self.assertIn("cannot reach the API at http://127.0.0.1:%d" % port, err)
+        self.assertLess(time.time() - t0, 10)
+
+    def test_api_silent_times_out(self):
+        # a server that takes the connection and never answers
+        s = socket.socket()
+        s.bind(("127.0.0.1", 0))
+        s.listen(8)
+        try:
+            t0 = time.time()
+            _, err = self.rcs("tasks", "list", "--timeout", "2", code=3,
+                              env=self.env(RCS_URL="http://127.0.0.1:%d" % s.getsockname()[1]))
+            self.assertLess(time.time() - t0, 10)
+            self.assertIn("imed out", err)
+        finally:
+            s.close()
+
+    def test_not_json_answer_exit_3(self):
+        # something else than the coordinator on the port (an HTML page)
+        s = socket.socket()
+        s.bind(("127.0.0.1", 0))
+        s.listen(8)
+        import threading
+
+        def serve():
+            c, _ = s.accept()
+            c.recv(65536)
+            c.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 13\r\nConnection: close\r\n\r\n"
+                      b"<html></html>")
+            c.close()
+        th = threading.Thread(target=serve, daemon=True)
+        th.start()
+        try:
+            _, err = self.rcs("tasks", "list",
+                              env=self.env(RCS_URL="http://127.0.0.1:%d" % s.getsockname()[1]),
+                              code=3)
+            self.assertIn("not JSON", err)
+        finally:
+            th.join(5)
+            s.close()
+
+    def test_role_too_weak_exit_3(self):
+        _, err = self.rcs("devices", "create", "--name", "x", code=3,
+                          env=self.env(RCS_API_KEY=self.viewer_key))
+        self.assertIn("forbidden, HTTP 403", err)
+        # reading is fine
+        self.rcs("devices", "list", env=self.env(RCS_API_KEY=self.viewer_key))
+
+    # -- scripts -----------------------------------------------------------------------------
+
+    def test_scripts_put_show_list(self):
+        src = "-- probe\nreturn 'hi'\n"
+        path = os.path.join(self.workdir, "probe.lua")
+        with open(path, "w") as f:
+            f.write(src)
+        out, _ = self.rcs("scripts", "put", "probe", path)
+        self.assertIn("created script probe", out)
+        out, _ = self.rcs("scripts", "show", "probe")
+        self.assertEqual(out, src)
+        # from stdin, a replacement
+        out, _ = self.rcs("scripts", "put", "probe", stdin=src + "-- v2\n")
+        self.assertIn("replaced script probe", out)
+        self.assertEqual(self.rcs_json("scripts", "show", "probe"),
+                         self.api_get("/scripts/probe"))
+        self.assertEqual(self.rcs_json("scripts", "list"), self.api_get("/scripts"))
+        out, _ = self.rcs("scripts", "list")
+        self.assertRegex(out, r"(?m)^probe\s+\d+\s+false")
+        self.assertRegex(out, r"(?m)^echo\s+\d+\s+true")
+        # a script that does not compile: the API's message and code
+        _, err = self.rcs("scripts", "put", "broken", stdin="if x then\n", code=3)
+        self.assertIn("does not compile", err)
+        self.assertIn("validation_failed, HTTP 400, field source", err)
+        _, err = self.rcs("scripts", "show", "nosuch", code=3)
+        self.assertIn("not_found, HTTP 404", err)
+        _, err = self.rcs("scripts", "put", "x", os.path.join(self.workdir, "nofile"), code=2)
+        self.assertIn("No such file", err)
+
+    # -- tasks -------------------------------------------------------------------------------
+
+    def test_tasks_create_list_show(self):
+        out, _ = self.rcs("tasks", "create", "--name", "Reboot-" + uuid.uuid4().hex[:6],
+                          "--script", "reboot", "--variable", "delay:integer:optional",
+                          "--variable", "why:string", "--script-timeout", "20",
+                          "--allow-offline", "--constants", '{"k": 1}', "--comment", "c")
+        self.assertRegex(out, r"created task Reboot-\w+ \([0-9a-f-]{36}\), version 1")
+        ident = out.split("(")[1].split(")")[0]
+        t = self.api_get("/tasks/" + ident)
+        self.assertEqual(t["variables_info"], {"delay": {"type": "integer", "optional": True},
+                                               "why": {"type": "string"}})
+        self.assertEqual((t["timeout"], t["allow_offline"], t["constants"], t["comment"]),
+                         (20, True, {"k": 1}, "c"))
+        self.assertEqual(self.rcs_json("tasks", "show", ident), t)
+        self.assertEqual(self.rcs_json("tasks", "list"), self.api_get("/tasks"))
+        self.assertEqual(self.rcs_json("tasks", "list", "--per-page", "1", "--page", "2"),
+                         self.api_get("/tasks?page=2&per_page=1"))
+        # by name
+        self.assertEqual(self.rcs_json("tasks", "show", "Sleepy")["ident"], self.task["ident"])
+        out, _ = self.rcs("tasks", "show", "Sleepy")
+        self.assertRegex(out, r"(?m)^variables\s+delay\?, fail\?$")
+        out, _ = self.rcs("tasks", "list", "--name", "Echo")
+        self.assertIn(self.echo["ident"], out)
+        self.assertNotIn("Sleepy", out)
+        # a body from a file, flags on top; hidden tasks
+        body = os.path.join(self.workdir, "task.json")
+        with open(body, "w") as f:
+            json.dump({"name": "FromFile", "script": "echo", "hide": True}, f)
+        h = self.rcs_json("tasks", "create", "--from-file", body, "--comment", "flag")
+        self.assertEqual((h["name"], h["hide"], h["comment"]), ("FromFile", True, "flag"))
+        self.assertNotIn("FromFile", self.rcs("tasks", "list")[0])
+        self.assertIn("FromFile", self.rcs("tasks", "list", "--hidden")[0])
+        self.assertEqual(self.rcs_json("tasks", "show", "FromFile")["ident"], h["ident"])
+        # what the API refuses: its message, exit 3
+        _, err = self.rcs("tasks", "create", "--name", "x", "--script", "echo",
+                          "--variable", "v:colour", code=3)
+        self.assertIn("field variables_info.v.type", err)
+        _, err = self.rcs("tasks", "create", "--script", "echo", code=3)
+        self.assertIn("'name'", err)
+        _, err = self.rcs("tasks", "create", "--variable", "v", code=2)
+        self.assertIn("NAME:TYPE", err)
+        _, err = self.rcs("tasks", "create", "--constants", "[1]", code=2)
+        self.assertIn("--constants", err)
+        _, err = self.rcs("tasks", "show", "NoSuchTask", code=3)
+        self.assertIn("no task named 'NoSuchTask'", err)
+
+    def test_table_fits_the_terminal(self):
+        # a narrow terminal (COLUMNS is not read: the width comes from the terminal itself)
+        out = self.run_pty(["tasks", "list"], cols=60)[1]
+        lines = [l for l in out.replace("\r", "").split("\n") if l]
+        self.assertTrue(lines and lines[0].startswith("IDENT"), out)
+        self.assertTrue(all(len(l) <= 60 for l in lines), lines)
+        self.assertIn("~", out)  # something was cut
+
+    # -- devices -----------------------------------------------------------------------------
+
+    def test_devices_create_list_show_tag(self):
+        name = "valve-" + uuid.uuid4().hex[:6]
+        out, _ = self.rcs("devices", "create", "--name", name, "--tag", "lab", "--tag", "x:1")
+        self.assertIn("created device %s" % name, out)
+        ident = out.split("(")[1].split(")")[0]
+        d = self.api_get("/devices/" + ident)
+        self.assertEqual(d["tags"], ["lab", "x:1"])
+        self.assertEqual(self.rcs_json("devices", "show", name), d)
+        out, _ = self.rcs("devices", "show", ident)
+        self.assertRegex(out, r"(?m)^tags\s+lab, x:1$")
+        out, _ = self.rcs("devices", "tag", name, "--add", "new", "--remove", "lab",
+                          "--add", "x:1")
+        self.assertIn("tags: x:1, new", out)
+        self.assertEqual(self.api_get("/devices/" + ident)["tags"], ["x:1", "new"])
+        self.assertEqual(self.rcs_json("devices", "list", "--tag", "x:1"),
+                         self.api_get("/devices?tag=x%3A1"))
+        self.assertEqual(self.rcs_json("devices", "list", "--online", "true"),
+                         self.api_get("/devices?online=true"))
+        out, _ = self.rcs("devices", "list", "--tag", "site-a")
+        self.assertIn("pump-1", out)
+        self.assertNotIn("pump-3", out)
+        self.assertRegex(out, r"pump-1\s+true\s+site-a")
+        # a tag the API refuses
+        _, err = self.rcs("devices", "tag", name, "--add", "bad tag", code=3)
+        self.assertIn("validation_failed", err)
+        # two devices of one name: the ident is needed
+        self.device(name)
+        _, err = self.rcs("devices", "show", name, code=3)
+        self.assertIn("2 devices are named '%s'" % name, err)
+
+    # -- send, jobs, groups ------------------------------------------------------------------
+
+    def test_send_one_device_wait_done(self):
+        out, err = self.rcs("send", "Echo", "--device", "pump-1", "--var", "message=hi",
+                            "--wait")
+        self.assertRegex(out, r"^job [0-9a-f-]{36} (pending|transmited)\n")
+        job = out.split()[1]
+        self.assertIn("job %s: done, terminated 1" % job, out)
+        j = self.api_get("/jobs/" + job)
+        self.assertEqual((j["status"], j["response"], j["variables"]),
+                         ("terminated", "hi", {"message": "hi"}))
+        self.assertEqual(self.rcs_json("jobs", "show", job), j)
+        out, _ = self.rcs("jobs", "show", job)
+        self.assertRegex(out, r"(?m)^status\s+terminated$")
+        self.assertRegex(out, r"(?m)^response\s+hi$")
+        self.assertEqual(self.rcs_json("jobs", "history", job),
+                         self.api_get("/jobs/%s/history" % job))
+        out, _ = self.rcs("jobs", "history", job)
+        statuses = [l.split()[2] for l in out.splitlines()[1:]]
+        self.assertEqual(statuses[0], "terminated")
+        self.assertEqual(statuses[-1], "initial")
+        self.assertEqual(self.rcs_json("jobs", "list", "--device", "pump-1", "--task", "Echo"),
+                         self.api_get("/jobs?task_ident=%s&entity_ident=%s" % (
+                             self.echo["ident"], self.devices["pump-1"])))
+        # --wait --json: the job's last record
+        j = self.rcs_json("send", "Echo", "--device", self.devices["pump-2"], "--wait")
+        self.assertEqual(j["status"], "terminated")
+        self.assertEqual(j, self.api_get("/jobs/" + j["ident"]))
+
+    def test_send_tag_group_wait_lines(self):
+        out, _ = self.rcs("send", "Sleepy", "--tag", "site-a", "--group", "wave-1",
+                          "--var", "delay=1", "--wait")
+        m = out.splitlines()[0]
+        self.assertRegex(m, r"^group wave-1 \([0-9a-f-]{36}\): 2 jobs$")
+        group = m.split("(")[1].split(")")[0]
+        lines = [l for l in out.splitlines() if "group wave-1  " in l]
+        self.assertGreaterEqual(len(lines), 2, out)
+        self.assertRegex(lines[0], r"^\d\d:\d\d:\d\d group wave-1  \d/2 ended")
+        self.assertIn("2/2 ended", lines[-1])
+        self.assertIn("terminated 2", lines[-1])
+        # one line per change: no two lines in a row with the same counts
+        sums = [l.rsplit("  ", 1)[1] for l in lines]
+        self.assertTrue(all(a != b for a, b in zip(sums, sums[1:])), lines)
+        self.assertTrue(out.endswith("group wave-1: done, terminated 2\n"), out)
+        g = self.api_get("/groups/" + group)
+        self.assertEqual(g["statuses"], {"terminated": 2})
+        self.assertEqual(self.rcs_json("groups", "show", group), g)
+        out, _ = self.rcs("groups", "show", group)
+        self.assertRegex(out, r"(?m)^terminated\s+2$")
+        self.assertEqual(self.rcs_json("groups", "list"), self.api_get("/groups"))
+        self.assertIn("wave-1", self.rcs("groups", "list")[0])
+        self.assertEqual(self.rcs_json("jobs", "list", "--group", group),
+                         self.api_get("/jobs?group_ident=" + group))
+        # watch of a group that has ended: its state at once
+        out, _ = self.rcs("watch", group)
+        self.assertIn("group wave-1: done, terminated 2", out)
+
+    def test_send_list_of_devices_bulk_json(self):
+        ans = self.rcs_json("send", "Echo", "--device", "pump-1", "--device",
+                            self.devices["pump-3"], "--device", str(uuid.uuid4()),
+                            "--group", "listed", code=1)
+        self.assertEqual(len(ans["items"]), 2)
+        self.assertEqual(ans["group"]["name"], "listed")
+        self.assertEqual([r["error"]["code"] for r in ans["rejected"]], ["not_found"])
+        _, err = self.rcs("send", "Echo", "--device", "pump-1", "--device", str(uuid.uuid4()),
+                          code=1)
+        self.assertIn("rejected: no such device (not_found)", err)
+
+    def test_send_failed_job_exit_1(self):
+        out, _ = self.rcs("send", "Sleepy", "--device", "pump-3", "--var", "fail=true",
+                          "--wait", code=1)
+        self.assertIn("ended failed, edge_error 1", out)
+        out, _ = self.rcs("send", "Sleepy", "--tag", "site-b", "--var", "fail=yes", "--wait",
+                          code=1)
+        self.assertRegex(out, r"^group rcs-send-\d{8}-\d{6} ")
+        self.assertIn("ended failed, edge_error 1", out)
+
+    def test_send_variables_typed_by_the_task(self):
+        # a value of the wrong type: said before anything is sent
+        _, err = self.rcs("send", "Sleepy", "--device", "pump-1", "--var", "delay=soon",
+                          code=2)
+        self.assertIn("--var delay: 'soon' is not an integer", err)
+        _, err = self.rcs("send", "Sleepy", "--device", "pump-1", "--var", "fail=maybe",
+                          code=2)
+        self.assertIn("is not a boolean", err)
+        _, err = self.rcs("send", "Sleepy", "--device", "pump-1", "--var", "delay", code=2)
+        self.assertIn("NAME=VALUE", err)
+        # a name the task doesn't declare: the API's word
+        _, err = self.rcs("send", "Sleepy", "--device", "pump-1", "--var", "colour=red",
+                          code=3)
+        self.assertIn("field variables.colour", err)
+        _, err = self.rcs("send", "NoSuchTask", "--device", "pump-1", code=3)
+        self.assertIn("no task named", err)
+        _, err = self.rcs("send", "Echo", "--device", "no-such-device", code=3)
+        self.assertIn("no device named 'no-such-device'", err)
+
+    def test_schedule_cancel_and_a_cancelled_group(self):
+        at = int(time.time()) + 3600
+        j = self.rcs_json("send", "Echo", "--device", "pump-1", "--schedule", "+1h",
+                          "--ttl", "7200", "--comment", "later")
+        self.assertEqual(j["status"], "pending")
+        self.assertIn(j["scheduled_time"], (at, at + 1, at + 2))
+        self.assertEqual((j["ttl"], j["comment"]), (7200, "later"))
+        out, _ = self.rcs("jobs", "cancel", j["ident"])
+        self.assertEqual(out, "job %s cancelled\n" % j["ident"])
+        _, err = self.rcs("jobs", "cancel", j["ident"], code=3)
+        self.assertIn("job_terminal, HTTP 409", err)
+        _, err = self.rcs("jobs", "show", "not-a-job", code=3)
+        self.assertIn("not_found", err)
+        # an absolute time in UTC
+        j = self.rcs_json("send", "Echo", "--device", "pump-2", "--schedule",
+                          time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(at)))
+        self.assertEqual(j["scheduled_time"], at)
+        self.rcs("jobs", "cancel", j["ident"], "--json")
+        # a group whose jobs are cancelled ended failed
+        ans = self.rcs_json("send", "Echo", "--tag", "site-a", "--schedule", str(at),
+                            "--group", "later")
+        for item in ans["items"]:
+            self.assertEqual(self.rcs_json("jobs", "cancel", item["ident"])["status"],
+                             "cancelled")
+        out, _ = self.rcs("watch", ans["group"]["ident"], code=1)
+        self.assertIn("group later: ended failed, cancelled 2", out)
+
+    def test_rollout_options_need_a_coordinator_with_rollouts(self):
+        for extra in (["--rollout-per-minute", "10"], ["--abort-percent", "20",
+                                                        "--abort-min-finished", "5"],
+                      ["--retries", "2"]):
+            _, err = self.rcs("send", "Echo", "--tag", "site-a", *extra, code=3)
+            self.assertIn("validation_failed, HTTP 400", err)
+            self.assertIn("need a coordinator with rollouts", err)
+        g = self.rcs_json("send", "Echo", "--tag", "site-b", "--group", "g")["group"]["ident"]
+        for action in ("pause", "resume", "cancel"):
+            _, err = self.rcs("groups", action, g, code=3)
+            self.assertIn("HTTP 404", err)
+            self.assertIn("need a coordinator with rollouts", err)
+
+    # -- watch -------------------------------------------------------------------------------
+
+    def run_pty(self, args, cols=100, rows=30, timeout=60):
+        """Runs rcs with stdout, stderr and stdin on a pseudo-terminal of cols x rows;
+        returns (exit code, what it wrote)."""
+        master, slave = pty.openpty()
+        fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", rows, cols, 0, 0))
+        p = subprocess.Popen([RCS, *args], stdin=slave, stdout=slave, stderr=slave,
+                             env=self.env(TERM="xterm"), close_fds=True)
+        os.close(slave)
+        out = b""
+        deadline = time.time() + timeout
+        try:
+            while time.time() < deadline:
+                r, _, _ = select.select([master], [], [], 0.5)
+                if r:
+                    try:
+                        chunk = os.read(master, 65536)
+                    except OSError:
+                        break  # EIO: the other side is closed
+                    if not chunk:
+                        break
+                    out += chunk
+                elif p.poll() is not None:
+                    break
+            rc = p.wait(timeout=max(1, deadline - time.time()))
+        finally:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+            os.close(master)
+        return rc, out.decode("utf-8", "replace")
+
+    def test_watch_in_a_terminal_redraws_bars(self):
+        ans = self.rcs_json("send", "Sleepy", "--tag", "site-a", "--group", "tty",
+                            "--var", "delay=2")
+        rc, out = self.run_pty(["watch", ans["group"]["ident"]])
+        self.assertEqual(rc, 0, out)
+        self.assertIn("\x1b[?25l", out)  # the cursor hidden, then shown again
+        self.assertIn("\x1b[?25h", out)
+        self.assertRegex(out, r"\x1b\[\d+A")  # redrawn in place: cursor up
+        self.assertRegex(out, r"group tty  \d/2 ended")
+        self.assertRegex(out, r"terminated\s+\[#+\]\s+2/2")
+        self.assertRegex(out, r"edge_running\s+\[[#.]+\]\s+\d/2")
+        self.assertIn("group tty: done, terminated 2", out)
+        for line in out.replace("\x1b[2K", "").split("\n"):
+            self.assertLessEqual(len(line.split("\r")[-1]), 100)
+        # send --wait on a terminal draws the same
+        rc, out = self.run_pty(["send", "Sleepy", "--device", "pump-3", "--var", "delay=1",
+                                "--wait"])
+        self.assertEqual(rc, 0, out)
+        self.assertRegex(out, r"\x1b\[\d+A")
+        self.assertRegex(out, r"terminated\s+\[#+\]\s+1/1")
+
+    def test_watch_without_terminal_json_lines(self):
+        ans = self.rcs_json("send", "Sleepy", "--tag", "site-a", "--group", "nd",
+                            "--var", "delay=1")
+        out, _ = self.rcs("watch", ans["group"]["ident"], "--json")
+        recs = [json.loads(l) for l in out.splitlines()]
+        self.assertGreaterEqual(len(recs), 2)
+        self.assertEqual(recs[-1], self.api_get("/groups/" + ans["group"]["ident"]))
+        self.assertEqual(recs[-1]["statuses"], {"terminated": 2})
+        self.assertEqual(len(recs), len(set(json.dumps(r, sort_keys=True) for r in recs)))
+
+    def test_watch_interrupted_and_unknown(self):
+        ans = self.rcs_json("send", "Echo", "--tag", "site-b", "--group", "held",
+                            "--schedule", "+1h")
+        p = subprocess.Popen([RCS, "watch", ans["group"]["ident"]], stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, text=True, env=self.env())
+        wait_for(lambda: p.stdout.readline(), timeout=10, what="a first line")
+        p.send_signal(signal.SIGINT)
+        out, _ = p.communicate(timeout=10)
+        self.assertEqual(p.returncode, 130)
+        self.assertIn("group held: interrupted, pending 1", out)
+        self.rcs("jobs", "cancel", ans["items"][0]["ident"])
+        _, err = self.rcs("watch", str(uuid.uuid4()), code=3)
+        self.assertIn("no such group", err)
+        # the API going away during a watch: retried, then exit 3, no hang
+        # (covered without a stop of the shared coordinator: a port nobody listens on)
+        _, err = self.rcs("watch", ans["group"]["ident"], code=3,
+                          env=self.env(RCS_URL="http://127.0.0.1:%d" % free_port()))
+        self.assertIn("cannot reach the API", err)
+
+    # -- bash completion ---------------------------------------------------------------------
+
+    def complete(self, *words):
+        """COMPREPLY of the completion function for the command line words (the last one
+        being completed)."""
+        script = 'source "$1"; shift; COMP_WORDS=("$@"); COMP_CWORD=$(($# - 1)); _rcs; ' \
+                 'printf "%s\\n" "${COMPREPLY[@]}"'
+        p = subprocess.run(["bash", "-c", script, "bash", COMPLETION, "rcs", *words],
+                           capture_output=True, text=True, timeout=30)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        return [w for w in p.stdout.splitlines() if w]
+
+    def test_bash_completion(self):
+        p = subprocess.run(["bash", "-n", COMPLETION], capture_output=True, text=True)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertEqual(self.complete("gr"), ["groups"])
+        self.assertEqual(self.complete("groups", ""), ["list", "show", "pause", "resume",
+                                                      "cancel"])
+        self.assertEqual(self.complete("--json", "devices", "t"), ["tag"])
+        self.assertEqual(self.complete("devices", "list", "--online", "t"), ["true"])
+        # the options of every subcommand are those its --help lists
+        import re
+        for words in SUBCOMMANDS:
+            helptext, _ = self.rcs(*words, "--help")
+            want = sorted(set(re.findall(r"(?m)^  (--[a-z-]+)", helptext)))
+            got = sorted(set(self.complete(*words, "--")))
+            self.assertEqual(got, want, words)
+
+
+class FakeApi:
+    """An HTTP server on a free loopback port playing the API from a script: answers[(method,
+    path)] is a list of (status, body) handed out in turn (the last one repeats); requests
+    records (method, path, headers, parsed body) of each request. stop() closes the port."""
+
+    def __init__(self, answers):
+        import http.server
+        import threading
+        fake = self
+        self.answers = {k: list(v) for k, v in answers.items()}
+        self.requests = []
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def log_message(self, *a):
+                pass
+
+            def handle_one(self):
+                n = int(self.headers.get("Content-Length") or 0)
+                raw = self.rfile.read(n) if n else b""
+                fake.requests.append((self.command, self.path, dict(self.headers),
+                                      json.loads(raw) if raw else None))
+                queue = fake.answers.get((self.command, self.path.split("?")[0]))
+                status, body = (queue.pop(0) if len(queue) > 1 else queue[0]) if queue else \
+                    (404, {"error": {"code": "not_found", "message": "no such resource"}})
+                data = json.dumps(body).encode()
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            do_GET = do_POST = do_PATCH = do_PUT = do_DELETE = handle_one
+
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = "http://127.0.0.1:%d" % self.server.server_address[1]
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.thread.start()
+
+    def stop(self):
+        if self.server is not None:
+            self.server.shutdown()
+            self.server.server_close()
+            self.server = None
+
+
+class RcsCliFakeApiTest(unittest.TestCase):
+    """What needs an API this repository's coordinator doesn't have (rollouts: docs/cli.md
+    "Rollouts"), or one that goes away: a scripted HTTP server stands for it."""
+
+    TASK = str(uuid.uuid4())
+    GROUP = str(uuid.uuid4())
+
+    def rcs(self, fake, *args, code=0):
+        env = {k: v for k, v in os.environ.items() if not k.startswith("RCS_")}
+        env.update(RCS_URL=fake.url, RCS_API_KEY="rcs_k", HOME=tempfile.gettempdir(),
+                   TERM="dumb")
+        p = subprocess.run([RCS, *args], capture_output=True, text=True, timeout=60, env=env)
+        self.assertEqual(p.returncode, code, "rcs %s: exit %d\nstdout: %s\nstderr: %s" % (
+            " ".join(args), p.returncode, p.stdout, p.stderr))
+        return p.stdout, p.stderr
+
+    def group(self, **kw):
+        g = {"ident": self.GROUP, "name": "r", "created_user": "a", "created_at": 1,
+             "task_ident": self.TASK, "total": 4, "statuses": {}}
+        g.update(kw)
+        return g
+
+    def test_rollout_options_in_the_send_body(self):
+        task = {"ident": self.TASK, "name": "T", "variables_info": {}}
+        dev = str(uuid.uuid4())
+        fake = FakeApi({("GET", "/v3/commands/tasks/" + self.TASK): [(200, task)],
+                        ("POST", "/v3/commands/tasks/%s/jobs/list" % self.TASK): [
+                            (201, {"group": {"ident": self.GROUP, "name": "r",
+                                             "created_user": "a"}, "items": [],
+                                   "rejected": []})],
+                        ("POST", "/v3/commands/tasks/%s/jobs/tags" % self.TASK): [
+                            (201, {"group": None, "items": [], "rejected": []})]})
+        try:
+            # one device, but rollout options: a list send, with every member of docs/cli.md
+            self.rcs(fake, "send", self.TASK, "--device", dev, "--rollout-per-minute", "30",
+                     "--abort-percent", "10", "--abort-min-finished", "20", "--retries", "2",
+                     "--group", "r")
+            method, path, headers, body = fake.requests[-1]
+            self.assertEqual((method, path), ("POST",
+                                              "/v3/commands/tasks/%s/jobs/list" % self.TASK))
+            self.assertEqual(headers.get("api-key"), "rcs_k")
+            self.assertEqual(body, {"ident_list": [dev], "group_name": "r",
+                                    "rollout": {"max_per_minute": 30},
+                                    "abort": {"failure_percent": 10, "min_finished": 20},
+                                    "retry": {"max_attempts": 3}})
+            self.rcs(fake, "send", self.TASK, "--tag", "t", "--abort-percent", "0")
+            self.assertEqual(fake.requests[-1][3], {"tag": "t", "abort": {"failure_percent": 0}})
+        finally:
+            fake.stop()
+
+    def test_groups_pause_resume_cancel_and_status(self):
+        base = "/v3/commands/groups/" + self.GROUP
+        fake = FakeApi({("PATCH", base + "/pause"): [(200, self.group(status="paused"))],
+                        ("PATCH", base + "/resume"): [(200, self.group(status="running"))],
+                        ("PATCH", base + "/cancel"): [(200, self.group(status="cancelled"))],
+                        ("GET", base): [(200, self.group(
+                            status="aborted", reason="40 % failed",
+                            counts={"terminated": 3, "edge_error": 1}))]})
+        try:
+            for action, state in (("pause", "paused"), ("resume", "running"),
+                                  ("cancel", "cancelled")):
+                out, _ = self.rcs(fake, "groups", action, self.GROUP)
+                self.assertEqual(out, "group %s: %s\n" % (self.GROUP, state))
+                self.assertEqual(fake.requests[-1][:2], ("PATCH", base + "/" + action))
+            out, _ = self.rcs(fake, "groups", "show", self.GROUP)
+            self.assertRegex(out, r"(?m)^status\s+aborted$")
+            self.assertRegex(out, r"(?m)^reason\s+40 % failed$")
+            self.assertRegex(out, r"(?m)^edge_error\s+1$")
+            out, _ = self.rcs(fake, "watch", self.GROUP, code=1)
+            self.assertIn("group r: ended failed, terminated 3, edge_error 1", out)
+        finally:
+            fake.stop()
+
+    def test_watch_follows_the_group_status(self):
+        # "running" with every job ended is not the end (a retry may come): "completed" is
+        base = "/v3/commands/groups/" + self.GROUP
+        fake = FakeApi({("GET", base): [
+            (200, self.group(status="running", counts={"pending": 4})),
+            (200, self.group(status="running", counts={"terminated": 4})),
+            (200, self.group(status="completed", counts={"terminated": 4}))]})
+        try:
+            out, _ = self.rcs(fake, "watch", self.GROUP)
+            lines = out.splitlines()
+            self.assertEqual(len(lines), 4, out)
+            self.assertIn("0/4 ended  running", lines[0])
+            self.assertIn("4/4 ended  running", lines[1])
+            self.assertIn("4/4 ended  completed", lines[2])
+            self.assertEqual(lines[3], "group r: done, terminated 4")
+        finally:
+            fake.stop()
+
+    def test_watch_when_the_api_goes_away(self):
+        base = "/v3/commands/groups/" + self.GROUP
+        fake = FakeApi({("GET", base): [(200, self.group(statuses={"pending": 4}))]})
+        p = subprocess.Popen([RCS, "watch", self.GROUP, "--url", fake.url, "--api-key", "k"],
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        try:
+            self.assertIn("0/4 ended", p.stdout.readline())
+            fake.stop()
+            t0 = time.time()
+            out, err = p.communicate(timeout=30)
+            # retried (WATCH_RETRIES, a second apart), then a clear end
+            self.assertEqual(p.returncode, 3, err)
+            self.assertGreater(time.time() - t0, 2)
+            self.assertIn("cannot reach the API", err)
+        finally:
+            if p.poll() is None:
+                p.kill()
+                p.communicate()
+            fake.stop()
+
+
+if __name__ == "__main__":
+    unittest.main(verbosity=2)

@@ -1,0 +1,362 @@
+/* Unit tests of the rcs command line's own parts (cli/): times and typed variables of
+ * send, tables sized to a width, the progress arithmetic of watch, URL escaping and where
+ * the configuration comes from. Their use against a real API: tests/integration/
+ * test_rcs_cli.py. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "config.h"
+#include "http.h"
+#include "send.h"
+#include "table.h"
+#include "watch.h"
+
+static void test_send_parse_time(void **state)
+{
+	time_t now = 1800000000;
+	int64_t t = 0;
+	struct tm tm;
+
+	(void)state;
+	assert_int_equal(send_parse_time("1700000000", now, &t), RCS_OK);
+	assert_int_equal(t, 1700000000);
+	assert_int_equal(send_parse_time("+30s", now, &t), RCS_OK);
+	assert_int_equal(t, now + 30);
+	assert_int_equal(send_parse_time("+10m", now, &t), RCS_OK);
+	assert_int_equal(t, now + 600);
+	assert_int_equal(send_parse_time("+2h", now, &t), RCS_OK);
+	assert_int_equal(t, now + 7200);
+	assert_int_equal(send_parse_time("+1d", now, &t), RCS_OK);
+	assert_int_equal(t, now + 86400);
+	assert_int_equal(send_parse_time("2027-01-02T03:04:05Z", now, &t), RCS_OK);
+	assert_int_equal(t, 1798859045);
+	assert_int_equal(send_parse_time("2027-01-02T03:04Z", now, &t), RCS_OK);
+	assert_int_equal(t, 1798859040);
+	/* without Z: local time */
+	memset(&tm, 0, sizeof(tm));
+	tm.tm_year = 127;
+	tm.tm_mon = 0;
+	tm.tm_mday = 2;
+	tm.tm_isdst = -1;
+	assert_int_equal(send_parse_time("2027-01-02", now, &t), RCS_OK);
+	assert_int_equal(t, (int64_t)mktime(&tm));
+	assert_int_equal(send_parse_time("2027-01-02 03:04:05", now, &t), RCS_OK);
+	for (const char *const *bad =
+		 (const char *const[]){"", "soon", "+10", "+m", "+10x", "-5", "+1hh", "2027-13-40",
+				       "2027-01-02T03:04:05+01", NULL};
+	     *bad != NULL; bad++)
+		assert_int_equal(send_parse_time(*bad, now, &t), RCS_ERR_INVAL);
+}
+
+static void test_send_var_value(void **state)
+{
+	json_object *v = NULL;
+	char err[256];
+
+	(void)state;
+	assert_int_equal(send_var_value("integer", "-42", 0, &v, err, sizeof(err)), RCS_OK);
+	assert_true(json_object_is_type(v, json_type_int));
+	assert_int_equal(json_object_get_int64(v), -42);
+	json_object_put(v);
+	assert_int_equal(send_var_value("integer", "4x", 0, &v, err, sizeof(err)), RCS_ERR_INVAL);
+	assert_null(v);
+	assert_string_equal(err, "'4x' is not an integer");
+	assert_int_equal(send_var_value("integer", "99999999999999999999", 0, &v, err, sizeof(err)),
+			 RCS_ERR_INVAL);
+	assert_int_equal(send_var_value("number", "1.5", 0, &v, err, sizeof(err)), RCS_OK);
+	assert_true(json_object_is_type(v, json_type_double));
+	json_object_put(v);
+	assert_int_equal(send_var_value("number", "nan", 0, &v, err, sizeof(err)), RCS_ERR_INVAL);
+	assert_int_equal(send_var_value("number", "", 0, &v, err, sizeof(err)), RCS_ERR_INVAL);
+	assert_int_equal(send_var_value("boolean", "yes", 0, &v, err, sizeof(err)), RCS_OK);
+	assert_true(json_object_get_boolean(v));
+	json_object_put(v);
+	assert_int_equal(send_var_value("boolean", "false", 0, &v, err, sizeof(err)), RCS_OK);
+	assert_false(json_object_get_boolean(v));
+	json_object_put(v);
+	assert_int_equal(send_var_value("boolean", "maybe", 0, &v, err, sizeof(err)),
+			 RCS_ERR_INVAL);
+	assert_int_equal(send_var_value("timestamp", "+1h", 1000, &v, err, sizeof(err)), RCS_OK);
+	assert_int_equal(json_object_get_int64(v), 4600);
+	json_object_put(v);
+	assert_int_equal(send_var_value("timestamp", "12", 1000, &v, err, sizeof(err)), RCS_OK);
+	assert_int_equal(json_object_get_int64(v), 12);
+	json_object_put(v);
+	/* a string, and a variable the task doesn't declare: the text as it is */
+	assert_int_equal(send_var_value("string", "42", 0, &v, err, sizeof(err)), RCS_OK);
+	assert_string_equal(json_object_get_string(v), "42");
+	json_object_put(v);
+	assert_int_equal(send_var_value(NULL, "x=y", 0, &v, err, sizeof(err)), RCS_OK);
+	assert_string_equal(json_object_get_string(v), "x=y");
+	json_object_put(v);
+}
+
+/* What table_print writes for width. */
+static char *table_text(const struct table *t, size_t width)
+{
+	char *out = NULL;
+	size_t len = 0;
+	FILE *fp = open_memstream(&out, &len);
+
+	assert_non_null(fp);
+	table_print(t, fp, width);
+	fclose(fp);
+	return out;
+}
+
+static void test_table(void **state)
+{
+	static const char *const heads[] = {"IDENT", "NAME", "STATUS"};
+	struct table t;
+	char *out, clean[16];
+
+	(void)state;
+	table_init(&t, 3, heads);
+	assert_int_equal(
+	    table_add(&t, (const char *const[]){"0193a5c4-5678-7def-9abc", "pump-7", "terminated"}),
+	    RCS_OK);
+	assert_int_equal(
+	    table_add(&t, (const char *const[]){"x", "p\xc3\xa9\xc3\xa9\xc3\xa9", NULL}), RCS_OK);
+	/* no limit: as wide as the widest cells */
+	out = table_text(&t, 0);
+	assert_string_equal(out, "IDENT                    NAME    STATUS\n"
+				 "0193a5c4-5678-7def-9abc  pump-7  terminated\n"
+				 "x                        p\xc3\xa9\xc3\xa9\xc3\xa9    -\n");
+	free(out);
+	/* 30 columns: the widest column gives way first, cut with '~' */
+	out = table_text(&t, 30);
+	for (char *line = out, *nl; (nl = strchr(line, '\n')) != NULL; line = nl + 1) {
+		*nl = '\0';
+		assert_true(table_text_width(line) <= 30);
+	}
+	free(out);
+	out = table_text(&t, 30);
+	assert_non_null(strstr(out, "0193a5c4-~  pump-7  terminated\n"));
+	free(out);
+	/* narrower than every column at its least: columns stop at their header or 4 */
+	out = table_text(&t, 5);
+	assert_non_null(strstr(out, "IDENT  NAME  STATUS\n"));
+	free(out);
+	table_free(&t);
+
+	/* a device's text can't drive the terminal */
+	table_clean(clean, sizeof(clean), "a\x1b[2Jb\n", 0);
+	assert_string_equal(clean, "a?[2Jb?");
+	table_clean(clean, sizeof(clean), "a\nb", 1);
+	assert_string_equal(clean, "a\nb");
+	/* cut short on a code point's boundary */
+	table_clean(clean, 6, "\xc3\xa9\xc3\xa9\xc3\xa9", 0);
+	assert_string_equal(clean, "\xc3\xa9\xc3\xa9");
+	assert_int_equal(table_text_width("p\xc3\xa9"), 2);
+	snprintf(clean, sizeof(clean), "p\xc3\xa9\xc3\xa9x");
+	table_cut(clean, 3);
+	assert_string_equal(clean, "p\xc3\xa9\xc3\xa9");
+	table_cut(clean, 0);
+	assert_string_equal(clean, "");
+
+	table_duration(clean, sizeof(clean), 5);
+	assert_string_equal(clean, "5s");
+	table_duration(clean, sizeof(clean), 185);
+	assert_string_equal(clean, "3m05s");
+	table_duration(clean, sizeof(clean), 7620);
+	assert_string_equal(clean, "2h07m");
+}
+
+static void test_watch_progress(void **state)
+{
+	struct watch_snap s[3];
+	char line[256];
+
+	(void)state;
+	memset(s, 0, sizeof(s));
+	s[0].t = 0;
+	s[0].total = 10;
+	s[0].counts[JS_PENDING] = 10;
+	assert_int_equal(watch_done(&s[0]), 0);
+	assert_false(watch_finished(&s[0]));
+	assert_true(watch_rate(s, 1, JS__COUNT) < 0); /* no telling yet */
+	s[1] = s[0];
+	s[1].t = 2;
+	s[1].counts[JS_PENDING] = 4;
+	s[1].counts[JS_TERMINATED] = 5;
+	s[1].counts[JS_EDGE_ERROR] = 1;
+	assert_int_equal(watch_done(&s[1]), 6);
+	assert_true(watch_rate(s, 2, JS__COUNT) > 2.99 && watch_rate(s, 2, JS__COUNT) < 3.01);
+	assert_true(watch_rate(s, 2, JS_TERMINATED) > 2.49);
+	assert_true(watch_failed(&s[1]));
+	/* the rate looks back WATCH_WINDOW seconds at most */
+	s[2] = s[1];
+	s[2].t = 2 + WATCH_WINDOW + 1;
+	s[2].counts[JS_PENDING] = 0;
+	s[2].counts[JS_TERMINATED] = 9;
+	assert_true(watch_rate(s, 3, JS_TERMINATED) > 0.249 &&
+		    watch_rate(s, 3, JS_TERMINATED) < 0.251);
+	assert_true(watch_finished(&s[2]));
+	/* a group with a status (docs/cli.md "Rollouts") ends when it says so */
+	snprintf(s[2].state, sizeof(s[2].state), "%s", "running");
+	assert_false(watch_finished(&s[2]));
+	snprintf(s[2].state, sizeof(s[2].state), "%s", "completed");
+	assert_true(watch_finished(&s[2]));
+	s[0].counts[JS_PENDING] = 0;
+	s[0].counts[JS_TERMINATED] = 10;
+	assert_false(watch_failed(&s[0]));
+	snprintf(s[0].state, sizeof(s[0].state), "%s", "aborted");
+	assert_true(watch_failed(&s[0]));
+	s[0].total = 0;
+	s[0].counts[JS_TERMINATED] = 0;
+	s[0].state[0] = '\0';
+	assert_true(watch_finished(&s[0])); /* no jobs: nothing to wait for */
+
+	/* a bar: its share filled, the line in the width */
+	watch_bar(line, sizeof(line), "terminated", 5, 10, 0.5, 80);
+	assert_int_equal(strlen(line), 80 - 3); /* the tail's padding trimmed */
+	assert_non_null(strstr(line, "]      5/10         0.5/s  ETA 10s"));
+	{
+		const char *b = strchr(line, '['), *e = strchr(line, ']');
+		size_t hashes = 0;
+		for (const char *p = b + 1; p < e; p++)
+			hashes += *p == '#';
+		assert_true(hashes * 2 >= (size_t)(e - b - 1) - 1 &&
+			    hashes * 2 <= (size_t)(e - b - 1) + 1);
+	}
+	watch_bar(line, sizeof(line), "pending", 0, 0, -1, 20); /* too narrow: 10 at least */
+	assert_non_null(strstr(line, "[..........]"));
+}
+
+static void test_http_escape(void **state)
+{
+	struct buf b;
+
+	(void)state;
+	buf_init(&b, 64);
+	assert_int_equal(http_escape(&b, "a b/c:d~_.-\xc3\xa9"), RCS_OK);
+	assert_string_equal(b.data, "a%20b%2Fc%3Ad~_.-%C3%A9");
+	buf_reset(&b);
+	b.max = 4;
+	assert_int_equal(http_escape(&b, "a b"), RCS_ERR_TOOBIG);
+	buf_free(&b);
+}
+
+static void test_http_init(void **state)
+{
+	struct http_client c;
+	char err[256];
+
+	(void)state;
+	assert_int_equal(http_init(&c, "http://h:1/", "k", 5, err, sizeof(err)), RCS_OK);
+	assert_string_equal(c.base, "http://h:1/v3/commands");
+	http_free(&c);
+	assert_int_equal(http_init(&c, "https://h/v3/commands//", NULL, 5, err, sizeof(err)),
+			 RCS_OK);
+	assert_string_equal(c.base, "https://h/v3/commands");
+	http_free(&c);
+	assert_int_equal(http_init(&c, "h:1", "k", 5, err, sizeof(err)), RCS_ERR_INVAL);
+	http_free(&c);
+	assert_int_equal(http_init(&c, "http://h", "a\r\nX-Evil: 1", 5, err, sizeof(err)),
+			 RCS_ERR_INVAL);
+	http_free(&c);
+}
+
+static void test_config(void **state)
+{
+	char dir[] = "/tmp/rcs-cli-test-XXXXXX", path[256], keyfile[256], err[512];
+	struct config cf;
+	FILE *fp;
+
+	(void)state;
+	assert_non_null(mkdtemp(dir));
+	unsetenv("RCS_URL");
+	unsetenv("RCS_API_KEY");
+	unsetenv("RCS_CONFIG");
+	unsetenv("XDG_CONFIG_HOME");
+	setenv("HOME", dir, 1);
+	/* no file at the default place: nothing, and no error */
+	assert_int_equal(config_settle(&cf, NULL, NULL, NULL, -1, err, sizeof(err)), RCS_OK);
+	assert_null(cf.url);
+	assert_null(cf.api_key);
+	assert_int_equal(cf.timeout, CONFIG_TIMEOUT_DEFAULT);
+	config_free(&cf);
+	/* ~/.config/rcs/config */
+	snprintf(path, sizeof(path), "%s/.config", dir);
+	assert_int_equal(mkdir(path, 0700), 0);
+	snprintf(path, sizeof(path), "%s/.config/rcs", dir);
+	assert_int_equal(mkdir(path, 0700), 0);
+	snprintf(path, sizeof(path), "%s/.config/rcs/config", dir);
+	fp = fopen(path, "w");
+	fputs("# the lab\nurl http://file:1\napi_key rcs_file\ntimeout 7\n", fp);
+	fclose(fp);
+	chmod(path, 0600);
+	assert_int_equal(config_settle(&cf, NULL, NULL, NULL, -1, err, sizeof(err)), RCS_OK);
+	assert_string_equal(cf.url, "http://file:1");
+	assert_string_equal(cf.api_key, "rcs_file");
+	assert_int_equal(cf.timeout, 7);
+	config_free(&cf);
+	/* the environment over the file, the flags over both */
+	setenv("RCS_URL", "http://env:1", 1);
+	setenv("RCS_API_KEY", "rcs_env", 1);
+	assert_int_equal(config_settle(&cf, NULL, NULL, NULL, -1, err, sizeof(err)), RCS_OK);
+	assert_string_equal(cf.url, "http://env:1");
+	assert_string_equal(cf.api_key, "rcs_env");
+	config_free(&cf);
+	assert_int_equal(config_settle(&cf, NULL, "http://flag:1", "rcs_flag", 9, err, sizeof(err)),
+			 RCS_OK);
+	assert_string_equal(cf.url, "http://flag:1");
+	assert_string_equal(cf.api_key, "rcs_flag");
+	assert_int_equal(cf.timeout, 9);
+	config_free(&cf);
+	unsetenv("RCS_URL");
+	unsetenv("RCS_API_KEY");
+	/* --config FILE with api_key_file */
+	snprintf(keyfile, sizeof(keyfile), "%s/key", dir);
+	fp = fopen(keyfile, "w");
+	fputs("rcs_from_file\n", fp);
+	fclose(fp);
+	snprintf(path, sizeof(path), "%s/other", dir);
+	fp = fopen(path, "w");
+	fprintf(fp, "url http://other:1\napi_key_file %s\n", keyfile);
+	fclose(fp);
+	chmod(path, 0600);
+	assert_int_equal(config_settle(&cf, path, NULL, NULL, -1, err, sizeof(err)), RCS_OK);
+	assert_string_equal(cf.api_key, "rcs_from_file");
+	config_free(&cf);
+	/* a bad line names the file and the line; a file named but missing is an error */
+	fp = fopen(path, "w");
+	fputs("url http://other:1\ntimeout 0\n", fp);
+	fclose(fp);
+	assert_int_equal(config_settle(&cf, path, NULL, NULL, -1, err, sizeof(err)), RCS_ERR_INVAL);
+	assert_non_null(strstr(err, ":2: timeout"));
+	config_free(&cf);
+	setenv("RCS_CONFIG", "/nonexistent/rcs.conf", 1);
+	assert_int_equal(config_settle(&cf, NULL, NULL, NULL, -1, err, sizeof(err)), RCS_ERR_IO);
+	config_free(&cf);
+	unsetenv("RCS_CONFIG");
+	unlink(keyfile);
+	unlink(path);
+	snprintf(path, sizeof(path), "%s/.config/rcs/config", dir);
+	unlink(path);
+	snprintf(path, sizeof(path), "%s/.config/rcs", dir);
+	rmdir(path);
+	snprintf(path, sizeof(path), "%s/.config", dir);
+	rmdir(path);
+	rmdir(dir);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+	    cmocka_unit_test(test_send_parse_time), cmocka_unit_test(test_send_var_value),
+	    cmocka_unit_test(test_table),           cmocka_unit_test(test_watch_progress),
+	    cmocka_unit_test(test_http_escape),     cmocka_unit_test(test_http_init),
+	    cmocka_unit_test(test_config),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
