@@ -181,31 +181,46 @@ void api_device_delete(struct api_req *req, struct api_resp *r)
 
 /* ---- API keys ---- */
 
+/* the ceiling of a key answer: a record, or a page of 500 */
+#define API_KEY_ANSWER_MAX (64 * 1024 * 1024)
+
 void api_keys_list(struct api_req *req, struct api_resp *r)
 {
 	struct store_page pg;
-	json_object *page = NULL;
+	struct store_key_list page;
+	struct render w;
+	struct buf b;
 	enum rcs_err err;
 
 	if (!api_page(req, r, API_DEFAULT_PER_PAGE, &pg))
 		return;
 	err = store_keys_list(req->app->st, req->auth.client_root, &pg, &page);
-	if (err != RCS_OK)
+	if (err != RCS_OK) {
 		api_store_error(r, err, "key");
-	else
-		api_reply(r, 200, page);
+		return;
+	}
+	buf_init(&b, API_KEY_ANSWER_MAX);
+	render_init(&w, &b);
+	render_api_key_list(&w, &page);
+	api_reply_buf(r, 200, &b, render_end(&w));
+	store_key_list_free(&page);
 }
 
 void api_key_create(struct api_req *req, struct api_resp *r)
 {
 	static const char *const fields[] = {"user", "role", NULL};
-	json_object *body = NULL, *key = NULL;
+	json_object *body = NULL;
+	struct key_rec key;
+	struct render w;
+	struct buf b;
 	const char *user = NULL, *role_s = NULL;
 	struct jsonu_err e;
 	enum role role;
 	char secret[64], ident[UUID_STR_LEN];
 	enum rcs_err err;
 
+	memset(&key, 0, sizeof(key));
+	secret[0] = '\0';
 	if (!api_body_object(req, r, false, &body))
 		goto out;
 	if (jsonu_check_keys(body, fields, &e) != RCS_OK ||
@@ -232,10 +247,13 @@ void api_key_create(struct api_req *req, struct api_resp *r)
 		goto out;
 	}
 	/* the only time the key itself is shown */
-	json_object_object_add(key, "api_key", json_object_new_string(secret));
-	api_reply(r, 201, key);
+	buf_init(&b, API_KEY_ANSWER_MAX);
+	render_init(&w, &b);
+	render_api_key_new(&w, &key, secret);
+	api_reply_buf(r, 201, &b, render_end(&w));
 out:
 	explicit_bzero(secret, sizeof(secret));
+	store_key_rec_free(&key);
 	json_object_put(body);
 }
 

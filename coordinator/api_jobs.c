@@ -21,7 +21,9 @@
 
 /* What every job creation shares, read from the body and checked against the task. */
 struct job_req {
-	json_object *task;
+	struct task_rec task;
+	/* the task's declared variables, as the checks take them */
+	json_object *task_vi;
 	json_object *variables; /* borrowed from body or empty */
 	const char *comment;
 	long long scheduled_time;
@@ -39,7 +41,7 @@ static bool job_read_common(struct api_req *req, struct api_resp *r, json_object
 			    const char *const *allowed, struct job_req *jr)
 {
 	struct jsonu_err e;
-	json_object *vi = jsonu_member(jr->task, "variables_info");
+	json_object *vi = jr->task_vi;
 	bool present;
 	int64_t v = 0;
 
@@ -70,7 +72,7 @@ static bool job_read_common(struct api_req *req, struct api_resp *r, json_object
 	}
 	if (vars_validate(jr->variables, json_object_object_length(vi) ? vi : NULL, &e) != RCS_OK)
 		goto invalid;
-	if (strcmp(jsonu_member_str(jr->task, "active"), "true") != 0) {
+	if (!jr->task.active) {
 		api_error(r, 409, "task_inactive", NULL,
 			  "the task is not active: it creates no jobs");
 		return false;
@@ -91,16 +93,16 @@ static void job_batch_init(struct api_req *req, struct job_req *jr, struct job_b
 {
 	memset(b, 0, sizeof(*b));
 	b->client_root = req->auth.client_root;
-	b->task_ident = jsonu_member_str(jr->task, "ident");
-	b->task_version = json_object_get_int64(jsonu_member(jr->task, "version"));
-	b->task_name = jsonu_member_str(jr->task, "name");
+	b->task_ident = jr->task.ident;
+	b->task_version = jr->task.version;
+	b->task_name = jr->task.name;
 	b->created_user = req->auth.user;
 	b->comment = jr->comment;
 	b->variables = jr->variables ? job_text(jr->variables) : "{}";
 	b->mail_list = job_text(jr->mail_list);
 	b->status_list = job_text(jr->status_list);
-	b->task_mail_list = job_text(jsonu_member(jr->task, "notification_mail_list"));
-	b->task_status_list = job_text(jsonu_member(jr->task, "notification_status_list"));
+	b->task_mail_list = jr->task.mail_list;
+	b->task_status_list = jr->task.status_list;
 	b->scheduled_time = jr->scheduled_time;
 	b->ttl = jr->ttl;
 	b->now = req->now;
@@ -112,43 +114,72 @@ static void job_batch_init(struct api_req *req, struct job_req *jr, struct job_b
  */
 static bool job_check_signature(struct api_req *req, struct api_resp *r, struct job_req *jr)
 {
-	json_object *sig = jsonu_member(jr->task, "signature");
 	struct task_version tv;
 	struct manifest_in m;
+	json_object *sig = NULL;
 	enum rcs_err err;
+	bool ok = false;
 
-	if (sig == NULL || signer_trusted_count(req->app->signer) == 0)
+	memset(&m, 0, sizeof(m));
+	if (jr->task.signature == NULL || signer_trusted_count(req->app->signer) == 0)
 		return true;
-	err = store_task_version_get(req->app->st, jsonu_member_str(jr->task, "ident"),
-				     json_object_get_int64(jsonu_member(jr->task, "version")), &tv);
+	err = store_task_version_get(req->app->st, jr->task.ident, jr->task.version, &tv);
 	if (err != RCS_OK) {
 		api_store_error(r, err, "task");
 		return false;
 	}
-	memset(&m, 0, sizeof(m));
 	m.client_root = req->auth.client_root;
-	m.task_ident = jsonu_member_str(jr->task, "ident");
-	m.version = json_object_get_int64(jsonu_member(jr->task, "version"));
+	m.task_ident = jr->task.ident;
+	m.version = jr->task.version;
 	m.script_name = tv.script_name;
 	m.script = tv.script_src;
 	m.script_len = tv.script_len;
-	m.constants = tv.constants;
-	m.variables_info = tv.variables_info;
-	err = signer_check_cached(req->app->signer, &m, tv.signature ? tv.signature : sig);
-	store_task_version_free(&tv);
+	m.constants = json_tokener_parse(tv.constants);
+	m.variables_info = json_tokener_parse(tv.variables_info);
+	sig = json_tokener_parse(tv.signature ? tv.signature : jr->task.signature);
+	if (m.constants == NULL || m.variables_info == NULL || sig == NULL) {
+		api_store_error(r, RCS_ERR_INTERNAL, "task");
+		goto out;
+	}
+	err = signer_check_cached(req->app->signer, &m, sig);
 	if (err != RCS_OK) {
 		api_error(
 		    r, 409, "signature_invalid", "signature",
 		    "the task's signature does not verify against a trusted key: sign it again");
-		return false;
+		goto out;
 	}
-	return true;
+	ok = true;
+out:
+	if (m.constants)
+		json_object_put(m.constants);
+	if (m.variables_info)
+		json_object_put(m.variables_info);
+	if (sig)
+		json_object_put(sig);
+	store_task_version_free(&tv);
+	return ok;
+}
+
+/* The task's JSON members as objects (JSON text the store holds). */
+static enum rcs_err job_task_json(const char *text, json_object **out)
+{
+	*out = text ? json_tokener_parse(text) : NULL;
+	return *out != NULL ? RCS_OK : RCS_ERR_INTERNAL;
+}
+
+static void job_req_free(struct job_req *jr)
+{
+	store_task_rec_free(&jr->task);
+	json_object_put(jr->task_vi);
+	jr->task_vi = NULL;
 }
 
 static bool job_load_task(struct api_req *req, struct api_resp *r, struct job_req *jr)
 {
 	enum rcs_err err = api_task_load(req, req->seg[1], &jr->task);
 
+	if (err == RCS_OK)
+		err = job_task_json(jr->task.variables_info, &jr->task_vi);
 	if (err != RCS_OK) {
 		api_store_error(r, err, "task");
 		return false;
@@ -204,7 +235,7 @@ void api_job_create(struct api_req *req, struct api_resp *r)
 		goto out;
 	}
 	if (lifecycle_has_transport(req->app->lc) && !online &&
-	    !json_object_get_boolean(jsonu_member(jr.task, "allow_offline"))) {
+	    !jr.task.allow_offline) {
 		api_error(r, 409, "device_offline", "entity_ident",
 			  "the device is offline and the task does not allow offline devices");
 		goto out;
@@ -243,7 +274,7 @@ void api_job_create(struct api_req *req, struct api_resp *r)
 out:
 	buf_free(&text);
 	store_job_rec_free(&job);
-	json_object_put(jr.task);
+	job_req_free(&jr);
 	json_object_put(body);
 }
 
@@ -318,7 +349,7 @@ static void job_bulk(struct api_req *req, struct api_resp *r, struct job_req *jr
 	struct buf answer;
 	char group_ident[UUID_STR_LEN];
 	bool transport = lifecycle_has_transport(req->app->lc);
-	bool allow_offline = json_object_get_boolean(jsonu_member(jr->task, "allow_offline"));
+	bool allow_offline = jr->task.allow_offline;
 	bool tx = false;
 	size_t nj = 0, nr = 0;
 	enum rcs_err err;
@@ -466,7 +497,7 @@ void api_jobs_bulk_list(struct api_req *req, struct api_resp *r)
 	job_bulk(req, r, &jr, idents, NULL, u);
 out:
 	free(idents);
-	json_object_put(jr.task);
+	job_req_free(&jr);
 	json_object_put(body);
 }
 
@@ -532,7 +563,7 @@ out:
 	free(idents);
 	free(online);
 	store_device_presence_list_free(&devices);
-	json_object_put(jr.task);
+	job_req_free(&jr);
 	json_object_put(body);
 }
 
@@ -596,10 +627,10 @@ void api_jobs_list(struct api_req *req, struct api_resp *r)
 void api_task_jobs_list(struct api_req *req, struct api_resp *r)
 {
 	struct job_filter f;
-	json_object *task = NULL;
+	struct task_rec task;
 	enum rcs_err err = api_task_load(req, req->seg[1], &task);
 
-	json_object_put(task);
+	store_task_rec_free(&task);
 	if (err != RCS_OK) {
 		api_store_error(r, err, "task");
 		return;

@@ -1,11 +1,13 @@
 /*
  * api_tasks.c - tasks and scripts: /tasks, /tasks/<id>, /scripts, /scripts/<name>.
  */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "http_api.h"
 #include "log.h"
+#include "render.h"
 #include "manifest.h"
 #include "script_check.h"
 #include "uuid.h"
@@ -16,6 +18,8 @@
 #define TASK_MAX_TIMEOUT     86400
 #define TASK_DEFAULT_TIMEOUT 300
 #define SCRIPT_MAX_SOURCE    (256 * 1024)
+/* the ceiling of an answer: a record, or a page of 500 */
+#define TASK_ANSWER_MAX (64 * 1024 * 1024)
 
 static const char *const task_writable[] = {"name",
 					    "script",
@@ -34,35 +38,36 @@ static const char *const task_platform[] = {"ident",        "version",       "cl
 					    "created_user", "created_at",    "update_user",
 					    "update_at",    "script_sha256", NULL};
 
-/* Fills w from a stored task record (the fields a new version starts from). */
-static void task_from_record(json_object *t, struct task_write *w)
+/* Fills w from a stored task record (the fields a new version starts from); w points
+ * into t. */
+static void task_from_record(const struct task_rec *t, struct task_write *w)
 {
 	memset(w, 0, sizeof(*w));
-	w->ident = jsonu_member_str(t, "ident");
-	w->client_root = jsonu_member_str(t, "client_root");
-	w->version = json_object_get_int64(jsonu_member(t, "version"));
-	w->name = jsonu_member_str(t, "name");
-	w->script = jsonu_member_str(t, "script");
-	w->variables_info = jsonu_member(t, "variables_info");
-	w->constants = jsonu_member(t, "constants");
-	w->comment = jsonu_member_str(t, "comment");
-	w->active = strcmp(jsonu_member_str(t, "active"), "true") == 0;
-	w->is_public = json_object_get_boolean(jsonu_member(t, "public"));
-	w->hide = json_object_get_boolean(jsonu_member(t, "hide"));
-	w->allow_offline = json_object_get_boolean(jsonu_member(t, "allow_offline"));
-	w->timeout = json_object_get_int64(jsonu_member(t, "timeout"));
-	w->created_user = jsonu_member_str(t, "created_user");
-	w->update_user = jsonu_member_str(t, "update_user");
-	w->created_at = json_object_get_int64(jsonu_member(t, "created_at"));
-	w->update_at = json_object_get_int64(jsonu_member(t, "update_at"));
-	w->mail_list = jsonu_member(t, "notification_mail_list");
-	w->status_list = jsonu_member(t, "notification_status_list");
-	w->signature = jsonu_member(t, "signature");
+	w->ident = t->ident;
+	w->client_root = t->client_root;
+	w->version = t->version;
+	w->name = t->name;
+	w->script = t->script;
+	w->variables_info = t->variables_info;
+	w->constants = t->constants;
+	w->comment = t->comment;
+	w->active = t->active;
+	w->is_public = t->is_public;
+	w->hide = t->hide;
+	w->allow_offline = t->allow_offline;
+	w->timeout = t->timeout;
+	w->created_user = t->created_user;
+	w->update_user = t->update_user;
+	w->created_at = t->created_at;
+	w->update_at = t->update_at;
+	w->mail_list = t->mail_list;
+	w->status_list = t->status_list;
+	w->signature = t->signature;
 }
 
 /*
  * Applies the writable fields of body onto w. full: name and script are
- * required (create, PUT). Strings point into body.
+ * required (create, PUT). Strings, and the JSON text of the JSON members, point into body.
  */
 static enum rcs_err task_apply_body(json_object *body, struct task_write *w, bool full,
 				    struct jsonu_err *e)
@@ -101,7 +106,7 @@ static enum rcs_err task_apply_body(json_object *body, struct task_write *w, boo
 		err = vars_info_validate(o, e);
 		if (err != RCS_OK)
 			return err;
-		w->variables_info = o;
+		w->variables_info = jsonu_dump(o, NULL);
 	}
 	err = jsonu_get_object(body, "constants", false, &o, &present, e);
 	if (err != RCS_OK)
@@ -109,7 +114,7 @@ static enum rcs_err task_apply_body(json_object *body, struct task_write *w, boo
 	if (present) {
 		if (json_object_object_length(o) > 256)
 			return jsonu_fail(e, "constants", "more than 256 constants");
-		w->constants = o;
+		w->constants = jsonu_dump(o, NULL);
 	}
 	err = jsonu_get_string(body, "comment", false, TASK_MAX_COMMENT, &w->comment, NULL, e);
 	if (err == RCS_OK)
@@ -135,7 +140,7 @@ static enum rcs_err task_apply_body(json_object *body, struct task_write *w, boo
 		err = validate_mail_list(o, "notification_mail_list", e);
 		if (err != RCS_OK)
 			return err;
-		w->mail_list = o;
+		w->mail_list = jsonu_dump(o, NULL);
 	}
 	err = jsonu_get_string_array(body, "notification_status_list", false, 16, 32, &o, &present,
 				     e);
@@ -145,21 +150,47 @@ static enum rcs_err task_apply_body(json_object *body, struct task_write *w, boo
 		err = validate_status_list(o, "notification_status_list", e);
 		if (err != RCS_OK)
 			return err;
-		w->status_list = o;
+		w->status_list = jsonu_dump(o, NULL);
 	}
 	return RCS_OK;
 }
 
-static void task_manifest(const struct task_write *w, struct manifest_in *m)
+/* JSON text the store holds as an object for the manifest (NULL stays NULL: {}). */
+static enum rcs_err task_json(const char *text, json_object **out)
 {
+	*out = NULL;
+	if (text == NULL)
+		return RCS_OK;
+	*out = json_tokener_parse(text);
+	return *out != NULL ? RCS_OK : RCS_ERR_INTERNAL;
+}
+
+/* The manifest of w (docs/signing.md); m holds the parsed constants and variables_info,
+ * freed with task_manifest_free. */
+static enum rcs_err task_manifest(const struct task_write *w, struct manifest_in *m)
+{
+	enum rcs_err err;
+
+	memset(m, 0, sizeof(*m));
 	m->client_root = w->client_root;
 	m->task_ident = w->ident;
 	m->version = w->version;
 	m->script_name = w->script;
 	m->script = w->script_src;
 	m->script_len = w->script_len;
-	m->constants = w->constants;
-	m->variables_info = w->variables_info;
+	err = task_json(w->constants, &m->constants);
+	if (err == RCS_OK)
+		err = task_json(w->variables_info, &m->variables_info);
+	return err;
+}
+
+static void task_manifest_free(struct manifest_in *m)
+{
+	if (m->constants)
+		json_object_put(m->constants);
+	if (m->variables_info)
+		json_object_put(m->variables_info);
+	m->constants = m->variables_info = NULL;
 }
 
 /*
@@ -176,6 +207,7 @@ static enum rcs_err task_save(struct api_app *app, struct task_write *w, bool is
 	struct manifest_in m;
 	enum rcs_err err;
 
+	memset(&m, 0, sizeof(m));
 	err = store_script_source(app->st, w->client_root, w->script, &src, &len, sha);
 	if (err == RCS_ERR_NOTFOUND) {
 		jsonu_fail(e, "script", "no script named '%s'", w->script);
@@ -187,38 +219,54 @@ static enum rcs_err task_save(struct api_app *app, struct task_write *w, bool is
 	w->script_src = src;
 	w->script_len = len;
 	w->script_sha256 = sha;
-	task_manifest(w, &m);
-	err = signer_sign(app->signer, &m, &sig);
+	err = task_manifest(w, &m);
+	if (err == RCS_OK)
+		err = signer_sign(app->signer, &m, &sig);
 	if (err != RCS_OK) {
 		log_warnx("signing task %s: %s", w->ident, rcs_strerror(err));
 		goto out;
 	}
-	w->signature = sig; /* NULL without a signing key: a new version is unsigned */
+	/* NULL without a signing key: a new version is unsigned */
+	w->signature = sig ? jsonu_dump(sig, NULL) : NULL;
 	err = store_task_put(app->st, w, is_new);
 out:
 	w->script_src = NULL;
 	w->script_sha256 = NULL;
 	w->signature = NULL;
 	free(src);
+	task_manifest_free(&m);
 	if (sig)
 		json_object_put(sig);
 	return err;
 }
 
-static void task_answer(struct api_req *req, struct api_resp *r, const char *ident, int status)
+static void task_reply(struct api_resp *r, int status, const struct task_rec *t)
 {
-	json_object *t = NULL;
-	enum rcs_err err = store_task_get(req->app->st, req->auth.client_root, ident, &t);
+	struct render w;
+	struct buf b;
 
-	if (err != RCS_OK)
-		api_store_error(r, err, "task");
-	else
-		api_reply(r, status, t);
+	buf_init(&b, TASK_ANSWER_MAX);
+	render_init(&w, &b);
+	render_task(&w, t);
+	api_reply_buf(r, status, &b, render_end(&w));
 }
 
-enum rcs_err api_task_load(struct api_req *req, const char *ident, json_object **out)
+static void task_answer(struct api_req *req, struct api_resp *r, const char *ident, int status)
 {
-	*out = NULL;
+	struct task_rec t;
+	enum rcs_err err = store_task_get(req->app->st, req->auth.client_root, ident, &t);
+
+	if (err != RCS_OK) {
+		api_store_error(r, err, "task");
+		return;
+	}
+	task_reply(r, status, &t);
+	store_task_rec_free(&t);
+}
+
+enum rcs_err api_task_load(struct api_req *req, const char *ident, struct task_rec *out)
+{
+	memset(out, 0, sizeof(*out));
 	if (!uuid_valid(ident))
 		return RCS_ERR_NOTFOUND;
 	return store_task_get_visible(req->app->st, req->auth.client_root, ident,
@@ -230,7 +278,9 @@ void api_tasks_list(struct api_req *req, struct api_resp *r)
 	struct store_page pg;
 	struct task_filter f = {false, NULL};
 	const char *hide = api_query(req, "hide");
-	json_object *page = NULL;
+	struct store_task_list page;
+	struct render w;
+	struct buf b;
 	enum rcs_err err;
 
 	if (!api_list(req, r, API_DEFAULT_PER_PAGE, "created_at update_at name", false, true, &pg))
@@ -243,15 +293,20 @@ void api_tasks_list(struct api_req *req, struct api_resp *r)
 	if (req->auth.role != ROLE_ADMIN)
 		f.only_visible_to = req->auth.user;
 	err = store_tasks_list(req->app->st, req->auth.client_root, &f, &pg, &page);
-	if (err != RCS_OK)
+	if (err != RCS_OK) {
 		api_store_error(r, err, "task");
-	else
-		api_reply(r, 200, page);
+		return;
+	}
+	buf_init(&b, TASK_ANSWER_MAX);
+	render_init(&w, &b);
+	render_task_list(&w, &page);
+	api_reply_buf(r, 200, &b, render_end(&w));
+	store_task_list_free(&page);
 }
 
 void api_task_create(struct api_req *req, struct api_resp *r)
 {
-	json_object *body = NULL, *empty_obj = NULL, *empty_arr1 = NULL, *empty_arr2 = NULL;
+	json_object *body = NULL;
 	struct task_write w;
 	struct jsonu_err e;
 	char ident[UUID_STR_LEN];
@@ -260,13 +315,7 @@ void api_task_create(struct api_req *req, struct api_resp *r)
 	if (!api_body_object(req, r, false, &body))
 		return;
 	memset(&w, 0, sizeof(w));
-	empty_obj = json_object_new_object();
-	empty_arr1 = json_object_new_array();
-	empty_arr2 = json_object_new_array();
-	w.variables_info = empty_obj;
-	w.constants = empty_obj;
-	w.mail_list = empty_arr1;
-	w.status_list = empty_arr2;
+	/* variables_info and constants NULL: {}; the lists NULL: [] */
 	w.comment = "";
 	w.active = true;
 	w.is_public = true;
@@ -296,25 +345,23 @@ void api_task_create(struct api_req *req, struct api_resp *r)
 		task_answer(req, r, ident, 201);
 out:
 	json_object_put(body);
-	json_object_put(empty_obj);
-	json_object_put(empty_arr1);
-	json_object_put(empty_arr2);
 }
 
 void api_task_get(struct api_req *req, struct api_resp *r)
 {
-	json_object *t = NULL;
+	struct task_rec t;
 	enum rcs_err err = api_task_load(req, req->seg[1], &t);
 
 	if (err != RCS_OK)
 		api_store_error(r, err, "task");
 	else
-		api_reply(r, 200, t);
+		task_reply(r, 200, &t);
+	store_task_rec_free(&t);
 }
 
 /* Sets only the signature of the current version (PATCH {"signature": ...}). */
-static void task_set_signature(struct api_req *req, struct api_resp *r, json_object *cur,
-			       json_object *sig)
+static void task_set_signature(struct api_req *req, struct api_resp *r,
+			       const struct task_rec *cur, json_object *sig)
 {
 	struct task_write w;
 	struct manifest_in m;
@@ -323,6 +370,7 @@ static void task_set_signature(struct api_req *req, struct api_resp *r, json_obj
 
 	task_from_record(cur, &w);
 	memset(&tv, 0, sizeof(tv));
+	memset(&m, 0, sizeof(m));
 	if (sig != NULL && !json_object_is_type(sig, json_type_null)) {
 		/* verify over the exact bytes the current version pinned */
 		err = store_task_version_get(req->app->st, w.ident, w.version, &tv);
@@ -332,7 +380,11 @@ static void task_set_signature(struct api_req *req, struct api_resp *r, json_obj
 		}
 		w.script_src = tv.script_src;
 		w.script_len = tv.script_len;
-		task_manifest(&w, &m);
+		err = task_manifest(&w, &m);
+		if (err != RCS_OK) {
+			api_store_error(r, err, "task");
+			goto out;
+		}
 		err = signer_check(req->app->signer, &m, sig);
 		if (err == RCS_ERR_INVAL) {
 			api_error(r, 400, "validation_failed", "signature",
@@ -354,23 +406,27 @@ static void task_set_signature(struct api_req *req, struct api_resp *r, json_obj
 	} else {
 		sig = NULL;
 	}
-	err = store_task_set_signature(req->app->st, req->auth.client_root, w.ident, sig);
+	err = store_task_set_signature(req->app->st, req->auth.client_root, w.ident,
+				       sig ? jsonu_dump(sig, NULL) : NULL);
 	if (err != RCS_OK)
 		api_store_error(r, err, "task");
 	else
 		task_answer(req, r, w.ident, 200);
 out:
+	task_manifest_free(&m);
 	store_task_version_free(&tv);
 }
 
 static void task_update(struct api_req *req, struct api_resp *r, bool full)
 {
-	json_object *body = NULL, *cur = NULL;
+	json_object *body = NULL;
+	struct task_rec cur;
 	struct task_write w;
 	struct jsonu_err e;
 	enum rcs_err err;
 	bool tx = false;
 
+	memset(&cur, 0, sizeof(cur));
 	if (!api_body_object(req, r, false, &body))
 		return;
 	err = store_tx_begin(req->app->st);
@@ -386,10 +442,10 @@ static void task_update(struct api_req *req, struct api_resp *r, bool full)
 	}
 	if (!full && json_object_object_length(body) == 1 &&
 	    json_object_object_get_ex(body, "signature", NULL)) {
-		task_set_signature(req, r, cur, jsonu_member(body, "signature"));
+		task_set_signature(req, r, &cur, jsonu_member(body, "signature"));
 		goto out;
 	}
-	task_from_record(cur, &w);
+	task_from_record(&cur, &w);
 	if (full) {
 		/* PUT replaces every writable field: absent ones take their defaults */
 		w.variables_info = NULL;
@@ -421,7 +477,7 @@ static void task_update(struct api_req *req, struct api_resp *r, bool full)
 out:
 	if (tx)
 		store_tx_end(req->app->st, r->status >= 200 && r->status < 300);
-	json_object_put(cur);
+	store_task_rec_free(&cur);
 	json_object_put(body);
 }
 
@@ -437,10 +493,10 @@ void api_task_patch(struct api_req *req, struct api_resp *r)
 
 void api_task_delete(struct api_req *req, struct api_resp *r)
 {
-	json_object *t = NULL;
+	struct task_rec t;
 	enum rcs_err err = api_task_load(req, req->seg[1], &t);
 
-	json_object_put(t);
+	store_task_rec_free(&t);
 	if (err == RCS_OK)
 		err = store_task_delete(req->app->st, req->auth.client_root, req->seg[1]);
 	if (err != RCS_OK)
@@ -465,21 +521,30 @@ static bool script_name_ok(struct api_req *req, struct api_resp *r, const char *
 void api_scripts_list(struct api_req *req, struct api_resp *r)
 {
 	struct store_page pg;
-	json_object *page = NULL;
+	struct store_script_list page;
+	struct render w;
+	struct buf b;
 	enum rcs_err err;
 
 	if (!api_page(req, r, API_DEFAULT_PER_PAGE, &pg))
 		return;
 	err = store_scripts_list(req->app->st, req->auth.client_root, &pg, &page);
-	if (err != RCS_OK)
+	if (err != RCS_OK) {
 		api_store_error(r, err, "script");
-	else
-		api_reply(r, 200, page);
+		return;
+	}
+	buf_init(&b, TASK_ANSWER_MAX);
+	render_init(&w, &b);
+	render_script_list(&w, &page);
+	api_reply_buf(r, 200, &b, render_end(&w));
+	store_script_list_free(&page);
 }
 
 void api_script_get(struct api_req *req, struct api_resp *r)
 {
-	json_object *s = NULL;
+	struct script_rec s;
+	struct render w;
+	struct buf b;
 	enum rcs_err err;
 
 	if (!vars_token_valid(req->seg[1], 64, "-.")) {
@@ -487,42 +552,56 @@ void api_script_get(struct api_req *req, struct api_resp *r)
 		return;
 	}
 	err = store_script_get(req->app->st, req->auth.client_root, req->seg[1], true, &s);
-	if (err != RCS_OK)
+	if (err != RCS_OK) {
 		api_store_error(r, err, "script");
-	else
-		api_reply(r, 200, s);
+		return;
+	}
+	buf_init(&b, TASK_ANSWER_MAX);
+	render_init(&w, &b);
+	render_script(&w, &s);
+	api_reply_buf(r, 200, &b, render_end(&w));
+	store_script_rec_free(&s);
 }
 
-/* Gives every task of the tenant using the script a new version with its new bytes. */
-static enum rcs_err script_bump_tasks(struct api_req *req, const char *name, json_object *updated)
+/* Gives every task of the tenant using the script a new version with its new bytes;
+ * *bumped (malloc'd, *n of them) gets each task's ident and new version. */
+static enum rcs_err script_bump_tasks(struct api_req *req, const char *name,
+				      struct render_task_bump **bumped, size_t *n)
 {
-	json_object *idents = NULL;
+	struct store_idents idents;
 	enum rcs_err err;
 
+	*bumped = NULL;
+	*n = 0;
 	err = store_tasks_using_script(req->app->st, req->auth.client_root, name, &idents);
-	for (size_t i = 0; err == RCS_OK && i < json_object_array_length(idents); i++) {
-		const char *ident = json_object_get_string(json_object_array_get_idx(idents, i));
-		json_object *cur = NULL, *item;
+	if (err != RCS_OK)
+		return err;
+	if (idents.n > 0) {
+		*bumped = calloc(idents.n, sizeof(**bumped));
+		if (*bumped == NULL)
+			err = RCS_ERR_NOMEM;
+	}
+	for (size_t i = 0; err == RCS_OK && i < idents.n; i++) {
+		struct task_rec cur;
 		struct task_write w;
 		struct jsonu_err e;
 
-		err = store_task_get(req->app->st, req->auth.client_root, ident, &cur);
+		err = store_task_get(req->app->st, req->auth.client_root, idents.v[i], &cur);
 		if (err != RCS_OK)
 			break;
-		task_from_record(cur, &w);
+		task_from_record(&cur, &w);
 		w.version++;
 		w.update_user = req->auth.user;
 		w.update_at = req->now;
 		err = task_save(req->app, &w, false, &e);
 		if (err == RCS_OK) {
-			item = json_object_new_object();
-			json_object_object_add(item, "ident", json_object_new_string(ident));
-			json_object_object_add(item, "version", json_object_new_int64(w.version));
-			json_object_array_add(updated, item);
+			snprintf((*bumped)[*n].ident, sizeof((*bumped)[*n].ident), "%s", cur.ident);
+			(*bumped)[*n].version = w.version;
+			(*n)++;
 		}
-		json_object_put(cur);
+		store_task_rec_free(&cur);
 	}
-	json_object_put(idents);
+	store_idents_free(&idents);
 	return err;
 }
 
@@ -549,7 +628,12 @@ static bool script_compiles(struct api_resp *r, const char *name, const char *sr
 void api_script_put(struct api_req *req, struct api_resp *r)
 {
 	static const char *const fields[] = {"source", NULL};
-	json_object *body = NULL, *s = NULL, *updated = NULL;
+	json_object *body = NULL;
+	struct script_rec s;
+	struct render_task_bump *bumped = NULL;
+	size_t n_bumped = 0;
+	struct render w;
+	struct buf b;
 	const char *name = req->seg[1], *src = NULL;
 	char old_sha[SHA256_HEX_LEN] = "", new_sha[SHA256_HEX_LEN];
 	char *old_src = NULL;
@@ -558,6 +642,7 @@ void api_script_put(struct api_req *req, struct api_resp *r)
 	bool created = false, tx = false;
 	enum rcs_err err;
 
+	memset(&s, 0, sizeof(s));
 	if (!script_name_ok(req, r, name) || !api_body_object(req, r, false, &body))
 		goto out;
 	if (jsonu_check_keys(body, fields, &e) != RCS_OK ||
@@ -583,24 +668,25 @@ void api_script_put(struct api_req *req, struct api_resp *r)
 		old_sha[0] = '\0';
 	err = store_script_put(req->app->st, req->auth.client_root, name, src, strlen(src),
 			       req->now, &created);
-	updated = json_object_new_array();
 	sha256_hex(src, strlen(src), new_sha);
 	if (err == RCS_OK && old_sha[0] && strcmp(old_sha, new_sha) != 0)
-		err = script_bump_tasks(req, name, updated);
+		err = script_bump_tasks(req, name, &bumped, &n_bumped);
 	if (err == RCS_OK)
 		err = store_script_get(req->app->st, req->auth.client_root, name, true, &s);
 	if (err != RCS_OK) {
 		api_store_error(r, err, "script");
 		goto out;
 	}
-	json_object_object_add(s, "tasks_updated", updated);
-	updated = NULL;
-	api_reply(r, created ? 201 : 200, s);
+	buf_init(&b, TASK_ANSWER_MAX);
+	render_init(&w, &b);
+	render_script_put(&w, &s, bumped, n_bumped);
+	api_reply_buf(r, created ? 201 : 200, &b, render_end(&w));
 out:
 	if (tx)
 		store_tx_end(req->app->st, r->status >= 200 && r->status < 300);
 	free(old_src);
-	json_object_put(updated);
+	free(bumped);
+	store_script_rec_free(&s);
 	json_object_put(body);
 }
 

@@ -105,7 +105,7 @@ bool api_list(struct api_req *req, struct api_resp *r, long long default_per_pag
 
 /* Loads a task the caller may see (public ones, its own, any for admins);
  * RCS_ERR_NOTFOUND otherwise, also for a malformed ident. */
-enum rcs_err api_task_load(struct api_req *req, const char *ident, json_object **out);
+enum rcs_err api_task_load(struct api_req *req, const char *ident, struct task_rec *out);
 
 /* handlers (api_tasks.c) */
 void api_tasks_list(struct api_req *req, struct api_resp *r);

@@ -39,6 +39,12 @@ struct in_msg {
 	char payload[];
 };
 
+/* A task version as an envelope carries it: the store's snapshot, its JSON members parsed. */
+struct bridge_tv {
+	struct task_version tv;
+	json_object *constants, *variables_info, *signature;
+};
+
 struct bridge {
 	struct store *st;
 	struct lifecycle *lc;
@@ -63,7 +69,7 @@ struct bridge {
 	/* worker-only: the task version of the last envelope, reused by bulk sends */
 	char tv_task[UUID_STR_LEN];
 	long long tv_version;
-	struct task_version tv;
+	struct bridge_tv tv;
 	bool tv_valid;
 };
 
@@ -77,9 +83,40 @@ static void bridge_kick(struct bridge *b)
 
 /* ---- publishing ---- */
 
+static void bridge_tv_free(struct bridge_tv *t)
+{
+	store_task_version_free(&t->tv);
+	json_object_put(t->constants);
+	json_object_put(t->variables_info);
+	json_object_put(t->signature);
+	t->constants = t->variables_info = t->signature = NULL;
+}
+
+/* A task version from the store, its JSON text parsed for the envelope. */
+static enum rcs_err bridge_tv_get(struct bridge *b, const char *task, long long version,
+				  struct bridge_tv *out)
+{
+	enum rcs_err err;
+
+	memset(out, 0, sizeof(*out));
+	err = store_task_version_get(b->st, task, version, &out->tv);
+	if (err != RCS_OK)
+		return err;
+	out->constants = json_tokener_parse(out->tv.constants);
+	out->variables_info = json_tokener_parse(out->tv.variables_info);
+	if (out->tv.signature)
+		out->signature = json_tokener_parse(out->tv.signature);
+	if (out->constants == NULL || out->variables_info == NULL ||
+	    (out->tv.signature && out->signature == NULL)) {
+		bridge_tv_free(out);
+		return RCS_ERR_DB;
+	}
+	return RCS_OK;
+}
+
 /* The task version snapshot of a job, cached for consecutive jobs of one task. */
 static enum rcs_err bridge_task_version(struct bridge *b, const char *task, long long version,
-					struct task_version **out)
+					struct bridge_tv **out)
 {
 	enum rcs_err err;
 
@@ -88,9 +125,9 @@ static enum rcs_err bridge_task_version(struct bridge *b, const char *task, long
 		return RCS_OK;
 	}
 	if (b->tv_valid)
-		store_task_version_free(&b->tv);
+		bridge_tv_free(&b->tv);
 	b->tv_valid = false;
-	err = store_task_version_get(b->st, task, version, &b->tv);
+	err = bridge_tv_get(b, task, version, &b->tv);
 	if (err != RCS_OK)
 		return err;
 	snprintf(b->tv_task, sizeof(b->tv_task), "%s", task);
@@ -121,7 +158,7 @@ static enum rcs_err bridge_prepare_job(struct bridge *b, const char *ident, bool
 				       bool tv_cache, int64_t now, struct bridge_out *o)
 {
 	json_object *env_json = NULL, *vars = NULL;
-	struct task_version own, *tv = NULL;
+	struct bridge_tv own, *tv = NULL;
 	struct proto_envelope env;
 	struct job_rec job;
 	const char *payload;
@@ -146,7 +183,7 @@ static enum rcs_err bridge_prepare_job(struct bridge *b, const char *ident, bool
 	if (tv_cache) {
 		err = bridge_task_version(b, job.task_ident, job.task_version, &tv);
 	} else {
-		err = store_task_version_get(b->st, job.task_ident, job.task_version, &own);
+		err = bridge_tv_get(b, job.task_ident, job.task_version, &own);
 		tv = &own;
 	}
 	if (err != RCS_OK)
@@ -171,10 +208,10 @@ static enum rcs_err bridge_prepare_job(struct bridge *b, const char *ident, bool
 	snprintf(env.task_ident, sizeof(env.task_ident), "%s", job.task_ident);
 	env.task_version = job.task_version;
 	env.task_name = job.task_name;
-	env.script_name = tv->script_name;
-	snprintf(env.script_sha256, sizeof(env.script_sha256), "%s", tv->script_sha256);
-	env.script_source = tv->script_src;
-	env.script_len = tv->script_len;
+	env.script_name = tv->tv.script_name;
+	snprintf(env.script_sha256, sizeof(env.script_sha256), "%s", tv->tv.script_sha256);
+	env.script_source = tv->tv.script_src;
+	env.script_len = tv->tv.script_len;
 	env.constants = tv->constants;
 	env.variables_info = tv->variables_info;
 	vars = json_tokener_parse(job.variables); /* the store holds what the API checked */
@@ -182,7 +219,7 @@ static enum rcs_err bridge_prepare_job(struct bridge *b, const char *ident, bool
 	env.signature = tv->signature;
 	env.issued_at = now;
 	env.expires_at = store_job_expiry(job.created_at, job.scheduled_time, job.ttl);
-	env.timeout = tv->timeout;
+	env.timeout = tv->tv.timeout;
 	env_json = proto_envelope_encode(&env);
 	payload = jsonu_dump(env_json, &o->len);
 	o->payload = malloc(o->len ? o->len : 1);
@@ -193,7 +230,7 @@ static enum rcs_err bridge_prepare_job(struct bridge *b, const char *ident, bool
 	memcpy(o->payload, payload, o->len);
 	proto_topic_make(o->topic, PROTO_JOB, env.client_root, env.entity_ident, ident);
 out:
-	store_task_version_free(&own);
+	bridge_tv_free(&own);
 	if (env_json)
 		json_object_put(env_json);
 	json_object_put(vars);
@@ -900,7 +937,7 @@ void bridge_stop(struct bridge *b)
 		b->in_head = next;
 	}
 	if (b->tv_valid)
-		store_task_version_free(&b->tv);
+		bridge_tv_free(&b->tv);
 	json_object_put(b->out);
 	json_object_put(b->retry);
 	if (b->efd >= 0)

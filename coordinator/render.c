@@ -237,9 +237,122 @@ void render_page_close(struct render *w)
 
 /* ---- records: keys and scripts ---- */
 
+static void render_api_key_members(struct render *w, const struct key_rec *r)
+{
+	render_kstr(w, "ident", r->ident);
+	render_kstr(w, "user", r->user);
+	render_kstr(w, "role", role_name(r->role));
+	render_kstr(w, "client_root", r->client_root);
+	render_kint(w, "created_at", r->created_at);
+	render_kint_opt(w, "revoked_at", r->revoked_at);
+}
+
+void render_api_key(struct render *w, const struct key_rec *r)
+{
+	render_obj_open(w);
+	render_api_key_members(w, r);
+	render_obj_close(w);
+}
+
+void render_api_key_new(struct render *w, const struct key_rec *r, const char *secret)
+{
+	render_obj_open(w);
+	render_api_key_members(w, r);
+	render_kstr(w, "api_key", secret);
+	render_obj_close(w);
+}
+
+void render_api_key_list(struct render *w, const struct store_key_list *l)
+{
+	render_page_open(w, &l->pg);
+	for (size_t i = 0; i < l->n; i++)
+		render_api_key(w, &l->items[i]);
+	render_page_close(w);
+}
+
+static void render_script_members(struct render *w, const struct script_rec *r)
+{
+	render_kstr(w, "name", r->name);
+	render_kstr(w, "sha256", r->sha256);
+	render_kint(w, "size", r->size);
+	render_kbool(w, "stock", r->stock);
+	render_kint(w, "updated_at", r->updated_at);
+	if (r->source != NULL) {
+		render_key(w, "source");
+		render_strn(w, r->source, r->source_len);
+	}
+}
+
+void render_script(struct render *w, const struct script_rec *r)
+{
+	render_obj_open(w);
+	render_script_members(w, r);
+	render_obj_close(w);
+}
+
+void render_script_list(struct render *w, const struct store_script_list *l)
+{
+	render_page_open(w, &l->pg);
+	for (size_t i = 0; i < l->n; i++)
+		render_script(w, &l->items[i]);
+	render_page_close(w);
+}
+
+void render_script_put(struct render *w, const struct script_rec *r,
+		       const struct render_task_bump *bumped, size_t n)
+{
+	render_obj_open(w);
+	render_script_members(w, r);
+	render_key(w, "tasks_updated");
+	render_arr_open(w);
+	for (size_t i = 0; i < n; i++) {
+		render_obj_open(w);
+		render_kstr(w, "ident", bumped[i].ident);
+		render_kint(w, "version", bumped[i].version);
+		render_obj_close(w);
+	}
+	render_arr_close(w);
+	render_obj_close(w);
+}
+
 /* (end of keys and scripts) */
 
 /* ---- records: tasks ---- */
+
+void render_task(struct render *w, const struct task_rec *r)
+{
+	render_obj_open(w);
+	render_kint(w, "version", r->version);
+	render_kstr(w, "ident", r->ident);
+	render_kstr(w, "client_root", r->client_root);
+	render_kstr(w, "created_user", r->created_user);
+	render_kstr(w, "update_user", r->update_user);
+	render_kstr(w, "name", r->name);
+	render_kstr(w, "script", r->script);
+	render_kraw(w, "variables_info", r->variables_info);
+	render_kraw(w, "constants", r->constants);
+	render_kstr(w, "comment", r->comment);
+	render_kstr(w, "active", r->active ? "true" : "false");
+	render_kbool(w, "public", r->is_public);
+	render_kbool(w, "hide", r->hide);
+	render_kbool(w, "allow_offline", r->allow_offline);
+	render_kint(w, "created_at", r->created_at);
+	render_kint(w, "update_at", r->update_at);
+	render_kraw(w, "notification_mail_list", r->mail_list);
+	render_kraw(w, "notification_status_list", r->status_list);
+	render_kint(w, "timeout", r->timeout);
+	render_kstr(w, "script_sha256", r->script_sha256);
+	render_kraw(w, "signature", r->signature);
+	render_obj_close(w);
+}
+
+void render_task_list(struct render *w, const struct store_task_list *l)
+{
+	render_page_open(w, &l->pg);
+	for (size_t i = 0; i < l->n; i++)
+		render_task(w, &l->items[i]);
+	render_page_close(w);
+}
 
 /* (end of tasks) */
 

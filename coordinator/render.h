@@ -65,9 +65,31 @@ void render_page_close(struct render *w);
 
 /* keys and scripts */
 
+/* An API key: {ident, user, role, client_root, created_at, revoked_at}. (render_key writes
+ * an object's key: the record's writer is render_api_key.) */
+void render_api_key(struct render *w, const struct key_rec *r);
+/* A key just created: the record with its secret, api_key, the only time it is shown. */
+void render_api_key_new(struct render *w, const struct key_rec *r, const char *secret);
+void render_api_key_list(struct render *w, const struct store_key_list *l);
+/* A script: {name, sha256, size, stock, updated_at}, and source when the record holds it. */
+void render_script(struct render *w, const struct script_rec *r);
+void render_script_list(struct render *w, const struct store_script_list *l);
+/* A task that got a new version: an item of a script's tasks_updated. */
+struct render_task_bump {
+	char ident[UUID_STR_LEN];
+	long long version;
+};
+/* The answer of PUT /scripts/<name>: the script with tasks_updated, [{ident, version}]. */
+void render_script_put(struct render *w, const struct script_rec *r,
+		       const struct render_task_bump *bumped, size_t n);
+
 /* (end of keys and scripts) */
 
 /* tasks */
+
+/* A task as docs/api.md "Tasks" shows it (active as the string "true" or "false"). */
+void render_task(struct render *w, const struct task_rec *r);
+void render_task_list(struct render *w, const struct store_task_list *l);
 
 /* (end of tasks) */
 

@@ -779,3 +779,43 @@ enum rcs_err store_sp_end(struct store *st, enum rcs_err status)
 	store_unlock(st);
 	return status != RCS_OK ? status : err;
 }
+
+/* ---- tenants, keys, scripts, tasks ---- */
+
+/* Transitional, with the SQLite-typed helpers above: a row is there. */
+json_object *store_row_exists(sqlite3_stmt *s)
+{
+	(void)s;
+	return json_object_new_boolean(1);
+}
+
+enum rcs_err store_page_recs(struct store *st, const char *cols, const char *from,
+			     const struct store_qb *q, const char *order,
+			     const struct store_page *pg, struct store_page_info *info,
+			     size_t size, store_one_fn fn, void **items, size_t *n)
+{
+	struct store_stmt *s = NULL;
+	unsigned char *recs = NULL;
+	enum rcs_err err;
+	bool row = false;
+
+	*items = NULL;
+	*n = 0;
+	info->page = pg->page;
+	info->per_page = pg->per_page;
+	info->total = 0;
+	if (pg->per_page < 1)
+		return RCS_ERR_INTERNAL;
+	recs = calloc((size_t)pg->per_page, size);
+	if (recs == NULL)
+		return RCS_ERR_NOMEM;
+	*items = recs;
+	store_lock(st);
+	err = store_page_rows(st, cols, from, q, order, pg, &info->total, &s);
+	while (err == RCS_OK && *n < (size_t)pg->per_page &&
+	       (err = store_next(st, s, "page", &row)) == RCS_OK && row)
+		err = fn(s, recs + size * (*n)++);
+	store_stmt_done(st, s);
+	store_unlock(st);
+	return err;
+}

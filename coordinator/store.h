@@ -81,6 +81,14 @@ struct store_page_info {
 	long long page, per_page, total;
 };
 
+/* Idents (of jobs, tasks), in the order of the query that listed them; free with
+ * store_idents_free. */
+struct store_idents {
+	char (*v)[UUID_STR_LEN];
+	size_t n;
+};
+void store_idents_free(struct store_idents *ids);
+
 /* ---- tenants and API keys ---- */
 
 enum role { ROLE_VIEWER = 0, ROLE_OPERATOR = 1, ROLE_ADMIN = 2 };
@@ -103,18 +111,54 @@ enum rcs_err store_key_revoke(struct store *st, const char *client_root, const c
 			      int64_t now);
 /* Finds an unrevoked key by the hex SHA-256 of the key. */
 enum rcs_err store_key_lookup(struct store *st, const char *key_hash, struct auth *out);
+/* An API key as the API shows it (never its hash). Free with store_key_rec_free. */
+struct key_rec {
+	char ident[UUID_STR_LEN];
+	char *user;
+	enum role role;
+	char client_root[UUID_STR_LEN];
+	int64_t created_at;
+	int64_t revoked_at; /* 0: not revoked */
+};
+void store_key_rec_free(struct key_rec *r);
+struct store_key_list {
+	struct store_page_info pg;
+	struct key_rec *items;
+	size_t n;
+};
+void store_key_list_free(struct store_key_list *l);
+
 enum rcs_err store_key_get(struct store *st, const char *client_root, const char *ident,
-			   json_object **out);
+			   struct key_rec *out);
 enum rcs_err store_keys_list(struct store *st, const char *client_root, const struct store_page *pg,
-			     json_object **out);
+			     struct store_key_list *out);
 
 /* ---- scripts (client_root "" holds the stock scripts) ---- */
 
 enum rcs_err store_script_put(struct store *st, const char *client_root, const char *name,
 			      const char *src, size_t len, int64_t now, bool *created);
+/* A script as the API shows it; source (with source_len) only when asked for, else NULL.
+ * Free with store_script_rec_free. */
+struct script_rec {
+	char *name;
+	char sha256[65];
+	long long size;
+	bool stock; /* one of the stock scripts (client_root "") */
+	int64_t updated_at;
+	char *source;
+	size_t source_len;
+};
+void store_script_rec_free(struct script_rec *r);
+struct store_script_list {
+	struct store_page_info pg;
+	struct script_rec *items;
+	size_t n;
+};
+void store_script_list_free(struct store_script_list *l);
+
 /* Looks in the tenant's scripts, then the stock ones. */
 enum rcs_err store_script_get(struct store *st, const char *client_root, const char *name,
-			      bool with_source, json_object **out);
+			      bool with_source, struct script_rec *out);
 /* Exact bytes (malloc'd, NUL-terminated, caller frees) and hex sha256. */
 enum rcs_err store_script_source(struct store *st, const char *client_root, const char *name,
 				 char **src, size_t *len, char sha256[65]);
@@ -122,10 +166,12 @@ bool store_script_is_stock(struct store *st, const char *name);
 /* RCS_ERR_CONFLICT when a task still uses it. */
 enum rcs_err store_script_delete(struct store *st, const char *client_root, const char *name);
 enum rcs_err store_scripts_list(struct store *st, const char *client_root,
-				const struct store_page *pg, json_object **out);
+				const struct store_page *pg, struct store_script_list *out);
 
 /* ---- tasks ---- */
 
+/* JSON members are JSON text (the API serializes what it validated); NULL takes the
+ * default ({} or [], no signature). */
 struct task_write {
 	const char *ident;
 	const char *client_root;
@@ -135,31 +181,61 @@ struct task_write {
 	const char *script_src; /* exact bytes of this version */
 	size_t script_len;
 	const char *script_sha256;
-	json_object *variables_info; /* object */
-	json_object *constants;      /* object */
+	const char *variables_info; /* object */
+	const char *constants;      /* object */
 	const char *comment;
 	bool active, is_public, hide, allow_offline;
 	long long timeout;
 	const char *created_user;
 	const char *update_user; /* NULL on create */
 	int64_t created_at, update_at;
-	json_object *mail_list;   /* array of strings */
-	json_object *status_list; /* array of strings */
-	json_object *signature;   /* object or NULL */
+	const char *mail_list;   /* array of strings */
+	const char *status_list; /* array of strings */
+	const char *signature;   /* object or NULL */
 };
 
 /* Inserts (version 1) or updates a task, recording the version's snapshot. */
 enum rcs_err store_task_put(struct store *st, const struct task_write *t, bool is_new);
-/* A task record as the API shows it. */
+
+/* A task as the API shows it (docs/api.md, "Tasks"); JSON members as JSON text. Free with
+ * store_task_rec_free. */
+struct task_rec {
+	long long version;
+	char ident[UUID_STR_LEN];
+	char client_root[UUID_STR_LEN];
+	char *created_user;
+	char *update_user; /* NULL until a second version */
+	char *name;
+	char *script;
+	char *variables_info; /* object */
+	char *constants;      /* object */
+	char *comment;
+	bool active, is_public, hide, allow_offline;
+	int64_t created_at, update_at;
+	char *mail_list;   /* array of strings */
+	char *status_list; /* array of strings */
+	long long timeout;
+	char script_sha256[65];
+	char *signature; /* object, NULL when unsigned */
+};
+void store_task_rec_free(struct task_rec *r);
+struct store_task_list {
+	struct store_page_info pg;
+	struct task_rec *items;
+	size_t n;
+};
+void store_task_list_free(struct store_task_list *l);
+
 enum rcs_err store_task_get(struct store *st, const char *client_root, const char *ident,
-			    json_object **out);
+			    struct task_rec *out);
 /* store_task_get for a user who is no admin (only_visible_to; NULL: anyone): a task that is
  * neither public nor theirs is RCS_ERR_NOTFOUND, like another tenant's. */
 enum rcs_err store_task_get_visible(struct store *st, const char *client_root, const char *ident,
-				    const char *only_visible_to, json_object **out);
-/* Sets the signature of the task's current version (version unchanged). */
+				    const char *only_visible_to, struct task_rec *out);
+/* Sets the signature (JSON text of an object, NULL: none) of the task's current version
+ * (version unchanged). */
 enum rcs_err store_task_set_signature(struct store *st, const char *client_root, const char *ident,
-				      json_object *signature);
+				      const char *signature);
 enum rcs_err store_task_delete(struct store *st, const char *client_root, const char *ident);
 
 struct task_filter {
@@ -168,20 +244,22 @@ struct task_filter {
 };
 enum rcs_err store_tasks_list(struct store *st, const char *client_root,
 			      const struct task_filter *f, const struct store_page *pg,
-			      json_object **out);
-/* Idents (JSON array of strings) of live tasks of the tenant using script name. */
-enum rcs_err store_tasks_using_script(struct store *st, const char *client_root, const char *name,
-				      json_object **out);
+			      struct store_task_list *out);
 
-/* The immutable snapshot of one task version (what a job carries). */
+/* Idents of live tasks of the tenant using a script, in ident order. */
+enum rcs_err store_tasks_using_script(struct store *st, const char *client_root, const char *name,
+				      struct store_idents *out);
+
+/* The immutable snapshot of one task version (what a job carries); JSON members as JSON
+ * text. */
 struct task_version {
 	char *script_name;
 	char *script_src;
 	size_t script_len;
 	char script_sha256[65];
-	json_object *constants;
-	json_object *variables_info;
-	json_object *signature; /* NULL when unsigned */
+	char *constants;      /* object */
+	char *variables_info; /* object */
+	char *signature;      /* object, NULL when unsigned */
 	long long timeout;
 };
 enum rcs_err store_task_version_get(struct store *st, const char *task_ident, long long version,
@@ -455,13 +533,6 @@ int64_t store_job_expiry(int64_t created_at, int64_t scheduled_time, int64_t ttl
 enum rcs_err store_device_state(struct store *st, const char *client_root, const char *entity_ident,
 				bool online, const char *tags, const char *agent_version,
 				int64_t now, bool *came_online);
-
-/* Job idents, in the order of the query that listed them; free with store_idents_free. */
-struct store_idents {
-	char (*v)[UUID_STR_LEN];
-	size_t n;
-};
-void store_idents_free(struct store_idents *ids);
 
 /* Idents of pending jobs that are due, for online devices (entity_ident NULL: all
  * devices), at most limit. */

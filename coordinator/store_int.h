@@ -249,4 +249,17 @@ enum rcs_err store_sp_begin(struct store *st);
 enum rcs_err store_sp_end(struct store *st, enum rcs_err status);
 json_object *store_row_exists(sqlite3_stmt *s);
 
+/* ---- tenants, keys, scripts, tasks ---- */
+
+/*
+ * A page of typed records: pg's rows of "SELECT cols FROM from<q> ORDER BY order", each read
+ * by fn into its record (size bytes, zeroed) of *items (malloc'd, per_page records); *n
+ * records were read (the one fn failed on included), info gets the page and the total. The
+ * caller frees the records and *items, also on an error. Takes the lock.
+ */
+enum rcs_err store_page_recs(struct store *st, const char *cols, const char *from,
+			     const struct store_qb *q, const char *order,
+			     const struct store_page *pg, struct store_page_info *info,
+			     size_t size, store_one_fn fn, void **items, size_t *n);
+
 #endif

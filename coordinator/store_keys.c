@@ -5,6 +5,7 @@
 #include "store_int.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 /* ---- tenants and keys ---- */
@@ -37,19 +38,18 @@ enum rcs_err store_tenant_create(struct store *st, const char *client_root, int6
 			   NULL, 2, client_root, ts);
 }
 
-json_object *store_row_exists(sqlite3_stmt *s)
+/* A row is there: what an existence check asks (store_get_one). */
+static enum rcs_err key_row_found(struct store_stmt *s, void *arg)
 {
 	(void)s;
-	return json_object_new_boolean(1);
+	(void)arg;
+	return RCS_OK;
 }
 
 bool store_tenant_exists(struct store *st, const char *client_root)
 {
-	json_object *o = NULL;
-	enum rcs_err err = store_get_row(st, "SELECT 1 FROM tenants WHERE client_root = ?",
-					 client_root, NULL, NULL, store_row_exists, &o);
-	json_object_put(o);
-	return err == RCS_OK;
+	return store_get_one(st, "SELECT 1 FROM tenants WHERE client_root = ?", client_root, NULL,
+			     NULL, key_row_found, NULL) == RCS_OK;
 }
 
 enum rcs_err store_key_create(struct store *st, const char *ident, const char *client_root,
@@ -88,66 +88,87 @@ enum rcs_err store_key_revoke(struct store *st, const char *client_root, const c
 	return err;
 }
 
+static enum rcs_err key_auth_row(struct store_stmt *s, void *arg)
+{
+	struct auth *out = arg;
+
+	store_val_copy(s, 0, out->key_ident, sizeof(out->key_ident));
+	store_val_copy(s, 1, out->client_root, sizeof(out->client_root));
+	store_val_copy(s, 2, out->user, sizeof(out->user));
+	if (!role_parse(store_val_text(s, 3), &out->role))
+		out->role = ROLE_VIEWER;
+	return RCS_OK;
+}
+
 enum rcs_err store_key_lookup(struct store *st, const char *key_hash, struct auth *out)
 {
-	sqlite3_stmt *s = NULL;
-	enum rcs_err err;
-	int rc;
-
-	store_lock(st);
-	err = store_prepare(st,
-			    "SELECT ident, client_root, user, role FROM api_keys"
-			    " WHERE key_hash = ? AND revoked_at IS NULL",
-			    &s);
-	if (err != RCS_OK)
-		goto out;
-	store_bind_text(s, 1, key_hash);
-	rc = sqlite3_step(s);
-	if (rc == SQLITE_ROW) {
-		snprintf(out->key_ident, sizeof(out->key_ident), "%s", store_col_text(s, 0));
-		snprintf(out->client_root, sizeof(out->client_root), "%s", store_col_text(s, 1));
-		snprintf(out->user, sizeof(out->user), "%s", store_col_text(s, 2));
-		if (!role_parse(store_col_text(s, 3), &out->role))
-			out->role = ROLE_VIEWER;
-		err = RCS_OK;
-	} else if (rc == SQLITE_DONE) {
-		err = RCS_ERR_NOTFOUND;
-	} else {
-		err = store_rc(st->db, rc, "key lookup");
-	}
-out:
-	store_release(st, s);
-	store_unlock(st);
-	return err;
+	return store_get_one(st,
+			     "SELECT ident, client_root, user, role FROM api_keys"
+			     " WHERE key_hash = ? AND revoked_at IS NULL",
+			     key_hash, NULL, NULL, key_auth_row, out);
 }
 
 #define KEY_COLS "ident, user, role, client_root, created_at, revoked_at"
 
-static const struct store_col_map key_cols[] = {
-    {"ident", STORE_COL_STR},       {"user", STORE_COL_STR},       {"role", STORE_COL_STR},
-    {"client_root", STORE_COL_STR}, {"created_at", STORE_COL_INT}, {"revoked_at", STORE_COL_INT},
-    {NULL, STORE_COL_STR},
-};
-
-static json_object *row_key(sqlite3_stmt *s)
+void store_key_rec_free(struct key_rec *r)
 {
-	return store_row_map(s, key_cols);
+	free(r->user);
+	r->user = NULL;
+}
+
+void store_key_list_free(struct store_key_list *l)
+{
+	for (size_t i = 0; i < l->n; i++)
+		store_key_rec_free(&l->items[i]);
+	free(l->items);
+	l->items = NULL;
+	l->n = 0;
+}
+
+/* A row of KEY_COLS into a record (zeroed by the caller). */
+static enum rcs_err key_row(struct store_stmt *s, void *arg)
+{
+	struct key_rec *r = arg;
+	enum rcs_err err = RCS_OK;
+
+	store_val_copy(s, 0, r->ident, sizeof(r->ident));
+	r->user = store_val_dup(s, 1, &err);
+	if (!role_parse(store_val_text(s, 2), &r->role))
+		r->role = ROLE_VIEWER;
+	store_val_copy(s, 3, r->client_root, sizeof(r->client_root));
+	r->created_at = store_val_int(s, 4);
+	r->revoked_at = store_val_int(s, 5); /* NULL reads 0 */
+	return err;
 }
 
 enum rcs_err store_key_get(struct store *st, const char *client_root, const char *ident,
-			   json_object **out)
+			   struct key_rec *out)
 {
-	return store_get_row(
-	    st, "SELECT " KEY_COLS " FROM api_keys WHERE ident = ? AND client_root = ?", ident,
-	    client_root, NULL, row_key, out);
+	enum rcs_err err;
+
+	memset(out, 0, sizeof(*out));
+	err = store_get_one(st,
+			    "SELECT " KEY_COLS " FROM api_keys WHERE ident = ? AND client_root = ?",
+			    ident, client_root, NULL, key_row, out);
+	if (err != RCS_OK)
+		store_key_rec_free(out);
+	return err;
 }
 
 enum rcs_err store_keys_list(struct store *st, const char *client_root, const struct store_page *pg,
-			     json_object **out)
+			     struct store_key_list *out)
 {
 	struct store_qb q = {.n = 0};
+	void *items = NULL;
+	enum rcs_err err;
 
+	memset(out, 0, sizeof(*out));
 	q.where[0] = '\0';
 	store_qb_add(&q, "client_root = ?", client_root);
-	return store_list(st, KEY_COLS, "api_keys", &q, "ident", pg, row_key, out);
+	err = store_page_recs(st, KEY_COLS, "api_keys", &q, "ident", pg, &out->pg,
+			      sizeof(*out->items), key_row, &items, &out->n);
+	out->items = items;
+	if (err != RCS_OK)
+		store_key_list_free(out);
+	return err;
 }

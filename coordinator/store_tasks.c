@@ -8,24 +8,31 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "jsonu.h"
 #include "manifest.h"
+
+/* A row is there: what an existence check asks (store_get_one). */
+static enum rcs_err row_found(struct store_stmt *s, void *arg)
+{
+	(void)s;
+	(void)arg;
+	return RCS_OK;
+}
 
 /* ---- scripts ---- */
 
+/* The bytes of a script, kept once per content (the source as text of its exact length). */
 static enum rcs_err store_blob_put(struct store *st, const char *sha, const char *src, size_t len)
 {
-	sqlite3_stmt *s = NULL;
+	struct store_stmt *s = NULL;
 	enum rcs_err err;
 
-	err = store_prepare(st, "INSERT OR IGNORE INTO script_blobs(sha256, source) VALUES(?, ?)",
-			    &s);
+	err = store_stmt(st, "INSERT OR IGNORE INTO script_blobs(sha256, source) VALUES(?, ?)", &s);
 	if (err != RCS_OK)
 		return err;
-	sqlite3_bind_text(s, 1, sha, -1, SQLITE_STATIC);
-	sqlite3_bind_blob64(s, 2, src, len, SQLITE_STATIC);
-	err = store_rc(st->db, sqlite3_step(s), "blob put");
-	store_release(st, s);
+	store_arg_text(s, 1, sha);
+	store_arg_textn(s, 2, len ? src : "", len);
+	err = store_done(st, s, "blob put");
+	store_stmt_done(st, s);
 	return err;
 }
 
@@ -33,7 +40,7 @@ enum rcs_err store_script_put(struct store *st, const char *client_root, const c
 			      const char *src, size_t len, int64_t now, bool *created)
 {
 	char sha[SHA256_HEX_LEN];
-	sqlite3_stmt *s = NULL;
+	struct store_stmt *s = NULL;
 	enum rcs_err err;
 
 	sha256_hex(src, len, sha);
@@ -44,130 +51,161 @@ enum rcs_err store_script_put(struct store *st, const char *client_root, const c
 	if (err != RCS_OK)
 		goto out;
 	if (created) {
-		json_object *o = NULL;
-		*created =
-		    store_get_row(st, "SELECT 1 FROM scripts WHERE client_root = ? AND name = ?",
-				  client_root, name, NULL, store_row_exists, &o) == RCS_ERR_NOTFOUND;
-		json_object_put(o);
+		err = store_get_one(st, "SELECT 1 FROM scripts WHERE client_root = ? AND name = ?",
+				    client_root, name, NULL, row_found, NULL);
+		if (err != RCS_OK && err != RCS_ERR_NOTFOUND)
+			goto out;
+		*created = err == RCS_ERR_NOTFOUND;
 	}
-	err = store_prepare(st,
-			    "INSERT INTO scripts(client_root, name, sha256, size, updated_at)"
-			    " VALUES(?, ?, ?, ?, ?) ON CONFLICT(client_root, name) DO UPDATE SET"
-			    " sha256 = excluded.sha256, size = excluded.size,"
-			    " updated_at = CASE WHEN sha256 = excluded.sha256 THEN updated_at"
-			    " ELSE excluded.updated_at END",
-			    &s);
+	err = store_stmt(st,
+			 "INSERT INTO scripts(client_root, name, sha256, size, updated_at)"
+			 " VALUES(?, ?, ?, ?, ?) ON CONFLICT(client_root, name) DO UPDATE SET"
+			 " sha256 = excluded.sha256, size = excluded.size,"
+			 " updated_at = CASE WHEN sha256 = excluded.sha256 THEN updated_at"
+			 " ELSE excluded.updated_at END",
+			 &s);
 	if (err != RCS_OK)
 		goto out;
-	store_bind_text(s, 1, client_root);
-	store_bind_text(s, 2, name);
-	store_bind_text(s, 3, sha);
-	sqlite3_bind_int64(s, 4, (sqlite3_int64)len);
-	sqlite3_bind_int64(s, 5, now);
-	err = store_rc(st->db, sqlite3_step(s), "script put");
+	store_arg_text(s, 1, client_root);
+	store_arg_text(s, 2, name);
+	store_arg_text(s, 3, sha);
+	store_arg_int(s, 4, (long long)len);
+	store_arg_int(s, 5, now);
+	err = store_done(st, s, "script put");
 out:
-	store_release(st, s);
+	store_stmt_done(st, s);
 	return store_sp_end(st, err);
 }
 
-static json_object *row_script(sqlite3_stmt *s)
+void store_script_rec_free(struct script_rec *r)
 {
-	json_object *o = json_object_new_object();
+	free(r->name);
+	free(r->source);
+	r->name = r->source = NULL;
+	r->source_len = 0;
+}
 
-	json_object_object_add(o, "name", store_col_str(s, 0));
-	json_object_object_add(o, "sha256", store_col_str(s, 1));
-	json_object_object_add(o, "size", store_col_int(s, 2));
-	json_object_object_add(o, "stock",
-			       json_object_new_boolean(store_col_text(s, 3)[0] == '\0'));
-	json_object_object_add(o, "updated_at", store_col_int(s, 4));
-	if (sqlite3_column_count(s) > 5)
-		json_object_object_add(o, "source", store_col_str(s, 5));
-	return o;
+void store_script_list_free(struct store_script_list *l)
+{
+	for (size_t i = 0; i < l->n; i++)
+		store_script_rec_free(&l->items[i]);
+	free(l->items);
+	l->items = NULL;
+	l->n = 0;
+}
+
+#define SCRIPT_COLS "s.name, s.sha256, s.size, s.client_root, s.updated_at"
+
+/* A row of SCRIPT_COLS into a record (zeroed by the caller). */
+static enum rcs_err script_row(struct store_stmt *s, void *arg)
+{
+	struct script_rec *r = arg;
+	const char *root = store_val_text(s, 3);
+	enum rcs_err err = RCS_OK;
+
+	r->name = store_val_dup(s, 0, &err);
+	store_val_copy(s, 1, r->sha256, sizeof(r->sha256));
+	r->size = store_val_int(s, 2);
+	r->stock = root == NULL || root[0] == '\0';
+	r->updated_at = store_val_int(s, 4);
+	return err;
+}
+
+/* script_row, and the source after SCRIPT_COLS. */
+static enum rcs_err script_row_source(struct store_stmt *s, void *arg)
+{
+	struct script_rec *r = arg;
+	enum rcs_err err = script_row(s, arg);
+
+	if (err == RCS_OK) {
+		r->source = store_val_dup(s, 5, &err);
+		r->source_len = r->source ? store_val_len(s, 5) : 0;
+	}
+	return err;
 }
 
 enum rcs_err store_script_get(struct store *st, const char *client_root, const char *name,
-			      bool with_source, json_object **out)
+			      bool with_source, struct script_rec *out)
 {
-	const char *sql =
-	    with_source
-		? "SELECT s.name, s.sha256, s.size, s.client_root, s.updated_at, b.source"
-		  " FROM scripts s JOIN script_blobs b ON b.sha256 = s.sha256"
-		  " WHERE s.name = ?2 AND s.client_root IN (?1, '')"
-		  " ORDER BY s.client_root DESC LIMIT 1"
-		: "SELECT s.name, s.sha256, s.size, s.client_root, s.updated_at FROM scripts s"
-		  " WHERE s.name = ?2 AND s.client_root IN (?1, '')"
-		  " ORDER BY s.client_root DESC LIMIT 1";
+	enum rcs_err err;
 
-	return store_get_row(st, sql, client_root, name, NULL, row_script, out);
+	memset(out, 0, sizeof(*out));
+	if (with_source)
+		err = store_get_one(st,
+				    "SELECT " SCRIPT_COLS ", b.source"
+				    " FROM scripts s JOIN script_blobs b ON b.sha256 = s.sha256"
+				    " WHERE s.name = ?2 AND s.client_root IN (?1, '')"
+				    " ORDER BY s.client_root DESC LIMIT 1",
+				    client_root, name, NULL, script_row_source, out);
+	else
+		err = store_get_one(st,
+				    "SELECT " SCRIPT_COLS " FROM scripts s"
+				    " WHERE s.name = ?2 AND s.client_root IN (?1, '')"
+				    " ORDER BY s.client_root DESC LIMIT 1",
+				    client_root, name, NULL, script_row, out);
+	if (err != RCS_OK)
+		store_script_rec_free(out);
+	return err;
+}
+
+struct script_source {
+	char **src;
+	size_t *len;
+	char *sha256;
+};
+
+static enum rcs_err script_source_row(struct store_stmt *s, void *arg)
+{
+	struct script_source *o = arg;
+	enum rcs_err err = RCS_OK;
+	char *p = store_val_dup(s, 0, &err);
+
+	if (err != RCS_OK)
+		return err;
+	if (p == NULL) { /* NULL never stored: read as no bytes */
+		p = calloc(1, 1);
+		if (p == NULL)
+			return RCS_ERR_NOMEM;
+		*o->len = 0;
+	} else {
+		*o->len = store_val_len(s, 0);
+	}
+	*o->src = p;
+	store_val_copy(s, 1, o->sha256, 65);
+	return RCS_OK;
 }
 
 enum rcs_err store_script_source(struct store *st, const char *client_root, const char *name,
 				 char **src, size_t *len, char sha256[65])
 {
-	sqlite3_stmt *s = NULL;
-	enum rcs_err err;
-	int rc;
+	struct script_source o = {src, len, sha256};
 
 	*src = NULL;
-	store_lock(st);
-	err =
-	    store_prepare(st,
-			  "SELECT b.source, s.sha256 FROM scripts s JOIN script_blobs b"
-			  " ON b.sha256 = s.sha256 WHERE s.name = ?2 AND s.client_root IN (?1, '')"
-			  " ORDER BY s.client_root DESC LIMIT 1",
-			  &s);
-	if (err != RCS_OK)
-		goto out;
-	store_bind_text(s, 1, client_root);
-	store_bind_text(s, 2, name);
-	rc = sqlite3_step(s);
-	if (rc == SQLITE_ROW) {
-		size_t n = (size_t)sqlite3_column_bytes(s, 0);
-		char *p = malloc(n + 1);
-		if (p == NULL) {
-			err = RCS_ERR_NOMEM;
-			goto out;
-		}
-		if (n)
-			memcpy(p, sqlite3_column_blob(s, 0), n);
-		p[n] = '\0';
-		*src = p;
-		*len = n;
-		snprintf(sha256, 65, "%s", store_col_text(s, 1));
-	} else {
-		err = rc == SQLITE_DONE ? RCS_ERR_NOTFOUND : store_rc(st->db, rc, "script source");
-	}
-out:
-	store_release(st, s);
-	store_unlock(st);
-	return err;
+	return store_get_one(st,
+			     "SELECT b.source, s.sha256 FROM scripts s JOIN script_blobs b"
+			     " ON b.sha256 = s.sha256 WHERE s.name = ?2 AND s.client_root IN (?1, '')"
+			     " ORDER BY s.client_root DESC LIMIT 1",
+			     client_root, name, NULL, script_source_row, &o);
 }
 
 bool store_script_is_stock(struct store *st, const char *name)
 {
-	json_object *o = NULL;
-	enum rcs_err err =
-	    store_get_row(st, "SELECT 1 FROM scripts WHERE client_root = '' AND name = ?", name,
-			  NULL, NULL, store_row_exists, &o);
-	json_object_put(o);
-	return err == RCS_OK;
+	return store_get_one(st, "SELECT 1 FROM scripts WHERE client_root = '' AND name = ?", name,
+			     NULL, NULL, row_found, NULL) == RCS_OK;
 }
 
 enum rcs_err store_script_delete(struct store *st, const char *client_root, const char *name)
 {
-	json_object *o = NULL;
 	enum rcs_err err;
 	int changes = 0;
 
 	err = store_sp_begin(st);
 	if (err != RCS_OK)
 		return err;
-	err =
-	    store_get_row(st,
-			  "SELECT 1 FROM tasks WHERE client_root = ? AND script = ? AND deleted = 0"
-			  " LIMIT 1",
-			  client_root, name, NULL, store_row_exists, &o);
-	json_object_put(o);
+	err = store_get_one(st,
+			    "SELECT 1 FROM tasks WHERE client_root = ? AND script = ? AND deleted = 0"
+			    " LIMIT 1",
+			    client_root, name, NULL, row_found, NULL);
 	if (err == RCS_OK) {
 		err = RCS_ERR_CONFLICT;
 		goto out;
@@ -183,18 +221,25 @@ out:
 }
 
 enum rcs_err store_scripts_list(struct store *st, const char *client_root,
-				const struct store_page *pg, json_object **out)
+				const struct store_page *pg, struct store_script_list *out)
 {
 	struct store_qb q = {.n = 0};
+	void *items = NULL;
+	enum rcs_err err;
 
+	memset(out, 0, sizeof(*out));
 	/* a tenant's script shadows a stock script of the same name */
 	q.where[0] = '\0';
 	store_qb_add(&q,
 		     "(s.client_root = ?1 OR (s.client_root = '' AND NOT EXISTS (SELECT 1 FROM"
 		     " scripts t WHERE t.client_root = ?1 AND t.name = s.name)))",
 		     client_root);
-	return store_list(st, "s.name, s.sha256, s.size, s.client_root, s.updated_at", "scripts s",
-			  &q, "s.name", pg, row_script, out);
+	err = store_page_recs(st, SCRIPT_COLS, "scripts s", &q, "s.name", pg, &out->pg,
+			      sizeof(*out->items), script_row, &items, &out->n);
+	out->items = items;
+	if (err != RCS_OK)
+		store_script_list_free(out);
+	return err;
 }
 
 /* ---- tasks ---- */
@@ -204,40 +249,70 @@ enum rcs_err store_scripts_list(struct store *st, const char *client_root,
 	" constants, comment, active, public, hide, allow_offline, created_at, update_at,"         \
 	" mail_list, status_list, timeout, script_sha256, signature"
 
-static json_object *row_task(sqlite3_stmt *s)
+void store_task_rec_free(struct task_rec *r)
 {
-	json_object *o = json_object_new_object();
+	free(r->created_user);
+	free(r->update_user);
+	free(r->name);
+	free(r->script);
+	free(r->variables_info);
+	free(r->constants);
+	free(r->comment);
+	free(r->mail_list);
+	free(r->status_list);
+	free(r->signature);
+	memset(r, 0, sizeof(*r));
+}
 
-	json_object_object_add(o, "version", store_col_int(s, 0));
-	json_object_object_add(o, "ident", store_col_str(s, 1));
-	json_object_object_add(o, "client_root", store_col_str(s, 2));
-	json_object_object_add(o, "created_user", store_col_str(s, 3));
-	json_object_object_add(o, "update_user", store_col_str(s, 4));
-	json_object_object_add(o, "name", store_col_str(s, 5));
-	json_object_object_add(o, "script", store_col_str(s, 6));
-	json_object_object_add(o, "variables_info", store_col_json(s, 7));
-	json_object_object_add(o, "constants", store_col_json(s, 8));
-	json_object_object_add(o, "comment", store_col_str(s, 9));
-	json_object_object_add(
-	    o, "active", json_object_new_string(sqlite3_column_int(s, 10) ? "true" : "false"));
-	json_object_object_add(o, "public", store_col_bool(s, 11));
-	json_object_object_add(o, "hide", store_col_bool(s, 12));
-	json_object_object_add(o, "allow_offline", store_col_bool(s, 13));
-	json_object_object_add(o, "created_at", store_col_int(s, 14));
-	json_object_object_add(o, "update_at", store_col_int(s, 15));
-	json_object_object_add(o, "notification_mail_list", store_col_json(s, 16));
-	json_object_object_add(o, "notification_status_list", store_col_json(s, 17));
-	json_object_object_add(o, "timeout", store_col_int(s, 18));
-	json_object_object_add(o, "script_sha256", store_col_str(s, 19));
-	json_object_object_add(o, "signature", store_col_json(s, 20));
-	return o;
+void store_task_list_free(struct store_task_list *l)
+{
+	for (size_t i = 0; i < l->n; i++)
+		store_task_rec_free(&l->items[i]);
+	free(l->items);
+	l->items = NULL;
+	l->n = 0;
+}
+
+/* A row of TASK_COLS into a record (zeroed by the caller). */
+static enum rcs_err task_row(struct store_stmt *s, void *arg)
+{
+	struct task_rec *r = arg;
+	enum rcs_err err = RCS_OK;
+
+	r->version = store_val_int(s, 0);
+	store_val_copy(s, 1, r->ident, sizeof(r->ident));
+	store_val_copy(s, 2, r->client_root, sizeof(r->client_root));
+	r->created_user = store_val_dup(s, 3, &err);
+	r->update_user = store_val_dup(s, 4, &err);
+	r->name = store_val_dup(s, 5, &err);
+	r->script = store_val_dup(s, 6, &err);
+	r->variables_info = store_val_dup(s, 7, &err);
+	r->constants = store_val_dup(s, 8, &err);
+	r->comment = store_val_dup(s, 9, &err);
+	r->active = store_val_bool(s, 10);
+	r->is_public = store_val_bool(s, 11);
+	r->hide = store_val_bool(s, 12);
+	r->allow_offline = store_val_bool(s, 13);
+	r->created_at = store_val_int(s, 14);
+	r->update_at = store_val_int(s, 15);
+	r->mail_list = store_val_dup(s, 16, &err);
+	r->status_list = store_val_dup(s, 17, &err);
+	r->timeout = store_val_int(s, 18);
+	store_val_copy(s, 19, r->script_sha256, sizeof(r->script_sha256));
+	r->signature = store_val_dup(s, 20, &err);
+	return err;
+}
+
+/* Binds JSON text, or dflt when NULL (dflt NULL: SQL NULL). */
+static void task_arg_json(struct store_stmt *s, int i, const char *json, const char *dflt)
+{
+	store_arg_text(s, i, json ? json : dflt);
 }
 
 enum rcs_err store_task_put(struct store *st, const struct task_write *t, bool is_new)
 {
-	sqlite3_stmt *s = NULL;
+	struct store_stmt *s = NULL;
 	enum rcs_err err;
-	int changes;
 
 	err = store_sp_begin(st);
 	if (err != RCS_OK)
@@ -246,7 +321,7 @@ enum rcs_err store_task_put(struct store *st, const struct task_write *t, bool i
 	if (err != RCS_OK)
 		goto out;
 	if (is_new)
-		err = store_prepare(
+		err = store_stmt(
 		    st,
 		    "INSERT INTO tasks(version, ident, client_root, created_user,"
 		    " update_user, name, script, variables_info, constants, comment,"
@@ -256,7 +331,7 @@ enum rcs_err store_task_put(struct store *st, const struct task_write *t, bool i
 		    "?18,?19,?20,?21)",
 		    &s);
 	else
-		err = store_prepare(
+		err = store_stmt(
 		    st,
 		    "UPDATE tasks SET version = ?1, update_user = ?5, name = ?6,"
 		    " script = ?7, variables_info = ?8, constants = ?9, comment = ?10,"
@@ -267,83 +342,92 @@ enum rcs_err store_task_put(struct store *st, const struct task_write *t, bool i
 		    &s);
 	if (err != RCS_OK)
 		goto out;
-	sqlite3_bind_int64(s, 1, t->version);
-	store_bind_text(s, 2, t->ident);
-	store_bind_text(s, 3, t->client_root);
-	store_bind_text(s, 4, t->created_user);
-	store_bind_text(s, 5, t->update_user);
-	store_bind_text(s, 6, t->name);
-	store_bind_text(s, 7, t->script);
-	store_bind_json(s, 8, t->variables_info, "{}");
-	store_bind_json(s, 9, t->constants, "{}");
-	store_bind_text(s, 10, t->comment ? t->comment : "");
-	sqlite3_bind_int(s, 11, t->active);
-	sqlite3_bind_int(s, 12, t->is_public);
-	sqlite3_bind_int(s, 13, t->hide);
-	sqlite3_bind_int(s, 14, t->allow_offline);
-	sqlite3_bind_int64(s, 15, t->created_at);
-	sqlite3_bind_int64(s, 16, t->update_at);
-	store_bind_json(s, 17, t->mail_list, "[]");
-	store_bind_json(s, 18, t->status_list, "[]");
-	sqlite3_bind_int64(s, 19, t->timeout);
-	store_bind_text(s, 20, t->script_sha256);
-	store_bind_json(s, 21, t->signature, NULL);
-	err = store_rc(st->db, sqlite3_step(s), "task put");
+	store_arg_int(s, 1, t->version);
+	store_arg_text(s, 2, t->ident);
+	store_arg_text(s, 3, t->client_root);
+	store_arg_text(s, 4, t->created_user);
+	store_arg_text(s, 5, t->update_user);
+	store_arg_text(s, 6, t->name);
+	store_arg_text(s, 7, t->script);
+	task_arg_json(s, 8, t->variables_info, "{}");
+	task_arg_json(s, 9, t->constants, "{}");
+	store_arg_text(s, 10, t->comment ? t->comment : "");
+	store_arg_int(s, 11, t->active);
+	store_arg_int(s, 12, t->is_public);
+	store_arg_int(s, 13, t->hide);
+	store_arg_int(s, 14, t->allow_offline);
+	store_arg_int(s, 15, t->created_at);
+	store_arg_int(s, 16, t->update_at);
+	task_arg_json(s, 17, t->mail_list, "[]");
+	task_arg_json(s, 18, t->status_list, "[]");
+	store_arg_int(s, 19, t->timeout);
+	store_arg_text(s, 20, t->script_sha256);
+	task_arg_json(s, 21, t->signature, NULL);
+	err = store_done(st, s, "task put");
 	if (err != RCS_OK)
 		goto out;
-	changes = sqlite3_changes(st->db);
-	if (changes == 0) {
+	if (store_changes(st) == 0) {
 		err = RCS_ERR_NOTFOUND;
 		goto out;
 	}
-	store_release(st, s);
+	store_stmt_done(st, s);
 	s = NULL;
-	err = store_prepare(
-	    st,
-	    "INSERT INTO task_versions(task_ident, version, script_name, script_sha256,"
-	    " constants, variables_info, timeout, signature)"
-	    " VALUES(?, ?, ?, ?, ?, ?, ?, ?)",
-	    &s);
+	err = store_stmt(st,
+			 "INSERT INTO task_versions(task_ident, version, script_name, script_sha256,"
+			 " constants, variables_info, timeout, signature)"
+			 " VALUES(?, ?, ?, ?, ?, ?, ?, ?)",
+			 &s);
 	if (err != RCS_OK)
 		goto out;
-	store_bind_text(s, 1, t->ident);
-	sqlite3_bind_int64(s, 2, t->version);
-	store_bind_text(s, 3, t->script);
-	store_bind_text(s, 4, t->script_sha256);
-	store_bind_json(s, 5, t->constants, "{}");
-	store_bind_json(s, 6, t->variables_info, "{}");
-	sqlite3_bind_int64(s, 7, t->timeout);
-	store_bind_json(s, 8, t->signature, NULL);
-	err = store_rc(st->db, sqlite3_step(s), "task version put");
+	store_arg_text(s, 1, t->ident);
+	store_arg_int(s, 2, t->version);
+	store_arg_text(s, 3, t->script);
+	store_arg_text(s, 4, t->script_sha256);
+	task_arg_json(s, 5, t->constants, "{}");
+	task_arg_json(s, 6, t->variables_info, "{}");
+	store_arg_int(s, 7, t->timeout);
+	task_arg_json(s, 8, t->signature, NULL);
+	err = store_done(st, s, "task version put");
 out:
-	store_release(st, s);
+	store_stmt_done(st, s);
 	return store_sp_end(st, err);
 }
 
 enum rcs_err store_task_get_visible(struct store *st, const char *client_root, const char *ident,
-				    const char *only_visible_to, json_object **out)
+				    const char *only_visible_to, struct task_rec *out)
 {
+	enum rcs_err err;
+
 	if (only_visible_to == NULL)
 		return store_task_get(st, client_root, ident, out);
-	return store_get_row(st,
-			     "SELECT " TASK_COLS " FROM tasks WHERE ident = ?1 AND client_root = ?2"
-			     " AND deleted = 0 AND NOT " STORE_TASK_HIDDEN("tasks", "?3"),
-			     ident, client_root, only_visible_to, row_task, out);
+	memset(out, 0, sizeof(*out));
+	err = store_get_one(st,
+			    "SELECT " TASK_COLS " FROM tasks WHERE ident = ?1 AND client_root = ?2"
+			    " AND deleted = 0 AND NOT " STORE_TASK_HIDDEN("tasks", "?3"),
+			    ident, client_root, only_visible_to, task_row, out);
+	if (err != RCS_OK)
+		store_task_rec_free(out);
+	return err;
 }
 
 enum rcs_err store_task_get(struct store *st, const char *client_root, const char *ident,
-			    json_object **out)
+			    struct task_rec *out)
 {
-	return store_get_row(st,
-			     "SELECT " TASK_COLS " FROM tasks WHERE ident = ? AND client_root = ?"
-			     " AND deleted = 0",
-			     ident, client_root, NULL, row_task, out);
+	enum rcs_err err;
+
+	memset(out, 0, sizeof(*out));
+	err = store_get_one(st,
+			    "SELECT " TASK_COLS " FROM tasks WHERE ident = ? AND client_root = ?"
+			    " AND deleted = 0",
+			    ident, client_root, NULL, task_row, out);
+	if (err != RCS_OK)
+		store_task_rec_free(out);
+	return err;
 }
 
 enum rcs_err store_task_set_signature(struct store *st, const char *client_root, const char *ident,
-				      json_object *signature)
+				      const char *signature)
 {
-	const char *sig = signature ? jsonu_dump(signature, NULL) : NULL;
 	enum rcs_err err;
 	int changes = 0;
 
@@ -353,7 +437,7 @@ enum rcs_err store_task_set_signature(struct store *st, const char *client_root,
 	err = store_write(st,
 			  "UPDATE tasks SET signature = ? WHERE ident = ? AND client_root = ?"
 			  " AND deleted = 0",
-			  &changes, 3, sig, ident, client_root);
+			  &changes, 3, signature, ident, client_root);
 	if (err == RCS_OK && changes == 0)
 		err = RCS_ERR_NOTFOUND;
 	if (err == RCS_OK)
@@ -361,7 +445,7 @@ enum rcs_err store_task_set_signature(struct store *st, const char *client_root,
 		    store_write(st,
 				"UPDATE task_versions SET signature = ?1 WHERE task_ident = ?2 AND"
 				" version = (SELECT version FROM tasks WHERE ident = ?2)",
-				NULL, 2, sig, ident);
+				NULL, 2, signature, ident);
 	return store_sp_end(st, err);
 }
 
@@ -380,11 +464,14 @@ enum rcs_err store_task_delete(struct store *st, const char *client_root, const 
 
 enum rcs_err store_tasks_list(struct store *st, const char *client_root,
 			      const struct task_filter *f, const struct store_page *pg,
-			      json_object **out)
+			      struct store_task_list *out)
 {
 	struct store_qb q = {.n = 0};
 	struct store_qb_opts o;
+	void *items = NULL;
+	enum rcs_err err;
 
+	memset(out, 0, sizeof(*out));
 	q.where[0] = '\0';
 	store_qb_add(&q, "client_root = ?", client_root);
 	store_qb_add(&q, "deleted = 0", NULL);
@@ -393,74 +480,91 @@ enum rcs_err store_tasks_list(struct store *st, const char *client_root,
 	if (f->only_visible_to)
 		store_qb_add(&q, "NOT " STORE_TASK_HIDDEN("tasks", "?"), f->only_visible_to);
 	store_qb_list_opts(&q, pg, "", "ident", &o);
-	return store_list(st, TASK_COLS, "tasks", &q, o.order, pg, row_task, out);
+	err = store_page_recs(st, TASK_COLS, "tasks", &q, o.order, pg, &out->pg,
+			      sizeof(*out->items), task_row, &items, &out->n);
+	out->items = items;
+	if (err != RCS_OK)
+		store_task_list_free(out);
+	return err;
 }
 
 enum rcs_err store_tasks_using_script(struct store *st, const char *client_root, const char *name,
-				      json_object **out)
+				      struct store_idents *out)
 {
-	sqlite3_stmt *s = NULL;
+	struct store_stmt *s = NULL;
+	size_t cap = 0;
 	enum rcs_err err;
+	bool row = false;
 
-	*out = NULL;
+	memset(out, 0, sizeof(*out));
 	store_lock(st);
-	err = store_prepare(st,
-			    "SELECT ident FROM tasks WHERE client_root = ? AND script = ? AND"
-			    " deleted = 0 ORDER BY ident",
-			    &s);
+	err = store_stmt(st,
+			 "SELECT ident FROM tasks WHERE client_root = ? AND script = ? AND"
+			 " deleted = 0 ORDER BY ident",
+			 &s);
 	if (err != RCS_OK)
 		goto out;
-	store_bind_text(s, 1, client_root);
-	store_bind_text(s, 2, name);
-	err = store_rows(st, s, store_row_first_str, SIZE_MAX, out);
+	store_arg_text(s, 1, client_root);
+	store_arg_text(s, 2, name);
+	while ((err = store_next(st, s, "tasks using script", &row)) == RCS_OK && row) {
+		if (out->n == cap) {
+			size_t ncap = cap ? cap * 2 : 16;
+			void *p = realloc(out->v, ncap * sizeof(*out->v));
+
+			if (p == NULL) {
+				err = RCS_ERR_NOMEM;
+				break;
+			}
+			out->v = p;
+			cap = ncap;
+		}
+		store_val_copy(s, 0, out->v[out->n++], UUID_STR_LEN);
+	}
 out:
-	store_release(st, s);
+	store_stmt_done(st, s);
 	store_unlock(st);
+	if (err != RCS_OK)
+		store_idents_free(out);
+	return err;
+}
+
+static enum rcs_err task_version_row(struct store_stmt *s, void *arg)
+{
+	struct task_version *out = arg;
+	enum rcs_err err = RCS_OK;
+
+	out->script_name = store_val_dup(s, 0, &err);
+	out->script_src = store_val_dup(s, 1, &err);
+	out->script_len = out->script_src ? store_val_len(s, 1) : 0;
+	if (err == RCS_OK && out->script_src == NULL) {
+		out->script_src = calloc(1, 1);
+		if (out->script_src == NULL)
+			err = RCS_ERR_NOMEM;
+	}
+	store_val_copy(s, 2, out->script_sha256, sizeof(out->script_sha256));
+	out->constants = store_val_dup(s, 3, &err);
+	out->variables_info = store_val_dup(s, 4, &err);
+	out->signature = store_val_dup(s, 5, &err);
+	out->timeout = store_val_int(s, 6);
+	if (err == RCS_OK && out->script_name == NULL)
+		err = RCS_ERR_DB; /* NOT NULL in the schema */
 	return err;
 }
 
 enum rcs_err store_task_version_get(struct store *st, const char *task_ident, long long version,
 				    struct task_version *out)
 {
-	sqlite3_stmt *s = NULL;
+	char v[24];
 	enum rcs_err err;
-	int rc;
 
 	memset(out, 0, sizeof(*out));
-	store_lock(st);
-	err = store_prepare(st,
+	snprintf(v, sizeof(v), "%lld", version);
+	err = store_get_one(st,
 			    "SELECT v.script_name, b.source, v.script_sha256, v.constants,"
 			    " v.variables_info, v.signature, v.timeout FROM task_versions v"
 			    " JOIN script_blobs b ON b.sha256 = v.script_sha256"
-			    " WHERE v.task_ident = ? AND v.version = ?",
-			    &s);
-	if (err != RCS_OK)
-		goto out;
-	store_bind_text(s, 1, task_ident);
-	sqlite3_bind_int64(s, 2, version);
-	rc = sqlite3_step(s);
-	if (rc != SQLITE_ROW) {
-		err = rc == SQLITE_DONE ? RCS_ERR_NOTFOUND : store_rc(st->db, rc, "task version");
-		goto out;
-	}
-	out->script_name = strdup(store_col_text(s, 0));
-	out->script_len = (size_t)sqlite3_column_bytes(s, 1);
-	out->script_src = malloc(out->script_len + 1);
-	if (out->script_name == NULL || out->script_src == NULL) {
-		err = RCS_ERR_NOMEM;
-		goto out;
-	}
-	if (out->script_len)
-		memcpy(out->script_src, sqlite3_column_blob(s, 1), out->script_len);
-	out->script_src[out->script_len] = '\0';
-	snprintf(out->script_sha256, sizeof(out->script_sha256), "%s", store_col_text(s, 2));
-	out->constants = store_col_json(s, 3);
-	out->variables_info = store_col_json(s, 4);
-	out->signature = store_col_json(s, 5);
-	out->timeout = sqlite3_column_int64(s, 6);
-out:
-	store_release(st, s);
-	store_unlock(st);
+			    " WHERE v.task_ident = ? AND v.version = CAST(? AS INTEGER)",
+			    task_ident, v, NULL, task_version_row, out);
 	if (err != RCS_OK)
 		store_task_version_free(out);
 	return err;
@@ -470,11 +574,8 @@ void store_task_version_free(struct task_version *tv)
 {
 	free(tv->script_name);
 	free(tv->script_src);
-	if (tv->constants)
-		json_object_put(tv->constants);
-	if (tv->variables_info)
-		json_object_put(tv->variables_info);
-	if (tv->signature)
-		json_object_put(tv->signature);
+	free(tv->constants);
+	free(tv->variables_info);
+	free(tv->signature);
 	memset(tv, 0, sizeof(*tv));
 }

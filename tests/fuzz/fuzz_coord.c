@@ -103,17 +103,17 @@ static void fz_task(const char *ident, long long version, const char *name, cons
 	t.script_src = src;
 	t.script_len = src_len;
 	t.script_sha256 = sha;
-	t.variables_info = vi;
-	t.constants = constants;
+	t.variables_info = vi ? jsonu_dump(vi, NULL) : NULL;
+	t.constants = constants ? jsonu_dump(constants, NULL) : NULL;
 	t.comment = "fixture";
 	t.active = true;
 	t.is_public = true;
 	t.timeout = 300;
 	t.created_user = FZ_USER;
 	t.created_at = t.update_at = FZ_NOW - 100;
-	t.mail_list = mails;
-	t.status_list = statuses;
-	t.signature = sig;
+	t.mail_list = mails ? jsonu_dump(mails, NULL) : NULL;
+	t.status_list = statuses ? jsonu_dump(statuses, NULL) : NULL;
+	t.signature = sig ? jsonu_dump(sig, NULL) : NULL;
 	fz_ok(store_task_put(fz.st, &t, true), "task");
 }
 

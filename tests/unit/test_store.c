@@ -37,7 +37,6 @@ static int setup(void **state)
 {
 	struct fixture *f = calloc(1, sizeof(*f));
 	struct task_write t;
-	json_object *vi, *empty_o, *empty_a;
 	char sha[SHA256_HEX_LEN];
 
 	snprintf(f->dir, sizeof(f->dir), "/tmp/rcs-store-XXXXXX");
@@ -55,9 +54,6 @@ static int setup(void **state)
 	}
 
 	sha256_hex(SCRIPT, strlen(SCRIPT), sha);
-	vi = parse("{\"message\": {\"type\": \"string\"}}");
-	empty_o = json_object_new_object();
-	empty_a = json_object_new_array();
 	memset(&t, 0, sizeof(t));
 	assert_int_equal(uuid_v7(f->task), RCS_OK);
 	t.ident = f->task;
@@ -68,20 +64,17 @@ static int setup(void **state)
 	t.script_src = SCRIPT;
 	t.script_len = strlen(SCRIPT);
 	t.script_sha256 = sha;
-	t.variables_info = vi;
-	t.constants = empty_o;
+	t.variables_info = "{\"message\":{\"type\":\"string\"}}";
+	t.constants = "{}";
 	t.comment = "";
 	t.active = true;
 	t.is_public = true;
 	t.timeout = 300;
 	t.created_user = "alice";
 	t.created_at = t.update_at = 100;
-	t.mail_list = empty_a;
-	t.status_list = empty_a;
+	t.mail_list = "[]";
+	t.status_list = "[]";
 	assert_int_equal(store_task_put(f->st, &t, true), RCS_OK);
-	json_object_put(vi);
-	json_object_put(empty_o);
-	json_object_put(empty_a);
 	*state = f;
 	return 0;
 }
@@ -368,13 +361,13 @@ static void test_keys(void **state)
 static void test_task_versions(void **state)
 {
 	struct fixture *f = *state;
-	json_object *t = NULL;
+	struct task_rec t;
 	struct task_version tv;
 
 	assert_int_equal(store_task_get(f->st, f->root, f->task, &t), RCS_OK);
-	assert_int_equal(jint(t, "version"), 1);
-	assert_string_equal(jstr(t, "active"), "true");
-	json_object_put(t);
+	assert_int_equal(t.version, 1);
+	assert_true(t.active);
+	store_task_rec_free(&t);
 	assert_int_equal(store_task_get(f->st, "00000000-0000-7000-8000-000000000000", f->task, &t),
 			 RCS_ERR_NOTFOUND);
 	assert_int_equal(store_task_version_get(f->st, f->task, 1, &tv), RCS_OK);
