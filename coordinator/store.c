@@ -13,16 +13,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "db.h"
-#include "jsonu.h"
 #include "log.h"
 
 /* ---- helpers ---- */
-
-enum rcs_err store_rc(sqlite3 *db, int rc, const char *what)
-{
-	return db_rc(db, rc, "store", what);
-}
 
 void store_lock(struct store *st)
 {
@@ -121,165 +114,10 @@ void store_val_copy(struct store_stmt *s, int i, char *dst, size_t size)
 	dst[n] = '\0';
 }
 
-enum rcs_err store_prepare_fresh(struct store *st, const char *sql, sqlite3_stmt **out)
-{
-	return db_prepare_fresh(st->db, "store", sql, out);
-}
-
-/*
- * Prepares a statement of constant SQL (a string literal: the cache compares
- * addresses), reusing the one prepared before. Release it with store_release().
- * The caller holds the store's lock.
- */
-enum rcs_err store_prepare(struct store *st, const char *sql, sqlite3_stmt **out)
-{
-	return db_prepare(&st->cache, st->db, "store", sql, out);
-}
-
-/* Gives a statement back: a cached one is reset for its next use, others finalized. */
-void store_release(struct store *st, sqlite3_stmt *s)
-{
-	db_release(&st->cache, s);
-}
-
-/* Binding helpers: text may be NULL (binds NULL). */
-void store_bind_text(sqlite3_stmt *s, int i, const char *v)
-{
-	if (v)
-		sqlite3_bind_text(s, i, v, -1, SQLITE_TRANSIENT);
-	else
-		sqlite3_bind_null(s, i);
-}
-
-void store_bind_json(sqlite3_stmt *s, int i, json_object *v, const char *dflt)
-{
-	if (v)
-		sqlite3_bind_text(s, i, jsonu_dump(v, NULL), -1, SQLITE_TRANSIENT);
-	else if (dflt)
-		sqlite3_bind_text(s, i, dflt, -1, SQLITE_STATIC);
-	else
-		sqlite3_bind_null(s, i);
-}
-
-void store_bind_opt_int(sqlite3_stmt *s, int i, long long v)
-{
-	if (v)
-		sqlite3_bind_int64(s, i, v);
-	else
-		sqlite3_bind_null(s, i);
-}
-
-const char *store_col_text(sqlite3_stmt *s, int i)
-{
-	const unsigned char *t = sqlite3_column_text(s, i);
-	return t ? (const char *)t : NULL;
-}
-
-json_object *store_col_str(sqlite3_stmt *s, int i)
-{
-	const char *t = store_col_text(s, i);
-	return t ? json_object_new_string_len(t, sqlite3_column_bytes(s, i)) : NULL;
-}
-
-json_object *store_col_int(sqlite3_stmt *s, int i)
-{
-	if (sqlite3_column_type(s, i) == SQLITE_NULL)
-		return NULL;
-	return json_object_new_int64(sqlite3_column_int64(s, i));
-}
-
-json_object *store_col_bool(sqlite3_stmt *s, int i)
-{
-	return json_object_new_boolean(sqlite3_column_int(s, i) != 0);
-}
-
-/* Parses a JSON column we wrote ourselves. */
-json_object *store_col_json(sqlite3_stmt *s, int i)
-{
-	const char *t = store_col_text(s, i);
-	if (t == NULL)
-		return NULL;
-	return json_tokener_parse(t);
-}
-
-/* Builds {page, per_page, total_pages, total_items, items}. Takes items. */
-json_object *store_page_wrap(const struct store_page *pg, long long total, json_object *items)
-{
-	json_object *o = json_object_new_object();
-	long long pages = (total + pg->per_page - 1) / pg->per_page;
-
-	json_object_object_add(o, "page", json_object_new_int64(pg->page));
-	json_object_object_add(o, "per_page", json_object_new_int64(pg->per_page));
-	json_object_object_add(o, "total_pages", json_object_new_int64(pages));
-	json_object_object_add(o, "total_items", json_object_new_int64(total));
-	json_object_object_add(o, "items", items);
-	return o;
-}
-
 /*
  * Most records are a row mapped column by column: a map names each column's
  * key and kind, in SELECT order, and store_row_map builds the object.
  */
-
-json_object *store_row_map(sqlite3_stmt *s, const struct store_col_map *map)
-{
-	json_object *o = json_object_new_object();
-
-	for (int i = 0; map[i].key != NULL; i++) {
-		json_object *v = NULL;
-		switch (map[i].kind) {
-		case STORE_COL_STR:
-			v = store_col_str(s, i);
-			break;
-		case STORE_COL_INT:
-			v = store_col_int(s, i);
-			break;
-		case STORE_COL_BOOL:
-			v = store_col_bool(s, i);
-			break;
-		case STORE_COL_JSON:
-			v = store_col_json(s, i);
-			break;
-		}
-		json_object_object_add(o, map[i].key, v);
-	}
-	return o;
-}
-
-json_object *store_row_first_str(sqlite3_stmt *s)
-{
-	return store_col_str(s, 0);
-}
-
-/*
- * Steps a prepared, bound statement to its end, each row through fn, into a
- * new array (*out, NULL on error). More than max rows: RCS_ERR_TOOBIG. The
- * caller holds the lock and releases s.
- */
-enum rcs_err store_rows(struct store *st, sqlite3_stmt *s, store_row_fn fn, size_t max,
-			json_object **out)
-{
-	json_object *items = json_object_new_array();
-	enum rcs_err err = RCS_OK;
-	size_t n = 0;
-	int rc;
-
-	while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
-		if (++n > max) {
-			err = RCS_ERR_TOOBIG;
-			break;
-		}
-		json_object_array_add(items, fn(s));
-	}
-	if (err == RCS_OK)
-		err = store_rc(st->db, rc, "rows");
-	if (err != RCS_OK) {
-		json_object_put(items);
-		items = NULL;
-	}
-	*out = items;
-	return err;
-}
 
 /*
  * A small query builder for filtered, paged lists: WHERE clauses with text
@@ -293,12 +131,6 @@ void store_qb_add(struct store_qb *q, const char *clause, const char *param)
 	snprintf(q->where + len, sizeof(q->where) - len, "%s%s", len ? " AND " : " WHERE ", clause);
 	if (param != NULL && q->n < 12)
 		q->params[q->n++] = param;
-}
-
-void store_qb_bind(const struct store_qb *q, sqlite3_stmt *s)
-{
-	for (int i = 0; i < q->n; i++)
-		sqlite3_bind_text(s, i + 1, q->params[i], -1, SQLITE_STATIC);
 }
 
 /* The bounds of a list's options (docs/api.md "Lists"), as decimal text for store_qb. */
@@ -336,43 +168,6 @@ void store_qb_list_opts(struct store_qb *q, const struct store_page *pg, const c
 			 dir);
 }
 
-/*
- * The two statements of a page: *total gets "SELECT count(*) FROM <from><where>",
- * *s is "SELECT <cols> FROM <from><where> ORDER BY <order> LIMIT/OFFSET", bound
- * and ready to step (the caller releases it). Caller holds the lock.
- */
-enum rcs_err store_page_query(struct store *st, const char *cols, const char *from,
-			      const struct store_qb *q, const char *order,
-			      const struct store_page *pg, long long *total, sqlite3_stmt **s)
-{
-	char sql[4096];
-	enum rcs_err err;
-
-	*total = 0;
-	*s = NULL;
-	if ((size_t)snprintf(sql, sizeof(sql), "SELECT count(*) FROM %s%s", from, q->where) >=
-	    sizeof(sql))
-		return RCS_ERR_INTERNAL;
-	err = store_prepare_fresh(st, sql, s);
-	if (err != RCS_OK)
-		return err;
-	store_qb_bind(q, *s);
-	if (sqlite3_step(*s) == SQLITE_ROW)
-		*total = sqlite3_column_int64(*s, 0);
-	store_release(st, *s);
-	*s = NULL;
-	if ((size_t)snprintf(sql, sizeof(sql), "SELECT %s FROM %s%s ORDER BY %s LIMIT ?%d OFFSET ?%d",
-			     cols, from, q->where, order, q->n + 1, q->n + 2) >= sizeof(sql))
-		return RCS_ERR_INTERNAL;
-	err = store_prepare_fresh(st, sql, s);
-	if (err != RCS_OK)
-		return err;
-	store_qb_bind(q, *s);
-	sqlite3_bind_int64(*s, q->n + 1, pg->per_page);
-	sqlite3_bind_int64(*s, q->n + 2, (pg->page - 1) * pg->per_page);
-	return RCS_OK;
-}
-
 enum rcs_err store_page_rows(struct store *st, const char *cols, const char *from,
 			     const struct store_qb *q, const char *order,
 			     const struct store_page *pg, long long *total, struct store_stmt **s)
@@ -398,8 +193,9 @@ enum rcs_err store_page_rows(struct store *st, const char *cols, const char *fro
 	*s = NULL;
 	if (err != RCS_OK)
 		return err;
-	if ((size_t)snprintf(sql, sizeof(sql), "SELECT %s FROM %s%s ORDER BY %s LIMIT ?%d OFFSET ?%d",
-			     cols, from, q->where, order, q->n + 1, q->n + 2) >= sizeof(sql))
+	if ((size_t)snprintf(sql, sizeof(sql),
+			     "SELECT %s FROM %s%s ORDER BY %s LIMIT ?%d OFFSET ?%d", cols, from,
+			     q->where, order, q->n + 1, q->n + 2) >= sizeof(sql))
 		return RCS_ERR_INTERNAL;
 	err = store_stmt_fresh(st, sql, s);
 	if (err != RCS_OK)
@@ -409,109 +205,6 @@ enum rcs_err store_page_rows(struct store *st, const char *cols, const char *fro
 	store_arg_int(*s, q->n + 1, pg->per_page);
 	store_arg_int(*s, q->n + 2, (pg->page - 1) * pg->per_page);
 	return RCS_OK;
-}
-
-/* Runs "SELECT count(*) FROM <from><where>" and "SELECT <cols> FROM <from><where>
- * ORDER BY <order> LIMIT ? OFFSET ?" and wraps the rows as a page. */
-enum rcs_err store_list(struct store *st, const char *cols, const char *from,
-			const struct store_qb *q, const char *order, const struct store_page *pg,
-			store_row_fn fn, json_object **out)
-{
-	sqlite3_stmt *s = NULL;
-	long long total = 0;
-	json_object *items = NULL;
-	enum rcs_err err;
-
-	*out = NULL;
-	store_lock(st);
-	err = store_page_query(st, cols, from, q, order, pg, &total, &s);
-	if (err != RCS_OK)
-		goto out;
-	err = store_rows(st, s, fn, (size_t)pg->per_page, &items);
-	if (err != RCS_OK)
-		goto out;
-	*out = store_page_wrap(pg, total, items);
-	items = NULL;
-out:
-	store_release(st, s);
-	store_unlock(st);
-	if (items)
-		json_object_put(items);
-	return err;
-}
-
-/*
- * store_list for records SQLite writes as JSON text (the one column of sel):
- * the page goes to out as text, {page, per_page, total_pages, total_items,
- * items}, the same members as store_page_wrap's.
- */
-enum rcs_err store_list_text(struct store *st, const char *sel, const char *from,
-			     const struct store_qb *q, const char *order,
-			     const struct store_page *pg, struct buf *out)
-{
-	sqlite3_stmt *s = NULL;
-	long long total = 0;
-	size_t n = 0;
-	enum rcs_err err;
-	int rc;
-
-	store_lock(st);
-	err = store_page_query(st, sel, from, q, order, pg, &total, &s);
-	if (err == RCS_OK)
-		err = buf_appendf(out,
-				  "{\"page\":%lld,\"per_page\":%lld,\"total_pages\":%lld,"
-				  "\"total_items\":%lld,\"items\":[",
-				  (long long)pg->page, (long long)pg->per_page,
-				  (total + pg->per_page - 1) / pg->per_page, total);
-	if (err != RCS_OK)
-		goto out;
-	while (err == RCS_OK && (rc = sqlite3_step(s)) == SQLITE_ROW) {
-		err = n++ > 0 ? buf_append(out, ",", 1) : RCS_OK; /* LIMIT bounds n */
-		if (err == RCS_OK)
-			err = buf_append(out, sqlite3_column_text(s, 0),
-					 (size_t)sqlite3_column_bytes(s, 0));
-	}
-	if (err == RCS_OK)
-		err = store_rc(st->db, rc, "rows");
-	if (err == RCS_OK)
-		err = buf_append(out, "]}", 2);
-out:
-	store_release(st, s);
-	store_unlock(st);
-	return err;
-}
-
-/* Runs a one-row SELECT bound by up to two text params; NOTFOUND when no row. */
-enum rcs_err store_get_row(struct store *st, const char *sql, const char *p1, const char *p2,
-			   const char *p3, store_row_fn fn, json_object **out)
-{
-	sqlite3_stmt *s = NULL;
-	enum rcs_err err;
-	int rc;
-
-	*out = NULL;
-	store_lock(st);
-	err = store_prepare(st, sql, &s);
-	if (err != RCS_OK)
-		goto out;
-	store_bind_text(s, 1, p1);
-	if (p2)
-		store_bind_text(s, 2, p2);
-	if (p3)
-		store_bind_text(s, 3, p3);
-	rc = sqlite3_step(s);
-	if (rc == SQLITE_ROW) {
-		*out = fn(s);
-		err = RCS_OK;
-	} else if (rc == SQLITE_DONE) {
-		err = RCS_ERR_NOTFOUND;
-	} else {
-		err = store_rc(st->db, rc, "get");
-	}
-out:
-	store_release(st, s);
-	store_unlock(st);
-	return err;
 }
 
 /* Executes one write statement with text params (NULL binds NULL); *changes
@@ -563,8 +256,6 @@ out:
 	store_unlock(st);
 	return err;
 }
-
-/* ---- open, close, transactions ---- */
 
 /* ---- open, close, transactions ---- */
 
@@ -706,8 +397,7 @@ enum rcs_err store_tx_end(struct store *st, bool commit)
 	return err;
 }
 
-enum rcs_err store_after_commit(struct store *st, void (*fn)(void *arg, bool committed),
-				void *arg)
+enum rcs_err store_after_commit(struct store *st, void (*fn)(void *arg, bool committed), void *arg)
 {
 	enum rcs_err err = RCS_OK;
 
@@ -782,17 +472,10 @@ enum rcs_err store_sp_end(struct store *st, enum rcs_err status)
 
 /* ---- tenants, keys, scripts, tasks ---- */
 
-/* Transitional, with the SQLite-typed helpers above: a row is there. */
-json_object *store_row_exists(sqlite3_stmt *s)
-{
-	(void)s;
-	return json_object_new_boolean(1);
-}
-
 enum rcs_err store_page_recs(struct store *st, const char *cols, const char *from,
 			     const struct store_qb *q, const char *order,
-			     const struct store_page *pg, struct store_page_info *info,
-			     size_t size, store_one_fn fn, void **items, size_t *n)
+			     const struct store_page *pg, struct store_page_info *info, size_t size,
+			     store_one_fn fn, void **items, size_t *n)
 {
 	struct store_stmt *s = NULL;
 	unsigned char *recs = NULL;

@@ -1,21 +1,19 @@
 /*
  * store_int.h - what the files of the store share and nothing outside the store sees: the
- * connection and its statement cache (struct store), and the helpers that bind, step and map
- * rows, build filtered pages and run writes. Every function here expects the caller to hold
- * the store's lock (store_lock) unless it takes it itself (store_list, store_list_text,
- * store_get_row, store_write). docs/architecture.md shows the store's files.
+ * backend seam (struct store_backend, the statements every domain file runs through it),
+ * struct store (the lock, transactions, after-commit actions), and the helpers that build
+ * filtered pages and run writes. Every function here expects the caller to hold the store's
+ * lock (store_lock) unless it says it takes it itself. No file but the backend's
+ * (store_sqlite.c) includes an engine's header. docs/architecture.md shows the store's files.
  */
 #ifndef RCS_STORE_INT_H
 #define RCS_STORE_INT_H
 
-#include <json-c/json.h>
 #include <pthread.h>
-#include <sqlite3.h>
 #include <stdbool.h>
 #include <stddef.h>
 
 #include "buf.h"
-#include "db.h"
 #include "store.h"
 
 /*
@@ -61,10 +59,7 @@ struct store_backend {
 struct store {
 	const struct store_backend *be;
 	enum store_dialect dialect;
-	/* the SQLite backend's connection and statement cache (store_sqlite.c) */
-	sqlite3 *db;
-	/* statements of constant SQL, prepared once (common/db.h) */
-	struct db_cache cache;
+	void *conn;           /* the backend's connection */
 	pthread_mutex_t lock; /* recursive */
 	int tx_depth;
 	/* store_after_commit: what runs once the outermost transaction ends (at most
@@ -81,18 +76,6 @@ struct store {
 #define JOBS_INFLIGHT                                                                              \
 	"(status = 'transmited' OR status = 'edge_transmitted' OR status = 'edge_started' OR"      \
 	" status = 'edge_running')"
-
-/* A record mapped column by column: each column's key and kind, in SELECT order
- * (store_row_map). */
-enum store_col_kind { STORE_COL_STR, STORE_COL_INT, STORE_COL_BOOL, STORE_COL_JSON };
-
-struct store_col_map {
-	const char *key;
-	enum store_col_kind kind;
-};
-
-/* One row as a JSON object (store_rows, store_list, store_get_row). */
-typedef json_object *(*store_row_fn)(sqlite3_stmt *s);
 
 /* WHERE clauses with text parameters only, so nothing a client sends is ever SQL text;
  * store_qb_opts holds the list options' bounds and ORDER BY (docs/api.md "Lists"). */
@@ -178,57 +161,24 @@ char *store_val_dup(struct store_stmt *s, int i, enum rcs_err *err);
 /* Copies a text column into a fixed buffer (truncated to size - 1; "" for NULL). */
 void store_val_copy(struct store_stmt *s, int i, char *dst, size_t size);
 
-/* store_page_query for any backend: *total and a statement of the page's rows, bound and
- * ready to step (the caller ends it with store_stmt_done). Caller holds the lock. */
+/* A page of a list: *total and a statement of the page's rows ("SELECT cols FROM from<q>
+ * ORDER BY order LIMIT/OFFSET"), bound and ready to step (the caller ends it with
+ * store_stmt_done). Caller holds the lock. */
 enum rcs_err store_page_rows(struct store *st, const char *cols, const char *from,
 			     const struct store_qb *q, const char *order,
 			     const struct store_page *pg, long long *total, struct store_stmt **s);
 
-/* ---- connection, statements (store.c; the SQLite forms below go with the domain files
- * that still use them) ---- */
+/* ---- the lock, plain statements, pages, writes (store.c) ---- */
 
-/* SQLite's result code as an rcs_err (logged with what). */
-enum rcs_err store_rc(sqlite3 *db, int rc, const char *what);
 void store_lock(struct store *st);
 void store_unlock(struct store *st);
+/* Statements without rows, ';'-separated (no parameters). */
 enum rcs_err store_exec(struct store *st, const char *sql);
-enum rcs_err store_prepare(struct store *st, const char *sql, sqlite3_stmt **out);
-void store_release(struct store *st, sqlite3_stmt *s);
+/* One parameterless statement of constant SQL through the statement cache. */
 enum rcs_err store_run(struct store *st, const char *sql);
-enum rcs_err store_prepare_fresh(struct store *st, const char *sql, sqlite3_stmt **out);
-
-/* ---- binding, columns, rows, pages ---- */
-
-void store_bind_text(sqlite3_stmt *s, int i, const char *v);
-void store_bind_json(sqlite3_stmt *s, int i, json_object *v, const char *dflt);
-void store_bind_opt_int(sqlite3_stmt *s, int i, long long v);
-const char *store_col_text(sqlite3_stmt *s, int i);
-json_object *store_col_str(sqlite3_stmt *s, int i);
-json_object *store_col_int(sqlite3_stmt *s, int i);
-json_object *store_col_bool(sqlite3_stmt *s, int i);
-json_object *store_col_json(sqlite3_stmt *s, int i);
-json_object *store_page_wrap(const struct store_page *pg, long long total, json_object *items);
-json_object *store_row_map(sqlite3_stmt *s, const struct store_col_map *map);
-json_object *store_row_first_str(sqlite3_stmt *s);
-enum rcs_err store_rows(struct store *st, sqlite3_stmt *s, store_row_fn fn, size_t max,
-			json_object **out);
 void store_qb_add(struct store_qb *q, const char *clause, const char *param);
-void store_qb_bind(const struct store_qb *q, sqlite3_stmt *s);
 void store_qb_list_opts(struct store_qb *q, const struct store_page *pg, const char *p,
 			const char *id, struct store_qb_opts *o);
-enum rcs_err store_page_query(struct store *st, const char *cols, const char *from,
-			      const struct store_qb *q, const char *order,
-			      const struct store_page *pg, long long *total, sqlite3_stmt **s);
-enum rcs_err store_list(struct store *st, const char *cols, const char *from,
-			const struct store_qb *q, const char *order, const struct store_page *pg,
-			store_row_fn fn, json_object **out);
-enum rcs_err store_list_text(struct store *st, const char *sel, const char *from,
-			     const struct store_qb *q, const char *order,
-			     const struct store_page *pg, struct buf *out);
-/* The one row of sql with up to three text parameters (NULL: not bound), mapped by fn;
- * RCS_ERR_NOTFOUND when there is none. */
-enum rcs_err store_get_row(struct store *st, const char *sql, const char *p1, const char *p2,
-			   const char *p3, store_row_fn fn, json_object **out);
 /*
  * Who may see a task (docs/api.md, "Tasks"): an admin every task of the tenant, anyone else
  * the public ones and their own. STORE_TASK_HIDDEN(t, user) is the SQL condition, on the
@@ -236,6 +186,8 @@ enum rcs_err store_get_row(struct store *st, const char *sql, const char *p1, co
  * written, for tasks, their jobs and their groups.
  */
 #define STORE_TASK_HIDDEN(t, user) "(" t ".public = 0 AND " t ".created_user != " user ")"
+/* One write statement with text parameters (NULL binds NULL); *changes (may be NULL) gets
+ * the rows it changed. Takes the lock. */
 enum rcs_err store_write(struct store *st, const char *sql, int *changes, int n, ...);
 /* The one row of sql with up to three text parameters (NULL: not bound), read by fn (its
  * result is the call's); RCS_ERR_NOTFOUND when there is none. Takes the lock. */
@@ -247,9 +199,6 @@ enum rcs_err store_get_one(struct store *st, const char *sql, const char *p1, co
  * releases or rolls it back by status and returns status. */
 enum rcs_err store_sp_begin(struct store *st);
 enum rcs_err store_sp_end(struct store *st, enum rcs_err status);
-json_object *store_row_exists(sqlite3_stmt *s);
-
-/* ---- tenants, keys, scripts, tasks ---- */
 
 /*
  * A page of typed records: pg's rows of "SELECT cols FROM from<q> ORDER BY order", each read
@@ -259,7 +208,7 @@ json_object *store_row_exists(sqlite3_stmt *s);
  */
 enum rcs_err store_page_recs(struct store *st, const char *cols, const char *from,
 			     const struct store_qb *q, const char *order,
-			     const struct store_page *pg, struct store_page_info *info,
-			     size_t size, store_one_fn fn, void **items, size_t *n);
+			     const struct store_page *pg, struct store_page_info *info, size_t size,
+			     store_one_fn fn, void **items, size_t *n);
 
 #endif

@@ -201,6 +201,17 @@ static const char *const sq_migrations[] = {
 
 /* ---- statements ---- */
 
+/* The connection and its statements of constant SQL, prepared once (common/db.h). */
+struct sq_conn {
+	sqlite3 *db;
+	struct db_cache cache;
+};
+
+static struct sq_conn *sq_conn(struct store *st)
+{
+	return st->conn;
+}
+
 struct sq_stmt {
 	struct store_stmt base; /* first: the seam's view of it */
 	sqlite3_stmt *s;
@@ -216,12 +227,12 @@ static const struct store_backend sq_backend;
 static enum rcs_err sq_exec(struct store *st, const char *sql)
 {
 	char *msg = NULL;
-	int rc = sqlite3_exec(st->db, sql, NULL, NULL, &msg);
+	int rc = sqlite3_exec(sq_conn(st)->db, sql, NULL, NULL, &msg);
 
 	if (rc != SQLITE_OK) {
 		log_warnx("%s: %s", sql, msg ? msg : sqlite3_errstr(rc));
 		sqlite3_free(msg);
-		return db_rc(st->db, rc, "store", "exec");
+		return db_rc(sq_conn(st)->db, rc, "store", "exec");
 	}
 	return RCS_OK;
 }
@@ -235,14 +246,14 @@ static enum rcs_err sq_prepare(struct store *st, const char *sql, bool cached,
 
 	*out = NULL;
 	if (cached)
-		err = db_prepare(&st->cache, st->db, "store", sql, &s);
+		err = db_prepare(&sq_conn(st)->cache, sq_conn(st)->db, "store", sql, &s);
 	else
-		err = db_prepare_fresh(st->db, "store", sql, &s);
+		err = db_prepare_fresh(sq_conn(st)->db, "store", sql, &s);
 	if (err != RCS_OK)
 		goto out;
 	w = malloc(sizeof(*w));
 	if (w == NULL) {
-		db_release(&st->cache, s);
+		db_release(&sq_conn(st)->cache, s);
 		err = RCS_ERR_NOMEM;
 		goto out;
 	}
@@ -255,7 +266,7 @@ out:
 
 static void sq_release(struct store *st, struct store_stmt *s)
 {
-	db_release(&st->cache, sq(s));
+	db_release(&sq_conn(st)->cache, sq(s));
 	free(s);
 }
 
@@ -264,7 +275,7 @@ static enum rcs_err sq_step(struct store *st, struct store_stmt *s, const char *
 	int rc = sqlite3_step(sq(s));
 
 	*row = rc == SQLITE_ROW;
-	return db_rc(st->db, rc, "store", what);
+	return db_rc(sq_conn(st)->db, rc, "store", what);
 }
 
 static void sq_bind_text(struct store_stmt *s, int i, const char *v, size_t len)
@@ -304,13 +315,13 @@ static long long sq_integer(struct store_stmt *s, int i)
 
 static long long sq_changes(struct store *st)
 {
-	return sqlite3_changes(st->db);
+	return sqlite3_changes(sq_conn(st)->db);
 }
 
 /* SQLite rolls a transaction back by itself on some errors: then it is in autocommit. */
 static bool sq_in_tx(struct store *st)
 {
-	return !sqlite3_get_autocommit(st->db);
+	return !sqlite3_get_autocommit(sq_conn(st)->db);
 }
 
 static enum rcs_err sq_ping(struct store *st)
@@ -322,7 +333,8 @@ static enum rcs_err sq_ping(struct store *st)
 
 	/* an unlinked file still answers through its open descriptor, but nothing written
 	 * to it survives a restart */
-	if (sqlite3_file_control(st->db, "main", SQLITE_FCNTL_HAS_MOVED, &moved) == SQLITE_OK &&
+	if (sqlite3_file_control(sq_conn(st)->db, "main", SQLITE_FCNTL_HAS_MOVED, &moved) ==
+		SQLITE_OK &&
 	    moved) {
 		log_warnx("the database file was removed or renamed while open");
 		err = RCS_ERR_IO;
@@ -342,13 +354,16 @@ out:
 
 static void sq_close(struct store *st)
 {
-	db_cache_clear(&st->cache);
-	if (st->db) {
-		/* a clean close checkpoints the WAL into the main file */
-		if (sqlite3_close(st->db) != SQLITE_OK)
-			log_warnx("close: %s", sqlite3_errmsg(st->db));
-		st->db = NULL;
-	}
+	struct sq_conn *c = sq_conn(st);
+
+	if (c == NULL)
+		return;
+	db_cache_clear(&c->cache);
+	/* a clean close checkpoints the WAL into the main file */
+	if (c->db && sqlite3_close(c->db) != SQLITE_OK)
+		log_warnx("close: %s", sqlite3_errmsg(c->db));
+	free(c);
+	st->conn = NULL;
 }
 
 static const struct store_backend sq_backend = {
@@ -385,28 +400,33 @@ static void sq_global_init(void)
 
 enum rcs_err store_sqlite_open(struct store *st, const char *path)
 {
-	enum rcs_err err;
+	struct sq_conn *c = NULL;
+	enum rcs_err err = RCS_ERR_NOMEM;
 	int rc;
 
 	pthread_once(&sq_once, sq_global_init);
+	c = calloc(1, sizeof(*c));
+	if (c == NULL)
+		goto out;
 	st->be = &sq_backend;
 	st->dialect = sq_backend.dialect;
+	st->conn = c;
 	rc = sqlite3_open_v2(
-	    path, &st->db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX, NULL);
+	    path, &c->db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX, NULL);
 	if (rc != SQLITE_OK) {
-		log_warnx("%s: %s", path, st->db ? sqlite3_errmsg(st->db) : sqlite3_errstr(rc));
+		log_warnx("%s: %s", path, c->db ? sqlite3_errmsg(c->db) : sqlite3_errstr(rc));
 		err = RCS_ERR_IO;
 		goto out;
 	}
-	sqlite3_busy_timeout(st->db, 10000);
-	sqlite3_extended_result_codes(st->db, 0);
+	sqlite3_busy_timeout(c->db, 10000);
+	sqlite3_extended_result_codes(c->db, 0);
 	err = sq_exec(st, "PRAGMA journal_mode = WAL; PRAGMA synchronous = NORMAL;"
 			  "PRAGMA foreign_keys = ON; PRAGMA temp_store = MEMORY;");
 	if (err != RCS_OK) {
 		err = RCS_ERR_IO;
 		goto out;
 	}
-	err = db_migrate(st->db, "store", sq_migrations, SQ_N_MIGRATIONS, 0);
+	err = db_migrate(c->db, "store", sq_migrations, SQ_N_MIGRATIONS, 0);
 out:
 	return err;
 }
