@@ -1,27 +1,28 @@
 /*
  * store.h - all of the coordinator's storage, behind one narrow interface.
  *
- * SQLite in WAL mode, foreign keys on, schema versioned by PRAGMA user_version
- * with migrations applied by store_open(). Every SQL statement of the
- * coordinator lives in the store's files, one per domain (store_keys.c,
- * store_tasks.c, store_devices.c, store_jobs.c, store_queues.c,
- * store_outbox.c) around store.c's connection, statement cache and
- * transactions (store_int.h; docs/architecture.md).
+ * Every SQL statement of the coordinator lives in the store's files, one per domain
+ * (store_keys.c, store_tasks.c, store_devices.c, store_jobs.c, store_queues.c,
+ * store_outbox.c), which reach the database through one backend seam (store_int.h):
+ * today SQLite (store_sqlite.c: WAL mode, foreign keys on, the schema versioned by
+ * PRAGMA user_version and migrated by store_open). docs/architecture.md, "The store".
  *
  * Concurrency: one connection and one (recursive) lock: every call is atomic,
  * and store_tx_begin()/store_tx_end() make a group of calls one transaction
  * (the calling thread holds the lock in between). Writers never see
  * SQLITE_BUSY from each other; another process (the CLI) is waited for.
  *
- * Reads answer records as json-c objects in the API's shape; the caller owns
- * them (json_object_put). Every function returns an enum rcs_err:
- * RCS_ERR_NOTFOUND for a missing object or one of another tenant,
- * RCS_ERR_FULL when the disk is full, RCS_ERR_DB for other storage errors.
+ * Reads answer typed records (struct ..._rec, lists with their page), which the caller
+ * frees with the matching _free function; render.h turns them into the API's JSON. JSON
+ * documents that pass through (tags, variables, declared variables, constants, lists of
+ * addresses and statuses, signatures) are JSON text on both sides, as the API checked
+ * them. Every function returns an enum rcs_err: RCS_ERR_NOTFOUND for a missing object
+ * or one of another tenant, RCS_ERR_FULL when the disk is full, RCS_ERR_DB for other
+ * storage errors.
  */
 #ifndef RCS_STORE_H
 #define RCS_STORE_H
 
-#include <json-c/json.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
