@@ -1,6 +1,7 @@
 /*
  * api_inventory.c - devices (the inventory), API keys and groups.
  */
+#include <stdio.h>
 #include <string.h>
 
 #include "auth.h"
@@ -131,8 +132,10 @@ void api_device_create(struct api_req *req, struct api_resp *r)
 					  tags ? tags : "[]", req->now);
 	if (err != RCS_OK)
 		api_store_error(r, err, "device");
-	else
+	else {
+		snprintf(req->target, sizeof(req->target), "%s", ident); /* audit */
 		device_reply(req, r, 201, ident);
+	}
 out:
 	json_object_put(body);
 }
@@ -246,6 +249,7 @@ void api_key_create(struct api_req *req, struct api_resp *r)
 		api_store_error(r, err, "key");
 		goto out;
 	}
+	snprintf(req->target, sizeof(req->target), "%s", ident); /* audit: the ident, never the key */
 	/* the only time the key itself is shown */
 	buf_init(&b, API_KEY_ANSWER_MAX);
 	render_init(&w, &b);

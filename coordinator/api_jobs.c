@@ -269,8 +269,10 @@ void api_job_create(struct api_req *req, struct api_resp *r)
 		err = tx_err;
 	if (err != RCS_OK)
 		api_store_error(r, err, "job"); /* rolled back: nothing was created or sent */
-	else
+	else {
+		snprintf(req->target, sizeof(req->target), "%s", one.ident); /* audit */
 		api_reply_buf(r, 201, &text, RCS_OK);
+	}
 out:
 	buf_free(&text);
 	store_job_rec_free(&job);
@@ -431,6 +433,8 @@ static void job_bulk(struct api_req *req, struct api_resp *r, struct job_req *jr
 		api_store_error(r, err, "job");
 		goto out;
 	}
+	if (b.group_ident)
+		snprintf(req->target, sizeof(req->target), "%s", b.group_ident); /* audit */
 	job_bulk_answer_end(&it.w, &b, req->auth.user, rejected, nr);
 	api_reply_buf(r, 201, &answer, render_end(&it.w));
 out:

@@ -341,8 +341,10 @@ void api_task_create(struct api_req *req, struct api_resp *r)
 		api_invalid(r, &e);
 	else if (err != RCS_OK)
 		api_store_error(r, err, "task");
-	else
+	else {
+		snprintf(req->target, sizeof(req->target), "%s", ident); /* audit */
 		task_answer(req, r, ident, 201);
+	}
 out:
 	json_object_put(body);
 }

@@ -20,6 +20,7 @@
 #include "buf.h"
 #include "log.h"
 #include "manifest.h"
+#include "metrics.h"
 #include "uuid.h"
 
 #define API_PREFIX  "/v3/commands"
@@ -84,6 +85,14 @@ static const struct api_route api_routes[] = {
     {"GET", "keys", ROLE_VIEWER, api_keys_list, Q_PAGE},
     {"POST", "keys", ROLE_ADMIN, api_key_create, NULL},
     {"DELETE", "keys/:", ROLE_ADMIN, api_key_delete, NULL},
+    /* webhooks and the audit log */
+    {"GET", "webhooks", ROLE_ADMIN, api_webhooks_list, Q_PAGE},
+    {"POST", "webhooks", ROLE_ADMIN, api_webhook_create, NULL},
+    {"GET", "webhooks/:", ROLE_ADMIN, api_webhook_get, NULL},
+    {"PATCH", "webhooks/:", ROLE_ADMIN, api_webhook_patch, NULL},
+    {"DELETE", "webhooks/:", ROLE_ADMIN, api_webhook_delete, NULL},
+    {"GET", "webhooks/:/deliveries", ROLE_ADMIN, api_webhook_deliveries, Q_PAGE},
+    {"GET", "audit", ROLE_ADMIN, api_audit_list, Q_PAGE " user target since until"},
 };
 
 #define API_N_ROUTES (sizeof(api_routes) / sizeof(api_routes[0]))
@@ -552,6 +561,86 @@ static void api_authenticate(struct api_app *app, struct MHD_Connection *conn, s
 	}
 }
 
+static int64_t api_now_us(void)
+{
+	struct timespec t;
+
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return (int64_t)t.tv_sec * 1000000 + t.tv_nsec / 1000;
+}
+
+/* ---- the audit log (docs/api.md, "Audit") ---- */
+
+static bool api_changes(const char *method)
+{
+	return strcmp(method, "GET") != 0 && strcmp(method, "HEAD") != 0 &&
+	       strcmp(method, "OPTIONS") != 0;
+}
+
+/* The object a request acted on: what the handler named, else the path's ident after the
+ * collection ("tasks/<id>/jobs" -> the task). */
+static void api_audit_target(const struct api_req *req, char *out, size_t len)
+{
+	if (req->target[0])
+		snprintf(out, len, "%s", req->target);
+	else if (req->nseg >= 2)
+		snprintf(out, len, "%.*s", 100, req->seg[1]);
+	else
+		out[0] = '\0';
+}
+
+/*
+ * A request that may change state: dispatched inside one transaction with its audit record
+ * ({ts, user, key_ident, method, path, target, status_code, remote}), so the change and its
+ * record are committed together; a refused request (4xx) leaves its record alone. The key
+ * itself is never recorded: only its ident. When the record cannot be written, the change
+ * is rolled back and the answer is the storage's error.
+ */
+static void api_dispatch_audited(struct api_app *app, struct MHD_Connection *conn,
+				 const char *url, struct api_req *req, struct api_resp *resp,
+				 char *allow, size_t allow_len)
+{
+	char addr[INET6_ADDRSTRLEN] = "", target[sizeof(req->target)], path[512];
+	struct audit_rec a;
+	enum rcs_err err;
+
+	err = store_tx_begin(app->st);
+	if (err != RCS_OK) {
+		api_store_error(resp, err, "audit log");
+		return;
+	}
+	api_dispatch(api_routes, API_N_ROUTES, req, resp, allow, allow_len);
+	if (resp->status == 0)
+		api_error(resp, 500, "internal", NULL, "internal error");
+	api_client_addr(conn, addr);
+	api_audit_target(req, target, sizeof(target));
+	snprintf(path, sizeof(path), "%s", url); /* the path only: no query, never a key */
+	memset(&a, 0, sizeof(a));
+	a.client_root = req->auth.client_root;
+	a.ts = req->now;
+	a.user = req->auth.user;
+	a.key_ident = req->auth.key_ident;
+	a.method = (char *)req->method;
+	a.path = path;
+	a.target = target[0] ? target : NULL;
+	a.status_code = resp->status;
+	a.remote = addr[0] ? addr : NULL;
+	err = store_audit_add(app->st, &a);
+	if (err == RCS_OK) {
+		err = store_tx_end(app->st, true);
+	} else {
+		store_tx_end(app->st, false);
+		if (resp->status < 400) {
+			/* not recorded: not done */
+			allow[0] = '\0';
+			api_store_error(resp, err, "audit log");
+		}
+		return;
+	}
+	if (err != RCS_OK)
+		api_store_error(resp, err, "change");
+}
+
 static enum MHD_Result api_handle(void *cls, struct MHD_Connection *conn, const char *url,
 				  const char *method, const char *version, const char *upload_data,
 				  size_t *upload_data_size, void **con_cls)
@@ -562,6 +651,7 @@ static enum MHD_Result api_handle(void *cls, struct MHD_Connection *conn, const 
 	struct api_resp resp = {.status = 0};
 	char path[API_MAX_URL];
 	char allow[128] = "";
+	int64_t started_us;
 	enum MHD_Result ret;
 
 	(void)version;
@@ -594,6 +684,7 @@ static enum MHD_Result api_handle(void *cls, struct MHD_Connection *conn, const 
 		return MHD_YES;
 	}
 
+	started_us = api_now_us();
 	memset(&req, 0, sizeof(req));
 	req.app = app;
 	req.conn = conn;
@@ -624,13 +715,17 @@ static enum MHD_Result api_handle(void *cls, struct MHD_Connection *conn, const 
 		api_authenticate(app, conn, &req, &resp);
 		if (resp.status != 0)
 			goto send;
-		api_dispatch(api_routes, API_N_ROUTES, &req, &resp, allow, sizeof(allow));
+		if (api_changes(method))
+			api_dispatch_audited(app, conn, url, &req, &resp, allow, sizeof(allow));
+		else
+			api_dispatch(api_routes, API_N_ROUTES, &req, &resp, allow, sizeof(allow));
 	}
 	if (resp.status == 0) {
 		log_warnx("%s %s: handler gave no answer", method, url);
 		api_error(&resp, 500, "internal", NULL, "internal error");
 	}
 send:
+	metrics_http(method, resp.status, (double)(api_now_us() - started_us) / 1e6);
 	if (resp.status >= 500)
 		log_warnx("%s %s -> %d", method, url, resp.status);
 	else

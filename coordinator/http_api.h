@@ -27,6 +27,7 @@
 #define API_MAX_BULK         10000
 
 struct bridge;
+struct webhook_guard;
 
 struct api_app {
 	struct store *st;
@@ -35,6 +36,8 @@ struct api_app {
 	struct bridge *bridge;    /* NULL without --mqtt */
 	unsigned auth_fail_limit; /* unknown keys per client address and minute, then 429 */
 	size_t max_body;
+	/* webhooks: the guard of their addresses (webhooks.h); NULL allows no forbidden net */
+	const struct webhook_guard *webhook_guard;
 };
 
 struct api_req {
@@ -47,6 +50,9 @@ struct api_req {
 	size_t body_len;
 	struct auth auth;
 	int64_t now;
+	/* the object a state-changing request acted on, for the audit log: a handler that
+	 * creates one names it here; "" takes the ident in the path */
+	char target[UUID_STR_LEN + 64];
 };
 
 struct api_resp {
@@ -141,6 +147,15 @@ void api_key_create(struct api_req *req, struct api_resp *r);
 void api_key_delete(struct api_req *req, struct api_resp *r);
 void api_groups_list(struct api_req *req, struct api_resp *r);
 void api_group_get(struct api_req *req, struct api_resp *r);
+
+/* handlers (api_webhooks.c) */
+void api_webhooks_list(struct api_req *req, struct api_resp *r);
+void api_webhook_create(struct api_req *req, struct api_resp *r);
+void api_webhook_get(struct api_req *req, struct api_resp *r);
+void api_webhook_patch(struct api_req *req, struct api_resp *r);
+void api_webhook_delete(struct api_req *req, struct api_resp *r);
+void api_webhook_deliveries(struct api_req *req, struct api_resp *r);
+void api_audit_list(struct api_req *req, struct api_resp *r);
 
 /* handlers without an api key (api_service.c) */
 void api_health(struct api_req *req, struct api_resp *r);

@@ -47,6 +47,9 @@ enum rcs_err lifecycle_move(struct lifecycle *lc, const struct job_move *m, enum
 		goto out;
 	if (*result == STORE_MOVE_APPLIED && lc->changed)
 		lc->changed(lc->changed_ctx);
+	if (*result != STORE_MOVE_DUPLICATE && *result != STORE_MOVE_TERMINAL &&
+	    lc->webhooks_changed)
+		lc->webhooks_changed(lc->webhooks_ctx);
 	event = *result == STORE_MOVE_APPLIED && lc->hooks && lc->hooks->job_changed;
 	if (!event && job_after == NULL)
 		goto out;
@@ -81,6 +84,8 @@ static void lifecycle_jobs_created(struct lifecycle *lc, const struct job_batch 
 		return;
 	if (lc->changed)
 		lc->changed(lc->changed_ctx);
+	if (lc->webhooks_changed)
+		lc->webhooks_changed(lc->webhooks_ctx);
 	if ((b->scheduled_time > b->now || b->ttl > 0) && lc->timers)
 		lc->timers(lc->timers_ctx);
 	if (lc->hooks == NULL || b->scheduled_time > b->now)

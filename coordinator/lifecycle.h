@@ -48,6 +48,10 @@ struct lifecycle {
 	 * recomputes its next deadline, transport or not. */
 	void (*timers)(void *ctx);
 	void *timers_ctx;
+	/* Called after any status change or creation: webhook deliveries may be queued
+	 * (webhooks.c). */
+	void (*webhooks_changed)(void *ctx);
+	void *webhooks_ctx;
 };
 
 /* True when a transport is plugged in (device presence is known). */

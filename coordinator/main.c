@@ -29,6 +29,8 @@
 #include "store.h"
 #include "uuid.h"
 #include "validate.h"
+#include "webhooks.h"
+#include "metrics.h"
 
 #define SCRIPT_FILE_MAX (256 * 1024)
 
@@ -60,6 +62,13 @@ struct settings {
 	long long smtp_max_per_hour;
 	long long smtp_retry_base;
 	long long auth_fail_limit;
+	/* webhooks and metrics */
+	struct cfg_strlist webhook_allow_net;
+	long long webhook_retry_base;
+	long long webhook_give_up;
+	long long webhook_timeout;
+	long long webhook_max_inflight;
+	char *metrics_listen;
 	bool debug;
 	bool check;
 	/* subcommand options */
@@ -124,6 +133,18 @@ static const struct cfg_opt serve_opts[] = {
 	    "first retry of a failed mail, doubling up to an hour (default 30)"),
     OPT_INT("auth_fail_limit", auth_fail_limit, 0, 1000000, "N",
 	    "unknown api keys per client address and minute before 429 (default 120, 0: off)"),
+    OPT("webhook_allow_net", CFG_STRLIST, webhook_allow_net, "CIDR",
+	"network webhooks may reach although private, loopback or link-local (repeatable)"),
+    OPT_INT("webhook_retry_base", webhook_retry_base, 1, 3600, "SECONDS",
+	    "first retry of a failed webhook delivery, doubling up to an hour (default 10)"),
+    OPT_INT("webhook_give_up", webhook_give_up, 1, 30LL * 86400, "SECONDS",
+	    "a webhook delivery not made this long after the change is failed (default 86400)"),
+    OPT_INT("webhook_timeout", webhook_timeout, 1, 300, "SECONDS",
+	    "time for one webhook delivery attempt (default 10)"),
+    OPT_INT("webhook_max_inflight", webhook_max_inflight, 1, 256, "N",
+	    "webhook deliveries at once (default 16; 4 of them for one webhook)"),
+    OPT("metrics_listen", CFG_STRING, metrics_listen, "HOST:PORT",
+	"serve Prometheus metrics on http://HOST:PORT/metrics"),
     OPT("debug", CFG_BOOL, debug, NULL, "log every request"),
     OPT("check", CFG_BOOL, check, NULL, "check the configuration and keys, then exit"),
     {NULL, 0, 0, 0, 0, NULL, NULL},
@@ -390,6 +411,9 @@ static int cmd_serve(struct settings *s)
 	struct bridge *bridge = NULL;
 	struct sched *sched = NULL;
 	struct notifier *notifier = NULL;
+	struct webhook_guard *guard = NULL;
+	struct webhooks *hooks = NULL;
+	struct metrics_server *metrics = NULL;
 	struct lifecycle lc;
 	struct api_app app;
 	char why[256];
@@ -430,6 +454,12 @@ static int cmd_serve(struct settings *s)
 		goto out;
 	}
 	if (s->mqtt && mqttc_url_check(s->mqtt, why, sizeof(why)) != RCS_OK) {
+		fprintf(stderr, "rcs-coordinator: %s\n", why);
+		rc = 2;
+		goto out;
+	}
+	if (webhook_guard_new((const char *const *)s->webhook_allow_net.items,
+			      s->webhook_allow_net.n, &guard, why, sizeof(why)) != RCS_OK) {
 		fprintf(stderr, "rcs-coordinator: %s\n", why);
 		rc = 2;
 		goto out;
@@ -497,6 +527,24 @@ static int cmd_serve(struct settings *s)
 	} else {
 		log_info("no --mqtt: jobs are stored and wait pending (ttl still expires them)");
 	}
+	{
+		struct webhooks_opts wo;
+
+		memset(&wo, 0, sizeof(wo));
+		wo.guard = guard;
+		wo.retry_base = (int)s->webhook_retry_base;
+		wo.give_up = (int)s->webhook_give_up;
+		wo.timeout = (int)s->webhook_timeout;
+		wo.max_inflight = (int)s->webhook_max_inflight;
+		if (webhooks_start(&wo, st, &lc, &hooks) != RCS_OK) {
+			fprintf(stderr, "rcs-coordinator: cannot start the webhook sender\n");
+			goto out;
+		}
+	}
+	if (s->metrics_listen && metrics_serve(s->metrics_listen, st, &metrics) != RCS_OK) {
+		fprintf(stderr, "rcs-coordinator: cannot serve metrics on %s\n", s->metrics_listen);
+		goto out;
+	}
 	/* every timer, with or without a transport: ttl expiry, scheduled sends, re-sends */
 	if (sched_start(st, &lc, &sched) != RCS_OK) {
 		fprintf(stderr, "rcs-coordinator: cannot start the scheduler\n");
@@ -514,6 +562,7 @@ static int cmd_serve(struct settings *s)
 	app.bridge = bridge;
 	app.max_body = (size_t)s->max_body;
 	app.auth_fail_limit = (unsigned)s->auth_fail_limit;
+	app.webhook_guard = guard;
 	err = http_api_start(http, &app, (unsigned)s->threads);
 	if (err != RCS_OK) {
 		fprintf(stderr, "rcs-coordinator: cannot serve on %s\n", s->listen);
@@ -554,8 +603,11 @@ out:
 	sched_stop(sched); /* before the bridge: no transport call after this */
 	bridge_stop(bridge);
 	notifier_stop(notifier);
+	webhooks_stop(hooks);
+	metrics_stop(metrics);
 	store_close(st);
 	signer_free(signer);
+	webhook_guard_free(guard);
 	return rc;
 }
 
@@ -573,6 +625,10 @@ int main(int argc, char **argv)
 	s.smtp_max_per_hour = 600;
 	s.smtp_retry_base = 30;
 	s.auth_fail_limit = 120;
+	s.webhook_retry_base = 10;
+	s.webhook_give_up = 86400;
+	s.webhook_timeout = 10;
+	s.webhook_max_inflight = 16;
 	log_init("rcs-coordinator", LOG_LVL_INFO);
 	if (argc < 2) {
 		usage(stderr);

@@ -552,3 +552,109 @@ void render_group_page(struct render *w, const struct store_group_list *l)
 }
 
 /* (end of jobs, history, notifications, groups) */
+
+/* webhooks and the audit log */
+
+static void render_webhook_members(struct render *w, const struct webhook_rec *r)
+{
+	render_kstr(w, "ident", r->ident);
+	render_kstr(w, "url", r->url);
+	render_kraw(w, "events", r->events);
+	render_kraw(w, "statuses", r->statuses);
+	render_kbool(w, "active", r->active);
+	render_kstr(w, "created_user", r->created_user);
+	render_kint(w, "created_at", r->created_at);
+	render_kint(w, "update_at", r->update_at);
+}
+
+void render_webhook(struct render *w, const struct webhook_rec *r)
+{
+	render_obj_open(w);
+	render_webhook_members(w, r);
+	render_obj_close(w);
+}
+
+void render_webhook_new(struct render *w, const struct webhook_rec *r, const char *secret)
+{
+	render_obj_open(w);
+	render_webhook_members(w, r);
+	if (secret)
+		render_kstr(w, "secret", secret);
+	render_obj_close(w);
+}
+
+void render_webhook_list(struct render *w, const struct store_webhook_list *l)
+{
+	render_page_open(w, &l->pg);
+	for (size_t i = 0; i < l->n; i++)
+		render_webhook(w, &l->items[i]);
+	render_page_close(w);
+}
+
+void render_webhook_delivery_page(struct render *w, const struct store_webhook_delivery_list *l)
+{
+	render_page_open(w, &l->pg);
+	for (size_t i = 0; i < l->n; i++) {
+		const struct webhook_delivery_rec *d = &l->items[i];
+
+		render_obj_open(w);
+		render_kstr(w, "id", d->ident);
+		render_kstr(w, "type", d->type);
+		render_kstr(w, "subject", d->subject);
+		render_kstr(w, "status", d->status);
+		render_kint(w, "ts", d->at);
+		render_kstr(w, "state", d->state);
+		render_kint(w, "created_at", d->created_at);
+		render_kint_opt(w, "next_at", strcmp(d->state, "queued") == 0 ? d->next_at : 0);
+		render_kint_opt(w, "done_at", d->done_at);
+		render_kstr(w, "last_error", d->last_error);
+		render_key(w, "attempts");
+		render_arr_open(w);
+		for (size_t k = 0; k < d->n; k++) {
+			render_obj_open(w);
+			render_kint(w, "at", d->attempts[k].at);
+			render_kint(w, "duration_ms", d->attempts[k].duration_ms);
+			render_kint_opt(w, "status_code", d->attempts[k].status_code);
+			render_kstr(w, "error", d->attempts[k].error);
+			render_obj_close(w);
+		}
+		render_arr_close(w);
+		render_obj_close(w);
+	}
+	render_page_close(w);
+}
+
+void render_webhook_group(struct render *w, const struct group_rec *r, const char *status)
+{
+	render_obj_open(w);
+	render_kstr(w, "ident", r->ident);
+	render_kstr(w, "name", r->name);
+	render_kstr(w, "created_user", r->created_user);
+	render_kint(w, "created_at", r->created_at);
+	render_kstr(w, "task_ident", r->task_ident);
+	render_kstr(w, "status", status);
+	render_obj_close(w);
+}
+
+void render_audit_page(struct render *w, const struct store_audit_list *l)
+{
+	render_page_open(w, &l->pg);
+	for (size_t i = 0; i < l->n; i++) {
+		const struct audit_rec *a = &l->items[i];
+
+		render_obj_open(w);
+		render_kint(w, "id", a->id);
+		render_kint(w, "ts", a->ts);
+		render_kstr(w, "user", a->user);
+		render_kstr(w, "key_ident", a->key_ident);
+		render_kstr(w, "method", a->method);
+		render_kstr(w, "path", a->path);
+		render_kstr(w, "target", a->target);
+		render_kint(w, "status_code", a->status_code);
+		render_kstr(w, "remote", a->remote);
+		render_obj_close(w);
+	}
+	render_page_close(w);
+}
+
+/* (end of webhooks and the audit log) */

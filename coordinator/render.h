@@ -133,4 +133,21 @@ void render_group_page(struct render *w, const struct store_group_list *l);
 
 /* (end of jobs, history, notifications, groups) */
 
+/* webhooks and the audit log */
+
+/* A webhook (docs/api.md, "Webhooks"): {ident, url, events, statuses, active, created_user,
+ * created_at, update_at}, never its secret. */
+void render_webhook(struct render *w, const struct webhook_rec *r);
+/* A webhook just created: the record, with the secret when it was generated (shown once). */
+void render_webhook_new(struct render *w, const struct webhook_rec *r, const char *secret);
+void render_webhook_list(struct render *w, const struct store_webhook_list *l);
+/* A page of deliveries, each with its attempts. */
+void render_webhook_delivery_page(struct render *w, const struct store_webhook_delivery_list *l);
+/* The data of a group.status delivery: the group and the status it came to. */
+void render_webhook_group(struct render *w, const struct group_rec *r, const char *status);
+/* A page of the audit log (docs/api.md, "Audit"). */
+void render_audit_page(struct render *w, const struct store_audit_list *l);
+
+/* (end of webhooks and the audit log) */
+
 #endif

@@ -588,4 +588,173 @@ enum rcs_err store_notification_update(struct store *st, long long id, const cha
 enum rcs_err store_notifications_sent_since(struct store *st, const char *client_root,
 					    int64_t since, long long *n);
 
+/* ---- webhooks (docs/api.md, "Webhooks") ---- */
+
+/* What a webhook is saved with; JSON members are JSON text the API checked (events and
+ * statuses: arrays of strings). */
+struct webhook_write {
+	const char *ident;
+	const char *client_root;
+	const char *url;
+	const char *events;
+	const char *statuses;
+	const char *secret;
+	const char *created_user;
+	int64_t now;
+};
+/* A webhook as the API shows it: never its secret. Free with store_webhook_rec_free. */
+struct webhook_rec {
+	char ident[UUID_STR_LEN];
+	char client_root[UUID_STR_LEN];
+	char *url;
+	char *events;   /* array of strings */
+	char *statuses; /* array of strings, [] for all */
+	bool active;
+	char *created_user;
+	int64_t created_at, update_at;
+};
+void store_webhook_rec_free(struct webhook_rec *r);
+struct store_webhook_list {
+	struct store_page_info pg;
+	struct webhook_rec *items;
+	size_t n;
+};
+void store_webhook_list_free(struct store_webhook_list *l);
+enum rcs_err store_webhook_insert(struct store *st, const struct webhook_write *w);
+enum rcs_err store_webhook_get(struct store *st, const char *client_root, const char *ident,
+			       struct webhook_rec *out);
+/* Changes what is not NULL (active: -1 unchanged, 0 or 1). */
+enum rcs_err store_webhook_update(struct store *st, const char *client_root, const char *ident,
+				  const char *url, const char *events, const char *statuses,
+				  const char *secret, int active, int64_t now);
+/* Deletes the webhook with its deliveries and their attempts. */
+enum rcs_err store_webhook_delete(struct store *st, const char *client_root, const char *ident);
+enum rcs_err store_webhooks_list(struct store *st, const char *client_root,
+				 const struct store_page *pg, struct store_webhook_list *out);
+
+/* One attempt to deliver: when, how long, the receiver's HTTP status (0: no answer) and the
+ * error (NULL: a 2xx answer). */
+struct webhook_attempt_rec {
+	int64_t at;
+	long long duration_ms;
+	long long status_code;
+	char *error;
+};
+/* A delivery with its attempts (state queued, delivered or failed). */
+struct webhook_delivery_rec {
+	char ident[UUID_STR_LEN];
+	char *type;    /* job.status or group.status */
+	char subject[UUID_STR_LEN]; /* the job or group */
+	char *status;  /* the status the event is about */
+	int64_t at;    /* when the status changed */
+	char *state;
+	long long n_attempts;
+	int64_t created_at, next_at, done_at;
+	char *last_error;
+	struct webhook_attempt_rec *attempts;
+	size_t n;
+};
+struct store_webhook_delivery_list {
+	struct store_page_info pg;
+	struct webhook_delivery_rec *items;
+	size_t n;
+};
+void store_webhook_delivery_list_free(struct store_webhook_delivery_list *l);
+/* The webhook's deliveries, newest first, each with every attempt. */
+enum rcs_err store_webhook_deliveries(struct store *st, const char *client_root, const char *ident,
+				      const struct store_page *pg,
+				      struct store_webhook_delivery_list *out);
+
+/*
+ * Records a group.status delivery for every webhook of the tenant that wants it, in the
+ * caller's transaction (the status change's): called wherever a group's status changes.
+ */
+enum rcs_err store_webhook_group_event(struct store *st, const char *client_root,
+				       const char *group_ident, const char *status, int64_t now);
+
+/* ---- for the webhook sender ---- */
+
+/* A queued delivery whose time has come, with what sending it takes. */
+struct webhook_due {
+	long long id;
+	char ident[UUID_STR_LEN];
+	char webhook_ident[UUID_STR_LEN];
+	char client_root[UUID_STR_LEN];
+	char type[16];
+	char subject[UUID_STR_LEN];
+	long long hist_n;
+	char status[32];
+	int64_t at;
+	long long attempts;
+	int64_t created_at;
+	char *url;
+	char *secret;
+};
+void store_webhook_due_free(struct webhook_due *r);
+struct store_webhook_due_list {
+	struct webhook_due *items;
+	size_t n;
+};
+void store_webhook_due_list_free(struct store_webhook_due_list *l);
+/* Due deliveries, oldest first, at most limit, none behind an earlier queued delivery of the
+ * same webhook and subject (the order per job), none of the ids in skip[0..n_skip-1]. */
+enum rcs_err store_webhooks_due(struct store *st, int64_t now, const long long *skip,
+				size_t n_skip, size_t limit, struct store_webhook_due_list *out);
+/* When the next queued delivery is due (0: none). */
+enum rcs_err store_webhook_next(struct store *st, int64_t *next);
+/* Records an attempt and the delivery's new state (queued: retry at next_at). */
+enum rcs_err store_webhook_attempt(struct store *st, long long id,
+				   const struct webhook_attempt_rec *a, const char *state,
+				   int64_t next_at);
+/* A job's history item n (1 for initial). */
+enum rcs_err store_job_history_item(struct store *st, const char *job_ident, long long n,
+				    struct history_rec *out);
+/* Queued deliveries (the backlog). */
+enum rcs_err store_webhook_backlog(struct store *st, long long *n);
+
+/* ---- the audit log (docs/api.md, "Audit") ---- */
+
+/* One record; every text may be NULL but method and path. */
+struct audit_rec {
+	long long id;
+	char *client_root;
+	int64_t ts;
+	char *user;
+	char *key_ident;
+	char *method;
+	char *path;
+	char *target;
+	long long status_code;
+	char *remote;
+};
+void store_audit_rec_free(struct audit_rec *r);
+/* Appends a record (in the caller's transaction when there is one). */
+enum rcs_err store_audit_add(struct store *st, const struct audit_rec *r);
+struct audit_filter {
+	const char *user, *target;
+	bool has_since, has_until;
+	int64_t since, until; /* inclusive */
+};
+struct store_audit_list {
+	struct store_page_info pg;
+	struct audit_rec *items;
+	size_t n;
+};
+void store_audit_list_free(struct store_audit_list *l);
+/* The tenant's records, newest first. */
+enum rcs_err store_audit_list(struct store *st, const char *client_root,
+			      const struct audit_filter *f, const struct store_page *pg,
+			      struct store_audit_list *out);
+
+/* ---- for the metrics (docs/coordinator.md, "Metrics") ---- */
+
+/* Jobs per status now, over every tenant: n[status] for each enum job_status. */
+enum rcs_err store_jobs_by_status(struct store *st, long long n[JS__COUNT]);
+/* Devices online now. */
+enum rcs_err store_devices_online(struct store *st, long long *n);
+/* Queued e-mail notifications. */
+enum rcs_err store_notification_backlog(struct store *st, long long *n);
+/* The database's size in bytes. */
+enum rcs_err store_db_size(struct store *st, long long *bytes);
+
 #endif

@@ -211,4 +211,13 @@ enum rcs_err store_page_recs(struct store *st, const char *cols, const char *fro
 			     const struct store_page *pg, struct store_page_info *info, size_t size,
 			     store_one_fn fn, void **items, size_t *n);
 
+/* ---- the webhook outbox, written in the status change's transaction (store_webhooks.c) ---- */
+
+/* Records a job.status delivery of the job's history item n (status, at) for every active
+ * webhook of the tenant that wants it. */
+enum rcs_err store_webhook_job_event(struct store *st, const char *client_root, const char *job,
+				     long long n, const char *status, int64_t at);
+/* Whether any active webhook of the tenant wants job.status events (*want). */
+enum rcs_err store_webhooks_want_jobs(struct store *st, const char *client_root, bool *want);
+
 #endif

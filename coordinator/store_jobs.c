@@ -263,6 +263,7 @@ enum rcs_err store_jobs_create(struct store *st, const struct job_batch *b)
 	};
 	bool notify = (strcmp(t.mails, "[]") != 0 && strcmp(t.stats, "[]") != 0) ||
 		      (strcmp(t.tmails, "[]") != 0 && strcmp(t.tstats, "[]") != 0);
+	bool hooks = false;
 	enum rcs_err err;
 
 	err = store_sp_begin(st);
@@ -292,6 +293,15 @@ enum rcs_err store_jobs_create(struct store *st, const struct job_batch *b)
 			err = store_notify_record(st, b->jobs[i].ident, "pending", b->now);
 		if (err != RCS_OK)
 			goto out;
+	}
+	/* a job.status delivery for each of the two history items (docs/api.md, "Webhooks") */
+	err = store_webhooks_want_jobs(st, b->client_root, &hooks);
+	for (size_t i = 0; err == RCS_OK && hooks && i < b->n; i++) {
+		err = store_webhook_job_event(st, b->client_root, b->jobs[i].ident, 1, "initial",
+					      b->now);
+		if (err == RCS_OK)
+			err = store_webhook_job_event(st, b->client_root, b->jobs[i].ident, 2,
+						      "pending", b->now);
 	}
 out:
 	return store_sp_end(st, err);
@@ -645,6 +655,10 @@ enum rcs_err store_job_move(struct store *st, const struct job_move *m, enum sto
 						  " last_seq = CAST(? AS INTEGER) WHERE ident = ?",
 						  NULL, 2, seq, m->ident);
 			}
+			if (err == RCS_OK)
+				err = store_webhook_job_event(st, j.owner_root, m->ident,
+							      j.n_history + 1, status_name(m->to),
+							      m->now);
 			*result = STORE_MOVE_KEPT;
 		} else {
 			*result = m->seq > 0 ? STORE_MOVE_DUPLICATE : STORE_MOVE_TERMINAL;
@@ -658,6 +672,9 @@ enum rcs_err store_job_move(struct store *st, const struct job_move *m, enum sto
 	err = job_move_apply(st, m);
 	if (err == RCS_OK && j.notify)
 		err = store_notify_record(st, m->ident, status_name(m->to), m->now);
+	if (err == RCS_OK)
+		err = store_webhook_job_event(st, j.owner_root, m->ident, j.n_history + 1,
+					      status_name(m->to), m->now);
 	*result = STORE_MOVE_APPLIED;
 out:
 	return store_sp_end(st, err);

@@ -1,0 +1,336 @@
+/*
+ * metrics.c - Prometheus metrics. See metrics.h.
+ */
+#include "metrics.h"
+
+#include <microhttpd.h>
+#include <netdb.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "log.h"
+
+#define METRICS_MAX_TEXT ((size_t)1 << 20)
+#define METRICS_CODES    64 /* distinct HTTP status codes kept per method */
+
+struct histo {
+	const double *le;
+	size_t n;
+	unsigned long long counts[16]; /* per bucket, not cumulative; the last: +Inf */
+	double sum;
+	unsigned long long count;
+};
+
+static const double http_le[] = {0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10};
+static const double latency_le[] = {0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300, 1800, 3600};
+static const double run_le[] = {0.5, 1, 5, 10, 30, 60, 300, 900, 1800, 3600, 14400};
+
+static const char *const http_methods[] = {"GET", "POST", "PUT", "PATCH", "DELETE", "other"};
+#define N_METHODS (sizeof(http_methods) / sizeof(http_methods[0]))
+
+static struct {
+	pthread_mutex_t lock;
+	struct {
+		int code;
+		unsigned long long n;
+	} http[N_METHODS][METRICS_CODES];
+	struct histo http_time, latency, run;
+	bool mqtt_up;
+	unsigned long long mqtt_in, mqtt_out;
+	unsigned long long job_changes[JS__COUNT];
+	unsigned long long hook_ok, hook_err, hook_failed;
+} m = {
+    .lock = PTHREAD_MUTEX_INITIALIZER,
+    .http_time = {http_le, sizeof(http_le) / sizeof(http_le[0]), {0}, 0, 0},
+    .latency = {latency_le, sizeof(latency_le) / sizeof(latency_le[0]), {0}, 0, 0},
+    .run = {run_le, sizeof(run_le) / sizeof(run_le[0]), {0}, 0, 0},
+};
+
+static void histo_add(struct histo *h, double v)
+{
+	size_t i = 0;
+
+	if (v < 0)
+		v = 0;
+	while (i < h->n && v > h->le[i])
+		i++;
+	h->counts[i]++;
+	h->sum += v;
+	h->count++;
+}
+
+void metrics_http(const char *method, int code, double seconds)
+{
+	size_t mi = N_METHODS - 1;
+
+	for (size_t i = 0; i + 1 < N_METHODS; i++)
+		if (method && strcmp(method, http_methods[i]) == 0)
+			mi = i;
+	pthread_mutex_lock(&m.lock);
+	for (size_t i = 0; i < METRICS_CODES; i++) {
+		if (m.http[mi][i].code == 0)
+			m.http[mi][i].code = code;
+		if (m.http[mi][i].code == code) {
+			m.http[mi][i].n++;
+			break;
+		}
+	}
+	histo_add(&m.http_time, seconds);
+	pthread_mutex_unlock(&m.lock);
+}
+
+void metrics_mqtt_connected(bool up)
+{
+	pthread_mutex_lock(&m.lock);
+	m.mqtt_up = up;
+	pthread_mutex_unlock(&m.lock);
+}
+
+void metrics_mqtt_in(void)
+{
+	pthread_mutex_lock(&m.lock);
+	m.mqtt_in++;
+	pthread_mutex_unlock(&m.lock);
+}
+
+void metrics_mqtt_out(void)
+{
+	pthread_mutex_lock(&m.lock);
+	m.mqtt_out++;
+	pthread_mutex_unlock(&m.lock);
+}
+
+void metrics_job_status(enum job_status to)
+{
+	pthread_mutex_lock(&m.lock);
+	if ((int)to >= 0 && to < JS__COUNT)
+		m.job_changes[to]++;
+	pthread_mutex_unlock(&m.lock);
+}
+
+void metrics_job_delivery_latency(double seconds)
+{
+	pthread_mutex_lock(&m.lock);
+	histo_add(&m.latency, seconds);
+	pthread_mutex_unlock(&m.lock);
+}
+
+void metrics_job_run_time(double seconds)
+{
+	pthread_mutex_lock(&m.lock);
+	histo_add(&m.run, seconds);
+	pthread_mutex_unlock(&m.lock);
+}
+
+void metrics_webhook_attempt(bool delivered, bool failed)
+{
+	pthread_mutex_lock(&m.lock);
+	if (delivered)
+		m.hook_ok++;
+	else
+		m.hook_err++;
+	if (failed)
+		m.hook_failed++;
+	pthread_mutex_unlock(&m.lock);
+}
+
+static void histo_write(struct buf *b, const char *name, const char *help, const struct histo *h)
+{
+	unsigned long long cum = 0;
+
+	buf_appendf(b, "# HELP %s %s\n# TYPE %s histogram\n", name, help, name);
+	for (size_t i = 0; i < h->n; i++) {
+		cum += h->counts[i];
+		buf_appendf(b, "%s_bucket{le=\"%g\"} %llu\n", name, h->le[i], cum);
+	}
+	cum += h->counts[h->n];
+	buf_appendf(b, "%s_bucket{le=\"+Inf\"} %llu\n", name, cum);
+	buf_appendf(b, "%s_sum %.6f\n%s_count %llu\n", name, h->sum, name, h->count);
+}
+
+static void gauge(struct buf *b, const char *name, const char *help, long long v)
+{
+	buf_appendf(b, "# HELP %s %s\n# TYPE %s gauge\n%s %lld\n", name, help, name, name, v);
+}
+
+enum rcs_err metrics_render(struct store *st, struct buf *b)
+{
+	long long by_status[JS__COUNT], online = 0, mails = 0, hooks = 0, size = 0;
+	enum rcs_err err;
+
+	/* the store's gauges first, outside this module's lock */
+	err = store_jobs_by_status(st, by_status);
+	if (err == RCS_OK)
+		err = store_devices_online(st, &online);
+	if (err == RCS_OK)
+		err = store_notification_backlog(st, &mails);
+	if (err == RCS_OK)
+		err = store_webhook_backlog(st, &hooks);
+	if (err == RCS_OK)
+		err = store_db_size(st, &size);
+	if (err != RCS_OK)
+		return err;
+	pthread_mutex_lock(&m.lock);
+	buf_appendf(b, "# HELP rcs_job_status_changes_total Jobs that came to each status.\n"
+		       "# TYPE rcs_job_status_changes_total counter\n");
+	for (int i = 0; i < JS__COUNT; i++)
+		buf_appendf(b, "rcs_job_status_changes_total{status=\"%s\"} %llu\n",
+			    status_name((enum job_status)i), m.job_changes[i]);
+	buf_appendf(b, "# HELP rcs_jobs Jobs in each status now.\n# TYPE rcs_jobs gauge\n");
+	for (int i = 0; i < JS__COUNT; i++)
+		buf_appendf(b, "rcs_jobs{status=\"%s\"} %lld\n", status_name((enum job_status)i),
+			    by_status[i]);
+	histo_write(b, "rcs_job_delivery_latency_seconds",
+		    "Seconds from a job's creation to edge_transmitted.", &m.latency);
+	histo_write(b, "rcs_job_run_time_seconds",
+		    "Seconds from edge_started to the job's final status.", &m.run);
+	buf_appendf(b, "# HELP rcs_http_requests_total API requests by method and status code.\n"
+		       "# TYPE rcs_http_requests_total counter\n");
+	for (size_t i = 0; i < N_METHODS; i++)
+		for (size_t k = 0; k < METRICS_CODES && m.http[i][k].code; k++)
+			buf_appendf(b, "rcs_http_requests_total{method=\"%s\",code=\"%d\"} %llu\n",
+				    http_methods[i], m.http[i][k].code, m.http[i][k].n);
+	histo_write(b, "rcs_http_request_duration_seconds", "Seconds to answer an API request.",
+		    &m.http_time);
+	gauge(b, "rcs_mqtt_connected", "1 while the coordinator is connected to its broker.",
+	      m.mqtt_up ? 1 : 0);
+	buf_appendf(b,
+		    "# HELP rcs_mqtt_messages_received_total MQTT messages received.\n"
+		    "# TYPE rcs_mqtt_messages_received_total counter\n"
+		    "rcs_mqtt_messages_received_total %llu\n"
+		    "# HELP rcs_mqtt_messages_sent_total MQTT messages published.\n"
+		    "# TYPE rcs_mqtt_messages_sent_total counter\n"
+		    "rcs_mqtt_messages_sent_total %llu\n",
+		    m.mqtt_in, m.mqtt_out);
+	buf_appendf(b,
+		    "# HELP rcs_webhook_attempts_total Webhook delivery attempts by result.\n"
+		    "# TYPE rcs_webhook_attempts_total counter\n"
+		    "rcs_webhook_attempts_total{result=\"delivered\"} %llu\n"
+		    "rcs_webhook_attempts_total{result=\"error\"} %llu\n"
+		    "# HELP rcs_webhook_deliveries_failed_total Webhook deliveries given up.\n"
+		    "# TYPE rcs_webhook_deliveries_failed_total counter\n"
+		    "rcs_webhook_deliveries_failed_total %llu\n",
+		    m.hook_ok, m.hook_err, m.hook_failed);
+	pthread_mutex_unlock(&m.lock);
+	gauge(b, "rcs_devices_online", "Devices online now.", online);
+	buf_appendf(b,
+		    "# HELP rcs_outbox_backlog Queued deliveries of each outbox.\n"
+		    "# TYPE rcs_outbox_backlog gauge\n"
+		    "rcs_outbox_backlog{kind=\"email\"} %lld\n"
+		    "rcs_outbox_backlog{kind=\"webhook\"} %lld\n",
+		    mails, hooks);
+	gauge(b, "rcs_database_size_bytes", "Size of the database in bytes.", size);
+	return b->len > 0 && b->data ? RCS_OK : RCS_ERR_TOOBIG;
+}
+
+/* ---- the listener ---- */
+
+struct metrics_server {
+	struct MHD_Daemon *daemon;
+	struct store *st;
+};
+
+static enum MHD_Result metrics_handle(void *cls, struct MHD_Connection *conn, const char *url,
+				      const char *method, const char *version,
+				      const char *upload_data, size_t *upload_data_size,
+				      void **con_cls)
+{
+	struct metrics_server *s = cls;
+	struct MHD_Response *resp;
+	struct buf b;
+	unsigned code = 200;
+	enum MHD_Result ret;
+
+	(void)version;
+	(void)upload_data;
+	if (*con_cls == NULL) {
+		*con_cls = s;
+		return MHD_YES;
+	}
+	*upload_data_size = 0;
+	buf_init(&b, METRICS_MAX_TEXT);
+	if (strcmp(url, "/metrics") != 0) {
+		code = 404;
+		buf_appendf(&b, "not found: GET /metrics\n");
+	} else if (strcmp(method, "GET") != 0 && strcmp(method, "HEAD") != 0) {
+		code = 405;
+		buf_appendf(&b, "method not allowed: GET /metrics\n");
+	} else if (metrics_render(s->st, &b) != RCS_OK) {
+		code = 503;
+		b.len = 0;
+		buf_appendf(&b, "metrics unavailable\n");
+	}
+	resp = MHD_create_response_from_buffer(b.len, b.data ? b.data : (void *)"",
+					       MHD_RESPMEM_MUST_COPY);
+	buf_free(&b);
+	if (resp == NULL)
+		return MHD_NO;
+	MHD_add_response_header(resp, "Content-Type", "text/plain; version=0.0.4; charset=utf-8");
+	ret = MHD_queue_response(conn, code, resp);
+	MHD_destroy_response(resp);
+	return ret;
+}
+
+enum rcs_err metrics_serve(const char *listen, struct store *st, struct metrics_server **out)
+{
+	struct metrics_server *s = NULL;
+	struct addrinfo hints, *ai = NULL;
+	char host[256];
+	const char *colon = strrchr(listen, ':');
+	enum rcs_err err = RCS_ERR_INVAL;
+	unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_ERROR_LOG;
+
+	*out = NULL;
+	if (colon == NULL || colon == listen || (size_t)(colon - listen) >= sizeof(host)) {
+		log_warnx("--metrics-listen %s: expected HOST:PORT", listen);
+		goto out;
+	}
+	snprintf(host, sizeof(host), "%.*s", (int)(colon - listen), listen);
+	if (host[0] == '[' && host[strlen(host) - 1] == ']') {
+		memmove(host, host + 1, strlen(host));
+		host[strlen(host) - 1] = '\0';
+	}
+	memset(&hints, 0, sizeof(hints));
+	hints.ai_socktype = SOCK_STREAM;
+	hints.ai_flags = AI_PASSIVE | AI_NUMERICSERV;
+	if (getaddrinfo(host, colon + 1, &hints, &ai) != 0 || ai == NULL) {
+		log_warnx("--metrics-listen %s: cannot resolve", listen);
+		goto out;
+	}
+	s = calloc(1, sizeof(*s));
+	if (s == NULL) {
+		err = RCS_ERR_NOMEM;
+		goto out;
+	}
+	s->st = st;
+	if (ai->ai_family == AF_INET6)
+		flags |= MHD_USE_IPv6;
+	s->daemon = MHD_start_daemon(flags, 0, NULL, NULL, metrics_handle, s, MHD_OPTION_SOCK_ADDR,
+				     ai->ai_addr, MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)10,
+				     MHD_OPTION_CONNECTION_LIMIT, (unsigned)64, MHD_OPTION_END);
+	if (s->daemon == NULL) {
+		log_warnx("cannot serve metrics on %s", listen);
+		err = RCS_ERR_IO;
+		goto out;
+	}
+	log_info("metrics on http://%s/metrics", listen);
+	*out = s;
+	s = NULL;
+	err = RCS_OK;
+out:
+	if (ai)
+		freeaddrinfo(ai);
+	free(s);
+	return err;
+}
+
+void metrics_stop(struct metrics_server *s)
+{
+	if (s == NULL)
+		return;
+	if (s->daemon)
+		MHD_stop_daemon(s->daemon);
+	free(s);
+}

@@ -1,0 +1,42 @@
+/*
+ * metrics.h - the coordinator's metrics in the Prometheus text format (docs/coordinator.md,
+ * "Metrics"), served by GET /metrics on --metrics-listen.
+ *
+ * The other modules count into this one (counters and histograms kept here, under one
+ * lock, for the life of the process); the gauges (jobs per status, devices online, the
+ * outboxes' backlogs, the database's size) are read from the store at each scrape. No
+ * label names a tenant or a device.
+ */
+#ifndef RCS_METRICS_H
+#define RCS_METRICS_H
+
+#include <stdbool.h>
+
+#include "buf.h"
+#include "err.h"
+#include "status.h"
+#include "store.h"
+
+/* An API request answered with code after seconds. */
+void metrics_http(const char *method, int code, double seconds);
+/* The broker connection went up or down; a message came in or went out. */
+void metrics_mqtt_connected(bool up);
+void metrics_mqtt_in(void);
+void metrics_mqtt_out(void);
+/* A job came to status to. */
+void metrics_job_status(enum job_status to);
+/* A job reached its device (created -> edge_transmitted) / ran (edge_started -> end). */
+void metrics_job_delivery_latency(double seconds);
+void metrics_job_run_time(double seconds);
+/* A webhook delivery attempt: delivered or not; failed for good. */
+void metrics_webhook_attempt(bool delivered, bool failed);
+
+/* The whole exposition, the store's gauges read now, appended to out. */
+enum rcs_err metrics_render(struct store *st, struct buf *out);
+
+struct metrics_server;
+/* Serves GET /metrics on listen ("HOST:PORT"). */
+enum rcs_err metrics_serve(const char *listen, struct store *st, struct metrics_server **out);
+void metrics_stop(struct metrics_server *m);
+
+#endif

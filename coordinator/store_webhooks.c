@@ -1,0 +1,723 @@
+/*
+ * store_webhooks.c - the store's webhooks, their outbox of deliveries with every attempt, and
+ * the audit log. See store.h; store_int.h for what the store's files share.
+ */
+#include "store_int.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ---- webhooks ---- */
+
+#define WEBHOOK_COLS                                                                               \
+	"ident, client_root, url, events, statuses, active, created_user, created_at, update_at"
+
+/* A new delivery's ident: a random (version 4) UUID, one per row. */
+#define SQ_UUID4                                                                                   \
+	"lower(hex(randomblob(4)) || '-' || hex(randomblob(2)) || '-4' ||"                         \
+	" substr(hex(randomblob(2)), 2) || '-' || substr('89ab', 1 + (abs(random()) % 4), 1) ||"   \
+	" substr(hex(randomblob(2)), 2) || '-' || hex(randomblob(6)))"
+
+void store_webhook_rec_free(struct webhook_rec *r)
+{
+	free(r->url);
+	free(r->events);
+	free(r->statuses);
+	free(r->created_user);
+	r->url = r->events = r->statuses = r->created_user = NULL;
+}
+
+void store_webhook_list_free(struct store_webhook_list *l)
+{
+	for (size_t i = 0; l->items && i < l->n; i++)
+		store_webhook_rec_free(&l->items[i]);
+	free(l->items);
+	l->items = NULL;
+	l->n = 0;
+}
+
+/* A row of WEBHOOK_COLS into a record (zeroed by the caller). */
+static enum rcs_err webhook_row(struct store_stmt *s, void *arg)
+{
+	struct webhook_rec *r = arg;
+	enum rcs_err err = RCS_OK;
+
+	store_val_copy(s, 0, r->ident, sizeof(r->ident));
+	store_val_copy(s, 1, r->client_root, sizeof(r->client_root));
+	r->url = store_val_dup(s, 2, &err);
+	r->events = store_val_dup(s, 3, &err);
+	r->statuses = store_val_dup(s, 4, &err);
+	r->active = store_val_bool(s, 5);
+	r->created_user = store_val_dup(s, 6, &err);
+	r->created_at = store_val_int(s, 7);
+	r->update_at = store_val_int(s, 8);
+	return err;
+}
+
+enum rcs_err store_webhook_insert(struct store *st, const struct webhook_write *w)
+{
+	struct store_stmt *s = NULL;
+	enum rcs_err err;
+
+	store_lock(st);
+	err = store_stmt(st,
+			 "INSERT INTO webhooks(ident, client_root, url, events, statuses, secret,"
+			 " active, created_user, created_at, update_at)"
+			 " VALUES(?1, ?2, ?3, ?4, ?5, ?6, 1, ?7, ?8, ?8)",
+			 &s);
+	if (err != RCS_OK)
+		goto out;
+	store_arg_text(s, 1, w->ident);
+	store_arg_text(s, 2, w->client_root);
+	store_arg_text(s, 3, w->url);
+	store_arg_text(s, 4, w->events);
+	store_arg_text(s, 5, w->statuses ? w->statuses : "[]");
+	store_arg_text(s, 6, w->secret);
+	store_arg_text(s, 7, w->created_user);
+	store_arg_int(s, 8, w->now);
+	err = store_done(st, s, "webhook insert");
+out:
+	store_stmt_done(st, s);
+	store_unlock(st);
+	return err;
+}
+
+enum rcs_err store_webhook_get(struct store *st, const char *client_root, const char *ident,
+			       struct webhook_rec *out)
+{
+	enum rcs_err err;
+
+	memset(out, 0, sizeof(*out));
+	err = store_get_one(
+	    st, "SELECT " WEBHOOK_COLS " FROM webhooks WHERE ident = ? AND client_root = ?", ident,
+	    client_root, NULL, webhook_row, out);
+	if (err != RCS_OK)
+		store_webhook_rec_free(out);
+	return err;
+}
+
+enum rcs_err store_webhook_update(struct store *st, const char *client_root, const char *ident,
+				  const char *url, const char *events, const char *statuses,
+				  const char *secret, int active, int64_t now)
+{
+	struct store_stmt *s = NULL;
+	enum rcs_err err;
+
+	store_lock(st);
+	err =
+	    store_stmt(st,
+		       "UPDATE webhooks SET url = coalesce(?3, url), events = coalesce(?4, events),"
+		       " statuses = coalesce(?5, statuses), secret = coalesce(?6, secret),"
+		       " active = CASE WHEN ?7 < 0 THEN active ELSE ?7 END, update_at = ?8"
+		       " WHERE ident = ?1 AND client_root = ?2",
+		       &s);
+	if (err != RCS_OK)
+		goto out;
+	store_arg_text(s, 1, ident);
+	store_arg_text(s, 2, client_root);
+	store_arg_text(s, 3, url);
+	store_arg_text(s, 4, events);
+	store_arg_text(s, 5, statuses);
+	store_arg_text(s, 6, secret);
+	store_arg_int(s, 7, active);
+	store_arg_int(s, 8, now);
+	err = store_done(st, s, "webhook update");
+	if (err == RCS_OK && store_changes(st) == 0)
+		err = RCS_ERR_NOTFOUND;
+out:
+	store_stmt_done(st, s);
+	store_unlock(st);
+	return err;
+}
+
+enum rcs_err store_webhook_delete(struct store *st, const char *client_root, const char *ident)
+{
+	int changed = 0;
+	enum rcs_err err;
+
+	err = store_sp_begin(st);
+	if (err != RCS_OK)
+		return err;
+	/* the attempts and deliveries go with it (ON DELETE CASCADE) */
+	err = store_write(st, "DELETE FROM webhooks WHERE ident = ? AND client_root = ?", &changed,
+			  2, ident, client_root);
+	if (err == RCS_OK && changed == 0)
+		err = RCS_ERR_NOTFOUND;
+	return store_sp_end(st, err);
+}
+
+enum rcs_err store_webhooks_list(struct store *st, const char *client_root,
+				 const struct store_page *pg, struct store_webhook_list *out)
+{
+	struct store_qb q = {.n = 0};
+	void *items = NULL;
+	enum rcs_err err;
+
+	memset(out, 0, sizeof(*out));
+	q.where[0] = '\0';
+	store_qb_add(&q, "client_root = ?", client_root);
+	err = store_page_recs(st, WEBHOOK_COLS, "webhooks", &q, "ident", pg, &out->pg,
+			      sizeof(*out->items), webhook_row, &items, &out->n);
+	out->items = items;
+	if (err != RCS_OK)
+		store_webhook_list_free(out);
+	return err;
+}
+
+/* ---- the outbox ---- */
+
+/* The webhooks of tenant ?1 that want events of type ?2 about status ?3 (SQL condition on
+ * the webhooks row w). */
+#define WEBHOOK_WANTS                                                                              \
+	"w.client_root = ?1 AND w.active = 1 AND"                                                  \
+	" EXISTS (SELECT 1 FROM json_each(w.events) e WHERE e.value = ?2) AND"                     \
+	" (w.statuses = '[]' OR EXISTS (SELECT 1 FROM json_each(w.statuses) x"                     \
+	" WHERE x.value = ?3))"
+
+/* One delivery per webhook that wants it. */
+static enum rcs_err webhook_enqueue(struct store *st, const char *client_root, const char *type,
+				    const char *subject, long long n, const char *status,
+				    int64_t at)
+{
+	struct store_stmt *s = NULL;
+	enum rcs_err err;
+
+	err = store_stmt(st,
+			 "INSERT INTO webhook_deliveries(ident, webhook_ident, client_root, type,"
+			 " subject, hist_n, status, at, state, created_at, next_at)"
+			 " SELECT " SQ_UUID4 ", w.ident, w.client_root, ?2, ?4, ?5, ?3, ?6,"
+			 " 'queued', ?6, ?6 FROM webhooks w WHERE " WEBHOOK_WANTS,
+			 &s);
+	if (err != RCS_OK)
+		goto out;
+	store_arg_text(s, 1, client_root);
+	store_arg_text(s, 2, type);
+	store_arg_text(s, 3, status);
+	store_arg_text(s, 4, subject);
+	store_arg_int(s, 5, n);
+	store_arg_int(s, 6, at);
+	err = store_done(st, s, "webhook delivery record");
+out:
+	store_stmt_done(st, s);
+	return err;
+}
+
+enum rcs_err store_webhook_job_event(struct store *st, const char *client_root, const char *job,
+				     long long n, const char *status, int64_t at)
+{
+	return webhook_enqueue(st, client_root, "job.status", job, n, status, at);
+}
+
+enum rcs_err store_webhook_group_event(struct store *st, const char *client_root,
+				       const char *group_ident, const char *status, int64_t now)
+{
+	enum rcs_err err;
+
+	store_lock(st);
+	err = webhook_enqueue(st, client_root, "group.status", group_ident, 0, status, now);
+	store_unlock(st);
+	return err;
+}
+
+static enum rcs_err row_true(struct store_stmt *s, void *arg)
+{
+	(void)s;
+	*(bool *)arg = true;
+	return RCS_OK;
+}
+
+enum rcs_err store_webhooks_want_jobs(struct store *st, const char *client_root, bool *want)
+{
+	enum rcs_err err;
+
+	*want = false;
+	err = store_get_one(st,
+			    "SELECT 1 FROM webhooks w WHERE w.client_root = ?1 AND w.active = 1 AND"
+			    " EXISTS (SELECT 1 FROM json_each(w.events) e WHERE e.value ="
+			    " 'job.status') LIMIT 1",
+			    client_root, NULL, NULL, row_true, want);
+	return err == RCS_ERR_NOTFOUND ? RCS_OK : err;
+}
+
+void store_webhook_delivery_list_free(struct store_webhook_delivery_list *l)
+{
+	for (size_t i = 0; l->items && i < l->n; i++) {
+		struct webhook_delivery_rec *d = &l->items[i];
+
+		free(d->type);
+		free(d->status);
+		free(d->state);
+		free(d->last_error);
+		for (size_t k = 0; d->attempts && k < d->n; k++)
+			free(d->attempts[k].error);
+		free(d->attempts);
+	}
+	free(l->items);
+	l->items = NULL;
+	l->n = 0;
+}
+
+#define DELIVERY_COLS                                                                              \
+	"id, ident, type, subject, status, at, state, attempts, created_at, next_at, done_at,"     \
+	" last_error"
+
+static enum rcs_err delivery_row(struct store_stmt *s, struct webhook_delivery_rec *d,
+				 long long *id)
+{
+	enum rcs_err err = RCS_OK;
+
+	*id = store_val_int(s, 0);
+	store_val_copy(s, 1, d->ident, sizeof(d->ident));
+	d->type = store_val_dup(s, 2, &err);
+	store_val_copy(s, 3, d->subject, sizeof(d->subject));
+	d->status = store_val_dup(s, 4, &err);
+	d->at = store_val_int(s, 5);
+	d->state = store_val_dup(s, 6, &err);
+	d->n_attempts = store_val_int(s, 7);
+	d->created_at = store_val_int(s, 8);
+	d->next_at = store_val_int(s, 9);
+	d->done_at = store_val_int(s, 10);
+	d->last_error = store_val_dup(s, 11, &err);
+	return err;
+}
+
+/* The attempts of delivery id into d, oldest first. */
+static enum rcs_err delivery_attempts(struct store *st, long long id,
+				      struct webhook_delivery_rec *d)
+{
+	struct store_stmt *s = NULL;
+	bool row = false;
+	size_t cap = 0;
+	enum rcs_err err;
+
+	err = store_stmt(st,
+			 "SELECT at, duration_ms, status_code, error FROM webhook_attempts"
+			 " WHERE delivery_id = ?1 ORDER BY n",
+			 &s);
+	if (err != RCS_OK)
+		goto out;
+	store_arg_int(s, 1, id);
+	while ((err = store_next(st, s, "webhook attempts", &row)) == RCS_OK && row) {
+		struct webhook_attempt_rec *a;
+
+		if (d->n == cap) {
+			size_t ncap = cap ? cap * 2 : 8;
+			void *p = realloc(d->attempts, ncap * sizeof(*d->attempts));
+
+			if (p == NULL) {
+				err = RCS_ERR_NOMEM;
+				break;
+			}
+			d->attempts = p;
+			cap = ncap;
+		}
+		a = &d->attempts[d->n++];
+		memset(a, 0, sizeof(*a));
+		a->at = store_val_int(s, 0);
+		a->duration_ms = store_val_int(s, 1);
+		a->status_code = store_val_int(s, 2);
+		a->error = store_val_dup(s, 3, &err);
+		if (err != RCS_OK)
+			break;
+	}
+out:
+	store_stmt_done(st, s);
+	return err;
+}
+
+enum rcs_err store_webhook_deliveries(struct store *st, const char *client_root, const char *ident,
+				      const struct store_page *pg,
+				      struct store_webhook_delivery_list *out)
+{
+	struct store_qb q = {.n = 0};
+	struct store_stmt *s = NULL;
+	long long *ids = NULL;
+	bool row = false, exists = false;
+	enum rcs_err err;
+
+	memset(out, 0, sizeof(*out));
+	out->pg.page = pg->page;
+	out->pg.per_page = pg->per_page;
+	q.where[0] = '\0';
+	store_qb_add(&q, "webhook_ident = ?", ident);
+	store_lock(st);
+	err = store_get_one(st, "SELECT 1 FROM webhooks WHERE ident = ?1 AND client_root = ?2",
+			    ident, client_root, NULL, row_true, &exists);
+	if (err != RCS_OK)
+		goto out;
+	out->items = calloc((size_t)pg->per_page, sizeof(*out->items));
+	ids = calloc((size_t)pg->per_page, sizeof(*ids));
+	if (out->items == NULL || ids == NULL) {
+		err = RCS_ERR_NOMEM;
+		goto out;
+	}
+	err = store_page_rows(st, DELIVERY_COLS, "webhook_deliveries", &q, "id DESC", pg,
+			      &out->pg.total, &s);
+	if (err != RCS_OK)
+		goto out;
+	while ((err = store_next(st, s, "webhook deliveries", &row)) == RCS_OK && row &&
+	       out->n < (size_t)pg->per_page) {
+		err = delivery_row(s, &out->items[out->n], &ids[out->n]);
+		out->n++;
+		if (err != RCS_OK)
+			break;
+	}
+	store_stmt_done(st, s);
+	s = NULL;
+	for (size_t i = 0; err == RCS_OK && i < out->n; i++)
+		err = delivery_attempts(st, ids[i], &out->items[i]);
+out:
+	store_stmt_done(st, s);
+	store_unlock(st);
+	free(ids);
+	if (err != RCS_OK)
+		store_webhook_delivery_list_free(out);
+	return err;
+}
+
+/* ---- the sender's queries ---- */
+
+void store_webhook_due_free(struct webhook_due *r)
+{
+	if (r == NULL)
+		return;
+	free(r->url);
+	if (r->secret)
+		explicit_bzero(r->secret, strlen(r->secret));
+	free(r->secret);
+	r->url = r->secret = NULL;
+}
+
+void store_webhook_due_list_free(struct store_webhook_due_list *l)
+{
+	for (size_t i = 0; l->items && i < l->n; i++)
+		store_webhook_due_free(&l->items[i]);
+	free(l->items);
+	l->items = NULL;
+	l->n = 0;
+}
+
+static bool id_in(long long id, const long long *skip, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		if (skip[i] == id)
+			return true;
+	return false;
+}
+
+enum rcs_err store_webhooks_due(struct store *st, int64_t now, const long long *skip, size_t n_skip,
+				size_t limit, struct store_webhook_due_list *out)
+{
+	struct store_stmt *s = NULL;
+	bool row = false;
+	enum rcs_err err;
+
+	memset(out, 0, sizeof(*out));
+	if (limit == 0)
+		return RCS_OK;
+	out->items = calloc(limit, sizeof(*out->items));
+	if (out->items == NULL)
+		return RCS_ERR_NOMEM;
+	store_lock(st);
+	/* the first queued delivery of each (webhook, subject) whose time has come; those in
+	 * flight (skip) are read and passed over, so the LIMIT leaves room for them */
+	err = store_stmt(st,
+			 "SELECT d.id, d.ident, d.webhook_ident, d.client_root, d.type, d.subject,"
+			 " d.hist_n, d.status, d.at, d.attempts, d.created_at, w.url, w.secret"
+			 " FROM webhook_deliveries d JOIN webhooks w ON w.ident = d.webhook_ident"
+			 " WHERE d.state = 'queued' AND d.next_at <= ?1 AND NOT EXISTS (SELECT 1"
+			 " FROM webhook_deliveries e WHERE e.state = 'queued' AND"
+			 " e.webhook_ident = d.webhook_ident AND e.subject = d.subject AND"
+			 " e.id < d.id) ORDER BY d.next_at, d.id LIMIT ?2",
+			 &s);
+	if (err != RCS_OK)
+		goto out;
+	store_arg_int(s, 1, now);
+	store_arg_int(s, 2, (long long)(limit + n_skip));
+	while (out->n < limit &&
+	       (err = store_next(st, s, "webhook deliveries due", &row)) == RCS_OK && row) {
+		struct webhook_due *r = &out->items[out->n];
+
+		if (id_in(store_val_int(s, 0), skip, n_skip))
+			continue;
+		memset(r, 0, sizeof(*r));
+		r->id = store_val_int(s, 0);
+		store_val_copy(s, 1, r->ident, sizeof(r->ident));
+		store_val_copy(s, 2, r->webhook_ident, sizeof(r->webhook_ident));
+		store_val_copy(s, 3, r->client_root, sizeof(r->client_root));
+		store_val_copy(s, 4, r->type, sizeof(r->type));
+		store_val_copy(s, 5, r->subject, sizeof(r->subject));
+		r->hist_n = store_val_int(s, 6);
+		store_val_copy(s, 7, r->status, sizeof(r->status));
+		r->at = store_val_int(s, 8);
+		r->attempts = store_val_int(s, 9);
+		r->created_at = store_val_int(s, 10);
+		r->url = store_val_dup(s, 11, &err);
+		r->secret = store_val_dup(s, 12, &err);
+		out->n++;
+		if (err != RCS_OK)
+			break;
+	}
+out:
+	store_stmt_done(st, s);
+	store_unlock(st);
+	if (err != RCS_OK)
+		store_webhook_due_list_free(out);
+	return err;
+}
+
+static enum rcs_err first_int(struct store_stmt *s, void *arg)
+{
+	*(long long *)arg = store_val_null(s, 0) ? 0 : store_val_int(s, 0);
+	return RCS_OK;
+}
+
+enum rcs_err store_webhook_next(struct store *st, int64_t *next)
+{
+	long long v = 0;
+	enum rcs_err err;
+
+	err =
+	    store_get_one(st, "SELECT min(next_at) FROM webhook_deliveries WHERE state = 'queued'",
+			  NULL, NULL, NULL, first_int, &v);
+	*next = v;
+	return err == RCS_ERR_NOTFOUND ? RCS_OK : err;
+}
+
+enum rcs_err store_webhook_backlog(struct store *st, long long *n)
+{
+	enum rcs_err err;
+
+	*n = 0;
+	err = store_get_one(st, "SELECT count(*) FROM webhook_deliveries WHERE state = 'queued'",
+			    NULL, NULL, NULL, first_int, n);
+	return err == RCS_ERR_NOTFOUND ? RCS_OK : err;
+}
+
+enum rcs_err store_webhook_attempt(struct store *st, long long id,
+				   const struct webhook_attempt_rec *a, const char *state,
+				   int64_t next_at)
+{
+	struct store_stmt *s = NULL;
+	enum rcs_err err;
+
+	err = store_tx_begin(st);
+	if (err != RCS_OK)
+		return err;
+	err =
+	    store_stmt(st,
+		       "INSERT INTO webhook_attempts(delivery_id, n, at, duration_ms, status_code,"
+		       " error) SELECT id, attempts + 1, ?2, ?3, ?4, ?5 FROM webhook_deliveries"
+		       " WHERE id = ?1",
+		       &s);
+	if (err != RCS_OK)
+		goto out;
+	store_arg_int(s, 1, id);
+	store_arg_int(s, 2, a->at);
+	store_arg_int(s, 3, a->duration_ms);
+	store_arg_opt_int(s, 4, a->status_code);
+	store_arg_text(s, 5, a->error);
+	err = store_done(st, s, "webhook attempt");
+	store_stmt_done(st, s);
+	s = NULL;
+	if (err != RCS_OK)
+		goto out;
+	err = store_stmt(st,
+			 "UPDATE webhook_deliveries SET attempts = attempts + 1, state = ?2,"
+			 " next_at = ?3, last_error = ?4,"
+			 " done_at = CASE WHEN ?2 = 'queued' THEN NULL ELSE ?5 END WHERE id = ?1",
+			 &s);
+	if (err != RCS_OK)
+		goto out;
+	store_arg_int(s, 1, id);
+	store_arg_text(s, 2, state);
+	store_arg_int(s, 3, next_at);
+	store_arg_text(s, 4, a->error);
+	store_arg_int(s, 5, a->at);
+	err = store_done(st, s, "webhook delivery update");
+out:
+	store_stmt_done(st, s);
+	return store_tx_end(st, err == RCS_OK) == RCS_OK ? err : RCS_ERR_DB;
+}
+
+struct history_item_arg {
+	struct history_rec *h;
+};
+
+static enum rcs_err history_item_row(struct store_stmt *s, void *arg)
+{
+	struct history_rec *h = arg;
+	enum rcs_err err = RCS_OK;
+
+	if (!status_parse(store_val_text(s, 0), &h->status))
+		h->status = JS_INITIAL;
+	h->at = store_val_int(s, 1);
+	h->response = store_val_dup(s, 2, &err);
+	h->response_time = store_val_int(s, 3);
+	return err;
+}
+
+enum rcs_err store_job_history_item(struct store *st, const char *job_ident, long long n,
+				    struct history_rec *out)
+{
+	char num[32];
+
+	memset(out, 0, sizeof(*out));
+	snprintf(num, sizeof(num), "%lld", n);
+	return store_get_one(st,
+			     "SELECT status, at, response, response_time FROM job_history"
+			     " WHERE job_ident = ?1 AND n = CAST(?2 AS INTEGER)",
+			     job_ident, num, NULL, history_item_row, out);
+}
+
+/* ---- the audit log ---- */
+
+void store_audit_rec_free(struct audit_rec *r)
+{
+	free(r->client_root);
+	free(r->user);
+	free(r->key_ident);
+	free(r->method);
+	free(r->path);
+	free(r->target);
+	free(r->remote);
+	memset(r, 0, sizeof(*r));
+}
+
+void store_audit_list_free(struct store_audit_list *l)
+{
+	for (size_t i = 0; l->items && i < l->n; i++)
+		store_audit_rec_free(&l->items[i]);
+	free(l->items);
+	l->items = NULL;
+	l->n = 0;
+}
+
+enum rcs_err store_audit_add(struct store *st, const struct audit_rec *r)
+{
+	struct store_stmt *s = NULL;
+	enum rcs_err err;
+
+	store_lock(st);
+	err = store_stmt(st,
+			 "INSERT INTO audit(client_root, ts, user, key_ident, method, path, target,"
+			 " status_code, remote) VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
+			 &s);
+	if (err != RCS_OK)
+		goto out;
+	store_arg_text(s, 1, r->client_root);
+	store_arg_int(s, 2, r->ts);
+	store_arg_text(s, 3, r->user);
+	store_arg_text(s, 4, r->key_ident);
+	store_arg_text(s, 5, r->method);
+	store_arg_text(s, 6, r->path);
+	store_arg_text(s, 7, r->target);
+	store_arg_int(s, 8, r->status_code);
+	store_arg_text(s, 9, r->remote);
+	err = store_done(st, s, "audit add");
+out:
+	store_stmt_done(st, s);
+	store_unlock(st);
+	return err;
+}
+
+#define AUDIT_COLS "id, client_root, ts, user, key_ident, method, path, target, status_code, remote"
+
+static enum rcs_err audit_row(struct store_stmt *s, void *arg)
+{
+	struct audit_rec *r = arg;
+	enum rcs_err err = RCS_OK;
+
+	r->id = store_val_int(s, 0);
+	r->client_root = store_val_dup(s, 1, &err);
+	r->ts = store_val_int(s, 2);
+	r->user = store_val_dup(s, 3, &err);
+	r->key_ident = store_val_dup(s, 4, &err);
+	r->method = store_val_dup(s, 5, &err);
+	r->path = store_val_dup(s, 6, &err);
+	r->target = store_val_dup(s, 7, &err);
+	r->status_code = store_val_int(s, 8);
+	r->remote = store_val_dup(s, 9, &err);
+	return err;
+}
+
+enum rcs_err store_audit_list(struct store *st, const char *client_root,
+			      const struct audit_filter *f, const struct store_page *pg,
+			      struct store_audit_list *out)
+{
+	struct store_qb q = {.n = 0};
+	char since[24], until[24];
+	void *items = NULL;
+	enum rcs_err err;
+
+	memset(out, 0, sizeof(*out));
+	q.where[0] = '\0';
+	store_qb_add(&q, "client_root = ?", client_root);
+	if (f->user)
+		store_qb_add(&q, "user = ?", f->user);
+	if (f->target)
+		store_qb_add(&q, "target = ?", f->target);
+	if (f->has_since) {
+		snprintf(since, sizeof(since), "%lld", (long long)f->since);
+		store_qb_add(&q, "ts >= CAST(? AS INTEGER)", since);
+	}
+	if (f->has_until) {
+		snprintf(until, sizeof(until), "%lld", (long long)f->until);
+		store_qb_add(&q, "ts <= CAST(? AS INTEGER)", until);
+	}
+	err = store_page_recs(st, AUDIT_COLS, "audit", &q, "id DESC", pg, &out->pg,
+			      sizeof(*out->items), audit_row, &items, &out->n);
+	out->items = items;
+	if (err != RCS_OK)
+		store_audit_list_free(out);
+	return err;
+}
+
+/* ---- for the metrics ---- */
+
+enum rcs_err store_jobs_by_status(struct store *st, long long n[JS__COUNT])
+{
+	struct store_stmt *s = NULL;
+	bool row = false;
+	enum rcs_err err;
+
+	memset(n, 0, sizeof(long long) * JS__COUNT);
+	store_lock(st);
+	err = store_stmt(st, "SELECT status, count(*) FROM jobs GROUP BY status", &s);
+	if (err != RCS_OK)
+		goto out;
+	while ((err = store_next(st, s, "jobs by status", &row)) == RCS_OK && row) {
+		enum job_status js;
+
+		if (status_parse(store_val_text(s, 0), &js) && (int)js >= 0 && js < JS__COUNT)
+			n[js] = store_val_int(s, 1);
+	}
+out:
+	store_stmt_done(st, s);
+	store_unlock(st);
+	return err;
+}
+
+enum rcs_err store_devices_online(struct store *st, long long *n)
+{
+	*n = 0;
+	return store_get_one(st, "SELECT count(*) FROM devices WHERE online = 1", NULL, NULL, NULL,
+			     first_int, n);
+}
+
+enum rcs_err store_notification_backlog(struct store *st, long long *n)
+{
+	*n = 0;
+	return store_get_one(st, "SELECT count(*) FROM notifications WHERE state = 'queued'", NULL,
+			     NULL, NULL, first_int, n);
+}
+
+enum rcs_err store_db_size(struct store *st, long long *bytes)
+{
+	*bytes = 0;
+	return store_get_one(st,
+			     "SELECT page_count * page_size FROM pragma_page_count(),"
+			     " pragma_page_size()",
+			     NULL, NULL, NULL, first_int, bytes);
+}
