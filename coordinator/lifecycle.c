@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "log.h"
+#include "metrics.h"
 #include "render.h"
 
 #define LIFECYCLE_EVENT_MAX ((size_t)8 << 20) /* bytes of one job record as text */
@@ -27,6 +28,22 @@ static void lifecycle_changed_event(struct lifecycle *lc, const struct job_rec *
 	buf_free(&rec);
 }
 
+/* The metrics of an applied change: its status, and how long the job took to reach its
+ * device (created -> edge_transmitted) or to run (edge_started -> final status). */
+static void lifecycle_metrics(struct lifecycle *lc, const struct job_move *m)
+{
+	int64_t since = 0;
+
+	metrics_job_status(m->to);
+	if (m->to == JS_EDGE_TRANSMITTED &&
+	    store_job_status_at(lc->st, m->ident, JS_INITIAL, &since) == RCS_OK && since > 0)
+		metrics_job_delivery_latency((double)(m->now - since));
+	else if ((m->to == JS_TERMINATED || m->to == JS_EDGE_ERROR) &&
+		 store_job_status_at(lc->st, m->ident, JS_EDGE_STARTED, &since) == RCS_OK &&
+		 since > 0)
+		metrics_job_run_time((double)(m->now - since));
+}
+
 bool lifecycle_has_transport(const struct lifecycle *lc)
 {
 	return lc->hooks != NULL;
@@ -47,6 +64,8 @@ enum rcs_err lifecycle_move(struct lifecycle *lc, const struct job_move *m, enum
 		goto out;
 	if (*result == STORE_MOVE_APPLIED && lc->changed)
 		lc->changed(lc->changed_ctx);
+	if (*result == STORE_MOVE_APPLIED)
+		lifecycle_metrics(lc, m);
 	if (*result != STORE_MOVE_DUPLICATE && *result != STORE_MOVE_TERMINAL &&
 	    lc->webhooks_changed)
 		lc->webhooks_changed(lc->webhooks_ctx);
@@ -84,6 +103,8 @@ static void lifecycle_jobs_created(struct lifecycle *lc, const struct job_batch 
 		return;
 	if (lc->changed)
 		lc->changed(lc->changed_ctx);
+	metrics_job_statuses(JS_INITIAL, b->n);
+	metrics_job_statuses(JS_PENDING, b->n);
 	if (lc->webhooks_changed)
 		lc->webhooks_changed(lc->webhooks_ctx);
 	if ((b->scheduled_time > b->now || b->ttl > 0) && lc->timers)

@@ -6,6 +6,7 @@
  *   serve the API -> wait for SIGTERM (SIGHUP reloads) -> clean shutdown.
  */
 #include <dirent.h>
+#include <pwd.h>
 #include <errno.h>
 #include <signal.h>
 #include <stddef.h>
@@ -248,6 +249,30 @@ static struct store *open_db(const char *path)
 	return st;
 }
 
+/*
+ * The audit record of a subcommand that changed the database (docs/api.md, "Audit"), in
+ * its transaction: method "CLI", path the subcommand, user the account that ran it.
+ */
+static enum rcs_err cli_audit(struct store *st, const char *client_root, const char *what,
+			      const char *target, int status)
+{
+	struct audit_rec a;
+	struct passwd *pw = getpwuid(getuid());
+	char user[128];
+
+	snprintf(user, sizeof(user), "%s", pw && pw->pw_name ? pw->pw_name : "?");
+	memset(&a, 0, sizeof(a));
+	a.client_root = (char *)client_root;
+	a.ts = (int64_t)time(NULL);
+	a.user = user;
+	a.method = (char *)"CLI";
+	a.path = (char *)what;
+	a.target = (char *)target;
+	a.status_code = status;
+	a.remote = (char *)"local";
+	return store_audit_add(st, &a);
+}
+
 static int cmd_init(struct settings *s)
 {
 	struct store *st;
@@ -283,6 +308,8 @@ static int cmd_init(struct settings *s)
 		err = store_tenant_create(st, root, now);
 		if (err == RCS_OK)
 			err = auth_key_new(st, root, s->user, ROLE_ADMIN, now, key, ident);
+		if (err == RCS_OK)
+			err = cli_audit(st, root, "rcs-coordinator init", ident, 201);
 		err = err == RCS_OK ? store_tx_end(st, true) : (store_tx_end(st, false), err);
 	}
 	store_close(st);
@@ -306,7 +333,17 @@ static int cmd_key(struct settings *s, const char *what)
 	if (strcmp(what, "revoke") == 0) {
 		need(s->ident, "--ident");
 		st = open_db(s->db);
-		err = store_key_revoke(st, NULL, s->ident, (int64_t)time(NULL));
+		err = store_tx_begin(st);
+		if (err == RCS_OK) {
+			char root[UUID_STR_LEN];
+
+			err = store_key_client_root(st, s->ident, root);
+			if (err == RCS_OK)
+				err = store_key_revoke(st, NULL, s->ident, (int64_t)time(NULL));
+			if (err == RCS_OK)
+				err = cli_audit(st, root, "rcs-coordinator key revoke", s->ident, 200);
+			err = err == RCS_OK ? store_tx_end(st, true) : (store_tx_end(st, false), err);
+		}
 		store_close(st);
 		if (err != RCS_OK) {
 			fprintf(stderr, "rcs-coordinator: key revoke: %s\n", rcs_strerror(err));
@@ -336,7 +373,14 @@ static int cmd_key(struct settings *s, const char *what)
 		store_close(st);
 		return 1;
 	}
-	err = auth_key_new(st, s->client_root, s->user, role, (int64_t)time(NULL), key, ident);
+	err = store_tx_begin(st);
+	if (err == RCS_OK) {
+		err = auth_key_new(st, s->client_root, s->user, role, (int64_t)time(NULL), key,
+				   ident);
+		if (err == RCS_OK)
+			err = cli_audit(st, s->client_root, "rcs-coordinator key create", ident, 201);
+		err = err == RCS_OK ? store_tx_end(st, true) : (store_tx_end(st, false), err);
+	}
 	store_close(st);
 	if (err != RCS_OK) {
 		fprintf(stderr, "rcs-coordinator: key create: %s\n", rcs_strerror(err));
@@ -401,6 +445,11 @@ static enum rcs_err load_stock_scripts(struct store *st, const char *dir)
 	if (err == RCS_OK)
 		log_info("%d stock scripts from %s", n, dir);
 	return err;
+}
+
+static bool main_bridge_up(void *ctx)
+{
+	return bridge_connected(ctx);
 }
 
 static int cmd_serve(struct settings *s)
@@ -545,6 +594,8 @@ static int cmd_serve(struct settings *s)
 		fprintf(stderr, "rcs-coordinator: cannot serve metrics on %s\n", s->metrics_listen);
 		goto out;
 	}
+	if (bridge)
+		metrics_mqtt_probe(main_bridge_up, bridge);
 	/* every timer, with or without a transport: ttl expiry, scheduled sends, re-sends */
 	if (sched_start(st, &lc, &sched) != RCS_OK) {
 		fprintf(stderr, "rcs-coordinator: cannot start the scheduler\n");
@@ -600,6 +651,7 @@ out:
 	if (ready)
 		service_stopping();
 	http_api_stop(http);
+	metrics_mqtt_probe(NULL, NULL);
 	sched_stop(sched); /* before the bridge: no transport call after this */
 	bridge_stop(bridge);
 	notifier_stop(notifier);

@@ -38,6 +38,8 @@ static struct {
 	} http[N_METHODS][METRICS_CODES];
 	struct histo http_time, latency, run;
 	bool mqtt_up;
+	bool (*probe)(void *ctx);
+	void *probe_ctx;
 	unsigned long long mqtt_in, mqtt_out;
 	unsigned long long job_changes[JS__COUNT];
 	unsigned long long hook_ok, hook_err, hook_failed;
@@ -88,6 +90,14 @@ void metrics_mqtt_connected(bool up)
 	pthread_mutex_unlock(&m.lock);
 }
 
+void metrics_mqtt_probe(bool (*probe)(void *ctx), void *ctx)
+{
+	pthread_mutex_lock(&m.lock);
+	m.probe = probe;
+	m.probe_ctx = ctx;
+	pthread_mutex_unlock(&m.lock);
+}
+
 void metrics_mqtt_in(void)
 {
 	pthread_mutex_lock(&m.lock);
@@ -107,6 +117,14 @@ void metrics_job_status(enum job_status to)
 	pthread_mutex_lock(&m.lock);
 	if ((int)to >= 0 && to < JS__COUNT)
 		m.job_changes[to]++;
+	pthread_mutex_unlock(&m.lock);
+}
+
+void metrics_job_statuses(enum job_status to, size_t n)
+{
+	pthread_mutex_lock(&m.lock);
+	if ((int)to >= 0 && to < JS__COUNT)
+		m.job_changes[to] += n;
 	pthread_mutex_unlock(&m.lock);
 }
 
@@ -173,6 +191,8 @@ enum rcs_err metrics_render(struct store *st, struct buf *b)
 	if (err != RCS_OK)
 		return err;
 	pthread_mutex_lock(&m.lock);
+	if (m.probe)
+		m.mqtt_up = m.probe(m.probe_ctx);
 	buf_appendf(b, "# HELP rcs_job_status_changes_total Jobs that came to each status.\n"
 		       "# TYPE rcs_job_status_changes_total counter\n");
 	for (int i = 0; i < JS__COUNT; i++)

@@ -11,6 +11,7 @@
 #define RCS_METRICS_H
 
 #include <stdbool.h>
+#include <stddef.h>
 
 #include "buf.h"
 #include "err.h"
@@ -21,10 +22,14 @@
 void metrics_http(const char *method, int code, double seconds);
 /* The broker connection went up or down; a message came in or went out. */
 void metrics_mqtt_connected(bool up);
+/* Or: asks probe(ctx) at each scrape whether the broker is connected (NULL: not). */
+void metrics_mqtt_probe(bool (*probe)(void *ctx), void *ctx);
 void metrics_mqtt_in(void);
 void metrics_mqtt_out(void);
 /* A job came to status to. */
 void metrics_job_status(enum job_status to);
+/* n jobs came to status to. */
+void metrics_job_statuses(enum job_status to, size_t n);
 /* A job reached its device (created -> edge_transmitted) / ran (edge_started -> end). */
 void metrics_job_delivery_latency(double seconds);
 void metrics_job_run_time(double seconds);

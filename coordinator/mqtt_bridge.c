@@ -21,6 +21,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "metrics.h"
 #include "log.h"
 #include "proto.h"
 #include "status.h"
@@ -269,6 +270,8 @@ static enum rcs_err bridge_send_out(struct bridge *b, const struct bridge_out *o
 		seen = mqttc_delivered(b->mq);
 		err = mqttc_publish(b->mq, o->topic, o->payload, o->len, 1, false, 0);
 	}
+	if (err == RCS_OK)
+		metrics_mqtt_out();
 	if (err != RCS_OK && err != RCS_ERR_BUSY) {
 		pthread_mutex_lock(&b->lock);
 		json_object_array_add(b->retry, json_object_new_string(o->ident));
@@ -509,7 +512,9 @@ static void hook_job_cancelled(void *ctx, const struct job_rec *job)
 	o = proto_cancel_encode(&c);
 	payload = jsonu_dump(o, &len);
 	proto_topic_make(topic, PROTO_CANCEL, job->client_root, job->entity_ident, c.job);
-	if (mqttc_publish(b->mq, topic, payload, len, 1, false, 0) != RCS_OK)
+	if (mqttc_publish(b->mq, topic, payload, len, 1, false, 0) == RCS_OK)
+		metrics_mqtt_out();
+	else
 		log_warnx("job %s: cancel not sent (broker unreachable); the device will be told"
 			  " when it reports on the job",
 			  c.job);
@@ -529,8 +534,9 @@ static void bridge_event_send(void *arg, bool committed)
 	struct bridge_event *ev = arg;
 
 	/* best effort: events are for monitoring, the API holds the truth */
-	if (committed)
-		mqttc_publish(ev->b->mq, ev->topic, ev->record, ev->len, 1, false, 0);
+	if (committed && mqttc_publish(ev->b->mq, ev->topic, ev->record, ev->len, 1, false, 0) ==
+			     RCS_OK)
+		metrics_mqtt_out();
 	free(ev);
 }
 
@@ -577,6 +583,7 @@ static bool on_message(void *ctx, const char *topic, const void *payload, size_t
 	struct proto_topic t;
 	struct in_msg *m;
 
+	metrics_mqtt_in();
 	if (proto_topic_parse(topic, &t) != RCS_OK ||
 	    (t.kind != PROTO_STATUS && t.kind != PROTO_STATE)) {
 		log_warnx("dropped a message on unexpected topic '%.160s'", topic);

@@ -728,6 +728,9 @@ struct audit_rec {
 	char *remote;
 };
 void store_audit_rec_free(struct audit_rec *r);
+/* The tenant of an API key (any tenant's: for the operator's command line). */
+enum rcs_err store_key_client_root(struct store *st, const char *key_ident,
+				   char out[UUID_STR_LEN]);
 /* Appends a record (in the caller's transaction when there is one). */
 enum rcs_err store_audit_add(struct store *st, const struct audit_rec *r);
 struct audit_filter {
@@ -754,6 +757,9 @@ enum rcs_err store_jobs_by_status(struct store *st, long long n[JS__COUNT]);
 enum rcs_err store_devices_online(struct store *st, long long *n);
 /* Queued e-mail notifications. */
 enum rcs_err store_notification_backlog(struct store *st, long long *n);
+/* When the job first came to status (*at 0: never). */
+enum rcs_err store_job_status_at(struct store *st, const char *job_ident, enum job_status status,
+				 int64_t *at);
 /* The database's size in bytes. */
 enum rcs_err store_db_size(struct store *st, long long *bytes);
 

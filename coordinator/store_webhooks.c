@@ -721,3 +721,29 @@ enum rcs_err store_db_size(struct store *st, long long *bytes)
 			     " pragma_page_size()",
 			     NULL, NULL, NULL, first_int, bytes);
 }
+
+enum rcs_err store_job_status_at(struct store *st, const char *job_ident, enum job_status status,
+				 int64_t *at)
+{
+	long long v = 0;
+	enum rcs_err err;
+
+	err = store_get_one(st,
+			    "SELECT min(at) FROM job_history WHERE job_ident = ?1 AND status = ?2",
+			    job_ident, status_name(status), NULL, first_int, &v);
+	*at = v;
+	return err == RCS_ERR_NOTFOUND ? RCS_OK : err;
+}
+
+static enum rcs_err root_row(struct store_stmt *s, void *arg)
+{
+	store_val_copy(s, 0, arg, UUID_STR_LEN);
+	return RCS_OK;
+}
+
+enum rcs_err store_key_client_root(struct store *st, const char *key_ident, char out[UUID_STR_LEN])
+{
+	out[0] = '\0';
+	return store_get_one(st, "SELECT client_root FROM api_keys WHERE ident = ?1", key_ident,
+			     NULL, NULL, root_row, out);
+}
