@@ -290,6 +290,8 @@ static void test_reopen_and_schema(void **state)
 	    sqlite3_exec(
 		db,
 		"DROP INDEX jobs_sched; DROP INDEX jobs_inflight;"
+		" DROP TABLE webhook_attempts; DROP TABLE webhook_deliveries; DROP TABLE webhooks;"
+		" DROP TABLE audit;"
 		" CREATE INDEX jobs_sched ON jobs(scheduled_time) WHERE status = 'pending';"
 		" CREATE INDEX jobs_inflight ON jobs(update_at) WHERE status IN"
 		" ('transmited', 'edge_transmitted', 'edge_started', 'edge_running');"
@@ -310,7 +312,7 @@ static void test_reopen_and_schema(void **state)
 				       -1, &s, NULL),
 		    SQLITE_OK);
 		assert_int_equal(sqlite3_step(s), SQLITE_ROW);
-		assert_int_equal(sqlite3_column_int(s, 0), 2);
+		assert_int_equal(sqlite3_column_int(s, 0), 3);
 		assert_non_null(
 		    strstr((const char *)sqlite3_column_text(s, 1), "scheduled_time IS NOT NULL"));
 		sqlite3_finalize(s);
