@@ -64,13 +64,23 @@ export async function show(ctx) {
   const head = h('div', { class: 'group-head' }, h('p', { class: 'loading' }, 'Loading the group…'));
   ctx.el.append(head);
   let g = await get('/groups/' + id, { signal: ctx.signal });
+  // the task's name, once (the group names only its ident)
+  let taskName = '';
+  if (g.task_ident) {
+    try {
+      taskName = (await get('/tasks/' + g.task_ident, { signal: ctx.signal })).name;
+    } catch (e) {
+      if (e.kind === 'aborted') throw e;
+    }
+  }
   const summary = h('div', { class: 'card progress', id: 'group-progress', 'aria-live': 'polite' });
   const draw = () => {
     const counts = groupCounts(g);
     const total = g.total !== undefined ? g.total : Object.values(counts).reduce((a, b) => a + b, 0);
     const done = finishedCount(counts);
     const facts = [
-      ['Task', g.task_ident ? h('a', { href: href('tasks/' + g.task_ident), class: 'mono' }, shortId(g.task_ident)) : null],
+      ['Task', g.task_ident ? h('a', { href: href('tasks/' + g.task_ident), class: taskName ? '' : 'mono' },
+        taskName || shortId(g.task_ident)) : null],
       ['Created', h('span', {}, fmtTime(g.created_at), ' by ', g.created_user)],
     ];
     if (g.reason) facts.push(['Reason', g.reason]);
