@@ -169,6 +169,46 @@ class TestDashboard(unittest.TestCase):
 
     # ---- the steps, in order ----
 
+    def test_0_send_form_checks(self):
+        """send.js's checks of each type, run in the browser (docs/api.md "Jobs")."""
+        self.driver.get(self.ui)
+        self.wait_css("#api-key")
+        cases = [
+            ("integer", "42", "42"), ("integer", "-7", "-7"),
+            ("integer", "9223372036854775807", "9223372036854775807"),
+            ("integer", "9223372036854775808", None), ("integer", "-9223372036854775809", None),
+            ("integer", "1.5", None), ("integer", "abc", None), ("integer", "07", None),
+            ("integer", "", None), ("integer", "1e3", None),
+            ("number", "3.14", "3.14"), ("number", "-2e3", "-2e3"), ("number", "1.5.2", None),
+            ("number", "NaN", None), ("number", "Infinity", None), ("number", "1e999", None),
+            ("boolean", "true", "true"), ("boolean", "false", "false"), ("boolean", "yes", None),
+            ("timestamp", "0", "0"), ("timestamp", "-1", None),
+            ("timestamp", "1970-01-01T00:01:00Z", "60"),
+            ("timestamp", "2026-12-31T23:59:00+01:00", "1798757940"),
+            ("timestamp", "2026-13-01 00:00", None), ("timestamp", "tomorrow", None),
+            ("string", "hi \"there\"", '"hi \\"there\\""'), ("string", "", '""'),
+            ("string", "é" * 32768, '"' + "é" * 32768 + '"'), ("string", "é" * 32769, None),
+        ]
+        got = self.driver.execute_async_script("""
+            const [cases, done] = arguments;
+            import('./js/send.js').then((m) => done(cases.map(([t, v]) => {
+                const r = m.checkValue(t, v);
+                return r.ok ? r.json : null;
+            })), (e) => done(String(e)));""", [[t, v] for t, v, _ in cases])
+        self.assertIsInstance(got, list, got)
+        for (t, v, want), g in zip(cases, got):
+            self.assertEqual(g, want, "%s %r" % (t, v[:40]))
+        body = self.driver.execute_async_script("""
+            const done = arguments[0];
+            import('./js/send.js').then((m) => done([
+                m.bodyText({entity_ident: 'x'}, {n: '9223372036854775807', s: '"a"'}),
+                m.bodyText({}, {}), m.bodyText({tag: 't'}, null),
+                m.parseIdents('a').ok, m.parseIdents('').ok]));""")
+        self.assertEqual(json.loads(body[0]), {"entity_ident": "x", "variables": {
+            "n": 9223372036854775807, "s": "a"}})
+        self.assertEqual(body[1:], ['{"variables":{}}', '{"tag":"t"}', False, False])
+        self.console()
+
     def test_1_wrong_key_then_sign_in(self):
         self.signin("rcs_not_a_key")
         self.wait_text("#signin-msg", "refused")

@@ -1,7 +1,7 @@
 // The dashboard's shell: sign-in, navigation, the routes of the pages, polling, and the
 // banner that says when the coordinator can't be reached (docs/dashboard.md).
 import { api, getKey, on, setKey } from './api.js';
-import { clear, h, notice } from './dom.js';
+import { clear, fill, h, notice } from './dom.js';
 import { errorText, setRouter, takeFlash } from './nav.js';
 import * as groups from './groups.js';
 import * as jobs from './jobs.js';
@@ -39,7 +39,7 @@ function showBanner(up, message) {
     document.body.classList.remove('offline');
     return;
   }
-  clear(banner).append(h('strong', {}, 'No connection: '), message +
+  fill(banner, h('strong', {}, 'No connection: '), message +
     '. Retrying; what is shown may be out of date.');
   banner.hidden = false;
   document.body.classList.add('offline');
@@ -147,7 +147,7 @@ function renderSignin() {
       button.textContent = 'Sign in';
     }
   });
-  clear(main).append(form);
+  fill(main, form);
   input.focus();
 }
 
@@ -196,7 +196,7 @@ function route() {
   };
   Promise.resolve(match.fn(ctx)).catch((e) => {
     if (ctl.signal.aborted || e.kind === 'aborted') return;
-    clear(section).append(notice('error', errorText(e, match.page.replace(/s$/, ''))),
+    fill(section, notice('error', errorText(e, match.page.replace(/s$/, ''))),
       h('button', { type: 'button', onclick: () => route() }, 'Try again'));
   });
 }

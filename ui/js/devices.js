@@ -1,6 +1,6 @@
 // Devices: the inventory, paged, with online state and tags; filters by tag and state.
 import { get } from './api.js';
-import { chips, clear, fmtAgo, fmtTime, h, notice, pager, shortId, table } from './dom.js';
+import { chips, clear, fill, fmtAgo, fmtTime, h, notice, pager, shortId, table } from './dom.js';
 import { errorText, go } from './nav.js';
 
 const PER_PAGE = 50;
@@ -42,7 +42,7 @@ export async function list(ctx) {
       h('td', {}, chips(d.tags), chips(d.reported_tags, 'reported')),
       h('td', { class: 'opt' }, d.last_seen ? h('time', { title: fmtTime(d.last_seen) }, fmtAgo(d.last_seen)) : 'never'),
       h('td', { class: 'opt' }, d.agent_version || '—')));
-    clear(body).append(
+    fill(body,
       p.items.length ? table(['Device', 'State', 'Tags (reported in grey)', { text: 'Last seen', class: 'opt' },
         { text: 'Agent', class: 'opt' }], rows, 'devices')
         : notice('info', tag || online ? 'No device matches these filters.' : 'No devices in the inventory yet.'),
@@ -52,7 +52,7 @@ export async function list(ctx) {
     await load();
   } catch (e) {
     if (e.kind === 'aborted') throw e;
-    clear(body).append(notice('error', errorText(e, 'devices')));
+    fill(body, notice('error', errorText(e, 'devices')));
   }
   ctx.poll(load, 10000);
 }

@@ -24,6 +24,13 @@ function append(el, children) {
   }
 }
 
+// fill(el, child, ...): el's children replaced by these (nulls left out)
+export function fill(el, ...children) {
+  clear(el);
+  append(el, children);
+  return el;
+}
+
 export function clear(el) {
   while (el.firstChild) el.removeChild(el.firstChild);
   return el;

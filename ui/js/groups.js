@@ -2,7 +2,7 @@
 // status and its jobs, both refreshed by polling the REST API.
 import { get } from './api.js';
 import {
-  clear, dl, finishedCount, fmtTime, groupBadge, groupCounts, h, notice, num, pager,
+  clear, fill, dl, finishedCount, fmtTime, groupBadge, groupCounts, h, notice, num, pager,
   shortId, stackedBar, statusBars, table, timeEl,
 } from './dom.js';
 import { jobsBox } from './jobs.js';
@@ -41,7 +41,7 @@ export async function list(ctx) {
         h('td', { class: 'opt' }, g.created_user),
         h('td', { class: 'opt' }, timeEl(g.created_at)));
     });
-    clear(body).append(
+    fill(body,
       p.items.length ? table(['Group', 'Progress', { text: 'By', class: 'opt' },
         { text: 'Created', class: 'opt' }], rows, 'groups')
         : notice('info', page > 1 ? 'No groups on this page.' : 'No groups yet: a bulk send with a group name makes one (Tasks → a task → Send).'),
@@ -51,7 +51,7 @@ export async function list(ctx) {
     await load();
   } catch (e) {
     if (e.kind === 'aborted') throw e;
-    clear(body).append(notice('error', errorText(e, 'groups')));
+    fill(body, notice('error', errorText(e, 'groups')));
   }
   ctx.poll(load, 5000);
 }
@@ -89,10 +89,10 @@ export async function show(ctx) {
         facts.push([k, typeof g[k] === 'object' ? h('code', {}, JSON.stringify(g[k])) : String(g[k])]);
       }
     }
-    clear(head).append(
+    fill(head,
       h('h1', {}, 'Group ', h('span', { id: 'group-name' }, g.name), g.status ? [' ', groupBadge(g.status)] : null),
       h('p', { class: 'mono muted' }, g.ident), dl(facts));
-    clear(summary).append(
+    fill(summary,
       h('div', { class: 'summary' },
         h('strong', { id: 'group-done', 'data-done': done, 'data-total': total },
           num(done) + ' / ' + num(total) + ' finished'),

@@ -2,7 +2,7 @@
 import { api, get } from './api.js';
 import { STATUSES, TERMINAL, LABELS } from './status.js';
 import {
-  clear, dl, fmtAgo, fmtDuration, fmtTime, h, notice, pager, shortId, statusBadge, table,
+  clear, fill, dl, fmtAgo, fmtDuration, fmtTime, h, notice, pager, shortId, statusBadge, table,
   timeEl,
 } from './dom.js';
 import { errorText, go, href } from './nav.js';
@@ -55,7 +55,7 @@ export function jobsBox(ctx, filter, routePath, routeQuery, withTask) {
     } catch (e) {
       if (e.kind === 'aborted') throw e;
       if (!body.querySelector('table') || e.kind !== 'down') {
-        clear(body).append(notice('error', errorText(e, 'jobs')));
+        fill(body, notice('error', errorText(e, 'jobs')));
       }
       throw e;
     }
@@ -63,7 +63,7 @@ export function jobsBox(ctx, filter, routePath, routeQuery, withTask) {
     const headers = ['Job', 'Status', { text: 'Device', class: 'opt' }];
     if (withTask) headers.push({ text: 'Task', class: 'opt' });
     headers.push('Updated', { text: 'Response', class: 'opt' });
-    clear(body).append(
+    fill(body,
       p.items.length ? table(headers, rows, 'jobs')
         : notice('info', page > 1 ? 'No jobs on this page.' : 'No jobs' + (status ? ' with this status.' : '.')),
       pager(p, (n) => go(routePath, { ...routeQuery, status, page: n }), 'jobs'));
@@ -130,7 +130,7 @@ export async function show(ctx) {
         ? h('pre', { class: 'resp' }, typeof j.response === 'string' ? j.response : JSON.stringify(j.response, null, 2))
         : undefined],
     ];
-    clear(head).append(
+    fill(head,
       h('h1', {}, 'Job ', h('span', { class: 'mono' }, shortId(j.ident))),
       h('p', { class: 'mono muted' }, j.ident),
       dl(facts), cancel, h('div', { id: 'cancel-msg', 'aria-live': 'polite' }));
@@ -146,23 +146,23 @@ export async function show(ctx) {
     } catch (e) {
       if (e.kind === 'aborted') return;
       const text = e.code === 'job_terminal' ? 'The job had already ended.' : errorText(e, 'job');
-      clear(head.querySelector('#cancel-msg')).append(notice('error', text));
+      fill(head.querySelector('#cancel-msg'), notice('error', text));
     }
   };
   const loadHistory = async () => {
     const p = await get('/jobs/' + id + '/history', {
       signal: ctx.signal, query: { sort: 'update_at', per_page: 500, page: hpage },
     });
-    clear(tl).append(h('h2', {}, 'History'),
+    fill(tl, h('h2', {}, 'History'),
       p.items.length ? timeline(p.items) : notice('info', 'No history on this page.'),
       p.total_pages > 1 ? pager(p, (n) => go('jobs/' + id, { page: n }), 'changes') : null);
   };
   draw(job);
   await loadHistory().catch((e) => {
     if (e.kind === 'aborted') throw e;
-    clear(tl).append(notice('error', errorText(e, 'history')));
+    fill(tl, notice('error', errorText(e, 'history')));
   });
-  clear(el).append(head, tl);
+  fill(el, head, tl);
   // until the job ends, every 2 s; afterwards slower (late reports still join its history)
   let last = '';
   const refresh = async () => {

@@ -1,7 +1,7 @@
 // Tasks: the list, and one task with its variables and the form that sends it, built from
 // its variables_info and checked here before anything is sent (send.js).
 import { api, get } from './api.js';
-import { clear, dl, fmtTime, h, notice, num, pager, shortId, table, timeEl } from './dom.js';
+import { clear, fill, dl, fmtTime, h, notice, num, pager, shortId, table, timeEl } from './dom.js';
 import { errorText, go, href, setFlash } from './nav.js';
 import { TAG_RE, UUID_RE, bodyText, checkValue, parseIdents } from './send.js';
 
@@ -20,7 +20,7 @@ export async function list(ctx) {
       h('td', {}, t.active === 'true' || t.active === true ? 'active' : h('span', { class: 'muted' }, 'inactive')),
       h('td', { class: 'opt' }, Object.keys(t.variables_info || {}).join(', ') || '—'),
       h('td', { class: 'opt' }, t.signature ? 'signed' : h('span', { class: 'muted' }, 'unsigned'))));
-    clear(body).append(
+    fill(body,
       p.items.length ? table(['Task', 'Script', { text: 'Version', class: 'opt' }, 'State',
         { text: 'Variables', class: 'opt' }, { text: 'Signature', class: 'opt' }], rows, 'tasks')
         : notice('info', 'No tasks yet.'),
@@ -30,7 +30,7 @@ export async function list(ctx) {
     await load();
   } catch (e) {
     if (e.kind === 'aborted') throw e;
-    clear(body).append(notice('error', errorText(e, 'tasks')));
+    fill(body, notice('error', errorText(e, 'tasks')));
   }
 }
 
@@ -109,7 +109,7 @@ function sendForm(ctx, task, devices) {
     summary, button);
   const showTarget = () => {
     const m = form.querySelector('input[name=target]:checked').value;
-    clear(targetBox).append(m === 'device' ? fDevice : m === 'list' ? fIdents : fTag);
+    fill(targetBox, m === 'device' ? fDevice : m === 'list' ? fIdents : fTag);
     if (m !== 'device') targetBox.append(fGroup);
   };
   form.addEventListener('change', (ev) => {
@@ -250,7 +250,7 @@ export async function show(ctx) {
   const vrows = Object.entries(vinfo).map(([n, i]) => h('tr', {},
     h('td', { class: 'mono' }, n), h('td', {}, i.type), h('td', {}, i.alias || ''),
     h('td', {}, i.optional ? 'optional' : 'required'), h('td', { class: 'opt' }, i.description || '')));
-  clear(ctx.el).append(
+  fill(ctx.el,
     h('h1', {}, 'Task ', h('span', { id: 'task-name' }, task.name)),
     h('p', { class: 'mono muted' }, task.ident),
     dl([
