@@ -62,29 +62,31 @@ function stopPage() {
   current = null;
 }
 
-// Runs fn now and again every ms while the page is shown (not while the tab is hidden);
-// after a failure it waits longer (up to 30 s), so a down API is not hammered.
+// Runs fn again every ms (a number, or a function giving it) while the page is shown, not
+// while the tab is hidden; after a failure it waits longer (up to 30 s), so a down API is
+// not hammered.
 function makePoll(ctl) {
-  return (fn, ms) => {
-    let wait = ms;
+  return (fn, every) => {
+    const period = () => (typeof every === 'function' ? every() : every);
+    let wait = period();
     let timer = null;
     const tick = async () => {
       timer = null;
       if (ctl.signal.aborted) return;
       if (document.hidden) {
-        timer = setTimeout(tick, ms);
+        timer = setTimeout(tick, period());
         return;
       }
       try {
         await fn();
-        wait = ms;
+        wait = period();
       } catch (e) {
         if (ctl.signal.aborted || e.kind === 'aborted') return;
         wait = Math.min(wait * 2, 30000);
       }
       if (!ctl.signal.aborted) timer = setTimeout(tick, wait);
     };
-    timer = setTimeout(tick, ms);
+    timer = setTimeout(tick, wait);
     ctl.signal.addEventListener('abort', () => timer && clearTimeout(timer), { once: true });
   };
 }

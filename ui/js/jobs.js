@@ -175,5 +175,5 @@ export async function show(ctx) {
     await loadHistory();
   };
   last = job.status + job.update_at;
-  ctx.poll(refresh, TERMINAL.has(job.status) ? 15000 : 2000);
+  ctx.poll(refresh, () => (TERMINAL.has(job.status) ? 15000 : 2000));
 }
