@@ -97,12 +97,13 @@ class TestDashboard(unittest.TestCase):
                 d.quit()
         for dev in getattr(cls, "devices", []):
             dev.stop()
-        if getattr(cls, "coord", None):
-            cls.coord.stop()
+        rc = cls.coord.stop() if getattr(cls, "coord", None) else 0
         if getattr(cls, "broker", None):
             cls.broker.stop()
         if getattr(cls, "workdir", None) and os.environ.get("RCS_KEEP_TMP") is None:
             shutil.rmtree(cls.workdir, ignore_errors=True)
+        if rc not in (0, None):
+            raise AssertionError("coordinator exited with %r on SIGTERM" % rc)
 
     # ---- helpers ----
 
