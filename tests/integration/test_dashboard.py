@@ -16,6 +16,8 @@ dashboard.png is made so: see docs/dashboard.md).
 
 Without chromium, chromedriver or python3-selenium (tools/deps.sh test installs them) the
 test is skipped, saying so; RCS_NO_SKIP=1 (set by .ci/run) makes that a failure.
+RCS_CHROMIUM and RCS_CHROMEDRIVER name other programs than /usr/bin/chromium and
+/usr/bin/chromedriver.
 
 Run: python3 tests/integration/test_dashboard.py (ctest sets RCS_BIN_DIR and RCS_SOURCE_DIR).
 """
