@@ -19,7 +19,8 @@ test is skipped, saying so; RCS_NO_SKIP=1 (set by .ci/run) makes that a failure.
 RCS_CHROMIUM and RCS_CHROMEDRIVER name other programs than /usr/bin/chromium and
 /usr/bin/chromedriver.
 
-Run: python3 tests/integration/test_dashboard.py (ctest sets RCS_BIN_DIR and RCS_SOURCE_DIR).
+Run: /usr/bin/python3 tests/integration/test_dashboard.py (Debian's python3, for python3-selenium;
+ctest sets RCS_BIN_DIR and RCS_SOURCE_DIR).
 """
 
 import http.client
