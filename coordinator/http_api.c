@@ -21,6 +21,7 @@
 #include "log.h"
 #include "manifest.h"
 #include "metrics.h"
+#include "ui.h"
 #include "uuid.h"
 
 #define API_PREFIX  "/v3/commands"
@@ -512,6 +513,69 @@ static enum MHD_Result api_send(struct MHD_Connection *conn, struct api_resp *r,
 	return ret;
 }
 
+/* ---- the dashboard (docs/dashboard.md) ---- */
+
+#define UI_PREFIX "/ui"
+
+/* True for /ui and every path under /ui/: the dashboard's, served without a key. */
+static bool api_is_ui(const char *url)
+{
+	size_t n = strlen(UI_PREFIX);
+
+	return strncmp(url, UI_PREFIX, n) == 0 && (url[n] == '\0' || url[n] == '/');
+}
+
+/*
+ * One answer under /ui/: an embedded file (ui.h: a lookup in a fixed table, so no path
+ * reaches anything else), a redirect of /ui to /ui/, 404 or 405, each with the dashboard's
+ * Content-Security-Policy and the other security headers.
+ */
+static enum MHD_Result api_ui_send(struct MHD_Connection *conn, const char *url, const char *method)
+{
+	const struct ui_file *f = NULL;
+	const char *text = NULL;
+	struct MHD_Response *resp;
+	enum MHD_Result ret;
+	unsigned status = 200;
+
+	if (strcmp(url, UI_PREFIX) == 0) {
+		status = 308;
+		text = "the dashboard is at /ui/\n";
+	} else if (strcmp(method, "GET") != 0 && strcmp(method, "HEAD") != 0) {
+		status = 405;
+		text = "method not allowed: the dashboard's files take GET and HEAD\n";
+	} else if ((f = ui_lookup(url + strlen(UI_PREFIX "/"))) == NULL) {
+		status = 404;
+		text = "no such file in the dashboard\n";
+	}
+	if (f)
+		resp = MHD_create_response_from_buffer(f->len, (void *)(uintptr_t)f->data,
+						       MHD_RESPMEM_PERSISTENT);
+	else
+		resp = MHD_create_response_from_buffer(strlen(text), (void *)(uintptr_t)text,
+						       MHD_RESPMEM_PERSISTENT);
+	if (resp == NULL)
+		return MHD_NO;
+	MHD_add_response_header(resp, "Content-Type",
+				f ? ui_content_type(f->path) : "text/plain; charset=utf-8");
+	MHD_add_response_header(resp, "Content-Security-Policy", ui_csp);
+	MHD_add_response_header(resp, "X-Content-Type-Options", "nosniff");
+	MHD_add_response_header(resp, "X-Frame-Options", "DENY");
+	MHD_add_response_header(resp, "Referrer-Policy", "no-referrer");
+	MHD_add_response_header(resp, "Cross-Origin-Opener-Policy", "same-origin");
+	MHD_add_response_header(resp, "Cross-Origin-Resource-Policy", "same-origin");
+	/* the files change with the binary: a browser asks again, never serves a stale copy */
+	MHD_add_response_header(resp, "Cache-Control", "no-cache");
+	if (status == 308)
+		MHD_add_response_header(resp, "Location", UI_PREFIX "/");
+	if (status == 405)
+		MHD_add_response_header(resp, "Allow", "GET, HEAD");
+	log_debug("%s %s -> %u", method, url, status);
+	ret = MHD_queue_response(conn, status, resp);
+	MHD_destroy_response(resp);
+	return ret;
+}
+
 static void api_client_addr(struct MHD_Connection *conn, char out[INET6_ADDRSTRLEN])
 {
 	const union MHD_ConnectionInfo *ci =
@@ -695,6 +759,8 @@ static enum MHD_Result api_handle(void *cls, struct MHD_Connection *conn, const 
 			  "the request body is larger than %zu bytes", app->max_body);
 		goto send;
 	}
+	if (api_is_ui(url))
+		return api_ui_send(conn, url, method);
 	if (c->had_body) {
 		req.body = c->body.data;
 		req.body_len = c->body.len;

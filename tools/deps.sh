@@ -4,6 +4,8 @@
 #   tools/deps.sh run       build and run both daemons
 #   tools/deps.sh test      + the test tools, and both cross builds of the agent (aarch64 and
 #                             32-bit ARM): cross compilers, qemu-user and the sysroots (default);
+#                             Debian's chromium, chromedriver and python3-selenium, which drive
+#                             the dashboard in a headless browser (test_dashboard.py);
 #                             Redocly's CLI, which lints docs/openapi.json (below); what
 #                             tools/package.sh and its test use (lintian, debootstrap,
 #                             systemd-analyze)
@@ -33,7 +35,8 @@ mosquitto mosquitto-clients curl openssl jq sqlite3 python3"
 # Every program the tests call is here or in RUN_PKGS (file: test_agent_qemu.py).
 TEST_PKGS="libcmocka-dev python3-aiosmtpd python3-paho-mqtt python3-prometheus-client prometheus libfaketime file strace
 qemu-user gcc-aarch64-linux-gnu gcc-arm-linux-gnueabihf
-dpkg-dev lintian debootstrap systemd man-db"
+dpkg-dev lintian debootstrap systemd man-db
+chromium chromium-driver python3-selenium"
 # What each cross sysroot holds: the target's C library (its loader too: qemu-user runs the
 # agent with it), and the agent's libraries, -dev and runtime, with every library they load.
 # `tools/deps.sh check` fails when a library here loads one that is not.

@@ -7,10 +7,12 @@ into a fresh Debian bookworm root:
 - a minbase root made by debootstrap, cached as a tarball between runs (RCS_CACHE_DIR,
   default /var/cache/rcs), unpacked anew for each run; the packages' Depends installed with
   apt-get from the cached root's lists (the downloaded .debs cached too);
-- dpkg -i of both packages: the system users exist, `--version` of each binary answers, the
+- dpkg -i of both packages: the system users exist, `--version` of each binary answers
+  (rcs, the command line, is in the coordinator's package, with its man page), the
   coordinator starts as its unit's ExecStart would (the unit's user, its StateDirectory=,
   its config file; only --listen added, on a free port), answers the API with the stock
-  scripts of the package, and stops cleanly on SIGTERM;
+  scripts of the package, serves the dashboard under /ui/, answers rcs, and stops cleanly
+  on SIGTERM;
 - dpkg --purge leaves no file behind but the state directory.
 
 Needs root (debootstrap, chroot) and debootstrap: without either it is skipped, saying so;
@@ -193,11 +195,12 @@ class PackagesTest(unittest.TestCase):
         self.chroot(["dpkg", "-i", *inside])
         for user in ("rcs-coordinator", "rcs-agent"):
             self.assertEqual(self.chroot(["getent", "passwd", user]).returncode, 0)
-        for prog in ("rcs-coordinator", "rcs-agent"):
+        # rcs, the command line, comes with the coordinator
+        for prog in ("rcs-coordinator", "rcs-agent", "rcs"):
             out = self.chroot([prog, "--version"]).stdout
             self.assertRegex(out, r"^%s \d+\.\d+\.\d+\n$" % prog)
-        for page in ("rcs-coordinator.8.gz", "rcs-agent.8.gz"):
-            self.assertTrue(os.path.exists(os.path.join(self.root, "usr/share/man/man8", page)))
+        for page in ("man8/rcs-coordinator.8.gz", "man8/rcs-agent.8.gz", "man1/rcs.1.gz"):
+            self.assertTrue(os.path.exists(os.path.join(self.root, "usr/share/man", page)), page)
         self.assertTrue(os.path.islink(os.path.join(
             self.root, "etc/systemd/system/multi-user.target.wants/rcs-coordinator.service")),
             "the unit is not enabled")
@@ -248,6 +251,13 @@ class PackagesTest(unittest.TestCase):
             r = http("GET", base + "/scripts", headers={"api-key": tenant["api_key"]})
             self.assertEqual(r.status, 200)
             self.assertIn("echo", json.dumps(r.json), "the package's stock scripts")
+            # the dashboard, from the binary, and rcs against the installed coordinator
+            r = http("GET", "http://127.0.0.1:%d/ui/" % port)
+            self.assertEqual(r.status, 200)
+            self.assertIn("<script type=\"module\"", r.raw)
+            out = self.chroot(["rcs", "--url", "http://127.0.0.1:%d" % port, "--api-key",
+                               tenant["api_key"], "tasks", "list", "--json"]).stdout
+            self.assertIn("total_items", out)
         finally:
             p.send_signal(signal.SIGTERM)
             try:

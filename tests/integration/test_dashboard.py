@@ -1,0 +1,411 @@
+#!/usr/bin/env python3
+"""The dashboard (docs/dashboard.md) in a real headless browser: Debian's chromium driven by
+chromedriver through python3-selenium, against a real coordinator, mosquitto and fake
+devices on loopback. In order: a wrong key is refused with a message, then the right one
+signs in; a bulk send's group page reaches its final counts as the devices report, without
+a reload; a job's history shows as a timeline; a value of the wrong type in a task's send
+form is refused before anything is sent, then a good one sends a job that the page follows
+to its end; a group of 10,000 jobs pages through the API and stays responsive; the pages
+fit a phone's width; a revoked key ends the session with a message; sign out; an API that
+goes down shows a banner, the page stays, and comes back. Nothing but the expected
+refusals is ever logged in the browser's console (no script error, no CSP violation).
+
+The screenshot of the group page is written to the test's build directory
+(dashboard.png next to bin/); RCS_SCREENSHOT=<file> writes it there as well (docs/img/
+dashboard.png is made so: see docs/dashboard.md).
+
+Without chromium, chromedriver or python3-selenium (tools/deps.sh test installs them) the
+test is skipped, saying so; RCS_NO_SKIP=1 (set by .ci/run) makes that a failure.
+RCS_CHROMIUM and RCS_CHROMEDRIVER name other programs than /usr/bin/chromium and
+/usr/bin/chromedriver.
+
+Run: /usr/bin/python3 tests/integration/test_dashboard.py (Debian's python3, for python3-selenium;
+ctest sets RCS_BIN_DIR and RCS_SOURCE_DIR).
+"""
+
+import http.client
+import json
+import os
+import shutil
+import sys
+import tempfile
+import time
+import unittest
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from rcs_harness import (BIN_DIR, Coordinator, FakeDevice, Mosquitto,  # noqa: E402
+                         wait_for)
+
+CHROMIUM = os.environ.get("RCS_CHROMIUM", "/usr/bin/chromium")
+CHROMEDRIVER = os.environ.get("RCS_CHROMEDRIVER", "/usr/bin/chromedriver")
+WAIT = 30  # seconds: generous, for a loaded machine
+HUGE = 10000
+
+
+def missing():
+    """Why the browser test can't run here, or None."""
+    try:
+        import selenium  # noqa: F401
+    except ImportError:
+        return "python3-selenium is not installed"
+    for p in (CHROMIUM, CHROMEDRIVER):
+        if not os.access(p, os.X_OK):
+            return "%s is not installed" % p
+    return None
+
+
+class TestDashboard(unittest.TestCase):
+
+    @classmethod
+    def setUpClass(cls):
+        why = missing()
+        if why:
+            why += ": tools/deps.sh test installs chromium, chromium-driver and python3-selenium"
+            # CI sets RCS_NO_SKIP=1: there, a browser test that can't run is a failure
+            if os.environ.get("RCS_NO_SKIP") == "1":
+                raise AssertionError("test_dashboard cannot run (RCS_NO_SKIP=1): " + why)
+            raise unittest.SkipTest(why)
+        from selenium import webdriver
+        from selenium.webdriver.chrome.service import Service
+
+        cls.workdir = tempfile.mkdtemp(prefix="rcs-dash-")
+        cls.broker = Mosquitto(cls.workdir).start()
+        cls.coord = Coordinator(cls.workdir, extra_args=["--mqtt", cls.broker.url])
+        tenant = cls.coord.init_tenant(user="admin")
+        cls.client_root = tenant["client_root"]
+        cls.key = tenant["api_key"]
+        cls.coord.start()
+        wait_for(lambda: "connected to" in cls.coord.read_log(), timeout=20,
+                 what="the coordinator connected to the broker")
+        cls.api = cls.coord.api(cls.key)
+        cls.devices = []
+        opts = webdriver.ChromeOptions()
+        opts.binary_location = CHROMIUM
+        for a in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-quic",
+                  "--no-first-run", "--disable-background-networking",
+                  "--disable-component-update", "--disable-sync", "--disable-dev-shm-usage",
+                  "--user-data-dir=" + os.path.join(cls.workdir, "chromium"),
+                  "--window-size=1280,1000"):
+            opts.add_argument(a)
+        opts.set_capability("goog:loggingPrefs", {"browser": "ALL"})
+        cls.driver = webdriver.Chrome(service=Service(CHROMEDRIVER), options=opts)
+        cls.driver.set_window_size(1280, 1000)
+        cls.ui = "http://127.0.0.1:%d/ui/" % cls.coord.port
+
+    @classmethod
+    def tearDownClass(cls):
+        for name in ("driver",):
+            d = getattr(cls, name, None)
+            if d:
+                d.quit()
+        for dev in getattr(cls, "devices", []):
+            dev.stop()
+        rc = cls.coord.stop() if getattr(cls, "coord", None) else 0
+        if getattr(cls, "broker", None):
+            cls.broker.stop()
+        if getattr(cls, "workdir", None) and os.environ.get("RCS_KEEP_TMP") is None:
+            shutil.rmtree(cls.workdir, ignore_errors=True)
+        if rc not in (0, None):
+            raise AssertionError("coordinator exited with %r on SIGTERM" % rc)
+
+    # ---- helpers ----
+
+    def post(self, path, body, status=201):
+        r = self.api.post(path, body)
+        self.assertEqual(r.status, status, r)
+        return r.json
+
+    def console(self, allowed=()):
+        """The browser console since the last call: fails on any error or warning but
+        those whose text holds one of allowed (an expected refusal), which are returned."""
+        bad, seen = [], []
+        for e in self.driver.get_log("browser"):
+            if e.get("level") not in ("SEVERE", "WARNING"):
+                continue
+            if any(a in e.get("message", "") for a in allowed):
+                seen.append(e["message"])
+            else:
+                bad.append("%s %s" % (e.get("level"), e.get("message")))
+        self.assertEqual(bad, [], "browser console:\n" + "\n".join(bad))
+        return seen
+
+    def q(self, css, root=None):
+        return (root or self.driver).find_element("css selector", css)
+
+    def qs(self, css):
+        return self.driver.find_elements("css selector", css)
+
+    def wait_css(self, css, what=None, timeout=WAIT):
+        return wait_for(lambda: (self.qs(css) or [None])[0], timeout=timeout, interval=0.1,
+                        what=what or css)
+
+    def wait_text(self, css, text, timeout=WAIT):
+        def ok():
+            return any(text in e.text for e in self.qs(css))
+        wait_for(ok, timeout=timeout, interval=0.1, what="%r in %s" % (text, css))
+
+    def signin(self, key):
+        """Signs in anew: the session's key forgotten, then key typed into the form."""
+        self.driver.get(self.ui)
+        self.driver.execute_script("sessionStorage.clear()")
+        self.driver.refresh()
+        box = self.wait_css("#api-key")
+        box.clear()
+        box.send_keys(key)
+        self.q("#signin").click()
+
+    def make_devices(self, n, tag, auto):
+        out = []
+        for i in range(n):
+            d = self.post("/devices", {"name": "%s-%d" % (tag, i), "tags": [tag]})
+            dev = FakeDevice(self.broker, self.client_root, d["entity_ident"], auto=auto,
+                             tags=[tag]).start()
+            self.devices.append(dev)
+            out.append(dev)
+        for dev in out:
+            wait_for(lambda: self.api.get("/devices/" + dev.entity).json["online"],
+                     timeout=WAIT, what="device online")
+        return out
+
+    def no_overflow(self):
+        return self.driver.execute_script(
+            "return document.documentElement.scrollWidth <= window.innerWidth + 1")
+
+    # ---- the steps, in order ----
+
+    def test_0_send_form_checks(self):
+        """send.js's checks of each type, run in the browser (docs/api.md "Jobs")."""
+        self.driver.get(self.ui)
+        self.wait_css("#api-key")
+        cases = [
+            ("integer", "42", "42"), ("integer", "-7", "-7"),
+            ("integer", "9223372036854775807", "9223372036854775807"),
+            ("integer", "9223372036854775808", None), ("integer", "-9223372036854775809", None),
+            ("integer", "1.5", None), ("integer", "abc", None), ("integer", "07", None),
+            ("integer", "", None), ("integer", "1e3", None),
+            ("number", "3.14", "3.14"), ("number", "-2e3", "-2e3"), ("number", "1.5.2", None),
+            ("number", "NaN", None), ("number", "Infinity", None), ("number", "1e999", None),
+            ("boolean", "true", "true"), ("boolean", "false", "false"), ("boolean", "yes", None),
+            ("timestamp", "0", "0"), ("timestamp", "-1", None),
+            ("timestamp", "1970-01-01T00:01:00Z", "60"),
+            ("timestamp", "2026-12-31T23:59:00+01:00", "1798757940"),
+            ("timestamp", "2026-13-01 00:00", None), ("timestamp", "tomorrow", None),
+            ("string", "hi \"there\"", '"hi \\"there\\""'), ("string", "", '""'),
+            ("string", "é" * 32768, '"' + "é" * 32768 + '"'), ("string", "é" * 32769, None),
+        ]
+        got = self.driver.execute_async_script("""
+            const [cases, done] = arguments;
+            import('./js/send.js').then((m) => done(cases.map(([t, v]) => {
+                const r = m.checkValue(t, v);
+                return r.ok ? r.json : null;
+            })), (e) => done(String(e)));""", [[t, v] for t, v, _ in cases])
+        self.assertIsInstance(got, list, got)
+        for (t, v, want), g in zip(cases, got):
+            self.assertEqual(g, want, "%s %r" % (t, v[:40]))
+        body = self.driver.execute_async_script("""
+            const done = arguments[0];
+            import('./js/send.js').then((m) => done([
+                m.bodyText({entity_ident: 'x'}, {n: '9223372036854775807', s: '"a"'}),
+                m.bodyText({}, {}), m.bodyText({tag: 't'}, null),
+                m.parseIdents('a').ok, m.parseIdents('').ok]));""")
+        self.assertEqual(json.loads(body[0]), {"entity_ident": "x", "variables": {
+            "n": 9223372036854775807, "s": "a"}})
+        self.assertEqual(body[1:], ['{"variables":{}}', '{"tag":"t"}', False, False])
+        self.console()
+
+    def test_1_wrong_key_then_sign_in(self):
+        self.signin("rcs_not_a_key")
+        self.wait_text("#signin-msg", "refused")
+        self.assertIn("unknown or revoked", self.q("#signin-msg").text)
+        # the console is read: the refused request is there
+        self.assertTrue(self.console(allowed=["401"]), "no 401 in the browser's console")
+        self.signin(self.key)
+        self.wait_css("section.page-groups")
+        self.wait_text("main", "No groups yet")
+        self.assertEqual(self.driver.execute_script(
+            "return sessionStorage.length"), 1)
+        self.console()
+
+    def test_2_group_reaches_its_final_counts_live(self):
+        devs = self.make_devices(6, "site-a", auto=False)
+        task = self.post("/tasks", {"name": "Echo", "script": "echo", "variables_info": {
+            "message": {"type": "string", "optional": True}}})
+        self.__class__.echo = task
+        sent = self.post("/tasks/%s/jobs/tags" % task["ident"], {
+            "tag": "site-a", "group_name": "night-run", "variables": {"message": "hi"}})
+        group = sent["group"]["ident"]
+        self.__class__.group = group
+        self.driver.get(self.ui + "#/groups")
+        self.wait_text("table.groups", "night-run")
+        self.q("table.groups a[href='#/groups/%s']" % group).click()
+        self.wait_css("#group-done[data-total='6']")
+        # the page must not reload from here on
+        self.driver.execute_script("window.__still = 'here'")
+        wait_for(lambda: all(d.jobs_received() for d in devs), timeout=WAIT,
+                 what="every device got its job")
+        for i, d in enumerate(devs):
+            job = d.jobs_received()[0]
+            for st in ("edge_transmitted", "edge_started", "edge_running"):
+                d.report(job, st)
+            if i < 4:
+                d.report(job, "terminated", "ok")
+            else:
+                d.report(job, "edge_error", "script error: boom")
+        self.wait_css("#group-done[data-done='6']", "6 of 6 finished")
+        wait_for(lambda: self.qs(".bar-row[data-status='terminated'][data-count='4']") and
+                 self.qs(".bar-row[data-status='edge_error'][data-count='2']"),
+                 timeout=WAIT, what="bars of 4 terminated, 2 edge_error")
+        self.assertEqual(len(self.qs(".bar-row")), 2)
+        # the jobs table follows too
+        wait_for(lambda: len(self.qs("table.jobs tr[data-status='terminated']")) == 4,
+                 timeout=WAIT, what="4 terminated rows")
+        self.assertEqual(self.driver.execute_script("return window.__still"), "here")
+        self.assertTrue(self.no_overflow())
+        shot = os.path.join(os.path.dirname(BIN_DIR), "dashboard.png")
+        self.driver.save_screenshot(shot)
+        if os.environ.get("RCS_SCREENSHOT"):
+            shutil.copyfile(shot, os.environ["RCS_SCREENSHOT"])
+        self.console()
+
+    def test_3_job_timeline(self):
+        self.driver.get(self.ui + "#/groups/" + self.group + "?status=edge_error")
+        link = self.wait_css("table.jobs tr[data-status='edge_error'] a")
+        link.click()
+        self.wait_css("#timeline")
+        wait_for(lambda: len(self.qs("#timeline li")) >= 6, timeout=WAIT,
+                 what="six changes in the timeline")
+        statuses = [li.get_attribute("data-status") for li in self.qs("#timeline li")]
+        self.assertEqual(statuses[0], "initial")
+        self.assertEqual(statuses[-1], "edge_error")
+        self.assertIn("boom", self.q("#timeline li:last-child").text)
+        self.assertEqual(self.qs("#cancel-job"), [])
+        self.console()
+
+    def test_4_send_form(self):
+        dev = self.make_devices(1, "bench", auto=True)[0]
+        task = self.post("/tasks", {"name": "Blink", "script": "echo", "variables_info": {
+            "times": {"type": "integer", "alias": "Times"},
+            "ratio": {"type": "number", "optional": True},
+            "loud": {"type": "boolean", "optional": True},
+            "message": {"type": "string", "optional": True}}})
+        before = self.api.get("/jobs?per_page=1").json["total_items"]
+        self.driver.get(self.ui + "#/tasks")
+        self.wait_css("table.tasks a[href='#/tasks/%s']" % task["ident"]).click()
+        self.wait_css("#send-form")
+        self.q("#f-device").send_keys(dev.entity)
+        self.q("#var-times").send_keys("three")
+        self.q("#var-ratio").send_keys("1.5.2")
+        self.q("#send").click()
+        self.wait_text("#var-times-error", "an integer is expected")
+        self.wait_text("#var-ratio-error", "a number is expected")
+        self.wait_text("#send-msg", "nothing was sent")
+        self.assertEqual(self.q("#var-times").get_attribute("aria-invalid"), "true")
+        time.sleep(0.5)
+        self.assertEqual(self.api.get("/jobs?per_page=1").json["total_items"], before)
+        self.q("#var-times").clear()
+        self.q("#var-times").send_keys("9223372036854775807")
+        self.q("#var-ratio").clear()
+        from selenium.webdriver.support.ui import Select
+        Select(self.q("#var-loud")).select_by_value("true")
+        self.q("#send").click()
+        self.wait_css("section.page-jobs #timeline")
+        job = self.driver.current_url.rsplit("/", 1)[1]
+        r = self.api.get("/jobs/" + job).json
+        self.assertEqual(r["variables"], {"times": 9223372036854775807, "loud": True})
+        wait_for(lambda: self.qs("#timeline li[data-status='terminated']"), timeout=WAIT,
+                 what="the job page shows its end")
+        self.console()
+
+    def test_5_huge_group(self):
+        task = self.post("/tasks", {"name": "Offline", "script": "echo",
+                                    "allow_offline": True})
+        c = http.client.HTTPConnection("127.0.0.1", self.coord.port, timeout=30)
+        idents = []
+        for i in range(HUGE):
+            c.request("POST", "/v3/commands/devices", json.dumps({"name": "big-%d" % i}),
+                      {"api-key": self.key, "Content-Type": "application/json"})
+            r = c.getresponse()
+            body = r.read()
+            self.assertEqual(r.status, 201, body)
+            idents.append(json.loads(body)["entity_ident"])
+        c.close()
+        sent = self.post("/tasks/%s/jobs/list" % task["ident"],
+                         {"ident_list": idents, "group_name": "everything"})
+        self.assertEqual(len(sent["items"]), HUGE)
+        group = sent["group"]["ident"]
+        t0 = time.time()
+        self.driver.get(self.ui + "#/groups/" + group)
+        self.wait_css("#group-done[data-total='%d']" % HUGE)
+        self.wait_text(".pager .pageinfo", "Page 1 of 200 · 10,000 jobs")
+        self.assertEqual(len(self.qs("table.jobs tbody tr")), 50)
+        self.q(".pager button[data-go='next']").click()
+        self.wait_text(".pager .pageinfo", "Page 2 of 200")
+        self.assertLess(time.time() - t0, WAIT)
+        # responsive: a script runs at once between two polls
+        self.assertEqual(self.driver.execute_script("return 1 + 1"), 2)
+        self.driver.get(self.ui + "#/devices")
+        self.wait_text(".pager .pageinfo", "devices")
+        self.assertEqual(len(self.qs("table.devices tbody tr")), 50)
+        self.console()
+
+    def test_6_phone_width(self):
+        self.driver.set_window_size(390, 844)
+        try:
+            for page in ("#/groups/" + self.group, "#/groups", "#/tasks/" + self.echo["ident"],
+                         "#/devices", "#/jobs"):
+                self.driver.get(self.ui + page)
+                self.wait_css("main section table, main section form, #group-progress")
+                time.sleep(0.3)
+                self.assertTrue(self.no_overflow(), page + " is wider than a phone")
+        finally:
+            self.driver.set_window_size(1280, 1000)
+        self.console()
+
+    def test_7_revoked_key_ends_the_session(self):
+        k = self.post("/keys", {"user": "olga", "role": "viewer"})
+        self.signin(k["api_key"])
+        self.wait_css("section.page-groups")
+        self.driver.get(self.ui + "#/groups/" + self.group)
+        self.wait_css("#group-progress")
+        self.assertEqual(self.api.delete("/keys/" + k["ident"]).status, 204)
+        self.wait_text("#signin-msg", "session has ended", timeout=WAIT)
+        self.assertEqual(self.driver.execute_script("return sessionStorage.length"), 0)
+        self.console(allowed=["401"])
+
+    def test_8_sign_out(self):
+        self.signin(self.key)
+        self.wait_css("section.page-groups")
+        self.q("#signout").click()
+        self.wait_text("#signin-msg", "Signed out")
+        self.assertEqual(self.driver.execute_script("return sessionStorage.length"), 0)
+        self.driver.get(self.ui + "#/devices")
+        self.wait_css("#api-key")
+        self.assertEqual(self.qs("section.page-devices"), [])
+        self.console()
+
+    def test_9_api_down_and_back(self):
+        self.signin(self.key)
+        self.driver.get(self.ui + "#/groups/" + self.group)
+        self.wait_css("#group-done[data-done='6']")
+        self.coord.stop()
+        try:
+            self.wait_css("#banner:not([hidden])", "the no-connection banner")
+            self.assertIn("No connection", self.q("#banner").text)
+            # the page keeps what it showed
+            self.assertTrue(self.qs("#group-done[data-done='6']"))
+            # a page loaded while the API is down says so, no spinner left
+            self.driver.get(self.ui + "#/devices")
+            self.wait_css("main .notice.error")
+            self.assertIn("did not answer", self.q("main .notice.error").text)
+            self.assertEqual(self.qs("main .loading"), [])
+        finally:
+            self.coord.start()
+        self.q("main button").click()  # Try again
+        self.wait_css("table.devices")
+        wait_for(lambda: self.q("#banner").get_attribute("hidden") is not None, timeout=WAIT,
+                 what="the banner gone")
+        self.console(allowed=["ERR_CONNECTION_REFUSED", "Failed to fetch"])
+
+
+if __name__ == "__main__":
+    unittest.main()

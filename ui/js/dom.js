@@ -1,0 +1,176 @@
+// Small DOM helpers: elements are built with textContent only, never from HTML strings.
+import { LABELS, STATUSES, TERMINAL } from './status.js';
+
+// h('a', {href, class, onclick, 'data-x': 1}, child, ...): an element
+export function h(tag, attrs, ...children) {
+  const el = document.createElement(tag);
+  for (const [k, v] of Object.entries(attrs || {})) {
+    if (v === undefined || v === null || v === false) continue;
+    if (k.startsWith('on') && typeof v === 'function') el.addEventListener(k.slice(2), v);
+    else if (k === 'class') el.className = v;
+    else if (k === 'text') el.textContent = v;
+    else if (v === true) el.setAttribute(k, '');
+    else el.setAttribute(k, String(v));
+  }
+  append(el, children);
+  return el;
+}
+
+function append(el, children) {
+  for (const c of children) {
+    if (c === undefined || c === null || c === false) continue;
+    if (Array.isArray(c)) append(el, c);
+    else el.append(c instanceof Node ? c : document.createTextNode(String(c)));
+  }
+}
+
+// fill(el, child, ...): el's children replaced by these (nulls left out)
+export function fill(el, ...children) {
+  clear(el);
+  append(el, children);
+  return el;
+}
+
+export function clear(el) {
+  while (el.firstChild) el.removeChild(el.firstChild);
+  return el;
+}
+
+export function statusBadge(status) {
+  return h('span', { class: 'badge st-' + status, 'data-status': status, title: status },
+    LABELS[status] || status);
+}
+
+export function groupBadge(status) {
+  return h('span', { class: 'badge gs-' + status, 'data-group-status': status }, status);
+}
+
+export function shortId(id) {
+  return id ? id.slice(-12) : '';
+}
+
+function pad(n) {
+  return String(n).padStart(2, '0');
+}
+
+// Unix seconds as local "YYYY-MM-DD HH:MM:SS"
+export function fmtTime(s) {
+  if (s === null || s === undefined) return '—';
+  const d = new Date(s * 1000);
+  return d.getFullYear() + '-' + pad(d.getMonth() + 1) + '-' + pad(d.getDate()) + ' ' +
+    pad(d.getHours()) + ':' + pad(d.getMinutes()) + ':' + pad(d.getSeconds());
+}
+
+export function fmtAgo(s) {
+  if (s === null || s === undefined) return '—';
+  const d = Math.round(Date.now() / 1000 - s);
+  if (d < 0) return 'in ' + fmtDuration(-d);
+  return fmtDuration(d) + ' ago';
+}
+
+export function fmtDuration(d) {
+  if (d < 60) return d + ' s';
+  if (d < 3600) return Math.floor(d / 60) + ' min';
+  if (d < 86400) return Math.floor(d / 3600) + ' h ' + (Math.floor(d / 60) % 60) + ' min';
+  return Math.floor(d / 86400) + ' d';
+}
+
+export function timeEl(s) {
+  return h('time', { title: fmtAgo(s) }, fmtTime(s));
+}
+
+export function num(n) {
+  return Number(n || 0).toLocaleString('en-US');
+}
+
+// The counts of a group: `counts` (latest attempt per device) when the coordinator gives
+// it, else `statuses`.
+export function groupCounts(g) {
+  return (g && (g.counts || g.statuses)) || {};
+}
+
+// A stacked bar of counts per status, with a text summary.
+export function stackedBar(counts, total) {
+  const sum = STATUSES.reduce((a, s) => a + (counts[s] || 0), 0);
+  const denom = Math.max(total || 0, sum, 1);
+  const bar = h('div', { class: 'stack', role: 'img' });
+  const parts = [];
+  for (const s of STATUSES) {
+    const n = counts[s] || 0;
+    if (!n) continue;
+    const seg = h('span', { class: 'seg st-' + s, title: (LABELS[s] || s) + ': ' + num(n) });
+    seg.style.width = (100 * n / denom).toFixed(3) + '%';
+    bar.append(seg);
+    parts.push((LABELS[s] || s) + ' ' + num(n));
+  }
+  bar.setAttribute('aria-label', parts.join(', ') || 'no jobs');
+  return bar;
+}
+
+export function finishedCount(counts) {
+  let n = 0;
+  for (const s of TERMINAL) n += counts[s] || 0;
+  return n;
+}
+
+// One bar per status present, with its count and share.
+export function statusBars(counts, total) {
+  const sum = STATUSES.reduce((a, s) => a + (counts[s] || 0), 0);
+  const denom = Math.max(total || 0, sum, 1);
+  const list = h('div', { class: 'bars' });
+  for (const s of STATUSES) {
+    const n = counts[s] || 0;
+    if (!n) continue;
+    const fill = h('span', { class: 'fill st-' + s });
+    fill.style.width = (100 * n / denom).toFixed(3) + '%';
+    list.append(h('div', { class: 'bar-row', 'data-status': s, 'data-count': n },
+      statusBadge(s),
+      h('div', { class: 'track' }, fill),
+      h('span', { class: 'count' }, num(n),
+        h('span', { class: 'pct' }, ' ' + Math.round(100 * n / denom) + ' %'))));
+  }
+  if (!list.firstChild) list.append(h('p', { class: 'muted' }, 'No jobs in this group.'));
+  return list;
+}
+
+// A pager: "Page p of n · total items" with previous/next; go(page) navigates.
+export function pager(p, go, what) {
+  const page = p.page || 1;
+  const pages = Math.max(p.total_pages || 0, 1);
+  const nav = h('nav', { class: 'pager', 'aria-label': 'pages' });
+  nav.append(
+    h('button', { type: 'button', disabled: page <= 1, onclick: () => go(page - 1), 'data-go': 'prev' }, '‹ Previous'),
+    h('span', { class: 'pageinfo' }, 'Page ' + num(page) + ' of ' + num(pages) + ' · ' +
+      num(p.total_items) + ' ' + what),
+    h('button', { type: 'button', disabled: page >= pages, onclick: () => go(page + 1), 'data-go': 'next' }, 'Next ›'));
+  return nav;
+}
+
+// A message in place of a page's content: never a blank page.
+export function notice(kind, text, ...more) {
+  return h('div', { class: 'notice ' + kind, role: kind === 'error' ? 'alert' : 'status' }, text, ...more);
+}
+
+export function chips(list, cls) {
+  const el = h('span', { class: 'chips' });
+  for (const t of list || []) el.append(h('span', { class: 'chip ' + (cls || '') }, t));
+  return el;
+}
+
+export function table(headers, rows, cls) {
+  return h('div', { class: 'table-wrap' },
+    h('table', { class: cls || '' },
+      h('thead', {}, h('tr', {}, headers.map((x) =>
+        typeof x === 'string' ? h('th', {}, x) : h('th', { class: x.class }, x.text)))),
+      h('tbody', {}, rows)));
+}
+
+// A definition list from [label, value] pairs (values: text or nodes); nulls left out.
+export function dl(pairs) {
+  const el = h('dl', { class: 'facts' });
+  for (const [k, v] of pairs) {
+    if (v === undefined) continue;
+    el.append(h('dt', {}, k), h('dd', {}, v === null ? '—' : v));
+  }
+  return el;
+}

@@ -1,0 +1,179 @@
+// Jobs: a paged table (all jobs, or a group's), and one job with its history as a timeline.
+import { api, get } from './api.js';
+import { STATUSES, TERMINAL, LABELS } from './status.js';
+import {
+  clear, fill, dl, fmtAgo, fmtDuration, fmtTime, h, notice, pager, shortId, statusBadge, table,
+  timeEl,
+} from './dom.js';
+import { errorText, go, href } from './nav.js';
+
+const PER_PAGE = 50;
+
+function responseText(r) {
+  if (r === null || r === undefined) return '';
+  const s = typeof r === 'string' ? r : JSON.stringify(r);
+  return s.length > 120 ? s.slice(0, 119) + '…' : s;
+}
+
+export function jobRow(j, withTask) {
+  return h('tr', { 'data-job': j.ident, 'data-status': j.status },
+    h('td', {}, h('a', { href: href('jobs/' + j.ident), class: 'mono' }, shortId(j.ident))),
+    h('td', {}, statusBadge(j.status)),
+    h('td', { class: 'mono opt' }, shortId(j.entity_ident)),
+    withTask ? h('td', { class: 'opt' }, j.task ? h('a', { href: href('tasks/' + j.task.ident) },
+      j.task.name) : '') : null,
+    h('td', {}, h('time', { title: fmtTime(j.update_at) }, fmtAgo(j.update_at))),
+    h('td', { class: 'resp opt' }, responseText(j.response)));
+}
+
+function statusFilter(value, onchange) {
+  const sel = h('select', { id: 'status-filter', name: 'status' },
+    h('option', { value: '' }, 'every status'),
+    STATUSES.map((s) => h('option', { value: s, selected: s === value }, LABELS[s])),
+    h('option', { value: 'running', selected: value === 'running' }, 'started or running'));
+  sel.addEventListener('change', () => onchange(sel.value));
+  return h('label', { class: 'filter' }, 'Status ', sel);
+}
+
+// The jobs of a query (group_ident, status...) in a box that refreshes itself with poll.
+// routePath/routeQuery: where the pager and the filter lead.
+export function jobsBox(ctx, filter, routePath, routeQuery, withTask) {
+  const box = h('div', { class: 'jobs-box' });
+  const page = Math.max(1, parseInt(ctx.query.get('page') || '1', 10) || 1);
+  const status = ctx.query.get('status') || '';
+  const head = h('div', { class: 'toolbar' },
+    statusFilter(status, (v) => go(routePath, { ...routeQuery, status: v, page: 1 })));
+  const body = h('div', { class: 'jobs-body', 'aria-live': 'off' }, h('p', { class: 'loading' }, 'Loading jobs…'));
+  box.append(head, body);
+  const load = async () => {
+    let p;
+    try {
+      p = await get('/jobs', {
+        signal: ctx.signal,
+        query: { ...filter, status, page, per_page: PER_PAGE },
+      });
+    } catch (e) {
+      if (e.kind === 'aborted') throw e;
+      if (!body.querySelector('table') || e.kind !== 'down') {
+        fill(body, notice('error', errorText(e, 'jobs')));
+      }
+      throw e;
+    }
+    const rows = p.items.map((j) => jobRow(j, withTask));
+    const headers = ['Job', 'Status', { text: 'Device', class: 'opt' }];
+    if (withTask) headers.push({ text: 'Task', class: 'opt' });
+    headers.push('Updated', { text: 'Response', class: 'opt' });
+    fill(body,
+      p.items.length ? table(headers, rows, 'jobs')
+        : notice('info', page > 1 ? 'No jobs on this page.' : 'No jobs' + (status ? ' with this status.' : '.')),
+      pager(p, (n) => go(routePath, { ...routeQuery, status, page: n }), 'jobs'));
+  };
+  return { box, load };
+}
+
+export async function list(ctx) {
+  ctx.el.append(h('h1', {}, 'Jobs'));
+  const { box, load } = jobsBox(ctx, {}, 'jobs', {}, true);
+  ctx.el.append(box);
+  await load().catch((e) => {
+    if (e.kind === 'aborted') throw e;
+  });
+  ctx.poll(load, 5000);
+}
+
+function timeline(items) {
+  const ol = h('ol', { class: 'timeline', id: 'timeline' });
+  let prev = null;
+  for (const it of items) {
+    const delta = prev === null ? '' : ' (+' + fmtDuration(Math.max(0, it.update_at - prev)) + ')';
+    prev = it.update_at;
+    ol.append(h('li', { class: 'st-' + it.status, 'data-status': it.status },
+      h('span', { class: 'dot st-' + it.status, 'aria-hidden': 'true' }),
+      h('div', { class: 'tl-body' },
+        h('div', {}, statusBadge(it.status), ' ', h('time', {}, fmtTime(it.update_at)),
+          h('span', { class: 'muted' }, delta)),
+        it.response !== null && it.response !== undefined
+          ? h('pre', { class: 'resp' }, typeof it.response === 'string' ? it.response
+            : JSON.stringify(it.response, null, 2)) : null)));
+  }
+  return ol;
+}
+
+export async function show(ctx) {
+  const id = ctx.params[0];
+  const el = ctx.el;
+  el.append(h('p', { class: 'loading' }, 'Loading the job…'));
+  const head = h('div');
+  const tl = h('div');
+  const hpage = Math.max(1, parseInt(ctx.query.get('page') || '1', 10) || 1);
+  let job = await get('/jobs/' + id, { signal: ctx.signal });
+  const draw = (j) => {
+    const cancel = !TERMINAL.has(j.status)
+      ? h('button', { type: 'button', class: 'danger', id: 'cancel-job', onclick: () => doCancel() }, 'Cancel the job')
+      : null;
+    const facts = [
+      ['Status', statusBadge(j.status)],
+      ['Task', j.task ? h('a', { href: href('tasks/' + j.task.ident) }, j.task.name + ' (v' + j.task.version + ')') : null],
+      ['Group', j.group ? h('a', { href: href('groups/' + j.group.ident) }, j.group.name) : null],
+      ['Device', h('span', { class: 'mono' }, j.entity_ident)],
+      ['Created', h('span', {}, fmtTime(j.created_at), ' by ', j.created_user)],
+      ['Updated', timeEl(j.update_at)],
+      ['Scheduled', j.scheduled_time ? fmtTime(j.scheduled_time) : undefined],
+      ['TTL', j.ttl ? fmtDuration(j.ttl) : undefined],
+      ['Attempt', j.attempt !== undefined ? String(j.attempt) : undefined],
+      ['Retry of', j.retry_of ? h('a', { href: href('jobs/' + j.retry_of), class: 'mono' }, shortId(j.retry_of)) : undefined],
+      ['Error code', j.error_code || undefined],
+      ['Comment', j.comment || undefined],
+      ['Variables', j.variables && Object.keys(j.variables).length
+        ? h('pre', {}, JSON.stringify(j.variables, null, 2)) : undefined],
+      ['Response', j.response !== null && j.response !== undefined
+        ? h('pre', { class: 'resp' }, typeof j.response === 'string' ? j.response : JSON.stringify(j.response, null, 2))
+        : undefined],
+    ];
+    fill(head,
+      h('h1', {}, 'Job ', h('span', { class: 'mono' }, shortId(j.ident))),
+      h('p', { class: 'mono muted' }, j.ident),
+      dl(facts), cancel, h('div', { id: 'cancel-msg', 'aria-live': 'polite' }));
+  };
+  const doCancel = async () => {
+    const msg = head.querySelector('#cancel-msg');
+    clear(msg);
+    if (!window.confirm('Cancel this job?')) return;
+    try {
+      job = await api('PATCH', '/jobs/' + id + '/cancel', { signal: ctx.signal });
+      draw(job);
+      await loadHistory();
+    } catch (e) {
+      if (e.kind === 'aborted') return;
+      const text = e.code === 'job_terminal' ? 'The job had already ended.' : errorText(e, 'job');
+      fill(head.querySelector('#cancel-msg'), notice('error', text));
+    }
+  };
+  const loadHistory = async () => {
+    const p = await get('/jobs/' + id + '/history', {
+      signal: ctx.signal, query: { sort: 'update_at', per_page: 500, page: hpage },
+    });
+    fill(tl, h('h2', {}, 'History'),
+      p.items.length ? timeline(p.items) : notice('info', 'No history on this page.'),
+      p.total_pages > 1 ? pager(p, (n) => go('jobs/' + id, { page: n }), 'changes') : null);
+  };
+  draw(job);
+  await loadHistory().catch((e) => {
+    if (e.kind === 'aborted') throw e;
+    fill(tl, notice('error', errorText(e, 'history')));
+  });
+  fill(el, head, tl);
+  // until the job ends, every 2 s; afterwards slower (late reports still join its history)
+  let last = '';
+  const refresh = async () => {
+    job = await get('/jobs/' + id, { signal: ctx.signal });
+    const stamp = job.status + job.update_at;
+    if (stamp !== last) {
+      last = stamp;
+      draw(job);
+    }
+    await loadHistory();
+  };
+  last = job.status + job.update_at;
+  ctx.poll(refresh, () => (TERMINAL.has(job.status) ? 15000 : 2000));
+}
