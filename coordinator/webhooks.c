@@ -609,8 +609,10 @@ static void hook_fill(struct webhooks *w)
 	for (size_t i = 0; i < (size_t)w->o.max_inflight && n_skip < 256; i++)
 		if (w->xfers[i])
 			skip[n_skip++] = w->xfers[i]->d.id;
+	/* per webhook: room for its own in flight (read and skipped) and as many new ones */
 	if (store_webhooks_due(w->st, (int64_t)time(NULL), skip, n_skip,
-			       free_slots + (size_t)w->o.per_hook * 4, &due) != RCS_OK)
+			       free_slots + (size_t)w->o.per_hook * 4, (size_t)w->o.per_hook * 2,
+			       &due) != RCS_OK)
 		return;
 	for (size_t i = 0; i < due.n && w->n_inflight < (size_t)w->o.max_inflight; i++) {
 		size_t same = 0, slot = 0;
