@@ -136,8 +136,11 @@ static const struct {
     {{169, 254, 0, 0}, 16, "a link-local or cloud metadata address"},
     {{172, 16, 0, 0}, 12, "a private address"},
     {{192, 0, 0, 0}, 24, "a reserved address"},
+    {{192, 0, 2, 0}, 24, "a documentation address"},
     {{192, 168, 0, 0}, 16, "a private address"},
     {{198, 18, 0, 0}, 15, "a reserved address"},
+    {{198, 51, 100, 0}, 24, "a documentation address"},
+    {{203, 0, 113, 0}, 24, "a documentation address"},
     {{224, 0, 0, 0}, 4, "a multicast address"},
     {{240, 0, 0, 0}, 4, "a reserved address"},
 };
@@ -154,6 +157,7 @@ static const struct {
     {{0xfe, 0xc0}, 10, "a site-local address"},
     {{0xff}, 8, "a multicast address"},
     {{0x01, 0x00}, 64, "a discard address"},
+    {{0x20, 0x01, 0x0d, 0xb8}, 32, "a documentation address"},
 };
 
 /* The IPv4 address inside an IPv6 one (mapped ::ffff:a.b.c.d, compatible ::a.b.c.d,
