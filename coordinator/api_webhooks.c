@@ -55,7 +55,7 @@ static bool hook_strings(struct api_resp *r, json_object *body, const char *key,
 	if (!present)
 		return true;
 	n = json_object_array_length(arr);
-	if (required && n == 0) {
+	if (allowed == event_types && n == 0) { /* at creation and when changed alike */
 		api_error(r, 400, "validation_failed", key, "'%s' must name at least one event",
 			  key);
 		return false;
