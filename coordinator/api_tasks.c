@@ -627,6 +627,24 @@ static bool script_compiles(struct api_resp *r, const char *name, const char *sr
 	return false;
 }
 
+/* Lua's parser on the body of PUT /scripts/<name>, outside the store's lock; what it does
+ * not check (a bad name, a bad body, a stock script) is left to api_script_put's answer. */
+void api_script_precheck(struct api_req *req, struct api_resp *r)
+{
+	static const char *const fields[] = {"source", NULL};
+	json_object *body = NULL;
+	const char *name = req->seg[1], *src = NULL;
+	struct jsonu_err e;
+
+	/* a body that is not JSON is answered here, as the handler would */
+	if (vars_token_valid(name, 64, "-.") && api_body_object(req, r, false, &body) &&
+	    jsonu_check_keys(body, fields, &e) == RCS_OK &&
+	    jsonu_get_string(body, "source", true, SCRIPT_MAX_SOURCE, &src, NULL, &e) == RCS_OK &&
+	    !store_script_is_stock(req->app->st, name))
+		script_compiles(r, name, src);
+	json_object_put(body);
+}
+
 void api_script_put(struct api_req *req, struct api_resp *r)
 {
 	static const char *const fields[] = {"source", NULL};
@@ -657,7 +675,7 @@ void api_script_put(struct api_req *req, struct api_resp *r)
 			  "'%s' is a stock script: stock scripts are read-only", name);
 		goto out;
 	}
-	if (!script_compiles(r, name, src))
+	if (!req->prechecked && !script_compiles(r, name, src))
 		goto out;
 	err = store_tx_begin(req->app->st);
 	if (err != RCS_OK) {

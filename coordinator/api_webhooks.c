@@ -55,7 +55,7 @@ static bool hook_strings(struct api_resp *r, json_object *body, const char *key,
 	if (!present)
 		return true;
 	n = json_object_array_length(arr);
-	if (required && n == 0) {
+	if (allowed == event_types && n == 0) { /* at creation and when changed alike */
 		api_error(r, 400, "validation_failed", key, "'%s' must name at least one event",
 			  key);
 		return false;
@@ -81,8 +81,10 @@ static bool hook_strings(struct api_resp *r, json_object *body, const char *key,
 	return true;
 }
 
+/* check_url: whether to resolve the URL's host and check its addresses (slow: done once,
+ * before the transaction, by api_webhook_precheck). */
 static bool hook_body_read(struct api_req *req, struct api_resp *r, json_object *body, bool create,
-			   struct hook_body *h)
+			   bool check_url, struct hook_body *h)
 {
 	static const char *const create_fields[] = {"url", "events", "statuses", "secret", NULL};
 	static const char *const patch_fields[] = {"url",    "events", "statuses",
@@ -121,7 +123,7 @@ static bool hook_body_read(struct api_req *req, struct api_resp *r, json_object 
 	    !hook_strings(r, body, "statuses", false, group_statuses, true, WEBHOOK_MAX_STATUS,
 			  &h->statuses))
 		return false;
-	if (h->url &&
+	if (h->url && check_url &&
 	    webhook_url_check(req->app->webhook_guard, h->url, why, sizeof(why)) != RCS_OK) {
 		api_error(r, 400, "validation_failed", "url", "%s", why);
 		return false;
@@ -159,7 +161,8 @@ void api_webhook_create(struct api_req *req, struct api_resp *r)
 	enum rcs_err err;
 
 	secret[0] = '\0';
-	if (!api_body_object(req, r, false, &body) || !hook_body_read(req, r, body, true, &h))
+	if (!api_body_object(req, r, false, &body) ||
+	    !hook_body_read(req, r, body, true, !req->prechecked, &h))
 		goto out;
 	if (h.secret == NULL) {
 		if (rcs_random_hex(secret, 32) != RCS_OK) {
@@ -225,6 +228,21 @@ void api_webhook_get(struct api_req *req, struct api_resp *r)
 	hook_answer(req, r, 200, req->seg[1], NULL);
 }
 
+/* The body of POST /webhooks or PATCH /webhooks/<id> checked with its URL's host resolved,
+ * outside the store's lock: a slow name server holds up this request alone. */
+void api_webhook_precheck(struct api_req *req, struct api_resp *r)
+{
+	json_object *body = NULL;
+	struct hook_body h;
+	bool create = strcmp(req->method, "POST") == 0;
+
+	if (!create && !uuid_valid(req->seg[1]))
+		return; /* the handler's 404 */
+	if (api_body_object(req, r, false, &body))
+		hook_body_read(req, r, body, create, true, &h);
+	json_object_put(body);
+}
+
 void api_webhook_patch(struct api_req *req, struct api_resp *r)
 {
 	json_object *body = NULL;
@@ -235,7 +253,8 @@ void api_webhook_patch(struct api_req *req, struct api_resp *r)
 		api_store_error(r, RCS_ERR_NOTFOUND, "webhook");
 		return;
 	}
-	if (!api_body_object(req, r, false, &body) || !hook_body_read(req, r, body, false, &h))
+	if (!api_body_object(req, r, false, &body) ||
+	    !hook_body_read(req, r, body, false, !req->prechecked, &h))
 		goto out;
 	err =
 	    store_webhook_update(req->app->st, req->auth.client_root, req->seg[1], h.url, h.events,

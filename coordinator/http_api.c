@@ -654,6 +654,58 @@ static void api_audit_target(const struct api_req *req, char *out, size_t len)
 }
 
 /*
+ * Checks made before the audit's transaction. Every state-changing request holds the store's
+ * lock (its transaction) for its whole handler, so a handler's slow work that needs no store
+ * is made here first, outside it: resolving a webhook's host (a name server may take
+ * seconds) and Lua's parser on a script. The handler then sees req->prechecked and skips
+ * them. A request they refuse is answered at once and still audited.
+ *
+ * What stays inside on purpose, because it depends on what the transaction reads: signing
+ * a task's new version (ES256 over the manifest of the version number and script digest read
+ * in the transaction), checking a PATCHed signature against the current version, and a job's
+ * check of its task's signature (cached per task version, signer.h). Hashing a new API key is
+ * one SHA-256 (auth.h): cheap.
+ */
+static const struct {
+	api_handler fn;
+	api_handler precheck;
+} api_prechecks[] = {
+    {api_webhook_create, api_webhook_precheck},
+    {api_webhook_patch, api_webhook_precheck},
+    {api_script_put, api_script_precheck},
+};
+
+/* The route the request goes to, when its method, role and query parameters pass (the
+ * dispatcher answers the rest); NULL otherwise. */
+static const struct api_route *api_route_of(const struct api_route *routes, size_t n,
+					    struct api_req *req)
+{
+	struct api_resp probe = {.status = 0};
+	const struct api_route *found = NULL;
+
+	for (size_t i = 0; i < n && found == NULL; i++)
+		if (api_match(routes[i].pattern, req->seg, req->nseg) &&
+		    strcmp(routes[i].method, req->method) == 0)
+			found = &routes[i];
+	if (found &&
+	    (req->auth.role < found->min_role || !api_query_known(req, &probe, found->query)))
+		found = NULL;
+	api_reply(&probe, 0, NULL); /* frees the answer api_query_known may have set */
+	return found;
+}
+
+static void api_precheck(struct api_req *req, struct api_resp *resp)
+{
+	const struct api_route *route = api_route_of(api_routes, API_N_ROUTES, req);
+
+	for (size_t i = 0; route && i < sizeof(api_prechecks) / sizeof(api_prechecks[0]); i++)
+		if (api_prechecks[i].fn == route->fn) {
+			api_prechecks[i].precheck(req, resp);
+			req->prechecked = resp->status == 0;
+		}
+}
+
+/*
  * A request that may change state: dispatched inside one transaction with its audit record
  * ({ts, user, key_ident, method, path, target, status_code, remote}), so the change and its
  * record are committed together; a refused request (4xx) leaves its record alone. The key
@@ -668,12 +720,14 @@ static void api_dispatch_audited(struct api_app *app, struct MHD_Connection *con
 	struct audit_rec a;
 	enum rcs_err err;
 
+	api_precheck(req, resp);
 	err = store_tx_begin(app->st);
 	if (err != RCS_OK) {
 		api_store_error(resp, err, "audit log");
 		return;
 	}
-	api_dispatch(api_routes, API_N_ROUTES, req, resp, allow, allow_len);
+	if (resp->status == 0)
+		api_dispatch(api_routes, API_N_ROUTES, req, resp, allow, allow_len);
 	if (resp->status == 0)
 		api_error(resp, 500, "internal", NULL, "internal error");
 	api_client_addr(conn, addr);

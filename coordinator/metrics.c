@@ -168,6 +168,29 @@ static void histo_write(struct buf *b, const char *name, const char *help, const
 	buf_appendf(b, "%s_sum %.6f\n%s_count %llu\n", name, h->sum, name, h->count);
 }
 
+void metrics_label(struct buf *b, const char *v)
+{
+	for (const char *p = v ? v : ""; *p; p++) {
+		if (*p == '\\')
+			buf_appendf(b, "\\\\");
+		else if (*p == '"')
+			buf_appendf(b, "\\\"");
+		else if (*p == '\n')
+			buf_appendf(b, "\\n");
+		else
+			buf_appendf(b, "%c", *p);
+	}
+}
+
+/* name{key="value"} N: the value escaped. */
+static void sample_ull(struct buf *b, const char *name, const char *key, const char *value,
+		       unsigned long long n)
+{
+	buf_appendf(b, "%s{%s=\"", name, key);
+	metrics_label(b, value);
+	buf_appendf(b, "\"} %llu\n", n);
+}
+
 static void gauge(struct buf *b, const char *name, const char *help, long long v)
 {
 	buf_appendf(b, "# HELP %s %s\n# TYPE %s gauge\n%s %lld\n", name, help, name, name, v);
@@ -196,12 +219,12 @@ enum rcs_err metrics_render(struct store *st, struct buf *b)
 	buf_appendf(b, "# HELP rcs_job_status_changes_total Jobs that came to each status.\n"
 		       "# TYPE rcs_job_status_changes_total counter\n");
 	for (int i = 0; i < JS__COUNT; i++)
-		buf_appendf(b, "rcs_job_status_changes_total{status=\"%s\"} %llu\n",
-			    status_name((enum job_status)i), m.job_changes[i]);
+		sample_ull(b, "rcs_job_status_changes_total", "status",
+			   status_name((enum job_status)i), m.job_changes[i]);
 	buf_appendf(b, "# HELP rcs_jobs Jobs in each status now.\n# TYPE rcs_jobs gauge\n");
 	for (int i = 0; i < JS__COUNT; i++)
-		buf_appendf(b, "rcs_jobs{status=\"%s\"} %lld\n", status_name((enum job_status)i),
-			    by_status[i]);
+		sample_ull(b, "rcs_jobs", "status", status_name((enum job_status)i),
+			   (unsigned long long)(by_status[i] > 0 ? by_status[i] : 0));
 	histo_write(b, "rcs_job_delivery_latency_seconds",
 		    "Seconds from a job's creation to edge_transmitted.", &m.latency);
 	histo_write(b, "rcs_job_run_time_seconds",
@@ -209,9 +232,11 @@ enum rcs_err metrics_render(struct store *st, struct buf *b)
 	buf_appendf(b, "# HELP rcs_http_requests_total API requests by method and status code.\n"
 		       "# TYPE rcs_http_requests_total counter\n");
 	for (size_t i = 0; i < N_METHODS; i++)
-		for (size_t k = 0; k < METRICS_CODES && m.http[i][k].code; k++)
-			buf_appendf(b, "rcs_http_requests_total{method=\"%s\",code=\"%d\"} %llu\n",
-				    http_methods[i], m.http[i][k].code, m.http[i][k].n);
+		for (size_t k = 0; k < METRICS_CODES && m.http[i][k].code; k++) {
+			buf_appendf(b, "rcs_http_requests_total{method=\"");
+			metrics_label(b, http_methods[i]);
+			buf_appendf(b, "\",code=\"%d\"} %llu\n", m.http[i][k].code, m.http[i][k].n);
+		}
 	histo_write(b, "rcs_http_request_duration_seconds", "Seconds to answer an API request.",
 		    &m.http_time);
 	gauge(b, "rcs_mqtt_connected", "1 while the coordinator is connected to its broker.",

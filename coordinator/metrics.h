@@ -36,6 +36,10 @@ void metrics_job_run_time(double seconds);
 /* A webhook delivery attempt: delivered or not; failed for good. */
 void metrics_webhook_attempt(bool delivered, bool failed);
 
+/* Appends v as a label value of the text format: backslash, double quote and line feed
+ * escaped (\\, \", \n). Every label value the exposition writes goes through it. */
+void metrics_label(struct buf *b, const char *v);
+
 /* The whole exposition, the store's gauges read now, appended to out. */
 enum rcs_err metrics_render(struct store *st, struct buf *out);
 

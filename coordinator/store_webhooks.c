@@ -407,7 +407,7 @@ static bool id_in(long long id, const long long *skip, size_t n)
 }
 
 enum rcs_err store_webhooks_due(struct store *st, int64_t now, const long long *skip, size_t n_skip,
-				size_t limit, struct store_webhook_due_list *out)
+				size_t limit, size_t per_hook, struct store_webhook_due_list *out)
 {
 	struct store_stmt *s = NULL;
 	bool row = false;
@@ -420,21 +420,26 @@ enum rcs_err store_webhooks_due(struct store *st, int64_t now, const long long *
 	if (out->items == NULL)
 		return RCS_ERR_NOMEM;
 	store_lock(st);
-	/* the first queued delivery of each (webhook, subject) whose time has come; those in
-	 * flight (skip) are read and passed over, so the LIMIT leaves room for them */
+	/* the first queued delivery of each (webhook, subject) whose time has come, at most
+	 * per_hook of one webhook (the first of its own order): a webhook with thousands due
+	 * leaves room for the others' in every read. Those in flight (skip) are read and passed
+	 * over, so the LIMIT leaves room for them. */
 	err = store_stmt(st,
 			 "SELECT d.id, d.ident, d.webhook_ident, d.client_root, d.type, d.subject,"
 			 " d.hist_n, d.status, d.at, d.attempts, d.created_at, w.url, w.secret"
-			 " FROM webhook_deliveries d JOIN webhooks w ON w.ident = d.webhook_ident"
-			 " WHERE d.state = 'queued' AND d.next_at <= ?1 AND NOT EXISTS (SELECT 1"
+			 " FROM (SELECT q.*, row_number() OVER (PARTITION BY q.webhook_ident"
+			 " ORDER BY q.next_at, q.id) AS rn FROM webhook_deliveries q"
+			 " WHERE q.state = 'queued' AND q.next_at <= ?1 AND NOT EXISTS (SELECT 1"
 			 " FROM webhook_deliveries e WHERE e.state = 'queued' AND"
-			 " e.webhook_ident = d.webhook_ident AND e.subject = d.subject AND"
-			 " e.id < d.id) ORDER BY d.next_at, d.id LIMIT ?2",
+			 " e.webhook_ident = q.webhook_ident AND e.subject = q.subject AND"
+			 " e.id < q.id)) d JOIN webhooks w ON w.ident = d.webhook_ident"
+			 " WHERE d.rn <= ?3 ORDER BY d.next_at, d.id LIMIT ?2",
 			 &s);
 	if (err != RCS_OK)
 		goto out;
 	store_arg_int(s, 1, now);
 	store_arg_int(s, 2, (long long)(limit + n_skip));
+	store_arg_int(s, 3, (long long)(per_hook ? per_hook : limit + n_skip));
 	while (out->n < limit &&
 	       (err = store_next(st, s, "webhook deliveries due", &row)) == RCS_OK && row) {
 		struct webhook_due *r = &out->items[out->n];

@@ -136,8 +136,11 @@ static const struct {
     {{169, 254, 0, 0}, 16, "a link-local or cloud metadata address"},
     {{172, 16, 0, 0}, 12, "a private address"},
     {{192, 0, 0, 0}, 24, "a reserved address"},
+    {{192, 0, 2, 0}, 24, "a documentation address"},
     {{192, 168, 0, 0}, 16, "a private address"},
     {{198, 18, 0, 0}, 15, "a reserved address"},
+    {{198, 51, 100, 0}, 24, "a documentation address"},
+    {{203, 0, 113, 0}, 24, "a documentation address"},
     {{224, 0, 0, 0}, 4, "a multicast address"},
     {{240, 0, 0, 0}, 4, "a reserved address"},
 };
@@ -154,6 +157,7 @@ static const struct {
     {{0xfe, 0xc0}, 10, "a site-local address"},
     {{0xff}, 8, "a multicast address"},
     {{0x01, 0x00}, 64, "a discard address"},
+    {{0x20, 0x01, 0x0d, 0xb8}, 32, "a documentation address"},
 };
 
 /* The IPv4 address inside an IPv6 one (mapped ::ffff:a.b.c.d, compatible ::a.b.c.d,
@@ -609,8 +613,10 @@ static void hook_fill(struct webhooks *w)
 	for (size_t i = 0; i < (size_t)w->o.max_inflight && n_skip < 256; i++)
 		if (w->xfers[i])
 			skip[n_skip++] = w->xfers[i]->d.id;
+	/* per webhook: room for its own in flight (read and skipped) and as many new ones */
 	if (store_webhooks_due(w->st, (int64_t)time(NULL), skip, n_skip,
-			       free_slots + (size_t)w->o.per_hook * 4, &due) != RCS_OK)
+			       free_slots + (size_t)w->o.per_hook * 4, (size_t)w->o.per_hook * 2,
+			       &due) != RCS_OK)
 		return;
 	for (size_t i = 0; i < due.n && w->n_inflight < (size_t)w->o.max_inflight; i++) {
 		size_t same = 0, slot = 0;

@@ -59,7 +59,7 @@ import unittest
 import uuid
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from rcs_harness import (SOURCE_DIR, Api, Coordinator, FakeDevice, Mosquitto,  # noqa: E402
+from rcs_harness import (SOURCE_DIR, Api, Coordinator, free_port, FakeDevice, Mosquitto,  # noqa: E402
                          SmtpServer, http_big, quote_segment, wait_for, with_query)
 
 DOC_PATH = os.path.join(SOURCE_DIR, "docs", "openapi.json")
@@ -184,11 +184,23 @@ CALLS = {
     ("GET", "/keys"): Call("viewer", 200),
     ("POST", "/keys"): Call("admin", 201, lambda fx: {"user": "sec-new", "role": "viewer"}),
     ("DELETE", "/keys/{ident}"): Call("admin", 204, fresh=True),
+    # webhooks and the audit log: admin only, reads included
+    ("GET", "/webhooks"): Call("admin", 200),
+    ("POST", "/webhooks"): Call("admin", 201, lambda fx: {
+        "url": HOOK_URL, "events": ["job.status"]}),
+    ("GET", "/webhooks/{webhook_ident}"): Call("admin", 200),
+    ("PATCH", "/webhooks/{webhook_ident}"): Call("admin", 200, lambda fx: {"active": False}),
+    ("DELETE", "/webhooks/{webhook_ident}"): Call("admin", 204, fresh=True),
+    ("GET", "/webhooks/{webhook_ident}/deliveries"): Call("admin", 200),
+    ("GET", "/audit"): Call("admin", 200),
 }
+# webhooks send to a loopback port nobody listens on (--webhook-allow-net 127.0.0.1/32)
+HOOK_URL = "http://127.0.0.1:%d/sec-hook" % free_port()
 
 # what a path parameter (by its name in the document) names
 PARAM_KIND = {"task_ident": "task", "job_ident": "job", "group_ident": "group",
-              "entity_ident": "device", "ident": "key", "name": "script"}
+              "entity_ident": "device", "ident": "key", "name": "script",
+              "webhook_ident": "webhook"}
 # what a uuid filter parameter names
 FILTER_KIND = {"task_ident": "task", "group_ident": "group", "entity_ident": "device"}
 
@@ -279,6 +291,7 @@ class Tenant:
         self.group = self.fresh("group")
         self.script = self.fresh("script")
         self.key = self.fresh("key")
+        self.webhook = self.fresh("webhook")
         for k in self.api_list("/keys"):
             self.known.add(k["ident"])
 
@@ -322,6 +335,9 @@ class Tenant:
                                              "role": "viewer"}), 201)
             SECRETS.append(k["api_key"])
             v = k["ident"]
+        elif kind == "webhook":
+            v = self.expect(a.post("/webhooks", {"url": HOOK_URL, "events": ["job.status"]}),
+                            201)["ident"]
         else:
             raise AssertionError("no fixture of kind %r" % kind)
         self.known.add(v)
@@ -329,7 +345,8 @@ class Tenant:
 
     def standing(self, kind):
         return getattr(self, {"task": "task", "device": "device", "job": "job",
-                              "group": "group", "script": "script", "key": "key"}[kind])
+                              "group": "group", "script": "script", "key": "key",
+                              "webhook": "webhook"}[kind])
 
     def snapshot(self):
         """What this tenant holds, as its admin sees it (job statuses only as cancelled or
@@ -353,6 +370,7 @@ class Tenant:
             "scripts": {s["name"]: s for s in items("/scripts")},
             "groups": {g["ident"]: g for g in items("/groups")},
             "jobs": {j["ident"]: j["status"] == "cancelled" for j in items("/jobs")},
+            "webhooks": {h["ident"]: h for h in items("/webhooks")},
         }
 
 
@@ -361,7 +379,8 @@ MISSING = {"task": "00000000-0000-7000-8000-000000000001",
            "group": "00000000-0000-7000-8000-000000000003",
            "device": "00000000-0000-7000-8000-000000000004",
            "key": "00000000-0000-7000-8000-000000000005",
-           "script": "sec-no-such-script"}
+           "script": "sec-no-such-script",
+           "webhook": "00000000-0000-7000-8000-000000000006"}
 
 
 class SecurityTest(unittest.TestCase):
@@ -379,7 +398,7 @@ class SecurityTest(unittest.TestCase):
         # a limit no test reaches: the battery sends hundreds of bad keys from 127.0.0.1
         cls.coord = Coordinator(cls.workdir, extra_args=[
             "--mqtt", cls.broker.url, "--smtp-url", cls.smtp.url, "--smtp-from", FROM,
-            "--auth-fail-limit", "1000000"])
+            "--auth-fail-limit", "1000000", "--webhook-allow-net", "127.0.0.1/32"])
         a = cls.coord.init_tenant(user="admin")
         b = cls.coord.init_tenant(user="eve")
         SECRETS.extend([a["api_key"], b["api_key"]])
@@ -633,6 +652,10 @@ class SecurityTest(unittest.TestCase):
             for op in self.ops(lambda op: op.method == "GET"):
                 for role in keys:
                     with self.subTest(op=op, role=role, tenant=own.label):
+                        if RANK[role] < RANK[op.role]:  # the admin reads
+                            self.assertError(keys[role].get(self.path(op, self.obj(op, own))),
+                                             403, "forbidden")
+                            continue
                         self.get_all_pages(keys[role], op, own, other)
 
     def get_all_pages(self, api, op, own, other):
@@ -647,7 +670,8 @@ class SecurityTest(unittest.TestCase):
                 q["hide"] = "true"
             r = api.get(with_query(path, **q))
             self.assertEqual(r.status, 200, r)
-            for ident in other.known:
+            # the audit log holds the paths own's requests named, whatever they named
+            for ident in other.known if op.key != ("GET", "/audit") else ():
                 self.assertNotIn(ident, r.raw)
             items = r.json.get("items") if "items" in r.json else [r.json]
             for item in items:
@@ -960,6 +984,10 @@ class SecurityTest(unittest.TestCase):
         if name == "notification_status_list":
             statuses = resolve(DOC["components"]["schemas"]["JobStatus"])["enum"]
             return [statuses[i % len(statuses)] for i in range(n)]
+        if name in ("events", "statuses"):  # webhooks
+            schema = resolve(DOC["components"]["schemas"]["WebhookCreate"])["properties"][name]
+            values = schema["items"]["enum"]
+            return [values[i % len(values)] for i in range(n)]
         raise AssertionError("no item generator for array field %r" % name)
 
     def test_api4_array_limits(self):
@@ -1038,13 +1066,16 @@ class SecurityTest(unittest.TestCase):
             return value.isascii() and value.isdigit() and int(value) < 2 ** 63
         if name == "name":
             return 1 <= len(value.encode("utf-8")) <= schema["maxLength"]
+        if name in ("user", "target"):  # the audit log's exact filters
+            return len(value.encode("utf-8")) <= schema["maxLength"]
         raise AssertionError("no rule for the filter %r" % name)
 
     def test_api8_metacharacters_in_filters(self):
         # a value each filter takes; the time bounds far in the future, the name nobody's
         valid = {"status": "pending", "hide": "true", "online": "false", "tag": self.A.tag,
                  "created_after": "99999999999", "created_before": "99999999999",
-                 "name": "sec-no-such-name"}
+                 "name": "sec-no-such-name", "user": "sec-no-such-user",
+                 "target": "sec-no-such-target", "since": "99999999999", "until": "0"}
         for op in self.ops(lambda op: op.method == "GET"):
             path = self.path(op, self.obj(op, self.A))
             for prm in op.query_params:

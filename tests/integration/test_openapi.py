@@ -15,7 +15,9 @@ Two parts:
   answers match the Error schema. Answers are checked with the schemas closed: an object
   schema that doesn't say additionalProperties is taken as additionalProperties: false, so
   a field the server sends that the document doesn't name fails the test. It also fails if an operation was not exercised, and
-  checks 401/403/404/405/400/409/413 where the document says they happen.
+  checks 401/403/404/405/400/409/413 where the document says they happen. Webhooks send to a
+  loopback port nobody listens on (--webhook-allow-net 127.0.0.1/32): their deliveries and
+  failed attempts are checked too, and the audit log of the requests made.
 
 Schema checking is a small resolver + validator written here (stdlib only): it follows local
 $refs and understands type, nullable, required, properties, additionalProperties, items,
@@ -63,7 +65,15 @@ API_MD_OPERATIONS = {
     ("PATCH", "/devices/{entity_ident}"), ("DELETE", "/devices/{entity_ident}"),
     ("POST", "/keys"), ("GET", "/keys"), ("DELETE", "/keys/{ident}"),
     ("GET", "/health"), ("GET", "/openapi.json"),
+    # webhooks and the audit log
+    ("POST", "/webhooks"), ("GET", "/webhooks"), ("GET", "/webhooks/{webhook_ident}"),
+    ("PATCH", "/webhooks/{webhook_ident}"), ("DELETE", "/webhooks/{webhook_ident}"),
+    ("GET", "/webhooks/{webhook_ident}/deliveries"), ("GET", "/audit"),
 }
+
+# The reads only admins may make (docs/api.md: webhooks and the audit log).
+ADMIN_READS = {("GET", "/webhooks"), ("GET", "/webhooks/{webhook_ident}"),
+               ("GET", "/webhooks/{webhook_ident}/deliveries"), ("GET", "/audit")}
 
 # The operations served without an api key (security: []).
 OPEN_OPERATIONS = {("GET", "/health"), ("GET", "/openapi.json")}
@@ -353,7 +363,10 @@ class TestOpenApiDocument(unittest.TestCase):
                     continue
                 role = op.get("x-rcs-role")
                 self.assertIn(role, ROLE_RANK)
-                self.assertEqual(role == "viewer", method == "GET", "viewer may every GET, nothing else")
+                self.assertEqual(role == "viewer", method == "GET" and (method, path) not in ADMIN_READS,
+                                 "viewer may every GET but the admin reads, nothing else")
+                if (method, path) in ADMIN_READS:
+                    self.assertEqual(role, "admin")
                 self.assertIn("401", codes)
                 self.assertEqual("403" in codes, role != "viewer")
                 has_body = "requestBody" in op
@@ -417,6 +430,20 @@ class TestOpenApiDocument(unittest.TestCase):
             self.assertIn(f, schemas["Group"]["required"])
         for f in ("total", "statuses"):
             self.assertIn(f, schemas["GroupDetail"]["required"])
+        # webhooks and the audit log: a webhook's record never holds its secret
+        self.assertNotIn("secret", schemas["Webhook"]["properties"])
+        self.assertNotIn("secret", schemas["WebhookCreated"]["required"])
+        self.assertEqual(sorted(schemas["WebhookCreate"]["required"]), ["events", "url"])
+        self.assertEqual(schemas["WebhookDelivery"]["properties"]["state"]["enum"],
+                         ["queued", "delivered", "failed"])
+        for f in ("next_at", "done_at", "last_error"):
+            self.assertTrue(schemas["WebhookDelivery"]["properties"][f].get("nullable"), f)
+        for f in ("status_code", "error"):
+            self.assertTrue(schemas["WebhookAttempt"]["properties"][f].get("nullable"), f)
+        self.assertEqual(sorted(schemas["AuditRecord"]["required"]),
+                         sorted(["id", "ts", "user", "key_ident", "method", "path", "target",
+                                 "status_code", "remote"]))
+        self.assertNotIn("api_key", schemas["AuditRecord"]["properties"])
 
     def test_every_nullable_has_a_type(self):
         # OpenAPI 3.0: nullable without type means nothing (and Redocly's lint refuses it)
@@ -533,6 +560,10 @@ def header(resp, name):
 
 class TestOpenApiConformance(CoordinatorTest):
 
+    # webhooks to a loopback port nobody listens on: their deliveries fail fast
+    extra_args = ("--webhook-allow-net", "127.0.0.1/32")
+    HOOK_URL = "http://127.0.0.1:%d/rcs-hook" % H.free_port()
+
     @classmethod
     def setUpClass(cls):
         super().setUpClass()
@@ -561,6 +592,9 @@ class TestOpenApiConformance(CoordinatorTest):
         make("script", "PUT", "/scripts/fx_script", {"source": "return 1\n"}, 201, "name")
         key = make("key", "POST", "/keys", {"user": "fx-key", "role": "viewer"}, 201, "ident")
         cls.fx["ident"] = key["ident"] if key else str(uuid.uuid4())
+        hook = make("webhook", "POST", "/webhooks", {"url": cls.HOOK_URL, "events": ["job.status"]},
+                    201, "ident")
+        cls.fx["webhook_ident"] = hook["ident"] if hook else str(uuid.uuid4())
         viewer = make("viewer key", "POST", "/keys", {"user": "vera", "role": "viewer"}, 201, "api_key")
         operator = make("operator key", "POST", "/keys", {"user": "otto", "role": "operator"}, 201, "api_key")
         if viewer is None or operator is None:
@@ -592,6 +626,8 @@ class TestOpenApiConformance(CoordinatorTest):
                 body["entity_ident"] = self.fx["entity_ident"]
             if "ident_list" in body:
                 body["ident_list"] = [self.fx["entity_ident"]]
+            if "url" in body:
+                body["url"] = self.HOOK_URL
         return body
 
     def call(self, method, template, params=None, query=None, body=None, raw=None, api=None):
@@ -824,6 +860,65 @@ class TestOpenApiConformance(CoordinatorTest):
         if new_key:
             self.assertError(self.coord.api(new_key).get("/tasks"), 401, "unauthorized")
 
+        # webhooks: created, listed, read, changed; a job's changes give deliveries whose
+        # attempts fail (nobody listens on the URL's port); deleted
+        body = self.generic_body("POST", "/webhooks")
+        r = C("POST", "/webhooks", body=dict(body, statuses=[]), expect=201,
+              note="generated secret, every status")
+        hid = r.json["ident"] if self.got(r, 201, "ident") else rnd
+        if self.got(r, 201, "secret"):
+            self.assertEqual(len(r.json["secret"]), 64)
+            self.assertEqual(r.json["events"], body["events"])
+        r = C("POST", "/webhooks", body=dict(body, secret="a-secret-of-the-caller-1"), expect=201,
+              note="own secret")
+        if self.got(r, 201, "ident"):
+            self.assertNotIn("secret", r.json)
+            hid2 = r.json["ident"]
+        else:
+            hid2 = rnd
+        r = C("GET", "/webhooks", expect=200)
+        if self.got(r, 200, "items"):
+            self.assertIn(hid, [h.get("ident") for h in r.json["items"]])
+        r = C("GET", "/webhooks/{webhook_ident}", {"webhook_ident": hid}, expect=200)
+        if self.got(r, 200, "ident"):
+            self.assertNotIn("secret", r.json)
+        C("POST", "/webhooks", body=dict(body, url="http://10.0.0.1/x"), expect=400,
+          code="validation_failed", note="private address")
+        r = C("POST", "/tasks/{task_ident}/jobs", {"task_ident": tid},
+              body={"entity_ident": dev}, expect=201, note="for webhook deliveries")
+        r = C("PATCH", "/webhooks/{webhook_ident}", {"webhook_ident": hid2},
+              body=self.generic_body("PATCH", "/webhooks/{webhook_ident}"), expect=200)
+        if self.got(r, 200, "active"):
+            self.assertIs(r.json["active"], False)
+
+        def attempted():
+            got = self.call("GET", "/webhooks/{webhook_ident}/deliveries", {"webhook_ident": hid})
+            return got if got.status == 200 and any(d.get("attempts") for d in got.json.get("items", [])) else None
+        H.wait_for(attempted, timeout=30, what="a delivery attempt")
+        r = C("GET", "/webhooks/{webhook_ident}/deliveries", {"webhook_ident": hid}, expect=200)
+        if self.got(r, 200, "items"):
+            self.assertTrue(r.json["items"], "no delivery")
+            tried = [d for d in r.json["items"] if d["attempts"]]
+            self.assertTrue(tried)
+            self.assertIsNone(tried[0]["attempts"][0]["status_code"])
+            self.assertTrue(tried[0]["attempts"][0]["error"])
+        C("DELETE", "/webhooks/{webhook_ident}", {"webhook_ident": hid2}, expect=204)
+        C("GET", "/webhooks/{webhook_ident}", {"webhook_ident": hid2}, expect=404, code="not_found",
+          note="deleted webhook")
+
+        # the audit log: the requests above, newest first
+        r = C("GET", "/audit", expect=200)
+        if self.got(r, 200, "items"):
+            self.assertTrue(r.json["items"])
+            self.assertEqual(r.json["items"][0].get("path"), "/v3/commands/webhooks/" + hid2)
+        r = C("GET", "/audit", query={"target": hid, "user": "admin", "since": 0,
+                                      "until": 2 ** 40}, expect=200, note="filters")
+        if self.got(r, 200, "items"):
+            self.assertEqual([(a["method"], a["status_code"]) for a in r.json["items"]],
+                             [("POST", 201)])
+        self.assertFalse([a for a in self.admin.get("/audit?per_page=500").json["items"]
+                          if self.admin_key in json.dumps(a)], "a key in the audit log")
+
         # the service: no api key
         nokey = H.Api(self.coord.base, None)
         r = C("GET", "/health", api=nokey, expect=200)
@@ -867,7 +962,7 @@ class TestOpenApiConformance(CoordinatorTest):
     def test_viewer_may_every_get(self):
         self.need_fixtures()
         for method, template, op, _ in operations():
-            if method == "GET":
+            if method == "GET" and op.get("x-rcs-role", "viewer") == "viewer":
                 with self.subTest(op="%s %s" % (method, template)):
                     self.conform(method, template, self.call(method, template, api=self.viewer), 200)
 

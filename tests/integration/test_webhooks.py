@@ -13,7 +13,8 @@ history item (initial, pending, cancelled) in order per job, signed
 id; a receiver answering 500 then 200 (retried, attempts listed with their codes); one that
 hangs (timed out and retried, while another webhook's deliveries and the API go on); one that
 redirects (not followed); one that always fails (failed once --webhook-give-up has passed);
-the statuses filter.
+the statuses filter; a flood of one hanging webhook (a thousand jobs due) leaving room for
+another webhook's deliveries.
 
 The coordinator runs with --webhook-retry-base 1 --webhook-timeout 2 --webhook-give-up 6 so
 that retries take seconds.
@@ -286,6 +287,56 @@ class WebhookTest(CoordinatorTest):
             self.assertGreaterEqual(len(d["attempts"]), 2)
             self.assertEqual(d["last_error"], "HTTP 500")
             self.assertIsNone(d["next_at"])
+
+
+class FloodTest(CoordinatorTest):
+    """A receiver that hangs with a thousand jobs' deliveries due (2000 queued, a thousand at
+    the head of their job's order) holds at most its share of the sender (4 at once): a
+    webhook saved after them still gets its deliveries within a few attempt timeouts, not
+    after the flood (500 rounds of 2 s)."""
+
+    extra_args = ("--webhook-allow-net", "127.0.0.1/32", "--webhook-retry-base", "1",
+                  "--webhook-timeout", "2", "--webhook-give-up", "600")
+    FLOOD_DEVICES = 200
+    FLOOD_SENDS = 5
+
+    @classmethod
+    def setUpClass(cls):
+        cls.recv = Receiver().start()
+        super().setUpClass()
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.recv.stop()
+        super().tearDownClass()
+
+    def test_flood_of_one_hook_leaves_room(self):
+        hang = self.admin.post("/webhooks", {"url": self.recv.url + "/hang/flood",
+                                             "events": ["job.status"], "secret": SECRET})
+        self.assertStatus(hang, 201)
+        task = self.admin.post("/tasks", {"name": "flood", "script": "echo",
+                                          "allow_offline": True}).json
+        devices = [self.admin.post("/devices", {"name": "d%d" % i, "tags": []}).json
+                   ["entity_ident"] for i in range(self.FLOOD_DEVICES)]
+        for _ in range(self.FLOOD_SENDS):
+            r = self.admin.post("/tasks/%s/jobs/list" % task["ident"],
+                                {"ident_list": devices})
+            self.assertStatus(r, 201)
+            self.assertEqual(len(r.json["items"]), self.FLOOD_DEVICES)
+        wait_for(lambda: self.recv.on("/hang/flood"), timeout=20, what="the flood's first hit")
+        ok = self.admin.post("/webhooks", {"url": self.recv.url + "/ok/after-flood",
+                                           "events": ["job.status"], "secret": SECRET})
+        self.assertStatus(ok, 201)
+        for _ in range(2):
+            self.assertStatus(self.admin.post("/tasks/%s/jobs" % task["ident"],
+                                              {"entity_ident": devices[0]}), 201)
+        wait_for(lambda: len(self.recv.on("/ok/after-flood")) >= 4, timeout=30,
+                 what="the other webhook's 4 deliveries beside the flood")
+        self.assertTrue(all(h[3] for h in self.recv.on("/ok/after-flood")))
+        queued = self.admin.get("/webhooks/%s/deliveries?per_page=500" %
+                                hang.json["ident"]).json["items"]
+        self.assertTrue(any(d["state"] == "queued" for d in queued), "the flood was drained")
+        self.assertStatus(self.admin.delete("/webhooks/" + hang.json["ident"]), 204)
 
 
 class GuardTest(unittest.TestCase):
