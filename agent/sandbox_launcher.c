@@ -56,6 +56,7 @@
 #define LNCH_MAX_FDS      4           /* descriptors read from one request (2 expected) */
 #define LNCH_ANSWER_MS    5000        /* a live launcher answers in microseconds */
 #define LNCH_STOP_WAIT_MS 2000        /* sandbox_launcher_stop: time to exit on its own */
+#define LNCH_REAP_WAIT_MS 1000        /* sandbox_launcher_check: a killed launcher to be reaped */
 
 enum lnch_op { LNCH_SPAWN = 1, LNCH_STARTED, LNCH_FAILED, LNCH_EXITED, LNCH_KILL };
 
@@ -506,6 +507,14 @@ enum rcs_err sandbox_launcher_check(char *why, size_t len)
 		goto out;
 	}
 	lnch_reap_locked(WNOHANG);
+	if (lnch.broken && lnch.pid > 0) {
+		/* it was killed (lnch_break_locked) or its end closed as it exited: it is a
+		 * zombie in a moment, and its wait status says more than "died" */
+		int64_t until = sandbox_now_ms() + LNCH_REAP_WAIT_MS;
+
+		while (!lnch_reap_locked(WNOHANG) && sandbox_now_ms() < until)
+			poll(NULL, 0, 2);
+	}
 	if (lnch.broken) {
 		snprintf(why, len, "%s", lnch.why);
 		err = RCS_ERR_IO;
