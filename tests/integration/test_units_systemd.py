@@ -18,7 +18,8 @@ a container with systemd-nspawn:
   `exec` running an allowlisted command: the jail (the launcher's fork, the child's
   resource limits and its own seccomp filter, execve of the command) works inside the
   unit's sandbox, whose seccomp filter, no_new_privs and empty capability sets the agent
-  is seen to run under;
+  is seen to run under; a sleeping job's child has one more seccomp filter, its own, and
+  a cancel ends it;
 - `systemctl reload` of both keeps them active with the same main pid; a forged envelope
   is refused and logged as a warning (PRIORITY=4) in the journal, whose lines carry no
   time or pid of their own; `systemctl kill -s KILL rcs-agent`: Restart=on-failure brings
@@ -511,6 +512,20 @@ class UnitsSystemdTest(unittest.TestCase):
     def messages(self, unit, priority):
         return [e["MESSAGE"] for e in self.journal(unit, priority)]
 
+    def proc_status(self, pid):
+        """/proc/PID/status of a process in the container, the real uid as Uid."""
+        text = self.inside(["cat", "/proc/%d/status" % pid]).stdout
+        fields = dict(re.findall(r"(?m)^(\w+):\s*(.*)$", text))
+        fields["Uid"] = fields["Uid"].split()[0]
+        return fields
+
+    def processes(self, name):
+        """The pids of the container's processes named name (their comm)."""
+        out = self.inside(["sh", "-c", "for s in /proc/[0-9]*/comm; do "
+                           "[ \"$(cat $s 2>/dev/null)\" = %s ] && echo ${s%%/comm}; done; "
+                           "true" % name]).stdout
+        return [int(line.rsplit("/", 1)[1]) for line in out.split()]
+
     def main_pid(self, unit):
         return int(self.show(unit, "MainPID")["MainPID"])
 
@@ -601,19 +616,18 @@ class UnitsSystemdTest(unittest.TestCase):
         self.assertEqual(r.stdout, "configuration OK\n")
         self.inside(["systemctl", "restart", "rcs-agent"], timeout=120)
         self.assertActive(*UNITS)
+        self.assertEqual(self.show("rcs-coordinator", "StatusText")["StatusText"], "serving")
+        self.assertEqual(self.show("rcs-agent", "StatusText")["StatusText"], "connected")
         wait_for(lambda: self.admin().get("/devices/" + cls.device["entity_ident"])
                  .json["online"], timeout=30, what="the device online")
 
     def test_2_jobs(self):
         # the unit's sandbox is in force on the agent: a seccomp filter, no_new_privs, no
         # capabilities (docs/deploy.md, "The units")
-        pid = self.main_pid("rcs-agent")
-        status = self.inside(["cat", "/proc/%d/status" % pid]).stdout
-        fields = dict(re.findall(r"(?m)^(\w+):\s*(.*)$", status))
+        fields = self.proc_status(self.main_pid("rcs-agent"))
         self.assertEqual((fields["Seccomp"], fields["NoNewPrivs"], fields["CapEff"],
-                          fields["CapBnd"]), ("2", "1", "0" * 16, "0" * 16), status)
-        self.assertEqual(fields["Uid"].split()[0], self.inside(
-            ["id", "-u", "rcs-agent"]).stdout.strip())
+                          fields["CapBnd"]), ("2", "1", "0" * 16, "0" * 16), fields)
+        self.assertEqual(fields["Uid"], self.inside(["id", "-u", "rcs-agent"]).stdout.strip())
 
         echo = self.admin().post("/tasks", {
             "name": "echo", "script": "echo",
@@ -635,6 +649,32 @@ class UnitsSystemdTest(unittest.TestCase):
         job = self.run_job(exe.json, {"command": "rm", "args": "-rf /"})
         self.assertEqual(job["status"], "edge_error", job)
         self.assertIn("command 'rm' is not allowed", job["response"])
+
+        # a job asleep in the jail: its child runs as the unit's user under the unit's
+        # seccomp filter and the one it loaded itself, stacked on it; a cancel ends it
+        r = self.admin().put("/scripts/nap", {"source": 'rcs.sleep(120) return "woke"'})
+        self.assertIn(r.status, (200, 201), r)
+        r = self.admin().post("/tasks", {"name": "nap", "script": "nap", "timeout": 300})
+        self.assertEqual(r.status, 201, r)
+        r = self.operator().post("/tasks/%s/jobs" % r.json["ident"],
+                                 {"entity_ident": self.device["entity_ident"]})
+        self.assertEqual(r.status, 201, r)
+        nap = r.json["ident"]
+        jail = wait_for(lambda: self.processes("rcs-jail"), timeout=30,
+                        what="the job's jailed child")
+        self.assertEqual(len(jail), 1, jail)
+        child = self.proc_status(jail[0])
+        self.assertEqual((child["Seccomp"], child["NoNewPrivs"], child["CapEff"], child["Uid"]),
+                         ("2", "1", "0" * 16, fields["Uid"]), child)
+        self.assertGreater(int(child["Seccomp_filters"]), int(fields["Seccomp_filters"]),
+                           "the child's own filter, on top of the unit's")
+        note("seccomp filters: %s on the agent, %s on its jailed child" % (
+            fields["Seccomp_filters"], child["Seccomp_filters"]))
+        r = self.operator().patch("/jobs/%s/cancel" % nap)
+        self.assertEqual(r.status, 200, r)
+        wait_for(lambda: self.operator().get("/jobs/" + nap).json["status"] == "cancelled",
+                 timeout=30, what="the job cancelled")
+        wait_for(lambda: not self.processes("rcs-jail"), timeout=30, what="the child's end")
 
     def test_3_reload(self):
         for unit in UNITS:
