@@ -468,7 +468,10 @@ class UnitsSystemdTest(unittest.TestCase):
                     pass
             if left:
                 errors.append("processes left in %s: %s" % (g, sorted(left)))
-                wait_for(lambda: not cgroup_pids(g), timeout=10, what="the processes' end")
+                try:
+                    wait_for(lambda: not cgroup_pids(g), timeout=10, what="their end")
+                except AssertionError as e:
+                    errors.append(str(e))
             remove_cgroup(g)
         # systemd-nspawn's own leftover on a host without systemd
         shutil.rmtree("/run/systemd/nspawn/propagate/" + getattr(cls, "name", "-"),
