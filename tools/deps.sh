@@ -7,8 +7,8 @@
 #                             Debian's chromium, chromedriver and python3-selenium, which drive
 #                             the dashboard in a headless browser (test_dashboard.py);
 #                             Redocly's CLI, which lints docs/openapi.json (below); what
-#                             tools/package.sh and its test use (lintian, debootstrap,
-#                             systemd-analyze)
+#                             tools/package.sh and its tests use (lintian, debootstrap,
+#                             systemd-analyze, systemd-nspawn)
 #   tools/deps.sh bench     + the benchmarks' tools (tests/bench/, BENCHMARKS.md): wrk, and nginx
 #                             as the REST baseline (the benchmark starts its own nginx with its
 #                             own config on a free port; it never uses the system service)
@@ -35,7 +35,7 @@ mosquitto mosquitto-clients curl openssl jq sqlite3 python3"
 # Every program the tests call is here or in RUN_PKGS (file: test_agent_qemu.py).
 TEST_PKGS="libcmocka-dev python3-aiosmtpd python3-paho-mqtt python3-prometheus-client prometheus libfaketime file strace
 qemu-user gcc-aarch64-linux-gnu gcc-arm-linux-gnueabihf
-dpkg-dev lintian debootstrap systemd man-db
+dpkg-dev lintian debootstrap systemd systemd-container man-db
 chromium chromium-driver python3-selenium"
 # What each cross sysroot holds: the target's C library (its loader too: qemu-user runs the
 # agent with it), and the agent's libraries, -dev and runtime, with every library they load.

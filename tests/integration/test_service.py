@@ -254,7 +254,7 @@ class ServiceTest(unittest.TestCase):
         self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
         # the unit's other commands and the system's targets, as on any system
         os.makedirs(os.path.join(root, "bin"), exist_ok=True)
-        shutil.copy("/bin/kill", os.path.join(root, "bin", "kill"))
+        shutil.copy("/bin/sh", os.path.join(root, "bin", "sh"))  # ExecReload's shell
         sysunits = os.path.join(root, "lib", "systemd", "system")
         os.makedirs(sysunits, exist_ok=True)
         for d in ("/lib/systemd/system", "/usr/lib/systemd/system"):
