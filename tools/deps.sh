@@ -33,7 +33,7 @@ libpaho-mqtt-dev liblua5.4-dev libjson-c-dev libsqlite3-dev libmbedtls-dev
 libmicrohttpd-dev libcurl4-openssl-dev libseccomp-dev libsystemd-dev
 mosquitto mosquitto-clients curl openssl jq sqlite3 python3"
 # Every program the tests call is here or in RUN_PKGS (file: test_agent_qemu.py).
-TEST_PKGS="libcmocka-dev python3-aiosmtpd python3-paho-mqtt python3-prometheus-client prometheus libfaketime file strace
+TEST_PKGS="libcmocka-dev python3-aiosmtpd python3-paho-mqtt python3-prometheus-client prometheus libfaketime file
 qemu-user gcc-aarch64-linux-gnu gcc-arm-linux-gnueabihf
 dpkg-dev lintian debootstrap systemd systemd-container man-db
 chromium chromium-driver python3-selenium"
