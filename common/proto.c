@@ -302,7 +302,7 @@ static bool proto_error_valid(const char *s)
 enum rcs_err proto_report_decode(const char *payload, size_t len, struct proto_report *out,
 				 struct jsonu_err *e)
 {
-	static const char *const keys[] = {"v",  "job",	     "status", "seq",
+	static const char *const keys[] = {"v",  "job",      "status", "seq",
 					   "ts", "response", "error",  NULL};
 	const char *status = NULL;
 	int64_t seq = 0;

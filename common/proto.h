@@ -37,7 +37,14 @@
 
 /* PROTO_GROUP_EVENT: rcs/v1/<client_root>/events/groups/<group> (the job argument of
  * proto_topic_make is the group's ident) */
-enum proto_kind { PROTO_JOB, PROTO_CANCEL, PROTO_STATUS, PROTO_STATE, PROTO_EVENT, PROTO_GROUP_EVENT };
+enum proto_kind {
+	PROTO_JOB,
+	PROTO_CANCEL,
+	PROTO_STATUS,
+	PROTO_STATE,
+	PROTO_EVENT,
+	PROTO_GROUP_EVENT
+};
 
 struct proto_topic {
 	enum proto_kind kind;

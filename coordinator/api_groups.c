@@ -80,16 +80,15 @@ static enum rcs_err group_read_rollout(json_object *o, struct group_settings *g,
 	if ((err = group_nest(e, "exponential",
 			      group_get_scaled(x, "factor", true, 1, 10, ROLLOUT_MILLI,
 					       &g->factor_milli, NULL, e))) != RCS_OK ||
-	    (err = group_nest(e, "exponential",
-			      jsonu_get_int(x, "after_succeeded", true, 1, 1000000, &v, NULL,
-					    e))) != RCS_OK)
+	    (err = group_nest(
+		 e, "exponential",
+		 jsonu_get_int(x, "after_succeeded", true, 1, 1000000, &v, NULL, e))) != RCS_OK)
 		return err;
 	g->after_succeeded = v;
 	return RCS_OK;
 }
 
-static enum rcs_err group_read_abort(json_object *o, struct group_settings *g,
-				     struct jsonu_err *e)
+static enum rcs_err group_read_abort(json_object *o, struct group_settings *g, struct jsonu_err *e)
 {
 	static const char *const keys[] = {"failure_percent", "min_finished", NULL};
 	bool present = false;
@@ -99,19 +98,16 @@ static enum rcs_err group_read_abort(json_object *o, struct group_settings *g,
 	if ((err = jsonu_check_keys(o, keys, e)) != RCS_OK ||
 	    (err = group_get_scaled(o, "failure_percent", true, 0, 100, ROLLOUT_PCT_SCALE,
 				    &g->failure_pct, NULL, e)) != RCS_OK ||
-	    (err = jsonu_get_int(o, "min_finished", false, 1, 1000000, &v, &present, e)) !=
-		RCS_OK)
+	    (err = jsonu_get_int(o, "min_finished", false, 1, 1000000, &v, &present, e)) != RCS_OK)
 		return err;
 	g->has_abort = true;
 	g->min_finished = present ? v : 1;
 	return RCS_OK;
 }
 
-static enum rcs_err group_read_window(json_object *o, struct group_settings *g,
-				      struct jsonu_err *e)
+static enum rcs_err group_read_window(json_object *o, struct group_settings *g, struct jsonu_err *e)
 {
-	static const char *const keys[] = {"days", "start", "duration_min", "utc_offset_min",
-					   NULL};
+	static const char *const keys[] = {"days", "start", "duration_min", "utc_offset_min", NULL};
 	json_object *days = NULL;
 	const char *start = NULL;
 	bool present = false;
@@ -125,11 +121,12 @@ static enum rcs_err group_read_window(json_object *o, struct group_settings *g,
 	if (json_object_array_length(days) == 0)
 		return jsonu_fail(e, "days", "'days' must name at least one day");
 	for (size_t i = 0; i < json_object_array_length(days); i++) {
-		int bit = rollout_day_bit(json_object_get_string(json_object_array_get_idx(days, i)));
+		int bit =
+		    rollout_day_bit(json_object_get_string(json_object_array_get_idx(days, i)));
 
 		if (bit < 0 || (g->days & (1u << bit)))
-			return jsonu_fail(e, "days",
-					  "'days' must be distinct days: mon tue wed thu fri sat sun");
+			return jsonu_fail(
+			    e, "days", "'days' must be distinct days: mon tue wed thu fri sat sun");
 		g->days |= 1u << bit;
 	}
 	if ((err = jsonu_get_string(o, "start", true, 8, &start, NULL, e)) != RCS_OK)
@@ -141,8 +138,7 @@ static enum rcs_err group_read_window(json_object *o, struct group_settings *g,
 	if ((err = jsonu_get_int(o, "duration_min", true, 1, 1440, &v, NULL, e)) != RCS_OK)
 		return err;
 	g->duration_min = v;
-	if ((err = jsonu_get_int(o, "utc_offset_min", false, -720, 840, &v, &present, e)) !=
-	    RCS_OK)
+	if ((err = jsonu_get_int(o, "utc_offset_min", false, -720, 840, &v, &present, e)) != RCS_OK)
 		return err;
 	g->utc_offset_min = present ? v : 0;
 	g->has_window = true;
@@ -304,8 +300,8 @@ static void group_action(struct api_req *req, struct api_resp *r, enum group_act
 		err = lifecycle_group_cancel(req->app->lc, req->auth.client_root, req->seg[1],
 					     req->auth.user, req->now, &prev, &g);
 	if (err == RCS_ERR_CONFLICT) {
-		api_error(r, 409, "group_ended", "status",
-			  "the group is %s: it cannot be %s", group_status_name(prev), verbs[a]);
+		api_error(r, 409, "group_ended", "status", "the group is %s: it cannot be %s",
+			  group_status_name(prev), verbs[a]);
 		return;
 	}
 	if (err != RCS_OK) {

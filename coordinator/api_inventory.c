@@ -132,7 +132,8 @@ static enum rcs_err device_write(struct api_req *req, const char *ident, const c
 		err = store_device_update(req->app->st, req->auth.client_root, ident, name, tags,
 					  req->now);
 	if (err == RCS_OK && tags != NULL)
-		err = lifecycle_device_changed(req->app->lc, req->auth.client_root, ident, req->now);
+		err =
+		    lifecycle_device_changed(req->app->lc, req->auth.client_root, ident, req->now);
 	return store_tx_end(req->app->st, err == RCS_OK) == RCS_OK ? err : RCS_ERR_DB;
 }
 
@@ -257,7 +258,8 @@ void api_key_create(struct api_req *req, struct api_resp *r)
 			  "'role' must be viewer, operator or admin");
 		goto out;
 	}
-	err = auth_key_new(req->app->st, req->auth.client_root, user, role, req->now, secret, ident);
+	err =
+	    auth_key_new(req->app->st, req->auth.client_root, user, role, req->now, secret, ident);
 	if (err == RCS_OK)
 		err = store_key_get(req->app->st, req->auth.client_root, ident, &key);
 	if (err != RCS_OK) {

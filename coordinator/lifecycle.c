@@ -246,8 +246,7 @@ enum rcs_err lifecycle_group_set_status(struct lifecycle *lc, const char *group_
  * with response), a chunk at a time. The group is no longer running: their ends change
  * nothing more of it. */
 static enum rcs_err lifecycle_group_cancel_jobs(struct lifecycle *lc, const char *group,
-						bool unsent_only, const char *response,
-						int64_t now)
+						bool unsent_only, const char *response, int64_t now)
 {
 	struct store_idents ids;
 	size_t moved;
@@ -255,7 +254,8 @@ static enum rcs_err lifecycle_group_cancel_jobs(struct lifecycle *lc, const char
 
 	do {
 		moved = 0;
-		err = store_group_jobs_open(lc->st, group, unsent_only, LIFECYCLE_GROUP_CHUNK, &ids);
+		err =
+		    store_group_jobs_open(lc->st, group, unsent_only, LIFECYCLE_GROUP_CHUNK, &ids);
 		if (err != RCS_OK)
 			break;
 		for (size_t i = 0; i < ids.n && err == RCS_OK; i++) {
@@ -310,7 +310,8 @@ static enum rcs_err lifecycle_group_abort(struct lifecycle *lc, const char *grou
 	char response[320];
 	enum rcs_err err;
 
-	err = lifecycle_group_set_status(lc, group, GROUP_BIT(GROUP_RUNNING) | GROUP_BIT(GROUP_PAUSED),
+	err = lifecycle_group_set_status(lc, group,
+					 GROUP_BIT(GROUP_RUNNING) | GROUP_BIT(GROUP_PAUSED),
 					 GROUP_ABORTED, reason, now, NULL);
 	if (err != RCS_OK)
 		return err == RCS_ERR_CONFLICT ? RCS_OK : err;
@@ -430,9 +431,8 @@ static enum rcs_err lifecycle_group_action_end(struct lifecycle *lc, const char 
 	return err;
 }
 
-enum rcs_err lifecycle_group_pause(struct lifecycle *lc, const char *client_root,
-				   const char *ident, int64_t now, enum group_status *prev,
-				   struct group_rec *out)
+enum rcs_err lifecycle_group_pause(struct lifecycle *lc, const char *client_root, const char *ident,
+				   int64_t now, enum group_status *prev, struct group_rec *out)
 {
 	struct group_rec g;
 	enum rcs_err err;

@@ -100,9 +100,8 @@ enum rcs_err lifecycle_group_set_status(struct lifecycle *lc, const char *group_
  * /cancel), each in one transaction: RCS_ERR_NOTFOUND, RCS_ERR_CONFLICT when the group's
  * status doesn't allow it (*prev gets it). *out (may be NULL) gets the group's record
  * afterwards, with counts (freed with store_group_rec_free). */
-enum rcs_err lifecycle_group_pause(struct lifecycle *lc, const char *client_root,
-				   const char *ident, int64_t now, enum group_status *prev,
-				   struct group_rec *out);
+enum rcs_err lifecycle_group_pause(struct lifecycle *lc, const char *client_root, const char *ident,
+				   int64_t now, enum group_status *prev, struct group_rec *out);
 enum rcs_err lifecycle_group_resume(struct lifecycle *lc, const char *client_root,
 				    const char *ident, int64_t now, enum group_status *prev,
 				    struct group_rec *out);

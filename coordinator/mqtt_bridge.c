@@ -62,9 +62,9 @@ struct bridge {
 	bool sweep;  /* the scheduler: re-send the jobs without news */
 	struct in_msg *in_head, *in_tail;
 	size_t in_n;
-	json_object *out; /* job idents to publish */
+	json_object *out;   /* job idents to publish */
 	json_object *retry; /* job idents sent (transmited) whose publish the client refused */
-	int efd;          /* eventfd: work arrived */
+	int efd;            /* eventfd: work arrived */
 
 	/* worker-only: the task version of the last envelope, reused by bulk sends */
 	char tv_task[UUID_STR_LEN];
@@ -219,8 +219,9 @@ static enum rcs_err bridge_prepare_job(struct bridge *b, const char *ident, bool
 	env.signature = tv->signature;
 	env.issued_at = now;
 	/* a held job's ttl runs from its release (docs/api.md "Rollouts") */
-	env.expires_at = job.expires_at ? job.expires_at
-					: store_job_expiry(job.created_at, job.scheduled_time, job.ttl);
+	env.expires_at = job.expires_at
+			     ? job.expires_at
+			     : store_job_expiry(job.created_at, job.scheduled_time, job.ttl);
 	env.timeout = tv->tv.timeout;
 	env_json = proto_envelope_encode(&env);
 	payload = jsonu_dump(env_json, &o->len);
@@ -380,8 +381,8 @@ static void bridge_publish_idents(struct bridge *b, const struct store_idents *i
 		for (size_t i = 0; i < k; i++) {
 			if (outs[i].payload == NULL)
 				continue;
-			enum rcs_err err = connected ? bridge_send_out(b, &outs[i], !stalled)
-						     : RCS_ERR_BUSY;
+			enum rcs_err err =
+			    connected ? bridge_send_out(b, &outs[i], !stalled) : RCS_ERR_BUSY;
 
 			stalled = stalled || err == RCS_ERR_FULL;
 			if (err != RCS_OK) {

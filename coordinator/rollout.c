@@ -165,7 +165,7 @@ bool rollout_error_permanent(const char *code)
 {
 	static const char *const permanent[] = {
 	    "signature_invalid", "variables_invalid", "rollback_refused",  "sandbox_violation",
-	    "envelope_invalid",	 "wrong_device",      "payload_too_large", NULL};
+	    "envelope_invalid",  "wrong_device",      "payload_too_large", NULL};
 
 	for (size_t i = 0; code && permanent[i]; i++)
 		if (strcmp(code, permanent[i]) == 0)

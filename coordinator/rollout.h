@@ -24,7 +24,7 @@ struct group_settings {
 	/* rollout */
 	long long max_per_minute;  /* 0: no cap */
 	long long base_per_minute; /* 0: not exponential */
-	long long factor_milli;	   /* exponential factor, thousandths (1000..10000) */
+	long long factor_milli;    /* exponential factor, thousandths (1000..10000) */
 	long long after_succeeded; /* exponential step: jobs terminated */
 	/* abort */
 	bool has_abort;
@@ -32,15 +32,15 @@ struct group_settings {
 	long long min_finished;
 	/* window */
 	bool has_window;
-	unsigned days;		 /* bit 0 Monday .. bit 6 Sunday, the window's local days */
-	long long start_min;	 /* minutes after local midnight, 0..1439 */
-	long long duration_min;	 /* 1..1440 */
+	unsigned days;            /* bit 0 Monday .. bit 6 Sunday, the window's local days */
+	long long start_min;      /* minutes after local midnight, 0..1439 */
+	long long duration_min;   /* 1..1440 */
 	long long utc_offset_min; /* -720..840 */
 	/* retry */
 	bool has_retry;
-	long long max_attempts;	  /* 1..10 */
-	long long backoff_s;	  /* 0..86400 */
-	long long backoff_milli;  /* backoff factor, thousandths (1000..10000) */
+	long long max_attempts;  /* 1..10 */
+	long long backoff_s;     /* 0..86400 */
+	long long backoff_milli; /* backoff factor, thousandths (1000..10000) */
 	/* tag sends */
 	bool continuous;
 };

@@ -95,8 +95,8 @@ static int64_t sched_release(struct sched *s, int64_t now)
 		if (rate > 0) {
 			tokens = rollout_tokens((double)g->tokens_milli / 1000.0, g->tokens_at_ms,
 						now_ms, rate);
-			limit = tokens < (double)SCHED_RELEASE_MAX ? (size_t)tokens
-								   : SCHED_RELEASE_MAX;
+			limit =
+			    tokens < (double)SCHED_RELEASE_MAX ? (size_t)tokens : SCHED_RELEASE_MAX;
 		}
 		err = store_tx_begin(s->st);
 		if (err == RCS_OK) {

@@ -58,8 +58,7 @@ enum rcs_err store_tx_end(struct store *st, bool commit);
  * registered, fn is not called.
  */
 #define STORE_ACTIONS_MAX 1048576
-enum rcs_err store_after_commit(struct store *st, void (*fn)(void *arg, bool committed),
-				void *arg);
+enum rcs_err store_after_commit(struct store *st, void (*fn)(void *arg, bool committed), void *arg);
 
 /*
  * A page of a list (page from 1, per_page 1..500) and the list's options, checked by the
@@ -220,7 +219,7 @@ struct task_rec {
 	long long timeout;
 	char script_sha256[65];
 	char *signature; /* object, NULL when unsigned */
-	char *retry;	 /* the default retry of its bulk sends: object, NULL: none */
+	char *retry;     /* the default retry of its bulk sends: object, NULL: none */
 };
 void store_task_rec_free(struct task_rec *r);
 struct store_task_list {
@@ -354,11 +353,11 @@ struct job_batch {
 	const char *group_ident; /* NULL: no group */
 	const char *group_name;
 	const char *created_user;
-	const char *comment;          /* may be NULL */
-	const char *variables;        /* object; NULL: {} */
-	const char *mail_list;        /* array of strings; NULL: [] */
-	const char *status_list;      /* array of strings; NULL: [] */
-	const char *task_mail_list;   /* the task's lists, kept with each job; NULL: [] */
+	const char *comment;        /* may be NULL */
+	const char *variables;      /* object; NULL: {} */
+	const char *mail_list;      /* array of strings; NULL: [] */
+	const char *status_list;    /* array of strings; NULL: [] */
+	const char *task_mail_list; /* the task's lists, kept with each job; NULL: [] */
 	const char *task_status_list;
 	long long scheduled_time; /* 0: none */
 	long long ttl;            /* 0: none */
@@ -401,11 +400,11 @@ struct job_rec {
 	char *status_list; /* notification_status_list: array of strings */
 	char *variables;   /* object */
 	/* group sends (docs/api.md "Rollouts") */
-	long long attempt;		   /* 1 for a first send */
-	char retry_of[UUID_STR_LEN];	   /* "" for a first send */
-	char *error_code;		   /* the device's cause of an edge_error; NULL: none */
-	bool held;			   /* waits for its group's release */
-	int64_t expires_at;		   /* 0: no ttl, or not released yet */
+	long long attempt;           /* 1 for a first send */
+	char retry_of[UUID_STR_LEN]; /* "" for a first send */
+	char *error_code;            /* the device's cause of an edge_error; NULL: none */
+	bool held;                   /* waits for its group's release */
+	int64_t expires_at;          /* 0: no ttl, or not released yet */
 };
 void store_job_rec_free(struct job_rec *r);
 
@@ -449,7 +448,7 @@ struct job_filter {
 	const char *group_ident;
 	const char *task_ident;
 	const char *entity_ident;
-	const char *status;	     /* a status name, or "running" */
+	const char *status;          /* a status name, or "running" */
 	const char *only_visible_to; /* user: jobs of others' non-public tasks left out */
 };
 struct store_job_list {
@@ -483,7 +482,7 @@ struct job_move {
 	long long seq;  /* device seq; 0 for coordinator moves */
 	bool mark_sent; /* the envelope goes out with this move: sent_at = now, sends + 1 */
 	int64_t now;
-	enum job_status *prev; /* may be NULL: gets the status the job had before */
+	enum job_status *prev;  /* may be NULL: gets the status the job had before */
 	const char *error_code; /* edge_error: the device's cause (docs/mqtt.md); NULL: none */
 };
 /* Applies one status change with the rules of docs/architecture.md, "Job statuses". */
@@ -656,8 +655,8 @@ enum rcs_err store_groups_releasing(struct store *st, size_t limit, struct store
 
 /* Releases (held = 0, the ttl running from now) up to limit held jobs of the group whose
  * time has come (release_at <= now), in release order, and keeps the bucket's new state
- * (tokens_milli, at tokens_at_ms, less a job per job released); out gets their idents. *next_at: when the earliest job still held may go (now: one is
- * due already; 0: none is held). */
+ * (tokens_milli, at tokens_at_ms, less a job per job released); out gets their idents. *next_at:
+ * when the earliest job still held may go (now: one is due already; 0: none is held). */
 enum rcs_err store_group_release(struct store *st, const char *group, int64_t now, size_t limit,
 				 long long tokens_milli, int64_t tokens_at_ms,
 				 struct store_idents *out, int64_t *next_at);
@@ -673,8 +672,8 @@ enum rcs_err store_group_jobs_open(struct store *st, const char *group, bool uns
 /* Creates job `ident`, attempt + 1 of the failed job `failed` (same device, group, task
  * version, variables and ttl), held until release_at with response; the failed job is no
  * longer its device's latest attempt. */
-enum rcs_err store_job_retry(struct store *st, const char *failed, const char *ident,
-			     int64_t now, int64_t release_at, const char *response);
+enum rcs_err store_job_retry(struct store *st, const char *failed, const char *ident, int64_t now,
+			     int64_t release_at, const char *response);
 
 /* For continuous tag sends: creates the job of each running continuous group of the tenant
  * whose tag the device now holds (operator or reported tag) and that has no job for it yet;

@@ -13,7 +13,7 @@
 #define GROUP_HOLDS "(ro_max IS NOT NULL OR ro_base IS NOT NULL OR win_days IS NOT NULL)"
 
 static const char *const group_status_names[] = {"running", "paused", "completed", "aborted",
-						  "cancelled"};
+						 "cancelled"};
 
 const char *group_status_name(enum group_status s)
 {
@@ -24,8 +24,7 @@ const char *group_status_name(enum group_status s)
 
 bool group_status_parse(const char *s, enum group_status *out)
 {
-	for (size_t i = 0; s && i < sizeof(group_status_names) / sizeof(group_status_names[0]);
-	     i++)
+	for (size_t i = 0; s && i < sizeof(group_status_names) / sizeof(group_status_names[0]); i++)
 		if (strcmp(s, group_status_names[i]) == 0) {
 			*out = (enum group_status)i;
 			return true;
@@ -125,11 +124,12 @@ enum rcs_err store_group_job_ended(struct store *st, const char *group, enum job
 	struct store_stmt *s = NULL;
 	enum rcs_err err;
 
-	err = store_stmt(st,
-			 "UPDATE groups SET n_open = max(n_open - 1, 0), n_finished = n_finished + 1,"
-			 " n_failed = n_failed + (?2 IN ('edge_error', 'expired')),"
-			 " n_succeeded = n_succeeded + (?2 = 'terminated') WHERE ident = ?1",
-			 &s);
+	err =
+	    store_stmt(st,
+		       "UPDATE groups SET n_open = max(n_open - 1, 0), n_finished = n_finished + 1,"
+		       " n_failed = n_failed + (?2 IN ('edge_error', 'expired')),"
+		       " n_succeeded = n_succeeded + (?2 = 'terminated') WHERE ident = ?1",
+		       &s);
 	if (err != RCS_OK)
 		goto out;
 	store_arg_text(s, 1, group);
@@ -169,9 +169,9 @@ enum rcs_err store_group_set_status(struct store *st, const char *ident, unsigne
 		err = RCS_ERR_CONFLICT;
 		goto out;
 	}
-	err = store_stmt(st,
-			 "UPDATE groups SET status = ?2, reason = coalesce(?3, reason) WHERE ident = ?1",
-			 &s);
+	err = store_stmt(
+	    st, "UPDATE groups SET status = ?2, reason = coalesce(?3, reason) WHERE ident = ?1",
+	    &s);
 	if (err != RCS_OK)
 		goto out;
 	store_arg_text(s, 1, ident);
@@ -285,10 +285,11 @@ enum rcs_err store_group_release(struct store *st, const char *group, int64_t no
 	s = NULL;
 	if (err != RCS_OK)
 		goto out;
-	err = store_stmt(st,
-			 "SELECT min(" HELD_DUE ") FROM jobs WHERE group_ident = ?1 AND held = 1 AND"
-			 " status = 'pending'",
-			 &s);
+	err =
+	    store_stmt(st,
+		       "SELECT min(" HELD_DUE ") FROM jobs WHERE group_ident = ?1 AND held = 1 AND"
+		       " status = 'pending'",
+		       &s);
 	if (err != RCS_OK)
 		goto out;
 	store_arg_text(s, 1, group);
@@ -354,11 +355,12 @@ static enum rcs_err store_new_job_history(struct store *st, const char *ident, i
 	struct store_stmt *s = NULL;
 	enum rcs_err err;
 
-	err = store_stmt(st,
-			 "INSERT INTO job_history(job_ident, n, status, at, response) SELECT ident,"
-			 " 1, 'initial', ?2, NULL FROM jobs WHERE ident = ?1 UNION ALL SELECT ident,"
-			 " 2, 'pending', ?2, response FROM jobs WHERE ident = ?1",
-			 &s);
+	err =
+	    store_stmt(st,
+		       "INSERT INTO job_history(job_ident, n, status, at, response) SELECT ident,"
+		       " 1, 'initial', ?2, NULL FROM jobs WHERE ident = ?1 UNION ALL SELECT ident,"
+		       " 2, 'pending', ?2, response FROM jobs WHERE ident = ?1",
+		       &s);
 	if (err != RCS_OK)
 		goto out;
 	store_arg_text(s, 1, ident);
@@ -373,8 +375,8 @@ out:
 	return err;
 }
 
-enum rcs_err store_job_retry(struct store *st, const char *failed, const char *ident,
-			     int64_t now, int64_t release_at, const char *response)
+enum rcs_err store_job_retry(struct store *st, const char *failed, const char *ident, int64_t now,
+			     int64_t release_at, const char *response)
 {
 	struct store_stmt *s = NULL;
 	enum rcs_err err;
@@ -409,11 +411,12 @@ enum rcs_err store_job_retry(struct store *st, const char *failed, const char *i
 		goto out;
 	/* the failed job is no longer its device's latest attempt: the group's tallies count
 	 * the retry instead */
-	err = store_stmt(st,
-			 "UPDATE groups SET n_open = n_open + 1, n_finished = max(n_finished - 1, 0),"
-			 " n_failed = max(n_failed - 1, 0) WHERE ident = (SELECT group_ident FROM"
-			 " jobs WHERE ident = ?1)",
-			 &s);
+	err =
+	    store_stmt(st,
+		       "UPDATE groups SET n_open = n_open + 1, n_finished = max(n_finished - 1, 0),"
+		       " n_failed = max(n_failed - 1, 0) WHERE ident = (SELECT group_ident FROM"
+		       " jobs WHERE ident = ?1)",
+		       &s);
 	if (err != RCS_OK)
 		goto out;
 	store_arg_text(s, 1, failed);
@@ -516,8 +519,9 @@ enum rcs_err store_groups_continuous_add(struct store *st, const char *client_ro
 		if (err == RCS_OK)
 			err = store_new_job_history(st, id, now);
 		if (err == RCS_OK)
-			err = store_write(st, "UPDATE groups SET n_open = n_open + 1 WHERE ident = ?",
-					  NULL, 1, groups.v[i]);
+			err =
+			    store_write(st, "UPDATE groups SET n_open = n_open + 1 WHERE ident = ?",
+					NULL, 1, groups.v[i]);
 		if (err == RCS_OK)
 			err = store_get_one(st, "SELECT held FROM jobs WHERE ident = ?1", id, NULL,
 					    NULL, store_held_row, &(*held)[out->n]);

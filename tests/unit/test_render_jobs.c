@@ -38,13 +38,16 @@ static struct job_rec job(void)
 	return r;
 }
 
-#define JOB_TEXT(ident, dev, status, update_at, response_time, response)                          \
-	"{\"ident\":\"" ident "\",\"task\":{\"version\":3,\"ident\":\"" TASK "\",\"name\":\"Echo\"},"  \
-	"\"group\":null,\"client_root\":\"" ROOT "\",\"entity_ident\":\"" dev "\",\"target\":null,"  \
-	"\"comment\":null,\"status\":\"" status "\",\"created_user\":\"alice\",\"created_at\":200,"  \
-	"\"update_at\":" update_at ",\"scheduled_time\":null,\"response_time\":" response_time       \
+#define JOB_TEXT(ident, dev, status, update_at, response_time, response)                           \
+	"{\"ident\":\"" ident "\",\"task\":{\"version\":3,\"ident\":\"" TASK                       \
+	"\",\"name\":\"Echo\"},"                                                                   \
+	"\"group\":null,\"client_root\":\"" ROOT "\",\"entity_ident\":\"" dev                      \
+	"\",\"target\":null,"                                                                      \
+	"\"comment\":null,\"status\":\"" status                                                    \
+	"\",\"created_user\":\"alice\",\"created_at\":200,"                                        \
+	"\"update_at\":" update_at ",\"scheduled_time\":null,\"response_time\":" response_time     \
 	",\"ttl\":null,\"payload\":null,\"response\":" response ",\"notification_mail_list\":[],"  \
-	"\"notification_status_list\":[],\"variables\":{\"m\":\"hi\"},\"attempt\":1,"          \
+	"\"notification_status_list\":[],\"variables\":{\"m\":\"hi\"},\"attempt\":1,"              \
 	"\"retry_of\":null,\"error_code\":null}"
 
 static void test_job(void **state)
@@ -71,7 +74,8 @@ static void test_job(void **state)
 	render_job(&w, &r);
 	assert_int_equal(render_end(&w), RCS_OK);
 	assert_non_null(strstr(b.data, "\"group\":{\"ident\":\"" TASK "\",\"name\":\"night\"}"));
-	assert_non_null(strstr(b.data, "\"scheduled_time\":300,\"response_time\":null,\"ttl\":60,"));
+	assert_non_null(
+	    strstr(b.data, "\"scheduled_time\":300,\"response_time\":null,\"ttl\":60,"));
 	assert_non_null(strstr(b.data, "\"comment\":\"c\","));
 	buf_free(&b);
 }
@@ -81,8 +85,8 @@ static void test_history_page(void **state)
 {
 	struct job_rec r = job();
 	struct history_rec h[2] = {{JS_TERMINATED, 260, "done", 260}, {JS_PENDING, 200, NULL, 0}};
-	struct store_history_list l = {.pg = {.page = 1, .per_page = 2, .total = 3}, .items = h,
-				       .n = 2};
+	struct store_history_list l = {
+	    .pg = {.page = 1, .per_page = 2, .total = 3}, .items = h, .n = 2};
 	struct render w;
 	struct buf b;
 
@@ -91,10 +95,11 @@ static void test_history_page(void **state)
 	render_init(&w, &b);
 	render_history_page(&w, &r, &l);
 	assert_int_equal(render_end(&w), RCS_OK);
-	assert_string_equal(b.data,
-			    "{\"page\":1,\"per_page\":2,\"total_pages\":2,\"total_items\":3,\"items\":["
-			    JOB_TEXT(JOB, DEV, "terminated", "260", "260", "\"done\"") ","
-			    JOB_TEXT(JOB, DEV, "pending", "200", "null", "null") "]}");
+	assert_string_equal(
+	    b.data,
+	    "{\"page\":1,\"per_page\":2,\"total_pages\":2,\"total_items\":3,\"items\":[" JOB_TEXT(
+		JOB, DEV, "terminated", "260", "260",
+		"\"done\"") "," JOB_TEXT(JOB, DEV, "pending", "200", "null", "null") "]}");
 	buf_free(&b);
 }
 
@@ -118,8 +123,9 @@ static void test_job_batch(void **state)
 	render_arr_close(&w);
 	assert_int_equal(render_end(&w), RCS_OK);
 	assert_non_null(c.text);
-	assert_string_equal(b.data, "[" JOB_TEXT(JOB, DEV, "pending", "200", "null", "null") ","
-				    JOB_TEXT(JOB2, DEV2, "pending", "200", "null", "null") "]");
+	assert_string_equal(b.data,
+			    "[" JOB_TEXT(JOB, DEV, "pending", "200", "null", "null") "," JOB_TEXT(
+				JOB2, DEV2, "pending", "200", "null", "null") "]");
 	render_job_copy_free(&c);
 	buf_free(&b);
 }
@@ -130,8 +136,8 @@ static void test_notification_page(void **state)
 	    {"ops@example.com", "terminated", "sent", 1, 200, 201, NULL},
 	    {"dev@example.com", "pending", "queued", 2, 200, 0, "421 try later"},
 	};
-	struct store_job_notification_list l = {.pg = {.page = 1, .per_page = 50, .total = 2},
-						.items = n, .n = 2};
+	struct store_job_notification_list l = {
+	    .pg = {.page = 1, .per_page = 50, .total = 2}, .items = n, .n = 2};
 	struct render w;
 	struct buf b;
 
@@ -154,8 +160,8 @@ static void test_notification_page(void **state)
 static void test_group(void **state)
 {
 	struct group_rec g;
-	struct store_group_list l = {.pg = {.page = 1, .per_page = 50, .total = 1}, .items = &g,
-				     .n = 1};
+	struct store_group_list l = {
+	    .pg = {.page = 1, .per_page = 50, .total = 1}, .items = &g, .n = 1};
 	struct render w;
 	struct buf b;
 
@@ -172,13 +178,13 @@ static void test_group(void **state)
 	render_init(&w, &b);
 	render_group_page(&w, &l);
 	assert_int_equal(render_end(&w), RCS_OK);
-	assert_string_equal(b.data,
-			    "{\"page\":1,\"per_page\":50,\"total_pages\":1,\"total_items\":1,\"items\":["
-			    "{\"ident\":\"" JOB "\",\"name\":\"night\",\"created_user\":\"alice\","
-			    "\"created_at\":200,\"task_ident\":\"" TASK "\",\"task\":{\"version\":3,"
-			    "\"ident\":\"" TASK "\",\"name\":\"Echo\"},\"status\":\"running\","
-			    "\"reason\":null,\"tag\":null,\"rollout\":null,\"abort\":null,"
-			    "\"window\":null,\"retry\":null,\"continuous\":false}]}");
+	assert_string_equal(
+	    b.data, "{\"page\":1,\"per_page\":50,\"total_pages\":1,\"total_items\":1,\"items\":["
+		    "{\"ident\":\"" JOB "\",\"name\":\"night\",\"created_user\":\"alice\","
+		    "\"created_at\":200,\"task_ident\":\"" TASK "\",\"task\":{\"version\":3,"
+		    "\"ident\":\"" TASK "\",\"name\":\"Echo\"},\"status\":\"running\","
+		    "\"reason\":null,\"tag\":null,\"rollout\":null,\"abort\":null,"
+		    "\"window\":null,\"retry\":null,\"continuous\":false}]}");
 	buf_free(&b);
 	/* GET /groups/<id>: every setting, the totals and the latest attempts' counts */
 	g.with_counts = true;
@@ -216,7 +222,8 @@ static void test_group(void **state)
 	assert_int_equal(render_end(&w), RCS_OK);
 	assert_string_equal(
 	    b.data,
-	    "{\"ident\":\"" JOB "\",\"name\":\"night\",\"created_user\":\"alice\",\"created_at\":200,"
+	    "{\"ident\":\"" JOB
+	    "\",\"name\":\"night\",\"created_user\":\"alice\",\"created_at\":200,"
 	    "\"task_ident\":\"" TASK "\",\"task\":{\"version\":3,\"ident\":\"" TASK "\","
 	    "\"name\":\"Echo\"},\"status\":\"aborted\",\"reason\":\"too many\",\"tag\":\"lab\","
 	    "\"rollout\":{\"max_per_minute\":60,\"exponential\":{\"base_per_minute\":5,"
@@ -232,8 +239,8 @@ static void test_group(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-	    cmocka_unit_test(test_job),		     cmocka_unit_test(test_history_page),
-	    cmocka_unit_test(test_job_batch),	     cmocka_unit_test(test_notification_page),
+	    cmocka_unit_test(test_job),       cmocka_unit_test(test_history_page),
+	    cmocka_unit_test(test_job_batch), cmocka_unit_test(test_notification_page),
 	    cmocka_unit_test(test_group),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -288,28 +288,55 @@ static void test_reopen_and_schema(void **state)
 	assert_int_equal(sqlite3_open(f->path, &db), SQLITE_OK);
 	{
 		/* undo schema 3 (group sends) */
-		static const char *const cols[] = {
-		    "groups.status",	 "groups.reason",	 "groups.task_version",
-		    "groups.task_name",	 "groups.tag",		 "groups.continuous",
-		    "groups.ro_max",	 "groups.ro_base",	 "groups.ro_factor",
-		    "groups.ro_after",	 "groups.ab_pct",	 "groups.ab_min",
-		    "groups.win_days",	 "groups.win_start",	 "groups.win_dur",
-		    "groups.win_off",	 "groups.rt_max",	 "groups.rt_backoff",
-		    "groups.rt_factor",	 "groups.n_open",	 "groups.n_finished",
-		    "groups.n_failed",	 "groups.n_succeeded",	 "groups.tokens",
-		    "groups.tokens_at",	 "groups.c_variables",	 "groups.c_comment",
-		    "groups.c_ttl",	 "groups.c_mail_list",	 "groups.c_status_list",
-		    "groups.c_task_mail_list", "groups.c_task_status_list", "jobs.attempt",
-		    "jobs.retry_of",	 "jobs.error_code",	 "jobs.held",
-		    "jobs.release_order", "jobs.release_at",	 "jobs.superseded",
-		    "tasks.retry",	 NULL};
+		static const char *const cols[] = {"groups.status",
+						   "groups.reason",
+						   "groups.task_version",
+						   "groups.task_name",
+						   "groups.tag",
+						   "groups.continuous",
+						   "groups.ro_max",
+						   "groups.ro_base",
+						   "groups.ro_factor",
+						   "groups.ro_after",
+						   "groups.ab_pct",
+						   "groups.ab_min",
+						   "groups.win_days",
+						   "groups.win_start",
+						   "groups.win_dur",
+						   "groups.win_off",
+						   "groups.rt_max",
+						   "groups.rt_backoff",
+						   "groups.rt_factor",
+						   "groups.n_open",
+						   "groups.n_finished",
+						   "groups.n_failed",
+						   "groups.n_succeeded",
+						   "groups.tokens",
+						   "groups.tokens_at",
+						   "groups.c_variables",
+						   "groups.c_comment",
+						   "groups.c_ttl",
+						   "groups.c_mail_list",
+						   "groups.c_status_list",
+						   "groups.c_task_mail_list",
+						   "groups.c_task_status_list",
+						   "jobs.attempt",
+						   "jobs.retry_of",
+						   "jobs.error_code",
+						   "jobs.held",
+						   "jobs.release_order",
+						   "jobs.release_at",
+						   "jobs.superseded",
+						   "tasks.retry",
+						   NULL};
 		char sql[160];
 
-		assert_int_equal(sqlite3_exec(db,
-					      "DROP INDEX jobs_held; DROP INDEX jobs_group_status;"
-					      " DROP INDEX jobs_group_device; DROP INDEX groups_status",
-					      NULL, NULL, NULL),
-				 SQLITE_OK);
+		assert_int_equal(
+		    sqlite3_exec(db,
+				 "DROP INDEX jobs_held; DROP INDEX jobs_group_status;"
+				 " DROP INDEX jobs_group_device; DROP INDEX groups_status",
+				 NULL, NULL, NULL),
+		    SQLITE_OK);
 		for (size_t i = 0; cols[i]; i++) {
 			const char *dot = strchr(cols[i], '.');
 			snprintf(sql, sizeof(sql), "ALTER TABLE %.*s DROP COLUMN %s",
@@ -450,9 +477,9 @@ static void test_job_lifecycle(void **state)
 			json_object_put(vars);
 		}
 		store_job_rec_free(&rec);
-		assert_int_equal(store_job_rec_get(f->st, "00000000-0000-7000-8000-000000000000",
-						   &rec),
-				 RCS_ERR_NOTFOUND);
+		assert_int_equal(
+		    store_job_rec_get(f->st, "00000000-0000-7000-8000-000000000000", &rec),
+		    RCS_ERR_NOTFOUND);
 		assert_null(rec.task_name);
 	}
 	json_object_put(job);
@@ -520,8 +547,8 @@ static void test_cancel_then_late_report(void **state)
 	{
 		/* the cancel learns, in its own transaction, that the job had been sent */
 		enum job_status prev = JS_INITIAL;
-		struct job_move m = { .ident = jobs[0].ident, .to = JS_CANCELLED, .now = 300,
-				      .prev = &prev };
+		struct job_move m = {
+		    .ident = jobs[0].ident, .to = JS_CANCELLED, .now = 300, .prev = &prev};
 		enum store_move res = STORE_MOVE_DUPLICATE;
 		assert_int_equal(store_job_move(f->st, &m, &res), RCS_OK);
 		assert_int_equal(res, STORE_MOVE_APPLIED);
@@ -621,9 +648,8 @@ static void test_lists_and_groups(void **state)
 	json_object_put(page);
 	/* another tenant sees nothing */
 	memset(&jf, 0, sizeof(jf));
-	assert_int_equal(
-	    jobs_page(f->st, "00000000-0000-7000-8000-000000000000", &jf, &pg, &page),
-	    RCS_OK);
+	assert_int_equal(jobs_page(f->st, "00000000-0000-7000-8000-000000000000", &jf, &pg, &page),
+			 RCS_OK);
 	assert_int_equal(jint(page, "total_items"), 0);
 	json_object_put(page);
 
@@ -719,7 +745,8 @@ static void record_action(void *arg, bool committed)
 	if (l->ident == NULL)
 		return;
 	assert_int_equal(sqlite3_open(l->f->path, &db), SQLITE_OK);
-	assert_int_equal(sqlite3_prepare_v2(db, "SELECT count(*) FROM devices WHERE entity_ident = ?",
+	assert_int_equal(sqlite3_prepare_v2(db,
+					    "SELECT count(*) FROM devices WHERE entity_ident = ?",
 					    -1, &s, NULL),
 			 SQLITE_OK);
 	sqlite3_bind_text(s, 1, l->ident, -1, SQLITE_STATIC);
@@ -888,7 +915,7 @@ static void test_jobs_json_batch(void **state)
 
 /* The job record as SQLite built it before render_job existed, for the comparison below. */
 #define OLD_JOB_JSON                                                                               \
-	"SELECT json_object('ident', j.ident, 'task', json_object('version', j.task_version,"       \
+	"SELECT json_object('ident', j.ident, 'task', json_object('version', j.task_version,"      \
 	" 'ident', j.task_ident, 'name', j.task_name), 'group', CASE WHEN j.group_ident IS NULL"   \
 	" THEN NULL ELSE json_object('ident', j.group_ident, 'name', g.name) END, 'client_root',"  \
 	" j.client_root, 'entity_ident', j.entity_ident, 'target', NULL, 'comment', j.comment,"    \
@@ -896,7 +923,7 @@ static void test_jobs_json_batch(void **state)
 	" 'update_at', j.update_at, 'scheduled_time', j.scheduled_time, 'response_time',"          \
 	" j.response_time, 'ttl', j.ttl, 'payload', NULL, 'response', j.response,"                 \
 	" 'notification_mail_list', json(j.mail_list), 'notification_status_list',"                \
-	" json(j.status_list), 'variables', json(j.variables), 'attempt', j.attempt, 'retry_of',"   \
+	" json(j.status_list), 'variables', json(j.variables), 'attempt', j.attempt, 'retry_of',"  \
 	" j.retry_of, 'error_code', j.error_code)"                                                 \
 	" FROM jobs j LEFT JOIN groups g ON g.ident = j.group_ident WHERE j.ident = ?"
 
