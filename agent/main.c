@@ -238,8 +238,7 @@ int main(int argc, char **argv)
 			ready = true;
 		} else if (!ready && time(NULL) >= ready_by) {
 			log_warnx("not connected to the MQTT broker %s yet: ready all the same,"
-				  " retrying in the background",
-				  s->mqtt);
+				  " retrying in the background", s->mqtt);
 			service_ready("MQTT broker not connected yet");
 			ready = true;
 		}

@@ -258,8 +258,7 @@ void api_key_create(struct api_req *req, struct api_resp *r)
 			  "'role' must be viewer, operator or admin");
 		goto out;
 	}
-	err =
-	    auth_key_new(req->app->st, req->auth.client_root, user, role, req->now, secret, ident);
+	err = auth_key_new(req->app->st, req->auth.client_root, user, role, req->now, secret, ident);
 	if (err == RCS_OK)
 		err = store_key_get(req->app->st, req->auth.client_root, ident, &key);
 	if (err != RCS_OK) {

@@ -62,9 +62,9 @@ struct bridge {
 	bool sweep;  /* the scheduler: re-send the jobs without news */
 	struct in_msg *in_head, *in_tail;
 	size_t in_n;
-	json_object *out;   /* job idents to publish */
+	json_object *out; /* job idents to publish */
 	json_object *retry; /* job idents sent (transmited) whose publish the client refused */
-	int efd;            /* eventfd: work arrived */
+	int efd;          /* eventfd: work arrived */
 
 	/* worker-only: the task version of the last envelope, reused by bulk sends */
 	char tv_task[UUID_STR_LEN];
@@ -381,8 +381,8 @@ static void bridge_publish_idents(struct bridge *b, const struct store_idents *i
 		for (size_t i = 0; i < k; i++) {
 			if (outs[i].payload == NULL)
 				continue;
-			enum rcs_err err =
-			    connected ? bridge_send_out(b, &outs[i], !stalled) : RCS_ERR_BUSY;
+			enum rcs_err err = connected ? bridge_send_out(b, &outs[i], !stalled)
+						     : RCS_ERR_BUSY;
 
 			stalled = stalled || err == RCS_ERR_FULL;
 			if (err != RCS_OK) {

@@ -464,7 +464,8 @@ void render_job_batch(struct render *w, struct render_job_copy *c, const struct 
 		return;
 	}
 	render_job_as(w, r, r->status, r->update_at, r->response, r->response_time, at);
-	if (like_first || c->text != NULL || !uuids || w->err != RCS_OK || at[0] < sizeof(head) - 1)
+	if (like_first || c->text != NULL || !uuids || w->err != RCS_OK ||
+	    at[0] < sizeof(head) - 1)
 		return;
 	/* the first record: kept as the others' text */
 	start = at[0] - (sizeof(head) - 1);

@@ -58,7 +58,8 @@ enum rcs_err store_tx_end(struct store *st, bool commit);
  * registered, fn is not called.
  */
 #define STORE_ACTIONS_MAX 1048576
-enum rcs_err store_after_commit(struct store *st, void (*fn)(void *arg, bool committed), void *arg);
+enum rcs_err store_after_commit(struct store *st, void (*fn)(void *arg, bool committed),
+				void *arg);
 
 /*
  * A page of a list (page from 1, per_page 1..500) and the list's options, checked by the
@@ -353,11 +354,11 @@ struct job_batch {
 	const char *group_ident; /* NULL: no group */
 	const char *group_name;
 	const char *created_user;
-	const char *comment;        /* may be NULL */
-	const char *variables;      /* object; NULL: {} */
-	const char *mail_list;      /* array of strings; NULL: [] */
-	const char *status_list;    /* array of strings; NULL: [] */
-	const char *task_mail_list; /* the task's lists, kept with each job; NULL: [] */
+	const char *comment;          /* may be NULL */
+	const char *variables;        /* object; NULL: {} */
+	const char *mail_list;        /* array of strings; NULL: [] */
+	const char *status_list;      /* array of strings; NULL: [] */
+	const char *task_mail_list;   /* the task's lists, kept with each job; NULL: [] */
 	const char *task_status_list;
 	long long scheduled_time; /* 0: none */
 	long long ttl;            /* 0: none */
@@ -448,7 +449,7 @@ struct job_filter {
 	const char *group_ident;
 	const char *task_ident;
 	const char *entity_ident;
-	const char *status;          /* a status name, or "running" */
+	const char *status;	     /* a status name, or "running" */
 	const char *only_visible_to; /* user: jobs of others' non-public tasks left out */
 };
 struct store_job_list {
@@ -482,7 +483,7 @@ struct job_move {
 	long long seq;  /* device seq; 0 for coordinator moves */
 	bool mark_sent; /* the envelope goes out with this move: sent_at = now, sends + 1 */
 	int64_t now;
-	enum job_status *prev;  /* may be NULL: gets the status the job had before */
+	enum job_status *prev; /* may be NULL: gets the status the job had before */
 	const char *error_code; /* edge_error: the device's cause (docs/mqtt.md); NULL: none */
 };
 /* Applies one status change with the rules of docs/architecture.md, "Job statuses". */

@@ -74,8 +74,7 @@ static void test_job(void **state)
 	render_job(&w, &r);
 	assert_int_equal(render_end(&w), RCS_OK);
 	assert_non_null(strstr(b.data, "\"group\":{\"ident\":\"" TASK "\",\"name\":\"night\"}"));
-	assert_non_null(
-	    strstr(b.data, "\"scheduled_time\":300,\"response_time\":null,\"ttl\":60,"));
+	assert_non_null(strstr(b.data, "\"scheduled_time\":300,\"response_time\":null,\"ttl\":60,"));
 	assert_non_null(strstr(b.data, "\"comment\":\"c\","));
 	buf_free(&b);
 }
@@ -85,8 +84,8 @@ static void test_history_page(void **state)
 {
 	struct job_rec r = job();
 	struct history_rec h[2] = {{JS_TERMINATED, 260, "done", 260}, {JS_PENDING, 200, NULL, 0}};
-	struct store_history_list l = {
-	    .pg = {.page = 1, .per_page = 2, .total = 3}, .items = h, .n = 2};
+	struct store_history_list l = {.pg = {.page = 1, .per_page = 2, .total = 3}, .items = h,
+				       .n = 2};
 	struct render w;
 	struct buf b;
 
@@ -95,11 +94,10 @@ static void test_history_page(void **state)
 	render_init(&w, &b);
 	render_history_page(&w, &r, &l);
 	assert_int_equal(render_end(&w), RCS_OK);
-	assert_string_equal(
-	    b.data,
-	    "{\"page\":1,\"per_page\":2,\"total_pages\":2,\"total_items\":3,\"items\":[" JOB_TEXT(
-		JOB, DEV, "terminated", "260", "260",
-		"\"done\"") "," JOB_TEXT(JOB, DEV, "pending", "200", "null", "null") "]}");
+	assert_string_equal(b.data,
+			    "{\"page\":1,\"per_page\":2,\"total_pages\":2,\"total_items\":3,\"items\":["
+			    JOB_TEXT(JOB, DEV, "terminated", "260", "260", "\"done\"") ","
+			    JOB_TEXT(JOB, DEV, "pending", "200", "null", "null") "]}");
 	buf_free(&b);
 }
 
@@ -123,9 +121,8 @@ static void test_job_batch(void **state)
 	render_arr_close(&w);
 	assert_int_equal(render_end(&w), RCS_OK);
 	assert_non_null(c.text);
-	assert_string_equal(b.data,
-			    "[" JOB_TEXT(JOB, DEV, "pending", "200", "null", "null") "," JOB_TEXT(
-				JOB2, DEV2, "pending", "200", "null", "null") "]");
+	assert_string_equal(b.data, "[" JOB_TEXT(JOB, DEV, "pending", "200", "null", "null") ","
+				    JOB_TEXT(JOB2, DEV2, "pending", "200", "null", "null") "]");
 	render_job_copy_free(&c);
 	buf_free(&b);
 }
@@ -136,8 +133,8 @@ static void test_notification_page(void **state)
 	    {"ops@example.com", "terminated", "sent", 1, 200, 201, NULL},
 	    {"dev@example.com", "pending", "queued", 2, 200, 0, "421 try later"},
 	};
-	struct store_job_notification_list l = {
-	    .pg = {.page = 1, .per_page = 50, .total = 2}, .items = n, .n = 2};
+	struct store_job_notification_list l = {.pg = {.page = 1, .per_page = 50, .total = 2},
+						.items = n, .n = 2};
 	struct render w;
 	struct buf b;
 
@@ -160,8 +157,8 @@ static void test_notification_page(void **state)
 static void test_group(void **state)
 {
 	struct group_rec g;
-	struct store_group_list l = {
-	    .pg = {.page = 1, .per_page = 50, .total = 1}, .items = &g, .n = 1};
+	struct store_group_list l = {.pg = {.page = 1, .per_page = 50, .total = 1}, .items = &g,
+				     .n = 1};
 	struct render w;
 	struct buf b;
 
@@ -239,8 +236,8 @@ static void test_group(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-	    cmocka_unit_test(test_job),       cmocka_unit_test(test_history_page),
-	    cmocka_unit_test(test_job_batch), cmocka_unit_test(test_notification_page),
+	    cmocka_unit_test(test_job),		     cmocka_unit_test(test_history_page),
+	    cmocka_unit_test(test_job_batch),	     cmocka_unit_test(test_notification_page),
 	    cmocka_unit_test(test_group),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);

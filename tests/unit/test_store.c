@@ -477,9 +477,9 @@ static void test_job_lifecycle(void **state)
 			json_object_put(vars);
 		}
 		store_job_rec_free(&rec);
-		assert_int_equal(
-		    store_job_rec_get(f->st, "00000000-0000-7000-8000-000000000000", &rec),
-		    RCS_ERR_NOTFOUND);
+		assert_int_equal(store_job_rec_get(f->st, "00000000-0000-7000-8000-000000000000",
+						   &rec),
+				 RCS_ERR_NOTFOUND);
 		assert_null(rec.task_name);
 	}
 	json_object_put(job);
@@ -547,8 +547,8 @@ static void test_cancel_then_late_report(void **state)
 	{
 		/* the cancel learns, in its own transaction, that the job had been sent */
 		enum job_status prev = JS_INITIAL;
-		struct job_move m = {
-		    .ident = jobs[0].ident, .to = JS_CANCELLED, .now = 300, .prev = &prev};
+		struct job_move m = { .ident = jobs[0].ident, .to = JS_CANCELLED, .now = 300,
+				      .prev = &prev };
 		enum store_move res = STORE_MOVE_DUPLICATE;
 		assert_int_equal(store_job_move(f->st, &m, &res), RCS_OK);
 		assert_int_equal(res, STORE_MOVE_APPLIED);
@@ -648,8 +648,9 @@ static void test_lists_and_groups(void **state)
 	json_object_put(page);
 	/* another tenant sees nothing */
 	memset(&jf, 0, sizeof(jf));
-	assert_int_equal(jobs_page(f->st, "00000000-0000-7000-8000-000000000000", &jf, &pg, &page),
-			 RCS_OK);
+	assert_int_equal(
+	    jobs_page(f->st, "00000000-0000-7000-8000-000000000000", &jf, &pg, &page),
+	    RCS_OK);
 	assert_int_equal(jint(page, "total_items"), 0);
 	json_object_put(page);
 
@@ -745,8 +746,7 @@ static void record_action(void *arg, bool committed)
 	if (l->ident == NULL)
 		return;
 	assert_int_equal(sqlite3_open(l->f->path, &db), SQLITE_OK);
-	assert_int_equal(sqlite3_prepare_v2(db,
-					    "SELECT count(*) FROM devices WHERE entity_ident = ?",
+	assert_int_equal(sqlite3_prepare_v2(db, "SELECT count(*) FROM devices WHERE entity_ident = ?",
 					    -1, &s, NULL),
 			 SQLITE_OK);
 	sqlite3_bind_text(s, 1, l->ident, -1, SQLITE_STATIC);
