@@ -676,10 +676,10 @@ enum rcs_err store_group_jobs_open(struct store *st, const char *group, bool uns
 enum rcs_err store_job_retry(struct store *st, const char *failed, const char *ident, int64_t now,
 			     int64_t release_at, const char *response);
 
-/* For continuous tag sends: creates the job of each running continuous group of the tenant
- * whose tag the device now holds (operator or reported tag) and that has no job for it yet;
- * only for a device that is online or whose task allows offline devices. out: the idents
- * created, held[i] whether it waits for release (a rollout or window). */
+/* For continuous tag sends: creates the job of each running or paused continuous group of
+ * the tenant whose tag the device now holds (operator or reported tag) and that has no job
+ * for it yet; only for a device that is online or whose task allows offline devices. out:
+ * the idents created, held[i] whether it waits for release (a rollout, a window, a pause). */
 enum rcs_err store_groups_continuous_add(struct store *st, const char *client_root,
 					 const char *entity_ident, int64_t now,
 					 struct store_idents *out, bool **held);

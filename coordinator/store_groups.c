@@ -10,7 +10,8 @@
 #include <string.h>
 
 /* Whether a group's jobs wait for release (a rollout or a window), on a groups row. */
-#define GROUP_HOLDS "(ro_max IS NOT NULL OR ro_base IS NOT NULL OR win_days IS NOT NULL)"
+#define GROUP_HOLDS                                                                                \
+	"(ro_max IS NOT NULL OR ro_base IS NOT NULL OR win_days IS NOT NULL OR status = 'paused')"
 
 static const char *const group_status_names[] = {"running", "paused", "completed", "aborted",
 						 "cancelled"};
@@ -460,7 +461,8 @@ enum rcs_err store_groups_continuous_add(struct store *st, const char *client_ro
 	err = store_stmt(
 	    st,
 	    "SELECT g.ident FROM groups g JOIN tasks t ON t.ident = g.task_ident WHERE"
-	    " g.status = 'running' AND g.continuous = 1 AND g.client_root = ?1 AND EXISTS"
+	    " g.status IN ('running', 'paused') AND g.continuous = 1 AND g.client_root = ?1 AND"
+	    " EXISTS"
 	    " (SELECT 1 FROM device_tags dt WHERE dt.client_root = ?1 AND dt.tag = g.tag AND"
 	    " dt.entity_ident = ?2) AND NOT EXISTS (SELECT 1 FROM jobs j WHERE j.group_ident ="
 	    " g.ident AND j.entity_ident = ?2) AND (t.allow_offline = 1 OR EXISTS (SELECT 1 FROM"

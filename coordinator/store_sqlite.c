@@ -245,7 +245,6 @@ static const char *const sq_migrations[] = {
     "ALTER TABLE jobs ADD COLUMN superseded INTEGER NOT NULL DEFAULT 0;\n"
     "ALTER TABLE tasks ADD COLUMN retry TEXT;\n"
     "CREATE INDEX jobs_held ON jobs(group_ident, release_order) WHERE held = 1;\n"
-    "CREATE INDEX jobs_group_status ON jobs(group_ident, status) WHERE group_ident IS NOT NULL;\n"
     "CREATE INDEX jobs_group_device ON jobs(group_ident, entity_ident) WHERE"
     " group_ident IS NOT NULL;\n"
     "CREATE INDEX groups_status ON groups(status, continuous);\n"
