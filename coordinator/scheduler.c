@@ -18,7 +18,7 @@
 #include "status.h"
 
 #define SCHED_EXPIRE_LIMIT 5000 /* jobs expired per query */
-#define SCHED_GROUPS_MAX   1000 /* groups releasing jobs, looked at per run */
+#define SCHED_GROUPS_MAX   256  /* groups releasing jobs, looked at per run */
 #define SCHED_RELEASE_MAX  5000 /* jobs a group releases per run */
 /*
  * The longest sleep, in seconds. Deadlines are wall-clock instants; a clock set is seen at
