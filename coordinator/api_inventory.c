@@ -121,7 +121,7 @@ static bool device_read(struct api_resp *r, json_object *body, bool required, co
 static enum rcs_err device_write(struct api_req *req, const char *ident, const char *name,
 				 const char *tags, bool is_new)
 {
-	enum rcs_err err = store_tx_begin(req->app->st);
+	enum rcs_err end, err = store_tx_begin(req->app->st);
 
 	if (err != RCS_OK)
 		return err;
@@ -134,7 +134,8 @@ static enum rcs_err device_write(struct api_req *req, const char *ident, const c
 	if (err == RCS_OK && tags != NULL)
 		err =
 		    lifecycle_device_changed(req->app->lc, req->auth.client_root, ident, req->now);
-	return store_tx_end(req->app->st, err == RCS_OK) == RCS_OK ? err : RCS_ERR_DB;
+	end = store_tx_end(req->app->st, err == RCS_OK);
+	return err != RCS_OK ? err : end; /* a full disk at the commit: RCS_ERR_FULL, a 503 */
 }
 
 void api_device_create(struct api_req *req, struct api_resp *r)

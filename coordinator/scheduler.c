@@ -104,7 +104,10 @@ static int64_t sched_release(struct sched *s, int64_t now)
 						  (long long)(tokens * 1000.0), now_ms, &ids, &at);
 			if (err == RCS_OK)
 				err = lifecycle_jobs_released(s->lc, &ids);
-			err = store_tx_end(s->st, err == RCS_OK) == RCS_OK ? err : RCS_ERR_DB;
+			enum rcs_err end = store_tx_end(s->st, err == RCS_OK);
+
+			if (err == RCS_OK)
+				err = end;
 		}
 		if (err != RCS_OK) {
 			log_warnx("group %s: jobs not released: %s", g->ident, rcs_strerror(err));
