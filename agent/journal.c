@@ -763,6 +763,13 @@ out:
 enum rcs_err journal_report(struct journal *j, const char *job, enum job_status status,
 			    const char *response, int64_t now, long long *id, char **payload)
 {
+	return journal_report_cause(j, job, status, response, NULL, now, id, payload);
+}
+
+enum rcs_err journal_report_cause(struct journal *j, const char *job, enum job_status status,
+				  const char *response, const char *error, int64_t now,
+				  long long *id, char **payload)
+{
 	static const char upd[] =
 	    "UPDATE jobs SET last_seq = ?2, last_status = ?3, last_report = ?4,"
 	    " state = CASE WHEN ?5 AND state <> 'dropped' THEN 'done' ELSE state END"
@@ -818,6 +825,7 @@ enum rcs_err journal_report(struct journal *j, const char *job, enum job_status 
 	r.seq = seq + 1;
 	r.ts = now;
 	r.response = response;
+	r.error = error;
 	o = proto_report_encode(&r);
 	text = o != NULL ? jsonu_dump(o, &n) : NULL;
 	if (text == NULL) {

@@ -128,6 +128,11 @@ enum rcs_err journal_count_queued(struct journal *j, size_t *n);
  */
 enum rcs_err journal_report(struct journal *j, const char *job, enum job_status status,
 			    const char *response, int64_t now, long long *id, char **payload);
+/* journal_report with the cause of an edge_error (error: one word, docs/mqtt.md "Status
+ * report"; NULL: none), kept in the report and in the job's final report. */
+enum rcs_err journal_report_cause(struct journal *j, const char *job, enum job_status status,
+				  const char *response, const char *error, int64_t now,
+				  long long *id, char **payload);
 
 /*
  * Outbox rows not yet acknowledged by the broker, oldest first: calls

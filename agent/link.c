@@ -45,11 +45,18 @@ static void link_publish_payload(struct link *l, const char *job, long long id, 
 
 void link_report(struct link *l, const char *job, enum job_status status, const char *response)
 {
+	link_report_cause(l, job, status, response, NULL);
+}
+
+void link_report_cause(struct link *l, const char *job, enum job_status status,
+		       const char *response, const char *error)
+{
 	long long id = 0;
 	char *payload = NULL;
 	enum rcs_err err;
 
-	err = journal_report(l->journal, job, status, response, (int64_t)time(NULL), &id, &payload);
+	err = journal_report_cause(l->journal, job, status, response, error, (int64_t)time(NULL),
+				   &id, &payload);
 	if (err != RCS_OK) {
 		log_warnx("job %s: cannot journal the %s report: %s", job, status_name(status),
 			  rcs_strerror(err));
@@ -82,6 +89,7 @@ void link_refuse_unjournaled(struct link *l, const char *job, const char *reason
 	r.seq = 1;
 	r.ts = (int64_t)time(NULL);
 	r.response = reason;
+	r.error = strncmp(reason, "storage full", 12) == 0 ? "storage_full" : "journal_unavailable";
 	o = proto_report_encode(&r);
 	if (o == NULL)
 		return;

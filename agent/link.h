@@ -52,6 +52,9 @@ void link_free(struct link *l);
 
 /* Journals a report and publishes it (or leaves it in the outbox until connected). */
 void link_report(struct link *l, const char *job, enum job_status status, const char *response);
+/* link_report with the cause of an edge_error (docs/mqtt.md "Status report"; NULL: none). */
+void link_report_cause(struct link *l, const char *job, enum job_status status,
+		       const char *response, const char *error);
 /* Answers a repeated envelope with the job's final (or latest) report. */
 void link_resend(struct link *l, const char *job);
 /* Sends an edge_error the journal could not take, straight away, best effort. */

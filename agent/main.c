@@ -50,6 +50,13 @@ static void agent_report(void *ctx, const char *job, enum job_status status, con
 	link_report(a->link, job, status, response);
 }
 
+static void agent_fail(void *ctx, const char *job, const char *error, const char *response)
+{
+	struct agent *a = ctx;
+
+	link_report_cause(a->link, job, JS_EDGE_ERROR, response, error);
+}
+
 static void agent_resend(void *ctx, const char *job)
 {
 	struct agent *a = ctx;
@@ -100,7 +107,8 @@ static void agent_report_acked(void *ctx)
  */
 static bool agent_wire(struct agent *a)
 {
-	const struct runner_reports rep = {a, agent_report, agent_resend, agent_refuse_unjournaled};
+	const struct runner_reports rep = {a, agent_report, agent_resend, agent_refuse_unjournaled,
+					   agent_fail};
 	const struct link_handlers h = {a, agent_envelope, agent_oversized, agent_cancel,
 					agent_report_acked};
 

@@ -60,6 +60,59 @@ static void runner_report(struct runner *r, const char *job, enum job_status sta
 	r->rep.report(r->rep.ctx, job, status, response);
 }
 
+/* An edge_error of job with its cause (docs/mqtt.md "Status report"). */
+static void runner_fail(struct runner *r, const char *job, const char *cause, const char *response)
+{
+	if (r->rep.fail)
+		r->rep.fail(r->rep.ctx, job, cause, response);
+	else
+		r->rep.report(r->rep.ctx, job, JS_EDGE_ERROR, response);
+}
+
+/* The cause of a refusal by verify_envelope_check. */
+static const char *runner_verify_cause(enum verify_check failed)
+{
+	switch (failed) {
+	case VERIFY_OURS:
+		return "wrong_device";
+	case VERIFY_EXPIRY:
+		return "expired";
+	case VERIFY_SIGNATURE:
+		return "signature_invalid";
+	case VERIFY_VERSION:
+		return "rollback_refused";
+	case VERIFY_VARIABLES:
+		return "variables_invalid";
+	default:
+		return "envelope_invalid";
+	}
+}
+
+/* The cause of a script that failed in the sandbox, from the jail's reason (sandbox.h). */
+static const char *runner_sandbox_cause(const struct sandbox_result *res)
+{
+	const char *t = res->response ? res->response : "";
+
+	switch (res->outcome) {
+	case SANDBOX_TIMEOUT:
+		return "timeout";
+	case SANDBOX_CRASHED:
+		return "crashed";
+	default:
+		break;
+	}
+	if (strncmp(t, "sandbox violation", 17) == 0)
+		return "sandbox_violation";
+	if (strncmp(t, "sandbox unavailable", 19) == 0 ||
+	    strncmp(t, "sandbox setup failed", 20) == 0)
+		return "sandbox_unavailable";
+	if (strncmp(t, "memory limit", 12) == 0)
+		return "memory_limit";
+	if (strncmp(t, "timeout", 7) == 0)
+		return "timeout";
+	return "script_error";
+}
+
 /* verify_envelope under the policy p; which check refused into *failed. */
 static enum rcs_err runner_verify(struct runner *r, const struct settings_policy *p,
 				  const struct proto_envelope *env, int64_t now,
@@ -154,7 +207,7 @@ static void runner_run(struct runner *r, const char *job, const char *payload, s
 	memset(&res, 0, sizeof(res));
 	decoded = proto_envelope_decode(payload, len, &env, &e) == RCS_OK;
 	if (!decoded) {
-		runner_report(r, job, JS_EDGE_ERROR, "the journaled envelope is unreadable");
+		runner_fail(r, job, "envelope_invalid", "the journaled envelope is unreadable");
 		goto out;
 	}
 	/* the checks again, under the policy the job will run with: a newer version
@@ -164,9 +217,9 @@ static void runner_run(struct runner *r, const char *job, const char *payload, s
 		if (failed == VERIFY_EXPIRY) {
 			char expired[sizeof(reason) + 32];
 			snprintf(expired, sizeof(expired), "%s before it could start", reason);
-			runner_report(r, job, JS_EDGE_ERROR, expired);
+			runner_fail(r, job, "expired", expired);
 		} else {
-			runner_report(r, job, JS_EDGE_ERROR, reason);
+			runner_fail(r, job, runner_verify_cause(failed), reason);
 		}
 		goto out;
 	}
@@ -196,7 +249,8 @@ static void runner_run(struct runner *r, const char *job, const char *payload, s
 	if (err != RCS_OK) {
 		snprintf(reason, sizeof(reason), "the device could not start the script: %s",
 			 rcs_strerror(err));
-		runner_report(r, job, JS_EDGE_ERROR, reason);
+		runner_fail(r, job, err == RCS_ERR_FULL ? "storage_full" : "sandbox_unavailable",
+			    reason);
 		goto out;
 	}
 	switch (res.outcome) {
@@ -216,14 +270,18 @@ static void runner_run(struct runner *r, const char *job, const char *payload, s
 		relaunch = r->relaunch;
 		pthread_mutex_unlock(&r->lock);
 		/* the agent stops to restart the launcher: the same words as the jail's own */
-		runner_report(r, job, JS_EDGE_ERROR,
-			      relaunch   ? "sandbox unavailable: the sandbox launcher died"
-			      : stopping ? "interrupted: the agent was stopped during the job"
-					 : "cancelled while running");
+		runner_fail(r, job,
+			    relaunch   ? "sandbox_unavailable"
+			    : stopping ? "interrupted"
+				       : "cancelled",
+			    relaunch   ? "sandbox unavailable: the sandbox launcher died"
+			    : stopping ? "interrupted: the agent was stopped during the job"
+				       : "cancelled while running");
 		break;
 	}
 	default:
-		runner_report(r, job, JS_EDGE_ERROR, res.response ? res.response : "script failed");
+		runner_fail(r, job, runner_sandbox_cause(&res),
+			    res.response ? res.response : "script failed");
 		break;
 	}
 out:
@@ -330,13 +388,16 @@ static void *runner_loop(void *arg)
  * verify_envelope gave, or "" when the job may run.
  */
 static bool runner_check(struct runner *r, const char *job, const char *payload, size_t len,
-			 struct proto_envelope *env, char *reason, size_t reason_len)
+			 struct proto_envelope *env, char *reason, size_t reason_len,
+			 const char **cause)
 {
 	struct jsonu_err e;
 	struct settings_policy *p = NULL;
+	enum verify_check failed = VERIFY_PASSED;
 	bool decoded;
 
 	reason[0] = '\0';
+	*cause = "envelope_invalid";
 	decoded = proto_envelope_decode(payload, len, env, &e) == RCS_OK;
 	if (!decoded) {
 		snprintf(reason, reason_len, "malformed envelope: %s%s%s", e.field,
@@ -346,9 +407,11 @@ static bool runner_check(struct runner *r, const char *job, const char *payload,
 			 env->job, job);
 	} else {
 		p = settings_policy_get(r->live);
-		if (runner_verify(r, p, env, (int64_t)time(NULL), NULL, reason, reason_len) ==
+		if (runner_verify(r, p, env, (int64_t)time(NULL), &failed, reason, reason_len) ==
 		    RCS_OK)
 			reason[0] = '\0';
+		else
+			*cause = runner_verify_cause(failed);
 		settings_policy_put(p);
 	}
 	return decoded;
@@ -358,11 +421,12 @@ void runner_envelope(struct runner *r, const char *job, const char *payload, siz
 {
 	struct proto_envelope env;
 	char reason[512];
+	const char *cause = NULL;
 	bool decoded, is_new = false;
 	size_t queued = 0;
 	enum rcs_err err;
 
-	decoded = runner_check(r, job, payload, len, &env, reason, sizeof(reason));
+	decoded = runner_check(r, job, payload, len, &env, reason, sizeof(reason), &cause);
 	/* the runner picks queued jobs under the same lock: it never sees one half-handled */
 	pthread_mutex_lock(&r->lock);
 	err = journal_receive(r->journal, job, decoded ? env.task_ident : "",
@@ -391,7 +455,7 @@ void runner_envelope(struct runner *r, const char *job, const char *payload, siz
 	}
 	if (reason[0]) {
 		log_warnx("job %s refused: %s", job, reason);
-		runner_report(r, job, JS_EDGE_ERROR, reason);
+		runner_fail(r, job, cause, reason);
 		goto out;
 	}
 	if (journal_count_queued(r->journal, &queued) == RCS_OK &&
@@ -399,7 +463,7 @@ void runner_envelope(struct runner *r, const char *job, const char *payload, siz
 		snprintf(reason, sizeof(reason), "device busy: %zu jobs already queued",
 			 queued - 1);
 		journal_set_state(r->journal, job, JOURNAL_DROPPED);
-		runner_report(r, job, JS_EDGE_ERROR, reason);
+		runner_fail(r, job, "device_busy", reason);
 		goto out;
 	}
 	runner_report(r, job, JS_EDGE_TRANSMITTED, NULL);
@@ -418,7 +482,7 @@ void runner_oversized(struct runner *r, const char *job)
 
 	err = journal_receive(r->journal, job, "", 0, "", 0, (int64_t)time(NULL), &is_new);
 	if (err == RCS_OK && is_new)
-		runner_report(r, job, JS_EDGE_ERROR, "envelope larger than the device accepts");
+		runner_fail(r, job, "payload_too_large", "envelope larger than the device accepts");
 }
 
 void runner_report_acked(struct runner *r)
@@ -448,7 +512,7 @@ out:
 
 static void runner_interrupted(void *ctx, const char *job)
 {
-	runner_report(ctx, job, JS_EDGE_ERROR, "interrupted: the device restarted during the job");
+	runner_fail(ctx, job, "interrupted", "interrupted: the device restarted during the job");
 }
 
 enum rcs_err runner_start(struct runner *r)
@@ -515,7 +579,7 @@ void runner_cancel(struct runner *r, const char *job)
 			log_warn("cancel pipe");
 	} else if (journal_get_state(r->journal, job, &st) == RCS_OK && st == JOURNAL_QUEUED) {
 		journal_set_state(r->journal, job, JOURNAL_DROPPED);
-		runner_report(r, job, JS_EDGE_ERROR, "cancelled before it started");
+		runner_fail(r, job, "cancelled", "cancelled before it started");
 	} else if (journal_get_state(r->journal, job, &st) == RCS_ERR_NOTFOUND) {
 		/* the cancel overtook its envelope: remember the job as dropped, so the
 		 * envelope, when it comes, is a repeat and never runs */
@@ -523,7 +587,7 @@ void runner_cancel(struct runner *r, const char *job)
 		if (journal_receive(r->journal, job, NULL, 0, "", 0, (int64_t)time(NULL),
 				    &is_new) == RCS_OK &&
 		    is_new && journal_set_state(r->journal, job, JOURNAL_DROPPED) == RCS_OK)
-			runner_report(r, job, JS_EDGE_ERROR, "cancelled before it arrived");
+			runner_fail(r, job, "cancelled", "cancelled before it arrived");
 	} else {
 		log_info("job %s: cancel for a job that already ended, ignored", job);
 	}

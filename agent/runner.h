@@ -30,6 +30,9 @@ struct runner_reports {
 	void (*resend)(void *ctx, const char *job);
 	/* sends an edge_error without the journal (it cannot take the job) */
 	void (*refuse_unjournaled)(void *ctx, const char *job, const char *reason);
+	/* journals and publishes an edge_error of job with its cause, one word (docs/mqtt.md
+	 * "Status report"); NULL: report() without the cause */
+	void (*fail)(void *ctx, const char *job, const char *error, const char *response);
 };
 
 /* A runner for the device of set, under the policy in force in live, its jobs

@@ -66,7 +66,13 @@ int cli_answer(struct cli *c, enum rcs_err err, const char *errbuf, struct http_
 		table_clean(clean, sizeof(clean), r->body.data ? r->body.data : "", 0);
 		cli_fail(c, CLI_API, "HTTP %ld from %s: %.200s", r->status, c->http.base, clean);
 	}
-	if (hint != NULL)
+	/* the hint is for a coordinator without the feature: it doesn't know the route (404,
+	 * 405) or the member (400 naming exactly it); not for its answers about the request */
+	if (hint != NULL &&
+	    (r->status == 404 || r->status == 405 ||
+	     (r->status == 400 && field != NULL &&
+	      (strcmp(field, "rollout") == 0 || strcmp(field, "abort") == 0 ||
+	       strcmp(field, "retry") == 0))))
 		fprintf(stderr, "rcs: %s\n", hint);
 	http_resp_free(r);
 	return CLI_API;

@@ -32,6 +32,9 @@ void proto_topic_make(char out[PROTO_MAX_TOPIC], enum proto_kind kind, const cha
 	case PROTO_EVENT:
 		snprintf(out, PROTO_MAX_TOPIC, "rcs/v1/%s/events/jobs/%s", client_root, job);
 		break;
+	case PROTO_GROUP_EVENT:
+		snprintf(out, PROTO_MAX_TOPIC, "rcs/v1/%s/events/groups/%s", client_root, job);
+		break;
 	}
 }
 
@@ -63,6 +66,12 @@ enum rcs_err proto_topic_parse(const char *topic, struct proto_topic *out)
 	if (n == 6 && strcmp(seg[3], "events") == 0 && strcmp(seg[4], "jobs") == 0 &&
 	    uuid_valid(seg[5])) {
 		out->kind = PROTO_EVENT;
+		snprintf(out->job, sizeof(out->job), "%s", seg[5]);
+		return RCS_OK;
+	}
+	if (n == 6 && strcmp(seg[3], "events") == 0 && strcmp(seg[4], "groups") == 0 &&
+	    uuid_valid(seg[5])) {
+		out->kind = PROTO_GROUP_EVENT;
 		snprintf(out->job, sizeof(out->job), "%s", seg[5]);
 		return RCS_OK;
 	}
@@ -272,13 +281,29 @@ json_object *proto_report_encode(const struct proto_report *r)
 	json_object_object_add(o, "seq", json_object_new_int64(r->seq));
 	json_object_object_add(o, "ts", json_object_new_int64(r->ts));
 	json_object_object_add(o, "response", jsonu_new_string_or_null(r->response));
+	if (r->error != NULL && r->status == JS_EDGE_ERROR)
+		json_object_object_add(o, "error", json_object_new_string(r->error));
 	return o;
+}
+
+/* A cause code: 1-PROTO_MAX_ERROR of a-z, 0-9 and _. */
+static bool proto_error_valid(const char *s)
+{
+	size_t n = strlen(s);
+
+	if (n == 0 || n > PROTO_MAX_ERROR)
+		return false;
+	for (size_t i = 0; i < n; i++)
+		if (!((s[i] >= 'a' && s[i] <= 'z') || (s[i] >= '0' && s[i] <= '9') || s[i] == '_'))
+			return false;
+	return true;
 }
 
 enum rcs_err proto_report_decode(const char *payload, size_t len, struct proto_report *out,
 				 struct jsonu_err *e)
 {
-	static const char *const keys[] = {"v", "job", "status", "seq", "ts", "response", NULL};
+	static const char *const keys[] = {"v",  "job",      "status", "seq",
+					   "ts", "response", "error",  NULL};
 	const char *status = NULL;
 	int64_t seq = 0;
 	enum rcs_err err;
@@ -298,8 +323,16 @@ enum rcs_err proto_report_decode(const char *payload, size_t len, struct proto_r
 		RCS_OK ||
 	    (err = proto_get_time(out->root, "ts", true, &out->ts, e)) != RCS_OK ||
 	    (err = jsonu_get_string(out->root, "response", false, PROTO_MAX_RESPONSE,
-				    &out->response, NULL, e)) != RCS_OK)
+				    &out->response, NULL, e)) != RCS_OK ||
+	    (err = jsonu_get_string(out->root, "error", false, PROTO_MAX_ERROR, &out->error, NULL,
+				    e)) != RCS_OK)
 		goto out;
+	if (out->error != NULL && !proto_error_valid(out->error)) {
+		err = jsonu_fail(e, "error", "'error' must be 1-32 of a-z, 0-9 and _");
+		goto out;
+	}
+	if (out->status != JS_EDGE_ERROR)
+		out->error = NULL; /* a cause only means something for edge_error */
 	out->seq = seq;
 out:
 	if (err != RCS_OK)

@@ -32,9 +32,19 @@
 #define PROTO_MAX_PAYLOAD  (1024 * 1024) /* default ceiling of any message */
 #define PROTO_MAX_SCRIPT   (256 * 1024)
 #define PROTO_MAX_RESPONSE (64 * 1024)
+#define PROTO_MAX_ERROR    32 /* bytes of a report's cause code */
 #define PROTO_MAX_TAGS     64
 
-enum proto_kind { PROTO_JOB, PROTO_CANCEL, PROTO_STATUS, PROTO_STATE, PROTO_EVENT };
+/* PROTO_GROUP_EVENT: rcs/v1/<client_root>/events/groups/<group> (the job argument of
+ * proto_topic_make is the group's ident) */
+enum proto_kind {
+	PROTO_JOB,
+	PROTO_CANCEL,
+	PROTO_STATUS,
+	PROTO_STATE,
+	PROTO_EVENT,
+	PROTO_GROUP_EVENT
+};
 
 struct proto_topic {
 	enum proto_kind kind;
@@ -89,6 +99,9 @@ struct proto_report {
 	long long seq;          /* >= 1 */
 	int64_t ts;
 	const char *response; /* may be NULL */
+	/* edge_error: the cause, one word (docs/mqtt.md "Status report"); NULL: not given
+	 * (older agents) */
+	const char *error;
 	json_object *root;
 };
 

@@ -117,6 +117,28 @@ static bool device_read(struct api_resp *r, json_object *body, bool required, co
 	return true;
 }
 
+/* Stores a new or changed device and, in the same transaction, has it join the continuous
+ * tag sends its tags now call for (docs/api.md "Rollouts"). */
+static enum rcs_err device_write(struct api_req *req, const char *ident, const char *name,
+				 const char *tags, bool is_new)
+{
+	enum rcs_err end, err = store_tx_begin(req->app->st);
+
+	if (err != RCS_OK)
+		return err;
+	if (is_new)
+		err = store_device_insert(req->app->st, req->auth.client_root, ident, name, tags,
+					  req->now);
+	else
+		err = store_device_update(req->app->st, req->auth.client_root, ident, name, tags,
+					  req->now);
+	if (err == RCS_OK && tags != NULL)
+		err =
+		    lifecycle_device_changed(req->app->lc, req->auth.client_root, ident, req->now);
+	end = store_tx_end(req->app->st, err == RCS_OK);
+	return err != RCS_OK ? err : end; /* a full disk at the commit: RCS_ERR_FULL, a 503 */
+}
+
 void api_device_create(struct api_req *req, struct api_resp *r)
 {
 	json_object *body = NULL;
@@ -128,8 +150,7 @@ void api_device_create(struct api_req *req, struct api_resp *r)
 		goto out;
 	err = uuid_v7(ident);
 	if (err == RCS_OK)
-		err = store_device_insert(req->app->st, req->auth.client_root, ident, name,
-					  tags ? tags : "[]", req->now);
+		err = device_write(req, ident, name, tags ? tags : "[]", true);
 	if (err != RCS_OK)
 		api_store_error(r, err, "device");
 	else {
@@ -160,8 +181,7 @@ void api_device_patch(struct api_req *req, struct api_resp *r)
 	}
 	if (!api_body_object(req, r, false, &body) || !device_read(r, body, false, &name, &tags))
 		goto out;
-	err = store_device_update(req->app->st, req->auth.client_root, req->seg[1], name, tags,
-				  req->now);
+	err = device_write(req, req->seg[1], name, tags, false);
 	if (err != RCS_OK)
 		api_store_error(r, err, "device");
 	else

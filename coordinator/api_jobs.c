@@ -10,6 +10,7 @@
 #include "manifest.h"
 #include "log.h"
 #include "render.h"
+#include "rollout.h"
 #include "uuid.h"
 #include "validate.h"
 
@@ -31,6 +32,10 @@ struct job_req {
 	json_object *mail_list;
 	json_object *status_list;
 	const char *group_name;
+	/* group sends (docs/api.md "Rollouts") */
+	struct group_settings gs;
+	bool group_send; /* rollout, abort, window, retry or continuous: a group is made */
+	const char *tag; /* a tag send's tag */
 };
 
 /*
@@ -280,9 +285,35 @@ out:
 	json_object_put(body);
 }
 
-static int job_cmp_str(const void *a, const void *b)
+/* A device of a list send and its place in the list. */
+struct job_place {
+	const char *ident;
+	long long place;
+};
+
+static int job_cmp_place(const void *a, const void *b)
 {
-	return strcmp(*(const char *const *)a, *(const char *const *)b);
+	const struct job_place *x = a, *y = b;
+	int c = strcmp(x->ident, y->ident);
+
+	return c != 0 ? c : (x->place > y->place) - (x->place < y->place);
+}
+
+/* A device of a tag send, to put the devices in their creation order (created_at, then
+ * ident). */
+struct job_created {
+	int64_t created_at;
+	const char *ident;
+	size_t i;
+};
+
+static int job_cmp_created(const void *a, const void *b)
+{
+	const struct job_created *x = a, *y = b;
+
+	if (x->created_at != y->created_at)
+		return x->created_at < y->created_at ? -1 : 1;
+	return strcmp(x->ident, y->ident);
 }
 
 /* A device a bulk send leaves out, and why (docs/api.md, "Bulk sends and groups"). */
@@ -342,7 +373,8 @@ static void job_bulk_answer_end(struct render *w, const struct job_batch *b, con
  * online_known: candidates carry their presence already (tag sends).
  */
 static void job_bulk(struct api_req *req, struct api_resp *r, struct job_req *jr,
-		     const char **idents, const bool *online_of, size_t n)
+		     const char **idents, const bool *online_of, const long long *order_of,
+		     size_t n)
 {
 	struct job_batch b;
 	struct job_new *jobs = NULL;
@@ -400,20 +432,25 @@ static void job_bulk(struct api_req *req, struct api_resp *r, struct job_req *jr
 			api_store_error(r, err, "job");
 			goto out;
 		}
+		jobs[nj].order = order_of ? order_of[i] : (long long)i;
 		jobs[nj++].entity_ident = idents[i];
 	}
 	job_batch_init(req, jr, &b);
 	b.jobs = jobs;
 	b.n = nj;
-	/* a named group exists even when no job came of the send (docs/api.md) */
-	if (jr->group_name) {
+	/* a named group exists even when no job came of the send (docs/api.md); a group
+	 * send without a name is named by its ident (docs/api.md "Rollouts") */
+	if (jr->group_name || jr->group_send) {
 		err = uuid_v7(group_ident);
 		if (err != RCS_OK) {
 			api_store_error(r, err, "group");
 			goto out;
 		}
 		b.group_ident = group_ident;
-		b.group_name = jr->group_name;
+		b.group_name = jr->group_name ? jr->group_name : group_ident;
+		b.settings = &jr->gs;
+		b.tag = jr->tag;
+		b.hold = rollout_holds(&jr->gs);
 	}
 	err = lifecycle_jobs_create(req->app->lc, &b);
 	if (err == RCS_OK) {
@@ -456,11 +493,18 @@ void api_jobs_bulk_list(struct api_req *req, struct api_resp *r)
 					      "ttl",
 					      "notification_mail_list",
 					      "notification_status_list",
+					      "rollout",
+					      "abort",
+					      "window",
+					      "retry",
+					      "continuous",
 					      NULL};
 	struct job_req jr;
 	struct jsonu_err e;
 	json_object *body = NULL, *list = NULL;
 	const char **idents = NULL;
+	struct job_place *byplace = NULL;
+	long long *places = NULL;
 	size_t n, u = 0;
 
 	memset(&jr, 0, sizeof(jr));
@@ -478,7 +522,9 @@ void api_jobs_bulk_list(struct api_req *req, struct api_resp *r)
 		goto out;
 	}
 	idents = calloc(n, sizeof(*idents));
-	if (idents == NULL) {
+	byplace = calloc(n, sizeof(*byplace));
+	places = calloc(n, sizeof(*places));
+	if (idents == NULL || byplace == NULL || places == NULL) {
 		api_store_error(r, RCS_ERR_NOMEM, "job");
 		goto out;
 	}
@@ -491,15 +537,25 @@ void api_jobs_bulk_list(struct api_req *req, struct api_resp *r)
 			goto out;
 		}
 	}
-	if (!job_read_common(req, r, body, allowed, &jr))
+	if (!job_read_common(req, r, body, allowed, &jr) ||
+	    !api_group_settings_read(r, body, false, jr.task.retry, &jr.gs, &jr.group_send))
 		goto out;
-	/* a device listed twice gets one job */
-	qsort(idents, n, sizeof(*idents), job_cmp_str);
+	/* a device listed twice gets one job, released (rollouts) in the place it was first
+	 * listed */
+	for (size_t i = 0; i < n; i++) {
+		byplace[i].ident = idents[i];
+		byplace[i].place = (long long)i;
+	}
+	qsort(byplace, n, sizeof(*byplace), job_cmp_place);
 	for (size_t i = 0; i < n; i++)
-		if (u == 0 || strcmp(idents[u - 1], idents[i]) != 0)
-			idents[u++] = idents[i];
-	job_bulk(req, r, &jr, idents, NULL, u);
+		if (u == 0 || strcmp(idents[u - 1], byplace[i].ident) != 0) {
+			idents[u] = byplace[i].ident;
+			places[u++] = byplace[i].place;
+		}
+	job_bulk(req, r, &jr, idents, NULL, places, u);
 out:
+	free(byplace);
+	free(places);
 	free(idents);
 	job_req_free(&jr);
 	json_object_put(body);
@@ -515,6 +571,11 @@ void api_jobs_bulk_tags(struct api_req *req, struct api_resp *r)
 					      "ttl",
 					      "notification_mail_list",
 					      "notification_status_list",
+					      "rollout",
+					      "abort",
+					      "window",
+					      "retry",
+					      "continuous",
 					      NULL};
 	struct job_req jr;
 	struct jsonu_err e;
@@ -523,6 +584,8 @@ void api_jobs_bulk_tags(struct api_req *req, struct api_resp *r)
 	const char *tag = NULL;
 	const char **idents = NULL;
 	bool *online = NULL;
+	long long *places = NULL;
+	struct job_created *bycreation = NULL;
 	size_t n;
 	enum rcs_err err;
 
@@ -538,8 +601,10 @@ void api_jobs_bulk_tags(struct api_req *req, struct api_resp *r)
 			  "'tag' must be 1-64 letters, digits or any of _-.:/");
 		goto out;
 	}
-	if (!job_read_common(req, r, body, allowed, &jr))
+	if (!job_read_common(req, r, body, allowed, &jr) ||
+	    !api_group_settings_read(r, body, true, jr.task.retry, &jr.gs, &jr.group_send))
 		goto out;
+	jr.tag = tag;
 	err = store_devices_with_tag(req->app->st, req->auth.client_root, tag, JOB_MAX_TAG_DEVICES,
 				     &devices);
 	if (err == RCS_ERR_TOOBIG) {
@@ -554,16 +619,25 @@ void api_jobs_bulk_tags(struct api_req *req, struct api_resp *r)
 	n = devices.n;
 	idents = calloc(n ? n : 1, sizeof(*idents));
 	online = calloc(n ? n : 1, sizeof(*online));
-	if (idents == NULL || online == NULL) {
+	places = calloc(n ? n : 1, sizeof(*places));
+	bycreation = calloc(n ? n : 1, sizeof(*bycreation));
+	if (idents == NULL || online == NULL || places == NULL || bycreation == NULL) {
 		api_store_error(r, RCS_ERR_NOMEM, "job");
 		goto out;
 	}
 	for (size_t i = 0; i < n; i++) {
 		idents[i] = devices.items[i].entity_ident;
 		online[i] = devices.items[i].online;
+		bycreation[i] = (struct job_created){devices.items[i].created_at, idents[i], i};
 	}
-	job_bulk(req, r, &jr, idents, online, n);
+	/* released (rollouts) in the devices' creation order */
+	qsort(bycreation, n, sizeof(*bycreation), job_cmp_created);
+	for (size_t i = 0; i < n; i++)
+		places[bycreation[i].i] = (long long)i;
+	job_bulk(req, r, &jr, idents, online, places, n);
 out:
+	free(places);
+	free(bycreation);
 	free(idents);
 	free(online);
 	store_device_presence_list_free(&devices);

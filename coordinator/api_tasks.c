@@ -33,6 +33,7 @@ static const char *const task_writable[] = {"name",
 					    "timeout",
 					    "notification_mail_list",
 					    "notification_status_list",
+					    "retry",
 					    NULL};
 static const char *const task_platform[] = {"ident",        "version",       "client_root",
 					    "created_user", "created_at",    "update_user",
@@ -63,6 +64,7 @@ static void task_from_record(const struct task_rec *t, struct task_write *w)
 	w->mail_list = t->mail_list;
 	w->status_list = t->status_list;
 	w->signature = t->signature;
+	w->retry = t->retry;
 }
 
 /*
@@ -132,6 +134,26 @@ static enum rcs_err task_apply_body(json_object *body, struct task_write *w, boo
 		return err;
 	if (present)
 		w->timeout = timeout;
+	/* the default retry of the task's bulk sends (docs/api.md "Rollouts"); null: none */
+	if (json_object_object_get_ex(body, "retry", &o)) {
+		struct group_settings g;
+
+		memset(&g, 0, sizeof(g));
+		if (o == NULL) {
+			w->retry = NULL;
+		} else {
+			err = api_group_retry_read(o, &g, e);
+			if (err != RCS_OK) {
+				char field[sizeof(e->field)];
+
+				snprintf(field, sizeof(field), "retry%s%.100s",
+					 e->field[0] ? "." : "", e->field);
+				snprintf(e->field, sizeof(e->field), "%s", field);
+				return err;
+			}
+			w->retry = jsonu_dump(o, NULL);
+		}
+	}
 	err = jsonu_get_string_array(body, "notification_mail_list", false, VALIDATE_MAX_MAILS, 254,
 				     &o, &present, e);
 	if (err != RCS_OK)
@@ -460,6 +482,7 @@ static void task_update(struct api_req *req, struct api_resp *r, bool full)
 		w.hide = false;
 		w.allow_offline = false;
 		w.timeout = TASK_DEFAULT_TIMEOUT;
+		w.retry = NULL;
 	}
 	err = task_apply_body(body, &w, full, &e);
 	if (err != RCS_OK) {

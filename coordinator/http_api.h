@@ -173,4 +173,22 @@ void api_openapi(struct api_req *req, struct api_resp *r);
 extern const unsigned char api_openapi_json[];
 extern const size_t api_openapi_json_len;
 
+
+/* ---- group sends (api_groups.c; docs/api.md "Rollouts") ---- */
+
+/* A retry's defaults: the first backoff and its factor (thousandths). */
+#define API_RETRY_BACKOFF_S    30
+#define API_RETRY_FACTOR_MILLI 2000
+/* Reads a retry object ({max_attempts, backoff_s, backoff_factor}) into g. */
+enum rcs_err api_group_retry_read(json_object *o, struct group_settings *g, struct jsonu_err *e);
+/* Reads a bulk send's rollout, abort, window, retry and continuous members (continuous:
+ * tag sends only) into g, with the task's default retry (JSON text, NULL: none) when the
+ * send gives none; *any: any of them applies (the send makes a group). On bad input the
+ * answer is set (400 naming the field) and false returned. */
+bool api_group_settings_read(struct api_resp *r, json_object *body, bool tag_send,
+			     const char *task_retry, struct group_settings *g, bool *any);
+void api_group_pause(struct api_req *req, struct api_resp *r);
+void api_group_resume(struct api_req *req, struct api_resp *r);
+void api_group_cancel(struct api_req *req, struct api_resp *r);
+
 #endif

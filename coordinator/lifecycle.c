@@ -7,6 +7,7 @@
 #include "log.h"
 #include "metrics.h"
 #include "render.h"
+#include "rollout.h"
 
 #define LIFECYCLE_EVENT_MAX ((size_t)8 << 20) /* bytes of one job record as text */
 
@@ -44,6 +45,9 @@ static void lifecycle_metrics(struct lifecycle *lc, const struct job_move *m)
 		metrics_job_run_time((double)(m->now - since));
 }
 
+static enum rcs_err lifecycle_group_job_ended(struct lifecycle *lc, const struct job_rec *job,
+					      int64_t now);
+
 bool lifecycle_has_transport(const struct lifecycle *lc)
 {
 	return lc->hooks != NULL;
@@ -53,7 +57,7 @@ enum rcs_err lifecycle_move(struct lifecycle *lc, const struct job_move *m, enum
 			    struct job_rec *job_after)
 {
 	struct job_rec job;
-	bool event, have_job = false;
+	bool event, ended, have_job = false;
 	enum rcs_err err;
 
 	memset(&job, 0, sizeof(job));
@@ -70,7 +74,8 @@ enum rcs_err lifecycle_move(struct lifecycle *lc, const struct job_move *m, enum
 	    lc->webhooks_changed)
 		lc->webhooks_changed(lc->webhooks_ctx);
 	event = *result == STORE_MOVE_APPLIED && lc->hooks && lc->hooks->job_changed;
-	if (!event && job_after == NULL)
+	ended = *result == STORE_MOVE_APPLIED && status_is_terminal(m->to);
+	if (!event && !ended && job_after == NULL)
 		goto out;
 	/* one read for the event and the caller */
 	err = store_job_get(lc->st, NULL, m->ident, &job);
@@ -83,6 +88,12 @@ enum rcs_err lifecycle_move(struct lifecycle *lc, const struct job_move *m, enum
 	have_job = true;
 	if (event)
 		lifecycle_changed_event(lc, &job);
+	/* a job of a group ended: retry, abort, completion, in this transaction */
+	if (ended && job.group_ident[0] != '\0') {
+		err = lifecycle_group_job_ended(lc, &job, m->now);
+		if (err != RCS_OK)
+			goto out;
+	}
 	if (job_after) {
 		*job_after = job;
 		have_job = false; /* the caller's */
@@ -107,9 +118,10 @@ static void lifecycle_jobs_created(struct lifecycle *lc, const struct job_batch 
 	metrics_job_statuses(JS_PENDING, b->n);
 	if (lc->webhooks_changed)
 		lc->webhooks_changed(lc->webhooks_ctx);
-	if ((b->scheduled_time > b->now || b->ttl > 0) && lc->timers)
+	if ((b->scheduled_time > b->now || b->ttl > 0 || b->hold) && lc->timers)
 		lc->timers(lc->timers_ctx);
-	if (lc->hooks == NULL || b->scheduled_time > b->now)
+	/* held jobs: the scheduler releases them (docs/api.md "Rollouts") */
+	if (lc->hooks == NULL || b->scheduled_time > b->now || b->hold)
 		return;
 	if (b->n == 1 && b->group_ident == NULL) {
 		if (lc->hooks->job_due)
@@ -162,6 +174,7 @@ enum rcs_err lifecycle_jobs_create(struct lifecycle *lc, const struct job_batch 
 	c->b.now = b->now;
 	c->b.scheduled_time = b->scheduled_time;
 	c->b.ttl = b->ttl;
+	c->b.hold = b->hold;
 	if (b->group_ident) {
 		snprintf(c->group_ident, sizeof(c->group_ident), "%s", b->group_ident);
 		c->b.group_ident = c->group_ident;
@@ -207,5 +220,409 @@ enum rcs_err lifecycle_cancel(struct lifecycle *lc, const char *client_root, con
 	if (status_rank(was) >= status_rank(JS_TRANSMITED) && lc->hooks && lc->hooks->job_cancelled)
 		lc->hooks->job_cancelled(lc->hooks->ctx, job_out);
 out:
+	return err;
+}
+
+/* ---- group sends (docs/api.md "Rollouts") ---- */
+
+#define LIFECYCLE_GROUP_CHUNK 1000 /* jobs cancelled per query of a group's open jobs */
+
+/* The group's record with counts, as render_group writes it, to the group_changed hook. */
+static void lifecycle_group_event(struct lifecycle *lc, const char *group_ident)
+{
+	struct group_rec g;
+	struct render w;
+	struct buf rec;
+
+	if (lc->hooks == NULL || lc->hooks->group_changed == NULL)
+		return;
+	if (store_group_read(lc->st, NULL, group_ident, true, &g) != RCS_OK) {
+		log_warnx("group %s: no event: it cannot be read", group_ident);
+		return;
+	}
+	buf_init(&rec, LIFECYCLE_EVENT_MAX);
+	render_init(&w, &rec);
+	render_group(&w, &g);
+	if (render_end(&w) == RCS_OK)
+		lc->hooks->group_changed(lc->hooks->ctx, g.client_root, g.ident, rec.data, rec.len);
+	buf_free(&rec);
+	store_group_rec_free(&g);
+}
+
+enum rcs_err lifecycle_group_set_status(struct lifecycle *lc, const char *group_ident,
+					unsigned from, enum group_status to, const char *reason,
+					int64_t now, enum group_status *prev)
+{
+	enum group_status was = to;
+	struct group_rec g;
+	enum rcs_err err;
+
+	memset(&g, 0, sizeof(g));
+	/* the change and its webhook deliveries in one transaction (docs/api.md, "Webhooks") */
+	err = store_tx_begin(lc->st);
+	if (err != RCS_OK)
+		return err;
+	err = store_group_set_status(lc->st, group_ident, from, to, reason, &was);
+	if (err == RCS_OK && was != to)
+		err = store_group_read(lc->st, NULL, group_ident, false, &g);
+	if (err == RCS_OK && was != to)
+		err = store_webhook_group_event(lc->st, g.client_root, group_ident,
+						group_status_name(to), now);
+	if (store_tx_end(lc->st, err == RCS_OK) != RCS_OK && err == RCS_OK)
+		err = RCS_ERR_DB;
+	store_group_rec_free(&g);
+	if (prev)
+		*prev = was;
+	if (err != RCS_OK || was == to)
+		return err;
+	log_info("group %s: %s -> %s%s%s", group_ident, group_status_name(was),
+		 group_status_name(to), reason ? ": " : "", reason ? reason : "");
+	if (lc->webhooks_changed)
+		lc->webhooks_changed(lc->webhooks_ctx);
+	lifecycle_group_event(lc, group_ident);
+	return RCS_OK;
+}
+
+/* Cancels the group's jobs that have not ended (unsent_only: those not yet transmited,
+ * with response), a chunk at a time. The group is no longer running: their ends change
+ * nothing more of it. */
+static enum rcs_err lifecycle_group_cancel_jobs(struct lifecycle *lc, const char *group,
+						bool unsent_only, const char *response, int64_t now)
+{
+	struct store_idents ids;
+	size_t moved;
+	enum rcs_err err;
+
+	do {
+		moved = 0;
+		err =
+		    store_group_jobs_open(lc->st, group, unsent_only, LIFECYCLE_GROUP_CHUNK, &ids);
+		if (err != RCS_OK)
+			break;
+		for (size_t i = 0; i < ids.n && err == RCS_OK; i++) {
+			struct job_move m = {
+			    .ident = ids.v[i],
+			    .to = JS_CANCELLED,
+			    .response = response,
+			    .now = now,
+			};
+			enum store_move res = STORE_MOVE_DUPLICATE;
+			struct job_rec job;
+
+			if (unsent_only) {
+				err = lifecycle_move(lc, &m, &res, NULL);
+			} else {
+				err = lifecycle_cancel(lc, NULL, ids.v[i], now, &job);
+				if (err == RCS_OK)
+					store_job_rec_free(&job);
+				res = err == RCS_OK ? STORE_MOVE_APPLIED : STORE_MOVE_TERMINAL;
+				if (err == RCS_ERR_CONFLICT)
+					err = RCS_OK;
+			}
+			if (err == RCS_OK && res == STORE_MOVE_APPLIED)
+				moved++;
+		}
+		store_idents_free(&ids);
+	} while (err == RCS_OK && moved == LIFECYCLE_GROUP_CHUNK);
+	return err;
+}
+
+/* Whether the group's share of failures calls for an abort (docs/api.md "Rollouts"). */
+static bool lifecycle_group_should_abort(const struct group_rec *g, char *reason, size_t size)
+{
+	const struct group_settings *s = &g->settings;
+
+	if (!s->has_abort || g->n_finished <= 0 || g->n_finished < s->min_finished ||
+	    g->n_failed * 10000 < s->failure_pct * g->n_finished)
+		return false;
+	snprintf(reason, size,
+		 "%lld of %lld finished jobs failed (%lld.%02lld %%; the limit is %lld.%02lld %%"
+		 " after %lld)",
+		 g->n_failed, g->n_finished, g->n_failed * 10000 / g->n_finished / 100,
+		 g->n_failed * 10000 / g->n_finished % 100, s->failure_pct / 100,
+		 s->failure_pct % 100, s->min_finished);
+	return true;
+}
+
+/* Aborts a running or paused group: its status, then its jobs not yet sent. */
+static enum rcs_err lifecycle_group_abort(struct lifecycle *lc, const char *group,
+					  const char *reason, int64_t now)
+{
+	char response[320];
+	enum rcs_err err;
+
+	err = lifecycle_group_set_status(lc, group,
+					 GROUP_BIT(GROUP_RUNNING) | GROUP_BIT(GROUP_PAUSED),
+					 GROUP_ABORTED, reason, now, NULL);
+	if (err != RCS_OK)
+		return err == RCS_ERR_CONFLICT ? RCS_OK : err;
+	snprintf(response, sizeof(response), "group aborted: %s", reason);
+	return lifecycle_group_cancel_jobs(lc, group, true, response, now);
+}
+
+/* A running group with nothing left to do is completed (a continuous one stays open). */
+static enum rcs_err lifecycle_group_check_done(struct lifecycle *lc, const struct group_rec *g,
+					       int64_t now)
+{
+	enum rcs_err err;
+
+	if (g->status != GROUP_RUNNING || g->n_open > 0 || g->settings.continuous)
+		return RCS_OK;
+	err = lifecycle_group_set_status(lc, g->ident, GROUP_BIT(GROUP_RUNNING), GROUP_COMPLETED,
+					 NULL, now, NULL);
+	return err == RCS_ERR_CONFLICT ? RCS_OK : err;
+}
+
+/* A failed job of a running or paused group is followed by its retry when the cause is
+ * transient and attempts are left: *retried. */
+static enum rcs_err lifecycle_group_retry(struct lifecycle *lc, const struct group_rec *g,
+					  const struct job_rec *job, int64_t now, bool *retried)
+{
+	const struct group_settings *s = &g->settings;
+	char ident[UUID_STR_LEN], response[160];
+	int64_t delay;
+	enum rcs_err err;
+
+	*retried = false;
+	if (!s->has_retry || job->attempt >= s->max_attempts)
+		return RCS_OK;
+	if (!(job->status == JS_EXPIRED ||
+	      (job->status == JS_EDGE_ERROR && !rollout_error_permanent(job->error_code))))
+		return RCS_OK;
+	err = uuid_v7(ident);
+	if (err != RCS_OK)
+		return err;
+	delay = rollout_retry_delay(s, job->attempt);
+	snprintf(response, sizeof(response), "waiting for retry: attempt %lld of %lld after %llds",
+		 job->attempt + 1, s->max_attempts, (long long)delay);
+	err = store_job_retry(lc->st, job->ident, ident, now, now + delay, response);
+	if (err != RCS_OK)
+		return err;
+	log_info("job %s (%s): attempt %lld is job %s, in %llds", job->ident,
+		 job->error_code ? job->error_code : status_name(job->status), job->attempt + 1,
+		 ident, (long long)delay);
+	*retried = true;
+	if (lc->changed)
+		lc->changed(lc->changed_ctx);
+	if (lc->timers)
+		lc->timers(lc->timers_ctx);
+	return RCS_OK;
+}
+
+static enum rcs_err lifecycle_group_job_ended(struct lifecycle *lc, const struct job_rec *job,
+					      int64_t now)
+{
+	struct group_rec g;
+	char reason[256];
+	bool retried = false, have = false;
+	enum rcs_err err;
+
+	err = store_group_read(lc->st, NULL, job->group_ident, false, &g);
+	if (err != RCS_OK)
+		goto out;
+	have = true;
+	if (g.status != GROUP_RUNNING && g.status != GROUP_PAUSED)
+		goto out; /* ended: its jobs' ends change nothing more */
+	err = lifecycle_group_retry(lc, &g, job, now, &retried);
+	if (err != RCS_OK)
+		goto out;
+	if (retried) {
+		store_group_rec_free(&g);
+		have = false;
+		err = store_group_read(lc->st, NULL, job->group_ident, false, &g);
+		if (err != RCS_OK)
+			goto out;
+		have = true;
+	}
+	if (lifecycle_group_should_abort(&g, reason, sizeof(reason))) {
+		err = lifecycle_group_abort(lc, g.ident, reason, now);
+		goto out;
+	}
+	err = lifecycle_group_check_done(lc, &g, now);
+out:
+	if (have)
+		store_group_rec_free(&g);
+	return err;
+}
+
+/* The tenant's group (RCS_ERR_NOTFOUND for another's) and the action's transaction. */
+static enum rcs_err lifecycle_group_of(struct lifecycle *lc, const char *client_root,
+				       const char *ident, struct group_rec *g)
+{
+	enum rcs_err err = store_group_read(lc->st, NULL, ident, false, g);
+
+	if (err == RCS_OK && strcmp(g->client_root, client_root) != 0) {
+		store_group_rec_free(g);
+		err = RCS_ERR_NOTFOUND;
+	}
+	return err;
+}
+
+/* Ends a group action: commit (or roll back on err) and the record afterwards. */
+static enum rcs_err lifecycle_group_action_end(struct lifecycle *lc, const char *client_root,
+					       const char *ident, enum rcs_err err,
+					       struct group_rec *out)
+{
+	enum rcs_err end = store_tx_end(lc->st, err == RCS_OK);
+
+	if (err == RCS_OK)
+		err = end;
+	if (err == RCS_OK && out)
+		err = store_group_read(lc->st, client_root, ident, true, out);
+	return err;
+}
+
+enum rcs_err lifecycle_group_pause(struct lifecycle *lc, const char *client_root, const char *ident,
+				   int64_t now, enum group_status *prev, struct group_rec *out)
+{
+	struct group_rec g;
+	enum rcs_err err;
+
+	if (out)
+		memset(out, 0, sizeof(*out));
+	err = store_tx_begin(lc->st);
+	if (err != RCS_OK)
+		return err;
+	err = lifecycle_group_of(lc, client_root, ident, &g);
+	if (err == RCS_OK) {
+		store_group_rec_free(&g);
+		err = lifecycle_group_set_status(lc, ident,
+						 GROUP_BIT(GROUP_RUNNING) | GROUP_BIT(GROUP_PAUSED),
+						 GROUP_PAUSED, NULL, now, prev);
+	}
+	/* the jobs not yet sent wait again */
+	if (err == RCS_OK)
+		err = store_group_hold(lc->st, ident, "group paused");
+	return lifecycle_group_action_end(lc, client_root, ident, err, out);
+}
+
+enum rcs_err lifecycle_group_resume(struct lifecycle *lc, const char *client_root,
+				    const char *ident, int64_t now, enum group_status *prev,
+				    struct group_rec *out)
+{
+	struct group_rec g;
+	enum rcs_err err;
+
+	if (out)
+		memset(out, 0, sizeof(*out));
+	err = store_tx_begin(lc->st);
+	if (err != RCS_OK)
+		return err;
+	err = lifecycle_group_of(lc, client_root, ident, &g);
+	if (err == RCS_OK) {
+		store_group_rec_free(&g);
+		err = lifecycle_group_set_status(lc, ident,
+						 GROUP_BIT(GROUP_RUNNING) | GROUP_BIT(GROUP_PAUSED),
+						 GROUP_RUNNING, NULL, now, prev);
+	}
+	/* nothing left to do: completed now */
+	if (err == RCS_OK && (err = store_group_read(lc->st, NULL, ident, false, &g)) == RCS_OK) {
+		err = lifecycle_group_check_done(lc, &g, now);
+		store_group_rec_free(&g);
+	}
+	if (err == RCS_OK && lc->timers)
+		lc->timers(lc->timers_ctx); /* the scheduler releases the held jobs */
+	return lifecycle_group_action_end(lc, client_root, ident, err, out);
+}
+
+enum rcs_err lifecycle_group_cancel(struct lifecycle *lc, const char *client_root,
+				    const char *ident, const char *user, int64_t now,
+				    enum group_status *prev, struct group_rec *out)
+{
+	struct group_rec g;
+	char reason[200];
+	enum rcs_err err;
+
+	if (out)
+		memset(out, 0, sizeof(*out));
+	snprintf(reason, sizeof(reason), "cancelled through the API by %.128s", user ? user : "");
+	err = store_tx_begin(lc->st);
+	if (err != RCS_OK)
+		return err;
+	err = lifecycle_group_of(lc, client_root, ident, &g);
+	if (err == RCS_OK) {
+		store_group_rec_free(&g);
+		err = lifecycle_group_set_status(lc, ident,
+						 GROUP_BIT(GROUP_RUNNING) | GROUP_BIT(GROUP_PAUSED),
+						 GROUP_CANCELLED, reason, now, prev);
+	}
+	/* every job not ended, as the job cancel does (devices are told) */
+	if (err == RCS_OK)
+		err = lifecycle_group_cancel_jobs(lc, ident, false, NULL, now);
+	return lifecycle_group_action_end(lc, client_root, ident, err, out);
+}
+
+/* Released jobs, kept until the release commits. */
+struct lifecycle_released {
+	struct lifecycle *lc;
+	size_t n;
+	struct job_new jobs[];
+};
+
+static void lifecycle_released_after(void *arg, bool committed)
+{
+	struct lifecycle_released *r = arg;
+
+	if (committed && r->lc->hooks && r->lc->hooks->jobs_due)
+		r->lc->hooks->jobs_due(r->lc->hooks->ctx, r->jobs, r->n);
+	free(r);
+}
+
+enum rcs_err lifecycle_jobs_released(struct lifecycle *lc, const struct store_idents *ids)
+{
+	struct lifecycle_released *r;
+	enum rcs_err err;
+
+	if (ids->n == 0)
+		return RCS_OK;
+	if (lc->changed)
+		lc->changed(lc->changed_ctx);
+	if (lc->hooks == NULL)
+		return RCS_OK;
+	r = calloc(1, sizeof(*r) + ids->n * sizeof(r->jobs[0]));
+	if (r == NULL)
+		return RCS_ERR_NOMEM; /* released and pending: the due sweep sends them */
+	r->lc = lc;
+	r->n = ids->n;
+	for (size_t i = 0; i < ids->n; i++)
+		memcpy(r->jobs[i].ident, ids->v[i], sizeof(r->jobs[i].ident));
+	err = store_after_commit(lc->st, lifecycle_released_after, r);
+	if (err != RCS_OK)
+		free(r);
+	return err;
+}
+
+enum rcs_err lifecycle_device_changed(struct lifecycle *lc, const char *client_root,
+				      const char *entity_ident, int64_t now)
+{
+	struct store_idents ids, due = {.v = NULL, .n = 0};
+	bool *held = NULL, any_held = false;
+	enum rcs_err err;
+
+	err = store_groups_continuous_add(lc->st, client_root, entity_ident, now, &ids, &held);
+	if (err != RCS_OK || ids.n == 0)
+		goto out;
+	log_info("device %s joins %zu continuous group send%s", entity_ident, ids.n,
+		 ids.n == 1 ? "" : "s");
+	due.v = calloc(ids.n, sizeof(*due.v));
+	if (due.v == NULL) {
+		err = RCS_ERR_NOMEM;
+		goto out;
+	}
+	for (size_t i = 0; i < ids.n; i++) {
+		if (held[i])
+			any_held = true;
+		else
+			memcpy(due.v[due.n++], ids.v[i], sizeof(due.v[0]));
+	}
+	if (any_held && lc->timers)
+		lc->timers(lc->timers_ctx);
+	if (lc->changed)
+		lc->changed(lc->changed_ctx);
+	err = lifecycle_jobs_released(lc, &due);
+out:
+	store_idents_free(&due);
+	store_idents_free(&ids);
+	free(held);
 	return err;
 }

@@ -36,6 +36,11 @@ struct lifecycle_hooks {
 	 * the event of docs/mqtt.md, "Monitoring"). */
 	void (*job_changed)(void *ctx, const char *client_root, const char *job_ident,
 			    const char *record, size_t len);
+	/* After every change of a group's status, with the group record as it now is (JSON
+	 * text, render_group's, counts included): the group event of docs/mqtt.md,
+	 * "Monitoring". Called inside the changing transaction: publish once it commits. */
+	void (*group_changed)(void *ctx, const char *client_root, const char *group_ident,
+			      const char *record, size_t len);
 };
 
 struct lifecycle {
@@ -81,5 +86,40 @@ enum rcs_err lifecycle_jobs_create(struct lifecycle *lc, const struct job_batch 
  */
 enum rcs_err lifecycle_cancel(struct lifecycle *lc, const char *client_root, const char *ident,
 			      int64_t now, struct job_rec *job_out);
+
+/* ---- group sends (docs/api.md "Rollouts") ---- */
+
+/*
+ * Records a change of a group's status: the store (store_group_set_status, when the group's
+ * status is one of `from`, GROUP_BIT()s; RCS_ERR_CONFLICT otherwise, *prev gets the status
+ * it had) and the group event (the transport's group_changed hook, published after the
+ * commit). The one place a group's status changes: whatever else must follow every change
+ * (an outbox of webhooks, say) belongs here. Runs in the caller's transaction.
+ */
+enum rcs_err lifecycle_group_set_status(struct lifecycle *lc, const char *group_ident,
+					unsigned from, enum group_status to, const char *reason,
+					int64_t now, enum group_status *prev);
+
+/* The operator's actions on a group of the tenant (PATCH /groups/<id>/pause, /resume,
+ * /cancel), each in one transaction: RCS_ERR_NOTFOUND, RCS_ERR_CONFLICT when the group's
+ * status doesn't allow it (*prev gets it). *out (may be NULL) gets the group's record
+ * afterwards, with counts (freed with store_group_rec_free). */
+enum rcs_err lifecycle_group_pause(struct lifecycle *lc, const char *client_root, const char *ident,
+				   int64_t now, enum group_status *prev, struct group_rec *out);
+enum rcs_err lifecycle_group_resume(struct lifecycle *lc, const char *client_root,
+				    const char *ident, int64_t now, enum group_status *prev,
+				    struct group_rec *out);
+enum rcs_err lifecycle_group_cancel(struct lifecycle *lc, const char *client_root,
+				    const char *ident, const char *user, int64_t now,
+				    enum group_status *prev, struct group_rec *out);
+
+/* Jobs a group released (the scheduler's rollout): handed to the transport once the
+ * caller's transaction commits. */
+enum rcs_err lifecycle_jobs_released(struct lifecycle *lc, const struct store_idents *ids);
+
+/* A device's tags or presence changed: it joins the continuous tag sends whose tag it
+ * now holds (one job per group and device). In the caller's transaction. */
+enum rcs_err lifecycle_device_changed(struct lifecycle *lc, const char *client_root,
+				      const char *entity_ident, int64_t now);
 
 #endif

@@ -173,8 +173,8 @@ static enum rcs_err bridge_prepare_job(struct bridge *b, const char *ident, bool
 	if (err != RCS_OK)
 		goto out;
 	have_job = true;
-	if (resend ? status_is_terminal(job.status) : job.status != JS_PENDING)
-		goto out; /* moved on meanwhile: nothing to do */
+	if (resend ? status_is_terminal(job.status) : (job.status != JS_PENDING || job.held))
+		goto out; /* moved on meanwhile, or waits for its group's release: nothing to do */
 	if (!resend) {
 		/* an offline device's job waits pending; it goes out when the device is back */
 		err = store_device_presence(b->st, job.client_root, job.entity_ident, &online);
@@ -219,7 +219,10 @@ static enum rcs_err bridge_prepare_job(struct bridge *b, const char *ident, bool
 	env.variables = vars;
 	env.signature = tv->signature;
 	env.issued_at = now;
-	env.expires_at = store_job_expiry(job.created_at, job.scheduled_time, job.ttl);
+	/* a held job's ttl runs from its release (docs/api.md "Rollouts") */
+	env.expires_at = job.expires_at
+			     ? job.expires_at
+			     : store_job_expiry(job.created_at, job.scheduled_time, job.ttl);
 	env.timeout = tv->tv.timeout;
 	env_json = proto_envelope_encode(&env);
 	payload = jsonu_dump(env_json, &o->len);
@@ -558,6 +561,24 @@ static void hook_job_changed(void *ctx, const char *client_root, const char *job
 		free(ev);
 }
 
+/* A group's status changed: its event goes out once the change is committed (docs/mqtt.md,
+ * "Monitoring"). */
+static void hook_group_changed(void *ctx, const char *client_root, const char *group_ident,
+			       const char *record, size_t len)
+{
+	struct bridge *b = ctx;
+	struct bridge_event *ev = malloc(sizeof(*ev) + len);
+
+	if (ev == NULL)
+		return;
+	ev->b = b;
+	ev->len = len;
+	memcpy(ev->record, record, len);
+	proto_topic_make(ev->topic, PROTO_GROUP_EVENT, client_root, NULL, group_ident);
+	if (store_after_commit(b->st, bridge_event_send, ev) != RCS_OK)
+		free(ev);
+}
+
 /* ---- MQTT callbacks (paho's threads) ---- */
 
 static void on_connected(void *ctx, bool session_present)
@@ -650,6 +671,7 @@ static void bridge_apply_report(struct bridge *b, const struct in_msg *m)
 	mv.replace_response = true;
 	mv.set_response_time = status_is_terminal(r.status);
 	mv.seq = r.seq;
+	mv.error_code = r.error; /* the cause of an edge_error (docs/mqtt.md) */
 	mv.now = (int64_t)time(NULL);
 	err = lifecycle_move(b->lc, &mv, &res, NULL);
 	if (err == RCS_OK && res == STORE_MOVE_KEPT && !status_is_terminal(r.status)) {
@@ -700,6 +722,11 @@ static bool bridge_apply_state(struct bridge *b, const struct in_msg *m)
 			  rcs_strerror(err));
 	else if (s.online != came_online || came_online)
 		log_info("device %s is %s", m->topic.entity_ident, s.online ? "online" : "offline");
+	/* reported tags, or back online: continuous tag sends it now belongs to */
+	if (err == RCS_OK && s.online &&
+	    lifecycle_device_changed(b->lc, m->topic.client_root, m->topic.entity_ident,
+				     (int64_t)time(NULL)) != RCS_OK)
+		log_warnx("device %s: continuous sends not checked", m->topic.entity_ident);
 	proto_state_free(&s);
 	return came_online;
 }
@@ -898,6 +925,7 @@ enum rcs_err bridge_start(const struct bridge_opts *opts, struct store *st, stru
 	b->hooks.jobs_due = hook_jobs_due;
 	b->hooks.job_cancelled = hook_job_cancelled;
 	b->hooks.job_changed = hook_job_changed;
+	b->hooks.group_changed = hook_group_changed;
 	memset(&cb, 0, sizeof(cb));
 	cb.ctx = b;
 	cb.on_connected = on_connected;

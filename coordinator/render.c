@@ -343,6 +343,7 @@ void render_task(struct render *w, const struct task_rec *r)
 	render_kint(w, "timeout", r->timeout);
 	render_kstr(w, "script_sha256", r->script_sha256);
 	render_kraw(w, "signature", r->signature);
+	render_kraw(w, "retry", r->retry); /* docs/api.md "Rollouts" */
 	render_obj_close(w);
 }
 
@@ -429,6 +430,10 @@ static void render_job_as(struct render *w, const struct job_rec *r, enum job_st
 	render_kraw(w, "notification_mail_list", r->mail_list);
 	render_kraw(w, "notification_status_list", r->status_list);
 	render_kraw(w, "variables", r->variables);
+	/* group sends (docs/api.md "Rollouts") */
+	render_kint(w, "attempt", r->attempt > 0 ? r->attempt : 1);
+	render_kstr(w, "retry_of", r->retry_of[0] ? r->retry_of : NULL);
+	render_kstr(w, "error_code", r->error_code);
 	render_obj_close(w);
 }
 
@@ -459,8 +464,7 @@ void render_job_batch(struct render *w, struct render_job_copy *c, const struct 
 		return;
 	}
 	render_job_as(w, r, r->status, r->update_at, r->response, r->response_time, at);
-	if (like_first || c->text != NULL || !uuids || w->err != RCS_OK ||
-	    at[0] < sizeof(head) - 1)
+	if (like_first || c->text != NULL || !uuids || w->err != RCS_OK || at[0] < sizeof(head) - 1)
 		return;
 	/* the first record: kept as the others' text */
 	start = at[0] - (sizeof(head) - 1);
@@ -524,6 +528,85 @@ void render_job_notification_page(struct render *w, const struct store_job_notif
 	render_page_close(w);
 }
 
+/* A number kept in 1/scale units (a factor in thousandths, a percentage in hundredths),
+ * written as a JSON number without trailing zeros. */
+static void render_kscaled(struct render *w, const char *key, long long v, long long scale)
+{
+	char text[48];
+	int digits = scale == 1000 ? 3 : 2;
+	size_t n;
+
+	n = (size_t)snprintf(text, sizeof(text), "%s%lld.%0*lld", v < 0 ? "-" : "",
+			     (v < 0 ? -v : v) / scale, digits, (v < 0 ? -v : v) % scale);
+	while (n > 0 && text[n - 1] == '0')
+		text[--n] = '\0';
+	if (n > 0 && text[n - 1] == '.')
+		text[--n] = '\0';
+	render_kraw(w, key, text);
+}
+
+/* A group's settings (docs/api.md "Rollouts"): each null when not given. */
+static void render_group_settings(struct render *w, const struct group_settings *g)
+{
+	render_key(w, "rollout");
+	if (g->max_per_minute > 0 || g->base_per_minute > 0) {
+		render_obj_open(w);
+		if (g->max_per_minute > 0)
+			render_kint(w, "max_per_minute", g->max_per_minute);
+		if (g->base_per_minute > 0) {
+			render_key(w, "exponential");
+			render_obj_open(w);
+			render_kint(w, "base_per_minute", g->base_per_minute);
+			render_kscaled(w, "factor", g->factor_milli, ROLLOUT_MILLI);
+			render_kint(w, "after_succeeded", g->after_succeeded);
+			render_obj_close(w);
+		}
+		render_obj_close(w);
+	} else {
+		render_null(w);
+	}
+	render_key(w, "abort");
+	if (g->has_abort) {
+		render_obj_open(w);
+		render_kscaled(w, "failure_percent", g->failure_pct, ROLLOUT_PCT_SCALE);
+		render_kint(w, "min_finished", g->min_finished);
+		render_obj_close(w);
+	} else {
+		render_null(w);
+	}
+	render_key(w, "window");
+	if (g->has_window) {
+		char start[8];
+
+		render_obj_open(w);
+		render_key(w, "days");
+		render_arr_open(w);
+		for (int i = 0; i < 7; i++)
+			if (g->days & (1u << i))
+				render_str(w, rollout_day_name(i));
+		render_arr_close(w);
+		snprintf(start, sizeof(start), "%02d:%02d", (int)(g->start_min / 60 % 24),
+			 (int)(g->start_min % 60));
+		render_kstr(w, "start", start);
+		render_kint(w, "duration_min", g->duration_min);
+		render_kint(w, "utc_offset_min", g->utc_offset_min);
+		render_obj_close(w);
+	} else {
+		render_null(w);
+	}
+	render_key(w, "retry");
+	if (g->has_retry) {
+		render_obj_open(w);
+		render_kint(w, "max_attempts", g->max_attempts);
+		render_kint(w, "backoff_s", g->backoff_s);
+		render_kscaled(w, "backoff_factor", g->backoff_milli, ROLLOUT_MILLI);
+		render_obj_close(w);
+	} else {
+		render_null(w);
+	}
+	render_kbool(w, "continuous", g->continuous);
+}
+
 void render_group(struct render *w, const struct group_rec *r)
 {
 	render_obj_open(w);
@@ -532,12 +615,28 @@ void render_group(struct render *w, const struct group_rec *r)
 	render_kstr(w, "created_user", r->created_user);
 	render_kint(w, "created_at", r->created_at);
 	render_kstr(w, "task_ident", r->task_ident);
+	/* group sends (docs/api.md "Rollouts") */
+	render_key(w, "task");
+	render_obj_open(w);
+	render_kint(w, "version", r->task_version);
+	render_kstr(w, "ident", r->task_ident);
+	render_kstr(w, "name", r->task_name);
+	render_obj_close(w);
+	render_kstr(w, "status", group_status_name(r->status));
+	render_kstr(w, "reason", r->reason);
+	render_kstr(w, "tag", r->tag);
+	render_group_settings(w, &r->settings);
 	if (r->with_counts) {
 		render_kint(w, "total", r->total);
 		render_key(w, "statuses");
 		render_obj_open(w);
 		for (size_t i = 0; i < r->n_statuses; i++)
 			render_kint(w, status_name(r->statuses[i].status), r->statuses[i].n);
+		render_obj_close(w);
+		render_key(w, "counts");
+		render_obj_open(w);
+		for (size_t i = 0; i < r->n_counts; i++)
+			render_kint(w, status_name(r->counts[i].status), r->counts[i].n);
 		render_obj_close(w);
 	}
 	render_obj_close(w);
@@ -626,14 +725,13 @@ void render_webhook_delivery_page(struct render *w, const struct store_webhook_d
 
 void render_webhook_group(struct render *w, const struct group_rec *r, const char *status)
 {
-	render_obj_open(w);
-	render_kstr(w, "ident", r->ident);
-	render_kstr(w, "name", r->name);
-	render_kstr(w, "created_user", r->created_user);
-	render_kint(w, "created_at", r->created_at);
-	render_kstr(w, "task_ident", r->task_ident);
-	render_kstr(w, "status", status);
-	render_obj_close(w);
+	struct group_rec at = *r;
+
+	/* the group's record as GET /groups/<id> shows it, with the status the delivery is
+	 * about (the group may have moved on since) */
+	if (!group_status_parse(status, &at.status))
+		at.status = r->status;
+	render_group(w, &at);
 }
 
 void render_audit_page(struct render *w, const struct store_audit_list *l)

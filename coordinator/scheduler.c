@@ -14,9 +14,12 @@
 #include <unistd.h>
 
 #include "log.h"
+#include "rollout.h"
 #include "status.h"
 
 #define SCHED_EXPIRE_LIMIT 5000 /* jobs expired per query */
+#define SCHED_GROUPS_MAX   256  /* groups releasing jobs, looked at per run */
+#define SCHED_RELEASE_MAX  5000 /* jobs a group releases per run */
 /*
  * The longest sleep, in seconds. Deadlines are wall-clock instants; a clock set is seen at
  * once through the timerfd, but one the kernel doesn't report (slewed, or faked for a test)
@@ -53,6 +56,74 @@ static void sched_timers(void *ctx)
 	sched_wake(ctx);
 }
 
+static int64_t sched_min(int64_t a, int64_t b)
+{
+	return a == 0 ? b : (b == 0 || a < b ? a : b);
+}
+
+/*
+ * Releases the held jobs of running groups (docs/api.md "Rollouts"): inside the group's
+ * window, after a retry's backoff, at the rollout's rate (a token bucket kept with the
+ * group, so that a restart keeps the pace). Each group's release is one transaction; the
+ * transport gets the jobs once it commits. Returns the next time a release is due (0:
+ * none).
+ */
+static int64_t sched_release(struct sched *s, int64_t now)
+{
+	struct store_group_list groups;
+	struct timespec ts;
+	int64_t now_ms, next = 0;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	now_ms = (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+	if (store_groups_releasing(s->st, SCHED_GROUPS_MAX, &groups) != RCS_OK)
+		return now + 1;
+	for (size_t i = 0; i < groups.n; i++) {
+		const struct group_rec *g = &groups.items[i];
+		const struct group_settings *gs = &g->settings;
+		struct store_idents ids = {.v = NULL, .n = 0};
+		double rate, tokens = 0;
+		int64_t at = 0;
+		size_t limit = SCHED_RELEASE_MAX;
+		enum rcs_err err;
+
+		if (!rollout_window_open(gs, now)) {
+			next = sched_min(next, rollout_window_next(gs, now));
+			continue;
+		}
+		rate = rollout_rate(gs, g->n_succeeded);
+		if (rate > 0) {
+			tokens = rollout_tokens((double)g->tokens_milli / 1000.0, g->tokens_at_ms,
+						now_ms, rate);
+			limit =
+			    tokens < (double)SCHED_RELEASE_MAX ? (size_t)tokens : SCHED_RELEASE_MAX;
+		}
+		err = store_tx_begin(s->st);
+		if (err == RCS_OK) {
+			err = store_group_release(s->st, g->ident, now, limit,
+						  (long long)(tokens * 1000.0), now_ms, &ids, &at);
+			if (err == RCS_OK)
+				err = lifecycle_jobs_released(s->lc, &ids);
+			enum rcs_err end = store_tx_end(s->st, err == RCS_OK);
+
+			if (err == RCS_OK)
+				err = end;
+		}
+		if (err != RCS_OK) {
+			log_warnx("group %s: jobs not released: %s", g->ident, rcs_strerror(err));
+			next = sched_min(next, now + 1);
+		} else if (ids.n > 0) {
+			log_debug("group %s: %zu jobs released", g->ident, ids.n);
+		}
+		store_idents_free(&ids);
+		/* due already: the rate or the limit held the rest back; a second later */
+		if (at != 0)
+			next = sched_min(next, at <= now ? now + 1 : at);
+	}
+	store_group_list_free(&groups);
+	return next;
+}
+
 /*
  * Expires jobs past their ttl, has the transport send those whose time came; returns the
  * next deadline (0: none). A deadline that is already past (a job that could not be
@@ -62,7 +133,7 @@ static void sched_timers(void *ctx)
 static int64_t sched_run(struct sched *s, const struct sched_transport *tr, int64_t now)
 {
 	struct store_idents ids;
-	int64_t next = 0;
+	int64_t next = 0, release;
 	size_t n = 0, moved = 0;
 
 	if (store_jobs_expired(s->st, now, SCHED_EXPIRE_LIMIT, &ids) == RCS_OK) {
@@ -82,6 +153,7 @@ static int64_t sched_run(struct sched *s, const struct sched_transport *tr, int6
 		}
 		store_idents_free(&ids);
 	}
+	release = sched_release(s, now);
 	if (tr->ctx && tr->ready(tr->ctx))
 		tr->send_due(tr->ctx, now);
 	/* a full page that moved: more are due at once */
@@ -89,7 +161,7 @@ static int64_t sched_run(struct sched *s, const struct sched_transport *tr, int6
 		return now;
 	if (store_next_wakeup(s->st, now, &next) != RCS_OK || (next != 0 && next <= now))
 		next = now + 1;
-	return next;
+	return sched_min(next, release);
 }
 
 /* Arms the timerfd so that setting the wall clock wakes the thread. */

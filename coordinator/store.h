@@ -29,6 +29,7 @@
 
 #include "buf.h"
 #include "err.h"
+#include "rollout.h"
 #include "status.h"
 #include "uuid.h"
 
@@ -193,6 +194,7 @@ struct task_write {
 	const char *mail_list;   /* array of strings */
 	const char *status_list; /* array of strings */
 	const char *signature;   /* object or NULL */
+	const char *retry;       /* the default retry of its bulk sends: object or NULL */
 };
 
 /* Inserts (version 1) or updates a task, recording the version's snapshot. */
@@ -218,6 +220,7 @@ struct task_rec {
 	long long timeout;
 	char script_sha256[65];
 	char *signature; /* object, NULL when unsigned */
+	char *retry;     /* the default retry of its bulk sends: object, NULL: none */
 };
 void store_task_rec_free(struct task_rec *r);
 struct store_task_list {
@@ -316,6 +319,7 @@ enum rcs_err store_devices_list(struct store *st, const char *client_root, const
 struct device_presence {
 	char entity_ident[UUID_STR_LEN];
 	bool online;
+	int64_t created_at; /* a tag send's release order (docs/api.md "Rollouts") */
 };
 struct store_device_presence_list {
 	struct device_presence *items;
@@ -338,6 +342,7 @@ enum rcs_err store_device_presence(struct store *st, const char *client_root,
 struct job_new {
 	char ident[UUID_STR_LEN];
 	const char *entity_ident;
+	long long order; /* place in the group's release order (rollouts) */
 };
 
 /* JSON documents are JSON text, as the API layer checked and serialized them. */
@@ -360,6 +365,12 @@ struct job_batch {
 	int64_t now;
 	struct job_new *jobs;
 	size_t n;
+	/* group sends (docs/api.md "Rollouts"): the new group's settings (NULL: none), the tag
+	 * of a tag send (NULL: a list send), whether the jobs wait for the scheduler to release
+	 * them (a rollout or a window) */
+	const struct group_settings *settings;
+	const char *tag;
+	bool hold;
 };
 
 /* Creates the group (when named) and all jobs with their initial and pending
@@ -389,6 +400,12 @@ struct job_rec {
 	char *mail_list;   /* notification_mail_list: array of strings */
 	char *status_list; /* notification_status_list: array of strings */
 	char *variables;   /* object */
+	/* group sends (docs/api.md "Rollouts") */
+	long long attempt;           /* 1 for a first send */
+	char retry_of[UUID_STR_LEN]; /* "" for a first send */
+	char *error_code;            /* the device's cause of an edge_error; NULL: none */
+	bool held;                   /* waits for its group's release */
+	int64_t expires_at;          /* 0: no ttl, or not released yet */
 };
 void store_job_rec_free(struct job_rec *r);
 
@@ -467,6 +484,7 @@ struct job_move {
 	bool mark_sent; /* the envelope goes out with this move: sent_at = now, sends + 1 */
 	int64_t now;
 	enum job_status *prev; /* may be NULL: gets the status the job had before */
+	const char *error_code; /* edge_error: the device's cause (docs/mqtt.md); NULL: none */
 };
 /* Applies one status change with the rules of docs/architecture.md, "Job statuses". */
 enum rcs_err store_job_move(struct store *st, const struct job_move *m, enum store_move *result);
@@ -493,6 +511,19 @@ enum rcs_err store_job_notifications(struct store *st, const char *client_root, 
 
 /* A group of jobs (a bulk send's); with_counts (store_group_get): its jobs' total and how
  * many are in each status (statuses, n_statuses of them, in the order of their names). */
+struct group_count {
+	enum job_status status;
+	long long n;
+};
+enum group_status {
+	GROUP_RUNNING,
+	GROUP_PAUSED,
+	GROUP_COMPLETED,
+	GROUP_ABORTED,
+	GROUP_CANCELLED,
+};
+const char *group_status_name(enum group_status s);
+bool group_status_parse(const char *s, enum group_status *out);
 struct group_rec {
 	char ident[UUID_STR_LEN];
 	char *name;
@@ -501,11 +532,24 @@ struct group_rec {
 	char task_ident[UUID_STR_LEN];
 	bool with_counts;
 	long long total;
-	struct group_count {
-		enum job_status status;
-		long long n;
-	} statuses[JS__COUNT];
+	struct group_count statuses[JS__COUNT];
 	size_t n_statuses;
+	/* group sends (docs/api.md "Rollouts") */
+	char client_root[UUID_STR_LEN];
+	enum group_status status;
+	char *reason; /* NULL: none */
+	long long task_version;
+	char *task_name;
+	char *tag; /* a tag send's tag; NULL for a list send */
+	struct group_settings settings;
+	/* with_counts: the latest attempt of each device, per status */
+	struct group_count counts[JS__COUNT];
+	size_t n_counts;
+	/* the store's tallies of latest attempts: not ended, ended, failed, terminated */
+	long long n_open, n_finished, n_failed, n_succeeded;
+	/* the rollout's token bucket: thousandths of a job, and when (Unix ms) */
+	long long tokens_milli;
+	int64_t tokens_at_ms;
 };
 void store_group_rec_free(struct group_rec *r);
 struct store_group_list {
@@ -765,5 +809,57 @@ enum rcs_err store_job_status_at(struct store *st, const char *job_ident, enum j
 				 int64_t *at);
 /* The database's size in bytes. */
 enum rcs_err store_db_size(struct store *st, long long *bytes);
+
+/* ---- group sends: rollouts, aborts, retries, continuous sends (store_groups.c) ---- */
+
+/* The response of a job that waits for its group's release (docs/api.md "Rollouts"). */
+#define STORE_HELD_RESPONSE "waiting for rollout"
+
+/* A group of any tenant (client_root NULL), with its tallies; with_counts adds the counts
+ * per status (store_group_get's). RCS_ERR_NOTFOUND when there is none. */
+enum rcs_err store_group_read(struct store *st, const char *client_root, const char *ident,
+			      bool with_counts, struct group_rec *out);
+
+/* The bit of a status in the `from` sets of store_group_set_status. */
+#define GROUP_BIT(s) (1u << (unsigned)(s))
+/* Sets a group's status when its status is one of `from` (GROUP_BIT()s): RCS_ERR_CONFLICT
+ * otherwise; *prev (may be NULL) gets the status it had. reason NULL keeps the reason. */
+enum rcs_err store_group_set_status(struct store *st, const char *ident, unsigned from,
+				    enum group_status to, const char *reason,
+				    enum group_status *prev);
+
+/* Running groups with jobs waiting for release (at most limit), oldest first, without
+ * counts. */
+enum rcs_err store_groups_releasing(struct store *st, size_t limit, struct store_group_list *out);
+
+/* Releases (held = 0, the ttl running from now) up to limit held jobs of the group whose
+ * time has come (release_at <= now), in release order, and keeps the bucket's new state
+ * (tokens_milli, at tokens_at_ms, less a job per job released); out gets their idents. *next_at:
+ * when the earliest job still held may go (now: one is due already; 0: none is held). */
+enum rcs_err store_group_release(struct store *st, const char *group, int64_t now, size_t limit,
+				 long long tokens_milli, int64_t tokens_at_ms,
+				 struct store_idents *out, int64_t *next_at);
+
+/* Holds the group's jobs not yet sent (pending) again, with response (a pause). */
+enum rcs_err store_group_hold(struct store *st, const char *group, const char *response);
+
+/* Idents of the group's jobs that have not ended (unsent_only: only those not yet
+ * transmited), at most limit. */
+enum rcs_err store_group_jobs_open(struct store *st, const char *group, bool unsent_only,
+				   size_t limit, struct store_idents *out);
+
+/* Creates job `ident`, attempt + 1 of the failed job `failed` (same device, group, task
+ * version, variables and ttl), held until release_at with response; the failed job is no
+ * longer its device's latest attempt. */
+enum rcs_err store_job_retry(struct store *st, const char *failed, const char *ident, int64_t now,
+			     int64_t release_at, const char *response);
+
+/* For continuous tag sends: creates the job of each running or paused continuous group of
+ * the tenant whose tag the device now holds (operator or reported tag) and that has no job
+ * for it yet; only for a device that is online or whose task allows offline devices. out:
+ * the idents created, held[i] whether it waits for release (a rollout, a window, a pause). */
+enum rcs_err store_groups_continuous_add(struct store *st, const char *client_root,
+					 const char *entity_ident, int64_t now,
+					 struct store_idents *out, bool **held);
 
 #endif

@@ -263,7 +263,8 @@ enum rcs_err store_devices_with_tag(struct store *st, const char *client_root, c
 	memset(out, 0, sizeof(*out));
 	store_lock(st);
 	err = store_stmt(st,
-			 "SELECT d.entity_ident, d.online FROM devices d WHERE d.entity_ident IN"
+			 "SELECT d.entity_ident, d.online, d.created_at FROM devices d WHERE"
+			 " d.entity_ident IN"
 			 " (SELECT entity_ident FROM device_tags WHERE client_root = ?1 AND"
 			 " tag = ?2) AND d.client_root = ?1 ORDER BY d.entity_ident",
 			 &s);
@@ -293,6 +294,7 @@ enum rcs_err store_devices_with_tag(struct store *st, const char *client_root, c
 		store_val_copy(s, 0, out->items[out->n].entity_ident,
 			       sizeof(out->items[out->n].entity_ident));
 		out->items[out->n].online = store_val_bool(s, 1);
+		out->items[out->n].created_at = store_val_int(s, 2);
 		out->n++;
 	}
 out:

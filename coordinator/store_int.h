@@ -220,4 +220,23 @@ enum rcs_err store_webhook_job_event(struct store *st, const char *client_root, 
 /* Whether any active webhook of the tenant wants job.status events (*want). */
 enum rcs_err store_webhooks_want_jobs(struct store *st, const char *client_root, bool *want);
 
+/* ---- group sends (store_groups.c; docs/api.md "Rollouts") ---- */
+
+/* The columns of a group_rec, in the order store_group_row reads them (table groups). */
+#define GROUP_COLS                                                                                 \
+	"ident, name, created_user, created_at, task_ident, client_root, status, reason,"          \
+	" task_version, task_name, tag, continuous, ro_max, ro_base, ro_factor, ro_after, ab_pct," \
+	" ab_min, win_days, win_start, win_dur, win_off, rt_max, rt_backoff, rt_factor, n_open,"   \
+	" n_finished, n_failed, n_succeeded, tokens, tokens_at"
+/* The row of GROUP_COLS into *r (zeroed first; on an error what was read is freed). */
+enum rcs_err store_group_row(struct store_stmt *s, struct group_rec *r);
+/* A job of the group ended (in store_job_move's savepoint): the group's tallies. */
+enum rcs_err store_group_job_ended(struct store *st, const char *group, enum job_status to);
+/* Records the notifications a job's new status triggers (store_jobs.c). */
+enum rcs_err store_notify_record(struct store *st, const char *job, const char *status,
+				 int64_t now);
+/* The statuses of jobs that have not ended, as an SQL list. */
+#define JOBS_OPEN_LIST                                                                             \
+	"('initial', 'pending', 'transmited', 'edge_transmitted', 'edge_started', 'edge_running')"
+
 #endif

@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "log.h"
 
@@ -17,7 +18,7 @@
 	"j.ident, j.client_root, j.entity_ident, j.task_ident, j.task_version, j.task_name,"       \
 	" j.group_ident, g.name, j.comment, j.status, j.created_user, j.created_at, j.update_at,"  \
 	" j.scheduled_time, j.response_time, j.ttl, j.response, j.mail_list, j.status_list,"       \
-	" j.variables"
+	" j.variables, j.attempt, j.retry_of, j.error_code, j.held, j.expires_at"
 #define JOB_FROM "jobs j LEFT JOIN groups g ON g.ident = j.group_ident"
 
 void store_job_rec_free(struct job_rec *r)
@@ -30,8 +31,9 @@ void store_job_rec_free(struct job_rec *r)
 	free(r->mail_list);
 	free(r->status_list);
 	free(r->variables);
+	free(r->error_code);
 	r->task_name = r->group_name = r->comment = r->created_user = NULL;
-	r->response = r->mail_list = r->status_list = r->variables = NULL;
+	r->response = r->mail_list = r->status_list = r->variables = r->error_code = NULL;
 }
 
 /* The row of JOB_COLS into *r (zeroed first; on an error what was read is freed). */
@@ -62,6 +64,11 @@ static enum rcs_err job_read(struct store_stmt *s, struct job_rec *r)
 	r->mail_list = store_val_dup(s, 17, &err);
 	r->status_list = store_val_dup(s, 18, &err);
 	r->variables = store_val_dup(s, 19, &err);
+	r->attempt = store_val_int(s, 20);
+	store_val_copy(s, 21, r->retry_of, sizeof(r->retry_of));
+	r->error_code = store_val_dup(s, 22, &err);
+	r->held = store_val_bool(s, 23);
+	r->expires_at = store_val_int(s, 24);
 	if (err != RCS_OK)
 		store_job_rec_free(r);
 	return err;
@@ -122,8 +129,7 @@ out:
  * addresses for the job's statuses (seed rules 1-3); an address on both
  * levels gets one row.
  */
-static enum rcs_err store_notify_record(struct store *st, const char *job, const char *status,
-					int64_t now)
+enum rcs_err store_notify_record(struct store *st, const char *job, const char *status, int64_t now)
 {
 	struct store_stmt *s = NULL;
 	enum rcs_err err;
@@ -157,6 +163,85 @@ struct job_batch_text {
 	long long expires_at;
 };
 
+/* A new group (a bulk send's) with its settings, what a continuous send's later jobs are
+ * made of, and its jobs as its open tallies (docs/api.md "Rollouts"). A group that got no
+ * job and stays open for no device is completed at once. */
+static enum rcs_err store_group_insert(struct store *st, const struct job_batch *b,
+				       const struct job_batch_text *t)
+{
+	static const struct group_settings none;
+	const struct group_settings *g = b->settings ? b->settings : &none;
+	struct timespec ts;
+	struct store_stmt *s = NULL;
+	enum rcs_err err;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	err = store_stmt(
+	    st,
+	    "INSERT INTO groups(ident, client_root, name, task_ident, created_user, created_at,"
+	    " status, task_version, task_name, tag, continuous, ro_max, ro_base, ro_factor,"
+	    " ro_after, ab_pct, ab_min, win_days, win_start, win_dur, win_off, rt_max,"
+	    " rt_backoff, rt_factor, n_open, tokens, tokens_at, c_variables, c_comment, c_ttl,"
+	    " c_mail_list, c_status_list, c_task_mail_list, c_task_status_list) VALUES(?1, ?2,"
+	    " ?3, ?4, ?5, ?6, CASE WHEN ?25 = 0 AND ?11 = 0 THEN 'completed' ELSE 'running' END,"
+	    " ?7, ?8, ?9, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20, ?21, ?22, ?23, ?24,"
+	    " ?25, 1000, ?26, ?27, ?28, ?29, ?30, ?31, ?32, ?33)",
+	    &s);
+	if (err != RCS_OK)
+		goto out;
+	store_arg_text(s, 1, b->group_ident);
+	store_arg_text(s, 2, b->client_root);
+	store_arg_text(s, 3, b->group_name);
+	store_arg_text(s, 4, b->task_ident);
+	store_arg_text(s, 5, b->created_user);
+	store_arg_int(s, 6, b->now);
+	store_arg_int(s, 7, b->task_version);
+	store_arg_text(s, 8, b->task_name);
+	store_arg_text(s, 9, b->tag);
+	store_arg_int(s, 11, g->continuous);
+	store_arg_opt_int(s, 12, g->max_per_minute);
+	store_arg_opt_int(s, 13, g->base_per_minute);
+	store_arg_opt_int(s, 14, g->base_per_minute ? g->factor_milli : 0);
+	store_arg_opt_int(s, 15, g->base_per_minute ? g->after_succeeded : 0);
+	if (g->has_abort) {
+		store_arg_int(s, 16, g->failure_pct);
+		store_arg_int(s, 17, g->min_finished);
+	} else {
+		store_arg_null(s, 16);
+		store_arg_null(s, 17);
+	}
+	if (g->has_window) {
+		store_arg_int(s, 18, g->days);
+		store_arg_int(s, 19, g->start_min);
+		store_arg_int(s, 20, g->duration_min);
+		store_arg_int(s, 21, g->utc_offset_min);
+	} else {
+		for (int i = 18; i <= 21; i++)
+			store_arg_null(s, i);
+	}
+	if (g->has_retry) {
+		store_arg_int(s, 22, g->max_attempts);
+		store_arg_int(s, 23, g->backoff_s);
+		store_arg_int(s, 24, g->backoff_milli);
+	} else {
+		for (int i = 22; i <= 24; i++)
+			store_arg_null(s, i);
+	}
+	store_arg_int(s, 25, (long long)b->n);
+	store_arg_int(s, 26, (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000);
+	store_arg_text(s, 27, t->vars);
+	store_arg_text(s, 28, b->comment);
+	store_arg_opt_int(s, 29, b->ttl);
+	store_arg_text(s, 30, t->mails);
+	store_arg_text(s, 31, t->stats);
+	store_arg_text(s, 32, t->tmails);
+	store_arg_text(s, 33, t->tstats);
+	err = store_done(st, s, "group insert");
+out:
+	store_stmt_done(st, s);
+	return err;
+}
+
 /*
  * A batch's jobs are inserted JOBS_CHUNK at a time, one statement for their rows and one
  * for their initial and pending history: the values all jobs share are parameters ?1-?16
@@ -164,32 +249,36 @@ struct job_batch_text {
  * follow. At 10,000 jobs a statement per job was most of the time of the send.
  */
 #define JOBS_CHUNK     64
-#define JOBS_SQL_MAX   (JOBS_CHUNK * 128 + 512)
+#define JOBS_SQL_MAX   (JOBS_CHUNK * 160 + 512)
 #define JOBS_INSERT_ROW                                                                            \
 	"(?%d, ?1, ?2, ?3, ?4, ?5, ?%d, 'pending', ?6, ?7, ?8, ?8, ?9, ?10, ?11, ?12, ?13, ?14,"   \
-	" ?15, ?16, 2)"
+	" ?15, ?16, 2, ?17, ?18, ?%d)"
+#define JOBS_ARG0 19 /* the first job's parameter; JOBS_ARGS per job */
+#define JOBS_ARGS 3
 
 /* The two statements' text for k jobs (1..JOBS_CHUNK). */
 static void jobs_insert_sql(size_t k, char *rows, char *hist)
 {
 	size_t n, h;
 
-	n = (size_t)snprintf(rows, JOBS_SQL_MAX, "%s",
-			     "INSERT INTO jobs(ident, client_root, task_ident, task_version,"
-			     " task_name, group_ident, entity_ident, status, comment, created_user,"
-			     " created_at, update_at, scheduled_time, ttl, variables, mail_list,"
-			     " status_list, task_mail_list, task_status_list, expires_at, n_history)"
-			     " VALUES ");
+	n = (size_t)snprintf(
+	    rows, JOBS_SQL_MAX, "%s",
+	    "INSERT INTO jobs(ident, client_root, task_ident, task_version,"
+	    " task_name, group_ident, entity_ident, status, comment, created_user,"
+	    " created_at, update_at, scheduled_time, ttl, variables, mail_list,"
+	    " status_list, task_mail_list, task_status_list, expires_at, n_history,"
+	    " held, response, release_order) VALUES ");
 	h = (size_t)snprintf(hist, JOBS_SQL_MAX, "%s",
-			     "INSERT INTO job_history(job_ident, n, status, at) VALUES ");
+			     "INSERT INTO job_history(job_ident, n, status, at, response) VALUES ");
 	for (size_t i = 0; i < k; i++) {
-		int id = 17 + 2 * (int)i;
+		int id = JOBS_ARG0 + JOBS_ARGS * (int)i;
 
 		n += (size_t)snprintf(rows + n, JOBS_SQL_MAX - n, "%s" JOBS_INSERT_ROW,
-				      i ? ", " : "", id, id + 1);
-		h += (size_t)snprintf(hist + h, JOBS_SQL_MAX - h,
-				      "%s(?%d, 1, 'initial', ?1), (?%d, 2, 'pending', ?1)",
-				      i ? ", " : "", 2 + (int)i, 2 + (int)i);
+				      i ? ", " : "", id, id + 1, id + 2);
+		h +=
+		    (size_t)snprintf(hist + h, JOBS_SQL_MAX - h,
+				     "%s(?%d, 1, 'initial', ?1, NULL), (?%d, 2, 'pending', ?1, ?2)",
+				     i ? ", " : "", 3 + (int)i, 3 + (int)i);
 	}
 }
 
@@ -229,10 +318,16 @@ static enum rcs_err jobs_insert(struct store *st, const struct job_batch *b,
 	store_arg_text(s, 13, t->stats);
 	store_arg_text(s, 14, t->tmails);
 	store_arg_text(s, 15, t->tstats);
-	store_arg_opt_int(s, 16, t->expires_at);
+	/* a held job's ttl runs from its release (docs/api.md "Rollouts") */
+	store_arg_opt_int(s, 16, b->hold ? 0 : t->expires_at);
+	store_arg_int(s, 17, b->hold);
+	store_arg_text(s, 18, b->hold ? STORE_HELD_RESPONSE : NULL);
 	for (size_t i = 0; i < k; i++) {
-		store_arg_text(s, 17 + 2 * (int)i, jobs[i].ident);
-		store_arg_text(s, 18 + 2 * (int)i, jobs[i].entity_ident);
+		int id = JOBS_ARG0 + JOBS_ARGS * (int)i;
+
+		store_arg_text(s, id, jobs[i].ident);
+		store_arg_text(s, id + 1, jobs[i].entity_ident);
+		store_arg_int(s, id + 2, jobs[i].order);
 	}
 	err = store_done(st, s, "job insert");
 	store_stmt_done(st, s);
@@ -243,8 +338,9 @@ static enum rcs_err jobs_insert(struct store *st, const struct job_batch *b,
 	if (err != RCS_OK)
 		goto out;
 	store_arg_int(s, 1, b->now);
+	store_arg_text(s, 2, b->hold ? STORE_HELD_RESPONSE : NULL);
 	for (size_t i = 0; i < k; i++)
-		store_arg_text(s, 2 + (int)i, jobs[i].ident);
+		store_arg_text(s, 3 + (int)i, jobs[i].ident);
 	err = store_done(st, s, "job history insert");
 out:
 	store_stmt_done(st, s);
@@ -270,14 +366,7 @@ enum rcs_err store_jobs_create(struct store *st, const struct job_batch *b)
 	if (err != RCS_OK)
 		return err;
 	if (b->group_ident) {
-		char ts[32];
-		snprintf(ts, sizeof(ts), "%lld", (long long)b->now);
-		err = store_write(
-		    st,
-		    "INSERT INTO groups(ident, client_root, name, task_ident, created_user,"
-		    " created_at) VALUES(?, ?, ?, ?, ?, ?)",
-		    NULL, 6, b->group_ident, b->client_root, b->group_name, b->task_ident,
-		    b->created_user, ts);
+		err = store_group_insert(st, b, &t);
 		if (err != RCS_OK)
 			goto out;
 	}
@@ -325,7 +414,9 @@ static bool job_same_but_idents(const struct job_rec *a, const struct job_rec *b
 	       a->scheduled_time == b->scheduled_time && a->response_time == b->response_time &&
 	       a->ttl == b->ttl && str_same(a->response, b->response) &&
 	       str_same(a->mail_list, b->mail_list) && str_same(a->status_list, b->status_list) &&
-	       str_same(a->variables, b->variables);
+	       str_same(a->variables, b->variables) && a->attempt == b->attempt &&
+	       strcmp(a->retry_of, b->retry_of) == 0 && str_same(a->error_code, b->error_code) &&
+	       a->held == b->held && a->expires_at == b->expires_at;
 }
 
 /*
@@ -537,6 +628,7 @@ struct job_move_row {
 	long long last_seq, n_history;
 	char owner_root[UUID_STR_LEN], owner_dev[UUID_STR_LEN];
 	bool notify; /* any notification list at all */
+	char group[UUID_STR_LEN]; /* "" without a group */
 };
 
 static enum rcs_err job_move_read(struct store *st, const char *ident, struct job_move_row *r)
@@ -548,8 +640,8 @@ static enum rcs_err job_move_read(struct store *st, const char *ident, struct jo
 	err = store_stmt(st,
 			 "SELECT status, last_seq, n_history, client_root, entity_ident,"
 			 " (mail_list != '[]' AND status_list != '[]') OR"
-			 " (task_mail_list != '[]' AND task_status_list != '[]') FROM jobs"
-			 " WHERE ident = ?1",
+			 " (task_mail_list != '[]' AND task_status_list != '[]'), group_ident"
+			 " FROM jobs WHERE ident = ?1",
 			 &s);
 	if (err != RCS_OK)
 		goto out;
@@ -568,6 +660,7 @@ static enum rcs_err job_move_read(struct store *st, const char *ident, struct jo
 	store_val_copy(s, 3, r->owner_root, sizeof(r->owner_root));
 	store_val_copy(s, 4, r->owner_dev, sizeof(r->owner_dev));
 	r->notify = store_val_bool(s, 5);
+	store_val_copy(s, 6, r->group, sizeof(r->group));
 out:
 	store_stmt_done(st, s);
 	return err;
@@ -580,12 +673,14 @@ static enum rcs_err job_move_apply(struct store *st, const struct job_move *m)
 	struct store_stmt *s = NULL;
 	enum rcs_err err;
 
+	/* a job that leaves pending no longer waits for its group's release */
 	err = store_stmt(st,
-			 "UPDATE jobs SET status = ?1, update_at = ?2,"
+			 "UPDATE jobs SET status = ?1, update_at = ?2, held = 0,"
 			 " response = CASE WHEN ?3 IS NULL AND NOT ?7 THEN response ELSE ?3 END,"
 			 " response_time = CASE WHEN ?4 THEN ?2 ELSE response_time END,"
 			 " last_seq = max(last_seq, ?5), n_history = n_history + 1,"
-			 " sent_at = CASE WHEN ?8 THEN ?2 ELSE sent_at END, sends = sends + ?8"
+			 " sent_at = CASE WHEN ?8 THEN ?2 ELSE sent_at END, sends = sends + ?8,"
+			 " error_code = CASE WHEN ?1 = 'edge_error' THEN ?9 ELSE error_code END"
 			 " WHERE ident = ?6",
 			 &s);
 	if (err != RCS_OK)
@@ -598,6 +693,7 @@ static enum rcs_err job_move_apply(struct store *st, const struct job_move *m)
 	store_arg_text(s, 6, m->ident);
 	store_arg_int(s, 7, m->replace_response);
 	store_arg_int(s, 8, m->mark_sent);
+	store_arg_text(s, 9, m->error_code);
 	err = store_done(st, s, "job move");
 	store_stmt_done(st, s);
 	s = NULL;
@@ -670,6 +766,8 @@ enum rcs_err store_job_move(struct store *st, const struct job_move *m, enum sto
 		goto out;
 	}
 	err = job_move_apply(st, m);
+	if (err == RCS_OK && j.group[0] != '\0' && status_is_terminal(m->to))
+		err = store_group_job_ended(st, j.group, m->to);
 	if (err == RCS_OK && j.notify)
 		err = store_notify_record(st, m->ident, status_name(m->to), m->now);
 	if (err == RCS_OK)
@@ -759,29 +857,9 @@ out:
 
 /* ---- groups ---- */
 
-#define GROUP_COLS "ident, name, created_user, created_at, task_ident"
-
-void store_group_rec_free(struct group_rec *r)
-{
-	free(r->name);
-	free(r->created_user);
-	r->name = r->created_user = NULL;
-}
-
-/* The row of GROUP_COLS into *r (zeroed first). */
 static enum rcs_err group_read(struct store_stmt *s, struct group_rec *r)
 {
-	enum rcs_err err = RCS_OK;
-
-	memset(r, 0, sizeof(*r));
-	store_val_copy(s, 0, r->ident, sizeof(r->ident));
-	r->name = store_val_dup(s, 1, &err);
-	r->created_user = store_val_dup(s, 2, &err);
-	r->created_at = store_val_int(s, 3);
-	store_val_copy(s, 4, r->task_ident, sizeof(r->task_ident));
-	if (err != RCS_OK)
-		store_group_rec_free(r);
-	return err;
+	return store_group_row(s, r);
 }
 
 static enum rcs_err group_read_one(struct store_stmt *s, void *arg)
@@ -818,6 +896,27 @@ static enum rcs_err group_counts(struct store *st, struct group_rec *g)
 		c->n = store_val_int(s, 1);
 		g->total += c->n;
 		g->n_statuses++;
+	}
+	if (err != RCS_OK)
+		goto out;
+	store_stmt_done(st, s);
+	s = NULL;
+	/* the latest attempt of each device: the jobs no retry superseded */
+	err =
+	    store_stmt(st,
+		       "SELECT status, count(*) FROM jobs WHERE group_ident = ?1 AND superseded = 0"
+		       " GROUP BY status ORDER BY status",
+		       &s);
+	if (err != RCS_OK)
+		goto out;
+	store_arg_text(s, 1, g->ident);
+	while ((err = store_next(st, s, "group counts", &row)) == RCS_OK && row) {
+		struct group_count *c = &g->counts[g->n_counts];
+
+		if (g->n_counts >= JS__COUNT || !status_parse(store_val_text(s, 0), &c->status))
+			continue;
+		c->n = store_val_int(s, 1);
+		g->n_counts++;
 	}
 out:
 	store_stmt_done(st, s);

@@ -83,7 +83,7 @@ enum rcs_err store_jobs_ready(struct store *st, const char *entity_ident, int64_
 		    st,
 		    "SELECT j.ident FROM jobs j JOIN devices d ON d.entity_ident ="
 		    " j.entity_ident AND d.client_root = j.client_root"
-		    " WHERE j.entity_ident = ?1 AND j.status = 'pending' AND"
+		    " WHERE j.entity_ident = ?1 AND j.status = 'pending' AND j.held = 0 AND"
 		    " (j.scheduled_time IS NULL OR j.scheduled_time <= ?2) AND"
 		    " d.online = 1 AND ?3 = ?3 ORDER BY j.ident LIMIT ?4",
 		    entity_ident, now, 0, limit, out);
@@ -94,7 +94,7 @@ enum rcs_err store_jobs_ready(struct store *st, const char *entity_ident, int64_
 	    st,
 	    "SELECT j.ident FROM jobs j INDEXED BY jobs_pending JOIN devices d ON"
 	    " d.entity_ident = j.entity_ident AND d.client_root = j.client_root"
-	    " WHERE j.status = 'pending' AND (j.scheduled_time IS NULL OR"
+	    " WHERE j.status = 'pending' AND j.held = 0 AND (j.scheduled_time IS NULL OR"
 	    " j.scheduled_time <= ?2) AND d.online = 1 AND ?1 IS NULL AND ?3 = ?3"
 	    " ORDER BY j.ident LIMIT ?4",
 	    NULL, now, 0, limit, out);

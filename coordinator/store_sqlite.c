@@ -260,6 +260,71 @@ static const char *const sq_migrations[] = {
     " BEGIN SELECT RAISE(ABORT, 'audit records are never changed'); END;\n"
     "CREATE TRIGGER audit_no_delete BEFORE DELETE ON audit"
     " BEGIN SELECT RAISE(ABORT, 'audit records are never deleted'); END;\n",
+    /*
+     * 4: group sends (docs/api.md "Rollouts"): a group's status, reason, settings (rollout,
+     * abort, window, retry as typed columns; factors in thousandths, percentages in
+     * hundredths), tallies of its devices' latest attempts, the rollout's token bucket and,
+     * for continuous tag sends, what each later job is made of; a job's attempt, the job it
+     * retries, the device's cause of an edge_error, whether it waits for its group's release
+     * (held), its place in the release order and when it may be released. A task's default
+     * retry.
+     */
+    "ALTER TABLE groups ADD COLUMN status TEXT NOT NULL DEFAULT 'running';\n"
+    "ALTER TABLE groups ADD COLUMN reason TEXT;\n"
+    "ALTER TABLE groups ADD COLUMN task_version INTEGER NOT NULL DEFAULT 0;\n"
+    "ALTER TABLE groups ADD COLUMN task_name TEXT;\n"
+    "ALTER TABLE groups ADD COLUMN tag TEXT;\n"
+    "ALTER TABLE groups ADD COLUMN continuous INTEGER NOT NULL DEFAULT 0;\n"
+    "ALTER TABLE groups ADD COLUMN ro_max INTEGER;\n"
+    "ALTER TABLE groups ADD COLUMN ro_base INTEGER;\n"
+    "ALTER TABLE groups ADD COLUMN ro_factor INTEGER;\n"
+    "ALTER TABLE groups ADD COLUMN ro_after INTEGER;\n"
+    "ALTER TABLE groups ADD COLUMN ab_pct INTEGER;\n"
+    "ALTER TABLE groups ADD COLUMN ab_min INTEGER;\n"
+    "ALTER TABLE groups ADD COLUMN win_days INTEGER;\n"
+    "ALTER TABLE groups ADD COLUMN win_start INTEGER;\n"
+    "ALTER TABLE groups ADD COLUMN win_dur INTEGER;\n"
+    "ALTER TABLE groups ADD COLUMN win_off INTEGER;\n"
+    "ALTER TABLE groups ADD COLUMN rt_max INTEGER;\n"
+    "ALTER TABLE groups ADD COLUMN rt_backoff INTEGER;\n"
+    "ALTER TABLE groups ADD COLUMN rt_factor INTEGER;\n"
+    "ALTER TABLE groups ADD COLUMN n_open INTEGER NOT NULL DEFAULT 0;\n"
+    "ALTER TABLE groups ADD COLUMN n_finished INTEGER NOT NULL DEFAULT 0;\n"
+    "ALTER TABLE groups ADD COLUMN n_failed INTEGER NOT NULL DEFAULT 0;\n"
+    "ALTER TABLE groups ADD COLUMN n_succeeded INTEGER NOT NULL DEFAULT 0;\n"
+    "ALTER TABLE groups ADD COLUMN tokens INTEGER NOT NULL DEFAULT 0;\n"
+    "ALTER TABLE groups ADD COLUMN tokens_at INTEGER NOT NULL DEFAULT 0;\n"
+    "ALTER TABLE groups ADD COLUMN c_variables TEXT;\n"
+    "ALTER TABLE groups ADD COLUMN c_comment TEXT;\n"
+    "ALTER TABLE groups ADD COLUMN c_ttl INTEGER;\n"
+    "ALTER TABLE groups ADD COLUMN c_mail_list TEXT;\n"
+    "ALTER TABLE groups ADD COLUMN c_status_list TEXT;\n"
+    "ALTER TABLE groups ADD COLUMN c_task_mail_list TEXT;\n"
+    "ALTER TABLE groups ADD COLUMN c_task_status_list TEXT;\n"
+    "ALTER TABLE jobs ADD COLUMN attempt INTEGER NOT NULL DEFAULT 1;\n"
+    "ALTER TABLE jobs ADD COLUMN retry_of TEXT;\n"
+    "ALTER TABLE jobs ADD COLUMN error_code TEXT;\n"
+    "ALTER TABLE jobs ADD COLUMN held INTEGER NOT NULL DEFAULT 0;\n"
+    "ALTER TABLE jobs ADD COLUMN release_order INTEGER NOT NULL DEFAULT 0;\n"
+    "ALTER TABLE jobs ADD COLUMN release_at INTEGER;\n"
+    "ALTER TABLE jobs ADD COLUMN superseded INTEGER NOT NULL DEFAULT 0;\n"
+    "ALTER TABLE tasks ADD COLUMN retry TEXT;\n"
+    "CREATE INDEX jobs_held ON jobs(group_ident, release_order) WHERE held = 1;\n"
+    "CREATE INDEX jobs_group_device ON jobs(group_ident, entity_ident) WHERE"
+    " group_ident IS NOT NULL;\n"
+    "CREATE INDEX groups_status ON groups(status, continuous);\n"
+    "UPDATE groups SET task_name = coalesce((SELECT j.task_name FROM jobs j WHERE"
+    " j.group_ident = groups.ident LIMIT 1), (SELECT t.name FROM tasks t WHERE"
+    " t.ident = groups.task_ident), ''), task_version = coalesce((SELECT max(j.task_version)"
+    " FROM jobs j WHERE j.group_ident = groups.ident), (SELECT t.version FROM tasks t WHERE"
+    " t.ident = groups.task_ident), 0);\n"
+    "UPDATE groups SET n_open = (SELECT count(*) FROM jobs j WHERE j.group_ident = groups.ident"
+    " AND j.status IN " JOBS_OPEN_LIST "), n_finished = (SELECT count(*) FROM jobs j WHERE"
+    " j.group_ident = groups.ident AND j.status NOT IN " JOBS_OPEN_LIST "), n_failed ="
+    " (SELECT count(*) FROM jobs j WHERE j.group_ident = groups.ident AND j.status IN"
+    " ('edge_error', 'expired')), n_succeeded = (SELECT count(*) FROM jobs j WHERE"
+    " j.group_ident = groups.ident AND j.status = 'terminated');\n"
+    "UPDATE groups SET status = 'completed' WHERE n_open = 0;\n",
 };
 
 #define SQ_N_MIGRATIONS (sizeof(sq_migrations) / sizeof(sq_migrations[0]))

@@ -247,7 +247,7 @@ enum rcs_err store_scripts_list(struct store *st, const char *client_root,
 #define TASK_COLS                                                                                  \
 	"version, ident, client_root, created_user, update_user, name, script, variables_info,"    \
 	" constants, comment, active, public, hide, allow_offline, created_at, update_at,"         \
-	" mail_list, status_list, timeout, script_sha256, signature"
+	" mail_list, status_list, timeout, script_sha256, signature, retry"
 
 void store_task_rec_free(struct task_rec *r)
 {
@@ -261,6 +261,7 @@ void store_task_rec_free(struct task_rec *r)
 	free(r->mail_list);
 	free(r->status_list);
 	free(r->signature);
+	free(r->retry);
 	memset(r, 0, sizeof(*r));
 }
 
@@ -300,6 +301,7 @@ static enum rcs_err task_row(struct store_stmt *s, void *arg)
 	r->timeout = store_val_int(s, 18);
 	store_val_copy(s, 19, r->script_sha256, sizeof(r->script_sha256));
 	r->signature = store_val_dup(s, 20, &err);
+	r->retry = store_val_dup(s, 21, &err);
 	return err;
 }
 
@@ -321,15 +323,15 @@ enum rcs_err store_task_put(struct store *st, const struct task_write *t, bool i
 	if (err != RCS_OK)
 		goto out;
 	if (is_new)
-		err = store_stmt(
-		    st,
-		    "INSERT INTO tasks(version, ident, client_root, created_user,"
-		    " update_user, name, script, variables_info, constants, comment,"
-		    " active, public, hide, allow_offline, created_at, update_at,"
-		    " mail_list, status_list, timeout, script_sha256, signature)"
-		    " VALUES(?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12,?13,?14,?15,?16,?17,"
-		    "?18,?19,?20,?21)",
-		    &s);
+		err =
+		    store_stmt(st,
+			       "INSERT INTO tasks(version, ident, client_root, created_user,"
+			       " update_user, name, script, variables_info, constants, comment,"
+			       " active, public, hide, allow_offline, created_at, update_at,"
+			       " mail_list, status_list, timeout, script_sha256, signature, retry)"
+			       " VALUES(?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12,?13,?14,?15,?16,?17,"
+			       "?18,?19,?20,?21,?22)",
+			       &s);
 	else
 		err = store_stmt(
 		    st,
@@ -337,7 +339,7 @@ enum rcs_err store_task_put(struct store *st, const struct task_write *t, bool i
 		    " script = ?7, variables_info = ?8, constants = ?9, comment = ?10,"
 		    " active = ?11, public = ?12, hide = ?13, allow_offline = ?14,"
 		    " update_at = ?16, mail_list = ?17, status_list = ?18, timeout = ?19,"
-		    " script_sha256 = ?20, signature = ?21"
+		    " script_sha256 = ?20, signature = ?21, retry = ?22"
 		    " WHERE ident = ?2 AND client_root = ?3 AND deleted = 0",
 		    &s);
 	if (err != RCS_OK)
@@ -363,6 +365,7 @@ enum rcs_err store_task_put(struct store *st, const struct task_write *t, bool i
 	store_arg_int(s, 19, t->timeout);
 	store_arg_text(s, 20, t->script_sha256);
 	task_arg_json(s, 21, t->signature, NULL);
+	task_arg_json(s, 22, t->retry, NULL);
 	err = store_done(st, s, "task put");
 	if (err != RCS_OK)
 		goto out;

@@ -59,6 +59,8 @@ API_MD_OPERATIONS = {
     ("GET", "/jobs"), ("GET", "/jobs/{job_ident}"), ("GET", "/jobs/{job_ident}/history"),
     ("PATCH", "/jobs/{job_ident}/cancel"), ("GET", "/jobs/{job_ident}/notifications"),
     ("GET", "/groups"), ("GET", "/groups/{group_ident}"),
+    ("PATCH", "/groups/{group_ident}/pause"), ("PATCH", "/groups/{group_ident}/resume"),
+    ("PATCH", "/groups/{group_ident}/cancel"),
     ("GET", "/scripts"), ("GET", "/scripts/{name}"), ("PUT", "/scripts/{name}"),
     ("DELETE", "/scripts/{name}"),
     ("POST", "/devices"), ("GET", "/devices"), ("GET", "/devices/{entity_ident}"),
@@ -99,6 +101,8 @@ CONFLICT_OPERATIONS = {
     ("POST", "/tasks/{task_ident}/jobs"), ("POST", "/tasks/{task_ident}/jobs/list"),
     ("POST", "/tasks/{task_ident}/jobs/tags"), ("PATCH", "/jobs/{job_ident}/cancel"),
     ("DELETE", "/scripts/{name}"),
+    ("PATCH", "/groups/{group_ident}/pause"), ("PATCH", "/groups/{group_ident}/resume"),
+    ("PATCH", "/groups/{group_ident}/cancel"),
 }
 
 
@@ -843,6 +847,27 @@ class TestOpenApiConformance(CoordinatorTest):
         if self.got(r, 200, "items"):
             self.assertEqual(r.json["total_items"], 1)
             self.assertEqual([j.get("entity_ident") for j in r.json["items"]], [dev])
+        # group sends (docs/api.md, Rollouts): a rollout's group, paused, resumed, cancelled
+        body = dict(request_example("POST", "/tasks/{task_ident}/jobs/list"),
+                    ident_list=[dev], group_name="paced", rollout={"max_per_minute": 1},
+                    abort={"failure_percent": 50}, retry={"max_attempts": 2},
+                    window={"days": ["mon"], "start": "00:00", "duration_min": 1440})
+        r = C("POST", "/tasks/{task_ident}/jobs/list", {"task_ident": tid}, body=body,
+              expect=201, note="rollout")
+        rg = (r.json["group"] or {}).get("ident", gid) if self.got(r, 201, "group") else gid
+        r = C("PATCH", "/groups/{group_ident}/pause", {"group_ident": rg}, expect=200)
+        if self.got(r, 200, "status"):
+            self.assertEqual(r.json["status"], "paused")
+            self.assertEqual(r.json["rollout"], {"max_per_minute": 1})
+        r = C("PATCH", "/groups/{group_ident}/resume", {"group_ident": rg}, body={}, expect=200)
+        if self.got(r, 200, "status"):
+            self.assertEqual(r.json["status"], "running")
+        r = C("PATCH", "/groups/{group_ident}/cancel", {"group_ident": rg}, expect=200)
+        if self.got(r, 200, "status"):
+            self.assertEqual(r.json["status"], "cancelled")
+        C("PATCH", "/groups/{group_ident}/pause", {"group_ident": rg}, expect=409,
+          code="group_ended", note="a cancelled group")
+        r = C("GET", "/groups/{group_ident}", {"group_ident": rg}, expect=200, note="cancelled")
 
         # keys
         body = request_example("POST", "/keys")

@@ -516,18 +516,39 @@ class RcsCliTest(unittest.TestCase):
         out, _ = self.rcs("watch", ans["group"]["ident"], code=1)
         self.assertIn("group later: ended failed, cancelled 2", out)
 
-    def test_rollout_options_need_a_coordinator_with_rollouts(self):
-        for extra in (["--rollout-per-minute", "10"], ["--abort-percent", "20",
-                                                        "--abort-min-finished", "5"],
-                      ["--retries", "2"]):
-            _, err = self.rcs("send", "Echo", "--tag", "site-a", *extra, code=3)
-            self.assertIn("validation_failed, HTTP 400", err)
-            self.assertIn("need a coordinator with rollouts", err)
-        g = self.rcs_json("send", "Echo", "--tag", "site-b", "--group", "g")["group"]["ident"]
-        for action in ("pause", "resume", "cancel"):
-            _, err = self.rcs("groups", action, g, code=3)
-            self.assertIn("HTTP 404", err)
-            self.assertIn("need a coordinator with rollouts", err)
+    def test_rollouts_against_the_coordinator(self):
+        """--rollout-per-minute, --abort-percent, --retries and groups pause|resume|cancel
+        against this coordinator (docs/cli.md "Rollouts", docs/api.md "Rollouts")."""
+        ans = self.rcs_json("send", "Echo", "--tag", "site-a", "--rollout-per-minute", "600",
+                            "--abort-percent", "50", "--abort-min-finished", "2",
+                            "--retries", "1")
+        gid = ans["group"]["ident"]
+        self.assertEqual(ans["group"]["name"], gid)  # no --group: named by its ident
+        g = self.api_get("/groups/" + gid)
+        self.assertEqual(g["rollout"], {"max_per_minute": 600})
+        self.assertEqual(g["abort"], {"failure_percent": 50, "min_finished": 2})
+        self.assertEqual(g["retry"], {"max_attempts": 2, "backoff_s": 30, "backoff_factor": 2})
+        out, _ = self.rcs("watch", gid, timeout=90)
+        self.assertEqual(self.api_get("/groups/" + gid)["status"], "completed")
+        # one device's send with a rollout option becomes a list send
+        j = self.rcs_json("send", "Echo", "--device", "pump-2", "--retries", "0")
+        self.assertEqual(self.api_get("/groups/" + j["group"]["ident"])["retry"]["max_attempts"], 1)
+        # pause, resume and cancel of a group whose jobs wait for their time
+        at = int(time.time()) + 3600
+        g = self.rcs_json("send", "Echo", "--tag", "site-a", "--schedule", str(at),
+                          "--group", "paced", "--rollout-per-minute", "1")["group"]["ident"]
+        out, _ = self.rcs("groups", "pause", g)
+        self.assertIn("group %s: paused" % g, out)
+        self.assertEqual(self.rcs_json("groups", "resume", g)["status"], "running")
+        out, _ = self.rcs("groups", "show", g)
+        self.assertIn("running", out)
+        self.assertEqual(self.rcs_json("groups", "cancel", g)["status"], "cancelled")
+        _, err = self.rcs("groups", "pause", g, code=3)
+        self.assertIn("group_ended, HTTP 409", err)
+        self.assertNotIn("need a coordinator with rollouts", err)
+        # a value out of range is refused before any request (usage)
+        _, err = self.rcs("send", "Echo", "--tag", "site-a", "--abort-percent", "20",
+                          "--abort-min-finished", "2000000", code=2)
 
     # -- watch -------------------------------------------------------------------------------
 

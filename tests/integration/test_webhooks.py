@@ -229,6 +229,28 @@ class WebhookTest(CoordinatorTest):
         self.assertTrue(all(d["state"] == "delivered" for d in items), items)
         self.assertEqual(items[0]["attempts"][0]["status_code"], 200)
 
+    def test_group_status_deliveries(self):
+        # every change of a group's status, with the group's record as GET /groups/<id> shows
+        # it, the status the change made
+        self.hook("/ok/groups", events=["group.status"])
+        r = self.admin.post("/tasks/%s/jobs/list" % self.task["ident"],
+                            {"ident_list": [self.device["entity_ident"]], "group_name": "hooked",
+                             "rollout": {"max_per_minute": 1}})
+        self.assertStatus(r, 201)
+        gid = r.json["group"]["ident"]
+        for action in ("pause", "resume", "cancel"):
+            self.assertStatus(self.admin.patch("/groups/%s/%s" % (gid, action)), 200)
+        wait_for(lambda: len(self.recv.on("/ok/groups")) >= 3, timeout=20,
+                 what="3 group deliveries")
+        time.sleep(1.5)
+        docs = [json.loads(h[2]) for h in self.recv.on("/ok/groups")]
+        self.assertTrue(all(h[3] for h in self.recv.on("/ok/groups")), "bad signature")
+        self.assertEqual([d["type"] for d in docs], ["group.status"] * 3)
+        self.assertEqual([d["data"]["status"] for d in docs], ["paused", "running", "cancelled"])
+        record = self.admin.get("/groups/" + gid).json
+        self.assertEqual(docs[-1]["data"]["ident"], gid)
+        self.assertEqual(sorted(docs[-1]["data"]), sorted(record))
+
     def test_statuses_filter(self):
         self.hook("/ok/filter", statuses=["cancelled"])
         j = self.job()

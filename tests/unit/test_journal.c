@@ -501,6 +501,33 @@ static void test_resend(void **state)
 	free(final);
 }
 
+/* An edge_error's cause (docs/mqtt.md "Status report") is in the report and in the final
+ * report sent again to a repeated envelope. */
+static void test_report_cause(void **state)
+{
+	struct fx *f = *state;
+	struct proto_report r;
+	struct jsonu_err e;
+	char *p = NULL;
+	long long id = 0;
+
+	receive(f, JOB_A, "a", true);
+	report(f, JOB_A, JS_EDGE_TRANSMITTED, NULL, 1);
+	assert_int_equal(
+	    journal_report_cause(f->j, JOB_A, JS_EDGE_ERROR, "boom", "script_error", NOW, &id, &p),
+	    RCS_OK);
+	assert_int_equal(proto_report_decode(p, strlen(p), &r, &e), RCS_OK);
+	assert_string_equal(r.error, "script_error");
+	assert_string_equal(r.response, "boom");
+	proto_report_free(&r);
+	free(p);
+	p = NULL;
+	assert_int_equal(journal_outbox_ack(f->j, id), RCS_OK);
+	assert_int_equal(journal_resend_final(f->j, JOB_A, &id, &p), RCS_OK);
+	assert_non_null(strstr(p, "\"error\":\"script_error\""));
+	free(p);
+}
+
 static void interrupted(void *ctx, const char *job)
 {
 	struct fx *f = ctx;
@@ -1023,6 +1050,7 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(test_report_seq_and_outbox, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_durable_across_restart, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_resend, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_report_cause, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_running_at_crash, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_task_versions, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_config, setup, teardown),

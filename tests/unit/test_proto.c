@@ -16,8 +16,8 @@
 
 static void test_topics_round_trip(void **state)
 {
-	const enum proto_kind kinds[] = {PROTO_JOB, PROTO_CANCEL, PROTO_STATUS, PROTO_STATE,
-					 PROTO_EVENT};
+	const enum proto_kind kinds[] = {PROTO_JOB,   PROTO_CANCEL, PROTO_STATUS,
+					 PROTO_STATE, PROTO_EVENT,  PROTO_GROUP_EVENT};
 	char topic[PROTO_MAX_TOPIC];
 	struct proto_topic t;
 
@@ -28,8 +28,12 @@ static void test_topics_round_trip(void **state)
 		assert_int_equal(t.kind, kinds[i]);
 		assert_string_equal(t.client_root, ROOT);
 		assert_string_equal(t.job, kinds[i] == PROTO_STATE ? "" : JOB);
-		assert_string_equal(t.entity_ident, kinds[i] == PROTO_EVENT ? "" : DEV);
+		assert_string_equal(t.entity_ident,
+				    kinds[i] == PROTO_EVENT || kinds[i] == PROTO_GROUP_EVENT ? ""
+											     : DEV);
 	}
+	proto_topic_make(topic, PROTO_GROUP_EVENT, ROOT, NULL, JOB);
+	assert_string_equal(topic, "rcs/v1/" ROOT "/events/groups/" JOB);
 	proto_topic_make(topic, PROTO_STATUS, ROOT, DEV, JOB);
 	assert_string_equal(topic, "rcs/v1/" ROOT "/" DEV "/jobs/" JOB "/status");
 	/* the subscription filters of both daemons (docs/mqtt.md) */
@@ -85,8 +89,28 @@ static void test_report(void **state)
 	assert_int_equal(d.status, JS_TERMINATED);
 	assert_int_equal(d.seq, 4);
 	assert_string_equal(d.response, "ok");
+	assert_null(d.error);
 	proto_report_free(&d);
 	json_object_put(o);
+	/* an edge_error's cause (docs/mqtt.md): encoded, decoded; only for edge_error */
+	r.status = JS_EDGE_ERROR;
+	r.error = "script_error";
+	o = proto_report_encode(&r);
+	text = jsonu_dump(o, &len);
+	assert_non_null(strstr(text, "\"error\":\"script_error\""));
+	assert_int_equal(proto_report_decode(text, len, &d, &e), RCS_OK);
+	assert_string_equal(d.error, "script_error");
+	proto_report_free(&d);
+	json_object_put(o);
+	r.status = JS_TERMINATED;
+	o = proto_report_encode(&r);
+	assert_null(strstr(jsonu_dump(o, NULL), "error"));
+	json_object_put(o);
+	text = "{\"v\":1,\"job\":\"" JOB "\",\"status\":\"terminated\",\"seq\":1,\"ts\":1,"
+	       "\"error\":\"timeout\"}";
+	assert_int_equal(proto_report_decode(text, strlen(text), &d, &e), RCS_OK);
+	assert_null(d.error);
+	proto_report_free(&d);
 
 #define BAD(json, fld)                                                                             \
 	do {                                                                                       \
@@ -107,6 +131,15 @@ static void test_report(void **state)
 	BAD("{\"v\":1,\"job\":\"" JOB "\",\"status\":\"terminated\",\"seq\":1,\"ts\":1,"
 	    "\"response\":5}",
 	    "response");
+	BAD("{\"v\":1,\"job\":\"" JOB "\",\"status\":\"edge_error\",\"seq\":1,\"ts\":1,"
+	    "\"error\":\"Bad Code\"}",
+	    "error");
+	BAD("{\"v\":1,\"job\":\"" JOB "\",\"status\":\"edge_error\",\"seq\":1,\"ts\":1,"
+	    "\"error\":7}",
+	    "error");
+	BAD("{\"v\":1,\"job\":\"" JOB "\",\"status\":\"edge_error\",\"seq\":1,\"ts\":1,"
+	    "\"error\":\"\"}",
+	    "error");
 #undef BAD
 }
 

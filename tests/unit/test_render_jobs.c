@@ -38,13 +38,17 @@ static struct job_rec job(void)
 	return r;
 }
 
-#define JOB_TEXT(ident, dev, status, update_at, response_time, response)                          \
-	"{\"ident\":\"" ident "\",\"task\":{\"version\":3,\"ident\":\"" TASK "\",\"name\":\"Echo\"},"  \
-	"\"group\":null,\"client_root\":\"" ROOT "\",\"entity_ident\":\"" dev "\",\"target\":null,"  \
-	"\"comment\":null,\"status\":\"" status "\",\"created_user\":\"alice\",\"created_at\":200,"  \
-	"\"update_at\":" update_at ",\"scheduled_time\":null,\"response_time\":" response_time       \
+#define JOB_TEXT(ident, dev, status, update_at, response_time, response)                           \
+	"{\"ident\":\"" ident "\",\"task\":{\"version\":3,\"ident\":\"" TASK                       \
+	"\",\"name\":\"Echo\"},"                                                                   \
+	"\"group\":null,\"client_root\":\"" ROOT "\",\"entity_ident\":\"" dev                      \
+	"\",\"target\":null,"                                                                      \
+	"\"comment\":null,\"status\":\"" status                                                    \
+	"\",\"created_user\":\"alice\",\"created_at\":200,"                                        \
+	"\"update_at\":" update_at ",\"scheduled_time\":null,\"response_time\":" response_time     \
 	",\"ttl\":null,\"payload\":null,\"response\":" response ",\"notification_mail_list\":[],"  \
-	"\"notification_status_list\":[],\"variables\":{\"m\":\"hi\"}}"
+	"\"notification_status_list\":[],\"variables\":{\"m\":\"hi\"},\"attempt\":1,"              \
+	"\"retry_of\":null,\"error_code\":null}"
 
 static void test_job(void **state)
 {
@@ -165,27 +169,67 @@ static void test_group(void **state)
 	g.name = "night";
 	g.created_user = "alice";
 	g.created_at = 200;
+	g.task_version = 3;
+	g.task_name = "Echo";
 	buf_init(&b, 1 << 16);
 	render_init(&w, &b);
 	render_group_page(&w, &l);
 	assert_int_equal(render_end(&w), RCS_OK);
-	assert_string_equal(b.data,
-			    "{\"page\":1,\"per_page\":50,\"total_pages\":1,\"total_items\":1,\"items\":["
-			    "{\"ident\":\"" JOB "\",\"name\":\"night\",\"created_user\":\"alice\","
-			    "\"created_at\":200,\"task_ident\":\"" TASK "\"}]}");
+	assert_string_equal(
+	    b.data, "{\"page\":1,\"per_page\":50,\"total_pages\":1,\"total_items\":1,\"items\":["
+		    "{\"ident\":\"" JOB "\",\"name\":\"night\",\"created_user\":\"alice\","
+		    "\"created_at\":200,\"task_ident\":\"" TASK "\",\"task\":{\"version\":3,"
+		    "\"ident\":\"" TASK "\",\"name\":\"Echo\"},\"status\":\"running\","
+		    "\"reason\":null,\"tag\":null,\"rollout\":null,\"abort\":null,"
+		    "\"window\":null,\"retry\":null,\"continuous\":false}]}");
 	buf_free(&b);
+	/* GET /groups/<id>: every setting, the totals and the latest attempts' counts */
 	g.with_counts = true;
 	g.total = 7;
 	g.statuses[0] = (struct group_count){JS_EDGE_STARTED, 1};
 	g.statuses[1] = (struct group_count){JS_PENDING, 6};
 	g.n_statuses = 2;
+	g.counts[0] = (struct group_count){JS_PENDING, 5};
+	g.n_counts = 1;
+	g.status = GROUP_ABORTED;
+	g.reason = "too many";
+	g.tag = "lab";
+	g.settings = (struct group_settings){
+	    .max_per_minute = 60,
+	    .base_per_minute = 5,
+	    .factor_milli = 1500,
+	    .after_succeeded = 10,
+	    .has_abort = true,
+	    .failure_pct = 1250,
+	    .min_finished = 4,
+	    .has_window = true,
+	    .days = 1u | 4u | 64u,
+	    .start_min = 22 * 60 + 5,
+	    .duration_min = 90,
+	    .utc_offset_min = -300,
+	    .has_retry = true,
+	    .max_attempts = 3,
+	    .backoff_s = 30,
+	    .backoff_milli = 2000,
+	    .continuous = true,
+	};
 	buf_init(&b, 1 << 16);
 	render_init(&w, &b);
 	render_group(&w, &g);
 	assert_int_equal(render_end(&w), RCS_OK);
-	assert_string_equal(b.data, "{\"ident\":\"" JOB "\",\"name\":\"night\",\"created_user\":"
-				    "\"alice\",\"created_at\":200,\"task_ident\":\"" TASK "\","
-				    "\"total\":7,\"statuses\":{\"edge_started\":1,\"pending\":6}}");
+	assert_string_equal(
+	    b.data,
+	    "{\"ident\":\"" JOB
+	    "\",\"name\":\"night\",\"created_user\":\"alice\",\"created_at\":200,"
+	    "\"task_ident\":\"" TASK "\",\"task\":{\"version\":3,\"ident\":\"" TASK "\","
+	    "\"name\":\"Echo\"},\"status\":\"aborted\",\"reason\":\"too many\",\"tag\":\"lab\","
+	    "\"rollout\":{\"max_per_minute\":60,\"exponential\":{\"base_per_minute\":5,"
+	    "\"factor\":1.5,\"after_succeeded\":10}},\"abort\":{\"failure_percent\":12.5,"
+	    "\"min_finished\":4},\"window\":{\"days\":[\"mon\",\"wed\",\"sun\"],\"start\":"
+	    "\"22:05\",\"duration_min\":90,\"utc_offset_min\":-300},\"retry\":{"
+	    "\"max_attempts\":3,\"backoff_s\":30,\"backoff_factor\":2},\"continuous\":true,"
+	    "\"total\":7,\"statuses\":{\"edge_started\":1,\"pending\":6},\"counts\":{"
+	    "\"pending\":5}}");
 	buf_free(&b);
 }
 

@@ -286,6 +286,64 @@ static void test_reopen_and_schema(void **state)
 	assert_null(again);
 	/* a database of schema 1 (the first release) is migrated, its data kept */
 	assert_int_equal(sqlite3_open(f->path, &db), SQLITE_OK);
+	{
+		/* undo schema 4 (group sends) */
+		static const char *const cols[] = {"groups.status",
+						   "groups.reason",
+						   "groups.task_version",
+						   "groups.task_name",
+						   "groups.tag",
+						   "groups.continuous",
+						   "groups.ro_max",
+						   "groups.ro_base",
+						   "groups.ro_factor",
+						   "groups.ro_after",
+						   "groups.ab_pct",
+						   "groups.ab_min",
+						   "groups.win_days",
+						   "groups.win_start",
+						   "groups.win_dur",
+						   "groups.win_off",
+						   "groups.rt_max",
+						   "groups.rt_backoff",
+						   "groups.rt_factor",
+						   "groups.n_open",
+						   "groups.n_finished",
+						   "groups.n_failed",
+						   "groups.n_succeeded",
+						   "groups.tokens",
+						   "groups.tokens_at",
+						   "groups.c_variables",
+						   "groups.c_comment",
+						   "groups.c_ttl",
+						   "groups.c_mail_list",
+						   "groups.c_status_list",
+						   "groups.c_task_mail_list",
+						   "groups.c_task_status_list",
+						   "jobs.attempt",
+						   "jobs.retry_of",
+						   "jobs.error_code",
+						   "jobs.held",
+						   "jobs.release_order",
+						   "jobs.release_at",
+						   "jobs.superseded",
+						   "tasks.retry",
+						   NULL};
+		char sql[160];
+
+		assert_int_equal(
+		    sqlite3_exec(db,
+				 "DROP INDEX jobs_held;"
+				 " DROP INDEX jobs_group_device; DROP INDEX groups_status",
+				 NULL, NULL, NULL),
+		    SQLITE_OK);
+		for (size_t i = 0; cols[i]; i++) {
+			const char *dot = strchr(cols[i], '.');
+			snprintf(sql, sizeof(sql), "ALTER TABLE %.*s DROP COLUMN %s",
+				 (int)(dot - cols[i]), cols[i], dot + 1);
+			assert_int_equal(sqlite3_exec(db, sql, NULL, NULL, NULL), SQLITE_OK);
+		}
+	}
 	assert_int_equal(
 	    sqlite3_exec(
 		db,
@@ -312,7 +370,7 @@ static void test_reopen_and_schema(void **state)
 				       -1, &s, NULL),
 		    SQLITE_OK);
 		assert_int_equal(sqlite3_step(s), SQLITE_ROW);
-		assert_int_equal(sqlite3_column_int(s, 0), 3);
+		assert_int_equal(sqlite3_column_int(s, 0), 4);
 		assert_non_null(
 		    strstr((const char *)sqlite3_column_text(s, 1), "scheduled_time IS NOT NULL"));
 		sqlite3_finalize(s);
@@ -859,7 +917,7 @@ static void test_jobs_json_batch(void **state)
 
 /* The job record as SQLite built it before render_job existed, for the comparison below. */
 #define OLD_JOB_JSON                                                                               \
-	"SELECT json_object('ident', j.ident, 'task', json_object('version', j.task_version,"       \
+	"SELECT json_object('ident', j.ident, 'task', json_object('version', j.task_version,"      \
 	" 'ident', j.task_ident, 'name', j.task_name), 'group', CASE WHEN j.group_ident IS NULL"   \
 	" THEN NULL ELSE json_object('ident', j.group_ident, 'name', g.name) END, 'client_root',"  \
 	" j.client_root, 'entity_ident', j.entity_ident, 'target', NULL, 'comment', j.comment,"    \
@@ -867,7 +925,8 @@ static void test_jobs_json_batch(void **state)
 	" 'update_at', j.update_at, 'scheduled_time', j.scheduled_time, 'response_time',"          \
 	" j.response_time, 'ttl', j.ttl, 'payload', NULL, 'response', j.response,"                 \
 	" 'notification_mail_list', json(j.mail_list), 'notification_status_list',"                \
-	" json(j.status_list), 'variables', json(j.variables))"                                    \
+	" json(j.status_list), 'variables', json(j.variables), 'attempt', j.attempt, 'retry_of',"  \
+	" j.retry_of, 'error_code', j.error_code)"                                                 \
 	" FROM jobs j LEFT JOIN groups g ON g.ident = j.group_ident WHERE j.ident = ?"
 
 static void check_same_as_sql(struct fixture *f, const char *ident)
