@@ -28,7 +28,8 @@ a container with systemd-nspawn:
   and no process is left in its control group.
 
 Needs root (chroot, mounts, systemd-nspawn), systemd-nspawn (systemd-container), nsenter,
-and what tools/package.sh uses; without them it is skipped, saying so; RCS_NO_SKIP=1 (set by
+and what tools/package.sh uses, on a machine or in a container (not in a chroot, where
+systemd-nspawn cannot mount /); without them it is skipped, saying so; RCS_NO_SKIP=1 (set by
 .ci/run) makes that a failure. The first run needs the Debian mirror (debootstrap,
 apt-get); later runs only when the packages' Depends change.
 
@@ -101,7 +102,20 @@ def why_not():
             return "%s is not installed (tools/deps.sh test installs it)" % tool
     if cgroup_roots() is None:
         return "no cgroup hierarchy this test knows (/sys/fs/cgroup)"
+    if in_chroot():
+        return ("this runs in a chroot: systemd-nspawn needs / to be a mount point (a machine"
+                " or a container, not a chroot)")
     return None
+
+
+def in_chroot():
+    """Whether / is not a mount point of this process's view, as in a chroot: there
+    systemd-nspawn cannot make / a slave mount."""
+    try:
+        with open("/proc/self/mountinfo") as f:
+            return not any(line.split()[4] == "/" for line in f if len(line.split()) > 4)
+    except OSError:
+        return False
 
 
 def cgroup_roots():
