@@ -16,6 +16,7 @@
 
 #include "render.h"
 #include "store.h"
+#include "store_test_db.h"
 
 #define NOW 1700000000LL
 
@@ -38,7 +39,7 @@ static int setup(void **state)
 	assert_non_null(f);
 	snprintf(f->dir, sizeof(f->dir), "/tmp/rcs-devs-XXXXXX");
 	assert_non_null(mkdtemp(f->dir));
-	snprintf(f->path, sizeof(f->path), "%s/t.db", f->dir);
+	assert_true(store_test_db(f->dir, f->path, sizeof(f->path)));
 	assert_int_equal(store_open(f->path, &f->st), RCS_OK);
 	assert_int_equal(uuid_v7(f->root), RCS_OK);
 	assert_int_equal(store_tenant_create(f->st, f->root, 100), RCS_OK);

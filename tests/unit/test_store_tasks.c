@@ -15,6 +15,7 @@
 #include "manifest.h"
 #include "render.h"
 #include "store.h"
+#include "store_test_db.h"
 
 #define ROOT  "01890000-0000-7000-8000-000000000001"
 #define OTHER "01890000-0000-7000-8000-000000000002"
@@ -29,8 +30,11 @@ static const char SRC[] = "return rcs.variables.message";
 static int setup(void **state)
 {
 	struct store *st = NULL;
+	char db[256] = ":memory:";
 
-	assert_int_equal(store_open(":memory:", &st), RCS_OK);
+	if (store_test_pg())
+		assert_true(store_test_db("", db, sizeof(db)));
+	assert_int_equal(store_open(db, &st), RCS_OK);
 	assert_int_equal(store_tenant_create(st, ROOT, 100), RCS_OK);
 	assert_int_equal(store_tenant_create(st, OTHER, 100), RCS_OK);
 	*state = st;
