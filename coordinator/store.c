@@ -1,9 +1,9 @@
 /*
  * store.c - the core of the coordinator's storage, whatever the engine: opening through a
- * backend (store_sqlite.c, or store_pg.c for a postgresql:// URL), the lock, transactions and savepoints, after-commit actions, and
- * the helpers every domain file of the store uses (store_int.h). The domains are
- * store_keys.c, store_tasks.c, store_devices.c, store_jobs.c, store_queues.c and
- * store_outbox.c (docs/architecture.md).
+ * backend (store_sqlite.c, or store_pg.c for a postgresql:// URL), the lock, transactions and
+ * savepoints, after-commit actions, and the helpers every domain file of the store uses
+ * (store_int.h). The domains are store_keys.c, store_tasks.c, store_devices.c, store_jobs.c,
+ * store_queues.c and store_outbox.c (docs/architecture.md).
  */
 #include "store_int.h"
 

@@ -4,7 +4,8 @@
  * struct store (the lock, transactions, after-commit actions), and the helpers that build
  * filtered pages and run writes. Every function here expects the caller to hold the store's
  * lock (store_lock) unless it says it takes it itself. No file but the backends'
- * (store_sqlite.c, store_pg.c) includes an engine's header. docs/architecture.md shows the store's files.
+ * (store_sqlite.c, store_pg.c) includes an engine's header. docs/architecture.md shows the store's
+ * files.
  */
 #ifndef RCS_STORE_INT_H
 #define RCS_STORE_INT_H
@@ -76,6 +77,12 @@ struct store {
 	} * actions;
 	size_t n_actions, cap_actions;
 };
+
+/* The text elements of the JSON array x as the rows of a table alias a with a column value
+ * (x: a column or a parameter), in each engine's words; a statement that uses them has one
+ * text per dialect (STORE_SQL). */
+#define STORE_JSON_EACH_SQ(x, a) "json_each(" x ") " a
+#define STORE_JSON_EACH_PG(x, a) "json_array_elements_text(CAST(" x " AS json)) " a "(value)"
 
 /* The jobs on their way: sent and not yet ended on the device. */
 #define JOBS_INFLIGHT                                                                              \

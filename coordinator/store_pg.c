@@ -4,7 +4,8 @@
  * seam of store_int.h over libpq. The domain files' SQL is the subset both engines take; at
  * prepare this backend translates it to PostgreSQL's: ?N and ? parameters to $N, the column
  * user to "user" (a reserved word here), INTEGER to BIGINT (casts: SQLite's integers are 64
- * bits) and SQLite's scalar max(a, b) and min(a, b) to greatest and least. Where that is not
+ * bits), SQLite's scalar max(a, b) and min(a, b) to greatest and least, and it drops SQLite's
+ * index hints (INDEXED BY). Where that is not
  * enough a statement has a text per dialect (STORE_SQL). Statements run with PQexecParams,
  * results are text; parameters bound as integers are sent as int8, the others as text of a
  * type the server infers. docs/architecture.md, "The store".
@@ -301,7 +302,7 @@ static const char *const pg_migrations[] = {
 /* ---- statements ---- */
 
 #define PG_PARAMS_MAX 64
-#define PG_INT8OID 20
+#define PG_INT8OID    20
 
 struct pg_conn {
 	PGconn *c;
@@ -436,7 +437,17 @@ static char *pg_translate(const char *sql, int *n_params)
 			while (pg_ident_char(*p))
 				p++;
 			n = (size_t)(p - w);
-			if (pg_word(w, n, "user"))
+			if (pg_word(w, n, "indexed")) {
+				/* SQLite's index hint: PostgreSQL's planner chooses */
+				while (*p == ' ')
+					p++;
+				while (pg_ident_char(*p)) /* BY */
+					p++;
+				while (*p == ' ')
+					p++;
+				while (pg_ident_char(*p)) /* the index */
+					p++;
+			} else if (pg_word(w, n, "user"))
 				o += (size_t)snprintf(out + o, cap - o, "\"user\"");
 			else if (pg_word(w, n, "integer"))
 				o += (size_t)snprintf(out + o, cap - o, "BIGINT");
@@ -538,8 +549,8 @@ static enum rcs_err pg_step(struct store *st, struct store_stmt *s, const char *
 		goto out;
 	}
 	w->ran = true;
-	w->res = PQexecParams(c->c, w->sql, w->n_params, w->types,
-			      (const char *const *)w->vals, NULL, NULL, 0);
+	w->res = PQexecParams(c->c, w->sql, w->n_params, w->types, (const char *const *)w->vals,
+			      NULL, NULL, 0);
 	switch (PQresultStatus(w->res)) {
 	case PGRES_TUPLES_OK:
 	case PGRES_COMMAND_OK:
@@ -746,9 +757,10 @@ static enum rcs_err pg_migrate(struct store *st)
 	for (long long v = have; err == RCS_OK && v < (long long)PG_N_MIGRATIONS; v++) {
 		err = pg_exec(st, pg_migrations[v]);
 		if (err == RCS_OK) {
-			snprintf(sql, sizeof(sql),
-				 "DELETE FROM schema_version; INSERT INTO schema_version VALUES(%lld)",
-				 v + 1);
+			snprintf(
+			    sql, sizeof(sql),
+			    "DELETE FROM schema_version; INSERT INTO schema_version VALUES(%lld)",
+			    v + 1);
 			err = pg_exec(st, sql);
 		}
 		if (err == RCS_OK)

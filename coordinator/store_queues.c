@@ -95,7 +95,7 @@ enum rcs_err store_jobs_ready(struct store *st, const char *entity_ident, int64_
 	    "SELECT j.ident FROM jobs j INDEXED BY jobs_pending JOIN devices d ON"
 	    " d.entity_ident = j.entity_ident AND d.client_root = j.client_root"
 	    " WHERE j.status = 'pending' AND j.held = 0 AND (j.scheduled_time IS NULL OR"
-	    " j.scheduled_time <= ?2) AND d.online = 1 AND ?1 IS NULL AND ?3 = ?3"
+	    " j.scheduled_time <= ?2) AND d.online = 1 AND CAST(?1 AS TEXT) IS NULL AND ?3 = ?3"
 	    " ORDER BY j.ident LIMIT ?4",
 	    NULL, now, 0, limit, out);
 }
@@ -115,7 +115,7 @@ enum rcs_err store_jobs_unacked(struct store *st, const char *entity_ident, size
 	    st,
 	    "SELECT j.ident FROM jobs j INDEXED BY jobs_unacked JOIN devices d ON"
 	    " d.entity_ident = j.entity_ident AND d.client_root = j.client_root"
-	    " WHERE j.status = 'transmited' AND d.online = 1 AND ?1 IS NULL AND"
+	    " WHERE j.status = 'transmited' AND d.online = 1 AND CAST(?1 AS TEXT) IS NULL AND"
 	    " ?2 = ?2 AND ?3 = ?3 ORDER BY j.ident LIMIT ?4",
 	    NULL, 0, 0, limit, out);
 }
@@ -123,15 +123,15 @@ enum rcs_err store_jobs_unacked(struct store *st, const char *entity_ident, size
 enum rcs_err store_jobs_stale(struct store *st, int64_t now, int64_t after, size_t limit,
 			      struct store_idents *out)
 {
-	return store_idents_query(st,
-				  "SELECT j.ident FROM jobs j JOIN devices d ON d.entity_ident ="
-				  " j.entity_ident AND d.client_root = j.client_root"
-				  " WHERE " JOBS_INFLIGHT
-				  " AND j.update_at <= ?2 - ?3 AND d.online = 1 AND"
-				  " coalesce(max(j.sent_at, j.update_at), j.update_at) +"
-				  " ?3 * (1 << min(max(j.sends - 1, 0), 5)) <= ?2 AND ?1 IS NULL"
-				  " ORDER BY j.update_at LIMIT ?4",
-				  NULL, now, after, limit, out);
+	return store_idents_query(
+	    st,
+	    "SELECT j.ident FROM jobs j JOIN devices d ON d.entity_ident ="
+	    " j.entity_ident AND d.client_root = j.client_root"
+	    " WHERE " JOBS_INFLIGHT " AND j.update_at <= ?2 - ?3 AND d.online = 1 AND"
+	    " coalesce(max(j.sent_at, j.update_at), j.update_at) +"
+	    " ?3 * (1 << min(max(j.sends - 1, 0), 5)) <= ?2 AND CAST(?1 AS TEXT) IS NULL"
+	    " ORDER BY j.update_at LIMIT ?4",
+	    NULL, now, after, limit, out);
 }
 
 enum rcs_err store_jobs_clock_back(struct store *st, int64_t now)
@@ -159,11 +159,12 @@ out:
 enum rcs_err store_jobs_expired(struct store *st, int64_t now, size_t limit,
 				struct store_idents *out)
 {
-	return store_idents_query(st,
-				  "SELECT ident FROM jobs WHERE expires_at IS NOT NULL AND"
-				  " status IN ('pending', 'transmited') AND expires_at <= ?2 AND"
-				  " ?1 IS NULL AND ?3 = ?3 ORDER BY expires_at LIMIT ?4",
-				  NULL, now, 0, limit, out);
+	return store_idents_query(
+	    st,
+	    "SELECT ident FROM jobs WHERE expires_at IS NOT NULL AND"
+	    " status IN ('pending', 'transmited') AND expires_at <= ?2 AND"
+	    " CAST(?1 AS TEXT) IS NULL AND ?3 = ?3 ORDER BY expires_at LIMIT ?4",
+	    NULL, now, 0, limit, out);
 }
 
 enum rcs_err store_job_mark_sent(struct store *st, const char *ident, int64_t now)

@@ -127,5 +127,4 @@ static inline long long store_test_db_int(const char *db, const char *sql, const
 	return v;
 }
 
-
 #endif

@@ -486,9 +486,9 @@ static void test_job_lifecycle(void **state)
 			json_object_put(vars);
 		}
 		store_job_rec_free(&rec);
-		assert_int_equal(store_job_rec_get(f->st, "00000000-0000-7000-8000-000000000000",
-						   &rec),
-				 RCS_ERR_NOTFOUND);
+		assert_int_equal(
+		    store_job_rec_get(f->st, "00000000-0000-7000-8000-000000000000", &rec),
+		    RCS_ERR_NOTFOUND);
 		assert_null(rec.task_name);
 	}
 	json_object_put(job);
@@ -556,8 +556,8 @@ static void test_cancel_then_late_report(void **state)
 	{
 		/* the cancel learns, in its own transaction, that the job had been sent */
 		enum job_status prev = JS_INITIAL;
-		struct job_move m = { .ident = jobs[0].ident, .to = JS_CANCELLED, .now = 300,
-				      .prev = &prev };
+		struct job_move m = {
+		    .ident = jobs[0].ident, .to = JS_CANCELLED, .now = 300, .prev = &prev};
 		enum store_move res = STORE_MOVE_DUPLICATE;
 		assert_int_equal(store_job_move(f->st, &m, &res), RCS_OK);
 		assert_int_equal(res, STORE_MOVE_APPLIED);
@@ -657,9 +657,8 @@ static void test_lists_and_groups(void **state)
 	json_object_put(page);
 	/* another tenant sees nothing */
 	memset(&jf, 0, sizeof(jf));
-	assert_int_equal(
-	    jobs_page(f->st, "00000000-0000-7000-8000-000000000000", &jf, &pg, &page),
-	    RCS_OK);
+	assert_int_equal(jobs_page(f->st, "00000000-0000-7000-8000-000000000000", &jf, &pg, &page),
+			 RCS_OK);
 	assert_int_equal(jint(page, "total_items"), 0);
 	json_object_put(page);
 
@@ -757,9 +756,9 @@ static void record_action(void *arg, bool committed)
 		pthread_detach(t); /* the test fails; it gets the lock when the caller lets go */
 	if (l->ident == NULL)
 		return;
-	l->row_seen = store_test_db_int(l->f->path,
-					"SELECT count(*) FROM devices WHERE entity_ident = ?",
-					l->ident) == 1;
+	l->row_seen =
+	    store_test_db_int(l->f->path, "SELECT count(*) FROM devices WHERE entity_ident = ?",
+			      l->ident) == 1;
 }
 
 static bool device_exists(struct fixture *f, const char *ident)

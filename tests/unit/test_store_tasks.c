@@ -108,8 +108,7 @@ static void test_keys(void **state)
 
 		assert_non_null(o);
 		assert_int_equal(json_object_get_int(json_object_object_get(o, "total_pages")), 2);
-		assert_int_equal(
-		    json_object_array_length(json_object_object_get(o, "items")), 2);
+		assert_int_equal(json_object_array_length(json_object_object_get(o, "items")), 2);
 		json_object_put(o);
 	}
 	buf_free(&b);
