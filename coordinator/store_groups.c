@@ -125,12 +125,13 @@ enum rcs_err store_group_job_ended(struct store *st, const char *group, enum job
 	struct store_stmt *s = NULL;
 	enum rcs_err err;
 
-	err =
-	    store_stmt(st,
-		       "UPDATE groups SET n_open = max(n_open - 1, 0), n_finished = n_finished + 1,"
-		       " n_failed = n_failed + (?2 IN ('edge_error', 'expired')),"
-		       " n_succeeded = n_succeeded + (?2 = 'terminated') WHERE ident = ?1",
-		       &s);
+	err = store_stmt(
+	    st,
+	    "UPDATE groups SET n_open = max(n_open - 1, 0), n_finished = n_finished + 1,"
+	    " n_failed = n_failed + CASE WHEN ?2 IN ('edge_error', 'expired') THEN 1 ELSE 0 END,"
+	    " n_succeeded = n_succeeded + CASE WHEN ?2 = 'terminated' THEN 1 ELSE 0 END"
+	    " WHERE ident = ?1",
+	    &s);
 	if (err != RCS_OK)
 		goto out;
 	store_arg_text(s, 1, group);

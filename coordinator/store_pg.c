@@ -6,13 +6,14 @@
  * user to "user" (a reserved word here), INTEGER to BIGINT (casts: SQLite's integers are 64
  * bits), SQLite's scalar max(a, b) and min(a, b) to greatest and least, and it drops SQLite's
  * index hints (INDEXED BY). Where that is not
- * enough a statement has a text per dialect (STORE_SQL). Statements run with PQexecParams,
- * results are text; parameters bound as integers are sent as int8, the others as text of a
- * type the server infers. docs/architecture.md, "The store".
+ * enough a statement has a text per dialect (STORE_SQL). Statements are prepared once per
+ * connection (pg_run), results are text; parameters bound as integers are sent as int8, the
+ * others as text of a type the server infers. docs/architecture.md, "The store".
  */
 #include "store_int.h"
 
 #include <ctype.h>
+#include <stdint.h>
 #include <libpq-fe.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -301,12 +302,21 @@ static const char *const pg_migrations[] = {
 
 /* ---- statements ---- */
 
-#define PG_PARAMS_MAX 64
+#define PG_PARAMS_MAX 65535 /* the protocol's bound */
 #define PG_INT8OID    20
+#define PG_TEXTOID    25
+#define PG_PREP_SLOTS 4096 /* prepared statements kept per connection (a power of 2) */
 
+/* The connection and the statements prepared on it, by the hash of their text and the types
+ * of their parameters (named s<id>; key 0 is a free slot). */
 struct pg_conn {
 	PGconn *c;
 	long long changes; /* rows the last statement changed */
+	struct pg_prep {
+		uint64_t key;
+		unsigned id;
+	} prep[PG_PREP_SLOTS];
+	unsigned n_prep;
 };
 
 static struct pg_conn *pg_conn(struct store *st)
@@ -318,8 +328,8 @@ struct pg_stmt {
 	struct store_stmt base; /* first: the seam's view of it */
 	char *sql;              /* translated */
 	int n_params;
-	char *vals[PG_PARAMS_MAX];
-	Oid types[PG_PARAMS_MAX];
+	char **vals; /* n_params of each */
+	Oid *types;
 	PGresult *res;
 	int row, n_rows;
 	bool ran;
@@ -504,11 +514,17 @@ static enum rcs_err pg_prepare(struct store *st, const char *sql, bool cached,
 		err = RCS_ERR_INTERNAL;
 		goto out;
 	}
+	w->vals = calloc((size_t)w->n_params + 1, sizeof(*w->vals));
+	w->types = calloc((size_t)w->n_params + 1, sizeof(*w->types));
+	if (w->vals == NULL || w->types == NULL)
+		goto out;
 	*out = &w->base;
 	w = NULL;
 	err = RCS_OK;
 out:
 	if (w) {
+		free(w->vals);
+		free(w->types);
 		free(w->sql);
 		free(w);
 	}
@@ -523,8 +539,133 @@ static void pg_release(struct store *st, struct store_stmt *s)
 	for (int i = 0; i < w->n_params; i++)
 		free(w->vals[i]);
 	PQclear(w->res);
+	free(w->vals);
+	free(w->types);
 	free(w->sql);
 	free(w);
+}
+
+/* The statement's key: its text and the types its parameters are bound with. */
+static uint64_t pg_key(const struct pg_stmt *w)
+{
+	uint64_t h = 1469598103934665603ULL;
+
+	for (const char *p = w->sql; *p; p++)
+		h = (h ^ (unsigned char)*p) * 1099511628211ULL;
+	for (int i = 0; i < w->n_params; i++)
+		h = (h ^ (w->types[i] == PG_INT8OID ? 'i' : 't')) * 1099511628211ULL;
+	return h ? h : 1;
+}
+
+/* The slot of key: its own, or the free one where it goes (NULL: the table is half full,
+ * statements are no longer kept). */
+static struct pg_prep *pg_slot(struct pg_conn *c, uint64_t key)
+{
+	for (size_t i = 0; i < PG_PREP_SLOTS; i++) {
+		struct pg_prep *e = &c->prep[(key + i) & (PG_PREP_SLOTS - 1)];
+
+		if (e->key == key)
+			return e;
+		if (e->key == 0)
+			return c->n_prep >= PG_PREP_SLOTS / 2 ? NULL : e;
+	}
+	return NULL;
+}
+
+/* The number of the parameter an error names ("... parameter $3"), 0 for none. */
+static int pg_err_param(const PGresult *r)
+{
+	const char *state = PQresultErrorField(r, PG_DIAG_SQLSTATE);
+	const char *msg = PQresultErrorField(r, PG_DIAG_MESSAGE_PRIMARY);
+	const char *d = msg ? strchr(msg, '$') : NULL;
+
+	if (state == NULL || d == NULL ||
+	    (strcmp(state, "42P18") != 0 && strcmp(state, "42P08") != 0))
+		return 0;
+	return (int)strtol(d + 1, NULL, 10);
+}
+
+/*
+ * Prepares w as name. A parameter bound as text is sent untyped, for the server to take the
+ * type its place in the statement asks for; where that is none ("?1 IS NULL") or two
+ * ("CASE WHEN ?3 IS NULL ... ELSE ?3"), it is prepared again with that parameter as text.
+ * Inside a transaction a savepoint keeps the transaction alive through those attempts.
+ */
+static enum rcs_err pg_make(struct store *st, struct pg_stmt *w, const char *name, const char *what)
+{
+	struct pg_conn *c = pg_conn(st);
+	bool sp = PQtransactionStatus(c->c) == PQTRANS_INTRANS;
+	enum rcs_err err = RCS_ERR_DB;
+	Oid *types = malloc(((size_t)w->n_params + 1) * sizeof(*types));
+	PGresult *r = NULL;
+
+	if (types == NULL) {
+		err = RCS_ERR_NOMEM;
+		goto out;
+	}
+	memcpy(types, w->types, (size_t)w->n_params * sizeof(*types));
+	for (int tries = 0; tries <= w->n_params; tries++) {
+		int bad;
+
+		if (sp && (err = pg_exec(st, "SAVEPOINT pg_prep")) != RCS_OK)
+			goto out;
+		r = PQprepare(c->c, name, w->sql, w->n_params, types);
+		if (PQresultStatus(r) == PGRES_COMMAND_OK) {
+			err = sp ? pg_exec(st, "RELEASE pg_prep") : RCS_OK;
+			goto out;
+		}
+		bad = pg_err_param(r);
+		if (bad < 1 || bad > w->n_params || types[bad - 1] == PG_TEXTOID) {
+			err = pg_rc(st, r, what);
+			if (sp)
+				pg_exec(st, "ROLLBACK TO pg_prep; RELEASE pg_prep");
+			goto out;
+		}
+		if (sp && (err = pg_exec(st, "ROLLBACK TO pg_prep; RELEASE pg_prep")) != RCS_OK)
+			goto out;
+		types[bad - 1] = PG_TEXTOID;
+		PQclear(r);
+		r = NULL;
+	}
+out:
+	free(types);
+	PQclear(r);
+	return err;
+}
+
+/* Runs w through the connection's prepared statement of its text and types (prepared the
+ * first time), or through an unnamed one when no more are kept. */
+static enum rcs_err pg_run(struct store *st, struct pg_stmt *w, const char *what)
+{
+	struct pg_conn *c = pg_conn(st);
+	uint64_t key = pg_key(w);
+	struct pg_prep *e = pg_slot(c, key);
+	char name[24] = "";
+	enum rcs_err err;
+
+	if (e && e->key == key) {
+		snprintf(name, sizeof(name), "s%u", e->id);
+	} else {
+		if (e)
+			snprintf(name, sizeof(name), "s%u", c->n_prep + 1);
+		err = pg_make(st, w, name, what);
+		if (err != RCS_OK)
+			return err;
+		if (e) {
+			e->key = key;
+			e->id = ++c->n_prep;
+		}
+	}
+	w->res =
+	    PQexecPrepared(c->c, name, w->n_params, (const char *const *)w->vals, NULL, NULL, 0);
+	return RCS_OK;
+}
+
+/* Forgets the prepared statements (a new connection has none). */
+static void pg_forget(struct pg_conn *c)
+{
+	memset(c->prep, 0, sizeof(c->prep));
+	c->n_prep = 0;
 }
 
 /* COMMIT of a transaction an error ended answers ROLLBACK: the commit failed. */
@@ -549,8 +690,10 @@ static enum rcs_err pg_step(struct store *st, struct store_stmt *s, const char *
 		goto out;
 	}
 	w->ran = true;
-	w->res = PQexecParams(c->c, w->sql, w->n_params, w->types, (const char *const *)w->vals,
-			      NULL, NULL, 0);
+	c->changes = 0;
+	err = pg_run(st, w, what);
+	if (err != RCS_OK)
+		goto out;
 	switch (PQresultStatus(w->res)) {
 	case PGRES_TUPLES_OK:
 	case PGRES_COMMAND_OK:
@@ -673,6 +816,7 @@ static enum rcs_err pg_ping(struct store *st)
 	if (PQstatus(c->c) != CONNECTION_OK && st->tx_depth == 0) {
 		log_warnx("store: the connection to PostgreSQL was lost; reconnecting");
 		PQreset(c->c);
+		pg_forget(c);
 	}
 	if (PQstatus(c->c) != CONNECTION_OK) {
 		log_warnx("store: %s", PQerrorMessage(c->c));
