@@ -504,7 +504,9 @@ enum rcs_err store_groups_continuous_add(struct store *st, const char *client_ro
 		    " c_comment, created_user, ?3, ?3, c_ttl, CASE WHEN " GROUP_HOLDS " THEN ?5"
 		    " END, coalesce(c_variables, '{}'), coalesce(c_mail_list, '[]'),"
 		    " coalesce(c_status_list, '[]'), coalesce(c_task_mail_list, '[]'),"
-		    " coalesce(c_task_status_list, '[]'), 2, " GROUP_HOLDS ", (SELECT"
+		    " coalesce(c_task_status_list, '[]'), 2, CASE WHEN " GROUP_HOLDS
+		    " THEN 1 ELSE 0 END,"
+		    " (SELECT"
 		    " coalesce(max(j.release_order), 0) + 1 FROM jobs j WHERE j.group_ident ="
 		    " groups.ident), CASE WHEN NOT " GROUP_HOLDS " AND c_ttl IS NOT NULL THEN"
 		    " ?3 + c_ttl END FROM groups WHERE ident = ?4",
