@@ -312,6 +312,7 @@ static const char *const pg_migrations[] = {
 struct pg_conn {
 	PGconn *c;
 	long long changes; /* rows the last statement changed */
+	bool idle;         /* no transaction was open after the last statement */
 	struct pg_prep {
 		uint64_t key;
 		unsigned id;
@@ -333,6 +334,7 @@ struct pg_stmt {
 	PGresult *res;
 	int row, n_rows;
 	bool ran;
+	bool nul; /* a text parameter holds a NUL byte, which PostgreSQL's text can't */
 };
 
 static struct pg_stmt *pg(struct store_stmt *s)
@@ -691,6 +693,18 @@ static enum rcs_err pg_step(struct store *st, struct store_stmt *s, const char *
 	}
 	w->ran = true;
 	c->changes = 0;
+	/* a lost connection comes back at the next statement outside a transaction (a BEGIN
+	 * after the failed one's ROLLBACK): never in the middle of one */
+	if (PQstatus(c->c) != CONNECTION_OK && (c->idle || strcmp(w->sql, "BEGIN") == 0)) {
+		log_warnx("store: the connection to PostgreSQL was lost; reconnecting");
+		PQreset(c->c);
+		pg_forget(c);
+	}
+	if (w->nul) {
+		log_warnx("store: %.100s: a text with a NUL byte", what);
+		err = RCS_ERR_INVAL;
+		goto out;
+	}
 	err = pg_run(st, w, what);
 	if (err != RCS_OK)
 		goto out;
@@ -714,6 +728,8 @@ static enum rcs_err pg_step(struct store *st, struct store_stmt *s, const char *
 	w->row = 0;
 	*row = w->n_rows > 0;
 out:
+	if (PQtransactionStatus(c->c) != PQTRANS_UNKNOWN) /* unknown: the connection is lost */
+		c->idle = PQtransactionStatus(c->c) == PQTRANS_IDLE;
 	return err;
 }
 
@@ -735,6 +751,8 @@ static void pg_bind_text(struct store_stmt *s, int i, const char *v, size_t len)
 	size_t n = len == (size_t)-1 ? strlen(v) : len;
 	char *c = malloc(n + 1);
 
+	if (memchr(v, '\0', n) != NULL)
+		pg(s)->nul = true;
 	/* out of memory binds NULL: the statement fails on its NOT NULL constraint */
 	if (c) {
 		memcpy(c, v, n);
@@ -813,7 +831,7 @@ static enum rcs_err pg_ping(struct store *st)
 	struct pg_conn *c = pg_conn(st);
 
 	/* a lost connection comes back here, outside a transaction */
-	if (PQstatus(c->c) != CONNECTION_OK && st->tx_depth == 0) {
+	if (PQstatus(c->c) != CONNECTION_OK && c->idle) {
 		log_warnx("store: the connection to PostgreSQL was lost; reconnecting");
 		PQreset(c->c);
 		pg_forget(c);
@@ -935,6 +953,7 @@ enum rcs_err store_pg_open(struct store *st, const char *url)
 		err = RCS_ERR_IO;
 		goto out;
 	}
+	c->idle = true;
 	err = pg_exec(st, "SET client_encoding = 'UTF8'");
 	if (err == RCS_OK)
 		err = pg_migrate(st);

@@ -393,12 +393,40 @@ static void test_tasks(void **state)
 	store_idents_free(&ids);
 }
 
+/* PostgreSQL only: a lost connection fails what runs on it, and the next statement outside
+ * a transaction connects again; a text with a NUL byte is refused, not cut short. */
+static void test_pg_connection(void **state)
+{
+	struct store *st = *state;
+	const char *url = store_test_pg_url();
+	enum rcs_err err;
+
+	if (url == NULL)
+		return;
+#ifdef RCS_WITH_POSTGRES
+	assert_true(store_test_pg_exec(url, "SELECT pg_terminate_backend(pid) FROM"
+					    " pg_stat_activity WHERE datname LIKE 't\\_%'"));
+	err = store_tenant_create(st, "01890000-0000-7000-8000-0000000000c1", 100);
+	assert_true(err == RCS_OK || err == RCS_ERR_IO);
+	assert_int_equal(store_tenant_create(st, "01890000-0000-7000-8000-0000000000c2", 100),
+			 RCS_OK);
+	assert_true(store_tenant_exists(st, "01890000-0000-7000-8000-0000000000c2"));
+	assert_int_equal(store_ping(st), RCS_OK);
+	assert_int_equal(store_script_put(st, ROOT, "nul", "a\0b", 3, 5, NULL), RCS_ERR_INVAL);
+	assert_int_equal(store_script_put(st, ROOT, "nul", "ab", 2, 5, NULL), RCS_OK);
+#else
+	(void)st;
+	(void)err;
+#endif
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test_setup_teardown(test_keys, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_scripts, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_tasks, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_pg_connection, setup, teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
