@@ -92,7 +92,8 @@ struct settings {
 	}
 
 static const struct cfg_opt serve_opts[] = {
-    OPT("db", CFG_STRING, db, "PATH", "SQLite database file (created when missing)"),
+    OPT("db", CFG_STRING, db, "PATH",
+	"SQLite database file (created when missing) or postgresql:// URL"),
     OPT("listen", CFG_STRING, listen, "HOST:PORT", "address of the REST API"),
     OPT("scripts_dir", CFG_STRING, scripts_dir, "DIR", "stock Lua scripts (<name>.lua)"),
     OPT("signing_key", CFG_STRING, signing_key, "PEM", "EC P-256 key that signs tasks"),
@@ -152,7 +153,7 @@ static const struct cfg_opt serve_opts[] = {
 };
 
 static const struct cfg_opt admin_opts[] = {
-    OPT("db", CFG_STRING, db, "PATH", "SQLite database file"),
+    OPT("db", CFG_STRING, db, "PATH", "SQLite database file or postgresql:// URL"),
     OPT("client_root", CFG_STRING, client_root, "UUID", "tenant"),
     OPT("user", CFG_STRING, user, "NAME", "user name"),
     OPT("role", CFG_STRING, role, "ROLE", "viewer, operator or admin"),
@@ -341,8 +342,10 @@ static int cmd_key(struct settings *s, const char *what)
 			if (err == RCS_OK)
 				err = store_key_revoke(st, NULL, s->ident, (int64_t)time(NULL));
 			if (err == RCS_OK)
-				err = cli_audit(st, root, "rcs-coordinator key revoke", s->ident, 200);
-			err = err == RCS_OK ? store_tx_end(st, true) : (store_tx_end(st, false), err);
+				err = cli_audit(st, root, "rcs-coordinator key revoke", s->ident,
+						200);
+			err =
+			    err == RCS_OK ? store_tx_end(st, true) : (store_tx_end(st, false), err);
 		}
 		store_close(st);
 		if (err != RCS_OK) {
@@ -378,7 +381,8 @@ static int cmd_key(struct settings *s, const char *what)
 		err = auth_key_new(st, s->client_root, s->user, role, (int64_t)time(NULL), key,
 				   ident);
 		if (err == RCS_OK)
-			err = cli_audit(st, s->client_root, "rcs-coordinator key create", ident, 201);
+			err =
+			    cli_audit(st, s->client_root, "rcs-coordinator key create", ident, 201);
 		err = err == RCS_OK ? store_tx_end(st, true) : (store_tx_end(st, false), err);
 	}
 	store_close(st);
@@ -629,7 +633,8 @@ static int cmd_serve(struct settings *s)
 			ready = true;
 		} else if (!ready && time(NULL) >= ready_by) {
 			log_warnx("not connected to the MQTT broker %s yet: ready all the same,"
-				  " retrying in the background", s->mqtt);
+				  " retrying in the background",
+				  s->mqtt);
 			service_ready("serving; MQTT broker not connected yet");
 			ready = true;
 		}

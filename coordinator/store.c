@@ -1,9 +1,9 @@
 /*
  * store.c - the core of the coordinator's storage, whatever the engine: opening through a
- * backend (store_sqlite.c), the lock, transactions and savepoints, after-commit actions, and
- * the helpers every domain file of the store uses (store_int.h). The domains are
- * store_keys.c, store_tasks.c, store_devices.c, store_jobs.c, store_queues.c and
- * store_outbox.c (docs/architecture.md).
+ * backend (store_sqlite.c, or store_pg.c for a postgresql:// URL), the lock, transactions and
+ * savepoints, after-commit actions, and the helpers every domain file of the store uses
+ * (store_int.h). The domains are store_keys.c, store_tasks.c, store_devices.c, store_jobs.c,
+ * store_queues.c and store_outbox.c (docs/architecture.md).
  */
 #include "store_int.h"
 
@@ -259,6 +259,11 @@ out:
 
 /* ---- open, close, transactions ---- */
 
+bool store_pg_url(const char *db)
+{
+	return strncmp(db, "postgresql://", 13) == 0 || strncmp(db, "postgres://", 11) == 0;
+}
+
 enum rcs_err store_open(const char *path, struct store **out)
 {
 	struct store *st = NULL;
@@ -273,7 +278,16 @@ enum rcs_err store_open(const char *path, struct store **out)
 	pthread_mutexattr_settype(&attr, PTHREAD_MUTEX_RECURSIVE);
 	pthread_mutex_init(&st->lock, &attr);
 	pthread_mutexattr_destroy(&attr);
-	err = store_sqlite_open(st, path);
+	if (store_pg_url(path)) {
+#ifdef RCS_WITH_POSTGRES
+		err = store_pg_open(st, path);
+#else
+		log_warnx("store: this build has no PostgreSQL backend (WITH_POSTGRES)");
+		err = RCS_ERR_INVAL;
+#endif
+	} else {
+		err = store_sqlite_open(st, path);
+	}
 	if (err != RCS_OK)
 		goto out;
 	*out = st;

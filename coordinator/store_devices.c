@@ -91,11 +91,15 @@ static enum rcs_err store_device_tags_set(struct store *st, const char *client_r
 	s = NULL;
 	if (err != RCS_OK)
 		goto out;
-	err =
-	    store_stmt(st,
-		       "INSERT OR IGNORE INTO device_tags(client_root, tag, entity_ident, reported)"
-		       " SELECT ?1, value, ?2, ?3 FROM json_each(?4) WHERE type = 'text'",
-		       &s);
+	err = store_stmt(
+	    st,
+	    STORE_SQL(st,
+		      "INSERT OR IGNORE INTO device_tags(client_root, tag, entity_ident, reported)"
+		      " SELECT ?1, value, ?2, ?3 FROM json_each(?4) WHERE type = 'text'",
+		      "INSERT INTO device_tags(client_root, tag, entity_ident, reported)"
+		      " SELECT ?1, e #>> '{}', ?2, ?3 FROM json_array_elements(CAST(?4 AS json)) e"
+		      " WHERE json_typeof(e) = 'string' ON CONFLICT DO NOTHING"),
+	    &s);
 	if (err != RCS_OK)
 		goto out;
 	store_arg_text(s, 1, client_root);

@@ -125,12 +125,13 @@ enum rcs_err store_group_job_ended(struct store *st, const char *group, enum job
 	struct store_stmt *s = NULL;
 	enum rcs_err err;
 
-	err =
-	    store_stmt(st,
-		       "UPDATE groups SET n_open = max(n_open - 1, 0), n_finished = n_finished + 1,"
-		       " n_failed = n_failed + (?2 IN ('edge_error', 'expired')),"
-		       " n_succeeded = n_succeeded + (?2 = 'terminated') WHERE ident = ?1",
-		       &s);
+	err = store_stmt(
+	    st,
+	    "UPDATE groups SET n_open = max(n_open - 1, 0), n_finished = n_finished + 1,"
+	    " n_failed = n_failed + CASE WHEN ?2 IN ('edge_error', 'expired') THEN 1 ELSE 0 END,"
+	    " n_succeeded = n_succeeded + CASE WHEN ?2 = 'terminated' THEN 1 ELSE 0 END"
+	    " WHERE ident = ?1",
+	    &s);
 	if (err != RCS_OK)
 		goto out;
 	store_arg_text(s, 1, group);
@@ -503,7 +504,9 @@ enum rcs_err store_groups_continuous_add(struct store *st, const char *client_ro
 		    " c_comment, created_user, ?3, ?3, c_ttl, CASE WHEN " GROUP_HOLDS " THEN ?5"
 		    " END, coalesce(c_variables, '{}'), coalesce(c_mail_list, '[]'),"
 		    " coalesce(c_status_list, '[]'), coalesce(c_task_mail_list, '[]'),"
-		    " coalesce(c_task_status_list, '[]'), 2, " GROUP_HOLDS ", (SELECT"
+		    " coalesce(c_task_status_list, '[]'), 2, CASE WHEN " GROUP_HOLDS
+		    " THEN 1 ELSE 0 END,"
+		    " (SELECT"
 		    " coalesce(max(j.release_order), 0) + 1 FROM jobs j WHERE j.group_ident ="
 		    " groups.ident), CASE WHEN NOT " GROUP_HOLDS " AND c_ttl IS NOT NULL THEN"
 		    " ?3 + c_ttl END FROM groups WHERE ident = ?4",

@@ -3,8 +3,9 @@
  * backend seam (struct store_backend, the statements every domain file runs through it),
  * struct store (the lock, transactions, after-commit actions), and the helpers that build
  * filtered pages and run writes. Every function here expects the caller to hold the store's
- * lock (store_lock) unless it says it takes it itself. No file but the backend's
- * (store_sqlite.c) includes an engine's header. docs/architecture.md shows the store's files.
+ * lock (store_lock) unless it says it takes it itself. No file but the backends'
+ * (store_sqlite.c, store_pg.c) includes an engine's header. docs/architecture.md shows the store's
+ * files.
  */
 #ifndef RCS_STORE_INT_H
 #define RCS_STORE_INT_H
@@ -19,11 +20,16 @@
 /*
  * The backend seam (docs/architecture.md, "The store"): everything the store's domain files
  * do with a database goes through these operations, so another engine is a new backend
- * file (today: store_sqlite.c). A backend's statement begins with struct store_stmt.
+ * file (store_sqlite.c, store_pg.c). A backend's statement begins with struct store_stmt.
  * SQL text is written in the subset both engines take (parameters as ?N, ON CONFLICT,
- * RETURNING); where a statement has to differ, st->dialect picks its text.
+ * RETURNING; store_pg.c translates the rest it can); where a statement has to differ,
+ * st->dialect picks its text (STORE_SQL).
  */
-enum store_dialect { STORE_DIALECT_SQLITE };
+enum store_dialect { STORE_DIALECT_SQLITE, STORE_DIALECT_POSTGRES };
+
+/* The text of a statement for st's engine: SQLite's or PostgreSQL's (both constant). */
+#define STORE_SQL(st, sqlite, postgres)                                                            \
+	((st)->dialect == STORE_DIALECT_POSTGRES ? (postgres) : (sqlite))
 
 struct store_stmt {
 	const struct store_backend *be;
@@ -72,6 +78,12 @@ struct store {
 	size_t n_actions, cap_actions;
 };
 
+/* The text elements of the JSON array x as the rows of a table alias a with a column value
+ * (x: a column or a parameter), in each engine's words; a statement that uses them has one
+ * text per dialect (STORE_SQL). */
+#define STORE_JSON_EACH_SQ(x, a) "json_each(" x ") " a
+#define STORE_JSON_EACH_PG(x, a) "json_array_elements_text(CAST(" x " AS json)) " a "(value)"
+
 /* The jobs on their way: sent and not yet ended on the device. */
 #define JOBS_INFLIGHT                                                                              \
 	"(status = 'transmited' OR status = 'edge_transmitted' OR status = 'edge_started' OR"      \
@@ -92,6 +104,10 @@ struct store_qb_opts {
 
 /* Opens the SQLite backend's database at path into st (store_sqlite.c). */
 enum rcs_err store_sqlite_open(struct store *st, const char *path);
+/* Whether db is a PostgreSQL URL (postgresql://, postgres://): the backend of store_pg.c. */
+bool store_pg_url(const char *db);
+/* Connects st to the PostgreSQL database of url and migrates it (store_pg.c). */
+enum rcs_err store_pg_open(struct store *st, const char *url);
 
 /* ---- statements through the backend (the domain files' only way to the database) ---- */
 

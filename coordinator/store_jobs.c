@@ -86,10 +86,9 @@ enum rcs_err store_job_get(struct store *st, const char *client_root, const char
 	if (client_root == NULL)
 		return store_get_one(st, "SELECT " JOB_COLS " FROM " JOB_FROM " WHERE j.ident = ?1",
 				     ident, NULL, NULL, job_read_one, out);
-	return store_get_one(st,
-			     "SELECT " JOB_COLS " FROM " JOB_FROM
-			     " WHERE j.ident = ?1 AND j.client_root = ?2",
-			     ident, client_root, NULL, job_read_one, out);
+	return store_get_one(
+	    st, "SELECT " JOB_COLS " FROM " JOB_FROM " WHERE j.ident = ?1 AND j.client_root = ?2",
+	    ident, client_root, NULL, job_read_one, out);
 }
 
 enum rcs_err store_job_rec_get(struct store *st, const char *ident, struct job_rec *out)
@@ -129,6 +128,24 @@ out:
  * addresses for the job's statuses (seed rules 1-3); an address on both
  * levels gets one row.
  */
+#define NOTIFY_ROWS(EACH)                                                                          \
+	" INTO notifications(job_ident, client_root, status, address, state, created_at,"          \
+	" next_at)"                                                                                \
+	" SELECT j.ident, j.client_root, CAST(?2 AS TEXT), a.value, 'queued', ?3, ?3"              \
+	" FROM jobs j, " EACH(                                                                     \
+	    "j.task_mail_list",                                                                    \
+	    "a") " WHERE j.ident = ?1 AND"                                                         \
+		 " EXISTS (SELECT 1 FROM " EACH(                                                   \
+		     "j.task_status_list",                                                         \
+		     "x") " WHERE x.value = ?2)"                                                   \
+			  " UNION"                                                                 \
+			  " SELECT j.ident, j.client_root, CAST(?2 AS TEXT), a.value, 'queued', "  \
+			  "?3, ?3"                                                                 \
+			  " FROM jobs j, " EACH(                                                   \
+			      "j.mail_list", "a") " WHERE j.ident = ?1 AND"                        \
+						  " EXISTS (SELECT 1 FROM " EACH(                  \
+						      "j.status_list", "x") " WHERE x.value = ?2)"
+
 enum rcs_err store_notify_record(struct store *st, const char *job, const char *status, int64_t now)
 {
 	struct store_stmt *s = NULL;
@@ -136,15 +153,8 @@ enum rcs_err store_notify_record(struct store *st, const char *job, const char *
 
 	err = store_stmt(
 	    st,
-	    "INSERT OR IGNORE INTO notifications(job_ident, client_root, status,"
-	    " address, state, created_at, next_at)"
-	    " SELECT j.ident, j.client_root, ?2, a.value, 'queued', ?3, ?3"
-	    " FROM jobs j, json_each(j.task_mail_list) a WHERE j.ident = ?1 AND"
-	    " EXISTS (SELECT 1 FROM json_each(j.task_status_list) x WHERE x.value = ?2)"
-	    " UNION"
-	    " SELECT j.ident, j.client_root, ?2, a.value, 'queued', ?3, ?3"
-	    " FROM jobs j, json_each(j.mail_list) a WHERE j.ident = ?1 AND"
-	    " EXISTS (SELECT 1 FROM json_each(j.status_list) x WHERE x.value = ?2)",
+	    STORE_SQL(st, "INSERT OR IGNORE" NOTIFY_ROWS(STORE_JSON_EACH_SQ),
+		      "INSERT" NOTIFY_ROWS(STORE_JSON_EACH_PG) " ON CONFLICT DO NOTHING"),
 	    &s);
 	if (err != RCS_OK)
 		goto out;
@@ -248,8 +258,8 @@ out:
  * (?1 alone for the history), bound once per statement, and each job's ident and device
  * follow. At 10,000 jobs a statement per job was most of the time of the send.
  */
-#define JOBS_CHUNK     64
-#define JOBS_SQL_MAX   (JOBS_CHUNK * 160 + 512)
+#define JOBS_CHUNK   64
+#define JOBS_SQL_MAX (JOBS_CHUNK * 160 + 512)
 #define JOBS_INSERT_ROW                                                                            \
 	"(?%d, ?1, ?2, ?3, ?4, ?5, ?%d, 'pending', ?6, ?7, ?8, ?8, ?9, ?10, ?11, ?12, ?13, ?14,"   \
 	" ?15, ?16, 2, ?17, ?18, ?%d)"
@@ -448,8 +458,7 @@ enum rcs_err store_jobs_batch_each(struct store *st, const struct job_batch *b, 
 		log_warnx("the records of a bulk send differ in more than their idents");
 	for (size_t i = 0; err == RCS_OK && same && i < b->n; i++) {
 		snprintf(tpl.ident, sizeof(tpl.ident), "%s", b->jobs[i].ident);
-		snprintf(tpl.entity_ident, sizeof(tpl.entity_ident), "%s",
-			 b->jobs[i].entity_ident);
+		snprintf(tpl.entity_ident, sizeof(tpl.entity_ident), "%s", b->jobs[i].entity_ident);
 		err = fn(arg, &tpl, i > 0);
 	}
 	for (size_t i = 0; err == RCS_OK && !same && i < b->n; i++) {
@@ -615,11 +624,12 @@ static enum rcs_err job_visible_row(struct store_stmt *s, void *arg)
 enum rcs_err store_job_visible(struct store *st, const char *client_root, const char *ident,
 			       const char *user)
 {
-	return store_get_one(st,
-			     "SELECT t.ident IS NULL OR NOT " STORE_TASK_HIDDEN("t", "?3")
-			     " FROM jobs j LEFT JOIN tasks t ON t.ident = j.task_ident"
-			     " WHERE j.ident = ?1 AND j.client_root = ?2",
-			     ident, client_root, user, job_visible_row, NULL);
+	return store_get_one(
+	    st,
+	    "SELECT t.ident IS NULL OR NOT " STORE_TASK_HIDDEN(
+		"t", "?3") " FROM jobs j LEFT JOIN tasks t ON t.ident = j.task_ident"
+			   " WHERE j.ident = ?1 AND j.client_root = ?2",
+	    ident, client_root, user, job_visible_row, NULL);
 }
 
 /* What store_job_move reads of the job before it moves it. */
@@ -627,7 +637,7 @@ struct job_move_row {
 	enum job_status cur;
 	long long last_seq, n_history;
 	char owner_root[UUID_STR_LEN], owner_dev[UUID_STR_LEN];
-	bool notify; /* any notification list at all */
+	bool notify;              /* any notification list at all */
 	char group[UUID_STR_LEN]; /* "" without a group */
 };
 
@@ -674,15 +684,16 @@ static enum rcs_err job_move_apply(struct store *st, const struct job_move *m)
 	enum rcs_err err;
 
 	/* a job that leaves pending no longer waits for its group's release */
-	err = store_stmt(st,
-			 "UPDATE jobs SET status = ?1, update_at = ?2, held = 0,"
-			 " response = CASE WHEN ?3 IS NULL AND NOT ?7 THEN response ELSE ?3 END,"
-			 " response_time = CASE WHEN ?4 THEN ?2 ELSE response_time END,"
-			 " last_seq = max(last_seq, ?5), n_history = n_history + 1,"
-			 " sent_at = CASE WHEN ?8 THEN ?2 ELSE sent_at END, sends = sends + ?8,"
-			 " error_code = CASE WHEN ?1 = 'edge_error' THEN ?9 ELSE error_code END"
-			 " WHERE ident = ?6",
-			 &s);
+	err =
+	    store_stmt(st,
+		       "UPDATE jobs SET status = ?1, update_at = ?2, held = 0,"
+		       " response = CASE WHEN ?3 IS NULL AND ?7 = 0 THEN response ELSE ?3 END,"
+		       " response_time = CASE WHEN ?4 <> 0 THEN ?2 ELSE response_time END,"
+		       " last_seq = max(last_seq, ?5), n_history = n_history + 1,"
+		       " sent_at = CASE WHEN ?8 <> 0 THEN ?2 ELSE sent_at END, sends = sends + ?8,"
+		       " error_code = CASE WHEN ?1 = 'edge_error' THEN ?9 ELSE error_code END"
+		       " WHERE ident = ?6",
+		       &s);
 	if (err != RCS_OK)
 		goto out;
 	store_arg_text(s, 1, status_name(m->to));
@@ -828,9 +839,9 @@ enum rcs_err store_job_notifications(struct store *st, const char *client_root, 
 		err = RCS_ERR_NOMEM;
 		goto out;
 	}
-	err = store_page_rows(st,
-			      "address, status, state, attempts, created_at, sent_at, last_error",
-			      "notifications", &q, "id", pg, &out->pg.total, &s);
+	err =
+	    store_page_rows(st, "address, status, state, attempts, created_at, sent_at, last_error",
+			    "notifications", &q, "id", pg, &out->pg.total, &s);
 	if (err != RCS_OK)
 		goto out;
 	while ((err = store_next(st, s, "notifications", &row)) == RCS_OK && row &&
@@ -930,10 +941,11 @@ enum rcs_err store_group_get(struct store *st, const char *client_root, const ch
 
 	memset(out, 0, sizeof(*out));
 	store_lock(st);
-	err = store_get_one(st,
-			    "SELECT " GROUP_COLS " FROM groups WHERE ident = ?1 AND client_root = ?2"
-			    " AND (?3 IS NULL OR NOT " GROUP_HIDDEN_FROM("?3") ")",
-			    ident, client_root, only_visible_to, group_read_one, out);
+	err =
+	    store_get_one(st,
+			  "SELECT " GROUP_COLS " FROM groups WHERE ident = ?1 AND client_root = ?2"
+			  " AND (?3 IS NULL OR NOT " GROUP_HIDDEN_FROM("?3") ")",
+			  ident, client_root, only_visible_to, group_read_one, out);
 	if (err == RCS_OK)
 		err = group_counts(st, out);
 	store_unlock(st);

@@ -33,9 +33,9 @@ enum rcs_err store_tenant_create(struct store *st, const char *client_root, int6
 	char ts[32];
 
 	snprintf(ts, sizeof(ts), "%lld", (long long)now);
-	return store_write(st,
-			   "INSERT OR IGNORE INTO tenants(client_root, created_at) VALUES(?, ?)",
-			   NULL, 2, client_root, ts);
+	return store_write(
+	    st, "INSERT INTO tenants(client_root, created_at) VALUES(?, ?) ON CONFLICT DO NOTHING",
+	    NULL, 2, client_root, ts);
 }
 
 /* A row is there: what an existence check asks (store_get_one). */

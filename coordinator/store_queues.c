@@ -95,7 +95,7 @@ enum rcs_err store_jobs_ready(struct store *st, const char *entity_ident, int64_
 	    "SELECT j.ident FROM jobs j INDEXED BY jobs_pending JOIN devices d ON"
 	    " d.entity_ident = j.entity_ident AND d.client_root = j.client_root"
 	    " WHERE j.status = 'pending' AND j.held = 0 AND (j.scheduled_time IS NULL OR"
-	    " j.scheduled_time <= ?2) AND d.online = 1 AND ?1 IS NULL AND ?3 = ?3"
+	    " j.scheduled_time <= ?2) AND d.online = 1 AND CAST(?1 AS TEXT) IS NULL AND ?3 = ?3"
 	    " ORDER BY j.ident LIMIT ?4",
 	    NULL, now, 0, limit, out);
 }
@@ -115,22 +115,27 @@ enum rcs_err store_jobs_unacked(struct store *st, const char *entity_ident, size
 	    st,
 	    "SELECT j.ident FROM jobs j INDEXED BY jobs_unacked JOIN devices d ON"
 	    " d.entity_ident = j.entity_ident AND d.client_root = j.client_root"
-	    " WHERE j.status = 'transmited' AND d.online = 1 AND ?1 IS NULL AND"
+	    " WHERE j.status = 'transmited' AND d.online = 1 AND CAST(?1 AS TEXT) IS NULL AND"
 	    " ?2 = ?2 AND ?3 = ?3 ORDER BY j.ident LIMIT ?4",
 	    NULL, 0, 0, limit, out);
 }
+
+/* The in-flight jobs of online devices due to be sent again (their last send ?3 ms, doubled
+ * by each send up to 32 times, before ?2); EXP is 2 to the power of its argument. */
+#define JOBS_STALE(EXP)                                                                            \
+	"SELECT j.ident FROM jobs j JOIN devices d ON d.entity_ident = j.entity_ident AND"         \
+	" d.client_root = j.client_root WHERE " JOBS_INFLIGHT " AND j.update_at <= ?2 - ?3 AND"    \
+	" d.online = 1 AND coalesce(max(j.sent_at, j.update_at), j.update_at) + ?3 * " EXP(        \
+	    "min(max(j.sends - 1, 0), 5)") " <= ?2 AND CAST(?1 AS TEXT) IS NULL"                   \
+					   " ORDER BY j.update_at LIMIT ?4"
+#define STALE_EXP_SQ(n) "(1 << " n ")"
+#define STALE_EXP_PG(n) "(CAST(1 AS int8) << CAST(" n " AS int4))"
 
 enum rcs_err store_jobs_stale(struct store *st, int64_t now, int64_t after, size_t limit,
 			      struct store_idents *out)
 {
 	return store_idents_query(st,
-				  "SELECT j.ident FROM jobs j JOIN devices d ON d.entity_ident ="
-				  " j.entity_ident AND d.client_root = j.client_root"
-				  " WHERE " JOBS_INFLIGHT
-				  " AND j.update_at <= ?2 - ?3 AND d.online = 1 AND"
-				  " coalesce(max(j.sent_at, j.update_at), j.update_at) +"
-				  " ?3 * (1 << min(max(j.sends - 1, 0), 5)) <= ?2 AND ?1 IS NULL"
-				  " ORDER BY j.update_at LIMIT ?4",
+				  STORE_SQL(st, JOBS_STALE(STALE_EXP_SQ), JOBS_STALE(STALE_EXP_PG)),
 				  NULL, now, after, limit, out);
 }
 
@@ -159,11 +164,12 @@ out:
 enum rcs_err store_jobs_expired(struct store *st, int64_t now, size_t limit,
 				struct store_idents *out)
 {
-	return store_idents_query(st,
-				  "SELECT ident FROM jobs WHERE expires_at IS NOT NULL AND"
-				  " status IN ('pending', 'transmited') AND expires_at <= ?2 AND"
-				  " ?1 IS NULL AND ?3 = ?3 ORDER BY expires_at LIMIT ?4",
-				  NULL, now, 0, limit, out);
+	return store_idents_query(
+	    st,
+	    "SELECT ident FROM jobs WHERE expires_at IS NOT NULL AND"
+	    " status IN ('pending', 'transmited') AND expires_at <= ?2 AND"
+	    " CAST(?1 AS TEXT) IS NULL AND ?3 = ?3 ORDER BY expires_at LIMIT ?4",
+	    NULL, now, 0, limit, out);
 }
 
 enum rcs_err store_job_mark_sent(struct store *st, const char *ident, int64_t now)
@@ -197,7 +203,7 @@ enum rcs_err store_next_wakeup(struct store *st, int64_t now, int64_t *next)
 			 "SELECT min(t) FROM (SELECT min(scheduled_time) AS t FROM jobs"
 			 " WHERE status = 'pending' AND scheduled_time > ?1"
 			 " UNION ALL SELECT min(expires_at) FROM jobs WHERE expires_at IS NOT NULL"
-			 " AND status IN ('pending', 'transmited'))",
+			 " AND status IN ('pending', 'transmited')) AS due",
 			 &s);
 	if (err != RCS_OK)
 		goto out;

@@ -26,7 +26,10 @@ static enum rcs_err store_blob_put(struct store *st, const char *sha, const char
 	struct store_stmt *s = NULL;
 	enum rcs_err err;
 
-	err = store_stmt(st, "INSERT OR IGNORE INTO script_blobs(sha256, source) VALUES(?, ?)", &s);
+	err = store_stmt(st,
+			 "INSERT INTO script_blobs(sha256, source) VALUES(?, ?)"
+			 " ON CONFLICT DO NOTHING",
+			 &s);
 	if (err != RCS_OK)
 		return err;
 	store_arg_text(s, 1, sha);
@@ -57,13 +60,14 @@ enum rcs_err store_script_put(struct store *st, const char *client_root, const c
 			goto out;
 		*created = err == RCS_ERR_NOTFOUND;
 	}
-	err = store_stmt(st,
-			 "INSERT INTO scripts(client_root, name, sha256, size, updated_at)"
-			 " VALUES(?, ?, ?, ?, ?) ON CONFLICT(client_root, name) DO UPDATE SET"
-			 " sha256 = excluded.sha256, size = excluded.size,"
-			 " updated_at = CASE WHEN sha256 = excluded.sha256 THEN updated_at"
-			 " ELSE excluded.updated_at END",
-			 &s);
+	err = store_stmt(
+	    st,
+	    "INSERT INTO scripts(client_root, name, sha256, size, updated_at)"
+	    " VALUES(?, ?, ?, ?, ?) ON CONFLICT(client_root, name) DO UPDATE SET"
+	    " sha256 = excluded.sha256, size = excluded.size,"
+	    " updated_at = CASE WHEN scripts.sha256 = excluded.sha256 THEN scripts.updated_at"
+	    " ELSE excluded.updated_at END",
+	    &s);
 	if (err != RCS_OK)
 		goto out;
 	store_arg_text(s, 1, client_root);
@@ -181,11 +185,12 @@ enum rcs_err store_script_source(struct store *st, const char *client_root, cons
 	struct script_source o = {src, len, sha256};
 
 	*src = NULL;
-	return store_get_one(st,
-			     "SELECT b.source, s.sha256 FROM scripts s JOIN script_blobs b"
-			     " ON b.sha256 = s.sha256 WHERE s.name = ?2 AND s.client_root IN (?1, '')"
-			     " ORDER BY s.client_root DESC LIMIT 1",
-			     client_root, name, NULL, script_source_row, &o);
+	return store_get_one(
+	    st,
+	    "SELECT b.source, s.sha256 FROM scripts s JOIN script_blobs b"
+	    " ON b.sha256 = s.sha256 WHERE s.name = ?2 AND s.client_root IN (?1, '')"
+	    " ORDER BY s.client_root DESC LIMIT 1",
+	    client_root, name, NULL, script_source_row, &o);
 }
 
 bool store_script_is_stock(struct store *st, const char *name)
@@ -202,10 +207,11 @@ enum rcs_err store_script_delete(struct store *st, const char *client_root, cons
 	err = store_sp_begin(st);
 	if (err != RCS_OK)
 		return err;
-	err = store_get_one(st,
-			    "SELECT 1 FROM tasks WHERE client_root = ? AND script = ? AND deleted = 0"
-			    " LIMIT 1",
-			    client_root, name, NULL, row_found, NULL);
+	err =
+	    store_get_one(st,
+			  "SELECT 1 FROM tasks WHERE client_root = ? AND script = ? AND deleted = 0"
+			  " LIMIT 1",
+			  client_root, name, NULL, row_found, NULL);
 	if (err == RCS_OK) {
 		err = RCS_ERR_CONFLICT;
 		goto out;
@@ -375,11 +381,12 @@ enum rcs_err store_task_put(struct store *st, const struct task_write *t, bool i
 	}
 	store_stmt_done(st, s);
 	s = NULL;
-	err = store_stmt(st,
-			 "INSERT INTO task_versions(task_ident, version, script_name, script_sha256,"
-			 " constants, variables_info, timeout, signature)"
-			 " VALUES(?, ?, ?, ?, ?, ?, ?, ?)",
-			 &s);
+	err =
+	    store_stmt(st,
+		       "INSERT INTO task_versions(task_ident, version, script_name, script_sha256,"
+		       " constants, variables_info, timeout, signature)"
+		       " VALUES(?, ?, ?, ?, ?, ?, ?, ?)",
+		       &s);
 	if (err != RCS_OK)
 		goto out;
 	store_arg_text(s, 1, t->ident);

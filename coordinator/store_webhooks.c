@@ -13,7 +13,8 @@
 #define WEBHOOK_COLS                                                                               \
 	"ident, client_root, url, events, statuses, active, created_user, created_at, update_at"
 
-/* A new delivery's ident: a random (version 4) UUID, one per row. */
+/* A new delivery's ident: a random (version 4) UUID, one per row (SQLite's; PostgreSQL's is
+ * gen_random_uuid()). */
 #define SQ_UUID4                                                                                   \
 	"lower(hex(randomblob(4)) || '-' || hex(randomblob(2)) || '-4' ||"                         \
 	" substr(hex(randomblob(2)), 2) || '-' || substr('89ab', 1 + (abs(random()) % 4), 1) ||"   \
@@ -169,13 +170,20 @@ enum rcs_err store_webhooks_list(struct store *st, const char *client_root,
 
 /* The webhooks of tenant ?1 that want events of type ?2 about status ?3 (SQL condition on
  * the webhooks row w). */
-#define WEBHOOK_WANTS                                                                              \
+#define WEBHOOK_WANTS(EACH)                                                                        \
 	"w.client_root = ?1 AND w.active = 1 AND"                                                  \
-	" EXISTS (SELECT 1 FROM json_each(w.events) e WHERE e.value = ?2) AND"                     \
-	" (w.statuses = '[]' OR EXISTS (SELECT 1 FROM json_each(w.statuses) x"                     \
-	" WHERE x.value = ?3))"
+	" EXISTS (SELECT 1 FROM " EACH("w.events",                                                 \
+				       "e") " WHERE e.value = ?2) AND"                             \
+					    " (w.statuses = '[]' OR EXISTS (SELECT 1 FROM " EACH(  \
+						"w.statuses", "x") " WHERE x.value = ?3))"
 
 /* One delivery per webhook that wants it. */
+#define WEBHOOK_ENQUEUE(UUID4, EACH)                                                               \
+	"INSERT INTO webhook_deliveries(ident, webhook_ident, client_root, type, subject, hist_n," \
+	" status, at, state, created_at, next_at)"                                                 \
+	" SELECT " UUID4 ", w.ident, w.client_root, CAST(?2 AS TEXT), CAST(?4 AS TEXT), ?5,"       \
+	" CAST(?3 AS TEXT), ?6, 'queued', ?6, ?6 FROM webhooks w WHERE " WEBHOOK_WANTS(EACH)
+
 static enum rcs_err webhook_enqueue(struct store *st, const char *client_root, const char *type,
 				    const char *subject, long long n, const char *status,
 				    int64_t at)
@@ -183,12 +191,11 @@ static enum rcs_err webhook_enqueue(struct store *st, const char *client_root, c
 	struct store_stmt *s = NULL;
 	enum rcs_err err;
 
-	err = store_stmt(st,
-			 "INSERT INTO webhook_deliveries(ident, webhook_ident, client_root, type,"
-			 " subject, hist_n, status, at, state, created_at, next_at)"
-			 " SELECT " SQ_UUID4 ", w.ident, w.client_root, ?2, ?4, ?5, ?3, ?6,"
-			 " 'queued', ?6, ?6 FROM webhooks w WHERE " WEBHOOK_WANTS,
-			 &s);
+	err = store_stmt(
+	    st,
+	    STORE_SQL(st, WEBHOOK_ENQUEUE(SQ_UUID4, STORE_JSON_EACH_SQ),
+		      WEBHOOK_ENQUEUE("CAST(gen_random_uuid() AS TEXT)", STORE_JSON_EACH_PG)),
+	    &s);
 	if (err != RCS_OK)
 		goto out;
 	store_arg_text(s, 1, client_root);
@@ -227,16 +234,18 @@ static enum rcs_err row_true(struct store_stmt *s, void *arg)
 	return RCS_OK;
 }
 
+#define WANT_JOBS(EACH)                                                                            \
+	"SELECT 1 FROM webhooks w WHERE w.client_root = ?1 AND w.active = 1 AND"                   \
+	" EXISTS (SELECT 1 FROM " EACH("w.events", "e") " WHERE e.value = 'job.status') LIMIT 1"
+
 enum rcs_err store_webhooks_want_jobs(struct store *st, const char *client_root, bool *want)
 {
 	enum rcs_err err;
 
 	*want = false;
-	err = store_get_one(st,
-			    "SELECT 1 FROM webhooks w WHERE w.client_root = ?1 AND w.active = 1 AND"
-			    " EXISTS (SELECT 1 FROM json_each(w.events) e WHERE e.value ="
-			    " 'job.status') LIMIT 1",
-			    client_root, NULL, NULL, row_true, want);
+	err = store_get_one(
+	    st, STORE_SQL(st, WANT_JOBS(STORE_JSON_EACH_SQ), WANT_JOBS(STORE_JSON_EACH_PG)),
+	    client_root, NULL, NULL, row_true, want);
 	return err == RCS_ERR_NOTFOUND ? RCS_OK : err;
 }
 

@@ -2,6 +2,8 @@
 configs, talks to them over real HTTP/MQTT, and stops them by pid.
 
 Environment (set by ctest): RCS_BIN_DIR (build/bin), RCS_SOURCE_DIR (repository root).
+RCS_TEST_DB=postgres puts each coordinator that gets no database of its own on PostgreSQL: a
+new database on a server the test process starts once (pg_server.py) and stops at its end.
 """
 
 import json
@@ -139,14 +141,27 @@ def copy_db(src, dst):
         if os.path.exists(src + suffix):
             shutil.copyfile(src + suffix, dst + suffix)
 
+def test_db(workdir):
+    """A new database for a coordinator: a SQLite file in workdir, or with
+    RCS_TEST_DB=postgres the URL of a new database on the test process's PostgreSQL."""
+    if os.environ.get("RCS_TEST_DB") == "postgres":
+        import pg_server
+        return pg_server.shared().create_db()
+    return os.path.join(workdir, "rcs.db")
+
+
+def on_postgres():
+    return os.environ.get("RCS_TEST_DB") == "postgres"
+
+
 class Coordinator:
-    """A real rcs-coordinator on a free loopback port with its own SQLite file."""
+    """A real rcs-coordinator on a free loopback port with its own database (test_db)."""
 
     def __init__(self, workdir, extra_args=(), db=None, env=None, start_timeout=20):
         self.workdir = workdir
         self.env = env  # the daemon's environment (None: this one's)
         self.start_timeout = start_timeout
-        self.db = db or os.path.join(workdir, "rcs.db")
+        self.db = db or test_db(workdir)
         self.port = free_port()
         self.base = "http://127.0.0.1:%d/v3/commands" % self.port
         self.extra_args = list(extra_args)

@@ -2,12 +2,14 @@
 """Integration tests of the device inventory (/devices), API keys (/keys, the key CLI)
 and authentication/roles, against docs/api.md."""
 
+import os
 import signal
 import time
 import unittest
 import uuid
 
-from rcs_harness import (CoordinatorTest, http, is_uuid, list_all, run_cli, with_query)
+from rcs_harness import (CoordinatorTest, http, is_uuid, list_all, on_postgres, run_cli,
+                         with_query)
 
 DEVICE_FIELDS = ("entity_ident", "client_root", "name", "tags", "reported_tags", "online",
                  "last_seen", "agent_version", "created_at", "update_at")
@@ -206,8 +208,12 @@ class KeysTest(CoordinatorTest):
         import subprocess
         k = self.new_key("ivan", "viewer")
         cli = self.coord.create_key(self.client_root, "judy", "viewer")
-        p = subprocess.run(["sqlite3", self.coord.db, ".dump"], capture_output=True,
-                           timeout=60)
+        if on_postgres():
+            import pg_server
+            dump_cmd = [os.path.join(pg_server.shared().bindir, "pg_dump"), self.coord.db]
+        else:
+            dump_cmd = ["sqlite3", self.coord.db, ".dump"]
+        p = subprocess.run(dump_cmd, capture_output=True, timeout=60)
         self.assertEqual(p.returncode, 0, p.stderr)
         dump = p.stdout
         self.assertIn(b"ivan", dump)

@@ -16,6 +16,7 @@
 #include "jsonu.h"
 #include "render.h"
 #include "store.h"
+#include "store_test_db.h"
 
 struct fixture {
 	char dir[64];
@@ -41,7 +42,7 @@ static int setup(void **state)
 
 	snprintf(f->dir, sizeof(f->dir), "/tmp/rcs-store-XXXXXX");
 	assert_non_null(mkdtemp(f->dir));
-	snprintf(f->path, sizeof(f->path), "%s/t.db", f->dir);
+	assert_true(store_test_db(f->dir, f->path, sizeof(f->path)));
 	assert_int_equal(store_open(f->path, &f->st), RCS_OK);
 	assert_int_equal(uuid_v7(f->root), RCS_OK);
 	assert_int_equal(store_tenant_create(f->st, f->root, 100), RCS_OK);
@@ -278,6 +279,19 @@ static void test_reopen_and_schema(void **state)
 	assert_int_equal(store_open(f->path, &again), RCS_OK);
 	assert_true(store_tenant_exists(again, f->root));
 	store_close(again);
+	if (store_test_pg()) {
+#ifdef RCS_WITH_POSTGRES
+		/* a database from a newer coordinator is refused, not damaged */
+		assert_true(store_test_pg_exec(f->path, "UPDATE schema_version SET version = 99"));
+		assert_int_not_equal(store_open(f->path, &again), RCS_OK);
+		assert_null(again);
+		assert_true(store_test_pg_exec(f->path, "UPDATE schema_version SET version = 4"));
+		assert_int_equal(store_open(f->path, &again), RCS_OK);
+		assert_true(store_tenant_exists(again, f->root));
+		store_close(again);
+#endif
+		return;
+	}
 	/* a database from a newer coordinator is refused, not damaged */
 	assert_int_equal(sqlite3_open(f->path, &db), SQLITE_OK);
 	assert_int_equal(sqlite3_exec(db, "PRAGMA user_version = 99", NULL, NULL, NULL), SQLITE_OK);
@@ -378,22 +392,15 @@ static void test_reopen_and_schema(void **state)
 	sqlite3_close(db);
 }
 
-/* Reads one integer of a job row straight from the file. */
+/* Reads one integer of a job row straight from the database (-1 for NULL). */
 static long long job_column(struct fixture *f, const char *job, const char *col)
 {
-	sqlite3 *db = NULL;
-	sqlite3_stmt *s = NULL;
 	char sql[128];
 	long long v;
 
 	snprintf(sql, sizeof(sql), "SELECT %s FROM jobs WHERE ident = ?", col);
-	assert_int_equal(sqlite3_open(f->path, &db), SQLITE_OK);
-	assert_int_equal(sqlite3_prepare_v2(db, sql, -1, &s, NULL), SQLITE_OK);
-	sqlite3_bind_text(s, 1, job, -1, SQLITE_STATIC);
-	assert_int_equal(sqlite3_step(s), SQLITE_ROW);
-	v = sqlite3_column_type(s, 0) == SQLITE_NULL ? -1 : sqlite3_column_int64(s, 0);
-	sqlite3_finalize(s);
-	sqlite3_close(db);
+	v = store_test_db_int(f->path, sql, job);
+	assert_true(v >= -1);
 	return v;
 }
 
@@ -479,9 +486,9 @@ static void test_job_lifecycle(void **state)
 			json_object_put(vars);
 		}
 		store_job_rec_free(&rec);
-		assert_int_equal(store_job_rec_get(f->st, "00000000-0000-7000-8000-000000000000",
-						   &rec),
-				 RCS_ERR_NOTFOUND);
+		assert_int_equal(
+		    store_job_rec_get(f->st, "00000000-0000-7000-8000-000000000000", &rec),
+		    RCS_ERR_NOTFOUND);
 		assert_null(rec.task_name);
 	}
 	json_object_put(job);
@@ -549,8 +556,8 @@ static void test_cancel_then_late_report(void **state)
 	{
 		/* the cancel learns, in its own transaction, that the job had been sent */
 		enum job_status prev = JS_INITIAL;
-		struct job_move m = { .ident = jobs[0].ident, .to = JS_CANCELLED, .now = 300,
-				      .prev = &prev };
+		struct job_move m = {
+		    .ident = jobs[0].ident, .to = JS_CANCELLED, .now = 300, .prev = &prev};
 		enum store_move res = STORE_MOVE_DUPLICATE;
 		assert_int_equal(store_job_move(f->st, &m, &res), RCS_OK);
 		assert_int_equal(res, STORE_MOVE_APPLIED);
@@ -650,9 +657,8 @@ static void test_lists_and_groups(void **state)
 	json_object_put(page);
 	/* another tenant sees nothing */
 	memset(&jf, 0, sizeof(jf));
-	assert_int_equal(
-	    jobs_page(f->st, "00000000-0000-7000-8000-000000000000", &jf, &pg, &page),
-	    RCS_OK);
+	assert_int_equal(jobs_page(f->st, "00000000-0000-7000-8000-000000000000", &jf, &pg, &page),
+			 RCS_OK);
 	assert_int_equal(jint(page, "total_items"), 0);
 	json_object_put(page);
 
@@ -689,6 +695,10 @@ static void test_bulk_is_one_transaction(void **state)
 	int before = 0, after = 0;
 
 	assert_non_null(jobs);
+	if (store_test_pg()) {
+		make_jobs(f, jobs, 10000, "big");
+		goto count;
+	}
 	/* the WAL's commit counter (data_version seen by another connection) moves once */
 	assert_int_equal(sqlite3_open(f->path, &db), SQLITE_OK);
 	assert_int_equal(sqlite3_file_control(db, "main", SQLITE_FCNTL_DATA_VERSION, &before),
@@ -700,6 +710,7 @@ static void test_bulk_is_one_transaction(void **state)
 			 SQLITE_OK);
 	assert_int_equal(after - before, 1);
 	sqlite3_close(db);
+count:
 	memset(&jf, 0, sizeof(jf));
 	assert_int_equal(jobs_page(f->st, f->root, &jf, &pg, &page), RCS_OK);
 	assert_int_equal(jint(page, "total_items"), 10000);
@@ -730,8 +741,6 @@ static void record_action(void *arg, bool committed)
 {
 	struct action_log *l = arg;
 	struct timespec until;
-	sqlite3 *db = NULL;
-	sqlite3_stmt *s = NULL;
 	pthread_t t;
 
 	l->runs++;
@@ -747,15 +756,9 @@ static void record_action(void *arg, bool committed)
 		pthread_detach(t); /* the test fails; it gets the lock when the caller lets go */
 	if (l->ident == NULL)
 		return;
-	assert_int_equal(sqlite3_open(l->f->path, &db), SQLITE_OK);
-	assert_int_equal(sqlite3_prepare_v2(db, "SELECT count(*) FROM devices WHERE entity_ident = ?",
-					    -1, &s, NULL),
-			 SQLITE_OK);
-	sqlite3_bind_text(s, 1, l->ident, -1, SQLITE_STATIC);
-	assert_int_equal(sqlite3_step(s), SQLITE_ROW);
-	l->row_seen = sqlite3_column_int(s, 0) == 1;
-	sqlite3_finalize(s);
-	sqlite3_close(db);
+	l->row_seen =
+	    store_test_db_int(l->f->path, "SELECT count(*) FROM devices WHERE entity_ident = ?",
+			      l->ident) == 1;
 }
 
 static bool device_exists(struct fixture *f, const char *ident)
@@ -937,6 +940,8 @@ static void check_same_as_sql(struct fixture *f, const char *ident)
 	sqlite3 *db = NULL;
 	sqlite3_stmt *s = NULL;
 
+	if (store_test_pg()) /* the SQL of the old records is SQLite's */
+		return;
 	assert_int_equal(store_job_get(f->st, f->root, ident, &r), RCS_OK);
 	buf_init(&text, 1 << 20);
 	render_init(&w, &text);

@@ -1,0 +1,962 @@
+/*
+ * store_pg.c - the store's PostgreSQL backend (--db postgresql://...): its schema and
+ * migrations (table schema_version), opening and closing, and the operations of the backend
+ * seam of store_int.h over libpq. The domain files' SQL is the subset both engines take; at
+ * prepare this backend translates it to PostgreSQL's: ?N and ? parameters to $N, the column
+ * user to "user" (a reserved word here), INTEGER to BIGINT (casts: SQLite's integers are 64
+ * bits), SQLite's scalar max(a, b) and min(a, b) to greatest and least, and it drops SQLite's
+ * index hints (INDEXED BY). Where that is not
+ * enough a statement has a text per dialect (STORE_SQL). Statements are prepared once per
+ * connection (pg_run), results are text; parameters bound as integers are sent as int8, the
+ * others as text of a type the server infers. docs/architecture.md, "The store".
+ */
+#include "store_int.h"
+
+#include <ctype.h>
+#include <stdint.h>
+#include <libpq-fe.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "log.h"
+
+/* ---- schema ---- */
+
+/* The same schema as SQLite's migrations 1 to 4 (store_sqlite.c), in PostgreSQL's types:
+ * integers are BIGINT (booleans too, 0 and 1, as the domain files compare them), rowid keys
+ * identity columns, script sources TEXT. */
+static const char *const pg_migrations[] = {
+    /* 1: the first schema */
+    "CREATE TABLE tenants(\n"
+    "  client_root TEXT PRIMARY KEY,\n"
+    "  created_at BIGINT NOT NULL\n"
+    ");\n"
+    "CREATE TABLE api_keys(\n"
+    "  ident TEXT PRIMARY KEY,\n"
+    "  client_root TEXT NOT NULL REFERENCES tenants(client_root),\n"
+    "  \"user\" TEXT NOT NULL,\n"
+    "  role TEXT NOT NULL,\n"
+    "  key_hash TEXT NOT NULL UNIQUE,\n"
+    "  created_at BIGINT NOT NULL,\n"
+    "  revoked_at BIGINT\n"
+    ");\n"
+    "CREATE INDEX api_keys_tenant ON api_keys(client_root);\n"
+    "CREATE TABLE script_blobs(\n"
+    "  sha256 TEXT PRIMARY KEY,\n"
+    "  source TEXT NOT NULL\n"
+    ");\n"
+    "CREATE TABLE scripts(\n"
+    "  client_root TEXT NOT NULL,\n"
+    "  name TEXT NOT NULL,\n"
+    "  sha256 TEXT NOT NULL REFERENCES script_blobs(sha256),\n"
+    "  size BIGINT NOT NULL,\n"
+    "  updated_at BIGINT NOT NULL,\n"
+    "  PRIMARY KEY(client_root, name)\n"
+    ");\n"
+    "CREATE TABLE tasks(\n"
+    "  ident TEXT PRIMARY KEY,\n"
+    "  client_root TEXT NOT NULL REFERENCES tenants(client_root),\n"
+    "  version BIGINT NOT NULL,\n"
+    "  name TEXT NOT NULL,\n"
+    "  script TEXT NOT NULL,\n"
+    "  variables_info TEXT NOT NULL,\n"
+    "  constants TEXT NOT NULL,\n"
+    "  comment TEXT NOT NULL,\n"
+    "  active BIGINT NOT NULL,\n"
+    "  public BIGINT NOT NULL,\n"
+    "  hide BIGINT NOT NULL,\n"
+    "  allow_offline BIGINT NOT NULL,\n"
+    "  timeout BIGINT NOT NULL,\n"
+    "  created_user TEXT NOT NULL,\n"
+    "  update_user TEXT,\n"
+    "  created_at BIGINT NOT NULL,\n"
+    "  update_at BIGINT NOT NULL,\n"
+    "  mail_list TEXT NOT NULL,\n"
+    "  status_list TEXT NOT NULL,\n"
+    "  script_sha256 TEXT NOT NULL,\n"
+    "  signature TEXT,\n"
+    "  deleted BIGINT NOT NULL DEFAULT 0\n"
+    ");\n"
+    "CREATE INDEX tasks_tenant ON tasks(client_root, deleted, ident);\n"
+    "CREATE INDEX tasks_script ON tasks(client_root, script);\n"
+    "CREATE TABLE task_versions(\n"
+    "  task_ident TEXT NOT NULL REFERENCES tasks(ident),\n"
+    "  version BIGINT NOT NULL,\n"
+    "  script_name TEXT NOT NULL,\n"
+    "  script_sha256 TEXT NOT NULL REFERENCES script_blobs(sha256),\n"
+    "  constants TEXT NOT NULL,\n"
+    "  variables_info TEXT NOT NULL,\n"
+    "  timeout BIGINT NOT NULL,\n"
+    "  signature TEXT,\n"
+    "  PRIMARY KEY(task_ident, version)\n"
+    ");\n"
+    "CREATE TABLE devices(\n"
+    "  entity_ident TEXT PRIMARY KEY,\n"
+    "  client_root TEXT NOT NULL REFERENCES tenants(client_root),\n"
+    "  name TEXT NOT NULL,\n"
+    "  tags TEXT NOT NULL,\n"
+    "  reported_tags TEXT NOT NULL DEFAULT '[]',\n"
+    "  online BIGINT NOT NULL DEFAULT 0,\n"
+    "  last_seen BIGINT,\n"
+    "  agent_version TEXT,\n"
+    "  created_at BIGINT NOT NULL,\n"
+    "  update_at BIGINT NOT NULL\n"
+    ");\n"
+    "CREATE INDEX devices_tenant ON devices(client_root, entity_ident);\n"
+    "CREATE TABLE device_tags(\n"
+    "  client_root TEXT NOT NULL,\n"
+    "  tag TEXT NOT NULL,\n"
+    "  entity_ident TEXT NOT NULL REFERENCES devices(entity_ident) ON DELETE CASCADE,\n"
+    "  reported BIGINT NOT NULL,\n"
+    "  PRIMARY KEY(client_root, tag, entity_ident, reported)\n"
+    ");\n"
+    "CREATE INDEX device_tags_device ON device_tags(entity_ident);\n"
+    "CREATE TABLE groups(\n"
+    "  ident TEXT PRIMARY KEY,\n"
+    "  client_root TEXT NOT NULL REFERENCES tenants(client_root),\n"
+    "  name TEXT NOT NULL,\n"
+    "  task_ident TEXT NOT NULL,\n"
+    "  created_user TEXT NOT NULL,\n"
+    "  created_at BIGINT NOT NULL\n"
+    ");\n"
+    "CREATE INDEX groups_tenant ON groups(client_root, ident);\n"
+    "CREATE TABLE jobs(\n"
+    "  ident TEXT PRIMARY KEY,\n"
+    "  client_root TEXT NOT NULL REFERENCES tenants(client_root),\n"
+    "  task_ident TEXT NOT NULL,\n"
+    "  task_version BIGINT NOT NULL,\n"
+    "  task_name TEXT NOT NULL,\n"
+    "  group_ident TEXT REFERENCES groups(ident),\n"
+    "  entity_ident TEXT NOT NULL,\n"
+    "  status TEXT NOT NULL,\n"
+    "  comment TEXT,\n"
+    "  created_user TEXT NOT NULL,\n"
+    "  created_at BIGINT NOT NULL,\n"
+    "  update_at BIGINT NOT NULL,\n"
+    "  scheduled_time BIGINT,\n"
+    "  response_time BIGINT,\n"
+    "  ttl BIGINT,\n"
+    "  response TEXT,\n"
+    "  variables TEXT NOT NULL,\n"
+    "  mail_list TEXT NOT NULL,\n"
+    "  status_list TEXT NOT NULL,\n"
+    "  task_mail_list TEXT NOT NULL,\n"
+    "  task_status_list TEXT NOT NULL,\n"
+    "  last_seq BIGINT NOT NULL DEFAULT 0,\n"
+    "  n_history BIGINT NOT NULL DEFAULT 0,\n"
+    "  expires_at BIGINT,\n"
+    "  sent_at BIGINT,\n"
+    "  sends BIGINT NOT NULL DEFAULT 0,\n"
+    "  FOREIGN KEY(task_ident, task_version) REFERENCES task_versions(task_ident, version)\n"
+    ");\n"
+    "CREATE INDEX jobs_tenant ON jobs(client_root, ident);\n"
+    "CREATE INDEX jobs_group ON jobs(group_ident, ident) WHERE group_ident IS NOT NULL;\n"
+    "CREATE INDEX jobs_task ON jobs(client_root, task_ident, ident);\n"
+    "CREATE INDEX jobs_entity ON jobs(client_root, entity_ident, ident);\n"
+    "CREATE INDEX jobs_status ON jobs(client_root, status, ident);\n"
+    "CREATE INDEX jobs_pending ON jobs(entity_ident, scheduled_time) WHERE status = 'pending';\n"
+    "CREATE INDEX jobs_sched ON jobs(scheduled_time) WHERE status = 'pending';\n"
+    "CREATE INDEX jobs_unacked ON jobs(entity_ident) WHERE status = 'transmited';\n"
+    "CREATE INDEX jobs_inflight ON jobs(update_at) WHERE status IN"
+    " ('transmited', 'edge_transmitted', 'edge_started', 'edge_running');\n"
+    "CREATE INDEX jobs_ttl ON jobs(expires_at) WHERE expires_at IS NOT NULL AND"
+    " status IN ('pending', 'transmited');\n"
+    "CREATE TABLE job_history(\n"
+    "  job_ident TEXT NOT NULL REFERENCES jobs(ident),\n"
+    "  n BIGINT NOT NULL,\n"
+    "  status TEXT NOT NULL,\n"
+    "  at BIGINT NOT NULL,\n"
+    "  response TEXT,\n"
+    "  response_time BIGINT,\n"
+    "  seq BIGINT NOT NULL DEFAULT 0,\n"
+    "  PRIMARY KEY(job_ident, n)\n"
+    ");\n"
+    "CREATE TABLE notifications(\n"
+    "  id BIGINT GENERATED BY DEFAULT AS IDENTITY PRIMARY KEY,\n"
+    "  job_ident TEXT NOT NULL REFERENCES jobs(ident),\n"
+    "  client_root TEXT NOT NULL,\n"
+    "  status TEXT NOT NULL,\n"
+    "  address TEXT NOT NULL,\n"
+    "  state TEXT NOT NULL,\n"
+    "  attempts BIGINT NOT NULL DEFAULT 0,\n"
+    "  created_at BIGINT NOT NULL,\n"
+    "  next_at BIGINT NOT NULL,\n"
+    "  sent_at BIGINT,\n"
+    "  last_error TEXT,\n"
+    "  UNIQUE(job_ident, status, address)\n"
+    ");\n"
+    "CREATE INDEX notifications_due ON notifications(state, next_at);\n"
+    "CREATE INDEX notifications_tenant ON notifications(client_root, state, sent_at);\n",
+    /* 2: jobs_sched only of jobs with a scheduled_time; jobs_inflight's condition as the
+     * queries say it */
+    "DROP INDEX jobs_sched;\n"
+    "CREATE INDEX jobs_sched ON jobs(scheduled_time) WHERE status = 'pending' AND"
+    " scheduled_time IS NOT NULL;\n"
+    "DROP INDEX jobs_inflight;\n"
+    "CREATE INDEX jobs_inflight ON jobs(update_at) WHERE " JOBS_INFLIGHT ";\n",
+    /* 3: webhooks, their deliveries and attempts, the audit log (never changed) */
+    "CREATE TABLE webhooks(\n"
+    "  ident TEXT PRIMARY KEY,\n"
+    "  client_root TEXT NOT NULL REFERENCES tenants(client_root),\n"
+    "  url TEXT NOT NULL,\n"
+    "  events TEXT NOT NULL,\n"
+    "  statuses TEXT NOT NULL,\n"
+    "  secret TEXT NOT NULL,\n"
+    "  active BIGINT NOT NULL DEFAULT 1,\n"
+    "  created_user TEXT NOT NULL,\n"
+    "  created_at BIGINT NOT NULL,\n"
+    "  update_at BIGINT NOT NULL\n"
+    ");\n"
+    "CREATE INDEX webhooks_tenant ON webhooks(client_root, ident);\n"
+    "CREATE TABLE webhook_deliveries(\n"
+    "  id BIGINT GENERATED BY DEFAULT AS IDENTITY PRIMARY KEY,\n"
+    "  ident TEXT NOT NULL UNIQUE,\n"
+    "  webhook_ident TEXT NOT NULL REFERENCES webhooks(ident) ON DELETE CASCADE,\n"
+    "  client_root TEXT NOT NULL,\n"
+    "  type TEXT NOT NULL,\n"
+    "  subject TEXT NOT NULL,\n"
+    "  hist_n BIGINT NOT NULL DEFAULT 0,\n"
+    "  status TEXT NOT NULL,\n"
+    "  at BIGINT NOT NULL,\n"
+    "  state TEXT NOT NULL,\n"
+    "  attempts BIGINT NOT NULL DEFAULT 0,\n"
+    "  created_at BIGINT NOT NULL,\n"
+    "  next_at BIGINT NOT NULL,\n"
+    "  done_at BIGINT,\n"
+    "  last_error TEXT\n"
+    ");\n"
+    "CREATE INDEX webhook_deliveries_due ON webhook_deliveries(next_at) WHERE state = 'queued';\n"
+    "CREATE INDEX webhook_deliveries_order ON webhook_deliveries(webhook_ident, subject, id)"
+    " WHERE state = 'queued';\n"
+    "CREATE INDEX webhook_deliveries_list ON webhook_deliveries(webhook_ident, id);\n"
+    "CREATE TABLE webhook_attempts(\n"
+    "  delivery_id BIGINT NOT NULL REFERENCES webhook_deliveries(id) ON DELETE CASCADE,\n"
+    "  n BIGINT NOT NULL,\n"
+    "  at BIGINT NOT NULL,\n"
+    "  duration_ms BIGINT NOT NULL,\n"
+    "  status_code BIGINT,\n"
+    "  error TEXT,\n"
+    "  PRIMARY KEY(delivery_id, n)\n"
+    ");\n"
+    "CREATE TABLE audit(\n"
+    "  id BIGINT GENERATED BY DEFAULT AS IDENTITY PRIMARY KEY,\n"
+    "  client_root TEXT,\n"
+    "  ts BIGINT NOT NULL,\n"
+    "  \"user\" TEXT,\n"
+    "  key_ident TEXT,\n"
+    "  method TEXT NOT NULL,\n"
+    "  path TEXT NOT NULL,\n"
+    "  target TEXT,\n"
+    "  status_code BIGINT NOT NULL,\n"
+    "  remote TEXT\n"
+    ");\n"
+    "CREATE INDEX audit_tenant ON audit(client_root, id);\n"
+    "CREATE FUNCTION audit_unchanged() RETURNS trigger LANGUAGE plpgsql AS"
+    " $$BEGIN RAISE EXCEPTION 'audit records are never changed or deleted'; END$$;\n"
+    "CREATE TRIGGER audit_no_update BEFORE UPDATE OR DELETE ON audit"
+    " FOR EACH ROW EXECUTE FUNCTION audit_unchanged();\n",
+    /* 4: group sends (docs/api.md "Rollouts"); on an empty table the tallies are 0 */
+    "ALTER TABLE groups ADD COLUMN status TEXT NOT NULL DEFAULT 'running',"
+    " ADD COLUMN reason TEXT, ADD COLUMN task_version BIGINT NOT NULL DEFAULT 0,"
+    " ADD COLUMN task_name TEXT, ADD COLUMN tag TEXT,"
+    " ADD COLUMN continuous BIGINT NOT NULL DEFAULT 0, ADD COLUMN ro_max BIGINT,"
+    " ADD COLUMN ro_base BIGINT, ADD COLUMN ro_factor BIGINT, ADD COLUMN ro_after BIGINT,"
+    " ADD COLUMN ab_pct BIGINT, ADD COLUMN ab_min BIGINT, ADD COLUMN win_days BIGINT,"
+    " ADD COLUMN win_start BIGINT, ADD COLUMN win_dur BIGINT, ADD COLUMN win_off BIGINT,"
+    " ADD COLUMN rt_max BIGINT, ADD COLUMN rt_backoff BIGINT, ADD COLUMN rt_factor BIGINT,"
+    " ADD COLUMN n_open BIGINT NOT NULL DEFAULT 0,"
+    " ADD COLUMN n_finished BIGINT NOT NULL DEFAULT 0,"
+    " ADD COLUMN n_failed BIGINT NOT NULL DEFAULT 0,"
+    " ADD COLUMN n_succeeded BIGINT NOT NULL DEFAULT 0,"
+    " ADD COLUMN tokens BIGINT NOT NULL DEFAULT 0,"
+    " ADD COLUMN tokens_at BIGINT NOT NULL DEFAULT 0, ADD COLUMN c_variables TEXT,"
+    " ADD COLUMN c_comment TEXT, ADD COLUMN c_ttl BIGINT, ADD COLUMN c_mail_list TEXT,"
+    " ADD COLUMN c_status_list TEXT, ADD COLUMN c_task_mail_list TEXT,"
+    " ADD COLUMN c_task_status_list TEXT;\n"
+    "ALTER TABLE jobs ADD COLUMN attempt BIGINT NOT NULL DEFAULT 1,"
+    " ADD COLUMN retry_of TEXT, ADD COLUMN error_code TEXT,"
+    " ADD COLUMN held BIGINT NOT NULL DEFAULT 0,"
+    " ADD COLUMN release_order BIGINT NOT NULL DEFAULT 0, ADD COLUMN release_at BIGINT,"
+    " ADD COLUMN superseded BIGINT NOT NULL DEFAULT 0;\n"
+    "ALTER TABLE tasks ADD COLUMN retry TEXT;\n"
+    "CREATE INDEX jobs_held ON jobs(group_ident, release_order) WHERE held = 1;\n"
+    "CREATE INDEX jobs_group_device ON jobs(group_ident, entity_ident) WHERE"
+    " group_ident IS NOT NULL;\n"
+    "CREATE INDEX groups_status ON groups(status, continuous);\n"
+    "UPDATE groups SET task_name = coalesce((SELECT j.task_name FROM jobs j WHERE"
+    " j.group_ident = groups.ident LIMIT 1), (SELECT t.name FROM tasks t WHERE"
+    " t.ident = groups.task_ident), ''), task_version = coalesce((SELECT max(j.task_version)"
+    " FROM jobs j WHERE j.group_ident = groups.ident), (SELECT t.version FROM tasks t WHERE"
+    " t.ident = groups.task_ident), 0);\n"
+    "UPDATE groups SET n_open = (SELECT count(*) FROM jobs j WHERE j.group_ident = groups.ident"
+    " AND j.status IN " JOBS_OPEN_LIST "), n_finished = (SELECT count(*) FROM jobs j WHERE"
+    " j.group_ident = groups.ident AND j.status NOT IN " JOBS_OPEN_LIST "), n_failed ="
+    " (SELECT count(*) FROM jobs j WHERE j.group_ident = groups.ident AND j.status IN"
+    " ('edge_error', 'expired')), n_succeeded = (SELECT count(*) FROM jobs j WHERE"
+    " j.group_ident = groups.ident AND j.status = 'terminated');\n"
+    "UPDATE groups SET status = 'completed' WHERE n_open = 0;\n",
+};
+
+#define PG_N_MIGRATIONS (sizeof(pg_migrations) / sizeof(pg_migrations[0]))
+
+/* ---- statements ---- */
+
+#define PG_PARAMS_MAX 65535 /* the protocol's bound */
+#define PG_INT8OID    20
+#define PG_TEXTOID    25
+#define PG_PREP_SLOTS 4096 /* prepared statements kept per connection (a power of 2) */
+
+/* The connection and the statements prepared on it, by the hash of their text and the types
+ * of their parameters (named s<id>; key 0 is a free slot). */
+struct pg_conn {
+	PGconn *c;
+	long long changes; /* rows the last statement changed */
+	bool idle;         /* no transaction was open after the last statement */
+	struct pg_prep {
+		uint64_t key;
+		unsigned id;
+	} prep[PG_PREP_SLOTS];
+	unsigned n_prep;
+};
+
+static struct pg_conn *pg_conn(struct store *st)
+{
+	return st->conn;
+}
+
+struct pg_stmt {
+	struct store_stmt base; /* first: the seam's view of it */
+	char *sql;              /* translated */
+	int n_params;
+	char **vals; /* n_params of each */
+	Oid *types;
+	PGresult *res;
+	int row, n_rows;
+	bool ran;
+	bool nul; /* a text parameter holds a NUL byte, which PostgreSQL's text can't */
+};
+
+static struct pg_stmt *pg(struct store_stmt *s)
+{
+	return (struct pg_stmt *)s;
+}
+
+static const struct store_backend pg_backend;
+
+/* The SQLSTATE of a failed result (or of the connection's loss) as an rcs_err. */
+static enum rcs_err pg_rc(struct store *st, const PGresult *r, const char *what)
+{
+	const char *state = r ? PQresultErrorField(r, PG_DIAG_SQLSTATE) : NULL;
+	const char *msg = r ? PQresultErrorMessage(r) : PQerrorMessage(pg_conn(st)->c);
+
+	log_warnx("store: %.100s: %s (%s)", what, msg ? msg : "?", state ? state : "-");
+	if (PQstatus(pg_conn(st)->c) != CONNECTION_OK || state == NULL)
+		return RCS_ERR_IO;
+	if (strncmp(state, "23", 2) == 0) /* integrity constraint violation */
+		return RCS_ERR_EXISTS;
+	if (strcmp(state, "53100") == 0 || strcmp(state, "53400") == 0) /* disk full, limits */
+		return RCS_ERR_FULL;
+	if (strcmp(state, "53200") == 0)
+		return RCS_ERR_NOMEM;
+	if (strcmp(state, "40001") == 0 || strcmp(state, "40P01") == 0 ||
+	    strcmp(state, "55P03") == 0 || strcmp(state, "57014") == 0)
+		return RCS_ERR_BUSY;
+	if (strncmp(state, "08", 2) == 0 || strncmp(state, "57P", 3) == 0 ||
+	    strncmp(state, "58", 2) == 0)
+		return RCS_ERR_IO;
+	if (strcmp(state, "54000") == 0)
+		return RCS_ERR_TOOBIG;
+	return RCS_ERR_DB;
+}
+
+static bool pg_ident_char(char c)
+{
+	return isalnum((unsigned char)c) || c == '_';
+}
+
+/* Whether the identifier of n bytes at p is word (case-insensitive). */
+static bool pg_word(const char *p, size_t n, const char *word)
+{
+	return strlen(word) == n && strncasecmp(p, word, n) == 0;
+}
+
+/* Whether the call whose '(' is at p has two arguments or more (a comma at its own level). */
+static bool pg_two_args(const char *p)
+{
+	int depth = 0;
+	bool quote = false;
+
+	for (; *p; p++) {
+		if (quote) {
+			if (*p == '\'')
+				quote = false;
+		} else if (*p == '\'') {
+			quote = true;
+		} else if (*p == '(') {
+			depth++;
+		} else if (*p == ')') {
+			if (--depth == 0)
+				return false;
+		} else if (*p == ',' && depth == 1) {
+			return true;
+		}
+	}
+	return false;
+}
+
+/* Translates the common SQL to PostgreSQL's (the file's header): a malloc'd text and the
+ * number of parameters; NULL when out of memory. */
+static char *pg_translate(const char *sql, int *n_params)
+{
+	size_t cap = strlen(sql) * 2 + 64, o = 0;
+	char *out = malloc(cap);
+	const char *p = sql;
+	int top = 0;
+
+	*n_params = 0;
+	if (out == NULL)
+		return NULL;
+	while (*p && o + 16 < cap) {
+		if (*p == '\'' || *p == '"') {
+			char q = *p;
+
+			out[o++] = *p++;
+			while (*p && o + 16 < cap) {
+				out[o++] = *p;
+				if (*p++ == q)
+					break;
+			}
+		} else if (*p == '?') {
+			long n;
+			char *end;
+
+			p++;
+			if (isdigit((unsigned char)*p)) {
+				n = strtol(p, &end, 10);
+				p = end;
+			} else {
+				n = top + 1;
+			}
+			if (n > top)
+				top = (int)n;
+			o += (size_t)snprintf(out + o, cap - o, "$%ld", n);
+		} else if ((isalpha((unsigned char)*p) || *p == '_') &&
+			   (p == sql || !pg_ident_char(p[-1]))) {
+			const char *w = p;
+			size_t n;
+
+			while (pg_ident_char(*p))
+				p++;
+			n = (size_t)(p - w);
+			if (pg_word(w, n, "indexed")) {
+				/* SQLite's index hint: PostgreSQL's planner chooses */
+				while (*p == ' ')
+					p++;
+				while (pg_ident_char(*p)) /* BY */
+					p++;
+				while (*p == ' ')
+					p++;
+				while (pg_ident_char(*p)) /* the index */
+					p++;
+			} else if (pg_word(w, n, "user"))
+				o += (size_t)snprintf(out + o, cap - o, "\"user\"");
+			else if (pg_word(w, n, "integer"))
+				o += (size_t)snprintf(out + o, cap - o, "BIGINT");
+			else if (pg_word(w, n, "max") && *p == '(' && pg_two_args(p))
+				o += (size_t)snprintf(out + o, cap - o, "greatest");
+			else if (pg_word(w, n, "min") && *p == '(' && pg_two_args(p))
+				o += (size_t)snprintf(out + o, cap - o, "least");
+			else {
+				memcpy(out + o, w, n);
+				o += n;
+			}
+		} else {
+			out[o++] = *p++;
+		}
+	}
+	if (*p) { /* cannot happen: every rewrite is shorter than the room left */
+		free(out);
+		return NULL;
+	}
+	out[o] = '\0';
+	*n_params = top;
+	return out;
+}
+
+static enum rcs_err pg_exec(struct store *st, const char *sql)
+{
+	PGresult *r = PQexec(pg_conn(st)->c, sql);
+	enum rcs_err err = RCS_OK;
+
+	if (PQresultStatus(r) != PGRES_COMMAND_OK && PQresultStatus(r) != PGRES_TUPLES_OK)
+		err = pg_rc(st, r, sql);
+	PQclear(r);
+	return err;
+}
+
+static enum rcs_err pg_prepare(struct store *st, const char *sql, bool cached,
+			       struct store_stmt **out)
+{
+	struct pg_stmt *w = NULL;
+	enum rcs_err err = RCS_ERR_NOMEM;
+
+	(void)st;
+	(void)cached;
+	*out = NULL;
+	w = calloc(1, sizeof(*w));
+	if (w == NULL)
+		goto out;
+	w->base.be = &pg_backend;
+	w->sql = pg_translate(sql, &w->n_params);
+	if (w->sql == NULL)
+		goto out;
+	if (w->n_params > PG_PARAMS_MAX) {
+		log_warnx("store: %.100s: more than %d parameters", sql, PG_PARAMS_MAX);
+		err = RCS_ERR_INTERNAL;
+		goto out;
+	}
+	w->vals = calloc((size_t)w->n_params + 1, sizeof(*w->vals));
+	w->types = calloc((size_t)w->n_params + 1, sizeof(*w->types));
+	if (w->vals == NULL || w->types == NULL)
+		goto out;
+	*out = &w->base;
+	w = NULL;
+	err = RCS_OK;
+out:
+	if (w) {
+		free(w->vals);
+		free(w->types);
+		free(w->sql);
+		free(w);
+	}
+	return err;
+}
+
+static void pg_release(struct store *st, struct store_stmt *s)
+{
+	struct pg_stmt *w = pg(s);
+
+	(void)st;
+	for (int i = 0; i < w->n_params; i++)
+		free(w->vals[i]);
+	PQclear(w->res);
+	free(w->vals);
+	free(w->types);
+	free(w->sql);
+	free(w);
+}
+
+/* The statement's key: its text and the types its parameters are bound with. */
+static uint64_t pg_key(const struct pg_stmt *w)
+{
+	uint64_t h = 1469598103934665603ULL;
+
+	for (const char *p = w->sql; *p; p++)
+		h = (h ^ (unsigned char)*p) * 1099511628211ULL;
+	for (int i = 0; i < w->n_params; i++)
+		h = (h ^ (w->types[i] == PG_INT8OID ? 'i' : 't')) * 1099511628211ULL;
+	return h ? h : 1;
+}
+
+/* The slot of key: its own, or the free one where it goes (NULL: the table is half full,
+ * statements are no longer kept). */
+static struct pg_prep *pg_slot(struct pg_conn *c, uint64_t key)
+{
+	for (size_t i = 0; i < PG_PREP_SLOTS; i++) {
+		struct pg_prep *e = &c->prep[(key + i) & (PG_PREP_SLOTS - 1)];
+
+		if (e->key == key)
+			return e;
+		if (e->key == 0)
+			return c->n_prep >= PG_PREP_SLOTS / 2 ? NULL : e;
+	}
+	return NULL;
+}
+
+/* The number of the parameter an error names ("... parameter $3"), 0 for none. */
+static int pg_err_param(const PGresult *r)
+{
+	const char *state = PQresultErrorField(r, PG_DIAG_SQLSTATE);
+	const char *msg = PQresultErrorField(r, PG_DIAG_MESSAGE_PRIMARY);
+	const char *d = msg ? strchr(msg, '$') : NULL;
+
+	if (state == NULL || d == NULL ||
+	    (strcmp(state, "42P18") != 0 && strcmp(state, "42P08") != 0))
+		return 0;
+	return (int)strtol(d + 1, NULL, 10);
+}
+
+/*
+ * Prepares w as name. A parameter bound as text is sent untyped, for the server to take the
+ * type its place in the statement asks for; where that is none ("?1 IS NULL") or two
+ * ("CASE WHEN ?3 IS NULL ... ELSE ?3"), it is prepared again with that parameter as text.
+ * Inside a transaction a savepoint keeps the transaction alive through those attempts.
+ */
+static enum rcs_err pg_make(struct store *st, struct pg_stmt *w, const char *name, const char *what)
+{
+	struct pg_conn *c = pg_conn(st);
+	bool sp = PQtransactionStatus(c->c) == PQTRANS_INTRANS;
+	enum rcs_err err = RCS_ERR_DB;
+	Oid *types = malloc(((size_t)w->n_params + 1) * sizeof(*types));
+	PGresult *r = NULL;
+
+	if (types == NULL) {
+		err = RCS_ERR_NOMEM;
+		goto out;
+	}
+	memcpy(types, w->types, (size_t)w->n_params * sizeof(*types));
+	for (int tries = 0; tries <= w->n_params; tries++) {
+		int bad;
+
+		if (sp && (err = pg_exec(st, "SAVEPOINT pg_prep")) != RCS_OK)
+			goto out;
+		r = PQprepare(c->c, name, w->sql, w->n_params, types);
+		if (PQresultStatus(r) == PGRES_COMMAND_OK) {
+			err = sp ? pg_exec(st, "RELEASE pg_prep") : RCS_OK;
+			goto out;
+		}
+		bad = pg_err_param(r);
+		if (bad < 1 || bad > w->n_params || types[bad - 1] == PG_TEXTOID) {
+			err = pg_rc(st, r, what);
+			if (sp)
+				pg_exec(st, "ROLLBACK TO pg_prep; RELEASE pg_prep");
+			goto out;
+		}
+		if (sp && (err = pg_exec(st, "ROLLBACK TO pg_prep; RELEASE pg_prep")) != RCS_OK)
+			goto out;
+		types[bad - 1] = PG_TEXTOID;
+		PQclear(r);
+		r = NULL;
+	}
+out:
+	free(types);
+	PQclear(r);
+	return err;
+}
+
+/* Runs w through the connection's prepared statement of its text and types (prepared the
+ * first time), or through an unnamed one when no more are kept. */
+static enum rcs_err pg_run(struct store *st, struct pg_stmt *w, const char *what)
+{
+	struct pg_conn *c = pg_conn(st);
+	uint64_t key = pg_key(w);
+	struct pg_prep *e = pg_slot(c, key);
+	char name[24] = "";
+	enum rcs_err err;
+
+	if (e && e->key == key) {
+		snprintf(name, sizeof(name), "s%u", e->id);
+	} else {
+		if (e)
+			snprintf(name, sizeof(name), "s%u", c->n_prep + 1);
+		err = pg_make(st, w, name, what);
+		if (err != RCS_OK)
+			return err;
+		if (e) {
+			e->key = key;
+			e->id = ++c->n_prep;
+		}
+	}
+	w->res =
+	    PQexecPrepared(c->c, name, w->n_params, (const char *const *)w->vals, NULL, NULL, 0);
+	return RCS_OK;
+}
+
+/* Forgets the prepared statements (a new connection has none). */
+static void pg_forget(struct pg_conn *c)
+{
+	memset(c->prep, 0, sizeof(c->prep));
+	c->n_prep = 0;
+}
+
+/* COMMIT of a transaction an error ended answers ROLLBACK: the commit failed. */
+static bool pg_rolled_back(const char *sql, PGresult *r)
+{
+	return strcmp(sql, "COMMIT") == 0 && strcmp(PQcmdStatus(r), "ROLLBACK") == 0;
+}
+
+static enum rcs_err pg_step(struct store *st, struct store_stmt *s, const char *what, bool *row)
+{
+	struct pg_stmt *w = pg(s);
+	struct pg_conn *c = pg_conn(st);
+	enum rcs_err err = RCS_OK;
+	const char *tuples;
+
+	*row = false;
+	if (w->ran) {
+		if (w->row + 1 < w->n_rows)
+			w->row++, *row = true;
+		else
+			w->row = w->n_rows;
+		goto out;
+	}
+	w->ran = true;
+	c->changes = 0;
+	/* a lost connection comes back at the next statement outside a transaction (a BEGIN
+	 * after the failed one's ROLLBACK): never in the middle of one */
+	if (PQstatus(c->c) != CONNECTION_OK && (c->idle || strcmp(w->sql, "BEGIN") == 0)) {
+		log_warnx("store: the connection to PostgreSQL was lost; reconnecting");
+		PQreset(c->c);
+		pg_forget(c);
+	}
+	if (w->nul) {
+		log_warnx("store: %.100s: a text with a NUL byte", what);
+		err = RCS_ERR_INVAL;
+		goto out;
+	}
+	err = pg_run(st, w, what);
+	if (err != RCS_OK)
+		goto out;
+	switch (PQresultStatus(w->res)) {
+	case PGRES_TUPLES_OK:
+	case PGRES_COMMAND_OK:
+		break;
+	default:
+		c->changes = 0;
+		err = pg_rc(st, w->res, what);
+		goto out;
+	}
+	if (pg_rolled_back(w->sql, w->res)) {
+		log_warnx("store: %.100s: the transaction was rolled back", what);
+		err = RCS_ERR_DB;
+		goto out;
+	}
+	tuples = PQcmdTuples(w->res);
+	c->changes = tuples[0] ? strtoll(tuples, NULL, 10) : 0;
+	w->n_rows = PQntuples(w->res);
+	w->row = 0;
+	*row = w->n_rows > 0;
+out:
+	if (PQtransactionStatus(c->c) != PQTRANS_UNKNOWN) /* unknown: the connection is lost */
+		c->idle = PQtransactionStatus(c->c) == PQTRANS_IDLE;
+	return err;
+}
+
+static void pg_bind(struct store_stmt *s, int i, char *v, Oid type)
+{
+	struct pg_stmt *w = pg(s);
+
+	if (i < 1 || i > w->n_params) {
+		free(v);
+		return;
+	}
+	free(w->vals[i - 1]);
+	w->vals[i - 1] = v;
+	w->types[i - 1] = type;
+}
+
+static void pg_bind_text(struct store_stmt *s, int i, const char *v, size_t len)
+{
+	size_t n = len == (size_t)-1 ? strlen(v) : len;
+	char *c = malloc(n + 1);
+
+	if (memchr(v, '\0', n) != NULL)
+		pg(s)->nul = true;
+	/* out of memory binds NULL: the statement fails on its NOT NULL constraint */
+	if (c) {
+		memcpy(c, v, n);
+		c[n] = '\0';
+	}
+	pg_bind(s, i, c, 0);
+}
+
+static void pg_bind_int(struct store_stmt *s, int i, long long v)
+{
+	char num[24], *c;
+
+	snprintf(num, sizeof(num), "%lld", v);
+	c = strdup(num);
+	pg_bind(s, i, c, PG_INT8OID);
+}
+
+static void pg_bind_null(struct store_stmt *s, int i)
+{
+	pg_bind(s, i, NULL, 0);
+}
+
+static bool pg_has(struct store_stmt *s, int i)
+{
+	struct pg_stmt *w = pg(s);
+
+	return w->res && w->row < w->n_rows && i < PQnfields(w->res);
+}
+
+static bool pg_is_null(struct store_stmt *s, int i)
+{
+	return !pg_has(s, i) || PQgetisnull(pg(s)->res, pg(s)->row, i);
+}
+
+static const char *pg_text(struct store_stmt *s, int i)
+{
+	if (pg_is_null(s, i))
+		return NULL;
+	return PQgetvalue(pg(s)->res, pg(s)->row, i);
+}
+
+static size_t pg_len(struct store_stmt *s, int i)
+{
+	if (pg_is_null(s, i))
+		return 0;
+	return (size_t)PQgetlength(pg(s)->res, pg(s)->row, i);
+}
+
+/* Integers as text; a boolean (a comparison as a column) as 1 or 0. */
+static long long pg_integer(struct store_stmt *s, int i)
+{
+	const char *t = pg_text(s, i);
+
+	if (t == NULL)
+		return 0;
+	if (t[0] == 't' && t[1] == '\0')
+		return 1;
+	return strtoll(t, NULL, 10);
+}
+
+static long long pg_changes(struct store *st)
+{
+	return pg_conn(st)->changes;
+}
+
+/* An error inside a transaction leaves it open but failed: it still needs its ROLLBACK. */
+static bool pg_in_tx(struct store *st)
+{
+	PGTransactionStatusType t = PQtransactionStatus(pg_conn(st)->c);
+
+	return t == PQTRANS_INTRANS || t == PQTRANS_INERROR || t == PQTRANS_ACTIVE;
+}
+
+static enum rcs_err pg_ping(struct store *st)
+{
+	struct pg_conn *c = pg_conn(st);
+
+	/* a lost connection comes back here, outside a transaction */
+	if (PQstatus(c->c) != CONNECTION_OK && c->idle) {
+		log_warnx("store: the connection to PostgreSQL was lost; reconnecting");
+		PQreset(c->c);
+		pg_forget(c);
+	}
+	if (PQstatus(c->c) != CONNECTION_OK) {
+		log_warnx("store: %s", PQerrorMessage(c->c));
+		return RCS_ERR_IO;
+	}
+	return pg_exec(st, "SELECT 1");
+}
+
+static void pg_close(struct store *st)
+{
+	struct pg_conn *c = pg_conn(st);
+
+	if (c == NULL)
+		return;
+	if (c->c)
+		PQfinish(c->c);
+	free(c);
+	st->conn = NULL;
+}
+
+static const struct store_backend pg_backend = {
+    .name = "postgresql",
+    .dialect = STORE_DIALECT_POSTGRES,
+    /* READ COMMITTED: one coordinator's writes are serialized by the store's lock on its
+     * one connection; rows other writers (the CLI) change are taken by their constraints */
+    .begin_sql = "BEGIN",
+    .exec = pg_exec,
+    .prepare = pg_prepare,
+    .release = pg_release,
+    .step = pg_step,
+    .bind_text = pg_bind_text,
+    .bind_int = pg_bind_int,
+    .bind_null = pg_bind_null,
+    .is_null = pg_is_null,
+    .text = pg_text,
+    .len = pg_len,
+    .integer = pg_integer,
+    .changes = pg_changes,
+    .in_tx = pg_in_tx,
+    .ping = pg_ping,
+    .close = pg_close,
+};
+
+/* ---- opening ---- */
+
+/* The one-value answer of sql as an integer (0 for none). */
+static enum rcs_err pg_value(struct store *st, const char *sql, long long *v)
+{
+	PGresult *r = PQexec(pg_conn(st)->c, sql);
+	enum rcs_err err = RCS_OK;
+
+	*v = 0;
+	if (PQresultStatus(r) != PGRES_TUPLES_OK)
+		err = pg_rc(st, r, sql);
+	else if (PQntuples(r) > 0 && !PQgetisnull(r, 0, 0))
+		*v = strtoll(PQgetvalue(r, 0, 0), NULL, 10);
+	PQclear(r);
+	return err;
+}
+
+/* Runs the migrations the database lacks, each in its transaction; an advisory lock keeps
+ * coordinators that start together from running one twice. */
+static enum rcs_err pg_migrate(struct store *st)
+{
+	enum rcs_err err;
+	long long have = 0;
+	char sql[96];
+
+	err = pg_exec(st, "SET client_min_messages = warning;"
+			  "CREATE TABLE IF NOT EXISTS schema_version(version BIGINT NOT NULL)");
+	if (err != RCS_OK)
+		return err;
+	err = pg_exec(st, "BEGIN; SELECT pg_advisory_xact_lock(7210521)");
+	if (err != RCS_OK)
+		return err;
+	err = pg_value(st, "SELECT max(version) FROM schema_version", &have);
+	if (err == RCS_OK && have > (long long)PG_N_MIGRATIONS) {
+		log_warnx("store: the database's schema %lld is newer than this program's (%zu)",
+			  have, PG_N_MIGRATIONS);
+		err = RCS_ERR_DB;
+	}
+	for (long long v = have; err == RCS_OK && v < (long long)PG_N_MIGRATIONS; v++) {
+		err = pg_exec(st, pg_migrations[v]);
+		if (err == RCS_OK) {
+			snprintf(
+			    sql, sizeof(sql),
+			    "DELETE FROM schema_version; INSERT INTO schema_version VALUES(%lld)",
+			    v + 1);
+			err = pg_exec(st, sql);
+		}
+		if (err == RCS_OK)
+			log_info("store: migrated to schema %lld", v + 1);
+	}
+	if (err == RCS_OK)
+		err = pg_exec(st, "COMMIT");
+	if (err != RCS_OK && pg_in_tx(st))
+		pg_exec(st, "ROLLBACK");
+	return err;
+}
+
+enum rcs_err store_pg_open(struct store *st, const char *url)
+{
+	struct pg_conn *c = NULL;
+	enum rcs_err err = RCS_ERR_NOMEM;
+
+	c = calloc(1, sizeof(*c));
+	if (c == NULL)
+		goto out;
+	st->be = &pg_backend;
+	st->dialect = pg_backend.dialect;
+	st->conn = c;
+	c->c = PQconnectdb(url);
+	if (c->c == NULL || PQstatus(c->c) != CONNECTION_OK) {
+		/* libpq's message names the host, never the password */
+		log_warnx("store: PostgreSQL: %s", c->c ? PQerrorMessage(c->c) : "out of memory");
+		err = RCS_ERR_IO;
+		goto out;
+	}
+	c->idle = true;
+	err = pg_exec(st, "SET client_encoding = 'UTF8'");
+	if (err == RCS_OK)
+		err = pg_migrate(st);
+out:
+	return err;
+}
