@@ -91,6 +91,22 @@ struct settings {
 		name, CFG_INT, offsetof(struct settings, field), min, max, arg, help               \
 	}
 
+/* The --db value as logs may show it: a password in a database URL
+ * (postgresql://user:secret@host/db) replaced by "***" (docs/coordinator.md). */
+static void coord_db_shown(const char *db, char *out, size_t len)
+{
+	const char *scheme = strstr(db, "://"), *at, *colon;
+
+	snprintf(out, len, "%s", db);
+	if (scheme == NULL)
+		return;
+	at = strchr(scheme + 3, '@');
+	if (at == NULL || memchr(scheme + 3, '/', (size_t)(at - scheme - 3)) != NULL)
+		return;
+	colon = memchr(scheme + 3, ':', (size_t)(at - scheme - 3));
+	if (colon != NULL)
+		snprintf(out, len, "%.*s:***%s", (int)(colon - db), db, at);
+}
 static const struct cfg_opt serve_opts[] = {
     OPT("db", CFG_STRING, db, "PATH",
 	"SQLite database file (created when missing) or postgresql:// URL"),
@@ -241,9 +257,11 @@ static struct store *open_db(const char *path)
 {
 	struct store *st = NULL;
 	enum rcs_err err = store_open(path, &st);
+	char shown[1024];
 
 	if (err != RCS_OK) {
-		fprintf(stderr, "rcs-coordinator: cannot open database %s: %s\n", path,
+		coord_db_shown(path, shown, sizeof(shown));
+		fprintf(stderr, "rcs-coordinator: cannot open database %s: %s\n", shown,
 			rcs_strerror(err));
 		exit(1);
 	}
@@ -474,6 +492,7 @@ static int cmd_serve(struct settings *s)
 	int sig, rc = 1;
 	bool ready = false;
 	time_t ready_by;
+	char shown[1024];
 	enum rcs_err err;
 
 	memset(&lc, 0, sizeof(lc));
@@ -623,7 +642,8 @@ static int cmd_serve(struct settings *s)
 		fprintf(stderr, "rcs-coordinator: cannot serve on %s\n", s->listen);
 		goto out;
 	}
-	log_info("rcs-coordinator %s serving (database %s)", RCS_VERSION, s->db);
+	coord_db_shown(s->db, shown, sizeof(shown));
+	log_info("rcs-coordinator %s serving (database %s)", RCS_VERSION, shown);
 	/* ready for systemd once the broker is connected too, or SERVICE_READY_WAIT seconds
 	   later all the same (docs/deploy.md, "The units") */
 	ready_by = time(NULL) + SERVICE_READY_WAIT;
