@@ -68,11 +68,10 @@ int cli_answer(struct cli *c, enum rcs_err err, const char *errbuf, struct http_
 	}
 	/* the hint is for a coordinator without the feature: it doesn't know the route (404,
 	 * 405) or the member (400 naming exactly it); not for its answers about the request */
-	if (hint != NULL &&
-	    (r->status == 404 || r->status == 405 ||
-	     (r->status == 400 && field != NULL &&
-	      (strcmp(field, "rollout") == 0 || strcmp(field, "abort") == 0 ||
-	       strcmp(field, "retry") == 0))))
+	if (hint != NULL && (r->status == 404 || r->status == 405 ||
+			     (r->status == 400 && field != NULL &&
+			      (strcmp(field, "rollout") == 0 || strcmp(field, "abort") == 0 ||
+			       strcmp(field, "retry") == 0))))
 		fprintf(stderr, "rcs: %s\n", hint);
 	http_resp_free(r);
 	return CLI_API;
@@ -120,6 +119,13 @@ void cli_page_footer(json_object *page)
 	if (n > 1)
 		printf("(page %lld of %lld, %lld in all: --page N for another)\n", (long long)p,
 		       (long long)n, (long long)cli_int(page, "total_items"));
+}
+
+json_object *cli_array(json_object *o, const char *k)
+{
+	json_object *a = jsonu_member(o, k);
+
+	return a != NULL && json_object_is_type(a, json_type_array) ? a : NULL;
 }
 
 const char *cli_str(json_object *o, const char *k)
@@ -186,7 +192,11 @@ static int cli_by_name(struct cli *c, const char *list, const char *kind, const 
 			      (long long)cli_int(r.json, "total_items"), kind, what);
 	} else {
 		const char *id = cli_str(json_object_array_get_idx(items, 0), idk);
-		snprintf(out, UUID_STR_LEN, "%s", id ? id : "");
+
+		if (id == NULL || !uuid_valid(id))
+			rc = cli_fail(c, CLI_API, "the API's answer for '%s' has no ident", what);
+		else
+			snprintf(out, UUID_STR_LEN, "%s", id);
 	}
 out:
 	http_resp_free(&r);

@@ -62,7 +62,7 @@ int cmd_devices_list(struct cli *c)
 		cli_print_raw(&r);
 		goto out;
 	}
-	items = jsonu_member(r.json, "items");
+	items = cli_array(r.json, "items");
 	for (size_t i = 0; items && i < json_object_array_length(items); i++) {
 		json_object *it = json_object_array_get_idx(items, i);
 		char tags[1024], rtags[1024], seen[32];
@@ -192,11 +192,13 @@ int cmd_devices_tag(struct cli *c)
 	if (rc != CLI_OK)
 		goto out;
 	/* the device's tags, less the removed, plus the added ones not there yet */
-	now = jsonu_member(r.json, "tags");
+	now = cli_array(r.json, "tags");
 	next = json_object_new_array();
 	for (size_t i = 0; next && now && i < json_object_array_length(now); i++) {
-		const char *t = json_object_get_string(json_object_array_get_idx(now, i));
-		if (!devices_in(&c->o.remove, t))
+		json_object *e = json_object_array_get_idx(now, i);
+		const char *t =
+		    json_object_is_type(e, json_type_string) ? json_object_get_string(e) : NULL;
+		if (t != NULL && !devices_in(&c->o.remove, t))
 			json_object_array_add(next, json_object_new_string(t));
 	}
 	for (size_t i = 0; next && i < c->o.add.n; i++) {

@@ -39,7 +39,7 @@ static int jobs_table(struct cli *c, json_object *page, int history)
 	static const char *const heads[] = {"IDENT",  "TASK",    "DEVICE",
 					    "STATUS", "UPDATED", "RESPONSE"};
 	static const char *const hheads[] = {"TIME", "STATUS", "RESPONSE"};
-	json_object *items = jsonu_member(page, "items");
+	json_object *items = cli_array(page, "items");
 	struct table t;
 	int rc = CLI_OK;
 
@@ -229,7 +229,7 @@ int cmd_groups_list(struct cli *c)
 		cli_print_raw(&r);
 		goto out;
 	}
-	items = jsonu_member(r.json, "items");
+	items = cli_array(r.json, "items");
 	for (size_t i = 0; items && i < json_object_array_length(items); i++) {
 		json_object *it = json_object_array_get_idx(items, i);
 		char tm[32];

@@ -217,8 +217,8 @@ static int send_rollout(struct cli *c, json_object *body)
 static int send_bulk_print(struct cli *c, json_object *ans, long long *rejected)
 {
 	static const char *const heads[] = {"JOB", "DEVICE", "STATUS"};
-	json_object *g = jsonu_member(ans, "group"), *items = jsonu_member(ans, "items"),
-		    *rej = jsonu_member(ans, "rejected");
+	json_object *g = jsonu_member(ans, "group"), *items = cli_array(ans, "items"),
+		    *rej = cli_array(ans, "rejected");
 	size_t ni = items ? json_object_array_length(items) : 0;
 	struct table t;
 	int rc = CLI_OK;
@@ -370,7 +370,7 @@ int cmd_send(struct cli *c)
 		else if (!c->o.json)
 			printf("job %s %s\n", cli_str(r.json, "ident"), cli_str(r.json, "status"));
 	} else {
-		json_object *rej = jsonu_member(r.json, "rejected");
+		json_object *rej = cli_array(r.json, "rejected");
 		rejected = rej ? (long long)json_object_array_length(rej) : 0;
 		if (c->o.json && !c->o.wait)
 			cli_print_raw(&r);

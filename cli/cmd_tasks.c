@@ -59,7 +59,7 @@ int cmd_tasks_list(struct cli *c)
 		cli_print_raw(&r);
 		goto out;
 	}
-	items = jsonu_member(r.json, "items");
+	items = cli_array(r.json, "items");
 	for (size_t i = 0; items && i < json_object_array_length(items); i++) {
 		json_object *it = json_object_array_get_idx(items, i);
 		char ver[24], vars[512], upd[32];
@@ -277,7 +277,7 @@ int cmd_scripts_list(struct cli *c)
 		cli_print_raw(&r);
 		goto out;
 	}
-	items = jsonu_member(r.json, "items");
+	items = cli_array(r.json, "items");
 	for (size_t i = 0; items && i < json_object_array_length(items); i++) {
 		json_object *it = json_object_array_get_idx(items, i);
 		char upd[32];
@@ -360,7 +360,7 @@ int cmd_scripts_put(struct cli *c)
 	printf("%s script %s (%lld bytes, sha256 %s)\n", r.status == 201 ? "created" : "replaced",
 	       cli_str(r.json, "name"), (long long)cli_int(r.json, "size"),
 	       cli_str(r.json, "sha256"));
-	upd = jsonu_member(r.json, "tasks_updated");
+	upd = cli_array(r.json, "tasks_updated");
 	for (size_t i = 0; upd && i < json_object_array_length(upd); i++) {
 		json_object *it = json_object_array_get_idx(upd, i);
 		printf("task %s is now version %lld\n", cli_str(it, "ident"),

@@ -136,8 +136,14 @@ enum rcs_err http_call(struct http_client *c, const char *method, const char *pa
 		}
 		hdrs = tmp;
 	}
-	if (body != NULL)
+	if (body != NULL) {
 		payload = jsonu_dump(body, &plen);
+		if (payload == NULL) {
+			snprintf(errbuf, errlen, "out of memory");
+			err = RCS_ERR_NOMEM;
+			goto out;
+		}
+	}
 	curl_easy_reset(curl);
 	curl_easy_setopt(curl, CURLOPT_URL, url.data);
 	curl_easy_setopt(curl, CURLOPT_CUSTOMREQUEST, method);
@@ -197,17 +203,9 @@ void http_resp_free(struct http_resp *r)
 
 enum rcs_err http_escape(struct buf *b, const char *s)
 {
-	static const char hex[] = "0123456789ABCDEF";
-	enum rcs_err err = RCS_OK;
+	char *e = curl_easy_escape(NULL, s, 0); /* letters, digits and -._~ kept, %XX else */
+	enum rcs_err err = e ? buf_append(b, e, strlen(e)) : RCS_ERR_NOMEM;
 
-	for (const unsigned char *p = (const unsigned char *)s; *p && err == RCS_OK; p++) {
-		if ((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') ||
-		    (*p >= '0' && *p <= '9') || *p == '-' || *p == '.' || *p == '_' || *p == '~') {
-			err = buf_append(b, p, 1);
-		} else {
-			char e[3] = {'%', hex[*p >> 4], hex[*p & 15]};
-			err = buf_append(b, e, 3);
-		}
-	}
+	curl_free(e);
 	return err;
 }

@@ -58,11 +58,16 @@ enum rcs_err lifecycle_move(struct lifecycle *lc, const struct job_move *m, enum
 {
 	struct job_rec job;
 	bool event, ended, have_job = false;
-	enum rcs_err err;
+	enum rcs_err err, tx_err;
 
 	memset(&job, 0, sizeof(job));
 	if (job_after)
 		memset(job_after, 0, sizeof(*job_after));
+	/* the move and what it starts for its group (a retry, an abort, the completion) commit
+	 * together, or neither does: inside a caller's transaction, a savepoint of it */
+	err = store_tx_begin(lc->st);
+	if (err != RCS_OK)
+		return err;
 	err = store_job_move(lc->st, m, result);
 	if (err != RCS_OK)
 		goto out;
@@ -94,11 +99,14 @@ enum rcs_err lifecycle_move(struct lifecycle *lc, const struct job_move *m, enum
 		if (err != RCS_OK)
 			goto out;
 	}
-	if (job_after) {
+out:
+	tx_err = store_tx_end(lc->st, err == RCS_OK);
+	if (err == RCS_OK)
+		err = tx_err;
+	if (err == RCS_OK && have_job && job_after) {
 		*job_after = job;
 		have_job = false; /* the caller's */
 	}
-out:
 	if (have_job)
 		store_job_rec_free(&job);
 	return err;

@@ -562,43 +562,7 @@ static int cmd_serve(struct settings *s)
 		goto out;
 	lc.st = st;
 	lc.hooks = NULL; /* no transport: jobs are stored and stay pending */
-	if (s->smtp_url) {
-		struct notifier_opts no;
-		memset(&no, 0, sizeof(no));
-		no.smtp_url = s->smtp_url;
-		no.from = s->smtp_from;
-		no.username = s->smtp_username;
-		no.password = s->smtp_password;
-		no.max_per_hour = s->smtp_max_per_hour;
-		no.retry_base = (int)s->smtp_retry_base;
-		if (notifier_start(&no, st, &lc, &notifier) != RCS_OK) {
-			fprintf(stderr, "rcs-coordinator: cannot send notifications with %s\n",
-				s->smtp_url);
-			goto out;
-		}
-	} else {
-		log_info("no --smtp-url: notifications are recorded but not sent");
-	}
-	if (s->mqtt) {
-		struct bridge_opts bo;
-		memset(&bo, 0, sizeof(bo));
-		bo.mqtt.url = s->mqtt;
-		bo.mqtt.client_id = s->mqtt_client_id ? s->mqtt_client_id : "rcs-coordinator";
-		bo.mqtt.username = s->mqtt_username;
-		bo.mqtt.password = s->mqtt_password;
-		bo.mqtt.cafile = s->mqtt_cafile;
-		bo.mqtt.certfile = s->mqtt_certfile;
-		bo.mqtt.keyfile = s->mqtt_keyfile;
-		bo.mqtt.key_passphrase = s->mqtt_key_passphrase;
-		bo.max_payload = (size_t)s->mqtt_max_payload;
-		bo.resend_after = s->resend_after;
-		if (bridge_start(&bo, st, &lc, &bridge) != RCS_OK) {
-			fprintf(stderr, "rcs-coordinator: cannot use MQTT broker %s\n", s->mqtt);
-			goto out;
-		}
-	} else {
-		log_info("no --mqtt: jobs are stored and wait pending (ttl still expires them)");
-	}
+	/* before anything can change a job's status: the sender's wake-up is set first */
 	{
 		struct webhooks_opts wo;
 
@@ -611,6 +575,47 @@ static int cmd_serve(struct settings *s)
 		if (webhooks_start(&wo, st, &lc, &hooks) != RCS_OK) {
 			fprintf(stderr, "rcs-coordinator: cannot start the webhook sender\n");
 			goto out;
+		}
+		if (s->smtp_url) {
+			struct notifier_opts no;
+			memset(&no, 0, sizeof(no));
+			no.smtp_url = s->smtp_url;
+			no.from = s->smtp_from;
+			no.username = s->smtp_username;
+			no.password = s->smtp_password;
+			no.max_per_hour = s->smtp_max_per_hour;
+			no.retry_base = (int)s->smtp_retry_base;
+			if (notifier_start(&no, st, &lc, &notifier) != RCS_OK) {
+				fprintf(stderr,
+					"rcs-coordinator: cannot send notifications with %s\n",
+					s->smtp_url);
+				goto out;
+			}
+		} else {
+			log_info("no --smtp-url: notifications are recorded but not sent");
+		}
+		if (s->mqtt) {
+			struct bridge_opts bo;
+			memset(&bo, 0, sizeof(bo));
+			bo.mqtt.url = s->mqtt;
+			bo.mqtt.client_id =
+			    s->mqtt_client_id ? s->mqtt_client_id : "rcs-coordinator";
+			bo.mqtt.username = s->mqtt_username;
+			bo.mqtt.password = s->mqtt_password;
+			bo.mqtt.cafile = s->mqtt_cafile;
+			bo.mqtt.certfile = s->mqtt_certfile;
+			bo.mqtt.keyfile = s->mqtt_keyfile;
+			bo.mqtt.key_passphrase = s->mqtt_key_passphrase;
+			bo.max_payload = (size_t)s->mqtt_max_payload;
+			bo.resend_after = s->resend_after;
+			if (bridge_start(&bo, st, &lc, &bridge) != RCS_OK) {
+				fprintf(stderr, "rcs-coordinator: cannot use MQTT broker %s\n",
+					s->mqtt);
+				goto out;
+			}
+		} else {
+			log_info(
+			    "no --mqtt: jobs are stored and wait pending (ttl still expires them)");
 		}
 	}
 	if (s->metrics_listen && metrics_serve(s->metrics_listen, st, &metrics) != RCS_OK) {

@@ -63,9 +63,9 @@ struct bridge {
 	bool sweep;  /* the scheduler: re-send the jobs without news */
 	struct in_msg *in_head, *in_tail;
 	size_t in_n;
-	json_object *out; /* job idents to publish */
+	json_object *out;   /* job idents to publish */
 	json_object *retry; /* job idents sent (transmited) whose publish the client refused */
-	int efd;          /* eventfd: work arrived */
+	int efd;            /* eventfd: work arrived */
 
 	/* worker-only: the task version of the last envelope, reused by bulk sends */
 	char tv_task[UUID_STR_LEN];
@@ -216,6 +216,11 @@ static enum rcs_err bridge_prepare_job(struct bridge *b, const char *ident, bool
 	env.constants = tv->constants;
 	env.variables_info = tv->variables_info;
 	vars = json_tokener_parse(job.variables); /* the store holds what the API checked */
+	if (vars == NULL) {
+		log_warnx("job %s: its stored variables do not parse", ident);
+		err = RCS_ERR_DB;
+		goto out;
+	}
 	env.variables = vars;
 	env.signature = tv->signature;
 	env.issued_at = now;
@@ -384,8 +389,8 @@ static void bridge_publish_idents(struct bridge *b, const struct store_idents *i
 		for (size_t i = 0; i < k; i++) {
 			if (outs[i].payload == NULL)
 				continue;
-			enum rcs_err err = connected ? bridge_send_out(b, &outs[i], !stalled)
-						     : RCS_ERR_BUSY;
+			enum rcs_err err =
+			    connected ? bridge_send_out(b, &outs[i], !stalled) : RCS_ERR_BUSY;
 
 			stalled = stalled || err == RCS_ERR_FULL;
 			if (err != RCS_OK) {
@@ -537,8 +542,8 @@ static void bridge_event_send(void *arg, bool committed)
 	struct bridge_event *ev = arg;
 
 	/* best effort: events are for monitoring, the API holds the truth */
-	if (committed && mqttc_publish(ev->b->mq, ev->topic, ev->record, ev->len, 1, false, 0) ==
-			     RCS_OK)
+	if (committed &&
+	    mqttc_publish(ev->b->mq, ev->topic, ev->record, ev->len, 1, false, 0) == RCS_OK)
 		metrics_mqtt_out();
 	free(ev);
 }

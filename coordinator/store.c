@@ -27,11 +27,6 @@ void store_unlock(struct store *st)
 	pthread_mutex_unlock(&st->lock);
 }
 
-enum rcs_err store_exec(struct store *st, const char *sql)
-{
-	return st->be->exec(st, sql);
-}
-
 /* Runs one parameterless statement of constant SQL through the statement cache
  * (transaction control on every write: parsed once, not per call). */
 enum rcs_err store_run(struct store *st, const char *sql)
@@ -127,9 +122,22 @@ void store_val_copy(struct store_stmt *s, int i, char *dst, size_t size)
 void store_qb_add(struct store_qb *q, const char *clause, const char *param)
 {
 	size_t len = strlen(q->where);
+	int n;
 
-	snprintf(q->where + len, sizeof(q->where) - len, "%s%s", len ? " AND " : " WHERE ", clause);
-	if (param != NULL && q->n < 12)
+	if (q->overflow)
+		return;
+	if (param != NULL && q->n == STORE_QB_PARAMS) {
+		q->overflow = true;
+		return;
+	}
+	n = snprintf(q->where + len, sizeof(q->where) - len, "%s%s", len ? " AND " : " WHERE ",
+		     clause);
+	if (n < 0 || (size_t)n >= sizeof(q->where) - len) {
+		q->where[len] = '\0';
+		q->overflow = true;
+		return;
+	}
+	if (param != NULL)
 		q->params[q->n++] = param;
 }
 
@@ -178,6 +186,10 @@ enum rcs_err store_page_rows(struct store *st, const char *cols, const char *fro
 
 	*total = 0;
 	*s = NULL;
+	if (q->overflow) {
+		log_warnx("store: a list's filters do not fit its query");
+		return RCS_ERR_INTERNAL;
+	}
 	if ((size_t)snprintf(sql, sizeof(sql), "SELECT count(*) FROM %s%s", from, q->where) >=
 	    sizeof(sql))
 		return RCS_ERR_INTERNAL;
@@ -463,7 +475,11 @@ enum rcs_err store_sp_begin(struct store *st)
 		}
 		return RCS_OK;
 	}
-	return store_run(st, "SAVEPOINT op");
+	enum rcs_err err = store_run(st, "SAVEPOINT op");
+
+	if (err != RCS_OK)
+		store_unlock(st); /* no store_sp_end follows a failed begin */
+	return err;
 }
 
 enum rcs_err store_sp_end(struct store *st, enum rcs_err status)

@@ -91,10 +91,12 @@ struct store {
 
 /* WHERE clauses with text parameters only, so nothing a client sends is ever SQL text;
  * store_qb_opts holds the list options' bounds and ORDER BY (docs/api.md "Lists"). */
+#define STORE_QB_PARAMS 12
 struct store_qb {
 	char where[768];
-	const char *params[12];
+	const char *params[STORE_QB_PARAMS];
 	int n;
+	bool overflow; /* a clause or parameter did not fit: the query is refused */
 };
 
 struct store_qb_opts {
@@ -188,8 +190,6 @@ enum rcs_err store_page_rows(struct store *st, const char *cols, const char *fro
 
 void store_lock(struct store *st);
 void store_unlock(struct store *st);
-/* Statements without rows, ';'-separated (no parameters). */
-enum rcs_err store_exec(struct store *st, const char *sql);
 /* One parameterless statement of constant SQL through the statement cache. */
 enum rcs_err store_run(struct store *st, const char *sql);
 void store_qb_add(struct store_qb *q, const char *clause, const char *param);

@@ -409,7 +409,8 @@ static bool pg_two_args(const char *p)
  * number of parameters; NULL when out of memory. */
 static char *pg_translate(const char *sql, int *n_params)
 {
-	size_t cap = strlen(sql) * 2 + 64, o = 0;
+	/* every rewrite at most quadruples what it replaces ("?" -> "$NNN"): never cut */
+	size_t cap = strlen(sql) * 8 + 64, o = 0;
 	char *out = malloc(cap);
 	const char *p = sql;
 	int top = 0;
@@ -437,6 +438,10 @@ static char *pg_translate(const char *sql, int *n_params)
 				p = end;
 			} else {
 				n = top + 1;
+			}
+			if (n < 1 || n > PG_PARAMS_MAX) { /* the store's own SQL: a bug */
+				free(out);
+				return NULL;
 			}
 			if (n > top)
 				top = (int)n;

@@ -145,12 +145,13 @@ enum rcs_err store_jobs_clock_back(struct store *st, int64_t now)
 	enum rcs_err err;
 
 	store_lock(st);
-	err =
-	    store_stmt(st,
-		       "UPDATE jobs SET update_at = min(update_at, ?1), sent_at = min(sent_at, ?1)"
-		       " WHERE status IN ('transmited', 'edge_transmitted', 'edge_started',"
-		       " 'edge_running') AND (update_at > ?1 OR sent_at > ?1)",
-		       &s);
+	err = store_stmt(
+	    st,
+	    "UPDATE jobs SET update_at = CASE WHEN update_at > ?1 THEN ?1 ELSE update_at END,"
+	    " sent_at = CASE WHEN sent_at > ?1 THEN ?1 ELSE sent_at END"
+	    " WHERE status IN ('transmited', 'edge_transmitted', 'edge_started',"
+	    " 'edge_running') AND (update_at > ?1 OR sent_at > ?1)",
+	    &s);
 	if (err != RCS_OK)
 		goto out;
 	store_arg_int(s, 1, now);

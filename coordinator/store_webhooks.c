@@ -731,8 +731,10 @@ enum rcs_err store_db_size(struct store *st, long long *bytes)
 {
 	*bytes = 0;
 	return store_get_one(st,
-			     "SELECT page_count * page_size FROM pragma_page_count(),"
-			     " pragma_page_size()",
+			     STORE_SQL(st,
+				       "SELECT page_count * page_size FROM pragma_page_count(),"
+				       " pragma_page_size()",
+				       "SELECT pg_database_size(current_database())"),
 			     NULL, NULL, NULL, first_int, bytes);
 }
 

@@ -511,13 +511,18 @@ static void hook_begin(struct webhooks *w, size_t slot, struct webhook_due *d)
 	x->d = *d;
 	memset(d, 0, sizeof(*d));
 	err = hook_body(w, &x->d, &x->body);
-	if (err != RCS_OK) {
+	if (err == RCS_ERR_NOTFOUND || err == RCS_ERR_TOOBIG) {
 		struct webhook_attempt_rec a = {
 		    .at = (int64_t)time(NULL), .duration_ms = 0, .status_code = 0, .error = NULL};
 
 		a.error = err == RCS_ERR_NOTFOUND ? (char *)"the job or group is gone"
-						  : (char *)"the body could not be made";
+						  : (char *)"the body is too large";
 		store_webhook_attempt(w->st, x->d.id, &a, "failed", a.at);
+		hook_xfer_free(x);
+		return;
+	}
+	if (err != RCS_OK) { /* the store failing for now: an attempt, retried later */
+		hook_record(w, &x->d, now_ms(), 0, "the body could not be made");
 		hook_xfer_free(x);
 		return;
 	}
