@@ -32,6 +32,7 @@
 #include "validate.h"
 #include "webhooks.h"
 #include "metrics.h"
+#include "node.h"
 
 #define SCRIPT_FILE_MAX (256 * 1024)
 
@@ -46,6 +47,7 @@ struct settings {
 	long long threads;
 	char *mqtt;
 	char *mqtt_client_id;
+	char *node_id;
 	char *mqtt_username;
 	char *mqtt_password;
 	char *mqtt_password_file;
@@ -122,7 +124,9 @@ static const struct cfg_opt serve_opts[] = {
     OPT_INT("threads", threads, 1, 64, "N", "HTTP worker threads (default: 4)"),
     OPT("mqtt", CFG_STRING, mqtt, "URL", "broker: tcp://host:port or ssl://host:port"),
     OPT("mqtt_client_id", CFG_STRING, mqtt_client_id, "ID",
-	"MQTT client id (default rcs-coordinator)"),
+	"MQTT client id (default rcs-coordinator-<node id>)"),
+    OPT("node_id", CFG_STRING, node_id, "ID",
+	"this coordinator's name among several (default: host name + random, kept)"),
     OPT("mqtt_username", CFG_STRING, mqtt_username, "NAME", "broker user name"),
     OPT("mqtt_password", CFG_STRING, mqtt_password, "SECRET",
 	"broker password (shown by ps: prefer mqtt_password_file)"),
@@ -493,6 +497,8 @@ static int cmd_serve(struct settings *s)
 	bool ready = false;
 	time_t ready_by;
 	char shown[1024];
+	char node_id[NODE_ID_MAX + 1], client_id[NODE_ID_MAX + 32];
+	char *keep = NULL;
 	enum rcs_err err;
 
 	memset(&lc, 0, sizeof(lc));
@@ -536,6 +542,14 @@ static int cmd_serve(struct settings *s)
 		rc = 2;
 		goto out;
 	}
+	keep = node_id_keep_file(s->db);
+	if (node_id_resolve(s->node_id, s->check ? NULL : keep, node_id, why, sizeof(why)) !=
+	    RCS_OK) {
+		fprintf(stderr, "rcs-coordinator: %s\n", why);
+		rc = 2;
+		goto out;
+	}
+	snprintf(client_id, sizeof(client_id), "rcs-coordinator-%s", node_id);
 	if (s->check) {
 		printf("configuration OK\n");
 		rc = 0;
@@ -598,8 +612,7 @@ static int cmd_serve(struct settings *s)
 			struct bridge_opts bo;
 			memset(&bo, 0, sizeof(bo));
 			bo.mqtt.url = s->mqtt;
-			bo.mqtt.client_id =
-			    s->mqtt_client_id ? s->mqtt_client_id : "rcs-coordinator";
+			bo.mqtt.client_id = s->mqtt_client_id ? s->mqtt_client_id : client_id;
 			bo.mqtt.username = s->mqtt_username;
 			bo.mqtt.password = s->mqtt_password;
 			bo.mqtt.cafile = s->mqtt_cafile;
@@ -648,7 +661,8 @@ static int cmd_serve(struct settings *s)
 		goto out;
 	}
 	coord_db_shown(s->db, shown, sizeof(shown));
-	log_info("rcs-coordinator %s serving (database %s)", RCS_VERSION, shown);
+	log_info("rcs-coordinator %s serving as node %s (database %s)", RCS_VERSION, node_id,
+		 shown);
 	/* ready for systemd once the broker is connected too, or SERVICE_READY_WAIT seconds
 	   later all the same (docs/deploy.md, "The units") */
 	ready_by = time(NULL) + SERVICE_READY_WAIT;
@@ -690,6 +704,7 @@ out:
 	store_close(st);
 	signer_free(signer);
 	webhook_guard_free(guard);
+	free(keep);
 	return rc;
 }
 
