@@ -198,9 +198,25 @@ out:
 	return err;
 }
 
+/* A device's cancel waiting for the commit of the job's move to cancelled. */
+struct lifecycle_cancelled {
+	struct lifecycle *lc;
+	struct job_rec job; /* ident, client_root and entity_ident: what the message names */
+};
+
+static void lifecycle_cancelled_after(void *arg, bool committed)
+{
+	struct lifecycle_cancelled *c = arg;
+
+	if (committed && c->lc->hooks && c->lc->hooks->job_cancelled)
+		c->lc->hooks->job_cancelled(c->lc->hooks->ctx, &c->job);
+	free(c);
+}
+
 enum rcs_err lifecycle_cancel(struct lifecycle *lc, const char *client_root, const char *ident,
 			      int64_t now, struct job_rec *job_out)
 {
+	struct lifecycle_cancelled *c = NULL;
 	struct job_move m = {
 	    .client_root = client_root,
 	    .ident = ident,
@@ -224,9 +240,30 @@ enum rcs_err lifecycle_cancel(struct lifecycle *lc, const char *client_root, con
 		err = RCS_ERR_CONFLICT;
 		goto out;
 	}
-	/* a job that may have reached the device: tell it */
-	if (status_rank(was) >= status_rank(JS_TRANSMITED) && lc->hooks && lc->hooks->job_cancelled)
-		lc->hooks->job_cancelled(lc->hooks->ctx, job_out);
+	/* a job that may have reached the device: tell it, once the cancel is stored for good
+	 * (the request's transaction may still be open: a group cancel, the audit row) */
+	if (status_rank(was) >= status_rank(JS_TRANSMITED) && lc->hooks &&
+	    lc->hooks->job_cancelled) {
+		c = calloc(1, sizeof(*c));
+		if (c == NULL) {
+			log_warnx(
+			    "job %s: cancel not sent to the device (out of memory); it is told"
+			    " when it reports on the job",
+			    ident);
+			goto out;
+		}
+		c->lc = lc;
+		memcpy(c->job.ident, job_out->ident, sizeof(c->job.ident));
+		memcpy(c->job.client_root, job_out->client_root, sizeof(c->job.client_root));
+		memcpy(c->job.entity_ident, job_out->entity_ident, sizeof(c->job.entity_ident));
+		if (store_after_commit(lc->st, lifecycle_cancelled_after, c) != RCS_OK) {
+			log_warnx(
+			    "job %s: cancel not sent to the device; it is told when it reports"
+			    " on the job",
+			    ident);
+			free(c);
+		}
+	}
 out:
 	return err;
 }

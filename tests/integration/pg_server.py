@@ -75,10 +75,14 @@ class PgServer:
                               text=True, timeout=120, **kw)
 
     def start(self):
-        p = self._run([os.path.join(self.bindir, "initdb"), "-D", self.data, "-U", USER,
-                       "-A", "trust", "--no-locale", "-E", "UTF8", "--no-sync"])
-        if p.returncode != 0:
-            raise RuntimeError("initdb failed: %s%s" % (p.stdout, p.stderr))
+        """initdb (the first time) and start the server; again after pause()."""
+        if not os.path.exists(self.data):
+            p = self._run([os.path.join(self.bindir, "initdb"), "-D", self.data, "-U", USER,
+                           "-A", "trust", "--no-locale", "-E", "UTF8", "--no-sync"])
+            if p.returncode != 0:
+                raise RuntimeError("initdb failed: %s%s" % (p.stdout, p.stderr))
+        if getattr(self, "log", None) is not None:
+            self.log.close()
         self.log = open(os.path.join(self.dir, "postgres.log"), "ab")
         self.proc = subprocess.Popen(
             [os.path.join(self.bindir, "postgres"), "-D", self.data, "-p", str(self.port),
@@ -124,7 +128,21 @@ class PgServer:
         self.psql("CREATE DATABASE %s" % name)
         return self.url(name)
 
+    def pause(self):
+        """Stops the server (fast shutdown), keeping its data: start() brings it back."""
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGINT)
+            try:
+                self.proc.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        self.proc = None
+
     def stop(self):
+        if getattr(self, "log", None) is not None:
+            self.log.close()
+            self.log = None
         if self.proc is not None and self.proc.poll() is None:
             self.proc.send_signal(signal.SIGINT)  # fast shutdown
             try:

@@ -112,11 +112,51 @@ class ServiceWithoutBrokerTest(ServiceChecks, CoordinatorTest):
 
     def test_d_database_removed(self):
         self.health(200, "ok", "none")
+        if H.on_postgres():
+            # PostgreSQL stopped while serving: 503 while it is away, 200 once it is back
+            # (PostgresRestartTest checks reads and writes around it)
+            import pg_server
+            pg = pg_server.shared()
+            pg.pause()
+            try:
+                self.health(503, "unavailable", "none")
+            finally:
+                pg.start()
+            H.wait_for(lambda: H.Api(self.coord.base, None).get("/health").status == 200,
+                       timeout=30, what="GET /health 200 once PostgreSQL is back")
+            return
         for suffix in ("", "-wal", "-shm"):
             if os.path.exists(self.coord.db + suffix):
                 os.remove(self.coord.db + suffix)
         self.health(503, "unavailable", "none")
         self.assertIn("removed or renamed", self.coord.read_log())
+
+
+@unittest.skipUnless(H.on_postgres(), "a PostgreSQL restart (RCS_TEST_DB=postgres)")
+class PostgresRestartTest(CoordinatorTest):
+    """PostgreSQL restarted under a serving coordinator: requests answer 503 with a JSON
+    error body while it is away, nothing crashes, and reads and writes work again once it is
+    back, without restarting the coordinator (docs/coordinator.md, "PostgreSQL")."""
+
+    def test_restart(self):
+        import pg_server
+        pg = pg_server.shared()
+        self.assertEqual(self.admin.post("/devices", {"name": "before", "tags": []}).status, 201)
+        pg.pause()
+        try:
+            r = self.admin.get("/tasks")
+            self.assertEqual(r.status, 503, r)
+            self.assertIsInstance(r.json, dict)
+            r = self.admin.post("/devices", {"name": "while-away", "tags": []})
+            self.assertEqual(r.status, 503, r)
+        finally:
+            pg.start()
+        H.wait_for(lambda: self.admin.get("/devices").status == 200, timeout=30,
+                   what="GET /devices 200 once PostgreSQL is back")
+        self.assertEqual(self.admin.post("/devices", {"name": "after", "tags": []}).status, 201)
+        names = sorted(d["name"] for d in self.admin.get("/devices").json["items"])
+        self.assertEqual(names, ["after", "before"])
+        self.assertTrue(self.coord.alive())
 
 
 class ServiceWithBrokerTest(ServiceChecks, CoordinatorTest):

@@ -308,6 +308,21 @@ class RolloutTest(CoordinatorTest):
                                 ["api_key"])
         self.assertError(viewer.patch("/groups/%s/resume" % gid), 403, "forbidden")
 
+    def test_cancel_tells_devices(self):
+        """A group cancel tells each device holding one of its jobs, after the cancel is
+        stored: the device's cancel message names the job, which is cancelled for good."""
+        fleet = self.fleet(3, hold=True)
+        gid = self.send([i for i, _ in fleet], group_name="held")["group"]["ident"]
+        wait_for(lambda: all(d.held for _, d in fleet), timeout=20, what="jobs held")
+        r = self.admin.patch("/groups/%s/cancel" % gid, {})
+        self.assertStatus(r, 200)
+        self.assertEqual(r.json["counts"], {"cancelled": 3})
+        for _, d in fleet:
+            job = d.held[0]
+            wait_for(lambda: [c for c in d.cancels if c.get("job") == job], timeout=10,
+                     what="the cancel of %s on its device" % job)
+            self.assertEqual(self.admin.get("/jobs/" + job).json["status"], "cancelled")
+
     # ---- abort ----
 
     def test_abort(self):
