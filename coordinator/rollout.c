@@ -172,16 +172,3 @@ bool rollout_error_permanent(const char *code)
 			return true;
 	return false;
 }
-
-bool rollout_error_code_valid(const char *code)
-{
-	size_t n = code ? strlen(code) : 0;
-
-	if (n == 0 || n > 32)
-		return false;
-	for (size_t i = 0; i < n; i++)
-		if (!((code[i] >= 'a' && code[i] <= 'z') || (code[i] >= '0' && code[i] <= '9') ||
-		      code[i] == '_'))
-			return false;
-	return true;
-}

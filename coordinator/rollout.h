@@ -82,7 +82,5 @@ int64_t rollout_retry_delay(const struct group_settings *g, long long attempt);
 /* Whether a failure cause (docs/mqtt.md, the `error` of an edge_error report) repeats
  * identically: never retried. NULL (an agent that doesn't say) is not permanent. */
 bool rollout_error_permanent(const char *code);
-/* Whether a text is a cause code as reports carry it: 1-32 of a-z, 0-9 and _. */
-bool rollout_error_code_valid(const char *code);
 
 #endif

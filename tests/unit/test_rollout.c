@@ -167,11 +167,6 @@ static void test_retries(void **state)
 	assert_false(rollout_error_permanent("interrupted"));
 	assert_false(rollout_error_permanent("storage_full"));
 	assert_false(rollout_error_permanent(NULL));
-	assert_true(rollout_error_code_valid("script_error"));
-	assert_false(rollout_error_code_valid(""));
-	assert_false(rollout_error_code_valid("Script"));
-	assert_false(rollout_error_code_valid("a b"));
-	assert_false(rollout_error_code_valid("abcdefghijklmnopqrstuvwxyz0123456"));
 }
 
 int main(void)
