@@ -16,6 +16,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <curl/curl.h>
+
 #include "cfg.h"
 #include "auth.h"
 #include "http_api.h"
@@ -499,6 +501,7 @@ static int cmd_serve(struct settings *s)
 	char shown[1024];
 	char node_id[NODE_ID_MAX + 1], client_id[NODE_ID_MAX + 32];
 	char *keep = NULL;
+	bool curl_ready = false;
 	enum rcs_err err;
 
 	memset(&lc, 0, sizeof(lc));
@@ -555,6 +558,12 @@ static int cmd_serve(struct settings *s)
 		rc = 0;
 		goto out;
 	}
+	/* libcurl's global state (the webhook sender's and the notifier's), before any thread */
+	if (curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK) {
+		fprintf(stderr, "rcs-coordinator: cannot initialise libcurl\n");
+		goto out;
+	}
+	curl_ready = true;
 	/* signals are taken by this thread only, with sigwait() */
 	sigemptyset(&sigs);
 	sigaddset(&sigs, SIGTERM);
@@ -705,6 +714,8 @@ out:
 	signer_free(signer);
 	webhook_guard_free(guard);
 	free(keep);
+	if (curl_ready)
+		curl_global_cleanup();
 	return rc;
 }
 

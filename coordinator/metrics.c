@@ -83,13 +83,6 @@ void metrics_http(const char *method, int code, double seconds)
 	pthread_mutex_unlock(&m.lock);
 }
 
-void metrics_mqtt_connected(bool up)
-{
-	pthread_mutex_lock(&m.lock);
-	m.mqtt_up = up;
-	pthread_mutex_unlock(&m.lock);
-}
-
 void metrics_mqtt_probe(bool (*probe)(void *ctx), void *ctx)
 {
 	pthread_mutex_lock(&m.lock);

@@ -20,10 +20,9 @@
 
 /* An API request answered with code after seconds. */
 void metrics_http(const char *method, int code, double seconds);
-/* The broker connection went up or down; a message came in or went out. */
-void metrics_mqtt_connected(bool up);
-/* Or: asks probe(ctx) at each scrape whether the broker is connected (NULL: not). */
+/* Asks probe(ctx) at each scrape whether the broker is connected (NULL: not). */
 void metrics_mqtt_probe(bool (*probe)(void *ctx), void *ctx);
+/* A message came in or went out. */
 void metrics_mqtt_in(void);
 void metrics_mqtt_out(void);
 /* A job came to status to. */

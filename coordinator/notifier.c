@@ -235,6 +235,11 @@ static enum rcs_err notifier_send(struct notifier *n, const char *to, const char
 	}
 	snprintf(addr, sizeof(addr), "<%s>", to);
 	rcpt = curl_slist_append(NULL, addr);
+	if (rcpt == NULL) {
+		snprintf(errbuf, CURL_ERROR_SIZE, "out of memory for the recipient");
+		curl_easy_cleanup(c);
+		return RCS_ERR_NOMEM;
+	}
 	curl_easy_setopt(c, CURLOPT_URL, n->smtp_url);
 	curl_easy_setopt(c, CURLOPT_MAIL_FROM, n->from);
 	curl_easy_setopt(c, CURLOPT_MAIL_RCPT, rcpt);
@@ -416,7 +421,6 @@ enum rcs_err notifier_start(const struct notifier_opts *opts, struct store *st,
 	n->lc = lc;
 	if (n->smtp_url == NULL || n->from == NULL)
 		goto out;
-	curl_global_init(CURL_GLOBAL_DEFAULT);
 	if (pthread_create(&n->thread, NULL, notifier_loop, n) != 0) {
 		err = RCS_ERR_IO;
 		goto out;

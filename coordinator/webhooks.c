@@ -496,11 +496,23 @@ static void hook_record(struct webhooks *w, const struct webhook_due *d, int64_t
 			  d->webhook_ident, d->ident);
 }
 
+/* Appends header h to *l: false, with *l as it was, when there is no memory for it. */
+static bool hook_header(struct curl_slist **l, const char *h)
+{
+	struct curl_slist *n = curl_slist_append(*l, h);
+
+	if (n == NULL)
+		return false;
+	*l = n;
+	return true;
+}
+
 /* Starts one delivery in slot i (takes d's memory), or records why it cannot start. */
 static void hook_begin(struct webhooks *w, size_t slot, struct webhook_due *d)
 {
 	struct hook_xfer *x = calloc(1, sizeof(*x));
 	char sig[WEBHOOK_SIG_MAX], hdr[WEBHOOK_SIG_MAX + 64];
+	bool ok;
 	enum rcs_err err;
 
 	if (x == NULL) {
@@ -539,14 +551,19 @@ static void hook_begin(struct webhooks *w, size_t slot, struct webhook_due *d)
 		hook_xfer_free(x);
 		return;
 	}
-	x->hdrs = curl_slist_append(x->hdrs, "Content-Type: application/json");
-	x->hdrs = curl_slist_append(x->hdrs, "Expect:");
+	ok = hook_header(&x->hdrs, "Content-Type: application/json") &&
+	     hook_header(&x->hdrs, "Expect:");
 	snprintf(hdr, sizeof(hdr), "rcs-delivery: %s", x->d.ident);
-	x->hdrs = curl_slist_append(x->hdrs, hdr);
+	ok = ok && hook_header(&x->hdrs, hdr);
 	snprintf(hdr, sizeof(hdr), "rcs-event: %s", x->d.type);
-	x->hdrs = curl_slist_append(x->hdrs, hdr);
+	ok = ok && hook_header(&x->hdrs, hdr);
 	snprintf(hdr, sizeof(hdr), "rcs-signature: %s", sig);
-	x->hdrs = curl_slist_append(x->hdrs, hdr);
+	ok = ok && hook_header(&x->hdrs, hdr);
+	if (!ok) {
+		hook_record(w, &x->d, x->started_ms, 0, "out of memory for the headers");
+		hook_xfer_free(x);
+		return;
+	}
 	curl_easy_setopt(x->c, CURLOPT_URL, x->d.url);
 	curl_easy_setopt(x->c, CURLOPT_PROTOCOLS_STR, "http,https");
 	curl_easy_setopt(x->c, CURLOPT_FOLLOWLOCATION, 0L);
@@ -693,7 +710,6 @@ enum rcs_err webhooks_start(const struct webhooks_opts *opts, struct store *st,
 	enum rcs_err err = RCS_ERR_NOMEM;
 
 	*out = NULL;
-	curl_global_init(CURL_GLOBAL_DEFAULT);
 	w = calloc(1, sizeof(*w));
 	if (w == NULL)
 		goto out;

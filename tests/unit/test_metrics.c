@@ -23,6 +23,13 @@
 
 /* ---- helpers ---- */
 
+static bool mqtt_up;
+
+static bool probe_up(void *ctx)
+{
+	return *(bool *)ctx;
+}
+
 static char *render_now(void)
 {
 	char dir[] = "/tmp/rcs-metrics-XXXXXX", path[64];
@@ -176,7 +183,8 @@ static void test_exposition(void **state)
 	metrics_job_status(JS_CANCELLED);
 	metrics_webhook_attempt(true, false);
 	metrics_webhook_attempt(false, true);
-	metrics_mqtt_connected(true);
+	mqtt_up = true;
+	metrics_mqtt_probe(probe_up, &mqtt_up);
 	metrics_mqtt_in();
 	metrics_mqtt_out();
 	metrics_mqtt_out();
@@ -229,7 +237,7 @@ static void test_exposition(void **state)
 
 	/* counters only grow */
 	metrics_job_run_time(7);
-	metrics_mqtt_connected(false);
+	mqtt_up = false;
 	text = render_now();
 	assert_true(sample(text, "rcs_job_run_time_seconds_bucket{le=\"5\"}") == 4);
 	assert_true(sample(text, "rcs_job_run_time_seconds_bucket{le=\"10\"}") == 5);
