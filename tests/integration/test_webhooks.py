@@ -203,6 +203,16 @@ class WebhookTest(CoordinatorTest):
             with self.subTest(body=body):
                 self.assertError(self.admin.post("/webhooks", body), 400, "validation_failed",
                                  field)
+        # a saved webhook can't be moved to an address the guard refuses either
+        hook = self.admin.post("/webhooks", {"url": self.recv.url + "/ok/patch",
+                                             "events": ["job.status"]}).json
+        for url in ("http://169.254.169.254/latest", "http://10.0.0.7/x", "ftp://127.0.0.1/x"):
+            with self.subTest(patch=url):
+                self.assertError(self.admin.patch("/webhooks/" + hook["ident"], {"url": url}),
+                                 400, "validation_failed", "url")
+        self.assertEqual(self.admin.get("/webhooks/" + hook["ident"]).json["url"],
+                         self.recv.url + "/ok/patch")
+        self.assertStatus(self.admin.delete("/webhooks/" + hook["ident"]), 204)
 
     def test_signed_ordered_deliveries(self):
         hook = self.hook("/ok/order")
@@ -272,6 +282,14 @@ class WebhookTest(CoordinatorTest):
         # in order: pending was delivered after initial
         statuses = [json.loads(h[2])["data"]["status"] for h in self.recv.on("/flaky/2")]
         self.assertEqual(statuses, ["initial", "initial", "initial", "pending"])
+        # each attempt is signed at its own time: t= is the attempt's "at", not the body's ts
+        ts = [int(dict(p.split("=", 1) for p in h[1]["rcs-signature"].split(","))["t"])
+              for h in self.recv.on("/flaky/2") if json.loads(h[2])["data"]["status"] ==
+              "initial"]
+        self.assertEqual(len(ts), 3)
+        for t, a in zip(ts, first["attempts"]):
+            self.assertLessEqual(abs(t - a["at"]), 1, (ts, first["attempts"]))
+        self.assertGreater(ts[2], ts[0])
 
     def test_hang_does_not_block(self):
         hang = self.hook("/hang/x")
