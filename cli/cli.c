@@ -136,6 +136,17 @@ const char *cli_str(json_object *o, const char *k)
 								     : NULL;
 }
 
+const char *cli_show(json_object *o, const char *k)
+{
+	static char slots[CLI_SHOW_SLOTS][512];
+	static unsigned next;
+	char *out = slots[next++ % CLI_SHOW_SLOTS];
+	const char *v = cli_str(o, k);
+
+	table_clean(out, sizeof(slots[0]), v != NULL ? v : "-", 0);
+	return out;
+}
+
 int64_t cli_int(json_object *o, const char *k)
 {
 	json_object *v = o ? jsonu_member(o, k) : NULL;

@@ -85,6 +85,11 @@ enum rcs_err cli_query_paging(struct cli *c, struct buf *path);
 void cli_page_footer(json_object *page);
 /* The string member k of o, NULL when absent or not a string. */
 const char *cli_str(json_object *o, const char *k);
+/* The string member k of o as a terminal may show it: control characters as '?', "-" when
+ * absent. The text lives in one of CLI_SHOW_SLOTS buffers, reused in turn: enough for the
+ * members of one line. */
+#define CLI_SHOW_SLOTS 8
+const char *cli_show(json_object *o, const char *k);
 /* Member k of o when it is an array, else NULL (an answer of the wrong shape is not read). */
 json_object *cli_array(json_object *o, const char *k);
 /* The integer member k of o, 0 when absent or not an integer. */

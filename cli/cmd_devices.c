@@ -157,8 +157,8 @@ int cmd_devices_create(struct cli *c)
 	if (c->o.json)
 		cli_print_raw(&r);
 	else
-		printf("created device %s (%s)\n", cli_str(r.json, "name"),
-		       cli_str(r.json, "entity_ident"));
+		printf("created device %s (%s)\n", cli_show(r.json, "name"),
+		       cli_show(r.json, "entity_ident"));
 out:
 	json_object_put(body);
 	http_resp_free(&r);
@@ -222,7 +222,7 @@ int cmd_devices_tag(struct cli *c)
 	if (c->o.json)
 		cli_print_raw(&w);
 	else
-		printf("device %s tags: %s\n", cli_str(w.json, "name"),
+		printf("device %s tags: %s\n", cli_show(w.json, "name"),
 		       devices_join(jsonu_member(w.json, "tags"), tags, sizeof(tags)));
 out:
 	json_object_put(body);

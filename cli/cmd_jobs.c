@@ -110,13 +110,13 @@ static void jobs_print(json_object *j)
 	json_object *task = jsonu_member(j, "task"), *group = jsonu_member(j, "group");
 
 	table_kv(stdout, "ident", cli_str(j, "ident"));
-	snprintf(line, sizeof(line), "%s (%s, version %lld)", cli_str(task, "name"),
-		 cli_str(task, "ident"), (long long)cli_int(task, "version"));
+	snprintf(line, sizeof(line), "%s (%s, version %lld)", cli_show(task, "name"),
+		 cli_show(task, "ident"), (long long)cli_int(task, "version"));
 	table_kv(stdout, "task", line);
 	table_kv(stdout, "device", cli_str(j, "entity_ident"));
 	if (group != NULL && json_object_is_type(group, json_type_object)) {
-		snprintf(line, sizeof(line), "%s (%s)", cli_str(group, "name"),
-			 cli_str(group, "ident"));
+		snprintf(line, sizeof(line), "%s (%s)", cli_show(group, "name"),
+			 cli_show(group, "ident"));
 		table_kv(stdout, "group", line);
 	} else {
 		table_kv(stdout, "group", NULL);
@@ -200,7 +200,7 @@ int cmd_jobs_cancel(struct cli *c)
 	if (c->o.json)
 		cli_print_raw(&r);
 	else
-		printf("job %s %s\n", cli_str(r.json, "ident"), cli_str(r.json, "status"));
+		printf("job %s %s\n", cli_show(r.json, "ident"), cli_show(r.json, "status"));
 out:
 	http_resp_free(&r);
 	buf_free(&path);
@@ -336,7 +336,7 @@ int cmd_groups_action(struct cli *c)
 		cli_print_raw(&r);
 	else
 		printf("group %s: %s\n", c->pos[0],
-		       cli_str(r.json, "status") ? cli_str(r.json, "status") : action);
+		       cli_str(r.json, "status") ? cli_show(r.json, "status") : action);
 out:
 	http_resp_free(&r);
 	buf_free(&path);

@@ -225,7 +225,7 @@ static int send_bulk_print(struct cli *c, json_object *ans, long long *rejected)
 
 	*rejected = rej ? (long long)json_object_array_length(rej) : 0;
 	if (g != NULL && json_object_is_type(g, json_type_object))
-		printf("group %s (%s): %zu job%s\n", cli_str(g, "name"), cli_str(g, "ident"), ni,
+		printf("group %s (%s): %zu job%s\n", cli_show(g, "name"), cli_show(g, "ident"), ni,
 		       ni == 1 ? "" : "s");
 	else
 		printf("%zu job%s\n", ni, ni == 1 ? "" : "s");
@@ -368,7 +368,8 @@ int cmd_send(struct cli *c)
 		if (c->o.json && !c->o.wait)
 			cli_print_raw(&r);
 		else if (!c->o.json)
-			printf("job %s %s\n", cli_str(r.json, "ident"), cli_str(r.json, "status"));
+			printf("job %s %s\n", cli_show(r.json, "ident"),
+			       cli_show(r.json, "status"));
 	} else {
 		json_object *rej = cli_array(r.json, "rejected");
 		rejected = rej ? (long long)json_object_array_length(rej) : 0;

@@ -244,8 +244,8 @@ int cmd_tasks_create(struct cli *c)
 	if (c->o.json)
 		cli_print_raw(&r);
 	else
-		printf("created task %s (%s), version %lld\n", cli_str(r.json, "name"),
-		       cli_str(r.json, "ident"), (long long)cli_int(r.json, "version"));
+		printf("created task %s (%s), version %lld\n", cli_show(r.json, "name"),
+		       cli_show(r.json, "ident"), (long long)cli_int(r.json, "version"));
 out:
 	json_object_put(body);
 	json_object_put(vi);
@@ -358,12 +358,12 @@ int cmd_scripts_put(struct cli *c)
 		goto out;
 	}
 	printf("%s script %s (%lld bytes, sha256 %s)\n", r.status == 201 ? "created" : "replaced",
-	       cli_str(r.json, "name"), (long long)cli_int(r.json, "size"),
-	       cli_str(r.json, "sha256"));
+	       cli_show(r.json, "name"), (long long)cli_int(r.json, "size"),
+	       cli_show(r.json, "sha256"));
 	upd = cli_array(r.json, "tasks_updated");
 	for (size_t i = 0; upd && i < json_object_array_length(upd); i++) {
 		json_object *it = json_object_array_get_idx(upd, i);
-		printf("task %s is now version %lld\n", cli_str(it, "ident"),
+		printf("task %s is now version %lld\n", cli_show(it, "ident"),
 		       (long long)cli_int(it, "version"));
 	}
 out:

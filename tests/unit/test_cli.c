@@ -14,6 +14,9 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <json-c/json.h>
+
+#include "cli.h"
 #include "config.h"
 #include "http.h"
 #include "send.h"
@@ -232,6 +235,24 @@ static void test_watch_progress(void **state)
 	assert_non_null(strstr(line, "[..........]"));
 }
 
+/* what a server sends is shown without control characters, "-" for a missing member */
+static void test_cli_show(void **state)
+{
+	json_object *o = json_tokener_parse("{\"name\":\"a\\u001b[2Jb\",\"n\":1}");
+	const char *a, *b;
+
+	(void)state;
+	assert_non_null(o);
+	a = cli_show(o, "name");
+	b = cli_show(o, "missing");
+	assert_string_equal(a, "a?[2Jb");
+	assert_string_equal(b, "-");
+	assert_string_equal(cli_show(o, "n"), "-"); /* not a string */
+	assert_string_equal(a, "a?[2Jb");           /* still there: another slot */
+	assert_null(cli_str(o, "missing"));
+	json_object_put(o);
+}
+
 static void test_http_escape(void **state)
 {
 	struct buf b;
@@ -356,7 +377,7 @@ int main(void)
 	    cmocka_unit_test(test_send_parse_time), cmocka_unit_test(test_send_var_value),
 	    cmocka_unit_test(test_table),           cmocka_unit_test(test_watch_progress),
 	    cmocka_unit_test(test_http_escape),     cmocka_unit_test(test_http_init),
-	    cmocka_unit_test(test_config),
+	    cmocka_unit_test(test_config),          cmocka_unit_test(test_cli_show),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
