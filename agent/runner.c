@@ -88,29 +88,10 @@ static const char *runner_verify_cause(enum verify_check failed)
 	}
 }
 
-/* The cause of a script that failed in the sandbox, from the jail's reason (sandbox.h). */
+/* The cause of a script that failed in the sandbox (sandbox.h). */
 static const char *runner_sandbox_cause(const struct sandbox_result *res)
 {
-	const char *t = res->response ? res->response : "";
-
-	switch (res->outcome) {
-	case SANDBOX_TIMEOUT:
-		return "timeout";
-	case SANDBOX_CRASHED:
-		return "crashed";
-	default:
-		break;
-	}
-	if (strncmp(t, "sandbox violation", 17) == 0)
-		return "sandbox_violation";
-	if (strncmp(t, "sandbox unavailable", 19) == 0 ||
-	    strncmp(t, "sandbox setup failed", 20) == 0)
-		return "sandbox_unavailable";
-	if (strncmp(t, "memory limit", 12) == 0)
-		return "memory_limit";
-	if (strncmp(t, "timeout", 7) == 0)
-		return "timeout";
-	return "script_error";
+	return res->cause != NULL ? res->cause : "script_error";
 }
 
 /* verify_envelope under the policy p; which check refused into *failed. */

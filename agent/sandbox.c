@@ -192,6 +192,7 @@ struct sbx_run {
 	bool job_sent; /* SBX_JOB is out: out holds replies from now on */
 
 	bool hello, eof, done;
+	const char *cause; /* of the outcome (run_finish) */
 	bool sleeping;
 	int64_t sleep_until;
 	int64_t progress_last; /* -1: none yet */
@@ -205,11 +206,13 @@ struct sbx_run {
 	bool reboot;
 };
 
-static void run_finish(struct sbx_run *r, enum sandbox_outcome outcome, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
+static void run_finish(struct sbx_run *r, enum sandbox_outcome outcome, const char *cause,
+		       const char *fmt, ...) __attribute__((format(printf, 4, 5)));
 
-/* Sets the outcome (the first one wins) and ends the loop. */
-static void run_finish(struct sbx_run *r, enum sandbox_outcome outcome, const char *fmt, ...)
+/* Sets the outcome, its cause (docs/mqtt.md, a report's `error`; NULL for SANDBOX_OK) and
+ * reason (the first one wins), and ends the loop. */
+static void run_finish(struct sbx_run *r, enum sandbox_outcome outcome, const char *cause,
+		       const char *fmt, ...)
 {
 	va_list ap;
 	char tmp[SANDBOX_REASON_MAX + 64];
@@ -218,6 +221,7 @@ static void run_finish(struct sbx_run *r, enum sandbox_outcome outcome, const ch
 		return;
 	r->done = true;
 	r->outcome = outcome;
+	r->cause = cause;
 	buf_reset(&r->reason);
 	if (fmt == NULL)
 		return;
@@ -230,7 +234,7 @@ static void run_finish(struct sbx_run *r, enum sandbox_outcome outcome, const ch
 static void run_violation(struct sbx_run *r, const char *what)
 {
 	log_warnx("job %s: sandbox violation: %s", r->ident, what);
-	run_finish(r, SANDBOX_ERROR, "sandbox violation: %s", what);
+	run_finish(r, SANDBOX_ERROR, "sandbox_violation", "sandbox violation: %s", what);
 }
 
 /*
@@ -266,7 +270,8 @@ static void run_reply(struct sbx_run *r, uint8_t op, size_t nf, const char *cons
 		      const size_t *fl)
 {
 	if (sandbox_wire_encode(&r->out, op, nf, f, fl) != RCS_OK)
-		run_finish(r, SANDBOX_ERROR, "sandbox: reply too large for the child");
+		run_finish(r, SANDBOX_ERROR, "script_error",
+			   "sandbox: reply too large for the child");
 }
 
 static void run_reply_err(struct sbx_run *r, const char *fmt, ...)
@@ -986,43 +991,47 @@ static void run_result(struct sbx_run *r, const struct sbx_msg *m)
 		if (m->nfields != 2) {
 			run_violation(r, "result: no text");
 		} else if (m->flen[1] > r->cfg.max_response) {
-			run_finish(r, SANDBOX_ERROR, "response too large");
+			run_finish(r, SANDBOX_ERROR, "script_error", "response too large");
 		} else if (memchr(m->f[1], '\0', m->flen[1]) != NULL ||
 			   !text_utf8_valid(m->f[1], m->flen[1])) {
-			run_finish(r, SANDBOX_ERROR, "bad response: not NUL-free UTF-8 text");
+			run_finish(r, SANDBOX_ERROR, "script_error",
+				   "bad response: not NUL-free UTF-8 text");
 		} else {
 			r->response = strndup(m->f[1], m->flen[1]);
 			if (r->response == NULL)
-				run_finish(r, SANDBOX_ERROR,
+				run_finish(r, SANDBOX_ERROR, "sandbox_unavailable",
 					   "agent out of memory for the response");
 			else
-				run_finish(r, SANDBOX_OK, NULL);
+				run_finish(r, SANDBOX_OK, NULL, NULL);
 		}
 		break;
 	case SBX_RES_NIL:
-		run_finish(r, SANDBOX_OK, NULL);
+		run_finish(r, SANDBOX_OK, NULL, NULL);
 		break;
 	case SBX_RES_SCRIPT:
-		run_finish(r, SANDBOX_ERROR, "script error: %s", text.data ? text.data : "");
+		run_finish(r, SANDBOX_ERROR, "script_error", "script error: %s",
+			   text.data ? text.data : "");
 		break;
 	case SBX_RES_BADRESP:
-		run_finish(r, SANDBOX_ERROR, "bad response: %s", text.data ? text.data : "");
+		run_finish(r, SANDBOX_ERROR, "script_error", "bad response: %s",
+			   text.data ? text.data : "");
 		break;
 	case SBX_RES_TOOBIG:
-		run_finish(r, SANDBOX_ERROR, "response too large");
+		run_finish(r, SANDBOX_ERROR, "script_error", "response too large");
 		break;
 	case SBX_RES_MEMORY:
-		run_finish(r, SANDBOX_ERROR, "memory limit exceeded");
+		run_finish(r, SANDBOX_ERROR, "memory_limit", "memory limit exceeded");
 		break;
 	case SBX_RES_TIMEOUT:
-		run_finish(r, SANDBOX_TIMEOUT, "timeout after %lld s", r->timeout);
+		run_finish(r, SANDBOX_TIMEOUT, "timeout", "timeout after %lld s", r->timeout);
 		break;
 	case SBX_RES_NOSECCOMP:
-		run_finish(r, SANDBOX_ERROR, "sandbox unavailable: seccomp refused");
+		run_finish(r, SANDBOX_ERROR, "sandbox_unavailable",
+			   "sandbox unavailable: seccomp refused");
 		break;
 	case SBX_RES_SETUP:
 		log_warnx("job %s: sandbox setup failed: %s", r->ident, text.data ? text.data : "");
-		run_finish(r, SANDBOX_ERROR, "sandbox setup failed: %s",
+		run_finish(r, SANDBOX_ERROR, "sandbox_unavailable", "sandbox setup failed: %s",
 			   text.data ? text.data : "");
 		break;
 	default:
@@ -1061,7 +1070,7 @@ static enum run_wait run_frame(struct sbx_run *r, const char *body, size_t len)
 		r->hello = true;
 		if (m.f[0][0] == '0') {
 			if (!r->cfg.allow_no_seccomp) {
-				run_finish(r, SANDBOX_ERROR,
+				run_finish(r, SANDBOX_ERROR, "sandbox_unavailable",
 					   "sandbox unavailable: seccomp refused");
 				break;
 			}
@@ -1136,7 +1145,8 @@ static enum run_wait run_feed(struct sbx_run *r, const char *p, size_t n)
 			free(r->body);
 			r->body = malloc(r->body_len);
 			if (r->body == NULL) {
-				run_finish(r, SANDBOX_ERROR, "agent out of memory");
+				run_finish(r, SANDBOX_ERROR, "sandbox_unavailable",
+					   "agent out of memory");
 				break;
 			}
 			continue;
@@ -1191,7 +1201,8 @@ static void run_loop(struct sbx_run *r)
 
 		memset(pf, 0, sizeof(pf));
 		if (now >= r->kill_at_ms) {
-			run_finish(r, SANDBOX_TIMEOUT, "timeout after %lld s", r->timeout);
+			run_finish(r, SANDBOX_TIMEOUT, "timeout", "timeout after %lld s",
+				   r->timeout);
 			break;
 		}
 		if (r->sleeping && now >= r->sleep_until) {
@@ -1225,19 +1236,20 @@ static void run_loop(struct sbx_run *r)
 				: wake - now > 60000 ? 60000
 						     : wake - now));
 		if (rc < 0 && errno != EINTR) {
-			run_finish(r, SANDBOX_ERROR, "sandbox: poll: %s", strerror(errno));
+			run_finish(r, SANDBOX_ERROR, "sandbox_unavailable", "sandbox: poll: %s",
+				   strerror(errno));
 			break;
 		}
 		if (rc <= 0)
 			continue;
 		if (icancel > 0 && (pf[icancel].revents & (POLLIN | POLLHUP | POLLERR))) {
-			run_finish(r, SANDBOX_CANCELLED, "cancelled");
+			run_finish(r, SANDBOX_CANCELLED, "cancelled", "cancelled");
 			break;
 		}
 		if (ictl > 0 && pf[ictl].revents != 0) {
 			sandbox_launcher_read(&r->sp);
 			if (r->sp.lost) {
-				run_finish(r, SANDBOX_ERROR,
+				run_finish(r, SANDBOX_ERROR, "sandbox_unavailable",
 					   "sandbox unavailable: the sandbox launcher died");
 				break;
 			}
@@ -1257,9 +1269,10 @@ static void run_loop(struct sbx_run *r)
 			}
 			w = run_feed(r, tmp, (size_t)got);
 			if (w == RUN_WAIT_CANCELLED)
-				run_finish(r, SANDBOX_CANCELLED, "cancelled");
+				run_finish(r, SANDBOX_CANCELLED, "cancelled", "cancelled");
 			else if (w == RUN_WAIT_DEADLINE)
-				run_finish(r, SANDBOX_TIMEOUT, "timeout after %lld s", r->timeout);
+				run_finish(r, SANDBOX_TIMEOUT, "timeout", "timeout after %lld s",
+					   r->timeout);
 		}
 	}
 }
@@ -1313,14 +1326,16 @@ static void run_reap(struct sbx_run *r)
 		return;
 	status = r->sp.status;
 	if (!r->sp.exited)
-		run_finish(r, SANDBOX_ERROR, "sandbox unavailable: the sandbox launcher died");
+		run_finish(r, SANDBOX_ERROR, "sandbox_unavailable",
+			   "sandbox unavailable: the sandbox launcher died");
 	else if (WIFSIGNALED(status) && WTERMSIG(status) == SIGXCPU)
-		run_finish(r, SANDBOX_TIMEOUT, "timeout: cpu time limit exceeded");
+		run_finish(r, SANDBOX_TIMEOUT, "timeout", "timeout: cpu time limit exceeded");
 	else if (WIFSIGNALED(status))
-		run_finish(r, SANDBOX_CRASHED, "killed by signal %d (%s)", WTERMSIG(status),
-			   run_signame(WTERMSIG(status)));
+		run_finish(r, SANDBOX_CRASHED, "crashed", "killed by signal %d (%s)",
+			   WTERMSIG(status), run_signame(WTERMSIG(status)));
 	else
-		run_finish(r, SANDBOX_ERROR, "the sandbox exited with status %d without a result",
+		run_finish(r, SANDBOX_ERROR, "crashed",
+			   "the sandbox exited with status %d without a result",
 			   WEXITSTATUS(status));
 }
 
@@ -1395,13 +1410,14 @@ static enum rcs_err run_child(struct sbx_run *r)
 	if (err != RCS_OK) {
 		err = RCS_OK; /* an outcome, not a caller's error */
 		log_warnx("job %s: sandbox unavailable: %s", r->ident, why);
-		run_finish(r, SANDBOX_ERROR, "sandbox unavailable: %s", why);
+		run_finish(r, SANDBOX_ERROR, "sandbox_unavailable", "sandbox unavailable: %s", why);
 		goto out;
 	}
 	r->fd = sv[0];
 	sv[0] = -1;
 	if (fcntl(r->fd, F_SETFL, O_NONBLOCK) != 0)
-		run_finish(r, SANDBOX_ERROR, "sandbox: fcntl: %s", strerror(errno));
+		run_finish(r, SANDBOX_ERROR, "sandbox_unavailable", "sandbox: fcntl: %s",
+			   strerror(errno));
 	run_loop(r);
 	run_reap(r);
 out:
@@ -1464,12 +1480,13 @@ enum rcs_err sandbox_run(const struct sandbox_config *cfg, const struct sandbox_
 	r.out.max = r.tx_max + SBX_FRAME_HDR;
 
 	if (run_cancelled(r.cancel_fd, 0))
-		run_finish(&r, SANDBOX_CANCELLED, "cancelled");
+		run_finish(&r, SANDBOX_CANCELLED, "cancelled", "cancelled");
 	else
 		err = run_child(&r);
 	if (err != RCS_OK)
 		goto out;
 	out->outcome = r.outcome;
+	out->cause = r.outcome == SANDBOX_OK ? NULL : r.cause;
 	out->reboot = r.reboot;
 	if (r.outcome == SANDBOX_OK) {
 		out->response = r.response;

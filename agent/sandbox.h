@@ -166,6 +166,10 @@ struct sandbox_result {
 	   "cancelled", "sandbox unavailable: seccomp refused",
 	   "sandbox setup failed: ...", "sandbox violation: ...". */
 	char *response;
+	/* Not OK: why, as a report's `error` (docs/mqtt.md: "script_error", "timeout",
+	   "memory_limit", "crashed", "cancelled", "sandbox_unavailable",
+	   "sandbox_violation"); a constant string. NULL for OK. */
+	const char *cause;
 	bool reboot; /* the script called rcs.reboot() (whatever the outcome) */
 };
 

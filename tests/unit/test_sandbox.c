@@ -245,7 +245,39 @@ struct run {
 	const char *name; /* script name, default "t" */
 	int64_t elapsed_ms;
 	bool reboot;
+	const char *cause; /* the result's */
 };
+
+/* The cause a result must carry (docs/mqtt.md, a report's error), read off its outcome and
+ * reason: every run of these tests checks the sandbox's own word against it. */
+static const char *expected_cause(const struct sandbox_result *res)
+{
+	const char *t = res->response ? res->response : "";
+
+	switch (res->outcome) {
+	case SANDBOX_OK:
+		return NULL;
+	case SANDBOX_TIMEOUT:
+		return "timeout";
+	case SANDBOX_CRASHED:
+		return "crashed";
+	case SANDBOX_CANCELLED:
+		return "cancelled";
+	default:
+		break;
+	}
+	if (strncmp(t, "sandbox violation", 17) == 0)
+		return "sandbox_violation";
+	if (strncmp(t, "sandbox unavailable", 19) == 0 ||
+	    strncmp(t, "sandbox setup failed", 20) == 0 || strncmp(t, "sandbox: ", 9) == 0 ||
+	    strncmp(t, "agent out of memory", 19) == 0)
+		return strstr(t, "reply too large") ? "script_error" : "sandbox_unavailable";
+	if (strncmp(t, "memory limit", 12) == 0)
+		return "memory_limit";
+	if (strstr(t, "without a result") != NULL)
+		return "crashed";
+	return "script_error";
+}
 
 static int count_fds(void)
 {
@@ -295,7 +327,12 @@ static enum sandbox_outcome run_opts(const char *src, struct run *o, char **resp
 	assert_int_equal(sandbox_run(o->cfg ? o->cfg : &cfg, &host, &job, &res), RCS_OK);
 	o->elapsed_ms = sandbox_now_ms() - t0;
 	o->reboot = res.reboot;
+	o->cause = res.cause;
 	outcome = res.outcome;
+	if (expected_cause(&res) == NULL)
+		assert_null(res.cause);
+	else
+		assert_string_equal(res.cause, expected_cause(&res));
 	if (outcome != SANDBOX_OK)
 		assert_non_null(res.response); /* every failure has a reason */
 	if (response) {
@@ -441,6 +478,7 @@ static void test_script_errors(void **state)
 	o.name = "echo";
 	assert_int_equal(run_opts("local x = 1\n\nerror('boom')", &o, &resp), SANDBOX_ERROR);
 	assert_string_equal(resp, "script error: [string \"echo\"]:3: boom");
+	assert_string_equal(o.cause, "script_error");
 	free(resp);
 	expect_sub("return +", T_LONG, SANDBOX_ERROR, "script error: [string \"t\"]:1:");
 	expect("error({})", T_LONG, SANDBOX_ERROR, "script error: (error object is a table value)");
@@ -1436,7 +1474,8 @@ static void test_lua_function_names(void **state)
 	    {"return select(2, pcall(tostring))", "bad argument #1 to 'tostring' (value expected)"},
 	    {"return select(2, xpcall(ipairs, function(m) return m end))",
 	     "bad argument #1 to 'ipairs' (value expected)"},
-	    {"return select(2, pcall(select, 0))", "bad argument #1 to 'select' (index out of range)"},
+	    {"return select(2, pcall(select, 0))",
+	     "bad argument #1 to 'select' (index out of range)"},
 	    {"return select(2, pcall(collectgarbage, 'bogus'))",
 	     "bad argument #1 to 'collectgarbage' (invalid option 'bogus')"},
 	    {"return select(2, pcall(string.rep))",
@@ -1497,7 +1536,8 @@ static void test_lua_load_errors(void **state)
 	    {"return select(2, load(function() error('x') end))", "[string \"t\"]:1: x"},
 	    {"return select(2, load('return +'))",
 	     "[string \"return +\"]:1: unexpected symbol near '+'"},
-	    {"return select(2, load('local x\\n+', '=chunk'))", "chunk:2: unexpected symbol near '+'"},
+	    {"return select(2, load('local x\\n+', '=chunk'))",
+	     "chunk:2: unexpected symbol near '+'"},
 	    {"local s = {'return', ' +'} local i = 0"
 	     " return select(2, load(function() i = i + 1 return s[i] end))",
 	     "(load):1: unexpected symbol near '+'"},
