@@ -360,6 +360,10 @@ static void *notifier_loop(void *arg)
 		clock_gettime(CLOCK_REALTIME, &until);
 		now = (int64_t)until.tv_sec;
 		until.tv_sec += next > now ? (time_t)(next - now) : (next ? 1 : 3600);
+		/* a shared database: another coordinator's claims lapse unannounced; a look
+		 * every second behind the NOTIFY of new mail (store_listen) */
+		if (store_shared(n->st) && until.tv_sec > (time_t)now + 1)
+			until.tv_sec = (time_t)now + 1;
 		while (!n->stop && !n->kicked)
 			if (pthread_cond_timedwait(&n->cond, &n->lock, &until) != 0)
 				break;

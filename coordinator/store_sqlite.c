@@ -325,6 +325,16 @@ static const char *const sq_migrations[] = {
     " ('edge_error', 'expired')), n_succeeded = (SELECT count(*) FROM jobs j WHERE"
     " j.group_ident = groups.ident AND j.status = 'terminated');\n"
     "UPDATE groups SET status = 'completed' WHERE n_open = 0;\n",
+    /* 5: claims of once-only work by several coordinators (docs/architecture.md "Claims"):
+     * the node that claimed the row and until when (Unix s) */
+    "ALTER TABLE jobs ADD COLUMN claimed_by TEXT;\n"
+    "ALTER TABLE jobs ADD COLUMN lease_until INTEGER;\n"
+    "ALTER TABLE groups ADD COLUMN claimed_by TEXT;\n"
+    "ALTER TABLE groups ADD COLUMN lease_until INTEGER;\n"
+    "ALTER TABLE notifications ADD COLUMN claimed_by TEXT;\n"
+    "ALTER TABLE notifications ADD COLUMN lease_until INTEGER;\n"
+    "ALTER TABLE webhook_deliveries ADD COLUMN claimed_by TEXT;\n"
+    "ALTER TABLE webhook_deliveries ADD COLUMN lease_until INTEGER;\n",
 };
 
 #define SQ_N_MIGRATIONS (sizeof(sq_migrations) / sizeof(sq_migrations[0]))
