@@ -590,10 +590,23 @@ static int cmd_serve(struct settings *s)
 	/* claims of once-only work under this node's id (docs/architecture.md "Claims") */
 	store_claims_setup(st, node_id, s->lease);
 	/* presence is the broker's word since this start, never the last run's (docs/mqtt.md);
-	 * on a shared database (PostgreSQL) other coordinators may be running and know it
-	 * better: the retained state messages correct what a stopped fleet left behind */
-	if (!store_shared(st) && store_devices_presence_reset(st) != RCS_OK)
+	 * on a shared database (PostgreSQL) it is reset only when no other coordinator is
+	 * running: one that is sees the devices online (docs/scale-out.md) */
+	if (store_shared(st)) {
+		long long others = 0;
+
+		if (store_nodes_others(st, (int64_t)time(NULL), &others) != RCS_OK ||
+		    store_node_beat(st, (int64_t)time(NULL)) != RCS_OK)
+			goto out;
+		if (others > 0)
+			log_info("%lld other coordinators run on this database: device presence"
+				 " kept",
+				 others);
+		else if (store_devices_presence_reset(st) != RCS_OK)
+			goto out;
+	} else if (store_devices_presence_reset(st) != RCS_OK) {
 		goto out;
+	}
 	lc.st = st;
 	lc.hooks = NULL; /* no transport: jobs are stored and stay pending */
 	/* before anything can change a job's status: the sender's wake-up is set first */
@@ -731,6 +744,8 @@ out:
 	/* what this node claimed and didn't finish goes to the others at once */
 	if (st && store_shared(st) && store_claims_release(st) != RCS_OK)
 		log_warnx("claims not given up: the others take them when their lease ends");
+	if (st && store_shared(st) && store_node_gone(st) != RCS_OK)
+		log_warnx("this coordinator's row of the running ones stays until its lease ends");
 	store_close(st);
 	signer_free(signer);
 	webhook_guard_free(guard);

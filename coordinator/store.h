@@ -623,8 +623,17 @@ enum rcs_err store_jobs_unclaim(struct store *st, const struct store_idents *ids
  * claimed to be sent again. */
 enum rcs_err store_jobs_orphaned(struct store *st, int64_t now, size_t limit,
 				 struct store_idents *out);
+/* Renews this node's claim on a notification about to be sent: *held false when the claim
+ * lapsed meanwhile (another node may send it) or it was sent already. */
+enum rcs_err store_notification_renew(struct store *st, long long id, int64_t now, bool *held);
 /* Gives up every claim of this node (a clean stop) and wakes the others. */
 enum rcs_err store_claims_release(struct store *st);
+/* This node is running (now): its row of the coordinators on the database. */
+enum rcs_err store_node_beat(struct store *st, int64_t now);
+/* How many other nodes showed a sign of life within the lease before now. */
+enum rcs_err store_nodes_others(struct store *st, int64_t now, long long *n);
+/* This node stops: its row goes. */
+enum rcs_err store_node_gone(struct store *st);
 /* Calls fn (on a thread of the store's) whenever another transaction committed work that
  * may be due (PostgreSQL's LISTEN/NOTIFY; nothing on SQLite). */
 enum rcs_err store_listen(struct store *st, void (*fn)(void *ctx), void *ctx);

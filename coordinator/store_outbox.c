@@ -223,3 +223,29 @@ out:
 	store_unlock(st);
 	return err;
 }
+
+enum rcs_err store_notification_renew(struct store *st, long long id, int64_t now, bool *held)
+{
+	struct store_stmt *s = NULL;
+	enum rcs_err err;
+
+	*held = false;
+	store_lock(st);
+	err =
+	    store_stmt(st,
+		       "UPDATE notifications SET lease_until = ?1 WHERE id = ?2 AND claimed_by = ?3"
+		       " AND state = 'queued' AND lease_until >= ?4",
+		       &s);
+	if (err != RCS_OK)
+		goto out;
+	store_arg_int(s, 1, store_claim_until(st, now));
+	store_arg_int(s, 2, id);
+	store_arg_text(s, 3, store_claim_node(st));
+	store_arg_int(s, 4, now);
+	err = store_done(st, s, "notification renew");
+	*held = err == RCS_OK && store_changes(st) > 0;
+out:
+	store_stmt_done(st, s);
+	store_unlock(st);
+	return err;
+}

@@ -302,7 +302,8 @@ static const char *const pg_migrations[] = {
     " j.group_ident = groups.ident AND j.status = 'terminated');\n"
     "UPDATE groups SET status = 'completed' WHERE n_open = 0;\n",
     /* 5: claims of once-only work by several coordinators (docs/architecture.md "Claims"):
-     * the node that claimed the row and until when (Unix s); a statement that creates due
+     * the node that claimed the row and until when (Unix s); the coordinators running (nodes, their
+     * last sign of life); a statement that creates due
      * work (a job, a notification, a webhook delivery, a group made or resumed) NOTIFYs
      * channel rcs_work at its commit, which wakes every coordinator (pg_listen) */
     "ALTER TABLE jobs ADD COLUMN claimed_by TEXT, ADD COLUMN lease_until BIGINT;\n"
@@ -319,7 +320,12 @@ static const char *const pg_migrations[] = {
     "CREATE TRIGGER webhook_deliveries_work AFTER INSERT ON webhook_deliveries"
     " FOR EACH STATEMENT EXECUTE FUNCTION rcs_work_notify();\n"
     "CREATE TRIGGER groups_work AFTER INSERT OR UPDATE OF status ON groups"
-    " FOR EACH STATEMENT EXECUTE FUNCTION rcs_work_notify();\n",
+    " FOR EACH STATEMENT EXECUTE FUNCTION rcs_work_notify();\n"
+    "CREATE TABLE nodes(\n"
+    "  node_id TEXT PRIMARY KEY,\n"
+    "  started_at BIGINT NOT NULL,\n"
+    "  seen_at BIGINT NOT NULL\n"
+    ");\n",
 };
 
 #define PG_N_MIGRATIONS (sizeof(pg_migrations) / sizeof(pg_migrations[0]))

@@ -397,3 +397,51 @@ void store_listen_stop(struct store *st)
 	(void)st;
 #endif
 }
+
+/* ---- the coordinators running on the database ---- */
+
+enum rcs_err store_node_beat(struct store *st, int64_t now)
+{
+	struct store_stmt *s = NULL;
+	enum rcs_err err;
+
+	store_lock(st);
+	err = store_stmt(st,
+			 "INSERT INTO nodes(node_id, started_at, seen_at) VALUES(?1, ?2, ?2)"
+			 " ON CONFLICT(node_id) DO UPDATE SET seen_at = excluded.seen_at",
+			 &s);
+	if (err != RCS_OK)
+		goto out;
+	store_arg_text(s, 1, store_claim_node(st));
+	store_arg_int(s, 2, now);
+	err = store_done(st, s, "node beat");
+out:
+	store_stmt_done(st, s);
+	store_unlock(st);
+	return err;
+}
+
+static enum rcs_err node_count_row(struct store_stmt *s, void *arg)
+{
+	*(long long *)arg = store_val_int(s, 0);
+	return RCS_OK;
+}
+
+enum rcs_err store_nodes_others(struct store *st, int64_t now, long long *n)
+{
+	char since[32];
+
+	*n = 0;
+	snprintf(since, sizeof(since), "%lld",
+		 (long long)(now - (st->claim_lease > 0 ? st->claim_lease : STORE_LEASE_DEFAULT)));
+	return store_get_one(st,
+			     "SELECT count(*) FROM nodes WHERE node_id != ?1 AND"
+			     " seen_at >= CAST(?2 AS INTEGER)",
+			     store_claim_node(st), since, NULL, node_count_row, n);
+}
+
+enum rcs_err store_node_gone(struct store *st)
+{
+	return store_write(st, "DELETE FROM nodes WHERE node_id = ?1", NULL, 1,
+			   store_claim_node(st));
+}

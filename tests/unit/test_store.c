@@ -370,7 +370,7 @@ static void test_reopen_and_schema(void **state)
 		db,
 		"DROP INDEX jobs_sched; DROP INDEX jobs_inflight;"
 		" DROP TABLE webhook_attempts; DROP TABLE webhook_deliveries; DROP TABLE webhooks;"
-		" DROP TABLE audit;"
+		" DROP TABLE audit; DROP TABLE nodes;"
 		" CREATE INDEX jobs_sched ON jobs(scheduled_time) WHERE status = 'pending';"
 		" CREATE INDEX jobs_inflight ON jobs(update_at) WHERE status IN"
 		" ('transmited', 'edge_transmitted', 'edge_started', 'edge_running');"
