@@ -287,6 +287,17 @@ class TwoCoordinatorsTest(unittest.TestCase):
         self.assertEqual(self.job(self.a, ident)["status"], "terminated")
         self.assertEqual(fleet.received(ents[0]), [ident])
         self.assertOnceEach(self.b, ident)
+        # each coordinator LISTENs on a connection of its own
+        wait_for(lambda: self.sql("SELECT count(*) FROM pg_stat_activity WHERE datname ="
+                                  " current_database() AND query = 'LISTEN rcs_work'"
+                                  ).strip() == "2", timeout=10, what="two LISTEN connections")
+        # and connects again when it is lost
+        self.sql("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname ="
+                 " current_database() AND query = 'LISTEN rcs_work'")
+        wait_for(lambda: self.sql("SELECT count(*) FROM pg_stat_activity WHERE datname ="
+                                  " current_database() AND query = 'LISTEN rcs_work'"
+                                  ).strip() == "2", timeout=15,
+                 what="two LISTEN connections again")
         # the sender's claim ended with the broker's acknowledgement
         wait_for(lambda: self.sql("SELECT count(*) FROM jobs WHERE ident = '%s' AND"
                                   " claimed_by IS NULL" % ident).strip() == "1",
