@@ -266,10 +266,6 @@ out:
 	return err;
 }
 
-/*
- * Publishes a prepared envelope. A failure leaves the job transmited: sent
- * again shortly (client queue full: the retry list) or after the next connect.
- */
 /* The tag of a job's envelope: its slot names the job until the broker's ack (0: no
  * claims to end). */
 static uint64_t bridge_tag(struct bridge *b, const char *ident)
@@ -311,6 +307,10 @@ static void on_published(void *ctx, uint64_t tag, bool ok)
 		bridge_kick(b);
 }
 
+/*
+ * Publishes a prepared envelope. A failure leaves the job transmited: sent
+ * again shortly (client queue full: the retry list) or after the next connect.
+ */
 static enum rcs_err bridge_send_out(struct bridge *b, const struct bridge_out *o, bool wait)
 {
 	uint64_t seen = mqttc_delivered(b->mq), tag = bridge_tag(b, o->ident);

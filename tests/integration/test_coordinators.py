@@ -11,7 +11,8 @@ finished); scheduled jobs fire once with both running (one envelope per job and 
 60 s re-send is set out of the way with --resend-after); e-mails and webhook deliveries of
 jobs go out once with both running; kill -9 of one coordinator halfway through a bulk send
 to 200 devices: every job reaches one terminal status through the other within the lease
-and a few seconds, its history holds each status once, and no device runs a job twice.
+and a few seconds, its history holds each status once, and no device runs a job twice; a
+retried group send makes one retry per failed job, released and sent once.
 
 Skipped without PostgreSQL's server (tools/deps.sh test installs it).
 
@@ -51,7 +52,8 @@ class Fleet:
     after a delay (0 to max_delay s); a repeat of a finished job gets the final report again,
     a repeat of one running is dropped (it runs once)."""
 
-    def __init__(self, broker, client_root, entities, max_delay=0.0):
+    def __init__(self, broker, client_root, entities, max_delay=0.0, fail_first=False):
+        self.fail_first = fail_first  # a device's first job ends edge_error (script_error)
         self.client_root = client_root
         self.entities = set(entities)
         self.max_delay = max_delay
@@ -123,11 +125,15 @@ class Fleet:
 
     def _answer(self, ent, job):
         payload = None
-        for seq, st in enumerate(("edge_transmitted", "edge_started", "edge_running",
-                                  "terminated"), 1):
-            payload = json.dumps({"v": 1, "job": job, "status": st, "seq": seq,
-                                  "ts": int(time.time()),
-                                  "response": "ok:" + job if st == "terminated" else None})
+        with self.lock:
+            fail = self.fail_first and self.runs.get(ent, [None])[0] == job
+        end = "edge_error" if fail else "terminated"
+        for seq, st in enumerate(("edge_transmitted", "edge_started", "edge_running", end), 1):
+            msg = {"v": 1, "job": job, "status": st, "seq": seq, "ts": int(time.time()),
+                   "response": "ok:" + job if st == "terminated" else None}
+            if st == "edge_error":
+                msg.update(response="failed", error="script_error")
+            payload = json.dumps(msg)
             self.client.publish(self._topic(ent, job), payload, qos=1)
         with self.lock:
             self.final[job] = payload
@@ -227,14 +233,15 @@ class TwoCoordinatorsTest(unittest.TestCase):
 
     # -- helpers --------------------------------------------------------------------------
 
-    def devices(self, prefix, n, max_delay=0.0):
+    def devices(self, prefix, n, max_delay=0.0, fail_first=False):
         ents = []
         for i in range(n):
             api = self.a if i % 2 == 0 else self.b
             r = api.post("/devices", {"name": "%s%d" % (prefix, i), "tags": [prefix]})
             self.assertEqual(r.status, 201, r.raw)
             ents.append(r.json["entity_ident"])
-        fleet = Fleet(self.broker, self.client_root, ents, max_delay=max_delay).start()
+        fleet = Fleet(self.broker, self.client_root, ents, max_delay=max_delay,
+                      fail_first=fail_first).start()
         self.fleets.append(fleet)
         wait_for(lambda: self.b.get(with_query("/devices", tag=prefix, online="true",
                                                per_page=1)).json["total_items"] == n,
@@ -347,6 +354,26 @@ class TwoCoordinatorsTest(unittest.TestCase):
             hits = self.recv.of_jobs({j})
             self.assertEqual(len(hits), 1, "one delivery for job %s: %r" % (j, hits))
         self.a.delete("/webhooks/" + hook)
+
+    def test_d_retries_once(self):
+        n = 10
+        ents, fleet = self.devices("retry", n, fail_first=True)
+        task = self.task(self.a, "retried")
+        r = self.b.post("/tasks/%s/jobs/list" % task["ident"],
+                        {"ident_list": ents, "retry": {"max_attempts": 3, "backoff_s": 1}})
+        self.assertEqual(r.status, 201, r.raw)
+        group = r.json["group"]["ident"]
+        wait_for(lambda: self.a.get("/groups/" + group).json["status"] == "completed",
+                 timeout=30, what="the group completed")
+        time.sleep(LEASE + 1)  # a second release or retry would have come by now
+        jobs = [j for j in self.a.get(with_query("/jobs", group_ident=group,
+                                                 per_page=100)).json["items"]]
+        self.assertEqual(len(jobs), 2 * n, "one retry per device: %r" % [
+            (j["entity_ident"], j["attempt"], j["status"]) for j in jobs])
+        for e in ents:
+            mine = sorted((j["attempt"], j["status"]) for j in jobs if j["entity_ident"] == e)
+            self.assertEqual(mine, [(1, "edge_error"), (2, "terminated")])
+            self.assertEqual(len(fleet.received(e)), 2, "one envelope per attempt")
 
     def test_z_kill9_halfway_through_a_bulk_send(self):
         n = 200
