@@ -219,6 +219,20 @@ class TwoCoordinatorsTest(unittest.TestCase):
                      what="coordinator connected to the broker")
 
     @classmethod
+    def tearDownClass(cls):
+        # the coordinators still running stop cleanly (their claims given up)
+        for f in cls.fleets:
+            f.stop()
+        cls.fleets = []
+        for c in cls.coords:
+            if c.proc is not None and c.alive():
+                log = c.read_log()[-3000:]
+                rc = c.stop()
+                if rc != 0:
+                    raise AssertionError("coordinator exited with %r on SIGTERM:\n%s" % (
+                        rc, log))
+
+    @classmethod
     def _cleanup(cls):
         for f in cls.fleets:
             f.stop()
