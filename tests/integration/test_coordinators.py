@@ -12,7 +12,8 @@ finished); scheduled jobs fire once with both running (one envelope per job and 
 jobs go out once with both running; kill -9 of one coordinator halfway through a bulk send
 to 200 devices: every job reaches one terminal status through the other within the lease
 and a few seconds, its history holds each status once, and no device runs a job twice; a
-retried group send makes one retry per failed job, released and sent once.
+retried group send makes one retry per failed job, released and sent once; cancels racing
+the devices' reports leave each status once in a job's history.
 
 Skipped without PostgreSQL's server (tools/deps.sh test installs it).
 
@@ -388,6 +389,29 @@ class TwoCoordinatorsTest(unittest.TestCase):
             mine = sorted((j["attempt"], j["status"]) for j in jobs if j["entity_ident"] == e)
             self.assertEqual(mine, [(1, "edge_error"), (2, "terminated")])
             self.assertEqual(len(fleet.received(e)), 2, "one envelope per attempt")
+
+    def test_e_cancels_racing_reports(self):
+        n = 20
+        ents, fleet = self.devices("race", n, max_delay=1.0)
+        task = self.task(self.a, "raced")
+        r = self.a.post("/tasks/%s/jobs/list" % task["ident"], {"ident_list": ents})
+        self.assertEqual(r.status, 201, r.raw)
+        jobs = [j["ident"] for j in r.json["items"]]
+        wait_for(lambda: all(fleet.received(e) for e in ents), timeout=20, what="envelopes")
+        for i, j in enumerate(jobs):
+            time.sleep(random.uniform(0, 0.08))
+            api = self.a if i % 2 else self.b
+            c = api.patch("/jobs/%s/cancel" % j)
+            self.assertIn(c.status, (200, 409), c.raw)
+        self.wait_terminal(self.a, jobs, 30)
+        time.sleep(2)  # the reports still on their way arrive
+        for j in jobs:
+            self.assertIn(self.job(self.b, j)["status"], ("cancelled", "terminated"))
+            h = self.b.get(with_query("/jobs/%s/history" % j, per_page=500)).json["items"]
+            statuses = [x["status"] for x in h]
+            self.assertEqual(len(statuses), len(set(statuses)), "%s: %r" % (j, statuses))
+        for e in ents:
+            self.assertEqual(len(fleet.ran(e)), 1)
 
     def test_z_kill9_halfway_through_a_bulk_send(self):
         n = 200
