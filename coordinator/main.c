@@ -50,6 +50,7 @@ struct settings {
 	char *mqtt;
 	char *mqtt_client_id;
 	char *node_id;
+	long long lease;
 	char *mqtt_username;
 	char *mqtt_password;
 	char *mqtt_password_file;
@@ -129,6 +130,8 @@ static const struct cfg_opt serve_opts[] = {
 	"MQTT client id (default rcs-coordinator-<node id>)"),
     OPT("node_id", CFG_STRING, node_id, "ID",
 	"this coordinator's name among several (default: host name + random, kept)"),
+    OPT_INT("lease", lease, 1, 3600, "SECONDS",
+	    "claims of once-only work end this long after a coordinator stops (default 15)"),
     OPT("mqtt_username", CFG_STRING, mqtt_username, "NAME", "broker user name"),
     OPT("mqtt_password", CFG_STRING, mqtt_password, "SECRET",
 	"broker password (shown by ps: prefer mqtt_password_file)"),
@@ -480,6 +483,19 @@ static bool main_bridge_up(void *ctx)
 	return bridge_connected(ctx);
 }
 
+/* Another coordinator committed work that may be due (store_listen's thread). */
+static void main_work_notified(void *ctx)
+{
+	struct lifecycle *lc = ctx;
+
+	if (lc->timers)
+		lc->timers(lc->timers_ctx);
+	if (lc->changed)
+		lc->changed(lc->changed_ctx);
+	if (lc->webhooks_changed)
+		lc->webhooks_changed(lc->webhooks_ctx);
+}
+
 static int cmd_serve(struct settings *s)
 {
 	struct store *st = NULL;
@@ -580,9 +596,26 @@ static int cmd_serve(struct settings *s)
 	st = open_db(s->db);
 	if (s->scripts_dir && load_stock_scripts(st, s->scripts_dir) != RCS_OK)
 		goto out;
-	/* presence is the broker's word since this start, never the last run's (docs/mqtt.md) */
-	if (store_devices_presence_reset(st) != RCS_OK)
+	/* claims of once-only work under this node's id (docs/architecture.md "Claims") */
+	store_claims_setup(st, node_id, s->lease);
+	/* presence is the broker's word since this start, never the last run's (docs/mqtt.md);
+	 * on a shared database (PostgreSQL) it is reset only when no other coordinator is
+	 * running: one that is sees the devices online (docs/scale-out.md) */
+	if (store_shared(st)) {
+		long long others = 0;
+
+		if (store_nodes_others(st, (int64_t)time(NULL), &others) != RCS_OK ||
+		    store_node_beat(st, (int64_t)time(NULL)) != RCS_OK)
+			goto out;
+		if (others > 0)
+			log_info("%lld other coordinators run on this database: device presence"
+				 " kept",
+				 others);
+		else if (store_devices_presence_reset(st) != RCS_OK)
+			goto out;
+	} else if (store_devices_presence_reset(st) != RCS_OK) {
 		goto out;
+	}
 	lc.st = st;
 	lc.hooks = NULL; /* no transport: jobs are stored and stay pending */
 	/* before anything can change a job's status: the sender's wake-up is set first */
@@ -657,6 +690,11 @@ static int cmd_serve(struct settings *s)
 		bridge_transport(bridge, &tr);
 		sched_set_transport(sched, &tr);
 	}
+	/* other coordinators' new work wakes the scheduler, the notifier, the webhook sender */
+	if (store_listen(st, main_work_notified, &lc) != RCS_OK) {
+		fprintf(stderr, "rcs-coordinator: cannot listen for other coordinators' work\n");
+		goto out;
+	}
 	app.st = st;
 	app.lc = &lc;
 	app.signer = signer;
@@ -704,12 +742,19 @@ out:
 	if (ready)
 		service_stopping();
 	http_api_stop(http);
+	if (st)
+		store_listen_stop(st);
 	metrics_mqtt_probe(NULL, NULL);
 	sched_stop(sched); /* before the bridge: no transport call after this */
 	bridge_stop(bridge);
 	notifier_stop(notifier);
 	webhooks_stop(hooks);
 	metrics_stop(metrics);
+	/* what this node claimed and didn't finish goes to the others at once */
+	if (st && store_shared(st) && store_claims_release(st) != RCS_OK)
+		log_warnx("claims not given up: the others take them when their lease ends");
+	if (st && store_shared(st) && store_node_gone(st) != RCS_OK)
+		log_warnx("this coordinator's row of the running ones stays until its lease ends");
 	store_close(st);
 	signer_free(signer);
 	webhook_guard_free(guard);
@@ -730,6 +775,7 @@ int main(int argc, char **argv)
 	s.threads = 4;
 	s.mqtt_max_payload = 1024 * 1024;
 	s.resend_after = 60;
+	s.lease = STORE_LEASE_DEFAULT;
 	s.smtp_max_per_hour = 600;
 	s.smtp_retry_base = 30;
 	s.auth_fail_limit = 120;

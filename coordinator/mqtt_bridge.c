@@ -32,6 +32,7 @@
 #define BRIDGE_INBOUND_MAX   200000 /* queued inbound messages before back-pressure */
 #define BRIDGE_SWEEP_SECONDS 15     /* re-send sweep period, at most */
 #define BRIDGE_RESYNC_LIMIT  5000   /* jobs per query when catching up */
+#define BRIDGE_ACK_SLOTS     8192   /* envelopes awaiting the broker's ack, by tag (claims) */
 
 struct in_msg {
 	struct in_msg *next;
@@ -66,6 +67,17 @@ struct bridge {
 	json_object *out;   /* job idents to publish */
 	json_object *retry; /* job idents sent (transmited) whose publish the client refused */
 	int efd;            /* eventfd: work arrived */
+
+	/* claims (docs/architecture.md "Claims"), on a shared database only: a job's claim
+	 * ends when the broker acknowledged its envelope; each envelope is published with a
+	 * tag whose slot names the job until then */
+	bool claims;
+	uint64_t next_tag;
+	struct bridge_ack {
+		uint64_t tag; /* 0: free */
+		char ident[UUID_STR_LEN];
+	} * acks;
+	json_object *acked; /* job idents the broker acknowledged: their claims end */
 
 	/* worker-only: the task version of the last envelope, reused by bulk sends */
 	char tv_task[UUID_STR_LEN];
@@ -200,7 +212,13 @@ static enum rcs_err bridge_prepare_job(struct bridge *b, const char *ident, bool
 		enum store_move res = STORE_MOVE_DUPLICATE;
 		err = lifecycle_move(b->lc, &m, &res, NULL);
 		if (err != RCS_OK || res != STORE_MOVE_APPLIED)
-			goto out; /* someone else moved it (cancel): not sent */
+			goto out; /* someone else moved it (cancel, another node): not sent */
+		/* claimed with the move, until the broker acknowledges the envelope: should this
+		 * coordinator stop before, another sends it once the lease ends */
+		if (b->claims)
+			err = store_job_claim(b->st, ident, now);
+		if (err != RCS_OK)
+			goto out;
 	}
 	memset(&env, 0, sizeof(env));
 	snprintf(env.job, sizeof(env.job), "%s", ident);
@@ -248,14 +266,55 @@ out:
 	return err;
 }
 
+/* The tag of a job's envelope: its slot names the job until the broker's ack (0: no
+ * claims to end). */
+static uint64_t bridge_tag(struct bridge *b, const char *ident)
+{
+	uint64_t tag;
+	struct bridge_ack *a;
+
+	if (!b->claims)
+		return 0;
+	pthread_mutex_lock(&b->lock);
+	tag = ++b->next_tag;
+	a = &b->acks[tag % BRIDGE_ACK_SLOTS];
+	a->tag = tag; /* an older one left in the slot: its claim lapses instead */
+	snprintf(a->ident, sizeof(a->ident), "%s", ident);
+	pthread_mutex_unlock(&b->lock);
+	return tag;
+}
+
+/* paho's thread: the broker acknowledged (ok) an envelope; the worker ends its claim. */
+static void on_published(void *ctx, uint64_t tag, bool ok)
+{
+	struct bridge *b = ctx;
+	struct bridge_ack *a;
+	bool kick = false;
+
+	if (tag == 0 || b->acks == NULL)
+		return;
+	pthread_mutex_lock(&b->lock);
+	a = &b->acks[tag % BRIDGE_ACK_SLOTS];
+	if (a->tag == tag) {
+		if (ok) {
+			json_object_array_add(b->acked, json_object_new_string(a->ident));
+			kick = true;
+		}
+		a->tag = 0;
+	}
+	pthread_mutex_unlock(&b->lock);
+	if (kick)
+		bridge_kick(b);
+}
+
 /*
  * Publishes a prepared envelope. A failure leaves the job transmited: sent
  * again shortly (client queue full: the retry list) or after the next connect.
  */
 static enum rcs_err bridge_send_out(struct bridge *b, const struct bridge_out *o, bool wait)
 {
-	uint64_t seen = mqttc_delivered(b->mq);
-	enum rcs_err err = mqttc_publish(b->mq, o->topic, o->payload, o->len, 1, false, 0);
+	uint64_t seen = mqttc_delivered(b->mq), tag = bridge_tag(b, o->ident);
+	enum rcs_err err = mqttc_publish(b->mq, o->topic, o->payload, o->len, 1, false, tag);
 	struct timespec deadline;
 
 	/* back-pressure: while the client's window of unacknowledged messages is full,
@@ -276,7 +335,7 @@ static enum rcs_err bridge_send_out(struct bridge *b, const struct bridge_out *o
 		if (!mqttc_wait_delivered(b->mq, seen, &deadline))
 			break; /* nothing acknowledged until the deadline */
 		seen = mqttc_delivered(b->mq);
-		err = mqttc_publish(b->mq, o->topic, o->payload, o->len, 1, false, 0);
+		err = mqttc_publish(b->mq, o->topic, o->payload, o->len, 1, false, tag);
 	}
 	if (err == RCS_OK)
 		metrics_mqtt_out();
@@ -447,6 +506,14 @@ static void bridge_send_ready(struct bridge *b, const char *entity_ident, int64_
 		bridge_publish_idents(b, &ids, false);
 		store_idents_free(&ids);
 	} while (n == BRIDGE_RESYNC_LIMIT && mqttc_connected(b->mq));
+	/* the envelopes of a coordinator that stopped before the broker took them */
+	if (entity_ident == NULL && b->claims &&
+	    store_jobs_orphaned(b->st, now, BRIDGE_RESYNC_LIMIT, &ids) == RCS_OK) {
+		if (ids.n > 0)
+			log_info("sending %zu jobs again whose sender's claim lapsed", ids.n);
+		bridge_publish_idents(b, &ids, true);
+		store_idents_free(&ids);
+	}
 }
 
 /*
@@ -800,6 +867,24 @@ void bridge_transport(struct bridge *b, struct sched_transport *out)
 				: BRIDGE_SWEEP_SECONDS;
 }
 
+/* Ends this node's claims on jobs whose envelopes the broker acknowledged. */
+static void bridge_unclaim(struct bridge *b, json_object *idents)
+{
+	struct store_idents ids = {.v = NULL, .n = 0};
+	size_t n = json_object_array_length(idents);
+
+	ids.v = calloc(n ? n : 1, sizeof(*ids.v));
+	if (ids.v == NULL)
+		return; /* the claims lapse with their lease */
+	for (size_t i = 0; i < n; i++)
+		snprintf(ids.v[i], sizeof(ids.v[i]), "%s",
+			 json_object_get_string(json_object_array_get_idx(idents, i)));
+	ids.n = n;
+	if (store_jobs_unclaim(b->st, &ids) != RCS_OK)
+		log_warnx("claims of %zu sent jobs not ended (they lapse with their lease)", n);
+	store_idents_free(&ids);
+}
+
 static void *bridge_worker(void *arg)
 {
 	struct bridge *b = arg;
@@ -807,7 +892,7 @@ static void *bridge_worker(void *arg)
 	for (;;) {
 		struct pollfd pfd = {b->efd, POLLIN, 0};
 		struct in_msg *batch = NULL, *last = NULL;
-		json_object *out = NULL, *retry;
+		json_object *out = NULL, *retry, *acked = NULL;
 		bool resync, due, sweep, stop;
 		int64_t now = (int64_t)time(NULL);
 		size_t n = 0;
@@ -837,7 +922,16 @@ static void *bridge_worker(void *arg)
 			out = b->out;
 			b->out = json_object_new_array();
 		}
+		if (json_object_array_length(b->acked) > 0) {
+			acked = b->acked;
+			b->acked = json_object_new_array();
+		}
 		pthread_mutex_unlock(&b->lock);
+
+		if (acked) {
+			bridge_unclaim(b, acked);
+			json_object_put(acked);
+		}
 
 		if (batch) {
 			bridge_apply_inbound(b, batch);
@@ -884,6 +978,7 @@ static void *bridge_worker(void *arg)
 		/* sleep until new work */
 		pthread_mutex_lock(&b->lock);
 		n = b->in_n + (b->in_head ? 1 : 0) + json_object_array_length(b->out) +
+		    json_object_array_length(b->acked) +
 		    (mqttc_connected(b->mq) ? json_object_array_length(b->retry) : 0) +
 		    (b->due || b->sweep || b->resync || b->stop ? 1 : 0);
 		pthread_mutex_unlock(&b->lock);
@@ -919,6 +1014,13 @@ enum rcs_err bridge_start(const struct bridge_opts *opts, struct store *st, stru
 	b->resend_after = opts->resend_after > 0 ? opts->resend_after : 60;
 	b->out = json_object_new_array();
 	b->retry = json_object_new_array();
+	b->acked = json_object_new_array();
+	b->claims = store_shared(st);
+	if (b->claims) {
+		b->acks = calloc(BRIDGE_ACK_SLOTS, sizeof(*b->acks));
+		if (b->acks == NULL)
+			goto out;
+	}
 	b->efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
 	if (b->efd < 0) {
 		log_warn("eventfd");
@@ -935,6 +1037,7 @@ enum rcs_err bridge_start(const struct bridge_opts *opts, struct store *st, stru
 	cb.ctx = b;
 	cb.on_connected = on_connected;
 	cb.on_message = on_message;
+	cb.on_published = on_published;
 	err = mqttc_start(&opts->mqtt, &cb, &b->mq);
 	if (err != RCS_OK)
 		goto out;
@@ -980,6 +1083,8 @@ void bridge_stop(struct bridge *b)
 		bridge_tv_free(&b->tv);
 	json_object_put(b->out);
 	json_object_put(b->retry);
+	json_object_put(b->acked);
+	free(b->acks);
 	if (b->efd >= 0)
 		close(b->efd);
 	pthread_mutex_destroy(&b->lock);

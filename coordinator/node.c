@@ -68,7 +68,7 @@ static enum rcs_err node_new(char out[NODE_ID_MAX + 1])
 		return RCS_ERR_IO;
 	text_hex_encode(rnd, sizeof(rnd), hex);
 	hex[8] = '\0';
-	snprintf(out, NODE_ID_MAX + 1, "%s-%s", host, hex);
+	snprintf(out, NODE_ID_MAX + 1, "%.40s-%.8s", host, hex);
 	return RCS_OK;
 }
 

@@ -352,8 +352,17 @@ static void *notifier_loop(void *arg)
 		n->kicked = false;
 		pthread_mutex_unlock(&n->lock);
 		if (store_notifications_due(n->st, now, NOTIFIER_BATCH, &rows) == RCS_OK) {
-			for (size_t i = 0; i < rows.n; i++)
-				notifier_one(n, &rows.items[i], now);
+			for (size_t i = 0; i < rows.n; i++) {
+				bool held = false;
+
+				/* a batch may outlast the claim's lease: each mail is claimed
+				 * again right before it goes (docs/architecture.md "Claims") */
+				if (store_notification_renew(n->st, rows.items[i].id,
+							     (int64_t)time(NULL),
+							     &held) == RCS_OK &&
+				    held)
+					notifier_one(n, &rows.items[i], now);
+			}
 		}
 		bool more = rows.n == NOTIFIER_BATCH;
 		store_notification_due_list_free(&rows);
@@ -365,6 +374,10 @@ static void *notifier_loop(void *arg)
 		clock_gettime(CLOCK_REALTIME, &until);
 		now = (int64_t)until.tv_sec;
 		until.tv_sec += next > now ? (time_t)(next - now) : (next ? 1 : 3600);
+		/* a shared database: another coordinator's claims lapse unannounced; a look
+		 * every second behind the NOTIFY of new mail (store_listen) */
+		if (store_shared(n->st) && until.tv_sec > (time_t)now + 1)
+			until.tv_sec = (time_t)now + 1;
 		while (!n->stop && !n->kicked)
 			if (pthread_cond_timedwait(&n->cond, &n->lock, &until) != 0)
 				break;

@@ -161,6 +161,14 @@ static int64_t sched_run(struct sched *s, const struct sched_transport *tr, int6
 		return now;
 	if (store_next_wakeup(s->st, now, &next) != RCS_OK || (next != 0 && next <= now))
 		next = now + 1;
+	/* a shared database: other coordinators' writes (a job made or scheduled there, a claim
+	 * whose lease ended) are looked for every second behind their NOTIFY (store_listen);
+	 * and this coordinator says it is running */
+	if (store_shared(s->st)) {
+		next = sched_min(next, now + 1);
+		if (store_node_beat(s->st, now) != RCS_OK)
+			log_warnx("this coordinator's sign of life not stored");
+	}
 	return sched_min(next, release);
 }
 

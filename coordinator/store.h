@@ -602,6 +602,43 @@ enum rcs_err store_job_mark_sent(struct store *st, const char *ident, int64_t no
 /* The next time (Unix s) a scheduled job falls due or a ttl runs out; 0 when none. */
 enum rcs_err store_next_wakeup(struct store *st, int64_t now, int64_t *next);
 
+/*
+ * ---- claims: several coordinators on one database (docs/architecture.md "Claims") ----
+ * The queries of due work above (jobs ready, unacknowledged, stale, expired; groups
+ * releasing; notifications and webhook deliveries due) claim what they return for this
+ * node until now + lease: another node passes over a claimed row until its lease ends,
+ * the node itself may take it again. On PostgreSQL a claim skips the rows another
+ * coordinator is claiming at that moment (FOR UPDATE SKIP LOCKED).
+ */
+#define STORE_LEASE_DEFAULT 15 /* seconds */
+/* The node id claims are made under and the lease (seconds; <= 0: the default). */
+void store_claims_setup(struct store *st, const char *node, int64_t lease);
+/* Whether other coordinators may share the database (PostgreSQL). */
+bool store_shared(const struct store *st);
+/* Claims one job for this node (its first send, in the move's transaction). */
+enum rcs_err store_job_claim(struct store *st, const char *ident, int64_t now);
+/* The broker acknowledged these jobs' envelopes: this node's claims on them end. */
+enum rcs_err store_jobs_unclaim(struct store *st, const struct store_idents *ids);
+/* Jobs sent under another node's claim that lapsed before the broker acknowledged them:
+ * claimed to be sent again. */
+enum rcs_err store_jobs_orphaned(struct store *st, int64_t now, size_t limit,
+				 struct store_idents *out);
+/* Renews this node's claim on a notification about to be sent: *held false when the claim
+ * lapsed meanwhile (another node may send it) or it was sent already. */
+enum rcs_err store_notification_renew(struct store *st, long long id, int64_t now, bool *held);
+/* Gives up every claim of this node (a clean stop) and wakes the others. */
+enum rcs_err store_claims_release(struct store *st);
+/* This node is running (now): its row of the coordinators on the database. */
+enum rcs_err store_node_beat(struct store *st, int64_t now);
+/* How many other nodes showed a sign of life within the lease before now. */
+enum rcs_err store_nodes_others(struct store *st, int64_t now, long long *n);
+/* This node stops: its row goes. */
+enum rcs_err store_node_gone(struct store *st);
+/* Calls fn (on a thread of the store's) whenever another transaction committed work that
+ * may be due (PostgreSQL's LISTEN/NOTIFY; nothing on SQLite). */
+enum rcs_err store_listen(struct store *st, void (*fn)(void *ctx), void *ctx);
+void store_listen_stop(struct store *st);
+
 /* ---- for the notifier ---- */
 
 /* A queued notification whose time has come; free with store_notification_due_free. */

@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 /* Whether a group's jobs wait for release (a rollout or a window), on a groups row. */
 #define GROUP_HOLDS                                                                                \
@@ -186,34 +187,56 @@ out:
 	return err;
 }
 
+/* The running groups with held jobs, claimed for this node (docs/architecture.md "Claims"):
+ * one coordinator at a time releases a group's jobs and keeps its token bucket. */
+#define GROUPS_CLAIM(lock)                                                                         \
+	"UPDATE groups SET claimed_by = ?2, lease_until = ?4 WHERE ident IN (SELECT ident FROM"    \
+	" groups WHERE status = 'running' AND EXISTS (SELECT 1 FROM jobs j WHERE"                  \
+	" j.group_ident = groups.ident AND j.held = 1) AND " STORE_CLAIM_FREE(                     \
+	    "?2", "?3") " ORDER BY created_at, ident LIMIT ?1" lock ") RETURNING " GROUP_COLS
+
+static int group_rec_cmp(const void *a, const void *b)
+{
+	const struct group_rec *x = a, *y = b;
+
+	if (x->created_at != y->created_at)
+		return x->created_at < y->created_at ? -1 : 1;
+	return strcmp(x->ident, y->ident);
+}
+
 enum rcs_err store_groups_releasing(struct store *st, size_t limit, struct store_group_list *out)
 {
+	int64_t now = (int64_t)time(NULL);
 	struct store_stmt *s = NULL;
 	bool row = false;
 	enum rcs_err err;
 
 	memset(out, 0, sizeof(*out));
 	store_lock(st);
-	err = store_stmt(st,
-			 "SELECT " GROUP_COLS " FROM groups WHERE status = 'running' AND EXISTS"
-			 " (SELECT 1 FROM jobs j WHERE j.group_ident = groups.ident AND j.held = 1)"
-			 " ORDER BY created_at, ident LIMIT ?1",
-			 &s);
+	err =
+	    store_stmt(st, STORE_SQL(st, GROUPS_CLAIM(""), GROUPS_CLAIM(STORE_SKIP_LOCKED_PG)), &s);
 	if (err != RCS_OK)
 		goto out;
 	store_arg_int(s, 1, (long long)limit);
+	store_arg_text(s, 2, store_claim_node(st));
+	store_arg_int(s, 3, now);
+	store_arg_int(s, 4, store_claim_until(st, now));
 	out->items = calloc(limit ? limit : 1, sizeof(*out->items));
 	if (out->items == NULL) {
 		err = RCS_ERR_NOMEM;
 		goto out;
 	}
-	while (out->n < limit && (err = store_next(st, s, "groups releasing", &row)) == RCS_OK &&
-	       row) {
+	/* a write: read to its end */
+	while ((err = store_next(st, s, "groups releasing", &row)) == RCS_OK && row) {
+		if (out->n >= limit)
+			continue;
 		err = store_group_row(s, &out->items[out->n]);
 		if (err != RCS_OK)
 			break;
 		out->n++;
 	}
+	if (err == RCS_OK && out->n > 1)
+		qsort(out->items, out->n, sizeof(*out->items), group_rec_cmp);
 out:
 	store_stmt_done(st, s);
 	store_unlock(st);

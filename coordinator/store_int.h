@@ -76,6 +76,11 @@ struct store {
 		int depth; /* the (savepoint) level it belongs to: dropped with it */
 	} * actions;
 	size_t n_actions, cap_actions;
+	/* claims of once-only work (store_queues.c, docs/architecture.md "Claims"): the node
+	 * that claims ("" until store_claims_setup) and for how long, in seconds */
+	char claim_node[128];
+	long long claim_lease;
+	void *listen; /* the backend's LISTEN connection (store_pg.c), NULL: none */
 };
 
 /* The text elements of the JSON array x as the rows of a table alias a with a column value
@@ -110,6 +115,22 @@ enum rcs_err store_sqlite_open(struct store *st, const char *path);
 bool store_pg_url(const char *db);
 /* Connects st to the PostgreSQL database of url and migrates it (store_pg.c). */
 enum rcs_err store_pg_open(struct store *st, const char *url);
+
+/* ---- claims and wake-ups of several coordinators (store_queues.c, store_pg.c) ---- */
+
+/* A claim is free to node ?N when it has none, its lease ended before ?M, or it is node's
+ * own (a claim is re-taken by its holder, so one coordinator works as without claims). */
+#define STORE_CLAIM_FREE(node, now)                                                                \
+	"(lease_until IS NULL OR lease_until < " now " OR claimed_by = " node ")"
+/* The locking clause of a claim's inner SELECT: PostgreSQL's rows another transaction is
+ * claiming are passed over; SQLite has one writer. */
+#define STORE_SKIP_LOCKED_PG " FOR UPDATE SKIP LOCKED"
+/* The node and the lease's end as a claim binds them. */
+const char *store_claim_node(const struct store *st);
+long long store_claim_until(const struct store *st, int64_t now);
+/* Starts (fn non-NULL) or stops the PostgreSQL LISTEN connection (store_pg.c). */
+enum rcs_err store_pg_listen(struct store *st, void (*fn)(void *ctx), void *ctx);
+void store_pg_listen_stop(struct store *st);
 
 /* ---- statements through the backend (the domain files' only way to the database) ---- */
 

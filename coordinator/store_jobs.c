@@ -641,18 +641,22 @@ struct job_move_row {
 	char group[UUID_STR_LEN]; /* "" without a group */
 };
 
+#define JOB_MOVE_READ                                                                              \
+	"SELECT status, last_seq, n_history, client_root, entity_ident,"                           \
+	" (mail_list != '[]' AND status_list != '[]') OR"                                          \
+	" (task_mail_list != '[]' AND task_status_list != '[]'), group_ident"                      \
+	" FROM jobs WHERE ident = ?1"
+
 static enum rcs_err job_move_read(struct store *st, const char *ident, struct job_move_row *r)
 {
 	struct store_stmt *s = NULL;
 	bool row = false;
 	enum rcs_err err;
 
-	err = store_stmt(st,
-			 "SELECT status, last_seq, n_history, client_root, entity_ident,"
-			 " (mail_list != '[]' AND status_list != '[]') OR"
-			 " (task_mail_list != '[]' AND task_status_list != '[]'), group_ident"
-			 " FROM jobs WHERE ident = ?1",
-			 &s);
+	/* on PostgreSQL the row stays locked until the move's transaction ends: two
+	 * coordinators applying the same report (or a report and a cancel) at once apply it
+	 * once, the second reads what the first wrote (docs/architecture.md "Claims") */
+	err = store_stmt(st, STORE_SQL(st, JOB_MOVE_READ, JOB_MOVE_READ " FOR UPDATE"), &s);
 	if (err != RCS_OK)
 		goto out;
 	store_arg_text(s, 1, ident);

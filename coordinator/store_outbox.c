@@ -47,48 +47,102 @@ static enum rcs_err notification_due_read(struct store_stmt *s, struct notificat
 	return err;
 }
 
+#define NOTIFICATIONS_CLAIM(lock)                                                                  \
+	"UPDATE notifications SET claimed_by = ?3, lease_until = ?4 WHERE id IN (SELECT id FROM"   \
+	" notifications WHERE state = 'queued' AND next_at <= ?1 AND " STORE_CLAIM_FREE(           \
+	    "?3", "?1") " ORDER BY next_at, id LIMIT ?2" lock ") RETURNING id,"                    \
+			" job_ident, client_root, status, address, attempts,"                      \
+			" created_at, next_at"
+
+/* The order of due notifications: their time, then their id. */
+struct notification_order {
+	int64_t next_at;
+	struct notification_due r;
+};
+
+static int notification_order_cmp(const void *a, const void *b)
+{
+	const struct notification_order *x = a, *y = b;
+
+	if (x->next_at != y->next_at)
+		return x->next_at < y->next_at ? -1 : 1;
+	return x->r.id < y->r.id ? -1 : x->r.id > y->r.id;
+}
+
+/* Puts the rows a claim returned (in no order) in the order of their time, then id. */
+static enum rcs_err notification_sort(struct store_notification_due_list *l, const int64_t *at)
+{
+	struct notification_order *o;
+
+	if (l->n < 2)
+		return RCS_OK;
+	o = calloc(l->n, sizeof(*o));
+	if (o == NULL)
+		return RCS_ERR_NOMEM;
+	for (size_t i = 0; i < l->n; i++) {
+		o[i].next_at = at[i];
+		o[i].r = l->items[i];
+	}
+	qsort(o, l->n, sizeof(*o), notification_order_cmp);
+	for (size_t i = 0; i < l->n; i++)
+		l->items[i] = o[i].r;
+	free(o);
+	return RCS_OK;
+}
+
 enum rcs_err store_notifications_due(struct store *st, int64_t now, size_t limit,
 				     struct store_notification_due_list *out)
 {
 	struct store_stmt *s = NULL;
+	int64_t *at = NULL; /* the rows' next_at */
 	size_t cap = 0;
 	bool row = false;
 	enum rcs_err err;
 
 	memset(out, 0, sizeof(*out));
 	store_lock(st);
-	err = store_stmt(st,
-			 "SELECT id, job_ident, client_root, status, address, attempts, created_at"
-			 " FROM notifications WHERE state = 'queued' AND next_at <= ?1"
-			 " ORDER BY next_at, id LIMIT ?2",
-			 &s);
+	/* claimed for this node (docs/architecture.md "Claims"); sent in the order of ids */
+	err = store_stmt(
+	    st, STORE_SQL(st, NOTIFICATIONS_CLAIM(""), NOTIFICATIONS_CLAIM(STORE_SKIP_LOCKED_PG)),
+	    &s);
 	if (err != RCS_OK)
 		goto out;
 	store_arg_int(s, 1, now);
 	store_arg_int(s, 2, limit > INT64_MAX ? INT64_MAX : (long long)limit);
-	/* LIMIT bounds the rows */
-	while (out->n < limit && (err = store_next(st, s, "notifications due", &row)) == RCS_OK &&
-	       row) {
+	store_arg_text(s, 3, store_claim_node(st));
+	store_arg_int(s, 4, store_claim_until(st, now));
+	/* LIMIT bounds the rows; the statement is a write: read to its end */
+	while ((err = store_next(st, s, "notifications due", &row)) == RCS_OK && row) {
+		if (out->n >= limit)
+			continue;
 		if (out->n == cap) {
 			size_t ncap = cap ? cap * 2 : 16;
 			struct notification_due *p;
+			int64_t *pa;
 
 			if (ncap > limit)
 				ncap = limit;
 			p = realloc(out->items, ncap * sizeof(*p));
-			if (p == NULL) {
+			if (p != NULL)
+				out->items = p;
+			pa = p ? realloc(at, ncap * sizeof(*pa)) : NULL;
+			if (pa == NULL) {
 				err = RCS_ERR_NOMEM;
 				break;
 			}
-			out->items = p;
+			at = pa;
 			cap = ncap;
 		}
 		err = notification_due_read(s, &out->items[out->n]);
 		if (err != RCS_OK)
 			break;
+		at[out->n] = store_val_int(s, 7);
 		out->n++;
 	}
+	if (err == RCS_OK)
+		err = notification_sort(out, at);
 out:
+	free(at);
 	store_stmt_done(st, s);
 	store_unlock(st);
 	if (err != RCS_OK)
@@ -127,7 +181,8 @@ enum rcs_err store_notification_update(struct store *st, long long id, const cha
 			 "UPDATE notifications SET state = ?1, attempts = attempts +"
 			 " (CASE WHEN ?1 = 'suppressed' THEN 0 ELSE 1 END),"
 			 " sent_at = CASE WHEN ?1 = 'sent' THEN ?2 ELSE sent_at END,"
-			 " next_at = ?3, last_error = ?4 WHERE id = ?5",
+			 " next_at = ?3, last_error = ?4, claimed_by = NULL, lease_until = NULL"
+			 " WHERE id = ?5",
 			 &s);
 	if (err != RCS_OK)
 		goto out;
@@ -163,6 +218,32 @@ enum rcs_err store_notifications_sent_since(struct store *st, const char *client
 	err = store_next(st, s, "notifications sent", &row);
 	if (err == RCS_OK && row)
 		*n = store_val_int(s, 0);
+out:
+	store_stmt_done(st, s);
+	store_unlock(st);
+	return err;
+}
+
+enum rcs_err store_notification_renew(struct store *st, long long id, int64_t now, bool *held)
+{
+	struct store_stmt *s = NULL;
+	enum rcs_err err;
+
+	*held = false;
+	store_lock(st);
+	err =
+	    store_stmt(st,
+		       "UPDATE notifications SET lease_until = ?1 WHERE id = ?2 AND claimed_by = ?3"
+		       " AND state = 'queued' AND lease_until >= ?4",
+		       &s);
+	if (err != RCS_OK)
+		goto out;
+	store_arg_int(s, 1, store_claim_until(st, now));
+	store_arg_int(s, 2, id);
+	store_arg_text(s, 3, store_claim_node(st));
+	store_arg_int(s, 4, now);
+	err = store_done(st, s, "notification renew");
+	*held = err == RCS_OK && store_changes(st) > 0;
 out:
 	store_stmt_done(st, s);
 	store_unlock(st);

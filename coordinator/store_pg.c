@@ -13,17 +13,22 @@
 #include "store_int.h"
 
 #include <ctype.h>
+#include <errno.h>
+#include <poll.h>
+#include <pthread.h>
 #include <stdint.h>
 #include <libpq-fe.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
 
 #include "log.h"
 
 /* ---- schema ---- */
 
-/* The same schema as SQLite's migrations 1 to 4 (store_sqlite.c), in PostgreSQL's types:
+/* The same schema as SQLite's migrations 1 to 5 (store_sqlite.c), in PostgreSQL's types:
  * integers are BIGINT (booleans too, 0 and 1, as the domain files compare them), rowid keys
  * identity columns, script sources TEXT. */
 static const char *const pg_migrations[] = {
@@ -296,6 +301,31 @@ static const char *const pg_migrations[] = {
     " ('edge_error', 'expired')), n_succeeded = (SELECT count(*) FROM jobs j WHERE"
     " j.group_ident = groups.ident AND j.status = 'terminated');\n"
     "UPDATE groups SET status = 'completed' WHERE n_open = 0;\n",
+    /* 5: claims of once-only work by several coordinators (docs/architecture.md "Claims"):
+     * the node that claimed the row and until when (Unix s); the coordinators running (nodes, their
+     * last sign of life); a statement that creates due
+     * work (a job, a notification, a webhook delivery, a group made or resumed) NOTIFYs
+     * channel rcs_work at its commit, which wakes every coordinator (pg_listen) */
+    "ALTER TABLE jobs ADD COLUMN claimed_by TEXT, ADD COLUMN lease_until BIGINT;\n"
+    "ALTER TABLE groups ADD COLUMN claimed_by TEXT, ADD COLUMN lease_until BIGINT;\n"
+    "ALTER TABLE notifications ADD COLUMN claimed_by TEXT, ADD COLUMN lease_until BIGINT;\n"
+    "ALTER TABLE webhook_deliveries ADD COLUMN claimed_by TEXT,"
+    " ADD COLUMN lease_until BIGINT;\n"
+    "CREATE FUNCTION rcs_work_notify() RETURNS trigger LANGUAGE plpgsql AS"
+    " $$BEGIN PERFORM pg_notify('rcs_work', TG_TABLE_NAME); RETURN NULL; END$$;\n"
+    "CREATE TRIGGER jobs_work AFTER INSERT ON jobs FOR EACH STATEMENT"
+    " EXECUTE FUNCTION rcs_work_notify();\n"
+    "CREATE TRIGGER notifications_work AFTER INSERT ON notifications FOR EACH STATEMENT"
+    " EXECUTE FUNCTION rcs_work_notify();\n"
+    "CREATE TRIGGER webhook_deliveries_work AFTER INSERT ON webhook_deliveries"
+    " FOR EACH STATEMENT EXECUTE FUNCTION rcs_work_notify();\n"
+    "CREATE TRIGGER groups_work AFTER INSERT OR UPDATE OF status ON groups"
+    " FOR EACH STATEMENT EXECUTE FUNCTION rcs_work_notify();\n"
+    "CREATE TABLE nodes(\n"
+    "  node_id TEXT PRIMARY KEY,\n"
+    "  started_at BIGINT NOT NULL,\n"
+    "  seen_at BIGINT NOT NULL\n"
+    ");\n",
 };
 
 #define PG_N_MIGRATIONS (sizeof(pg_migrations) / sizeof(pg_migrations[0]))
@@ -964,4 +994,160 @@ enum rcs_err store_pg_open(struct store *st, const char *url)
 		err = pg_migrate(st);
 out:
 	return err;
+}
+
+/* ---- LISTEN: wake-ups from other coordinators (docs/architecture.md "Claims") ---- */
+
+/* A second connection of its own, on a thread of its own, LISTENing on channel rcs_work
+ * (migration 5's triggers and store_claims_release NOTIFY it); reconnects after a loss. */
+struct pg_listen {
+	PGconn *c;
+	PQconninfoOption *info; /* the store connection's parameters */
+	void (*fn)(void *ctx);
+	void *ctx;
+	pthread_t thread;
+	int efd; /* eventfd: stop */
+	bool stop;
+	pthread_mutex_t lock;
+};
+
+static bool pg_listen_stopping(struct pg_listen *l)
+{
+	bool stop;
+
+	pthread_mutex_lock(&l->lock);
+	stop = l->stop;
+	pthread_mutex_unlock(&l->lock);
+	return stop;
+}
+
+/* Connects with the store connection's parameters and LISTENs; false when it can't. */
+static bool pg_listen_connect(struct pg_listen *l)
+{
+	const char *keys[64], *vals[64];
+	size_t n = 0;
+	PGresult *r;
+	bool ok;
+
+	for (PQconninfoOption *o = l->info; o->keyword && n < 63; o++)
+		if (o->val && o->val[0]) {
+			keys[n] = o->keyword;
+			vals[n++] = o->val;
+		}
+	keys[n] = vals[n] = NULL;
+	l->c = PQconnectdbParams(keys, vals, 0);
+	if (l->c == NULL || PQstatus(l->c) != CONNECTION_OK) {
+		log_warnx("store: LISTEN connection: %s",
+			  l->c ? PQerrorMessage(l->c) : "out of memory");
+		goto fail;
+	}
+	r = PQexec(l->c, "LISTEN rcs_work");
+	ok = PQresultStatus(r) == PGRES_COMMAND_OK;
+	PQclear(r);
+	if (ok)
+		return true;
+	log_warnx("store: LISTEN: %s", PQerrorMessage(l->c));
+fail:
+	if (l->c)
+		PQfinish(l->c);
+	l->c = NULL;
+	return false;
+}
+
+static void *pg_listen_thread(void *arg)
+{
+	struct pg_listen *l = arg;
+
+	while (!pg_listen_stopping(l)) {
+		struct pollfd pfd[2] = {{l->efd, POLLIN, 0}, {-1, POLLIN, 0}};
+		bool woke = false;
+
+		if (l->c == NULL) {
+			if (!pg_listen_connect(l)) {
+				poll(pfd, 1, 1000); /* again a second later, or the stop */
+				continue;
+			}
+			l->fn(l->ctx); /* what was notified while not listening */
+		}
+		pfd[1].fd = PQsocket(l->c);
+		if (poll(pfd, 2, 1000) < 0 && errno != EINTR)
+			log_warn("poll");
+		if (pfd[0].revents & POLLIN)
+			break;
+		if (pfd[1].revents == 0)
+			continue;
+		if (!PQconsumeInput(l->c) || PQstatus(l->c) != CONNECTION_OK) {
+			log_warnx("store: LISTEN connection lost; reconnecting");
+			PQfinish(l->c);
+			l->c = NULL;
+			continue;
+		}
+		for (PGnotify *nt; (nt = PQnotifies(l->c)) != NULL; PQfreemem(nt))
+			woke = true;
+		if (woke)
+			l->fn(l->ctx);
+	}
+	return NULL;
+}
+
+enum rcs_err store_pg_listen(struct store *st, void (*fn)(void *ctx), void *ctx)
+{
+	struct pg_listen *l = NULL;
+	enum rcs_err err = RCS_ERR_NOMEM;
+
+	if (st->listen)
+		return RCS_ERR_INVAL;
+	l = calloc(1, sizeof(*l));
+	if (l == NULL)
+		goto out;
+	pthread_mutex_init(&l->lock, NULL);
+	l->fn = fn;
+	l->ctx = ctx;
+	l->efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+	store_lock(st);
+	l->info = PQconninfo(pg_conn(st)->c);
+	store_unlock(st);
+	if (l->efd < 0 || l->info == NULL) {
+		err = RCS_ERR_IO;
+		goto out;
+	}
+	if (pthread_create(&l->thread, NULL, pg_listen_thread, l) != 0) {
+		err = RCS_ERR_IO;
+		goto out;
+	}
+	st->listen = l;
+	l = NULL;
+	err = RCS_OK;
+out:
+	if (l) {
+		if (l->info)
+			PQconninfoFree(l->info);
+		if (l->efd >= 0)
+			close(l->efd);
+		pthread_mutex_destroy(&l->lock);
+		free(l);
+	}
+	return err;
+}
+
+void store_pg_listen_stop(struct store *st)
+{
+	struct pg_listen *l = st->listen;
+	uint64_t one = 1;
+
+	if (l == NULL)
+		return;
+	pthread_mutex_lock(&l->lock);
+	l->stop = true;
+	pthread_mutex_unlock(&l->lock);
+	if (write(l->efd, &one, sizeof(one)) < 0)
+		log_warn("eventfd");
+	pthread_join(l->thread, NULL);
+	if (l->c)
+		PQfinish(l->c);
+	PQconninfoFree(l->info);
+	close(l->efd);
+	pthread_mutex_destroy(&l->lock);
+	free(l);
+	st->listen = NULL;
 }

@@ -4,8 +4,11 @@
  */
 #include "store_int.h"
 
+#include <stdio.h>
+
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 /* ---- the transport's and scheduler's queries ---- */
 
@@ -29,7 +32,22 @@ void store_idents_free(struct store_idents *ids)
 	ids->n = 0;
 }
 
-/* Runs a query of job idents (one text column) bound by (text, int64, int64, limit). */
+static int ident_cmp(const void *a, const void *b)
+{
+	return strcmp(a, b);
+}
+
+/*
+ * Claims the jobs of an inner query of job idents (one text column, bound by (text, now,
+ * int64, limit) as ?1 to ?4) for this node until now + lease (docs/architecture.md
+ * "Claims"): "UPDATE jobs SET claimed_by, lease_until WHERE ident IN (inner) RETURNING
+ * ident", the inner query ending with PostgreSQL's locking clause there, so that two
+ * coordinators claiming at once get disjoint rows. The idents come back sorted.
+ */
+#define CLAIM_JOBS(inner)                                                                          \
+	"UPDATE jobs SET claimed_by = ?5, lease_until = ?6 WHERE ident IN (" inner ")"             \
+	" RETURNING ident"
+
 static enum rcs_err store_idents_query(struct store *st, const char *sql, const char *p1,
 				       int64_t p2, int64_t p3, size_t limit,
 				       struct store_idents *out)
@@ -48,8 +66,12 @@ static enum rcs_err store_idents_query(struct store *st, const char *sql, const 
 	store_arg_int(s, 2, p2);
 	store_arg_int(s, 3, p3);
 	store_arg_int(s, 4, limit > INT64_MAX ? INT64_MAX : (long long)limit);
-	/* LIMIT bounds the rows */
-	while (out->n < limit && (err = store_next(st, s, "job idents", &row)) == RCS_OK && row) {
+	store_arg_text(s, 5, store_claim_node(st));
+	store_arg_int(s, 6, store_claim_until(st, p2));
+	/* LIMIT bounds the rows; each is read to the end (the statement is a write) */
+	while ((err = store_next(st, s, "job idents", &row)) == RCS_OK && row) {
+		if (out->n >= limit)
+			continue;
 		if (out->n == cap) {
 			size_t ncap = cap ? cap * 2 : 64;
 			char(*v)[UUID_STR_LEN];
@@ -67,6 +89,8 @@ static enum rcs_err store_idents_query(struct store *st, const char *sql, const 
 		store_val_copy(s, 0, out->v[out->n], sizeof(out->v[out->n]));
 		out->n++;
 	}
+	if (err == RCS_OK && out->n > 1)
+		qsort(out->v, out->n, sizeof(*out->v), ident_cmp);
 out:
 	store_stmt_done(st, s);
 	store_unlock(st);
@@ -75,59 +99,73 @@ out:
 	return err;
 }
 
+/* The pending jobs that are due for online devices (one device: ?1), claimable. */
+#define JOBS_READY_ONE(lock)                                                                       \
+	"SELECT j.ident FROM jobs j JOIN devices d ON d.entity_ident = j.entity_ident AND"         \
+	" d.client_root = j.client_root WHERE j.entity_ident = ?1 AND j.status = 'pending' AND"    \
+	" j.held = 0 AND (j.scheduled_time IS NULL OR j.scheduled_time <= ?2) AND d.online = 1"    \
+	" AND ?3 = ?3 AND " STORE_CLAIM_FREE("?5", "?2") " ORDER BY j.ident LIMIT ?4" lock
+/* INDEXED BY: without it SQLite walks every job ever made in ident order (the ORDER BY),
+ * 80 ms under the store's lock at 300,000 jobs; the partial index holds only the pending
+ * ones (store_pg.c drops the hint) */
+#define JOBS_READY_ALL(lock)                                                                       \
+	"SELECT j.ident FROM jobs j INDEXED BY jobs_pending JOIN devices d ON"                     \
+	" d.entity_ident = j.entity_ident AND d.client_root = j.client_root"                       \
+	" WHERE j.status = 'pending' AND j.held = 0 AND (j.scheduled_time IS NULL OR"              \
+	" j.scheduled_time <= ?2) AND d.online = 1 AND CAST(?1 AS TEXT) IS NULL AND ?3 = ?3"       \
+	" AND " STORE_CLAIM_FREE("?5", "?2") " ORDER BY j.ident LIMIT ?4" lock
+#define LOCK_J_PG " FOR UPDATE OF j SKIP LOCKED"
+
 enum rcs_err store_jobs_ready(struct store *st, const char *entity_ident, int64_t now, size_t limit,
 			      struct store_idents *out)
 {
 	if (entity_ident)
-		return store_idents_query(
-		    st,
-		    "SELECT j.ident FROM jobs j JOIN devices d ON d.entity_ident ="
-		    " j.entity_ident AND d.client_root = j.client_root"
-		    " WHERE j.entity_ident = ?1 AND j.status = 'pending' AND j.held = 0 AND"
-		    " (j.scheduled_time IS NULL OR j.scheduled_time <= ?2) AND"
-		    " d.online = 1 AND ?3 = ?3 ORDER BY j.ident LIMIT ?4",
-		    entity_ident, now, 0, limit, out);
-	/* INDEXED BY: without it SQLite walks every job ever made in ident order (the
-	 * ORDER BY), 80 ms under the store's lock at 300,000 jobs; the partial index
-	 * holds only the pending ones */
+		return store_idents_query(st,
+					  STORE_SQL(st, CLAIM_JOBS(JOBS_READY_ONE("")),
+						    CLAIM_JOBS(JOBS_READY_ONE(LOCK_J_PG))),
+					  entity_ident, now, 0, limit, out);
 	return store_idents_query(
 	    st,
-	    "SELECT j.ident FROM jobs j INDEXED BY jobs_pending JOIN devices d ON"
-	    " d.entity_ident = j.entity_ident AND d.client_root = j.client_root"
-	    " WHERE j.status = 'pending' AND j.held = 0 AND (j.scheduled_time IS NULL OR"
-	    " j.scheduled_time <= ?2) AND d.online = 1 AND CAST(?1 AS TEXT) IS NULL AND ?3 = ?3"
-	    " ORDER BY j.ident LIMIT ?4",
+	    STORE_SQL(st, CLAIM_JOBS(JOBS_READY_ALL("")), CLAIM_JOBS(JOBS_READY_ALL(LOCK_J_PG))),
 	    NULL, now, 0, limit, out);
 }
+
+#define JOBS_UNACKED_ONE(lock)                                                                     \
+	"SELECT j.ident FROM jobs j JOIN devices d ON d.entity_ident = j.entity_ident AND"         \
+	" d.client_root = j.client_root WHERE j.entity_ident = ?1 AND j.status = 'transmited'"     \
+	" AND d.online = 1 AND ?2 = ?2 AND ?3 = ?3 AND " STORE_CLAIM_FREE(                         \
+	    "?5", "?2") " ORDER BY j.ident LIMIT ?4" lock
+#define JOBS_UNACKED_ALL(lock)                                                                     \
+	"SELECT j.ident FROM jobs j INDEXED BY jobs_unacked JOIN devices d ON"                     \
+	" d.entity_ident = j.entity_ident AND d.client_root = j.client_root"                       \
+	" WHERE j.status = 'transmited' AND d.online = 1 AND CAST(?1 AS TEXT) IS NULL AND"         \
+	" ?2 = ?2 AND ?3 = ?3 AND " STORE_CLAIM_FREE("?5", "?2") " ORDER BY j.ident LIMIT ?4" lock
 
 enum rcs_err store_jobs_unacked(struct store *st, const char *entity_ident, size_t limit,
 				struct store_idents *out)
 {
+	int64_t now = (int64_t)time(NULL);
+
 	if (entity_ident)
-		return store_idents_query(
-		    st,
-		    "SELECT j.ident FROM jobs j JOIN devices d ON d.entity_ident ="
-		    " j.entity_ident AND d.client_root = j.client_root"
-		    " WHERE j.entity_ident = ?1 AND j.status = 'transmited' AND"
-		    " d.online = 1 AND ?2 = ?2 AND ?3 = ?3 ORDER BY j.ident LIMIT ?4",
-		    entity_ident, 0, 0, limit, out);
-	return store_idents_query(
-	    st,
-	    "SELECT j.ident FROM jobs j INDEXED BY jobs_unacked JOIN devices d ON"
-	    " d.entity_ident = j.entity_ident AND d.client_root = j.client_root"
-	    " WHERE j.status = 'transmited' AND d.online = 1 AND CAST(?1 AS TEXT) IS NULL AND"
-	    " ?2 = ?2 AND ?3 = ?3 ORDER BY j.ident LIMIT ?4",
-	    NULL, 0, 0, limit, out);
+		return store_idents_query(st,
+					  STORE_SQL(st, CLAIM_JOBS(JOBS_UNACKED_ONE("")),
+						    CLAIM_JOBS(JOBS_UNACKED_ONE(LOCK_J_PG))),
+					  entity_ident, now, 0, limit, out);
+	return store_idents_query(st,
+				  STORE_SQL(st, CLAIM_JOBS(JOBS_UNACKED_ALL("")),
+					    CLAIM_JOBS(JOBS_UNACKED_ALL(LOCK_J_PG))),
+				  NULL, now, 0, limit, out);
 }
 
 /* The in-flight jobs of online devices due to be sent again (their last send ?3 ms, doubled
  * by each send up to 32 times, before ?2); EXP is 2 to the power of its argument. */
-#define JOBS_STALE(EXP)                                                                            \
+#define JOBS_STALE(EXP, lock)                                                                      \
 	"SELECT j.ident FROM jobs j JOIN devices d ON d.entity_ident = j.entity_ident AND"         \
 	" d.client_root = j.client_root WHERE " JOBS_INFLIGHT " AND j.update_at <= ?2 - ?3 AND"    \
 	" d.online = 1 AND coalesce(max(j.sent_at, j.update_at), j.update_at) + ?3 * " EXP(        \
-	    "min(max(j.sends - 1, 0), 5)") " <= ?2 AND CAST(?1 AS TEXT) IS NULL"                   \
-					   " ORDER BY j.update_at LIMIT ?4"
+	    "min(max(j.sends - 1, 0), 5)") " <= ?2 AND CAST(?1 AS TEXT) IS NULL AND"               \
+					   " " STORE_CLAIM_FREE(                                   \
+					       "?5", "?2") " ORDER BY j.update_at LIMIT ?4" lock
 #define STALE_EXP_SQ(n) "(1 << " n ")"
 #define STALE_EXP_PG(n) "(CAST(1 AS int8) << CAST(" n " AS int4))"
 
@@ -135,8 +173,25 @@ enum rcs_err store_jobs_stale(struct store *st, int64_t now, int64_t after, size
 			      struct store_idents *out)
 {
 	return store_idents_query(st,
-				  STORE_SQL(st, JOBS_STALE(STALE_EXP_SQ), JOBS_STALE(STALE_EXP_PG)),
+				  STORE_SQL(st, CLAIM_JOBS(JOBS_STALE(STALE_EXP_SQ, "")),
+					    CLAIM_JOBS(JOBS_STALE(STALE_EXP_PG, LOCK_J_PG))),
 				  NULL, now, after, limit, out);
+}
+
+/* Jobs sent by a coordinator whose claim lapsed before the broker acknowledged the envelope
+ * (it stopped or died): another one sends them again. */
+#define JOBS_ORPHANED(lock)                                                                        \
+	"SELECT j.ident FROM jobs j JOIN devices d ON d.entity_ident = j.entity_ident AND"         \
+	" d.client_root = j.client_root WHERE j.status = 'transmited' AND j.claimed_by IS NOT"     \
+	" NULL AND j.claimed_by != ?5 AND j.lease_until < ?2 AND d.online = 1 AND"                 \
+	" CAST(?1 AS TEXT) IS NULL AND ?3 = ?3 ORDER BY j.ident LIMIT ?4" lock
+
+enum rcs_err store_jobs_orphaned(struct store *st, int64_t now, size_t limit,
+				 struct store_idents *out)
+{
+	return store_idents_query(
+	    st, STORE_SQL(st, CLAIM_JOBS(JOBS_ORPHANED("")), CLAIM_JOBS(JOBS_ORPHANED(LOCK_J_PG))),
+	    NULL, now, 0, limit, out);
 }
 
 enum rcs_err store_jobs_clock_back(struct store *st, int64_t now)
@@ -162,15 +217,19 @@ out:
 	return err;
 }
 
+#define JOBS_EXPIRED(lock)                                                                         \
+	"SELECT ident FROM jobs WHERE expires_at IS NOT NULL AND"                                  \
+	" status IN ('pending', 'transmited') AND expires_at <= ?2 AND"                            \
+	" CAST(?1 AS TEXT) IS NULL AND ?3 = ?3 AND " STORE_CLAIM_FREE(                             \
+	    "?5", "?2") " ORDER BY expires_at LIMIT ?4" lock
+
 enum rcs_err store_jobs_expired(struct store *st, int64_t now, size_t limit,
 				struct store_idents *out)
 {
-	return store_idents_query(
-	    st,
-	    "SELECT ident FROM jobs WHERE expires_at IS NOT NULL AND"
-	    " status IN ('pending', 'transmited') AND expires_at <= ?2 AND"
-	    " CAST(?1 AS TEXT) IS NULL AND ?3 = ?3 ORDER BY expires_at LIMIT ?4",
-	    NULL, now, 0, limit, out);
+	return store_idents_query(st,
+				  STORE_SQL(st, CLAIM_JOBS(JOBS_EXPIRED("")),
+					    CLAIM_JOBS(JOBS_EXPIRED(STORE_SKIP_LOCKED_PG))),
+				  NULL, now, 0, limit, out);
 }
 
 enum rcs_err store_job_mark_sent(struct store *st, const char *ident, int64_t now)
@@ -216,4 +275,173 @@ out:
 	store_stmt_done(st, s);
 	store_unlock(st);
 	return err;
+}
+
+/* ---- claims (docs/architecture.md "Claims") ---- */
+
+void store_claims_setup(struct store *st, const char *node, int64_t lease)
+{
+	store_lock(st);
+	snprintf(st->claim_node, sizeof(st->claim_node), "%s", node ? node : "");
+	st->claim_lease = lease > 0 ? lease : STORE_LEASE_DEFAULT;
+	store_unlock(st);
+}
+
+const char *store_claim_node(const struct store *st)
+{
+	return st->claim_node;
+}
+
+long long store_claim_until(const struct store *st, int64_t now)
+{
+	return now + (st->claim_lease > 0 ? st->claim_lease : STORE_LEASE_DEFAULT);
+}
+
+bool store_shared(const struct store *st)
+{
+	return st->dialect == STORE_DIALECT_POSTGRES;
+}
+
+enum rcs_err store_job_claim(struct store *st, const char *ident, int64_t now)
+{
+	struct store_stmt *s = NULL;
+	enum rcs_err err;
+
+	store_lock(st);
+	err = store_stmt(st, "UPDATE jobs SET claimed_by = ?1, lease_until = ?2 WHERE ident = ?3",
+			 &s);
+	if (err != RCS_OK)
+		goto out;
+	store_arg_text(s, 1, store_claim_node(st));
+	store_arg_int(s, 2, store_claim_until(st, now));
+	store_arg_text(s, 3, ident);
+	err = store_done(st, s, "job claim");
+out:
+	store_stmt_done(st, s);
+	store_unlock(st);
+	return err;
+}
+
+enum rcs_err store_jobs_unclaim(struct store *st, const struct store_idents *ids)
+{
+	struct store_stmt *s = NULL;
+	enum rcs_err err;
+
+	if (ids->n == 0)
+		return RCS_OK;
+	store_lock(st);
+	err = store_tx_begin(st);
+	if (err != RCS_OK)
+		goto out;
+	err = store_stmt(st,
+			 "UPDATE jobs SET claimed_by = NULL, lease_until = NULL WHERE ident = ?1"
+			 " AND claimed_by = ?2",
+			 &s);
+	for (size_t i = 0; err == RCS_OK && i < ids->n; i++) {
+		store_arg_text(s, 1, ids->v[i]);
+		store_arg_text(s, 2, store_claim_node(st));
+		err = store_done(st, s, "job unclaim");
+	}
+	store_stmt_done(st, s);
+	s = NULL;
+	if (store_tx_end(st, err == RCS_OK) != RCS_OK && err == RCS_OK)
+		err = RCS_ERR_DB;
+out:
+	store_unlock(st);
+	return err;
+}
+
+enum rcs_err store_claims_release(struct store *st)
+{
+	/* lapsed rather than cleared: a job sent and not acknowledged stays this node's,
+	 * so another sends it again at once (store_jobs_orphaned) */
+	static const char *const sql[] = {
+	    "UPDATE jobs SET lease_until = 0 WHERE claimed_by = ?1",
+	    "UPDATE groups SET lease_until = 0 WHERE claimed_by = ?1",
+	    "UPDATE notifications SET lease_until = 0 WHERE claimed_by = ?1",
+	    "UPDATE webhook_deliveries SET lease_until = 0 WHERE claimed_by = ?1",
+	};
+	enum rcs_err err;
+
+	store_lock(st);
+	err = store_tx_begin(st);
+	for (size_t i = 0; err == RCS_OK && i < sizeof(sql) / sizeof(sql[0]); i++)
+		err = store_write(st, sql[i], NULL, 1, store_claim_node(st));
+	/* the others take over at once (LISTEN/NOTIFY, store_pg.c) */
+	if (err == RCS_OK && store_shared(st))
+		err = store_run(st, "SELECT pg_notify('rcs_work', 'released')");
+	if (store_tx_end(st, err == RCS_OK) != RCS_OK && err == RCS_OK)
+		err = RCS_ERR_DB;
+	store_unlock(st);
+	return err;
+}
+
+enum rcs_err store_listen(struct store *st, void (*fn)(void *ctx), void *ctx)
+{
+#ifdef RCS_WITH_POSTGRES
+	if (store_shared(st))
+		return store_pg_listen(st, fn, ctx);
+#else
+	(void)fn;
+	(void)ctx;
+#endif
+	return RCS_OK; /* one coordinator per SQLite database: nothing to hear */
+}
+
+void store_listen_stop(struct store *st)
+{
+#ifdef RCS_WITH_POSTGRES
+	if (store_shared(st))
+		store_pg_listen_stop(st);
+#else
+	(void)st;
+#endif
+}
+
+/* ---- the coordinators running on the database ---- */
+
+enum rcs_err store_node_beat(struct store *st, int64_t now)
+{
+	struct store_stmt *s = NULL;
+	enum rcs_err err;
+
+	store_lock(st);
+	err = store_stmt(st,
+			 "INSERT INTO nodes(node_id, started_at, seen_at) VALUES(?1, ?2, ?2)"
+			 " ON CONFLICT(node_id) DO UPDATE SET seen_at = excluded.seen_at",
+			 &s);
+	if (err != RCS_OK)
+		goto out;
+	store_arg_text(s, 1, store_claim_node(st));
+	store_arg_int(s, 2, now);
+	err = store_done(st, s, "node beat");
+out:
+	store_stmt_done(st, s);
+	store_unlock(st);
+	return err;
+}
+
+static enum rcs_err node_count_row(struct store_stmt *s, void *arg)
+{
+	*(long long *)arg = store_val_int(s, 0);
+	return RCS_OK;
+}
+
+enum rcs_err store_nodes_others(struct store *st, int64_t now, long long *n)
+{
+	char since[32];
+
+	*n = 0;
+	snprintf(since, sizeof(since), "%lld",
+		 (long long)(now - (st->claim_lease > 0 ? st->claim_lease : STORE_LEASE_DEFAULT)));
+	return store_get_one(st,
+			     "SELECT count(*) FROM nodes WHERE node_id != ?1 AND"
+			     " seen_at >= CAST(?2 AS INTEGER)",
+			     store_claim_node(st), since, NULL, node_count_row, n);
+}
+
+enum rcs_err store_node_gone(struct store *st)
+{
+	return store_write(st, "DELETE FROM nodes WHERE node_id = ?1", NULL, 1,
+			   store_claim_node(st));
 }

@@ -415,6 +415,35 @@ static bool id_in(long long id, const long long *skip, size_t n)
 	return false;
 }
 
+/*
+ * The first queued delivery of each (webhook, subject) whose time has come, at most per_hook
+ * (?3) of one webhook (the first of its own order): a webhook with thousands due leaves room
+ * for the others' in every read. Claimed for this node (docs/architecture.md "Claims"): a
+ * delivery another node holds is passed over, and so are the later ones of its subject,
+ * which keeps each subject's order. Those in flight here (skip) are claimed again, which
+ * renews their lease, and passed over, so the LIMIT leaves room for them.
+ */
+#define WEBHOOKS_CLAIM(lock)                                                                       \
+	"UPDATE webhook_deliveries SET claimed_by = ?4, lease_until = ?5 WHERE id IN (SELECT id"   \
+	" FROM webhook_deliveries WHERE id IN (SELECT d.id FROM (SELECT q.id, q.next_at,"          \
+	" row_number() OVER (PARTITION BY q.webhook_ident ORDER BY q.next_at, q.id) AS rn FROM"    \
+	" webhook_deliveries q WHERE q.state = 'queued' AND q.next_at <= ?1 AND NOT EXISTS"        \
+	" (SELECT 1 FROM webhook_deliveries e WHERE e.state = 'queued' AND"                        \
+	" e.webhook_ident = q.webhook_ident AND e.subject = q.subject AND e.id < q.id)) d"         \
+	" WHERE d.rn <= ?3 ORDER BY d.next_at, d.id LIMIT ?2) AND " STORE_CLAIM_FREE("?4", "?1")   \
+	    lock ") RETURNING id, ident, webhook_ident, client_root,"                              \
+		 " type, subject, hist_n, status, at, attempts, created_at,"                       \
+		 " (SELECT w.url FROM webhooks w WHERE w.ident ="                                  \
+		 " webhook_deliveries.webhook_ident), (SELECT w.secret FROM"                       \
+		 " webhooks w WHERE w.ident = webhook_deliveries.webhook_ident)"
+
+static int webhook_due_cmp(const void *a, const void *b)
+{
+	const struct webhook_due *x = a, *y = b;
+
+	return x->id < y->id ? -1 : x->id > y->id;
+}
+
 enum rcs_err store_webhooks_due(struct store *st, int64_t now, const long long *skip, size_t n_skip,
 				size_t limit, size_t per_hook, struct store_webhook_due_list *out)
 {
@@ -429,31 +458,20 @@ enum rcs_err store_webhooks_due(struct store *st, int64_t now, const long long *
 	if (out->items == NULL)
 		return RCS_ERR_NOMEM;
 	store_lock(st);
-	/* the first queued delivery of each (webhook, subject) whose time has come, at most
-	 * per_hook of one webhook (the first of its own order): a webhook with thousands due
-	 * leaves room for the others' in every read. Those in flight (skip) are read and passed
-	 * over, so the LIMIT leaves room for them. */
-	err = store_stmt(st,
-			 "SELECT d.id, d.ident, d.webhook_ident, d.client_root, d.type, d.subject,"
-			 " d.hist_n, d.status, d.at, d.attempts, d.created_at, w.url, w.secret"
-			 " FROM (SELECT q.*, row_number() OVER (PARTITION BY q.webhook_ident"
-			 " ORDER BY q.next_at, q.id) AS rn FROM webhook_deliveries q"
-			 " WHERE q.state = 'queued' AND q.next_at <= ?1 AND NOT EXISTS (SELECT 1"
-			 " FROM webhook_deliveries e WHERE e.state = 'queued' AND"
-			 " e.webhook_ident = q.webhook_ident AND e.subject = q.subject AND"
-			 " e.id < q.id)) d JOIN webhooks w ON w.ident = d.webhook_ident"
-			 " WHERE d.rn <= ?3 ORDER BY d.next_at, d.id LIMIT ?2",
-			 &s);
+	err = store_stmt(
+	    st, STORE_SQL(st, WEBHOOKS_CLAIM(""), WEBHOOKS_CLAIM(STORE_SKIP_LOCKED_PG)), &s);
 	if (err != RCS_OK)
 		goto out;
 	store_arg_int(s, 1, now);
 	store_arg_int(s, 2, (long long)(limit + n_skip));
 	store_arg_int(s, 3, (long long)(per_hook ? per_hook : limit + n_skip));
-	while (out->n < limit &&
-	       (err = store_next(st, s, "webhook deliveries due", &row)) == RCS_OK && row) {
+	store_arg_text(s, 4, store_claim_node(st));
+	store_arg_int(s, 5, store_claim_until(st, now));
+	/* a write: read to its end */
+	while ((err = store_next(st, s, "webhook deliveries due", &row)) == RCS_OK && row) {
 		struct webhook_due *r = &out->items[out->n];
 
-		if (id_in(store_val_int(s, 0), skip, n_skip))
+		if (out->n >= limit || id_in(store_val_int(s, 0), skip, n_skip))
 			continue;
 		memset(r, 0, sizeof(*r));
 		r->id = store_val_int(s, 0);
@@ -473,6 +491,8 @@ enum rcs_err store_webhooks_due(struct store *st, int64_t now, const long long *
 		if (err != RCS_OK)
 			break;
 	}
+	if (err == RCS_OK && out->n > 1)
+		qsort(out->items, out->n, sizeof(*out->items), webhook_due_cmp);
 out:
 	store_stmt_done(st, s);
 	store_unlock(st);
@@ -540,7 +560,8 @@ enum rcs_err store_webhook_attempt(struct store *st, long long id,
 	err = store_stmt(st,
 			 "UPDATE webhook_deliveries SET attempts = attempts + 1, state = ?2,"
 			 " next_at = ?3, last_error = ?4,"
-			 " done_at = CASE WHEN ?2 = 'queued' THEN NULL ELSE ?5 END WHERE id = ?1",
+			 " done_at = CASE WHEN ?2 = 'queued' THEN NULL ELSE ?5 END,"
+			 " claimed_by = NULL, lease_until = NULL WHERE id = ?1",
 			 &s);
 	if (err != RCS_OK)
 		goto out;

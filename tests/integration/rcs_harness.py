@@ -165,6 +165,10 @@ class Coordinator:
         self.port = free_port()
         self.base = "http://127.0.0.1:%d/v3/commands" % self.port
         self.extra_args = list(extra_args)
+        if self.db.startswith("postgresql://") and "--node-id" not in self.extra_args:
+            # as systemd's STATE_DIRECTORY keeps it: a restart on the same database is the
+            # same node, with the same MQTT session (docs/coordinator.md, node_id)
+            self.extra_args += ["--node-id", "test-" + self.db.rsplit("/", 1)[1]]
         self.proc = None
         self.log_path = os.path.join(workdir, "coordinator-%d.log" % self.port)
 

@@ -64,7 +64,7 @@ class PgUrlSecretTest(unittest.TestCase):
             p.terminate()
             rest = p.communicate(timeout=30)[1]
         log = "".join(lines) + rest
-        self.assertIn("serving (database postgresql://", log)
+        self.assertRegex(log, r"serving as node \S+ \(database postgresql://")
         self.assertIn(":***@", log)
         self.assertNotIn(SECRET, log)
 

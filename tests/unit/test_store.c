@@ -285,7 +285,7 @@ static void test_reopen_and_schema(void **state)
 		assert_true(store_test_pg_exec(f->path, "UPDATE schema_version SET version = 99"));
 		assert_int_not_equal(store_open(f->path, &again), RCS_OK);
 		assert_null(again);
-		assert_true(store_test_pg_exec(f->path, "UPDATE schema_version SET version = 4"));
+		assert_true(store_test_pg_exec(f->path, "UPDATE schema_version SET version = 5"));
 		assert_int_equal(store_open(f->path, &again), RCS_OK);
 		assert_true(store_tenant_exists(again, f->root));
 		store_close(again);
@@ -342,6 +342,13 @@ static void test_reopen_and_schema(void **state)
 						   "jobs.release_at",
 						   "jobs.superseded",
 						   "tasks.retry",
+						   /* migration 5: claims */
+						   "jobs.claimed_by",
+						   "jobs.lease_until",
+						   "groups.claimed_by",
+						   "groups.lease_until",
+						   "notifications.claimed_by",
+						   "notifications.lease_until",
 						   NULL};
 		char sql[160];
 
@@ -363,7 +370,7 @@ static void test_reopen_and_schema(void **state)
 		db,
 		"DROP INDEX jobs_sched; DROP INDEX jobs_inflight;"
 		" DROP TABLE webhook_attempts; DROP TABLE webhook_deliveries; DROP TABLE webhooks;"
-		" DROP TABLE audit;"
+		" DROP TABLE audit; DROP TABLE nodes;"
 		" CREATE INDEX jobs_sched ON jobs(scheduled_time) WHERE status = 'pending';"
 		" CREATE INDEX jobs_inflight ON jobs(update_at) WHERE status IN"
 		" ('transmited', 'edge_transmitted', 'edge_started', 'edge_running');"
@@ -384,7 +391,7 @@ static void test_reopen_and_schema(void **state)
 				       -1, &s, NULL),
 		    SQLITE_OK);
 		assert_int_equal(sqlite3_step(s), SQLITE_ROW);
-		assert_int_equal(sqlite3_column_int(s, 0), 4);
+		assert_int_equal(sqlite3_column_int(s, 0), 5);
 		assert_non_null(
 		    strstr((const char *)sqlite3_column_text(s, 1), "scheduled_time IS NOT NULL"));
 		sqlite3_finalize(s);

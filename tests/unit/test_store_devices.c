@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "render.h"
@@ -498,6 +499,223 @@ static void test_outbox(void **state)
 	assert_int_equal(next, NOW + 30);
 }
 
+/* ---- claims of several coordinators (docs/architecture.md "Claims") ---- */
+
+static bool ident_in(const struct store_idents *ids, const char *id)
+{
+	for (size_t i = 0; i < ids->n; i++)
+		if (strcmp(ids->v[i], id) == 0)
+			return true;
+	return false;
+}
+
+static void test_claims(void **state)
+{
+	struct fixture *f = *state;
+	struct store *b = NULL;
+	struct store_idents ia, ib;
+	struct store_notification_due_list la, lb;
+	bool came = false;
+
+	assert_int_equal(store_open(f->path, &b), RCS_OK);
+	store_claims_setup(f->st, "node-a", 15);
+	store_claims_setup(b, "node-b", 15);
+	assert_int_equal(store_device_insert(f->st, f->root, DEV_ON, "on", "[]", 100), RCS_OK);
+	assert_int_equal(store_device_state(f->st, f->root, DEV_ON, true, NULL, NULL, 100, &came),
+			 RCS_OK);
+	for (int i = 10; i < 20; i++) {
+		char row[1024], id[8];
+
+		snprintf(id, sizeof(id), "%02d", i);
+		snprintf(row, sizeof(row),
+			 "INSERT INTO jobs(ident, client_root, task_ident, task_version, task_name,"
+			 " entity_ident, status, created_user, created_at, update_at, variables,"
+			 " mail_list, status_list, task_mail_list, task_status_list)"
+			 " VALUES('%s%s', '@ROOT@', 't', 1, 'T', '%s', 'pending', 'u', 1, 1, '{}',"
+			 " '[]', '[]', '[]', '[]');",
+			 JOB(""), id, DEV_ON);
+		sql(f, row);
+	}
+
+	/* two claimers get disjoint rows; together, all of them */
+	assert_int_equal(store_jobs_ready(f->st, NULL, NOW, 4, &ia), RCS_OK);
+	assert_int_equal(ia.n, 4);
+	assert_int_equal(store_jobs_ready(b, NULL, NOW, 100, &ib), RCS_OK);
+	assert_int_equal(ib.n, 6);
+	for (size_t i = 0; i < ia.n; i++)
+		assert_false(ident_in(&ib, ia.v[i]));
+	assert_int_equal(sql_int(f, "SELECT count(*) FROM jobs WHERE claimed_by = 'node-a'"), 4);
+	assert_int_equal(sql_int(f, "SELECT count(*) FROM jobs WHERE claimed_by = 'node-b'"), 6);
+	store_idents_free(&ib);
+	/* a claim is its holder's to take again, not another's while its lease runs */
+	assert_int_equal(store_jobs_ready(f->st, NULL, NOW + 10, 100, &ib), RCS_OK);
+	assert_int_equal(ib.n, 4);
+	for (size_t i = 0; i < ia.n; i++)
+		assert_true(ident_in(&ib, ia.v[i]));
+	store_idents_free(&ib);
+	assert_int_equal(store_jobs_ready(b, NULL, NOW + 10, 100, &ib), RCS_OK);
+	assert_int_equal(ib.n, 6);
+	store_idents_free(&ib);
+	/* an expired lease is taken over (a's were renewed at NOW + 10 until NOW + 25) */
+	assert_int_equal(store_jobs_ready(b, NULL, NOW + 26, 100, &ib), RCS_OK);
+	assert_int_equal(ib.n, 10);
+	store_idents_free(&ib);
+	store_idents_free(&ia);
+
+	/* sent by a, whose lease lapsed before the broker's ack: b sends it again, a doesn't */
+	sql(f, "UPDATE jobs SET status = 'transmited', claimed_by = 'node-a',"
+	       " lease_until = 1700000015 WHERE ident = '" JOB(
+		   "10") "';"
+			 "UPDATE jobs SET status = 'transmited', claimed_by = 'node-a',"
+			 " lease_until = NULL WHERE ident = '" JOB("11") "'");
+	assert_int_equal(store_jobs_orphaned(b, NOW + 10, 100, &ib), RCS_OK);
+	assert_int_equal(ib.n, 0);
+	store_idents_free(&ib);
+	assert_int_equal(store_jobs_orphaned(f->st, NOW + 20, 100, &ia), RCS_OK);
+	assert_int_equal(ia.n, 0);
+	store_idents_free(&ia);
+	assert_int_equal(store_jobs_orphaned(b, NOW + 20, 100, &ib), RCS_OK);
+	assert_int_equal(ib.n, 1);
+	assert_string_equal(ib.v[0], JOB("10"));
+	store_idents_free(&ib);
+	/* the broker acknowledged a's envelope: the claim ends */
+	sql(f, "UPDATE jobs SET claimed_by = 'node-a', lease_until = 1700000015"
+	       " WHERE ident = '" JOB("10") "'");
+	ia.v = calloc(1, sizeof(*ia.v));
+	assert_non_null(ia.v);
+	snprintf(ia.v[0], sizeof(ia.v[0]), "%s", JOB("10"));
+	ia.n = 1;
+	assert_int_equal(store_jobs_unclaim(f->st, &ia), RCS_OK);
+	store_idents_free(&ia);
+	assert_int_equal(sql_int(f, "SELECT count(*) FROM jobs WHERE ident = '" JOB(
+					"10") "' AND"
+					      " claimed_by IS NULL AND lease_until IS NULL"),
+			 1);
+
+	/* the e-mail outbox: the same */
+	sql(f, NOTIFICATION_ROW("1", "terminated", "a@example.com", "queued", "0", "1699999995")
+		   NOTIFICATION_ROW("2", "terminated", "b@example.com", "queued", "0", "1699999996")
+		       NOTIFICATION_ROW("3", "terminated", "c@example.com", "queued", "0",
+					"1699999997"));
+	assert_int_equal(store_notifications_due(f->st, NOW, 1, &la), RCS_OK);
+	assert_int_equal(la.n, 1);
+	assert_int_equal(la.items[0].id, 1);
+	assert_int_equal(store_notifications_due(b, NOW, 10, &lb), RCS_OK);
+	assert_int_equal(lb.n, 2);
+	assert_int_equal(lb.items[0].id, 2);
+	assert_int_equal(lb.items[1].id, 3);
+	store_notification_due_list_free(&lb);
+	assert_int_equal(store_notifications_due(b, NOW + 10, 10, &lb), RCS_OK);
+	assert_int_equal(lb.n, 2);
+	store_notification_due_list_free(&lb);
+	assert_int_equal(store_notifications_due(b, NOW + 16, 10, &lb), RCS_OK);
+	assert_int_equal(lb.n, 3);
+	store_notification_due_list_free(&lb);
+	/* an update ends the claim */
+	assert_int_equal(store_notification_update(f->st, 1, "sent", NOW, NOW, NULL), RCS_OK);
+	assert_int_equal(sql_int(f, "SELECT count(*) FROM notifications WHERE id = 1 AND"
+				    " claimed_by IS NULL"),
+			 1);
+	store_notification_due_list_free(&la);
+
+	if (store_test_pg()) {
+		/* PostgreSQL: rows another transaction is claiming are passed over, not waited
+		 * for (FOR UPDATE SKIP LOCKED) */
+		sql(f, "UPDATE jobs SET status = 'pending', claimed_by = NULL, lease_until = NULL");
+		assert_int_equal(store_tx_begin(f->st), RCS_OK);
+		assert_int_equal(store_jobs_ready(f->st, NULL, NOW, 3, &ia), RCS_OK);
+		assert_int_equal(ia.n, 3);
+		assert_int_equal(store_jobs_ready(b, NULL, NOW, 100, &ib), RCS_OK);
+		assert_int_equal(ib.n, 7);
+		for (size_t i = 0; i < ia.n; i++)
+			assert_false(ident_in(&ib, ia.v[i]));
+		assert_int_equal(store_tx_end(f->st, true), RCS_OK);
+		store_idents_free(&ia);
+		store_idents_free(&ib);
+	}
+	/* a group's releases: one node at a time (its token bucket) */
+	{
+		struct store_group_list ga, gb;
+
+		sql(f, "INSERT INTO groups(ident, client_root, name, task_ident, created_user,"
+		       " created_at, status) VALUES('" JOB(
+			   "g1") "', '@ROOT@', 'g', 't', 'u', 1,"
+				 " 'running');"
+				 "UPDATE jobs SET held = 1, group_ident = '" JOB(
+				     "g1") "' WHERE ident = '" JOB("19") "'");
+		assert_int_equal(store_groups_releasing(f->st, 10, &ga), RCS_OK);
+		assert_int_equal(ga.n, 1);
+		assert_int_equal(store_groups_releasing(b, 10, &gb), RCS_OK);
+		assert_int_equal(gb.n, 0);
+		store_group_list_free(&gb);
+		store_group_list_free(&ga);
+		assert_int_equal(store_groups_releasing(f->st, 10, &ga), RCS_OK);
+		assert_int_equal(ga.n, 1);
+		store_group_list_free(&ga);
+		/* a's lease ended */
+		sql(f, "UPDATE groups SET lease_until = 1");
+		assert_int_equal(store_groups_releasing(b, 10, &gb), RCS_OK);
+		assert_int_equal(gb.n, 1);
+		store_group_list_free(&gb);
+	}
+	/* webhook deliveries: the first queued one of each subject; a later one of a subject
+	 * whose first another node holds waits (order per job) */
+	{
+		struct store_webhook_due_list da, db;
+		int64_t now = (int64_t)time(NULL);
+		char rows[2048];
+
+		snprintf(
+		    rows, sizeof(rows),
+		    "INSERT INTO webhooks(ident, client_root, url, events, statuses, secret,"
+		    " created_user, created_at, update_at) VALUES('w1', '@ROOT@',"
+		    " 'http://h.test/', '[\"job.status\"]', '[]', 's', 'u', 1, 1);"
+		    "INSERT INTO webhook_deliveries(id, ident, webhook_ident, client_root, type,"
+		    " subject, hist_n, status, at, state, created_at, next_at) VALUES"
+		    " (1, 'd1', 'w1', '@ROOT@', 'job.status', 'j1', 1, 'initial', 1, 'queued', 1,"
+		    " %lld), (2, 'd2', 'w1', '@ROOT@', 'job.status', 'j1', 2, 'pending', 1,"
+		    " 'queued', 1, %lld), (3, 'd3', 'w1', '@ROOT@', 'job.status', 'j2', 1,"
+		    " 'initial', 1, 'queued', 1, %lld)",
+		    (long long)now - 5, (long long)now - 5, (long long)now - 5);
+		sql(f, rows);
+		assert_int_equal(store_webhooks_due(f->st, now, NULL, 0, 1, 0, &da), RCS_OK);
+		assert_int_equal(da.n, 1);
+		assert_int_equal(da.items[0].id, 1);
+		assert_string_equal(da.items[0].url, "http://h.test/");
+		assert_int_equal(store_webhooks_due(b, now, NULL, 0, 10, 0, &db), RCS_OK);
+		assert_int_equal(db.n, 1);
+		assert_int_equal(db.items[0].id, 3);
+		store_webhook_due_list_free(&db);
+		assert_int_equal(store_webhooks_due(b, now, NULL, 0, 10, 0, &db), RCS_OK);
+		assert_int_equal(db.n, 1); /* its own again, never d2 before d1 is done */
+		assert_int_equal(db.items[0].id, 3);
+		store_webhook_due_list_free(&db);
+		store_webhook_due_list_free(&da);
+	}
+	/* the coordinators running: seen within the lease */
+	{
+		long long others = -1;
+
+		assert_int_equal(store_nodes_others(b, NOW, &others), RCS_OK);
+		assert_int_equal(others, 0);
+		assert_int_equal(store_node_beat(f->st, NOW), RCS_OK);
+		assert_int_equal(store_node_beat(b, NOW), RCS_OK);
+		assert_int_equal(store_nodes_others(b, NOW + 5, &others), RCS_OK);
+		assert_int_equal(others, 1);
+		assert_int_equal(store_nodes_others(b, NOW + 16, &others), RCS_OK);
+		assert_int_equal(others, 0);
+		assert_int_equal(store_node_gone(f->st), RCS_OK);
+		assert_int_equal(store_nodes_others(b, NOW, &others), RCS_OK);
+		assert_int_equal(others, 0);
+	}
+	/* a clean stop gives the claims up at once */
+	assert_int_equal(store_claims_release(b), RCS_OK);
+	assert_int_equal(store_jobs_ready(f->st, NULL, NOW, 100, &ia), RCS_OK);
+	assert_true(ia.n >= 7); /* all but the two sent and the held one */
+	store_idents_free(&ia);
+	store_close(b);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -507,6 +725,7 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(test_device_state_and_tags, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_queues, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_outbox, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_claims, setup, teardown),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -1,0 +1,455 @@
+#!/usr/bin/env python3
+"""Integration tests of several coordinators on one PostgreSQL database (docs/scale-out.md,
+"Several coordinators on PostgreSQL"; docs/architecture.md, "Claims"): a PostgreSQL made
+with initdb (pg_server.py), one real mosquitto, two real rcs-coordinators on it with their
+own --node-id and HTTP port and --lease 3, a real SMTP server (the harness's SmtpServer), a
+real HTTP receiver of webhooks, and a fleet of scripted devices on one MQTT connection that
+record every envelope and every job they run.
+
+Checked: a task made through one coordinator is served by the other (its job sent and
+finished); scheduled jobs fire once with both running (one envelope per job and device: the
+60 s re-send is set out of the way with --resend-after); e-mails and webhook deliveries of
+jobs go out once with both running; kill -9 of one coordinator halfway through a bulk send
+to 200 devices: every job reaches one terminal status through the other within the lease
+and a few seconds, its history holds each status once, and no device runs a job twice; a
+retried group send makes one retry per failed job, released and sent once; cancels racing
+the devices' reports leave each status once in a job's history.
+
+Skipped without PostgreSQL's server (tools/deps.sh test installs it).
+
+Run: RCS_BIN_DIR=build/bin RCS_SOURCE_DIR=. /usr/bin/python3 tests/integration/test_coordinators.py
+"""
+
+import http.server
+import json
+import os
+import random
+import shutil
+import signal
+import socketserver
+import sys
+import tempfile
+import threading
+import time
+import unittest
+import uuid
+
+import paho.mqtt.client as mqtt
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+import pg_server  # noqa: E402
+from rcs_harness import (Coordinator, Mosquitto, SmtpServer, free_port, wait_for,  # noqa: E402
+                         with_query)
+
+LEASE = 3
+FROM = "rcs@coordinators.test"
+TERMINAL = ("terminated", "edge_error", "cancelled", "expired")
+
+
+class Fleet:
+    """Scripted devices on one MQTT connection: each envelope is recorded; a job seen for
+    the first time is run (recorded in runs) and answered edge_transmitted ... terminated
+    after a delay (0 to max_delay s); a repeat of a finished job gets the final report again,
+    a repeat of one running is dropped (it runs once)."""
+
+    def __init__(self, broker, client_root, entities, max_delay=0.0, fail_first=False):
+        self.fail_first = fail_first  # a device's first job ends edge_error (script_error)
+        self.client_root = client_root
+        self.entities = set(entities)
+        self.max_delay = max_delay
+        self.envelopes = {}  # entity -> [job, ...] as received
+        self.runs = {}  # entity -> [job, ...] run
+        self.final = {}
+        self.timers = []
+        self.lock = threading.Lock()
+        self.subscribed = threading.Event()
+        self.broker = broker
+        self.client = mqtt.Client(client_id="fleet-" + uuid.uuid4().hex[:12],
+                                  clean_session=True)
+        self.client.max_inflight_messages_set(1000)
+        self.client.on_connect = lambda c, u, f, rc: c.subscribe(
+            "rcs/v1/%s/+/jobs/+" % client_root, 1)
+        self.client.on_subscribe = lambda *a: self.subscribed.set()
+        self.client.on_message = self._on_message
+
+    def start(self):
+        self.client.connect("127.0.0.1", self.broker.port, keepalive=10)
+        self.client.loop_start()
+        if not self.subscribed.wait(10):
+            raise AssertionError("fleet did not subscribe")
+        infos = [self.client.publish(
+            "rcs/v1/%s/%s/state" % (self.client_root, e),
+            json.dumps({"v": 1, "online": True, "tags": [], "agent_version": "fleet",
+                        "ts": int(time.time())}), qos=1, retain=True)
+            for e in self.entities]
+        for i in infos:
+            i.wait_for_publish(10)
+        return self
+
+    def stop(self):
+        with self.lock:
+            timers, self.timers = self.timers, []
+        for t in timers:
+            t.cancel()
+        self.client.disconnect()
+        self.client.loop_stop()
+
+    def _on_message(self, client, userdata, msg):
+        parts = msg.topic.split("/")
+        if len(parts) != 6 or parts[3] not in self.entities:
+            return
+        env = json.loads(msg.payload)
+        job, ent = env["job"], parts[3]
+        with self.lock:
+            self.envelopes.setdefault(ent, []).append(job)
+            ran = job in self.runs.get(ent, [])
+            if not ran:
+                self.runs.setdefault(ent, []).append(job)
+            final = self.final.get(job)
+        if ran:
+            if final:
+                self.client.publish(self._topic(ent, job), final, qos=1)
+            return
+        delay = random.uniform(0, self.max_delay) if self.max_delay > 0 else 0
+        if delay == 0:
+            self._answer(ent, job)
+            return
+        t = threading.Timer(delay, self._answer, (ent, job))
+        t.daemon = True
+        with self.lock:
+            self.timers.append(t)
+        t.start()
+
+    def _topic(self, ent, job):
+        return "rcs/v1/%s/%s/jobs/%s/status" % (self.client_root, ent, job)
+
+    def _answer(self, ent, job):
+        payload = None
+        with self.lock:
+            fail = self.fail_first and self.runs.get(ent, [None])[0] == job
+        end = "edge_error" if fail else "terminated"
+        for seq, st in enumerate(("edge_transmitted", "edge_started", "edge_running", end), 1):
+            msg = {"v": 1, "job": job, "status": st, "seq": seq, "ts": int(time.time()),
+                   "response": "ok:" + job if st == "terminated" else None}
+            if st == "edge_error":
+                msg.update(response="failed", error="script_error")
+            payload = json.dumps(msg)
+            self.client.publish(self._topic(ent, job), payload, qos=1)
+        with self.lock:
+            self.final[job] = payload
+
+    def received(self, ent):
+        with self.lock:
+            return list(self.envelopes.get(ent, []))
+
+    def ran(self, ent):
+        with self.lock:
+            return list(self.runs.get(ent, []))
+
+
+class Receiver:
+    """An HTTP server on 127.0.0.1 that records every POSTed body and answers 200."""
+
+    def __init__(self):
+        self.port = free_port()
+        self.url = "http://127.0.0.1:%d/hook" % self.port
+        self.bodies = []
+        self.lock = threading.Lock()
+        outer = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *args):
+                pass
+
+            def do_POST(self):
+                n = int(self.headers.get("Content-Length", "0"))
+                body = json.loads(self.rfile.read(n))
+                with outer.lock:
+                    outer.bodies.append(body)
+                self.send_response(200)
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+
+        class Server(socketserver.ThreadingMixIn, http.server.HTTPServer):
+            daemon_threads = True
+
+        self.server = Server(("127.0.0.1", self.port), Handler)
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.thread.start()
+
+    def stop(self):
+        self.server.shutdown()
+        self.server.server_close()
+
+    def of_jobs(self, jobs):
+        with self.lock:
+            return [b for b in self.bodies if b.get("data", {}).get("ident") in jobs]
+
+
+@unittest.skipUnless(pg_server.available(), "PostgreSQL's server is not installed")
+class TwoCoordinatorsTest(unittest.TestCase):
+    """PostgreSQL, one mosquitto, SMTP and webhook receivers, coordinators a and b."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.workdir = tempfile.mkdtemp(prefix="rcs-coords-")
+        cls.coords = []
+        cls.fleets = []
+        cls.broker = cls.smtp = cls.recv = None
+        cls.addClassCleanup(cls._cleanup)
+        cls.db = pg_server.shared().create_db()
+        cls.broker = Mosquitto(cls.workdir).start()
+        cls.smtp = SmtpServer().start()
+        cls.recv = Receiver()
+        for node in ("node-a", "node-b"):
+            c = Coordinator(cls.workdir, db=cls.db, extra_args=(
+                "--node-id", node, "--lease", str(LEASE), "--mqtt", cls.broker.url,
+                "--resend-after", "3600", "--smtp-url", cls.smtp.url, "--smtp-from", FROM,
+                "--webhook-allow-net", "127.0.0.1/32", "--webhook-retry-base", "1"))
+            cls.coords.append(c)
+        tenant = cls.coords[0].init_tenant(user="admin")
+        cls.client_root = tenant["client_root"]
+        for c in cls.coords:
+            c.start()
+        cls.a, cls.b = (c.api(tenant["api_key"]) for c in cls.coords)
+        for c in cls.coords:
+            wait_for(lambda c=c: "connected to" in c.read_log(), timeout=20,
+                     what="coordinator connected to the broker")
+
+    @classmethod
+    def tearDownClass(cls):
+        # the coordinators still running stop cleanly (their claims given up)
+        for f in cls.fleets:
+            f.stop()
+        cls.fleets = []
+        for c in cls.coords:
+            if c.proc is not None and c.alive():
+                log = c.read_log()[-3000:]
+                rc = c.stop()
+                if rc != 0:
+                    raise AssertionError("coordinator exited with %r on SIGTERM:\n%s" % (
+                        rc, log))
+
+    @classmethod
+    def _cleanup(cls):
+        for f in cls.fleets:
+            f.stop()
+        for c in cls.coords:
+            if c.proc is not None:
+                c.stop(signal.SIGKILL)
+        for x in (cls.broker, cls.smtp, cls.recv):
+            if x is not None:
+                x.stop()
+        if os.environ.get("RCS_KEEP_TMP") is None:
+            shutil.rmtree(cls.workdir, ignore_errors=True)
+
+    # -- helpers --------------------------------------------------------------------------
+
+    def devices(self, prefix, n, max_delay=0.0, fail_first=False):
+        ents = []
+        for i in range(n):
+            api = self.a if i % 2 == 0 else self.b
+            r = api.post("/devices", {"name": "%s%d" % (prefix, i), "tags": [prefix]})
+            self.assertEqual(r.status, 201, r.raw)
+            ents.append(r.json["entity_ident"])
+        fleet = Fleet(self.broker, self.client_root, ents, max_delay=max_delay,
+                      fail_first=fail_first).start()
+        self.fleets.append(fleet)
+        wait_for(lambda: self.b.get(with_query("/devices", tag=prefix, online="true",
+                                               per_page=1)).json["total_items"] == n,
+                 timeout=30, what="the devices online")
+        return ents, fleet
+
+    def task(self, api, name, **fields):
+        body = {"name": name, "script": "echo"}
+        body.update(fields)
+        r = api.post("/tasks", body)
+        self.assertEqual(r.status, 201, r.raw)
+        return r.json
+
+    def sql(self, query):
+        return pg_server.shared().psql(query, db=self.db.rsplit("/", 1)[1])
+
+    def job(self, api, ident):
+        r = api.get("/jobs/" + ident)
+        self.assertEqual(r.status, 200, r.raw)
+        return r.json
+
+    def wait_terminal(self, api, idents, timeout):
+        left = set(idents)
+
+        def check():
+            for j in list(left):
+                if self.job(api, j)["status"] in TERMINAL:
+                    left.discard(j)
+            return not left
+        wait_for(check, timeout=timeout, interval=0.25,
+                 what="%d jobs terminal (left: %r)" % (len(idents), left))
+
+    def assertOnceEach(self, api, ident):
+        """The job's history holds each status once, one of them terminal."""
+        r = api.get(with_query("/jobs/%s/history" % ident, per_page=500))
+        self.assertEqual(r.status, 200, r.raw)
+        statuses = [h["status"] for h in r.json["items"]]
+        self.assertEqual(len(statuses), len(set(statuses)), "%s: %r" % (ident, statuses))
+        self.assertEqual(len([s for s in statuses if s in TERMINAL]), 1, statuses)
+
+    # -- tests ----------------------------------------------------------------------------
+
+    def test_a_task_of_one_served_by_the_other(self):
+        ents, fleet = self.devices("cross", 1)
+        task = self.task(self.a, "made on a")
+        r = self.b.post("/tasks/%s/jobs" % task["ident"], {"entity_ident": ents[0]})
+        self.assertEqual(r.status, 201, r.raw)
+        ident = r.json["ident"]
+        self.wait_terminal(self.a, [ident], 15)
+        self.assertEqual(self.job(self.a, ident)["status"], "terminated")
+        self.assertEqual(fleet.received(ents[0]), [ident])
+        self.assertOnceEach(self.b, ident)
+        # each coordinator LISTENs on a connection of its own
+        wait_for(lambda: self.sql("SELECT count(*) FROM pg_stat_activity WHERE datname ="
+                                  " current_database() AND query = 'LISTEN rcs_work'"
+                                  ).strip() == "2", timeout=10, what="two LISTEN connections")
+        # and connects again when it is lost
+        self.sql("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname ="
+                 " current_database() AND query = 'LISTEN rcs_work'")
+        wait_for(lambda: self.sql("SELECT count(*) FROM pg_stat_activity WHERE datname ="
+                                  " current_database() AND query = 'LISTEN rcs_work'"
+                                  ).strip() == "2", timeout=15,
+                 what="two LISTEN connections again")
+        # the sender's claim ended with the broker's acknowledgement
+        wait_for(lambda: self.sql("SELECT count(*) FROM jobs WHERE ident = '%s' AND"
+                                  " claimed_by IS NULL" % ident).strip() == "1",
+                 timeout=10, what="the claim ended")
+
+    def test_b_scheduled_jobs_fire_once(self):
+        n = 20
+        ents, fleet = self.devices("sched", n)
+        task = self.task(self.b, "scheduled")
+        at = int(time.time()) + 4
+        jobs = []
+        for i, e in enumerate(ents):
+            api = self.a if i % 2 else self.b
+            r = api.post("/tasks/%s/jobs" % task["ident"],
+                         {"entity_ident": e, "scheduled_time": at})
+            self.assertEqual(r.status, 201, r.raw)
+            self.assertEqual(r.json["status"], "pending")
+            jobs.append(r.json["ident"])
+        self.wait_terminal(self.a, jobs, 30)
+        time.sleep(LEASE + 1)  # a second sender would have sent by now
+        for e, j in zip(ents, jobs):
+            self.assertEqual(fleet.received(e), [j], "one envelope per job and device")
+            self.assertEqual(self.job(self.b, j)["status"], "terminated")
+            self.assertOnceEach(self.a, j)
+
+    def test_c_mails_and_webhooks_once(self):
+        n = 10
+        ents, fleet = self.devices("mail", n)
+        r = self.a.post("/webhooks", {"url": self.recv.url, "events": ["job.status"],
+                                      "statuses": ["terminated"]})
+        self.assertEqual(r.status, 201, r.raw)
+        hook = r.json["ident"]
+        task = self.task(self.a, "mailed", notification_mail_list=["ops@coordinators.test"],
+                         notification_status_list=["terminated"])
+        r = self.b.post("/tasks/%s/jobs/list" % task["ident"], {"ident_list": ents})
+        self.assertEqual(r.status, 201, r.raw)
+        jobs = [j["ident"] for j in r.json["items"]]
+        self.assertEqual(len(jobs), n)
+        self.wait_terminal(self.b, jobs, 30)
+        self.smtp.wait_messages(n, lambda m: any(j in m.body for j in jobs), timeout=30)
+        wait_for(lambda: len(self.recv.of_jobs(set(jobs))) >= n, timeout=30,
+                 what="webhook deliveries")
+        time.sleep(LEASE + 2)  # a second sender would have sent by now
+        for j in jobs:
+            mails = self.smtp.received(lambda m, j=j: j in m.body)
+            self.assertEqual(len(mails), 1, "one mail for job %s" % j)
+            hits = self.recv.of_jobs({j})
+            self.assertEqual(len(hits), 1, "one delivery for job %s: %r" % (j, hits))
+        self.a.delete("/webhooks/" + hook)
+
+    def test_d_retries_once(self):
+        n = 10
+        ents, fleet = self.devices("retry", n, fail_first=True)
+        task = self.task(self.a, "retried")
+        r = self.b.post("/tasks/%s/jobs/list" % task["ident"],
+                        {"ident_list": ents, "retry": {"max_attempts": 3, "backoff_s": 1}})
+        self.assertEqual(r.status, 201, r.raw)
+        group = r.json["group"]["ident"]
+        wait_for(lambda: self.a.get("/groups/" + group).json["status"] == "completed",
+                 timeout=30, what="the group completed")
+        time.sleep(LEASE + 1)  # a second release or retry would have come by now
+        jobs = [j for j in self.a.get(with_query("/jobs", group_ident=group,
+                                                 per_page=100)).json["items"]]
+        self.assertEqual(len(jobs), 2 * n, "one retry per device: %r" % [
+            (j["entity_ident"], j["attempt"], j["status"]) for j in jobs])
+        for e in ents:
+            mine = sorted((j["attempt"], j["status"]) for j in jobs if j["entity_ident"] == e)
+            self.assertEqual(mine, [(1, "edge_error"), (2, "terminated")])
+            self.assertEqual(len(fleet.received(e)), 2, "one envelope per attempt")
+
+    def test_e_cancels_racing_reports(self):
+        n = 20
+        ents, fleet = self.devices("race", n, max_delay=1.0)
+        task = self.task(self.a, "raced")
+        r = self.a.post("/tasks/%s/jobs/list" % task["ident"], {"ident_list": ents})
+        self.assertEqual(r.status, 201, r.raw)
+        jobs = [j["ident"] for j in r.json["items"]]
+        wait_for(lambda: all(fleet.received(e) for e in ents), timeout=20, what="envelopes")
+        for i, j in enumerate(jobs):
+            time.sleep(random.uniform(0, 0.08))
+            api = self.a if i % 2 else self.b
+            c = api.patch("/jobs/%s/cancel" % j)
+            self.assertIn(c.status, (200, 409), c.raw)
+        self.wait_terminal(self.a, jobs, 30)
+        time.sleep(2)  # the reports still on their way arrive
+        for j in jobs:
+            self.assertIn(self.job(self.b, j)["status"], ("cancelled", "terminated"))
+            h = self.b.get(with_query("/jobs/%s/history" % j, per_page=500)).json["items"]
+            statuses = [x["status"] for x in h]
+            self.assertEqual(len(statuses), len(set(statuses)), "%s: %r" % (j, statuses))
+        for e in ents:
+            self.assertEqual(len(fleet.ran(e)), 1)
+
+    def test_z_kill9_halfway_through_a_bulk_send(self):
+        n = 200
+        ents, fleet = self.devices("bulk", n, max_delay=3.0)
+        task = self.task(self.a, "bulk")
+        # b held still (SIGSTOP) while a sends, so that a holds the claims when it dies
+        # (its MQTT session keeps the reports for it meanwhile)
+        b = self.coords[1]
+        os.kill(b.proc.pid, signal.SIGSTOP)
+        try:
+            r = self.a.post("/tasks/%s/jobs/list" % task["ident"],
+                            {"ident_list": ents, "group_name": "half"})
+            self.assertEqual(r.status, 201, r.raw)
+            jobs = {j["entity_ident"]: j["ident"] for j in r.json["items"]}
+            self.assertEqual(len(jobs), n)
+            # halfway: the first envelopes arrived, most jobs not finished (the devices
+            # take up to 3 s)
+            wait_for(lambda: any(fleet.received(e) for e in ents), timeout=20,
+                     interval=0.005, what="the first envelopes")
+            os.kill(self.coords[0].proc.pid, signal.SIGKILL)
+            self.coords[0].proc.wait()
+            killed = time.time()
+            state = self.sql(
+                "SELECT status, claimed_by IS NOT NULL, count(*) FROM jobs WHERE group_ident"
+                " = '%s' GROUP BY 1, 2 ORDER BY 1, 2" % r.json["group"]["ident"])
+            print("kill -9 of node-a; its jobs (status|claimed|count):\n" + state,
+                  file=sys.stderr)
+        finally:
+            os.kill(b.proc.pid, signal.SIGCONT)
+        self.wait_terminal(self.b, list(jobs.values()), LEASE + 60)
+        print("all terminal %.1f s after the kill" % (time.time() - killed), file=sys.stderr)
+        for e in ents:
+            self.assertEqual(fleet.ran(e), [jobs[e]], "device %s ran its job once" % e)
+            self.assertEqual(self.job(self.b, jobs[e])["status"], "terminated")
+        for e in ents[::10]:
+            self.assertOnceEach(self.b, jobs[e])
+        self.assertTrue(b.alive())
+
+
+if __name__ == "__main__":
+    unittest.main(verbosity=2)
