@@ -651,6 +651,7 @@ static int cmd_serve(struct settings *s)
 			bo.mqtt.urls = (const char *const *)s->mqtt.items;
 			bo.mqtt.nurls = s->mqtt.n;
 			bo.shared = shared;
+			bo.stable_client_id = s->node_id || keep || s->mqtt_client_id;
 			bo.events_qos = (int)s->events_qos;
 			bo.mqtt.client_id = s->mqtt_client_id ? s->mqtt_client_id : client_id;
 			bo.mqtt.username = s->mqtt_username;

@@ -89,6 +89,7 @@ struct bridge {
 
 	/* status reports: plain or shared subscription (bridge_reports_*), under lock */
 	enum bridge_shared shared_mode;
+	bool stable_client_id;
 	int events_qos;
 	char client_id[128];
 	unsigned sub_gen; /* connects so far: an answer to an earlier one's request is ignored */
@@ -720,6 +721,11 @@ static void bridge_reports_subscribe(struct bridge *b)
 	const char *filters[2] = {state, plain};
 	enum bridge_shared mode = b->shared_mode;
 
+	/* a session left by a coordinator that died would stay in the share group, and take
+	 * its share of the reports, until it expires: only a client id that comes back with
+	 * the next start (and takes its session over) joins the group on its own */
+	if (mode == BRIDGE_SHARED_AUTO && !b->stable_client_id)
+		mode = BRIDGE_SHARED_NO;
 	proto_topic_make(state, PROTO_STATE, PROTO_ANY, PROTO_ANY, NULL);
 	bridge_filter_plain(plain);
 	bridge_filter_shared(shared, sizeof(shared));
@@ -746,8 +752,10 @@ static void bridge_reports_subscribe(struct bridge *b)
 		const char *drop[1] = {shared};
 
 		mqttc_unsubscribe(b->mq, drop, 1, NULL, NULL);
-		log_info("status reports: plain subscription %s (mqtt_shared_subscriptions no)",
-			 plain);
+		log_info("status reports: plain subscription %s (%s)", plain,
+			 b->shared_mode == BRIDGE_SHARED_NO
+			     ? "mqtt_shared_subscriptions no"
+			     : "the client id changes at every start: give --node-id");
 	}
 	bridge_kick(b);
 }
@@ -1331,6 +1339,11 @@ enum rcs_err bridge_start(const struct bridge_opts *opts, struct store *st, stru
 	b->max_payload = opts->max_payload ? opts->max_payload : PROTO_MAX_PAYLOAD;
 	b->resend_after = opts->resend_after > 0 ? opts->resend_after : 60;
 	b->shared_mode = opts->shared;
+	b->stable_client_id = opts->stable_client_id;
+	if (b->shared_mode == BRIDGE_SHARED_YES && !b->stable_client_id)
+		log_warnx("--mqtt-shared-subscriptions yes with a client id that changes at every"
+			  " start: the session of a coordinator that died keeps taking its share"
+			  " of the reports (give --node-id)");
 	b->events_qos = opts->events_qos == 0 ? 0 : 1;
 	snprintf(b->client_id, sizeof(b->client_id), "%s",
 		 opts->mqtt.client_id ? opts->mqtt.client_id : "");

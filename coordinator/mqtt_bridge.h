@@ -32,6 +32,9 @@ struct bridge_opts {
 	size_t max_payload;   /* larger messages are logged and dropped */
 	int64_t resend_after; /* seconds without news before a job's envelope is re-sent */
 	enum bridge_shared shared;
+	/* the client id is the same at every start (node id given or kept, or a client id
+	 * given): auto uses a shared subscription only then (docs/mqtt.md) */
+	bool stable_client_id;
 	int events_qos; /* QoS of the job and group events: 0 or 1 */
 };
 
