@@ -142,7 +142,10 @@ static void link_on_connected(void *ctx, bool session_present)
 	char jobs[PROTO_MAX_TOPIC], cancels[PROTO_MAX_TOPIC];
 	const char *filters[2] = {jobs, cancels};
 
-	(void)session_present; /* subscribing again is harmless and covers a broker reset */
+	/* every connect, session or not: subscribing again is harmless and covers a broker
+	 * reset, and the state is published again for the broker reached, which after a
+	 * failover to another broker has none of it (docs/mqtt.md "Several brokers") */
+	(void)session_present;
 	proto_topic_make(jobs, PROTO_JOB, l->set->client_root, l->set->entity_ident, PROTO_ANY);
 	proto_topic_make(cancels, PROTO_CANCEL, l->set->client_root, l->set->entity_ident,
 			 PROTO_ANY);
@@ -229,7 +232,8 @@ enum rcs_err link_start(struct link *l)
 	off.tags = p->tags;
 	will = proto_state_encode(&off);
 	memset(&o, 0, sizeof(o));
-	o.url = l->set->mqtt;
+	o.urls = (const char *const *)l->set->mqtt.items;
+	o.nurls = l->set->mqtt.n;
 	o.nodelay = true; /* a report must not wait 40 ms behind the previous one */
 	o.client_id = l->set->entity_ident;
 	o.username = l->set->mqtt_username;

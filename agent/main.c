@@ -143,7 +143,7 @@ int main(int argc, char **argv)
 	struct settings *s = &a.set;
 	bool relaunch = false;
 	sigset_t sigs;
-	char err[512] = "";
+	char err[512] = "", brokers[1024] = "";
 	int sig, rc = 1;
 	bool ready = false;
 	time_t ready_by;
@@ -195,11 +195,8 @@ int main(int argc, char **argv)
 		rc = 2;
 		goto out;
 	}
-	if (mqttc_url_check(s->mqtt, err, sizeof(err)) != RCS_OK) {
-		fprintf(stderr, "rcs-agent: %s\n", err);
-		rc = 2;
-		goto out;
-	}
+	/* the brokers' URLs were checked by settings_load (mqttc_urls_check) */
+	settings_brokers(s, brokers, sizeof(brokers));
 	if (s->check) {
 		printf("configuration OK\n");
 		rc = 0;
@@ -220,15 +217,15 @@ int main(int argc, char **argv)
 		goto out;
 	}
 	if (link_start(a.link) != RCS_OK) {
-		log_warnx("cannot use MQTT broker %s", s->mqtt);
+		log_warnx("cannot use MQTT broker %s", brokers);
 		goto out;
 	}
 	if (runner_start(a.runner) != RCS_OK) {
 		log_warn("runner");
 		goto out;
 	}
-	log_info("rcs-agent %s: device %s of %s, broker %s", RCS_VERSION, s->entity_ident,
-		 s->client_root, s->mqtt);
+	log_info("rcs-agent %s: device %s of %s, broker%s %s", RCS_VERSION, s->entity_ident,
+		 s->client_root, s->mqtt.n > 1 ? "s" : "", brokers);
 	/* ready for systemd once connected to the broker, or SERVICE_READY_WAIT seconds later
 	   all the same: jobs queued in the journal run meanwhile (docs/deploy.md, "The units") */
 	ready_by = time(NULL) + SERVICE_READY_WAIT;
@@ -238,7 +235,8 @@ int main(int argc, char **argv)
 			ready = true;
 		} else if (!ready && time(NULL) >= ready_by) {
 			log_warnx("not connected to the MQTT broker %s yet: ready all the same,"
-				  " retrying in the background", s->mqtt);
+				  " retrying in the background",
+				  brokers);
 			service_ready("MQTT broker not connected yet");
 			ready = true;
 		}

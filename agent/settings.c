@@ -18,6 +18,7 @@
 #include <sys/stat.h>
 
 #include "log.h"
+#include "mqttc.h"
 #include "uuid.h"
 #include "vars.h"
 #include "verify.h"
@@ -32,7 +33,8 @@
 	}
 
 static const struct cfg_opt settings_opts[] = {
-    OPT("mqtt", CFG_STRING, mqtt, "URL", "broker: tcp://host:port or ssl://host:port"),
+    OPT("mqtt", CFG_STRLIST, mqtt, "URL",
+	"broker: tcp://host:port or ssl://host:port (repeatable: several brokers, failover)"),
     OPT("client_root", CFG_STRING, client_root, "UUID", "tenant of this device"),
     OPT("entity_ident", CFG_STRING, entity_ident, "UUID",
 	"this device's ident (its MQTT client id)"),
@@ -113,6 +115,7 @@ enum rcs_err settings_load(struct settings *s, int argc, char **argv, char *err,
 {
 	const char *config = cfg_find_arg(argc, argv, "config");
 	int next = 1;
+	size_t mqtt_from_file = 0;
 	enum rcs_err e;
 
 	settings_defaults(s);
@@ -120,16 +123,19 @@ enum rcs_err settings_load(struct settings *s, int argc, char **argv, char *err,
 		e = cfg_parse_file(settings_opts, s, config, err, errlen);
 		if (e != RCS_OK)
 			goto out;
+		mqtt_from_file = s->mqtt.n;
 	}
 	e = cfg_parse_args(settings_opts, s, argc, argv, 1, &next, err, errlen);
 	if (e != RCS_OK)
 		goto out;
+	/* --mqtt flags replace the file's brokers, as other flags win over the file */
+	cfg_strlist_replaced(&s->mqtt, mqtt_from_file);
 	if (next < argc) {
 		snprintf(err, errlen, "unexpected argument '%s'", argv[next]);
 		e = RCS_ERR_INVAL;
 		goto out;
 	}
-	if (s->mqtt == NULL || s->state_dir == NULL || s->client_root == NULL ||
+	if (s->mqtt.n == 0 || s->state_dir == NULL || s->client_root == NULL ||
 	    s->entity_ident == NULL) {
 		snprintf(err, errlen,
 			 "--mqtt, --client-root, --entity-ident and --state-dir are"
@@ -137,6 +143,9 @@ enum rcs_err settings_load(struct settings *s, int argc, char **argv, char *err,
 		e = RCS_ERR_INVAL;
 		goto out;
 	}
+	e = mqttc_urls_check((const char *const *)s->mqtt.items, s->mqtt.n, err, errlen);
+	if (e != RCS_OK)
+		goto out;
 	if (!uuid_valid(s->client_root) || !uuid_valid(s->entity_ident)) {
 		snprintf(err, errlen, "--client-root and --entity-ident must be UUIDs");
 		e = RCS_ERR_INVAL;
@@ -168,6 +177,21 @@ void settings_secrets_to_env(const struct settings *s)
 		setenv("RCS_MQTT_PASSWORD", s->mqtt_password, 1);
 	if (s->mqtt_key_passphrase_src == CFG_SECRET_ENV && s->mqtt_key_passphrase)
 		setenv("RCS_MQTT_KEY_PASSPHRASE", s->mqtt_key_passphrase, 1);
+}
+
+void settings_brokers(const struct settings *s, char *out, size_t len)
+{
+	size_t used = 0;
+
+	if (len == 0)
+		return;
+	out[0] = '\0';
+	for (size_t i = 0; i < s->mqtt.n && used < len; i++) {
+		int w = snprintf(out + used, len - used, "%s%s", i ? ", " : "", s->mqtt.items[i]);
+		if (w < 0)
+			break;
+		used += (size_t)w;
+	}
 }
 
 void settings_free(struct settings *s)

@@ -35,7 +35,7 @@
 #include "sandbox.h"
 
 struct settings {
-	char *mqtt;
+	struct cfg_strlist mqtt; /* brokers, in the order they are tried (docs/agent.md) */
 	char *client_root;
 	char *entity_ident;
 	char *state_dir;
@@ -97,6 +97,9 @@ enum rcs_err settings_secrets(struct settings *s, char *err, size_t errlen);
 
 /* The secrets that came from the environment, back into it for the re-executed agent. */
 void settings_secrets_to_env(const struct settings *s);
+
+/* The brokers of --mqtt as one line for the logs ("tcp://a:1883, tcp://b:1883"). */
+void settings_brokers(const struct settings *s, char *out, size_t len);
 
 /* Releases what settings_load and settings_secrets allocated (secrets wiped). */
 void settings_free(struct settings *s);

@@ -443,6 +443,16 @@ void cfg_strlist_free(struct cfg_strlist *l)
 	l->n = 0;
 }
 
+void cfg_strlist_replaced(struct cfg_strlist *l, size_t from_file)
+{
+	if (from_file == 0 || l->n <= from_file)
+		return;
+	for (size_t i = 0; i < from_file; i++)
+		free(l->items[i]);
+	memmove(l->items, l->items + from_file, (l->n - from_file) * sizeof(*l->items));
+	l->n -= from_file;
+}
+
 void cfg_free(const struct cfg_opt *opts, void *base)
 {
 	for (const struct cfg_opt *o = opts; o->name != NULL; o++) {

@@ -112,5 +112,11 @@ void cfg_warn_visible_secrets(int argc, char **argv, const char *const *names);
 void cfg_secret_free(char **s);
 void cfg_free(const struct cfg_opt *opts, void *base);
 void cfg_strlist_free(struct cfg_strlist *l);
+/*
+ * For a list whose command line replaces the config file's values, as the flags of other
+ * options win, instead of adding to them: from_file is l->n after cfg_parse_file; once
+ * cfg_parse_args added values, the file's (the first from_file) are dropped.
+ */
+void cfg_strlist_replaced(struct cfg_strlist *l, size_t from_file);
 
 #endif

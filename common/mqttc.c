@@ -27,7 +27,10 @@ struct mqttc {
 	MQTTAsync client;
 	struct mqttc_callbacks cb;
 	struct mqttc_opts o; /* strings below are our own copies */
-	char *url;
+	char **urls;         /* the brokers, tcp:// or ssl://, in the order they are tried */
+	size_t nurls;
+	char *url;   /* urls[0]: the one the paho client is created with */
+	int current; /* index in urls of the broker connected to, -1 while not connected */
 	pthread_t thread;
 	bool thread_started;
 	pthread_mutex_t lock;
@@ -140,21 +143,50 @@ static void mqttc_nodelay(const char *url)
 	closedir(d);
 }
 
+/* The index in m->urls of the broker paho says it connected to (0 when it names none). */
+static int mqttc_url_index(const struct mqttc *m, const char *uri)
+{
+	for (size_t i = 0; uri != NULL && i < m->nurls; i++)
+		if (strcmp(m->urls[i], uri) == 0)
+			return (int)i;
+	return 0;
+}
+
+/* "tcp://a:1, tcp://b:2" (cut short to fit out) for the logs. */
+static void mqttc_url_list(const struct mqttc *m, char *out, size_t len)
+{
+	size_t used = 0;
+
+	out[0] = '\0';
+	for (size_t i = 0; i < m->nurls && used < len; i++) {
+		int w = snprintf(out + used, len - used, "%s%s", i ? ", " : "", m->urls[i]);
+		if (w < 0)
+			break;
+		used += (size_t)w;
+	}
+}
+
 static void mqttc_on_connect_ok(void *ctx, MQTTAsync_successData *resp)
 {
 	struct mqttc *m = ctx;
 	bool present = resp ? resp->alt.connect.sessionPresent != 0 : false;
+	int cur = mqttc_url_index(m, resp ? resp->alt.connect.serverURI : NULL);
 
 	atomic_fetch_add(&m->in_callback, 1);
 	if (m->o.nodelay)
-		mqttc_nodelay(m->url);
+		mqttc_nodelay(m->urls[cur]);
 
 	pthread_mutex_lock(&m->lock);
 	m->connected = true;
 	m->connecting = false;
 	m->attempt = 0;
+	m->current = cur;
 	pthread_mutex_unlock(&m->lock);
-	log_info("connected to %s (session %s)", m->url, present ? "resumed" : "new");
+	if (m->nurls > 1)
+		log_info("connected to %s (session %s; broker %d of %zu)", m->urls[cur],
+			 present ? "resumed" : "new", cur + 1, m->nurls);
+	else
+		log_info("connected to %s (session %s)", m->url, present ? "resumed" : "new");
 	if (m->cb.on_connected)
 		m->cb.on_connected(m->cb.ctx, present);
 	atomic_fetch_sub(&m->in_callback, 1);
@@ -166,10 +198,18 @@ static void mqttc_on_connect_fail(void *ctx, MQTTAsync_failureData *resp)
 
 	pthread_mutex_lock(&m->lock);
 	m->connecting = false;
-	if (m->attempt == 0 || log_enabled(LOG_LVL_DEBUG))
+	if ((m->attempt == 0 || log_enabled(LOG_LVL_DEBUG)) && m->nurls > 1) {
+		char list[1024];
+
+		mqttc_url_list(m, list, sizeof(list));
+		log_warnx("cannot connect to any of %s: %s (code %d), retrying", list,
+			  resp && resp->message ? resp->message : "no answer",
+			  resp ? resp->code : 0);
+	} else if (m->attempt == 0 || log_enabled(LOG_LVL_DEBUG)) {
 		log_warnx("cannot connect to %s: %s (code %d), retrying", m->url,
 			  resp && resp->message ? resp->message : "no answer",
 			  resp ? resp->code : 0);
+	}
 	mqttc_schedule(m);
 	pthread_cond_broadcast(&m->cond);
 	pthread_mutex_unlock(&m->lock);
@@ -179,13 +219,17 @@ static void mqttc_on_lost(void *ctx, char *cause)
 {
 	struct mqttc *m = ctx;
 
+	int cur;
+
 	atomic_fetch_add(&m->in_callback, 1);
 	pthread_mutex_lock(&m->lock);
 	m->connected = false;
 	m->connecting = false;
+	cur = m->current >= 0 ? m->current : 0;
+	m->current = -1;
 	pthread_mutex_unlock(&m->lock);
-	log_warnx("connection to %s lost%s%s, reconnecting", m->url, cause ? ": " : "",
-		  cause ? cause : "");
+	log_warnx("connection to %s lost%s%s, reconnecting%s", m->urls[cur], cause ? ": " : "",
+		  cause ? cause : "", m->nurls > 1 ? " (to the first broker that answers)" : "");
 	if (m->cb.on_lost)
 		m->cb.on_lost(m->cb.ctx);
 	/* only now may the loop replace the client (this callback is done with it) */
@@ -297,6 +341,12 @@ static int mqttc_connect(struct mqttc *m)
 	co.onSuccess = mqttc_on_connect_ok;
 	co.onFailure = mqttc_on_connect_fail;
 	co.context = m;
+	if (m->nurls > 1) {
+		/* paho tries them in turn, each for connectTimeout, and calls back once: with
+		 * the one that answered, or with a failure when none did (then the backoff) */
+		co.serverURIs = m->urls;
+		co.serverURIcount = (int)m->nurls;
+	}
 	if (m->o.will_topic) {
 		will.topicName = m->o.will_topic;
 		will.message = m->o.will_payload;
@@ -390,9 +440,71 @@ enum rcs_err mqttc_url_check(const char *url, char *err, size_t errlen)
 	return RCS_OK;
 }
 
+/* url with mqtt:// written tcp:// and mqtts:// written ssl:// (paho 1.3.12's own names),
+ * malloc'd; NULL when out of memory. */
+static char *mqttc_url_norm(const char *url)
+{
+	size_t len = strlen(url) + 1;
+	char *s = malloc(len);
+
+	if (s == NULL)
+		return NULL;
+	if (strncmp(url, "mqtt://", 7) == 0)
+		snprintf(s, len, "tcp://%s", url + 7);
+	else if (strncmp(url, "mqtts://", 8) == 0)
+		snprintf(s, len, "ssl://%s", url + 8);
+	else
+		snprintf(s, len, "%s", url);
+	return s;
+}
+
+static bool mqttc_url_tls(const char *url)
+{
+	return strncmp(url, "ssl://", 6) == 0 || strncmp(url, "mqtts://", 8) == 0;
+}
+
+enum rcs_err mqttc_urls_check(const char *const *urls, size_t n, char *err, size_t errlen)
+{
+	enum rcs_err e = RCS_OK;
+
+	if (n == 0) {
+		snprintf(err, errlen, "no MQTT URL given");
+		return RCS_ERR_INVAL;
+	}
+	if (n > MQTTC_MAX_URLS) {
+		snprintf(err, errlen, "%zu MQTT URLs: %d at most", n, MQTTC_MAX_URLS);
+		return RCS_ERR_INVAL;
+	}
+	for (size_t i = 0; i < n && e == RCS_OK; i++) {
+		e = mqttc_url_check(urls[i], err, errlen);
+		if (e == RCS_OK && mqttc_url_tls(urls[i]) != mqttc_url_tls(urls[0])) {
+			snprintf(err, errlen,
+				 "MQTT URLs %s and %s: either all brokers use TLS or none", urls[0],
+				 urls[i]);
+			e = RCS_ERR_INVAL;
+		}
+		for (size_t j = 0; j < i && e == RCS_OK; j++) {
+			char *a = mqttc_url_norm(urls[i]), *b = mqttc_url_norm(urls[j]);
+
+			if (a == NULL || b == NULL) {
+				e = RCS_ERR_NOMEM;
+			} else if (strcmp(a, b) == 0) {
+				snprintf(err, errlen, "MQTT URL %s given twice", urls[i]);
+				e = RCS_ERR_INVAL;
+			}
+			free(a);
+			free(b);
+		}
+	}
+	return e;
+}
+
 enum rcs_err mqttc_start(const struct mqttc_opts *opts, const struct mqttc_callbacks *cb,
 			 struct mqttc **out)
 {
+	const char *const *urls = opts->urls ? opts->urls : &opts->url;
+	size_t nurls = opts->urls ? opts->nurls : 1;
+
 	pthread_condattr_t ca;
 	struct mqttc *m = NULL;
 	enum rcs_err err = RCS_ERR_NOMEM;
@@ -412,17 +524,9 @@ enum rcs_err mqttc_start(const struct mqttc_opts *opts, const struct mqttc_callb
 	pthread_condattr_destroy(&ca);
 	m->cb = *cb;
 	m->o = *opts;
-	if (strncmp(opts->url, "mqtt://", 7) == 0) {
-		m->url = malloc(strlen(opts->url) + 1);
-		if (m->url)
-			snprintf(m->url, strlen(opts->url) + 1, "tcp://%s", opts->url + 7);
-	} else if (strncmp(opts->url, "mqtts://", 8) == 0) {
-		m->url = malloc(strlen(opts->url) + 1);
-		if (m->url)
-			snprintf(m->url, strlen(opts->url) + 1, "ssl://%s", opts->url + 8);
-	} else {
-		m->url = strdup(opts->url);
-	}
+	m->o.url = NULL;
+	m->o.urls = NULL;
+	m->current = -1;
 	m->o.client_id = mqttc_dup(opts->client_id);
 	m->o.username = mqttc_dup(opts->username);
 	m->o.password = mqttc_dup(opts->password);
@@ -432,8 +536,25 @@ enum rcs_err mqttc_start(const struct mqttc_opts *opts, const struct mqttc_callb
 	m->o.key_passphrase = mqttc_dup(opts->key_passphrase);
 	m->o.will_topic = mqttc_dup(opts->will_topic);
 	m->o.will_payload = mqttc_dup(opts->will_payload);
-	if (m->url == NULL || m->o.client_id == NULL)
+	if (m->o.client_id == NULL)
 		goto out;
+	if (urls[0] == NULL) {
+		err = RCS_ERR_INVAL;
+		goto out;
+	}
+	err = mqttc_urls_check(urls, nurls, why, sizeof(why));
+	if (err != RCS_OK) {
+		log_warnx("%s", why);
+		goto out;
+	}
+	err = RCS_ERR_NOMEM;
+	m->urls = calloc(nurls, sizeof(*m->urls));
+	if (m->urls == NULL)
+		goto out;
+	for (; m->nurls < nurls; m->nurls++)
+		if ((m->urls[m->nurls] = mqttc_url_norm(urls[m->nurls])) == NULL)
+			goto out;
+	m->url = m->urls[0];
 	if (m->o.keepalive <= 0)
 		m->o.keepalive = 20;
 	if (m->o.max_inflight <= 0)
@@ -442,11 +563,6 @@ enum rcs_err mqttc_start(const struct mqttc_opts *opts, const struct mqttc_callb
 		m->o.backoff_min = 0.25;
 	if (m->o.backoff_max < m->o.backoff_min)
 		m->o.backoff_max = 5;
-	err = mqttc_url_check(opts->url, why, sizeof(why));
-	if (err != RCS_OK) {
-		log_warnx("%s", why);
-		goto out;
-	}
 	err = mqttc_create(m);
 	if (err != RCS_OK)
 		goto out;
@@ -491,7 +607,9 @@ void mqttc_stop(struct mqttc *m, int timeout_ms)
 		}
 		MQTTAsync_destroy(&m->client);
 	}
-	free(m->url);
+	for (size_t i = 0; i < m->nurls; i++)
+		free(m->urls[i]);
+	free(m->urls);
 	free((char *)m->o.client_id);
 	free((char *)m->o.username);
 	if (m->o.password)
@@ -521,6 +639,17 @@ bool mqttc_connected(struct mqttc *m)
 	c = m->connected;
 	pthread_mutex_unlock(&m->lock);
 	return c;
+}
+
+const char *mqttc_server(struct mqttc *m)
+{
+	const char *url = NULL;
+
+	pthread_mutex_lock(&m->lock);
+	if (m->connected && m->current >= 0)
+		url = m->urls[m->current];
+	pthread_mutex_unlock(&m->lock);
+	return url;
 }
 
 static void mqttc_pub_ok(void *ctx, MQTTAsync_successData *resp)
@@ -636,4 +765,91 @@ enum rcs_err mqttc_subscribe(struct mqttc *m, const char *const *filters, size_t
 		return RCS_ERR_IO;
 	}
 	return RCS_OK;
+}
+
+/* Context of a subscribe or unsubscribe whose answer is waited for. */
+struct mqttc_req {
+	struct mqttc *m;
+	mqttc_done_fn done;
+	void *ctx;
+	size_t n; /* filters in the request */
+};
+
+static void mqttc_req_ok(void *ctx, MQTTAsync_successData *resp)
+{
+	struct mqttc_req *r = ctx;
+	struct mqttc *m = r->m;
+	bool ok = true;
+
+	atomic_fetch_add(&m->in_callback, 1);
+	/* a SUBACK of several filters comes here even when some were refused (0x80) */
+	for (size_t i = 0; resp != NULL && r->n > 1 && resp->alt.qosList != NULL && i < r->n; i++)
+		ok = ok && resp->alt.qosList[i] != 0x80;
+	if (r->done)
+		r->done(r->ctx, ok);
+	free(r);
+	atomic_fetch_sub(&m->in_callback, 1);
+}
+
+static void mqttc_req_fail(void *ctx, MQTTAsync_failureData *resp)
+{
+	struct mqttc_req *r = ctx;
+	struct mqttc *m = r->m;
+
+	(void)resp;
+	atomic_fetch_add(&m->in_callback, 1);
+	if (r->done)
+		r->done(r->ctx, false);
+	free(r);
+	atomic_fetch_sub(&m->in_callback, 1);
+}
+
+/* mqttc_subscribe_cb (subscribe true) and mqttc_unsubscribe. */
+static enum rcs_err mqttc_request(struct mqttc *m, bool subscribe, const char *const *filters,
+				  size_t n, mqttc_done_fn done, void *ctx)
+{
+	MQTTAsync_responseOptions ro = MQTTAsync_responseOptions_initializer;
+	struct mqttc_req *r = NULL;
+	int qos[16];
+	int rc;
+
+	if (n == 0 || n > 16)
+		return RCS_ERR_INVAL;
+	r = malloc(sizeof(*r));
+	if (r == NULL)
+		return RCS_ERR_NOMEM;
+	r->m = m;
+	r->done = done;
+	r->ctx = ctx;
+	r->n = n;
+	ro.onSuccess = mqttc_req_ok;
+	ro.onFailure = mqttc_req_fail;
+	ro.context = r;
+	for (size_t i = 0; i < n; i++)
+		qos[i] = 1;
+	pthread_rwlock_rdlock(&m->client_lock);
+	if (subscribe)
+		rc = MQTTAsync_subscribeMany(m->client, (int)n, (char *const *)filters, qos, &ro);
+	else
+		rc = MQTTAsync_unsubscribeMany(m->client, (int)n, (char *const *)filters, &ro);
+	pthread_rwlock_unlock(&m->client_lock);
+	if (rc != MQTTASYNC_SUCCESS) {
+		free(r);
+		log_warnx("%s %s: error %d", subscribe ? "subscribe" : "unsubscribe", filters[0],
+			  rc);
+		return rc == MQTTASYNC_DISCONNECTED ? RCS_ERR_BUSY : RCS_ERR_IO;
+	}
+	return RCS_OK;
+}
+
+enum rcs_err mqttc_subscribe_cb(struct mqttc *m, const char *const *filters, size_t n,
+				mqttc_done_fn done, void *ctx)
+{
+	return mqttc_request(m, true, filters, n, done, ctx);
+}
+
+enum rcs_err mqttc_unsubscribe(struct mqttc *m, const char *const *filters, size_t n,
+			       mqttc_done_fn done, void *ctx)
+{
+	return mqttc_request(m, false, filters, n, done, ctx);
 }

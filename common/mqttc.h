@@ -18,8 +18,14 @@
 
 #include "err.h"
 
+#define MQTTC_MAX_URLS 16 /* brokers one client may be given */
+
 struct mqttc_opts {
-	const char *url;       /* tcp://host:port, ssl://host:port (mqtt:// and mqtts:// too) */
+	const char *url; /* tcp://host:port, ssl://host:port (mqtt:// and mqtts:// too) */
+	/* Several brokers (docs/mqtt.md "Several brokers"): tried in this order at every
+	 * (re)connect, the first that answers is used; when urls is NULL, url alone. */
+	const char *const *urls;
+	size_t nurls;
 	const char *client_id; /* fixed: the broker keeps the session under it */
 	const char *username;  /* may be NULL */
 	const char *password;
@@ -27,8 +33,8 @@ struct mqttc_opts {
 	const char *certfile; /* TLS client certificate, and its key */
 	const char *keyfile;
 	const char *key_passphrase; /* of an encrypted keyfile; NULL: none */
-	int keepalive;    /* seconds (default 20) */
-	int max_inflight; /* QoS 1 messages in flight (default 1000) */
+	int keepalive;              /* seconds (default 20) */
+	int max_inflight;           /* QoS 1 messages in flight (default 1000) */
 	/* Last Will (NULL topic: none) */
 	const char *will_topic;
 	const char *will_payload;
@@ -54,6 +60,10 @@ struct mqttc;
 /* Whether this build can use the broker URL (tcp://, ssl://, mqtt://, mqtts://; no TLS
  * in a WITH_TLS=OFF build). RCS_ERR_INVAL with the reason in err otherwise. */
 enum rcs_err mqttc_url_check(const char *url, char *err, size_t errlen);
+/* mqttc_url_check for each of a list of 1..MQTTC_MAX_URLS brokers, which must all use TLS
+ * or none (paho keeps a client's TLS setting across the URLs it tries) and name no broker
+ * twice (mqtt:// and tcp://, mqtts:// and ssl:// are the same). */
+enum rcs_err mqttc_urls_check(const char *const *urls, size_t n, char *err, size_t errlen);
 
 /* Creates the client and starts connecting in the background. *out is set before
  * that starts: the callbacks may already use it. */
@@ -62,6 +72,9 @@ enum rcs_err mqttc_start(const struct mqttc_opts *opts, const struct mqttc_callb
 /* Disconnects (waiting up to timeout_ms for in-flight messages) and frees. NULL is fine. */
 void mqttc_stop(struct mqttc *m, int timeout_ms);
 bool mqttc_connected(struct mqttc *m);
+/* The URL of the broker connected to (tcp:// or ssl://, as tried), NULL while not
+ * connected. Valid until mqttc_stop. */
+const char *mqttc_server(struct mqttc *m);
 /*
  * Queues a publish. RCS_ERR_BUSY when not connected (nothing is queued:
  * the caller keeps the message and sends it after the next on_connected);
@@ -81,5 +94,15 @@ bool mqttc_wait_delivered(struct mqttc *m, uint64_t seen, const struct timespec 
 
 /* Subscribes to filters (QoS 1 each). */
 enum rcs_err mqttc_subscribe(struct mqttc *m, const char *const *filters, size_t n);
+
+/* Called once the broker answered a subscribe or unsubscribe (paho's thread): ok false
+ * when it refused a filter, or the request was lost with the connection. */
+typedef void (*mqttc_done_fn)(void *ctx, bool ok);
+/* mqttc_subscribe, and done(ctx, ok) when the broker answered (done may be NULL). */
+enum rcs_err mqttc_subscribe_cb(struct mqttc *m, const char *const *filters, size_t n,
+				mqttc_done_fn done, void *ctx);
+/* Unsubscribes from filters; done as for mqttc_subscribe_cb (may be NULL). */
+enum rcs_err mqttc_unsubscribe(struct mqttc *m, const char *const *filters, size_t n,
+			       mqttc_done_fn done, void *ctx);
 
 #endif

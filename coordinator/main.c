@@ -47,7 +47,9 @@ struct settings {
 	struct cfg_strlist trusted_key;
 	long long max_body;
 	long long threads;
-	char *mqtt;
+	struct cfg_strlist mqtt;
+	char *mqtt_shared_subscriptions;
+	long long events_qos;
 	char *mqtt_client_id;
 	char *node_id;
 	long long lease;
@@ -125,7 +127,12 @@ static const struct cfg_opt serve_opts[] = {
     OPT_INT("max_body", max_body, 1024, 64LL * 1024 * 1024, "BYTES",
 	    "largest request body (default 1048576)"),
     OPT_INT("threads", threads, 1, 64, "N", "HTTP worker threads (default: 4)"),
-    OPT("mqtt", CFG_STRING, mqtt, "URL", "broker: tcp://host:port or ssl://host:port"),
+    OPT("mqtt", CFG_STRLIST, mqtt, "URL",
+	"broker: tcp://host:port or ssl://host:port (repeatable: several brokers, failover)"),
+    OPT("mqtt_shared_subscriptions", CFG_STRING, mqtt_shared_subscriptions, "auto|yes|no",
+	"status reports through a shared subscription (default auto: if the broker delivers)"),
+    OPT_INT("events_qos", events_qos, 0, 1, "0|1",
+	    "QoS of the job and group events published (default 1)"),
     OPT("mqtt_client_id", CFG_STRING, mqtt_client_id, "ID",
 	"MQTT client id (default rcs-coordinator-<node id>)"),
     OPT("node_id", CFG_STRING, node_id, "ID",
@@ -211,15 +218,19 @@ static void parse_opts(const struct cfg_opt *opts, struct settings *s, int argc,
 	char err[512];
 	const char *config = cfg_find_arg(argc, argv, "config");
 	int next = first;
+	size_t mqtt_from_file;
 
 	if (config && cfg_parse_file(opts, s, config, err, sizeof(err)) != RCS_OK) {
 		fprintf(stderr, "rcs-coordinator: %s\n", err);
 		exit(2);
 	}
+	mqtt_from_file = s->mqtt.n;
 	if (cfg_parse_args(opts, s, argc, argv, first, &next, err, sizeof(err)) != RCS_OK) {
 		fprintf(stderr, "rcs-coordinator: %s\n", err);
 		exit(2);
 	}
+	/* --mqtt flags replace the file's brokers, as other flags win over the file */
+	cfg_strlist_replaced(&s->mqtt, mqtt_from_file);
 	if (next < argc) {
 		fprintf(stderr, "rcs-coordinator: unexpected argument '%s'\n", argv[next]);
 		exit(2);
@@ -478,6 +489,20 @@ static enum rcs_err load_stock_scripts(struct store *st, const char *dir)
 	return err;
 }
 
+/* The brokers of --mqtt as one line for the logs. */
+static void brokers_shown(const struct cfg_strlist *l, char *out, size_t len)
+{
+	size_t used = 0;
+
+	out[0] = '\0';
+	for (size_t i = 0; i < l->n && used < len; i++) {
+		int w = snprintf(out + used, len - used, "%s%s", i ? ", " : "", l->items[i]);
+		if (w < 0)
+			break;
+		used += (size_t)w;
+	}
+}
+
 static bool main_bridge_up(void *ctx)
 {
 	return bridge_connected(ctx);
@@ -518,6 +543,8 @@ static int cmd_serve(struct settings *s)
 	char node_id[NODE_ID_MAX + 1], client_id[NODE_ID_MAX + 32];
 	char *keep = NULL;
 	bool curl_ready = false;
+	char brokers[1024];
+	enum bridge_shared shared = BRIDGE_SHARED_AUTO;
 	enum rcs_err err;
 
 	memset(&lc, 0, sizeof(lc));
@@ -550,11 +577,21 @@ static int cmd_serve(struct settings *s)
 		fprintf(stderr, "rcs-coordinator: cannot load keys: %s\n", rcs_strerror(err));
 		goto out;
 	}
-	if (s->mqtt && mqttc_url_check(s->mqtt, why, sizeof(why)) != RCS_OK) {
+	if (s->mqtt.n > 0 && mqttc_urls_check((const char *const *)s->mqtt.items, s->mqtt.n, why,
+					      sizeof(why)) != RCS_OK) {
 		fprintf(stderr, "rcs-coordinator: %s\n", why);
 		rc = 2;
 		goto out;
 	}
+	if (bridge_shared_parse(s->mqtt_shared_subscriptions, &shared) != RCS_OK) {
+		fprintf(
+		    stderr,
+		    "rcs-coordinator: --mqtt-shared-subscriptions: '%s' is not auto, yes or no\n",
+		    s->mqtt_shared_subscriptions);
+		rc = 2;
+		goto out;
+	}
+	brokers_shown(&s->mqtt, brokers, sizeof(brokers));
 	if (webhook_guard_new((const char *const *)s->webhook_allow_net.items,
 			      s->webhook_allow_net.n, &guard, why, sizeof(why)) != RCS_OK) {
 		fprintf(stderr, "rcs-coordinator: %s\n", why);
@@ -650,10 +687,14 @@ static int cmd_serve(struct settings *s)
 		} else {
 			log_info("no --smtp-url: notifications are recorded but not sent");
 		}
-		if (s->mqtt) {
+		if (s->mqtt.n > 0) {
 			struct bridge_opts bo;
 			memset(&bo, 0, sizeof(bo));
-			bo.mqtt.url = s->mqtt;
+			bo.mqtt.urls = (const char *const *)s->mqtt.items;
+			bo.mqtt.nurls = s->mqtt.n;
+			bo.shared = shared;
+			bo.stable_client_id = s->node_id || keep || s->mqtt_client_id;
+			bo.events_qos = (int)s->events_qos;
 			bo.mqtt.client_id = s->mqtt_client_id ? s->mqtt_client_id : client_id;
 			bo.mqtt.username = s->mqtt_username;
 			bo.mqtt.password = s->mqtt_password;
@@ -665,7 +706,7 @@ static int cmd_serve(struct settings *s)
 			bo.resend_after = s->resend_after;
 			if (bridge_start(&bo, st, &lc, &bridge) != RCS_OK) {
 				fprintf(stderr, "rcs-coordinator: cannot use MQTT broker %s\n",
-					s->mqtt);
+					brokers);
 				goto out;
 			}
 		} else {
@@ -720,7 +761,7 @@ static int cmd_serve(struct settings *s)
 		} else if (!ready && time(NULL) >= ready_by) {
 			log_warnx("not connected to the MQTT broker %s yet: ready all the same,"
 				  " retrying in the background",
-				  s->mqtt);
+				  brokers);
 			service_ready("serving; MQTT broker not connected yet");
 			ready = true;
 		}
@@ -776,6 +817,7 @@ int main(int argc, char **argv)
 	s.mqtt_max_payload = 1024 * 1024;
 	s.resend_after = 60;
 	s.lease = STORE_LEASE_DEFAULT;
+	s.events_qos = 1;
 	s.smtp_max_per_hour = 600;
 	s.smtp_retry_base = 30;
 	s.auth_fail_limit = 120;

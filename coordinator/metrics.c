@@ -43,6 +43,10 @@ static struct {
 	unsigned long long mqtt_in, mqtt_out;
 	unsigned long long job_changes[JS__COUNT];
 	unsigned long long hook_ok, hook_err, hook_failed;
+	/* several brokers and coordinators */
+	unsigned long long mqtt_reports_in;
+	bool mqtt_shared;
+	char mqtt_broker[512]; /* "": not connected */
 } m = {
     .lock = PTHREAD_MUTEX_INITIALIZER,
     .http_time = {http_le, sizeof(http_le) / sizeof(http_le[0]), {0}, 0, 0},
@@ -102,6 +106,27 @@ void metrics_mqtt_out(void)
 {
 	pthread_mutex_lock(&m.lock);
 	m.mqtt_out++;
+	pthread_mutex_unlock(&m.lock);
+}
+
+void metrics_mqtt_report_in(void)
+{
+	pthread_mutex_lock(&m.lock);
+	m.mqtt_reports_in++;
+	pthread_mutex_unlock(&m.lock);
+}
+
+void metrics_mqtt_shared(bool shared)
+{
+	pthread_mutex_lock(&m.lock);
+	m.mqtt_shared = shared;
+	pthread_mutex_unlock(&m.lock);
+}
+
+void metrics_mqtt_broker(const char *url)
+{
+	pthread_mutex_lock(&m.lock);
+	snprintf(m.mqtt_broker, sizeof(m.mqtt_broker), "%s", url ? url : "");
 	pthread_mutex_unlock(&m.lock);
 }
 
@@ -242,6 +267,22 @@ enum rcs_err metrics_render(struct store *st, struct buf *b)
 		    "# TYPE rcs_mqtt_messages_sent_total counter\n"
 		    "rcs_mqtt_messages_sent_total %llu\n",
 		    m.mqtt_in, m.mqtt_out);
+	/* several brokers and coordinators (docs/coordinator.md "Metrics") */
+	buf_appendf(b,
+		    "# HELP rcs_mqtt_reports_received_total Device status reports received.\n"
+		    "# TYPE rcs_mqtt_reports_received_total counter\n"
+		    "rcs_mqtt_reports_received_total %llu\n",
+		    m.mqtt_reports_in);
+	gauge(b, "rcs_mqtt_shared_subscription",
+	      "1 while status reports come through the shared subscription.",
+	      m.mqtt_shared ? 1 : 0);
+	buf_appendf(b, "# HELP rcs_mqtt_broker The broker connected to (1), by URL.\n"
+		       "# TYPE rcs_mqtt_broker gauge\n");
+	if (m.mqtt_broker[0] != '\0') {
+		buf_appendf(b, "rcs_mqtt_broker{url=\"");
+		metrics_label(b, m.mqtt_broker);
+		buf_appendf(b, "\"} 1\n");
+	}
 	buf_appendf(b,
 		    "# HELP rcs_webhook_attempts_total Webhook delivery attempts by result.\n"
 		    "# TYPE rcs_webhook_attempts_total counter\n"

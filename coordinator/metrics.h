@@ -25,6 +25,12 @@ void metrics_mqtt_probe(bool (*probe)(void *ctx), void *ctx);
 /* A message came in or went out. */
 void metrics_mqtt_in(void);
 void metrics_mqtt_out(void);
+/* Several brokers and coordinators (docs/mqtt.md "Several brokers"): a status report came
+ * in; reports come through the shared subscription (or not); the broker connected to (NULL:
+ * none). */
+void metrics_mqtt_report_in(void);
+void metrics_mqtt_shared(bool shared);
+void metrics_mqtt_broker(const char *url);
 /* A job came to status to. */
 void metrics_job_status(enum job_status to);
 /* n jobs came to status to. */

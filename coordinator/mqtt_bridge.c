@@ -25,6 +25,7 @@
 #include "log.h"
 #include "proto.h"
 #include "status.h"
+#include "uuid.h"
 
 #define BRIDGE_BATCH         1000   /* inbound messages per transaction */
 #define BRIDGE_PUBLISH_CHUNK 256    /* envelopes per transaction when sending many */
@@ -33,6 +34,25 @@
 #define BRIDGE_SWEEP_SECONDS 15     /* re-send sweep period, at most */
 #define BRIDGE_RESYNC_LIMIT  5000   /* jobs per query when catching up */
 #define BRIDGE_ACK_SLOTS     8192   /* envelopes awaiting the broker's ack, by tag (claims) */
+
+/* Status reports through a shared subscription (docs/mqtt.md "Several coordinators") */
+#define BRIDGE_SHARE_PREFIX "$share/rcs-coordinators/"
+#define BRIDGE_PROBE_PREFIX "rcs/v1/_coordinators/probe/" /* + the client id */
+#define BRIDGE_PROBE_MS     5000                          /* time the probe has to come back */
+#define BRIDGE_LEAVE_MS     2000 /* wait for the broker's UNSUBACK when stopping */
+
+/* Where the choice of the reports' subscription stands on this connection. */
+enum bridge_probe {
+	PROBE_IDLE,        /* decided (or nothing to decide) */
+	PROBE_START,       /* connected, auto: subscribe to the probe topic */
+	PROBE_SUBSCRIBING, /* waiting for that SUBACK */
+	PROBE_SUBSCRIBED,  /* publish the probe */
+	PROBE_WAITING,     /* published: waiting for it until the deadline */
+	PROBE_ARRIVED,     /* it came back: subscribe to the reports the shared way */
+	PROBE_SWITCHING,   /* waiting for that SUBACK */
+	PROBE_SHARED,      /* granted: leave the plain subscription */
+	PROBE_PLAIN,       /* no delivery, or refused: keep (or take) the plain one */
+};
 
 struct in_msg {
 	struct in_msg *next;
@@ -78,6 +98,21 @@ struct bridge {
 		char ident[UUID_STR_LEN];
 	} * acks;
 	json_object *acked; /* job idents the broker acknowledged: their claims end */
+
+	/* status reports: plain or shared subscription (bridge_reports_*), under lock */
+	enum bridge_shared shared_mode;
+	bool stable_client_id;
+	int events_qos;
+	char client_id[128];
+	unsigned sub_gen; /* connects so far: an answer to an earlier one's request is ignored */
+	enum bridge_probe probe;
+	const char *plain_why; /* why PROBE_PLAIN */
+	char probe_topic[PROTO_MAX_TOPIC];
+	char probe_token[UUID_STR_LEN];
+	struct timespec probe_deadline; /* CLOCK_MONOTONIC */
+	bool plain_subscribed;          /* on this connection */
+	bool shared_active;
+	bool left; /* stopping: the broker answered the unsubscribe */
 
 	/* worker-only: the task version of the last envelope, reused by bulk sends */
 	char tv_task[UUID_STR_LEN];
@@ -609,8 +644,8 @@ static void bridge_event_send(void *arg, bool committed)
 	struct bridge_event *ev = arg;
 
 	/* best effort: events are for monitoring, the API holds the truth */
-	if (committed &&
-	    mqttc_publish(ev->b->mq, ev->topic, ev->record, ev->len, 1, false, 0) == RCS_OK)
+	if (committed && mqttc_publish(ev->b->mq, ev->topic, ev->record, ev->len, ev->b->events_qos,
+				       false, 0) == RCS_OK)
 		metrics_mqtt_out();
 	free(ev);
 }
@@ -651,23 +686,404 @@ static void hook_group_changed(void *ctx, const char *client_root, const char *g
 		free(ev);
 }
 
+/* ---- status reports: plain or shared subscription ----
+ *
+ * Device state stays a plain subscription: every coordinator keeps presence. Status reports
+ * go to one coordinator of several through $share/rcs-coordinators/... where the broker
+ * delivers on it (docs/mqtt.md "Several coordinators"). With auto, after each connect: the
+ * plain subscription first (no report is missed meanwhile), then a probe: a QoS 1 message
+ * to a topic of this coordinator's own, subscribed to the shared way; when it comes back
+ * within BRIDGE_PROBE_MS the reports are subscribed to the shared way and the plain
+ * subscription is dropped, else the plain one stays. Every step is a request whose answer
+ * comes on paho's threads: they only record it (bridge_sub_ack_done) and wake the worker, which
+ * takes the next step (bridge_reports_step).
+ */
+
+enum rcs_err bridge_shared_parse(const char *s, enum bridge_shared *out)
+{
+	if (s == NULL || strcmp(s, "auto") == 0)
+		*out = BRIDGE_SHARED_AUTO;
+	else if (strcmp(s, "yes") == 0)
+		*out = BRIDGE_SHARED_YES;
+	else if (strcmp(s, "no") == 0)
+		*out = BRIDGE_SHARED_NO;
+	else
+		return RCS_ERR_INVAL;
+	return RCS_OK;
+}
+
+static void bridge_filter_plain(char *out)
+{
+	proto_topic_make(out, PROTO_STATUS, PROTO_ANY, PROTO_ANY, PROTO_ANY);
+}
+
+static void bridge_filter_shared(char *out, size_t len)
+{
+	char plain[PROTO_MAX_TOPIC];
+
+	bridge_filter_plain(plain);
+	snprintf(out, len, "%s%s", BRIDGE_SHARE_PREFIX, plain);
+}
+
+/* An answer awaited: the state it moves from (on the connect it was asked on) and to. */
+struct bridge_sub_ack {
+	struct bridge *b;
+	unsigned gen;
+	enum bridge_probe expect, ok, fail;
+	const char *why; /* the reason logged when it fails */
+};
+
+static void bridge_sub_ack_done(void *ctx, bool ok)
+{
+	struct bridge_sub_ack *a = ctx;
+	struct bridge *b = a->b;
+
+	pthread_mutex_lock(&b->lock);
+	if (a->gen == b->sub_gen && b->probe == a->expect) {
+		b->probe = ok ? a->ok : a->fail;
+		if (!ok)
+			b->plain_why = a->why;
+	}
+	pthread_mutex_unlock(&b->lock);
+	bridge_kick(b);
+	free(a);
+}
+
+/* Asks for filters (subscribe, or unsubscribe) with its answer moving expect to ok or fail. */
+static void bridge_request(struct bridge *b, bool subscribe, const char *filter,
+			   enum bridge_probe expect, enum bridge_probe ok, enum bridge_probe fail,
+			   const char *why)
+{
+	struct bridge_sub_ack *a = malloc(sizeof(*a));
+	const char *filters[1] = {filter};
+	enum rcs_err err = RCS_ERR_NOMEM;
+
+	if (a != NULL) {
+		a->b = b;
+		pthread_mutex_lock(&b->lock);
+		a->gen = b->sub_gen;
+		pthread_mutex_unlock(&b->lock);
+		a->expect = expect;
+		a->ok = ok;
+		a->fail = fail;
+		a->why = why;
+		err = subscribe ? mqttc_subscribe_cb(b->mq, filters, 1, bridge_sub_ack_done, a)
+				: mqttc_unsubscribe(b->mq, filters, 1, bridge_sub_ack_done, a);
+	}
+	if (err == RCS_OK)
+		return;
+	free(a);
+	pthread_mutex_lock(&b->lock);
+	if (b->probe == expect) {
+		b->probe = fail;
+		b->plain_why = why;
+	}
+	pthread_mutex_unlock(&b->lock);
+}
+
+/* on_connected (paho's thread): device state, and the reports as the mode says. */
+static void bridge_reports_subscribe(struct bridge *b)
+{
+	char state[PROTO_MAX_TOPIC], plain[PROTO_MAX_TOPIC], shared[PROTO_MAX_TOPIC + 32];
+	const char *filters[2] = {state, plain};
+	enum bridge_shared mode = b->shared_mode;
+
+	/* a session left by a coordinator that died would stay in the share group, and take
+	 * its share of the reports, until it expires: only a client id that comes back with
+	 * the next start (and takes its session over) joins the group on its own */
+	if (mode == BRIDGE_SHARED_AUTO && !b->stable_client_id)
+		mode = BRIDGE_SHARED_NO;
+	proto_topic_make(state, PROTO_STATE, PROTO_ANY, PROTO_ANY, NULL);
+	bridge_filter_plain(plain);
+	bridge_filter_shared(shared, sizeof(shared));
+	pthread_mutex_lock(&b->lock);
+	b->sub_gen++;
+	b->shared_active = false;
+	b->plain_subscribed = mode != BRIDGE_SHARED_YES;
+	b->probe = mode == BRIDGE_SHARED_AUTO  ? PROBE_START
+		   : mode == BRIDGE_SHARED_YES ? PROBE_SWITCHING
+					       : PROBE_IDLE;
+	pthread_mutex_unlock(&b->lock);
+	metrics_mqtt_shared(false);
+	if (mode == BRIDGE_SHARED_YES) {
+		if (mqttc_subscribe(b->mq, filters, 1) != RCS_OK)
+			log_warnx("cannot subscribe to device topics");
+		bridge_request(b, true, shared, PROBE_SWITCHING, PROBE_SHARED, PROBE_PLAIN,
+			       "the broker refused the shared subscription");
+	} else if (mqttc_subscribe(b->mq, filters, 2) != RCS_OK) {
+		log_warnx("cannot subscribe to device topics");
+	}
+	if (mode == BRIDGE_SHARED_NO) {
+		/* a shared subscription left in the session by an earlier run would split the
+		 * reports with the others all the same */
+		const char *drop[1] = {shared};
+
+		mqttc_unsubscribe(b->mq, drop, 1, NULL, NULL);
+		log_info("status reports: plain subscription %s (%s)", plain,
+			 b->shared_mode == BRIDGE_SHARED_NO
+			     ? "mqtt_shared_subscriptions no"
+			     : "the client id changes at every start: give --node-id");
+	}
+	bridge_kick(b);
+}
+
+/* on_message: a probe of this coordinator's is consumed here (true), whatever its token. */
+static bool bridge_probe_message(struct bridge *b, const char *topic, const void *payload,
+				 size_t len)
+{
+	if (strncmp(topic, BRIDGE_PROBE_PREFIX, strlen(BRIDGE_PROBE_PREFIX)) != 0)
+		return false;
+	pthread_mutex_lock(&b->lock);
+	if (b->probe == PROBE_WAITING && strcmp(topic, b->probe_topic) == 0 &&
+	    len == strlen(b->probe_token) && memcmp(payload, b->probe_token, len) == 0)
+		b->probe = PROBE_ARRIVED;
+	pthread_mutex_unlock(&b->lock);
+	bridge_kick(b);
+	return true;
+}
+
+/* The probe's topic: the client id as its last level when it can be one, else random. */
+static void bridge_probe_topic(struct bridge *b, char *out, size_t len)
+{
+	const char *id = b->client_id;
+	bool usable = id[0] != '\0' && strlen(id) <= 64 && strcmp(id, "state") != 0;
+	char rnd[UUID_STR_LEN];
+
+	for (const char *c = id; usable && *c; c++)
+		usable = (*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z') ||
+			 (*c >= '0' && *c <= '9') || *c == '-' || *c == '_' || *c == '.';
+	if (!usable && uuid_v7(rnd) == RCS_OK)
+		id = rnd;
+	else if (!usable)
+		id = "rcs-coordinator";
+	snprintf(out, len, "%s%s", BRIDGE_PROBE_PREFIX, id);
+}
+
+/* Milliseconds until deadline (0 once it passed). */
+static int bridge_ms_until(const struct timespec *deadline)
+{
+	struct timespec now;
+	long long ms;
+
+	clock_gettime(CLOCK_MONOTONIC, &now);
+	ms = (long long)(deadline->tv_sec - now.tv_sec) * 1000 +
+	     (deadline->tv_nsec - now.tv_nsec) / 1000000;
+	return ms <= 0 ? 0 : ms > BRIDGE_PROBE_MS ? BRIDGE_PROBE_MS : (int)ms + 1;
+}
+
+static void bridge_probe_deadline(struct bridge *b)
+{
+	clock_gettime(CLOCK_MONOTONIC, &b->probe_deadline);
+	b->probe_deadline.tv_sec += BRIDGE_PROBE_MS / 1000;
+}
+
+/*
+ * The worker's step of the choice (see above). Returns how long the worker may sleep for
+ * it: -1 as long as it likes, 0 not at all, else milliseconds (a deadline).
+ */
+static int bridge_reports_step(struct bridge *b)
+{
+	char shared[PROTO_MAX_TOPIC + 32], plain[PROTO_MAX_TOPIC], probe[PROTO_MAX_TOPIC + 32];
+	enum bridge_probe st;
+	const char *why;
+	bool plain_subscribed;
+	int wait_ms = -1;
+
+	pthread_mutex_lock(&b->lock);
+	st = b->probe;
+	why = b->plain_why;
+	plain_subscribed = b->plain_subscribed;
+	if ((st == PROBE_SUBSCRIBING || st == PROBE_WAITING) &&
+	    bridge_ms_until(&b->probe_deadline) == 0) {
+		why = b->plain_why = st == PROBE_SUBSCRIBING
+					 ? "the broker did not answer the probe's subscription"
+					 : "the broker did not deliver the probe on a shared"
+					   " subscription within 5 s";
+		st = b->probe = PROBE_PLAIN;
+	}
+	pthread_mutex_unlock(&b->lock);
+	if (st == PROBE_IDLE || !mqttc_connected(b->mq))
+		return -1; /* a new connect starts again */
+	bridge_filter_plain(plain);
+	bridge_filter_shared(shared, sizeof(shared));
+	snprintf(probe, sizeof(probe), "%s%s", BRIDGE_SHARE_PREFIX, b->probe_topic);
+	switch (st) {
+	case PROBE_START:
+		pthread_mutex_lock(&b->lock);
+		bridge_probe_topic(b, b->probe_topic, sizeof(b->probe_topic));
+		if (uuid_v7(b->probe_token) != RCS_OK)
+			snprintf(b->probe_token, sizeof(b->probe_token), "%u", b->sub_gen);
+		b->probe = PROBE_SUBSCRIBING;
+		bridge_probe_deadline(b);
+		pthread_mutex_unlock(&b->lock);
+		snprintf(probe, sizeof(probe), "%s%s", BRIDGE_SHARE_PREFIX, b->probe_topic);
+		bridge_request(b, true, probe, PROBE_SUBSCRIBING, PROBE_SUBSCRIBED, PROBE_PLAIN,
+			       "the broker refused the probe's shared subscription");
+		wait_ms = 0;
+		break;
+	case PROBE_SUBSCRIBED: {
+		char token[UUID_STR_LEN], topic[PROTO_MAX_TOPIC];
+
+		pthread_mutex_lock(&b->lock);
+		snprintf(token, sizeof(token), "%s", b->probe_token);
+		snprintf(topic, sizeof(topic), "%s", b->probe_topic);
+		b->probe = PROBE_WAITING; /* before it can come back */
+		bridge_probe_deadline(b);
+		pthread_mutex_unlock(&b->lock);
+		if (mqttc_publish(b->mq, topic, token, strlen(token), 1, false, 0) != RCS_OK) {
+			pthread_mutex_lock(&b->lock);
+			if (b->probe == PROBE_WAITING) {
+				b->probe = PROBE_PLAIN;
+				b->plain_why = "the probe could not be published";
+			}
+			pthread_mutex_unlock(&b->lock);
+		}
+		wait_ms = 0;
+		break;
+	}
+	case PROBE_ARRIVED: {
+		const char *drop[1] = {probe};
+
+		mqttc_unsubscribe(b->mq, drop, 1, NULL, NULL);
+		pthread_mutex_lock(&b->lock);
+		b->probe = PROBE_SWITCHING;
+		pthread_mutex_unlock(&b->lock);
+		bridge_request(b, true, shared, PROBE_SWITCHING, PROBE_SHARED, PROBE_PLAIN,
+			       "the broker refused the shared subscription");
+		wait_ms = 0;
+		break;
+	}
+	case PROBE_SHARED: {
+		/* the shared one is granted: the plain one (this connect's, or a session's
+		 * from an earlier run) goes */
+		const char *drop[1] = {plain};
+
+		mqttc_unsubscribe(b->mq, drop, 1, NULL, NULL);
+		pthread_mutex_lock(&b->lock);
+		b->probe = PROBE_IDLE;
+		b->shared_active = true;
+		b->plain_subscribed = false;
+		pthread_mutex_unlock(&b->lock);
+		metrics_mqtt_shared(true);
+		log_info("status reports: shared subscription %s%s", shared,
+			 b->shared_mode == BRIDGE_SHARED_AUTO ? " (the broker delivered the probe)"
+							      : "");
+		break;
+	}
+	case PROBE_PLAIN: {
+		const char *drop[2] = {shared, probe};
+
+		mqttc_unsubscribe(b->mq, drop, b->shared_mode == BRIDGE_SHARED_AUTO ? 2 : 1, NULL,
+				  NULL);
+		if (!plain_subscribed) {
+			const char *take[1] = {plain};
+
+			if (mqttc_subscribe(b->mq, take, 1) != RCS_OK)
+				log_warnx("cannot subscribe to status reports");
+		}
+		pthread_mutex_lock(&b->lock);
+		b->probe = PROBE_IDLE;
+		b->plain_subscribed = true;
+		pthread_mutex_unlock(&b->lock);
+		log_info("status reports: plain subscription %s (%s)", plain,
+			 why ? why : "no shared subscription");
+		break;
+	}
+	case PROBE_SUBSCRIBING:
+	case PROBE_WAITING:
+		pthread_mutex_lock(&b->lock);
+		wait_ms = bridge_ms_until(&b->probe_deadline);
+		pthread_mutex_unlock(&b->lock);
+		break;
+	default:
+		break; /* PROBE_SWITCHING: the SUBACK wakes the worker */
+	}
+	return wait_ms;
+}
+
+static void bridge_answered(void *ctx, bool ok)
+{
+	struct bridge *b = ctx;
+
+	(void)ok;
+	pthread_mutex_lock(&b->lock);
+	b->left = true;
+	pthread_mutex_unlock(&b->lock);
+}
+
+/* bridge_reports_leave's requests, one at a time: true when the broker answered in time. */
+static bool bridge_leave_request(struct bridge *b, bool subscribe, const char *filter)
+{
+	const char *filters[1] = {filter};
+	bool answered = false;
+	enum rcs_err err;
+
+	pthread_mutex_lock(&b->lock);
+	b->left = false;
+	pthread_mutex_unlock(&b->lock);
+	err = subscribe ? mqttc_subscribe_cb(b->mq, filters, 1, bridge_answered, b)
+			: mqttc_unsubscribe(b->mq, filters, 1, bridge_answered, b);
+	for (int ms = 0; err == RCS_OK && !answered && ms < BRIDGE_LEAVE_MS; ms += 10) {
+		struct timespec t = {0, 10 * 1000000L};
+
+		nanosleep(&t, NULL);
+		pthread_mutex_lock(&b->lock);
+		answered = b->left;
+		pthread_mutex_unlock(&b->lock);
+	}
+	return answered;
+}
+
+/*
+ * Stopping cleanly: the shared subscription is swapped for the plain one, so that the
+ * broker gives this coordinator's share to the others from now on, instead of queueing it
+ * for a stopped one (mosquitto picks among a group's sessions, connected or not), while
+ * the session still keeps every report in case this is the last coordinator: none is lost
+ * across a restart, and those the others applied meanwhile are applied once (docs/mqtt.md
+ * "Several coordinators"). While the worker still applies what arrives.
+ */
+static void bridge_reports_leave(struct bridge *b)
+{
+	char shared[PROTO_MAX_TOPIC + 32], plain[PROTO_MAX_TOPIC];
+
+	if (!bridge_shared_active(b) || !mqttc_connected(b->mq))
+		return;
+	bridge_filter_plain(plain);
+	bridge_filter_shared(shared, sizeof(shared));
+	if (bridge_leave_request(b, true, plain) && bridge_leave_request(b, false, shared))
+		log_info("left the shared subscription of status reports (plain until the next"
+			 " start)");
+	else
+		log_warnx("could not leave the shared subscription of status reports");
+}
+
 /* ---- MQTT callbacks (paho's threads) ---- */
 
 static void on_connected(void *ctx, bool session_present)
 {
-	char status[PROTO_MAX_TOPIC], state[PROTO_MAX_TOPIC];
-	const char *filters[2] = {status, state};
 	struct bridge *b = ctx;
 
-	(void)session_present; /* subscribe every time: cheap, and right after a broker reset */
-	proto_topic_make(status, PROTO_STATUS, PROTO_ANY, PROTO_ANY, PROTO_ANY);
-	proto_topic_make(state, PROTO_STATE, PROTO_ANY, PROTO_ANY, NULL);
-	if (mqttc_subscribe(b->mq, filters, 2) != RCS_OK)
-		log_warnx("cannot subscribe to device topics");
+	/* subscribe every time, session or not: cheap, right after a broker reset, and after
+	 * a failover to a broker that never saw this client */
+	(void)session_present;
+	metrics_mqtt_broker(mqttc_server(b->mq));
+	bridge_reports_subscribe(b);
 	pthread_mutex_lock(&b->lock);
 	b->resync = true;
 	pthread_mutex_unlock(&b->lock);
 	bridge_kick(b);
+}
+
+static void on_lost(void *ctx)
+{
+	struct bridge *b = ctx;
+
+	pthread_mutex_lock(&b->lock);
+	b->probe = PROBE_IDLE;
+	b->shared_active = false;
+	pthread_mutex_unlock(&b->lock);
+	metrics_mqtt_shared(false);
+	metrics_mqtt_broker(NULL);
 }
 
 static bool on_message(void *ctx, const char *topic, const void *payload, size_t len)
@@ -677,6 +1093,8 @@ static bool on_message(void *ctx, const char *topic, const void *payload, size_t
 	struct in_msg *m;
 
 	metrics_mqtt_in();
+	if (bridge_probe_message(b, topic, payload, len))
+		return true;
 	if (proto_topic_parse(topic, &t) != RCS_OK ||
 	    (t.kind != PROTO_STATUS && t.kind != PROTO_STATE)) {
 		log_warnx("dropped a message on unexpected topic '%.160s'", topic);
@@ -709,6 +1127,8 @@ static bool on_message(void *ctx, const char *topic, const void *payload, size_t
 	b->in_tail = m;
 	b->in_n++;
 	pthread_mutex_unlock(&b->lock);
+	if (t.kind == PROTO_STATUS)
+		metrics_mqtt_report_in();
 	bridge_kick(b);
 	return true;
 }
@@ -896,6 +1316,7 @@ static void *bridge_worker(void *arg)
 		bool resync, due, sweep, stop;
 		int64_t now = (int64_t)time(NULL);
 		size_t n = 0;
+		int wait_ms = bridge_reports_step(b); /* -1: nothing to wait for there */
 
 		/* take the work that arrived */
 		pthread_mutex_lock(&b->lock);
@@ -982,9 +1403,9 @@ static void *bridge_worker(void *arg)
 		    (mqttc_connected(b->mq) ? json_object_array_length(b->retry) : 0) +
 		    (b->due || b->sweep || b->resync || b->stop ? 1 : 0);
 		pthread_mutex_unlock(&b->lock);
-		if (n > 0)
+		if (n > 0 || wait_ms == 0)
 			continue;
-		if (poll(&pfd, 1, -1) < 0 && errno != EINTR)
+		if (poll(&pfd, 1, wait_ms) < 0 && errno != EINTR)
 			log_warn("poll");
 		if (pfd.revents & POLLIN) {
 			uint64_t v;
@@ -1012,6 +1433,15 @@ enum rcs_err bridge_start(const struct bridge_opts *opts, struct store *st, stru
 	b->lc = lc;
 	b->max_payload = opts->max_payload ? opts->max_payload : PROTO_MAX_PAYLOAD;
 	b->resend_after = opts->resend_after > 0 ? opts->resend_after : 60;
+	b->shared_mode = opts->shared;
+	b->stable_client_id = opts->stable_client_id;
+	if (b->shared_mode == BRIDGE_SHARED_YES && !b->stable_client_id)
+		log_warnx("--mqtt-shared-subscriptions yes with a client id that changes at every"
+			  " start: the session of a coordinator that died keeps taking its share"
+			  " of the reports (give --node-id)");
+	b->events_qos = opts->events_qos == 0 ? 0 : 1;
+	snprintf(b->client_id, sizeof(b->client_id), "%s",
+		 opts->mqtt.client_id ? opts->mqtt.client_id : "");
 	b->out = json_object_new_array();
 	b->retry = json_object_new_array();
 	b->acked = json_object_new_array();
@@ -1036,6 +1466,7 @@ enum rcs_err bridge_start(const struct bridge_opts *opts, struct store *st, stru
 	memset(&cb, 0, sizeof(cb));
 	cb.ctx = b;
 	cb.on_connected = on_connected;
+	cb.on_lost = on_lost;
 	cb.on_message = on_message;
 	cb.on_published = on_published;
 	err = mqttc_start(&opts->mqtt, &cb, &b->mq);
@@ -1060,12 +1491,29 @@ bool bridge_connected(struct bridge *b)
 	return mqttc_connected(b->mq);
 }
 
+const char *bridge_broker(struct bridge *b)
+{
+	return mqttc_server(b->mq);
+}
+
+bool bridge_shared_active(struct bridge *b)
+{
+	bool on;
+
+	pthread_mutex_lock(&b->lock);
+	on = b->shared_active;
+	pthread_mutex_unlock(&b->lock);
+	return on;
+}
+
 void bridge_stop(struct bridge *b)
 {
 	if (b == NULL)
 		return;
 	if (b->lc && b->lc->hooks == &b->hooks)
 		b->lc->hooks = NULL;
+	if (b->thread_started)
+		bridge_reports_leave(b); /* while the worker still applies what arrives */
 	pthread_mutex_lock(&b->lock);
 	b->stop = true;
 	pthread_mutex_unlock(&b->lock);

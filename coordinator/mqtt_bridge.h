@@ -22,11 +22,24 @@
 #include "signer.h"
 #include "store.h"
 
+/* How status reports are subscribed to (docs/mqtt.md "Several coordinators"): through the
+ * shared subscription $share/rcs-coordinators/... when the broker delivers on one (auto:
+ * probed after each connect), always (yes) or never (no). */
+enum bridge_shared { BRIDGE_SHARED_AUTO, BRIDGE_SHARED_YES, BRIDGE_SHARED_NO };
+
 struct bridge_opts {
 	struct mqttc_opts mqtt;
 	size_t max_payload;   /* larger messages are logged and dropped */
 	int64_t resend_after; /* seconds without news before a job's envelope is re-sent */
+	enum bridge_shared shared;
+	/* the client id is the same at every start (node id given or kept, or a client id
+	 * given): auto uses a shared subscription only then (docs/mqtt.md) */
+	bool stable_client_id;
+	int events_qos; /* QoS of the job and group events: 0 or 1 */
 };
+
+/* "auto", "yes" or "no" (NULL: auto) into *out; RCS_ERR_INVAL for anything else. */
+enum rcs_err bridge_shared_parse(const char *s, enum bridge_shared *out);
 
 struct bridge;
 
@@ -37,6 +50,10 @@ enum rcs_err bridge_start(const struct bridge_opts *opts, struct store *st, stru
 void bridge_transport(struct bridge *b, struct sched_transport *out);
 /* True while the MQTT client is connected to the broker. */
 bool bridge_connected(struct bridge *b);
+/* The URL of the broker connected to, NULL while not connected (valid until bridge_stop). */
+const char *bridge_broker(struct bridge *b);
+/* True while status reports come through the shared subscription. */
+bool bridge_shared_active(struct bridge *b);
 /* Stops the worker (applying what was received), disconnects, frees; unsets lc->hooks. */
 void bridge_stop(struct bridge *b);
 

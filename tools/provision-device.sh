@@ -5,7 +5,9 @@
 #     gives it a random broker password in mosquitto's password file (username = its
 #     entity_ident) and prints the lines of its rcs-agent configuration;
 #   an existing device (--entity-ident): a new password (lost or leaked credentials);
-#   the coordinator's or a monitoring account (--coordinator, --monitor).
+#   the coordinator's or a monitoring account (--coordinator, --monitor); one of several
+#     coordinators (--coordinator --node-id ID: rcs-coordinator-ID, its rights appended to
+#     the ACL file with --acl-file).
 #
 # The password is printed once and stored nowhere else (the file keeps a hash).
 set -eu
@@ -16,6 +18,7 @@ usage() {
 	cat <<EOF
 usage: $PROG --api URL --name NAME [--tag TAG]... --password-file FILE [options]
        $PROG --api URL --entity-ident UUID --password-file FILE [options]
+       $PROG --coordinator [--node-id ID [--acl-file FILE]] --password-file FILE [options]
        $PROG --coordinator|--monitor [--username NAME] --password-file FILE [options]
 
   --api URL             the coordinator's REST API, e.g. https://rcs.example.com
@@ -26,6 +29,10 @@ usage: $PROG --api URL --name NAME [--tag TAG]... --password-file FILE [options]
   --tag TAG             an operator tag of the new device (repeatable)
   --entity-ident UUID   an existing device: issue it a new broker password
   --coordinator         the coordinator's account (username rcs-coordinator)
+  --node-id ID          one of several coordinators: the account rcs-coordinator-ID
+                        (its client id; the coordinator runs with --node-id ID)
+  --acl-file FILE       the broker's ACL file (rcs.acl): give the account the rights of
+                        the "user rcs-coordinator" block there, unless it has a block
   --monitor             a read-only monitoring account (username rcs-monitor)
   --username NAME       another name for the --coordinator/--monitor account (it
                         needs its own "user" block in rcs.acl)
@@ -66,6 +73,8 @@ USERNAME=
 PWFILE=
 BROKER_PID=
 BROKER_URL=
+NODE_ID=
+ACLFILE=
 HAVE_NAME=false
 
 while [ $# -gt 0 ]; do
@@ -84,6 +93,8 @@ while [ $# -gt 0 ]; do
 	--coordinator) MODE=coordinator; shift ;;
 	--monitor) MODE=monitor; shift ;;
 	--username) need_arg "$1" $#; USERNAME=$2; shift 2 ;;
+	--node-id) need_arg "$1" $#; NODE_ID=$2; shift 2 ;;
+	--acl-file) need_arg "$1" $#; ACLFILE=$2; shift 2 ;;
 	--password-file) need_arg "$1" $#; PWFILE=$2; shift 2 ;;
 	--broker-pid) need_arg "$1" $#; BROKER_PID=$2; shift 2 ;;
 	--broker-url) need_arg "$1" $#; BROKER_URL=$2; shift 2 ;;
@@ -101,7 +112,19 @@ if [ -n "$MODE" ]; then
 	if [ -n "$ENTITY" ] || $HAVE_NAME || [ -n "$TAGS" ]; then
 		bad_usage "--$MODE takes no --name, --tag or --entity-ident"
 	fi
+	if [ -n "$NODE_ID" ]; then
+		[ "$MODE" = coordinator ] || bad_usage "--node-id goes with --coordinator"
+		[ -z "$USERNAME" ] || bad_usage "--node-id names the account: no --username"
+		case $NODE_ID in
+		'' | *[!A-Za-z0-9_-]*) bad_usage "--node-id '$NODE_ID': 1-64 of A-Z a-z 0-9 _ -" ;;
+		esac
+		[ ${#NODE_ID} -le 64 ] || bad_usage "--node-id '$NODE_ID': 1-64 of A-Z a-z 0-9 _ -"
+		USERNAME=rcs-coordinator-$NODE_ID
+	fi
 	[ -n "$USERNAME" ] || USERNAME=rcs-$MODE
+	if [ -n "$ACLFILE" ]; then
+		[ "$MODE" = coordinator ] || bad_usage "--acl-file goes with --coordinator"
+	fi
 	case $USERNAME in
 	*[+#/:]* | events | *[[:space:]]* | *[[:cntrl:]]*)
 		bad_usage "username '$USERNAME': no + # / : or blanks, and not \"events\" (rcs.acl)" ;;
@@ -111,6 +134,7 @@ if [ -n "$MODE" ]; then
 	fi
 else
 	[ -z "$USERNAME" ] || bad_usage "--username goes with --coordinator or --monitor"
+	[ -z "$NODE_ID$ACLFILE" ] || bad_usage "--node-id and --acl-file go with --coordinator"
 	[ -n "$API" ] || bad_usage "--api is required for a device"
 	if [ -n "$ENTITY" ]; then
 		if $HAVE_NAME || [ -n "$TAGS" ]; then
@@ -168,6 +192,18 @@ fi
 if ! [ -d "$PWDIR" ] || ! [ -w "$PWDIR" ]; then
 	die "cannot write in '$PWDIR' (the password file and its lock go there)"
 fi
+# the coordinator's rights, as the ACL file grants them to "user rcs-coordinator"
+acl_rights() {
+	awk '/^user /{f = ($2 == "rcs-coordinator"); next} /^pattern /{f = 0} f && /^topic /' \
+		"$ACLFILE"
+}
+if [ -n "$ACLFILE" ]; then
+	if ! [ -f "$ACLFILE" ] || ! [ -r "$ACLFILE" ] || ! [ -w "$ACLFILE" ]; then
+		die "ACL file '$ACLFILE' is not a readable and writable file"
+	fi
+	[ -w "$(dirname -- "$ACLFILE")" ] || die "cannot write in the directory of '$ACLFILE'"
+	[ -n "$(acl_rights)" ] || die "'$ACLFILE' has no \"user rcs-coordinator\" block to copy"
+fi
 
 PASSWORD=$(openssl rand -hex 24) || die "openssl rand failed"
 [ ${#PASSWORD} -eq 48 ] || die "openssl rand gave no password"
@@ -180,6 +216,7 @@ PWTMP=
 cleanup() {
 	[ -z "$TMPDIR_" ] || rm -rf -- "$TMPDIR_"
 	[ -z "$PWTMP" ] || rm -f -- "$PWTMP"
+	[ -z "${ACLTMP:-}" ] || rm -f -- "$ACLTMP"
 	[ "${LOCKED:-false}" = false ] || rmdir -- "$LOCK" 2>/dev/null || :
 }
 LOCKED=false
@@ -287,13 +324,36 @@ mv -f -- "$PWTMP" "$PWFILE" || {
 	rm -f -- "$PWTMP"
 	die "cannot replace '$PWFILE'"
 }
-rmdir -- "$LOCK" && LOCKED=false
 printf '%s: broker account %s written to %s\n' "$PROG" "$USERNAME" "$PWFILE" >&2
+
+# the rights of a coordinator account of its own: a copy of rcs-coordinator's, appended to
+# a copy of the ACL file renamed into place (a reloading broker reads it whole)
+if [ -n "$ACLFILE" ] && [ "$USERNAME" != rcs-coordinator ]; then
+	if grep -qx "user $USERNAME" "$ACLFILE"; then
+		printf '%s: %s already has its block in %s\n' "$PROG" "$USERNAME" "$ACLFILE" >&2
+	else
+		ACLTMP=$ACLFILE.new.$$
+		cp -p -- "$ACLFILE" "$ACLTMP" || die "cannot copy '$ACLFILE'"
+		{
+			printf '\n# --- coordinator %s (tools/provision-device.sh) ---\n' "$USERNAME"
+			printf 'user %s\n' "$USERNAME"
+			acl_rights
+		} >>"$ACLTMP" || die "cannot write '$ACLTMP'"
+		mv -f -- "$ACLTMP" "$ACLFILE" || die "cannot replace '$ACLFILE'"
+		ACLTMP=
+		printf '%s: rights of %s added to %s\n' "$PROG" "$USERNAME" "$ACLFILE" >&2
+	fi
+elif [ "$MODE" = coordinator ] && [ "$USERNAME" != rcs-coordinator ]; then
+	printf '%s: %s needs a "user %s" block in rcs.acl, a copy of the lines of %s\n' \
+		"$PROG" "$USERNAME" "$USERNAME" "user rcs-coordinator (or run with --acl-file)" >&2
+fi
+rmdir -- "$LOCK" && LOCKED=false
 
 # --- the configuration lines (before the reload: a failed reload must not lose them) -----
 
 if [ "$MODE" = coordinator ]; then
 	printf '# rcs-coordinator configuration (--config file)\n'
+	[ -z "$NODE_ID" ] || printf 'node_id %s\n' "$NODE_ID"
 elif [ "$MODE" = monitor ]; then
 	printf '# monitoring account: mosquitto_sub -u USERNAME -P PASSWORD -t "rcs/v1/+/events/#"\n'
 else
@@ -309,7 +369,7 @@ if [ -z "$BROKER_PID" ]; then
 	printf '%s: reload the broker to use it (systemctl reload mosquitto, or kill -HUP)\n' \
 		"$PROG" >&2
 elif kill -HUP "$BROKER_PID"; then
-	printf '%s: broker %s reloads its password file\n' "$PROG" "$BROKER_PID" >&2
+	printf '%s: broker %s reloads its password and ACL files\n' "$PROG" "$BROKER_PID" >&2
 else
 	die "cannot signal the broker ($BROKER_PID): the account is written, reload it yourself"
 fi

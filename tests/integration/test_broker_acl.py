@@ -4,10 +4,14 @@ rcs.acl, tools/provision-device.sh, docs/mqtt.md "Broker configuration").
 
 A real mosquitto runs with a configuration generated from deploy/mosquitto/rcs.conf (only
 the listener, the persistence location, the password file and the log destination are
-rewritten to the test's directory) and the ACL file exactly as shipped. The coordinator's
-account and the devices A and B (created in a real coordinator's inventory through the
-REST API) are provisioned with tools/provision-device.sh, which also reloads the broker
-(--broker-pid). The coordinator logs in with its account.
+rewritten to the test's directory) and a copy of the ACL file as shipped, to which
+tools/provision-device.sh appends the blocks of coordinator accounts. The coordinator's
+account (one of several: --node-id n1, rcs-coordinator-n1) and the devices A and B
+(created in a real coordinator's inventory through the REST API) are provisioned with
+tools/provision-device.sh, which also reloads the broker (--broker-pid). The coordinator
+logs in with its account, and its probe finds the shared subscription delivered; a second
+coordinator's account (n2) gets its rights the same way, once however often it is made,
+and no device reads the probe's topics; the single account rcs-coordinator still works.
 
 Checked with paho clients, by effects (mosquitto 2.0 denies silently: a denied PUBLISH is
 acknowledged and dropped, a denied subscription is granted in the SUBACK but delivers
@@ -81,7 +85,7 @@ class ShippedBroker(Mosquitto):
     REWRITTEN = ("listener", "persistence_location", "password_file", "acl_file", "log_dest",
                  "pid_file", "user")
 
-    def __init__(self, workdir, password_file):
+    def __init__(self, workdir, password_file, acl_file):
         super().__init__(workdir)
         self.password_file = password_file
         lines = []
@@ -94,7 +98,7 @@ class ShippedBroker(Mosquitto):
             elif key == "password_file":
                 lines.append("password_file %s" % password_file)
             elif key == "acl_file":
-                lines.append("acl_file %s" % SHIPPED_ACL)
+                lines.append("acl_file %s" % acl_file)
             elif key == "log_dest":
                 if not log_dest:
                     lines.append("log_dest stderr")
@@ -298,14 +302,19 @@ class BrokerAclTest(unittest.TestCase):
         cls.pwfile = os.path.join(w, "rcs.passwd")
 
         # the coordinator's account first: the script creates the password file
-        coord_acct = provision("--coordinator", "--password-file", cls.pwfile)
-        assert coord_acct["mqtt_username"] == "rcs-coordinator", coord_acct
-        cls.broker = ShippedBroker(w, cls.pwfile).start()
+        cls.acl = os.path.join(w, "rcs.acl")
+        shutil.copyfile(SHIPPED_ACL, cls.acl)
+        coord_acct = provision("--coordinator", "--node-id", "n1", "--password-file",
+                               cls.pwfile, "--acl-file", cls.acl)
+        assert coord_acct["mqtt_username"] == "rcs-coordinator-n1", coord_acct
+        assert coord_acct["node_id"] == "n1", coord_acct
+        cls.broker = ShippedBroker(w, cls.pwfile, cls.acl).start()
 
         cls.key, cls.pub = make_ec_keypair(w, "signing")
         cls.coord = Coordinator(w, extra_args=[
             "--mqtt", cls.broker.url, "--mqtt-username", coord_acct["mqtt_username"],
-            "--mqtt-password", coord_acct["mqtt_password"], "--signing-key", cls.key])
+            "--mqtt-password", coord_acct["mqtt_password"], "--signing-key", cls.key,
+            "--node-id", "n1"])
         tenant = cls.coord.init_tenant(user="admin")
         cls.client_root = tenant["client_root"]
         cls.admin_key = tenant["api_key"]
@@ -799,6 +808,48 @@ class BrokerAclTest(unittest.TestCase):
         self.assertEqual(self.coord.read_log().count("connected to"), before,
                          self.coord.read_log())
         self.assertEqual([f for f in os.listdir(self.workdir) if ".new." in f], [])
+
+    # -- several coordinators --------------------------------------------------------------
+
+    def test_several_coordinators(self):
+        # the probe came back under the ACL: reports through the shared subscription
+        wait_for(lambda: "status reports: shared subscription" in self.coord.read_log(),
+                 what="the coordinator's probe delivered:\n" + self.coord.read_log()[-2000:])
+        spy = self.device_a()
+        spy.subscribe("#", "rcs/v1/_coordinators/#", "rcs/v1/_coordinators/probe/+")
+        pid = str(self.broker.proc.pid)
+        acct = None
+        for _ in range(2):  # made twice: one block
+            acct = provision("--coordinator", "--node-id", "n2", "--password-file",
+                             self.pwfile, "--acl-file", self.acl, "--broker-pid", pid)
+        self.assertEqual(acct["mqtt_username"], "rcs-coordinator-n2")
+        with open(self.acl) as f:
+            acl = f.read()
+        self.assertEqual(acl.count("\nuser rcs-coordinator-n2\n"), 1)
+        self.assertEqual(acl.count("\nuser rcs-coordinator-n1\n"), 1)
+        wait_for(lambda: self.try_login("rcs-coordinator-n2", acct["mqtt_password"]) == 0,
+                 what="n2 can log in")
+        c2 = Coordinator(self.workdir, db=os.path.join(self.workdir, "n2.db"), extra_args=[
+            "--mqtt", self.broker.url, "--mqtt-username", acct["mqtt_username"],
+            "--mqtt-password", acct["mqtt_password"], "--node-id", "n2"])
+        c2.start()
+        try:
+            wait_for(lambda: "status reports: shared subscription" in c2.read_log(),
+                     timeout=20, what="n2's probe delivered:\n" + c2.read_log()[-2000:])
+            # a device forging a probe reaches no one, and reads none
+            spy.publish("rcs/v1/_coordinators/probe/rcs-coordinator-n2", "forged")
+            time.sleep(GRACE)
+            self.assertFalse(spy.received(lambda m: m[0].startswith("rcs/v1/_coordinators")),
+                             "a device read a probe")
+        finally:
+            self.assertEqual(c2.stop(), 0, c2.read_log())
+        self.assertNotIn("not authori", c2.read_log().lower())
+        # the single coordinator's account of before still has its rights
+        old = provision("--coordinator", "--password-file", self.pwfile, "--broker-pid", pid)
+        self.assertEqual(old["mqtt_username"], "rcs-coordinator")
+        self.assertNotIn("node_id", old)
+        wait_for(lambda: self.try_login("rcs-coordinator", old["mqtt_password"]) == 0,
+                 what="rcs-coordinator can log in")
 
     # -- end to end -----------------------------------------------------------------------
 

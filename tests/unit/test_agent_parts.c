@@ -21,6 +21,7 @@
 #include "journal.h"
 #include "link.h"
 #include "manifest.h"
+#include "mqttc.h"
 #include "proto.h"
 #include "runner.h"
 #include "settings.h"
@@ -178,6 +179,66 @@ static void test_settings_flags_win(void **state)
 	assert_non_null(strstr(err, "max_queue"));
 	settings_free(&f->set);
 	assert_int_equal(load(f, base_conf, NULL, NULL, err, sizeof(err)), RCS_OK);
+}
+
+/* Several brokers: mqtt repeated in the file, --mqtt repeated on the command line (which
+ * replaces the file's), each URL checked, the list as a whole too (mqttc_urls_check). */
+static void test_settings_brokers(void **state)
+{
+	struct fx *f = *state;
+	char err[256], conf[1024], shown[256];
+
+	settings_free(&f->set);
+	snprintf(conf, sizeof(conf), "%smqtt mqtt://127.0.0.1:10\n", base_conf);
+	assert_int_equal(load(f, conf, NULL, NULL, err, sizeof(err)), RCS_OK);
+	assert_int_equal(f->set.mqtt.n, 2);
+	assert_string_equal(f->set.mqtt.items[0], "tcp://127.0.0.1:9");
+	assert_string_equal(f->set.mqtt.items[1], "mqtt://127.0.0.1:10");
+	settings_brokers(&f->set, shown, sizeof(shown));
+	assert_string_equal(shown, "tcp://127.0.0.1:9, mqtt://127.0.0.1:10");
+	settings_free(&f->set);
+	/* the command line's brokers replace the file's */
+	assert_int_equal(load(f, conf, "--mqtt", "tcp://other:1883", err, sizeof(err)), RCS_OK);
+	assert_int_equal(f->set.mqtt.n, 1);
+	assert_string_equal(f->set.mqtt.items[0], "tcp://other:1883");
+	settings_free(&f->set);
+	/* each checked; one broker twice (tcp:// and mqtt:// are one); TLS and not mixed */
+	snprintf(conf, sizeof(conf), "%smqtt http://127.0.0.1:10\n", base_conf);
+	assert_int_equal(load(f, conf, NULL, NULL, err, sizeof(err)), RCS_ERR_INVAL);
+	assert_non_null(strstr(err, "http://127.0.0.1:10"));
+	settings_free(&f->set);
+	snprintf(conf, sizeof(conf), "%smqtt mqtt://127.0.0.1:9\n", base_conf);
+	assert_int_equal(load(f, conf, NULL, NULL, err, sizeof(err)), RCS_ERR_INVAL);
+	assert_non_null(strstr(err, "twice"));
+	settings_free(&f->set);
+	/* (a build without TLS refuses ssl:// itself, saying so) */
+	snprintf(conf, sizeof(conf), "%smqtt ssl://127.0.0.1:10\n", base_conf);
+	assert_int_equal(load(f, conf, NULL, NULL, err, sizeof(err)), RCS_ERR_INVAL);
+	assert_non_null(strstr(err, "TLS"));
+	settings_free(&f->set);
+	assert_int_equal(load(f, base_conf, NULL, NULL, err, sizeof(err)), RCS_OK);
+}
+
+/* mqttc_urls_check on its own: counts and schemes. */
+static void test_mqtt_url_lists(void **state)
+{
+	const char *many[MQTTC_MAX_URLS + 1];
+	char urls[MQTTC_MAX_URLS + 1][32], err[256];
+	const char *one[] = {"tcp://a:1"};
+	const char *two[] = {"mqtt://a:1", "tcp://b:1"};
+
+	(void)state;
+	assert_int_equal(mqttc_urls_check(one, 0, err, sizeof(err)), RCS_ERR_INVAL);
+	assert_int_equal(mqttc_urls_check(one, 1, err, sizeof(err)), RCS_OK);
+	assert_int_equal(mqttc_urls_check(two, 2, err, sizeof(err)), RCS_OK);
+	for (int i = 0; i <= MQTTC_MAX_URLS; i++) {
+		snprintf(urls[i], sizeof(urls[i]), "tcp://h%d:1883", i);
+		many[i] = urls[i];
+	}
+	assert_int_equal(mqttc_urls_check(many, MQTTC_MAX_URLS, err, sizeof(err)), RCS_OK);
+	assert_int_equal(mqttc_urls_check(many, MQTTC_MAX_URLS + 1, err, sizeof(err)),
+			 RCS_ERR_INVAL);
+	assert_non_null(strstr(err, "at most"));
 }
 
 /* A password from a file or the environment (the variable is unset once read). */
@@ -485,6 +546,8 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test_setup_teardown(test_settings_required_and_uuids, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_settings_flags_win, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_settings_brokers, setup, teardown),
+	    cmocka_unit_test(test_mqtt_url_lists),
 	    cmocka_unit_test_setup_teardown(test_settings_secrets, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_settings_reload_snapshots, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_runner_queues_once, setup, teardown),

@@ -336,6 +336,49 @@ static void test_cfg_file_and_args(void **state)
 	assert_null(cfg_find_arg(8, argv, "config"));
 }
 
+/* A list the command line replaces (--mqtt): the file's values go once flags add some. */
+static void test_cfg_strlist_replaced(void **state)
+{
+	char path[] = "/tmp/rcs-cfg-XXXXXX";
+	const char *text = "item a\nitem b\n";
+	char *argv[] = {"prog", "--item", "c", "--item", "d"};
+	struct test_cfg c;
+	char err[256];
+	int fd, next = 0;
+	size_t from_file;
+
+	(void)state;
+	memset(&c, 0, sizeof(c));
+	fd = mkstemp(path);
+	assert_true(fd >= 0);
+	assert_int_equal(write(fd, text, strlen(text)), (ssize_t)strlen(text));
+	close(fd);
+	assert_int_equal(cfg_parse_file(test_opts, &c, path, err, sizeof(err)), RCS_OK);
+	from_file = c.items.n;
+	/* no flag of that list: the file's values stay */
+	assert_int_equal(cfg_parse_args(test_opts, &c, 1, argv, 1, &next, err, sizeof(err)),
+			 RCS_OK);
+	cfg_strlist_replaced(&c.items, from_file);
+	assert_int_equal(c.items.n, 2);
+	assert_string_equal(c.items.items[0], "a");
+	/* flags: they replace the file's, in their order */
+	assert_int_equal(cfg_parse_args(test_opts, &c, 5, argv, 1, &next, err, sizeof(err)),
+			 RCS_OK);
+	cfg_strlist_replaced(&c.items, from_file);
+	assert_int_equal(c.items.n, 2);
+	assert_string_equal(c.items.items[0], "c");
+	assert_string_equal(c.items.items[1], "d");
+	cfg_free(test_opts, &c);
+	/* flags alone */
+	memset(&c, 0, sizeof(c));
+	assert_int_equal(cfg_parse_args(test_opts, &c, 5, argv, 1, &next, err, sizeof(err)),
+			 RCS_OK);
+	cfg_strlist_replaced(&c.items, 0);
+	assert_int_equal(c.items.n, 2);
+	cfg_free(test_opts, &c);
+	unlink(path);
+}
+
 /* Writes n bytes of data to a new temporary file; its path into path. */
 static void secret_file(char *path, size_t len, const char *data, size_t n)
 {
@@ -511,6 +554,7 @@ int main(void)
 	    cmocka_unit_test(test_jsonu_parse),
 	    cmocka_unit_test(test_jsonu_getters),
 	    cmocka_unit_test(test_cfg_file_and_args),
+	    cmocka_unit_test(test_cfg_strlist_replaced),
 	    cmocka_unit_test(test_cfg_read_secret),
 	    cmocka_unit_test(test_cfg_take_env_secret),
 	    cmocka_unit_test(test_cfg_secret_resolve),

@@ -188,6 +188,10 @@ static void test_exposition(void **state)
 	metrics_mqtt_in();
 	metrics_mqtt_out();
 	metrics_mqtt_out();
+	metrics_mqtt_report_in();
+	metrics_mqtt_report_in();
+	metrics_mqtt_shared(true);
+	metrics_mqtt_broker("tcp://b2:1883");
 	text = render_now();
 	check_lines(text);
 
@@ -222,6 +226,9 @@ static void test_exposition(void **state)
 	assert_true(sample(text, "rcs_mqtt_connected") == 1);
 	assert_true(sample(text, "rcs_mqtt_messages_received_total") == 1);
 	assert_true(sample(text, "rcs_mqtt_messages_sent_total") == 2);
+	assert_true(sample(text, "rcs_mqtt_reports_received_total") == 2);
+	assert_true(sample(text, "rcs_mqtt_shared_subscription") == 1);
+	assert_true(sample(text, "rcs_mqtt_broker{url=\"tcp://b2:1883\"}") == 1);
 	assert_true(sample(text, "rcs_webhook_attempts_total{result=\"delivered\"}") == 1);
 	assert_true(sample(text, "rcs_webhook_attempts_total{result=\"error\"}") == 1);
 	assert_true(sample(text, "rcs_webhook_deliveries_failed_total") == 1);
@@ -238,7 +245,12 @@ static void test_exposition(void **state)
 	/* counters only grow */
 	metrics_job_run_time(7);
 	mqtt_up = false;
+	metrics_mqtt_shared(false);
+	metrics_mqtt_broker(NULL);
 	text = render_now();
+	assert_true(sample(text, "rcs_mqtt_shared_subscription") == 0);
+	assert_int_equal(count_lines(text, "rcs_mqtt_broker{"), 0);
+	assert_int_equal(count_lines(text, "# TYPE rcs_mqtt_broker gauge"), 1);
 	assert_true(sample(text, "rcs_job_run_time_seconds_bucket{le=\"5\"}") == 4);
 	assert_true(sample(text, "rcs_job_run_time_seconds_bucket{le=\"10\"}") == 5);
 	assert_true(sample(text, "rcs_job_run_time_seconds_count") == 6);
