@@ -701,12 +701,12 @@ static void hook_group_changed(void *ctx, const char *client_root, const char *g
 
 enum rcs_err bridge_shared_parse(const char *s, enum bridge_shared *out)
 {
-	if (s == NULL || strcmp(s, "auto") == 0)
+	if (s == NULL || strcmp(s, "no") == 0)
+		*out = BRIDGE_SHARED_NO;
+	else if (strcmp(s, "auto") == 0)
 		*out = BRIDGE_SHARED_AUTO;
 	else if (strcmp(s, "yes") == 0)
 		*out = BRIDGE_SHARED_YES;
-	else if (strcmp(s, "no") == 0)
-		*out = BRIDGE_SHARED_NO;
 	else
 		return RCS_ERR_INVAL;
 	return RCS_OK;

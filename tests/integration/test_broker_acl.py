@@ -314,7 +314,7 @@ class BrokerAclTest(unittest.TestCase):
         cls.coord = Coordinator(w, extra_args=[
             "--mqtt", cls.broker.url, "--mqtt-username", coord_acct["mqtt_username"],
             "--mqtt-password", coord_acct["mqtt_password"], "--signing-key", cls.key,
-            "--node-id", "n1"])
+            "--node-id", "n1", "--mqtt-shared-subscriptions", "auto"])
         tenant = cls.coord.init_tenant(user="admin")
         cls.client_root = tenant["client_root"]
         cls.admin_key = tenant["api_key"]
@@ -831,7 +831,8 @@ class BrokerAclTest(unittest.TestCase):
                  what="n2 can log in")
         c2 = Coordinator(self.workdir, db=os.path.join(self.workdir, "n2.db"), extra_args=[
             "--mqtt", self.broker.url, "--mqtt-username", acct["mqtt_username"],
-            "--mqtt-password", acct["mqtt_password"], "--node-id", "n2"])
+            "--mqtt-password", acct["mqtt_password"], "--node-id", "n2",
+            "--mqtt-shared-subscriptions", "auto"])
         c2.start()
         try:
             wait_for(lambda: "status reports: shared subscription" in c2.read_log(),

@@ -2,7 +2,7 @@
 """Status reports through a shared subscription (docs/mqtt.md "Several coordinators").
 
 Two coordinators (--node-id n1 and n2) on one PostgreSQL database (pg_server.py) and one
-mosquitto. With the default --mqtt-shared-subscriptions auto both find, by the probe, that
+mosquitto. With --mqtt-shared-subscriptions auto both find, by the probe, that
 the broker delivers on a shared subscription and subscribe to reports as
 $share/rcs-coordinators/...; a bulk send (by tag) to scripted devices ends with every job
 terminated, and each report the devices sent was received by exactly one coordinator: the
@@ -151,7 +151,7 @@ class SharedSubscriptionTest(unittest.TestCase):
         cls.addClassCleanup(cls._cleanup)
         cls.broker = Mosquitto(cls.workdir).start()
         cls.db = pg_server.shared().create_db()
-        first = cls.start_nodes(())
+        first = cls.start_nodes(("--mqtt-shared-subscriptions", "auto"))
         tenant = first[0].coord.init_tenant(user="admin")
         cls.client_root = tenant["client_root"]
         cls.key = tenant["api_key"]
@@ -284,7 +284,8 @@ class ProbeNotDeliveredTest(unittest.TestCase):
                     "topic readwrite rcs/v1/+/+/state\n"
                     "topic readwrite rcs/v1/+/events/#\n")
         broker = Mosquitto(w, extra_conf="acl_file %s\n" % acl).start()
-        coord = Coordinator(w, extra_args=["--mqtt", broker.url])
+        coord = Coordinator(w, extra_args=["--mqtt", broker.url,
+                                           "--mqtt-shared-subscriptions", "auto"])
         dev = None
         try:
             tenant = coord.init_tenant(user="admin")
