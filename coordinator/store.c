@@ -514,8 +514,13 @@ static void store_batch_commit(struct store *st)
 		if (err != RCS_OK && st->be->in_tx(st))
 			store_run(st, "ROLLBACK");
 	}
-	if (err != RCS_OK)
+	if (err != RCS_OK) {
 		log_warnx("store: a group commit of %d writes failed: %s", b->n, rcs_strerror(err));
+		/* for its callers the storage failed, whatever the engine said (a deferred
+		 * constraint is no one caller's conflict): 503, retry */
+		if (err != RCS_ERR_FULL && err != RCS_ERR_BUSY)
+			err = RCS_ERR_IO;
+	}
 	store_batch_finish(st, b, err);
 	store_batch_unref(st, b);
 }
