@@ -313,7 +313,8 @@ static void test_readers(void **state)
 	assert_int_equal(store_key_lookup(r1, hash, &a), RCS_OK);
 	assert_string_equal(a.user, "u");
 	/* a read is not held open: the next one sees the next commit */
-	snprintf(sql, sizeof(sql), "UPDATE api_keys SET revoked_at = 200 WHERE ident = '%s'", ident);
+	snprintf(sql, sizeof(sql), "UPDATE api_keys SET revoked_at = 200 WHERE ident = '%s'",
+		 ident);
 	other_connection(f, sql);
 	assert_int_equal(store_key_lookup(r1, hash, &a), RCS_ERR_NOTFOUND);
 	assert_int_equal(store_key_lookup(r2, hash, &a), RCS_ERR_NOTFOUND);
