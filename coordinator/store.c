@@ -227,12 +227,19 @@ enum rcs_err store_write(struct store *st, const char *sql, int *changes, int n,
 {
 	struct store_stmt *s = NULL;
 	enum rcs_err err;
+	bool nested;
 	va_list ap;
 
-	/* a write of its own is a caller of the group commit like a transaction */
-	err = store_sp_begin(st);
-	if (err != RCS_OK)
-		return err;
+	/* inside the caller's transaction one statement is atomic by itself; outside one it
+	 * is a caller of the group commit of its own, like a transaction */
+	store_lock(st);
+	nested = st->tx_depth > 0;
+	if (!nested) {
+		store_unlock(st);
+		err = store_sp_begin(st);
+		if (err != RCS_OK)
+			return err;
+	}
 	err = store_stmt(st, sql, &s);
 	if (err != RCS_OK)
 		goto out;
@@ -245,6 +252,10 @@ enum rcs_err store_write(struct store *st, const char *sql, int *changes, int n,
 		*changes = (int)store_changes(st);
 out:
 	store_stmt_done(st, s);
+	if (nested) {
+		store_unlock(st);
+		return err;
+	}
 	return store_sp_end(st, err);
 }
 
