@@ -835,13 +835,22 @@ static enum MHD_Result api_handle(void *cls, struct MHD_Connection *conn, const 
 	if (api_path_in(api_open_routes, API_N_OPEN_ROUTES, &req)) {
 		api_dispatch(api_open_routes, API_N_OPEN_ROUTES, &req, &resp, allow, sizeof(allow));
 	} else {
-		api_authenticate(app, conn, &req, &resp);
-		if (resp.status != 0)
-			goto send;
-		if (api_changes(method))
+		/* reads (the key, then a GET's handler) take a reader of the store's pool, so
+		 * they never wait for a write (docs/architecture.md, "Reads and group commit") */
+		struct api_app view = *app;
+
+		view.st = store_reader(app->st);
+		api_authenticate(&view, conn, &req, &resp);
+		if (resp.status == 0 && api_changes(method)) {
+			store_reader_put(app->st, view.st);
+			view.st = NULL;
 			api_dispatch_audited(app, conn, url, &req, &resp, allow, sizeof(allow));
-		else
+		} else if (resp.status == 0) {
+			req.app = &view;
 			api_dispatch(api_routes, API_N_ROUTES, &req, &resp, allow, sizeof(allow));
+			req.app = app;
+		}
+		store_reader_put(app->st, view.st);
 	}
 	if (resp.status == 0) {
 		log_warnx("%s %s: handler gave no answer", method, url);

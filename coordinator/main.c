@@ -126,7 +126,7 @@ static const struct cfg_opt serve_opts[] = {
 	"public key accepted for task signatures (repeatable)"),
     OPT_INT("max_body", max_body, 1024, 64LL * 1024 * 1024, "BYTES",
 	    "largest request body (default 1048576)"),
-    OPT_INT("threads", threads, 1, 64, "N", "HTTP worker threads (default: 4)"),
+    OPT_INT("threads", threads, 1, 64, "N", "HTTP worker threads (default: the online cores)"),
     OPT("mqtt", CFG_STRLIST, mqtt, "URL",
 	"broker: tcp://host:port or ssl://host:port (repeatable: several brokers, failover)"),
     OPT("mqtt_shared_subscriptions", CFG_STRING, mqtt_shared_subscriptions, "auto|yes|no",
@@ -736,6 +736,11 @@ static int cmd_serve(struct settings *s)
 		fprintf(stderr, "rcs-coordinator: cannot listen for other coordinators' work\n");
 		goto out;
 	}
+	/* one reader per HTTP thread: reads never wait for the writer */
+	if (store_readers_open(st, (unsigned)s->threads) != RCS_OK) {
+		fprintf(stderr, "rcs-coordinator: cannot open the database's readers\n");
+		goto out;
+	}
 	app.st = st;
 	app.lc = &lc;
 	app.signer = signer;
@@ -813,7 +818,12 @@ int main(int argc, char **argv)
 
 	memset(&s, 0, sizeof(s));
 	s.max_body = 1024 * 1024;
-	s.threads = 4;
+	/* one HTTP thread per online core (at most 64) */
+	s.threads = sysconf(_SC_NPROCESSORS_ONLN);
+	if (s.threads < 1)
+		s.threads = 1;
+	if (s.threads > 64)
+		s.threads = 64;
 	s.mqtt_max_payload = 1024 * 1024;
 	s.resend_after = 60;
 	s.lease = STORE_LEASE_DEFAULT;

@@ -20,10 +20,12 @@
 void store_lock(struct store *st)
 {
 	pthread_mutex_lock(&st->lock);
+	st->lock_count++;
 }
 
 void store_unlock(struct store *st)
 {
+	st->lock_count--;
 	pthread_mutex_unlock(&st->lock);
 }
 
@@ -225,9 +227,19 @@ enum rcs_err store_write(struct store *st, const char *sql, int *changes, int n,
 {
 	struct store_stmt *s = NULL;
 	enum rcs_err err;
+	bool nested;
 	va_list ap;
 
+	/* inside the caller's transaction one statement is atomic by itself; outside one it
+	 * is a caller of the group commit of its own, like a transaction */
 	store_lock(st);
+	nested = st->tx_depth > 0;
+	if (!nested) {
+		store_unlock(st);
+		err = store_sp_begin(st);
+		if (err != RCS_OK)
+			return err;
+	}
 	err = store_stmt(st, sql, &s);
 	if (err != RCS_OK)
 		goto out;
@@ -240,8 +252,11 @@ enum rcs_err store_write(struct store *st, const char *sql, int *changes, int n,
 		*changes = (int)store_changes(st);
 out:
 	store_stmt_done(st, s);
-	store_unlock(st);
-	return err;
+	if (nested) {
+		store_unlock(st);
+		return err;
+	}
+	return store_sp_end(st, err);
 }
 
 enum rcs_err store_get_one(struct store *st, const char *sql, const char *p1, const char *p2,
@@ -276,20 +291,36 @@ bool store_pg_url(const char *db)
 	return strncmp(db, "postgresql://", 13) == 0 || strncmp(db, "postgres://", 11) == 0;
 }
 
-enum rcs_err store_open(const char *path, struct store **out)
+/* A struct store with its lock and nothing open. */
+static struct store *store_new(void)
 {
-	struct store *st = NULL;
+	struct store *st = calloc(1, sizeof(*st));
 	pthread_mutexattr_t attr;
-	enum rcs_err err = RCS_ERR_NOMEM;
 
-	*out = NULL;
-	st = calloc(1, sizeof(*st));
 	if (st == NULL)
-		goto out;
+		return NULL;
 	pthread_mutexattr_init(&attr);
 	pthread_mutexattr_settype(&attr, PTHREAD_MUTEX_RECURSIVE);
 	pthread_mutex_init(&st->lock, &attr);
 	pthread_mutexattr_destroy(&attr);
+	pthread_mutex_init(&st->gmu, NULL);
+	pthread_cond_init(&st->gcv, NULL);
+	return st;
+}
+
+enum rcs_err store_open(const char *path, struct store **out)
+{
+	struct store *st = NULL;
+	enum rcs_err err = RCS_ERR_NOMEM;
+
+	*out = NULL;
+	st = store_new();
+	if (st == NULL)
+		goto out;
+	st->group = true;
+	st->path = strdup(path);
+	if (st->path == NULL)
+		goto out;
 	if (store_pg_url(path)) {
 #ifdef RCS_WITH_POSTGRES
 		err = store_pg_open(st, path);
@@ -310,14 +341,120 @@ out:
 	return err;
 }
 
+/* ---- readers (docs/architecture.md, "Reads and group commit") ---- */
+
+struct store_pool {
+	pthread_mutex_t mu;
+	pthread_cond_t cv;
+	struct store **all, **idle;
+	size_t n, n_idle;
+};
+
+static void store_pool_free(struct store_pool *p)
+{
+	if (p == NULL)
+		return;
+	for (size_t i = 0; i < p->n; i++)
+		store_close(p->all[i]);
+	pthread_mutex_destroy(&p->mu);
+	pthread_cond_destroy(&p->cv);
+	free(p->all);
+	free(p->idle);
+	free(p);
+}
+
+/* An in-memory SQLite database is the connection's own: another one would see another. */
+static bool store_path_shared(const char *path)
+{
+	return path[0] != '\0' && strcmp(path, ":memory:") != 0 &&
+	       strstr(path, "mode=memory") == NULL;
+}
+
+enum rcs_err store_readers_open(struct store *st, unsigned n)
+{
+	struct store_pool *p = NULL;
+	enum rcs_err err = RCS_OK;
+
+	if (st->pool != NULL || n == 0 || st->be->open_reader == NULL ||
+	    !store_path_shared(st->path))
+		goto out;
+	err = RCS_ERR_NOMEM;
+	p = calloc(1, sizeof(*p));
+	if (p == NULL)
+		goto out;
+	pthread_mutex_init(&p->mu, NULL);
+	pthread_cond_init(&p->cv, NULL);
+	p->all = calloc(n, sizeof(*p->all));
+	p->idle = calloc(n, sizeof(*p->idle));
+	if (p->all == NULL || p->idle == NULL)
+		goto out;
+	for (unsigned i = 0; i < n; i++) {
+		struct store *r = store_new();
+
+		if (r == NULL) {
+			err = RCS_ERR_NOMEM;
+			goto out;
+		}
+		p->all[p->n++] = r;
+		r->reader = true;
+		r->be = st->be;
+		r->dialect = st->dialect;
+		err = st->be->open_reader(r, st->path);
+		if (err != RCS_OK)
+			goto out;
+		p->idle[p->n_idle++] = r;
+	}
+	st->pool = p;
+	p = NULL;
+	err = RCS_OK;
+out:
+	store_pool_free(p);
+	return err;
+}
+
+struct store *store_reader(struct store *st)
+{
+	struct store_pool *p = st->pool;
+	struct store *r;
+
+	if (p == NULL)
+		return st;
+	pthread_mutex_lock(&p->mu);
+	while (p->n_idle == 0)
+		pthread_cond_wait(&p->cv, &p->mu);
+	r = p->idle[--p->n_idle];
+	pthread_mutex_unlock(&p->mu);
+	return r;
+}
+
+void store_reader_put(struct store *st, struct store *r)
+{
+	struct store_pool *p = st->pool;
+
+	if (p == NULL || r == st || r == NULL)
+		return;
+	/* a transaction left open would hold its snapshot: later reads would not see
+	 * later writes */
+	if (r->be->in_tx(r))
+		store_run(r, "ROLLBACK");
+	pthread_mutex_lock(&p->mu);
+	p->idle[p->n_idle++] = r;
+	pthread_cond_signal(&p->cv);
+	pthread_mutex_unlock(&p->mu);
+}
+
 void store_close(struct store *st)
 {
 	if (st == NULL)
 		return;
+	store_pool_free(st->pool);
 	if (st->be)
 		st->be->close(st);
 	pthread_mutex_destroy(&st->lock);
+	pthread_mutex_destroy(&st->gmu);
+	pthread_cond_destroy(&st->gcv);
 	free(st->actions);
+	free(st->path);
 	free(st);
 }
 
@@ -338,17 +475,129 @@ static bool store_tx_lost(struct store *st)
 	return st->tx_depth > 0 && !st->be->in_tx(st);
 }
 
+/*
+ * Group commit (docs/architecture.md, "Reads and group commit"). The writer's connection
+ * holds one database transaction, the batch, for the callers that arrive while it is open:
+ * each caller's outermost transaction is a savepoint of it, and the caller's commit
+ * releases the savepoint and waits for the batch's COMMIT. The caller that ends its
+ * savepoint with no writer waiting for the lock (or as the STORE_BATCH_MAX-th, or while
+ * it still holds the lock from an enclosing call and so can't wait) commits the batch and
+ * answers the others. Writers keep running one at a time on the one connection, each
+ * seeing what the ones before it wrote, so counters and sequence checks stay as they were;
+ * a batch that fails fails for all its callers, and nothing of it is kept.
+ */
+
+/* Under gmu: the batch ended with result; its waiters wake up. */
+static void store_batch_finish(struct store *st, struct store_batch *b, enum rcs_err result)
+{
+	pthread_mutex_lock(&st->gmu);
+	b->done = true;
+	b->result = result;
+	pthread_cond_broadcast(&st->gcv);
+	pthread_mutex_unlock(&st->gmu);
+}
+
+/* Drops a caller's hold on b (the last one frees it). */
+static void store_batch_unref(struct store *st, struct store_batch *b)
+{
+	bool last;
+
+	pthread_mutex_lock(&st->gmu);
+	last = --b->refs == 0;
+	pthread_mutex_unlock(&st->gmu);
+	if (last)
+		free(b);
+}
+
+/* Under the lock: commits the open batch (the engine may have ended it already). */
+static void store_batch_commit(struct store *st)
+{
+	struct store_batch *b = st->batch;
+	enum rcs_err err;
+
+	st->batch = NULL;
+	if (!st->be->in_tx(st)) {
+		/* rolled back by the engine (disk full, I/O): nothing of it is kept */
+		err = RCS_ERR_IO;
+	} else {
+		err = store_run(st, "COMMIT");
+		/* a COMMIT that failed (disk full) may have rolled back already */
+		if (err != RCS_OK && st->be->in_tx(st))
+			store_run(st, "ROLLBACK");
+	}
+	if (err != RCS_OK) {
+		log_warnx("store: a group commit of %d writes failed: %s", b->n, rcs_strerror(err));
+		/* for its callers the storage failed, whatever the engine said (a deferred
+		 * constraint is no one caller's conflict): 503, retry */
+		if (err != RCS_ERR_FULL && err != RCS_ERR_BUSY)
+			err = RCS_ERR_IO;
+	}
+	store_batch_finish(st, b, err);
+	store_batch_unref(st, b);
+}
+
+/* Under the lock, the outermost level of a caller: joins the open batch or begins one,
+ * then its savepoint. */
+static enum rcs_err store_batch_join(struct store *st)
+{
+	struct store_batch *b = st->batch;
+	enum rcs_err err;
+
+	if (b != NULL && !st->be->in_tx(st)) {
+		store_batch_commit(st); /* lost: its callers get the error */
+		b = NULL;
+	}
+	if (b == NULL) {
+		b = calloc(1, sizeof(*b));
+		if (b == NULL)
+			return RCS_ERR_NOMEM;
+		err = store_run(st, st->be->begin_sql);
+		if (err != RCS_OK) {
+			free(b);
+			return err;
+		}
+		b->refs = 1; /* the batch's own, dropped by its commit */
+		st->batch = b;
+	}
+	err = store_run(st, "SAVEPOINT tx");
+	if (err != RCS_OK) {
+		/* the callers before it may wait for the batch: it ends here */
+		store_batch_commit(st);
+		return err;
+	}
+	pthread_mutex_lock(&st->gmu);
+	b->refs++;
+	b->n++;
+	pthread_mutex_unlock(&st->gmu);
+	st->mine = b;
+	return RCS_OK;
+}
+
 enum rcs_err store_tx_begin(struct store *st)
 {
 	enum rcs_err err;
 
+	if (st->group) {
+		pthread_mutex_lock(&st->gmu);
+		st->queued++;
+		pthread_mutex_unlock(&st->gmu);
+	}
 	store_lock(st);
+	if (st->group) {
+		pthread_mutex_lock(&st->gmu);
+		st->queued--;
+		pthread_mutex_unlock(&st->gmu);
+	}
 	if (store_tx_lost(st)) {
 		store_unlock(st);
 		return RCS_ERR_DB;
 	}
-	/* inside this thread's transaction: a savepoint of it */
-	err = store_run(st, st->tx_depth == 0 ? st->be->begin_sql : "SAVEPOINT tx");
+	if (st->tx_depth > 0)
+		err = store_run(st, "SAVEPOINT tx"); /* inside this thread's transaction */
+	else if (st->group)
+		err = store_batch_join(st);
+	else
+		err = store_run(st, st->reader ? "BEGIN" : st->be->begin_sql);
 	if (err != RCS_OK) {
 		store_unlock(st);
 		return err;
@@ -368,34 +617,71 @@ static size_t store_actions_from(const struct store *st, int depth)
 	return t;
 }
 
-/* Runs the outermost transaction's actions, outside the lock. */
-static void store_run_actions(struct store *st, bool committed)
+/* Runs the actions a, n of them, outside the lock, and frees them. */
+static void store_run_actions(struct store_action *a, size_t n, bool committed)
 {
-	struct store_action *a = st->actions;
-	size_t n = st->n_actions;
-
-	st->actions = NULL;
-	st->n_actions = st->cap_actions = 0;
-	store_unlock(st); /* actions run outside the lock: they may publish, wait */
 	for (size_t i = 0; i < n; i++)
 		a[i].fn(a[i].arg, committed);
 	free(a);
 }
 
+/* The end of a caller's savepoint inside the batch (under the lock, which it releases):
+ * commits the batch or waits for the caller that does, then runs the caller's actions. */
+static enum rcs_err store_batch_leave(struct store *st, bool commit, enum rcs_err err)
+{
+	struct store_batch *b = st->mine;
+	struct store_action *a = st->actions;
+	size_t n = st->n_actions;
+	bool now, held = st->lock_count > 1;
+	enum rcs_err result = RCS_OK;
+
+	st->actions = NULL;
+	st->n_actions = st->cap_actions = 0;
+	st->mine = NULL;
+	pthread_mutex_lock(&st->gmu);
+	now = st->queued == 0 || b->n >= STORE_BATCH_MAX || held;
+	pthread_mutex_unlock(&st->gmu);
+	if (st->batch == b && (now || !st->be->in_tx(st)))
+		store_batch_commit(st);
+	store_unlock(st);
+	if (commit && err == RCS_OK) {
+		/* answered only once its batch committed */
+		pthread_mutex_lock(&st->gmu);
+		while (!b->done)
+			pthread_cond_wait(&st->gcv, &st->gmu);
+		result = b->result;
+		pthread_mutex_unlock(&st->gmu);
+	}
+	store_batch_unref(st, b);
+	if (err == RCS_OK)
+		err = result;
+	store_run_actions(a, n, commit && err == RCS_OK);
+	return err;
+}
+
 enum rcs_err store_tx_end(struct store *st, bool commit)
 {
+	struct store_action *a;
+	size_t n;
 	enum rcs_err err;
 
-	if (st->tx_depth > 1) {
+	if (st->tx_depth > 1 || (st->group && st->mine != NULL)) {
 		size_t t = store_actions_from(st, st->tx_depth);
 
 		if (commit) {
 			err = store_run(st, "RELEASE tx");
+			if (err != RCS_OK && st->be->in_tx(st)) {
+				store_run(st, "ROLLBACK TO tx");
+				store_run(st, "RELEASE tx");
+			}
 		} else {
 			store_run(st, "ROLLBACK TO tx");
 			err = store_run(st, "RELEASE tx");
 		}
-		if (commit && err == RCS_OK) {
+		if (st->tx_depth == 1) {
+			/* a caller's own level of the batch: its actions run once it is over,
+			 * outside the lock (store_batch_leave) */
+		} else if (commit && err == RCS_OK) {
 			/* now the enclosing level's: dropped if that one rolls back */
 			for (size_t i = t; i < st->n_actions; i++)
 				st->actions[i].depth = st->tx_depth - 1;
@@ -407,6 +693,8 @@ enum rcs_err store_tx_end(struct store *st, bool commit)
 			st->n_actions = t;
 		}
 		st->tx_depth--;
+		if (st->tx_depth == 0)
+			return store_batch_leave(st, commit, err);
 		store_unlock(st);
 		return err;
 	}
@@ -415,11 +703,12 @@ enum rcs_err store_tx_end(struct store *st, bool commit)
 	if (err != RCS_OK && commit && st->be->in_tx(st))
 		store_run(st, "ROLLBACK");
 	st->tx_depth--;
-	if (st->n_actions > 0) {
-		store_run_actions(st, commit && err == RCS_OK);
-		return err;
-	}
-	store_unlock(st);
+	a = st->actions;
+	n = st->n_actions;
+	st->actions = NULL;
+	st->n_actions = st->cap_actions = 0;
+	store_unlock(st); /* actions run outside the lock: they may publish, wait */
+	store_run_actions(a, n, commit && err == RCS_OK);
 	return err;
 }
 
@@ -458,45 +747,17 @@ out:
 	return err;
 }
 
-/* Internal savepoints make multi-statement operations atomic inside or outside
- * a caller's transaction. */
+/* Internal savepoints make multi-statement operations atomic inside or outside a caller's
+ * transaction: a level of it (outside one, a caller of the group commit of its own). */
 enum rcs_err store_sp_begin(struct store *st)
 {
-	store_lock(st);
-	if (store_tx_lost(st)) {
-		store_unlock(st);
-		return RCS_ERR_DB;
-	}
-	if (st->tx_depth == 0) {
-		enum rcs_err err = store_run(st, st->be->begin_sql);
-		if (err != RCS_OK) {
-			store_unlock(st);
-			return err;
-		}
-		return RCS_OK;
-	}
-	enum rcs_err err = store_run(st, "SAVEPOINT op");
-
-	if (err != RCS_OK)
-		store_unlock(st); /* no store_sp_end follows a failed begin */
-	return err;
+	return store_tx_begin(st);
 }
 
 enum rcs_err store_sp_end(struct store *st, enum rcs_err status)
 {
-	enum rcs_err err;
+	enum rcs_err err = store_tx_end(st, status == RCS_OK);
 
-	if (st->tx_depth == 0) {
-		err = store_run(st, status == RCS_OK ? "COMMIT" : "ROLLBACK");
-		if (err != RCS_OK && status == RCS_OK && st->be->in_tx(st))
-			store_run(st, "ROLLBACK");
-	} else if (status == RCS_OK) {
-		err = store_run(st, "RELEASE op");
-	} else {
-		store_run(st, "ROLLBACK TO op");
-		err = store_run(st, "RELEASE op");
-	}
-	store_unlock(st);
 	return status != RCS_OK ? status : err;
 }
 

@@ -42,6 +42,18 @@ void store_close(struct store *st);
  * query; RCS_ERR_IO when the database file was removed or renamed since it was opened. */
 enum rcs_err store_ping(struct store *st);
 
+/*
+ * Readers (docs/architecture.md, "Reads and group commit"): n more connections to the
+ * database that only read, so reads never wait for a write. store_reader takes one (waiting
+ * while all are taken; the store itself when there is no pool: an in-memory database or
+ * a backend without readers) and store_reader_put gives it back. A reader is a struct
+ * store every function that only reads takes; it sees every write committed before the
+ * call. A write through it fails (RCS_ERR_DB).
+ */
+enum rcs_err store_readers_open(struct store *st, unsigned n);
+struct store *store_reader(struct store *st);
+void store_reader_put(struct store *st, struct store *r);
+
 /* Groups calls into one transaction. end(commit=false) rolls back. Inside the
  * calling thread's own transaction, begin/end make a savepoint of it. */
 enum rcs_err store_tx_begin(struct store *st);

@@ -60,14 +60,42 @@ struct store_backend {
 	bool (*in_tx)(struct store *st);
 	enum rcs_err (*ping)(struct store *st);
 	void (*close)(struct store *st);
+	/* a reader (store_readers_open): another connection to the database of path, that
+	 * only reads (NULL: the backend has none, reads share the writer's connection) */
+	enum rcs_err (*open_reader)(struct store *r, const char *path);
 };
+
+/* Writers of one group commit at most (docs/architecture.md, "Reads and group commit"). */
+#define STORE_BATCH_MAX 64
+
+/* A group commit: the callers whose transactions one database transaction holds. */
+struct store_batch {
+	int refs;  /* callers still holding it (under struct store's gmu) */
+	int n;     /* callers that joined it */
+	bool done; /* committed or failed: result says which */
+	enum rcs_err result;
+};
+
+struct store_pool;
 
 struct store {
 	const struct store_backend *be;
 	enum store_dialect dialect;
 	void *conn;           /* the backend's connection */
 	pthread_mutex_t lock; /* recursive */
+	int lock_count;       /* how deep the owner of lock holds it */
 	int tx_depth;
+	/* the writer (not a reader): its transactions are group-committed (store.c) */
+	bool group;
+	bool reader;             /* a connection that only reads, of the pool */
+	char *path;              /* what store_open opened (for readers) */
+	struct store_pool *pool; /* the readers (NULL: reads use this connection) */
+	/* group commit: the batch open on the connection (NULL: none), the caller's batch
+	 * while it is inside its transaction, the writers waiting for the lock */
+	struct store_batch *batch, *mine;
+	int queued;          /* under gmu */
+	pthread_mutex_t gmu; /* the batches' state */
+	pthread_cond_t gcv;  /* a batch ended */
 	/* store_after_commit: what runs once the outermost transaction ends (at most
 	 * STORE_ACTIONS_MAX) */
 	struct store_action {
@@ -115,6 +143,8 @@ enum rcs_err store_sqlite_open(struct store *st, const char *path);
 bool store_pg_url(const char *db);
 /* Connects st to the PostgreSQL database of url and migrates it (store_pg.c). */
 enum rcs_err store_pg_open(struct store *st, const char *url);
+/* Connects the reader r to the PostgreSQL database of url, read only (store_pg.c). */
+enum rcs_err store_pg_open_reader(struct store *r, const char *url);
 
 /* ---- claims and wake-ups of several coordinators (store_queues.c, store_pg.c) ---- */
 

@@ -911,6 +911,7 @@ static const struct store_backend pg_backend = {
     .in_tx = pg_in_tx,
     .ping = pg_ping,
     .close = pg_close,
+    .open_reader = store_pg_open_reader,
 };
 
 /* ---- opening ---- */
@@ -1150,4 +1151,28 @@ void store_pg_listen_stop(struct store *st)
 	pthread_mutex_destroy(&l->lock);
 	free(l);
 	st->listen = NULL;
+}
+
+/* A reader: another connection, whose transactions only read (docs/architecture.md, "Reads
+ * and group commit"). */
+enum rcs_err store_pg_open_reader(struct store *r, const char *url)
+{
+	struct pg_conn *c = NULL;
+	enum rcs_err err = RCS_ERR_NOMEM;
+
+	c = calloc(1, sizeof(*c));
+	if (c == NULL)
+		goto out;
+	r->conn = c;
+	c->c = PQconnectdb(url);
+	if (c->c == NULL || PQstatus(c->c) != CONNECTION_OK) {
+		log_warnx("store: PostgreSQL: %s", c->c ? PQerrorMessage(c->c) : "out of memory");
+		err = RCS_ERR_IO;
+		goto out;
+	}
+	c->idle = true;
+	err = pg_exec(r, "SET client_encoding = 'UTF8';"
+			 "SET default_transaction_read_only = on");
+out:
+	return err;
 }

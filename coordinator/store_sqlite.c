@@ -512,6 +512,8 @@ static void sq_close(struct store *st)
 	st->conn = NULL;
 }
 
+static enum rcs_err sq_open_reader(struct store *r, const char *path);
+
 static const struct store_backend sq_backend = {
     .name = "sqlite",
     .dialect = STORE_DIALECT_SQLITE,
@@ -531,6 +533,7 @@ static const struct store_backend sq_backend = {
     .in_tx = sq_in_tx,
     .ping = sq_ping,
     .close = sq_close,
+    .open_reader = sq_open_reader,
 };
 
 /* ---- opening ---- */
@@ -573,6 +576,31 @@ enum rcs_err store_sqlite_open(struct store *st, const char *path)
 		goto out;
 	}
 	err = db_migrate(c->db, "store", sq_migrations, SQ_N_MIGRATIONS, 0);
+out:
+	return err;
+}
+
+/* A reader: its own connection in WAL mode, which reads the last commit without waiting for
+ * the writer; query_only refuses any write through it. */
+static enum rcs_err sq_open_reader(struct store *r, const char *path)
+{
+	struct sq_conn *c = NULL;
+	enum rcs_err err = RCS_ERR_NOMEM;
+	int rc;
+
+	c = calloc(1, sizeof(*c));
+	if (c == NULL)
+		goto out;
+	r->conn = c;
+	rc = sqlite3_open_v2(path, &c->db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOMUTEX, NULL);
+	if (rc != SQLITE_OK) {
+		log_warnx("%s: %s", path, c->db ? sqlite3_errmsg(c->db) : sqlite3_errstr(rc));
+		err = RCS_ERR_IO;
+		goto out;
+	}
+	sqlite3_busy_timeout(c->db, 10000);
+	sqlite3_extended_result_codes(c->db, 0);
+	err = sq_exec(r, "PRAGMA query_only = 1; PRAGMA temp_store = MEMORY;");
 out:
 	return err;
 }
