@@ -282,7 +282,7 @@ print(crypt.crypt(sys.stdin.readline().strip(), crypt.mksalt(crypt.METHOD_BLOWFI
 		sub='{allow: ["rcs.v1.*.*.jobs.*.status", "rcs.v1.*.*.state", "$MQTT.sub.>"]}'
 	elif [ "$MODE" = monitor ]; then
 		pub='{deny: [">"]}'
-		sub='{allow: ["rcs.v1.*.events.>", "rcs.v1.*.*.state", "$MQTT.sub.>"]}'
+		sub='{allow: ["rcs.v1.*.events", "rcs.v1.*.events.>", "rcs.v1.*.*.state", "$MQTT.sub.>"]}'
 	else
 		pub="{allow: [\"rcs.v1.*.$USERNAME.jobs.*.status\", \"rcs.v1.*.$USERNAME.state\"]}"
 		sub="{allow: [\"rcs.v1.*.$USERNAME.jobs.*\", \"rcs.v1.*.$USERNAME.jobs.*.cancel\", \"\$MQTT.sub.>\"]}"
