@@ -408,6 +408,36 @@ class NatsAclTest(unittest.TestCase):
         b.report(jb, "terminated", "done by B", seq=3)
         self.assertEqual(self.wait_job(jb)["response"], "done by B")
 
+    # -- sessions --------------------------------------------------------------------------
+
+    def test_client_id_of_another_device(self):
+        """NATS does not bind the client id to the user (mosquitto's
+        use_username_as_clientid): A may connect with B's client id. It takes over B's
+        session (B is disconnected, deploy/README.md) but gets none of B's jobs: B's
+        subscriptions, restored into the session, are checked against A's permissions."""
+        b = self.device_b(auto=True)
+        imp = NatsClient(self.n3, self.a, self.A["mqtt_password"], self.b,
+                         clean_session=False)
+        self.clients.append(imp)
+        self.addCleanup(imp.close)
+        rc = imp.connect(timeout=40)
+        note("A connecting with client id B: CONNACK %r" % rc)
+        if rc == 0:
+            wait_for(lambda: b.disconnects or not b.connected, timeout=40,
+                     what="B's connection taken over")
+            note("B was disconnected by the takeover (%d)" % b.disconnects)
+            # a job for B now (refused while B shows offline: then none is sent)
+            r = self.admin.post("/tasks/%s/jobs" % self.task["ident"],
+                                {"entity_ident": self.b})
+            jb = r.json.get("ident") if r.status == 201 else None
+            time.sleep(3)
+            if jb:
+                self.assertFalse(imp.received(lambda m: jb in m[0] or jb.encode() in m[1]),
+                                 "A got B's job through B's session")
+            self.assertFalse([m for m in imp.received() if self.b in m[0]],
+                             "A received B's topics through B's session")
+        imp.close()
+
     # -- the coordinator's and the monitor's part --------------------------------------
 
     def test_coordinator_and_monitor(self):
