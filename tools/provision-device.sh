@@ -8,7 +8,7 @@
 #   the coordinator's or a monitoring account (--coordinator, --monitor).
 #
 # With --nats-accounts FILE instead of --password-file, the account is a user line of
-# a NATS cluster's deploy/nats/accounts.conf (bcrypt hash, the user's permissions).
+# a NATS cluster's deploy/nats/rcs-accounts.conf (bcrypt hash, the user's permissions).
 #
 # The password is printed once and stored nowhere else (the file keeps a hash).
 set -eu
@@ -34,7 +34,7 @@ usage: $PROG --api URL --name NAME [--tag TAG]... --password-file FILE [options]
                         needs its own "user" block in rcs.acl)
   --password-file FILE  mosquitto's password file (created when missing)
   --nats-accounts FILE  instead of --password-file: a NATS cluster's accounts file
-                        (deploy/nats/accounts.conf; its user line is written or
+                        (deploy/nats/rcs-accounts.conf; its user line is written or
                         replaced; --broker-pid a nats-server to reload)
   --broker-pid PID      send SIGHUP to this mosquitto so it reloads the password file
   --broker-url URL      also print the "mqtt URL" line of the agent's configuration
@@ -108,9 +108,9 @@ is_uuid() {
 if [ -n "$NATS_FILE" ]; then
 	[ -z "$PWFILE" ] || bad_usage "--password-file or --nats-accounts, not both"
 	PWFILE=$NATS_FILE
-	[ -f "$NATS_FILE" ] || die "no NATS accounts file '$NATS_FILE' (copy deploy/nats/accounts.conf)"
+	[ -f "$NATS_FILE" ] || die "no NATS accounts file '$NATS_FILE' (copy deploy/nats/rcs-accounts.conf)"
 	grep -q '^[[:space:]]*# -- end of users --' "$NATS_FILE" ||
-		die "'$NATS_FILE' has no '# -- end of users --' line (deploy/nats/accounts.conf)"
+		die "'$NATS_FILE' has no '# -- end of users --' line (deploy/nats/rcs-accounts.conf)"
 fi
 [ -n "$PWFILE" ] || bad_usage "--password-file (or --nats-accounts) is required"
 if [ -n "$MODE" ]; then
@@ -267,7 +267,7 @@ if [ -z "$MODE" ]; then
 fi
 
 # --- the broker account ------------------------------------------------------------------
-# --- NATS: a user line in the accounts file (deploy/nats/accounts.conf) ---
+# --- NATS: a user line in the accounts file (deploy/nats/rcs-accounts.conf) ---
 nats_user_line() {
 	hash=$(printf '%s\n' "$PASSWORD" | python3 -W ignore -c '
 import crypt, sys

@@ -10,9 +10,10 @@
 
 Every node gets free ports (client, cluster route, MQTT, HTTP monitoring), its own
 JetStream store in workdir and a generated configuration naming the routes of all three.
-accounts: text of an accounts/authorization block put into every node's configuration
-(test_nats_acl.py gives it the shipped deploy/nats/accounts.conf); None runs without
-authentication. conf_for(node) may be given instead to produce each node's whole file.
+accounts: text of an accounts block appended to every node's generated configuration;
+None runs without authentication. conf_for(node, nodes) instead produces each node's whole
+file (test_nats_acl.py: the shipped deploy/nats/node-<n>.conf, rewritten); probe_auth
+(username, password) is what the readiness probe connects with.
 """
 
 import json
@@ -27,7 +28,7 @@ import uuid
 
 from rcs_harness import free_port, wait_for
 
-NATS_SERVER = shutil.which("nats-server") or "/usr/bin/nats-server"
+NATS_SERVER = shutil.which("nats-server") or "/usr/sbin/nats-server"
 CLUSTER_NAME = "rcs"
 
 
@@ -233,7 +234,7 @@ class NatsCluster:
 
     def connz(self, i):
         """/connz of node i with the MQTT client id of each connection (subs too)."""
-        return self.nodes[i].monitor("/connz?subs=1&limit=1024") or {}
+        return self.nodes[i].monitor("/connz?subs=1&auth=1&limit=1024") or {}
 
     def mqtt_client_ids(self, i):
         return [c.get("mqtt_client") for c in self.connz(i).get("connections", [])

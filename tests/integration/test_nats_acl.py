@@ -4,7 +4,7 @@
 
 Three nats-server nodes run with deploy/nats/node-<n>.conf, only the ports (client,
 cluster, routes, MQTT, monitoring) and the JetStream store rewritten to free loopback
-ports and the test's directory; each includes a copy of deploy/nats/accounts.conf into
+ports and the test's directory; each includes a copy of deploy/nats/rcs-accounts.conf into
 which tools/provision-device.sh writes the coordinator's, the monitor's and the devices'
 users (devices A and B created in a real coordinator's inventory through the REST API).
 
@@ -105,8 +105,8 @@ class NatsAclTest(unittest.TestCase):
         cls.devices = []
         cls.addClassCleanup(cls._cleanup)
         w = cls.workdir
-        cls.accounts = os.path.join(w, "accounts.conf")
-        shutil.copy(os.path.join(NATS_DIR, "accounts.conf"), cls.accounts)
+        cls.accounts = os.path.join(w, "rcs-accounts.conf")
+        shutil.copy(os.path.join(NATS_DIR, "rcs-accounts.conf"), cls.accounts)
         coord_acct = provision("--coordinator", "--nats-accounts", cls.accounts)
         cls.M = provision("--monitor", "--nats-accounts", cls.accounts)
         cls.cluster = NatsCluster(w, conf_for=shipped_node_conf,
@@ -276,7 +276,7 @@ class NatsAclTest(unittest.TestCase):
             with open(os.path.join(NATS_DIR, "node-%d.conf" % i)) as f:
                 text = f.read()
             names.add(re.search(r"(?m)^server_name: (\S+)$", text).group(1))
-            self.assertIn("include accounts.conf", text)
+            self.assertIn("include rcs-accounts.conf", text)
             self.assertRegex(text, r"(?m)^jetstream \{")
             self.assertRegex(text, r"(?m)^mqtt \{")
             self.assertEqual(len(re.findall(r"nats-route://", text)), 3)
@@ -416,6 +416,9 @@ class NatsAclTest(unittest.TestCase):
         session (B is disconnected, deploy/README.md) but gets none of B's jobs: B's
         subscriptions, restored into the session, are checked against A's permissions."""
         b = self.device_b(auto=True)
+        # B does not come back at once to take its session back (paho would within a
+        # second), so the intruder's hold on it can be looked at
+        b.client.reconnect_delay_set(min_delay=60, max_delay=120)
         imp = NatsClient(self.n3, self.a, self.A["mqtt_password"], self.b,
                          clean_session=False)
         self.clients.append(imp)
@@ -426,6 +429,13 @@ class NatsAclTest(unittest.TestCase):
             wait_for(lambda: b.disconnects or not b.connected, timeout=40,
                      what="B's connection taken over")
             note("B was disconnected by the takeover (%d)" % b.disconnects)
+            # /connz shows who holds B's client id
+            conns = wait_for(lambda: [c for c in self.cluster.connz(2).get("connections", [])
+                                      if c.get("mqtt_client") == self.b], timeout=10,
+                             what="a connection with B's client id on node 3")
+            note("node 3 connections with B's client id: %r" % [
+                (c.get("mqtt_client"), c.get("authorized_user")) for c in conns])
+            self.assertIn(self.a, [c.get("authorized_user") for c in conns])
             # a job for B now (refused while B shows offline: then none is sent)
             r = self.admin.post("/tasks/%s/jobs" % self.task["ident"],
                                 {"entity_ident": self.b})
