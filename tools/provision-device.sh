@@ -268,6 +268,8 @@ fi
 
 # --- the broker account ------------------------------------------------------------------
 # --- NATS: a user line in the accounts file (deploy/nats/rcs-accounts.conf) ---
+# ('$' in single quotes: a bcrypt prefix and NATS's $MQTT subjects, not expansions)
+# shellcheck disable=SC2016
 nats_user_line() {
 	hash=$(printf '%s\n' "$PASSWORD" | python3 -W ignore -c '
 import crypt, sys
