@@ -271,6 +271,10 @@ fi
 # ('$' in single quotes: a bcrypt prefix and NATS's $MQTT subjects, not expansions)
 # shellcheck disable=SC2016
 nats_user_line() {
+	# the name goes into the configuration file between quotes
+	case $USERNAME in
+	*[!A-Za-z0-9_-]*) die "username '$USERNAME': NATS accounts take A-Z a-z 0-9 _ - only" ;;
+	esac
 	hash=$(printf '%s\n' "$PASSWORD" | python3 -W ignore -c '
 import crypt, sys
 print(crypt.crypt(sys.stdin.readline().strip(), crypt.mksalt(crypt.METHOD_BLOWFISH, rounds=2048)))') ||
