@@ -130,9 +130,15 @@ class NatsCluster:
     # -- life ------------------------------------------------------------------------------
 
     def start(self, timeout=60):
-        for n in self.nodes:
-            self._spawn(n)
-        self.wait_ready(timeout=timeout)
+        """Starts every node and waits until the cluster is ready; on failure the nodes
+        are stopped again (by pid) before the error is raised."""
+        try:
+            for n in self.nodes:
+                self._spawn(n)
+            self.wait_ready(timeout=timeout)
+        except BaseException:
+            self.stop_all()
+            raise
         return self
 
     def _spawn(self, node):
