@@ -41,6 +41,9 @@ TEST_PKGS="postgresql libcmocka-dev python3-aiosmtpd python3-paho-mqtt python3-p
 qemu-user gcc-aarch64-linux-gnu gcc-arm-linux-gnueabihf
 dpkg-dev lintian debootstrap systemd systemd-container man-db
 chromium chromium-driver python3-selenium"
+# nats-server: the 3-node broker cluster with MQTT the NATS tests start as their own
+# (tests/integration/nats_cluster.py, docs/scale-out.md)
+TEST_PKGS="$TEST_PKGS nats-server"
 # What each cross sysroot holds: the target's C library (its loader too: qemu-user runs the
 # agent with it), and the agent's libraries, -dev and runtime, with every library they load.
 # `tools/deps.sh check` fails when a library here loads one that is not.

@@ -9,6 +9,9 @@
 #     coordinators (--coordinator --node-id ID: rcs-coordinator-ID, its rights appended to
 #     the ACL file with --acl-file).
 #
+# With --nats-accounts FILE instead of --password-file, the account is a user line of
+# a NATS cluster's deploy/nats/rcs-accounts.conf (bcrypt hash, the user's permissions).
+#
 # The password is printed once and stored nowhere else (the file keeps a hash).
 set -eu
 
@@ -37,6 +40,9 @@ usage: $PROG --api URL --name NAME [--tag TAG]... --password-file FILE [options]
   --username NAME       another name for the --coordinator/--monitor account (it
                         needs its own "user" block in rcs.acl)
   --password-file FILE  mosquitto's password file (created when missing)
+  --nats-accounts FILE  instead of --password-file: a NATS cluster's accounts file
+                        (deploy/nats/rcs-accounts.conf; its user line is written or
+                        replaced; --broker-pid a nats-server to reload)
   --broker-pid PID      send SIGHUP to this mosquitto so it reloads the password file
   --broker-url URL      also print the "mqtt URL" line of the agent's configuration
   -h, --help            this text
@@ -71,6 +77,7 @@ ENTITY=
 MODE=
 USERNAME=
 PWFILE=
+NATS_FILE=
 BROKER_PID=
 BROKER_URL=
 NODE_ID=
@@ -96,6 +103,7 @@ while [ $# -gt 0 ]; do
 	--node-id) need_arg "$1" $#; NODE_ID=$2; shift 2 ;;
 	--acl-file) need_arg "$1" $#; ACLFILE=$2; shift 2 ;;
 	--password-file) need_arg "$1" $#; PWFILE=$2; shift 2 ;;
+	--nats-accounts) need_arg "$1" $#; NATS_FILE=$2; shift 2 ;;
 	--broker-pid) need_arg "$1" $#; BROKER_PID=$2; shift 2 ;;
 	--broker-url) need_arg "$1" $#; BROKER_URL=$2; shift 2 ;;
 	-h | --help) usage; exit 0 ;;
@@ -107,7 +115,15 @@ is_uuid() {
 	printf '%s\n' "$1" | grep -Eqx '[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}'
 }
 
-[ -n "$PWFILE" ] || bad_usage "--password-file is required"
+# --- NATS: the accounts file takes the password file's place (lock, checks) ---
+if [ -n "$NATS_FILE" ]; then
+	[ -z "$PWFILE" ] || bad_usage "--password-file or --nats-accounts, not both"
+	PWFILE=$NATS_FILE
+	[ -f "$NATS_FILE" ] || die "no NATS accounts file '$NATS_FILE' (copy deploy/nats/rcs-accounts.conf)"
+	grep -q '^[[:space:]]*# -- end of users --' "$NATS_FILE" ||
+		die "'$NATS_FILE' has no '# -- end of users --' line (deploy/nats/rcs-accounts.conf)"
+fi
+[ -n "$PWFILE" ] || bad_usage "--password-file (or --nats-accounts) is required"
 if [ -n "$MODE" ]; then
 	if [ -n "$ENTITY" ] || $HAVE_NAME || [ -n "$TAGS" ]; then
 		bad_usage "--$MODE takes no --name, --tag or --entity-ident"
@@ -176,9 +192,10 @@ fi
 
 # --- tools and files, all checked before anything changes --------------------------------
 
-for tool in mosquitto_passwd openssl; do
+if [ -n "$NATS_FILE" ]; then PWTOOL=python3; else PWTOOL=mosquitto_passwd; fi
+for tool in $PWTOOL openssl; do
 	command -v "$tool" >/dev/null 2>&1 ||
-		die "$tool not found (Debian: apt-get install mosquitto openssl)"
+		die "$tool not found (Debian: apt-get install mosquitto python3 openssl)"
 done
 if [ -z "$MODE" ]; then
 	command -v curl >/dev/null 2>&1 || die "curl not found"
@@ -287,43 +304,93 @@ if [ -z "$MODE" ]; then
 fi
 
 # --- the broker account ------------------------------------------------------------------
-
-# mosquitto_passwd rewrites its file in place: a broker reloading at that moment (the
-# SIGHUP of the previous run) would read it half written and drop every client whose
-# line it missed, the coordinator included. So the copy next to it is updated and
-# renamed over it: a reader sees the old file or the new one, whole.
-NEWFILE=false
-PWTMP=$PWFILE.new.$$
-if [ -e "$PWFILE" ]; then
-	cp -p -- "$PWFILE" "$PWTMP" || die "cannot copy '$PWFILE' to '$PWTMP'"
-	set -- -b
-else
-	set -- -c -b
-	NEWFILE=true
-fi
-if ! (umask 077 && mosquitto_passwd "$@" "$PWTMP" "$USERNAME" "$PASSWORD") >&2; then
-	rm -f -- "$PWTMP"
-	if [ -n "$CLIENT_ROOT" ]; then
-		die "device $ENTITY is in the inventory but its broker password was not set: fix" \
-			"the password file, then run $PROG again with --entity-ident $ENTITY"
-	fi
-	die "mosquitto_passwd could not write '$PWFILE'"
-fi
-if $NEWFILE; then
-	# mosquitto reads it after dropping root privileges (user mosquitto); later
-	# runs keep owner and mode (cp -p)
-	if [ "$(id -u)" = 0 ] && chgrp mosquitto "$PWTMP" 2>/dev/null; then
-		chmod 640 "$PWTMP"
-		printf '%s: created %s (root:mosquitto, mode 640)\n' "$PROG" "$PWFILE" >&2
+# --- NATS: a user line in the accounts file (deploy/nats/rcs-accounts.conf) ---
+# ('$' in single quotes: a bcrypt prefix and NATS's $MQTT subjects, not expansions)
+# shellcheck disable=SC2016
+nats_user_line() {
+	# the name goes into the configuration file between quotes
+	case $USERNAME in
+	*[!A-Za-z0-9_-]*) die "username '$USERNAME': NATS accounts take A-Z a-z 0-9 _ - only" ;;
+	esac
+	hash=$(printf '%s\n' "$PASSWORD" | python3 -W ignore -c '
+import crypt, sys
+print(crypt.crypt(sys.stdin.readline().strip(), crypt.mksalt(crypt.METHOD_BLOWFISH, rounds=2048)))') ||
+		die "python3 could not hash the password"
+	case $hash in
+	'$2b$'*) ;;
+	*) die "python3 made no bcrypt hash" ;;
+	esac
+	if [ "$MODE" = coordinator ]; then
+		pub='{allow: ["rcs.v1.*.*.jobs.*", "rcs.v1.*.*.jobs.*.cancel", "rcs.v1.*.events.>", "rcs.v1._coordinators.probe.*"]}'
+		sub='{allow: ["rcs.v1.*.*.jobs.*.status", "rcs.v1.*.*.state", "rcs.v1._coordinators.probe.*", "$MQTT.sub.>"]}'
+	elif [ "$MODE" = monitor ]; then
+		pub='{deny: [">"]}'
+		sub='{allow: ["rcs.v1.*.events", "rcs.v1.*.events.>", "rcs.v1.*.*.state", "$MQTT.sub.>"]}'
 	else
-		printf '%s: created %s (mode 600): make it readable by the user mosquitto runs as\n' \
-			"$PROG" "$PWFILE" >&2
+		pub="{allow: [\"rcs.v1.*.$USERNAME.jobs.*.status\", \"rcs.v1.*.$USERNAME.state\"]}"
+		sub="{allow: [\"rcs.v1.*.$USERNAME.jobs.*\", \"rcs.v1.*.$USERNAME.jobs.*.cancel\", \"\$MQTT.sub.>\"]}"
 	fi
-fi
-mv -f -- "$PWTMP" "$PWFILE" || {
-	rm -f -- "$PWTMP"
-	die "cannot replace '$PWFILE'"
+	printf '      {user: "%s", password: "%s", permissions: {publish: %s, subscribe: %s}}\n' \
+		"$USERNAME" "$hash" "$pub" "$sub"
 }
+
+if [ -n "$NATS_FILE" ]; then
+	# the user's old line goes, the new one goes before the end marker; on a copy
+	# renamed into place, as for mosquitto's file (nats-server reads it at a reload)
+	PWTMP=$PWFILE.new.$$
+	NATS_LINE=$(nats_user_line)
+	export NATS_LINE
+	cp -p -- "$PWFILE" "$PWTMP" || die "cannot copy '$PWFILE' to '$PWTMP'"
+	awk -v u="{user: \"$USERNAME\"," '
+		index($0, u) { next }
+		/^[[:space:]]*# -- end of users --/ { print ENVIRON["NATS_LINE"] }
+		{ print }' "$PWFILE" >"$PWTMP" || {
+		rm -f -- "$PWTMP"
+		die "cannot write '$PWTMP'"
+	}
+	mv -f -- "$PWTMP" "$PWFILE" || {
+		rm -f -- "$PWTMP"
+		die "cannot replace '$PWFILE'"
+	}
+else
+
+	# mosquitto_passwd rewrites its file in place: a broker reloading at that moment (the
+	# SIGHUP of the previous run) would read it half written and drop every client whose
+	# line it missed, the coordinator included. So the copy next to it is updated and
+	# renamed over it: a reader sees the old file or the new one, whole.
+	NEWFILE=false
+	PWTMP=$PWFILE.new.$$
+	if [ -e "$PWFILE" ]; then
+		cp -p -- "$PWFILE" "$PWTMP" || die "cannot copy '$PWFILE' to '$PWTMP'"
+		set -- -b
+	else
+		set -- -c -b
+		NEWFILE=true
+	fi
+	if ! (umask 077 && mosquitto_passwd "$@" "$PWTMP" "$USERNAME" "$PASSWORD") >&2; then
+		rm -f -- "$PWTMP"
+		if [ -n "$CLIENT_ROOT" ]; then
+			die "device $ENTITY is in the inventory but its broker password was not set: fix" \
+				"the password file, then run $PROG again with --entity-ident $ENTITY"
+		fi
+		die "mosquitto_passwd could not write '$PWFILE'"
+	fi
+	if $NEWFILE; then
+		# mosquitto reads it after dropping root privileges (user mosquitto); later
+		# runs keep owner and mode (cp -p)
+		if [ "$(id -u)" = 0 ] && chgrp mosquitto "$PWTMP" 2>/dev/null; then
+			chmod 640 "$PWTMP"
+			printf '%s: created %s (root:mosquitto, mode 640)\n' "$PROG" "$PWFILE" >&2
+		else
+			printf '%s: created %s (mode 600): make it readable by the user mosquitto runs as\n' \
+				"$PROG" "$PWFILE" >&2
+		fi
+	fi
+	mv -f -- "$PWTMP" "$PWFILE" || {
+		rm -f -- "$PWTMP"
+		die "cannot replace '$PWFILE'"
+	}
+fi
 printf '%s: broker account %s written to %s\n' "$PROG" "$USERNAME" "$PWFILE" >&2
 
 # the rights of a coordinator account of its own: a copy of rcs-coordinator's, appended to
@@ -343,7 +410,7 @@ if [ -n "$ACLFILE" ] && [ "$USERNAME" != rcs-coordinator ]; then
 		ACLTMP=
 		printf '%s: rights of %s added to %s\n' "$PROG" "$USERNAME" "$ACLFILE" >&2
 	fi
-elif [ "$MODE" = coordinator ] && [ "$USERNAME" != rcs-coordinator ]; then
+elif [ -z "$NATS_FILE" ] && [ "$MODE" = coordinator ] && [ "$USERNAME" != rcs-coordinator ]; then
 	printf '%s: %s needs a "user %s" block in rcs.acl, a copy of the lines of %s\n' \
 		"$PROG" "$USERNAME" "$USERNAME" "user rcs-coordinator (or run with --acl-file)" >&2
 fi
@@ -366,7 +433,9 @@ printf 'mqtt_username %s\n' "$USERNAME"
 printf 'mqtt_password %s\n' "$PASSWORD"
 
 if [ -z "$BROKER_PID" ]; then
-	printf '%s: reload the broker to use it (systemctl reload mosquitto, or kill -HUP)\n' \
+	printf '%s: reload the broker to use it (systemctl reload mosquitto, or kill -HUP;\n' \
+		"$PROG" >&2
+	printf '%s: NATS: copy the accounts file to every node, nats-server --signal reload)\n' \
 		"$PROG" >&2
 elif kill -HUP "$BROKER_PID"; then
 	printf '%s: broker %s reloads its password and ACL files\n' "$PROG" "$BROKER_PID" >&2
