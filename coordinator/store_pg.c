@@ -717,6 +717,7 @@ static enum rcs_err pg_step(struct store *st, struct store_stmt *s, const char *
 	struct pg_conn *c = pg_conn(st);
 	enum rcs_err err = RCS_OK;
 	const char *tuples;
+	bool retry;
 
 	*row = false;
 	if (w->ran) {
@@ -730,7 +731,8 @@ static enum rcs_err pg_step(struct store *st, struct store_stmt *s, const char *
 	c->changes = 0;
 	/* a lost connection comes back at the next statement outside a transaction (a BEGIN
 	 * after the failed one's ROLLBACK): never in the middle of one */
-	if (PQstatus(c->c) != CONNECTION_OK && (c->idle || strcmp(w->sql, "BEGIN") == 0)) {
+	retry = c->idle || strcmp(w->sql, "BEGIN") == 0;
+	if (PQstatus(c->c) != CONNECTION_OK && retry) {
 		log_warnx("store: the connection to PostgreSQL was lost; reconnecting");
 		PQreset(c->c);
 		pg_forget(c);
@@ -741,6 +743,18 @@ static enum rcs_err pg_step(struct store *st, struct store_stmt *s, const char *
 		goto out;
 	}
 	err = pg_run(st, w, what);
+	/* a connection that dies at its first statement (a server that went away and came
+	 * back since the last one: the socket libpq kept is dead): outside a transaction the
+	 * statement runs again once, on a new one */
+	if ((err != RCS_OK || PQresultStatus(w->res) == PGRES_FATAL_ERROR) &&
+	    PQstatus(c->c) != CONNECTION_OK && retry) {
+		log_warnx("store: the connection to PostgreSQL was lost; reconnecting");
+		PQclear(w->res);
+		w->res = NULL;
+		PQreset(c->c);
+		pg_forget(c);
+		err = pg_run(st, w, what);
+	}
 	if (err != RCS_OK)
 		goto out;
 	switch (PQresultStatus(w->res)) {
