@@ -203,16 +203,44 @@ class GetSampler:
                 "errors": self.errors}
 
 
+def callgrind_ctl(pid, opt):
+    subprocess.run(["callgrind_control", opt, str(pid)], check=True, stdout=subprocess.DEVNULL,
+                   timeout=120)
+
+
+def callgrind_total(path):
+    """Instructions (Ir) of a callgrind dump: its summary line."""
+    with open(path) as f:
+        for line in f:
+            if line.startswith("summary:") or line.startswith("totals:"):
+                return int(line.split()[1])
+    return None
+
+
 def coordinator_run(workdir, k, prep, n, timeout, coord_args=(), cpus=None,
-                    get_under_load=False):
+                    get_under_load=False, callgrind=False):
     template, client_root, key, task, idf = prep
     db = os.path.join(workdir, "run-%d.db" % k)
     copy_db(template, db)
     broker = start_broker(workdir, n)
-    coord = h.Coordinator(workdir, db=db, extra_args=("--mqtt", broker.url, *coord_args))
+    real = h.COORDINATOR
+    if callgrind:
+        # the coordinator under callgrind: counters zeroed right before the POST and dumped
+        # once all jobs are terminated, so the dump holds the send and its reports only
+        wrapper = os.path.join(workdir, "coordinator-callgrind.sh")
+        with open(wrapper, "w") as f:
+            f.write("#!/bin/sh\nexec valgrind --tool=callgrind --callgrind-out-file=%s/"
+                    "callgrind.out.%%p %s \"$@\"\n" % (workdir, real))
+        os.chmod(wrapper, 0o755)
+        h.COORDINATOR = wrapper
+    coord = h.Coordinator(workdir, db=db, extra_args=("--mqtt", broker.url, *coord_args),
+                          start_timeout=120 if callgrind else 20)
     sim = None
     try:
-        coord.start()
+        try:
+            coord.start()  # the harness starts h.COORDINATOR
+        finally:
+            h.COORDINATOR = real
         pin(coord.proc.pid, cpus)
         api = coord.api(key)
         sim = Fleetsim(workdir, idf, client_root, broker.port)
@@ -242,6 +270,8 @@ def coordinator_run(workdir, k, prep, n, timeout, coord_args=(), cpus=None,
         cpu0 = cpu_of(coord.proc.pid)
         body = json.dumps({"tag": TAG, "group_name": "bench-%d" % k}).encode()
         conn = http.client.HTTPConnection("127.0.0.1", coord.port, timeout=60)
+        if callgrind:
+            callgrind_ctl(coord.proc.pid, "-z")
         t0 = time.monotonic()
         if sampler:
             sampler.start(t0)
@@ -270,6 +300,15 @@ def coordinator_run(workdir, k, prep, n, timeout, coord_args=(), cpus=None,
                 break
             time.sleep(0.1)
         complete = done >= n
+        instr = None
+        if callgrind:
+            callgrind_ctl(coord.proc.pid, "-d")
+            dumps = sorted(f for f in os.listdir(workdir)
+                           if f.startswith("callgrind.out.%d." % coord.proc.pid))
+            if dumps:
+                instr = callgrind_total(os.path.join(workdir, dumps[-1]))
+                shutil.copy(os.path.join(workdir, dumps[-1]),
+                            callgrind if isinstance(callgrind, str) else workdir)
         get_load = sampler.result(t_post) if sampler else None
         g = api.get("/groups/%s" % group)
         statuses = g.json.get("statuses") if g.status == 200 else None
@@ -286,7 +325,8 @@ def coordinator_run(workdir, k, prep, n, timeout, coord_args=(), cpus=None,
                "rss_before_send_mb": round(rss_before / 2**20, 1),
                "coordinator_cpu_s": round(cpu1 - cpu0, 2),
                "coordinator_cpu_us_per_job": round((cpu1 - cpu0) * 1e6 / max(created, 1)),
-               "get_under_load": get_load, "cpus": cpus or "all", "created": created,
+               "get_under_load": get_load, "instructions": instr,
+               "instructions_per_job": round(instr / max(created, 1)) if instr else None, "cpus": cpus or "all", "created": created,
                "rejected": rejected}
     finally:
         simres = sim.stop() if sim else None
@@ -351,6 +391,10 @@ def main():
     ap.add_argument("--get-under-load", action="store_true",
                     help="GET /jobs/<id> in a loop from the POST until all are terminated "
                     "and report its latency percentiles")
+    ap.add_argument("--callgrind", metavar="FILE",
+                    help="run the coordinator under valgrind --tool=callgrind and report its "
+                    "instructions per job (the send and its reports; slow: use ~2,000 "
+                    "devices); the dump is copied to FILE")
     a = ap.parse_args()
 
     soft, hard = raise_nofile()
@@ -367,7 +411,7 @@ def main():
         runs = []
         for k in range(1, a.runs + 1):
             c = coordinator_run(workdir, k, prep, n, a.timeout, a.coordinator_arg, a.cpus,
-                                a.get_under_load)
+                                a.get_under_load, a.callgrind or False)
             log("run %d coordinator: %s" % (k, json.dumps({x: y for x, y in c.items()
                                                            if x != "sim"})))
             env = int(c["sim"]["env_bytes_avg"]) or 1200
@@ -400,6 +444,7 @@ def main():
                        "ratio": med("ratio"),
                        "coordinator_cpu_s": med("coordinator_cpu_s"),
                        "coordinator_cpu_us_per_job": med("coordinator_cpu_us_per_job"),
+                       "instructions_per_job": med("instructions_per_job"),
                        "get_under_load_p99_ms": med("get_p99_ms"),
                        "get_under_load_p50_ms": med("get_p50_ms"),
                        "db_bytes_per_job": med("db_bytes_per_job")},
