@@ -30,14 +30,17 @@ static void lifecycle_changed_event(struct lifecycle *lc, const struct job_rec *
 }
 
 /* The metrics of an applied change: its status, and how long the job took to reach its
- * device (created -> edge_transmitted) or to run (edge_started -> final status). */
-static void lifecycle_metrics(struct lifecycle *lc, const struct job_move *m)
+ * device (created -> edge_transmitted) or to run (edge_started -> final status).
+ * created_at: the job's, when its record was read anyway (its initial status has the same
+ * time); 0: looked up. */
+static void lifecycle_metrics(struct lifecycle *lc, const struct job_move *m, int64_t created_at)
 {
-	int64_t since = 0;
+	int64_t since = created_at;
 
 	metrics_job_status(m->to);
 	if (m->to == JS_EDGE_TRANSMITTED &&
-	    store_job_status_at(lc->st, m->ident, JS_INITIAL, &since) == RCS_OK && since > 0)
+	    (since > 0 || store_job_status_at(lc->st, m->ident, JS_INITIAL, &since) == RCS_OK) &&
+	    since > 0)
 		metrics_job_delivery_latency((double)(m->now - since));
 	else if ((m->to == JS_TERMINATED || m->to == JS_EDGE_ERROR) &&
 		 store_job_status_at(lc->st, m->ident, JS_EDGE_STARTED, &since) == RCS_OK &&
@@ -73,17 +76,20 @@ enum rcs_err lifecycle_move(struct lifecycle *lc, const struct job_move *m, enum
 		goto out;
 	if (*result == STORE_MOVE_APPLIED && lc->changed)
 		lc->changed(lc->changed_ctx);
-	if (*result == STORE_MOVE_APPLIED)
-		lifecycle_metrics(lc, m);
 	if (*result != STORE_MOVE_DUPLICATE && *result != STORE_MOVE_TERMINAL &&
 	    lc->webhooks_changed)
 		lc->webhooks_changed(lc->webhooks_ctx);
 	event = *result == STORE_MOVE_APPLIED && lc->hooks && lc->hooks->job_changed;
 	ended = *result == STORE_MOVE_APPLIED && status_is_terminal(m->to);
-	if (!event && !ended && job_after == NULL)
+	if (!event && !ended && job_after == NULL) {
+		if (*result == STORE_MOVE_APPLIED)
+			lifecycle_metrics(lc, m, 0);
 		goto out;
-	/* one read for the event and the caller */
+	}
+	/* one read for the event, the metrics and the caller */
 	err = store_job_get(lc->st, NULL, m->ident, &job);
+	if (*result == STORE_MOVE_APPLIED)
+		lifecycle_metrics(lc, m, err == RCS_OK ? job.created_at : 0);
 	if (err != RCS_OK) {
 		/* the move stands; its event is lost (best effort, docs/mqtt.md "Monitoring") */
 		if (job_after == NULL)

@@ -86,10 +86,41 @@ void render_arr_close(struct render *w)
 
 /* The string's bytes, escaped as RFC 8259 requires; the rest (valid UTF-8, checked where
  * it came in) as it is, a run at a time. */
+#define RENDER_SHORT 128 /* a string up to this long without escapes: one write */
+
+/* The length of s's first run that needs no escape. */
+static size_t render_plain_len(const char *s, size_t len)
+{
+	size_t i = 0;
+
+	while (i < len && (unsigned char)s[i] >= 0x20 && s[i] != '"' && s[i] != '\\')
+		i++;
+	return i;
+}
+
+/* "s" followed by tail (a key's colon, or nothing) in one write when s is short and needs no
+ * escape; false when it doesn't fit. */
+static bool render_quoted_short(struct render *w, const char *s, size_t len, const char *tail,
+				size_t tail_len)
+{
+	char tmp[RENDER_SHORT + 4];
+
+	if (len > RENDER_SHORT || render_plain_len(s, len) != len)
+		return false;
+	tmp[0] = '"';
+	memcpy(tmp + 1, s, len);
+	tmp[len + 1] = '"';
+	memcpy(tmp + len + 2, tail, tail_len);
+	render_put(w, tmp, len + 2 + tail_len);
+	return true;
+}
+
 static void render_escaped(struct render *w, const char *s, size_t len)
 {
 	size_t run = 0;
 
+	if (render_quoted_short(w, s, len, "", 0))
+		return;
 	render_put(w, "\"", 1);
 	for (size_t i = 0; i < len; i++) {
 		unsigned char c = (unsigned char)s[i];
@@ -134,9 +165,13 @@ static void render_escaped(struct render *w, const char *s, size_t len)
 
 void render_key(struct render *w, const char *key)
 {
+	size_t len = strlen(key);
+
 	render_sep(w);
-	render_escaped(w, key, strlen(key));
-	render_put(w, ":", 1);
+	if (!render_quoted_short(w, key, len, ":", 1)) {
+		render_escaped(w, key, len);
+		render_put(w, ":", 1);
+	}
 	w->after_key = true;
 }
 

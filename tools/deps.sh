@@ -77,8 +77,9 @@ SYSROOT_DIR=${RCS_SYSROOT_DIR:-/opt/rcs-sysroot}
 # already (NodeSource's nodejs, say, holds npm and conflicts with Debian's npm package).
 NODE_PKGS="nodejs npm"
 NODE_DIR=${RCS_NODE_DIR:-/opt/rcs-node}
-# wrk embeds LuaJIT for its request scripts: no Lua package needed for them
-BENCH_PKGS="wrk nginx-light"
+# wrk embeds LuaJIT for its request scripts: no Lua package needed for them; matplotlib draws
+# the plots of bench_scale.py, valgrind (callgrind) counts instructions per job
+BENCH_PKGS="wrk nginx-light python3-matplotlib valgrind"
 FUZZ_PKGS="clang libclang-rt-dev"
 
 SUDO=""

@@ -144,15 +144,104 @@ def prepare(workdir, n):
     return coord.db, tenant["client_root"], tenant["api_key"], task, idf
 
 
-def coordinator_run(workdir, k, prep, n, timeout, coord_args=()):
+def pin(pid, cpus):
+    """Every thread of pid (and the ones it starts later) on these CPUs (taskset -c)."""
+    if cpus:
+        subprocess.run(["taskset", "-a", "-p", "-c", cpus, str(pid)], check=True,
+                       stdout=subprocess.DEVNULL)
+
+
+class GetSampler:
+    """GET /jobs/<id> one after the other on one keep-alive connection, each latency kept
+    with the time it was sent (seconds since t0): the latency of a read while the bulk
+    send is committed and its reports come in."""
+
+    def __init__(self, port, key, job):
+        self.port, self.key, self.path = port, key, "/v3/commands/jobs/%s" % job
+        self.samples, self.errors = [], 0
+        self.stop_ev = threading.Event()
+        self.t0 = time.monotonic()
+        self.t = threading.Thread(target=self._run, daemon=True)
+
+    def start(self, t0):
+        self.t0 = t0
+        self.t.start()
+
+    def _run(self):
+        conn = None
+        while not self.stop_ev.is_set():
+            try:
+                if conn is None:
+                    conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=30)
+                s = time.monotonic()
+                conn.request("GET", self.path, headers={"api-key": self.key})
+                r = conn.getresponse()
+                r.read()
+                e = time.monotonic()
+                if r.status != 200:
+                    self.errors += 1
+                self.samples.append((s - self.t0, e - s))
+            except (OSError, http.client.HTTPException):
+                self.errors += 1
+                conn = None
+            time.sleep(0.002)
+
+    def result(self, t_post):
+        self.stop_ev.set()
+        self.t.join(35)
+
+        def stats(v):
+            v = sorted(v)
+            if not v:
+                return None
+            q = lambda p: round(v[min(len(v) - 1, int(p / 100 * len(v)))] * 1000, 2)
+            return {"n": len(v), "p50_ms": q(50), "p90_ms": q(90), "p99_ms": q(99),
+                    "max_ms": round(v[-1] * 1000, 2)}
+        return {"all": stats([d for _, d in self.samples]),
+                "during_post": stats([d for s, d in self.samples if s < t_post]),
+                "after_post": stats([d for s, d in self.samples if s >= t_post]),
+                "errors": self.errors}
+
+
+def callgrind_ctl(pid, opt):
+    subprocess.run(["callgrind_control", opt, str(pid)], check=True, stdout=subprocess.DEVNULL,
+                   timeout=120)
+
+
+def callgrind_total(path):
+    """Instructions (Ir) of a callgrind dump: its summary line."""
+    with open(path) as f:
+        for line in f:
+            if line.startswith("summary:") or line.startswith("totals:"):
+                return int(line.split()[1])
+    return None
+
+
+def coordinator_run(workdir, k, prep, n, timeout, coord_args=(), cpus=None,
+                    get_under_load=False, callgrind=False):
     template, client_root, key, task, idf = prep
     db = os.path.join(workdir, "run-%d.db" % k)
     copy_db(template, db)
     broker = start_broker(workdir, n)
-    coord = h.Coordinator(workdir, db=db, extra_args=("--mqtt", broker.url, *coord_args))
+    real = h.COORDINATOR
+    if callgrind:
+        # the coordinator under callgrind: counters zeroed right before the POST and dumped
+        # once all jobs are terminated, so the dump holds the send and its reports only
+        wrapper = os.path.join(workdir, "coordinator-callgrind.sh")
+        with open(wrapper, "w") as f:
+            f.write("#!/bin/sh\nexec valgrind --tool=callgrind --callgrind-out-file=%s/"
+                    "callgrind.out.%%p %s \"$@\"\n" % (workdir, real))
+        os.chmod(wrapper, 0o755)
+        h.COORDINATOR = wrapper
+    coord = h.Coordinator(workdir, db=db, extra_args=("--mqtt", broker.url, *coord_args),
+                          start_timeout=120 if callgrind else 20)
     sim = None
     try:
-        coord.start()
+        try:
+            coord.start()  # the harness starts h.COORDINATOR
+        finally:
+            h.COORDINATOR = real
+        pin(coord.proc.pid, cpus)
         api = coord.api(key)
         sim = Fleetsim(workdir, idf, client_root, broker.port)
         sim.wait_ready(timeout)
@@ -161,13 +250,31 @@ def coordinator_run(workdir, k, prep, n, timeout, coord_args=()):
             if time.time() > deadline:
                 raise RuntimeError("devices not online in the coordinator")
             time.sleep(0.1)
+        sampler = None
+        if get_under_load:
+            # one job of its own on the first device, terminated before the send: the
+            # record the sampler reads while the bulk send runs
+            with open(idf) as f:
+                first = f.readline().strip()
+            r = api.post("/tasks/%s/jobs" % task, {"entity_ident": first})
+            if r.status != 201:
+                raise RuntimeError("POST job: %r" % r)
+            sampler = GetSampler(coord.port, api.key, r.json["ident"])
+            while api.get("/jobs/%s" % r.json["ident"]).json.get("status") != "terminated":
+                if time.time() > deadline:
+                    raise RuntimeError("the sampler's job did not terminate")
+                time.sleep(0.05)
         time.sleep(0.5)  # let the state messages settle
         load1 = os.getloadavg()[0]
         rss_before = vm_field(coord.proc.pid, "VmRSS")
         cpu0 = cpu_of(coord.proc.pid)
         body = json.dumps({"tag": TAG, "group_name": "bench-%d" % k}).encode()
         conn = http.client.HTTPConnection("127.0.0.1", coord.port, timeout=60)
+        if callgrind:
+            callgrind_ctl(coord.proc.pid, "-z")
         t0 = time.monotonic()
+        if sampler:
+            sampler.start(t0)
         conn.request("POST", "/v3/commands/tasks/%s/jobs/tags" % task, body=body,
                      headers={"api-key": api.key, "Content-Type": "application/json"})
         resp = conn.getresponse()
@@ -193,6 +300,16 @@ def coordinator_run(workdir, k, prep, n, timeout, coord_args=()):
                 break
             time.sleep(0.1)
         complete = done >= n
+        instr = None
+        if callgrind:
+            callgrind_ctl(coord.proc.pid, "-d")
+            dumps = sorted(f for f in os.listdir(workdir)
+                           if f.startswith("callgrind.out.%d." % coord.proc.pid))
+            if dumps:
+                instr = callgrind_total(os.path.join(workdir, dumps[-1]))
+                shutil.copy(os.path.join(workdir, dumps[-1]),
+                            callgrind if isinstance(callgrind, str) else workdir)
+        get_load = sampler.result(t_post) if sampler else None
         g = api.get("/groups/%s" % group)
         statuses = g.json.get("statuses") if g.status == 200 else None
         if not complete:
@@ -206,7 +323,10 @@ def coordinator_run(workdir, k, prep, n, timeout, coord_args=()):
                "all_terminated_s": round(t_all, 3) if complete else None,
                "jobs_per_s": round(n / t_all, 1) if complete else None, "peak_rss_mb": round(hwm / 2**20, 1),
                "rss_before_send_mb": round(rss_before / 2**20, 1),
-               "coordinator_cpu_s": round(cpu1 - cpu0, 2), "created": created,
+               "coordinator_cpu_s": round(cpu1 - cpu0, 2),
+               "coordinator_cpu_us_per_job": round((cpu1 - cpu0) * 1e6 / max(created, 1)),
+               "get_under_load": get_load, "instructions": instr,
+               "instructions_per_job": round(instr / max(created, 1)) if instr else None, "cpus": cpus or "all", "created": created,
                "rejected": rejected}
     finally:
         simres = sim.stop() if sim else None
@@ -267,6 +387,14 @@ def main():
     ap.add_argument("--coordinator-arg", action="append", default=[],
                     help="extra argument for rcs-coordinator serve (repeatable), e.g. --debug")
     ap.add_argument("--keep", action="store_true", help="keep the work directory")
+    ap.add_argument("--cpus", help="pin the coordinator to these CPUs (taskset -c), e.g. 0")
+    ap.add_argument("--get-under-load", action="store_true",
+                    help="GET /jobs/<id> in a loop from the POST until all are terminated "
+                    "and report its latency percentiles")
+    ap.add_argument("--callgrind", metavar="FILE",
+                    help="run the coordinator under valgrind --tool=callgrind and report its "
+                    "instructions per job (the send and its reports; slow: use ~2,000 "
+                    "devices); the dump is copied to FILE")
     a = ap.parse_args()
 
     soft, hard = raise_nofile()
@@ -282,7 +410,8 @@ def main():
         prep = prepare(workdir, n)
         runs = []
         for k in range(1, a.runs + 1):
-            c = coordinator_run(workdir, k, prep, n, a.timeout, a.coordinator_arg)
+            c = coordinator_run(workdir, k, prep, n, a.timeout, a.coordinator_arg, a.cpus,
+                                a.get_under_load, a.callgrind or False)
             log("run %d coordinator: %s" % (k, json.dumps({x: y for x, y in c.items()
                                                            if x != "sim"})))
             env = int(c["sim"]["env_bytes_avg"]) or 1200
@@ -293,6 +422,8 @@ def main():
             c["baseline"] = b
             c["ratio"] = (round(c["all_terminated_s"] / b["baseline_s"], 2)
                           if c["complete"] else None)
+            gl = (c["get_under_load"] or {}).get("all") or {}
+            c["get_p99_ms"], c["get_p50_ms"] = gl.get("p99_ms"), gl.get("p50_ms")
             runs.append(c)
 
         def med(key):
@@ -301,7 +432,7 @@ def main():
 
         sims = [r["sim"] for r in runs] + [r["baseline"] for r in runs]
         summary = {
-            "devices": n, "machine": machine(),
+            "devices": n, "cpus": a.cpus or "all", "machine": machine(),
             "incomplete_runs": sum(1 for r in runs if not r["complete"]),
             "load_average_at_end": os.getloadavg(),
             "median": {"post_s": med("post_s"),
@@ -312,6 +443,10 @@ def main():
                        "baseline_jobs_per_s": round(n / med("baseline_s"), 1),
                        "ratio": med("ratio"),
                        "coordinator_cpu_s": med("coordinator_cpu_s"),
+                       "coordinator_cpu_us_per_job": med("coordinator_cpu_us_per_job"),
+                       "instructions_per_job": med("instructions_per_job"),
+                       "get_under_load_p99_ms": med("get_p99_ms"),
+                       "get_under_load_p50_ms": med("get_p50_ms"),
                        "db_bytes_per_job": med("db_bytes_per_job")},
             "devices_per_connection": runs[0]["devices_per_connection"],
             "simulator": {
@@ -328,7 +463,11 @@ def main():
             "all terminated <= 5 s": m["all_terminated_s"] <= 5,
             "<= 3x baseline": m["ratio"] <= 3,
             "peak RSS <= 100 MB": m["peak_rss_mb"] <= 100,
+            "CPU per job <= 150 us": m["coordinator_cpu_us_per_job"] <= 150,
+            "<= 2x baseline": m["ratio"] <= 2,
         }
+        if a.get_under_load:
+            summary["targets"]["GET under load p99 < 20 ms"] = m["get_under_load_p99_ms"] < 20
         out = json.dumps(summary, indent=1)
         print(out)
         if a.json:

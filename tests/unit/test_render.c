@@ -113,6 +113,46 @@ static void test_sticky_error(void **state)
 }
 
 /* Closing more than was opened, or leaving one open, is the caller's bug: reported. */
+/* Strings and keys around the length written in one piece (128 bytes), plain or with an
+ * escape at either end: the same text either way. */
+static void test_short_and_long_strings(void **state)
+{
+	static const size_t lens[] = {0, 1, 127, 128, 129, 300};
+	char s[320], key[320];
+	struct render w;
+	struct buf b;
+
+	(void)state;
+	for (size_t k = 0; k < sizeof(lens) / sizeof(lens[0]); k++) {
+		for (int esc = 0; esc < 3; esc++) {
+			size_t n = lens[k];
+			struct json_object *o;
+
+			memset(s, 'a', n);
+			s[n] = '\0';
+			if (n > 0 && esc == 1)
+				s[0] = '"';
+			if (n > 0 && esc == 2)
+				s[n - 1] = '\n';
+			memcpy(key, s, n + 1);
+			buf_init(&b, 4096);
+			render_init(&w, &b);
+			render_obj_open(&w);
+			render_kstr(&w, key, s);
+			render_kint(&w, "after", 1);
+			render_obj_close(&w);
+			assert_int_equal(render_end(&w), RCS_OK);
+			o = parse(&b);
+			assert_string_equal(json_object_get_string(json_object_object_get(o, key)),
+					    s);
+			assert_int_equal(json_object_get_int(json_object_object_get(o, "after")),
+					 1);
+			json_object_put(o);
+			buf_free(&b);
+		}
+	}
+}
+
 static void test_unbalanced(void **state)
 {
 	struct render w;
@@ -137,6 +177,7 @@ int main(void)
 	    cmocka_unit_test(test_page),
 	    cmocka_unit_test(test_sticky_error),
 	    cmocka_unit_test(test_unbalanced),
+	    cmocka_unit_test(test_short_and_long_strings),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
