@@ -17,10 +17,25 @@
 
 /* ---- helpers ---- */
 
-void store_lock(struct store *st)
+static void store_batch_commit(struct store *st);
+
+/* The lock alone: for the group commit's own callers (store_tx_begin, store_write), which
+ * join an open batch rather than end it. */
+static void store_lock_raw(struct store *st)
 {
 	pthread_mutex_lock(&st->lock);
 	st->lock_count++;
+}
+
+void store_lock(struct store *st)
+{
+	store_lock_raw(st);
+	/* a batch left open between its callers (docs/architecture.md, "Reads and group
+	 * commit") is committed before anything else uses the connection: a statement outside
+	 * the callers' transactions must neither read their uncommitted rows and act on them
+	 * (send a mail, a webhook) nor have its own writes undone with a batch that fails */
+	if (st->batch != NULL && st->tx_depth == 0 && st->lock_count == 1)
+		store_batch_commit(st);
 }
 
 void store_unlock(struct store *st)
@@ -232,7 +247,7 @@ enum rcs_err store_write(struct store *st, const char *sql, int *changes, int n,
 
 	/* inside the caller's transaction one statement is atomic by itself; outside one it
 	 * is a caller of the group commit of its own, like a transaction */
-	store_lock(st);
+	store_lock_raw(st);
 	nested = st->tx_depth > 0;
 	if (!nested) {
 		store_unlock(st);
@@ -317,7 +332,6 @@ enum rcs_err store_open(const char *path, struct store **out)
 	st = store_new();
 	if (st == NULL)
 		goto out;
-	st->group = true;
 	st->path = strdup(path);
 	if (st->path == NULL)
 		goto out;
@@ -333,6 +347,10 @@ enum rcs_err store_open(const char *path, struct store **out)
 	}
 	if (err != RCS_OK)
 		goto out;
+	/* group commit on SQLite, whose one writer commits for all (docs/architecture.md);
+	 * PostgreSQL takes concurrent transactions itself, and a batch would hold the row
+	 * locks of one caller's status change until the others' commit */
+	st->group = st->dialect == STORE_DIALECT_SQLITE;
 	*out = st;
 	st = NULL;
 out:
@@ -582,7 +600,7 @@ enum rcs_err store_tx_begin(struct store *st)
 		st->queued++;
 		pthread_mutex_unlock(&st->gmu);
 	}
-	store_lock(st);
+	store_lock_raw(st);
 	if (st->group) {
 		pthread_mutex_lock(&st->gmu);
 		st->queued--;

@@ -744,10 +744,12 @@ static enum rcs_err pg_step(struct store *st, struct store_stmt *s, const char *
 	}
 	err = pg_run(st, w, what);
 	/* a connection that dies at its first statement (a server that went away and came
-	 * back since the last one: the socket libpq kept is dead): outside a transaction the
-	 * statement runs again once, on a new one */
+	 * back since the last one: the socket libpq kept is dead): a BEGIN or a read outside
+	 * a transaction runs again once, on a new one (a write might have been done by the
+	 * server before it went away: never twice) */
 	if ((err != RCS_OK || PQresultStatus(w->res) == PGRES_FATAL_ERROR) &&
-	    PQstatus(c->c) != CONNECTION_OK && retry) {
+	    PQstatus(c->c) != CONNECTION_OK && retry &&
+	    (strcmp(w->sql, "BEGIN") == 0 || strncmp(w->sql, "SELECT", 6) == 0)) {
 		log_warnx("store: the connection to PostgreSQL was lost; reconnecting");
 		PQclear(w->res);
 		w->res = NULL;
@@ -945,6 +947,20 @@ static enum rcs_err pg_value(struct store *st, const char *sql, long long *v)
 	return err;
 }
 
+/* Connects to url with the session settings as connection parameters, so that PQreset
+ * keeps them (a SET would be gone after a reconnect): UTF-8, and read-only transactions
+ * for a reader. */
+static PGconn *pg_connect(const char *url, bool read_only)
+{
+	const char *keys[] = {"dbname", "client_encoding", "options", NULL};
+	const char *vals[] = {url, "UTF8", read_only ? "-c default_transaction_read_only=on" : NULL,
+			      NULL};
+
+	if (!read_only)
+		keys[2] = NULL;
+	return PQconnectdbParams(keys, vals, 1);
+}
+
 /* Runs the migrations the database lacks, each in its transaction; an advisory lock keeps
  * coordinators that start together from running one twice. */
 static enum rcs_err pg_migrate(struct store *st)
@@ -996,7 +1012,7 @@ enum rcs_err store_pg_open(struct store *st, const char *url)
 	st->be = &pg_backend;
 	st->dialect = pg_backend.dialect;
 	st->conn = c;
-	c->c = PQconnectdb(url);
+	c->c = pg_connect(url, false);
 	if (c->c == NULL || PQstatus(c->c) != CONNECTION_OK) {
 		/* libpq's message names the host, never the password */
 		log_warnx("store: PostgreSQL: %s", c->c ? PQerrorMessage(c->c) : "out of memory");
@@ -1004,9 +1020,7 @@ enum rcs_err store_pg_open(struct store *st, const char *url)
 		goto out;
 	}
 	c->idle = true;
-	err = pg_exec(st, "SET client_encoding = 'UTF8'");
-	if (err == RCS_OK)
-		err = pg_migrate(st);
+	err = pg_migrate(st);
 out:
 	return err;
 }
@@ -1178,15 +1192,14 @@ enum rcs_err store_pg_open_reader(struct store *r, const char *url)
 	if (c == NULL)
 		goto out;
 	r->conn = c;
-	c->c = PQconnectdb(url);
+	c->c = pg_connect(url, true);
 	if (c->c == NULL || PQstatus(c->c) != CONNECTION_OK) {
 		log_warnx("store: PostgreSQL: %s", c->c ? PQerrorMessage(c->c) : "out of memory");
 		err = RCS_ERR_IO;
 		goto out;
 	}
 	c->idle = true;
-	err = pg_exec(r, "SET client_encoding = 'UTF8';"
-			 "SET default_transaction_read_only = on");
+	err = RCS_OK;
 out:
 	return err;
 }

@@ -59,7 +59,10 @@ class ScaleOutTest(unittest.TestCase):
         cls.db = pg_server.shared().create_db()
         cls.key, cls.pub = make_ec_keypair(w, "signing")
         for i, node in enumerate(("scale-a", "scale-b")):
-            args = ["--node-id", node, "--lease", str(LEASE), "--signing-key", cls.key]
+            # --resend-after: an envelope NATS loses while a fresh session's interest
+            # spreads over the cluster under load comes again soon (docs/mqtt.md)
+            args = ["--node-id", node, "--lease", str(LEASE), "--signing-key", cls.key,
+                    "--resend-after", "10"]
             for u in rotated(urls, i):
                 args += ["--mqtt", u]
             cls.coords.append(Coordinator(w, db=cls.db, extra_args=args))
