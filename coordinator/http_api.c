@@ -480,8 +480,7 @@ static size_t api_unescape(void *cls, struct MHD_Connection *conn, char *s)
 	return (size_t)(w - s);
 }
 
-static enum MHD_Result api_send(struct MHD_Connection *conn, struct api_resp *r,
-				const char *allow)
+static enum MHD_Result api_send(struct MHD_Connection *conn, struct api_resp *r, const char *allow)
 {
 	struct MHD_Response *resp;
 	enum MHD_Result ret;
@@ -617,9 +616,10 @@ static void api_authenticate(struct api_app *app, struct MHD_Connection *conn, s
 		break;
 	case AUTH_THROTTLED:
 		log_warnx("client %s: too many unknown api keys, refused for %d s", addr, wait);
-		api_error(r, 429, "too_many_requests", NULL,
-			  "too many requests with unknown api keys from this address: retry in %d s",
-			  wait);
+		api_error(
+		    r, 429, "too_many_requests", NULL,
+		    "too many requests with unknown api keys from this address: retry in %d s",
+		    wait);
 		r->retry_after = wait;
 		break;
 	case AUTH_ERROR:
@@ -715,9 +715,9 @@ static void api_precheck(struct api_req *req, struct api_resp *resp)
  * itself is never recorded: only its ident. When the record cannot be written, the change
  * is rolled back and the answer is the storage's error.
  */
-static void api_dispatch_audited(struct api_app *app, struct MHD_Connection *conn,
-				 const char *url, struct api_req *req, struct api_resp *resp,
-				 char *allow, size_t allow_len)
+static void api_dispatch_audited(struct api_app *app, struct MHD_Connection *conn, const char *url,
+				 struct api_req *req, struct api_resp *resp, char *allow,
+				 size_t allow_len)
 {
 	char addr[INET6_ADDRSTRLEN] = "", target[sizeof(req->target)], path[512];
 	struct audit_rec a;
@@ -846,9 +846,16 @@ static enum MHD_Result api_handle(void *cls, struct MHD_Connection *conn, const 
 			view.st = NULL;
 			api_dispatch_audited(app, conn, url, &req, &resp, allow, sizeof(allow));
 		} else if (resp.status == 0) {
+			/* one snapshot for the whole answer: a page's count and its rows, a job
+			 * and its history (a failed begin leaves the reads to fail by themselves)
+			 */
+			bool snap = store_read_begin(view.st) == RCS_OK;
+
 			req.app = &view;
 			api_dispatch(api_routes, API_N_ROUTES, &req, &resp, allow, sizeof(allow));
 			req.app = app;
+			if (snap)
+				store_read_end(view.st);
 		}
 		store_reader_put(app->st, view.st);
 	}
@@ -884,7 +891,8 @@ static void api_completed(void *cls, struct MHD_Connection *conn, void **con_cls
 	*con_cls = NULL;
 }
 
-static void api_mhd_log(void *cls, const char *fmt, va_list ap) __attribute__((format(printf, 2, 0)));
+static void api_mhd_log(void *cls, const char *fmt, va_list ap)
+    __attribute__((format(printf, 2, 0)));
 static void api_mhd_log(void *cls, const char *fmt, va_list ap)
 {
 	char msg[512];
@@ -915,10 +923,11 @@ static int api_listen_socket(const struct addrinfo *ai, const char *listen_arg)
 		(void)setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &one, sizeof(one));
 	if (bind(fd, ai->ai_addr, ai->ai_addrlen) != 0) {
 		if (errno == EADDRINUSE)
-			log_warnx("cannot listen on %s: the address is in use (another program, or "
-				  "another rcs-coordinator, listens there: stop it or choose another "
-				  "--listen)",
-				  listen_arg);
+			log_warnx(
+			    "cannot listen on %s: the address is in use (another program, or "
+			    "another rcs-coordinator, listens there: stop it or choose another "
+			    "--listen)",
+			    listen_arg);
 		else
 			log_warnx("cannot listen on %s: %s", listen_arg, strerror(errno));
 		close(fd);
@@ -993,9 +1002,9 @@ enum rcs_err http_api_start(struct http_api *h, struct api_app *app, unsigned nt
 	h->daemon = MHD_start_daemon(
 	    flags, 0, NULL, NULL, api_handle, app, MHD_OPTION_EXTERNAL_LOGGER, api_mhd_log, NULL,
 	    MHD_OPTION_LISTEN_SOCKET, h->fd, MHD_OPTION_NOTIFY_COMPLETED, api_completed, NULL,
-	    MHD_OPTION_UNESCAPE_CALLBACK, api_unescape, NULL,
-	    MHD_OPTION_THREAD_POOL_SIZE, nthreads ? nthreads : 1, MHD_OPTION_CONNECTION_TIMEOUT,
-	    (unsigned)30, MHD_OPTION_CONNECTION_LIMIT, (unsigned)4000, MHD_OPTION_END);
+	    MHD_OPTION_UNESCAPE_CALLBACK, api_unescape, NULL, MHD_OPTION_THREAD_POOL_SIZE,
+	    nthreads ? nthreads : 1, MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)30,
+	    MHD_OPTION_CONNECTION_LIMIT, (unsigned)4000, MHD_OPTION_END);
 	if (h->daemon == NULL) {
 		log_warnx("cannot serve HTTP on %s", h->listen);
 		return RCS_ERR_IO;

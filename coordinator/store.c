@@ -461,6 +461,17 @@ void store_reader_put(struct store *st, struct store *r)
 	pthread_mutex_unlock(&p->mu);
 }
 
+enum rcs_err store_read_begin(struct store *r)
+{
+	return r->reader ? store_tx_begin(r) : RCS_OK;
+}
+
+void store_read_end(struct store *r)
+{
+	if (r->reader && r->tx_depth > 0)
+		store_tx_end(r, false);
+}
+
 void store_close(struct store *st)
 {
 	if (st == NULL)
@@ -615,7 +626,11 @@ enum rcs_err store_tx_begin(struct store *st)
 	else if (st->group)
 		err = store_batch_join(st);
 	else
-		err = store_run(st, st->reader ? "BEGIN" : st->be->begin_sql);
+		/* a reader's transaction is one snapshot (PostgreSQL's READ COMMITTED would
+		 * take one per statement) */
+		err = store_run(
+		    st, st->reader ? STORE_SQL(st, "BEGIN", "BEGIN ISOLATION LEVEL REPEATABLE READ")
+				   : st->be->begin_sql);
 	if (err != RCS_OK) {
 		store_unlock(st);
 		return err;

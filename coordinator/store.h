@@ -53,6 +53,10 @@ enum rcs_err store_ping(struct store *st);
 enum rcs_err store_readers_open(struct store *st, unsigned n);
 struct store *store_reader(struct store *st);
 void store_reader_put(struct store *st, struct store *r);
+/* A read transaction on reader r (nothing on a store that isn't a reader): every read
+ * until store_read_end sees one snapshot, so a page's count and its rows agree. */
+enum rcs_err store_read_begin(struct store *r);
+void store_read_end(struct store *r);
 
 /* Groups calls into one transaction. end(commit=false) rolls back. Inside the
  * calling thread's own transaction, begin/end make a savepoint of it. */
@@ -70,8 +74,7 @@ enum rcs_err store_tx_end(struct store *st, bool commit);
  * registered, fn is not called.
  */
 #define STORE_ACTIONS_MAX 1048576
-enum rcs_err store_after_commit(struct store *st, void (*fn)(void *arg, bool committed),
-				void *arg);
+enum rcs_err store_after_commit(struct store *st, void (*fn)(void *arg, bool committed), void *arg);
 
 /*
  * A page of a list (page from 1, per_page 1..500) and the list's options, checked by the
@@ -366,11 +369,11 @@ struct job_batch {
 	const char *group_ident; /* NULL: no group */
 	const char *group_name;
 	const char *created_user;
-	const char *comment;          /* may be NULL */
-	const char *variables;        /* object; NULL: {} */
-	const char *mail_list;        /* array of strings; NULL: [] */
-	const char *status_list;      /* array of strings; NULL: [] */
-	const char *task_mail_list;   /* the task's lists, kept with each job; NULL: [] */
+	const char *comment;        /* may be NULL */
+	const char *variables;      /* object; NULL: {} */
+	const char *mail_list;      /* array of strings; NULL: [] */
+	const char *status_list;    /* array of strings; NULL: [] */
+	const char *task_mail_list; /* the task's lists, kept with each job; NULL: [] */
 	const char *task_status_list;
 	long long scheduled_time; /* 0: none */
 	long long ttl;            /* 0: none */
@@ -461,7 +464,7 @@ struct job_filter {
 	const char *group_ident;
 	const char *task_ident;
 	const char *entity_ident;
-	const char *status;	     /* a status name, or "running" */
+	const char *status;          /* a status name, or "running" */
 	const char *only_visible_to; /* user: jobs of others' non-public tasks left out */
 };
 struct store_job_list {
@@ -495,7 +498,7 @@ struct job_move {
 	long long seq;  /* device seq; 0 for coordinator moves */
 	bool mark_sent; /* the envelope goes out with this move: sent_at = now, sends + 1 */
 	int64_t now;
-	enum job_status *prev; /* may be NULL: gets the status the job had before */
+	enum job_status *prev;  /* may be NULL: gets the status the job had before */
 	const char *error_code; /* edge_error: the device's cause (docs/mqtt.md); NULL: none */
 };
 /* Applies one status change with the rules of docs/architecture.md, "Job statuses". */
@@ -736,10 +739,10 @@ struct webhook_attempt_rec {
 /* A delivery with its attempts (state queued, delivered or failed). */
 struct webhook_delivery_rec {
 	char ident[UUID_STR_LEN];
-	char *type;    /* job.status or group.status */
+	char *type;                 /* job.status or group.status */
 	char subject[UUID_STR_LEN]; /* the job or group */
-	char *status;  /* the status the event is about */
-	int64_t at;    /* when the status changed */
+	char *status;               /* the status the event is about */
+	int64_t at;                 /* when the status changed */
 	char *state;
 	long long n_attempts;
 	int64_t created_at, next_at, done_at;
@@ -793,9 +796,8 @@ void store_webhook_due_list_free(struct store_webhook_due_list *l);
  * same webhook and subject (the order per job), none of the ids in skip[0..n_skip-1]; of one
  * webhook at most its per_hook oldest are read (0: no bound), those of skip among them, so
  * that a webhook with thousands due never crowds the others out of the answer. */
-enum rcs_err store_webhooks_due(struct store *st, int64_t now, const long long *skip,
-				size_t n_skip, size_t limit, size_t per_hook,
-				struct store_webhook_due_list *out);
+enum rcs_err store_webhooks_due(struct store *st, int64_t now, const long long *skip, size_t n_skip,
+				size_t limit, size_t per_hook, struct store_webhook_due_list *out);
 /* When the next queued delivery is due (0: none). */
 enum rcs_err store_webhook_next(struct store *st, int64_t *next);
 /* Records an attempt and the delivery's new state (queued: retry at next_at). */
@@ -825,8 +827,7 @@ struct audit_rec {
 };
 void store_audit_rec_free(struct audit_rec *r);
 /* The tenant of an API key (any tenant's: for the operator's command line). */
-enum rcs_err store_key_client_root(struct store *st, const char *key_ident,
-				   char out[UUID_STR_LEN]);
+enum rcs_err store_key_client_root(struct store *st, const char *key_ident, char out[UUID_STR_LEN]);
 /* Appends a record (in the caller's transaction when there is one). */
 enum rcs_err store_audit_add(struct store *st, const struct audit_rec *r);
 struct audit_filter {
