@@ -249,7 +249,7 @@ class NatsAclTest(unittest.TestCase):
         self.assertEqual(r.status, 201, r)
         return r.json
 
-    def wait_job(self, ident, statuses=TERMINAL, timeout=40):
+    def wait_job(self, ident, statuses=TERMINAL, timeout=90):
         if isinstance(statuses, str):
             statuses = (statuses,)
         return wait_for(lambda: self.job(ident)["status"] in statuses and self.job(ident),
@@ -309,7 +309,10 @@ class NatsAclTest(unittest.TestCase):
             for user, password in cases:
                 self.assertIn(self.try_login(n, user, password), (4, 5),
                               "login %r with a wrong password on %s" % (user, n.name))
-            self.assertEqual(self.try_login(n, self.a, self.A["mqtt_password"]), 0)
+            # the right password: a new client's session is made in JetStream first, which
+            # can time out while the cluster is busy (a connect without CONNACK): tried again
+            wait_for(lambda n=n: self.try_login(n, self.a, self.A["mqtt_password"]) == 0,
+                     timeout=60, interval=1, what="A logs in on %s" % n.name)
 
     # -- reading ---------------------------------------------------------------------------
 
