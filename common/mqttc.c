@@ -38,7 +38,9 @@ struct mqttc {
 	bool stop;
 	bool connected;
 	bool connecting;
-	bool renew; /* the connection was lost: a new client before the next attempt */
+	bool renew;     /* the connection was lost: a new client before the next attempt */
+	bool clean;     /* the session of the next (or this) connect ends with its connection */
+	bool switching; /* mqttc_reconnect's disconnect is under way */
 	/* held for reading while m->client is used, for writing while it is replaced */
 	pthread_rwlock_t client_lock;
 	atomic_int in_callback; /* paho's threads inside one of our callbacks */
@@ -228,6 +230,7 @@ static void mqttc_on_lost(void *ctx, char *cause)
 	cur = m->current >= 0 ? m->current : 0;
 	m->current = -1;
 	pthread_mutex_unlock(&m->lock);
+	m->switching = false; /* the loss takes the place of mqttc_reconnect's disconnect */
 	log_warnx("connection to %s lost%s%s, reconnecting%s", m->urls[cur], cause ? ": " : "",
 		  cause ? cause : "", m->nurls > 1 ? " (to the first broker that answers)" : "");
 	if (m->cb.on_lost)
@@ -332,7 +335,11 @@ static int mqttc_connect(struct mqttc *m)
 	MQTTAsync_willOptions will = MQTTAsync_willOptions_initializer;
 
 	co.keepAliveInterval = m->o.keepalive;
-	co.cleansession = 0; /* persistent session: the broker keeps our subscriptions and queue */
+	/* persistent session: the broker keeps our subscriptions and queue; clean: they end
+	 * with the connection (mqttc_reconnect) */
+	pthread_mutex_lock(&m->lock);
+	co.cleansession = m->clean ? 1 : 0;
+	pthread_mutex_unlock(&m->lock);
 	co.maxInflight = m->o.max_inflight;
 	co.connectTimeout = 5;
 	co.automaticReconnect = 0;
@@ -580,6 +587,90 @@ enum rcs_err mqttc_start(const struct mqttc_opts *opts, const struct mqttc_callb
 	err = RCS_OK;
 out:
 	mqttc_stop(m, 0);
+	return err;
+}
+
+/* mqttc_reconnect's disconnect completed (or failed: the connection is dropped all the
+ * same when the client is renewed): the loop connects again at once. */
+static void mqttc_switched(struct mqttc *m)
+{
+	bool was;
+
+	atomic_fetch_add(&m->in_callback, 1);
+	pthread_mutex_lock(&m->lock);
+	was = m->switching;
+	m->switching = false;
+	if (was) {
+		m->connected = false;
+		m->connecting = false;
+		m->current = -1;
+	}
+	pthread_mutex_unlock(&m->lock);
+	if (was && m->cb.on_lost)
+		m->cb.on_lost(m->cb.ctx);
+	if (was) {
+		pthread_mutex_lock(&m->lock);
+		m->renew = true;
+		m->attempt = 0;
+		mqttc_now(&m->next_attempt);
+		pthread_cond_broadcast(&m->cond);
+		pthread_mutex_unlock(&m->lock);
+	}
+	atomic_fetch_sub(&m->in_callback, 1);
+}
+
+static void mqttc_on_disconnect_ok(void *ctx, MQTTAsync_successData *resp)
+{
+	(void)resp;
+	mqttc_switched(ctx);
+}
+
+static void mqttc_on_disconnect_fail(void *ctx, MQTTAsync_failureData *resp)
+{
+	(void)resp;
+	mqttc_switched(ctx);
+}
+
+bool mqttc_clean(struct mqttc *m)
+{
+	bool clean;
+
+	pthread_mutex_lock(&m->lock);
+	clean = m->clean;
+	pthread_mutex_unlock(&m->lock);
+	return clean;
+}
+
+enum rcs_err mqttc_reconnect(struct mqttc *m, bool clean)
+{
+	MQTTAsync_disconnectOptions d = MQTTAsync_disconnectOptions_initializer;
+	enum rcs_err err = RCS_OK;
+	int rc;
+
+	pthread_mutex_lock(&m->lock);
+	if (!m->connected || m->switching || m->stop) {
+		m->clean = clean; /* the next connect, whenever it comes */
+		pthread_mutex_unlock(&m->lock);
+		goto out;
+	}
+	m->clean = clean;
+	m->switching = true;
+	pthread_mutex_unlock(&m->lock);
+	log_info("reconnecting with a %s session", clean ? "clean" : "persistent");
+	d.timeout = 250;
+	d.onSuccess = mqttc_on_disconnect_ok;
+	d.onFailure = mqttc_on_disconnect_fail;
+	d.context = m;
+	pthread_rwlock_rdlock(&m->client_lock);
+	rc = MQTTAsync_disconnect(m->client, &d);
+	pthread_rwlock_unlock(&m->client_lock);
+	if (rc != MQTTASYNC_SUCCESS) {
+		pthread_mutex_lock(&m->lock);
+		m->switching = false;
+		pthread_mutex_unlock(&m->lock);
+		err = RCS_ERR_IO;
+	}
+out:
 	return err;
 }
 

@@ -92,6 +92,17 @@ enum rcs_err mqttc_publish(struct mqttc *m, const char *topic, const void *paylo
 uint64_t mqttc_delivered(struct mqttc *m);
 bool mqttc_wait_delivered(struct mqttc *m, uint64_t seen, const struct timespec *deadline);
 
+/*
+ * The session of the connects to come: clean (true: it ends with the connection, MQTT 3.1.1
+ * cleansession=1, so a client that dies leaves its subscriptions, shared ones too, at once)
+ * or persistent (false, the default of a new client: the broker keeps its subscriptions and
+ * queue while it is away). When connected, disconnects and connects again at once with it:
+ * on_lost, then on_connected. RCS_ERR_IO when the disconnect could not be asked for.
+ */
+enum rcs_err mqttc_reconnect(struct mqttc *m, bool clean);
+/* Whether the current (or next) connect's session is clean. */
+bool mqttc_clean(struct mqttc *m);
+
 /* Subscribes to filters (QoS 1 each). */
 enum rcs_err mqttc_subscribe(struct mqttc *m, const char *const *filters, size_t n);
 

@@ -130,7 +130,8 @@ static const struct cfg_opt serve_opts[] = {
     OPT("mqtt", CFG_STRLIST, mqtt, "URL",
 	"broker: tcp://host:port or ssl://host:port (repeatable: several brokers, failover)"),
     OPT("mqtt_shared_subscriptions", CFG_STRING, mqtt_shared_subscriptions, "auto|yes|no",
-	"status reports through a shared subscription (default no; auto: if the broker delivers)"),
+	"status reports through a shared subscription (default auto: shared database, broker "
+	"delivers)"),
     OPT_INT("events_qos", events_qos, 0, 1, "0|1",
 	    "QoS of the job and group events published (default 1)"),
     OPT("mqtt_client_id", CFG_STRING, mqtt_client_id, "ID",
@@ -544,7 +545,7 @@ static int cmd_serve(struct settings *s)
 	char *keep = NULL;
 	bool curl_ready = false;
 	char brokers[1024];
-	enum bridge_shared shared = BRIDGE_SHARED_NO;
+	enum bridge_shared shared = BRIDGE_SHARED_AUTO;
 	enum rcs_err err;
 
 	memset(&lc, 0, sizeof(lc));

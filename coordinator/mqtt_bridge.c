@@ -113,6 +113,10 @@ struct bridge {
 	bool plain_subscribed;          /* on this connection */
 	bool shared_active;
 	bool left; /* stopping: the broker answered the unsubscribe */
+	/* recovery of the reports a clean session lost (bridge_recover_step): the in-flight
+	 * jobs are sent again, a page at a time, after recover_after in ident order */
+	bool recover;
+	char recover_after[UUID_STR_LEN];
 
 	/* worker-only: the task version of the last envelope, reused by bulk sends */
 	char tv_task[UUID_STR_LEN];
@@ -701,10 +705,10 @@ static void hook_group_changed(void *ctx, const char *client_root, const char *g
 
 enum rcs_err bridge_shared_parse(const char *s, enum bridge_shared *out)
 {
-	if (s == NULL || strcmp(s, "no") == 0)
-		*out = BRIDGE_SHARED_NO;
-	else if (strcmp(s, "auto") == 0)
+	if (s == NULL || strcmp(s, "auto") == 0)
 		*out = BRIDGE_SHARED_AUTO;
+	else if (strcmp(s, "no") == 0)
+		*out = BRIDGE_SHARED_NO;
 	else if (strcmp(s, "yes") == 0)
 		*out = BRIDGE_SHARED_YES;
 	else
@@ -793,6 +797,10 @@ static void bridge_reports_subscribe(struct bridge *b)
 	 * the next start (and takes its session over) joins the group on its own */
 	if (mode == BRIDGE_SHARED_AUTO && !b->stable_client_id)
 		mode = BRIDGE_SHARED_NO;
+	/* one coordinator on its own database shares with no one: the persistent session
+	 * keeps the reports sent while it is away, and nothing is sent again at a start */
+	if (mode == BRIDGE_SHARED_AUTO && !b->claims)
+		mode = BRIDGE_SHARED_NO;
 	proto_topic_make(state, PROTO_STATE, PROTO_ANY, PROTO_ANY, NULL);
 	bridge_filter_plain(plain);
 	bridge_filter_shared(shared, sizeof(shared));
@@ -820,9 +828,9 @@ static void bridge_reports_subscribe(struct bridge *b)
 
 		mqttc_unsubscribe(b->mq, drop, 1, NULL, NULL);
 		log_info("status reports: plain subscription %s (%s)", plain,
-			 b->shared_mode == BRIDGE_SHARED_NO
-			     ? "mqtt_shared_subscriptions no"
-			     : "the client id changes at every start: give --node-id");
+			 b->shared_mode == BRIDGE_SHARED_NO ? "mqtt_shared_subscriptions no"
+			 : !b->claims ? "the database is not shared with other coordinators"
+				      : "the client id changes at every start: give --node-id");
 	}
 	bridge_kick(b);
 }
@@ -857,6 +865,79 @@ static void bridge_probe_topic(struct bridge *b, char *out, size_t len)
 	else if (!usable)
 		id = "rcs-coordinator";
 	snprintf(out, len, "%s%s", BRIDGE_PROBE_PREFIX, id);
+}
+
+/*
+ * What a clean session loses (docs/mqtt.md "Several coordinators"): the reports on their
+ * way to a coordinator that died, and those sent while no coordinator was connected. The
+ * in-flight jobs are sent again (the agent answers a repeat with the job's current status
+ * or final report), claimed like the other re-sends, BRIDGE_RESYNC_LIMIT at a time.
+ */
+static void bridge_recover_start(struct bridge *b, const char *why)
+{
+	pthread_mutex_lock(&b->lock);
+	b->recover = true;
+	b->recover_after[0] = '\0';
+	pthread_mutex_unlock(&b->lock);
+	log_info("sending the in-flight jobs again: %s", why);
+}
+
+/* The shared subscription is taken on a clean session: when no other coordinator runs,
+ * the reports sent while this one was not connected went nowhere. */
+static void bridge_recover_alone(struct bridge *b)
+{
+	long long others = 0;
+
+	if (b->claims && store_nodes_others(b->st, (int64_t)time(NULL), &others) != RCS_OK)
+		others = 0;
+	if (others == 0)
+		bridge_recover_start(b, "no other coordinator took the reports meanwhile");
+}
+
+/* Every second on a shared database: another coordinator's sign of life lapsed (it died),
+ * and this one removed its row: the reports on their way to it are asked for again. */
+static void bridge_recover_lapsed(struct bridge *b, int64_t now)
+{
+	long long n = 0;
+	char why[96];
+
+	if (!b->claims || !bridge_shared_active(b))
+		return;
+	if (store_nodes_lapsed(b->st, now, &n) != RCS_OK || n == 0)
+		return;
+	snprintf(why, sizeof(why), "%lld other coordinator%s stopped showing signs of life", n,
+		 n == 1 ? "" : "s");
+	bridge_recover_start(b, why);
+}
+
+/* One page of the recovery; true when more are left. */
+static bool bridge_recover_step(struct bridge *b, int64_t now)
+{
+	struct store_idents ids;
+	char after[UUID_STR_LEN];
+	bool more = false;
+
+	pthread_mutex_lock(&b->lock);
+	more = b->recover;
+	snprintf(after, sizeof(after), "%s", b->recover_after);
+	pthread_mutex_unlock(&b->lock);
+	if (!more || !mqttc_connected(b->mq))
+		return false;
+	more = false;
+	if (store_jobs_inflight(b->st, after, now, BRIDGE_RESYNC_LIMIT, &ids) == RCS_OK) {
+		more = ids.n == BRIDGE_RESYNC_LIMIT;
+		if (ids.n > 0) {
+			log_info("re-sending %zu in-flight jobs", ids.n);
+			snprintf(after, sizeof(after), "%s", ids.v[ids.n - 1]);
+			bridge_publish_idents(b, &ids, true);
+		}
+		store_idents_free(&ids);
+	}
+	pthread_mutex_lock(&b->lock);
+	b->recover = more;
+	snprintf(b->recover_after, sizeof(b->recover_after), "%s", after);
+	pthread_mutex_unlock(&b->lock);
+	return more;
 }
 
 /* Milliseconds until deadline (0 once it passed). */
@@ -958,7 +1039,21 @@ static int bridge_reports_step(struct bridge *b)
 		 * from an earlier run) goes */
 		const char *drop[1] = {plain};
 
+		if (!mqttc_clean(b->mq)) {
+			/* the shared subscription only in a session that ends with the connection:
+			 * a coordinator that dies leaves the group at once (docs/mqtt.md "Several
+			 * coordinators"); the clean connect subscribes and probes again */
+			pthread_mutex_lock(&b->lock);
+			b->probe = PROBE_IDLE;
+			pthread_mutex_unlock(&b->lock);
+			log_info("the broker delivers on a shared subscription of status reports:"
+				 " reconnecting with a clean session to take it");
+			if (mqttc_reconnect(b->mq, true) != RCS_OK)
+				log_warnx("cannot reconnect with a clean session");
+			break;
+		}
 		mqttc_unsubscribe(b->mq, drop, 1, NULL, NULL);
+		bridge_recover_alone(b);
 		pthread_mutex_lock(&b->lock);
 		b->probe = PROBE_IDLE;
 		b->shared_active = true;
@@ -973,6 +1068,19 @@ static int bridge_reports_step(struct bridge *b)
 	case PROBE_PLAIN: {
 		const char *drop[2] = {shared, probe};
 
+		if (mqttc_clean(b->mq)) {
+			/* the plain subscription in the persistent session, as without a shared
+			 * one (another broker after a failover) */
+			pthread_mutex_lock(&b->lock);
+			b->probe = PROBE_IDLE;
+			pthread_mutex_unlock(&b->lock);
+			log_info("status reports: no shared subscription (%s): reconnecting with a"
+				 " persistent session",
+				 why ? why : "refused");
+			if (mqttc_reconnect(b->mq, false) != RCS_OK)
+				log_warnx("cannot reconnect with a persistent session");
+			break;
+		}
 		mqttc_unsubscribe(b->mq, drop, b->shared_mode == BRIDGE_SHARED_AUTO ? 2 : 1, NULL,
 				  NULL);
 		if (!plain_subscribed) {
@@ -1046,7 +1154,8 @@ static void bridge_reports_leave(struct bridge *b)
 {
 	char shared[PROTO_MAX_TOPIC + 32], plain[PROTO_MAX_TOPIC];
 
-	if (!bridge_shared_active(b) || !mqttc_connected(b->mq))
+	/* a clean session leaves the group with its connection */
+	if (!bridge_shared_active(b) || !mqttc_connected(b->mq) || mqttc_clean(b->mq))
 		return;
 	bridge_filter_plain(plain);
 	bridge_filter_shared(shared, sizeof(shared));
@@ -1372,6 +1481,10 @@ static void *bridge_worker(void *arg)
 			bridge_send_ready(b, NULL, now);
 		if (sweep && mqttc_connected(b->mq))
 			bridge_resend_stale(b, now);
+		if (due && mqttc_connected(b->mq))
+			bridge_recover_lapsed(b, now);
+		if (bridge_recover_step(b, now))
+			wait_ms = 0;
 		/* envelopes the client refused (its queue was full): again, after a pause */
 		pthread_mutex_lock(&b->lock);
 		retry = NULL;

@@ -647,6 +647,13 @@ enum rcs_err store_claims_release(struct store *st);
 enum rcs_err store_node_beat(struct store *st, int64_t now);
 /* How many other nodes showed a sign of life within the lease before now. */
 enum rcs_err store_nodes_others(struct store *st, int64_t now, long long *n);
+/* Removes the rows of the other nodes whose sign of life lapsed (none within the lease before
+ * now); *n: how many this node removed (0 when another node took them first). */
+enum rcs_err store_nodes_lapsed(struct store *st, int64_t now, long long *n);
+/* Up to limit in-flight jobs (sent, not ended on the device) of online devices, with an ident
+ * after `after` ("" or NULL: from the first), claimed to be sent again. */
+enum rcs_err store_jobs_inflight(struct store *st, const char *after, int64_t now, size_t limit,
+				 struct store_idents *out);
 /* This node stops: its row goes. */
 enum rcs_err store_node_gone(struct store *st);
 /* Calls fn (on a thread of the store's) whenever another transaction committed work that

@@ -194,6 +194,23 @@ enum rcs_err store_jobs_orphaned(struct store *st, int64_t now, size_t limit,
 	    NULL, now, 0, limit, out);
 }
 
+/* The in-flight jobs of online devices after ?1 in ident order (recovery of the reports a
+ * clean session lost), claimable. */
+#define JOBS_INFLIGHT_AFTER(lock)                                                                  \
+	"SELECT j.ident FROM jobs j JOIN devices d ON d.entity_ident = j.entity_ident AND"         \
+	" d.client_root = j.client_root WHERE " JOBS_INFLIGHT " AND j.ident > ?1 AND"              \
+	" d.online = 1 AND ?2 = ?2 AND ?3 = ?3 AND " STORE_CLAIM_FREE(                             \
+	    "?5", "?2") " ORDER BY j.ident LIMIT ?4" lock
+
+enum rcs_err store_jobs_inflight(struct store *st, const char *after, int64_t now, size_t limit,
+				 struct store_idents *out)
+{
+	return store_idents_query(st,
+				  STORE_SQL(st, CLAIM_JOBS(JOBS_INFLIGHT_AFTER("")),
+					    CLAIM_JOBS(JOBS_INFLIGHT_AFTER(LOCK_J_PG))),
+				  after ? after : "", now, 0, limit, out);
+}
+
 enum rcs_err store_jobs_clock_back(struct store *st, int64_t now)
 {
 	struct store_stmt *s = NULL;
@@ -437,6 +454,21 @@ enum rcs_err store_nodes_others(struct store *st, int64_t now, long long *n)
 	return store_get_one(st,
 			     "SELECT count(*) FROM nodes WHERE node_id != ?1 AND"
 			     " seen_at >= CAST(?2 AS INTEGER)",
+			     store_claim_node(st), since, NULL, node_count_row, n);
+}
+
+enum rcs_err store_nodes_lapsed(struct store *st, int64_t now, long long *n)
+{
+	char since[32];
+
+	*n = 0;
+	snprintf(since, sizeof(since), "%lld",
+		 (long long)(now - (st->claim_lease > 0 ? st->claim_lease : STORE_LEASE_DEFAULT)));
+	/* the row's removal is the claim: of several nodes that see the lapse, one removes it */
+	return store_get_one(st,
+			     "WITH gone AS (DELETE FROM nodes WHERE node_id != ?1 AND"
+			     " seen_at < CAST(?2 AS INTEGER) RETURNING node_id)"
+			     " SELECT count(*) FROM gone",
 			     store_claim_node(st), since, NULL, node_count_row, n);
 }
 

@@ -95,7 +95,7 @@ def start_signing_stack(workdir, signing_key, coord_args=()):
     coord = Coordinator(workdir, extra_args=args + list(coord_args))
     tenant = coord.init_tenant(user="admin")
     coord.start()
-    wait_for(lambda: "connected to" in coord.read_log(), timeout=20,
+    wait_for(lambda: "status reports: " in coord.read_log(), timeout=20,
              what="the coordinator connected to the broker")
     return broker, coord, tenant
 

@@ -412,7 +412,7 @@ class SecurityTest(unittest.TestCase):
             keys[name] = cls.coord.create_key(a["client_root"], user, role)
             SECRETS.append(keys[name]["api_key"])
         cls.coord.start()
-        wait_for(lambda: "connected to" in cls.coord.read_log(), timeout=20,
+        wait_for(lambda: "status reports: " in cls.coord.read_log(), timeout=20,
                  what="the coordinator connected to the broker")
         cls.monitor = Monitor(cls.broker.port).start()
         api = lambda k: RecApi(cls.coord.base, k)  # noqa: E731

@@ -184,7 +184,7 @@ class CliTest(unittest.TestCase):
         broker.start()
         self.addCleanup(broker.stop)
         c = self.start(first, ["--mqtt", broker.url])
-        wait_for(lambda: "connected to" in c.read_log(), what="first coordinator connected")
+        wait_for(lambda: "status reports: " in c.read_log(), what="first coordinator connected")
         msg = self.serve_fails("--db", second, "--listen", "127.0.0.1:%d" % c.port,
                                "--scripts-dir", SCRIPTS_DIR, "--mqtt", broker.url)
         self.assertIn("cannot listen on 127.0.0.1:%d: the address is in use" % c.port, msg)

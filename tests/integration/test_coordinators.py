@@ -191,6 +191,8 @@ class Receiver:
 
 @unittest.skipUnless(pg_server.available(), "PostgreSQL's server is not installed")
 class TwoCoordinatorsTest(unittest.TestCase):
+    # how the coordinators take the status reports (docs/mqtt.md "Several coordinators")
+    SHARED = "no"
     """PostgreSQL, one mosquitto, SMTP and webhook receivers, coordinators a and b."""
 
     @classmethod
@@ -208,7 +210,8 @@ class TwoCoordinatorsTest(unittest.TestCase):
             c = Coordinator(cls.workdir, db=cls.db, extra_args=(
                 "--node-id", node, "--lease", str(LEASE), "--mqtt", cls.broker.url,
                 "--resend-after", "3600", "--smtp-url", cls.smtp.url, "--smtp-from", FROM,
-                "--webhook-allow-net", "127.0.0.1/32", "--webhook-retry-base", "1"))
+                "--webhook-allow-net", "127.0.0.1/32", "--webhook-retry-base", "1",
+                "--mqtt-shared-subscriptions", cls.SHARED))
             cls.coords.append(c)
         tenant = cls.coords[0].init_tenant(user="admin")
         cls.client_root = tenant["client_root"]
@@ -216,8 +219,13 @@ class TwoCoordinatorsTest(unittest.TestCase):
             c.start()
         cls.a, cls.b = (c.api(tenant["api_key"]) for c in cls.coords)
         for c in cls.coords:
-            wait_for(lambda c=c: "connected to" in c.read_log(), timeout=20,
+            wait_for(lambda c=c: "status reports: " in c.read_log(), timeout=20,
                      what="coordinator connected to the broker")
+        if cls.SHARED != "no":
+            # the probe passed and the clean session took the shared subscription
+            for c in cls.coords:
+                wait_for(lambda c=c: "status reports: shared subscription" in c.read_log(),
+                         timeout=30, what="the shared subscription taken")
 
     @classmethod
     def tearDownClass(cls):
@@ -418,7 +426,9 @@ class TwoCoordinatorsTest(unittest.TestCase):
         ents, fleet = self.devices("bulk", n, max_delay=3.0)
         task = self.task(self.a, "bulk")
         # b held still (SIGSTOP) while a sends, so that a holds the claims when it dies
-        # (its MQTT session keeps the reports for it meanwhile)
+        # (plain: b's MQTT session keeps the reports for it meanwhile; shared: a's clean
+        # session ends with its connection, b takes every report from then on, and sends
+        # the jobs in flight again once a's sign of life lapsed, for the reports a lost)
         b = self.coords[1]
         os.kill(b.proc.pid, signal.SIGSTOP)
         try:
@@ -441,7 +451,8 @@ class TwoCoordinatorsTest(unittest.TestCase):
                   file=sys.stderr)
         finally:
             os.kill(b.proc.pid, signal.SIGCONT)
-        self.wait_terminal(self.b, list(jobs.values()), LEASE + 60)
+        # no 60 s re-send (--resend-after 3600): the lease and a few seconds
+        self.wait_terminal(self.b, list(jobs.values()), LEASE + 20)
         print("all terminal %.1f s after the kill" % (time.time() - killed), file=sys.stderr)
         for e in ents:
             self.assertEqual(fleet.ran(e), [jobs[e]], "device %s ran its job once" % e)
@@ -449,6 +460,11 @@ class TwoCoordinatorsTest(unittest.TestCase):
         for e in ents[::10]:
             self.assertOnceEach(self.b, jobs[e])
         self.assertTrue(b.alive())
+
+
+class TwoCoordinatorsSharedTest(TwoCoordinatorsTest):
+    """The same with the status reports through the shared subscription (clean sessions)."""
+    SHARED = "auto"
 
 
 if __name__ == "__main__":

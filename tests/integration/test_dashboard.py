@@ -75,7 +75,7 @@ class TestDashboard(unittest.TestCase):
         cls.client_root = tenant["client_root"]
         cls.key = tenant["api_key"]
         cls.coord.start()
-        wait_for(lambda: "connected to" in cls.coord.read_log(), timeout=20,
+        wait_for(lambda: "status reports: " in cls.coord.read_log(), timeout=20,
                  what="the coordinator connected to the broker")
         cls.api = cls.coord.api(cls.key)
         cls.devices = []

@@ -3,15 +3,16 @@
 
 Two coordinators (--node-id n1 and n2) on one PostgreSQL database (pg_server.py) and one
 mosquitto. With --mqtt-shared-subscriptions auto both find, by the probe, that
-the broker delivers on a shared subscription and subscribe to reports as
+the broker delivers on a shared subscription, connect again with a clean session (so that
+one that dies leaves the group at once) and subscribe to reports as
 $share/rcs-coordinators/...; a bulk send (by tag) to scripted devices ends with every job
 terminated, and each report the devices sent was received by exactly one coordinator: the
 coordinators' rcs_mqtt_reports_received_total add up to the reports sent, both received
 some, and the (job, seq) pairs their --debug logs show applied are disjoint and together all
 of them. Job events still come at QoS 1 (--events-qos's default). Both stop cleanly.
 
-Started again with --mqtt-shared-subscriptions no (same node ids, so their sessions on the
-broker are kept), each coordinator receives every report of the next bulk send.
+Started again with --mqtt-shared-subscriptions no (same node ids; their clean sessions
+ended with their connections, so nothing of the shared group is left), each coordinator receives every report of the next bulk send.
 
 A broker that accepts the shared subscription but delivers nothing on it (here: a
 mosquitto whose ACL lets no one read the probe's topic, as NATS 2.9 does for any $share/
@@ -234,6 +235,7 @@ class SharedSubscriptionTest(unittest.TestCase):
                      in n.coord.read_log(), timeout=20,
                      what="node %s on the shared subscription" % n.node_id)
             self.assertEqual(n.metric("rcs_mqtt_shared_subscription"), 1)
+            self.assertIn("reconnecting with a clean session", n.coord.read_log())
         events = EventQos(self.broker, "rcs/v1/%s/events/#" % self.client_root)
         try:
             before = len(self.sent())
@@ -252,9 +254,8 @@ class SharedSubscriptionTest(unittest.TestCase):
         note("shared: %d reports, received %r" % (len(sent), got))
         for n in (n1, n2):
             self.assertEqual(n.coord.stop(), 0, n.coord.read_log())
-            self.assertIn("left the shared subscription", n.coord.read_log())
 
-        # the same nodes (same sessions on the broker) with shared subscriptions off
+        # the same nodes (their clean sessions ended with them) with shared subscriptions off
         m1, m2 = self.start_nodes(("--mqtt-shared-subscriptions", "no"))
         for n in (m1, m2):
             n.coord.start()

@@ -104,7 +104,7 @@ class NotifyTest(CoordinatorTest):
 
     @classmethod
     def wait_connected(cls, mark=0):
-        wait_for(lambda: "connected to" in cls.log_text()[mark:], timeout=20,
+        wait_for(lambda: "status reports: " in cls.log_text()[mark:], timeout=20,
                  what="the coordinator connected to the broker")
 
     @classmethod

@@ -17,13 +17,15 @@ from rcs_harness import Agent, CoordinatorTest, FakeDevice, Mosquitto, list_all,
 class ScriptedDevice(FakeDevice):
     """A fake device whose answers are scripted per attempt: outcomes is a list of
     (status, error) for its 1st, 2nd, ... job ((\"terminated\", None) when it runs out);
-    hold=True leaves jobs at edge_running until finish() is called."""
+    hold=True leaves jobs at edge_running until finish() is called. A repeated envelope of a
+    finished job is answered with its final report again, as the agent does."""
 
     def __init__(self, broker, client_root, entity_ident, outcomes=(), hold=False, tags=()):
         super().__init__(broker, client_root, entity_ident, auto=False, tags=tags)
         self.outcomes = list(outcomes)
         self.hold = hold
         self.held = []
+        self.finals = {}  # job -> its final report
 
     def _on_message(self, client, userdata, msg):
         super()._on_message(client, userdata, msg)
@@ -35,6 +37,10 @@ class ScriptedDevice(FakeDevice):
             first = [e["job"] for e in self.envelopes].count(job) == 1
             n = len(set(e["job"] for e in self.envelopes))
         if not first:
+            with self.lock:
+                final = self.finals.get(job)
+            if final is not None:
+                self.client.publish(self._status_topic(job), final, qos=1)
             return
         for st in ("edge_transmitted", "edge_started", "edge_running"):
             self.report(job, st)
@@ -55,6 +61,8 @@ class ScriptedDevice(FakeDevice):
                 "response": "ok" if status == "terminated" else "failed"}
         if error:
             body["error"] = error
+        with self.lock:
+            self.finals[job] = json.dumps(body)
         self.client.publish(self._status_topic(job), json.dumps(body), qos=1)
 
 

@@ -416,6 +416,19 @@ static void test_queues(void **state)
 		assert_idents(&ids, want, 1);
 		store_idents_free(&ids);
 	}
+	/* every in-flight job of online devices, a page at a time after an ident */
+	{
+		const char *const want[] = {JOB("04"), JOB("05"), JOB("07")};
+		assert_int_equal(store_jobs_inflight(f->st, NULL, NOW, 10, &ids), RCS_OK);
+		assert_idents(&ids, want, 3);
+		store_idents_free(&ids);
+		assert_int_equal(store_jobs_inflight(f->st, "", NOW, 2, &ids), RCS_OK);
+		assert_idents(&ids, want, 2);
+		store_idents_free(&ids);
+		assert_int_equal(store_jobs_inflight(f->st, JOB("05"), NOW, 2, &ids), RCS_OK);
+		assert_idents(&ids, want + 2, 1);
+		store_idents_free(&ids);
+	}
 	{
 		const char *const want[] = {JOB("06"), JOB("07")};
 		assert_int_equal(store_jobs_expired(f->st, NOW, 10, &ids), RCS_OK);
