@@ -9,9 +9,10 @@ tools/provision-device.sh appends the blocks of coordinator accounts. The coordi
 account (one of several: --node-id n1, rcs-coordinator-n1) and the devices A and B
 (created in a real coordinator's inventory through the REST API) are provisioned with
 tools/provision-device.sh, which also reloads the broker (--broker-pid). The coordinator
-logs in with its account, and its probe finds the shared subscription delivered; a second
+logs in with its account (on its own SQLite database: the plain subscription); a second
 coordinator's account (n2) gets its rights the same way, once however often it is made,
-and no device reads the probe's topics; the single account rcs-coordinator still works.
+and n2, on PostgreSQL, finds by its probe the shared subscription delivered under the ACL;
+no device reads the probe's topics; the single account rcs-coordinator still works.
 
 Checked with paho clients, by effects (mosquitto 2.0 denies silently: a denied PUBLISH is
 acknowledged and dropped, a denied subscription is granted in the SUBACK but delivers
@@ -44,6 +45,7 @@ import uuid
 
 import paho.mqtt.client as mqtt
 
+import pg_server
 from rcs_harness import (SOURCE_DIR, Agent, Coordinator, FakeDevice, Mosquitto,
                          make_ec_keypair, wait_for)
 
@@ -814,10 +816,13 @@ class BrokerAclTest(unittest.TestCase):
 
     # -- several coordinators --------------------------------------------------------------
 
+    @unittest.skipUnless(pg_server.available(), "PostgreSQL's server is not installed")
     def test_several_coordinators(self):
-        # the probe came back under the ACL: reports through the shared subscription
-        wait_for(lambda: "status reports: shared subscription" in self.coord.read_log(),
-                 what="the coordinator's probe delivered:\n" + self.coord.read_log()[-2000:])
+        # n1 on its own SQLite database shares with no one: the plain subscription
+        wait_for(lambda: "status reports: plain subscription" in self.coord.read_log(),
+                 what="n1's subscription:\n" + self.coord.read_log()[-2000:])
+        self.assertIn("(the database is not shared with other coordinators)",
+                      self.coord.read_log())
         spy = self.device_a()
         spy.subscribe("#", "rcs/v1/_coordinators/#", "rcs/v1/_coordinators/probe/+")
         pid = str(self.broker.proc.pid)
@@ -832,7 +837,9 @@ class BrokerAclTest(unittest.TestCase):
         self.assertEqual(acl.count("\nuser rcs-coordinator-n1\n"), 1)
         wait_for(lambda: self.try_login("rcs-coordinator-n2", acct["mqtt_password"]) == 0,
                  what="n2 can log in")
-        c2 = Coordinator(self.workdir, db=os.path.join(self.workdir, "n2.db"), extra_args=[
+        # n2 on PostgreSQL (a database others may share): the probe came back under the
+        # ACL, reports through the shared subscription
+        c2 = Coordinator(self.workdir, db=pg_server.shared().create_db(), extra_args=[
             "--mqtt", self.broker.url, "--mqtt-username", acct["mqtt_username"],
             "--mqtt-password", acct["mqtt_password"], "--node-id", "n2",
             "--mqtt-shared-subscriptions", "auto"])

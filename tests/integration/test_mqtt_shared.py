@@ -273,8 +273,10 @@ class SharedSubscriptionTest(unittest.TestCase):
             self.assertEqual(n.coord.stop(), 0, n.coord.read_log())
 
 
+@unittest.skipUnless(pg_server.available(), "PostgreSQL's server is not installed")
 class ProbeNotDeliveredTest(unittest.TestCase):
-    """auto on a broker that takes the shared subscription but delivers nothing on it."""
+    """auto on a broker that takes the shared subscription but delivers nothing on it (a
+    coordinator on PostgreSQL: auto probes only on a database shared with others)."""
 
     def test_auto_falls_back_to_plain(self):
         w = tempfile.mkdtemp(prefix="rcs-shared-acl-")
@@ -285,8 +287,8 @@ class ProbeNotDeliveredTest(unittest.TestCase):
                     "topic readwrite rcs/v1/+/+/state\n"
                     "topic readwrite rcs/v1/+/events/#\n")
         broker = Mosquitto(w, extra_conf="acl_file %s\n" % acl).start()
-        coord = Coordinator(w, extra_args=["--mqtt", broker.url,
-                                           "--mqtt-shared-subscriptions", "auto"])
+        coord = Coordinator(w, db=pg_server.shared().create_db(), extra_args=[
+            "--mqtt", broker.url, "--node-id", "n1", "--mqtt-shared-subscriptions", "auto"])
         dev = None
         try:
             tenant = coord.init_tenant(user="admin")
