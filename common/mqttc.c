@@ -18,6 +18,7 @@
 
 #include "log.h"
 #include "uuid.h"
+#include "text.h"
 
 /* How long a lost client waits for paho's threads to leave our callbacks
  * before it is destroyed (a callback may be journaling a message to flash). */
@@ -154,20 +155,6 @@ static int mqttc_url_index(const struct mqttc *m, const char *uri)
 	return 0;
 }
 
-/* "tcp://a:1, tcp://b:2" (cut short to fit out) for the logs. */
-static void mqttc_url_list(const struct mqttc *m, char *out, size_t len)
-{
-	size_t used = 0;
-
-	out[0] = '\0';
-	for (size_t i = 0; i < m->nurls && used < len; i++) {
-		int w = snprintf(out + used, len - used, "%s%s", i ? ", " : "", m->urls[i]);
-		if (w < 0)
-			break;
-		used += (size_t)w;
-	}
-}
-
 static void mqttc_on_connect_ok(void *ctx, MQTTAsync_successData *resp)
 {
 	struct mqttc *m = ctx;
@@ -203,7 +190,7 @@ static void mqttc_on_connect_fail(void *ctx, MQTTAsync_failureData *resp)
 	if ((m->attempt == 0 || log_enabled(LOG_LVL_DEBUG)) && m->nurls > 1) {
 		char list[1024];
 
-		mqttc_url_list(m, list, sizeof(list));
+		text_join(m->urls, m->nurls, ", ", list, sizeof(list));
 		log_warnx("cannot connect to any of %s: %s (code %d), retrying", list,
 			  resp && resp->message ? resp->message : "no answer",
 			  resp ? resp->code : 0);

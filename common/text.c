@@ -1,7 +1,9 @@
 /*
- * text.c - UTF-8 and hex. See text.h.
+ * text.c - UTF-8, hex and lists joined. See text.h.
  */
 #include "text.h"
+
+#include <stdio.h>
 
 bool text_utf8_next(const unsigned char *s, size_t n, size_t *i, uint32_t *cp)
 {
@@ -67,4 +69,20 @@ void text_hex_encode(const unsigned char *in, size_t n, char *out)
 		out[2 * i + 1] = hex[in[i] & 0xf];
 	}
 	out[2 * n] = '\0';
+}
+
+void text_join(char *const *items, size_t n, const char *sep, char *out, size_t len)
+{
+	size_t used = 0;
+
+	if (len == 0)
+		return;
+	out[0] = '\0';
+	for (size_t i = 0; i < n && used < len; i++) {
+		int w = snprintf(out + used, len - used, "%s%s", i ? sep : "", items[i]);
+
+		if (w < 0)
+			break;
+		used += (size_t)w;
+	}
 }

@@ -1,5 +1,5 @@
 /*
- * text.h - UTF-8 and hex, the one implementation both daemons use (JSON bodies,
+ * text.h - UTF-8, hex and lists joined, the one implementation both daemons use (JSON bodies,
  * canonical JSON, digests, identifiers, what scripts hand back).
  */
 #ifndef RCS_TEXT_H
@@ -19,5 +19,7 @@ bool text_utf8_next(const unsigned char *s, size_t n, size_t *i, uint32_t *cp);
 bool text_utf8_valid(const char *s, size_t n);
 /* Lowercase hex of in (n bytes) into out, which holds 2 * n + 1 bytes (NUL-terminated). */
 void text_hex_encode(const unsigned char *in, size_t n, char *out);
+/* items[0..n) joined by sep into out (len bytes, NUL-terminated; cut short to fit). */
+void text_join(char *const *items, size_t n, const char *sep, char *out, size_t len);
 
 #endif

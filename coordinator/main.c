@@ -35,6 +35,7 @@
 #include "webhooks.h"
 #include "metrics.h"
 #include "node.h"
+#include "text.h"
 
 #define SCRIPT_FILE_MAX (256 * 1024)
 
@@ -490,20 +491,6 @@ static enum rcs_err load_stock_scripts(struct store *st, const char *dir)
 	return err;
 }
 
-/* The brokers of --mqtt as one line for the logs. */
-static void brokers_shown(const struct cfg_strlist *l, char *out, size_t len)
-{
-	size_t used = 0;
-
-	out[0] = '\0';
-	for (size_t i = 0; i < l->n && used < len; i++) {
-		int w = snprintf(out + used, len - used, "%s%s", i ? ", " : "", l->items[i]);
-		if (w < 0)
-			break;
-		used += (size_t)w;
-	}
-}
-
 static bool main_bridge_up(void *ctx)
 {
 	return bridge_connected(ctx);
@@ -592,7 +579,7 @@ static int cmd_serve(struct settings *s)
 		rc = 2;
 		goto out;
 	}
-	brokers_shown(&s->mqtt, brokers, sizeof(brokers));
+	text_join(s->mqtt.items, s->mqtt.n, ", ", brokers, sizeof(brokers));
 	if (webhook_guard_new((const char *const *)s->webhook_allow_net.items,
 			      s->webhook_allow_net.n, &guard, why, sizeof(why)) != RCS_OK) {
 		fprintf(stderr, "rcs-coordinator: %s\n", why);

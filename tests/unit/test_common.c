@@ -135,6 +135,25 @@ static void test_text(void **state)
 	assert_string_equal(hex, "");
 }
 
+static void test_text_join(void **state)
+{
+	char *items[] = {"tcp://a:1", "tcp://b:2", "ssl://c:3"};
+	char out[64], small[12];
+
+	(void)state;
+	text_join(items, 3, ", ", out, sizeof(out));
+	assert_string_equal(out, "tcp://a:1, tcp://b:2, ssl://c:3");
+	text_join(items, 1, ", ", out, sizeof(out));
+	assert_string_equal(out, "tcp://a:1");
+	text_join(items, 0, ", ", out, sizeof(out));
+	assert_string_equal(out, "");
+	/* cut short, NUL-terminated within the buffer */
+	text_join(items, 3, ", ", small, sizeof(small));
+	assert_string_equal(small, "tcp://a:1, ");
+	text_join(items, 3, ", ", small, 1);
+	assert_string_equal(small, "");
+}
+
 static void test_jsonu_parse(void **state)
 {
 	json_object *o = NULL;
@@ -551,6 +570,7 @@ int main(void)
 	    cmocka_unit_test(test_status_order),
 	    cmocka_unit_test(test_buf_ceiling),
 	    cmocka_unit_test(test_text),
+	    cmocka_unit_test(test_text_join),
 	    cmocka_unit_test(test_jsonu_parse),
 	    cmocka_unit_test(test_jsonu_getters),
 	    cmocka_unit_test(test_cfg_file_and_args),
