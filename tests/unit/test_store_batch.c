@@ -276,6 +276,51 @@ static void test_full(void **state)
 	}
 }
 
+/* A batch left open between its callers (a caller ended its savepoint while another
+ * waited for the lock) is committed by the next one to take the lock outside a
+ * transaction (the scheduler's or the bridge's statements), before it runs anything:
+ * the caller waiting for that commit is answered, its row is there. */
+static void test_direct_locker_commits_open_batch(void **state)
+{
+	struct fixture *f = *state;
+	struct writer w;
+	pthread_t t;
+	bool open = false;
+	int waited;
+
+	if (!f->st->group)
+		skip(); /* group commit is SQLite's */
+	memset(&w, 0, sizeof(w));
+	w.f = f;
+	/* one more caller "waiting" for the lock: the writer's end leaves the batch open */
+	pthread_mutex_lock(&f->st->gmu);
+	f->st->queued++;
+	pthread_mutex_unlock(&f->st->gmu);
+	assert_int_equal(pthread_create(&t, NULL, writer_run, &w), 0);
+	for (waited = 0; !open; waited++) {
+		assert_true(waited < 30000); /* 30 s */
+		usleep(1000);
+		/* under the lock the writer is outside: before its batch, or waiting for it */
+		pthread_mutex_lock(&f->st->lock);
+		open = f->st->batch != NULL;
+		pthread_mutex_unlock(&f->st->lock);
+	}
+	pthread_mutex_lock(&f->st->gmu);
+	f->st->queued--;
+	pthread_mutex_unlock(&f->st->gmu);
+	/* the writer's row is not committed yet: it waits for its batch */
+	assert_false(committed(f, w.ident));
+	/* a statement outside any transaction (a ping here) commits the batch first */
+	assert_int_equal(store_ping(f->st), RCS_OK);
+	for (waited = 0; !committed(f, w.ident); waited++) {
+		assert_true(waited < 30000);
+		usleep(1000);
+	}
+	pthread_join(t, NULL);
+	assert_int_equal(w.result, RCS_OK);
+	assert_int_equal(w.actions_committed, 1);
+}
+
 /* Another connection's write, committed: an UPDATE of sql with the one parameter. */
 static void other_connection(struct fixture *f, const char *sql)
 {
@@ -339,6 +384,7 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(test_failed_commit, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_full, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_readers, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_direct_locker_commits_open_batch, setup, teardown),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
