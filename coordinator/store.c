@@ -78,6 +78,7 @@ void store_stmt_done(struct store *st, struct store_stmt *s)
 
 enum rcs_err store_next(struct store *st, struct store_stmt *s, const char *what, bool *row)
 {
+	s->ran = true;
 	return st->be->step(st, s, what, row);
 }
 
@@ -85,6 +86,7 @@ enum rcs_err store_done(struct store *st, struct store_stmt *s, const char *what
 {
 	bool row = false;
 
+	s->ran = true;
 	return st->be->step(st, s, what, &row);
 }
 

@@ -33,6 +33,9 @@ enum store_dialect { STORE_DIALECT_SQLITE, STORE_DIALECT_POSTGRES };
 
 struct store_stmt {
 	const struct store_backend *be;
+	/* stepped since it was prepared or reset: binding it again resets it first, so a
+	 * statement is run once per set of arguments (a loop over idents) */
+	bool ran;
 };
 
 struct store_backend {
@@ -45,6 +48,8 @@ struct store_backend {
 	enum rcs_err (*prepare)(struct store *st, const char *sql, bool cached,
 				struct store_stmt **out);
 	void (*release)(struct store *st, struct store_stmt *s);
+	/* ready to run again (its arguments kept, to be bound anew) */
+	void (*reset)(struct store_stmt *s);
 	/* *row true: a row is there to read; false: done */
 	enum rcs_err (*step)(struct store *st, struct store_stmt *s, const char *what, bool *row);
 	void (*bind_text)(struct store_stmt *s, int i, const char *v, size_t len);
@@ -177,8 +182,18 @@ enum rcs_err store_done(struct store *st, struct store_stmt *s, const char *what
 long long store_changes(struct store *st);
 
 /* Parameters, numbered from 1: text NULL binds NULL; store_arg_opt_int binds 0 as NULL. */
+/* A statement that ran is reset before its arguments are bound again. */
+static inline void store_arg_ready(struct store_stmt *s)
+{
+	if (s->ran) {
+		s->be->reset(s);
+		s->ran = false;
+	}
+}
+
 static inline void store_arg_text(struct store_stmt *s, int i, const char *v)
 {
+	store_arg_ready(s);
 	if (v)
 		s->be->bind_text(s, i, v, (size_t)-1);
 	else
@@ -186,14 +201,17 @@ static inline void store_arg_text(struct store_stmt *s, int i, const char *v)
 }
 static inline void store_arg_textn(struct store_stmt *s, int i, const char *v, size_t len)
 {
+	store_arg_ready(s);
 	s->be->bind_text(s, i, v, len);
 }
 static inline void store_arg_int(struct store_stmt *s, int i, long long v)
 {
+	store_arg_ready(s);
 	s->be->bind_int(s, i, v);
 }
 static inline void store_arg_null(struct store_stmt *s, int i)
 {
+	store_arg_ready(s);
 	s->be->bind_null(s, i);
 }
 static inline void store_arg_opt_int(struct store_stmt *s, int i, long long v)

@@ -711,6 +711,16 @@ static bool pg_rolled_back(const char *sql, PGresult *r)
 	return strcmp(sql, "COMMIT") == 0 && strcmp(PQcmdStatus(r), "ROLLBACK") == 0;
 }
 
+static void pg_reset(struct store_stmt *s)
+{
+	struct pg_stmt *w = pg(s);
+
+	PQclear(w->res);
+	w->res = NULL;
+	w->ran = false;
+	w->row = w->n_rows = 0;
+}
+
 static enum rcs_err pg_step(struct store *st, struct store_stmt *s, const char *what, bool *row)
 {
 	struct pg_stmt *w = pg(s);
@@ -916,6 +926,7 @@ static const struct store_backend pg_backend = {
     .prepare = pg_prepare,
     .release = pg_release,
     .step = pg_step,
+    .reset = pg_reset,
     .bind_text = pg_bind_text,
     .bind_int = pg_bind_int,
     .bind_null = pg_bind_null,

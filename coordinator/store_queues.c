@@ -472,6 +472,17 @@ enum rcs_err store_nodes_lapsed(struct store *st, int64_t now, long long *n)
 			     store_claim_node(st), since, NULL, node_count_row, n);
 }
 
+enum rcs_err store_node_left(struct store *st, bool *found)
+{
+	long long n = 0;
+	enum rcs_err err;
+
+	err = store_get_one(st, "SELECT count(*) FROM nodes WHERE node_id = ?1",
+			    store_claim_node(st), NULL, NULL, node_count_row, &n);
+	*found = err == RCS_OK && n > 0;
+	return err;
+}
+
 enum rcs_err store_node_gone(struct store *st)
 {
 	return store_write(st, "DELETE FROM nodes WHERE node_id = ?1", NULL, 1,

@@ -404,6 +404,7 @@ static enum rcs_err sq_prepare(struct store *st, const char *sql, bool cached,
 		goto out;
 	}
 	w->base.be = &sq_backend;
+	w->base.ran = false;
 	w->s = s;
 	*out = &w->base;
 out:
@@ -414,6 +415,11 @@ static void sq_release(struct store *st, struct store_stmt *s)
 {
 	db_release(&sq_conn(st)->cache, sq(s));
 	free(s);
+}
+
+static void sq_reset(struct store_stmt *s)
+{
+	sqlite3_reset(sq(s)); /* its error was the step's, reported there */
 }
 
 static enum rcs_err sq_step(struct store *st, struct store_stmt *s, const char *what, bool *row)
@@ -522,6 +528,7 @@ static const struct store_backend sq_backend = {
     .prepare = sq_prepare,
     .release = sq_release,
     .step = sq_step,
+    .reset = sq_reset,
     .bind_text = sq_bind_text,
     .bind_int = sq_bind_int,
     .bind_null = sq_bind_null,

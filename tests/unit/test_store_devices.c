@@ -591,19 +591,23 @@ static void test_claims(void **state)
 	assert_int_equal(ib.n, 1);
 	assert_string_equal(ib.v[0], JOB("10"));
 	store_idents_free(&ib);
-	/* the broker acknowledged a's envelope: the claim ends */
+	/* the broker acknowledged a's envelopes: their claims end, every one of the list (one
+	 * statement run once per job) */
 	sql(f, "UPDATE jobs SET claimed_by = 'node-a', lease_until = 1700000015"
-	       " WHERE ident = '" JOB("10") "'");
-	ia.v = calloc(1, sizeof(*ia.v));
+	       " WHERE ident IN ('" JOB("10") "', '" JOB("11") "', '" JOB("12") "')");
+	ia.v = calloc(3, sizeof(*ia.v));
 	assert_non_null(ia.v);
 	snprintf(ia.v[0], sizeof(ia.v[0]), "%s", JOB("10"));
-	ia.n = 1;
+	snprintf(ia.v[1], sizeof(ia.v[1]), "%s", JOB("11"));
+	snprintf(ia.v[2], sizeof(ia.v[2]), "%s", JOB("12"));
+	ia.n = 3;
 	assert_int_equal(store_jobs_unclaim(f->st, &ia), RCS_OK);
 	store_idents_free(&ia);
-	assert_int_equal(sql_int(f, "SELECT count(*) FROM jobs WHERE ident = '" JOB(
-					"10") "' AND"
-					      " claimed_by IS NULL AND lease_until IS NULL"),
-			 1);
+	assert_int_equal(
+	    sql_int(f, "SELECT count(*) FROM jobs WHERE ident IN ('" JOB("10") "', '" JOB(
+			   "11") "', '" JOB("12") "') AND"
+						  " claimed_by IS NULL AND lease_until IS NULL"),
+	    3);
 
 	/* the e-mail outbox: the same */
 	sql(f, NOTIFICATION_ROW("1", "terminated", "a@example.com", "queued", "0", "1699999995")
@@ -708,10 +712,16 @@ static void test_claims(void **state)
 	/* the coordinators running: seen within the lease */
 	{
 		long long others = -1;
+		bool left = true;
 
 		assert_int_equal(store_nodes_others(b, NOW, &others), RCS_OK);
 		assert_int_equal(others, 0);
+		assert_int_equal(store_node_left(f->st, &left), RCS_OK);
+		assert_false(left);
 		assert_int_equal(store_node_beat(f->st, NOW), RCS_OK);
+		/* a row before the first beat: the last run did not stop cleanly */
+		assert_int_equal(store_node_left(f->st, &left), RCS_OK);
+		assert_true(left);
 		assert_int_equal(store_node_beat(b, NOW), RCS_OK);
 		assert_int_equal(store_nodes_others(b, NOW + 5, &others), RCS_OK);
 		assert_int_equal(others, 1);
@@ -720,6 +730,8 @@ static void test_claims(void **state)
 		assert_int_equal(store_node_gone(f->st), RCS_OK);
 		assert_int_equal(store_nodes_others(b, NOW, &others), RCS_OK);
 		assert_int_equal(others, 0);
+		assert_int_equal(store_node_left(f->st, &left), RCS_OK);
+		assert_false(left);
 	}
 	/* a clean stop gives the claims up at once */
 	assert_int_equal(store_claims_release(b), RCS_OK);
