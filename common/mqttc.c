@@ -39,9 +39,11 @@ struct mqttc {
 	bool stop;
 	bool connected;
 	bool connecting;
-	bool renew;     /* the connection was lost: a new client before the next attempt */
-	bool clean;     /* the session of the next (or this) connect ends with its connection */
-	bool switching; /* mqttc_reconnect's disconnect is under way */
+	bool renew;        /* the connection was lost: a new client before the next attempt */
+	bool clean;        /* the session of the next connect ends with its connection */
+	bool trying_clean; /* the connect under way was made with a clean session */
+	bool live_clean;   /* the connection there is has a clean session */
+	bool switching;    /* mqttc_reconnect's disconnect is under way */
 	/* held for reading while m->client is used, for writing while it is replaced */
 	pthread_rwlock_t client_lock;
 	atomic_int in_callback; /* paho's threads inside one of our callbacks */
@@ -170,6 +172,7 @@ static void mqttc_on_connect_ok(void *ctx, MQTTAsync_successData *resp)
 	m->connecting = false;
 	m->attempt = 0;
 	m->current = cur;
+	m->live_clean = m->trying_clean;
 	pthread_mutex_unlock(&m->lock);
 	if (m->nurls > 1)
 		log_info("connected to %s (session %s; broker %d of %zu)", m->urls[cur],
@@ -216,8 +219,8 @@ static void mqttc_on_lost(void *ctx, char *cause)
 	m->connecting = false;
 	cur = m->current >= 0 ? m->current : 0;
 	m->current = -1;
-	pthread_mutex_unlock(&m->lock);
 	m->switching = false; /* the loss takes the place of mqttc_reconnect's disconnect */
+	pthread_mutex_unlock(&m->lock);
 	log_warnx("connection to %s lost%s%s, reconnecting%s", m->urls[cur], cause ? ": " : "",
 		  cause ? cause : "", m->nurls > 1 ? " (to the first broker that answers)" : "");
 	if (m->cb.on_lost)
@@ -326,6 +329,7 @@ static int mqttc_connect(struct mqttc *m)
 	 * with the connection (mqttc_reconnect) */
 	pthread_mutex_lock(&m->lock);
 	co.cleansession = m->clean ? 1 : 0;
+	m->trying_clean = m->clean;
 	pthread_mutex_unlock(&m->lock);
 	co.maxInflight = m->o.max_inflight;
 	co.connectTimeout = 5;
@@ -623,7 +627,7 @@ bool mqttc_clean(struct mqttc *m)
 	bool clean;
 
 	pthread_mutex_lock(&m->lock);
-	clean = m->clean;
+	clean = m->connected ? m->live_clean : m->clean;
 	pthread_mutex_unlock(&m->lock);
 	return clean;
 }
@@ -661,7 +665,7 @@ out:
 	return err;
 }
 
-void mqttc_stop(struct mqttc *m, int timeout_ms)
+void mqttc_disconnect(struct mqttc *m, int timeout_ms)
 {
 	if (m == NULL)
 		return;
@@ -669,8 +673,10 @@ void mqttc_stop(struct mqttc *m, int timeout_ms)
 	m->stop = true;
 	pthread_cond_broadcast(&m->cond);
 	pthread_mutex_unlock(&m->lock);
-	if (m->thread_started)
+	if (m->thread_started) {
 		pthread_join(m->thread, NULL);
+		m->thread_started = false;
+	}
 	if (m->client) {
 		if (MQTTAsync_isConnected(m->client)) {
 			MQTTAsync_disconnectOptions d = MQTTAsync_disconnectOptions_initializer;
@@ -683,6 +689,15 @@ void mqttc_stop(struct mqttc *m, int timeout_ms)
 				nanosleep(&ts, NULL);
 			}
 		}
+	}
+}
+
+void mqttc_stop(struct mqttc *m, int timeout_ms)
+{
+	if (m == NULL)
+		return;
+	mqttc_disconnect(m, timeout_ms);
+	if (m->client) {
 		MQTTAsync_destroy(&m->client);
 	}
 	for (size_t i = 0; i < m->nurls; i++)

@@ -69,7 +69,10 @@ enum rcs_err mqttc_urls_check(const char *const *urls, size_t n, char *err, size
  * that starts: the callbacks may already use it. */
 enum rcs_err mqttc_start(const struct mqttc_opts *opts, const struct mqttc_callbacks *cb,
 			 struct mqttc **out);
-/* Disconnects (waiting up to timeout_ms for in-flight messages) and frees. NULL is fine. */
+/* Stops reconnecting and disconnects (waiting up to timeout_ms for in-flight messages): no
+ * callback comes after it returns. NULL is fine; mqttc_stop may follow. */
+void mqttc_disconnect(struct mqttc *m, int timeout_ms);
+/* Disconnects (as mqttc_disconnect, if not yet done) and frees. NULL is fine. */
 void mqttc_stop(struct mqttc *m, int timeout_ms);
 bool mqttc_connected(struct mqttc *m);
 /* The URL of the broker connected to (tcp:// or ssl://, as tried), NULL while not
@@ -100,7 +103,7 @@ bool mqttc_wait_delivered(struct mqttc *m, uint64_t seen, const struct timespec 
  * on_lost, then on_connected. RCS_ERR_IO when the disconnect could not be asked for.
  */
 enum rcs_err mqttc_reconnect(struct mqttc *m, bool clean);
-/* Whether the current (or next) connect's session is clean. */
+/* Whether the session of the connection there is (while none is: of the next connect) is clean. */
 bool mqttc_clean(struct mqttc *m);
 
 /* Subscribes to filters (QoS 1 each). */

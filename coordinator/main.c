@@ -533,6 +533,7 @@ static int cmd_serve(struct settings *s)
 	bool curl_ready = false;
 	char brokers[1024];
 	enum bridge_shared shared = BRIDGE_SHARED_AUTO;
+	bool node_died = false; /* this node's last run did not stop cleanly */
 	enum rcs_err err;
 
 	memset(&lc, 0, sizeof(lc));
@@ -629,7 +630,8 @@ static int cmd_serve(struct settings *s)
 	if (store_shared(st)) {
 		long long others = 0;
 
-		if (store_nodes_others(st, (int64_t)time(NULL), &others) != RCS_OK ||
+		if (store_node_left(st, &node_died) != RCS_OK ||
+		    store_nodes_others(st, (int64_t)time(NULL), &others) != RCS_OK ||
 		    store_node_beat(st, (int64_t)time(NULL)) != RCS_OK)
 			goto out;
 		if (others > 0)
@@ -682,6 +684,7 @@ static int cmd_serve(struct settings *s)
 			bo.mqtt.nurls = s->mqtt.n;
 			bo.shared = shared;
 			bo.stable_client_id = s->node_id || keep || s->mqtt_client_id;
+			bo.node_died = node_died;
 			bo.events_qos = (int)s->events_qos;
 			bo.mqtt.client_id = s->mqtt_client_id ? s->mqtt_client_id : client_id;
 			bo.mqtt.username = s->mqtt_username;

@@ -117,6 +117,9 @@ struct bridge {
 	 * jobs are sent again, a page at a time, after recover_after in ident order */
 	bool recover;
 	char recover_after[UUID_STR_LEN];
+	/* the next take of the shared subscription follows a clean session that was lost (this
+	 * node's last run died, or an earlier connection of this run had it): worker-only */
+	bool lost_clean;
 
 	/* worker-only: the task version of the last envelope, reused by bulk sends */
 	char tv_task[UUID_STR_LEN];
@@ -883,11 +886,20 @@ static void bridge_recover_start(struct bridge *b, const char *why)
 }
 
 /* The shared subscription is taken on a clean session: when no other coordinator runs,
- * the reports sent while this one was not connected went nowhere. */
-static void bridge_recover_alone(struct bridge *b)
+ * the reports sent while this one was not connected went nowhere; when this node had a
+ * clean session before (its last run died, or the connection of this run that had the
+ * subscription was lost), the reports on their way to it went with it. */
+static void bridge_recover_on_take(struct bridge *b)
 {
 	long long others = 0;
+	bool lost = b->lost_clean;
 
+	b->lost_clean = true; /* any later take follows the loss of this session */
+	if (lost) {
+		bridge_recover_start(b, "the reports on their way to this node's previous"
+					" clean session were lost with it");
+		return;
+	}
 	if (b->claims && store_nodes_others(b->st, (int64_t)time(NULL), &others) != RCS_OK)
 		others = 0;
 	if (others == 0)
@@ -910,12 +922,12 @@ static void bridge_recover_lapsed(struct bridge *b, int64_t now)
 	bridge_recover_start(b, why);
 }
 
-/* One page of the recovery; true when more are left. */
+/* One page of the recovery; true when more are left to send at once. */
 static bool bridge_recover_step(struct bridge *b, int64_t now)
 {
 	struct store_idents ids;
 	char after[UUID_STR_LEN];
-	bool more = false;
+	bool more = false, failed = false;
 
 	pthread_mutex_lock(&b->lock);
 	more = b->recover;
@@ -923,8 +935,11 @@ static bool bridge_recover_step(struct bridge *b, int64_t now)
 	pthread_mutex_unlock(&b->lock);
 	if (!more || !mqttc_connected(b->mq))
 		return false;
-	more = false;
-	if (store_jobs_inflight(b->st, after, now, BRIDGE_RESYNC_LIMIT, &ids) == RCS_OK) {
+	/* a store error keeps the recovery for a later round (no one else will do it: the
+	 * lapsed node's row, the claim on it, is gone) */
+	if (store_jobs_inflight(b->st, after, now, BRIDGE_RESYNC_LIMIT, &ids) != RCS_OK) {
+		more = failed = true;
+	} else {
 		more = ids.n == BRIDGE_RESYNC_LIMIT;
 		if (ids.n > 0) {
 			log_info("re-sending %zu in-flight jobs", ids.n);
@@ -937,7 +952,7 @@ static bool bridge_recover_step(struct bridge *b, int64_t now)
 	b->recover = more;
 	snprintf(b->recover_after, sizeof(b->recover_after), "%s", after);
 	pthread_mutex_unlock(&b->lock);
-	return more;
+	return more && !failed;
 }
 
 /* Milliseconds until deadline (0 once it passed). */
@@ -1053,7 +1068,7 @@ static int bridge_reports_step(struct bridge *b)
 			break;
 		}
 		mqttc_unsubscribe(b->mq, drop, 1, NULL, NULL);
-		bridge_recover_alone(b);
+		bridge_recover_on_take(b);
 		pthread_mutex_lock(&b->lock);
 		b->probe = PROBE_IDLE;
 		b->shared_active = true;
@@ -1547,6 +1562,7 @@ enum rcs_err bridge_start(const struct bridge_opts *opts, struct store *st, stru
 	b->max_payload = opts->max_payload ? opts->max_payload : PROTO_MAX_PAYLOAD;
 	b->resend_after = opts->resend_after > 0 ? opts->resend_after : 60;
 	b->shared_mode = opts->shared;
+	b->lost_clean = opts->node_died;
 	b->stable_client_id = opts->stable_client_id;
 	if (b->shared_mode == BRIDGE_SHARED_YES && !b->stable_client_id)
 		log_warnx("--mqtt-shared-subscriptions yes with a client id that changes at every"
@@ -1627,6 +1643,10 @@ void bridge_stop(struct bridge *b)
 		b->lc->hooks = NULL;
 	if (b->thread_started)
 		bridge_reports_leave(b); /* while the worker still applies what arrives */
+	/* disconnected first: paho acknowledged every report it handed over, so the worker
+	 * applies all of them (and ends the claims of the envelopes acknowledged) before it
+	 * stops, and none arrives after it */
+	mqttc_disconnect(b->mq, 2000);
 	pthread_mutex_lock(&b->lock);
 	b->stop = true;
 	pthread_mutex_unlock(&b->lock);

@@ -36,6 +36,9 @@ struct bridge_opts {
 	 * given): auto uses a shared subscription only then (docs/mqtt.md) */
 	bool stable_client_id;
 	int events_qos; /* QoS of the job and group events: 0 or 1 */
+	/* this node's last run on a shared database did not stop cleanly: the reports on their
+	 * way to its clean session were lost, the in-flight jobs are sent again */
+	bool node_died;
 };
 
 /* "auto", "yes" or "no" (NULL: auto) into *out; RCS_ERR_INVAL for anything else. */

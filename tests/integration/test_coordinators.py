@@ -53,8 +53,12 @@ class Fleet:
     after a delay (0 to max_delay s); a repeat of a finished job gets the final report again,
     a repeat of one running is dropped (it runs once)."""
 
-    def __init__(self, broker, client_root, entities, max_delay=0.0, fail_first=False):
+    STEPS = ("edge_transmitted", "edge_started", "edge_running")
+
+    def __init__(self, broker, client_root, entities, max_delay=0.0, fail_first=False,
+                 steps=STEPS):
         self.fail_first = fail_first  # a device's first job ends edge_error (script_error)
+        self.steps = steps  # the reports before the final one
         self.client_root = client_root
         self.entities = set(entities)
         self.max_delay = max_delay
@@ -129,7 +133,7 @@ class Fleet:
         with self.lock:
             fail = self.fail_first and self.runs.get(ent, [None])[0] == job
         end = "edge_error" if fail else "terminated"
-        for seq, st in enumerate(("edge_transmitted", "edge_started", "edge_running", end), 1):
+        for seq, st in enumerate(self.steps + (end,), 1):
             msg = {"v": 1, "job": job, "status": st, "seq": seq, "ts": int(time.time()),
                    "response": "ok:" + job if st == "terminated" else None}
             if st == "edge_error":
@@ -192,8 +196,9 @@ class Receiver:
 @unittest.skipUnless(pg_server.available(), "PostgreSQL's server is not installed")
 class TwoCoordinatorsTest(unittest.TestCase):
     # how the coordinators take the status reports (docs/mqtt.md "Several coordinators")
-    SHARED = "no"
     """PostgreSQL, one mosquitto, SMTP and webhook receivers, coordinators a and b."""
+    SHARED = "no"
+    LEASE = LEASE
 
     @classmethod
     def setUpClass(cls):
@@ -208,7 +213,7 @@ class TwoCoordinatorsTest(unittest.TestCase):
         cls.recv = Receiver()
         for node in ("node-a", "node-b"):
             c = Coordinator(cls.workdir, db=cls.db, extra_args=(
-                "--node-id", node, "--lease", str(LEASE), "--mqtt", cls.broker.url,
+                "--node-id", node, "--lease", str(cls.LEASE), "--mqtt", cls.broker.url,
                 "--resend-after", "3600", "--smtp-url", cls.smtp.url, "--smtp-from", FROM,
                 "--webhook-allow-net", "127.0.0.1/32", "--webhook-retry-base", "1",
                 "--mqtt-shared-subscriptions", cls.SHARED))
@@ -256,7 +261,7 @@ class TwoCoordinatorsTest(unittest.TestCase):
 
     # -- helpers --------------------------------------------------------------------------
 
-    def devices(self, prefix, n, max_delay=0.0, fail_first=False):
+    def devices(self, prefix, n, max_delay=0.0, fail_first=False, steps=Fleet.STEPS):
         ents = []
         for i in range(n):
             api = self.a if i % 2 == 0 else self.b
@@ -264,7 +269,7 @@ class TwoCoordinatorsTest(unittest.TestCase):
             self.assertEqual(r.status, 201, r.raw)
             ents.append(r.json["entity_ident"])
         fleet = Fleet(self.broker, self.client_root, ents, max_delay=max_delay,
-                      fail_first=fail_first).start()
+                      fail_first=fail_first, steps=steps).start()
         self.fleets.append(fleet)
         wait_for(lambda: self.b.get(with_query("/devices", tag=prefix, online="true",
                                                per_page=1)).json["total_items"] == n,
@@ -347,7 +352,7 @@ class TwoCoordinatorsTest(unittest.TestCase):
             self.assertEqual(r.json["status"], "pending")
             jobs.append(r.json["ident"])
         self.wait_terminal(self.a, jobs, 30)
-        time.sleep(LEASE + 1)  # a second sender would have sent by now
+        time.sleep(self.LEASE + 1)  # a second sender would have sent by now
         for e, j in zip(ents, jobs):
             self.assertEqual(fleet.received(e), [j], "one envelope per job and device")
             self.assertEqual(self.job(self.b, j)["status"], "terminated")
@@ -370,7 +375,7 @@ class TwoCoordinatorsTest(unittest.TestCase):
         self.smtp.wait_messages(n, lambda m: any(j in m.body for j in jobs), timeout=30)
         wait_for(lambda: len(self.recv.of_jobs(set(jobs))) >= n, timeout=30,
                  what="webhook deliveries")
-        time.sleep(LEASE + 2)  # a second sender would have sent by now
+        time.sleep(self.LEASE + 2)  # a second sender would have sent by now
         for j in jobs:
             mails = self.smtp.received(lambda m, j=j: j in m.body)
             self.assertEqual(len(mails), 1, "one mail for job %s" % j)
@@ -388,7 +393,7 @@ class TwoCoordinatorsTest(unittest.TestCase):
         group = r.json["group"]["ident"]
         wait_for(lambda: self.a.get("/groups/" + group).json["status"] == "completed",
                  timeout=30, what="the group completed")
-        time.sleep(LEASE + 1)  # a second release or retry would have come by now
+        time.sleep(self.LEASE + 1)  # a second release or retry would have come by now
         jobs = [j for j in self.a.get(with_query("/jobs", group_ident=group,
                                                  per_page=100)).json["items"]]
         self.assertEqual(len(jobs), 2 * n, "one retry per device: %r" % [
@@ -452,7 +457,7 @@ class TwoCoordinatorsTest(unittest.TestCase):
         finally:
             os.kill(b.proc.pid, signal.SIGCONT)
         # no 60 s re-send (--resend-after 3600): the lease and a few seconds
-        self.wait_terminal(self.b, list(jobs.values()), LEASE + 20)
+        self.wait_terminal(self.b, list(jobs.values()), self.LEASE + 20)
         print("all terminal %.1f s after the kill" % (time.time() - killed), file=sys.stderr)
         for e in ents:
             self.assertEqual(fleet.ran(e), [jobs[e]], "device %s ran its job once" % e)
@@ -463,8 +468,55 @@ class TwoCoordinatorsTest(unittest.TestCase):
 
 
 class TwoCoordinatorsSharedTest(TwoCoordinatorsTest):
-    """The same with the status reports through the shared subscription (clean sessions)."""
+    """The same with the status reports through the shared subscription (clean sessions),
+    and a coordinator that died started again under its node id."""
     SHARED = "auto"
+    LEASE = 10  # test_y: a's restart well within it
+
+    def test_y_node_started_again_after_dying(self):
+        # a's clean session is in the share group: the reports the broker hands to a while
+        # it is held still (SIGSTOP) die with it (kill -9). a started again under its node
+        # id, before its sign of life lapsed for b, finds its row of the last run and sends
+        # the in-flight jobs again; the devices answer with their final reports.
+        n = 40
+        # three reports per job: the broker, handing them out in turn, gives a the final
+        # one of every other job (with four, b would get every final one)
+        ents, fleet = self.devices("again", n, steps=("edge_transmitted", "edge_started"))
+        task = self.task(self.b, "again")
+        a = self.coords[0]
+        os.kill(a.proc.pid, signal.SIGSTOP)
+        stopped = time.time()
+        try:
+            r = self.b.post("/tasks/%s/jobs/list" % task["ident"],
+                            {"ident_list": ents, "group_name": "again"})
+            self.assertEqual(r.status, 201, r.raw)
+            jobs = {j["entity_ident"]: j["ident"] for j in r.json["items"]}
+            wait_for(lambda: all(fleet.ran(e) for e in ents), timeout=20,
+                     what="every device ran its job")
+            # their reports handed out by the broker, some to a
+            wait_for(lambda: sum(self.job(self.b, jobs[e])["status"] in TERMINAL
+                                 for e in ents[:5]) >= 1, timeout=10, what="reports to b")
+            time.sleep(0.5)
+        finally:
+            os.kill(a.proc.pid, signal.SIGKILL)
+            a.proc.wait()
+            a.stop()
+        open_jobs = [j for j in jobs.values() if self.job(self.b, j)["status"] not in TERMINAL]
+        print("kill -9 of node-a: %d of %d jobs without their final report" %
+              (len(open_jobs), n), file=sys.stderr)
+        self.assertTrue(open_jobs, "no report went to a: nothing to recover")
+        a.start()
+        self.assertLess(time.time() - stopped, self.LEASE - 2,
+                        "node-a was away about its lease: b would take over")
+        wait_for(lambda: "previous clean session were lost" in a.read_log(), timeout=30,
+                 what="node-a recovering:\n" + a.read_log()[-3000:])
+        self.wait_terminal(self.b, list(jobs.values()), 30)
+        for e in ents:
+            self.assertEqual(fleet.ran(e), [jobs[e]], "device %s ran its job once" % e)
+            self.assertEqual(self.job(self.b, jobs[e])["status"], "terminated")
+        self.assertNotIn("stopped showing signs of life", self.coords[1].read_log())
+        wait_for(lambda: "status reports: shared subscription" in a.read_log(), timeout=30,
+                 what="node-a on the shared subscription again")
 
 
 if __name__ == "__main__":
