@@ -326,6 +326,19 @@ static const char *const pg_migrations[] = {
     "  started_at BIGINT NOT NULL,\n"
     "  seen_at BIGINT NOT NULL\n"
     ");\n",
+    /* 6: e-mails and webhook deliveries are queued by INSERT ... SELECT on every status
+     * change, most of which insert nothing: their triggers NOTIFY only when the statement
+     * inserted rows (its transition table), so a status change wakes no coordinator for
+     * nothing. Safe to run again. */
+    "CREATE OR REPLACE FUNCTION rcs_work_notify_rows() RETURNS trigger LANGUAGE plpgsql AS"
+    " $$BEGIN IF EXISTS (SELECT 1 FROM inserted) THEN PERFORM pg_notify('rcs_work',"
+    " TG_TABLE_NAME); END IF; RETURN NULL; END$$;\n"
+    "DROP TRIGGER IF EXISTS notifications_work ON notifications;\n"
+    "CREATE TRIGGER notifications_work AFTER INSERT ON notifications REFERENCING NEW TABLE"
+    " AS inserted FOR EACH STATEMENT EXECUTE FUNCTION rcs_work_notify_rows();\n"
+    "DROP TRIGGER IF EXISTS webhook_deliveries_work ON webhook_deliveries;\n"
+    "CREATE TRIGGER webhook_deliveries_work AFTER INSERT ON webhook_deliveries REFERENCING"
+    " NEW TABLE AS inserted FOR EACH STATEMENT EXECUTE FUNCTION rcs_work_notify_rows();\n",
 };
 
 #define PG_N_MIGRATIONS (sizeof(pg_migrations) / sizeof(pg_migrations[0]))

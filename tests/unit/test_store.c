@@ -285,6 +285,7 @@ static void test_reopen_and_schema(void **state)
 		assert_true(store_test_pg_exec(f->path, "UPDATE schema_version SET version = 99"));
 		assert_int_not_equal(store_open(f->path, &again), RCS_OK);
 		assert_null(again);
+		/* from schema 5: migration 6 replaces its triggers (and may run again) */
 		assert_true(store_test_pg_exec(f->path, "UPDATE schema_version SET version = 5"));
 		assert_int_equal(store_open(f->path, &again), RCS_OK);
 		assert_true(store_tenant_exists(again, f->root));

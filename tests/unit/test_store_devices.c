@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <poll.h>
 #include <unistd.h>
 
 #include "render.h"
@@ -463,6 +464,57 @@ static void test_queues(void **state)
 							   "', '" state "', " attempts             \
 							   ", 50, " next ");"
 
+#ifdef RCS_WITH_POSTGRES
+/* The NOTIFYs l received within ms milliseconds. */
+static int pg_notified(PGconn *l, int ms)
+{
+	struct pollfd p = {PQsocket(l), POLLIN, 0};
+	PGnotify *n;
+	int got = 0;
+
+	for (int waited = 0; waited < ms; waited += 50) {
+		if (poll(&p, 1, 50) > 0)
+			assert_int_equal(PQconsumeInput(l), 1);
+		while ((n = PQnotifies(l)) != NULL) {
+			got++;
+			PQfreemem(n);
+		}
+	}
+	return got;
+}
+#endif
+
+/* PostgreSQL's wake-ups (docs/architecture.md, "Claims"): an INSERT ... SELECT of the
+ * outboxes that inserts nothing (a status change without mail lists or webhooks) wakes no
+ * one; one that queued a row does. */
+static void test_pg_wakeups(void **state)
+{
+#ifdef RCS_WITH_POSTGRES
+	struct fixture *f = *state;
+	PGconn *l;
+
+	if (!store_test_pg())
+		skip();
+	l = PQconnectdb(f->path);
+	assert_int_equal(PQstatus(l), CONNECTION_OK);
+	PQclear(PQexec(l, "LISTEN rcs_work"));
+	/* sql() runs as a replica (no foreign keys): the wake-up triggers fire all the same */
+	assert_true(store_test_pg_exec(
+	    f->path, "ALTER TABLE notifications ENABLE ALWAYS TRIGGER notifications_work;"
+		     " ALTER TABLE webhook_deliveries ENABLE ALWAYS TRIGGER"
+		     " webhook_deliveries_work"));
+	sql(f, "INSERT INTO notifications SELECT * FROM notifications WHERE false;"
+	       " INSERT INTO webhook_deliveries SELECT * FROM webhook_deliveries WHERE false");
+	assert_int_equal(pg_notified(l, 500), 0);
+	sql(f, NOTIFICATION_ROW("1", "terminated", "a@example.com", "queued", "0", "1"));
+	assert_int_equal(pg_notified(l, 3000), 1);
+	PQfinish(l);
+#else
+	(void)state;
+	skip();
+#endif
+}
+
 static void test_outbox(void **state)
 {
 	struct fixture *f = *state;
@@ -750,6 +802,7 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(test_device_state_and_tags, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_queues, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_outbox, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_pg_wakeups, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_claims, setup, teardown),
 	};
 
