@@ -974,15 +974,70 @@ static enum rcs_err pg_value(struct store *st, const char *sql, long long *v)
 /* Connects to url with the session settings as connection parameters, so that PQreset
  * keeps them (a SET would be gone after a reconnect): UTF-8, and read-only transactions
  * for a reader. */
+/* Settings a URL may give and otherwise gets: a server that stops answering (packets
+ * dropped, no reset) is given up within seconds rather than the kernel's minutes, so a
+ * reconnect under the store's lock or the LISTEN thread's connect never hangs for long. */
+static const char *const pg_defaults[][2] = {
+    {"connect_timeout", "10"},     {"keepalives", "1"},       {"keepalives_idle", "30"},
+    {"keepalives_interval", "10"}, {"keepalives_count", "3"},
+};
+#define PG_N_DEFAULTS (sizeof(pg_defaults) / sizeof(pg_defaults[0]))
+#define PG_CONN_KEYS  96
+
+/*
+ * A connection to the database of url: its parameters as the URL gives them, UTF-8, the
+ * defaults above where the URL is silent, and for a reader transactions read-only, added to
+ * the URL's own `options` (a search_path given there holds for readers too).
+ */
 static PGconn *pg_connect(const char *url, bool read_only)
 {
-	const char *keys[] = {"dbname", "client_encoding", "options", NULL};
-	const char *vals[] = {url, "UTF8", read_only ? "-c default_transaction_read_only=on" : NULL,
-			      NULL};
+	const char *keys[PG_CONN_KEYS], *vals[PG_CONN_KEYS];
+	const char *ro = "-c default_transaction_read_only=on";
+	PQconninfoOption *info = PQconninfoParse(url, NULL);
+	char *options = NULL;
+	bool given[PG_N_DEFAULTS] = {false};
+	size_t n = 0;
+	PGconn *c = NULL;
 
-	if (!read_only)
-		keys[2] = NULL;
-	return PQconnectdbParams(keys, vals, 1);
+	if (info == NULL) {
+		/* not a URL libpq reads: its connect says why */
+		keys[0] = "dbname", vals[0] = url, keys[1] = vals[1] = NULL;
+		c = PQconnectdbParams(keys, vals, 1);
+		goto out;
+	}
+	for (PQconninfoOption *o = info; o->keyword; o++) {
+		if (o->val == NULL || o->val[0] == '\0' ||
+		    strcmp(o->keyword, "client_encoding") == 0)
+			continue;
+		for (size_t i = 0; i < PG_N_DEFAULTS; i++)
+			if (strcmp(o->keyword, pg_defaults[i][0]) == 0)
+				given[i] = true;
+		if (strcmp(o->keyword, "options") == 0 && read_only) {
+			size_t len = strlen(o->val) + strlen(ro) + 2;
+
+			options = malloc(len);
+			if (options == NULL)
+				goto out;
+			snprintf(options, len, "%s %s", o->val, ro);
+			continue;
+		}
+		if (n + PG_N_DEFAULTS + 3 >= PG_CONN_KEYS)
+			break; /* more than libpq has */
+		keys[n] = o->keyword, vals[n++] = o->val;
+	}
+	keys[n] = "client_encoding", vals[n++] = "UTF8";
+	for (size_t i = 0; i < PG_N_DEFAULTS; i++)
+		if (!given[i])
+			keys[n] = pg_defaults[i][0], vals[n++] = pg_defaults[i][1];
+	if (read_only)
+		keys[n] = "options", vals[n++] = options ? options : ro;
+	keys[n] = vals[n] = NULL;
+	c = PQconnectdbParams(keys, vals, 0);
+out:
+	free(options);
+	if (info)
+		PQconninfoFree(info);
+	return c;
 }
 
 /* Runs the migrations the database lacks, each in its transaction; an advisory lock keeps

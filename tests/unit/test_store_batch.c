@@ -376,6 +376,46 @@ static void test_readers(void **state)
 	store_reader_put(f->st, r1);
 }
 
+/* PostgreSQL: a URL's own options (a schema of the database's other than public) hold for
+ * the readers as for the writer; readers stay read-only. */
+static void test_readers_keep_url_options(void **state)
+{
+	struct fixture *f = *state;
+	char url[600], ident[UUID_STR_LEN], hash[AUTH_HASH_LEN], root[UUID_STR_LEN];
+	struct store *st = NULL, *r;
+	struct auth a;
+
+	if (!store_test_pg())
+		skip();
+#ifdef RCS_WITH_POSTGRES
+	assert_true(store_test_pg_exec(f->path, "CREATE SCHEMA alt"));
+	assert_true((size_t)snprintf(url, sizeof(url), "%s?options=-csearch_path%%3Dalt", f->path) <
+		    sizeof(url));
+	assert_int_equal(store_open(url, &st), RCS_OK);
+	/* the migrations made their tables in schema alt */
+	assert_int_equal(store_test_db_int(f->path,
+					   "SELECT count(*) FROM information_schema.tables WHERE"
+					   " table_schema = ? AND table_name = 'api_keys'",
+					   "alt"),
+			 1);
+	assert_int_equal(uuid_v7(root), RCS_OK);
+	assert_int_equal(store_tenant_create(st, root, 100), RCS_OK);
+	assert_int_equal(uuid_v7(ident), RCS_OK);
+	auth_key_hash("rcs_alt_key", hash);
+	assert_int_equal(store_key_create(st, ident, root, "alt", ROLE_ADMIN, hash, 100), RCS_OK);
+	assert_int_equal(store_readers_open(st, 1), RCS_OK);
+	r = store_reader(st);
+	assert_ptr_not_equal(r, st);
+	assert_int_equal(store_key_lookup(r, hash, &a), RCS_OK);
+	assert_string_equal(a.user, "alt");
+	assert_int_not_equal(store_device_insert(r, root, ident, "r", "[]", 100), RCS_OK);
+	store_reader_put(st, r);
+	store_close(st);
+#else
+	(void)url, (void)ident, (void)hash, (void)root, (void)st, (void)r, (void)a, (void)f;
+#endif
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -385,6 +425,7 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(test_full, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_readers, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_direct_locker_commits_open_batch, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_readers_keep_url_options, setup, teardown),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
