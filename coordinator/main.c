@@ -530,6 +530,7 @@ static int cmd_serve(struct settings *s)
 	char shown[1024];
 	char node_id[NODE_ID_MAX + 1], client_id[NODE_ID_MAX + 32];
 	char *keep = NULL;
+	bool node_kept = false; /* the node id comes back at the next start */
 	bool curl_ready = false;
 	char brokers[1024];
 	enum bridge_shared shared = BRIDGE_SHARED_AUTO;
@@ -588,8 +589,8 @@ static int cmd_serve(struct settings *s)
 		goto out;
 	}
 	keep = node_id_keep_file(s->db);
-	if (node_id_resolve(s->node_id, s->check ? NULL : keep, node_id, why, sizeof(why)) !=
-	    RCS_OK) {
+	if (node_id_resolve(s->node_id, s->check ? NULL : keep, node_id, &node_kept, why,
+			    sizeof(why)) != RCS_OK) {
 		fprintf(stderr, "rcs-coordinator: %s\n", why);
 		rc = 2;
 		goto out;
@@ -683,7 +684,7 @@ static int cmd_serve(struct settings *s)
 			bo.mqtt.urls = (const char *const *)s->mqtt.items;
 			bo.mqtt.nurls = s->mqtt.n;
 			bo.shared = shared;
-			bo.stable_client_id = s->node_id || keep || s->mqtt_client_id;
+			bo.stable_client_id = node_kept || s->mqtt_client_id;
 			bo.node_died = node_died;
 			bo.events_qos = (int)s->events_qos;
 			bo.mqtt.client_id = s->mqtt_client_id ? s->mqtt_client_id : client_id;

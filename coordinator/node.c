@@ -30,23 +30,49 @@ bool node_id_valid(const char *id)
 	return true;
 }
 
-/* Reads a kept id: true when keep_file holds a valid one. */
-static bool node_read(const char *keep_file, char out[NODE_ID_MAX + 1])
+/* Reads a kept id: 1 when keep_file holds one, 0 when it is missing or empty, -1 when it
+ * holds something else (an operator's edit to fix, never overwritten). */
+static int node_read(const char *keep_file, char out[NODE_ID_MAX + 1])
 {
 	char line[NODE_ID_MAX + 8];
 	FILE *f = fopen(keep_file, "r");
-	bool ok = false;
+	int got = 0;
 
 	if (f == NULL)
-		return false;
+		return 0;
 	if (fgets(line, sizeof(line), f) != NULL) {
 		line[strcspn(line, "\r\n")] = '\0';
 		if (node_id_valid(line)) {
 			memcpy(out, line, strlen(line) + 1);
-			ok = true;
+			got = 1;
+		} else if (line[0] != '\0') {
+			got = -1;
 		}
 	}
 	fclose(f);
+	return got;
+}
+
+/* Writes id to keep_file whole or not at all (a new file renamed over it, synced). */
+static bool node_write(const char *keep_file, const char *id)
+{
+	char tmp[4096];
+	FILE *f = NULL;
+	bool ok = false;
+
+	if ((size_t)snprintf(tmp, sizeof(tmp), "%s.new", keep_file) >= sizeof(tmp))
+		goto out;
+	f = fopen(tmp, "w");
+	if (f == NULL)
+		goto out;
+	ok = fprintf(f, "%s\n", id) > 0 && fflush(f) == 0 && fsync(fileno(f)) == 0;
+	if (fclose(f) != 0)
+		ok = false;
+	if (ok && rename(tmp, keep_file) != 0)
+		ok = false;
+	if (!ok)
+		unlink(tmp);
+out:
 	return ok;
 }
 
@@ -73,11 +99,13 @@ static enum rcs_err node_new(char out[NODE_ID_MAX + 1])
 }
 
 enum rcs_err node_id_resolve(const char *given, const char *keep_file, char out[NODE_ID_MAX + 1],
-			     char *why, size_t why_len)
+			     bool *kept, char *why, size_t why_len)
 {
 	enum rcs_err err = RCS_OK;
-	FILE *f;
+	int got = 0;
 
+	if (kept)
+		*kept = given != NULL;
 	if (given != NULL) {
 		if (!node_id_valid(given)) {
 			snprintf(why, why_len,
@@ -89,8 +117,22 @@ enum rcs_err node_id_resolve(const char *given, const char *keep_file, char out[
 		snprintf(out, NODE_ID_MAX + 1, "%s", given);
 		goto out;
 	}
-	if (keep_file != NULL && node_read(keep_file, out))
+	if (keep_file != NULL)
+		got = node_read(keep_file, out);
+	if (got < 0) {
+		snprintf(
+		    why, why_len,
+		    "%s: not a node id (1 to %d of the characters A-Z a-z 0-9 - _): correct it,"
+		    " or remove it for a new one",
+		    keep_file, NODE_ID_MAX);
+		err = RCS_ERR_INVAL;
 		goto out;
+	}
+	if (got > 0) {
+		if (kept)
+			*kept = true;
+		goto out;
+	}
 	err = node_new(out);
 	if (err != RCS_OK) {
 		snprintf(why, why_len, "cannot make a node id: no random numbers");
@@ -100,11 +142,14 @@ enum rcs_err node_id_resolve(const char *given, const char *keep_file, char out[
 		log_info("node id %s (not kept: give --node-id to keep one across restarts)", out);
 		goto out;
 	}
-	f = fopen(keep_file, "w");
-	if (f == NULL || fprintf(f, "%s\n", out) < 0)
-		log_warn("cannot keep the node id in %s", keep_file);
-	if (f != NULL && fclose(f) != 0)
-		log_warn("cannot keep the node id in %s", keep_file);
+	if (!node_write(keep_file, out)) {
+		log_warn("cannot keep the node id in %s (a new one at the next start: give"
+			 " --node-id)",
+			 keep_file);
+		goto out;
+	}
+	if (kept)
+		*kept = true;
 out:
 	return err;
 }

@@ -19,10 +19,12 @@ bool node_id_valid(const char *id);
 /*
  * The node id: given (checked), else the one kept in keep_file when that holds one, else a
  * new one (host name + '-' + 8 random hex digits) written to keep_file (NULL: not kept).
- * out has NODE_ID_MAX + 1 bytes. RCS_ERR_INVAL with why filled for a bad given id.
+ * out has NODE_ID_MAX + 1 bytes; *kept (may be NULL): the id comes back at the next start
+ * (given, or kept in the file). RCS_ERR_INVAL with why filled for a bad given id or a keep
+ * file holding something else than an id (never overwritten).
  */
 enum rcs_err node_id_resolve(const char *given, const char *keep_file, char out[NODE_ID_MAX + 1],
-			     char *why, size_t why_len);
+			     bool *kept, char *why, size_t why_len);
 
 /* Where the generated node id is kept (a malloc'd path or NULL): $STATE_DIRECTORY/node-id
  * under systemd, else <db>.node-id for a SQLite database file, else nowhere. */
