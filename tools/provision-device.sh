@@ -118,6 +118,8 @@ is_uuid() {
 # --- NATS: the accounts file takes the password file's place (lock, checks) ---
 if [ -n "$NATS_FILE" ]; then
 	[ -z "$PWFILE" ] || bad_usage "--password-file or --nats-accounts, not both"
+	# the NATS user line carries the rights; a mosquitto ACL is not NATS's
+	[ -z "$ACLFILE" ] || bad_usage "--acl-file is mosquitto's: with --nats-accounts the user line holds the rights"
 	PWFILE=$NATS_FILE
 	[ -f "$NATS_FILE" ] || die "no NATS accounts file '$NATS_FILE' (copy deploy/nats/rcs-accounts.conf)"
 	grep -q '^[[:space:]]*# -- end of users --' "$NATS_FILE" ||
@@ -312,10 +314,18 @@ nats_user_line() {
 	case $USERNAME in
 	*[!A-Za-z0-9_-]*) die "username '$USERNAME': NATS accounts take A-Z a-z 0-9 _ - only" ;;
 	esac
+	# bcrypt: Python's crypt module (Debian 12's python3), else python3-bcrypt (newer
+	# Pythons have no crypt module)
 	hash=$(printf '%s\n' "$PASSWORD" | python3 -W ignore -c '
-import crypt, sys
-print(crypt.crypt(sys.stdin.readline().strip(), crypt.mksalt(crypt.METHOD_BLOWFISH, rounds=2048)))') ||
-		die "python3 could not hash the password"
+import sys
+pw = sys.stdin.readline().strip()
+try:
+    import crypt
+    print(crypt.crypt(pw, crypt.mksalt(crypt.METHOD_BLOWFISH, rounds=2048)))
+except ImportError:
+    import bcrypt
+    print(bcrypt.hashpw(pw.encode(), bcrypt.gensalt(11, prefix=b"2b")).decode())') ||
+		die "python3 could not hash the password (with Python 3.13 or newer: install python3-bcrypt)"
 	case $hash in
 	'$2b$'*) ;;
 	*) die "python3 made no bcrypt hash" ;;

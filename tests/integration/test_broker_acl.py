@@ -782,6 +782,21 @@ class BrokerAclTest(unittest.TestCase):
         self.assertEqual(p.returncode, 1, p)
         self.assertIn("404", p.stderr)
         self.assertEqual(p.stdout, "")
+        # a mosquitto ACL with a NATS accounts file: refused, neither file touched
+        nats = os.path.join(self.workdir, "accounts.conf")
+        with open(nats, "w") as f:
+            f.write("# -- end of users --\n")
+        with open(self.acl) as f:
+            acl_before = f.read()
+        p = subprocess.run(["/bin/sh", PROVISION, "--coordinator", "--node-id", "n9",
+                            "--acl-file", self.acl, "--nats-accounts", nats],
+                           capture_output=True, text=True, timeout=60)
+        self.assertEqual(p.returncode, 2, p)
+        self.assertIn("--acl-file is mosquitto's", p.stderr)
+        with open(self.acl) as f:
+            self.assertEqual(f.read(), acl_before)
+        with open(nats) as f:
+            self.assertEqual(f.read(), "# -- end of users --\n")
 
     def test_provisioning_in_a_row_keeps_every_session(self):
         # each run reloads the broker; a reload that read the password file while the
