@@ -630,11 +630,19 @@ static int cmd_serve(struct settings *s)
 	 * running: one that is sees the devices online (docs/scale-out.md) */
 	if (store_shared(st)) {
 		long long others = 0;
+		int64_t db_now = 0;
 
 		if (store_node_left(st, &node_died) != RCS_OK ||
 		    store_nodes_others(st, (int64_t)time(NULL), &others) != RCS_OK ||
 		    store_node_beat(st, (int64_t)time(NULL)) != RCS_OK)
 			goto out;
+		if (store_clock(st, &db_now) == RCS_OK &&
+		    llabs((long long)(db_now - (int64_t)time(NULL))) > 2)
+			log_warnx(
+			    "this host's clock is %+lld s off the database server's: leases and"
+			    " signs of life count on agreeing clocks (keep them synchronised,"
+			    " docs/scale-out.md)",
+			    (long long)((int64_t)time(NULL) - db_now));
 		if (others > 0)
 			log_info("%lld other coordinators run on this database: device presence"
 				 " kept",

@@ -647,6 +647,9 @@ enum rcs_err store_claims_release(struct store *st);
 enum rcs_err store_node_beat(struct store *st, int64_t now);
 /* How many other nodes showed a sign of life within the lease before now. */
 enum rcs_err store_nodes_others(struct store *st, int64_t now, long long *n);
+/* The database server's clock (Unix s): leases and signs of life are counted with each
+ * coordinator's own clock, which must agree with the others' (docs/scale-out.md). */
+enum rcs_err store_clock(struct store *st, int64_t *now);
 /* Whether this node's row is there before its first sign of life: its last run did not stop
  * cleanly (a clean stop removes it, store_node_gone). */
 enum rcs_err store_node_left(struct store *st, bool *found);

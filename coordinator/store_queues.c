@@ -472,6 +472,21 @@ enum rcs_err store_nodes_lapsed(struct store *st, int64_t now, long long *n)
 			     store_claim_node(st), since, NULL, node_count_row, n);
 }
 
+enum rcs_err store_clock(struct store *st, int64_t *now)
+{
+	long long n = 0;
+	enum rcs_err err;
+
+	err = store_get_one(st,
+			    STORE_SQL(st,
+				      "SELECT CAST(strftime('%s', 'now') AS INTEGER) WHERE ?1 = ?1",
+				      "SELECT CAST(extract(epoch FROM now()) AS BIGINT) WHERE"
+				      " CAST(?1 AS TEXT) = ?1"),
+			    "", NULL, NULL, node_count_row, &n);
+	*now = (int64_t)n;
+	return err;
+}
+
 enum rcs_err store_node_left(struct store *st, bool *found)
 {
 	long long n = 0;
