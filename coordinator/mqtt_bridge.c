@@ -39,7 +39,6 @@
 #define BRIDGE_SHARE_PREFIX "$share/rcs-coordinators/"
 #define BRIDGE_PROBE_PREFIX "rcs/v1/_coordinators/probe/" /* + the client id */
 #define BRIDGE_PROBE_MS     5000                          /* time the probe has to come back */
-#define BRIDGE_LEAVE_MS     2000 /* wait for the broker's UNSUBACK when stopping */
 
 /* Where the choice of the reports' subscription stands on this connection. */
 enum bridge_probe {
@@ -112,7 +111,6 @@ struct bridge {
 	struct timespec probe_deadline; /* CLOCK_MONOTONIC */
 	bool plain_subscribed;          /* on this connection */
 	bool shared_active;
-	bool left; /* stopping: the broker answered the unsubscribe */
 	/* recovery of the reports a clean session lost (bridge_recover_step): the in-flight
 	 * jobs are sent again, a page at a time, after recover_after in ident order */
 	bool recover;
@@ -977,15 +975,37 @@ static void bridge_probe_deadline(struct bridge *b)
  * The worker's step of the choice (see above). Returns how long the worker may sleep for
  * it: -1 as long as it likes, 0 not at all, else milliseconds (a deadline).
  */
+/* Under b->lock: whether the connection the step began with is still the one there (a
+ * reconnect in between started its own subscriptions: the step's are not for it). */
+static bool bridge_same_connect(const struct bridge *b, unsigned gen)
+{
+	return b->sub_gen == gen;
+}
+
+/* The step's new state, unless another connect began meanwhile. */
+static bool bridge_probe_set(struct bridge *b, unsigned gen, enum bridge_probe to)
+{
+	bool same;
+
+	pthread_mutex_lock(&b->lock);
+	same = bridge_same_connect(b, gen);
+	if (same)
+		b->probe = to;
+	pthread_mutex_unlock(&b->lock);
+	return same;
+}
+
 static int bridge_reports_step(struct bridge *b)
 {
 	char shared[PROTO_MAX_TOPIC + 32], plain[PROTO_MAX_TOPIC], probe[PROTO_MAX_TOPIC + 32];
 	enum bridge_probe st;
 	const char *why;
 	bool plain_subscribed;
+	unsigned gen;
 	int wait_ms = -1;
 
 	pthread_mutex_lock(&b->lock);
+	gen = b->sub_gen;
 	st = b->probe;
 	why = b->plain_why;
 	plain_subscribed = b->plain_subscribed;
@@ -1021,6 +1041,10 @@ static int bridge_reports_step(struct bridge *b)
 		char token[UUID_STR_LEN], topic[PROTO_MAX_TOPIC];
 
 		pthread_mutex_lock(&b->lock);
+		if (!bridge_same_connect(b, gen)) {
+			pthread_mutex_unlock(&b->lock);
+			break;
+		}
 		snprintf(token, sizeof(token), "%s", b->probe_token);
 		snprintf(topic, sizeof(topic), "%s", b->probe_topic);
 		b->probe = PROBE_WAITING; /* before it can come back */
@@ -1040,10 +1064,9 @@ static int bridge_reports_step(struct bridge *b)
 	case PROBE_ARRIVED: {
 		const char *drop[1] = {probe};
 
+		if (!bridge_probe_set(b, gen, PROBE_SWITCHING))
+			break;
 		mqttc_unsubscribe(b->mq, drop, 1, NULL, NULL);
-		pthread_mutex_lock(&b->lock);
-		b->probe = PROBE_SWITCHING;
-		pthread_mutex_unlock(&b->lock);
 		bridge_request(b, true, shared, PROBE_SWITCHING, PROBE_SHARED, PROBE_PLAIN,
 			       "the broker refused the shared subscription");
 		wait_ms = 0;
@@ -1058,22 +1081,25 @@ static int bridge_reports_step(struct bridge *b)
 			/* the shared subscription only in a session that ends with the connection:
 			 * a coordinator that dies leaves the group at once (docs/mqtt.md "Several
 			 * coordinators"); the clean connect subscribes and probes again */
-			pthread_mutex_lock(&b->lock);
-			b->probe = PROBE_IDLE;
-			pthread_mutex_unlock(&b->lock);
+			if (!bridge_probe_set(b, gen, PROBE_IDLE))
+				break;
 			log_info("the broker delivers on a shared subscription of status reports:"
 				 " reconnecting with a clean session to take it");
 			if (mqttc_reconnect(b->mq, true) != RCS_OK)
 				log_warnx("cannot reconnect with a clean session");
 			break;
 		}
-		mqttc_unsubscribe(b->mq, drop, 1, NULL, NULL);
-		bridge_recover_on_take(b);
 		pthread_mutex_lock(&b->lock);
+		if (!bridge_same_connect(b, gen)) {
+			pthread_mutex_unlock(&b->lock);
+			break;
+		}
 		b->probe = PROBE_IDLE;
 		b->shared_active = true;
 		b->plain_subscribed = false;
 		pthread_mutex_unlock(&b->lock);
+		mqttc_unsubscribe(b->mq, drop, 1, NULL, NULL);
+		bridge_recover_on_take(b);
 		metrics_mqtt_shared(true);
 		log_info("status reports: shared subscription %s%s", shared,
 			 b->shared_mode == BRIDGE_SHARED_AUTO ? " (the broker delivered the probe)"
@@ -1086,9 +1112,8 @@ static int bridge_reports_step(struct bridge *b)
 		if (mqttc_clean(b->mq)) {
 			/* the plain subscription in the persistent session, as without a shared
 			 * one (another broker after a failover) */
-			pthread_mutex_lock(&b->lock);
-			b->probe = PROBE_IDLE;
-			pthread_mutex_unlock(&b->lock);
+			if (!bridge_probe_set(b, gen, PROBE_IDLE))
+				break;
 			log_info("status reports: no shared subscription (%s): reconnecting with a"
 				 " persistent session",
 				 why ? why : "refused");
@@ -1096,6 +1121,14 @@ static int bridge_reports_step(struct bridge *b)
 				log_warnx("cannot reconnect with a persistent session");
 			break;
 		}
+		pthread_mutex_lock(&b->lock);
+		if (!bridge_same_connect(b, gen)) {
+			pthread_mutex_unlock(&b->lock);
+			break;
+		}
+		b->probe = PROBE_IDLE;
+		b->plain_subscribed = true;
+		pthread_mutex_unlock(&b->lock);
 		mqttc_unsubscribe(b->mq, drop, b->shared_mode == BRIDGE_SHARED_AUTO ? 2 : 1, NULL,
 				  NULL);
 		if (!plain_subscribed) {
@@ -1104,10 +1137,6 @@ static int bridge_reports_step(struct bridge *b)
 			if (mqttc_subscribe(b->mq, take, 1) != RCS_OK)
 				log_warnx("cannot subscribe to status reports");
 		}
-		pthread_mutex_lock(&b->lock);
-		b->probe = PROBE_IDLE;
-		b->plain_subscribed = true;
-		pthread_mutex_unlock(&b->lock);
 		log_info("status reports: plain subscription %s (%s)", plain,
 			 why ? why : "no shared subscription");
 		break;
@@ -1122,63 +1151,6 @@ static int bridge_reports_step(struct bridge *b)
 		break; /* PROBE_SWITCHING: the SUBACK wakes the worker */
 	}
 	return wait_ms;
-}
-
-static void bridge_answered(void *ctx, bool ok)
-{
-	struct bridge *b = ctx;
-
-	(void)ok;
-	pthread_mutex_lock(&b->lock);
-	b->left = true;
-	pthread_mutex_unlock(&b->lock);
-}
-
-/* bridge_reports_leave's requests, one at a time: true when the broker answered in time. */
-static bool bridge_leave_request(struct bridge *b, bool subscribe, const char *filter)
-{
-	const char *filters[1] = {filter};
-	bool answered = false;
-	enum rcs_err err;
-
-	pthread_mutex_lock(&b->lock);
-	b->left = false;
-	pthread_mutex_unlock(&b->lock);
-	err = subscribe ? mqttc_subscribe_cb(b->mq, filters, 1, bridge_answered, b)
-			: mqttc_unsubscribe(b->mq, filters, 1, bridge_answered, b);
-	for (int ms = 0; err == RCS_OK && !answered && ms < BRIDGE_LEAVE_MS; ms += 10) {
-		struct timespec t = {0, 10 * 1000000L};
-
-		nanosleep(&t, NULL);
-		pthread_mutex_lock(&b->lock);
-		answered = b->left;
-		pthread_mutex_unlock(&b->lock);
-	}
-	return answered;
-}
-
-/*
- * Stopping cleanly: the shared subscription is swapped for the plain one, so that the
- * broker gives this coordinator's share to the others from now on, instead of queueing it
- * for a stopped one (mosquitto picks among a group's sessions, connected or not), while
- * the session still keeps every report in case this is the last coordinator: none is lost
- * across a restart, and those the others applied meanwhile are applied once (docs/mqtt.md
- * "Several coordinators"). While the worker still applies what arrives.
- */
-static void bridge_reports_leave(struct bridge *b)
-{
-	char shared[PROTO_MAX_TOPIC + 32], plain[PROTO_MAX_TOPIC];
-
-	/* a clean session leaves the group with its connection */
-	if (!bridge_shared_active(b) || !mqttc_connected(b->mq) || mqttc_clean(b->mq))
-		return;
-	bridge_filter_plain(plain);
-	bridge_filter_shared(shared, sizeof(shared));
-	if (bridge_leave_request(b, true, plain) && bridge_leave_request(b, false, shared))
-		log_info("left the shared subscription of status reports (plain until the next"
-			 " start)");
-	else
-		log_warnx("could not leave the shared subscription of status reports");
 }
 
 /* ---- MQTT callbacks (paho's threads) ---- */
@@ -1641,8 +1613,6 @@ void bridge_stop(struct bridge *b)
 		return;
 	if (b->lc && b->lc->hooks == &b->hooks)
 		b->lc->hooks = NULL;
-	if (b->thread_started)
-		bridge_reports_leave(b); /* while the worker still applies what arrives */
 	/* disconnected first: paho acknowledged every report it handed over, so the worker
 	 * applies all of them (and ends the claims of the envelopes acknowledged) before it
 	 * stops, and none arrives after it */
