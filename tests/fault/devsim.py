@@ -22,7 +22,9 @@ Each device behaves like rcs-agent as far as the protocol goes (docs/mqtt.md, do
 - reports go through an outbox and leave it when the broker acknowledges them (PUBACK);
   after a reconnect the outbox is sent again; seq counts per job from 1;
 - it reconnects with backoff (0.25 s doubling to 5 s, jittered) whenever the connection
-  drops, as long as the simulator runs.
+  drops, as long as the simulator runs; given several broker ports (the nodes of a NATS
+  cluster, docs/scale-out.md), device i starts on port i mod n and moves to the next port
+  after every session that ended or failed, as the agent does with several --mqtt URLs.
 
 What it records, for the invariant checks of faults.py: per job, the device whose topic
 carried it, how many envelopes arrived, how many times it was run (the journal makes that
@@ -115,6 +117,7 @@ class SimDevice:
         self.connects = 0
         self.running_job = None
         self._cancel_running = None
+        self.port_index = 0       # which of sim.ports the next connect tries
 
     # -- the connection ------------------------------------------------------------------
 
@@ -161,6 +164,7 @@ class SimDevice:
                 pass
             finally:
                 self._drop()
+                self.port_index = (self.port_index + 1) % len(self.sim.ports)
             if self.sim.stopping:
                 return
             await asyncio.sleep(delay * random.uniform(0.5, 1.0))
@@ -182,7 +186,7 @@ class SimDevice:
     async def _session(self):
         async with self.sim.connect_slots:
             reader, writer = await asyncio.wait_for(
-                asyncio.open_connection(self.sim.host, self.sim.port), 10)
+                asyncio.open_connection(self.sim.host, self.sim.ports[self.port_index]), 10)
             self.writer = writer
             writer.write(self._connect_packet())
             p = await asyncio.wait_for(_read_packet(reader), 30)
@@ -328,7 +332,8 @@ class SimDevice:
 
 
 class DeviceSim:
-    """Simulated devices for one tenant on a broker at 127.0.0.1:port.
+    """Simulated devices for one tenant on a broker at 127.0.0.1:port (port: one port, or a
+    list of the ports of a cluster's nodes: the devices are spread over them and fail over).
 
     sim = DeviceSim(port, client_root, idents, tags=["fleet"]).start(timeout=120)
     ... sim.runs_of(job), sim.envelopes_of(job), sim.jobs_run_by(ident), sim.errors ...
@@ -337,7 +342,8 @@ class DeviceSim:
 
     def __init__(self, port, client_root, idents, tags=(), host="127.0.0.1", keepalive=30,
                  work_seconds=0.0, max_connecting=64):
-        self.port = port
+        self.ports = list(port) if isinstance(port, (list, tuple)) else [port]
+        self.port = self.ports[0]
         self.host = host
         self.client_root = client_root
         self.idents = list(idents)
@@ -418,6 +424,8 @@ class DeviceSim:
             self.gate.set()
             self.connect_slots = asyncio.Semaphore(self.max_connecting)
             self.devices = [SimDevice(self, ident, self.tags) for ident in self.idents]
+            for i, d in enumerate(self.devices):
+                d.port_index = i % len(self.ports)
             self.tasks = []
             for d in self.devices:
                 self.tasks.append(self.loop.create_task(d.run()))
