@@ -211,6 +211,9 @@ class SimDevice:
                 continue
             last_rx = time.monotonic()
             if p.type == 9:  # SUBACK
+                refused = [c for c in p.body[2:] if c == 0x80]
+                if refused:
+                    self.sim._note_suback_refused(self.ident, len(refused))
                 if not self.ready:
                     self.ready = True
                     self.sim._ready_count += 1
@@ -361,6 +364,7 @@ class DeviceSim:
         self.cancels = {}      # job -> count
         self.errors = []
         self.first_envelope_at = {}  # job -> time.time() of its first envelope
+        self.suback_refused = {}  # entity ident -> filters the broker refused (0x80)
         self.loop = None
         self.thread = None
         self.devices = []
@@ -384,6 +388,10 @@ class DeviceSim:
             self.runs[job] = self.runs.get(job, 0) + 1
             self.device_runs.setdefault(ident, []).append(job)
 
+    def _note_suback_refused(self, ident, n):
+        with self.lock:
+            self.suback_refused[ident] = self.suback_refused.get(ident, 0) + n
+
     def _note_cancel(self, job, ident):
         with self.lock:
             self.cancels[job] = self.cancels.get(job, 0) + 1
@@ -396,7 +404,8 @@ class DeviceSim:
                     "runs": dict(self.runs),
                     "device_runs": {k: list(v) for k, v in self.device_runs.items()},
                     "cancels": dict(self.cancels), "errors": list(self.errors),
-                    "first_envelope_at": dict(self.first_envelope_at)}
+                    "first_envelope_at": dict(self.first_envelope_at),
+                    "suback_refused": dict(self.suback_refused)}
 
     def envelopes_of(self, job):
         with self.lock:

@@ -703,6 +703,8 @@ def verify_sim(run, sim, group_jobs, known_jobs, expect_ran=True):
     snap = sim.snapshot()
     for e in snap["errors"][:20]:
         run.violation("devsim: " + e)
+    if snap["suback_refused"]:
+        run.stat("suback_refused", snap["suback_refused"])
     for job, n in snap["runs"].items():
         if n > 1:
             run.violation("job %s ran %d times on device %s" % (job, n, snap["job_device"][job]))
