@@ -89,8 +89,8 @@ The database is read directly only through db_rows() (sqlite3 on a file, psql on
 postgresql:// URL), e.g. the job statuses at the moment of a kill. Scale-out runs also
 record, as stats, the PostgreSQL deadlocks the coordinators logged (pg_deadlocks_logged,
 with a note) and the SUBSCRIBE filters a NATS node refused to a simulated device
-(suback_refused: such a device, like the agent, does not subscribe again before its next
-connect; docs/scale-out.md, "Testing").
+(suback_refused: such a device connects again, where the agent would stay without its
+subscription; docs/scale-out.md, "Testing").
 
 Run (as root for the tmpfs scenarios; Debian's python3 has paho-mqtt and aiosmtpd):
 
