@@ -1322,7 +1322,14 @@ static bool bridge_apply_state(struct bridge *b, const struct in_msg *m)
 static void bridge_apply_inbound(struct bridge *b, struct in_msg *list)
 {
 	json_object *online = json_object_new_array();
-	bool tx = store_tx_begin(b->st) == RCS_OK;
+	/* One transaction for the batch: one commit for many messages. Not on a shared
+	 * database: a transaction keeps the rows it locked until it ends (a job's row by its
+	 * move, its group's row by the tallies of a job that ended), and another coordinator
+	 * applying the same reports in its own batches would wait for a row this batch holds
+	 * while holding one this batch waits for, a deadlock PostgreSQL breaks only after its
+	 * deadlock_timeout; one message per transaction takes a job's row, then its group's,
+	 * and lets both go (docs/scale-out.md, "Limits") */
+	bool tx = !store_shared(b->st) && store_tx_begin(b->st) == RCS_OK;
 
 	for (struct in_msg *m = list; m; m = m->next) {
 		if (m->topic.kind == PROTO_STATUS)

@@ -22,7 +22,14 @@ Each device behaves like rcs-agent as far as the protocol goes (docs/mqtt.md, do
 - reports go through an outbox and leave it when the broker acknowledges them (PUBACK);
   after a reconnect the outbox is sent again; seq counts per job from 1;
 - it reconnects with backoff (0.25 s doubling to 5 s, jittered) whenever the connection
-  drops, as long as the simulator runs.
+  drops, as long as the simulator runs; given several broker ports (the nodes of a NATS
+  cluster, docs/scale-out.md), device i starts on port i mod n and moves to the next port
+  after every session that ended or failed, as the agent does with several --mqtt URLs;
+- a SUBACK that refuses a filter (0x80: a NATS node whose JetStream could not make the
+  subscription's consumer, under load or while leaders are elected) ends the session and
+  the device connects again. Here it differs from the agent, which keeps the connection
+  without the subscription (docs/scale-out.md, "Testing"); refusals are counted
+  (snapshot()["suback_refused"]).
 
 What it records, for the invariant checks of faults.py: per job, the device whose topic
 carried it, how many envelopes arrived, how many times it was run (the journal makes that
@@ -115,6 +122,7 @@ class SimDevice:
         self.connects = 0
         self.running_job = None
         self._cancel_running = None
+        self.port_index = 0       # which of sim.ports the next connect tries
 
     # -- the connection ------------------------------------------------------------------
 
@@ -161,6 +169,7 @@ class SimDevice:
                 pass
             finally:
                 self._drop()
+                self.port_index = (self.port_index + 1) % len(self.sim.ports)
             if self.sim.stopping:
                 return
             await asyncio.sleep(delay * random.uniform(0.5, 1.0))
@@ -182,7 +191,7 @@ class SimDevice:
     async def _session(self):
         async with self.sim.connect_slots:
             reader, writer = await asyncio.wait_for(
-                asyncio.open_connection(self.sim.host, self.sim.port), 10)
+                asyncio.open_connection(self.sim.host, self.sim.ports[self.port_index]), 10)
             self.writer = writer
             writer.write(self._connect_packet())
             p = await asyncio.wait_for(_read_packet(reader), 30)
@@ -207,6 +216,11 @@ class SimDevice:
                 continue
             last_rx = time.monotonic()
             if p.type == 9:  # SUBACK
+                refused = [c for c in p.body[2:] if c == 0x80]
+                if refused:
+                    # connect again (the agent does not yet: docs/scale-out.md "Testing")
+                    self.sim._note_suback_refused(self.ident, len(refused))
+                    raise ConnectionError("subscription refused")
                 if not self.ready:
                     self.ready = True
                     self.sim._ready_count += 1
@@ -328,7 +342,8 @@ class SimDevice:
 
 
 class DeviceSim:
-    """Simulated devices for one tenant on a broker at 127.0.0.1:port.
+    """Simulated devices for one tenant on a broker at 127.0.0.1:port (port: one port, or a
+    list of the ports of a cluster's nodes: the devices are spread over them and fail over).
 
     sim = DeviceSim(port, client_root, idents, tags=["fleet"]).start(timeout=120)
     ... sim.runs_of(job), sim.envelopes_of(job), sim.jobs_run_by(ident), sim.errors ...
@@ -337,7 +352,8 @@ class DeviceSim:
 
     def __init__(self, port, client_root, idents, tags=(), host="127.0.0.1", keepalive=30,
                  work_seconds=0.0, max_connecting=64):
-        self.port = port
+        self.ports = list(port) if isinstance(port, (list, tuple)) else [port]
+        self.port = self.ports[0]
         self.host = host
         self.client_root = client_root
         self.idents = list(idents)
@@ -355,6 +371,7 @@ class DeviceSim:
         self.cancels = {}      # job -> count
         self.errors = []
         self.first_envelope_at = {}  # job -> time.time() of its first envelope
+        self.suback_refused = {}  # entity ident -> filters the broker refused (0x80)
         self.loop = None
         self.thread = None
         self.devices = []
@@ -378,6 +395,10 @@ class DeviceSim:
             self.runs[job] = self.runs.get(job, 0) + 1
             self.device_runs.setdefault(ident, []).append(job)
 
+    def _note_suback_refused(self, ident, n):
+        with self.lock:
+            self.suback_refused[ident] = self.suback_refused.get(ident, 0) + n
+
     def _note_cancel(self, job, ident):
         with self.lock:
             self.cancels[job] = self.cancels.get(job, 0) + 1
@@ -390,7 +411,8 @@ class DeviceSim:
                     "runs": dict(self.runs),
                     "device_runs": {k: list(v) for k, v in self.device_runs.items()},
                     "cancels": dict(self.cancels), "errors": list(self.errors),
-                    "first_envelope_at": dict(self.first_envelope_at)}
+                    "first_envelope_at": dict(self.first_envelope_at),
+                    "suback_refused": dict(self.suback_refused)}
 
     def envelopes_of(self, job):
         with self.lock:
@@ -418,6 +440,8 @@ class DeviceSim:
             self.gate.set()
             self.connect_slots = asyncio.Semaphore(self.max_connecting)
             self.devices = [SimDevice(self, ident, self.tags) for ident in self.idents]
+            for i, d in enumerate(self.devices):
+                d.port_index = i % len(self.ports)
             self.tasks = []
             for d in self.devices:
                 self.tasks.append(self.loop.create_task(d.run()))

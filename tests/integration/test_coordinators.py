@@ -13,7 +13,9 @@ jobs go out once with both running; kill -9 of one coordinator halfway through a
 to 200 devices: every job reaches one terminal status through the other within the lease
 and a few seconds, its history holds each status once, and no device runs a job twice; a
 retried group send makes one retry per failed job, released and sent once; cancels racing
-the devices' reports leave each status once in a job's history.
+the devices' reports leave each status once in a job's history. OppositeOrdersTest: each
+coordinator on a broker of its own, the same reports reaching them in opposite orders: no
+deadlock between their report transactions, the group's tallies count each job once.
 
 Skipped without PostgreSQL's server (tools/deps.sh test installs it).
 
@@ -517,6 +519,127 @@ class TwoCoordinatorsSharedTest(TwoCoordinatorsTest):
         self.assertNotIn("stopped showing signs of life", self.coords[1].read_log())
         wait_for(lambda: "status reports: shared subscription" in a.read_log(), timeout=30,
                  what="node-a on the shared subscription again")
+
+
+@unittest.skipUnless(pg_server.available(), "PostgreSQL's server is not installed")
+class OppositeOrdersTest(unittest.TestCase):
+    """Two coordinators on one PostgreSQL database, each on a broker of its own, and devices
+    that report on both brokers, in opposite orders: coordinator a gets the reports of the
+    jobs in ascending order, b in descending, both in bursts. Each applies every report (the
+    job's row locked by its move, the group's row by the tallies of a job that ended);
+    neither may wait for the other in a deadlock (PostgreSQL would break it after its
+    deadlock_timeout, 1 s a time, and the reports would crawl), and the group's tallies
+    count every job once."""
+
+    N = 40
+
+    def setUp(self):
+        self.workdir = tempfile.mkdtemp(prefix="rcs-orders-")
+        self.coords, self.clients, self.brokers = [], [], []
+        self.addCleanup(self._cleanup)
+        db = pg_server.shared().create_db()
+        for node in ("order-a", "order-b"):
+            broker = Mosquitto(self.workdir).start()
+            self.brokers.append(broker)
+            self.coords.append(Coordinator(self.workdir, db=db, extra_args=(
+                "--node-id", node, "--lease", str(LEASE), "--mqtt", broker.url,
+                "--resend-after", "3600", "--mqtt-shared-subscriptions", "no")))
+        tenant = self.coords[0].init_tenant(user="admin")
+        self.root = tenant["client_root"]
+        for c in self.coords:
+            c.start()
+        for c in self.coords:
+            wait_for(lambda c=c: "status reports: " in c.read_log(), timeout=20,
+                     what="coordinator connected to its broker")
+        self.api = self.coords[0].api(tenant["api_key"])
+
+    def _cleanup(self):
+        for cl in self.clients:
+            cl.disconnect()
+            cl.loop_stop()
+        for c in self.coords:
+            if c.proc is not None:
+                c.stop(signal.SIGKILL)
+        for b in self.brokers:
+            b.stop()
+        if os.environ.get("RCS_KEEP_TMP") is None:
+            shutil.rmtree(self.workdir, ignore_errors=True)
+
+    def test_reports_in_opposite_orders(self):
+        ents = []
+        for i in range(self.N):
+            r = self.api.post("/devices", {"name": "o%d" % i, "tags": ["o"]})
+            self.assertEqual(r.status, 201, r.raw)
+            ents.append(r.json["entity_ident"])
+        envelopes = {}
+        lock = threading.Lock()
+        for b in self.brokers:
+            cl = mqtt.Client(client_id="orders-" + uuid.uuid4().hex[:12], clean_session=True)
+            cl.max_inflight_messages_set(1000)
+            ready = threading.Event()
+            cl.on_connect = lambda c, u, f, rc: c.subscribe("rcs/v1/%s/+/jobs/+" % self.root, 1)
+            cl.on_subscribe = lambda *a, ev=ready: ev.set()
+
+            def on_message(c, u, msg):
+                parts = msg.topic.split("/")
+                with lock:
+                    envelopes[parts[5]] = parts[3]
+            cl.on_message = on_message
+            cl.connect("127.0.0.1", b.port, keepalive=10)
+            cl.loop_start()
+            self.assertTrue(ready.wait(10))
+            self.clients.append(cl)
+            for e in ents:
+                cl.publish("rcs/v1/%s/%s/state" % (self.root, e), json.dumps(
+                    {"v": 1, "online": True, "tags": [], "agent_version": "orders",
+                     "ts": int(time.time())}), qos=1, retain=True).wait_for_publish(10)
+        for c in self.coords:
+            api = c.api(self.api.key)
+            wait_for(lambda api=api: api.get(with_query(
+                "/devices", tag="o", online="true", per_page=1)).json["total_items"] == self.N,
+                timeout=30, what="the devices online")
+        task = self.api.post("/tasks", {"name": "orders", "script": "echo"}).json
+        marks = [os.path.getsize(c.log_path) for c in self.coords]
+        r = self.api.post("/tasks/%s/jobs/list" % task["ident"],
+                          {"ident_list": ents, "group_name": "orders"})
+        self.assertEqual(r.status, 201, r.raw)
+        jobs = sorted(j["ident"] for j in r.json["items"])
+        wait_for(lambda: len(envelopes) == self.N, timeout=30, what="every envelope")
+        # every report of every job, a's broker ascending, b's descending, at once
+        bursts = []
+        for cl, order in ((self.clients[0], jobs), (self.clients[1], jobs[::-1])):
+            msgs = []
+            for j in order:
+                for seq, st in enumerate(("edge_transmitted", "edge_started", "edge_running",
+                                          "terminated"), 1):
+                    msgs.append(("rcs/v1/%s/%s/jobs/%s/status" % (self.root, envelopes[j], j),
+                                 json.dumps({"v": 1, "job": j, "status": st, "seq": seq,
+                                             "ts": int(time.time()), "response": "ok"})))
+            bursts.append((cl, msgs))
+        threads = [threading.Thread(target=lambda cl=cl, msgs=msgs: [
+            cl.publish(t, p, qos=1) for t, p in msgs]) for cl, msgs in bursts]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(30)
+        gid = r.json["group"]["ident"]
+        wait_for(lambda: self.api.get("/groups/" + gid).json["status"] == "completed",
+                 timeout=60, interval=0.25, what="the group completed")
+        self.assertEqual(self.api.get("/groups/" + gid).json["counts"],
+                         {"terminated": self.N})
+        for j in jobs[::7]:
+            h = self.api.get("/jobs/%s/history" % j).json["items"]
+            statuses = [x["status"] for x in h]
+            self.assertEqual(len(statuses), len(set(statuses)), statuses)
+        for c, mark in zip(self.coords, marks):
+            with open(c.log_path, "rb") as f:
+                f.seek(mark)
+                log = f.read().decode("utf-8", "replace")
+            self.assertNotIn("deadlock detected", log,
+                             "the coordinators' report transactions deadlocked:\n" +
+                             log[-3000:])
+        for c in self.coords:
+            self.assertTrue(c.alive())
 
 
 if __name__ == "__main__":
