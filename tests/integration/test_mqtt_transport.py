@@ -1279,7 +1279,12 @@ class RestartTest(MqttTest):
         items = self.history_items(js)
         self.assertEqual([h["status"] for h in items], FULL_RUN)
         self.assertGreaterEqual(items[2]["update_at"], sched - 1, "sent before scheduled_time")
-        self.assertEqual(len(c_fake.envelopes_of(js)), 1)
+        if self.shared:
+            # sent at its time; once more if the clean session was taken (and the in-flight
+            # jobs sent again) after that, the machine being slow: the device drops repeats
+            self.assertIn(len(c_fake.envelopes_of(js)), (1, 2))
+        else:
+            self.assertEqual(len(c_fake.envelopes_of(js)), 1)
         # and the new coordinator works as usual
         j = self.post_job(self.task, c["entity_ident"])
         self.assertAnsweredTransmited(j)
