@@ -161,6 +161,12 @@ class NatsAclTest(unittest.TestCase):
 
     @classmethod
     def tearDownClass(cls):
+        # a QoS 1 subscription NATS refused for a moment (its JetStream consumer not made
+        # in time) and the coordinator asked for again (docs/scale-out.md, "Limits")
+        refused = [l for l in cls.coord.read_log().splitlines() if "refused the subscr" in l]
+        if refused:
+            note("the coordinator's subscriptions refused and asked for again:\n%s"
+                 % "\n".join(refused))
         alive = cls.coord.alive()
         log = cls.coord.read_log()[-4000:]
         rc = cls.coord.stop()
@@ -295,11 +301,10 @@ class NatsAclTest(unittest.TestCase):
     # -- who may connect -------------------------------------------------------------------
 
     def test_anonymous_refused(self):
-        # with a fresh id and with a device's ident as the client id (one no other test
-        # uses: a refused connect with a device's id can upset that device's session on
-        # NATS 2.9 while the cluster settles, which the job tests would then see)
+        # with a fresh id and with a device's ident as the client id (NATS checks the
+        # credentials before it looks at the client id's session: B's is not touched)
         for n in self.cluster.nodes:
-            for cid in ("anon-%s" % uuid.uuid4().hex[:8], str(uuid.uuid4())):
+            for cid in ("anon-%s" % uuid.uuid4().hex[:8], self.b):
                 self.assertIn(self.try_login(n, None, None, client_id=cid), (4, 5),
                               "anonymous connect to %s with client id %s" % (n.name, cid))
 
@@ -358,9 +363,6 @@ class NatsAclTest(unittest.TestCase):
 
     # -- writing ---------------------------------------------------------------------------
 
-    @unittest.skip("after the class's other tests on the same cluster, device B gets no "
-                   "envelope (its NATS 2.9 session); passes run alone: "
-                   "python3 test_nats_acl.py NatsAclTest.test_device_cannot_write_for_another_device")
     def test_device_cannot_write_for_another_device(self):
         b = self.device_b(auto=False)
         mon = self.client(self.n1, "rcs-monitor", self.M["mqtt_password"])
@@ -450,7 +452,7 @@ class NatsAclTest(unittest.TestCase):
 
     # -- sessions --------------------------------------------------------------------------
 
-    def test_z_client_id_of_another_device(self):
+    def test_client_id_of_another_device(self):
         """NATS does not bind the client id to the user (mosquitto's
         use_username_as_clientid): A may connect with B's client id. It takes over B's
         session (B is disconnected, deploy/README.md) but gets none of B's jobs: B's
@@ -492,9 +494,6 @@ class NatsAclTest(unittest.TestCase):
 
     # -- the coordinator's and the monitor's part --------------------------------------
 
-    @unittest.skip("after the class's other tests on the same cluster, device B gets no "
-                   "envelope (its NATS 2.9 session); passes run alone: "
-                   "python3 test_nats_acl.py NatsAclTest.test_coordinator_and_monitor")
     def test_coordinator_and_monitor(self):
         mon = self.client(self.n2, "rcs-monitor", self.M["mqtt_password"])
         granted = [mon.subscribe(f)[0] for f in ("rcs/v1/+/events/#", "rcs/v1/+/+/state",
