@@ -30,7 +30,7 @@ import unittest
 import uuid
 
 from nats_cluster import NatsCluster
-from rcs_harness import SOURCE_DIR, Coordinator, make_ec_keypair, wait_for
+from rcs_harness import SOURCE_DIR, Agent, Coordinator, make_ec_keypair, wait_for
 from test_broker_acl import AuthDevice, Client, provision
 
 NATS_DIR = os.path.join(SOURCE_DIR, "deploy", "nats")
@@ -449,6 +449,58 @@ class NatsAclTest(unittest.TestCase):
         p = __import__("subprocess").run(["nats-server", "-t", "-c", conf],
                                          capture_output=True, text=True, timeout=30)
         self.assertEqual(p.returncode, 0, p.stderr)
+
+    # -- a refused subscription ------------------------------------------------------------
+
+    def test_refused_subscription_asked_again(self):
+        """A filter NATS refuses in the SUBACK (0x80) stays missing for the connection: the
+        cluster refuses a QoS 1 subscription for a moment when its JetStream consumer is not
+        made in time (docs/scale-out.md, "Limits"). Made reproducible here with the
+        permissions: device D's account first lacks its jobs filter, then gets it back at a
+        reload; the real agent, still on its first connection, asks again and gets D's job."""
+        api = "http://127.0.0.1:%d" % self.coord.port
+        D = provision("--api", api, "--name", "device D", "--nats-accounts", self.accounts,
+                      api_key=self.admin_key)
+        d = D["entity_ident"]
+        jobs_filter = '"rcs.v1.*.%s.jobs.*", ' % d
+        with open(self.accounts) as f:
+            full = f.read()
+        self.assertEqual(full.count(jobs_filter), 1, "D's jobs filter in its line")
+
+        def reload(text):
+            with open(self.accounts, "w") as f:
+                f.write(text)
+            for n in self.cluster.nodes:
+                os.kill(n.proc.pid, signal.SIGHUP)
+            for n in self.cluster.nodes:
+                wait_for(lambda n=n: self.try_login(n, d, D["mqtt_password"]) == 0,
+                         timeout=60, interval=1, what="D logs in on %s" % n.name)
+
+        reload(full.replace(jobs_filter, ""))
+        cfg = os.path.join(self.workdir, "agent-d.conf")
+        with open(cfg, "w") as f:
+            for k in ("client_root", "entity_ident", "mqtt_username", "mqtt_password"):
+                f.write("%s %s\n" % (k, D[k]))
+        os.chmod(cfg, 0o600)
+        agent = Agent(self.workdir, self.n2.mqtt_url, self.client_root, d,
+                      trusted_keys=[self.pub], name="agent-d", extra_args=["--config", cfg])
+        try:
+            agent.start()
+            refused = "refused the subscription to %s" % self.topic(d, "jobs", "+")
+            wait_for(lambda: refused in agent.read_log(), timeout=40,
+                     what="the agent's jobs filter refused")
+            self.wait_device(d, online=True)
+            reload(full)
+            jd = self.post_job(d)["ident"]
+            done = self.wait_job(jd)
+            self.assertEqual(done["status"], "terminated", self.history(jd))
+            log = agent.read_log()
+            self.assertIn("subscribed to %s (refused" % self.topic(d, "jobs", "+"), log)
+            self.assertNotIn("connection to", log, "the agent reconnected meanwhile")
+        finally:
+            with open(self.accounts, "w") as f:
+                f.write(full)
+            agent.stop()
 
     # -- sessions --------------------------------------------------------------------------
 
