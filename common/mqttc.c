@@ -1019,12 +1019,12 @@ enum rcs_err mqttc_subscribe(struct mqttc *m, const char *const *filters, size_t
 
 		if (s == NULL) {
 			err = RCS_ERR_NOMEM;
-			break;
+		} else {
+			s->m = m;
+			s->gen = gen;
+			memcpy(s->filter, filters[i], len);
+			err = mqttc_sub_send(m, s);
 		}
-		s->m = m;
-		s->gen = gen;
-		memcpy(s->filter, filters[i], len);
-		err = mqttc_sub_send(m, s);
 	}
 	return err;
 }
