@@ -13,7 +13,8 @@ anonymous and wrong passwords are refused on every node; device A cannot read B'
 cancels or state (NATS refuses the subscriptions in the SUBACK, and nothing arrives),
 nor NATS's internal $MQTT subjects of anyone; A's status report, state, envelope, cancel
 and event on B's or the coordinator's topics change nothing; the coordinator sends B's
-job to terminated and the monitor reads events and states only.
+job to terminated and the monitor reads events and states only; a real agent whose jobs
+filter NATS refused in the SUBACK asks for it again and gets its job.
 
 Run: RCS_BIN_DIR=build/bin RCS_SOURCE_DIR=. /usr/bin/python3 tests/integration/test_nats_acl.py
 RCS_KEEP_TMP=1 keeps the directory (node configurations and logs, coordinator log).
