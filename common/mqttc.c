@@ -54,6 +54,25 @@ struct mqttc {
 	uint64_t delivered;
 	unsigned attempt;
 	struct timespec next_attempt; /* CLOCK_MONOTONIC */
+	unsigned gen;                 /* connections made so far: whose subscriptions these are */
+	struct mqttc_sub *resub;      /* refused subscriptions asked for again (the loop) */
+};
+
+/*
+ * One filter of mqttc_subscribe, asked for until the broker grants it or the connection it
+ * was asked on ends. A broker may refuse a filter in the SUBACK (0x80) for a moment only:
+ * NATS makes a JetStream consumer for each QoS 1 subscription and refuses the filter when
+ * that request times out, e.g. while the cluster is busy or a node reloads its accounts
+ * (docs/scale-out.md, "Limits"). A subscription that failed so would be missing for the
+ * whole connection, the persistent session included, so it is asked for again.
+ */
+struct mqttc_sub {
+	struct mqttc *m;
+	struct mqttc_sub *next;
+	unsigned gen;        /* the connection it was asked on */
+	unsigned refusals;   /* SUBACKs that refused it so far */
+	struct timespec due; /* CLOCK_MONOTONIC: when it is asked for again */
+	char filter[];
 };
 
 /* Context of one acknowledged publish. */
@@ -71,6 +90,11 @@ static void mqttc_now(struct timespec *ts)
 {
 	clock_gettime(CLOCK_MONOTONIC, ts);
 }
+
+/* The SUBACK's code of a refused filter (MQTT 3.1.1), and the longest wait before a refused
+ * filter is asked for again. */
+#define MQTTC_SUBACK_FAILURE 0x80
+#define MQTTC_RESUB_MAX_S    30
 
 /* Next attempt after a jittered, exponential delay: [d/2, d], d = min * 2^attempt <= max. */
 static void mqttc_schedule(struct mqttc *m)
@@ -173,6 +197,7 @@ static void mqttc_on_connect_ok(void *ctx, MQTTAsync_successData *resp)
 	m->attempt = 0;
 	m->current = cur;
 	m->live_clean = m->trying_clean;
+	m->gen++; /* what is still to be asked for again belongs to the last connection */
 	pthread_mutex_unlock(&m->lock);
 	if (m->nurls > 1)
 		log_info("connected to %s (session %s; broker %d of %zu)", m->urls[cur],
@@ -364,6 +389,125 @@ static int mqttc_connect(struct mqttc *m)
 	return MQTTAsync_connect(m->client, &co);
 }
 
+static bool mqttc_ts_before(const struct timespec *a, const struct timespec *b)
+{
+	return a->tv_sec < b->tv_sec || (a->tv_sec == b->tv_sec && a->tv_nsec < b->tv_nsec);
+}
+
+static void mqttc_sub_ok(void *ctx, MQTTAsync_successData *resp)
+{
+	struct mqttc_sub *s = ctx;
+	struct mqttc *m = s->m;
+
+	(void)resp;
+	atomic_fetch_add(&m->in_callback, 1);
+	if (s->refusals > 0)
+		log_info("subscribed to %s (refused %u times before)", s->filter, s->refusals);
+	free(s);
+	atomic_fetch_sub(&m->in_callback, 1);
+}
+
+/* Refused in the SUBACK (code 0x80): asked for again after 1, 2, 4 ... 30 s while the
+ * connection lasts. Lost with the connection: the next connect subscribes anew. */
+static void mqttc_sub_fail(void *ctx, MQTTAsync_failureData *resp)
+{
+	struct mqttc_sub *s = ctx;
+	struct mqttc *m = s->m;
+	bool refused = resp != NULL && resp->code == MQTTC_SUBACK_FAILURE;
+	long long ns;
+	int delay = 1;
+
+	atomic_fetch_add(&m->in_callback, 1);
+	for (unsigned i = 0; i < s->refusals && delay < MQTTC_RESUB_MAX_S; i++)
+		delay *= 2;
+	if (delay > MQTTC_RESUB_MAX_S)
+		delay = MQTTC_RESUB_MAX_S;
+	pthread_mutex_lock(&m->lock);
+	if (refused && !m->stop && m->connected && s->gen == m->gen) {
+		s->refusals++;
+		mqttc_now(&s->due);
+		ns = s->due.tv_nsec + (long long)delay * 1000000000LL;
+		s->due.tv_sec += (time_t)(ns / 1000000000LL);
+		s->due.tv_nsec = (long)(ns % 1000000000LL);
+		s->next = m->resub;
+		m->resub = s;
+		pthread_cond_broadcast(&m->cond);
+		log_warnx("the broker refused the subscription to %s: asking again in %d s",
+			  s->filter, delay);
+		s = NULL;
+	}
+	pthread_mutex_unlock(&m->lock);
+	free(s);
+	atomic_fetch_sub(&m->in_callback, 1);
+}
+
+/* Sends s's SUBSCRIBE (QoS 1); s is the request's context from then on, freed here when it
+ * cannot be sent. */
+static enum rcs_err mqttc_sub_send(struct mqttc *m, struct mqttc_sub *s)
+{
+	MQTTAsync_responseOptions ro = MQTTAsync_responseOptions_initializer;
+	enum rcs_err err = RCS_OK;
+	int rc;
+
+	ro.onSuccess = mqttc_sub_ok;
+	ro.onFailure = mqttc_sub_fail;
+	ro.context = s;
+	pthread_rwlock_rdlock(&m->client_lock);
+	rc = MQTTAsync_subscribe(m->client, s->filter, 1, &ro);
+	pthread_rwlock_unlock(&m->client_lock);
+	if (rc != MQTTASYNC_SUCCESS) {
+		log_warnx("subscribe %s: error %d", s->filter, rc);
+		free(s);
+		err = RCS_ERR_IO;
+	}
+	return err;
+}
+
+/*
+ * (m->lock held) Takes the refused subscriptions that are due off m->resub, drops those of
+ * an earlier connection, and sets *next to when the first of the others is due. NULL when
+ * none is due.
+ */
+static struct mqttc_sub *mqttc_resub_take(struct mqttc *m, struct timespec *next)
+{
+	struct mqttc_sub *due = NULL, **pp = &m->resub;
+	struct timespec now;
+
+	mqttc_now(&now);
+	*next = now;
+	next->tv_sec += MQTTC_RESUB_MAX_S;
+	while (*pp != NULL) {
+		struct mqttc_sub *s = *pp;
+
+		if (s->gen != m->gen || !mqttc_ts_before(&now, &s->due)) {
+			*pp = s->next;
+			if (s->gen != m->gen) {
+				free(s);
+			} else {
+				s->next = due;
+				due = s;
+			}
+			continue;
+		}
+		if (mqttc_ts_before(&s->due, next))
+			*next = s->due;
+		pp = &s->next;
+	}
+	return due;
+}
+
+static void mqttc_resub_free(struct mqttc *m)
+{
+	pthread_mutex_lock(&m->lock);
+	while (m->resub != NULL) {
+		struct mqttc_sub *s = m->resub;
+
+		m->resub = s->next;
+		free(s);
+	}
+	pthread_mutex_unlock(&m->lock);
+}
+
 static void *mqttc_loop(void *arg)
 {
 	struct mqttc *m = arg;
@@ -373,6 +517,25 @@ static void *mqttc_loop(void *arg)
 	while (!m->stop) {
 		struct timespec now;
 
+		if (m->connected && m->resub != NULL) {
+			struct timespec next;
+			struct mqttc_sub *due = mqttc_resub_take(m, &next);
+
+			if (due == NULL) {
+				pthread_cond_timedwait(&m->cond, &m->lock, &next);
+				continue;
+			}
+			pthread_mutex_unlock(&m->lock);
+			while (due != NULL) {
+				struct mqttc_sub *s = due;
+
+				due = s->next;
+				s->next = NULL;
+				mqttc_sub_send(m, s);
+			}
+			pthread_mutex_lock(&m->lock);
+			continue;
+		}
 		if (m->connected || m->connecting) {
 			pthread_cond_wait(&m->cond, &m->lock);
 			continue;
@@ -700,6 +863,7 @@ void mqttc_stop(struct mqttc *m, int timeout_ms)
 	if (m->client) {
 		MQTTAsync_destroy(&m->client);
 	}
+	mqttc_resub_free(m);
 	for (size_t i = 0; i < m->nurls; i++)
 		free(m->urls[i]);
 	free(m->urls);
@@ -842,22 +1006,29 @@ bool mqttc_wait_delivered(struct mqttc *m, uint64_t seen, const struct timespec 
 
 enum rcs_err mqttc_subscribe(struct mqttc *m, const char *const *filters, size_t n)
 {
-	MQTTAsync_responseOptions ro = MQTTAsync_responseOptions_initializer;
-	int qos[16];
-	int rc;
+	enum rcs_err err = RCS_OK;
+	unsigned gen;
 
 	if (n == 0 || n > 16)
 		return RCS_ERR_INVAL;
-	for (size_t i = 0; i < n; i++)
-		qos[i] = 1;
-	pthread_rwlock_rdlock(&m->client_lock);
-	rc = MQTTAsync_subscribeMany(m->client, (int)n, (char *const *)filters, qos, &ro);
-	pthread_rwlock_unlock(&m->client_lock);
-	if (rc != MQTTASYNC_SUCCESS) {
-		log_warnx("subscribe: error %d", rc);
-		return RCS_ERR_IO;
+	pthread_mutex_lock(&m->lock);
+	gen = m->gen;
+	pthread_mutex_unlock(&m->lock);
+	/* one SUBSCRIBE a filter: the SUBACK of each says whether that one was refused */
+	for (size_t i = 0; i < n && err == RCS_OK; i++) {
+		size_t len = strlen(filters[i]) + 1;
+		struct mqttc_sub *s = calloc(1, sizeof(*s) + len);
+
+		if (s == NULL) {
+			err = RCS_ERR_NOMEM;
+		} else {
+			s->m = m;
+			s->gen = gen;
+			memcpy(s->filter, filters[i], len);
+			err = mqttc_sub_send(m, s);
+		}
 	}
-	return RCS_OK;
+	return err;
 }
 
 /* Context of a subscribe or unsubscribe whose answer is waited for. */

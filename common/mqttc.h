@@ -106,7 +106,10 @@ enum rcs_err mqttc_reconnect(struct mqttc *m, bool clean);
 /* Whether the session of the connection there is (while none is: of the next connect) is clean. */
 bool mqttc_clean(struct mqttc *m);
 
-/* Subscribes to filters (QoS 1 each). */
+/* Subscribes to filters (QoS 1 each, one SUBSCRIBE a filter). A filter the broker refuses
+ * in its SUBACK is asked for again (after 1, 2, 4 ... 30 s, with a warning) while the
+ * connection lasts: NATS refuses one for a moment when the JetStream consumer it makes for a
+ * QoS 1 subscription cannot be made in time (docs/scale-out.md, "Limits"). */
 enum rcs_err mqttc_subscribe(struct mqttc *m, const char *const *filters, size_t n);
 
 /* Called once the broker answered a subscribe or unsubscribe (paho's thread): ok false

@@ -28,7 +28,8 @@ Each device behaves like rcs-agent as far as the protocol goes (docs/mqtt.md, do
 - a SUBACK that refuses a filter (0x80: a NATS node whose JetStream could not make the
   subscription's consumer, under load or while leaders are elected) ends the session and
   the device connects again. Here it differs from the agent, which keeps the connection
-  without the subscription (docs/scale-out.md, "Testing"); refusals are counted
+  and asks for the filter again (docs/scale-out.md, "A subscription may be refused for a
+  moment"); refusals are counted
   (snapshot()["suback_refused"]).
 
 What it records, for the invariant checks of faults.py: per job, the device whose topic

@@ -537,7 +537,10 @@ class FakeDevice:
             qos=1, retain=True)
         self.client.on_connect = self._on_connect
         self.client.on_message = self._on_message
+        self.client.on_subscribe = self._on_subscribe
         self.connected = False
+        self.asked = {}  # SUBSCRIBE message id -> its filters
+        self.refused = []  # filters the broker refused in a SUBACK (asked for again)
 
     def start(self):
         self.client.connect("127.0.0.1", self.broker.port, keepalive=5)
@@ -557,8 +560,28 @@ class FakeDevice:
         self.client.loop_stop()
         self.connected = False
 
+    def _subscribe(self, client, filters):
+        if not client.is_connected():
+            return  # the next connect subscribes anew
+        rc, mid = client.subscribe([(f, 1) for f in filters])
+        with self.lock:
+            self.asked[mid] = list(filters)
+
+    def _on_subscribe(self, client, userdata, mid, granted):
+        # like the agent (common/mqttc.c): a filter refused in the SUBACK (NATS, when the
+        # JetStream consumer of a QoS 1 subscription cannot be made in time) is asked for
+        # again a moment later
+        with self.lock:
+            filters = self.asked.pop(mid, [])
+            refused = [f for f, g in zip(filters, granted) if g == 0x80]
+            self.refused.extend(refused)
+        if refused:
+            t = __import__("threading").Timer(1.0, self._subscribe, (client, refused))
+            t.daemon = True
+            t.start()
+
     def _on_connect(self, client, userdata, flags, rc):
-        client.subscribe([(self.base + "/jobs/+", 1), (self.base + "/jobs/+/cancel", 1)])
+        self._subscribe(client, [self.base + "/jobs/+", self.base + "/jobs/+/cancel"])
         client.publish(self.base + "/state", json.dumps(
             {"v": 1, "online": True, "tags": self.tags, "agent_version": "fake",
              "ts": int(time.time())}), qos=1, retain=True)
