@@ -115,6 +115,7 @@ struct bridge {
 	 * jobs are sent again, a page at a time, after recover_after in ident order */
 	bool recover;
 	char recover_after[UUID_STR_LEN];
+	int64_t recover_before; /* jobs sent since the recovery began went on this session */
 	/* the next take of the shared subscription follows a clean session that was lost (this
 	 * node's last run died, or an earlier connection of this run had it): worker-only */
 	bool lost_clean;
@@ -565,7 +566,9 @@ static void bridge_catch_up(struct bridge *b, const char *entity_ident, int64_t 
 {
 	struct store_idents ids;
 
-	if (store_jobs_unacked(b->st, entity_ident, BRIDGE_RESYNC_LIMIT * 4, &ids) == RCS_OK) {
+	/* those sent before this second: one sent since went on the connection there is (the
+	 * scheduler's, right after a connect), and is not sent twice */
+	if (store_jobs_unacked(b->st, entity_ident, now, BRIDGE_RESYNC_LIMIT * 4, &ids) == RCS_OK) {
 		if (ids.n > 0) {
 			log_info("re-sending %zu unacknowledged jobs%s%s", ids.n,
 				 entity_ident ? " of " : "", entity_ident ? entity_ident : "");
@@ -879,6 +882,7 @@ static void bridge_recover_start(struct bridge *b, const char *why)
 	pthread_mutex_lock(&b->lock);
 	b->recover = true;
 	b->recover_after[0] = '\0';
+	b->recover_before = (int64_t)time(NULL);
 	pthread_mutex_unlock(&b->lock);
 	log_info("sending the in-flight jobs again: %s", why);
 }
@@ -925,17 +929,19 @@ static bool bridge_recover_step(struct bridge *b, int64_t now)
 {
 	struct store_idents ids;
 	char after[UUID_STR_LEN];
+	int64_t before;
 	bool more = false, failed = false;
 
 	pthread_mutex_lock(&b->lock);
 	more = b->recover;
+	before = b->recover_before;
 	snprintf(after, sizeof(after), "%s", b->recover_after);
 	pthread_mutex_unlock(&b->lock);
 	if (!more || !mqttc_connected(b->mq))
 		return false;
 	/* a store error keeps the recovery for a later round (no one else will do it: the
 	 * lapsed node's row, the claim on it, is gone) */
-	if (store_jobs_inflight(b->st, after, now, BRIDGE_RESYNC_LIMIT, &ids) != RCS_OK) {
+	if (store_jobs_inflight(b->st, after, before, now, BRIDGE_RESYNC_LIMIT, &ids) != RCS_OK) {
 		more = failed = true;
 	} else {
 		more = ids.n == BRIDGE_RESYNC_LIMIT;

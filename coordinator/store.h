@@ -598,9 +598,10 @@ enum rcs_err store_device_state(struct store *st, const char *client_root, const
  * devices), at most limit. */
 enum rcs_err store_jobs_ready(struct store *st, const char *entity_ident, int64_t now, size_t limit,
 			      struct store_idents *out);
-/* Idents of jobs sent ("transmited") but not acknowledged, for online devices. */
-enum rcs_err store_jobs_unacked(struct store *st, const char *entity_ident, size_t limit,
-				struct store_idents *out);
+/* Idents of jobs sent ("transmited") before `before` (Unix s) but not acknowledged, for
+ * online devices: a job sent since (on the connection there is) needs no second envelope. */
+enum rcs_err store_jobs_unacked(struct store *st, const char *entity_ident, int64_t before,
+				size_t limit, struct store_idents *out);
 /* Idents of jobs in a non-terminal device status with no news for `after`
  * seconds, doubling with every re-send (up to 32x), for online devices. */
 enum rcs_err store_jobs_stale(struct store *st, int64_t now, int64_t after, size_t limit,
@@ -656,10 +657,11 @@ enum rcs_err store_node_left(struct store *st, bool *found);
 /* Removes the rows of the other nodes whose sign of life lapsed (none within the lease before
  * now); *n: how many this node removed (0 when another node took them first). */
 enum rcs_err store_nodes_lapsed(struct store *st, int64_t now, long long *n);
-/* Up to limit in-flight jobs (sent, not ended on the device) of online devices, with an ident
- * after `after` ("" or NULL: from the first), claimed to be sent again. */
-enum rcs_err store_jobs_inflight(struct store *st, const char *after, int64_t now, size_t limit,
-				 struct store_idents *out);
+/* Up to limit in-flight jobs (sent before `before`, Unix s, not ended on the device) of online
+ * devices, with an ident after `after` ("" or NULL: from the first), claimed to be sent
+ * again. */
+enum rcs_err store_jobs_inflight(struct store *st, const char *after, int64_t before, int64_t now,
+				 size_t limit, struct store_idents *out);
 /* This node stops: its row goes. */
 enum rcs_err store_node_gone(struct store *st);
 /* Calls fn (on a thread of the store's) whenever another transaction committed work that

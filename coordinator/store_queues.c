@@ -133,16 +133,17 @@ enum rcs_err store_jobs_ready(struct store *st, const char *entity_ident, int64_
 #define JOBS_UNACKED_ONE(lock)                                                                     \
 	"SELECT j.ident FROM jobs j JOIN devices d ON d.entity_ident = j.entity_ident AND"         \
 	" d.client_root = j.client_root WHERE j.entity_ident = ?1 AND j.status = 'transmited'"     \
-	" AND d.online = 1 AND ?2 = ?2 AND ?3 = ?3 AND " STORE_CLAIM_FREE(                         \
+	" AND d.online = 1 AND coalesce(j.sent_at, 0) < ?3 AND " STORE_CLAIM_FREE(                 \
 	    "?5", "?2") " ORDER BY j.ident LIMIT ?4" lock
 #define JOBS_UNACKED_ALL(lock)                                                                     \
 	"SELECT j.ident FROM jobs j INDEXED BY jobs_unacked JOIN devices d ON"                     \
 	" d.entity_ident = j.entity_ident AND d.client_root = j.client_root"                       \
 	" WHERE j.status = 'transmited' AND d.online = 1 AND CAST(?1 AS TEXT) IS NULL AND"         \
-	" ?2 = ?2 AND ?3 = ?3 AND " STORE_CLAIM_FREE("?5", "?2") " ORDER BY j.ident LIMIT ?4" lock
+	" coalesce(j.sent_at, 0) < ?3 AND " STORE_CLAIM_FREE("?5", "?2") " ORDER BY j.ident"       \
+									 " LIMIT ?4" lock
 
-enum rcs_err store_jobs_unacked(struct store *st, const char *entity_ident, size_t limit,
-				struct store_idents *out)
+enum rcs_err store_jobs_unacked(struct store *st, const char *entity_ident, int64_t before,
+				size_t limit, struct store_idents *out)
 {
 	int64_t now = (int64_t)time(NULL);
 
@@ -150,11 +151,11 @@ enum rcs_err store_jobs_unacked(struct store *st, const char *entity_ident, size
 		return store_idents_query(st,
 					  STORE_SQL(st, CLAIM_JOBS(JOBS_UNACKED_ONE("")),
 						    CLAIM_JOBS(JOBS_UNACKED_ONE(LOCK_J_PG))),
-					  entity_ident, now, 0, limit, out);
+					  entity_ident, now, before, limit, out);
 	return store_idents_query(st,
 				  STORE_SQL(st, CLAIM_JOBS(JOBS_UNACKED_ALL("")),
 					    CLAIM_JOBS(JOBS_UNACKED_ALL(LOCK_J_PG))),
-				  NULL, now, 0, limit, out);
+				  NULL, now, before, limit, out);
 }
 
 /* The in-flight jobs of online devices due to be sent again (their last send ?3 ms, doubled
@@ -199,16 +200,16 @@ enum rcs_err store_jobs_orphaned(struct store *st, int64_t now, size_t limit,
 #define JOBS_INFLIGHT_AFTER(lock)                                                                  \
 	"SELECT j.ident FROM jobs j JOIN devices d ON d.entity_ident = j.entity_ident AND"         \
 	" d.client_root = j.client_root WHERE " JOBS_INFLIGHT " AND j.ident > ?1 AND"              \
-	" d.online = 1 AND ?2 = ?2 AND ?3 = ?3 AND " STORE_CLAIM_FREE(                             \
+	" d.online = 1 AND coalesce(j.sent_at, 0) < ?3 AND " STORE_CLAIM_FREE(                     \
 	    "?5", "?2") " ORDER BY j.ident LIMIT ?4" lock
 
-enum rcs_err store_jobs_inflight(struct store *st, const char *after, int64_t now, size_t limit,
-				 struct store_idents *out)
+enum rcs_err store_jobs_inflight(struct store *st, const char *after, int64_t before, int64_t now,
+				 size_t limit, struct store_idents *out)
 {
 	return store_idents_query(st,
 				  STORE_SQL(st, CLAIM_JOBS(JOBS_INFLIGHT_AFTER("")),
 					    CLAIM_JOBS(JOBS_INFLIGHT_AFTER(LOCK_J_PG))),
-				  after ? after : "", now, 0, limit, out);
+				  after ? after : "", now, before, limit, out);
 }
 
 enum rcs_err store_jobs_clock_back(struct store *st, int64_t now)

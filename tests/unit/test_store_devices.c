@@ -401,13 +401,18 @@ static void test_queues(void **state)
 	}
 	{
 		const char *const want[] = {JOB("04"), JOB("07")};
-		assert_int_equal(store_jobs_unacked(f->st, NULL, 10, &ids), RCS_OK);
+		assert_int_equal(store_jobs_unacked(f->st, NULL, NOW + 100, 10, &ids), RCS_OK);
 		assert_idents(&ids, want, 2);
 		store_idents_free(&ids);
-		assert_int_equal(store_jobs_unacked(f->st, DEV_ON, 10, &ids), RCS_OK);
+		assert_int_equal(store_jobs_unacked(f->st, DEV_ON, NOW + 100, 10, &ids), RCS_OK);
 		assert_idents(&ids, want, 2);
 		store_idents_free(&ids);
-		assert_int_equal(store_jobs_unacked(f->st, DEV_OFF, 10, &ids), RCS_OK);
+		/* 04 sent at NOW, 07 at no known time: before NOW, 04 was sent on the connection
+		 * there is, not again */
+		assert_int_equal(store_jobs_unacked(f->st, NULL, NOW, 10, &ids), RCS_OK);
+		assert_idents(&ids, want + 1, 1);
+		store_idents_free(&ids);
+		assert_int_equal(store_jobs_unacked(f->st, DEV_OFF, NOW + 100, 10, &ids), RCS_OK);
 		assert_int_equal(ids.n, 0);
 		store_idents_free(&ids);
 	}
@@ -420,14 +425,19 @@ static void test_queues(void **state)
 	/* every in-flight job of online devices, a page at a time after an ident */
 	{
 		const char *const want[] = {JOB("04"), JOB("05"), JOB("07")};
-		assert_int_equal(store_jobs_inflight(f->st, NULL, NOW, 10, &ids), RCS_OK);
+		assert_int_equal(store_jobs_inflight(f->st, NULL, NOW + 1, NOW, 10, &ids), RCS_OK);
 		assert_idents(&ids, want, 3);
 		store_idents_free(&ids);
-		assert_int_equal(store_jobs_inflight(f->st, "", NOW, 2, &ids), RCS_OK);
+		assert_int_equal(store_jobs_inflight(f->st, "", NOW + 1, NOW, 2, &ids), RCS_OK);
 		assert_idents(&ids, want, 2);
 		store_idents_free(&ids);
-		assert_int_equal(store_jobs_inflight(f->st, JOB("05"), NOW, 2, &ids), RCS_OK);
+		assert_int_equal(store_jobs_inflight(f->st, JOB("05"), NOW + 1, NOW, 2, &ids),
+				 RCS_OK);
 		assert_idents(&ids, want + 2, 1);
+		store_idents_free(&ids);
+		/* 04 was sent at NOW: after the recovery began, on the session there is */
+		assert_int_equal(store_jobs_inflight(f->st, NULL, NOW, NOW, 10, &ids), RCS_OK);
+		assert_idents(&ids, want + 1, 2);
 		store_idents_free(&ids);
 	}
 	{
