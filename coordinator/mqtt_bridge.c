@@ -33,6 +33,7 @@
 #define BRIDGE_INBOUND_MAX   200000 /* queued inbound messages before back-pressure */
 #define BRIDGE_SWEEP_SECONDS 15     /* re-send sweep period, at most */
 #define BRIDGE_RESYNC_LIMIT  5000   /* jobs per query when catching up */
+#define BRIDGE_APPLY_TRIES   5      /* a report's move, broken off by the database (busy) */
 #define BRIDGE_ACK_SLOTS     8192   /* envelopes awaiting the broker's ack, by tag (claims) */
 
 /* Status reports through a shared subscription (docs/mqtt.md "Several coordinators") */
@@ -1267,7 +1268,17 @@ static void bridge_apply_report(struct bridge *b, const struct in_msg *m)
 	mv.seq = r.seq;
 	mv.error_code = r.error; /* the cause of an edge_error (docs/mqtt.md) */
 	mv.now = (int64_t)time(NULL);
-	err = lifecycle_move(b->lc, &mv, &res, NULL);
+	/* a move PostgreSQL broke off (a deadlock with another coordinator applying the same
+	 * job's reports, a lock wait cut short) rolled back whole: applied again, a few times,
+	 * rather than dropped (the broker has its acknowledgement already) */
+	for (int attempt = 0;; attempt++) {
+		struct timespec pause = {0, (long)(10 * 1000000L) << attempt};
+
+		err = lifecycle_move(b->lc, &mv, &res, NULL);
+		if (err != RCS_ERR_BUSY || attempt == BRIDGE_APPLY_TRIES - 1)
+			break;
+		nanosleep(&pause, NULL);
+	}
 	if (err == RCS_OK && res == STORE_MOVE_KEPT && !status_is_terminal(r.status)) {
 		/* the device works on a job cancelled meanwhile: tell it (again) */
 		struct job_rec job;
