@@ -127,7 +127,7 @@ def log_since(c, offset):
 class Database:
     """Where each run's coordinators keep their data: copies of one prepared tenant."""
 
-    def __init__(self, kind, workdir, n, pg):
+    def __init__(self, kind, workdir, n, pg, statements=False):
         self.kind, self.workdir, self.pg = kind, workdir, pg
         self.k = 0
         home = os.path.join(workdir, "prepare-" + kind)  # its idents file apart
@@ -138,6 +138,8 @@ class Database:
             url = pg.create_db("rcs_bench_template")
             self.template = url.rsplit("/", 1)[1]
             self.prep = bf.prepare(home, n, db=url)
+            if statements:
+                pg.psql("CREATE EXTENSION pg_stat_statements", db=self.template)
             pg.psql("VACUUM ANALYZE", db=self.template)
 
     def fresh(self):
@@ -171,7 +173,7 @@ def pg_stats(pg, db):
     return out
 
 
-def coordinators_run(workdir, label, database, ncoord, n, timeout, stall):
+def coordinators_run(workdir, label, database, ncoord, n, timeout, stall, statements):
     _, client_root, key, task, idf = database.prep
     db = database.fresh()
     broker = bf.start_broker(workdir, n)
@@ -204,6 +206,8 @@ def coordinators_run(workdir, label, database, ncoord, n, timeout, stall):
         cpu0 = [bf.cpu_of(c.proc.pid) for c in coords]
         pg0 = pg_cpu(postmaster) if postmaster else None
         s0 = pg_stats(database.pg, db)
+        if statements and db.startswith("postgresql://"):
+            database.pg.psql("SELECT pg_stat_statements_reset()", db=db.rsplit("/", 1)[1])
         body = json.dumps({"tag": bf.TAG, "group_name": "bench-%s" % label}).encode()
         conn = bf.http.client.HTTPConnection("127.0.0.1", coords[0].port, timeout=300)
         t0 = time.monotonic()
@@ -240,6 +244,15 @@ def coordinators_run(workdir, label, database, ncoord, n, timeout, stall):
         m1 = [metrics(c.metrics_port) for c in coords]
         time.sleep(1.0)  # PostgreSQL's statistics are flushed about every second
         s1 = pg_stats(database.pg, db)
+        top = None
+        if statements and db.startswith("postgresql://"):
+            # the statements that took the server's time during the send
+            top = database.pg.psql(
+                "SELECT calls, round(total_exec_time), rows, "
+                "regexp_replace(left(query, 160), '\\s+', ' ', 'g') FROM pg_stat_statements "
+                "ORDER BY total_exec_time DESC LIMIT 12", db=db.rsplit("/", 1)[1]).splitlines()
+            for line in top:
+                log("  pg_stat_statements: %s" % line)
         g = api.get("/groups/%s" % group)
         statuses = g.json.get("statuses") if g.status == 200 else None
         in_db = None
@@ -289,7 +302,7 @@ def coordinators_run(workdir, label, database, ncoord, n, timeout, stall):
                "peak_rss_mb": max(p["peak_rss_mb"] for p in per),
                "postgres_per_job": {k: round((s1[k] - s0.get(k, 0)) / max(created, 1), 2)
                                     for k in s1 if s1[k] != s0.get(k, 0)} if s1 else None,
-               "terminated_trace": trace, "pg_activity_when_stalled": activity,
+               "terminated_trace": trace, "pg_statements": top, "pg_activity_when_stalled": activity,
                "coordinators": per}
     finally:
         simres = sim.stop() if sim else None
@@ -328,6 +341,9 @@ def main():
     ap.add_argument("--pg-log-slow", type=int, metavar="MS",
                     help="PostgreSQL logs the statements that take this long or longer "
                     "(log_min_duration_statement; the log is kept with --keep)")
+    ap.add_argument("--pg-statements", action="store_true",
+                    help="load pg_stat_statements and report the statements that took "
+                    "PostgreSQL's time during each send")
     ap.add_argument("--json", help="also write the results to this file")
     ap.add_argument("--keep", action="store_true",
                     help="keep the work directory (the coordinators' logs are copied there)")
@@ -348,7 +364,11 @@ def main():
                 pg.psql("ALTER SYSTEM SET log_min_duration_statement = %d" % a.pg_log_slow)
                 pg.psql("SELECT pg_reload_conf()")
             summary["postgres"] = pg.psql("SHOW server_version").strip()
-            dbs["postgres"] = Database("postgres", workdir, n, pg)
+            if a.pg_statements:
+                pg.psql("ALTER SYSTEM SET shared_preload_libraries = 'pg_stat_statements'")
+                pg.pause()
+                pg.start()
+            dbs["postgres"] = Database("postgres", workdir, n, pg, a.pg_statements)
         if "sqlite:1" in configs:
             dbs["sqlite"] = Database("sqlite", workdir, n, None)
         for k in range(1, a.runs + 1):
@@ -358,7 +378,7 @@ def main():
                 log("%s: starting (load %s)" % (label, os.getloadavg()))
                 try:
                     r = coordinators_run(workdir, label, dbs[kind], int(count), n, a.timeout,
-                                         a.stall)
+                                         a.stall, a.pg_statements)
                 except Exception as e:  # a broken run is a finding: keep it, go on
                     log("%s failed: %r" % (label, e))
                     summary["runs"].append({"config": cfg, "run": k, "error": repr(e)})
