@@ -272,8 +272,8 @@ def coordinators_run(workdir, label, database, ncoord, n, timeout, stall, statem
             for line in activity:
                 log("  pg_stat_activity: %s" % line)
         if not complete:
-            log("%s: only %d of %d jobs terminated after %ds: %s" % (
-                label, done, n, timeout, statuses))
+            log("%s: only %d of %d jobs terminated %.0f s after the POST: %s" % (
+                label, done, n, t_all, statuses))
         per = []
         for i, c in enumerate(coords):
             d = {k: m1[i][k] - m0[i].get(k, 0) for k in m1[i]
