@@ -341,6 +341,9 @@ def main():
     ap.add_argument("--pg-log-slow", type=int, metavar="MS",
                     help="PostgreSQL logs the statements that take this long or longer "
                     "(log_min_duration_statement; the log is kept with --keep)")
+    ap.add_argument("--pg-setting", action="append", default=[], metavar="NAME=VALUE",
+                    help="a PostgreSQL setting for the run (ALTER SYSTEM, repeatable), e.g. "
+                    "plan_cache_mode=force_custom_plan")
     ap.add_argument("--pg-statements", action="store_true",
                     help="load pg_stat_statements and report the statements that took "
                     "PostgreSQL's time during each send")
@@ -360,6 +363,10 @@ def main():
         dbs = {}
         if any(c.startswith("postgres") for c in configs):
             pg = pg_server.PgServer().start()
+            for setting in a.pg_setting:
+                name, _, value = setting.partition("=")
+                pg.psql("ALTER SYSTEM SET %s = '%s'" % (name, value))
+                pg.psql("SELECT pg_reload_conf()")
             if a.pg_log_slow is not None:
                 pg.psql("ALTER SYSTEM SET log_min_duration_statement = %d" % a.pg_log_slow)
                 pg.psql("SELECT pg_reload_conf()")
