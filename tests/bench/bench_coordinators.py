@@ -173,7 +173,8 @@ def pg_stats(pg, db):
     return out
 
 
-def coordinators_run(workdir, label, database, ncoord, n, timeout, stall, statements):
+def coordinators_run(workdir, label, database, ncoord, n, timeout, stall, statements,
+                     coord_args=()):
     _, client_root, key, task, idf = database.prep
     db = database.fresh()
     broker = bf.start_broker(workdir, n)
@@ -181,7 +182,8 @@ def coordinators_run(workdir, label, database, ncoord, n, timeout, stall, statem
     try:
         for i in range(ncoord):
             mport = h.free_port()
-            args = ["--mqtt", broker.url, "--metrics-listen", "127.0.0.1:%d" % mport]
+            args = ["--mqtt", broker.url, "--metrics-listen", "127.0.0.1:%d" % mport,
+                    *coord_args]
             if db.startswith("postgresql://"):
                 args += ["--node-id", "bench-%d" % (i + 1)]
             c = h.Coordinator(workdir, db=db, extra_args=args, start_timeout=120)
@@ -341,6 +343,9 @@ def main():
     ap.add_argument("--pg-log-slow", type=int, metavar="MS",
                     help="PostgreSQL logs the statements that take this long or longer "
                     "(log_min_duration_statement; the log is kept with --keep)")
+    ap.add_argument("--coordinator-arg", action="append", default=[],
+                    help="extra argument for every rcs-coordinator serve (repeatable), "
+                    "e.g. --coordinator-arg=--lease=120")
     ap.add_argument("--pg-setting", action="append", default=[], metavar="NAME=VALUE",
                     help="a PostgreSQL setting for the run (ALTER SYSTEM, repeatable), e.g. "
                     "plan_cache_mode=force_custom_plan")
@@ -385,7 +390,8 @@ def main():
                 log("%s: starting (load %s)" % (label, os.getloadavg()))
                 try:
                     r = coordinators_run(workdir, label, dbs[kind], int(count), n, a.timeout,
-                                         a.stall, a.pg_statements)
+                                         a.stall, a.pg_statements,
+                                         a.coordinator_arg)
                 except Exception as e:  # a broken run is a finding: keep it, go on
                     log("%s failed: %r" % (label, e))
                     summary["runs"].append({"config": cfg, "run": k, "error": repr(e)})
