@@ -113,10 +113,11 @@ def start_broker(workdir, n):
     return b.start()
 
 
-def prepare(workdir, n):
-    """A database with one tenant, n devices tagged TAG and an echo task; returns
-    (db path, client_root, api key, task ident, idents file)."""
-    coord = h.Coordinator(workdir, db=os.path.join(workdir, "template.db"))
+def prepare(workdir, n, db=None):
+    """A database (db: a path or a postgresql:// URL; default workdir/template.db) with one
+    tenant, n devices tagged TAG and an echo task; returns (db, client_root, api key, task
+    ident, idents file)."""
+    coord = h.Coordinator(workdir, db=db or os.path.join(workdir, "template.db"))
     tenant = coord.init_tenant(user="bench")
     coord.start()
     api = coord.api(tenant["api_key"])
