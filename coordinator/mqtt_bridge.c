@@ -978,10 +978,6 @@ static void bridge_probe_deadline(struct bridge *b)
 	b->probe_deadline.tv_sec += BRIDGE_PROBE_MS / 1000;
 }
 
-/*
- * The worker's step of the choice (see above). Returns how long the worker may sleep for
- * it: -1 as long as it likes, 0 not at all, else milliseconds (a deadline).
- */
 /* Under b->lock: whether the connection the step began with is still the one there (a
  * reconnect in between started its own subscriptions: the step's are not for it). */
 static bool bridge_same_connect(const struct bridge *b, unsigned gen)
@@ -1002,6 +998,10 @@ static bool bridge_probe_set(struct bridge *b, unsigned gen, enum bridge_probe t
 	return same;
 }
 
+/*
+ * The worker's step of the choice (see above). Returns how long the worker may sleep for
+ * it: -1 as long as it likes, 0 not at all, else milliseconds (a deadline).
+ */
 static int bridge_reports_step(struct bridge *b)
 {
 	char shared[PROTO_MAX_TOPIC + 32], plain[PROTO_MAX_TOPIC], probe[PROTO_MAX_TOPIC + 32];
