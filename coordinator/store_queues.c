@@ -445,13 +445,19 @@ static enum rcs_err node_count_row(struct store_stmt *s, void *arg)
 	return RCS_OK;
 }
 
+/* Where a sign of life lapses: the lease before now, as text for store_get_one. */
+static void node_lapse_since(const struct store *st, int64_t now, char since[32])
+{
+	snprintf(since, 32, "%lld",
+		 (long long)(now - (st->claim_lease > 0 ? st->claim_lease : STORE_LEASE_DEFAULT)));
+}
+
 enum rcs_err store_nodes_others(struct store *st, int64_t now, long long *n)
 {
 	char since[32];
 
 	*n = 0;
-	snprintf(since, sizeof(since), "%lld",
-		 (long long)(now - (st->claim_lease > 0 ? st->claim_lease : STORE_LEASE_DEFAULT)));
+	node_lapse_since(st, now, since);
 	return store_get_one(st,
 			     "SELECT count(*) FROM nodes WHERE node_id != ?1 AND"
 			     " seen_at >= CAST(?2 AS INTEGER)",
@@ -463,8 +469,7 @@ enum rcs_err store_nodes_lapsed(struct store *st, int64_t now, long long *n)
 	char since[32];
 
 	*n = 0;
-	snprintf(since, sizeof(since), "%lld",
-		 (long long)(now - (st->claim_lease > 0 ? st->claim_lease : STORE_LEASE_DEFAULT)));
+	node_lapse_since(st, now, since);
 	/* the row's removal is the claim: of several nodes that see the lapse, one removes it */
 	return store_get_one(st,
 			     "WITH gone AS (DELETE FROM nodes WHERE node_id != ?1 AND"

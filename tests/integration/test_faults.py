@@ -28,25 +28,32 @@ import faults  # noqa: E402
 SEED = int(os.environ.get("RCS_FAULT_SEED", "1"))
 
 
+def check_scenario(test, name, seed, shape, **kw):
+    """Runs fault scenario name with seed on shape (faults.py --shape) and fails test with
+    the violations and the command that repeats the run; a scenario that cannot run is
+    skipped, or fails where CI sets RCS_NO_SKIP=1."""
+    res = faults.run_scenario(name, seed, shape=shape, **kw)
+    if res["skipped"]:
+        if os.environ.get("RCS_NO_SKIP") == "1":
+            test.fail("fault scenario %s could not run: %s" % (name, res["skipped"]))
+        test.skipTest(res["skipped"])
+    if not res["ok"]:
+        args = " ".join("--%s %s" % kv for kv in sorted(kw.items()))
+        shown = "\n".join("- " + v for v in res["violations"][:15])
+        more = len(res["violations"]) - 15
+        test.fail("fault scenario %s (%s), seed %d: %d invariant violation(s):\n%s%s\n"
+                  "stats: %s\nrepeat with: RCS_BIN_DIR=build/bin /usr/bin/python3 "
+                  "tests/fault/faults.py --shape %s --scenarios %s --first-seed %d "
+                  "--seeds 1 %s" % (
+                      name, shape, seed, len(res["violations"]), shown,
+                      "\n- ... %d more" % more if more > 0 else "", res["stats"], shape,
+                      name, seed, args))
+
+
 class FaultInjectionTest(unittest.TestCase):
 
     def scenario(self, name, **kw):
-        res = faults.run_scenario(name, SEED, **kw)
-        if res["skipped"]:
-            # CI sets RCS_NO_SKIP=1: there, a scenario that can't run is a failure
-            if os.environ.get("RCS_NO_SKIP") == "1":
-                self.fail("fault scenario %s could not run: %s" % (name, res["skipped"]))
-            self.skipTest(res["skipped"])
-        if not res["ok"]:
-            args = " ".join("--%s %s" % kv for kv in sorted(kw.items()))
-            shown = "\n".join("- " + v for v in res["violations"][:15])
-            more = len(res["violations"]) - 15
-            self.fail("fault scenario %s, seed %d: %d invariant violation(s):\n%s%s\n"
-                      "stats: %s\nrepeat with: RCS_BIN_DIR=build/bin /usr/bin/python3 "
-                      "tests/fault/faults.py --scenarios %s --first-seed %d --seeds 1 %s" % (
-                          name, SEED, len(res["violations"]), shown,
-                          "\n- ... %d more" % more if more > 0 else "", res["stats"], name,
-                          SEED, args))
+        check_scenario(self, name, SEED, "single", **kw)
 
     def test_coordinator_kill9_during_bulk_send(self):
         self.scenario("coordinator-kill", devices=200)

@@ -27,6 +27,7 @@ import unittest
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "fault"))
 import faults  # noqa: E402
+from test_faults import check_scenario  # noqa: E402
 
 SEED = int(os.environ.get("RCS_FAULT_SEED", "1"))
 MISSING = faults.scale_out_missing()
@@ -36,22 +37,7 @@ MISSING = faults.scale_out_missing()
 class ScaleOutFaultInjectionTest(unittest.TestCase):
 
     def scenario(self, name, **kw):
-        res = faults.run_scenario(name, SEED, shape="scale-out", **kw)
-        if res["skipped"]:
-            if os.environ.get("RCS_NO_SKIP") == "1":
-                self.fail("fault scenario %s could not run: %s" % (name, res["skipped"]))
-            self.skipTest(res["skipped"])
-        if not res["ok"]:
-            args = " ".join("--%s %s" % kv for kv in sorted(kw.items()))
-            shown = "\n".join("- " + v for v in res["violations"][:15])
-            more = len(res["violations"]) - 15
-            self.fail("fault scenario %s (scale-out), seed %d: %d invariant violation(s):\n"
-                      "%s%s\nstats: %s\nrepeat with: RCS_BIN_DIR=build/bin /usr/bin/python3 "
-                      "tests/fault/faults.py --shape scale-out --scenarios %s --first-seed %d "
-                      "--seeds 1 %s" % (
-                          name, SEED, len(res["violations"]), shown,
-                          "\n- ... %d more" % more if more > 0 else "", res["stats"], name,
-                          SEED, args))
+        check_scenario(self, name, SEED, "scale-out", **kw)
 
     def test_coordinator_kill9_during_bulk_send(self):
         self.scenario("coordinator-kill", devices=40)
