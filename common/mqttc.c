@@ -44,6 +44,7 @@ struct mqttc {
 	bool trying_clean; /* the connect under way was made with a clean session */
 	bool live_clean;   /* the connection there is has a clean session */
 	bool switching;    /* mqttc_reconnect's disconnect is under way */
+	bool planned;      /* from mqttc_reconnect until its connect succeeds or fails */
 	/* held for reading while m->client is used, for writing while it is replaced */
 	pthread_rwlock_t client_lock;
 	atomic_int in_callback; /* paho's threads inside one of our callbacks */
@@ -197,6 +198,7 @@ static void mqttc_on_connect_ok(void *ctx, MQTTAsync_successData *resp)
 	m->attempt = 0;
 	m->current = cur;
 	m->live_clean = m->trying_clean;
+	m->planned = false;
 	m->gen++; /* what is still to be asked for again belongs to the last connection */
 	pthread_mutex_unlock(&m->lock);
 	if (m->nurls > 1)
@@ -215,6 +217,7 @@ static void mqttc_on_connect_fail(void *ctx, MQTTAsync_failureData *resp)
 
 	pthread_mutex_lock(&m->lock);
 	m->connecting = false;
+	m->planned = false;
 	if ((m->attempt == 0 || log_enabled(LOG_LVL_DEBUG)) && m->nurls > 1) {
 		char list[1024];
 
@@ -245,6 +248,7 @@ static void mqttc_on_lost(void *ctx, char *cause)
 	cur = m->current >= 0 ? m->current : 0;
 	m->current = -1;
 	m->switching = false; /* the loss takes the place of mqttc_reconnect's disconnect */
+	m->planned = false;
 	pthread_mutex_unlock(&m->lock);
 	log_warnx("connection to %s lost%s%s, reconnecting%s", m->urls[cur], cause ? ": " : "",
 		  cause ? cause : "", m->nurls > 1 ? " (to the first broker that answers)" : "");
@@ -809,6 +813,7 @@ enum rcs_err mqttc_reconnect(struct mqttc *m, bool clean)
 	}
 	m->clean = clean;
 	m->switching = true;
+	m->planned = true;
 	pthread_mutex_unlock(&m->lock);
 	log_info("reconnecting with a %s session", clean ? "clean" : "persistent");
 	d.timeout = 250;
@@ -821,6 +826,7 @@ enum rcs_err mqttc_reconnect(struct mqttc *m, bool clean)
 	if (rc != MQTTASYNC_SUCCESS) {
 		pthread_mutex_lock(&m->lock);
 		m->switching = false;
+		m->planned = false;
 		pthread_mutex_unlock(&m->lock);
 		err = RCS_ERR_IO;
 	}
@@ -896,6 +902,16 @@ bool mqttc_connected(struct mqttc *m)
 	c = m->connected;
 	pthread_mutex_unlock(&m->lock);
 	return c;
+}
+
+bool mqttc_up(struct mqttc *m)
+{
+	bool up;
+
+	pthread_mutex_lock(&m->lock);
+	up = m->connected || m->planned;
+	pthread_mutex_unlock(&m->lock);
+	return up;
 }
 
 const char *mqttc_server(struct mqttc *m)

@@ -75,6 +75,9 @@ void mqttc_disconnect(struct mqttc *m, int timeout_ms);
 /* Disconnects (as mqttc_disconnect, if not yet done) and frees. NULL is fine. */
 void mqttc_stop(struct mqttc *m, int timeout_ms);
 bool mqttc_connected(struct mqttc *m);
+/* Connected, or reconnecting on purpose (mqttc_reconnect) until that connect's answer: what
+ * a health check shows, so a change of session is not seen as the broker going away. */
+bool mqttc_up(struct mqttc *m);
 /* The URL of the broker connected to (tcp:// or ssl://, as tried), NULL while not
  * connected. Valid until mqttc_stop. */
 const char *mqttc_server(struct mqttc *m);

@@ -1613,7 +1613,7 @@ out:
 
 bool bridge_connected(struct bridge *b)
 {
-	return mqttc_connected(b->mq);
+	return mqttc_up(b->mq);
 }
 
 const char *bridge_broker(struct bridge *b)

@@ -51,7 +51,8 @@ enum rcs_err bridge_start(const struct bridge_opts *opts, struct store *st, stru
 			  struct bridge **out);
 /* The bridge as the scheduler's transport (sched_set_transport). */
 void bridge_transport(struct bridge *b, struct sched_transport *out);
-/* True while the MQTT client is connected to the broker. */
+/* True while the MQTT client is connected to the broker, or reconnecting on purpose to change
+ * its session (mqttc_up). */
 bool bridge_connected(struct bridge *b);
 /* The URL of the broker connected to, NULL while not connected (valid until bridge_stop). */
 const char *bridge_broker(struct bridge *b);

@@ -184,6 +184,15 @@ class ServiceWithBrokerTest(ServiceChecks, CoordinatorTest):
 
     def test_connected_then_disconnected_then_back(self):
         self.broker_is("connected")
+        # on PostgreSQL the coordinator then probes the shared subscription of status
+        # reports and reconnects with a clean session to take it: not the broker going away
+        seen = set()
+
+        def settled():
+            seen.add(H.Api(self.coord.base, None).get("/health").json.get("broker"))
+            return "status reports: " in self.coord.read_log()
+        H.wait_for(settled, timeout=30, interval=0.02, what="the subscription of reports chosen")
+        self.assertEqual(seen, {"connected"}, "GET /health while the session changes")
         self.health(200, "ok", "connected")
         self.broker.stop()
         self.broker_is("disconnected")

@@ -437,10 +437,12 @@ class TransportTest(MqttTest):
         assert r.status == 201, r
         cls.stale_job = r.json["ident"]
         wait_for(lambda: cls.stale_fake.envelopes_of(cls.stale_job), what="stale envelope")
+        # the coordinator applies the report after this instant and keeps it in whole
+        # seconds: the re-send comes no sooner than --resend-after - 1 s from here
+        cls.stale_news = time.time()
         cls.stale_fake.report(cls.stale_job, "edge_transmitted")
         wait_for(lambda: cls.admin.get("/jobs/" + cls.stale_job).json["status"]
                  == "edge_transmitted", what="stale job acknowledged")
-        cls.stale_news = time.time()
 
     # -- publish on creation, envelope, history ------------------------------------------
 
@@ -858,7 +860,8 @@ class TransportTest(MqttTest):
                  what="envelope re-sent after --resend-after 5 without news")
         first_resend = [m[0] for m in self.stale_fake.messages_on("/jobs/" + ident)][1]
         delay = first_resend - self.stale_news
-        note("job without news re-sent %.1fs after the last report (--resend-after 5)" % delay)
+        note("job without news re-sent %.1fs after the last report was sent (--resend-after 5)"
+             % delay)
         self.assertGreaterEqual(delay, 4.0, "re-sent before --resend-after")
         self.stale_fake.report(self.stale_job, "terminated", "done")
         self.wait_job(ident, "terminated")
