@@ -389,7 +389,9 @@ struct job_batch {
 };
 
 /* Creates the group (when named) and all jobs with their initial and pending
- * history, in one transaction. */
+ * history, in one transaction. On PostgreSQL a batch of STORE_ANALYZE_MIN jobs or more that
+ * adds a tenth or more of the jobs known at the table's last analysis analyses it. */
+#define STORE_ANALYZE_MIN 256
 enum rcs_err store_jobs_create(struct store *st, const struct job_batch *b);
 
 /*

@@ -292,11 +292,12 @@ static void jobs_insert_sql(size_t k, char *rows, char *hist)
 	}
 }
 
-/* Up to JOBS_CHUNK jobs of the batch, from jobs[0]: their rows and history. A full chunk's
- * statements are constant text (built once, under the store's lock), prepared once. */
+/* Up to JOBS_CHUNK jobs of the batch, from jobs[0]: their rows (hist false) or their
+ * history (hist true). A full chunk's statements are constant text (built once, under the
+ * store's lock), prepared once. */
 static enum rcs_err jobs_insert(struct store *st, const struct job_batch *b,
 				const struct job_batch_text *t, const struct job_new *jobs,
-				size_t k)
+				size_t k, bool history)
 {
 	static char full_rows[JOBS_SQL_MAX], full_hist[JOBS_SQL_MAX];
 	static bool full_built;
@@ -310,6 +311,8 @@ static enum rcs_err jobs_insert(struct store *st, const struct job_batch *b,
 	}
 	if (k < JOBS_CHUNK)
 		jobs_insert_sql(k, rows, hist);
+	if (history)
+		goto history;
 	err = k == JOBS_CHUNK ? store_stmt(st, full_rows, &s) : store_stmt_fresh(st, rows, &s);
 	if (err != RCS_OK)
 		goto out;
@@ -340,10 +343,8 @@ static enum rcs_err jobs_insert(struct store *st, const struct job_batch *b,
 		store_arg_int(s, id + 2, jobs[i].order);
 	}
 	err = store_done(st, s, "job insert");
-	store_stmt_done(st, s);
-	s = NULL;
-	if (err != RCS_OK)
-		goto out;
+	goto out;
+history:
 	err = k == JOBS_CHUNK ? store_stmt(st, full_hist, &s) : store_stmt_fresh(st, hist, &s);
 	if (err != RCS_OK)
 		goto out;
@@ -354,6 +355,43 @@ static enum rcs_err jobs_insert(struct store *st, const struct job_batch *b,
 	err = store_done(st, s, "job history insert");
 out:
 	store_stmt_done(st, s);
+	return err;
+}
+
+static enum rcs_err jobs_reltuples_row(struct store_stmt *s, void *arg)
+{
+	*(long long *)arg = store_val_int(s, 0);
+	return RCS_OK;
+}
+
+/*
+ * PostgreSQL plans a statement it runs often once for all parameters (a generic plan),
+ * from the table's statistics as they were then; a jobs table analysed while nearly empty
+ * is read sequentially by those plans (the history's foreign-key check, the moves' look-ups)
+ * long after it has grown, until autovacuum analyses it again, up to a minute later. A
+ * batch that adds a tenth or more of the rows jobs had at its last analysis analyses it in
+ * its own transaction (which counts the rows it inserted): every plan of jobs is made
+ * again, here at once and on every other connection once the batch commits. See
+ * docs/coordinator.md "PostgreSQL".
+ */
+static enum rcs_err jobs_analyze(struct store *st, size_t n)
+{
+	long long known = -1;
+	enum rcs_err err = RCS_OK;
+
+	if (st->dialect != STORE_DIALECT_POSTGRES || n < STORE_ANALYZE_MIN)
+		goto out;
+	err = store_get_one(st,
+			    "SELECT CAST(reltuples AS BIGINT) FROM pg_class"
+			    " WHERE oid = CAST(?1 AS regclass)",
+			    "jobs", NULL, NULL, jobs_reltuples_row, &known);
+	if (err != RCS_OK)
+		goto out;
+	if (known >= 0 && (long long)n * 10 < known)
+		goto out;
+	/* by a role that does not own jobs: a warning from the server, no error */
+	err = store_write(st, "ANALYZE jobs", NULL, 0);
+out:
 	return err;
 }
 
@@ -380,11 +418,20 @@ enum rcs_err store_jobs_create(struct store *st, const struct job_batch *b)
 		if (err != RCS_OK)
 			goto out;
 	}
-	for (size_t i = 0; i < b->n; i += JOBS_CHUNK) {
-		err = jobs_insert(st, b, &t, b->jobs + i,
-				  b->n - i < JOBS_CHUNK ? b->n - i : JOBS_CHUNK);
-		if (err != RCS_OK)
-			goto out;
+	/* every row first, then their history: the history's foreign key is checked against
+	 * jobs as analysed after the rows went in (jobs_analyze) */
+	for (int pass = 0; pass < 2; pass++) {
+		if (pass == 1) {
+			err = jobs_analyze(st, b->n);
+			if (err != RCS_OK)
+				goto out;
+		}
+		for (size_t i = 0; i < b->n; i += JOBS_CHUNK) {
+			err = jobs_insert(st, b, &t, b->jobs + i,
+					  b->n - i < JOBS_CHUNK ? b->n - i : JOBS_CHUNK, pass == 1);
+			if (err != RCS_OK)
+				goto out;
+		}
 	}
 	for (size_t i = 0; notify && i < b->n; i++) {
 		err = store_notify_record(st, b->jobs[i].ident, "initial", b->now);
