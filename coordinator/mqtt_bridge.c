@@ -33,7 +33,7 @@
 #define BRIDGE_INBOUND_MAX   200000 /* queued inbound messages before back-pressure */
 #define BRIDGE_SWEEP_SECONDS 15     /* re-send sweep period, at most */
 #define BRIDGE_RESYNC_LIMIT  5000   /* jobs per query when catching up */
-#define BRIDGE_APPLY_TRIES   5      /* a report's move, broken off by the database (busy) */
+#define BRIDGE_APPLY_TRIES   5      /* a device message's write, broken off by the database */
 #define BRIDGE_ACK_SLOTS     8192   /* envelopes awaiting the broker's ack, by tag (claims) */
 
 /* Status reports through a shared subscription (docs/mqtt.md "Several coordinators") */
@@ -1238,6 +1238,24 @@ static bool on_message(void *ctx, const char *topic, const void *payload, size_t
 
 /* ---- applying inbound messages (worker) ---- */
 
+/*
+ * A device message's write that PostgreSQL broke off (a deadlock with another coordinator
+ * applying the same job's reports, a lock wait cut short by lock_timeout) rolled back
+ * whole: it is applied again, a few times, rather than dropped, as the broker has its
+ * acknowledgement already. True when the caller should try again (after a pause of
+ * 10 ms, doubled at each attempt).
+ */
+static bool bridge_again(enum rcs_err err, int attempt, const char *what, const char *ident)
+{
+	struct timespec pause = {0, (long)(10 * 1000000L) << attempt};
+
+	if (err != RCS_ERR_BUSY || attempt >= BRIDGE_APPLY_TRIES - 1)
+		return false;
+	log_info("%s %s: the database broke the change off (busy): applying it again", what, ident);
+	nanosleep(&pause, NULL);
+	return true;
+}
+
 static void bridge_apply_report(struct bridge *b, const struct in_msg *m)
 {
 	struct proto_report r;
@@ -1268,16 +1286,10 @@ static void bridge_apply_report(struct bridge *b, const struct in_msg *m)
 	mv.seq = r.seq;
 	mv.error_code = r.error; /* the cause of an edge_error (docs/mqtt.md) */
 	mv.now = (int64_t)time(NULL);
-	/* a move PostgreSQL broke off (a deadlock with another coordinator applying the same
-	 * job's reports, a lock wait cut short) rolled back whole: applied again, a few times,
-	 * rather than dropped (the broker has its acknowledgement already) */
 	for (int attempt = 0;; attempt++) {
-		struct timespec pause = {0, (long)(10 * 1000000L) << attempt};
-
 		err = lifecycle_move(b->lc, &mv, &res, NULL);
-		if (err != RCS_ERR_BUSY || attempt == BRIDGE_APPLY_TRIES - 1)
+		if (!bridge_again(err, attempt, "job", r.job))
 			break;
-		nanosleep(&pause, NULL);
 	}
 	if (err == RCS_OK && res == STORE_MOVE_KEPT && !status_is_terminal(r.status)) {
 		/* the device works on a job cancelled meanwhile: tell it (again) */
@@ -1316,9 +1328,13 @@ static bool bridge_apply_state(struct bridge *b, const struct in_msg *m)
 		return false;
 	}
 	/* the reported tags go to the store as the JSON text they are kept as */
-	err = store_device_state(b->st, m->topic.client_root, m->topic.entity_ident, s.online,
-				 s.tags ? jsonu_dump(s.tags, NULL) : NULL, s.agent_version,
-				 (int64_t)time(NULL), &came_online);
+	for (int attempt = 0;; attempt++) {
+		err = store_device_state(b->st, m->topic.client_root, m->topic.entity_ident,
+					 s.online, s.tags ? jsonu_dump(s.tags, NULL) : NULL,
+					 s.agent_version, (int64_t)time(NULL), &came_online);
+		if (!bridge_again(err, attempt, "device", m->topic.entity_ident))
+			break;
+	}
 	if (err == RCS_ERR_NOTFOUND)
 		log_warnx("dropped a state message from %s/%s: not in the inventory",
 			  m->topic.client_root, m->topic.entity_ident);

@@ -16,6 +16,8 @@ retried group send makes one retry per failed job, released and sent once; cance
 the devices' reports leave each status once in a job's history. OppositeOrdersTest: each
 coordinator on a broker of its own, the same reports reaching them in opposite orders: no
 deadlock between their report transactions, the group's tallies count each job once.
+BusyRetryTest: a status report and a state message whose write PostgreSQL breaks off (a lock
+wait cut short) are applied again, not dropped.
 
 Skipped without PostgreSQL's server (tools/deps.sh test installs it).
 
@@ -640,6 +642,105 @@ class OppositeOrdersTest(unittest.TestCase):
                              log[-3000:])
         for c in self.coords:
             self.assertTrue(c.alive())
+
+
+@unittest.skipUnless(pg_server.available(), "PostgreSQL's server is not installed")
+class BusyRetryTest(unittest.TestCase):
+    """A device's status report and state message whose write PostgreSQL breaks off (here a
+    lock wait cut short by lock_timeout, as a deadlock with another coordinator would) are
+    applied again rather than dropped: another session holds the job's row, then the
+    device's row, locked for longer than the coordinator's lock_timeout (200 ms, given in
+    the URL's options) while the message arrives, and lets go well within the retries
+    (5 attempts, 1.15 s in all)."""
+
+    HOLD = 0.6  # seconds a row stays locked
+
+    def setUp(self):
+        self.workdir = tempfile.mkdtemp(prefix="rcs-busy-")
+        self.addCleanup(self._cleanup)
+        self.pg = pg_server.shared()
+        url = self.pg.create_db()
+        self.dbname = url.rsplit("/", 1)[1]
+        self.broker = Mosquitto(self.workdir).start()
+        self.coord = Coordinator(self.workdir, db=url + "?options=-c%20lock_timeout%3D200",
+                                 extra_args=("--node-id", "busy", "--mqtt", self.broker.url,
+                                             "--resend-after", "3600"))
+        tenant = self.coord.init_tenant(user="admin")
+        self.root = tenant["client_root"]
+        self.coord.start()
+        wait_for(lambda: "status reports: " in self.coord.read_log(), timeout=20,
+                 what="coordinator connected to its broker")
+        self.api = self.coord.api(tenant["api_key"])
+        self.cl = None
+
+    def _cleanup(self):
+        if self.cl is not None:
+            self.cl.disconnect()
+            self.cl.loop_stop()
+        if self.coord.proc is not None:
+            self.coord.stop(signal.SIGKILL)
+        self.broker.stop()
+        if os.environ.get("RCS_KEEP_TMP") is None:
+            shutil.rmtree(self.workdir, ignore_errors=True)
+
+    def held(self, row, then):
+        """Locks row (a table and a condition) for HOLD seconds from another session, calls
+        then() once the lock is held, and waits for the session to end."""
+        t = threading.Thread(target=self.pg.psql, args=(
+            "BEGIN; SELECT 1 FROM %s FOR UPDATE; SELECT pg_sleep(%s); COMMIT"
+            % (row, self.HOLD),), kwargs={"db": self.dbname})
+        t.start()
+        wait_for(lambda: self.pg.psql(
+            "SELECT count(*) FROM pg_stat_activity WHERE wait_event = 'PgSleep'",
+            db=self.dbname).strip() == "1", timeout=10, interval=0.01, what="the row locked")
+        then()
+        t.join(30)
+
+    def test_report_and_state_applied_again(self):
+        ent = self.api.post("/devices", {"name": "busy"}).json["entity_ident"]
+        envelopes = []
+        self.cl = mqtt.Client(client_id="busy-" + uuid.uuid4().hex[:12], clean_session=True)
+        ready = threading.Event()
+        self.cl.on_connect = lambda c, u, f, rc: c.subscribe(
+            "rcs/v1/%s/%s/jobs/+" % (self.root, ent), 1)
+        self.cl.on_subscribe = lambda *a: ready.set()
+        self.cl.on_message = lambda c, u, msg: envelopes.append(msg.topic)
+        self.cl.connect("127.0.0.1", self.broker.port, keepalive=10)
+        self.cl.loop_start()
+        self.assertTrue(ready.wait(10))
+        state = "rcs/v1/%s/%s/state" % (self.root, ent)
+
+        def publish_state(online):
+            self.cl.publish(state, json.dumps(
+                {"v": 1, "online": online, "tags": [], "agent_version": "busy",
+                 "ts": int(time.time())}), qos=1, retain=True).wait_for_publish(10)
+        publish_state(True)
+        wait_for(lambda: self.api.get("/devices/" + ent).json.get("online") is True,
+                 what="the device online")
+        task = self.api.post("/tasks", {"name": "busy", "script": "echo"}).json
+        job = self.api.post("/tasks/%s/jobs" % task["ident"], {"entity_ident": ent}).json
+        wait_for(lambda: envelopes, what="the envelope")
+
+        def report():
+            self.cl.publish("rcs/v1/%s/%s/jobs/%s/status" % (self.root, ent, job["ident"]),
+                            json.dumps({"v": 1, "job": job["ident"], "status": "terminated",
+                                        "seq": 1, "ts": int(time.time()), "response": "ok"}),
+                            qos=1).wait_for_publish(10)
+        self.held("jobs WHERE ident = '%s'" % job["ident"], report)
+        wait_for(lambda: self.api.get("/jobs/" + job["ident"]).json["status"] == "terminated",
+                 timeout=10, what="the report applied once the row was free")
+        self.held("devices WHERE entity_ident = '%s'" % ent, lambda: publish_state(False))
+        wait_for(lambda: self.api.get("/devices/" + ent).json.get("online") is False,
+                 timeout=10, what="the state applied once the row was free")
+        log = self.coord.read_log()
+        self.assertIn("job %s: the database broke the change off (busy): applying it again"
+                      % job["ident"], log)
+        self.assertIn("device %s: the database broke the change off (busy): applying it again"
+                      % ent, log)
+        self.assertNotIn("not applied", log)
+        self.assertEqual([h["status"] for h in self.api.get(
+            "/jobs/%s/history" % job["ident"]).json["items"]],
+            ["terminated", "transmited", "pending", "initial"])  # newest first
 
 
 if __name__ == "__main__":
