@@ -6,6 +6,7 @@
 #include <errno.h>
 #include <poll.h>
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
@@ -18,7 +19,7 @@
 #include "status.h"
 
 #define SCHED_EXPIRE_LIMIT 5000 /* jobs expired per query */
-#define SCHED_GROUPS_MAX   256  /* groups releasing jobs, looked at per run */
+#define SCHED_GROUPS_MAX   256  /* groups releasing jobs, read at a time */
 #define SCHED_RELEASE_MAX  5000 /* jobs a group releases per run */
 /*
  * The longest sleep, in seconds. Deadlines are wall-clock instants; a clock set is seen at
@@ -61,66 +62,85 @@ static int64_t sched_min(int64_t a, int64_t b)
 	return a == 0 ? b : (b == 0 || a < b ? a : b);
 }
 
+/* One group's release (its own transaction); returns when it is due again (0: not known). */
+static int64_t sched_release_group(struct sched *s, const struct group_rec *g, int64_t now,
+				   int64_t now_ms)
+{
+	const struct group_settings *gs = &g->settings;
+	struct store_idents ids = {.v = NULL, .n = 0};
+	double rate, tokens = 0;
+	int64_t at = 0, next = 0;
+	size_t limit = SCHED_RELEASE_MAX;
+	enum rcs_err err, end;
+
+	if (!rollout_window_open(gs, now)) {
+		next = rollout_window_next(gs, now);
+		goto out;
+	}
+	rate = rollout_rate(gs, g->n_succeeded);
+	if (rate > 0) {
+		tokens =
+		    rollout_tokens((double)g->tokens_milli / 1000.0, g->tokens_at_ms, now_ms, rate);
+		limit = tokens < (double)SCHED_RELEASE_MAX ? (size_t)tokens : SCHED_RELEASE_MAX;
+	}
+	err = store_tx_begin(s->st);
+	if (err == RCS_OK) {
+		err = store_group_release(s->st, g->ident, now, limit, (long long)(tokens * 1000.0),
+					  now_ms, &ids, &at);
+		if (err == RCS_OK)
+			err = lifecycle_jobs_released(s->lc, &ids);
+		end = store_tx_end(s->st, err == RCS_OK);
+		if (err == RCS_OK)
+			err = end;
+	}
+	if (err != RCS_OK) {
+		log_warnx("group %s: jobs not released: %s", g->ident, rcs_strerror(err));
+		next = now + 1;
+	} else if (ids.n > 0) {
+		log_debug("group %s: %zu jobs released", g->ident, ids.n);
+	}
+	store_idents_free(&ids);
+	/* due already: the rate or the limit held the rest back; a second later */
+	if (at != 0)
+		next = sched_min(next, at <= now ? now + 1 : at);
+out:
+	return next;
+}
+
 /*
  * Releases the held jobs of running groups (docs/api.md "Rollouts"): inside the group's
  * window, after a retry's backoff, at the rollout's rate (a token bucket kept with the
  * group, so that a restart keeps the pace). Each group's release is one transaction; the
- * transport gets the jobs once it commits. Returns the next time a release is due (0:
- * none).
+ * transport gets the jobs once it commits. Every group with a held job due is looked at,
+ * SCHED_GROUPS_MAX at a time: one whose window is closed or whose rate holds its jobs back
+ * never keeps a newer group waiting. Returns the next time a release is due (0: none).
  */
 static int64_t sched_release(struct sched *s, int64_t now)
 {
-	struct store_group_list groups;
+	struct store_group_list groups = {.items = NULL, .n = 0};
+	char after[UUID_STR_LEN] = "";
+	int64_t after_at = 0, now_ms, next = 0;
 	struct timespec ts;
-	int64_t now_ms, next = 0;
+	bool more = true;
 
 	clock_gettime(CLOCK_REALTIME, &ts);
 	now_ms = (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-	if (store_groups_releasing(s->st, SCHED_GROUPS_MAX, &groups) != RCS_OK)
-		return now + 1;
-	for (size_t i = 0; i < groups.n; i++) {
-		const struct group_rec *g = &groups.items[i];
-		const struct group_settings *gs = &g->settings;
-		struct store_idents ids = {.v = NULL, .n = 0};
-		double rate, tokens = 0;
-		int64_t at = 0;
-		size_t limit = SCHED_RELEASE_MAX;
-		enum rcs_err err;
-
-		if (!rollout_window_open(gs, now)) {
-			next = sched_min(next, rollout_window_next(gs, now));
-			continue;
-		}
-		rate = rollout_rate(gs, g->n_succeeded);
-		if (rate > 0) {
-			tokens = rollout_tokens((double)g->tokens_milli / 1000.0, g->tokens_at_ms,
-						now_ms, rate);
-			limit =
-			    tokens < (double)SCHED_RELEASE_MAX ? (size_t)tokens : SCHED_RELEASE_MAX;
-		}
-		err = store_tx_begin(s->st);
-		if (err == RCS_OK) {
-			err = store_group_release(s->st, g->ident, now, limit,
-						  (long long)(tokens * 1000.0), now_ms, &ids, &at);
-			if (err == RCS_OK)
-				err = lifecycle_jobs_released(s->lc, &ids);
-			enum rcs_err end = store_tx_end(s->st, err == RCS_OK);
-
-			if (err == RCS_OK)
-				err = end;
-		}
-		if (err != RCS_OK) {
-			log_warnx("group %s: jobs not released: %s", g->ident, rcs_strerror(err));
+	while (more) {
+		if (store_groups_releasing(s->st, now, after[0] ? after : NULL, after_at,
+					   SCHED_GROUPS_MAX, &groups) != RCS_OK) {
 			next = sched_min(next, now + 1);
-		} else if (ids.n > 0) {
-			log_debug("group %s: %zu jobs released", g->ident, ids.n);
+			break;
 		}
-		store_idents_free(&ids);
-		/* due already: the rate or the limit held the rest back; a second later */
-		if (at != 0)
-			next = sched_min(next, at <= now ? now + 1 : at);
+		for (size_t i = 0; i < groups.n; i++)
+			next =
+			    sched_min(next, sched_release_group(s, &groups.items[i], now, now_ms));
+		more = groups.n == SCHED_GROUPS_MAX;
+		if (more) {
+			snprintf(after, sizeof(after), "%s", groups.items[groups.n - 1].ident);
+			after_at = groups.items[groups.n - 1].created_at;
+		}
+		store_group_list_free(&groups);
 	}
-	store_group_list_free(&groups);
 	return next;
 }
 

@@ -815,8 +815,6 @@ void store_webhook_due_list_free(struct store_webhook_due_list *l);
  * that a webhook with thousands due never crowds the others out of the answer. */
 enum rcs_err store_webhooks_due(struct store *st, int64_t now, const long long *skip, size_t n_skip,
 				size_t limit, size_t per_hook, struct store_webhook_due_list *out);
-/* When the next queued delivery is due (0: none). */
-enum rcs_err store_webhook_next(struct store *st, int64_t *next);
 /* Records an attempt and the delivery's new state (queued: retry at next_at). */
 enum rcs_err store_webhook_attempt(struct store *st, long long id,
 				   const struct webhook_attempt_rec *a, const char *state,
@@ -895,9 +893,13 @@ enum rcs_err store_group_set_status(struct store *st, const char *ident, unsigne
 				    enum group_status to, const char *reason,
 				    enum group_status *prev);
 
-/* Running groups with jobs waiting for release (at most limit), oldest first, without
- * counts. */
-enum rcs_err store_groups_releasing(struct store *st, size_t limit, struct store_group_list *out);
+/* Running groups with a held job due by now (its retry's backoff and its scheduled time
+ * past), oldest first, at most limit, without counts; after (when not NULL) the group
+ * after_created_at/after_ident comes last: only groups after it in that order are read, so
+ * that a caller can page through them all. */
+enum rcs_err store_groups_releasing(struct store *st, int64_t now, const char *after_ident,
+				    int64_t after_created_at, size_t limit,
+				    struct store_group_list *out);
 
 /* Releases (held = 0, the ttl running from now) up to limit held jobs of the group whose
  * time has come (release_at <= now), in release order, and keeps the bucket's new state

@@ -187,13 +187,16 @@ out:
 	return err;
 }
 
-/* The running groups with held jobs, claimed for this node (docs/architecture.md "Claims"):
- * one coordinator at a time releases a group's jobs and keeps its token bucket. */
+/* The running groups with held jobs due, after the group (?5, ?6) in their order, claimed for
+ * this node (docs/architecture.md "Claims"): one coordinator at a time releases a group's
+ * jobs and keeps its token bucket. */
 #define GROUPS_CLAIM(lock)                                                                         \
 	"UPDATE groups SET claimed_by = ?2, lease_until = ?4 WHERE ident IN (SELECT ident FROM"    \
-	" groups WHERE status = 'running' AND EXISTS (SELECT 1 FROM jobs j WHERE"                  \
-	" j.group_ident = groups.ident AND j.held = 1) AND " STORE_CLAIM_FREE(                     \
-	    "?2", "?3") " ORDER BY created_at, ident LIMIT ?1" lock ") RETURNING " GROUP_COLS
+	" groups WHERE status = 'running' AND (created_at > ?5 OR (created_at = ?5 AND"            \
+	" ident > ?6)) AND EXISTS (SELECT 1 FROM jobs j WHERE j.group_ident = groups.ident AND"    \
+	" j.held = 1 AND max(coalesce(j.release_at, 0), coalesce(j.scheduled_time, 0)) <= ?3)"     \
+	" AND " STORE_CLAIM_FREE("?2", "?3") " ORDER BY created_at, ident LIMIT ?1" lock           \
+					     ") RETURNING " GROUP_COLS
 
 static int group_rec_cmp(const void *a, const void *b)
 {
@@ -204,9 +207,10 @@ static int group_rec_cmp(const void *a, const void *b)
 	return strcmp(x->ident, y->ident);
 }
 
-enum rcs_err store_groups_releasing(struct store *st, size_t limit, struct store_group_list *out)
+enum rcs_err store_groups_releasing(struct store *st, int64_t now, const char *after_ident,
+				    int64_t after_created_at, size_t limit,
+				    struct store_group_list *out)
 {
-	int64_t now = (int64_t)time(NULL);
 	struct store_stmt *s = NULL;
 	bool row = false;
 	enum rcs_err err;
@@ -221,6 +225,8 @@ enum rcs_err store_groups_releasing(struct store *st, size_t limit, struct store
 	store_arg_text(s, 2, store_claim_node(st));
 	store_arg_int(s, 3, now);
 	store_arg_int(s, 4, store_claim_until(st, now));
+	store_arg_int(s, 5, after_ident ? after_created_at : INT64_MIN);
+	store_arg_text(s, 6, after_ident ? after_ident : "");
 	out->items = calloc(limit ? limit : 1, sizeof(*out->items));
 	if (out->items == NULL) {
 		err = RCS_ERR_NOMEM;

@@ -507,18 +507,6 @@ static enum rcs_err first_int(struct store_stmt *s, void *arg)
 	return RCS_OK;
 }
 
-enum rcs_err store_webhook_next(struct store *st, int64_t *next)
-{
-	long long v = 0;
-	enum rcs_err err;
-
-	err =
-	    store_get_one(st, "SELECT min(next_at) FROM webhook_deliveries WHERE state = 'queued'",
-			  NULL, NULL, NULL, first_int, &v);
-	*next = v;
-	return err == RCS_ERR_NOTFOUND ? RCS_OK : err;
-}
-
 enum rcs_err store_webhook_backlog(struct store *st, long long *n)
 {
 	enum rcs_err err;

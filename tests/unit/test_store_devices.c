@@ -722,20 +722,77 @@ static void test_claims(void **state)
 				 " 'running');"
 				 "UPDATE jobs SET held = 1, group_ident = '" JOB(
 				     "g1") "' WHERE ident = '" JOB("19") "'");
-		assert_int_equal(store_groups_releasing(f->st, 10, &ga), RCS_OK);
+		assert_int_equal(store_groups_releasing(f->st, time(NULL), NULL, 0, 10, &ga),
+				 RCS_OK);
 		assert_int_equal(ga.n, 1);
-		assert_int_equal(store_groups_releasing(b, 10, &gb), RCS_OK);
+		assert_int_equal(store_groups_releasing(b, time(NULL), NULL, 0, 10, &gb), RCS_OK);
 		assert_int_equal(gb.n, 0);
 		store_group_list_free(&gb);
 		store_group_list_free(&ga);
-		assert_int_equal(store_groups_releasing(f->st, 10, &ga), RCS_OK);
+		assert_int_equal(store_groups_releasing(f->st, time(NULL), NULL, 0, 10, &ga),
+				 RCS_OK);
 		assert_int_equal(ga.n, 1);
 		store_group_list_free(&ga);
 		/* a's lease ended */
 		sql(f, "UPDATE groups SET lease_until = 1");
-		assert_int_equal(store_groups_releasing(b, 10, &gb), RCS_OK);
+		assert_int_equal(store_groups_releasing(b, time(NULL), NULL, 0, 10, &gb), RCS_OK);
 		assert_int_equal(gb.n, 1);
 		store_group_list_free(&gb);
+		/* only groups with a held job due (a retry's backoff, a scheduled time) */
+		sql(f, "UPDATE jobs SET release_at = 4000000000 WHERE ident = '" JOB("19") "'");
+		assert_int_equal(store_groups_releasing(b, time(NULL), NULL, 0, 10, &gb), RCS_OK);
+		assert_int_equal(gb.n, 0);
+		store_group_list_free(&gb);
+		sql(f, "UPDATE jobs SET release_at = NULL, scheduled_time = 4000000000 WHERE ident "
+		       "= '" JOB("19") "'");
+		assert_int_equal(store_groups_releasing(b, time(NULL), NULL, 0, 10, &gb), RCS_OK);
+		assert_int_equal(gb.n, 0);
+		store_group_list_free(&gb);
+		sql(f, "UPDATE jobs SET release_at = 5, scheduled_time = NULL WHERE ident = '" JOB(
+			   "19") "'");
+		/* page after page, in their order: a newer group is read after the older ones */
+		{
+			static const char *const rows[] = {
+			    "INSERT INTO groups(ident, client_root, name, task_ident, created_user,"
+			    " created_at, status) VALUES('" JOB("g0") "', '@ROOT@', 'g', 't', 'u',"
+								      " 2, 'running')",
+			    "INSERT INTO groups(ident, client_root, name, task_ident, created_user,"
+			    " created_at, status) VALUES('" JOB("g2") "', '@ROOT@', 'g', 't', 'u',"
+								      " 1, 'running')",
+			    "UPDATE jobs SET held = 1, group_ident = '" JOB("g0") "' WHERE ident ="
+										  " '" JOB(
+										      "18") "'",
+			    "UPDATE jobs SET held = 1, group_ident = '" JOB("g2") "' WHERE ident ="
+										  " '" JOB(
+										      "17") "'",
+			};
+
+			for (size_t i = 0; i < sizeof(rows) / sizeof(rows[0]); i++)
+				sql(f, rows[i]);
+		}
+		{
+			const char *order[] = {JOB("g1"), JOB("g2"), JOB("g0")};
+			char after[UUID_STR_LEN] = "";
+			int64_t after_at = 0;
+
+			for (size_t i = 0; i < 3; i++) {
+				assert_int_equal(store_groups_releasing(b, time(NULL),
+									i ? after : NULL, after_at,
+									1, &gb),
+						 RCS_OK);
+				assert_int_equal(gb.n, 1);
+				assert_string_equal(gb.items[0].ident, order[i]);
+				snprintf(after, sizeof(after), "%s", gb.items[0].ident);
+				after_at = gb.items[0].created_at;
+				store_group_list_free(&gb);
+			}
+			assert_int_equal(
+			    store_groups_releasing(b, time(NULL), after, after_at, 1, &gb), RCS_OK);
+			assert_int_equal(gb.n, 0);
+			store_group_list_free(&gb);
+		}
+		sql(f, "UPDATE jobs SET held = 0, group_ident = NULL WHERE ident IN ('" JOB(
+			   "17") "', '" JOB("18") "')");
 	}
 	/* webhook deliveries: the first queued one of each subject; a later one of a subject
 	 * whose first another node holds waits (order per job) */
