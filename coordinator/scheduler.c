@@ -68,7 +68,7 @@ static int64_t sched_release_group(struct sched *s, const struct group_rec *g, i
 {
 	const struct group_settings *gs = &g->settings;
 	struct store_idents ids = {.v = NULL, .n = 0};
-	double rate, tokens = 0;
+	double rate, tokens = -1; /* no rate: no bucket */
 	int64_t at = 0, next = 0;
 	size_t limit = SCHED_RELEASE_MAX;
 	enum rcs_err err, end;
@@ -85,8 +85,9 @@ static int64_t sched_release_group(struct sched *s, const struct group_rec *g, i
 	}
 	err = store_tx_begin(s->st);
 	if (err == RCS_OK) {
-		err = store_group_release(s->st, g->ident, now, limit, (long long)(tokens * 1000.0),
-					  now_ms, &ids, &at);
+		err = store_group_release(s->st, g->ident, now, limit,
+					  tokens < 0 ? -1 : (long long)(tokens * 1000.0), now_ms,
+					  &ids, &at);
 		if (err == RCS_OK)
 			err = lifecycle_jobs_released(s->lc, &ids);
 		end = store_tx_end(s->st, err == RCS_OK);

@@ -617,7 +617,8 @@ enum rcs_err store_jobs_expired(struct store *st, int64_t now, size_t limit,
 				struct store_idents *out);
 /* Records a (re-)send of the job's envelope. */
 enum rcs_err store_job_mark_sent(struct store *st, const char *ident, int64_t now);
-/* The next time (Unix s) a scheduled job falls due or a ttl runs out; 0 when none. */
+/* The next time (Unix s) a scheduled job falls due, a held job's retry backoff ends or a ttl runs
+ * out; 0 when none. */
 enum rcs_err store_next_wakeup(struct store *st, int64_t now, int64_t *next);
 
 /*
@@ -903,7 +904,8 @@ enum rcs_err store_groups_releasing(struct store *st, int64_t now, const char *a
 
 /* Releases (held = 0, the ttl running from now) up to limit held jobs of the group whose
  * time has come (release_at <= now), in release order, and keeps the bucket's new state
- * (tokens_milli, at tokens_at_ms, less a job per job released); out gets their idents. *next_at:
+ * (tokens_milli, at tokens_at_ms, less a job per job released; a negative tokens_milli: the
+ * group has no rate and no bucket to keep); out gets their idents. *next_at:
  * when the earliest job still held may go (now: one is due already; 0: none is held). */
 enum rcs_err store_group_release(struct store *st, const char *group, int64_t now, size_t limit,
 				 long long tokens_milli, int64_t tokens_at_ms,

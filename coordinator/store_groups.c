@@ -254,6 +254,25 @@ out:
 /* When a held job may go: after its retry's backoff and its scheduled time. */
 #define HELD_DUE "max(coalesce(release_at, 0), coalesce(scheduled_time, 0))"
 
+/* A rollout's token bucket as it is after a release. */
+static enum rcs_err group_bucket_keep(struct store *st, const char *group, long long tokens_milli,
+				      int64_t at_ms)
+{
+	struct store_stmt *s = NULL;
+	enum rcs_err err;
+
+	err = store_stmt(st, "UPDATE groups SET tokens = ?2, tokens_at = ?3 WHERE ident = ?1", &s);
+	if (err != RCS_OK)
+		goto out;
+	store_arg_text(s, 1, group);
+	store_arg_int(s, 2, tokens_milli);
+	store_arg_int(s, 3, at_ms);
+	err = store_done(st, s, "rollout bucket");
+out:
+	store_stmt_done(st, s);
+	return err;
+}
+
 enum rcs_err store_group_release(struct store *st, const char *group, int64_t now, size_t limit,
 				 long long tokens_milli, int64_t tokens_at_ms,
 				 struct store_idents *out, int64_t *next_at)
@@ -303,17 +322,9 @@ enum rcs_err store_group_release(struct store *st, const char *group, int64_t no
 	}
 	store_stmt_done(st, s);
 	s = NULL;
-	if (err != RCS_OK)
-		goto out;
-	err = store_stmt(st, "UPDATE groups SET tokens = ?2, tokens_at = ?3 WHERE ident = ?1", &s);
-	if (err != RCS_OK)
-		goto out;
-	store_arg_text(s, 1, group);
-	store_arg_int(s, 2, tokens_milli - 1000 * (long long)out->n);
-	store_arg_int(s, 3, tokens_at_ms);
-	err = store_done(st, s, "rollout bucket");
-	store_stmt_done(st, s);
-	s = NULL;
+	if (err == RCS_OK && tokens_milli >= 0)
+		err = group_bucket_keep(st, group, tokens_milli - 1000 * (long long)out->n,
+					tokens_at_ms);
 	if (err != RCS_OK)
 		goto out;
 	err =

@@ -280,6 +280,8 @@ enum rcs_err store_next_wakeup(struct store *st, int64_t now, int64_t *next)
 	err = store_stmt(st,
 			 "SELECT min(t) FROM (SELECT min(scheduled_time) AS t FROM jobs"
 			 " WHERE status = 'pending' AND scheduled_time > ?1"
+			 " UNION ALL SELECT min(release_at) FROM jobs WHERE held = 1 AND"
+			 " status = 'pending' AND release_at > ?1"
 			 " UNION ALL SELECT min(expires_at) FROM jobs WHERE expires_at IS NOT NULL"
 			 " AND status IN ('pending', 'transmited')) AS due",
 			 &s);

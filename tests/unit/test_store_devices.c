@@ -451,6 +451,11 @@ static void test_queues(void **state)
 	store_idents_free(&ids);
 	assert_int_equal(store_next_wakeup(f->st, NOW, &next), RCS_OK);
 	assert_int_equal(next, 1699999990);
+	/* a held job's retry backoff ends (release_at) */
+	sql(f, "UPDATE jobs SET held = 1, release_at = 1699999950 WHERE ident = '" JOB("01") "'");
+	assert_int_equal(store_next_wakeup(f->st, NOW - 60, &next), RCS_OK);
+	assert_int_equal(next, 1699999950);
+	sql(f, "UPDATE jobs SET held = 0, release_at = NULL WHERE ident = '" JOB("01") "'");
 
 	assert_int_equal(store_job_mark_sent(f->st, JOB("04"), NOW + 5), RCS_OK);
 	assert_int_equal(
@@ -790,6 +795,23 @@ static void test_claims(void **state)
 			    store_groups_releasing(b, time(NULL), after, after_at, 1, &gb), RCS_OK);
 			assert_int_equal(gb.n, 0);
 			store_group_list_free(&gb);
+		}
+		/* a group without a rate keeps no bucket: its tokens are left as they were */
+		{
+			struct store_idents ids = {.v = NULL, .n = 0};
+			long long before =
+			    sql_int(f, "SELECT coalesce(tokens, -7) FROM groups WHERE"
+				       " ident = '" JOB("g2") "'");
+			int64_t at = 0;
+
+			assert_int_equal(
+			    store_group_release(b, JOB("g2"), time(NULL), 10, -1, 0, &ids, &at),
+			    RCS_OK);
+			assert_int_equal(ids.n, 1);
+			assert_int_equal(sql_int(f, "SELECT coalesce(tokens, -7) FROM groups WHERE"
+						    " ident = '" JOB("g2") "'"),
+					 before);
+			store_idents_free(&ids);
 		}
 		sql(f, "UPDATE jobs SET held = 0, group_ident = NULL WHERE ident IN ('" JOB(
 			   "17") "', '" JOB("18") "')");
