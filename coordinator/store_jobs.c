@@ -731,7 +731,7 @@ out:
  * subquery), and the job's n_history after them. */
 #define JOB_RETURNING                                                                              \
 	" RETURNING ident, client_root, entity_ident, task_ident, task_version, task_name,"        \
-	" group_ident, (SELECT g.name FROM groups g WHERE g.ident = jobs.group_ident), comment,"    \
+	" group_ident, (SELECT g.name FROM groups g WHERE g.ident = jobs.group_ident), comment,"   \
 	" status, created_user, created_at, update_at, scheduled_time, response_time, ttl,"        \
 	" response, mail_list, status_list, variables, attempt, retry_of, error_code, held,"       \
 	" expires_at, n_history"
