@@ -292,8 +292,8 @@ static void jobs_insert_sql(size_t k, char *rows, char *hist)
 	}
 }
 
-/* Up to JOBS_CHUNK jobs of the batch, from jobs[0]: their rows (hist false) or their
- * history (hist true). A full chunk's statements are constant text (built once, under the
+/* Up to JOBS_CHUNK jobs of the batch, from jobs[0]: their rows, or (history) their initial
+ * and pending history. A full chunk's statements are constant text (built once, under the
  * store's lock), prepared once. */
 static enum rcs_err jobs_insert(struct store *st, const struct job_batch *b,
 				const struct job_batch_text *t, const struct job_new *jobs,
