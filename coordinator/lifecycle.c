@@ -59,7 +59,6 @@ bool lifecycle_has_transport(const struct lifecycle *lc)
 enum rcs_err lifecycle_move(struct lifecycle *lc, const struct job_move *m, enum store_move *result,
 			    struct job_rec *job_after)
 {
-	struct job_move mv = *m;
 	struct job_rec job;
 	bool event, ended, have_job = false;
 	enum rcs_err err, tx_err;
@@ -72,11 +71,9 @@ enum rcs_err lifecycle_move(struct lifecycle *lc, const struct job_move *m, enum
 	err = store_tx_begin(lc->st);
 	if (err != RCS_OK)
 		return err;
-	mv.after = &job; /* the record as the move left it, when applied */
-	err = store_job_move(lc->st, &mv, result);
+	err = store_job_move(lc->st, m, result);
 	if (err != RCS_OK)
 		goto out;
-	have_job = *result == STORE_MOVE_APPLIED;
 	if (*result == STORE_MOVE_APPLIED && lc->changed)
 		lc->changed(lc->changed_ctx);
 	if (*result != STORE_MOVE_DUPLICATE && *result != STORE_MOVE_TERMINAL &&
@@ -84,17 +81,22 @@ enum rcs_err lifecycle_move(struct lifecycle *lc, const struct job_move *m, enum
 		lc->webhooks_changed(lc->webhooks_ctx);
 	event = *result == STORE_MOVE_APPLIED && lc->hooks && lc->hooks->job_changed;
 	ended = *result == STORE_MOVE_APPLIED && status_is_terminal(m->to);
-	if (*result == STORE_MOVE_APPLIED)
-		lifecycle_metrics(lc, m, job.created_at);
-	if (!event && !ended && job_after == NULL)
+	if (!event && !ended && job_after == NULL) {
+		if (*result == STORE_MOVE_APPLIED)
+			lifecycle_metrics(lc, m, 0);
 		goto out;
-	if (!have_job) {
-		/* not applied: the record as it is, for the caller */
-		err = store_job_get(lc->st, NULL, m->ident, &job);
-		if (err != RCS_OK)
-			goto out;
-		have_job = true;
 	}
+	/* one read for the event, the metrics and the caller */
+	err = store_job_get(lc->st, NULL, m->ident, &job);
+	if (*result == STORE_MOVE_APPLIED)
+		lifecycle_metrics(lc, m, err == RCS_OK ? job.created_at : 0);
+	if (err != RCS_OK) {
+		/* the move stands; its event is lost (best effort, docs/mqtt.md "Monitoring") */
+		if (job_after == NULL)
+			err = RCS_OK;
+		goto out;
+	}
+	have_job = true;
 	if (event)
 		lifecycle_changed_event(lc, &job);
 	/* a job of a group ended: retry, abort, completion, in this transaction */

@@ -502,8 +502,6 @@ struct job_move {
 	int64_t now;
 	enum job_status *prev;  /* may be NULL: gets the status the job had before */
 	const char *error_code; /* edge_error: the device's cause (docs/mqtt.md); NULL: none */
-	struct job_rec *after;  /* may be NULL: gets the job's record as an applied move left it
-				 * (the caller's to free; zeroed when the move was not applied) */
 };
 /* Applies one status change with the rules of docs/architecture.md, "Job statuses". */
 enum rcs_err store_job_move(struct store *st, const struct job_move *m, enum store_move *result);

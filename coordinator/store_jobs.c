@@ -727,24 +727,11 @@ out:
 	return err;
 }
 
-/* JOB_COLS as an UPDATE of jobs returns them (no join there: the group's name by a
- * subquery), and the job's n_history after them. */
-#define JOB_RETURNING                                                                              \
-	" RETURNING ident, client_root, entity_ident, task_ident, task_version, task_name,"        \
-	" group_ident, (SELECT g.name FROM groups g WHERE g.ident = jobs.group_ident), comment,"   \
-	" status, created_user, created_at, update_at, scheduled_time, response_time, ttl,"        \
-	" response, mail_list, status_list, variables, attempt, retry_of, error_code, held,"       \
-	" expires_at, n_history"
-#define JOB_RETURNING_N_HISTORY 25
-
 /* The status change itself and its history item, which keeps the response the job had at
- * that moment; *r gets the job's record as the change left it (store_job_get's, without
- * reading it again). */
-static enum rcs_err job_move_apply(struct store *st, const struct job_move *m, struct job_rec *r)
+ * that moment. */
+static enum rcs_err job_move_apply(struct store *st, const struct job_move *m)
 {
 	struct store_stmt *s = NULL;
-	long long n_history;
-	bool row = false;
 	enum rcs_err err;
 
 	/* a job that leaves pending no longer waits for its group's release */
@@ -756,7 +743,7 @@ static enum rcs_err job_move_apply(struct store *st, const struct job_move *m, s
 		       " last_seq = max(last_seq, ?5), n_history = n_history + 1,"
 		       " sent_at = CASE WHEN ?8 <> 0 THEN ?2 ELSE sent_at END, sends = sends + ?8,"
 		       " error_code = CASE WHEN ?1 = 'edge_error' THEN ?9 ELSE error_code END"
-		       " WHERE ident = ?6" JOB_RETURNING,
+		       " WHERE ident = ?6",
 		       &s);
 	if (err != RCS_OK)
 		goto out;
@@ -769,25 +756,21 @@ static enum rcs_err job_move_apply(struct store *st, const struct job_move *m, s
 	store_arg_int(s, 7, m->replace_response);
 	store_arg_int(s, 8, m->mark_sent);
 	store_arg_text(s, 9, m->error_code);
-	err = store_next(st, s, "job move", &row);
-	if (err == RCS_OK && !row)
-		err = RCS_ERR_NOTFOUND; /* read under the move's lock a moment ago */
-	if (err != RCS_OK)
-		goto out;
-	err = job_read(s, r);
-	if (err != RCS_OK)
-		goto out;
-	n_history = store_val_int(s, JOB_RETURNING_N_HISTORY);
-	/* a write: read to its end */
-	while ((err = store_next(st, s, "job move", &row)) == RCS_OK && row)
-		;
+	err = store_done(st, s, "job move");
 	store_stmt_done(st, s);
 	s = NULL;
-	if (err == RCS_OK)
-		err = store_history_add(st, m->ident, n_history, status_name(r->status),
-					r->update_at, r->response, r->response_time, m->seq);
 	if (err != RCS_OK)
-		store_job_rec_free(r);
+		goto out;
+	err = store_stmt(st,
+			 "INSERT INTO job_history(job_ident, n, status, at, response,"
+			 " response_time, seq) SELECT ident, n_history, status, update_at,"
+			 " response, response_time, ?1 FROM jobs WHERE ident = ?2",
+			 &s);
+	if (err != RCS_OK)
+		goto out;
+	store_arg_int(s, 1, m->seq);
+	store_arg_text(s, 2, m->ident);
+	err = store_done(st, s, "history add");
 out:
 	store_stmt_done(st, s);
 	return err;
@@ -796,14 +779,9 @@ out:
 enum rcs_err store_job_move(struct store *st, const struct job_move *m, enum store_move *result)
 {
 	struct job_move_row j;
-	struct job_rec after;
-	bool have_after = false;
 	enum rcs_err err;
 
 	memset(&j, 0, sizeof(j));
-	memset(&after, 0, sizeof(after));
-	if (m->after)
-		memset(m->after, 0, sizeof(*m->after));
 	err = store_sp_begin(st);
 	if (err != RCS_OK)
 		return err;
@@ -849,8 +827,7 @@ enum rcs_err store_job_move(struct store *st, const struct job_move *m, enum sto
 		*result = STORE_MOVE_DUPLICATE;
 		goto out;
 	}
-	err = job_move_apply(st, m, &after);
-	have_after = err == RCS_OK;
+	err = job_move_apply(st, m);
 	if (err == RCS_OK && j.group[0] != '\0' && status_is_terminal(m->to))
 		err = store_group_job_ended(st, j.group, m->to);
 	if (err == RCS_OK && j.notify)
@@ -860,14 +837,7 @@ enum rcs_err store_job_move(struct store *st, const struct job_move *m, enum sto
 					      status_name(m->to), m->now);
 	*result = STORE_MOVE_APPLIED;
 out:
-	err = store_sp_end(st, err);
-	if (have_after && err == RCS_OK && m->after) {
-		*m->after = after;
-		have_after = false; /* the caller's */
-	}
-	if (have_after)
-		store_job_rec_free(&after);
-	return err;
+	return store_sp_end(st, err);
 }
 
 /* ---- notifications ---- */
