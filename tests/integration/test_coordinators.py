@@ -17,7 +17,8 @@ the devices' reports leave each status once in a job's history. OppositeOrdersTe
 coordinator on a broker of its own, the same reports reaching them in opposite orders: no
 deadlock between their report transactions, the group's tallies count each job once.
 BusyRetryTest: a status report and a state message whose write PostgreSQL breaks off (a lock
-wait cut short) are applied again, not dropped.
+wait cut short) are applied again, not dropped. ClockSkewTest: a coordinator whose clock is
+off the database server's (libfaketime) warns at its start.
 
 Skipped without PostgreSQL's server (tools/deps.sh test installs it).
 
@@ -741,6 +742,53 @@ class BusyRetryTest(unittest.TestCase):
         self.assertEqual([h["status"] for h in self.api.get(
             "/jobs/%s/history" % job["ident"]).json["items"]],
             ["terminated", "transmited", "pending", "initial"])  # newest first
+
+
+FAKETIME = next((p for p in ("/usr/lib/x86_64-linux-gnu/faketime/libfaketimeMT.so.1",
+                             "/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1")
+                 if os.path.exists(p)), None)
+
+
+@unittest.skipUnless(pg_server.available(), "PostgreSQL's server is not installed")
+class ClockSkewTest(unittest.TestCase):
+    """A coordinator whose clock is off the database server's by more than 2 s says so at
+    its start (leases and signs of life count on agreeing clocks, docs/scale-out.md); one
+    whose clock agrees does not. The skewed clock is libfaketime's, for the coordinator
+    alone."""
+
+    WARNING = "this host's clock is %s s off the database server's"
+
+    def setUp(self):
+        self.workdir = tempfile.mkdtemp(prefix="rcs-skew-")
+        self.addCleanup(self._cleanup)
+        self.db = pg_server.shared().create_db()
+        self.coords = []
+
+    def _cleanup(self):
+        for c in self.coords:
+            if c.proc is not None:
+                c.stop(signal.SIGKILL)
+        if os.environ.get("RCS_KEEP_TMP") is None:
+            shutil.rmtree(self.workdir, ignore_errors=True)
+
+    def start(self, node, env=None):
+        c = Coordinator(self.workdir, db=self.db, env=env, extra_args=("--node-id", node))
+        self.coords.append(c)
+        if len(self.coords) == 1:
+            c.init_tenant(user="admin")
+        c.start()
+        wait_for(lambda: "serving as node" in c.read_log(), timeout=20, what="started")
+        return c
+
+    @unittest.skipIf(FAKETIME is None and not os.environ.get("RCS_NO_SKIP"),
+                     "libfaketime is not installed")
+    def test_skewed_clock_warned(self):
+        agreeing = self.start("skew-a")
+        self.assertNotIn("off the database server's", agreeing.read_log())
+        env = dict(os.environ, LD_PRELOAD=FAKETIME, FAKETIME="+60s", DONT_FAKE_MONOTONIC="1")
+        ahead = self.start("skew-b", env=env)
+        log = ahead.read_log()
+        self.assertTrue(any(self.WARNING % ("+%d" % d) in log for d in range(58, 63)), log)
 
 
 if __name__ == "__main__":
