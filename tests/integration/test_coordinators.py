@@ -18,7 +18,9 @@ coordinator on a broker of its own, the same reports reaching them in opposite o
 deadlock between their report transactions, the group's tallies count each job once.
 BusyRetryTest: a status report and a state message whose write PostgreSQL breaks off (a lock
 wait cut short) are applied again, not dropped. ClockSkewTest: a coordinator whose clock is
-off the database server's (libfaketime) warns at its start.
+off the database server's (libfaketime) warns at its start. RecoverAfterReconnectTest: the
+in-flight jobs are sent again after a reconnect lost the clean session of the shared
+subscription.
 
 Skipped without PostgreSQL's server (tools/deps.sh test installs it).
 
@@ -742,6 +744,78 @@ class BusyRetryTest(unittest.TestCase):
         self.assertEqual([h["status"] for h in self.api.get(
             "/jobs/%s/history" % job["ident"]).json["items"]],
             ["terminated", "transmited", "pending", "initial"])  # newest first
+
+
+@unittest.skipUnless(pg_server.available(), "PostgreSQL's server is not installed")
+class RecoverAfterReconnectTest(unittest.TestCase):
+    """A coordinator that takes the shared subscription of reports in a clean session loses
+    the reports on their way to it when that connection is lost (here its broker restarts
+    without persistence): after the reconnect it sends its in-flight jobs again, and the
+    device answers with where the job stands (docs/mqtt.md "Several coordinators"). The
+    job was acknowledged (edge_transmitted), so neither the catch-up of a device back
+    online nor the re-send after --resend-after (an hour) would send it."""
+
+    def setUp(self):
+        self.workdir = tempfile.mkdtemp(prefix="rcs-recover-")
+        self.addCleanup(self._cleanup)
+        self.broker = Mosquitto(self.workdir, persistence=False).start()
+        self.coord = Coordinator(self.workdir, db=pg_server.shared().create_db(), extra_args=(
+            "--node-id", "recover", "--mqtt", self.broker.url, "--resend-after", "3600",
+            "--mqtt-shared-subscriptions", "yes"))
+        tenant = self.coord.init_tenant(user="admin")
+        self.root = tenant["client_root"]
+        self.coord.start()
+        wait_for(lambda: "status reports: shared subscription" in self.coord.read_log(),
+                 timeout=20, what="the shared subscription taken")
+        self.api = self.coord.api(tenant["api_key"])
+        self.cl = None
+
+    def _cleanup(self):
+        if self.cl is not None:
+            self.cl.disconnect()
+            self.cl.loop_stop()
+        if self.coord.proc is not None:
+            self.coord.stop(signal.SIGKILL)
+        self.broker.stop()
+        if os.environ.get("RCS_KEEP_TMP") is None:
+            shutil.rmtree(self.workdir, ignore_errors=True)
+
+    def test_inflight_sent_again_after_reconnect(self):
+        ent = self.api.post("/devices", {"name": "recover"}).json["entity_ident"]
+        envelopes = []
+        state = "rcs/v1/%s/%s/state" % (self.root, ent)
+        online = json.dumps({"v": 1, "online": True, "tags": [], "agent_version": "recover",
+                             "ts": int(time.time())})
+        self.cl = mqtt.Client(client_id="recover-" + uuid.uuid4().hex[:12], clean_session=True)
+        self.cl.reconnect_delay_set(min_delay=1, max_delay=1)
+
+        def on_connect(c, u, f, rc):
+            c.subscribe("rcs/v1/%s/%s/jobs/+" % (self.root, ent), 1)
+            c.publish(state, online, qos=1, retain=True)
+        self.cl.on_connect = on_connect
+        self.cl.on_message = lambda c, u, msg: envelopes.append(msg.topic)
+        self.cl.connect("127.0.0.1", self.broker.port, keepalive=10)
+        self.cl.loop_start()
+        wait_for(lambda: self.api.get("/devices/" + ent).json.get("online") is True,
+                 what="the device online")
+        task = self.api.post("/tasks", {"name": "recover", "script": "echo"}).json
+        job = self.api.post("/tasks/%s/jobs" % task["ident"], {"entity_ident": ent}).json
+        wait_for(lambda: len(envelopes) == 1, what="the envelope")
+        self.cl.publish("rcs/v1/%s/%s/jobs/%s/status" % (self.root, ent, job["ident"]),
+                        json.dumps({"v": 1, "job": job["ident"], "status": "edge_transmitted",
+                                    "seq": 1, "ts": int(time.time())}), qos=1)
+        wait_for(lambda: self.api.get("/jobs/" + job["ident"]).json["status"]
+                 == "edge_transmitted", what="the job acknowledged")
+        lost = ("the reports on their way to this node's previous clean session were lost"
+                " with it")
+        self.assertNotIn(lost, self.coord.read_log())
+        self.broker.stop()
+        self.broker.start()
+        wait_for(lambda: len(envelopes) >= 2, timeout=30,
+                 what="the in-flight job sent again after the reconnect")
+        self.assertIn(lost, self.coord.read_log())
+        self.assertEqual(self.api.get("/jobs/" + job["ident"]).json["status"],
+                         "edge_transmitted")
 
 
 FAKETIME = next((p for p in ("/usr/lib/x86_64-linux-gnu/faketime/libfaketimeMT.so.1",
