@@ -1651,8 +1651,6 @@ void bridge_stop(struct bridge *b)
 {
 	if (b == NULL)
 		return;
-	if (b->lc && b->lc->hooks == &b->hooks)
-		b->lc->hooks = NULL;
 	/* disconnected first: paho acknowledged every report it handed over, so the worker
 	 * applies all of them (and ends the claims of the envelopes acknowledged) before it
 	 * stops, and none arrives after it */
@@ -1664,6 +1662,10 @@ void bridge_stop(struct bridge *b)
 		bridge_kick(b);
 		pthread_join(b->thread, NULL);
 	}
+	/* only now: the worker's last round moves jobs, and the lifecycle reads its hooks
+	 * (the API and the scheduler, the other users, stopped before) */
+	if (b->lc && b->lc->hooks == &b->hooks)
+		b->lc->hooks = NULL;
 	mqttc_stop(b->mq, 2000);
 	while (b->in_head) {
 		struct in_msg *next = b->in_head->next;

@@ -1299,6 +1299,26 @@ class RestartTest(MqttTest):
     def test_b_coordinator_sigterm(self):
         self._restart_scenario(signal.SIGTERM)
 
+    def test_bb_sigterm_in_a_burst_of_reports(self):
+        """SIGTERM while reports pour in: each report the coordinator acknowledged to the
+        broker is applied before it exits; the broker keeps the others in the persistent
+        session for the next start. After the restart every job has its final report, once."""
+        if self.shared:
+            self.skipTest("in a clean session the reports not yet acknowledged go with it")
+        dev, fake = self.online_device("burst", auto=False)
+        jobs = [self.post_job(self.task, dev["entity_ident"])["ident"] for _ in range(150)]
+        wait_for(lambda: all(fake.envelopes_of(j) for j in jobs), timeout=30,
+                 what="every envelope")
+        for j in jobs:
+            fake.report(j, "terminated", "burst")
+        old = self.restart_coordinator(signal.SIGTERM)
+        self.start_again(old)
+        self.wait_connected(self.coord)
+        for j in jobs:
+            self.wait_job(j, "terminated")
+        for j in jobs[::10]:
+            self.assertCleanHistory(j, ["initial", "pending", "transmited", "terminated"])
+
     def test_c_broker_restart(self):
         d1, d1_fake = self.online_device("D1", auto=True)
         d2, d2_fake = self.online_device("D2", auto=False)
