@@ -793,6 +793,7 @@ out:
 	metrics_mqtt_probe(NULL, NULL);
 	sched_stop(sched); /* before the bridge: no transport call after this */
 	bridge_stop(bridge);
+	sched_free(sched); /* after the bridge, whose worker may wake it until it stopped */
 	notifier_stop(notifier);
 	webhooks_stop(hooks);
 	metrics_stop(metrics);

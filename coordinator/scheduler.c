@@ -314,7 +314,7 @@ enum rcs_err sched_start(struct store *st, struct lifecycle *lc, struct sched **
 	s = NULL;
 	err = RCS_OK;
 out:
-	sched_stop(s);
+	sched_free(s);
 	return err;
 }
 
@@ -343,16 +343,24 @@ void sched_stop(struct sched *s)
 {
 	if (s == NULL)
 		return;
-	if (s->lc && s->lc->timers_ctx == s) {
-		s->lc->timers = NULL;
-		s->lc->timers_ctx = NULL;
-	}
 	pthread_mutex_lock(&s->lock);
 	s->stop = true;
 	pthread_mutex_unlock(&s->lock);
 	if (s->thread_started) {
 		sched_kick(s);
 		pthread_join(s->thread, NULL);
+		s->thread_started = false;
+	}
+}
+
+void sched_free(struct sched *s)
+{
+	if (s == NULL)
+		return;
+	sched_stop(s);
+	if (s->lc && s->lc->timers_ctx == s) {
+		s->lc->timers = NULL;
+		s->lc->timers_ctx = NULL;
 	}
 	if (s->efd >= 0)
 		close(s->efd);

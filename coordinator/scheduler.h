@@ -39,7 +39,11 @@ enum rcs_err sched_start(struct store *st, struct lifecycle *lc, struct sched **
 void sched_set_transport(struct sched *s, const struct sched_transport *t);
 /* Recomputes the next deadline now (a job with a scheduled_time or a ttl was made). */
 void sched_wake(struct sched *s);
-/* Stops the thread (no transport call after it returns), frees; unsets lc's callback. */
+/* Stops the thread: no transport call after it returns. lc's callback stays set (and
+ * harmless: it only wakes a thread that is gone), for the threads that may still move jobs
+ * (the MQTT bridge's worker) until they stopped; then sched_free. */
 void sched_stop(struct sched *s);
+/* Stops the thread if still running, unsets lc's callback, frees. NULL is fine. */
+void sched_free(struct sched *s);
 
 #endif
