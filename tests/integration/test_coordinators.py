@@ -652,11 +652,11 @@ class BusyRetryTest(unittest.TestCase):
     """A device's status report and state message whose write PostgreSQL breaks off (here a
     lock wait cut short by lock_timeout, as a deadlock with another coordinator would) are
     applied again rather than dropped: another session holds the job's row, then the
-    device's row, locked for longer than the coordinator's lock_timeout (200 ms, given in
+    device's row, locked for longer than the coordinator's lock_timeout (500 ms, given in
     the URL's options) while the message arrives, and lets go well within the retries
-    (5 attempts, 1.15 s in all)."""
+    (5 attempts, 2.65 s in all)."""
 
-    HOLD = 0.6  # seconds a row stays locked
+    HOLD = 1.2  # seconds a row stays locked
 
     def setUp(self):
         self.workdir = tempfile.mkdtemp(prefix="rcs-busy-")
@@ -665,7 +665,7 @@ class BusyRetryTest(unittest.TestCase):
         url = self.pg.create_db()
         self.dbname = url.rsplit("/", 1)[1]
         self.broker = Mosquitto(self.workdir).start()
-        self.coord = Coordinator(self.workdir, db=url + "?options=-c%20lock_timeout%3D200",
+        self.coord = Coordinator(self.workdir, db=url + "?options=-c%20lock_timeout%3D500",
                                  extra_args=("--node-id", "busy", "--mqtt", self.broker.url,
                                              "--resend-after", "3600"))
         tenant = self.coord.init_tenant(user="admin")
