@@ -234,9 +234,15 @@ class WebhookTest(CoordinatorTest):
             per_job.setdefault(doc["data"]["ident"], []).append(doc["data"]["status"])
         for j in jobs:
             self.assertEqual(per_job[j["ident"]], ["initial", "pending", "cancelled"])
-        items = self.deliveries(hook)
-        self.assertEqual(len(items), 9)
-        self.assertTrue(all(d["state"] == "delivered" for d in items), items)
+        # the receiver answers before the coordinator records the attempt
+        last = {}
+
+        def recorded():
+            last["items"] = self.deliveries(hook)
+            return len(last["items"]) == 9 and all(d["state"] == "delivered"
+                                                   for d in last["items"])
+        wait_for(recorded, timeout=10, what="9 deliveries recorded as delivered")
+        items = last["items"]
         self.assertEqual(items[0]["attempts"][0]["status_code"], 200)
 
     def test_group_status_deliveries(self):
