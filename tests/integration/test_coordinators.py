@@ -647,31 +647,28 @@ class OppositeOrdersTest(unittest.TestCase):
             self.assertTrue(c.alive())
 
 
-@unittest.skipUnless(pg_server.available(), "PostgreSQL's server is not installed")
-class BusyRetryTest(unittest.TestCase):
-    """A device's status report and state message whose write PostgreSQL breaks off (here a
-    lock wait cut short by lock_timeout, as a deadlock with another coordinator would) are
-    applied again rather than dropped: another session holds the job's row, then the
-    device's row, locked for longer than the coordinator's lock_timeout (500 ms, given in
-    the URL's options) while the message arrives, and lets go well within the retries
-    (5 attempts, 2.65 s in all)."""
+class OneCoordinatorTest(unittest.TestCase):
+    """One coordinator on a PostgreSQL database of its own (URL + db_suffix), a broker of its
+    own, a tenant; self.cl, a device's MQTT client the test may set, is disconnected after."""
 
-    HOLD = 1.2  # seconds a row stays locked
+    db_suffix = ""
+    coord_args = ()
+    persistence = True
+    ready_line = "status reports: "  # in the log once the reports' subscription is chosen
 
     def setUp(self):
-        self.workdir = tempfile.mkdtemp(prefix="rcs-busy-")
+        self.workdir = tempfile.mkdtemp(prefix="rcs-one-")
         self.addCleanup(self._cleanup)
         self.pg = pg_server.shared()
         url = self.pg.create_db()
         self.dbname = url.rsplit("/", 1)[1]
-        self.broker = Mosquitto(self.workdir).start()
-        self.coord = Coordinator(self.workdir, db=url + "?options=-c%20lock_timeout%3D500",
-                                 extra_args=("--node-id", "busy", "--mqtt", self.broker.url,
-                                             "--resend-after", "3600"))
+        self.broker = Mosquitto(self.workdir, persistence=self.persistence).start()
+        self.coord = Coordinator(self.workdir, db=url + self.db_suffix, extra_args=(
+            "--mqtt", self.broker.url, "--resend-after", "3600", *self.coord_args))
         tenant = self.coord.init_tenant(user="admin")
         self.root = tenant["client_root"]
         self.coord.start()
-        wait_for(lambda: "status reports: " in self.coord.read_log(), timeout=20,
+        wait_for(lambda: self.ready_line in self.coord.read_log(), timeout=20,
                  what="coordinator connected to its broker")
         self.api = self.coord.api(tenant["api_key"])
         self.cl = None
@@ -685,6 +682,20 @@ class BusyRetryTest(unittest.TestCase):
         self.broker.stop()
         if os.environ.get("RCS_KEEP_TMP") is None:
             shutil.rmtree(self.workdir, ignore_errors=True)
+
+
+@unittest.skipUnless(pg_server.available(), "PostgreSQL's server is not installed")
+class BusyRetryTest(OneCoordinatorTest):
+    """A device's status report and state message whose write PostgreSQL breaks off (here a
+    lock wait cut short by lock_timeout, as a deadlock with another coordinator would) are
+    applied again rather than dropped: another session holds the job's row, then the
+    device's row, locked for longer than the coordinator's lock_timeout (500 ms, given in
+    the URL's options) while the message arrives, and lets go well within the retries
+    (5 attempts, 2.65 s in all)."""
+
+    HOLD = 1.2  # seconds a row stays locked
+    db_suffix = "?options=-c%20lock_timeout%3D500"
+    coord_args = ("--node-id", "busy")
 
     def held(self, row, then):
         """Locks row (a table and a condition) for HOLD seconds from another session, calls
@@ -747,7 +758,7 @@ class BusyRetryTest(unittest.TestCase):
 
 
 @unittest.skipUnless(pg_server.available(), "PostgreSQL's server is not installed")
-class RecoverAfterReconnectTest(unittest.TestCase):
+class RecoverAfterReconnectTest(OneCoordinatorTest):
     """A coordinator that takes the shared subscription of reports in a clean session loses
     the reports on their way to it when that connection is lost (here its broker restarts
     without persistence): after the reconnect it sends its in-flight jobs again, and the
@@ -755,30 +766,9 @@ class RecoverAfterReconnectTest(unittest.TestCase):
     job was acknowledged (edge_transmitted), so neither the catch-up of a device back
     online nor the re-send after --resend-after (an hour) would send it."""
 
-    def setUp(self):
-        self.workdir = tempfile.mkdtemp(prefix="rcs-recover-")
-        self.addCleanup(self._cleanup)
-        self.broker = Mosquitto(self.workdir, persistence=False).start()
-        self.coord = Coordinator(self.workdir, db=pg_server.shared().create_db(), extra_args=(
-            "--node-id", "recover", "--mqtt", self.broker.url, "--resend-after", "3600",
-            "--mqtt-shared-subscriptions", "yes"))
-        tenant = self.coord.init_tenant(user="admin")
-        self.root = tenant["client_root"]
-        self.coord.start()
-        wait_for(lambda: "status reports: shared subscription" in self.coord.read_log(),
-                 timeout=20, what="the shared subscription taken")
-        self.api = self.coord.api(tenant["api_key"])
-        self.cl = None
-
-    def _cleanup(self):
-        if self.cl is not None:
-            self.cl.disconnect()
-            self.cl.loop_stop()
-        if self.coord.proc is not None:
-            self.coord.stop(signal.SIGKILL)
-        self.broker.stop()
-        if os.environ.get("RCS_KEEP_TMP") is None:
-            shutil.rmtree(self.workdir, ignore_errors=True)
+    persistence = False
+    coord_args = ("--node-id", "recover", "--mqtt-shared-subscriptions", "yes")
+    ready_line = "status reports: shared subscription"
 
     def test_inflight_sent_again_after_reconnect(self):
         ent = self.api.post("/devices", {"name": "recover"}).json["entity_ident"]

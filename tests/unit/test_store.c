@@ -700,7 +700,6 @@ static void test_pg_large_batch_analyses(void **state)
 	struct fixture *f = *state;
 	enum { N = STORE_ANALYZE_MIN + 4 };
 	static struct job_new jobs[N];
-	struct job_batch b;
 	const char *rel = "SELECT CAST(reltuples AS BIGINT) FROM pg_class WHERE oid = ?::regclass";
 
 	if (!store_test_pg())
@@ -709,24 +708,9 @@ static void test_pg_large_batch_analyses(void **state)
 	assert_true(store_test_pg_exec(f->path, "ANALYZE jobs"));
 #endif
 	assert_int_equal(store_test_db_int(f->path, rel, "jobs"), 0);
-	memset(&b, 0, sizeof(b));
-	for (size_t i = 0; i < N; i++) {
-		assert_int_equal(uuid_v7(jobs[i].ident), RCS_OK);
-		jobs[i].entity_ident = f->dev[i % 3];
-	}
-	b.client_root = f->root;
-	b.task_ident = f->task;
-	b.task_version = 1;
-	b.task_name = "Echo";
-	b.created_user = "alice";
-	b.now = 200;
-	b.jobs = jobs;
-	b.n = 4;
-	assert_int_equal(store_jobs_create(f->st, &b), RCS_OK);
+	make_jobs(f, jobs, 4, NULL);
 	assert_int_equal(store_test_db_int(f->path, rel, "jobs"), 0);
-	b.jobs = jobs + 4;
-	b.n = STORE_ANALYZE_MIN;
-	assert_int_equal(store_jobs_create(f->st, &b), RCS_OK);
+	make_jobs(f, jobs + 4, STORE_ANALYZE_MIN, NULL);
 	assert_int_equal(store_test_db_int(f->path, rel, "jobs"), N);
 	assert_int_equal(store_test_db_int(f->path, "SELECT count(*) FROM job_history WHERE n <= 2"
 						     " AND job_ident <> ?",
