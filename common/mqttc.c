@@ -47,6 +47,8 @@ struct mqttc {
 	bool planned;      /* from mqttc_reconnect until its connect succeeds or fails */
 	/* held for reading while m->client is used, for writing while it is replaced */
 	pthread_rwlock_t client_lock;
+	/* one request (publish, subscribe, unsubscribe) into paho at a time (mqttc_send_lock) */
+	pthread_mutex_t send_lock;
 	atomic_int in_callback; /* paho's threads inside one of our callbacks */
 	/* QoS 1 publishes the broker acknowledged (paho's delivery-complete callback):
 	 * a sender waiting for room in the window wakes on the next one */
@@ -182,13 +184,51 @@ static int mqttc_url_index(const struct mqttc *m, const char *uri)
 	return 0;
 }
 
+/* How deep the calling thread is in our callbacks from paho's threads (of any client). */
+static _Thread_local int mqttc_cb_depth;
+
+static void mqttc_cb_enter(struct mqttc *m)
+{
+	atomic_fetch_add(&m->in_callback, 1);
+	mqttc_cb_depth++;
+}
+
+static void mqttc_cb_leave(struct mqttc *m)
+{
+	mqttc_cb_depth--;
+	atomic_fetch_sub(&m->in_callback, 1);
+}
+
+/*
+ * Requests into paho that take a message id (publish, subscribe, unsubscribe) go one at a
+ * time per client: paho 1.3.11 loses a QoS 1 message now and then when two threads publish
+ * on one client at once (tests/integration/test_mqttc_concurrency.py: 4 threads, 20,000
+ * messages, 8-10 never reached the broker although paho took them). Not inside one of our
+ * callbacks: paho runs most of them holding its own lock, which a thread holding this one
+ * may be waiting for; paho's threads are serialised by that lock there. Returns whether
+ * the lock was taken (for mqttc_send_unlock).
+ */
+static bool mqttc_send_lock(struct mqttc *m)
+{
+	if (mqttc_cb_depth > 0)
+		return false;
+	pthread_mutex_lock(&m->send_lock);
+	return true;
+}
+
+static void mqttc_send_unlock(struct mqttc *m, bool locked)
+{
+	if (locked)
+		pthread_mutex_unlock(&m->send_lock);
+}
+
 static void mqttc_on_connect_ok(void *ctx, MQTTAsync_successData *resp)
 {
 	struct mqttc *m = ctx;
 	bool present = resp ? resp->alt.connect.sessionPresent != 0 : false;
 	int cur = mqttc_url_index(m, resp ? resp->alt.connect.serverURI : NULL);
 
-	atomic_fetch_add(&m->in_callback, 1);
+	mqttc_cb_enter(m);
 	if (m->o.nodelay)
 		mqttc_nodelay(m->urls[cur]);
 
@@ -208,7 +248,7 @@ static void mqttc_on_connect_ok(void *ctx, MQTTAsync_successData *resp)
 		log_info("connected to %s (session %s)", m->url, present ? "resumed" : "new");
 	if (m->cb.on_connected)
 		m->cb.on_connected(m->cb.ctx, present);
-	atomic_fetch_sub(&m->in_callback, 1);
+	mqttc_cb_leave(m);
 }
 
 static void mqttc_on_connect_fail(void *ctx, MQTTAsync_failureData *resp)
@@ -241,7 +281,7 @@ static void mqttc_on_lost(void *ctx, char *cause)
 
 	int cur;
 
-	atomic_fetch_add(&m->in_callback, 1);
+	mqttc_cb_enter(m);
 	pthread_mutex_lock(&m->lock);
 	m->connected = false;
 	m->connecting = false;
@@ -261,7 +301,7 @@ static void mqttc_on_lost(void *ctx, char *cause)
 	mqttc_schedule(m);
 	pthread_cond_broadcast(&m->cond);
 	pthread_mutex_unlock(&m->lock);
-	atomic_fetch_sub(&m->in_callback, 1);
+	mqttc_cb_leave(m);
 }
 
 static int mqttc_on_message(void *ctx, char *topic, int topic_len, MQTTAsync_message *msg)
@@ -270,7 +310,7 @@ static int mqttc_on_message(void *ctx, char *topic, int topic_len, MQTTAsync_mes
 	bool done = true;
 
 	(void)topic_len;
-	atomic_fetch_add(&m->in_callback, 1);
+	mqttc_cb_enter(m);
 	if (m->cb.on_message)
 		done = m->cb.on_message(m->cb.ctx, topic, msg->payload,
 					msg->payloadlen > 0 ? (size_t)msg->payloadlen : 0);
@@ -278,7 +318,7 @@ static int mqttc_on_message(void *ctx, char *topic, int topic_len, MQTTAsync_mes
 		MQTTAsync_freeMessage(&msg);
 		MQTTAsync_free(topic);
 	}
-	atomic_fetch_sub(&m->in_callback, 1);
+	mqttc_cb_leave(m);
 	return done ? 1 : 0; /* 0: paho hands it to us again later */
 }
 
@@ -287,12 +327,12 @@ static void mqttc_on_delivered(void *ctx, MQTTAsync_token token)
 	struct mqttc *m = ctx;
 
 	(void)token;
-	atomic_fetch_add(&m->in_callback, 1);
+	mqttc_cb_enter(m);
 	pthread_mutex_lock(&m->room_lock);
 	m->delivered++;
 	pthread_cond_broadcast(&m->room);
 	pthread_mutex_unlock(&m->room_lock);
-	atomic_fetch_sub(&m->in_callback, 1);
+	mqttc_cb_leave(m);
 }
 
 /* Creates the paho client of m (m->client). */
@@ -404,11 +444,11 @@ static void mqttc_sub_ok(void *ctx, MQTTAsync_successData *resp)
 	struct mqttc *m = s->m;
 
 	(void)resp;
-	atomic_fetch_add(&m->in_callback, 1);
+	mqttc_cb_enter(m);
 	if (s->refusals > 0)
 		log_info("subscribed to %s (refused %u times before)", s->filter, s->refusals);
 	free(s);
-	atomic_fetch_sub(&m->in_callback, 1);
+	mqttc_cb_leave(m);
 }
 
 /* Refused in the SUBACK (code 0x80): asked for again after 1, 2, 4 ... 30 s while the
@@ -421,7 +461,7 @@ static void mqttc_sub_fail(void *ctx, MQTTAsync_failureData *resp)
 	long long ns;
 	int delay = 1;
 
-	atomic_fetch_add(&m->in_callback, 1);
+	mqttc_cb_enter(m);
 	for (unsigned i = 0; i < s->refusals && delay < MQTTC_RESUB_MAX_S; i++)
 		delay *= 2;
 	if (delay > MQTTC_RESUB_MAX_S)
@@ -442,7 +482,7 @@ static void mqttc_sub_fail(void *ctx, MQTTAsync_failureData *resp)
 	}
 	pthread_mutex_unlock(&m->lock);
 	free(s);
-	atomic_fetch_sub(&m->in_callback, 1);
+	mqttc_cb_leave(m);
 }
 
 /* Sends s's SUBSCRIBE (QoS 1); s is the request's context from then on, freed here when it
@@ -451,14 +491,17 @@ static enum rcs_err mqttc_sub_send(struct mqttc *m, struct mqttc_sub *s)
 {
 	MQTTAsync_responseOptions ro = MQTTAsync_responseOptions_initializer;
 	enum rcs_err err = RCS_OK;
+	bool locked;
 	int rc;
 
 	ro.onSuccess = mqttc_sub_ok;
 	ro.onFailure = mqttc_sub_fail;
 	ro.context = s;
+	locked = mqttc_send_lock(m);
 	pthread_rwlock_rdlock(&m->client_lock);
 	rc = MQTTAsync_subscribe(m->client, s->filter, 1, &ro);
 	pthread_rwlock_unlock(&m->client_lock);
+	mqttc_send_unlock(m, locked);
 	if (rc != MQTTASYNC_SUCCESS) {
 		log_warnx("subscribe %s: error %d", s->filter, rc);
 		free(s);
@@ -681,6 +724,7 @@ enum rcs_err mqttc_start(const struct mqttc_opts *opts, const struct mqttc_callb
 		goto out;
 	pthread_mutex_init(&m->lock, NULL);
 	pthread_rwlock_init(&m->client_lock, NULL);
+	pthread_mutex_init(&m->send_lock, NULL);
 	pthread_condattr_init(&ca);
 	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
 	pthread_cond_init(&m->cond, &ca);
@@ -754,7 +798,7 @@ static void mqttc_switched(struct mqttc *m)
 {
 	bool was;
 
-	atomic_fetch_add(&m->in_callback, 1);
+	mqttc_cb_enter(m);
 	pthread_mutex_lock(&m->lock);
 	was = m->switching;
 	m->switching = false;
@@ -774,7 +818,7 @@ static void mqttc_switched(struct mqttc *m)
 		pthread_cond_broadcast(&m->cond);
 		pthread_mutex_unlock(&m->lock);
 	}
-	atomic_fetch_sub(&m->in_callback, 1);
+	mqttc_cb_leave(m);
 }
 
 static void mqttc_on_disconnect_ok(void *ctx, MQTTAsync_successData *resp)
@@ -891,6 +935,7 @@ void mqttc_stop(struct mqttc *m, int timeout_ms)
 	pthread_cond_destroy(&m->room);
 	pthread_mutex_destroy(&m->room_lock);
 	pthread_rwlock_destroy(&m->client_lock);
+	pthread_mutex_destroy(&m->send_lock);
 	free(m);
 }
 
@@ -932,11 +977,11 @@ static void mqttc_pub_ok(void *ctx, MQTTAsync_successData *resp)
 	struct mqttc *m = p->m;
 
 	(void)resp;
-	atomic_fetch_add(&m->in_callback, 1);
+	mqttc_cb_enter(m);
 	if (m->cb.on_published)
 		m->cb.on_published(m->cb.ctx, p->tag, true);
 	free(p);
-	atomic_fetch_sub(&m->in_callback, 1);
+	mqttc_cb_leave(m);
 }
 
 static void mqttc_pub_fail(void *ctx, MQTTAsync_failureData *resp)
@@ -946,11 +991,11 @@ static void mqttc_pub_fail(void *ctx, MQTTAsync_failureData *resp)
 	struct mqttc *m = p->m;
 
 	(void)resp;
-	atomic_fetch_add(&m->in_callback, 1);
+	mqttc_cb_enter(m);
 	if (m->cb.on_published)
 		m->cb.on_published(m->cb.ctx, p->tag, false);
 	free(p);
-	atomic_fetch_sub(&m->in_callback, 1);
+	mqttc_cb_leave(m);
 }
 
 enum rcs_err mqttc_publish(struct mqttc *m, const char *topic, const void *payload, size_t len,
@@ -959,6 +1004,7 @@ enum rcs_err mqttc_publish(struct mqttc *m, const char *topic, const void *paylo
 	MQTTAsync_message msg = MQTTAsync_message_initializer;
 	MQTTAsync_responseOptions ro = MQTTAsync_responseOptions_initializer;
 	struct mqttc_pub *p = NULL;
+	bool locked;
 	int rc;
 
 	if (len > (size_t)INT32_MAX)
@@ -979,9 +1025,11 @@ enum rcs_err mqttc_publish(struct mqttc *m, const char *topic, const void *paylo
 		ro.onFailure = mqttc_pub_fail;
 		ro.context = p;
 	}
+	locked = mqttc_send_lock(m);
 	pthread_rwlock_rdlock(&m->client_lock);
 	rc = MQTTAsync_sendMessage(m->client, topic, &msg, &ro);
 	pthread_rwlock_unlock(&m->client_lock);
+	mqttc_send_unlock(m, locked);
 	if (rc != MQTTASYNC_SUCCESS) {
 		free(p);
 		if (rc == MQTTASYNC_DISCONNECTED)
@@ -1061,14 +1109,14 @@ static void mqttc_req_ok(void *ctx, MQTTAsync_successData *resp)
 	struct mqttc *m = r->m;
 	bool ok = true;
 
-	atomic_fetch_add(&m->in_callback, 1);
+	mqttc_cb_enter(m);
 	/* a SUBACK of several filters comes here even when some were refused (0x80) */
 	for (size_t i = 0; resp != NULL && r->n > 1 && resp->alt.qosList != NULL && i < r->n; i++)
 		ok = ok && resp->alt.qosList[i] != 0x80;
 	if (r->done)
 		r->done(r->ctx, ok);
 	free(r);
-	atomic_fetch_sub(&m->in_callback, 1);
+	mqttc_cb_leave(m);
 }
 
 static void mqttc_req_fail(void *ctx, MQTTAsync_failureData *resp)
@@ -1077,11 +1125,11 @@ static void mqttc_req_fail(void *ctx, MQTTAsync_failureData *resp)
 	struct mqttc *m = r->m;
 
 	(void)resp;
-	atomic_fetch_add(&m->in_callback, 1);
+	mqttc_cb_enter(m);
 	if (r->done)
 		r->done(r->ctx, false);
 	free(r);
-	atomic_fetch_sub(&m->in_callback, 1);
+	mqttc_cb_leave(m);
 }
 
 /* mqttc_subscribe_cb (subscribe true) and mqttc_unsubscribe. */
@@ -1091,6 +1139,7 @@ static enum rcs_err mqttc_request(struct mqttc *m, bool subscribe, const char *c
 	MQTTAsync_responseOptions ro = MQTTAsync_responseOptions_initializer;
 	struct mqttc_req *r = NULL;
 	int qos[16];
+	bool locked;
 	int rc;
 
 	if (n == 0 || n > 16)
@@ -1107,12 +1156,14 @@ static enum rcs_err mqttc_request(struct mqttc *m, bool subscribe, const char *c
 	ro.context = r;
 	for (size_t i = 0; i < n; i++)
 		qos[i] = 1;
+	locked = mqttc_send_lock(m);
 	pthread_rwlock_rdlock(&m->client_lock);
 	if (subscribe)
 		rc = MQTTAsync_subscribeMany(m->client, (int)n, (char *const *)filters, qos, &ro);
 	else
 		rc = MQTTAsync_unsubscribeMany(m->client, (int)n, (char *const *)filters, &ro);
 	pthread_rwlock_unlock(&m->client_lock);
+	mqttc_send_unlock(m, locked);
 	if (rc != MQTTASYNC_SUCCESS) {
 		free(r);
 		log_warnx("%s %s: error %d", subscribe ? "subscribe" : "unsubscribe", filters[0],

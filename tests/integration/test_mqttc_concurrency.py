@@ -1,0 +1,58 @@
+#!/usr/bin/env python3
+"""Several threads publishing on one MQTT client at once lose nothing.
+
+The coordinator publishes from several threads on its one client (the MQTT bridge's worker
+sends envelopes, its event publisher sends job events, the HTTP threads send the envelope of
+a job they created), and so does the agent. paho 1.3.11 loses a QoS 1 message now and then
+when two threads call it at once; common/mqttc.c sends one request at a time per client.
+
+mqttc_stress (tests/integration/mqttc_stress.c) publishes from N threads on one client of
+common/mqttc.c to a real mosquitto started here, while a second client counts what arrives.
+Without the lock, 4 threads x 5,000 messages lost 8-10 of them on every run.
+
+Run: RCS_BIN_DIR=build/bin RCS_SOURCE_DIR=. /usr/bin/python3 tests/integration/test_mqttc_concurrency.py
+"""
+
+import json
+import os
+import shutil
+import subprocess
+import tempfile
+import unittest
+
+from rcs_harness import BIN_DIR, Mosquitto
+
+STRESS = os.path.join(BIN_DIR, "mqttc_stress")
+
+
+class ConcurrentPublishTest(unittest.TestCase):
+    def setUp(self):
+        self.workdir = tempfile.mkdtemp(prefix="rcs-mqttc-")
+        self.addCleanup(shutil.rmtree, self.workdir, True)
+        self.broker = Mosquitto(self.workdir, persistence=False).start()
+        self.addCleanup(self.broker.stop)
+
+    def stress(self, threads, messages):
+        p = subprocess.run([STRESS, "--url", self.broker.url, "--threads", str(threads),
+                            "--messages", str(messages), "--timeout", "60"],
+                           capture_output=True, text=True, timeout=300)
+        lines = [ln for ln in p.stdout.splitlines() if ln.startswith("{")]
+        self.assertTrue(lines, "mqttc_stress printed no result (rc %d): %s" % (
+            p.returncode, p.stderr[-2000:]))
+        res = json.loads(lines[-1])
+        return p.returncode, res
+
+    def test_one_thread(self):
+        rc, res = self.stress(1, 5000)
+        self.assertEqual((rc, res["missing"], res["refused"]), (0, 0, 0), res)
+
+    def test_four_threads_lose_nothing(self):
+        for run in range(3):
+            rc, res = self.stress(4, 5000)
+            self.assertEqual(res["published"], 20000, res)
+            self.assertEqual(res["missing"], 0, "run %d: %r" % (run, res))
+            self.assertEqual(rc, 0, res)
+
+
+if __name__ == "__main__":
+    unittest.main(verbosity=2)
