@@ -9,25 +9,7 @@
 #include "render.h"
 #include "rollout.h"
 
-#define LIFECYCLE_EVENT_MAX ((size_t)8 << 20) /* bytes of one job record as text */
-
-/* Hands the job record, as render_job writes it (the same record GET /jobs/<id> answers), to
- * the transport's event hook. */
-static void lifecycle_changed_event(struct lifecycle *lc, const struct job_rec *job)
-{
-	struct render w;
-	struct buf rec;
-
-	buf_init(&rec, LIFECYCLE_EVENT_MAX);
-	render_init(&w, &rec);
-	render_job(&w, job);
-	if (render_end(&w) == RCS_OK)
-		lc->hooks->job_changed(lc->hooks->ctx, job->client_root, job->ident, rec.data,
-				       rec.len);
-	else
-		log_warnx("job %s: no event: its record is too large", job->ident);
-	buf_free(&rec);
-}
+#define LIFECYCLE_EVENT_MAX ((size_t)8 << 20) /* bytes of one group record as text */
 
 /* The metrics of an applied change: its status, and how long the job took to reach its
  * device (created -> edge_transmitted) or to run (edge_started -> final status).
@@ -98,7 +80,7 @@ enum rcs_err lifecycle_move(struct lifecycle *lc, const struct job_move *m, enum
 	}
 	have_job = true;
 	if (event)
-		lifecycle_changed_event(lc, &job);
+		lc->hooks->job_changed(lc->hooks->ctx, &job);
 	/* a job of a group ended: retry, abort, completion, in this transaction */
 	if (ended && job.group_ident[0] != '\0') {
 		err = lifecycle_group_job_ended(lc, &job, m->now);

@@ -32,10 +32,10 @@ struct lifecycle_hooks {
 	void (*jobs_due)(void *ctx, const struct job_new *jobs, size_t n);
 	/* A job the device may have received was cancelled: tell the device. */
 	void (*job_cancelled)(void *ctx, const struct job_rec *job);
-	/* After every status change, with the job record as it now is (JSON text, render_job's:
-	 * the event of docs/mqtt.md, "Monitoring"). */
-	void (*job_changed)(void *ctx, const char *client_root, const char *job_ident,
-			    const char *record, size_t len);
+	/* After every status change, with the job record as it now is (borrowed: copy what is
+	 * kept), inside the changing transaction: the event of docs/mqtt.md, "Monitoring", is
+	 * its render_job text, published once the change commits. */
+	void (*job_changed)(void *ctx, const struct job_rec *job);
 	/* After every change of a group's status, with the group record as it now is (JSON
 	 * text, render_group's, counts included): the group event of docs/mqtt.md,
 	 * "Monitoring". Called inside the changing transaction: publish once it commits. */

@@ -24,6 +24,7 @@
 #include "metrics.h"
 #include "log.h"
 #include "proto.h"
+#include "render.h"
 #include "status.h"
 #include "uuid.h"
 
@@ -35,6 +36,8 @@
 #define BRIDGE_RESYNC_LIMIT  5000   /* jobs per query when catching up */
 #define BRIDGE_APPLY_TRIES   5      /* a device message's write, broken off by the database */
 #define BRIDGE_ACK_SLOTS     8192   /* envelopes awaiting the broker's ack, by tag (claims) */
+#define BRIDGE_EVENTS_MAX    65536  /* events waiting for the publisher before back-pressure */
+#define BRIDGE_EVENT_MAX     ((size_t)8 << 20) /* bytes of one job record as text */
 
 /* Status reports through a shared subscription (docs/mqtt.md "Several coordinators") */
 #define BRIDGE_SHARE_PREFIX "$share/rcs-coordinators/"
@@ -120,6 +123,17 @@ struct bridge {
 	/* the next take of the shared subscription follows a clean session that was lost (this
 	 * node's last run died, or an earlier connection of this run had it): worker-only */
 	bool lost_clean;
+
+	/* the event publisher (bridge_publisher): job and group events of committed changes,
+	 * in the order their changes committed, rendered and published off the worker */
+	pthread_t pub_thread;
+	bool pub_started;
+	pthread_mutex_t pub_lock;
+	pthread_cond_t pub_cond; /* events queued, or stop */
+	pthread_cond_t pub_room; /* room in the queue */
+	struct bridge_event *pub_head, *pub_tail;
+	size_t pub_n;
+	bool pub_stop;
 
 	/* worker-only: the task version of the last envelope, reused by bulk sends */
 	char tv_task[UUID_STR_LEN];
@@ -353,32 +367,42 @@ static void on_published(void *ctx, uint64_t tag, bool ok)
  * Publishes a prepared envelope. A failure leaves the job transmited: sent
  * again shortly (client queue full: the retry list) or after the next connect.
  */
-static enum rcs_err bridge_send_out(struct bridge *b, const struct bridge_out *o, bool wait)
+/* Publishes; while the client's window of unacknowledged QoS 1 messages is full, waits for
+ * the broker's next acknowledgement (paho's threads take them) and tries again, for up to
+ * BRIDGE_FULL_WAIT_MS without one: what is sent to thousands of devices goes out at the
+ * broker's pace. RCS_ERR_FULL when the broker acknowledged nothing for that long. */
+static enum rcs_err bridge_publish_room(struct bridge *b, const char *topic, const void *payload,
+					size_t len, int qos, uint64_t tag)
 {
-	uint64_t seen = mqttc_delivered(b->mq), tag = bridge_tag(b, o->ident);
-	enum rcs_err err = mqttc_publish(b->mq, o->topic, o->payload, o->len, 1, false, tag);
+	uint64_t seen = mqttc_delivered(b->mq);
+	enum rcs_err err = mqttc_publish(b->mq, topic, payload, len, qos, false, tag);
 	struct timespec deadline;
 
-	/* back-pressure: while the client's window of unacknowledged messages is full,
-	 * wait for the broker's next acknowledgement (paho's threads take them) rather
-	 * than set the envelope aside; a send to thousands of devices goes out at the
-	 * broker's pace (wait false: a broker that acknowledged nothing for that long
-	 * isn't waited for again, the envelope goes to the retry list) */
-	if (wait && err == RCS_ERR_FULL) {
-		clock_gettime(CLOCK_MONOTONIC, &deadline);
-		deadline.tv_sec += BRIDGE_FULL_WAIT_MS / 1000;
-		deadline.tv_nsec += (BRIDGE_FULL_WAIT_MS % 1000) * 1000000L;
-		if (deadline.tv_nsec >= 1000000000L) {
-			deadline.tv_sec++;
-			deadline.tv_nsec -= 1000000000L;
-		}
+	if (err != RCS_ERR_FULL)
+		return err;
+	clock_gettime(CLOCK_MONOTONIC, &deadline);
+	deadline.tv_sec += BRIDGE_FULL_WAIT_MS / 1000;
+	deadline.tv_nsec += (BRIDGE_FULL_WAIT_MS % 1000) * 1000000L;
+	if (deadline.tv_nsec >= 1000000000L) {
+		deadline.tv_sec++;
+		deadline.tv_nsec -= 1000000000L;
 	}
-	while (wait && err == RCS_ERR_FULL) {
-		if (!mqttc_wait_delivered(b->mq, seen, &deadline))
-			break; /* nothing acknowledged until the deadline */
+	while (err == RCS_ERR_FULL && mqttc_wait_delivered(b->mq, seen, &deadline)) {
 		seen = mqttc_delivered(b->mq);
-		err = mqttc_publish(b->mq, o->topic, o->payload, o->len, 1, false, tag);
+		err = mqttc_publish(b->mq, topic, payload, len, qos, false, tag);
 	}
+	return err;
+}
+
+/* An envelope: with wait, through bridge_publish_room; without, a full window is not waited
+ * for. One the client refused goes to the retry list (a broker that acknowledged nothing
+ * for BRIDGE_FULL_WAIT_MS isn't waited for again). */
+static enum rcs_err bridge_send_out(struct bridge *b, const struct bridge_out *o, bool wait)
+{
+	uint64_t tag = bridge_tag(b, o->ident);
+	enum rcs_err err = wait ? bridge_publish_room(b, o->topic, o->payload, o->len, 1, tag)
+				: mqttc_publish(b->mq, o->topic, o->payload, o->len, 1, false, tag);
+
 	if (err == RCS_OK)
 		metrics_mqtt_out();
 	if (err != RCS_OK && err != RCS_ERR_BUSY) {
@@ -640,41 +664,127 @@ static void hook_job_cancelled(void *ctx, const struct job_rec *job)
 	json_object_put(o);
 }
 
-/* A job event waiting for the commit of the change it reports. */
+/* An event waiting for the commit of the change it reports, then for the publisher: a
+ * job's record (rendered by the publisher) or a group's record as text. */
 struct bridge_event {
 	struct bridge *b;
+	struct bridge_event *next;
+	bool is_job;
+	struct job_rec job;
 	char topic[PROTO_MAX_TOPIC];
 	size_t len;
 	char record[];
 };
 
+static void bridge_event_free(struct bridge_event *ev)
+{
+	if (ev->is_job)
+		store_job_rec_free(&ev->job);
+	free(ev);
+}
+
+/* After the commit (any thread): queued for the publisher, in commit order. While
+ * BRIDGE_EVENTS_MAX events wait, the committing thread waits for room. */
 static void bridge_event_send(void *arg, bool committed)
 {
 	struct bridge_event *ev = arg;
+	struct bridge *b = ev->b;
 
-	/* best effort: events are for monitoring, the API holds the truth */
-	if (committed && mqttc_publish(ev->b->mq, ev->topic, ev->record, ev->len, ev->b->events_qos,
-				       false, 0) == RCS_OK)
+	if (!committed) {
+		bridge_event_free(ev);
+		return;
+	}
+	ev->next = NULL;
+	pthread_mutex_lock(&b->pub_lock);
+	while (b->pub_n >= BRIDGE_EVENTS_MAX && !b->pub_stop)
+		pthread_cond_wait(&b->pub_room, &b->pub_lock);
+	if (b->pub_tail)
+		b->pub_tail->next = ev;
+	else
+		b->pub_head = ev;
+	b->pub_tail = ev;
+	b->pub_n++;
+	pthread_cond_signal(&b->pub_cond);
+	pthread_mutex_unlock(&b->pub_lock);
+}
+
+/* One event out: best effort (events are for monitoring, the API holds the truth), but
+ * a full window is waited for rather than the event dropped. */
+static void bridge_event_publish(struct bridge *b, const struct bridge_event *ev)
+{
+	const char *data = ev->record;
+	size_t len = ev->len;
+	struct render w;
+	struct buf rec;
+	enum rcs_err err;
+
+	buf_init(&rec, BRIDGE_EVENT_MAX);
+	if (ev->is_job) {
+		render_init(&w, &rec);
+		render_job(&w, &ev->job);
+		if (render_end(&w) != RCS_OK) {
+			log_warnx("job %s: no event: its record is too large", ev->job.ident);
+			goto out;
+		}
+		data = rec.data;
+		len = rec.len;
+	}
+	err = bridge_publish_room(b, ev->topic, data, len, b->events_qos, 0);
+	if (err == RCS_OK)
 		metrics_mqtt_out();
-	free(ev);
+	else
+		log_debug("event %s not published: %s", ev->topic, rcs_strerror(err));
+out:
+	buf_free(&rec);
+}
+
+/* The publisher's thread: takes every queued event at once, publishes them in order;
+ * at stop, once the queue is empty. */
+static void *bridge_publisher(void *arg)
+{
+	struct bridge *b = arg;
+
+	for (;;) {
+		struct bridge_event *ev;
+
+		pthread_mutex_lock(&b->pub_lock);
+		while (b->pub_head == NULL && !b->pub_stop)
+			pthread_cond_wait(&b->pub_cond, &b->pub_lock);
+		ev = b->pub_head;
+		b->pub_head = b->pub_tail = NULL;
+		b->pub_n = 0;
+		pthread_cond_broadcast(&b->pub_room);
+		pthread_mutex_unlock(&b->pub_lock);
+		if (ev == NULL)
+			break; /* stopped, nothing left */
+		while (ev) {
+			struct bridge_event *next = ev->next;
+			bridge_event_publish(b, ev);
+			bridge_event_free(ev);
+			ev = next;
+		}
+	}
+	return NULL;
 }
 
 /* The event goes out once the change is committed: a rolled-back move is never
  * announced (the move may be part of a caller's transaction). */
-static void hook_job_changed(void *ctx, const char *client_root, const char *job_ident,
-			     const char *record, size_t len)
+static void hook_job_changed(void *ctx, const struct job_rec *job)
 {
 	struct bridge *b = ctx;
-	struct bridge_event *ev = malloc(sizeof(*ev) + len);
+	struct bridge_event *ev = calloc(1, sizeof(*ev));
 
 	if (ev == NULL)
 		return;
 	ev->b = b;
-	ev->len = len;
-	memcpy(ev->record, record, len);
-	proto_topic_make(ev->topic, PROTO_EVENT, client_root, NULL, job_ident);
-	if (store_after_commit(b->st, bridge_event_send, ev) != RCS_OK)
+	if (store_job_rec_dup(job, &ev->job) != RCS_OK) {
 		free(ev);
+		return;
+	}
+	ev->is_job = true;
+	proto_topic_make(ev->topic, PROTO_EVENT, job->client_root, NULL, job->ident);
+	if (store_after_commit(b->st, bridge_event_send, ev) != RCS_OK)
+		bridge_event_free(ev);
 }
 
 /* A group's status changed: its event goes out once the change is committed (docs/mqtt.md,
@@ -683,7 +793,7 @@ static void hook_group_changed(void *ctx, const char *client_root, const char *g
 			       const char *record, size_t len)
 {
 	struct bridge *b = ctx;
-	struct bridge_event *ev = malloc(sizeof(*ev) + len);
+	struct bridge_event *ev = calloc(1, sizeof(*ev) + len);
 
 	if (ev == NULL)
 		return;
@@ -692,7 +802,7 @@ static void hook_group_changed(void *ctx, const char *client_root, const char *g
 	memcpy(ev->record, record, len);
 	proto_topic_make(ev->topic, PROTO_GROUP_EVENT, client_root, NULL, group_ident);
 	if (store_after_commit(b->st, bridge_event_send, ev) != RCS_OK)
-		free(ev);
+		bridge_event_free(ev);
 }
 
 /* ---- status reports: plain or shared subscription ----
@@ -1568,6 +1678,9 @@ enum rcs_err bridge_start(const struct bridge_opts *opts, struct store *st, stru
 	if (b == NULL)
 		goto out;
 	pthread_mutex_init(&b->lock, NULL);
+	pthread_mutex_init(&b->pub_lock, NULL);
+	pthread_cond_init(&b->pub_cond, NULL);
+	pthread_cond_init(&b->pub_room, NULL);
 	b->efd = -1;
 	b->st = st;
 	b->lc = lc;
@@ -1613,6 +1726,11 @@ enum rcs_err bridge_start(const struct bridge_opts *opts, struct store *st, stru
 	err = mqttc_start(&opts->mqtt, &cb, &b->mq);
 	if (err != RCS_OK)
 		goto out;
+	if (pthread_create(&b->pub_thread, NULL, bridge_publisher, b) != 0) {
+		err = RCS_ERR_IO;
+		goto out;
+	}
+	b->pub_started = true;
 	if (pthread_create(&b->thread, NULL, bridge_worker, b) != 0) {
 		err = RCS_ERR_IO;
 		goto out;
@@ -1666,7 +1784,20 @@ void bridge_stop(struct bridge *b)
 	 * (the API and the scheduler, the other users, stopped before) */
 	if (b->lc && b->lc->hooks == &b->hooks)
 		b->lc->hooks = NULL;
+	/* the events of the worker's last round too: nothing queues one after this */
+	pthread_mutex_lock(&b->pub_lock);
+	b->pub_stop = true;
+	pthread_cond_broadcast(&b->pub_cond);
+	pthread_cond_broadcast(&b->pub_room);
+	pthread_mutex_unlock(&b->pub_lock);
+	if (b->pub_started)
+		pthread_join(b->pub_thread, NULL);
 	mqttc_stop(b->mq, 2000);
+	while (b->pub_head) {
+		struct bridge_event *next = b->pub_head->next;
+		bridge_event_free(b->pub_head);
+		b->pub_head = next;
+	}
 	while (b->in_head) {
 		struct in_msg *next = b->in_head->next;
 		free(b->in_head);
@@ -1681,5 +1812,8 @@ void bridge_stop(struct bridge *b)
 	if (b->efd >= 0)
 		close(b->efd);
 	pthread_mutex_destroy(&b->lock);
+	pthread_mutex_destroy(&b->pub_lock);
+	pthread_cond_destroy(&b->pub_cond);
+	pthread_cond_destroy(&b->pub_room);
 	free(b);
 }

@@ -425,6 +425,9 @@ struct job_rec {
 	int64_t expires_at;          /* 0: no ttl, or not released yet */
 };
 void store_job_rec_free(struct job_rec *r);
+/* A copy of src into *out that owns its strings (free with store_job_rec_free):
+ * RCS_ERR_NOMEM (and *out zeroed) when one can't be had. */
+enum rcs_err store_job_rec_dup(const struct job_rec *src, struct job_rec *out);
 
 /* The job of the tenant (client_root NULL: of any tenant, for internal callers):
  * RCS_ERR_NOTFOUND when there is none. */

@@ -36,6 +36,33 @@ void store_job_rec_free(struct job_rec *r)
 	r->response = r->mail_list = r->status_list = r->variables = r->error_code = NULL;
 }
 
+static bool job_str_dup(char **dst, const char *src)
+{
+	*dst = src ? strdup(src) : NULL;
+	return src == NULL || *dst != NULL;
+}
+
+enum rcs_err store_job_rec_dup(const struct job_rec *src, struct job_rec *out)
+{
+	bool ok;
+
+	*out = *src;
+	ok = job_str_dup(&out->task_name, src->task_name);
+	ok = job_str_dup(&out->group_name, src->group_name) && ok;
+	ok = job_str_dup(&out->comment, src->comment) && ok;
+	ok = job_str_dup(&out->created_user, src->created_user) && ok;
+	ok = job_str_dup(&out->response, src->response) && ok;
+	ok = job_str_dup(&out->mail_list, src->mail_list) && ok;
+	ok = job_str_dup(&out->status_list, src->status_list) && ok;
+	ok = job_str_dup(&out->variables, src->variables) && ok;
+	ok = job_str_dup(&out->error_code, src->error_code) && ok;
+	if (ok)
+		return RCS_OK;
+	store_job_rec_free(out);
+	memset(out, 0, sizeof(*out));
+	return RCS_ERR_NOMEM;
+}
+
 /* The row of JOB_COLS into *r (zeroed first; on an error what was read is freed). */
 static enum rcs_err job_read(struct store_stmt *s, struct job_rec *r)
 {

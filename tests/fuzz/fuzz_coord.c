@@ -8,6 +8,7 @@
 #include "fuzz_util.h"
 #include "jsonu.h"
 #include "manifest.h"
+#include "render.h"
 
 struct fuzz_coord fz;
 
@@ -40,21 +41,28 @@ static void hook_job_cancelled(void *ctx, const struct job_rec *job)
 	FUZZ_CHECK(job != NULL && uuid_valid(job->ident), "job_cancelled without a record");
 }
 
-/* The record goes out as an event as is: it must be the job, as JSON. */
-static void hook_job_changed(void *ctx, const char *client_root, const char *job_ident,
-			     const char *record, size_t len)
+/* The record goes out as an event, rendered: it must be the job, as JSON. */
+static void hook_job_changed(void *ctx, const struct job_rec *job)
 {
 	json_object *o = NULL;
 	struct jsonu_err e;
+	struct render w;
+	struct buf rec;
 
 	(void)ctx;
-	FUZZ_CHECK(strcmp(client_root, FZ_ROOT) == 0, "an event for tenant %s", client_root);
-	FUZZ_CHECK(jsonu_parse(record, len, JSONU_MAX_DEPTH, &o, &e) == RCS_OK,
-		   "a job event is not JSON (%s): %.*s", e.message, (int)len, record);
+	FUZZ_CHECK(strcmp(job->client_root, FZ_ROOT) == 0, "an event for tenant %s",
+		   job->client_root);
+	buf_init(&rec, (size_t)8 << 20);
+	render_init(&w, &rec);
+	render_job(&w, job);
+	FUZZ_CHECK(render_end(&w) == RCS_OK, "job %s: its record does not render", job->ident);
+	FUZZ_CHECK(jsonu_parse(rec.data, rec.len, JSONU_MAX_DEPTH, &o, &e) == RCS_OK,
+		   "a job event is not JSON (%s): %.*s", e.message, (int)rec.len, rec.data);
 	FUZZ_CHECK(json_object_is_type(o, json_type_object) &&
-		       strcmp(jsonu_member_str(o, "ident"), job_ident) == 0,
-		   "a job event is not the job's record: %.*s", (int)len, record);
+		       strcmp(jsonu_member_str(o, "ident"), job->ident) == 0,
+		   "a job event is not the job's record: %.*s", (int)rec.len, rec.data);
 	json_object_put(o);
+	buf_free(&rec);
 }
 
 static const struct lifecycle_hooks fz_hooks = {
