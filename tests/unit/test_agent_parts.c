@@ -98,7 +98,7 @@ static char base_conf[512];
 static int setup(void **state)
 {
 	struct fx *f = calloc(1, sizeof(*f));
-	struct runner_reports rep;
+	struct runner_reports rep = {0}; /* no fail hook: edge_error through report */
 	char err[256];
 
 	assert_non_null(f);
