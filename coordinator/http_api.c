@@ -24,8 +24,12 @@
 #include "ui.h"
 #include "uuid.h"
 
-#define API_PREFIX  "/v3/commands"
-#define API_MAX_URL 2048
+#define API_PREFIX             "/v3/commands"
+#define API_MAX_URL            2048
+#define API_WRITERS_PER_THREAD 2 /* writer threads per HTTP thread (api_writer) */
+#define API_WRITERS_MAX        128
+
+struct api_conn;
 
 struct http_api {
 	struct MHD_Daemon *daemon;
@@ -33,6 +37,14 @@ struct http_api {
 	int fd; /* the listening socket until libmicrohttpd takes it, else -1 */
 	bool ipv6;
 	char listen[300];
+	/* the writers (api_writer): state-changing requests, their connections suspended */
+	pthread_mutex_t wlock;
+	pthread_cond_t wcond;
+	struct api_conn *whead, *wtail;
+	bool wstop;
+	bool winit; /* wlock and wcond are made */
+	unsigned nwriters;
+	pthread_t writers[API_WRITERS_MAX];
 };
 
 /* Per-request state kept across libmicrohttpd's calls. */
@@ -40,6 +52,17 @@ struct api_conn {
 	struct buf body;
 	bool too_big;
 	bool had_body;
+	/* a state-changing request handed to a writer: what it needs after api_handle returned,
+	 * and its answer, sent once the connection is resumed (answered) */
+	struct MHD_Connection *conn;
+	const char *url; /* libmicrohttpd's, valid for the request */
+	char path[API_MAX_URL];
+	struct api_req req;
+	struct api_resp resp;
+	char allow[128];
+	int64_t started_us;
+	bool answered;
+	struct api_conn *next;
 };
 
 struct api_route {
@@ -762,11 +785,85 @@ static void api_dispatch_audited(struct api_app *app, struct MHD_Connection *con
 		api_store_error(resp, err, "change");
 }
 
+/*
+ * Writers: a state-changing request, once authenticated on its HTTP thread, is handed to a
+ * writer thread with its connection suspended, so the HTTP threads go on answering reads
+ * while it waits for the store's writer and its group commit (docs/architecture.md, "Reads
+ * and group commit"). The writer runs api_dispatch_audited and resumes the connection;
+ * libmicrohttpd then calls api_handle again, which sends the answer.
+ */
+static void *api_writer(void *arg)
+{
+	struct http_api *h = arg;
+
+	for (;;) {
+		struct api_conn *c;
+
+		pthread_mutex_lock(&h->wlock);
+		while (h->whead == NULL && !h->wstop)
+			pthread_cond_wait(&h->wcond, &h->wlock);
+		c = h->whead;
+		if (c != NULL) {
+			h->whead = c->next;
+			if (h->whead == NULL)
+				h->wtail = NULL;
+		}
+		pthread_mutex_unlock(&h->wlock);
+		if (c == NULL)
+			break; /* stopping, nothing left */
+		api_dispatch_audited(h->app, c->conn, c->url, &c->req, &c->resp, c->allow,
+				     sizeof(c->allow));
+		pthread_mutex_lock(&h->wlock);
+		c->answered = true;
+		pthread_mutex_unlock(&h->wlock);
+		MHD_resume_connection(c->conn);
+	}
+	return NULL;
+}
+
+/* Hands the request to a writer: false when there are none (any more), and the caller
+ * runs it itself. req's segments point into path, its body into c's: both are copied. */
+static bool api_writer_take(struct http_api *h, struct api_conn *c, struct MHD_Connection *conn,
+			    const char *url, const struct api_req *req, const char *path,
+			    int64_t started_us)
+{
+	bool taken = false;
+
+	if (h->nwriters == 0)
+		return false;
+	c->conn = conn;
+	c->url = url;
+	memcpy(c->path, path, sizeof(c->path));
+	c->req = *req;
+	for (int i = 0; i < req->nseg; i++)
+		c->req.seg[i] = c->path + (req->seg[i] - path);
+	c->allow[0] = '\0';
+	memset(&c->resp, 0, sizeof(c->resp));
+	c->started_us = started_us;
+	c->answered = false;
+	c->next = NULL;
+	pthread_mutex_lock(&h->wlock);
+	if (!h->wstop) {
+		/* suspended before a writer can see it: it resumes only a suspended connection */
+		MHD_suspend_connection(conn);
+		if (h->wtail)
+			h->wtail->next = c;
+		else
+			h->whead = c;
+		h->wtail = c;
+		pthread_cond_signal(&h->wcond);
+		taken = true;
+	}
+	pthread_mutex_unlock(&h->wlock);
+	return taken;
+}
+
 static enum MHD_Result api_handle(void *cls, struct MHD_Connection *conn, const char *url,
 				  const char *method, const char *version, const char *upload_data,
 				  size_t *upload_data_size, void **con_cls)
 {
-	struct api_app *app = cls;
+	struct http_api *h = cls;
+	struct api_app *app = h->app;
 	struct api_conn *c = *con_cls;
 	struct api_req req;
 	struct api_resp resp = {.status = 0};
@@ -776,6 +873,15 @@ static enum MHD_Result api_handle(void *cls, struct MHD_Connection *conn, const 
 	enum MHD_Result ret;
 
 	(void)version;
+	if (c != NULL && c->answered) {
+		/* resumed: a writer answered (api_writer) */
+		resp = c->resp;
+		memset(&c->resp, 0, sizeof(c->resp));
+		snprintf(allow, sizeof(allow), "%s", c->allow);
+		started_us = c->started_us;
+		c->answered = false;
+		goto send;
+	}
 	if (c == NULL) {
 		const char *cl;
 
@@ -844,6 +950,8 @@ static enum MHD_Result api_handle(void *cls, struct MHD_Connection *conn, const 
 		if (resp.status == 0 && api_changes(method)) {
 			store_reader_put(app->st, view.st);
 			view.st = NULL;
+			if (api_writer_take(h, c, conn, url, &req, path, started_us))
+				return MHD_YES; /* answered once resumed */
 			api_dispatch_audited(app, conn, url, &req, &resp, allow, sizeof(allow));
 		} else if (resp.status == 0) {
 			/* one snapshot for the whole answer: a page's count and its rows, a job
@@ -994,13 +1102,25 @@ out:
 
 enum rcs_err http_api_start(struct http_api *h, struct api_app *app, unsigned nthreads)
 {
-	unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL | MHD_USE_ERROR_LOG;
+	unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL | MHD_USE_ERROR_LOG |
+			 MHD_ALLOW_SUSPEND_RESUME;
+	unsigned want = (nthreads ? nthreads : 1) * API_WRITERS_PER_THREAD;
 
 	if (h->ipv6)
 		flags |= MHD_USE_IPv6;
 	h->app = app;
+	pthread_mutex_init(&h->wlock, NULL);
+	pthread_cond_init(&h->wcond, NULL);
+	h->winit = true;
+	if (want > API_WRITERS_MAX)
+		want = API_WRITERS_MAX;
+	while (h->nwriters < want &&
+	       pthread_create(&h->writers[h->nwriters], NULL, api_writer, h) == 0)
+		h->nwriters++;
+	if (h->nwriters < want)
+		log_warnx("%u of %u writer threads started", h->nwriters, want);
 	h->daemon = MHD_start_daemon(
-	    flags, 0, NULL, NULL, api_handle, app, MHD_OPTION_EXTERNAL_LOGGER, api_mhd_log, NULL,
+	    flags, 0, NULL, NULL, api_handle, h, MHD_OPTION_EXTERNAL_LOGGER, api_mhd_log, NULL,
 	    MHD_OPTION_LISTEN_SOCKET, h->fd, MHD_OPTION_NOTIFY_COMPLETED, api_completed, NULL,
 	    MHD_OPTION_UNESCAPE_CALLBACK, api_unescape, NULL, MHD_OPTION_THREAD_POOL_SIZE,
 	    nthreads ? nthreads : 1, MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)30,
@@ -1018,9 +1138,23 @@ void http_api_stop(struct http_api *h)
 {
 	if (h == NULL)
 		return;
+	/* the writers first: each request handed to one is answered and its connection
+	 * resumed (what comes after is run on its HTTP thread), so none stays suspended */
+	if (h->winit) {
+		pthread_mutex_lock(&h->wlock);
+		h->wstop = true;
+		pthread_cond_broadcast(&h->wcond);
+		pthread_mutex_unlock(&h->wlock);
+		for (unsigned i = 0; i < h->nwriters; i++)
+			pthread_join(h->writers[i], NULL);
+	}
 	if (h->daemon)
 		MHD_stop_daemon(h->daemon);
 	if (h->fd >= 0)
 		close(h->fd);
+	if (h->winit) {
+		pthread_cond_destroy(&h->wcond);
+		pthread_mutex_destroy(&h->wlock);
+	}
 	free(h);
 }

@@ -3,17 +3,20 @@
 commit"): a key revoked by another process (rcs-coordinator key revoke on the same database)
 while the API serves GETs and POSTs from several clients is refused on the very next
 request; a kill -9 of the coordinator in the middle of a stream of POSTs loses no job that
-was answered 201 (every one is there after a restart)."""
+was answered 201 (every one is there after a restart); with one HTTP thread, GETs are
+answered while a POST waits for the database's write lock (state-changing requests run on
+writer threads, their connections suspended meanwhile)."""
 
 import os
 import shutil
 import signal
+import sqlite3
 import tempfile
 import threading
 import time
 import unittest
 
-from rcs_harness import Coordinator, run_cli
+from rcs_harness import Coordinator, http, run_cli
 
 
 class Load:
@@ -102,6 +105,43 @@ class StoreConcurrencyTest(unittest.TestCase):
         self.assertEqual(load.bad, [])
         self.assertTrue(load.created)
         self.assertTrue(self.coord.alive())
+
+    def test_reads_answered_while_a_write_waits(self):
+        if self.coord.db.startswith("postgresql://"):
+            self.skipTest("the write lock held from outside is SQLite's (the HTTP side is"
+                          " the same on both engines)")
+        job = self.admin.post("/tasks/%s/jobs" % self.task, {"entity_ident": self.device})
+        self.assertEqual(job.status, 201, job)
+        self.coord.stop()
+        self.coord = Coordinator(self.workdir, db=self.coord.db, extra_args=("--threads", "1"))
+        self.coord.start()
+        key = {"api-key": self.admin.key}
+        holder = sqlite3.connect(self.coord.db, timeout=10, isolation_level=None)
+        holder.execute("BEGIN IMMEDIATE")  # another process's write: the POST waits for it
+        answer = {}
+
+        def post():
+            answer["r"] = http("POST", self.coord.base + "/tasks/%s/jobs" % self.task,
+                               body={"entity_ident": self.device}, headers=key, timeout=30)
+        t = threading.Thread(target=post)
+        try:
+            t.start()
+            time.sleep(0.5)
+            for path in ("/jobs/%s" % job.json["ident"], "/jobs?per_page=5",
+                         "/tasks/%s" % self.task, "/devices/%s" % self.device):
+                t0 = time.time()
+                r = http("GET", self.coord.base + path, headers=key, timeout=5)
+                self.assertEqual(r.status, 200, (path, r))
+                self.assertLess(time.time() - t0, 5)
+            self.assertTrue(t.is_alive(), "the POST should still wait for the write lock")
+            self.assertNotIn("r", answer)
+        finally:
+            holder.execute("ROLLBACK")
+            holder.close()
+            t.join(30)
+        self.assertEqual(answer["r"].status, 201, answer["r"])
+        created = answer["r"].json["ident"]
+        self.assertEqual(self.coord.api(self.admin.key).get("/jobs/%s" % created).status, 200)
 
     def test_kill9_keeps_every_answered_job(self):
         load = Load(self.admin, self.task, self.device, n_threads=6).start()
