@@ -358,22 +358,29 @@ static bool api_split(char *path, const char **seg, int *nseg)
 	return true;
 }
 
+/* Whether the path's segments are pattern's ("tasks/:/jobs": ":" is any one segment),
+ * compared in place: every request is matched against every route. */
 static bool api_match(const char *pattern, const char *const *seg, int nseg)
 {
-	char pat[64];
-	const char *pseg[API_MAX_SEGMENTS];
-	int np = 0;
+	const char *p = pattern;
+	int i = 0;
 
-	snprintf(pat, sizeof(pat), "%s", pattern);
-	if (!api_split(pat, pseg, &np) || np != nseg)
-		return false;
-	for (int i = 0; i < np; i++) {
-		if (strcmp(pseg[i], ":") == 0)
-			continue;
-		if (strcmp(pseg[i], seg[i]) != 0)
+	if (*p == '\0')
+		return nseg == 0;
+	for (;;) {
+		size_t len = strcspn(p, "/");
+
+		if (i >= nseg)
 			return false;
+		if (!(len == 1 && p[0] == ':') &&
+		    (strncmp(p, seg[i], len) != 0 || seg[i][len] != '\0'))
+			return false;
+		i++;
+		if (p[len] == '\0')
+			break;
+		p += len + 1;
 	}
-	return true;
+	return i == nseg;
 }
 
 struct api_query_check {
