@@ -320,27 +320,40 @@ static void jobs_insert_sql(size_t k, char *rows, char *hist)
 }
 
 /* Up to JOBS_CHUNK jobs of the batch, from jobs[0]: their rows, or (history) their initial
- * and pending history. A full chunk's statements are constant text (built once, under the
- * store's lock), prepared once. */
+ * and pending history. The statements of a full chunk and of one job (every single job
+ * created: preparing its two statements anew was a tenth of a POST's instructions) are
+ * constant text (built once, under the store's lock), prepared once. */
 static enum rcs_err jobs_insert(struct store *st, const struct job_batch *b,
 				const struct job_batch_text *t, const struct job_new *jobs,
 				size_t k, bool history)
 {
 	static char full_rows[JOBS_SQL_MAX], full_hist[JOBS_SQL_MAX];
-	static bool full_built;
+	static char one_rows[JOBS_SQL_MAX], one_hist[JOBS_SQL_MAX];
+	static bool full_built, one_built;
 	char rows[JOBS_SQL_MAX], hist[JOBS_SQL_MAX];
+	const char *rows_sql = rows, *hist_sql = hist;
+	bool kept = k == JOBS_CHUNK || k == 1;
 	struct store_stmt *s = NULL;
 	enum rcs_err err;
 
-	if (k == JOBS_CHUNK && !full_built) {
-		jobs_insert_sql(JOBS_CHUNK, full_rows, full_hist);
+	if (k == JOBS_CHUNK) {
+		if (!full_built)
+			jobs_insert_sql(JOBS_CHUNK, full_rows, full_hist);
 		full_built = true;
-	}
-	if (k < JOBS_CHUNK)
+		rows_sql = full_rows;
+		hist_sql = full_hist;
+	} else if (k == 1) {
+		if (!one_built)
+			jobs_insert_sql(1, one_rows, one_hist);
+		one_built = true;
+		rows_sql = one_rows;
+		hist_sql = one_hist;
+	} else {
 		jobs_insert_sql(k, rows, hist);
+	}
 	if (history)
 		goto history;
-	err = k == JOBS_CHUNK ? store_stmt(st, full_rows, &s) : store_stmt_fresh(st, rows, &s);
+	err = kept ? store_stmt(st, rows_sql, &s) : store_stmt_fresh(st, rows_sql, &s);
 	if (err != RCS_OK)
 		goto out;
 	store_arg_text(s, 1, b->client_root);
@@ -372,7 +385,7 @@ static enum rcs_err jobs_insert(struct store *st, const struct job_batch *b,
 	err = store_done(st, s, "job insert");
 	goto out;
 history:
-	err = k == JOBS_CHUNK ? store_stmt(st, full_hist, &s) : store_stmt_fresh(st, hist, &s);
+	err = kept ? store_stmt(st, hist_sql, &s) : store_stmt_fresh(st, hist_sql, &s);
 	if (err != RCS_OK)
 		goto out;
 	store_arg_int(s, 1, b->now);
