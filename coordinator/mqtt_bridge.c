@@ -36,7 +36,7 @@
 #define BRIDGE_RESYNC_LIMIT  5000   /* jobs per query when catching up */
 #define BRIDGE_APPLY_TRIES   5      /* a device message's write, broken off by the database */
 #define BRIDGE_ACK_SLOTS     8192   /* envelopes awaiting the broker's ack, by tag (claims) */
-#define BRIDGE_EVENTS_MAX    65536  /* events waiting for the publisher before back-pressure */
+#define BRIDGE_EVENTS_MAX    65536  /* events waiting for the publisher; more are dropped */
 #define BRIDGE_EVENT_MAX     ((size_t)8 << 20) /* bytes of one job record as text */
 
 /* Status reports through a shared subscription (docs/mqtt.md "Several coordinators") */
@@ -130,9 +130,9 @@ struct bridge {
 	bool pub_started;
 	pthread_mutex_t pub_lock;
 	pthread_cond_t pub_cond; /* events queued, or stop */
-	pthread_cond_t pub_room; /* room in the queue */
 	struct bridge_event *pub_head, *pub_tail;
 	size_t pub_n;
+	unsigned long long pub_dropped; /* events the full queue refused */
 	bool pub_stop;
 
 	/* worker-only: the task version of the last envelope, reused by bulk sends */
@@ -683,12 +683,15 @@ static void bridge_event_free(struct bridge_event *ev)
 	free(ev);
 }
 
-/* After the commit (any thread): queued for the publisher, in commit order. While
- * BRIDGE_EVENTS_MAX events wait, the committing thread waits for room. */
+/* After the commit (any thread): queued for the publisher, in commit order. With
+ * BRIDGE_EVENTS_MAX events waiting (a broker that stopped acknowledging), the event is
+ * dropped and counted: a committing thread (the worker, an API writer) never waits for
+ * the monitoring feed. */
 static void bridge_event_send(void *arg, bool committed)
 {
 	struct bridge_event *ev = arg;
 	struct bridge *b = ev->b;
+	unsigned long long dropped = 0;
 
 	if (!committed) {
 		bridge_event_free(ev);
@@ -696,16 +699,25 @@ static void bridge_event_send(void *arg, bool committed)
 	}
 	ev->next = NULL;
 	pthread_mutex_lock(&b->pub_lock);
-	while (b->pub_n >= BRIDGE_EVENTS_MAX && !b->pub_stop)
-		pthread_cond_wait(&b->pub_room, &b->pub_lock);
-	if (b->pub_tail)
-		b->pub_tail->next = ev;
-	else
-		b->pub_head = ev;
-	b->pub_tail = ev;
-	b->pub_n++;
-	pthread_cond_signal(&b->pub_cond);
+	if (b->pub_n >= BRIDGE_EVENTS_MAX) {
+		dropped = ++b->pub_dropped;
+	} else {
+		if (b->pub_tail)
+			b->pub_tail->next = ev;
+		else
+			b->pub_head = ev;
+		b->pub_tail = ev;
+		b->pub_n++;
+		pthread_cond_signal(&b->pub_cond);
+		ev = NULL;
+	}
 	pthread_mutex_unlock(&b->pub_lock);
+	if (ev != NULL) {
+		if (dropped == 1 || dropped % 10000 == 0)
+			log_warnx("%llu events dropped so far: %d wait for the broker", dropped,
+				  BRIDGE_EVENTS_MAX);
+		bridge_event_free(ev);
+	}
 }
 
 /* One event out: best effort (events are for monitoring, the API holds the truth), but
@@ -753,7 +765,6 @@ static void *bridge_publisher(void *arg)
 		ev = b->pub_head;
 		b->pub_head = b->pub_tail = NULL;
 		b->pub_n = 0;
-		pthread_cond_broadcast(&b->pub_room);
 		pthread_mutex_unlock(&b->pub_lock);
 		if (ev == NULL)
 			break; /* stopped, nothing left */
@@ -1680,7 +1691,6 @@ enum rcs_err bridge_start(const struct bridge_opts *opts, struct store *st, stru
 	pthread_mutex_init(&b->lock, NULL);
 	pthread_mutex_init(&b->pub_lock, NULL);
 	pthread_cond_init(&b->pub_cond, NULL);
-	pthread_cond_init(&b->pub_room, NULL);
 	b->efd = -1;
 	b->st = st;
 	b->lc = lc;
@@ -1788,7 +1798,6 @@ void bridge_stop(struct bridge *b)
 	pthread_mutex_lock(&b->pub_lock);
 	b->pub_stop = true;
 	pthread_cond_broadcast(&b->pub_cond);
-	pthread_cond_broadcast(&b->pub_room);
 	pthread_mutex_unlock(&b->pub_lock);
 	if (b->pub_started)
 		pthread_join(b->pub_thread, NULL);
@@ -1814,6 +1823,5 @@ void bridge_stop(struct bridge *b)
 	pthread_mutex_destroy(&b->lock);
 	pthread_mutex_destroy(&b->pub_lock);
 	pthread_cond_destroy(&b->pub_cond);
-	pthread_cond_destroy(&b->pub_room);
 	free(b);
 }
