@@ -829,7 +829,8 @@ static void *api_writer(void *arg)
 }
 
 /* Hands the request to a writer: false when there are none (any more), and the caller
- * runs it itself. req's segments point into path, its body into c's: both are copied. */
+ * runs it itself. req's segments point into path (on the caller's stack): path is copied
+ * into c and the segments moved there; its body is c's already. */
 static bool api_writer_take(struct http_api *h, struct api_conn *c, struct MHD_Connection *conn,
 			    const char *url, const struct api_req *req, const char *path,
 			    int64_t started_us)
