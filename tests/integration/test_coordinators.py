@@ -587,6 +587,8 @@ class OppositeOrdersTest(unittest.TestCase):
 
             def on_message(c, u, msg):
                 parts = msg.topic.split("/")
+                if parts[3] == "events":
+                    return  # rcs/v1/<root>/events/jobs/<job>: a job event, no envelope
                 with lock:
                     envelopes[parts[5]] = parts[3]
             cl.on_message = on_message
