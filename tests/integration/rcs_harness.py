@@ -12,6 +12,7 @@ import shutil
 import signal
 import socket
 import subprocess
+import sys
 import tempfile
 import time
 import unittest
@@ -148,6 +149,14 @@ def test_db(workdir):
         import pg_server
         return pg_server.shared().create_db()
     return os.path.join(workdir, "rcs.db")
+
+
+def remove_workdir(path):
+    """Removes a test's directory, unless RCS_KEEP_TMP is set (then says where it is)."""
+    if os.environ.get("RCS_KEEP_TMP") is None:
+        shutil.rmtree(path, ignore_errors=True)
+    else:
+        sys.stderr.write("kept %s\n" % path)
 
 
 def on_postgres():

@@ -42,8 +42,18 @@ SUBACK_FAILURE = 128
 
 class NatsClient(Client):
     """test_broker_acl's client with the longer waits a JetStream cluster may need: a
-    QoS 1 subscription makes a JetStream consumer, a QoS 1 message is stored before its
-    PUBACK, and on a loaded machine a meta-leader election can hold both for seconds."""
+    CONNECT reads or makes the session's JetStream state, a QoS 1 subscription makes a
+    JetStream consumer, a QoS 1 message is stored before its PUBACK, and on a loaded
+    machine a meta-leader election can hold each of them for seconds."""
+
+    def connect(self, timeout=40):
+        """Connects; returns the CONNACK code, or -1 when the node closed the connection
+        without one."""
+        self.c.connect("127.0.0.1", self.broker.port, keepalive=30)
+        self.c.loop_start()
+        wait_for(lambda: self.connacks or self.disconnects, timeout=timeout,
+                 what="CONNACK for %s" % self.client_id)
+        return self.connacks[0] if self.connacks else -1
 
     def subscribe(self, *filters):
         import paho.mqtt.client as mqtt
@@ -154,7 +164,7 @@ class NatsAclTest(unittest.TestCase):
     def try_login(cls, node, username, password, client_id=None):
         c = NatsClient(node, username, password, client_id or "probe-%s" % uuid.uuid4().hex[:12])
         try:
-            return c.connect()
+            return c.connect(timeout=10)
         except AssertionError:
             return -1
         finally:
@@ -203,10 +213,22 @@ class NatsAclTest(unittest.TestCase):
         return "/".join(["rcs/v1", self.client_root, entity] + list(rest))
 
     def client(self, node, username, password, client_id=None):
-        c = NatsClient(node, username, password, client_id or username)
-        self.clients.append(c)
-        self.addCleanup(c.close)
-        self.assertEqual(c.connect(), 0, "%s could not log in on %s" % (username, node.name))
+        # a session NATS makes or takes over in JetStream can time out while the cluster is
+        # busy (a connect without CONNACK): a new connection tries again, a refusal fails
+        deadline = time.time() + 60
+        while True:
+            c = NatsClient(node, username, password, client_id or username)
+            self.clients.append(c)
+            self.addCleanup(c.close)
+            try:
+                rc = c.connect(timeout=20)
+            except AssertionError:
+                rc = -1
+            if rc != -1 or time.time() > deadline:
+                break
+            note("%s got no CONNACK from %s: connecting again" % (username, node.name))
+            c.close()
+        self.assertEqual(rc, 0, "%s could not log in on %s" % (username, node.name))
         return c
 
     def device_b(self, auto):

@@ -11,7 +11,8 @@ import threading
 import time
 import unittest
 
-from rcs_harness import Agent, CoordinatorTest, FakeDevice, Mosquitto, list_all, wait_for
+from rcs_harness import (Agent, CoordinatorTest, FakeDevice, Mosquitto, list_all, remove_workdir,
+                         wait_for)
 
 
 class ScriptedDevice(FakeDevice):
@@ -483,6 +484,7 @@ class RestartTest(unittest.TestCase):
         import tempfile
         from rcs_harness import Coordinator
         cls.workdir = tempfile.mkdtemp(prefix="rcs-rollout-restart-")
+        cls.addClassCleanup(remove_workdir, cls.workdir)
         cls.broker = Mosquitto(cls.workdir).start()
         cls.addClassCleanup(cls.broker.stop)
         cls.coord = Coordinator(cls.workdir, extra_args=["--mqtt", cls.broker.url])
@@ -553,6 +555,7 @@ class AgentCauseTest(unittest.TestCase):
         import tempfile
         from rcs_harness import Coordinator
         cls.workdir = tempfile.mkdtemp(prefix="rcs-rollout-agents-")
+        cls.addClassCleanup(remove_workdir, cls.workdir)
         cls.broker = Mosquitto(cls.workdir).start()
         cls.addClassCleanup(cls.broker.stop)
         cls.coord = Coordinator(cls.workdir, extra_args=["--mqtt", cls.broker.url])
