@@ -335,9 +335,22 @@ static void mqttc_on_delivered(void *ctx, MQTTAsync_token token)
 	mqttc_cb_leave(m);
 }
 
+/*
+ * paho keeps an in-memory trace of every function entry and exit and of every packet
+ * (formatted text under a mutex), read by no one unless MQTT_C_CLIENT_TRACE names a
+ * destination: about a tenth of the coordinator's instructions in a fan-out
+ * (docs/architecture.md, "Threads"). Errors only, unless the user asked for a trace.
+ */
+static void mqttc_trace_errors_only(void)
+{
+	if (getenv("MQTT_C_CLIENT_TRACE") == NULL && getenv("MQTT_C_CLIENT_TRACE_LEVEL") == NULL)
+		MQTTAsync_setTraceLevel(MQTTASYNC_TRACE_ERROR);
+}
+
 /* Creates the paho client of m (m->client). */
 static enum rcs_err mqttc_create(struct mqttc *m)
 {
+	static pthread_once_t trace_once = PTHREAD_ONCE_INIT;
 	MQTTAsync_createOptions cro = MQTTAsync_createOptions_initializer;
 	int rc;
 
@@ -350,6 +363,7 @@ static enum rcs_err mqttc_create(struct mqttc *m)
 		m->client = NULL;
 		return RCS_ERR_INVAL;
 	}
+	pthread_once(&trace_once, mqttc_trace_errors_only);
 	MQTTAsync_setCallbacks(m->client, m, mqttc_on_lost, mqttc_on_message, mqttc_on_delivered);
 	return RCS_OK;
 }

@@ -42,7 +42,7 @@ enum rcs_err lifecycle_move(struct lifecycle *lc, const struct job_move *m, enum
 			    struct job_rec *job_after)
 {
 	struct job_rec job;
-	bool event, ended, have_job = false;
+	bool ended, have_job = false;
 	enum rcs_err err, tx_err;
 
 	memset(&job, 0, sizeof(job));
@@ -53,35 +53,24 @@ enum rcs_err lifecycle_move(struct lifecycle *lc, const struct job_move *m, enum
 	err = store_tx_begin(lc->st);
 	if (err != RCS_OK)
 		return err;
-	err = store_job_move(lc->st, m, result);
+	/* the job's record comes with the move: one read for the event, the metrics, the
+	 * group and the caller */
+	err = store_job_move_rec(lc->st, m, result, &job);
 	if (err != RCS_OK)
 		goto out;
+	have_job = true;
 	if (*result == STORE_MOVE_APPLIED && lc->changed)
 		lc->changed(lc->changed_ctx);
 	if (*result != STORE_MOVE_DUPLICATE && *result != STORE_MOVE_TERMINAL &&
 	    lc->webhooks_changed)
 		lc->webhooks_changed(lc->webhooks_ctx);
-	event = *result == STORE_MOVE_APPLIED && lc->hooks && lc->hooks->job_changed;
-	ended = *result == STORE_MOVE_APPLIED && status_is_terminal(m->to);
-	if (!event && !ended && job_after == NULL) {
-		if (*result == STORE_MOVE_APPLIED)
-			lifecycle_metrics(lc, m, 0);
+	if (*result != STORE_MOVE_APPLIED)
 		goto out;
-	}
-	/* one read for the event, the metrics and the caller */
-	err = store_job_get(lc->st, NULL, m->ident, &job);
-	if (*result == STORE_MOVE_APPLIED)
-		lifecycle_metrics(lc, m, err == RCS_OK ? job.created_at : 0);
-	if (err != RCS_OK) {
-		/* the move stands; its event is lost (best effort, docs/mqtt.md "Monitoring") */
-		if (job_after == NULL)
-			err = RCS_OK;
-		goto out;
-	}
-	have_job = true;
-	if (event)
+	lifecycle_metrics(lc, m, job.created_at);
+	if (lc->hooks && lc->hooks->job_changed)
 		lc->hooks->job_changed(lc->hooks->ctx, &job);
 	/* a job of a group ended: retry, abort, completion, in this transaction */
+	ended = status_is_terminal(m->to);
 	if (ended && job.group_ident[0] != '\0') {
 		err = lifecycle_group_job_ended(lc, &job, m->now);
 		if (err != RCS_OK)

@@ -508,6 +508,12 @@ struct job_move {
 };
 /* Applies one status change with the rules of docs/architecture.md, "Job statuses". */
 enum rcs_err store_job_move(struct store *st, const struct job_move *m, enum store_move *result);
+/* store_job_move in the caller's transaction (store_tx_begin; an error leaves writes the
+ * caller rolls back), and with the job's record: when rec is not NULL and RCS_OK is
+ * returned, *rec is the job as it stands after the move (unchanged unless applied; free with
+ * store_job_rec_free), read with the move instead of after it. */
+enum rcs_err store_job_move_rec(struct store *st, const struct job_move *m,
+				enum store_move *result, struct job_rec *rec);
 
 /* A notification recorded for a job (one per status and address); sent_at 0: not sent. */
 struct job_notification_rec {

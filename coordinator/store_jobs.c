@@ -719,20 +719,19 @@ enum rcs_err store_job_visible(struct store *st, const char *client_root, const 
 	    ident, client_root, user, job_visible_row, NULL);
 }
 
-/* What store_job_move reads of the job before it moves it. */
+/* What a move reads of the job before it moves it: its record, and what the move's rules
+ * need besides. */
 struct job_move_row {
-	enum job_status cur;
+	struct job_rec rec;
 	long long last_seq, n_history;
-	char owner_root[UUID_STR_LEN], owner_dev[UUID_STR_LEN];
-	bool notify;              /* any notification list at all */
-	char group[UUID_STR_LEN]; /* "" without a group */
+	bool notify; /* any notification list at all */
 };
 
 #define JOB_MOVE_READ                                                                              \
-	"SELECT status, last_seq, n_history, client_root, entity_ident,"                           \
-	" (mail_list != '[]' AND status_list != '[]') OR"                                          \
-	" (task_mail_list != '[]' AND task_status_list != '[]'), group_ident"                      \
-	" FROM jobs WHERE ident = ?1"
+	"SELECT " JOB_COLS ", j.last_seq, j.n_history,"                                            \
+	" (j.mail_list != '[]' AND j.status_list != '[]') OR"                                      \
+	" (j.task_mail_list != '[]' AND j.task_status_list != '[]')"                               \
+	" FROM " JOB_FROM " WHERE j.ident = ?1"
 
 static enum rcs_err job_move_read(struct store *st, const char *ident, struct job_move_row *r)
 {
@@ -740,10 +739,10 @@ static enum rcs_err job_move_read(struct store *st, const char *ident, struct jo
 	bool row = false;
 	enum rcs_err err;
 
-	/* on PostgreSQL the row stays locked until the move's transaction ends: two
+	/* on PostgreSQL the job's row stays locked until the move's transaction ends: two
 	 * coordinators applying the same report (or a report and a cancel) at once apply it
 	 * once, the second reads what the first wrote (docs/architecture.md "Claims") */
-	err = store_stmt(st, STORE_SQL(st, JOB_MOVE_READ, JOB_MOVE_READ " FOR UPDATE"), &s);
+	err = store_stmt(st, STORE_SQL(st, JOB_MOVE_READ, JOB_MOVE_READ " FOR UPDATE OF j"), &s);
 	if (err != RCS_OK)
 		goto out;
 	store_arg_text(s, 1, ident);
@@ -752,24 +751,49 @@ static enum rcs_err job_move_read(struct store *st, const char *ident, struct jo
 		err = RCS_ERR_NOTFOUND;
 	if (err != RCS_OK)
 		goto out;
-	if (!status_parse(store_val_text(s, 0), &r->cur)) {
-		err = RCS_ERR_INTERNAL;
+	err = job_read(s, &r->rec);
+	if (err != RCS_OK)
 		goto out;
-	}
-	r->last_seq = store_val_int(s, 1);
-	r->n_history = store_val_int(s, 2);
-	store_val_copy(s, 3, r->owner_root, sizeof(r->owner_root));
-	store_val_copy(s, 4, r->owner_dev, sizeof(r->owner_dev));
-	r->notify = store_val_bool(s, 5);
-	store_val_copy(s, 6, r->group, sizeof(r->group));
+	r->last_seq = store_val_int(s, 25);
+	r->n_history = store_val_int(s, 26);
+	r->notify = store_val_bool(s, 27);
 out:
 	store_stmt_done(st, s);
 	return err;
 }
 
-/* The status change itself and its history item, which keeps the response the job had at
- * that moment. */
-static enum rcs_err job_move_apply(struct store *st, const struct job_move *m)
+/* What job_move_apply's UPDATE does to the job, done to its record r as well. */
+static enum rcs_err job_rec_moved(struct job_rec *r, const struct job_move *m)
+{
+	char *response = NULL, *code = NULL;
+
+	if (m->response != NULL && (response = strdup(m->response)) == NULL)
+		return RCS_ERR_NOMEM;
+	if (m->to == JS_EDGE_ERROR && m->error_code != NULL &&
+	    (code = strdup(m->error_code)) == NULL) {
+		free(response);
+		return RCS_ERR_NOMEM;
+	}
+	if (m->response != NULL || m->replace_response) {
+		free(r->response);
+		r->response = response;
+	}
+	if (m->to == JS_EDGE_ERROR) {
+		free(r->error_code);
+		r->error_code = code;
+	}
+	if (m->set_response_time)
+		r->response_time = m->now;
+	r->status = m->to;
+	r->update_at = m->now;
+	r->held = false;
+	return RCS_OK;
+}
+
+/* The status change itself and its history item, which keeps the response the job has
+ * from then on; j->rec becomes the record after the move. */
+static enum rcs_err job_move_apply(struct store *st, const struct job_move *m,
+				   struct job_move_row *j)
 {
 	struct store_stmt *s = NULL;
 	enum rcs_err err;
@@ -797,41 +821,32 @@ static enum rcs_err job_move_apply(struct store *st, const struct job_move *m)
 	store_arg_int(s, 8, m->mark_sent);
 	store_arg_text(s, 9, m->error_code);
 	err = store_done(st, s, "job move");
-	store_stmt_done(st, s);
-	s = NULL;
-	if (err != RCS_OK)
-		goto out;
-	err = store_stmt(st,
-			 "INSERT INTO job_history(job_ident, n, status, at, response,"
-			 " response_time, seq) SELECT ident, n_history, status, update_at,"
-			 " response, response_time, ?1 FROM jobs WHERE ident = ?2",
-			 &s);
-	if (err != RCS_OK)
-		goto out;
-	store_arg_int(s, 1, m->seq);
-	store_arg_text(s, 2, m->ident);
-	err = store_done(st, s, "history add");
+	if (err == RCS_OK)
+		err = job_rec_moved(&j->rec, m);
+	if (err == RCS_OK)
+		err = store_history_add(st, m->ident, j->n_history + 1, status_name(m->to), m->now,
+					j->rec.response, j->rec.response_time, m->seq);
 out:
 	store_stmt_done(st, s);
 	return err;
 }
 
-enum rcs_err store_job_move(struct store *st, const struct job_move *m, enum store_move *result)
+enum rcs_err store_job_move_rec(struct store *st, const struct job_move *m,
+				enum store_move *result, struct job_rec *rec)
 {
 	struct job_move_row j;
+	bool have_rec = false;
 	enum rcs_err err;
 
 	memset(&j, 0, sizeof(j));
-	err = store_sp_begin(st);
-	if (err != RCS_OK)
-		return err;
 	err = job_move_read(st, m->ident, &j);
 	if (err != RCS_OK)
 		goto out;
+	have_rec = true;
 	if (m->prev)
-		*m->prev = j.cur;
-	if ((m->client_root && strcmp(m->client_root, j.owner_root) != 0) ||
-	    (m->entity_ident && strcmp(m->entity_ident, j.owner_dev) != 0)) {
+		*m->prev = j.rec.status;
+	if ((m->client_root && strcmp(m->client_root, j.rec.client_root) != 0) ||
+	    (m->entity_ident && strcmp(m->entity_ident, j.rec.entity_ident) != 0)) {
 		err = RCS_ERR_NOTFOUND;
 		goto out;
 	}
@@ -839,8 +854,8 @@ enum rcs_err store_job_move(struct store *st, const struct job_move *m, enum sto
 		*result = STORE_MOVE_DUPLICATE;
 		goto out;
 	}
-	if (status_is_terminal(j.cur)) {
-		if (m->seq > 0 && (j.cur == JS_CANCELLED || j.cur == JS_EXPIRED)) {
+	if (status_is_terminal(j.rec.status)) {
+		if (m->seq > 0 && (j.rec.status == JS_CANCELLED || j.rec.status == JS_EXPIRED)) {
 			/* what the device said after the coordinator ended the job */
 			err = store_history_add(st, m->ident, j.n_history + 1, status_name(m->to),
 						m->now, m->response,
@@ -854,7 +869,7 @@ enum rcs_err store_job_move(struct store *st, const struct job_move *m, enum sto
 						  NULL, 2, seq, m->ident);
 			}
 			if (err == RCS_OK)
-				err = store_webhook_job_event(st, j.owner_root, m->ident,
+				err = store_webhook_job_event(st, j.rec.client_root, m->ident,
 							      j.n_history + 1, status_name(m->to),
 							      m->now);
 			*result = STORE_MOVE_KEPT;
@@ -863,20 +878,37 @@ enum rcs_err store_job_move(struct store *st, const struct job_move *m, enum sto
 		}
 		goto out;
 	}
-	if (!status_can_move(j.cur, m->to)) {
+	if (!status_can_move(j.rec.status, m->to)) {
 		*result = STORE_MOVE_DUPLICATE;
 		goto out;
 	}
-	err = job_move_apply(st, m);
-	if (err == RCS_OK && j.group[0] != '\0' && status_is_terminal(m->to))
-		err = store_group_job_ended(st, j.group, m->to);
+	err = job_move_apply(st, m, &j);
+	if (err == RCS_OK && j.rec.group_ident[0] != '\0' && status_is_terminal(m->to))
+		err = store_group_job_ended(st, j.rec.group_ident, m->to);
 	if (err == RCS_OK && j.notify)
 		err = store_notify_record(st, m->ident, status_name(m->to), m->now);
 	if (err == RCS_OK)
-		err = store_webhook_job_event(st, j.owner_root, m->ident, j.n_history + 1,
+		err = store_webhook_job_event(st, j.rec.client_root, m->ident, j.n_history + 1,
 					      status_name(m->to), m->now);
 	*result = STORE_MOVE_APPLIED;
 out:
+	if (err == RCS_OK && rec != NULL) {
+		*rec = j.rec;
+		have_rec = false; /* the caller's */
+	}
+	if (have_rec)
+		store_job_rec_free(&j.rec);
+	return err;
+}
+
+enum rcs_err store_job_move(struct store *st, const struct job_move *m, enum store_move *result)
+{
+	enum rcs_err err;
+
+	err = store_sp_begin(st);
+	if (err != RCS_OK)
+		return err;
+	err = store_job_move_rec(st, m, result, NULL);
 	return store_sp_end(st, err);
 }
 

@@ -595,6 +595,156 @@ static void test_cancel_then_late_report(void **state)
 	}
 }
 
+/* One move through store_job_move_rec; *rec is what it hands back. */
+static enum store_move move_rec(struct fixture *f, const struct job_move *m, struct job_rec *rec)
+{
+	enum store_move res = STORE_MOVE_DUPLICATE;
+
+	assert_int_equal(store_tx_begin(f->st), RCS_OK);
+	assert_int_equal(store_job_move_rec(f->st, m, &res, rec), RCS_OK);
+	assert_int_equal(store_tx_end(f->st, true), RCS_OK);
+	return res;
+}
+
+static void assert_str_or_null(const char *a, const char *b)
+{
+	if (a == NULL || b == NULL)
+		assert_ptr_equal(a, b);
+	else
+		assert_string_equal(a, b);
+}
+
+/* The record a move hands back is the job as read afresh, field by field, and the
+ * history item keeps the response the record has. */
+static void assert_rec_as_read(struct fixture *f, struct job_rec *rec)
+{
+	struct job_rec again;
+	struct store_page pg = {.page = 1, .per_page = 1, .desc = true};
+	json_object *hist = NULL;
+
+	assert_int_equal(store_job_rec_get(f->st, rec->ident, &again), RCS_OK);
+	assert_string_equal(rec->client_root, again.client_root);
+	assert_string_equal(rec->entity_ident, again.entity_ident);
+	assert_string_equal(rec->task_ident, again.task_ident);
+	assert_int_equal(rec->task_version, again.task_version);
+	assert_str_or_null(rec->task_name, again.task_name);
+	assert_string_equal(rec->group_ident, again.group_ident);
+	assert_str_or_null(rec->group_name, again.group_name);
+	assert_str_or_null(rec->comment, again.comment);
+	assert_int_equal(rec->status, again.status);
+	assert_str_or_null(rec->created_user, again.created_user);
+	assert_int_equal(rec->created_at, again.created_at);
+	assert_int_equal(rec->update_at, again.update_at);
+	assert_int_equal(rec->scheduled_time, again.scheduled_time);
+	assert_int_equal(rec->response_time, again.response_time);
+	assert_int_equal(rec->ttl, again.ttl);
+	assert_str_or_null(rec->response, again.response);
+	assert_str_or_null(rec->mail_list, again.mail_list);
+	assert_str_or_null(rec->status_list, again.status_list);
+	assert_str_or_null(rec->variables, again.variables);
+	assert_int_equal(rec->attempt, again.attempt);
+	assert_string_equal(rec->retry_of, again.retry_of);
+	assert_str_or_null(rec->error_code, again.error_code);
+	assert_int_equal(rec->held, again.held);
+	assert_int_equal(rec->expires_at, again.expires_at);
+	store_job_rec_free(&again);
+	assert_int_equal(history_page(f->st, f->root, rec->ident, &pg, &hist), RCS_OK);
+	{
+		json_object *last = json_object_array_get_idx(jsonu_member(hist, "items"), 0);
+		const char *r = json_object_get_string(jsonu_member(last, "response"));
+
+		assert_str_or_null(r, rec->response);
+	}
+	json_object_put(hist);
+	store_job_rec_free(rec);
+}
+
+static void test_move_hands_back_the_record(void **state)
+{
+	struct fixture *f = *state;
+	struct job_new jobs[2];
+	struct job_rec rec;
+
+	make_jobs(f, jobs, 2, NULL);
+	{
+		/* the coordinator's send: a response of its own, marked as sent */
+		struct job_move m = {.ident = jobs[0].ident,
+				     .to = JS_TRANSMITED,
+				     .response = "sent over MQTT",
+				     .mark_sent = true,
+				     .now = 250};
+		assert_int_equal(move_rec(f, &m, &rec), STORE_MOVE_APPLIED);
+		assert_int_equal(rec.status, JS_TRANSMITED);
+		assert_string_equal(rec.response, "sent over MQTT");
+		assert_rec_as_read(f, &rec);
+	}
+	{
+		/* a device report without a response replaces the response with none */
+		struct job_move m = {.ident = jobs[0].ident,
+				     .to = JS_EDGE_TRANSMITTED,
+				     .replace_response = true,
+				     .seq = 1,
+				     .now = 260};
+		assert_int_equal(move_rec(f, &m, &rec), STORE_MOVE_APPLIED);
+		assert_null(rec.response);
+		assert_rec_as_read(f, &rec);
+	}
+	{
+		struct job_move m = {.ident = jobs[0].ident,
+				     .to = JS_EDGE_RUNNING,
+				     .response = "50%",
+				     .replace_response = true,
+				     .seq = 3,
+				     .now = 270};
+		assert_int_equal(move_rec(f, &m, &rec), STORE_MOVE_APPLIED);
+		assert_rec_as_read(f, &rec);
+		/* the same seq again: a duplicate hands back the record as it is */
+		assert_int_equal(move_rec(f, &m, &rec), STORE_MOVE_DUPLICATE);
+		assert_int_equal(rec.status, JS_EDGE_RUNNING);
+		assert_rec_as_read(f, &rec);
+	}
+	{
+		/* an edge_error with its cause and a response time */
+		struct job_move m = {.ident = jobs[0].ident,
+				     .to = JS_EDGE_ERROR,
+				     .response = "no space left",
+				     .replace_response = true,
+				     .set_response_time = true,
+				     .error_code = "script_error",
+				     .seq = 4,
+				     .now = 280};
+		assert_int_equal(move_rec(f, &m, &rec), STORE_MOVE_APPLIED);
+		assert_string_equal(rec.error_code, "script_error");
+		assert_int_equal(rec.response_time, 280);
+		assert_rec_as_read(f, &rec);
+	}
+	{
+		/* a coordinator move without a response keeps the job's; a late report is
+		 * kept in the history only */
+		struct job_move sent = {.ident = jobs[1].ident,
+					.to = JS_TRANSMITED,
+					.response = "sent",
+					.now = 250};
+		struct job_move cancel = {.ident = jobs[1].ident, .to = JS_CANCELLED, .now = 290};
+		struct job_move late = {.ident = jobs[1].ident,
+					.to = JS_TERMINATED,
+					.response = "done anyway",
+					.replace_response = true,
+					.set_response_time = true,
+					.seq = 1,
+					.now = 295};
+		assert_int_equal(move_rec(f, &sent, &rec), STORE_MOVE_APPLIED);
+		assert_rec_as_read(f, &rec);
+		assert_int_equal(move_rec(f, &cancel, &rec), STORE_MOVE_APPLIED);
+		assert_string_equal(rec.response, "sent");
+		assert_null(rec.error_code);
+		assert_rec_as_read(f, &rec);
+		assert_int_equal(move_rec(f, &late, &rec), STORE_MOVE_KEPT);
+		assert_int_equal(rec.status, JS_CANCELLED);
+		store_job_rec_free(&rec);
+	}
+}
+
 static void test_lists_and_groups(void **state)
 {
 	struct fixture *f = *state;
@@ -1055,6 +1205,7 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(test_task_versions, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_job_lifecycle, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_cancel_then_late_report, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_move_hands_back_the_record, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_lists_and_groups, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_jobs_json_batch, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_job_record_as_before, setup, teardown),
