@@ -13,9 +13,10 @@ task on the stock echo script):
   coordinator run: rcs-coordinator serve --mqtt, fleetsim connects the N devices, wait until
       the coordinator has them all online, POST /tasks/<id>/jobs/tags, measure the POST's
       latency (request sent to the answer's last byte received; the client's parsing of
-      the answer is reported apart, as post_with_client_parse_s), the time until all N jobs are terminated in the database (polling
-      GET /jobs?group_ident=..&status=terminated&per_page=1 every 100 ms), jobs/s, and the
-      coordinator's peak RSS (VmHWM).
+      the answer is reported apart, as post_with_client_parse_s), the time until all N jobs
+      are terminated (the group's end event on rcs/v1/<root>/events/groups/<group>, seen by
+      a monitor on the broker, then GET /jobs?group_ident=..&status=terminated confirming all
+      N), jobs/s, and the coordinator's peak RSS (VmHWM).
   baseline run: the same simulator and broker without the coordinator: one extra MQTT
       connection publishes N envelopes of the size the coordinator sent and waits for the
       4N reports (fleetsim --baseline).
@@ -37,7 +38,8 @@ import tempfile
 import threading
 import time
 
-from benchlib import FLEETSIM, copy_db, h, log, total  # noqa: E402  (the shared helpers)
+from benchlib import (FLEETSIM, GroupWatch, copy_db, h, log, total,  # noqa: E402
+                      wait_terminated)
 
 TAG = "fleet"
 
@@ -236,7 +238,7 @@ def coordinator_run(workdir, k, prep, n, timeout, coord_args=(), cpus=None,
         h.COORDINATOR = wrapper
     coord = h.Coordinator(workdir, db=db, extra_args=("--mqtt", broker.url, *coord_args),
                           start_timeout=120 if callgrind else 20)
-    sim = None
+    sim = watch = None
     try:
         try:
             coord.start()  # the harness starts h.COORDINATOR
@@ -266,6 +268,7 @@ def coordinator_run(workdir, k, prep, n, timeout, coord_args=(), cpus=None,
                     raise RuntimeError("the sampler's job did not terminate")
                 time.sleep(0.05)
         time.sleep(0.5)  # let the state messages settle
+        watch = GroupWatch(broker.port, client_root)
         load1 = os.getloadavg()[0]
         rss_before = vm_field(coord.proc.pid, "VmRSS")
         cpu0 = cpu_of(coord.proc.pid)
@@ -290,17 +293,8 @@ def coordinator_run(workdir, k, prep, n, timeout, coord_args=(), cpus=None,
             raise RuntimeError("tag send: %r" % r)
         group = r.json["group"]["ident"]
         created, rejected = len(r.json["items"]), len(r.json["rejected"])
-        done = 0
-        path = "/jobs?group_ident=%s&status=terminated&per_page=1" % group
-        while True:
-            done = total(api, path)
-            t_all = time.monotonic() - t0
-            if done >= n:
-                break
-            if t_all > timeout:
-                break
-            time.sleep(0.1)
-        complete = done >= n
+        t_all, done = wait_terminated(api, group, n, t0, timeout, watch)
+        complete = t_all is not None
         instr = None
         if callgrind:
             callgrind_ctl(coord.proc.pid, "-d")
@@ -330,6 +324,8 @@ def coordinator_run(workdir, k, prep, n, timeout, coord_args=(), cpus=None,
                "instructions_per_job": round(instr / max(created, 1)) if instr else None, "cpus": cpus or "all", "created": created,
                "rejected": rejected}
     finally:
+        if watch:
+            watch.close()
         simres = sim.stop() if sim else None
         coord.stop()
         broker.stop()
