@@ -669,7 +669,11 @@ enum rcs_err store_jobs_list(struct store *st, const char *client_root, const st
 	if (f->status && strcmp(f->status, "running") == 0)
 		store_qb_add(&q, "j.status IN ('edge_started', 'edge_running')", NULL);
 	else if (f->status)
-		store_qb_add(&q, "j.status = ?", f->status);
+		/* not "j.status = ?": SQLite compares a bare parameter with the partial indexes'
+		 * status conditions and then prepares the statement again for every new value
+		 * (some 200,000 instructions per request under callgrind); a cast leaves the
+		 * comparison to the index on (client_root, status, ident) */
+		store_qb_add(&q, "j.status = CAST(? AS TEXT)", f->status);
 	/* the jobs of a task the user may not see (not public, someone else's) are left out */
 	if (f->only_visible_to)
 		store_qb_add(
