@@ -63,12 +63,17 @@ def vm_field(pid, field):
     return None
 
 
-def cpu_of(pid):
-    """user+system CPU seconds of a process so far."""
+def cpu_split(pid):
+    """(user, system) CPU seconds of a process so far."""
     with open("/proc/%d/stat" % pid) as f:
         parts = f.read().rsplit(")", 1)[1].split()
     tck = os.sysconf("SC_CLK_TCK")
-    return (int(parts[11]) + int(parts[12])) / tck
+    return int(parts[11]) / tck, int(parts[12]) / tck
+
+
+def cpu_of(pid):
+    """user+system CPU seconds of a process so far."""
+    return sum(cpu_split(pid))
 
 
 class Fleetsim:
@@ -272,6 +277,7 @@ def coordinator_run(workdir, k, prep, n, timeout, coord_args=(), cpus=None,
         load1 = os.getloadavg()[0]
         rss_before = vm_field(coord.proc.pid, "VmRSS")
         cpu0 = cpu_of(coord.proc.pid)
+        sys0 = cpu_split(coord.proc.pid)[1]
         body = json.dumps({"tag": TAG, "group_name": "bench-%d" % k}).encode()
         conn = http.client.HTTPConnection("127.0.0.1", coord.port, timeout=60)
         if callgrind:
@@ -311,6 +317,7 @@ def coordinator_run(workdir, k, prep, n, timeout, coord_args=(), cpus=None,
             log("run %d: only %d of %d jobs terminated after %ds: %s" % (
                 k, done, n, timeout, statuses))
         cpu1 = cpu_of(coord.proc.pid)
+        sys1 = cpu_split(coord.proc.pid)[1]
         hwm = vm_field(coord.proc.pid, "VmHWM")
         res = {"complete": complete, "load1_before_send": load1, "statuses": statuses, "post_s": round(t_post, 4),
                "post_with_client_parse_s": round(t_post_parsed, 4),
@@ -320,6 +327,8 @@ def coordinator_run(workdir, k, prep, n, timeout, coord_args=(), cpus=None,
                "rss_before_send_mb": round(rss_before / 2**20, 1),
                "coordinator_cpu_s": round(cpu1 - cpu0, 2),
                "coordinator_cpu_us_per_job": round((cpu1 - cpu0) * 1e6 / max(created, 1)),
+               # of which in the kernel (sockets: a system call per MQTT packet)
+               "coordinator_sys_us_per_job": round((sys1 - sys0) * 1e6 / max(created, 1)),
                "get_under_load": get_load, "instructions": instr,
                "instructions_per_job": round(instr / max(created, 1)) if instr else None, "cpus": cpus or "all", "created": created,
                "rejected": rejected}
@@ -441,6 +450,7 @@ def main():
                        "ratio": med("ratio"),
                        "coordinator_cpu_s": med("coordinator_cpu_s"),
                        "coordinator_cpu_us_per_job": med("coordinator_cpu_us_per_job"),
+                       "coordinator_sys_us_per_job": med("coordinator_sys_us_per_job"),
                        "instructions_per_job": med("instructions_per_job"),
                        "get_under_load_p99_ms": med("get_p99_ms"),
                        "get_under_load_p50_ms": med("get_p50_ms"),
