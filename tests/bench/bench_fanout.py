@@ -234,7 +234,8 @@ def coordinator_run(workdir, k, prep, n, timeout, coord_args=(), cpus=None,
     real = h.COORDINATOR
     if callgrind:
         # the coordinator under callgrind: counters zeroed right before the POST and dumped
-        # once all jobs are terminated, so the dump holds the send and its reports only
+        # once all jobs are terminated and their events out, so the dump holds the send, its
+        # reports and its events only
         wrapper = os.path.join(workdir, "coordinator-callgrind.sh")
         with open(wrapper, "w") as f:
             f.write("#!/bin/sh\nexec valgrind --tool=callgrind --callgrind-out-file=%s/"
@@ -303,6 +304,10 @@ def coordinator_run(workdir, k, prep, n, timeout, coord_args=(), cpus=None,
         complete = t_all is not None
         instr = None
         if callgrind:
+            # under valgrind the event publisher's thread lags behind: the dump waits for
+            # the group's end event, which leaves after every job event of the send
+            if complete and watch.wait(group, timeout) is None:
+                log("run %d: no group event within %ds: the dump misses events" % (k, timeout))
             callgrind_ctl(coord.proc.pid, "-d")
             dumps = sorted(f for f in os.listdir(workdir)
                            if f.startswith("callgrind.out.%d." % coord.proc.pid))
