@@ -339,11 +339,15 @@ static void mqttc_on_delivered(void *ctx, MQTTAsync_token token)
  * paho keeps an in-memory trace of every function entry and exit and of every packet
  * (formatted text under a mutex), read by no one unless MQTT_C_CLIENT_TRACE names a
  * destination: about a tenth of the coordinator's instructions in a fan-out
- * (docs/architecture.md, "Threads"). Errors only, unless the user asked for a trace.
+ * (docs/coordinator.md, after the options). Errors only, unless the user asked for a trace.
  */
 static void mqttc_trace_errors_only(void)
 {
-	if (getenv("MQTT_C_CLIENT_TRACE") == NULL && getenv("MQTT_C_CLIENT_TRACE_LEVEL") == NULL)
+	const char *dest = getenv("MQTT_C_CLIENT_TRACE");
+	const char *level = getenv("MQTT_C_CLIENT_TRACE_LEVEL");
+
+	/* set and empty is unset, as paho reads them */
+	if ((dest == NULL || *dest == '\0') && (level == NULL || *level == '\0'))
 		MQTTAsync_setTraceLevel(MQTTASYNC_TRACE_ERROR);
 }
 

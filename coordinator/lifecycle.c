@@ -38,11 +38,51 @@ bool lifecycle_has_transport(const struct lifecycle *lc)
 	return lc->hooks != NULL;
 }
 
+/* The move and what follows from it, in the caller's transaction: *wrote tells whether
+ * anything was written (an error after that needs the writes undone). */
+static enum rcs_err lifecycle_move_steps(struct lifecycle *lc, const struct job_move *m,
+					 enum store_move *result, struct job_rec *job,
+					 bool *wrote)
+{
+	enum rcs_err err;
+
+	*wrote = false;
+	/* the job's record comes with the move: one read for the event, the metrics, the
+	 * group and the caller */
+	err = store_job_move_rec(lc->st, m, result, job);
+	if (err != RCS_OK)
+		return err; /* nothing written (store.h) */
+	*wrote = true;
+	if (*result == STORE_MOVE_APPLIED && lc->changed)
+		lc->changed(lc->changed_ctx);
+	if (*result != STORE_MOVE_DUPLICATE && *result != STORE_MOVE_TERMINAL &&
+	    lc->webhooks_changed)
+		lc->webhooks_changed(lc->webhooks_ctx);
+	if (*result != STORE_MOVE_APPLIED)
+		return RCS_OK;
+	lifecycle_metrics(lc, m, job->created_at);
+	if (lc->hooks && lc->hooks->job_changed)
+		lc->hooks->job_changed(lc->hooks->ctx, job);
+	/* a job of a group ended: retry, abort, completion, in this transaction */
+	if (status_is_terminal(m->to) && job->group_ident[0] != '\0')
+		err = lifecycle_group_job_ended(lc, job, m->now);
+	return err;
+}
+
+/* Hands the record to the caller (job_after) or frees it. */
+static void lifecycle_move_rec_out(struct job_rec *job, bool ok, struct job_rec *job_after)
+{
+	if (ok && job_after)
+		*job_after = *job;
+	else
+		store_job_rec_free(job);
+}
+
 enum rcs_err lifecycle_move(struct lifecycle *lc, const struct job_move *m, enum store_move *result,
 			    struct job_rec *job_after)
 {
 	struct job_rec job;
-	bool ended, have_job = false;
+	bool wrote;
 	enum rcs_err err, tx_err;
 
 	memset(&job, 0, sizeof(job));
@@ -53,39 +93,28 @@ enum rcs_err lifecycle_move(struct lifecycle *lc, const struct job_move *m, enum
 	err = store_tx_begin(lc->st);
 	if (err != RCS_OK)
 		return err;
-	/* the job's record comes with the move: one read for the event, the metrics, the
-	 * group and the caller */
-	err = store_job_move_rec(lc->st, m, result, &job);
-	if (err != RCS_OK)
-		goto out;
-	have_job = true;
-	if (*result == STORE_MOVE_APPLIED && lc->changed)
-		lc->changed(lc->changed_ctx);
-	if (*result != STORE_MOVE_DUPLICATE && *result != STORE_MOVE_TERMINAL &&
-	    lc->webhooks_changed)
-		lc->webhooks_changed(lc->webhooks_ctx);
-	if (*result != STORE_MOVE_APPLIED)
-		goto out;
-	lifecycle_metrics(lc, m, job.created_at);
-	if (lc->hooks && lc->hooks->job_changed)
-		lc->hooks->job_changed(lc->hooks->ctx, &job);
-	/* a job of a group ended: retry, abort, completion, in this transaction */
-	ended = status_is_terminal(m->to);
-	if (ended && job.group_ident[0] != '\0') {
-		err = lifecycle_group_job_ended(lc, &job, m->now);
-		if (err != RCS_OK)
-			goto out;
-	}
-out:
+	err = lifecycle_move_steps(lc, m, result, &job, &wrote);
 	tx_err = store_tx_end(lc->st, err == RCS_OK);
 	if (err == RCS_OK)
 		err = tx_err;
-	if (err == RCS_OK && have_job && job_after) {
-		*job_after = job;
-		have_job = false; /* the caller's */
-	}
-	if (have_job)
-		store_job_rec_free(&job);
+	lifecycle_move_rec_out(&job, err == RCS_OK, job_after);
+	return err;
+}
+
+enum rcs_err lifecycle_move_in_tx(struct lifecycle *lc, const struct job_move *m,
+				  enum store_move *result, struct job_rec *job_after)
+{
+	struct job_rec job;
+	bool wrote;
+	enum rcs_err err;
+
+	memset(&job, 0, sizeof(job));
+	if (job_after)
+		memset(job_after, 0, sizeof(*job_after));
+	err = lifecycle_move_steps(lc, m, result, &job, &wrote);
+	if (err == RCS_ERR_NOTFOUND && wrote)
+		err = RCS_ERR_INTERNAL; /* RCS_ERR_NOTFOUND says nothing was written */
+	lifecycle_move_rec_out(&job, err == RCS_OK, job_after);
 	return err;
 }
 

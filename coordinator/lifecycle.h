@@ -69,6 +69,14 @@ bool lifecycle_has_transport(const struct lifecycle *lc);
  */
 enum rcs_err lifecycle_move(struct lifecycle *lc, const struct job_move *m, enum store_move *result,
 			    struct job_rec *job_after);
+/*
+ * lifecycle_move without a savepoint of its own, for a caller that applies many moves in
+ * one transaction (a savepoint per move costs SQLite a copy of every page the move
+ * writes): RCS_ERR_NOTFOUND means nothing was written; after any other error, what the
+ * move wrote stays in the transaction and the caller rolls the transaction back.
+ */
+enum rcs_err lifecycle_move_in_tx(struct lifecycle *lc, const struct job_move *m,
+				  enum store_move *result, struct job_rec *job_after);
 
 /*
  * Creates the jobs of b and their group (store_jobs_create) in the caller's transaction,

@@ -1377,19 +1377,25 @@ static bool bridge_again(enum rcs_err err, int attempt, const char *what, const 
 	return true;
 }
 
-static void bridge_apply_report(struct bridge *b, const struct in_msg *m)
+/*
+ * Applies one status report. in_batch: inside the batch's transaction without a savepoint
+ * of its own (lifecycle_move_in_tx); returns false when that failed after writing, and the
+ * batch's transaction must be rolled back and its messages applied again one by one.
+ */
+static bool bridge_apply_report(struct bridge *b, const struct in_msg *m, bool in_batch)
 {
 	struct proto_report r;
 	struct jsonu_err e;
 	struct job_move mv;
 	enum store_move res;
 	enum rcs_err err;
+	bool ok = true;
 
 	if (proto_report_decode(m->payload, m->len, &r, &e) != RCS_OK) {
 		log_warnx("dropped a status report for job %s from %s: %s%s%s", m->topic.job,
 			  m->topic.entity_ident, e.field[0] ? e.field : "", e.field[0] ? ": " : "",
 			  e.message);
-		return;
+		return true;
 	}
 	if (strcmp(r.job, m->topic.job) != 0) {
 		log_warnx("dropped a status report from %s: job %s in the payload, %s in the topic",
@@ -1407,10 +1413,18 @@ static void bridge_apply_report(struct bridge *b, const struct in_msg *m)
 	mv.seq = r.seq;
 	mv.error_code = r.error; /* the cause of an edge_error (docs/mqtt.md) */
 	mv.now = (int64_t)time(NULL);
-	for (int attempt = 0;; attempt++) {
-		err = lifecycle_move(b->lc, &mv, &res, NULL);
-		if (!bridge_again(err, attempt, "job", r.job))
-			break;
+	if (in_batch) {
+		err = lifecycle_move_in_tx(b->lc, &mv, &res, NULL);
+		if (err != RCS_OK && err != RCS_ERR_NOTFOUND) {
+			ok = false; /* the batch again, one by one: that reports the error */
+			goto out;
+		}
+	} else {
+		for (int attempt = 0;; attempt++) {
+			err = lifecycle_move(b->lc, &mv, &res, NULL);
+			if (!bridge_again(err, attempt, "job", r.job))
+				break;
+		}
 	}
 	if (err == RCS_OK && res == STORE_MOVE_KEPT && !status_is_terminal(r.status)) {
 		/* the device works on a job cancelled meanwhile: tell it (again) */
@@ -1431,6 +1445,7 @@ static void bridge_apply_report(struct bridge *b, const struct in_msg *m)
 			  res == STORE_MOVE_APPLIED ? "applied" : "ignored");
 out:
 	proto_report_free(&r);
+	return ok;
 }
 
 /* Returns true when the device came online (its jobs are then sent). */
@@ -1473,6 +1488,28 @@ static bool bridge_apply_state(struct bridge *b, const struct in_msg *m)
 	return came_online;
 }
 
+/* The messages of list, in order, in the caller's transaction when there is one;
+ * in_batch: reports without a savepoint each (bridge_apply_report). Returns false when the
+ * batch must be applied again one by one (*online then holds nothing of it). */
+static bool bridge_apply_list(struct bridge *b, struct in_msg *list, bool in_batch,
+			      json_object *online)
+{
+	for (struct in_msg *m = list; m; m = m->next) {
+		if (m->topic.kind == PROTO_STATUS) {
+			if (!bridge_apply_report(b, m, in_batch)) {
+				while (json_object_array_length(online) > 0)
+					json_object_array_del_idx(
+					    online, json_object_array_length(online) - 1, 1);
+				return false;
+			}
+		} else if (bridge_apply_state(b, m)) {
+			json_object_array_add(online,
+					      json_object_new_string(m->topic.entity_ident));
+		}
+	}
+	return true;
+}
+
 static void bridge_apply_inbound(struct bridge *b, struct in_msg *list)
 {
 	json_object *online = json_object_new_array();
@@ -1485,12 +1522,15 @@ static void bridge_apply_inbound(struct bridge *b, struct in_msg *list)
 	 * and lets both go (docs/scale-out.md, "Limits") */
 	bool tx = !store_shared(b->st) && store_tx_begin(b->st) == RCS_OK;
 
-	for (struct in_msg *m = list; m; m = m->next) {
-		if (m->topic.kind == PROTO_STATUS)
-			bridge_apply_report(b, m);
-		else if (bridge_apply_state(b, m))
-			json_object_array_add(online,
-					      json_object_new_string(m->topic.entity_ident));
+	/* in the batch's transaction the reports take no savepoint each; should one fail
+	 * after writing (a database error), the batch is rolled back and applied again with a
+	 * savepoint per message, so that the failing one costs only itself
+	 * (docs/architecture.md, "One job's path") */
+	if (!bridge_apply_list(b, list, tx, online)) {
+		log_warnx("a batch of %s is applied again message by message", "device messages");
+		store_tx_end(b->st, false);
+		tx = store_tx_begin(b->st) == RCS_OK;
+		bridge_apply_list(b, list, false, online);
 	}
 	if (tx && store_tx_end(b->st, true) != RCS_OK)
 		log_warnx("a batch of %s could not be stored", "device messages");

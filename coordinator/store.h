@@ -508,10 +508,12 @@ struct job_move {
 };
 /* Applies one status change with the rules of docs/architecture.md, "Job statuses". */
 enum rcs_err store_job_move(struct store *st, const struct job_move *m, enum store_move *result);
-/* store_job_move in the caller's transaction (store_tx_begin; an error leaves writes the
- * caller rolls back), and with the job's record: when rec is not NULL and RCS_OK is
- * returned, *rec is the job as it stands after the move (unchanged unless applied; free with
- * store_job_rec_free), read with the move instead of after it. */
+/* store_job_move in the caller's transaction (store_tx_begin), and with the job's record:
+ * when rec is not NULL and RCS_OK is returned, *rec is the job as it stands after the move
+ * (unchanged unless applied; free with store_job_rec_free), read with the move instead of
+ * after it. RCS_ERR_NOTFOUND (no such job, or not m's tenant's or device's) comes before
+ * anything is written; after another error, what was written is the caller's to roll
+ * back. */
 enum rcs_err store_job_move_rec(struct store *st, const struct job_move *m,
 				enum store_move *result, struct job_rec *rec);
 

@@ -839,7 +839,7 @@ enum rcs_err store_job_move_rec(struct store *st, const struct job_move *m,
 				enum store_move *result, struct job_rec *rec)
 {
 	struct job_move_row j;
-	bool have_rec = false;
+	bool have_rec = false, wrote = false;
 	enum rcs_err err;
 
 	memset(&j, 0, sizeof(j));
@@ -861,6 +861,7 @@ enum rcs_err store_job_move_rec(struct store *st, const struct job_move *m,
 	if (status_is_terminal(j.rec.status)) {
 		if (m->seq > 0 && (j.rec.status == JS_CANCELLED || j.rec.status == JS_EXPIRED)) {
 			/* what the device said after the coordinator ended the job */
+			wrote = true;
 			err = store_history_add(st, m->ident, j.n_history + 1, status_name(m->to),
 						m->now, m->response,
 						m->set_response_time ? m->now : 0, m->seq);
@@ -886,6 +887,7 @@ enum rcs_err store_job_move_rec(struct store *st, const struct job_move *m,
 		*result = STORE_MOVE_DUPLICATE;
 		goto out;
 	}
+	wrote = true;
 	err = job_move_apply(st, m, &j);
 	if (err == RCS_OK && j.rec.group_ident[0] != '\0' && status_is_terminal(m->to))
 		err = store_group_job_ended(st, j.rec.group_ident, m->to);
@@ -896,6 +898,8 @@ enum rcs_err store_job_move_rec(struct store *st, const struct job_move *m,
 					      status_name(m->to), m->now);
 	*result = STORE_MOVE_APPLIED;
 out:
+	if (err == RCS_ERR_NOTFOUND && wrote)
+		err = RCS_ERR_INTERNAL; /* RCS_ERR_NOTFOUND says nothing was written (store.h) */
 	if (err == RCS_OK && rec != NULL) {
 		*rec = j.rec;
 		have_rec = false; /* the caller's */

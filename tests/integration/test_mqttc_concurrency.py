@@ -32,15 +32,32 @@ class ConcurrentPublishTest(unittest.TestCase):
         self.broker = Mosquitto(self.workdir, persistence=False).start()
         self.addCleanup(self.broker.stop)
 
-    def stress(self, threads, messages):
+    def stress(self, threads, messages, env=None, out=None):
         p = subprocess.run([STRESS, "--url", self.broker.url, "--threads", str(threads),
                             "--messages", str(messages), "--timeout", "60"],
-                           capture_output=True, text=True, timeout=300)
+                           capture_output=True, text=True, timeout=300,
+                           env=dict(os.environ, **(env or {})))
         lines = [ln for ln in p.stdout.splitlines() if ln.startswith("{")]
         self.assertTrue(lines, "mqttc_stress printed no result (rc %d): %s" % (
             p.returncode, p.stderr[-2000:]))
         res = json.loads(lines[-1])
+        if out is not None:
+            out.extend(ln for ln in p.stdout.splitlines() if not ln.startswith("{"))
         return p.returncode, res
+
+    def test_paho_trace_only_on_request(self):
+        """paho's trace is off (docs/coordinator.md, after the options) unless
+        MQTT_C_CLIENT_TRACE asks for it; then its level is the user's."""
+        quiet, traced = [], []
+        env = {k: "" for k in ("MQTT_C_CLIENT_TRACE", "MQTT_C_CLIENT_TRACE_LEVEL")}
+        rc, res = self.stress(1, 20, env=env, out=quiet)
+        self.assertEqual((rc, res["missing"]), (0, 0), res)
+        self.assertEqual(quiet, [])
+        rc, res = self.stress(1, 20, out=traced, env={"MQTT_C_CLIENT_TRACE": "ON",
+                                                      "MQTT_C_CLIENT_TRACE_LEVEL": "PROTOCOL"})
+        self.assertEqual((rc, res["missing"]), (0, 0), res)
+        self.assertTrue([ln for ln in traced if "PUBLISH" in ln],
+                        "no PUBLISH in paho's trace: %r" % traced[:20])
 
     def test_one_thread(self):
         rc, res = self.stress(1, 5000)
