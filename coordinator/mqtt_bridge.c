@@ -1525,7 +1525,7 @@ static void bridge_apply_inbound(struct bridge *b, struct in_msg *list)
 	/* in the batch's transaction the reports take no savepoint each; should one fail
 	 * after writing (a database error), the batch is rolled back and applied again with a
 	 * savepoint per message, so that the failing one costs only itself
-	 * (docs/architecture.md, "One job's path") */
+	 * (docs/architecture.md, "One job, from POST to the final report", step 6) */
 	if (!bridge_apply_list(b, list, tx, online)) {
 		log_warnx("a batch of %s is applied again message by message", "device messages");
 		store_tx_end(b->st, false);
