@@ -41,8 +41,7 @@ bool lifecycle_has_transport(const struct lifecycle *lc)
 /* The move and what follows from it, in the caller's transaction: *wrote tells whether
  * anything was written (an error after that needs the writes undone). */
 static enum rcs_err lifecycle_move_steps(struct lifecycle *lc, const struct job_move *m,
-					 enum store_move *result, struct job_rec *job,
-					 bool *wrote)
+					 enum store_move *result, struct job_rec *job, bool *wrote)
 {
 	enum rcs_err err;
 

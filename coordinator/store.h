@@ -514,8 +514,8 @@ enum rcs_err store_job_move(struct store *st, const struct job_move *m, enum sto
  * after it. RCS_ERR_NOTFOUND (no such job, or not m's tenant's or device's) comes before
  * anything is written; after another error, what was written is the caller's to roll
  * back. */
-enum rcs_err store_job_move_rec(struct store *st, const struct job_move *m,
-				enum store_move *result, struct job_rec *rec);
+enum rcs_err store_job_move_rec(struct store *st, const struct job_move *m, enum store_move *result,
+				struct job_rec *rec);
 
 /* A notification recorded for a job (one per status and address); sent_at 0: not sent. */
 struct job_notification_rec {

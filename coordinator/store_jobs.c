@@ -835,8 +835,8 @@ out:
 	return err;
 }
 
-enum rcs_err store_job_move_rec(struct store *st, const struct job_move *m,
-				enum store_move *result, struct job_rec *rec)
+enum rcs_err store_job_move_rec(struct store *st, const struct job_move *m, enum store_move *result,
+				struct job_rec *rec)
 {
 	struct job_move_row j;
 	bool have_rec = false, wrote = false;
