@@ -1002,6 +1002,10 @@ static void api_completed(void *cls, struct MHD_Connection *conn, void **con_cls
 	(void)toe;
 	if (c == NULL)
 		return;
+	/* a writer's answer the connection never sent: the daemon stopped (http_api_stop)
+	 * between the writer's resume and the connection's next turn */
+	json_object_put(c->resp.body);
+	free(c->resp.text);
 	buf_free(&c->body);
 	free(c);
 	*con_cls = NULL;
