@@ -224,8 +224,12 @@ class NatsClusterTest(unittest.TestCase):
         self.assertEqual(state["tags"], ["nats"])
         # node 3 goes down (a crash: no Last Will is published for B, its node is gone)
         self.cluster.stop_node(2)
+        # until JetStream has elected new leaders for what node 3 led, a new client's
+        # session (even a clean one) is not made and its CONNECT waits: on a loaded
+        # machine that took over 60 s once
         payload, _ = wait_for(lambda: self._try_retained(self.n2, self.state_topic(self.b)),
-                              timeout=60, what="B's state readable on node 2 with node 3 down")
+                              timeout=150, interval=1,
+                              what="B's state readable on node 2 with node 3 down")
         self.assertEqual(json.loads(payload)["tags"], ["nats"])
         # a job for A still runs meanwhile (nodes 1 and 2)
         r = self.admin.post("/tasks/%s/jobs" % self.task["ident"], {"entity_ident": self.a})
@@ -254,8 +258,9 @@ class NatsClusterTest(unittest.TestCase):
 
     def _try_retained(self, node, topic):
         try:
-            return retained(node, topic, timeout=10)
-        except (AssertionError, OSError):
+            return retained(node, topic, timeout=15)
+        except (AssertionError, OSError) as e:
+            note("%s: %s" % (node.name, e))
             return None
 
 
