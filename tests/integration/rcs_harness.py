@@ -27,13 +27,19 @@ AGENT = os.path.join(BIN_DIR, "rcs-agent")
 SCRIPTS_DIR = os.path.join(SOURCE_DIR, "scripts")
 
 
+_PORTS_GIVEN = set()
+
+
 def free_port():
-    """A TCP port on 127.0.0.1 that nothing listens on right now (never 1883)."""
+    """A TCP port on 127.0.0.1 that nothing listens on right now (never 1883), and not one
+    this process was given before: the kernel may hand the same free port to two calls in
+    a row, and a server given both (a NATS node's monitor and route ports) fails to start."""
     while True:
         with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
             s.bind(("127.0.0.1", 0))
             port = s.getsockname()[1]
-        if port != 1883:
+        if port != 1883 and port not in _PORTS_GIVEN:
+            _PORTS_GIVEN.add(port)
             return port
 
 
