@@ -1497,9 +1497,8 @@ static bool bridge_apply_list(struct bridge *b, struct in_msg *list, bool in_bat
 	for (struct in_msg *m = list; m; m = m->next) {
 		if (m->topic.kind == PROTO_STATUS) {
 			if (!bridge_apply_report(b, m, in_batch)) {
-				while (json_object_array_length(online) > 0)
-					json_object_array_del_idx(
-					    online, json_object_array_length(online) - 1, 1);
+				json_object_array_del_idx(online, 0,
+							  json_object_array_length(online));
 				return false;
 			}
 		} else if (bridge_apply_state(b, m)) {
