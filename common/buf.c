@@ -49,6 +49,18 @@ enum rcs_err buf_append(struct buf *b, const void *data, size_t n)
 	return RCS_OK;
 }
 
+char *buf_room(struct buf *b, size_t n, enum rcs_err *err)
+{
+	*err = buf_reserve(b, n);
+	return *err == RCS_OK ? b->data + b->len : NULL;
+}
+
+void buf_added(struct buf *b, size_t n)
+{
+	b->len += n;
+	b->data[b->len] = '\0';
+}
+
 enum rcs_err buf_appendf(struct buf *b, const char *fmt, ...)
 {
 	va_list ap;

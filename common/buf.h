@@ -22,6 +22,10 @@ struct buf {
 void buf_init(struct buf *b, size_t max);
 enum rcs_err buf_append(struct buf *b, const void *data, size_t n);
 enum rcs_err buf_appendf(struct buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* Room for n more bytes at the end: where to write them, or NULL (*err says why; the buffer
+ * is as it was). buf_added(b, k) then counts the k <= n bytes written there. */
+char *buf_room(struct buf *b, size_t n, enum rcs_err *err);
+void buf_added(struct buf *b, size_t n);
 void buf_reset(struct buf *b);
 void buf_free(struct buf *b);
 

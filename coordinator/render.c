@@ -4,6 +4,7 @@
  */
 #include "render.h"
 
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -28,16 +29,32 @@ static void render_put(struct render *w, const char *s, size_t n)
 		w->err = buf_append(w->out, s, n);
 }
 
+/* Whether a comma goes before the next value: between array elements and members (a key
+ * took its own), so the caller writes it with the value in one go. */
+static bool render_comma(struct render *w)
+{
+	bool comma;
+
+	if (w->after_key) {
+		w->after_key = false;
+		return false;
+	}
+	comma = !w->first[w->depth];
+	w->first[w->depth] = false;
+	return comma;
+}
+
 /* What goes before a value: a comma between array elements (a key wrote its own). */
 static void render_sep(struct render *w)
 {
-	if (w->after_key) {
-		w->after_key = false;
-		return;
-	}
-	if (!w->first[w->depth])
+	if (render_comma(w))
 		render_put(w, ",", 1);
-	w->first[w->depth] = false;
+}
+
+/* Room for n more bytes of output; NULL once a write failed (the error sticks). */
+static char *render_room(struct render *w, size_t n)
+{
+	return w->err == RCS_OK ? buf_room(w->out, n, &w->err) : NULL;
 }
 
 static void render_open(struct render *w, char c)
@@ -88,40 +105,67 @@ void render_arr_close(struct render *w)
  * it came in) as it is, a run at a time. */
 #define RENDER_SHORT 128 /* a string up to this long without escapes: one write */
 
+/* Whether any of the 8 bytes in v is a control character (< 0x20), '"' or '\\', by the
+ * word-at-a-time tests for a zero byte and for a byte under n; a byte from 0x80 up never
+ * counts. A word that does is looked at byte by byte. */
+static bool render_word_needs_escape(uint64_t v)
+{
+	const uint64_t ones = 0x0101010101010101ULL, highs = 0x8080808080808080ULL;
+	uint64_t q = v ^ (ones * '"'), b = v ^ (ones * '\\');
+
+	return (((v - ones * 0x20) & ~v) | ((q - ones) & ~q) | ((b - ones) & ~b)) & highs;
+}
+
 /* The length of s's first run that needs no escape. */
 static size_t render_plain_len(const char *s, size_t len)
 {
 	size_t i = 0;
 
+	for (; i + 8 <= len; i += 8) {
+		uint64_t v;
+
+		memcpy(&v, s + i, 8);
+		if (render_word_needs_escape(v))
+			break;
+	}
 	while (i < len && (unsigned char)s[i] >= 0x20 && s[i] != '"' && s[i] != '\\')
 		i++;
 	return i;
 }
 
-/* "s" followed by tail (a key's colon, or nothing) in one write when s is short and needs no
- * escape; false when it doesn't fit. */
-static bool render_quoted_short(struct render *w, const char *s, size_t len, const char *tail,
-				size_t tail_len)
+/* [,]"s" followed by tail (a key's colon, or nothing) written in place when s is short and
+ * needs no escape; false (nothing written, the comma still due) when it isn't. */
+static bool render_quoted_short(struct render *w, bool comma, const char *s, size_t len,
+				const char *tail, size_t tail_len)
 {
-	char tmp[RENDER_SHORT + 4];
+	size_t n = (comma ? 1 : 0) + len + 2 + tail_len;
+	char *p;
 
 	if (len > RENDER_SHORT || render_plain_len(s, len) != len)
 		return false;
-	tmp[0] = '"';
-	memcpy(tmp + 1, s, len);
-	tmp[len + 1] = '"';
-	memcpy(tmp + len + 2, tail, tail_len);
-	render_put(w, tmp, len + 2 + tail_len);
+	p = render_room(w, n);
+	if (p == NULL)
+		return true;
+	if (comma)
+		*p++ = ',';
+	*p++ = '"';
+	memcpy(p, s, len);
+	p += len;
+	*p++ = '"';
+	if (tail_len > 0)
+		memcpy(p, tail, tail_len);
+	buf_added(w->out, n);
 	return true;
 }
 
-static void render_escaped(struct render *w, const char *s, size_t len)
+/* [,]"s" escaped. */
+static void render_escaped(struct render *w, bool comma, const char *s, size_t len)
 {
 	size_t run = 0;
 
-	if (render_quoted_short(w, s, len, "", 0))
+	if (render_quoted_short(w, comma, s, len, "", 0))
 		return;
-	render_put(w, "\"", 1);
+	render_put(w, comma ? ",\"" : "\"", comma ? 2 : 1);
 	for (size_t i = 0; i < len; i++) {
 		unsigned char c = (unsigned char)s[i];
 		char esc[8];
@@ -166,10 +210,10 @@ static void render_escaped(struct render *w, const char *s, size_t len)
 void render_key(struct render *w, const char *key)
 {
 	size_t len = strlen(key);
+	bool comma = render_comma(w);
 
-	render_sep(w);
-	if (!render_quoted_short(w, key, len, ":", 1)) {
-		render_escaped(w, key, len);
+	if (!render_quoted_short(w, comma, key, len, ":", 1)) {
+		render_escaped(w, comma, key, len);
 		render_put(w, ":", 1);
 	}
 	w->after_key = true;
@@ -177,11 +221,10 @@ void render_key(struct render *w, const char *key)
 
 void render_strn(struct render *w, const char *s, size_t len)
 {
-	render_sep(w);
 	if (s == NULL)
-		render_put(w, "null", 4);
+		render_null(w);
 	else
-		render_escaped(w, s, len);
+		render_escaped(w, render_comma(w), s, len);
 }
 
 void render_str(struct render *w, const char *s)
@@ -191,11 +234,18 @@ void render_str(struct render *w, const char *s)
 
 void render_int(struct render *w, long long v)
 {
-	char num[24];
-	int n = snprintf(num, sizeof(num), "%lld", v);
+	char num[24], *end = num + sizeof(num), *p = end;
+	unsigned long long u = v < 0 ? 0ULL - (unsigned long long)v : (unsigned long long)v;
 
-	render_sep(w);
-	render_put(w, num, (size_t)n);
+	do {
+		*--p = (char)('0' + u % 10);
+		u /= 10;
+	} while (u != 0);
+	if (v < 0)
+		*--p = '-';
+	if (render_comma(w))
+		*--p = ',';
+	render_put(w, p, (size_t)(end - p));
 }
 
 void render_bool(struct render *w, bool v)
@@ -206,17 +256,20 @@ void render_bool(struct render *w, bool v)
 
 void render_null(struct render *w)
 {
-	render_sep(w);
-	render_put(w, "null", 4);
+	if (render_comma(w))
+		render_put(w, ",null", 5);
+	else
+		render_put(w, "null", 4);
 }
 
 void render_raw(struct render *w, const char *json)
 {
+	if (json == NULL || json[0] == '\0') {
+		render_null(w);
+		return;
+	}
 	render_sep(w);
-	if (json == NULL || json[0] == '\0')
-		render_put(w, "null", 4);
-	else
-		render_put(w, json, strlen(json));
+	render_put(w, json, strlen(json));
 }
 
 void render_kstr(struct render *w, const char *key, const char *s)

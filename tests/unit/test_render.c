@@ -112,7 +112,39 @@ static void test_sticky_error(void **state)
 	buf_free(&b);
 }
 
-/* Closing more than was opened, or leaving one open, is the caller's bug: reported. */
+/* Each kind of value and key after a comma: written with the value, escaped or not. */
+static void test_commas_before_every_kind(void **state)
+{
+	struct render w;
+	struct buf b;
+
+	(void)state;
+	buf_init(&b, 4096);
+	render_init(&w, &b);
+	render_obj_open(&w);
+	render_kint(&w, "a", 0);
+	render_kstr(&w, "q\"k", "x\ty");
+	render_key(&w, "l");
+	render_arr_open(&w);
+	render_null(&w);
+	render_int(&w, -12);
+	render_str(&w, "p");
+	render_str(&w, "e\"");
+	render_str(&w, NULL);
+	render_raw(&w, "[]");
+	render_raw(&w, "");
+	render_bool(&w, false);
+	render_int(&w, 9223372036854775807LL);
+	render_arr_close(&w);
+	render_kint_opt(&w, "z", 0);
+	render_obj_close(&w);
+	assert_int_equal(render_end(&w), RCS_OK);
+	assert_string_equal(b.data,
+			    "{\"a\":0,\"q\\\"k\":\"x\\ty\",\"l\":[null,-12,\"p\","
+			    "\"e\\\"\",null,[],null,false,9223372036854775807],\"z\":null}");
+	buf_free(&b);
+}
+
 /* Strings and keys around the length written in one piece (128 bytes), plain or with an
  * escape at either end: the same text either way. */
 static void test_short_and_long_strings(void **state)
@@ -153,6 +185,43 @@ static void test_short_and_long_strings(void **state)
 	}
 }
 
+/* Each byte that needs an escape, and the bytes next to them that don't, at every offset of
+ * a string longer than a few 8-byte words: the text parses back to the string. */
+static void test_escape_at_every_offset(void **state)
+{
+	static const char probes[] = {'\x01', '\x1f', '"', '\\', ' ', '!', '#', '[', ']', '\x7f'};
+	char s[41];
+
+	(void)state;
+	for (size_t p = 0; p < sizeof(probes); p++) {
+		for (size_t at = 0; at < sizeof(s) - 1; at++) {
+			struct render w;
+			struct buf b;
+			json_object *o;
+
+			memset(s, 'x', sizeof(s) - 1);
+			s[sizeof(s) - 1] = '\0';
+			memcpy(s + 3, "\xc3\xa9", 2); /* UTF-8: never escaped */
+			s[at] = probes[p];
+			buf_init(&b, 4096);
+			render_init(&w, &b);
+			render_obj_open(&w);
+			render_kint(&w, "n", 1);
+			render_kstr(&w, s, s);
+			render_obj_close(&w);
+			assert_int_equal(render_end(&w), RCS_OK);
+			o = parse(&b);
+			assert_string_equal(json_object_get_string(json_object_object_get(o, s)),
+					    s);
+			for (size_t i = 0; i < b.len; i++)
+				assert_true((unsigned char)b.data[i] >= 0x20); /* escaped, all */
+			json_object_put(o);
+			buf_free(&b);
+		}
+	}
+}
+
+/* Closing more than was opened, or leaving one open, is the caller's bug: reported. */
 static void test_unbalanced(void **state)
 {
 	struct render w;
@@ -173,6 +242,8 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_escapes_round_trip),
+	    cmocka_unit_test(test_commas_before_every_kind),
+	    cmocka_unit_test(test_escape_at_every_offset),
 	    cmocka_unit_test(test_nesting_and_values),
 	    cmocka_unit_test(test_page),
 	    cmocka_unit_test(test_sticky_error),
