@@ -55,6 +55,11 @@ struct mqttc {
 	pthread_mutex_t room_lock;
 	pthread_cond_t room;
 	uint64_t delivered;
+	/* the window, kept here (mqttc_take_room): QoS 1 publishes paho took and has not completed
+	 * yet, counted again from paho's own list after a connect and now and then */
+	long in_flight;
+	bool recount;
+	struct timespec recounted; /* CLOCK_MONOTONIC */
 	unsigned attempt;
 	struct timespec next_attempt; /* CLOCK_MONOTONIC */
 	unsigned gen;                 /* connections made so far: whose subscriptions these are */
@@ -241,6 +246,10 @@ static void mqttc_on_connect_ok(void *ctx, MQTTAsync_successData *resp)
 	m->planned = false;
 	m->gen++; /* what is still to be asked for again belongs to the last connection */
 	pthread_mutex_unlock(&m->lock);
+	/* a new session dropped what was in flight, a resumed one sends it again */
+	pthread_mutex_lock(&m->room_lock);
+	m->recount = true;
+	pthread_mutex_unlock(&m->room_lock);
 	if (m->nurls > 1)
 		log_info("connected to %s (session %s; broker %d of %zu)", m->urls[cur],
 			 present ? "resumed" : "new", cur + 1, m->nurls);
@@ -330,6 +339,8 @@ static void mqttc_on_delivered(void *ctx, MQTTAsync_token token)
 	mqttc_cb_enter(m);
 	pthread_mutex_lock(&m->room_lock);
 	m->delivered++;
+	if (m->in_flight > 0)
+		m->in_flight--;
 	pthread_cond_broadcast(&m->room);
 	pthread_mutex_unlock(&m->room_lock);
 	mqttc_cb_leave(m);
@@ -418,7 +429,10 @@ static int mqttc_connect(struct mqttc *m)
 	co.cleansession = m->clean ? 1 : 0;
 	m->trying_clean = m->clean;
 	pthread_mutex_unlock(&m->lock);
-	co.maxInflight = m->o.max_inflight;
+	/* the window is kept in mqttc_take_room; paho's own, twice as large, is never full: paho
+	 * does not wake its sending thread when an acknowledgement makes room there, and what
+	 * waits sits for up to a second (docs/coordinator.md, option mqtt_window) */
+	co.maxInflight = m->o.max_inflight < 32767 ? 2 * m->o.max_inflight : 65535;
 	co.connectTimeout = 5;
 	co.automaticReconnect = 0;
 	co.username = m->o.username;
@@ -988,6 +1002,73 @@ const char *mqttc_server(struct mqttc *m)
 	return url;
 }
 
+/* What paho has not completed for this client: its queued requests and its QoS 1
+ * publishes in flight. With client_lock held. */
+static long mqttc_pending(struct mqttc *m)
+{
+	MQTTAsync_token *tokens = NULL;
+	long n = 0;
+
+	if (MQTTAsync_getPendingTokens(m->client, &tokens) != MQTTASYNC_SUCCESS)
+		return -1;
+	while (tokens != NULL && tokens[n] != -1)
+		n++;
+	MQTTAsync_free(tokens);
+	return n;
+}
+
+#define MQTTC_RECOUNT_S 1 /* a full window is counted again from paho's list this often */
+
+/*
+ * Takes a place in the window for a QoS 1 publish (false: none free, fewer than max_inflight
+ * must be in flight). paho looks for a free message id through every message in flight, for
+ * each publish, so a window as large as a burst costs far more than the burst's messages
+ * (docs/coordinator.md, option mqtt_window). The count is ours, taken before paho has the
+ * message (its acknowledgement can't come first); after a connect, and while the window
+ * stays full, it is taken again from paho's list, so that a message paho dropped without a
+ * callback (a new session) does not hold its place. Not recounted inside our callbacks
+ * (paho's lock).
+ */
+static bool mqttc_take_room(struct mqttc *m)
+{
+	struct timespec now;
+	bool recount;
+	long n = -1;
+
+	pthread_mutex_lock(&m->room_lock);
+	recount = m->recount;
+	if (m->in_flight >= m->o.max_inflight && !recount) {
+		mqttc_now(&now);
+		recount = now.tv_sec - m->recounted.tv_sec >= MQTTC_RECOUNT_S;
+	}
+	if (recount && mqttc_cb_depth == 0) {
+		m->recount = false;
+		mqttc_now(&m->recounted);
+		pthread_mutex_unlock(&m->room_lock);
+		pthread_rwlock_rdlock(&m->client_lock);
+		n = mqttc_pending(m);
+		pthread_rwlock_unlock(&m->client_lock);
+		pthread_mutex_lock(&m->room_lock);
+		if (n >= 0)
+			m->in_flight = n;
+	}
+	recount = m->in_flight < m->o.max_inflight; /* now: whether there is room */
+	if (recount)
+		m->in_flight++;
+	pthread_mutex_unlock(&m->room_lock);
+	return recount;
+}
+
+/* Gives back a place mqttc_take_room took for a publish paho refused. */
+static void mqttc_give_room(struct mqttc *m)
+{
+	pthread_mutex_lock(&m->room_lock);
+	if (m->in_flight > 0)
+		m->in_flight--;
+	pthread_cond_broadcast(&m->room);
+	pthread_mutex_unlock(&m->room_lock);
+}
+
 static void mqttc_pub_ok(void *ctx, MQTTAsync_successData *resp)
 {
 	struct mqttc_pub *p = ctx;
@@ -1010,6 +1091,7 @@ static void mqttc_pub_fail(void *ctx, MQTTAsync_failureData *resp)
 
 	(void)resp;
 	mqttc_cb_enter(m);
+	mqttc_give_room(m);
 	if (m->cb.on_published)
 		m->cb.on_published(m->cb.ctx, p->tag, false);
 	free(p);
@@ -1043,11 +1125,17 @@ enum rcs_err mqttc_publish(struct mqttc *m, const char *topic, const void *paylo
 		ro.onFailure = mqttc_pub_fail;
 		ro.context = p;
 	}
+	if (qos > 0 && !mqttc_take_room(m)) {
+		free(p);
+		return RCS_ERR_FULL;
+	}
 	locked = mqttc_send_lock(m);
 	pthread_rwlock_rdlock(&m->client_lock);
 	rc = MQTTAsync_sendMessage(m->client, topic, &msg, &ro);
 	pthread_rwlock_unlock(&m->client_lock);
 	mqttc_send_unlock(m, locked);
+	if (rc != MQTTASYNC_SUCCESS && qos > 0)
+		mqttc_give_room(m);
 	if (rc != MQTTASYNC_SUCCESS) {
 		free(p);
 		if (rc == MQTTASYNC_DISCONNECTED)

@@ -34,7 +34,7 @@ struct mqttc_opts {
 	const char *keyfile;
 	const char *key_passphrase; /* of an encrypted keyfile; NULL: none */
 	int keepalive;              /* seconds (default 20) */
-	int max_inflight;           /* QoS 1 messages in flight (default 1000) */
+	int max_inflight; /* QoS 1 publishes not yet acknowledged; beyond, RCS_ERR_FULL (1000) */
 	/* Last Will (NULL topic: none) */
 	const char *will_topic;
 	const char *will_payload;
@@ -84,7 +84,8 @@ const char *mqttc_server(struct mqttc *m);
 /*
  * Queues a publish. RCS_ERR_BUSY when not connected (nothing is queued:
  * the caller keeps the message and sends it after the next on_connected);
- * RCS_ERR_FULL when the client's queue is full for now (retry shortly).
+ * RCS_ERR_FULL when the client's queue is full for now, or max_inflight QoS 1 publishes
+ * wait for their acknowledgement (retry shortly, or after mqttc_wait_delivered).
  * tag (non-zero) is handed back in on_published.
  */
 enum rcs_err mqttc_publish(struct mqttc *m, const char *topic, const void *payload, size_t len,

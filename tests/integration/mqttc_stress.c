@@ -5,6 +5,7 @@
  * against a mosquitto it starts; prints one JSON line and exits 0 when nothing is missing.
  *
  *   mqttc_stress --url tcp://127.0.0.1:PORT [--threads 4] [--messages 5000] [--timeout 60]
+ *                [--window 1000]
  */
 #include <pthread.h>
 #include <stdatomic.h>
@@ -27,6 +28,7 @@ struct stress {
 	int threads;
 	int messages;
 	int timeout_s;
+	int window; /* the publisher's max_inflight */
 	struct mqttc *pub, *sub;
 	atomic_bool pub_up, sub_up, subscribed;
 	atomic_int received, duplicates, refused;
@@ -125,10 +127,11 @@ static bool stress_wait(atomic_bool *flag, int seconds)
 
 int main(int argc, char **argv)
 {
-	struct stress s = {.threads = 4, .messages = 5000, .timeout_s = 60};
+	struct stress s = {.threads = 4, .messages = 5000, .timeout_s = 60, .window = 1000};
 	struct stress_thread th[STRESS_MAX_THREADS];
 	struct mqttc_opts po, so;
 	struct mqttc_callbacks pcb, scb;
+	struct timespec t0, t1;
 	int total, rc = 1;
 
 	for (int i = 1; i + 1 < argc; i += 2) {
@@ -140,12 +143,14 @@ int main(int argc, char **argv)
 			s.messages = atoi(argv[i + 1]);
 		else if (strcmp(argv[i], "--timeout") == 0)
 			s.timeout_s = atoi(argv[i + 1]);
+		else if (strcmp(argv[i], "--window") == 0)
+			s.window = atoi(argv[i + 1]);
 	}
 	if (s.url == NULL || s.threads < 1 || s.threads > STRESS_MAX_THREADS || s.messages < 1 ||
-	    s.messages > 1000000 || s.timeout_s < 1) {
+	    s.messages > 1000000 || s.timeout_s < 1 || s.window < 1 || s.window > 65535) {
 		fprintf(stderr,
 			"usage: mqttc_stress --url URL [--threads 1..%d] [--messages N]"
-			" [--timeout S]\n",
+			" [--timeout S] [--window 1..65535]\n",
 			STRESS_MAX_THREADS);
 		return 2;
 	}
@@ -170,6 +175,7 @@ int main(int argc, char **argv)
 	}
 	po = so;
 	po.client_id = "rcs-stress-pub";
+	po.max_inflight = s.window;
 	memset(&pcb, 0, sizeof(pcb));
 	pcb.ctx = &s;
 	pcb.on_connected = on_pub_connected;
@@ -177,6 +183,7 @@ int main(int argc, char **argv)
 		fprintf(stderr, "mqttc_stress: the publisher did not connect\n");
 		goto out;
 	}
+	clock_gettime(CLOCK_MONOTONIC, &t0);
 	for (int t = 0; t < s.threads; t++) {
 		th[t].s = &s;
 		th[t].n = t;
@@ -189,8 +196,11 @@ int main(int argc, char **argv)
 		pthread_join(th[t].tid, NULL);
 	for (int i = 0; i < s.timeout_s * 100 && atomic_load(&s.received) < total; i++)
 		usleep(10000);
-	printf("{\"threads\": %d, \"published\": %d, \"refused\": %d, \"acknowledged\": %llu,"
+	clock_gettime(CLOCK_MONOTONIC, &t1);
+	printf("{\"window\": %d, \"seconds\": %.2f, \"threads\": %d, \"published\": %d, "
+	       "\"refused\": %d, \"acknowledged\": %llu,"
 	       " \"received\": %d, \"duplicates\": %d, \"missing\": %d}\n",
+	       s.window, (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9,
 	       s.threads, total - atomic_load(&s.refused), atomic_load(&s.refused),
 	       (unsigned long long)mqttc_delivered(s.pub), atomic_load(&s.received),
 	       atomic_load(&s.duplicates), total - atomic_load(&s.received));
