@@ -11,23 +11,54 @@
 
 #define LIFECYCLE_EVENT_MAX ((size_t)8 << 20) /* bytes of one group record as text */
 
+/* The metrics of one applied change, counted once its transaction has committed. */
+struct lifecycle_metric {
+	enum job_status to;
+	enum { LC_METRIC_NONE, LC_METRIC_DELIVERY, LC_METRIC_RUN } kind;
+	double seconds;
+};
+
+static void lifecycle_metric_done(void *arg, bool committed)
+{
+	struct lifecycle_metric *lm = arg;
+
+	if (committed) {
+		metrics_job_status(lm->to);
+		if (lm->kind == LC_METRIC_DELIVERY)
+			metrics_job_delivery_latency(lm->seconds);
+		else if (lm->kind == LC_METRIC_RUN)
+			metrics_job_run_time(lm->seconds);
+	}
+	free(lm);
+}
+
 /* The metrics of an applied change: its status, and how long the job took to reach its
  * device (created -> edge_transmitted) or to run (edge_started -> final status).
  * created_at: the job's, when its record was read anyway (its initial status has the same
- * time); 0: looked up. */
+ * time); 0: looked up. Counted when the change commits, not before: a batch rolled back
+ * and applied again counts once (docs/architecture.md, "One job, from POST to the final
+ * report", step 6). */
 static void lifecycle_metrics(struct lifecycle *lc, const struct job_move *m, int64_t created_at)
 {
+	struct lifecycle_metric *lm = calloc(1, sizeof(*lm));
 	int64_t since = created_at;
 
-	metrics_job_status(m->to);
+	if (lm == NULL)
+		return; /* a metric less rather than a change refused */
+	lm->to = m->to;
 	if (m->to == JS_EDGE_TRANSMITTED &&
 	    (since > 0 || store_job_status_at(lc->st, m->ident, JS_INITIAL, &since) == RCS_OK) &&
-	    since > 0)
-		metrics_job_delivery_latency((double)(m->now - since));
-	else if ((m->to == JS_TERMINATED || m->to == JS_EDGE_ERROR) &&
-		 store_job_status_at(lc->st, m->ident, JS_EDGE_STARTED, &since) == RCS_OK &&
-		 since > 0)
-		metrics_job_run_time((double)(m->now - since));
+	    since > 0) {
+		lm->kind = LC_METRIC_DELIVERY;
+		lm->seconds = (double)(m->now - since);
+	} else if ((m->to == JS_TERMINATED || m->to == JS_EDGE_ERROR) &&
+		   store_job_status_at(lc->st, m->ident, JS_EDGE_STARTED, &since) == RCS_OK &&
+		   since > 0) {
+		lm->kind = LC_METRIC_RUN;
+		lm->seconds = (double)(m->now - since);
+	}
+	if (store_after_commit(lc->st, lifecycle_metric_done, lm) != RCS_OK)
+		free(lm);
 }
 
 static enum rcs_err lifecycle_group_job_ended(struct lifecycle *lc, const struct job_rec *job,

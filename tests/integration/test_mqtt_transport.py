@@ -28,12 +28,13 @@ import tempfile
 import threading
 import time
 import unittest
+import urllib.request
 import uuid
 
 import paho.mqtt.client as mqtt
 
 from rcs_harness import (SCRIPTS_DIR, Coordinator, CoordinatorTest, FakeDevice, Mosquitto,
-                         list_all, on_postgres, wait_for, with_query)
+                         free_port, list_all, on_postgres, wait_for, with_query)
 
 JOB_FIELDS = ("ident", "task", "group", "client_root", "entity_ident", "target", "comment",
               "status", "created_user", "created_at", "update_at", "scheduled_time",
@@ -418,7 +419,17 @@ class MqttTest(CoordinatorTest):
 class TransportTest(MqttTest):
     """Jobs flowing between the REST API and scripted devices."""
 
-    coord_args = ("--resend-after", "5")
+    metrics_port = free_port()
+    coord_args = ("--resend-after", "5", "--metrics-listen", "127.0.0.1:%d" % metrics_port)
+
+    @classmethod
+    def status_changes(cls, status):
+        """rcs_job_status_changes_total of one status, from GET /metrics (docs/integrations.md)."""
+        with urllib.request.urlopen("http://127.0.0.1:%d/metrics" % cls.metrics_port,
+                                    timeout=10) as r:
+            text = r.read().decode()
+        want = 'rcs_job_status_changes_total{status="%s"} ' % status
+        return int(next(ln for ln in text.splitlines() if ln.startswith(want)).split()[-1])
 
     @classmethod
     def setUpClass(cls):
@@ -516,6 +527,7 @@ class TransportTest(MqttTest):
                    " BEGIN SELECT RAISE(ABORT, 'refused by the test'); END" % bad)
         self.addCleanup(db.execute, "DROP TRIGGER IF EXISTS test_poison")
         topic = lambda j: "rcs/v1/%s/events/jobs/%s" % (self.client_root, j)  # noqa: E731
+        counted = self.status_changes("edge_transmitted")
         # the reports queue up while this connection holds the write lock, so that the
         # worker takes most of them in one batch
         db.execute("BEGIN IMMEDIATE")
@@ -545,6 +557,8 @@ class TransportTest(MqttTest):
         self.assertEqual(self.history(bad), ["initial", "pending", "transmited"])
         self.assertNotIn("edge_transmitted",
                          [json.loads(m[1])["status"] for m in self.events.on(topic(bad))])
+        # the metrics count what was committed: the batch's first attempt counts nothing
+        self.assertEqual(self.status_changes("edge_transmitted") - counted, len(jobs) - 1)
         # without the fault the job goes on
         db.execute("DROP TRIGGER test_poison")
         fake.report(bad, "edge_transmitted", seq=2)
