@@ -51,6 +51,7 @@ enum rcs_err store_run(struct store *st, const char *sql)
 	struct store_stmt *s = NULL;
 	enum rcs_err err;
 
+	st->tx_serial++; /* BEGIN, COMMIT, a savepoint...: what was known of the last is not */
 	err = store_stmt(st, sql, &s);
 	if (err == RCS_OK)
 		err = store_done(st, s, sql);

@@ -113,6 +113,14 @@ struct store {
 	 * that claims ("" until store_claims_setup) and for how long, in seconds */
 	char claim_node[128];
 	long long claim_lease;
+	/* transaction boundaries so far (store_run), and whether a tenant has an active webhook
+	 * as read in the transaction of that serial (webhook_enqueue in store_webhooks.c) */
+	unsigned long tx_serial;
+	struct {
+		unsigned long serial;
+		char client_root[40];
+		bool any;
+	} hooks_known;
 	void *listen; /* the backend's LISTEN connection (store_pg.c), NULL: none */
 };
 

@@ -16,6 +16,7 @@
 #include "jsonu.h"
 #include "render.h"
 #include "store.h"
+#include "store_int.h" /* store_webhook_job_event */
 #include "store_test_db.h"
 
 struct fixture {
@@ -303,54 +304,22 @@ static void test_reopen_and_schema(void **state)
 	assert_int_equal(sqlite3_open(f->path, &db), SQLITE_OK);
 	{
 		/* undo schema 4 (group sends) */
-		static const char *const cols[] = {"groups.status",
-						   "groups.reason",
-						   "groups.task_version",
-						   "groups.task_name",
-						   "groups.tag",
-						   "groups.continuous",
-						   "groups.ro_max",
-						   "groups.ro_base",
-						   "groups.ro_factor",
-						   "groups.ro_after",
-						   "groups.ab_pct",
-						   "groups.ab_min",
-						   "groups.win_days",
-						   "groups.win_start",
-						   "groups.win_dur",
-						   "groups.win_off",
-						   "groups.rt_max",
-						   "groups.rt_backoff",
-						   "groups.rt_factor",
-						   "groups.n_open",
-						   "groups.n_finished",
-						   "groups.n_failed",
-						   "groups.n_succeeded",
-						   "groups.tokens",
-						   "groups.tokens_at",
-						   "groups.c_variables",
-						   "groups.c_comment",
-						   "groups.c_ttl",
-						   "groups.c_mail_list",
-						   "groups.c_status_list",
-						   "groups.c_task_mail_list",
-						   "groups.c_task_status_list",
-						   "jobs.attempt",
-						   "jobs.retry_of",
-						   "jobs.error_code",
-						   "jobs.held",
-						   "jobs.release_order",
-						   "jobs.release_at",
-						   "jobs.superseded",
-						   "tasks.retry",
-						   /* migration 5: claims */
-						   "jobs.claimed_by",
-						   "jobs.lease_until",
-						   "groups.claimed_by",
-						   "groups.lease_until",
-						   "notifications.claimed_by",
-						   "notifications.lease_until",
-						   NULL};
+		static const char *const cols[] = {
+		    "groups.status", "groups.reason", "groups.task_version", "groups.task_name",
+		    "groups.tag", "groups.continuous", "groups.ro_max", "groups.ro_base",
+		    "groups.ro_factor", "groups.ro_after", "groups.ab_pct", "groups.ab_min",
+		    "groups.win_days", "groups.win_start", "groups.win_dur", "groups.win_off",
+		    "groups.rt_max", "groups.rt_backoff", "groups.rt_factor", "groups.n_open",
+		    "groups.n_finished", "groups.n_failed", "groups.n_succeeded", "groups.tokens",
+		    "groups.tokens_at", "groups.c_variables", "groups.c_comment", "groups.c_ttl",
+		    "groups.c_mail_list", "groups.c_status_list", "groups.c_task_mail_list",
+		    "groups.c_task_status_list", "jobs.attempt", "jobs.retry_of", "jobs.error_code",
+		    "jobs.held", "jobs.release_order", "jobs.release_at", "jobs.superseded",
+		    "tasks.retry",
+		    /* migration 5: claims */
+		    "jobs.claimed_by", "jobs.lease_until", "groups.claimed_by",
+		    "groups.lease_until", "notifications.claimed_by", "notifications.lease_until",
+		    NULL};
 		char sql[160];
 
 		assert_int_equal(
@@ -659,6 +628,74 @@ static void assert_rec_as_read(struct fixture *f, struct job_rec *rec)
 	store_job_rec_free(rec);
 }
 
+/* The deliveries of a webhook, as the API lists them. */
+static size_t deliveries_of(struct fixture *f, const char *hook)
+{
+	struct store_page pg = {.page = 1, .per_page = 100};
+	struct store_webhook_delivery_list l;
+	size_t n;
+
+	memset(&l, 0, sizeof(l));
+	assert_int_equal(store_webhook_deliveries(f->st, f->root, hook, &pg, &l), RCS_OK);
+	n = l.n;
+	store_webhook_delivery_list_free(&l);
+	return n;
+}
+
+/* A tenant without webhooks records no delivery, and what the store knows of that within a
+ * transaction ends with a webhook made in it, with the transaction, and with a webhook
+ * another connection made meanwhile (store_webhooks.c, webhook_any). */
+static void test_webhook_outbox_follows_new_webhooks(void **state)
+{
+	struct fixture *f = *state;
+	struct job_new jobs[1];
+	struct webhook_write w = {.url = "https://hooks.example/a",
+				  .events = "[\"job.status\"]",
+				  .secret = "0123456789abcdef0123456789abcdef",
+				  .created_user = "alice",
+				  .now = 100};
+	char hook[2][UUID_STR_LEN];
+	struct store *other = NULL;
+
+	make_jobs(f, jobs, 1, NULL);
+	assert_int_equal(uuid_v7(hook[0]), RCS_OK);
+	assert_int_equal(uuid_v7(hook[1]), RCS_OK);
+	w.client_root = f->root;
+	assert_int_equal(store_tx_begin(f->st), RCS_OK);
+	assert_int_equal(store_webhook_job_event(f->st, f->root, jobs[0].ident, 3, "pending", 101),
+			 RCS_OK);
+	w.ident = hook[0];
+	assert_int_equal(store_webhook_insert(f->st, &w), RCS_OK);
+	assert_int_equal(store_webhook_job_event(f->st, f->root, jobs[0].ident, 4, "pending", 102),
+			 RCS_OK);
+	assert_int_equal(store_tx_end(f->st, true), RCS_OK);
+	assert_int_equal(deliveries_of(f, hook[0]), 1);
+	/* the next transaction knows nothing from the last */
+	assert_int_equal(store_tx_begin(f->st), RCS_OK);
+	assert_int_equal(store_webhook_job_event(f->st, f->root, jobs[0].ident, 5, "pending", 103),
+			 RCS_OK);
+	assert_int_equal(store_tx_end(f->st, true), RCS_OK);
+	assert_int_equal(deliveries_of(f, hook[0]), 2);
+	/* a webhook another connection (a CLI, another coordinator) made between two
+	 * transactions counts in the second; hook[0] switched off, so the tenant had none */
+	assert_int_equal(
+	    store_webhook_update(f->st, f->root, hook[0], NULL, NULL, NULL, NULL, 0, 104), RCS_OK);
+	assert_int_equal(store_tx_begin(f->st), RCS_OK);
+	assert_int_equal(store_webhook_job_event(f->st, f->root, jobs[0].ident, 6, "pending", 105),
+			 RCS_OK);
+	assert_int_equal(store_tx_end(f->st, true), RCS_OK);
+	assert_int_equal(store_open(f->path, &other), RCS_OK);
+	w.ident = hook[1];
+	assert_int_equal(store_webhook_insert(other, &w), RCS_OK);
+	store_close(other);
+	assert_int_equal(store_tx_begin(f->st), RCS_OK);
+	assert_int_equal(store_webhook_job_event(f->st, f->root, jobs[0].ident, 7, "pending", 106),
+			 RCS_OK);
+	assert_int_equal(store_tx_end(f->st, true), RCS_OK);
+	assert_int_equal(deliveries_of(f, hook[0]), 2);
+	assert_int_equal(deliveries_of(f, hook[1]), 1);
+}
+
 static void test_move_hands_back_the_record(void **state)
 {
 	struct fixture *f = *state;
@@ -721,10 +758,8 @@ static void test_move_hands_back_the_record(void **state)
 	{
 		/* a coordinator move without a response keeps the job's; a late report is
 		 * kept in the history only */
-		struct job_move sent = {.ident = jobs[1].ident,
-					.to = JS_TRANSMITED,
-					.response = "sent",
-					.now = 250};
+		struct job_move sent = {
+		    .ident = jobs[1].ident, .to = JS_TRANSMITED, .response = "sent", .now = 250};
 		struct job_move cancel = {.ident = jobs[1].ident, .to = JS_CANCELLED, .now = 290};
 		struct job_move late = {.ident = jobs[1].ident,
 					.to = JS_TERMINATED,
@@ -862,8 +897,9 @@ static void test_pg_large_batch_analyses(void **state)
 	assert_int_equal(store_test_db_int(f->path, rel, "jobs"), 0);
 	make_jobs(f, jobs + 4, STORE_ANALYZE_MIN, NULL);
 	assert_int_equal(store_test_db_int(f->path, rel, "jobs"), N);
-	assert_int_equal(store_test_db_int(f->path, "SELECT count(*) FROM job_history WHERE n <= 2"
-						     " AND job_ident <> ?",
+	assert_int_equal(store_test_db_int(f->path,
+					   "SELECT count(*) FROM job_history WHERE n <= 2"
+					   " AND job_ident <> ?",
 					   ""),
 			 2 * N);
 }
@@ -1206,6 +1242,8 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(test_job_lifecycle, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_cancel_then_late_report, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_move_hands_back_the_record, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_webhook_outbox_follows_new_webhooks, setup,
+					    teardown),
 	    cmocka_unit_test_setup_teardown(test_lists_and_groups, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_jobs_json_batch, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_job_record_as_before, setup, teardown),
