@@ -4,6 +4,7 @@
 #include "proto.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "manifest.h"
@@ -155,19 +156,11 @@ static enum rcs_err proto_get_time(json_object *o, const char *key, bool require
 
 /* ---- envelope ---- */
 
-json_object *proto_envelope_encode(const struct proto_envelope *env)
+/* The members of an envelope that come from its task version alone. */
+static void proto_envelope_version_members(json_object *o, const struct proto_envelope *env)
 {
-	json_object *o = json_object_new_object(), *task = json_object_new_object();
 	json_object *script = json_object_new_object();
 
-	json_object_object_add(o, "v", json_object_new_int(PROTO_VERSION));
-	json_object_object_add(o, "job", json_object_new_string(env->job));
-	json_object_object_add(o, "client_root", json_object_new_string(env->client_root));
-	json_object_object_add(o, "entity_ident", json_object_new_string(env->entity_ident));
-	json_object_object_add(task, "ident", json_object_new_string(env->task_ident));
-	json_object_object_add(task, "version", json_object_new_int64(env->task_version));
-	json_object_object_add(task, "name", json_object_new_string(env->task_name));
-	json_object_object_add(o, "task", task);
 	json_object_object_add(script, "name", json_object_new_string(env->script_name));
 	json_object_object_add(script, "sha256", json_object_new_string(env->script_sha256));
 	json_object_object_add(
@@ -179,16 +172,53 @@ json_object *proto_envelope_encode(const struct proto_envelope *env)
 	json_object_object_add(o, "variables_info",
 			       env->variables_info ? json_object_get(env->variables_info)
 						   : json_object_new_object());
+	json_object_object_add(o, "signature",
+			       env->signature ? json_object_get(env->signature) : NULL);
+	json_object_object_add(o, "timeout", json_object_new_int64(env->timeout));
+}
+
+json_object *proto_envelope_encode(const struct proto_envelope *env)
+{
+	json_object *o = json_object_new_object(), *task = json_object_new_object();
+
+	json_object_object_add(o, "v", json_object_new_int(PROTO_VERSION));
+	json_object_object_add(o, "job", json_object_new_string(env->job));
+	json_object_object_add(o, "client_root", json_object_new_string(env->client_root));
+	json_object_object_add(o, "entity_ident", json_object_new_string(env->entity_ident));
+	json_object_object_add(task, "ident", json_object_new_string(env->task_ident));
+	json_object_object_add(task, "version", json_object_new_int64(env->task_version));
+	json_object_object_add(task, "name", json_object_new_string(env->task_name));
+	json_object_object_add(o, "task", task);
+	proto_envelope_version_members(o, env);
 	json_object_object_add(o, "variables",
 			       env->variables ? json_object_get(env->variables)
 					      : json_object_new_object());
-	json_object_object_add(o, "signature",
-			       env->signature ? json_object_get(env->signature) : NULL);
 	json_object_object_add(o, "issued_at", json_object_new_int64(env->issued_at));
 	json_object_object_add(o, "expires_at",
 			       env->expires_at ? json_object_new_int64(env->expires_at) : NULL);
-	json_object_object_add(o, "timeout", json_object_new_int64(env->timeout));
 	return o;
+}
+
+char *proto_envelope_version_text(const struct proto_envelope *env, size_t *len)
+{
+	json_object *o = json_object_new_object();
+	const char *text;
+	char *members = NULL;
+	size_t n = 0;
+
+	*len = 0;
+	if (o == NULL)
+		return NULL;
+	proto_envelope_version_members(o, env);
+	text = jsonu_dump(o, &n);
+	if (text != NULL && n >= 2 && text[0] == '{' && text[n - 1] == '}' &&
+	    (members = malloc(n - 1)) != NULL) {
+		memcpy(members, text + 1, n - 2);
+		members[n - 2] = '\0';
+		*len = n - 2;
+	}
+	json_object_put(o);
+	return members;
 }
 
 enum rcs_err proto_envelope_decode(const char *payload, size_t len, struct proto_envelope *out,

@@ -86,6 +86,11 @@ struct proto_envelope {
 };
 
 json_object *proto_envelope_encode(const struct proto_envelope *env);
+/* The members of env that come from its task version alone (script, constants,
+ * variables_info, signature, timeout) as JSON text without the braces ("script":{...},...),
+ * to be written into each envelope of that version (the coordinator's render_envelope);
+ * NULL when out of memory. Free with free(). */
+char *proto_envelope_version_text(const struct proto_envelope *env, size_t *len);
 /* Also checks that script_sha256 is the SHA-256 of script.source. */
 enum rcs_err proto_envelope_decode(const char *payload, size_t len, struct proto_envelope *out,
 				   struct jsonu_err *e);

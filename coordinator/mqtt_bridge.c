@@ -28,15 +28,16 @@
 #include "status.h"
 #include "uuid.h"
 
-#define BRIDGE_BATCH         1000   /* inbound messages per transaction */
-#define BRIDGE_PUBLISH_CHUNK 256    /* envelopes per transaction when sending many */
-#define BRIDGE_FULL_WAIT_MS  2000   /* longest wait for room in the client's window */
-#define BRIDGE_INBOUND_MAX   200000 /* queued inbound messages before back-pressure */
-#define BRIDGE_SWEEP_SECONDS 15     /* re-send sweep period, at most */
-#define BRIDGE_RESYNC_LIMIT  5000   /* jobs per query when catching up */
-#define BRIDGE_APPLY_TRIES   5      /* a device message's write, broken off by the database */
-#define BRIDGE_ACK_SLOTS     8192   /* envelopes awaiting the broker's ack, by tag (claims) */
-#define BRIDGE_EVENTS_MAX    65536  /* events waiting for the publisher; more are dropped */
+#define BRIDGE_BATCH         1000               /* inbound messages per transaction */
+#define BRIDGE_PUBLISH_CHUNK 256                /* envelopes per transaction when sending many */
+#define BRIDGE_ENVELOPE_MAX  ((size_t)64 << 20) /* bytes of one envelope's text */
+#define BRIDGE_FULL_WAIT_MS  2000               /* longest wait for room in the client's window */
+#define BRIDGE_INBOUND_MAX   200000             /* queued inbound messages before back-pressure */
+#define BRIDGE_SWEEP_SECONDS 15                 /* re-send sweep period, at most */
+#define BRIDGE_RESYNC_LIMIT  5000               /* jobs per query when catching up */
+#define BRIDGE_APPLY_TRIES   5     /* a device message's write, broken off by the database */
+#define BRIDGE_ACK_SLOTS     8192  /* envelopes awaiting the broker's ack, by tag (claims) */
+#define BRIDGE_EVENTS_MAX    65536 /* events waiting for the publisher; more are dropped */
 #define BRIDGE_EVENT_MAX     ((size_t)8 << 20) /* bytes of one job record as text */
 
 /* Status reports through a shared subscription (docs/mqtt.md "Several coordinators") */
@@ -68,6 +69,8 @@ struct in_msg {
 struct bridge_tv {
 	struct task_version tv;
 	json_object *constants, *variables_info, *signature;
+	char *text; /* its members of an envelope (proto_envelope_version_text), once made */
+	size_t text_len;
 };
 
 struct bridge {
@@ -159,6 +162,8 @@ static void bridge_tv_free(struct bridge_tv *t)
 	json_object_put(t->variables_info);
 	json_object_put(t->signature);
 	t->constants = t->variables_info = t->signature = NULL;
+	free(t->text);
+	t->text = NULL;
 }
 
 /* A task version from the store, its JSON text parsed for the envelope. */
@@ -226,11 +231,12 @@ struct bridge_out {
 static enum rcs_err bridge_prepare_job(struct bridge *b, const char *ident, bool resend,
 				       bool tv_cache, int64_t now, struct bridge_out *o)
 {
-	json_object *env_json = NULL, *vars = NULL;
+	json_object *vars = NULL;
 	struct bridge_tv own, *tv = NULL;
 	struct proto_envelope env;
 	struct job_rec job;
-	const char *payload;
+	struct render w;
+	struct buf text;
 	bool online = false, have_job = false;
 	enum rcs_err err;
 
@@ -290,12 +296,11 @@ static enum rcs_err bridge_prepare_job(struct bridge *b, const char *ident, bool
 	env.constants = tv->constants;
 	env.variables_info = tv->variables_info;
 	vars = json_tokener_parse(job.variables); /* the store holds what the API checked */
-	if (vars == NULL) {
+	if (vars == NULL || !json_object_is_type(vars, json_type_object)) {
 		log_warnx("job %s: its stored variables do not parse", ident);
 		err = RCS_ERR_DB;
 		goto out;
 	}
-	env.variables = vars;
 	env.signature = tv->signature;
 	env.issued_at = now;
 	/* a held job's ttl runs from its release (docs/api.md "Rollouts") */
@@ -303,19 +308,25 @@ static enum rcs_err bridge_prepare_job(struct bridge *b, const char *ident, bool
 			     ? job.expires_at
 			     : store_job_expiry(job.created_at, job.scheduled_time, job.ttl);
 	env.timeout = tv->tv.timeout;
-	env_json = proto_envelope_encode(&env);
-	payload = jsonu_dump(env_json, &o->len);
-	o->payload = malloc(o->len ? o->len : 1);
-	if (o->payload == NULL) {
+	/* what comes from the task version is written once, then copied into each envelope */
+	if (tv->text == NULL &&
+	    (tv->text = proto_envelope_version_text(&env, &tv->text_len)) == NULL) {
 		err = RCS_ERR_NOMEM;
 		goto out;
 	}
-	memcpy(o->payload, payload, o->len);
+	buf_init(&text, BRIDGE_ENVELOPE_MAX);
+	render_init(&w, &text);
+	render_envelope(&w, &env, tv->text, tv->text_len, job.variables);
+	err = render_end(&w);
+	if (err != RCS_OK) {
+		buf_free(&text);
+		goto out;
+	}
+	o->payload = text.data;
+	o->len = text.len;
 	proto_topic_make(o->topic, PROTO_JOB, env.client_root, env.entity_ident, ident);
 out:
 	bridge_tv_free(&own);
-	if (env_json)
-		json_object_put(env_json);
 	json_object_put(vars);
 	if (have_job)
 		store_job_rec_free(&job);

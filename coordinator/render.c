@@ -9,6 +9,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "proto.h"
+
 void render_init(struct render *w, struct buf *out)
 {
 	memset(w, 0, sizeof(*w));
@@ -844,3 +846,36 @@ void render_audit_page(struct render *w, const struct store_audit_list *l)
 }
 
 /* (end of webhooks and the audit log) */
+
+/* ---- MQTT: job envelopes ---- */
+
+/* Members already written as JSON text ("k":v,...), inside an object. */
+static void render_members(struct render *w, const char *text, size_t len)
+{
+	if (len == 0)
+		return;
+	if (render_comma(w))
+		render_put(w, ",", 1);
+	render_put(w, text, len);
+}
+
+void render_envelope(struct render *w, const struct proto_envelope *env, const char *version_text,
+		     size_t version_len, const char *variables)
+{
+	render_obj_open(w);
+	render_kint(w, "v", PROTO_VERSION);
+	render_kstr(w, "job", env->job);
+	render_kstr(w, "client_root", env->client_root);
+	render_kstr(w, "entity_ident", env->entity_ident);
+	render_key(w, "task");
+	render_obj_open(w);
+	render_kstr(w, "ident", env->task_ident);
+	render_kint(w, "version", env->task_version);
+	render_kstr(w, "name", env->task_name);
+	render_obj_close(w);
+	render_members(w, version_text, version_len);
+	render_kraw(w, "variables", variables ? variables : "{}");
+	render_kint(w, "issued_at", env->issued_at);
+	render_kint_opt(w, "expires_at", env->expires_at);
+	render_obj_close(w);
+}

@@ -129,6 +129,16 @@ void render_job_notification_page(struct render *w, const struct store_job_notif
 /* {ident, name, created_user, created_at, task_ident}, and total and statuses when the record
  * has its counts (GET /groups/<id>). */
 void render_group(struct render *w, const struct group_rec *r);
+
+struct proto_envelope;
+/*
+ * A job's envelope (docs/mqtt.md, "Job envelope"): env's own members, its task version's
+ * (version_text, from proto_envelope_version_text: the same for every job of the version)
+ * and variables, the job's stored JSON object (NULL: {}). env->variables is not used. The
+ * same JSON as proto_envelope_encode, written without building it again for each job.
+ */
+void render_envelope(struct render *w, const struct proto_envelope *env, const char *version_text,
+		     size_t version_len, const char *variables);
 void render_group_page(struct render *w, const struct store_group_list *l);
 
 /* (end of jobs, history, notifications, groups) */

@@ -4,10 +4,16 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include <cmocka.h>
 
+#include <json-c/json.h>
+
+#include "manifest.h"
+#include "proto.h"
 #include "render.h"
 
 #define JOB  "0193a2b4-0000-7000-8000-00000000a001"
@@ -74,7 +80,8 @@ static void test_job(void **state)
 	render_job(&w, &r);
 	assert_int_equal(render_end(&w), RCS_OK);
 	assert_non_null(strstr(b.data, "\"group\":{\"ident\":\"" TASK "\",\"name\":\"night\"}"));
-	assert_non_null(strstr(b.data, "\"scheduled_time\":300,\"response_time\":null,\"ttl\":60,"));
+	assert_non_null(
+	    strstr(b.data, "\"scheduled_time\":300,\"response_time\":null,\"ttl\":60,"));
 	assert_non_null(strstr(b.data, "\"comment\":\"c\","));
 	buf_free(&b);
 }
@@ -84,8 +91,8 @@ static void test_history_page(void **state)
 {
 	struct job_rec r = job();
 	struct history_rec h[2] = {{JS_TERMINATED, 260, "done", 260}, {JS_PENDING, 200, NULL, 0}};
-	struct store_history_list l = {.pg = {.page = 1, .per_page = 2, .total = 3}, .items = h,
-				       .n = 2};
+	struct store_history_list l = {
+	    .pg = {.page = 1, .per_page = 2, .total = 3}, .items = h, .n = 2};
 	struct render w;
 	struct buf b;
 
@@ -94,10 +101,11 @@ static void test_history_page(void **state)
 	render_init(&w, &b);
 	render_history_page(&w, &r, &l);
 	assert_int_equal(render_end(&w), RCS_OK);
-	assert_string_equal(b.data,
-			    "{\"page\":1,\"per_page\":2,\"total_pages\":2,\"total_items\":3,\"items\":["
-			    JOB_TEXT(JOB, DEV, "terminated", "260", "260", "\"done\"") ","
-			    JOB_TEXT(JOB, DEV, "pending", "200", "null", "null") "]}");
+	assert_string_equal(
+	    b.data,
+	    "{\"page\":1,\"per_page\":2,\"total_pages\":2,\"total_items\":3,\"items\":[" JOB_TEXT(
+		JOB, DEV, "terminated", "260", "260",
+		"\"done\"") "," JOB_TEXT(JOB, DEV, "pending", "200", "null", "null") "]}");
 	buf_free(&b);
 }
 
@@ -121,8 +129,9 @@ static void test_job_batch(void **state)
 	render_arr_close(&w);
 	assert_int_equal(render_end(&w), RCS_OK);
 	assert_non_null(c.text);
-	assert_string_equal(b.data, "[" JOB_TEXT(JOB, DEV, "pending", "200", "null", "null") ","
-				    JOB_TEXT(JOB2, DEV2, "pending", "200", "null", "null") "]");
+	assert_string_equal(b.data,
+			    "[" JOB_TEXT(JOB, DEV, "pending", "200", "null", "null") "," JOB_TEXT(
+				JOB2, DEV2, "pending", "200", "null", "null") "]");
 	render_job_copy_free(&c);
 	buf_free(&b);
 }
@@ -133,8 +142,8 @@ static void test_notification_page(void **state)
 	    {"ops@example.com", "terminated", "sent", 1, 200, 201, NULL},
 	    {"dev@example.com", "pending", "queued", 2, 200, 0, "421 try later"},
 	};
-	struct store_job_notification_list l = {.pg = {.page = 1, .per_page = 50, .total = 2},
-						.items = n, .n = 2};
+	struct store_job_notification_list l = {
+	    .pg = {.page = 1, .per_page = 50, .total = 2}, .items = n, .n = 2};
 	struct render w;
 	struct buf b;
 
@@ -157,8 +166,8 @@ static void test_notification_page(void **state)
 static void test_group(void **state)
 {
 	struct group_rec g;
-	struct store_group_list l = {.pg = {.page = 1, .per_page = 50, .total = 1}, .items = &g,
-				     .n = 1};
+	struct store_group_list l = {
+	    .pg = {.page = 1, .per_page = 50, .total = 1}, .items = &g, .n = 1};
 	struct render w;
 	struct buf b;
 
@@ -233,12 +242,78 @@ static void test_group(void **state)
 	buf_free(&b);
 }
 
+/* render_envelope writes the JSON proto_envelope_encode builds, which the agent decodes. */
+static void test_envelope_as_encoded(void **state)
+{
+	static const char src[] = "local s = \"a\\\"b\"\nreturn rcs.variables.message .. s\n";
+	json_object *constants = json_tokener_parse("{\"c\":1,\"nested\":{\"l\":[1,\"\u00e9\"]}}");
+	json_object *vinfo = json_tokener_parse("{\"message\":{\"type\":\"string\"}}");
+	json_object *sig = json_tokener_parse(
+	    "{\"alg\":\"ES256\",\"key_id\":\"0123456789abcdef\",\"value\":\"AAAA\"}");
+	const char *vars[] = {"{\"message\":\"hi \\\"there\\\"\"}", "{}"};
+
+	(void)state;
+	for (int k = 0; k < 2; k++) {
+		struct proto_envelope env, back;
+		struct jsonu_err e;
+		struct render w;
+		struct buf b;
+		json_object *want, *got;
+		char *text;
+		size_t len;
+
+		memset(&env, 0, sizeof(env));
+		snprintf(env.job, sizeof(env.job), "0190a0b0-0000-7000-8000-00000000000%d", k);
+		snprintf(env.client_root, sizeof(env.client_root), "%s",
+			 "0190a0b0-0000-7000-8000-0000000000aa");
+		snprintf(env.entity_ident, sizeof(env.entity_ident), "%s",
+			 "0190a0b0-0000-7000-8000-0000000000bb");
+		snprintf(env.task_ident, sizeof(env.task_ident), "%s",
+			 "0190a0b0-0000-7000-8000-0000000000cc");
+		env.task_version = 3;
+		env.task_name = k ? "plain" : "Ech\"o \u00e9\t";
+		env.script_name = "echo";
+		sha256_hex(src, strlen(src), env.script_sha256);
+		env.script_source = src;
+		env.script_len = strlen(src);
+		env.constants = k ? NULL : constants;
+		env.variables_info = vinfo;
+		env.signature = k ? NULL : sig;
+		env.issued_at = 1700000000;
+		env.expires_at = k ? 0 : 1700003600;
+		env.timeout = 30;
+		text = proto_envelope_version_text(&env, &len);
+		assert_non_null(text);
+		assert_int_equal(strlen(text), len);
+		buf_init(&b, 1 << 20);
+		render_init(&w, &b);
+		render_envelope(&w, &env, text, len, vars[k]);
+		assert_int_equal(render_end(&w), RCS_OK);
+		env.variables = json_tokener_parse(vars[k]);
+		want = proto_envelope_encode(&env);
+		got = json_tokener_parse(b.data);
+		assert_non_null(got);
+		assert_true(json_object_equal(want, got));
+		assert_int_equal(proto_envelope_decode(b.data, b.len, &back, &e), RCS_OK);
+		assert_string_equal(back.task_name, env.task_name);
+		proto_envelope_free(&back);
+		json_object_put(want);
+		json_object_put(got);
+		json_object_put(env.variables);
+		buf_free(&b);
+		free(text);
+	}
+	json_object_put(constants);
+	json_object_put(vinfo);
+	json_object_put(sig);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-	    cmocka_unit_test(test_job),		     cmocka_unit_test(test_history_page),
-	    cmocka_unit_test(test_job_batch),	     cmocka_unit_test(test_notification_page),
-	    cmocka_unit_test(test_group),
+	    cmocka_unit_test(test_job),       cmocka_unit_test(test_history_page),
+	    cmocka_unit_test(test_job_batch), cmocka_unit_test(test_notification_page),
+	    cmocka_unit_test(test_group),     cmocka_unit_test(test_envelope_as_encoded),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
