@@ -297,7 +297,7 @@ static enum rcs_err bridge_prepare_job(struct bridge *b, const char *ident, bool
 	env.variables_info = tv->variables_info;
 	vars = json_tokener_parse(job.variables); /* the store holds what the API checked */
 	if (vars == NULL || !json_object_is_type(vars, json_type_object)) {
-		log_warnx("job %s: its stored variables do not parse", ident);
+		log_warnx("job %s: its stored variables are not a JSON object", ident);
 		err = RCS_ERR_DB;
 		goto out;
 	}
