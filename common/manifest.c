@@ -304,6 +304,12 @@ static enum rcs_err key_parse(const char *pem, size_t len, bool want_priv, const
 		if (rc == MBEDTLS_ERR_PK_PASSWORD_REQUIRED ||
 		    rc == MBEDTLS_ERR_PK_PASSWORD_MISMATCH)
 			err = RCS_ERR_AUTH;
+		else if (rc != 0 && pass != NULL &&
+			 strstr((const char *)text, "Proc-Type: 4,ENCRYPTED") != NULL)
+			/* mbedtls tells a wrong passphrase of OpenSSL's PEM encryption only by the
+			 * first two bytes it decrypts to; about one wrong passphrase in 500 gets
+			 * past that and ends as a key that does not parse */
+			err = RCS_ERR_AUTH;
 		if (rc != 0)
 			goto out;
 		is_priv = true;
