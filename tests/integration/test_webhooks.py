@@ -328,10 +328,15 @@ class WebhookTest(CoordinatorTest):
         wait_for(lambda: len(self.deliveries(hook)) == 2 and
                  all(d["state"] == "failed" for d in self.deliveries(hook)),
                  timeout=40, what="deliveries failed")
-        for d in self.deliveries(hook):
-            self.assertGreaterEqual(len(d["attempts"]), 2)
+        ds = self.deliveries(hook)
+        for d in ds:
+            self.assertGreaterEqual(len(d["attempts"]), 1)
             self.assertEqual(d["last_error"], "HTTP 500")
             self.assertIsNone(d["next_at"])
+        # retried before giving up: the first of the job's two for sure; the second waits
+        # behind it (one job's deliveries go in order) and may have little of its 6 s left
+        # when its turn comes on a busy machine
+        self.assertGreaterEqual(max(len(d["attempts"]) for d in ds), 2, ds)
 
 
 class FloodTest(CoordinatorTest):
