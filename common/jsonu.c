@@ -1,6 +1,6 @@
 #include "jsonu.h"
 
-#include <pthread.h>
+
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
@@ -91,45 +91,6 @@ static size_t jsonu_rfc_scan(const char *data, size_t len, const char **why)
 	return len;
 }
 
-/* Each thread keeps one tokener of the usual depth for its parses: making one allocates
- * its stack of levels and its buffer, a fifth of parsing a status report. */
-static pthread_key_t jsonu_tok_key;
-static pthread_once_t jsonu_tok_once = PTHREAD_ONCE_INIT;
-static bool jsonu_tok_keyed;
-
-static void jsonu_tok_free(void *tok)
-{
-	json_tokener_free(tok);
-}
-
-static void jsonu_tok_init(void)
-{
-	jsonu_tok_keyed = pthread_key_create(&jsonu_tok_key, jsonu_tok_free) == 0;
-}
-
-/* A tokener for max_depth: the thread's own (*own false), reset, or a new one. */
-static json_tokener *jsonu_tokener(int max_depth, bool *own)
-{
-	json_tokener *tok;
-
-	*own = true;
-	if (max_depth != JSONU_MAX_DEPTH)
-		return json_tokener_new_ex(max_depth);
-	pthread_once(&jsonu_tok_once, jsonu_tok_init);
-	if (!jsonu_tok_keyed)
-		return json_tokener_new_ex(max_depth);
-	tok = pthread_getspecific(jsonu_tok_key);
-	if (tok != NULL) {
-		json_tokener_reset(tok);
-		*own = false;
-		return tok;
-	}
-	tok = json_tokener_new_ex(max_depth);
-	if (tok != NULL && pthread_setspecific(jsonu_tok_key, tok) == 0)
-		*own = false;
-	return tok;
-}
-
 enum rcs_err jsonu_parse(const char *data, size_t len, int max_depth, json_object **out,
 			 struct jsonu_err *e)
 {
@@ -140,7 +101,6 @@ enum rcs_err jsonu_parse(const char *data, size_t len, int max_depth, json_objec
 	json_object *obj = NULL;
 	enum json_tokener_error jerr;
 	enum rcs_err err = RCS_ERR_INVAL;
-	bool own = true;
 
 	*out = NULL;
 	if (len == 0) {
@@ -165,7 +125,7 @@ enum rcs_err jsonu_parse(const char *data, size_t len, int max_depth, json_objec
 		jsonu_fail(e, "", "malformed JSON at offset %zu: %s", bad, why);
 		goto out;
 	}
-	tok = jsonu_tokener(max_depth, &own);
+	tok = json_tokener_new_ex(max_depth);
 	if (tok == NULL) {
 		err = RCS_ERR_NOMEM;
 		jsonu_fail(e, "", "out of memory");
@@ -217,7 +177,7 @@ enum rcs_err jsonu_parse(const char *data, size_t len, int max_depth, json_objec
 out:
 	if (obj)
 		json_object_put(obj);
-	if (tok && own)
+	if (tok)
 		json_tokener_free(tok);
 	return err;
 }

@@ -1,5 +1,4 @@
 /* Unit tests of common/: err, uuid, status, buf, jsonu, cfg. */
-#include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -153,49 +152,6 @@ static void test_text_join(void **state)
 	assert_string_equal(small, "tcp://a:1, ");
 	text_join(items, 3, ", ", small, 1);
 	assert_string_equal(small, "");
-}
-
-/* One thread's parses, each after a failed one that left objects half built: what
- * jsonu_parse keeps per thread between parses (its tokener) carries nothing over. */
-static void *jsonu_parse_thread(void *arg)
-{
-	int n = *(int *)arg, bad = 0;
-
-	for (int i = 0; i < 2000; i++) {
-		char text[96];
-		json_object *o = NULL;
-		struct jsonu_err e;
-		int len =
-		    snprintf(text, sizeof(text), "{\"t\": %d, \"i\": %d, \"a\": [{\"x\": ", n, i);
-
-		if (jsonu_parse_object(text, (size_t)len, &o, &e) != RCS_ERR_INVAL || o != NULL)
-			bad++;
-		len = snprintf(text, sizeof(text), "{\"t\": %d, \"i\": %d}", n, i);
-		if (jsonu_parse_object(text, (size_t)len, &o, &e) != RCS_OK ||
-		    json_object_get_int(json_object_object_get(o, "t")) != n ||
-		    json_object_get_int(json_object_object_get(o, "i")) != i ||
-		    json_object_object_length(o) != 2)
-			bad++;
-		json_object_put(o);
-	}
-	*(int *)arg = bad;
-	return NULL;
-}
-
-static void test_jsonu_parse_threads(void **state)
-{
-	pthread_t t[4];
-	int arg[4];
-
-	(void)state;
-	for (int i = 0; i < 4; i++) {
-		arg[i] = i;
-		assert_int_equal(pthread_create(&t[i], NULL, jsonu_parse_thread, &arg[i]), 0);
-	}
-	for (int i = 0; i < 4; i++) {
-		pthread_join(t[i], NULL);
-		assert_int_equal(arg[i], 0);
-	}
 }
 
 static void test_jsonu_parse(void **state)
@@ -616,7 +572,6 @@ int main(void)
 	    cmocka_unit_test(test_text),
 	    cmocka_unit_test(test_text_join),
 	    cmocka_unit_test(test_jsonu_parse),
-	    cmocka_unit_test(test_jsonu_parse_threads),
 	    cmocka_unit_test(test_jsonu_getters),
 	    cmocka_unit_test(test_cfg_file_and_args),
 	    cmocka_unit_test(test_cfg_strlist_replaced),
