@@ -85,6 +85,8 @@ struct proto_envelope {
 	json_object *root;  /* decoded: owns the above; encode: unused */
 };
 
+/* The envelope as a json-c tree: the reference the coordinator's render_envelope is tested
+ * against, and how the tests and fuzz_envelope build envelopes. */
 json_object *proto_envelope_encode(const struct proto_envelope *env);
 /* The members of env that come from its task version alone (script, constants,
  * variables_info, signature, timeout) as JSON text without the braces ("script":{...},...),

@@ -18,6 +18,32 @@ static json_object *parse(const struct buf *b)
 	return o;
 }
 
+/* {[lead member,] key: s, "after": 1} parses back to key and s, with no raw control byte in
+ * the text (every one escaped). */
+static void assert_member_round_trip(const char *key, const char *s, bool lead)
+{
+	struct render w;
+	struct buf b;
+	json_object *o;
+
+	buf_init(&b, 4096);
+	render_init(&w, &b);
+	render_obj_open(&w);
+	if (lead)
+		render_kint(&w, "n", 1);
+	render_kstr(&w, key, s);
+	render_kint(&w, "after", 1);
+	render_obj_close(&w);
+	assert_int_equal(render_end(&w), RCS_OK);
+	for (size_t i = 0; i < b.len; i++)
+		assert_true((unsigned char)b.data[i] >= 0x20);
+	o = parse(&b);
+	assert_string_equal(json_object_get_string(json_object_object_get(o, key)), s);
+	assert_int_equal(json_object_get_int(json_object_object_get(o, "after")), 1);
+	json_object_put(o);
+	buf_free(&b);
+}
+
 static void test_escapes_round_trip(void **state)
 {
 	const char nasty[] = "q\"b\\s/\n\r\t\b\f\x01\x1f é ✓";
@@ -150,15 +176,12 @@ static void test_commas_before_every_kind(void **state)
 static void test_short_and_long_strings(void **state)
 {
 	static const size_t lens[] = {0, 1, 127, 128, 129, 300};
-	char s[320], key[320];
-	struct render w;
-	struct buf b;
+	char s[320];
 
 	(void)state;
 	for (size_t k = 0; k < sizeof(lens) / sizeof(lens[0]); k++) {
 		for (int esc = 0; esc < 3; esc++) {
 			size_t n = lens[k];
-			struct json_object *o;
 
 			memset(s, 'a', n);
 			s[n] = '\0';
@@ -166,21 +189,8 @@ static void test_short_and_long_strings(void **state)
 				s[0] = '"';
 			if (n > 0 && esc == 2)
 				s[n - 1] = '\n';
-			memcpy(key, s, n + 1);
-			buf_init(&b, 4096);
-			render_init(&w, &b);
-			render_obj_open(&w);
-			render_kstr(&w, key, s);
-			render_kint(&w, "after", 1);
-			render_obj_close(&w);
-			assert_int_equal(render_end(&w), RCS_OK);
-			o = parse(&b);
-			assert_string_equal(json_object_get_string(json_object_object_get(o, key)),
-					    s);
-			assert_int_equal(json_object_get_int(json_object_object_get(o, "after")),
-					 1);
-			json_object_put(o);
-			buf_free(&b);
+			assert_member_round_trip(s, s, false);
+			assert_member_round_trip(s, s, true);
 		}
 	}
 }
@@ -195,28 +205,11 @@ static void test_escape_at_every_offset(void **state)
 	(void)state;
 	for (size_t p = 0; p < sizeof(probes); p++) {
 		for (size_t at = 0; at < sizeof(s) - 1; at++) {
-			struct render w;
-			struct buf b;
-			json_object *o;
-
 			memset(s, 'x', sizeof(s) - 1);
 			s[sizeof(s) - 1] = '\0';
 			memcpy(s + 3, "\xc3\xa9", 2); /* UTF-8: never escaped */
 			s[at] = probes[p];
-			buf_init(&b, 4096);
-			render_init(&w, &b);
-			render_obj_open(&w);
-			render_kint(&w, "n", 1);
-			render_kstr(&w, s, s);
-			render_obj_close(&w);
-			assert_int_equal(render_end(&w), RCS_OK);
-			o = parse(&b);
-			assert_string_equal(json_object_get_string(json_object_object_get(o, s)),
-					    s);
-			for (size_t i = 0; i < b.len; i++)
-				assert_true((unsigned char)b.data[i] >= 0x20); /* escaped, all */
-			json_object_put(o);
-			buf_free(&b);
+			assert_member_round_trip(s, s, true);
 		}
 	}
 }
