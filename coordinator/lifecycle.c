@@ -432,6 +432,10 @@ static enum rcs_err lifecycle_group_abort(struct lifecycle *lc, const char *grou
 	char response[320];
 	enum rcs_err err;
 
+	/* its jobs are read and cancelled from their rows: a fold's moves go there first */
+	err = store_fold_flush(lc->st);
+	if (err != RCS_OK)
+		return err;
 	err = lifecycle_group_set_status(lc, group,
 					 GROUP_BIT(GROUP_RUNNING) | GROUP_BIT(GROUP_PAUSED),
 					 GROUP_ABORTED, reason, now, NULL);
@@ -449,6 +453,10 @@ static enum rcs_err lifecycle_group_check_done(struct lifecycle *lc, const struc
 
 	if (g->status != GROUP_RUNNING || g->n_open > 0 || g->settings.continuous)
 		return RCS_OK;
+	/* the group's event counts its jobs by their rows: a fold's moves go there first */
+	err = store_fold_flush(lc->st);
+	if (err != RCS_OK)
+		return err;
 	err = lifecycle_group_set_status(lc, g->ident, GROUP_BIT(GROUP_RUNNING), GROUP_COMPLETED,
 					 NULL, now, NULL);
 	return err == RCS_ERR_CONFLICT ? RCS_OK : err;
@@ -470,7 +478,10 @@ static enum rcs_err lifecycle_group_retry(struct lifecycle *lc, const struct gro
 	if (!(job->status == JS_EXPIRED ||
 	      (job->status == JS_EDGE_ERROR && !rollout_error_permanent(job->error_code))))
 		return RCS_OK;
-	err = uuid_v7(ident);
+	/* the retry is made from the job's row: a fold's moves go there first */
+	err = store_fold_flush(lc->st);
+	if (err == RCS_OK)
+		err = uuid_v7(ident);
 	if (err != RCS_OK)
 		return err;
 	delay = rollout_retry_delay(s, job->attempt);

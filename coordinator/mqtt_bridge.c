@@ -1512,6 +1512,10 @@ static bool bridge_apply_list(struct bridge *b, struct in_msg *list, bool in_bat
 							  json_object_array_length(online));
 				return false;
 			}
+		} else if (in_batch && store_fold_flush(b->st) != RCS_OK) {
+			/* a state reads and sends the device's jobs from their rows */
+			json_object_array_del_idx(online, 0, json_object_array_length(online));
+			return false;
 		} else if (bridge_apply_state(b, m)) {
 			json_object_array_add(online,
 					      json_object_new_string(m->topic.entity_ident));
@@ -1531,12 +1535,21 @@ static void bridge_apply_inbound(struct bridge *b, struct in_msg *list)
 	 * deadlock_timeout; one message per transaction takes a job's row, then its group's,
 	 * and lets both go (docs/scale-out.md, "Limits") */
 	bool tx = !store_shared(b->st) && store_tx_begin(b->st) == RCS_OK;
+	bool ok;
 
-	/* in the batch's transaction the reports take no savepoint each; should one fail
-	 * after writing (a database error), the batch is rolled back and applied again with a
-	 * savepoint per message, so that the failing one costs only itself
+	/* in the batch's transaction the reports take no savepoint each, and a job's moves
+	 * are folded into one write of its row (store_fold_begin); should one fail after
+	 * writing (a database error), the batch is rolled back and applied again with a
+	 * savepoint per message and no fold, so that the failing one costs only itself
 	 * (docs/architecture.md, "One job, from POST to the final report", step 6) */
-	if (!bridge_apply_list(b, list, tx, online)) {
+	if (tx)
+		store_fold_begin(b->st);
+	ok = bridge_apply_list(b, list, tx, online);
+	if (tx && store_fold_end(b->st, ok) != RCS_OK && ok) {
+		json_object_array_del_idx(online, 0, json_object_array_length(online));
+		ok = false;
+	}
+	if (!ok) {
 		log_warnx("a batch of %s is applied again message by message", "device messages");
 		store_tx_end(b->st, false);
 		tx = store_tx_begin(b->st) == RCS_OK;

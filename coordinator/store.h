@@ -517,6 +517,25 @@ enum rcs_err store_job_move(struct store *st, const struct job_move *m, enum sto
 enum rcs_err store_job_move_rec(struct store *st, const struct job_move *m, enum store_move *result,
 				struct job_rec *rec);
 
+/*
+ * Folding a batch's status changes (docs/architecture.md, "One job, from POST to the final
+ * report", step 6): between store_fold_begin and store_fold_end, inside the caller's
+ * transaction, store_job_move_rec keeps each job it moved in memory, reads it from there
+ * on its next move, and writes a job's row once for all its moves that leave it open
+ * (history rows, notifications and deliveries are written at once; a move to a final
+ * status or one that marks the job sent writes the row at once too). Nothing else may read
+ * or change the jobs moved meanwhile: whoever would (a group's abort, retry or completion,
+ * a device's state) calls store_fold_flush first. store_fold_flush writes the rows kept and
+ * forgets them (RCS_OK when no fold is on). store_fold_end(st, true) writes them and ends
+ * the fold; it fails, writing nothing more, when one of its moves failed or a savepoint
+ * inside the fold was rolled back: the caller's transaction must then be rolled back.
+ * store_fold_end(st, false) forgets them (the caller rolls back). A fold that can't be set
+ * up (no memory) leaves every move as it is without one.
+ */
+void store_fold_begin(struct store *st);
+enum rcs_err store_fold_flush(struct store *st);
+enum rcs_err store_fold_end(struct store *st, bool write);
+
 /* A notification recorded for a job (one per status and address); sent_at 0: not sent. */
 struct job_notification_rec {
 	char *address;

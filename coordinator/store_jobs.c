@@ -835,36 +835,230 @@ out:
 	return err;
 }
 
+/* ---- folds: a job's moves of a batch written to its row once (store.h) ---- */
+
+#define FOLD_ROWS  1024 /* jobs a fold keeps; a full one is written out and begins again */
+#define FOLD_SLOTS 2048 /* the ident hash's slots: a power of two above FOLD_ROWS */
+
+struct fold_row {
+	struct job_move_row j;
+	bool dirty; /* moved since its row was last written */
+};
+
+struct store_fold {
+	bool on, spoiled;
+	size_t n;
+	uint16_t slot[FOLD_SLOTS]; /* 0: empty, else 1 + the row's index */
+	struct fold_row row[FOLD_ROWS];
+};
+
+static size_t fold_hash(const char *ident)
+{
+	uint32_t h = 2166136261u; /* FNV-1a */
+
+	for (const unsigned char *p = (const unsigned char *)ident; *p; p++)
+		h = (h ^ *p) * 16777619u;
+	return h & (FOLD_SLOTS - 1);
+}
+
+static struct fold_row *fold_find(struct store_fold *f, const char *ident)
+{
+	for (size_t i = fold_hash(ident);; i = (i + 1) & (FOLD_SLOTS - 1)) {
+		if (f->slot[i] == 0)
+			return NULL;
+		if (strcmp(f->row[f->slot[i] - 1].j.rec.ident, ident) == 0)
+			return &f->row[f->slot[i] - 1];
+	}
+}
+
+/* Takes *j (the caller's no longer); the fold has room (f->n < FOLD_ROWS). */
+static struct fold_row *fold_add(struct store_fold *f, const struct job_move_row *j)
+{
+	size_t i = fold_hash(j->rec.ident);
+	struct fold_row *r = &f->row[f->n];
+
+	while (f->slot[i] != 0)
+		i = (i + 1) & (FOLD_SLOTS - 1);
+	r->j = *j;
+	r->dirty = false;
+	f->slot[i] = (uint16_t)++f->n;
+	return r;
+}
+
+/* The row as the fold has it; mark_sent: the move also records the job as sent (at
+ * j's update_at). */
+static enum rcs_err fold_write(struct store *st, struct fold_row *r, bool mark_sent)
+{
+	const struct job_rec *rec = &r->j.rec;
+	struct store_stmt *s = NULL;
+	enum rcs_err err;
+
+	err = store_stmt(st,
+			 "UPDATE jobs SET status = ?1, update_at = ?2, held = 0, response = ?3,"
+			 " response_time = ?4, last_seq = ?5, n_history = ?6, error_code = ?7,"
+			 " sent_at = CASE WHEN ?8 <> 0 THEN ?2 ELSE sent_at END, sends = sends + ?8"
+			 " WHERE ident = ?9",
+			 &s);
+	if (err != RCS_OK)
+		goto out;
+	store_arg_text(s, 1, status_name(rec->status));
+	store_arg_int(s, 2, rec->update_at);
+	store_arg_text(s, 3, rec->response);
+	store_arg_opt_int(s, 4, rec->response_time);
+	store_arg_int(s, 5, r->j.last_seq);
+	store_arg_int(s, 6, r->j.n_history);
+	store_arg_text(s, 7, rec->error_code);
+	store_arg_int(s, 8, mark_sent);
+	store_arg_text(s, 9, rec->ident);
+	err = store_done(st, s, "job fold");
+	if (err == RCS_OK)
+		r->dirty = false;
+out:
+	store_stmt_done(st, s);
+	return err;
+}
+
+/* job_move_apply for a job the fold keeps: the history item now, the row now only when the
+ * job ends or is marked sent. */
+static enum rcs_err job_move_fold(struct store *st, const struct job_move *m, struct fold_row *r)
+{
+	struct job_move_row *j = &r->j;
+	enum rcs_err err;
+
+	err = job_rec_moved(&j->rec, m);
+	if (err != RCS_OK)
+		return err;
+	if (m->seq > j->last_seq)
+		j->last_seq = m->seq;
+	j->n_history++;
+	r->dirty = true;
+	err = store_history_add(st, m->ident, j->n_history, status_name(m->to), m->now,
+				j->rec.response, j->rec.response_time, m->seq);
+	if (err == RCS_OK && (status_is_terminal(m->to) || m->mark_sent))
+		err = fold_write(st, r, m->mark_sent);
+	return err;
+}
+
+void store_fold_begin(struct store *st)
+{
+	if (st->fold == NULL && (st->fold = calloc(1, sizeof(*st->fold))) == NULL) {
+		log_warnx("no memory for a fold of status changes: each is written at once");
+		return;
+	}
+	st->fold->on = true;
+	st->fold->spoiled = false;
+}
+
+/* Forgets the fold's rows; write: writes those moved first (stops at an error). */
+static enum rcs_err fold_out(struct store *st, bool write)
+{
+	struct store_fold *f = st->fold;
+	enum rcs_err err = RCS_OK;
+
+	for (size_t i = 0; i < f->n; i++) {
+		if (write && err == RCS_OK && f->row[i].dirty)
+			err = fold_write(st, &f->row[i], false);
+		store_job_rec_free(&f->row[i].j.rec);
+	}
+	if (f->n > 0)
+		memset(f->slot, 0, sizeof(f->slot));
+	f->n = 0;
+	if (err != RCS_OK)
+		f->spoiled = true;
+	return err;
+}
+
+enum rcs_err store_fold_flush(struct store *st)
+{
+	if (st->fold == NULL || !st->fold->on)
+		return RCS_OK;
+	if (st->fold->spoiled)
+		return RCS_ERR_INTERNAL;
+	return fold_out(st, true);
+}
+
+enum rcs_err store_fold_end(struct store *st, bool write)
+{
+	enum rcs_err err = RCS_OK;
+
+	if (st->fold == NULL || !st->fold->on)
+		return RCS_OK;
+	if (write && st->fold->spoiled) {
+		log_warnx("a savepoint was rolled back during a fold of status changes: the"
+			  " transaction is given up");
+		err = RCS_ERR_INTERNAL;
+	}
+	if (err == RCS_OK)
+		err = fold_out(st, write);
+	else
+		fold_out(st, false);
+	st->fold->on = false;
+	return err;
+}
+
+void store_fold_spoil(struct store *st)
+{
+	if (st->fold != NULL && st->fold->on)
+		st->fold->spoiled = true;
+}
+
+void store_fold_free(struct store *st)
+{
+	if (st->fold == NULL)
+		return;
+	fold_out(st, false);
+	free(st->fold);
+	st->fold = NULL;
+}
+
 enum rcs_err store_job_move_rec(struct store *st, const struct job_move *m, enum store_move *result,
 				struct job_rec *rec)
 {
-	struct job_move_row j;
+	struct store_fold *f = st->fold != NULL && st->fold->on ? st->fold : NULL;
+	struct fold_row *fr = NULL;
+	struct job_move_row j, *jr = &j;
 	bool have_rec = false, wrote = false;
-	enum rcs_err err;
+	long long n;
+	enum rcs_err err = RCS_OK;
 
 	memset(&j, 0, sizeof(j));
-	err = job_move_read(st, m->ident, &j);
+	if (f != NULL && f->spoiled) {
+		err = RCS_ERR_INTERNAL; /* the batch is rolled back anyway (store_fold_end) */
+		goto out;
+	}
+	if (f != NULL && (fr = fold_find(f, m->ident)) == NULL && f->n == FOLD_ROWS)
+		err = store_fold_flush(st);
 	if (err != RCS_OK)
 		goto out;
-	have_rec = true;
+	if (fr != NULL) {
+		jr = &fr->j;
+	} else {
+		err = job_move_read(st, m->ident, &j);
+		if (err != RCS_OK)
+			goto out;
+		have_rec = true;
+	}
+	n = jr->n_history + 1;
 	if (m->prev)
-		*m->prev = j.rec.status;
-	if ((m->client_root && strcmp(m->client_root, j.rec.client_root) != 0) ||
-	    (m->entity_ident && strcmp(m->entity_ident, j.rec.entity_ident) != 0)) {
+		*m->prev = jr->rec.status;
+	if ((m->client_root && strcmp(m->client_root, jr->rec.client_root) != 0) ||
+	    (m->entity_ident && strcmp(m->entity_ident, jr->rec.entity_ident) != 0)) {
 		err = RCS_ERR_NOTFOUND;
 		goto out;
 	}
-	if (m->seq > 0 && m->seq <= j.last_seq) {
+	if (m->seq > 0 && m->seq <= jr->last_seq) {
 		*result = STORE_MOVE_DUPLICATE;
 		goto out;
 	}
-	if (status_is_terminal(j.rec.status)) {
-		if (m->seq > 0 && (j.rec.status == JS_CANCELLED || j.rec.status == JS_EXPIRED)) {
-			/* what the device said after the coordinator ended the job */
+	if (status_is_terminal(jr->rec.status)) {
+		if (m->seq > 0 &&
+		    (jr->rec.status == JS_CANCELLED || jr->rec.status == JS_EXPIRED)) {
+			/* what the device said after the coordinator ended the job (a final row
+			 * is never left unwritten in a fold: the relative UPDATE holds) */
 			wrote = true;
-			err = store_history_add(st, m->ident, j.n_history + 1, status_name(m->to),
-						m->now, m->response,
-						m->set_response_time ? m->now : 0, m->seq);
+			err = store_history_add(st, m->ident, n, status_name(m->to), m->now,
+						m->response, m->set_response_time ? m->now : 0,
+						m->seq);
 			if (err == RCS_OK) {
 				char seq[32];
 				snprintf(seq, sizeof(seq), "%lld", m->seq);
@@ -873,36 +1067,53 @@ enum rcs_err store_job_move_rec(struct store *st, const struct job_move *m, enum
 						  " last_seq = CAST(? AS INTEGER) WHERE ident = ?",
 						  NULL, 2, seq, m->ident);
 			}
-			if (err == RCS_OK)
-				err = store_webhook_job_event(st, j.rec.client_root, m->ident,
-							      j.n_history + 1, status_name(m->to),
-							      m->now);
+			if (err == RCS_OK) {
+				jr->n_history = n;
+				jr->last_seq = m->seq;
+				err = store_webhook_job_event(st, jr->rec.client_root, m->ident, n,
+							      status_name(m->to), m->now);
+			}
 			*result = STORE_MOVE_KEPT;
 		} else {
 			*result = m->seq > 0 ? STORE_MOVE_DUPLICATE : STORE_MOVE_TERMINAL;
 		}
 		goto out;
 	}
-	if (!status_can_move(j.rec.status, m->to)) {
+	if (!status_can_move(jr->rec.status, m->to)) {
 		*result = STORE_MOVE_DUPLICATE;
 		goto out;
 	}
 	wrote = true;
-	err = job_move_apply(st, m, &j);
-	if (err == RCS_OK && j.rec.group_ident[0] != '\0' && status_is_terminal(m->to))
-		err = store_group_job_ended(st, j.rec.group_ident, m->to);
-	if (err == RCS_OK && j.notify)
+	if (f != NULL) {
+		if (fr == NULL) {
+			fr = fold_add(f, &j); /* the fold's record now */
+			have_rec = false;
+			jr = &fr->j;
+		}
+		err = job_move_fold(st, m, fr);
+	} else {
+		err = job_move_apply(st, m, &j);
+	}
+	if (err == RCS_OK && jr->rec.group_ident[0] != '\0' && status_is_terminal(m->to))
+		err = store_group_job_ended(st, jr->rec.group_ident, m->to);
+	if (err == RCS_OK && jr->notify)
 		err = store_notify_record(st, m->ident, status_name(m->to), m->now);
 	if (err == RCS_OK)
-		err = store_webhook_job_event(st, j.rec.client_root, m->ident, j.n_history + 1,
+		err = store_webhook_job_event(st, jr->rec.client_root, m->ident, n,
 					      status_name(m->to), m->now);
 	*result = STORE_MOVE_APPLIED;
 out:
 	if (err == RCS_ERR_NOTFOUND && wrote)
 		err = RCS_ERR_INTERNAL; /* RCS_ERR_NOTFOUND says nothing was written (store.h) */
+	if (err != RCS_OK && wrote && f != NULL)
+		f->spoiled = true; /* its rows may say more than the database */
 	if (err == RCS_OK && rec != NULL) {
-		*rec = j.rec;
-		have_rec = false; /* the caller's */
+		if (jr == &j) {
+			*rec = j.rec;
+			have_rec = false; /* the caller's */
+		} else {
+			err = store_job_rec_dup(&jr->rec, rec);
+		}
 	}
 	if (have_rec)
 		store_job_rec_free(&j.rec);

@@ -15,6 +15,8 @@
 #include "manifest.h"
 #include "jsonu.h"
 #include "render.h"
+#include "lifecycle.h"
+#include "rollout.h"
 #include "store.h"
 #include "store_int.h" /* store_webhook_job_event */
 #include "store_test_db.h"
@@ -696,6 +698,285 @@ static void test_webhook_outbox_follows_new_webhooks(void **state)
 	assert_int_equal(deliveries_of(f, hook[1]), 1);
 }
 
+/* ---- folds (store_fold_begin) ---- */
+
+/* One move as the bridge applies a report: in the caller's transaction, with the record. */
+static enum store_move report_move(struct fixture *f, const char *job, enum job_status to,
+				   long long seq, const char *response, const char *code,
+				   struct job_rec *rec)
+{
+	struct job_move m = {.ident = job,
+			     .entity_ident = NULL,
+			     .to = to,
+			     .seq = seq,
+			     .response = response,
+			     .replace_response = true,
+			     .set_response_time = status_is_terminal(to),
+			     .error_code = code,
+			     .now = 300 + seq};
+	enum store_move res = STORE_MOVE_KEPT;
+
+	assert_int_equal(store_job_move_rec(f->st, &m, &res, rec), RCS_OK);
+	return res;
+}
+
+/* What the API and the database say of a job: its record without its ident, its history,
+ * and the columns moves write that the record leaves out, as JSON text (malloc'd). */
+static char *job_state(struct fixture *f, const char *ident)
+{
+	struct store_page pg = {.page = 1, .per_page = 500};
+	json_object *job = NULL, *hist = NULL, *o = json_object_new_object();
+	static const char *const cols[] = {"last_seq", "n_history", "sent_at",
+					   "sends",    "held",      "response_time"};
+	char *text;
+
+	assert_int_equal(job_json(f->st, f->root, ident, &job), RCS_OK);
+	json_object_object_del(job, "ident");
+	json_object_object_add(o, "record", job);
+	assert_int_equal(history_page(f->st, f->root, ident, &pg, &hist), RCS_OK);
+	for (size_t i = 0; i < json_object_array_length(jsonu_member(hist, "items")); i++)
+		json_object_object_del(json_object_array_get_idx(jsonu_member(hist, "items"), i),
+				       "ident");
+	json_object_object_add(o, "history", json_object_get(jsonu_member(hist, "items")));
+	json_object_put(hist);
+	for (size_t i = 0; i < sizeof(cols) / sizeof(cols[0]); i++)
+		json_object_object_add(o, cols[i],
+				       json_object_new_int64(job_column(f, ident, cols[i])));
+	text = strdup(json_object_to_json_string(o));
+	json_object_put(o);
+	return text;
+}
+
+/* The reports of three jobs, interleaved as a batch brings them; the records the moves
+ * hand back are checked against each move. */
+static void fold_reports(struct fixture *f, struct job_new *jobs, enum store_move *res)
+{
+	static const struct {
+		int job;
+		enum job_status to;
+		long long seq;
+		const char *response, *code;
+	} r[] = {
+	    {0, JS_EDGE_TRANSMITTED, 1, NULL, NULL},
+	    {1, JS_EDGE_TRANSMITTED, 1, NULL, NULL},
+	    {0, JS_EDGE_STARTED, 2, NULL, NULL},
+	    {2, JS_EDGE_TRANSMITTED, 1, NULL, NULL},
+	    {0, JS_EDGE_RUNNING, 3, "10%", NULL},
+	    {1, JS_EDGE_STARTED, 2, NULL, NULL},
+	    {0, JS_EDGE_STARTED, 2, NULL, NULL}, /* again: a duplicate */
+	    {0, JS_EDGE_RUNNING, 4, "50%", NULL},
+	    {1, JS_EDGE_ERROR, 3, "no disk", "exec_failed"},
+	    {2, JS_EDGE_STARTED, 2, NULL, NULL},
+	    {0, JS_EDGE_RUNNING, 5, "90%", NULL},
+	    {1, JS_TERMINATED, 4, "late", NULL}, /* after its end: a duplicate */
+	    {0, JS_TERMINATED, 6, "done", NULL},
+	    {2, JS_EDGE_RUNNING, 3, NULL, NULL}, /* job 2 stays open */
+	};
+
+	for (size_t i = 0; i < sizeof(r) / sizeof(r[0]); i++) {
+		struct job_rec rec;
+
+		memset(&rec, 0, sizeof(rec));
+		res[i] = report_move(f, jobs[r[i].job].ident, r[i].to, r[i].seq, r[i].response,
+				     r[i].code, &rec);
+		if (res[i] == STORE_MOVE_APPLIED) {
+			assert_int_equal(rec.status, r[i].to);
+			assert_int_equal(rec.update_at, 300 + r[i].seq);
+			if (r[i].response)
+				assert_string_equal(rec.response, r[i].response);
+			else
+				assert_null(rec.response);
+			if (r[i].code)
+				assert_string_equal(rec.error_code, r[i].code);
+		}
+		store_job_rec_free(&rec);
+	}
+}
+
+static void test_fold_writes_what_moves_write(void **state)
+{
+	struct fixture *f = *state;
+	struct job_new plain[3], folded[3];
+	enum store_move res_plain[16], res_folded[16];
+	struct job_rec rec;
+
+	make_jobs(f, plain, 3, NULL);
+	make_jobs(f, folded, 3, NULL);
+	/* one by one, in a transaction */
+	assert_int_equal(store_tx_begin(f->st), RCS_OK);
+	fold_reports(f, plain, res_plain);
+	assert_int_equal(store_tx_end(f->st, true), RCS_OK);
+	/* the same in a fold */
+	assert_int_equal(store_tx_begin(f->st), RCS_OK);
+	store_fold_begin(f->st);
+	fold_reports(f, folded, res_folded);
+	/* folded: the open jobs' rows are written at the fold's end (job 0 and 1 ended and
+	 * were written at once) */
+	assert_int_equal(store_job_rec_get(f->st, folded[2].ident, &rec), RCS_OK);
+	assert_int_equal(rec.status, JS_PENDING);
+	store_job_rec_free(&rec);
+	assert_int_equal(store_job_rec_get(f->st, folded[0].ident, &rec), RCS_OK);
+	assert_int_equal(rec.status, JS_TERMINATED);
+	store_job_rec_free(&rec);
+	assert_int_equal(store_fold_end(f->st, true), RCS_OK);
+	assert_int_equal(store_tx_end(f->st, true), RCS_OK);
+	assert_memory_equal(res_plain, res_folded, sizeof(res_plain[0]) * 14);
+	assert_int_equal(res_folded[6], STORE_MOVE_DUPLICATE);
+	assert_int_equal(res_folded[11], STORE_MOVE_DUPLICATE);
+	for (int i = 0; i < 3; i++) {
+		char *a = job_state(f, plain[i].ident), *b = job_state(f, folded[i].ident);
+
+		assert_string_equal(a, b);
+		free(a);
+		free(b);
+	}
+	/* a fold that is given up writes nothing of its own */
+	assert_int_equal(store_tx_begin(f->st), RCS_OK);
+	store_fold_begin(f->st);
+	assert_int_equal(report_move(f, folded[2].ident, JS_EDGE_RUNNING, 4, "99%", NULL, NULL),
+			 STORE_MOVE_APPLIED);
+	assert_int_equal(store_fold_end(f->st, false), RCS_OK);
+	assert_int_equal(store_tx_end(f->st, false), RCS_OK);
+	assert_int_equal(job_column(f, folded[2].ident, "last_seq"), 3);
+	assert_int_equal(job_column(f, folded[2].ident, "n_history"), 5);
+}
+
+/* A savepoint rolled back inside a fold: its end refuses to write (the caller rolls back). */
+static void test_fold_spoiled_by_a_rollback(void **state)
+{
+	struct fixture *f = *state;
+	struct job_new jobs[2];
+
+	make_jobs(f, jobs, 2, NULL);
+	assert_int_equal(store_tx_begin(f->st), RCS_OK);
+	store_fold_begin(f->st);
+	assert_int_equal(report_move(f, jobs[0].ident, JS_EDGE_TRANSMITTED, 1, NULL, NULL, NULL),
+			 STORE_MOVE_APPLIED);
+	assert_int_equal(store_sp_begin(f->st), RCS_OK);
+	assert_int_equal(store_sp_end(f->st, RCS_ERR_INTERNAL), RCS_ERR_INTERNAL);
+	assert_int_not_equal(store_fold_flush(f->st), RCS_OK);
+	assert_int_not_equal(store_fold_end(f->st, true), RCS_OK);
+	assert_int_equal(store_tx_end(f->st, false), RCS_OK);
+	assert_int_equal(job_column(f, jobs[0].ident, "n_history"), 2);
+	/* the next fold starts clean */
+	assert_int_equal(store_tx_begin(f->st), RCS_OK);
+	store_fold_begin(f->st);
+	assert_int_equal(report_move(f, jobs[1].ident, JS_EDGE_TRANSMITTED, 1, NULL, NULL, NULL),
+			 STORE_MOVE_APPLIED);
+	assert_int_equal(store_fold_end(f->st, true), RCS_OK);
+	assert_int_equal(store_tx_end(f->st, true), RCS_OK);
+	assert_int_equal(job_column(f, jobs[1].ident, "n_history"), 3);
+	assert_int_equal(job_column(f, jobs[1].ident, "last_seq"), 1);
+}
+
+/* More jobs than a fold keeps: it is written out when full and goes on. */
+static void test_fold_of_many_jobs(void **state)
+{
+	struct fixture *f = *state;
+	enum { N = 2100 };
+	struct job_new *jobs = calloc(N, sizeof(*jobs));
+
+	assert_non_null(jobs);
+	make_jobs(f, jobs, N, NULL);
+	assert_int_equal(store_tx_begin(f->st), RCS_OK);
+	store_fold_begin(f->st);
+	for (long long seq = 1; seq <= 3; seq++)
+		for (size_t i = 0; i < N; i++)
+			assert_int_equal(
+			    report_move(f, jobs[i].ident,
+					(enum job_status)(JS_EDGE_TRANSMITTED + seq - 1), seq, NULL,
+					NULL, NULL),
+			    STORE_MOVE_APPLIED);
+	assert_int_equal(store_fold_end(f->st, true), RCS_OK);
+	assert_int_equal(store_tx_end(f->st, true), RCS_OK);
+	for (size_t i = 0; i < N; i += 97) {
+		struct job_rec rec;
+
+		assert_int_equal(store_job_rec_get(f->st, jobs[i].ident, &rec), RCS_OK);
+		assert_int_equal(rec.status, JS_EDGE_RUNNING);
+		store_job_rec_free(&rec);
+		assert_int_equal(job_column(f, jobs[i].ident, "n_history"), 5);
+		assert_int_equal(job_column(f, jobs[i].ident, "last_seq"), 3);
+	}
+	free(jobs);
+}
+
+/* A group aborted by a failure inside a fold cancels only the jobs not yet on their
+ * devices, as their rows say once the fold's moves are written (lifecycle.c flushes): not
+ * job 0, pending in its row until the fold's moves are written. */
+static void test_fold_then_group_abort(void **state)
+{
+	struct fixture *f = *state;
+	struct lifecycle lc = {.st = f->st};
+	struct group_settings gs = {.has_abort = true, .failure_pct = 1, .min_finished = 1};
+	struct job_new jobs[3];
+	struct job_batch b;
+	char gid[UUID_STR_LEN];
+	const enum job_status want[3] = {JS_EDGE_STARTED, JS_EDGE_ERROR, JS_CANCELLED};
+
+	memset(&b, 0, sizeof(b));
+	for (size_t i = 0; i < 3; i++) {
+		assert_int_equal(uuid_v7(jobs[i].ident), RCS_OK);
+		jobs[i].entity_ident = f->dev[i];
+	}
+	assert_int_equal(uuid_v7(gid), RCS_OK);
+	b.client_root = f->root;
+	b.task_ident = f->task;
+	b.task_version = 1;
+	b.task_name = "Echo";
+	b.group_ident = gid;
+	b.group_name = "canary";
+	b.created_user = "alice";
+	b.variables = "{\"message\":\"hi\"}";
+	b.now = 200;
+	b.jobs = jobs;
+	b.n = 3;
+	b.settings = &gs;
+	assert_int_equal(store_jobs_create(f->st, &b), RCS_OK);
+	{
+		/* job 1 is sent; job 0's reports come before its send is recorded (a device
+		 * may answer first), job 2 waits */
+		struct job_move m = {
+		    .ident = jobs[1].ident, .to = JS_TRANSMITED, .mark_sent = true, .now = 250};
+		enum store_move res;
+
+		assert_int_equal(store_job_move(f->st, &m, &res), RCS_OK);
+	}
+	assert_int_equal(store_tx_begin(f->st), RCS_OK);
+	store_fold_begin(f->st);
+	for (long long seq = 1; seq <= 2; seq++) {
+		struct job_move m = {.ident = jobs[0].ident,
+				     .to = seq == 1 ? JS_EDGE_TRANSMITTED : JS_EDGE_STARTED,
+				     .seq = seq,
+				     .now = 260};
+		enum store_move res;
+
+		assert_int_equal(lifecycle_move_in_tx(&lc, &m, &res, NULL), RCS_OK);
+		assert_int_equal(res, STORE_MOVE_APPLIED);
+	}
+	{
+		/* job 1 fails: the group is aborted, its unsent jobs cancelled */
+		struct job_move m = {.ident = jobs[1].ident,
+				     .to = JS_EDGE_ERROR,
+				     .seq = 1,
+				     .error_code = "exec_failed",
+				     .now = 270};
+		enum store_move res;
+
+		assert_int_equal(lifecycle_move_in_tx(&lc, &m, &res, NULL), RCS_OK);
+	}
+	assert_int_equal(store_fold_end(f->st, true), RCS_OK);
+	assert_int_equal(store_tx_end(f->st, true), RCS_OK);
+	for (size_t i = 0; i < 3; i++) {
+		struct job_rec rec;
+
+		assert_int_equal(store_job_rec_get(f->st, jobs[i].ident, &rec), RCS_OK);
+		assert_int_equal(rec.status, want[i]);
+		store_job_rec_free(&rec);
+	}
+	assert_int_equal(job_column(f, jobs[0].ident, "last_seq"), 2);
+}
+
 static void test_move_hands_back_the_record(void **state)
 {
 	struct fixture *f = *state;
@@ -1242,6 +1523,10 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(test_job_lifecycle, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_cancel_then_late_report, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_move_hands_back_the_record, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_fold_writes_what_moves_write, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_fold_spoiled_by_a_rollback, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_fold_of_many_jobs, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_fold_then_group_abort, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_webhook_outbox_follows_new_webhooks, setup,
 					    teardown),
 	    cmocka_unit_test_setup_teardown(test_lists_and_groups, setup, teardown),
