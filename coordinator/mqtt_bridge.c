@@ -229,7 +229,7 @@ struct bridge_out {
  * offline).
  */
 static enum rcs_err bridge_prepare_job(struct bridge *b, const char *ident, bool resend,
-				       bool tv_cache, int64_t now, struct bridge_out *o)
+				       bool tv_cache, int64_t now, bool *undo, struct bridge_out *o)
 {
 	json_object *vars = NULL;
 	struct bridge_tv own, *tv = NULL;
@@ -272,7 +272,16 @@ static enum rcs_err bridge_prepare_job(struct bridge *b, const char *ident, bool
 				     .mark_sent = true,
 				     .now = now};
 		enum store_move res = STORE_MOVE_DUPLICATE;
-		err = lifecycle_move(b->lc, &m, &res, NULL);
+		/* undo: in the caller's transaction without a savepoint (SQLite copies each
+		 * page a savepoint's statements write), and a move that fails after writing
+		 * has the caller roll back (*undo); NULL: a savepoint of its own */
+		if (undo == NULL) {
+			err = lifecycle_move(b->lc, &m, &res, NULL);
+		} else {
+			err = lifecycle_move_in_tx(b->lc, &m, &res, NULL);
+			if (err != RCS_OK && err != RCS_ERR_NOTFOUND)
+				*undo = true;
+		}
 		if (err != RCS_OK || res != STORE_MOVE_APPLIED)
 			goto out; /* someone else moved it (cancel, another node): not sent */
 		/* claimed with the move, until the broker acknowledges the envelope: should this
@@ -452,6 +461,7 @@ static enum rcs_err bridge_publish_job(struct bridge *b, const char *ident)
 {
 	struct bridge_deferred *d = NULL;
 	int64_t now = (int64_t)time(NULL);
+	bool undo = false; /* any error rolls the transaction back here */
 	enum rcs_err err, end;
 
 	if (!mqttc_connected(b->mq))
@@ -463,7 +473,7 @@ static enum rcs_err bridge_publish_job(struct bridge *b, const char *ident)
 	err = store_tx_begin(b->st);
 	if (err != RCS_OK)
 		goto out;
-	err = bridge_prepare_job(b, ident, false, false, now, &d->o);
+	err = bridge_prepare_job(b, ident, false, false, now, &undo, &d->o);
 	end = store_tx_end(b->st, err == RCS_OK);
 	if (err == RCS_OK)
 		err = end;
@@ -482,6 +492,30 @@ out:
 		free(d->o.payload);
 	free(d);
 	return err;
+}
+
+/* The envelopes of k jobs into outs[] (payload NULL: not to be sent), in the caller's
+ * transaction. in_tx: the moves take no savepoint each; returns false when one failed
+ * after writing (outs[] then hold nothing): the caller rolls back and calls again with
+ * in_tx false, when each move is a savepoint of the transaction. */
+static bool bridge_prepare_chunk(struct bridge *b, const char (*ids)[UUID_STR_LEN], size_t k,
+				 bool resend, int64_t now, bool in_tx, struct bridge_out *outs)
+{
+	bool undo = false;
+
+	for (size_t i = 0; i < k && !undo; i++) {
+		enum rcs_err err = bridge_prepare_job(b, ids[i], resend, true, now,
+						      in_tx ? &undo : NULL, &outs[i]);
+		if (err != RCS_OK && !undo)
+			log_warnx("job %s: not sent: %s", ids[i], rcs_strerror(err));
+	}
+	if (undo) {
+		for (size_t i = 0; i < k; i++) {
+			free(outs[i].payload);
+			outs[i].payload = NULL;
+		}
+	}
+	return !undo;
 }
 
 /*
@@ -507,11 +541,13 @@ static void bridge_publish_idents(struct bridge *b, const struct store_idents *i
 		if (!mqttc_connected(b->mq))
 			break; /* disconnected: the resync after the next connect catches up */
 		tx = store_tx_begin(b->st) == RCS_OK;
-		for (size_t i = 0; i < k; i++) {
-			const char *id = idents->v[first + i];
-			enum rcs_err err = bridge_prepare_job(b, id, resend, true, now, &outs[i]);
-			if (err != RCS_OK)
-				log_warnx("job %s: not sent: %s", id, rcs_strerror(err));
+		if (!bridge_prepare_chunk(b, idents->v + first, k, resend, now, tx, outs)) {
+			/* a move failed after writing: the chunk again, each move in a savepoint
+			 * of its own, so that the failing one costs only itself */
+			log_warnx("a batch of %zu jobs is prepared again job by job", k);
+			store_tx_end(b->st, false);
+			tx = store_tx_begin(b->st) == RCS_OK;
+			bridge_prepare_chunk(b, idents->v + first, k, resend, now, false, outs);
 		}
 		if (tx && store_tx_end(b->st, true) != RCS_OK) {
 			/* nothing of the chunk was committed: its jobs stay pending */
