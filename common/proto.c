@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "manifest.h"
+#include "text.h"
 
 /* ---- topics ---- */
 
@@ -329,8 +330,172 @@ static bool proto_error_valid(const char *s)
 	return true;
 }
 
+/* ---- a report's plain path: no JSON tree (proto_report_decode) ---- */
+
+enum report_member { RM_V, RM_JOB, RM_STATUS, RM_SEQ, RM_TS, RM_RESPONSE, RM_ERROR, RM__COUNT };
+
+/* A member's value on the plain path: a string (NUL-terminated in the copy), a plain
+ * non-negative integer, or null. */
+struct report_value {
+	enum { RV_NONE, RV_STRING, RV_INT, RV_NULL } kind;
+	const char *s;
+	size_t len;
+	long long i;
+};
+
+static bool report_ws(char c)
+{
+	return c == ' ' || c == '\t' || c == '\n' || c == '\r';
+}
+
+/* A string without escapes or control characters from p[*i] (the opening quote), closed
+ * in place with a NUL. */
+static bool report_string(char *p, size_t len, size_t *i, const char **s, size_t *n)
+{
+	size_t k = *i + 1;
+
+	while (k < len && p[k] != '"') {
+		if (p[k] == '\\' || (unsigned char)p[k] < 0x20)
+			return false;
+		k++;
+	}
+	if (k >= len)
+		return false;
+	*s = p + *i + 1;
+	*n = k - (*i + 1);
+	p[k] = '\0';
+	*i = k + 1;
+	return true;
+}
+
+static bool report_value(char *p, size_t len, size_t *i, struct report_value *v)
+{
+	size_t k = *i, digits = 0;
+
+	if (k < len && p[k] == '"') {
+		v->kind = RV_STRING;
+		return report_string(p, len, i, &v->s, &v->len);
+	}
+	if (len - k >= 4 && memcmp(p + k, "null", 4) == 0) {
+		v->kind = RV_NULL;
+		*i = k + 4;
+		return true;
+	}
+	v->kind = RV_INT;
+	v->i = 0;
+	while (k < len && p[k] >= '0' && p[k] <= '9' && digits < 18) {
+		v->i = v->i * 10 + (p[k] - '0');
+		k++;
+		digits++;
+	}
+	/* no sign, fraction, exponent or leading zero, at most 18 digits */
+	if (digits == 0 || (digits > 1 && p[*i] == '0') ||
+	    (k < len && !report_ws(p[k]) && p[k] != ',' && p[k] != '}'))
+		return false;
+	*i = k;
+	return true;
+}
+
+/* The flat object of a report's members into m[] (each once, no other). */
+static bool report_members(char *p, size_t len, struct report_value m[RM__COUNT])
+{
+	static const char *const names[RM__COUNT] = {"v",  "job",      "status", "seq",
+						     "ts", "response", "error"};
+	size_t i = 0;
+
+	while (i < len && report_ws(p[i]))
+		i++;
+	if (i >= len || p[i++] != '{')
+		return false;
+	for (;;) {
+		const char *key;
+		size_t n, k;
+
+		while (i < len && report_ws(p[i]))
+			i++;
+		if (i >= len || p[i] != '"' || !report_string(p, len, &i, &key, &n))
+			return false;
+		for (k = 0; k < RM__COUNT; k++)
+			if (strlen(names[k]) == n && memcmp(names[k], key, n) == 0)
+				break;
+		if (k == RM__COUNT || m[k].kind != RV_NONE)
+			return false; /* another member, or one twice */
+		while (i < len && report_ws(p[i]))
+			i++;
+		if (i >= len || p[i++] != ':')
+			return false;
+		while (i < len && report_ws(p[i]))
+			i++;
+		if (!report_value(p, len, &i, &m[k]))
+			return false;
+		while (i < len && report_ws(p[i]))
+			i++;
+		if (i < len && p[i] == ',') {
+			i++;
+			continue;
+		}
+		if (i >= len || p[i++] != '}')
+			return false;
+		break;
+	}
+	while (i < len && report_ws(p[i]))
+		i++;
+	return i == len;
+}
+
+/* The plain path: true with *out filled, or false with nothing kept (the general path then
+ * decides). Accepts only what proto_report_decode_json accepts, with the same result. */
+static bool proto_report_plain(const char *payload, size_t len, struct proto_report *out)
+{
+	struct report_value m[RM__COUNT];
+	char *p = NULL;
+	bool ok = false;
+
+	memset(m, 0, sizeof(m));
+	if (len == 0 || len > PROTO_MAX_PAYLOAD || !text_utf8_valid(payload, len) ||
+	    (p = malloc(len + 1)) == NULL)
+		goto out;
+	memcpy(p, payload, len);
+	p[len] = '\0';
+	if (!report_members(p, len, m))
+		goto out;
+	if (m[RM_V].kind != RV_INT || m[RM_V].i != PROTO_VERSION || m[RM_JOB].kind != RV_STRING ||
+	    m[RM_JOB].len != 36 || !uuid_valid(m[RM_JOB].s) || m[RM_STATUS].kind != RV_STRING ||
+	    m[RM_STATUS].len > 32 || !status_parse(m[RM_STATUS].s, &out->status) ||
+	    !status_is_device(out->status) || m[RM_SEQ].kind != RV_INT || m[RM_SEQ].i < 1 ||
+	    (m[RM_TS].kind != RV_INT && m[RM_TS].kind != RV_NULL) ||
+	    (m[RM_RESPONSE].kind != RV_NONE && m[RM_RESPONSE].kind != RV_NULL &&
+	     (m[RM_RESPONSE].kind != RV_STRING || m[RM_RESPONSE].len > PROTO_MAX_RESPONSE)) ||
+	    (m[RM_ERROR].kind != RV_NONE && m[RM_ERROR].kind != RV_NULL &&
+	     (m[RM_ERROR].kind != RV_STRING || m[RM_ERROR].len > PROTO_MAX_ERROR ||
+	      !proto_error_valid(m[RM_ERROR].s))))
+		goto out;
+	memcpy(out->job, m[RM_JOB].s, UUID_STR_LEN);
+	out->seq = m[RM_SEQ].i;
+	out->ts = m[RM_TS].kind == RV_INT ? m[RM_TS].i : 0;
+	out->response = m[RM_RESPONSE].kind == RV_STRING ? m[RM_RESPONSE].s : NULL;
+	out->error =
+	    m[RM_ERROR].kind == RV_STRING && out->status == JS_EDGE_ERROR ? m[RM_ERROR].s : NULL;
+	out->text = p;
+	p = NULL;
+	ok = true;
+out:
+	free(p);
+	return ok;
+}
+
 enum rcs_err proto_report_decode(const char *payload, size_t len, struct proto_report *out,
 				 struct jsonu_err *e)
+{
+	memset(out, 0, sizeof(*out));
+	if (proto_report_plain(payload, len, out))
+		return RCS_OK;
+	memset(out, 0, sizeof(*out));
+	return proto_report_decode_json(payload, len, out, e);
+}
+
+enum rcs_err proto_report_decode_json(const char *payload, size_t len, struct proto_report *out,
+				      struct jsonu_err *e)
 {
 	static const char *const keys[] = {"v",  "job",      "status", "seq",
 					   "ts", "response", "error",  NULL};
@@ -374,6 +539,7 @@ void proto_report_free(struct proto_report *r)
 {
 	if (r->root)
 		json_object_put(r->root);
+	free(r->text);
 	memset(r, 0, sizeof(*r));
 }
 

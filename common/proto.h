@@ -109,12 +109,20 @@ struct proto_report {
 	/* edge_error: the cause, one word (docs/mqtt.md "Status report"); NULL: not given
 	 * (older agents) */
 	const char *error;
-	json_object *root;
+	json_object *root; /* what response and error point into: the parsed JSON, */
+	char *text;        /* or a copy of the payload (proto_report_decode's plain path) */
 };
 
 json_object *proto_report_encode(const struct proto_report *r);
+/* A report as a device sends it (docs/mqtt.md "Status report"). A report as agents write
+ * it (a flat object of its members, strings without escapes, plain integers) is read
+ * without building a JSON tree; anything else, valid or not, goes the general way
+ * (proto_report_decode_json), which names what is wrong. Both give the same report for any
+ * text the first accepts (tests/unit/test_proto.c, tests/fuzz/fuzz_proto_report.c). */
 enum rcs_err proto_report_decode(const char *payload, size_t len, struct proto_report *out,
 				 struct jsonu_err *e);
+enum rcs_err proto_report_decode_json(const char *payload, size_t len, struct proto_report *out,
+				      struct jsonu_err *e);
 void proto_report_free(struct proto_report *r);
 
 /* ---- device state (retained, and the Last Will) ---- */

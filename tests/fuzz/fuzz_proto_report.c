@@ -4,7 +4,8 @@
  * target does what it does): proto_report_decode, then the report applied
  * with lifecycle_move to a fresh pending job of the device in a real store.
  *
- * Properties: an accepted report re-encodes (proto_report_encode) to one
+ * Properties: the plain path and the JSON path decode it alike (proto.h); an accepted
+ * report re-encodes (proto_report_encode) to one
  * that decodes to the same fields; its status is one a device may report;
  * applying it never fails but for the reasons a report may be refused, and
  * an applied report leaves the job in the reported status with its response.
@@ -66,8 +67,8 @@ static void apply(const struct proto_report *r)
 	FUZZ_CHECK(err == RCS_OK, "a report on a pending job: %s", rcs_strerror(err));
 	FUZZ_CHECK(res == STORE_MOVE_APPLIED, "a report on a pending job was not applied (%d)",
 		   (int)res);
-	FUZZ_CHECK(after.status == r->status, "applied %s, the job is %s",
-		   status_name(r->status), status_name(after.status));
+	FUZZ_CHECK(after.status == r->status, "applied %s, the job is %s", status_name(r->status),
+		   status_name(after.status));
 	FUZZ_CHECK((r->response == NULL && after.response == NULL) ||
 		       (r->response && after.response && strcmp(r->response, after.response) == 0),
 		   "the job's response is not the report's");
@@ -79,6 +80,33 @@ static void apply(const struct proto_report *r)
 		   rcs_strerror(err), (int)res);
 }
 
+static bool same_text(const char *a, const char *b)
+{
+	return (a == NULL && b == NULL) || (a && b && strcmp(a, b) == 0);
+}
+
+/* The plain path and the JSON path give the same report, or the same error. */
+static void check_paths(const uint8_t *data, size_t size, enum rcs_err err,
+			const struct proto_report *r, const struct jsonu_err *e)
+{
+	struct proto_report j;
+	struct jsonu_err ej;
+	enum rcs_err jerr;
+
+	memset(&ej, 0, sizeof(ej));
+	jerr = proto_report_decode_json((const char *)data, size, &j, &ej);
+	FUZZ_CHECK(err == jerr, "decoded %d, by the JSON path %d", (int)err, (int)jerr);
+	if (err == RCS_OK)
+		FUZZ_CHECK(strcmp(r->job, j.job) == 0 && r->status == j.status && r->seq == j.seq &&
+			       r->ts == j.ts && same_text(r->response, j.response) &&
+			       same_text(r->error, j.error),
+			   "the two paths decoded different reports");
+	else
+		FUZZ_CHECK(strcmp(e->field, ej.field) == 0 && strcmp(e->message, ej.message) == 0,
+			   "the two paths refused it differently: %s / %s", e->message, ej.message);
+	proto_report_free(&j);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	struct proto_report r;
@@ -88,8 +116,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	fz_tick();
 	memset(&e, 0, sizeof(e));
 	err = proto_report_decode((const char *)data, size, &r, &e);
+	check_paths(data, size, err, &r, &e);
 	if (err != RCS_OK) {
-		FUZZ_CHECK(r.root == NULL, "a refused report kept its tree");
+		FUZZ_CHECK(r.root == NULL && r.text == NULL, "a refused report kept its tree");
 		FUZZ_CHECK(e.message[0] != '\0', "a refused report without a message");
 		return 0;
 	}

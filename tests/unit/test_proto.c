@@ -143,6 +143,209 @@ static void test_report(void **state)
 #undef BAD
 }
 
+/* ---- a report's two paths give the same report (proto_report_decode) ---- */
+
+static uint64_t rng_state = 0x9e3779b97f4a7c15ULL;
+
+static unsigned rnd(unsigned n)
+{
+	rng_state ^= rng_state << 13;
+	rng_state ^= rng_state >> 7;
+	rng_state ^= rng_state << 17;
+	return (unsigned)(rng_state % n);
+}
+
+/* Whitespace as JSON allows it between tokens: mostly none. */
+static void put_ws(char *out, size_t size)
+{
+	static const char *const ws[] = {"", "", "", " ", "\n  ", "\t", "\r\n"};
+
+	strncat(out, ws[rnd(sizeof(ws) / sizeof(ws[0]))], size - strlen(out) - 1);
+}
+
+/* A report's text from variants of each member: mostly what agents send, and each kind of
+ * text the plain path must leave to the general one. */
+static void make_report(char *out, size_t size, const char *long_text)
+{
+	static const char *const vs[] = {"1",     "1",  "1",   "2",    "0",
+					 "\"1\"", "01", "1.0", "null", "-1"};
+	static const char *const jobs[] = {
+	    "\"" JOB "\"", "\"" JOB "\"",  "\"" JOB "\"",
+	    "\"x\"",       "\"" JOB "x\"", "\"\\u0030" JOB "\"",
+	    "null",        "12",           "\"01a1ff99-0cb5-7cdc-9b13-20e73ed7e40\""};
+	static const char *const statuses[] = {"\"edge_transmitted\"",
+					       "\"edge_started\"",
+					       "\"edge_running\"",
+					       "\"terminated\"",
+					       "\"edge_error\"",
+					       "\"cancelled\"",
+					       "\"transmited\"",
+					       "\"EDGE_RUNNING\"",
+					       "\"edge_runn\\u0069ng\"",
+					       "null",
+					       "3",
+					       "\"\""};
+	static const char *const seqs[] = {"1",
+					   "2",
+					   "4",
+					   "999999999999999999",
+					   "1000000000000000000",
+					   "9223372036854775806",
+					   "9223372036854775807",
+					   "0",
+					   "-1",
+					   "1e3",
+					   "3.0",
+					   "\"3\"",
+					   "null",
+					   "007",
+					   "true"};
+	static const char *const tss[] = {"1795392000", "0",     "null",  "-5",
+					  "1.5",        "\"1\"", "false", "1795392000123"};
+	static const char *const responses[] = {NULL,
+						NULL,
+						"null",
+						"\"ok\"",
+						"\"\"",
+						"\"with \\\"quotes\\\"\"",
+						"\"\xc3\xbcnicode\"",
+						"\"tab\tinside\"",
+						"\"a\\u0000b\"",
+						"42",
+						"[1]",
+						"{\"a\":1}",
+						"LONG",
+						"LONG+1"};
+	static const char *const errors[] = {NULL,
+					     NULL,
+					     "null",
+					     "\"timeout\"",
+					     "\"script_error\"",
+					     "\"Bad\"",
+					     "\"\"",
+					     "\"a23456789012345678901234567890123\"",
+					     "1"};
+	const char *members[10][2];
+	size_t n = 0;
+
+	/* each member mostly one of its first (valid) variants */
+#define PICK(a, good) (a)[rnd(6) ? rnd(good) : rnd(sizeof(a) / sizeof((a)[0]))]
+	members[n][0] = "v", members[n++][1] = PICK(vs, 1);
+	members[n][0] = "job", members[n++][1] = PICK(jobs, 1);
+	members[n][0] = "status", members[n++][1] = PICK(statuses, 5);
+	members[n][0] = "seq", members[n++][1] = PICK(seqs, 6);
+	members[n][0] = "ts", members[n++][1] = PICK(tss, 3);
+	members[n][0] = "response", members[n++][1] = PICK(responses, 7);
+	members[n][0] = "error", members[n++][1] = PICK(errors, 5);
+#undef PICK
+	if (rnd(20) == 0)
+		members[n][0] = "extra", members[n++][1] = "1";
+	if (rnd(20) == 0)
+		members[n][0] = "seq", members[n++][1] = "5"; /* twice */
+	if (rnd(30) == 0)
+		members[rnd((unsigned)n)][1] = NULL; /* a required one missing, now and then */
+	/* in any order */
+	for (size_t i = n; i > 1; i--) {
+		size_t j = rnd((unsigned)i);
+		const char *k = members[i - 1][0], *v = members[i - 1][1];
+
+		members[i - 1][0] = members[j][0], members[i - 1][1] = members[j][1];
+		members[j][0] = k, members[j][1] = v;
+	}
+	out[0] = '\0';
+	put_ws(out, size);
+	strncat(out, "{", size - strlen(out) - 1);
+	for (size_t i = 0, put = 0; i < n; i++) {
+		const char *v = members[i][1];
+
+		if (v == NULL)
+			continue;
+		if (put++ > 0)
+			strncat(out, ",", size - strlen(out) - 1);
+		put_ws(out, size);
+		strncat(out, "\"", size - strlen(out) - 1);
+		strncat(out, members[i][0], size - strlen(out) - 1);
+		strncat(out, "\"", size - strlen(out) - 1);
+		put_ws(out, size);
+		strncat(out, ":", size - strlen(out) - 1);
+		put_ws(out, size);
+		if (strcmp(v, "LONG") == 0 || strcmp(v, "LONG+1") == 0) {
+			strncat(out, "\"", size - strlen(out) - 1);
+			strncat(out, long_text + (v[4] == '+' ? 0 : 1), size - strlen(out) - 1);
+			strncat(out, "\"", size - strlen(out) - 1);
+		} else {
+			strncat(out, v, size - strlen(out) - 1);
+		}
+		put_ws(out, size);
+	}
+	strncat(out, "}", size - strlen(out) - 1);
+	put_ws(out, size);
+	switch (rnd(40)) {
+	case 0:
+		strncat(out, "x", size - strlen(out) - 1); /* after the object */
+		break;
+	case 1:
+		out[strlen(out) / 2] = '\0'; /* cut short */
+		break;
+	case 2:
+		strncat(out, "{}", size - strlen(out) - 1);
+		break;
+	default:
+		break;
+	}
+}
+
+static void test_report_plain_path_as_json(void **state)
+{
+	size_t size = PROTO_MAX_RESPONSE + 4096, plain = 0, accepted = 0;
+	char *text = malloc(size), *long_text = malloc(PROTO_MAX_RESPONSE + 2);
+
+	(void)state;
+	assert_non_null(text);
+	assert_non_null(long_text);
+	memset(long_text, 'r', PROTO_MAX_RESPONSE + 1); /* LONG+1: one byte too many */
+	long_text[PROTO_MAX_RESPONSE + 1] = '\0';
+	for (int i = 0; i < 40000; i++) {
+		struct proto_report a, b;
+		struct jsonu_err ea, eb;
+		enum rcs_err ra, rb;
+
+		make_report(text, size, long_text);
+		ra = proto_report_decode(text, strlen(text), &a, &ea);
+		rb = proto_report_decode_json(text, strlen(text), &b, &eb);
+		if (ra != rb)
+			fail_msg("%s: %d by proto_report_decode, %d by the JSON path", text, ra,
+				 rb);
+		if (ra == RCS_OK) {
+			accepted++;
+			plain += a.text != NULL;
+			assert_string_equal(a.job, b.job);
+			assert_int_equal(a.status, b.status);
+			assert_int_equal(a.seq, b.seq);
+			assert_int_equal(a.ts, b.ts);
+			assert_int_equal(a.response == NULL, b.response == NULL);
+			if (a.response)
+				assert_string_equal(a.response, b.response);
+			assert_int_equal(a.error == NULL, b.error == NULL);
+			if (a.error)
+				assert_string_equal(a.error, b.error);
+		} else {
+			assert_string_equal(ea.field, eb.field);
+			assert_string_equal(ea.message, eb.message);
+			assert_null(a.text);
+			assert_null(a.root);
+		}
+		proto_report_free(&a);
+		proto_report_free(&b);
+	}
+	/* both paths were taken, the plain one for most accepted reports */
+	assert_true(accepted > 1000);
+	assert_true(plain > accepted / 2);
+	assert_true(plain < accepted);
+	free(text);
+	free(long_text);
+}
+
 static void test_state_and_cancel(void **state)
 {
 	struct proto_state s = {.online = true, .agent_version = "1.2", .ts = 7};
@@ -225,6 +428,7 @@ int main(void)
 	    cmocka_unit_test(test_topics_round_trip),
 	    cmocka_unit_test(test_topics_refused),
 	    cmocka_unit_test(test_report),
+	    cmocka_unit_test(test_report_plain_path_as_json),
 	    cmocka_unit_test(test_state_and_cancel),
 	    cmocka_unit_test(test_envelope_checks_script_hash),
 	};
