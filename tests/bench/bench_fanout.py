@@ -120,10 +120,10 @@ def start_broker(workdir, n):
     return b.start()
 
 
-def prepare(workdir, n, db=None):
+def prepare(workdir, n, db=None, allow_offline=False):
     """A database (db: a path or a postgresql:// URL; default workdir/template.db) with one
-    tenant, n devices tagged TAG and an echo task; returns (db, client_root, api key, task
-    ident, idents file)."""
+    tenant, n devices tagged TAG and an echo task (allow_offline: its jobs wait for offline
+    devices); returns (db, client_root, api key, task ident, idents file)."""
     coord = h.Coordinator(workdir, db=db or os.path.join(workdir, "template.db"))
     tenant = coord.init_tenant(user="bench")
     coord.start()
@@ -139,7 +139,8 @@ def prepare(workdir, n, db=None):
     with concurrent.futures.ThreadPoolExecutor(8) as ex:
         idents = list(ex.map(make, range(n)))
     log("created %d devices in %.1f s" % (n, time.time() - t0))
-    r = api.post("/tasks", {"name": "bench echo", "script": "echo"})
+    r = api.post("/tasks", {"name": "bench echo", "script": "echo",
+                            "allow_offline": allow_offline})
     if r.status != 201:
         raise RuntimeError("POST /tasks: %r" % r)
     task = r.json["ident"]
@@ -226,7 +227,7 @@ def callgrind_total(path):
 
 
 def coordinator_run(workdir, k, prep, n, timeout, coord_args=(), cpus=None,
-                    get_under_load=False, callgrind=False):
+                    get_under_load=False, callgrind=False, offline_first=False):
     template, client_root, key, task, idf = prep
     db = os.path.join(workdir, "run-%d.db" % k)
     copy_db(template, db)
@@ -252,6 +253,10 @@ def coordinator_run(workdir, k, prep, n, timeout, coord_args=(), cpus=None,
             h.COORDINATOR = real
         pin(coord.proc.pid, cpus)
         api = coord.api(key)
+        if offline_first:
+            # the fleet comes online after the send: each device's state message has the
+            # coordinator send it its pending jobs (bridge_catch_up), N devices at once
+            return offline_first_run(workdir, k, coord, api, prep, n, timeout, broker)
         sim = Fleetsim(workdir, idf, client_root, broker.port)
         sim.wait_ready(timeout)
         deadline = time.time() + timeout
@@ -353,6 +358,37 @@ def coordinator_run(workdir, k, prep, n, timeout, coord_args=(), cpus=None,
     return res
 
 
+def offline_first_run(workdir, k, coord, api, prep, n, timeout, broker):
+    """The tag send while every device is offline (its jobs wait pending), then the fleet
+    connects: the time from fleetsim's start until all N jobs are terminated, and the
+    coordinator's CPU in it. The caller stops the coordinator and the broker."""
+    _, client_root, _, task, idf = prep
+    r = api.post("/tasks/%s/jobs/tags" % task, {"tag": TAG, "group_name": "offline-%d" % k})
+    if r.status != 201:
+        raise RuntimeError("tag send: %r" % r)
+    group = r.json["group"]["ident"]
+    created = len(r.json["items"])
+    watch = GroupWatch(broker.port, client_root)
+    sim = None
+    try:
+        cpu0 = cpu_of(coord.proc.pid)
+        t0 = time.monotonic()
+        sim = Fleetsim(workdir, idf, client_root, broker.port)
+        t_all, done = wait_terminated(api, group, n, t0, timeout, watch)
+        cpu1 = cpu_of(coord.proc.pid)
+    finally:
+        watch.close()
+        simres = sim.stop() if sim else None
+    complete = t_all is not None
+    if not complete:
+        log("run %d: only %d of %d jobs terminated after %ds" % (k, done, n, timeout))
+    return {"complete": complete, "created": created, "offline_first": True,
+            "online_to_all_terminated_s": round(t_all, 3) if complete else None,
+            "coordinator_cpu_s": round(cpu1 - cpu0, 2),
+            "coordinator_cpu_us_per_job": round((cpu1 - cpu0) * 1e6 / max(created, 1)),
+            "sim": simres}
+
+
 def baseline_run(workdir, prep, n, env_size, timeout):
     _, client_root, _, _, idf = prep
     broker = start_broker(workdir, n)
@@ -406,6 +442,10 @@ def main():
                     help="run the coordinator under valgrind --tool=callgrind and report its "
                     "instructions per job (the send and its reports; slow: use ~2,000 "
                     "devices); the dump is copied to FILE")
+    ap.add_argument("--offline-first", action="store_true",
+                    help="send while every device is offline, then connect the fleet: the "
+                    "time from the fleet's start until all are terminated (the catch-up of "
+                    "N devices coming online at once); no baseline")
     a = ap.parse_args()
 
     soft, hard = raise_nofile()
@@ -418,8 +458,25 @@ def main():
     try:
         sim_ceiling = json.loads(subprocess.run([FLEETSIM, "--selftest"], capture_output=True,
                                                 text=True, check=True).stdout)
-        prep = prepare(workdir, n)
+        prep = prepare(workdir, n, allow_offline=a.offline_first)
         runs = []
+        if a.offline_first:
+            for k in range(1, a.runs + 1):
+                c = coordinator_run(workdir, k, prep, n, a.timeout, a.coordinator_arg,
+                                    a.cpus, offline_first=True)
+                c.pop("sim", None)
+                log("run %d: %s" % (k, json.dumps(c)))
+                runs.append(c)
+            out = {"devices": n, "machine": machine(), "offline_first": True, "runs": runs,
+                   "median_online_to_all_terminated_s": statistics.median(
+                       r["online_to_all_terminated_s"] for r in runs
+                       if r["online_to_all_terminated_s"] is not None) if any(
+                       r["complete"] for r in runs) else None}
+            print(json.dumps(out, indent=1))
+            if a.json:
+                with open(a.json, "w") as f:
+                    json.dump(out, f, indent=1)
+            return
         for k in range(1, a.runs + 1):
             c = coordinator_run(workdir, k, prep, n, a.timeout, a.coordinator_arg, a.cpus,
                                 a.get_under_load, a.callgrind or False)
