@@ -51,6 +51,7 @@ struct settings {
 	struct cfg_strlist mqtt;
 	char *mqtt_shared_subscriptions;
 	long long events_qos;
+	long long events_backlog;
 	long long mqtt_window;
 	char *mqtt_client_id;
 	char *node_id;
@@ -136,6 +137,8 @@ static const struct cfg_opt serve_opts[] = {
 	"delivers)"),
     OPT_INT("events_qos", events_qos, 0, 1, "0|1",
 	    "QoS of the job and group events published (default 1)"),
+    OPT_INT("events_backlog", events_backlog, 1, 65536, "N",
+	    "events waiting to be published from which device reports wait (default 8192)"),
     OPT_INT("mqtt_window", mqtt_window, 1, 10000, "N",
 	    "QoS 1 messages published and not yet acknowledged by the broker (default 1000)"),
     OPT("mqtt_client_id", CFG_STRING, mqtt_client_id, "ID",
@@ -698,6 +701,7 @@ static int cmd_serve(struct settings *s)
 			bo.stable_client_id = node_kept || s->mqtt_client_id;
 			bo.node_died = node_died;
 			bo.events_qos = (int)s->events_qos;
+			bo.events_backlog = (size_t)s->events_backlog;
 			bo.mqtt.max_inflight = (int)s->mqtt_window;
 			bo.mqtt.client_id = s->mqtt_client_id ? s->mqtt_client_id : client_id;
 			bo.mqtt.username = s->mqtt_username;
@@ -833,6 +837,7 @@ int main(int argc, char **argv)
 	s.resend_after = 60;
 	s.lease = STORE_LEASE_DEFAULT;
 	s.events_qos = 1;
+	s.events_backlog = 8192;
 	s.mqtt_window = 1000;
 	s.smtp_max_per_hour = 600;
 	s.smtp_retry_base = 30;

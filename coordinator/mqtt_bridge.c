@@ -28,17 +28,19 @@
 #include "status.h"
 #include "uuid.h"
 
-#define BRIDGE_BATCH         1000               /* inbound messages per transaction */
-#define BRIDGE_PUBLISH_CHUNK 256                /* envelopes per transaction when sending many */
-#define BRIDGE_ENVELOPE_MAX  ((size_t)64 << 20) /* bytes of one envelope's text */
-#define BRIDGE_FULL_WAIT_MS  2000               /* longest wait for room in the client's window */
-#define BRIDGE_INBOUND_MAX   200000             /* queued inbound messages before back-pressure */
-#define BRIDGE_SWEEP_SECONDS 15                 /* re-send sweep period, at most */
-#define BRIDGE_RESYNC_LIMIT  5000               /* jobs per query when catching up */
-#define BRIDGE_APPLY_TRIES   5     /* a device message's write, broken off by the database */
-#define BRIDGE_ACK_SLOTS     8192  /* envelopes awaiting the broker's ack, by tag (claims) */
-#define BRIDGE_EVENTS_MAX    65536 /* events waiting for the publisher; more are dropped */
-#define BRIDGE_EVENT_MAX     ((size_t)8 << 20) /* bytes of one job record as text */
+#define BRIDGE_BATCH          1000               /* inbound messages per transaction */
+#define BRIDGE_PUBLISH_CHUNK  256                /* envelopes per transaction when sending many */
+#define BRIDGE_ENVELOPE_MAX   ((size_t)64 << 20) /* bytes of one envelope's text */
+#define BRIDGE_FULL_WAIT_MS   2000               /* longest wait for room in the client's window */
+#define BRIDGE_INBOUND_MAX    200000             /* queued inbound messages before back-pressure */
+#define BRIDGE_SWEEP_SECONDS  15                 /* re-send sweep period, at most */
+#define BRIDGE_RESYNC_LIMIT   5000               /* jobs per query when catching up */
+#define BRIDGE_APPLY_TRIES    5     /* a device message's write, broken off by the database */
+#define BRIDGE_ACK_SLOTS      8192  /* envelopes awaiting the broker's ack, by tag (claims) */
+#define BRIDGE_EVENTS_MAX     65536 /* events waiting for the publisher; more are dropped */
+#define BRIDGE_EVENTS_WAIT_MS 20    /* events behind (events_backlog): the worker looks again */
+#define BRIDGE_HELD_LOG_S     10    /* reports held for the events: logged this often at most */
+#define BRIDGE_EVENT_MAX      ((size_t)8 << 20) /* bytes of one job record as text */
 
 /* Status reports through a shared subscription (docs/mqtt.md "Several coordinators") */
 #define BRIDGE_SHARE_PREFIX "$share/rcs-coordinators/"
@@ -133,9 +135,13 @@ struct bridge {
 	bool pub_started;
 	pthread_mutex_t pub_lock;
 	pthread_cond_t pub_cond; /* events queued, or stop */
+	pthread_cond_t pub_room; /* fewer than events_backlog events are left */
+	size_t events_backlog;   /* events waiting from which reports wait (bridge_opts) */
+	time_t held_logged;      /* when reports last waited for the events, logged */
 	struct bridge_event *pub_head, *pub_tail;
-	size_t pub_n;
+	size_t pub_n;                   /* queued or being published */
 	unsigned long long pub_dropped; /* events the full queue refused */
+	bool pub_waking;                /* stopping: the worker no longer waits for room */
 	bool pub_stop;
 
 	/* worker-only: the task version of the last envelope, reused by bulk sends */
@@ -811,7 +817,6 @@ static void *bridge_publisher(void *arg)
 			pthread_cond_wait(&b->pub_cond, &b->pub_lock);
 		ev = b->pub_head;
 		b->pub_head = b->pub_tail = NULL;
-		b->pub_n = 0;
 		pthread_mutex_unlock(&b->pub_lock);
 		if (ev == NULL)
 			break; /* stopped, nothing left */
@@ -820,9 +825,53 @@ static void *bridge_publisher(void *arg)
 			bridge_event_publish(b, ev);
 			bridge_event_free(ev);
 			ev = next;
+			/* counted out one by one: a worker waiting for room goes on as soon as
+			 * there is some (bridge_events_wait) */
+			pthread_mutex_lock(&b->pub_lock);
+			if (b->pub_n > 0 && --b->pub_n == b->events_backlog - 1)
+				pthread_cond_broadcast(&b->pub_room);
+			pthread_mutex_unlock(&b->pub_lock);
 		}
 	}
 	return NULL;
+}
+
+/* Whether events_backlog events wait for the publisher (not when stopping): the worker then
+ * leaves the reports queued and sends envelopes only. Reports applied faster than their
+ * events go out would hold every event in memory, five job records a job (153 MB at 50,000
+ * devices); held back, the reports wait as the small messages they are. */
+static bool bridge_events_behind(struct bridge *b)
+{
+	bool behind, say;
+	size_t n;
+	time_t now = time(NULL);
+
+	pthread_mutex_lock(&b->pub_lock);
+	n = b->pub_n;
+	behind = n >= b->events_backlog && !b->pub_stop && !b->pub_waking;
+	say = behind && now - b->held_logged >= BRIDGE_HELD_LOG_S;
+	if (say)
+		b->held_logged = now;
+	pthread_mutex_unlock(&b->pub_lock);
+	if (say)
+		log_info("device reports wait for the event feed: %zu events to publish", n);
+	return behind;
+}
+
+/* Waits up to ms for the publisher to get below events_backlog. */
+static void bridge_events_wait(struct bridge *b, int ms)
+{
+	struct timespec until;
+
+	clock_gettime(CLOCK_REALTIME, &until);
+	until.tv_nsec += (long)ms * 1000000L;
+	until.tv_sec += until.tv_nsec / 1000000000L;
+	until.tv_nsec %= 1000000000L;
+	pthread_mutex_lock(&b->pub_lock);
+	while (b->pub_n >= b->events_backlog && !b->pub_stop && !b->pub_waking)
+		if (pthread_cond_timedwait(&b->pub_room, &b->pub_lock, &until) == ETIMEDOUT)
+			break;
+	pthread_mutex_unlock(&b->pub_lock);
 }
 
 /* The event goes out once the change is committed: a rolled-back move is never
@@ -1674,7 +1723,9 @@ static void *bridge_worker(void *arg)
 		size_t n = 0;
 		int wait_ms = bridge_reports_step(b); /* -1: nothing to wait for there */
 
-		/* take the work that arrived */
+		bool behind = bridge_events_behind(b);
+
+		/* take the work that arrived (reports not while the events are behind) */
 		pthread_mutex_lock(&b->lock);
 		stop = b->stop;
 		resync = b->resync;
@@ -1683,13 +1734,13 @@ static void *bridge_worker(void *arg)
 		b->due = false;
 		sweep = b->sweep;
 		b->sweep = false;
-		batch = b->in_head;
+		batch = behind ? NULL : b->in_head;
 		for (last = batch; last && ++n < BRIDGE_BATCH; last = last->next)
 			;
 		if (last) {
 			b->in_head = last->next;
 			last->next = NULL;
-		} else {
+		} else if (batch) {
 			b->in_head = NULL;
 		}
 		if (b->in_head == NULL)
@@ -1758,13 +1809,18 @@ static void *bridge_worker(void *arg)
 		}
 		/* sleep until new work */
 		pthread_mutex_lock(&b->lock);
-		n = b->in_n + (b->in_head ? 1 : 0) + json_object_array_length(b->out) +
-		    json_object_array_length(b->acked) +
+		n = (behind ? 0 : b->in_n + (b->in_head ? 1 : 0)) +
+		    json_object_array_length(b->out) + json_object_array_length(b->acked) +
 		    (mqttc_connected(b->mq) ? json_object_array_length(b->retry) : 0) +
 		    (b->due || b->sweep || b->resync || b->stop ? 1 : 0);
 		pthread_mutex_unlock(&b->lock);
 		if (n > 0 || wait_ms == 0)
 			continue;
+		if (behind) {
+			/* reports wait: for room among the events, or for other work */
+			bridge_events_wait(b, BRIDGE_EVENTS_WAIT_MS);
+			continue;
+		}
 		if (poll(&pfd, 1, wait_ms) < 0 && errno != EINTR)
 			log_warn("poll");
 		if (pfd.revents & POLLIN) {
@@ -1790,6 +1846,7 @@ enum rcs_err bridge_start(const struct bridge_opts *opts, struct store *st, stru
 	pthread_mutex_init(&b->lock, NULL);
 	pthread_mutex_init(&b->pub_lock, NULL);
 	pthread_cond_init(&b->pub_cond, NULL);
+	pthread_cond_init(&b->pub_room, NULL);
 	b->efd = -1;
 	b->st = st;
 	b->lc = lc;
@@ -1803,6 +1860,7 @@ enum rcs_err bridge_start(const struct bridge_opts *opts, struct store *st, stru
 			  " start: the session of a coordinator that died keeps taking its share"
 			  " of the reports (give --node-id)");
 	b->events_qos = opts->events_qos == 0 ? 0 : 1;
+	b->events_backlog = opts->events_backlog > 0 ? opts->events_backlog : 8192;
 	snprintf(b->client_id, sizeof(b->client_id), "%s",
 		 opts->mqtt.client_id ? opts->mqtt.client_id : "");
 	b->out = json_object_new_array();
@@ -1885,6 +1943,11 @@ void bridge_stop(struct bridge *b)
 	pthread_mutex_lock(&b->lock);
 	b->stop = true;
 	pthread_mutex_unlock(&b->lock);
+	/* a worker waiting for the publisher goes on to its last round at once */
+	pthread_mutex_lock(&b->pub_lock);
+	b->pub_waking = true;
+	pthread_cond_broadcast(&b->pub_room);
+	pthread_mutex_unlock(&b->pub_lock);
 	if (b->thread_started) {
 		bridge_kick(b);
 		pthread_join(b->thread, NULL);
@@ -1922,5 +1985,6 @@ void bridge_stop(struct bridge *b)
 	pthread_mutex_destroy(&b->lock);
 	pthread_mutex_destroy(&b->pub_lock);
 	pthread_cond_destroy(&b->pub_cond);
+	pthread_cond_destroy(&b->pub_room);
 	free(b);
 }

@@ -36,6 +36,9 @@ struct bridge_opts {
 	 * given): auto uses a shared subscription only then (docs/mqtt.md) */
 	bool stable_client_id;
 	int events_qos; /* QoS of the job and group events: 0 or 1 */
+	/* job and group events waiting to be published from which devices' reports wait to be
+	 * applied (0: 8192; docs/mqtt.md "Monitoring") */
+	size_t events_backlog;
 	/* this node's last run on a shared database did not stop cleanly: the reports on their
 	 * way to its clean session were lost, the in-flight jobs are sent again */
 	bool node_died;

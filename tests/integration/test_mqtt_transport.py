@@ -995,10 +995,13 @@ class TransportTest(MqttTest):
 
 
 class BulkTest(MqttTest):
-    """Bulk sends of 500 devices: 480 on a FakeFleet connection and 20 FakeDevices."""
+    """Bulk sends of 500 devices: 480 on a FakeFleet connection and 20 FakeDevices. With a
+    small events_backlog, so that the devices' reports wait for the event feed now and then
+    (docs/mqtt.md, "Monitoring"): nothing is lost or reordered by it."""
 
     N = 500
     N_FAKES = 20
+    coord_args = ("--events-backlog", "32")
 
     @classmethod
     def setUpClass(cls):
@@ -1073,6 +1076,11 @@ class BulkTest(MqttTest):
                  == self.N, timeout=30, what="the terminated event of every job")
         wrong = {k: v for k, v in events_by_job().items() if v != FULL_RUN[2:]}
         self.assertEqual(wrong, {}, "jobs whose events are missing or out of order")
+        # the reports waited for the feed (2,500 events against a backlog of 32), and no
+        # event was dropped
+        log = self.log_text(self.coord)
+        self.assertIn("device reports wait for the event feed", log)
+        self.assertNotIn("events dropped", log)
 
     def test_b_offline_at_scale(self):
         offline = self.fleet_ents[:300]
