@@ -40,6 +40,7 @@
 #define BRIDGE_EVENTS_MAX     65536 /* events waiting for the publisher; more are dropped */
 #define BRIDGE_EVENTS_WAIT_MS 20    /* events behind (events_backlog): the worker looks again */
 #define BRIDGE_HELD_LOG_S     10    /* reports held for the events: logged this often at most */
+#define BRIDGE_FEED_STUCK_S   2     /* ... unless the feed published nothing for this long */
 #define BRIDGE_EVENT_MAX      ((size_t)8 << 20) /* bytes of one job record as text */
 
 /* Status reports through a shared subscription (docs/mqtt.md "Several coordinators") */
@@ -137,7 +138,13 @@ struct bridge {
 	pthread_cond_t pub_cond; /* events queued, or stop */
 	pthread_cond_t pub_room; /* fewer than events_backlog events are left */
 	size_t events_backlog;   /* events waiting from which reports wait (bridge_opts) */
-	time_t held_logged;      /* when reports last waited for the events, logged */
+	unsigned long long pub_done; /* events the publisher is through with */
+	/* the worker's: when reports last waited for the events, logged; whether they wait,
+	 * and the publisher's progress last seen (bridge_events_behind) */
+	time_t held_logged;
+	bool held;
+	unsigned long long held_done;
+	time_t held_progress;
 	struct bridge_event *pub_head, *pub_tail;
 	size_t pub_n;                   /* queued or being published */
 	unsigned long long pub_dropped; /* events the full queue refused */
@@ -828,6 +835,7 @@ static void *bridge_publisher(void *arg)
 			/* counted out one by one: a worker waiting for room goes on as soon as
 			 * there is some (bridge_events_wait) */
 			pthread_mutex_lock(&b->pub_lock);
+			b->pub_done++;
 			if (b->pub_n > 0 && --b->pub_n == b->events_backlog - 1)
 				pthread_cond_broadcast(&b->pub_room);
 			pthread_mutex_unlock(&b->pub_lock);
@@ -839,16 +847,26 @@ static void *bridge_publisher(void *arg)
 /* Whether events_backlog events wait for the publisher (not when stopping): the worker then
  * leaves the reports queued and sends envelopes only. Reports applied faster than their
  * events go out would hold every event in memory, five job records a job (153 MB at 50,000
- * devices); held back, the reports wait as the small messages they are. */
+ * devices), and drop them at BRIDGE_EVENTS_MAX; held back, the reports wait as the small
+ * messages they are. Not while the publisher makes no progress for BRIDGE_FEED_STUCK_S (a
+ * broker that takes reports but doesn't acknowledge events): the reports go on, and the
+ * events wait or are dropped as before. */
 static bool bridge_events_behind(struct bridge *b)
 {
+	time_t now = time(NULL);
 	bool behind, say;
 	size_t n;
-	time_t now = time(NULL);
 
 	pthread_mutex_lock(&b->pub_lock);
 	n = b->pub_n;
 	behind = n >= b->events_backlog && !b->pub_stop && !b->pub_waking;
+	if (behind && (!b->held || b->pub_done != b->held_done)) {
+		b->held_done = b->pub_done;
+		b->held_progress = now;
+	}
+	b->held = behind;
+	if (behind && now - b->held_progress >= BRIDGE_FEED_STUCK_S)
+		behind = false; /* the feed is stuck */
 	say = behind && now - b->held_logged >= BRIDGE_HELD_LOG_S;
 	if (say)
 		b->held_logged = now;

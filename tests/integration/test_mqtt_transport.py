@@ -1076,11 +1076,13 @@ class BulkTest(MqttTest):
                  == self.N, timeout=30, what="the terminated event of every job")
         wrong = {k: v for k, v in events_by_job().items() if v != FULL_RUN[2:]}
         self.assertEqual(wrong, {}, "jobs whose events are missing or out of order")
-        # the reports waited for the feed (2,500 events against a backlog of 32), and no
-        # event was dropped
+        # no event was dropped; on SQLite, whose batches apply a thousand reports at once,
+        # the reports waited for the feed (2,500 events against a backlog of 32); on
+        # PostgreSQL each report is a transaction of its own and the feed may keep up
         log = self.log_text(self.coord)
-        self.assertIn("device reports wait for the event feed", log)
         self.assertNotIn("events dropped", log)
+        if not on_postgres():
+            self.assertIn("device reports wait for the event feed", log)
 
     def test_b_offline_at_scale(self):
         offline = self.fleet_ents[:300]
