@@ -840,6 +840,11 @@ out:
 #define FOLD_ROWS  1024 /* jobs a fold keeps; a full one is written out and begins again */
 #define FOLD_SLOTS 2048 /* the ident hash's slots: a power of two above FOLD_ROWS */
 
+/* The idents' table is the fold's own rather than json-c's lh_table: a fold is emptied after
+ * every batch, which here is clearing 4 KB of slots, where lh_table can only delete entry by
+ * entry and leaves a tombstone each (a lookup that misses then walks the whole table) or be
+ * made again. */
+
 struct fold_row {
 	struct job_move_row j;
 	bool dirty; /* moved since its row was last written */

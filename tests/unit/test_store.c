@@ -229,8 +229,10 @@ static enum rcs_err group_json(struct store *st, const char *root, const char *i
 	return err;
 }
 
-/* Creates n jobs (one per fixture device) and returns them in jobs[]. */
-static void make_jobs(struct fixture *f, struct job_new *jobs, size_t n, const char *group)
+/* Creates n jobs (one per fixture device, in turn) and returns them in jobs[]; group: in a
+ * new group of that name, with settings (may be NULL). */
+static void make_group_jobs(struct fixture *f, struct job_new *jobs, size_t n, const char *group,
+			    const struct group_settings *settings)
 {
 	struct job_batch b;
 	char gid[UUID_STR_LEN];
@@ -254,7 +256,13 @@ static void make_jobs(struct fixture *f, struct job_new *jobs, size_t n, const c
 	b.now = 200;
 	b.jobs = jobs;
 	b.n = n;
+	b.settings = settings;
 	assert_int_equal(store_jobs_create(f->st, &b), RCS_OK);
+}
+
+static void make_jobs(struct fixture *f, struct job_new *jobs, size_t n, const char *group)
+{
+	make_group_jobs(f, jobs, n, group, NULL);
 }
 
 static enum store_move move(struct fixture *f, const char *job, enum job_status to, long long seq,
@@ -910,29 +918,9 @@ static void test_fold_then_group_abort(void **state)
 	struct lifecycle lc = {.st = f->st};
 	struct group_settings gs = {.has_abort = true, .failure_pct = 1, .min_finished = 1};
 	struct job_new jobs[3];
-	struct job_batch b;
-	char gid[UUID_STR_LEN];
 	const enum job_status want[3] = {JS_EDGE_STARTED, JS_EDGE_ERROR, JS_CANCELLED};
 
-	memset(&b, 0, sizeof(b));
-	for (size_t i = 0; i < 3; i++) {
-		assert_int_equal(uuid_v7(jobs[i].ident), RCS_OK);
-		jobs[i].entity_ident = f->dev[i];
-	}
-	assert_int_equal(uuid_v7(gid), RCS_OK);
-	b.client_root = f->root;
-	b.task_ident = f->task;
-	b.task_version = 1;
-	b.task_name = "Echo";
-	b.group_ident = gid;
-	b.group_name = "canary";
-	b.created_user = "alice";
-	b.variables = "{\"message\":\"hi\"}";
-	b.now = 200;
-	b.jobs = jobs;
-	b.n = 3;
-	b.settings = &gs;
-	assert_int_equal(store_jobs_create(f->st, &b), RCS_OK);
+	make_group_jobs(f, jobs, 3, "canary", &gs);
 	{
 		/* job 1 is sent; job 0's reports come before its send is recorded (a device
 		 * may answer first), job 2 waits */
