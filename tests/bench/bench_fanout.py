@@ -21,6 +21,11 @@ task on the stock echo script):
       connection publishes N envelopes of the size the coordinator sent and waits for the
       4N reports (fleetsim --baseline).
 
+  --offline-first: the tag send while the whole fleet is offline (the task allows it; the
+      jobs wait pending), then fleetsim connects the N devices: the time from its start
+      until all N are terminated, and the coordinator's CPU meanwhile (each device coming
+      online has its pending jobs sent: the catch-up of a fleet back online). No baseline.
+
 Prints every run and the medians as JSON (--json FILE writes them too).
 """
 
