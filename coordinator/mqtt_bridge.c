@@ -35,6 +35,7 @@
 #define BRIDGE_INBOUND_MAX    200000             /* queued inbound messages before back-pressure */
 #define BRIDGE_SWEEP_SECONDS  15                 /* re-send sweep period, at most */
 #define BRIDGE_RESYNC_LIMIT   5000               /* jobs per query when catching up */
+#define BRIDGE_RECOVER_SPAN_S 30 /* a recovery's passes go on this long while jobs are left */
 #define BRIDGE_APPLY_TRIES    5     /* a device message's write, broken off by the database */
 #define BRIDGE_ACK_SLOTS      8192  /* envelopes awaiting the broker's ack, by tag (claims) */
 #define BRIDGE_EVENTS_MAX     65536 /* events waiting for the publisher; more are dropped */
@@ -126,6 +127,9 @@ struct bridge {
 	bool recover;
 	char recover_after[UUID_STR_LEN];
 	int64_t recover_before; /* jobs sent since the recovery began went on this session */
+	int64_t recover_until;  /* passes after the first: not after then (Unix s) */
+	int64_t recover_next;   /* the next pass: not before then */
+	bool recover_again;     /* a pass after the first one runs: said once */
 	/* the next take of the shared subscription follows a clean session that was lost (this
 	 * node's last run died, or an earlier connection of this run had it): worker-only */
 	bool lost_clean;
@@ -1119,6 +1123,9 @@ static void bridge_recover_start(struct bridge *b, const char *why)
 	b->recover = true;
 	b->recover_after[0] = '\0';
 	b->recover_before = (int64_t)time(NULL);
+	b->recover_until = b->recover_before + BRIDGE_RECOVER_SPAN_S;
+	b->recover_next = 0;
+	b->recover_again = false;
 	pthread_mutex_unlock(&b->lock);
 	log_info("sending the in-flight jobs again: %s", why);
 }
@@ -1160,27 +1167,55 @@ static void bridge_recover_lapsed(struct bridge *b, int64_t now)
 	bridge_recover_start(b, why);
 }
 
+/* After a recovery's last page: in-flight jobs it passed over, locked by another
+ * coordinator's transaction at that instant (PostgreSQL's SKIP LOCKED) or claimed by one,
+ * get another pass a second later, up to BRIDGE_RECOVER_SPAN_S after the start (then the
+ * stale-job sweep is left). Those sent again in a pass are not found again: they were sent
+ * after `before`. True when another pass is due. */
+static bool bridge_recover_again(struct bridge *b, int64_t before, int64_t until, int64_t now)
+{
+	long long left = 0;
+	bool again, say;
+
+	if (now >= until || store_jobs_inflight_left(b->st, before, &left) != RCS_OK || left == 0)
+		return false;
+	pthread_mutex_lock(&b->lock);
+	b->recover_next = now + 1;
+	say = !b->recover_again;
+	b->recover_again = again = true;
+	pthread_mutex_unlock(&b->lock);
+	if (say)
+		log_info("%lld in-flight jobs were busy elsewhere (locked or claimed by another"
+			 " coordinator): passes go on each second for up to %d s",
+			 left, BRIDGE_RECOVER_SPAN_S);
+	else
+		log_debug("another recovery pass: %lld in-flight jobs left", left);
+	return again;
+}
+
 /* One page of the recovery; true when more are left to send at once. */
 static bool bridge_recover_step(struct bridge *b, int64_t now)
 {
 	struct store_idents ids;
 	char after[UUID_STR_LEN];
-	int64_t before;
-	bool more = false, failed = false;
+	int64_t before, until, next;
+	bool more = false, at_once = false;
 
 	pthread_mutex_lock(&b->lock);
 	more = b->recover;
 	before = b->recover_before;
+	until = b->recover_until;
+	next = b->recover_next;
 	snprintf(after, sizeof(after), "%s", b->recover_after);
 	pthread_mutex_unlock(&b->lock);
-	if (!more || !mqttc_connected(b->mq))
+	if (!more || now < next || !mqttc_connected(b->mq))
 		return false;
 	/* a store error keeps the recovery for a later round (no one else will do it: the
 	 * lapsed node's row, the claim on it, is gone) */
 	if (store_jobs_inflight(b->st, after, before, now, BRIDGE_RESYNC_LIMIT, &ids) != RCS_OK) {
-		more = failed = true;
+		more = true;
 	} else {
-		more = ids.n == BRIDGE_RESYNC_LIMIT;
+		more = at_once = ids.n == BRIDGE_RESYNC_LIMIT;
 		if (ids.n > 0) {
 			log_info("re-sending %zu in-flight jobs", ids.n);
 			snprintf(after, sizeof(after), "%s", ids.v[ids.n - 1]);
@@ -1188,11 +1223,15 @@ static bool bridge_recover_step(struct bridge *b, int64_t now)
 		}
 		store_idents_free(&ids);
 	}
+	if (!more && bridge_recover_again(b, before, until, now)) {
+		more = true; /* from the first ident again, in a second */
+		after[0] = '\0';
+	}
 	pthread_mutex_lock(&b->lock);
 	b->recover = more;
 	snprintf(b->recover_after, sizeof(b->recover_after), "%s", after);
 	pthread_mutex_unlock(&b->lock);
-	return more && !failed;
+	return at_once;
 }
 
 /* Milliseconds until deadline (0 once it passed). */

@@ -695,6 +695,10 @@ enum rcs_err store_nodes_lapsed(struct store *st, int64_t now, long long *n);
  * again. */
 enum rcs_err store_jobs_inflight(struct store *st, const char *after, int64_t before, int64_t now,
 				 size_t limit, struct store_idents *out);
+/* How many in-flight jobs of online devices store_jobs_inflight would still find from the
+ * first (sent before `before`), whoever claims or locks them: those it passed over, locked
+ * by another transaction (PostgreSQL's SKIP LOCKED) or claimed by another node. */
+enum rcs_err store_jobs_inflight_left(struct store *st, int64_t before, long long *n);
 /* This node stops: its row goes. */
 enum rcs_err store_node_gone(struct store *st);
 /* Calls fn (on a thread of the store's) whenever another transaction committed work that

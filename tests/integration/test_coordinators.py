@@ -34,6 +34,7 @@ import random
 import shutil
 import signal
 import socketserver
+import subprocess
 import sys
 import tempfile
 import threading
@@ -306,8 +307,20 @@ class TwoCoordinatorsTest(unittest.TestCase):
                 if self.job(api, j)["status"] in TERMINAL:
                     left.discard(j)
             return not left
-        wait_for(check, timeout=timeout, interval=0.25,
-                 what="%d jobs terminal (left: %r)" % (len(idents), left))
+        try:
+            wait_for(check, timeout=timeout, interval=0.25,
+                     what="%d jobs terminal" % len(idents))
+        except AssertionError as e:
+            # what is left, as the database has it, and what the coordinators said
+            rows = self.sql("SELECT ident, status, claimed_by, lease_until, sent_at FROM jobs"
+                            " WHERE ident IN (%s) ORDER BY ident" %
+                            ",".join("'%s'" % j for j in sorted(left)))
+            logs = "".join("\n--- %s:\n%s" % (c.log_path, "\n".join(
+                l for l in c.read_log().splitlines() if "is online" not in l)[-6000:])
+                for c in self.coords)
+            raise AssertionError("%s: %d left (ident|status|claimed_by|lease_until|sent_at,"
+                                 " now %d):\n%s%s" % (e, len(left), time.time(), rows,
+                                                       logs)) from None
 
     def assertOnceEach(self, api, ident):
         """The job's history holds each status once, one of them terminal."""
@@ -772,42 +785,97 @@ class RecoverAfterReconnectTest(OneCoordinatorTest):
     coord_args = ("--node-id", "recover", "--mqtt-shared-subscriptions", "yes")
     ready_line = "status reports: shared subscription"
 
-    def test_inflight_sent_again_after_reconnect(self):
-        ent = self.api.post("/devices", {"name": "recover"}).json["entity_ident"]
+    lost = "the reports on their way to this node's previous clean session were lost with it"
+
+    def acknowledged_jobs(self, n):
+        """n devices on one MQTT connection (online again after each reconnect), a job sent
+        to each and acknowledged (edge_transmitted): the job idents, and the topics of the
+        envelopes as they arrive."""
+        ents = [self.api.post("/devices", {"name": "recover%d" % i}).json["entity_ident"]
+                for i in range(n)]
         envelopes = []
-        state = "rcs/v1/%s/%s/state" % (self.root, ent)
         online = json.dumps({"v": 1, "online": True, "tags": [], "agent_version": "recover",
                              "ts": int(time.time())})
         self.cl = mqtt.Client(client_id="recover-" + uuid.uuid4().hex[:12], clean_session=True)
         self.cl.reconnect_delay_set(min_delay=1, max_delay=1)
 
         def on_connect(c, u, f, rc):
-            c.subscribe("rcs/v1/%s/%s/jobs/+" % (self.root, ent), 1)
-            c.publish(state, online, qos=1, retain=True)
+            c.subscribe("rcs/v1/%s/+/jobs/+" % self.root, 1)
+            for e in ents:
+                c.publish("rcs/v1/%s/%s/state" % (self.root, e), online, qos=1, retain=True)
         self.cl.on_connect = on_connect
-        self.cl.on_message = lambda c, u, msg: envelopes.append(msg.topic)
+        # rcs/v1/<root>/events/jobs/<job> matches the filter too: envelopes only
+        self.cl.on_message = lambda c, u, msg: (
+            msg.topic.split("/")[3] in ents and envelopes.append(msg.topic))
         self.cl.connect("127.0.0.1", self.broker.port, keepalive=10)
         self.cl.loop_start()
-        wait_for(lambda: self.api.get("/devices/" + ent).json.get("online") is True,
-                 what="the device online")
+        for e in ents:
+            wait_for(lambda: self.api.get("/devices/" + e).json.get("online") is True,
+                     what="the device online")
         task = self.api.post("/tasks", {"name": "recover", "script": "echo"}).json
-        job = self.api.post("/tasks/%s/jobs" % task["ident"], {"entity_ident": ent}).json
-        wait_for(lambda: len(envelopes) == 1, what="the envelope")
-        self.cl.publish("rcs/v1/%s/%s/jobs/%s/status" % (self.root, ent, job["ident"]),
-                        json.dumps({"v": 1, "job": job["ident"], "status": "edge_transmitted",
-                                    "seq": 1, "ts": int(time.time())}), qos=1)
-        wait_for(lambda: self.api.get("/jobs/" + job["ident"]).json["status"]
-                 == "edge_transmitted", what="the job acknowledged")
-        lost = ("the reports on their way to this node's previous clean session were lost"
-                " with it")
-        self.assertNotIn(lost, self.coord.read_log())
+        jobs = [self.api.post("/tasks/%s/jobs" % task["ident"], {"entity_ident": e}).json
+                for e in ents]
+        wait_for(lambda: len(envelopes) == n, what="the envelopes")
+        for e, job in zip(ents, jobs):
+            self.cl.publish("rcs/v1/%s/%s/jobs/%s/status" % (self.root, e, job["ident"]),
+                            json.dumps({"v": 1, "job": job["ident"], "seq": 1,
+                                        "status": "edge_transmitted", "ts": int(time.time())}),
+                            qos=1)
+        for job in jobs:
+            wait_for(lambda: self.api.get("/jobs/" + job["ident"]).json["status"]
+                     == "edge_transmitted", what="the job acknowledged")
+        self.assertNotIn(self.lost, self.coord.read_log())
+        return [job["ident"] for job in jobs], envelopes
+
+    @staticmethod
+    def sent(envelopes, job):
+        return sum(t.endswith("/jobs/" + job) for t in envelopes)
+
+    def test_inflight_sent_again_after_reconnect(self):
+        (job,), envelopes = self.acknowledged_jobs(1)
         self.broker.stop()
         self.broker.start()
-        wait_for(lambda: len(envelopes) >= 2, timeout=30,
+        wait_for(lambda: self.sent(envelopes, job) >= 2, timeout=30,
                  what="the in-flight job sent again after the reconnect")
-        self.assertIn(lost, self.coord.read_log())
-        self.assertEqual(self.api.get("/jobs/" + job["ident"]).json["status"],
-                         "edge_transmitted")
+        self.assertIn(self.lost, self.coord.read_log())
+        self.assertEqual(self.api.get("/jobs/" + job).json["status"], "edge_transmitted")
+
+    def test_a_job_locked_meanwhile_gets_a_later_pass(self):
+        # the recovery claims the jobs FOR UPDATE SKIP LOCKED: one whose row another
+        # coordinator's transaction holds at that instant (here a psql session) is passed
+        # over, and sent in a later pass once it is free
+        (free, locked), envelopes = self.acknowledged_jobs(2)
+        holder = subprocess.Popen(
+            [os.path.join(self.pg.bindir, "psql"), "-X", "-q", "-v", "ON_ERROR_STOP=1",
+             "-d", self.pg.url(self.dbname)], stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,
+            text=True)
+        try:
+            holder.stdin.write("BEGIN;\nSELECT 1 FROM jobs WHERE ident = '%s' FOR UPDATE;\n"
+                               % locked)
+            holder.stdin.flush()
+            wait_for(lambda: self.pg.psql(
+                "SELECT count(*) FROM pg_stat_activity WHERE datname = '%s' AND state ="
+                " 'idle in transaction'" % self.dbname).strip() == "1",
+                timeout=10, interval=0.05, what="the row locked")
+            self.broker.stop()
+            self.broker.start()
+            wait_for(lambda: self.sent(envelopes, free) >= 2, timeout=30,
+                     what="the free job sent again after the reconnect")
+            time.sleep(1.5)  # a second pass comes by while the row is still locked
+            self.assertEqual(self.sent(envelopes, locked), 1, "sent while its row was locked")
+            holder.stdin.write("COMMIT;\n")
+            holder.stdin.close()
+            self.assertEqual(holder.wait(10), 0)
+        finally:
+            if holder.poll() is None:
+                holder.kill()
+                holder.wait()
+        wait_for(lambda: self.sent(envelopes, locked) >= 2, timeout=10,
+                 what="the locked job sent again once free")
+        log = self.coord.read_log()
+        self.assertIn(self.lost, log)
+        self.assertIn("in-flight jobs were busy elsewhere", log)
+        self.assertEqual(self.sent(envelopes, free), 2, "the free job sent again once")
 
 
 FAKETIME = next((p for p in ("/usr/lib/x86_64-linux-gnu/faketime/libfaketimeMT.so.1",
