@@ -35,7 +35,7 @@
 #define BRIDGE_INBOUND_MAX    200000             /* queued inbound messages before back-pressure */
 #define BRIDGE_SWEEP_SECONDS  15                 /* re-send sweep period, at most */
 #define BRIDGE_RESYNC_LIMIT   5000               /* jobs per query when catching up */
-#define BRIDGE_RECOVER_SPAN_S 30 /* a recovery's passes go on this long while jobs are left */
+#define BRIDGE_RECOVER_SPAN_S 30    /* a recovery's passes go on this long while jobs are left */
 #define BRIDGE_APPLY_TRIES    5     /* a device message's write, broken off by the database */
 #define BRIDGE_ACK_SLOTS      8192  /* envelopes awaiting the broker's ack, by tag (claims) */
 #define BRIDGE_EVENTS_MAX     65536 /* events waiting for the publisher; more are dropped */
@@ -139,9 +139,9 @@ struct bridge {
 	pthread_t pub_thread;
 	bool pub_started;
 	pthread_mutex_t pub_lock;
-	pthread_cond_t pub_cond; /* events queued, or stop */
-	pthread_cond_t pub_room; /* fewer than events_backlog events are left */
-	size_t events_backlog;   /* events waiting from which reports wait (bridge_opts) */
+	pthread_cond_t pub_cond;     /* events queued, or stop */
+	pthread_cond_t pub_room;     /* fewer than events_backlog events are left */
+	size_t events_backlog;       /* events waiting from which reports wait (bridge_opts) */
 	unsigned long long pub_done; /* events the publisher is through with */
 	/* the worker's: when reports last waited for the events, logged; whether they wait,
 	 * and the publisher's progress last seen (bridge_events_behind) */
