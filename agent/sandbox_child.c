@@ -1353,7 +1353,7 @@ static bool child_seccomp(void)
 	 * arena, but a library that opens a file by the way must not kill it.)
 	 */
 	{
-		const char *const opens[] = { "open", "openat", NULL };
+		const char *const opens[] = {"open", "openat", NULL};
 		for (const char *const *n = opens; *n != NULL; n++) {
 			int nr = seccomp_syscall_resolve_name(*n);
 			if (nr != __NR_SCMP_ERROR &&

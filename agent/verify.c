@@ -10,7 +10,6 @@
 #include <string.h>
 #include <strings.h>
 
-
 #include "buf.h"
 #include "jsonu.h"
 #include "vars.h"

@@ -1,6 +1,5 @@
 #include "jsonu.h"
 
-
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>

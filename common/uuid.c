@@ -1,6 +1,5 @@
 #include "uuid.h"
 
-
 #include <errno.h>
 #include <pthread.h>
 #include <stdint.h>

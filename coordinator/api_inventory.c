@@ -262,14 +262,16 @@ void api_key_create(struct api_req *req, struct api_resp *r)
 			  "'role' must be viewer, operator or admin");
 		goto out;
 	}
-	err = auth_key_new(req->app->st, req->auth.client_root, user, role, req->now, secret, ident);
+	err =
+	    auth_key_new(req->app->st, req->auth.client_root, user, role, req->now, secret, ident);
 	if (err == RCS_OK)
 		err = store_key_get(req->app->st, req->auth.client_root, ident, &key);
 	if (err != RCS_OK) {
 		api_store_error(r, err, "key");
 		goto out;
 	}
-	snprintf(req->target, sizeof(req->target), "%s", ident); /* audit: the ident, never the key */
+	/* audit: the ident, never the key */
+	snprintf(req->target, sizeof(req->target), "%s", ident);
 	/* the only time the key itself is shown */
 	buf_init(&b, API_KEY_ANSWER_MAX);
 	render_init(&w, &b);

@@ -239,8 +239,7 @@ void api_job_create(struct api_req *req, struct api_resp *r)
 		api_store_error(r, err, "device");
 		goto out;
 	}
-	if (lifecycle_has_transport(req->app->lc) && !online &&
-	    !jr.task.allow_offline) {
+	if (lifecycle_has_transport(req->app->lc) && !online && !jr.task.allow_offline) {
 		api_error(r, 409, "device_offline", "entity_ident",
 			  "the device is offline and the task does not allow offline devices");
 		goto out;
@@ -412,8 +411,8 @@ static void job_bulk(struct api_req *req, struct api_resp *r, struct job_req *jr
 			err = store_device_presence(req->app->st, req->auth.client_root, idents[i],
 						    &online);
 			if (err == RCS_ERR_NOTFOUND) {
-				rejected[nr++] = (struct job_rejected){idents[i], "not_found",
-								       "no such device"};
+				rejected[nr++] =
+				    (struct job_rejected){idents[i], "not_found", "no such device"};
 				continue;
 			}
 			if (err != RCS_OK) {
@@ -768,8 +767,8 @@ void api_job_history(struct api_req *req, struct api_resp *r)
 		return;
 	err = job_visible(req, req->seg[1]);
 	if (err == RCS_OK)
-		err = store_job_history(req->app->st, req->auth.client_root, req->seg[1], &pg,
-					&job, &list);
+		err = store_job_history(req->app->st, req->auth.client_root, req->seg[1], &pg, &job,
+					&list);
 	if (err != RCS_OK) {
 		api_store_error(r, err, "job");
 		return;

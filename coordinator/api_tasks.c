@@ -384,8 +384,8 @@ void api_task_get(struct api_req *req, struct api_resp *r)
 }
 
 /* Sets only the signature of the current version (PATCH {"signature": ...}). */
-static void task_set_signature(struct api_req *req, struct api_resp *r,
-			       const struct task_rec *cur, json_object *sig)
+static void task_set_signature(struct api_req *req, struct api_resp *r, const struct task_rec *cur,
+			       json_object *sig)
 {
 	struct task_write w;
 	struct manifest_in m;
@@ -643,8 +643,7 @@ static bool script_compiles(struct api_resp *r, const char *name, const char *sr
 	if (err == RCS_OK)
 		return true;
 	api_error(r, 400, "validation_failed", "source", "the script does not compile: %s", msg);
-	if (line > 0 && r->body != NULL &&
-	    json_object_object_get_ex(r->body, "error", &details) &&
+	if (line > 0 && r->body != NULL && json_object_object_get_ex(r->body, "error", &details) &&
 	    json_object_object_get_ex(details, "details", &details))
 		json_object_object_add(details, "line", json_object_new_int(line));
 	return false;

@@ -72,7 +72,8 @@ static int auth_throttle_check(const char *addr, unsigned limit, int64_t now, bo
 	pthread_mutex_lock(&auth_throttle.lock);
 	if (strcmp(auth_throttle.slot[i].addr, addr) != 0 ||
 	    now - auth_throttle.slot[i].window_start >= AUTH_THROTTLE_WINDOW) {
-		snprintf(auth_throttle.slot[i].addr, sizeof(auth_throttle.slot[i].addr), "%s", addr);
+		snprintf(auth_throttle.slot[i].addr, sizeof(auth_throttle.slot[i].addr), "%s",
+			 addr);
 		auth_throttle.slot[i].window_start = now;
 		auth_throttle.slot[i].failures = 0;
 	}

@@ -173,7 +173,6 @@ void api_openapi(struct api_req *req, struct api_resp *r);
 extern const unsigned char api_openapi_json[];
 extern const size_t api_openapi_json_len;
 
-
 /* ---- group sends (api_groups.c; docs/api.md "Rollouts") ---- */
 
 /* A retry's defaults: the first backoff and its factor (thousandths). */

@@ -56,8 +56,8 @@ static int script_line(const char *msg)
 	return *p == ':' ? (int)line : 0;
 }
 
-enum rcs_err script_check(const char *name, const char *src, size_t len, char *msg,
-			  size_t msglen, int *line)
+enum rcs_err script_check(const char *name, const char *src, size_t len, char *msg, size_t msglen,
+			  int *line)
 {
 	struct script_mem mem = {0, false};
 	char chunk[80];

@@ -20,7 +20,7 @@
  * message in msg ("name:LINE: ... near ...") and the line in *line (0 when Lua gave
  * none), or RCS_ERR_NOMEM when the parser ran out of its memory budget.
  */
-enum rcs_err script_check(const char *name, const char *src, size_t len, char *msg,
-			  size_t msglen, int *line);
+enum rcs_err script_check(const char *name, const char *src, size_t len, char *msg, size_t msglen,
+			  int *line);
 
 #endif

@@ -170,10 +170,9 @@ enum rcs_err signer_check_cached(struct signer *s, const struct manifest_in *m, 
 	if (signer_trusted_count(s) == 0)
 		return RCS_OK;
 	/* a task version's bytes never change: its tenant, ident and number stand for them */
-	n = snprintf(bound, sizeof(bound), "%s/%s/%lld", m->client_root, m->task_ident,
-		     m->version);
-	digest_ok = n > 0 && (size_t)n < sizeof(bound) &&
-		    sig_cache_digest(sig, bound, (size_t)n, d);
+	n = snprintf(bound, sizeof(bound), "%s/%s/%lld", m->client_root, m->task_ident, m->version);
+	digest_ok =
+	    n > 0 && (size_t)n < sizeof(bound) && sig_cache_digest(sig, bound, (size_t)n, d);
 	if (digest_ok && sig_cache_has(&s->good, d))
 		return RCS_OK;
 	err = signer_check(s, m, sig);

@@ -493,11 +493,12 @@ enum rcs_err store_jobs_inflight_left(struct store *st, int64_t before, long lon
 
 	*n = 0;
 	snprintf(b, sizeof(b), "%lld", (long long)before);
-	return store_get_one(st,
-			     "SELECT count(*) FROM jobs j JOIN devices d ON d.entity_ident ="
-			     " j.entity_ident AND d.client_root = j.client_root WHERE " JOBS_INFLIGHT
-			     " AND d.online = 1 AND coalesce(j.sent_at, 0) < CAST(?1 AS INTEGER)",
-			     b, NULL, NULL, node_count_row, n);
+	return store_get_one(
+	    st,
+	    "SELECT count(*) FROM jobs j JOIN devices d ON d.entity_ident ="
+	    " j.entity_ident AND d.client_root = j.client_root WHERE " JOBS_INFLIGHT
+	    " AND d.online = 1 AND coalesce(j.sent_at, 0) < CAST(?1 AS INTEGER)",
+	    b, NULL, NULL, node_count_row, n);
 }
 
 enum rcs_err store_clock(struct store *st, int64_t *now)

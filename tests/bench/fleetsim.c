@@ -48,7 +48,7 @@ enum cstate { C_IDLE, C_CONNECTING, C_WAIT_CONNACK, C_WAIT_SUBACK, C_READY };
 
 struct conn {
 	int fd;
-	int idx;		/* connection index (devices idx*per_conn...), -1: the baseline coordinator */
+	int idx; /* connection index (devices idx*per_conn...), -1: the baseline coordinator */
 	enum cstate st;
 	int want_out;
 	uint16_t pid;
@@ -61,8 +61,8 @@ static const char *opt_host = "127.0.0.1";
 static int opt_port = 1883;
 static const char *opt_root;
 static const char *opt_user;
-static int opt_rate = 2000;		/* new connections per second */
-static int opt_max_pending = 256;	/* connections waiting for CONNACK at once */
+static int opt_rate = 2000;       /* new connections per second */
+static int opt_max_pending = 256; /* connections waiting for CONNACK at once */
 static int opt_baseline;
 static int opt_env_size = 1200;
 static double opt_timeout = 600;
@@ -70,9 +70,9 @@ static int opt_keepalive = 120;
 
 static char **idents;
 static int ndev;
-static int nconn;		/* device connections: ndev / per_conn, rounded up */
-static int opt_per_conn = 1;	/* devices sharing one connection (when descriptors run short) */
-static struct conn *conns;	/* nconn device connections + 1 baseline coordinator */
+static int nconn;            /* device connections: ndev / per_conn, rounded up */
+static int opt_per_conn = 1; /* devices sharing one connection (when descriptors run short) */
+static struct conn *conns;   /* nconn device connections + 1 baseline coordinator */
 static int epfd;
 static volatile sig_atomic_t stop_flag;
 
@@ -200,17 +200,20 @@ static void mqtt_connect(struct conn *c, const char *cid)
 	size_t cl = strlen(cid);
 	unsigned char flags = 0x00; /* clean session off */
 	if (c->idx >= 0) {
-		wtl = snprintf(wt, sizeof wt, "rcs/v1/%s/%s/state", opt_root, cid); /* first device */
-		wpl = snprintf(wp, sizeof wp,
-			       "{\"v\":1,\"online\":false,\"tags\":[],\"agent_version\":\"fleetsim\","
-			       "\"ts\":%ld}",
-			       (long)time(NULL));
+		/* the first device's */
+		wtl = snprintf(wt, sizeof wt, "rcs/v1/%s/%s/state", opt_root, cid);
+		wpl =
+		    snprintf(wp, sizeof wp,
+			     "{\"v\":1,\"online\":false,\"tags\":[],\"agent_version\":\"fleetsim\","
+			     "\"ts\":%ld}",
+			     (long)time(NULL));
 		flags |= 0x04 | 0x08 | 0x20; /* will, will QoS 1, will retain */
 	}
 	size_t ul = opt_user ? strlen(opt_user) : 0;
 	if (opt_user)
 		flags |= 0x80;
-	size_t rlen = 10 + 2 + cl + (wtl ? 2 + (size_t)wtl + 2 + (size_t)wpl : 0) + (opt_user ? 2 + ul : 0);
+	size_t rlen =
+	    10 + 2 + cl + (wtl ? 2 + (size_t)wtl + 2 + (size_t)wpl : 0) + (opt_user ? 2 + ul : 0);
 	pkt_begin(&c->out, 0x10, rlen);
 	put_str(&c->out, "MQTT", 4);
 	unsigned char v[4] = {4, flags, (unsigned char)(opt_keepalive >> 8),
@@ -285,8 +288,8 @@ static void conn_close(struct conn *c, int failed)
 static void conn_flush(struct conn *c)
 {
 	while (c->out.len > c->out.off) {
-		ssize_t n = send(c->fd, c->out.p + c->out.off, c->out.len - c->out.off,
-				 MSG_NOSIGNAL);
+		ssize_t n =
+		    send(c->fd, c->out.p + c->out.off, c->out.len - c->out.off, MSG_NOSIGNAL);
 		if (n < 0) {
 			if (errno == EAGAIN || errno == EINTR)
 				break;
@@ -374,7 +377,7 @@ static void on_connected(struct conn *c)
 }
 
 static const char *const statuses[4] = {"edge_transmitted", "edge_started", "edge_running",
-					 "terminated"};
+					"terminated"};
 
 /* A device received an envelope on rcs/v1/<root>/<entity>/jobs/<job>: answer it. */
 static void device_envelope(struct conn *c, const char *topic, size_t tlen, size_t plen)
@@ -392,10 +395,11 @@ static void device_envelope(struct conn *c, const char *topic, size_t tlen, size
 	int sl = snprintf(st, sizeof st, "%.*s/status", (int)tlen, topic);
 	long ts = (long)time(NULL);
 	for (int s = 0; s < 4; s++) {
-		int pll = snprintf(pl, sizeof pl,
-				   "{\"v\":1,\"job\":\"%.*s\",\"status\":\"%s\",\"seq\":%d,\"ts\":%ld,"
-				   "\"response\":%s}",
-				   (int)jl, j, statuses[s], s + 1, ts, s == 3 ? "\"ok\"" : "null");
+		int pll =
+		    snprintf(pl, sizeof pl,
+			     "{\"v\":1,\"job\":\"%.*s\",\"status\":\"%s\",\"seq\":%d,\"ts\":%ld,"
+			     "\"response\":%s}",
+			     (int)jl, j, statuses[s], s + 1, ts, s == 3 ? "\"ok\"" : "null");
 		mqtt_publish(c, st, (size_t)sl, pl, (size_t)pll, 1, 0);
 	}
 }
@@ -444,7 +448,7 @@ static void handle_packet(struct conn *c, unsigned char h, const unsigned char *
 			reports_rx++;
 		break;
 	}
-	case 4:	 /* PUBACK */
+	case 4:  /* PUBACK */
 	case 13: /* PINGRESP */
 	default:
 		break;
@@ -538,8 +542,9 @@ static int selftest(void)
 	long long in0 = msgs_in;
 	double t0 = now(), c0 = cpu_seconds();
 	for (int k = 0; k < n; k++) {
-		int tl = snprintf(topic, sizeof topic, "rcs/v1/%s/%s/jobs/00000000-0000-7000-8000-%012d",
-				  opt_root, one[0], k);
+		int tl =
+		    snprintf(topic, sizeof topic, "rcs/v1/%s/%s/jobs/00000000-0000-7000-8000-%012d",
+			     opt_root, one[0], k);
 		/* the coordinator side encodes an envelope, the device parses it and answers */
 		mqtt_publish(&co, topic, (size_t)tl, env, sizeof env, 1, 0);
 		size_t rl = 0, mul = 1, i = 1;
@@ -722,7 +727,8 @@ int main(int argc, char **argv)
 						continue;
 					if (c->retry_at <= t && npending < opt_max_pending)
 						conn_start(c);
-				} else if (c->st == C_READY && t - c->last_tx > opt_keepalive / 2.0) {
+				} else if (c->st == C_READY &&
+					   t - c->last_tx > opt_keepalive / 2.0) {
 					pkt_begin(&c->out, 0xC0, 0);
 					conn_flush(c);
 				}
@@ -748,10 +754,11 @@ int main(int argc, char **argv)
 				int tl = snprintf(topic, sizeof topic,
 						  "rcs/v1/%s/%s/jobs/00000000-0000-7000-8000-%012d",
 						  opt_root, idents[i], i);
-				int el = snprintf(env, (size_t)opt_env_size + 1,
-						  "{\"v\":1,\"job\":\"00000000-0000-7000-8000-%012d\","
-						  "\"pad\":\"",
-						  i);
+				int el =
+				    snprintf(env, (size_t)opt_env_size + 1,
+					     "{\"v\":1,\"job\":\"00000000-0000-7000-8000-%012d\","
+					     "\"pad\":\"",
+					     i);
 				if (el < opt_env_size - 2) {
 					memset(env + el, 'x', (size_t)(opt_env_size - 2 - el));
 					memcpy(env + opt_env_size - 2, "\"}", 2);
@@ -790,12 +797,13 @@ int main(int argc, char **argv)
 		       "\"env_size\":%d,\"cpu_during_exchange_s\":%.3f,",
 		       dt, dt > 0 ? ndev / dt : 0.0, reports_rx, opt_env_size, dc);
 	}
-	printf("\"envelopes\":%lld,\"env_bytes_avg\":%.0f,\"msgs_in\":%lld,\"msgs_out\":%lld,"
-	       "\"bytes_in\":%lld,\"bytes_out\":%lld,\"disconnects\":%lld,\"connect_failures\":%lld,"
-	       "\"cpu_s\":%.3f,\"cpu_us_per_msg\":%.2f}\n",
-	       envelopes, envelopes ? (double)env_bytes_total / (double)envelopes : 0.0, msgs_in, msgs_out,
-	       bytes_in, bytes_out, disconnects, connect_fail, cpu_total,
-	       msgs ? cpu_total * 1e6 / (double)msgs : 0.0);
+	printf(
+	    "\"envelopes\":%lld,\"env_bytes_avg\":%.0f,\"msgs_in\":%lld,\"msgs_out\":%lld,"
+	    "\"bytes_in\":%lld,\"bytes_out\":%lld,\"disconnects\":%lld,\"connect_failures\":%lld,"
+	    "\"cpu_s\":%.3f,\"cpu_us_per_msg\":%.2f}\n",
+	    envelopes, envelopes ? (double)env_bytes_total / (double)envelopes : 0.0, msgs_in,
+	    msgs_out, bytes_in, bytes_out, disconnects, connect_fail, cpu_total,
+	    msgs ? cpu_total * 1e6 / (double)msgs : 0.0);
 	fflush(stdout);
 	return rc;
 }

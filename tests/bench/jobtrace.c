@@ -270,8 +270,8 @@ pid_t waitpid(pid_t pid, int *status, int options)
 	if (got > 0 && shm != NULL && got == shm->pid) {
 		emit("reap %lld %d %lld %lld %lld %lld %lld %lld %ld %lld %lld %d\n",
 		     (long long)now_ns(), (int)got, (long long)fork_call, (long long)fork_ret,
-		     (long long)shm->start, (long long)shm->lua_ready,
-		     (long long)shm->seccomp_done, (long long)shm->exit, ru.ru_maxrss,
+		     (long long)shm->start, (long long)shm->lua_ready, (long long)shm->seccomp_done,
+		     (long long)shm->exit, ru.ru_maxrss,
 		     (long long)ru.ru_utime.tv_sec * 1000000 + ru.ru_utime.tv_usec,
 		     (long long)ru.ru_stime.tv_sec * 1000000 + ru.ru_stime.tv_usec, st);
 		shm->pid = 0;

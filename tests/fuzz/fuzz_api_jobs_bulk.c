@@ -41,8 +41,8 @@ static void check_answer(json_object *ans, const uint8_t *data, size_t size)
 			   "a job for a device that is not online");
 	}
 	for (size_t i = 0; i < json_object_array_length(rejected); i++) {
-		const char *ent = jsonu_member_str(json_object_array_get_idx(rejected, i),
-						   "entity_ident");
+		const char *ent =
+		    jsonu_member_str(json_object_array_get_idx(rejected, i), "entity_ident");
 		FUZZ_CHECK(ent && strcmp(ent, FZ_DEV_ONLINE) != 0, "the online device rejected");
 	}
 	/* a group exactly when the send named one, with or without jobs (docs/api.md) */
@@ -53,7 +53,8 @@ static void check_answer(json_object *ans, const uint8_t *data, size_t size)
 			       strcmp(jsonu_member_str(group, "name"), name) == 0,
 			   "a send named %s answered %s", name, jsonu_dump(ans, NULL));
 	else
-		FUZZ_CHECK(group == NULL, "a group the send did not name: %s", jsonu_dump(ans, NULL));
+		FUZZ_CHECK(group == NULL, "a group the send did not name: %s",
+			   jsonu_dump(ans, NULL));
 	json_object_put(body);
 }
 

@@ -82,9 +82,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		FUZZ_CHECK(json_object_get_int64(jsonu_member(ans, "version")) == 3,
 			   "a signature changed the version");
 		sig = jsonu_member(ans, "signature");
-		FUZZ_CHECK(sig == NULL || strcmp(jsonu_dump(sig, NULL),
-						 jsonu_dump(jsonu_member(body, "signature"),
-							    NULL)) == 0,
+		FUZZ_CHECK(sig == NULL ||
+			       strcmp(jsonu_dump(sig, NULL),
+				      jsonu_dump(jsonu_member(body, "signature"), NULL)) == 0,
 			   "the stored signature is not the one sent");
 	}
 out:

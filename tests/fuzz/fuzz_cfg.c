@@ -105,7 +105,8 @@ static void check_settings(const struct fuzz_settings *s)
 
 	for (const struct cfg_opt *o = fuzz_opts; o->name; o++) {
 		if (o->type == CFG_INT) {
-			long long v = *(const long long *)(const void *)((const char *)s + o->offset);
+			long long v =
+			    *(const long long *)(const void *)((const char *)s + o->offset);
 			FUZZ_CHECK(v == 0 || (v >= o->min && v <= o->max), "%s = %lld out of range",
 				   o->name, v);
 		}

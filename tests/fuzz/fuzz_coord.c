@@ -251,9 +251,11 @@ int fz_call(api_handler fn, const char *method, const char *const *seg, int nseg
 	} else {
 		ans = resp.body;
 	}
-	FUZZ_CHECK(resp.status >= 200 && resp.status < 500, "%s /%s%s%s answered %d: %s", method,
-		   seg[0], nseg > 1 ? "/" : "", nseg > 1 ? seg[1] : "", resp.status,
-		   ans ? jsonu_dump(ans, NULL) : "(no body)");
+	FUZZ_CHECK(resp.status >= 200 &&
+			   resp.status<500, "%s /%s%s%s answered %d: %s", method, seg[0], nseg> 1
+		       ? "/"
+		       : "",
+		   nseg > 1 ? seg[1] : "", resp.status, ans ? jsonu_dump(ans, NULL) : "(no body)");
 	if (resp.status != 204)
 		FUZZ_CHECK(json_object_is_type(ans, json_type_object),
 			   "answer %d without a JSON object", resp.status);
@@ -264,8 +266,9 @@ int fz_call(api_handler fn, const char *method, const char *const *seg, int nseg
 			   "error answer without code or message: %s", jsonu_dump(ans, NULL));
 	}
 	if (getenv("RCS_FUZZ_VERBOSE"))
-		fprintf(stderr, "fuzz: %s /%s%s%s: %d %.300s\n", method, seg[0], nseg > 1 ? "/" : "",
-			nseg > 1 ? seg[1] : "", resp.status, ans ? jsonu_dump(ans, NULL) : "");
+		fprintf(stderr, "fuzz: %s /%s%s%s: %d %.300s\n", method, seg[0],
+			nseg > 1 ? "/" : "", nseg > 1 ? seg[1] : "", resp.status,
+			ans ? jsonu_dump(ans, NULL) : "");
 	if (answer)
 		*answer = ans;
 	else if (ans)

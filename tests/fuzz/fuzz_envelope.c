@@ -91,7 +91,8 @@ static void check_roundtrip(const struct proto_envelope *env)
 
 	FUZZ_CHECK(err == RCS_OK, "an encoded envelope does not decode: %s: %s\n%s", e.field,
 		   e.message, text);
-	FUZZ_CHECK(strcmp(env->job, again.job) == 0 && strcmp(env->client_root, again.client_root) == 0 &&
+	FUZZ_CHECK(strcmp(env->job, again.job) == 0 &&
+		       strcmp(env->client_root, again.client_root) == 0 &&
 		       strcmp(env->entity_ident, again.entity_ident) == 0 &&
 		       strcmp(env->task_ident, again.task_ident) == 0 &&
 		       env->task_version == again.task_version &&
@@ -115,8 +116,8 @@ static void check_reason(enum rcs_err err, const char *reason)
 		   "verify_envelope answered %s (%s)", rcs_strerror(err), reason);
 	FUZZ_CHECK(memchr(reason, '\0', VERIFY_REASON_MAX) != NULL, "reason not terminated");
 	FUZZ_CHECK(fuzz_printable_line(reason), "reason is not one printable line: %s", reason);
-	FUZZ_CHECK((err == RCS_OK) == (reason[0] == '\0'), "%s with reason '%s'",
-		   rcs_strerror(err), reason);
+	FUZZ_CHECK((err == RCS_OK) == (reason[0] == '\0'), "%s with reason '%s'", rcs_strerror(err),
+		   reason);
 }
 
 /* A signed envelope was accepted: its manifest must be the one that was signed. */

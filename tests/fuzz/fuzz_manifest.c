@@ -59,7 +59,8 @@ static void check_b64(const char *value)
 	FUZZ_CHECK(err == RCS_OK || err == RCS_ERR_INVAL || err == RCS_ERR_TOOBIG,
 		   "b64_decode answered %s", rcs_strerror(err));
 	if (err == RCS_OK) {
-		size_t pad = (len > 0 && value[len - 1] == '=') + (len > 1 && value[len - 2] == '=');
+		size_t pad =
+		    (len > 0 && value[len - 1] == '=') + (len > 1 && value[len - 2] == '=');
 		FUZZ_CHECK(len % 4 == 0 && n == len / 4 * 3 - pad && n <= sizeof(out),
 			   "b64_decode of %zu chars gave %zu bytes", len, n);
 	}
@@ -68,9 +69,9 @@ static void check_b64(const char *value)
 /* The eight lines of a manifest, the last ending in LF. */
 static void check_manifest_shape(const char *m, size_t len)
 {
-	static const char *const labels[] = {"rcs-task-signature-v1", "client_root: ", "task: ",
-					     "version: ",             "script: ",      "script_sha256: ",
-					     "constants: ",           "variables_info: "};
+	static const char *const labels[] = {
+	    "rcs-task-signature-v1", "client_root: ", "task: ",          "version: ", "script: ",
+	    "script_sha256: ",       "constants: ",   "variables_info: "};
 	const char *p = m;
 
 	FUZZ_CHECK(strlen(m) == len, "manifest holds a NUL");
@@ -104,8 +105,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	in.version = (long long)json_object_get_int64(jsonu_member(root, "version"));
 	in.script_name = member_str(root, "script_name");
 	in.script = member_str(root, "script");
-	in.script_len = in.script ? (size_t)json_object_get_string_len(jsonu_member(root, "script"))
-				  : 0;
+	in.script_len =
+	    in.script ? (size_t)json_object_get_string_len(jsonu_member(root, "script")) : 0;
 	in.constants = member_obj(root, "constants");
 	in.variables_info = member_obj(root, "variables_info");
 

@@ -47,9 +47,11 @@ static void check_address(const char *a)
 
 static void check_mail(const char *mail)
 {
-	static const char *const headers[] = {
-	    "Date: ",   "Message-ID: <", "From: <", "To: <", "Subject:", "MIME-Version: ",
-	    "Content-Type: ", "Content-Transfer-Encoding: ", "Auto-Submitted: ", NULL};
+	static const char *const headers[] = {"Date: ",           "Message-ID: <",
+					      "From: <",          "To: <",
+					      "Subject:",         "MIME-Version: ",
+					      "Content-Type: ",   "Content-Transfer-Encoding: ",
+					      "Auto-Submitted: ", NULL};
 	const char *p = mail;
 	bool in_header = true, after_subject = false;
 
@@ -70,8 +72,8 @@ static void check_mail(const char *mail)
 			for (size_t i = 0; headers[i] && !known; i++)
 				known = strncmp(p, headers[i], strlen(headers[i])) == 0;
 			if (!known) /* only the Subject is folded */
-				FUZZ_CHECK(after_subject && p[0] == ' ', "unexpected header line: %.*s",
-					   (int)len, p);
+				FUZZ_CHECK(after_subject && p[0] == ' ',
+					   "unexpected header line: %.*s", (int)len, p);
 			else
 				after_subject = strncmp(p, "Subject:", 8) == 0;
 			for (size_t i = 0; i < len; i++)
@@ -138,15 +140,18 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	    jsonu_get_int(in, "task_version", false, 1, INT32_MAX, &version, NULL, &e) != RCS_OK)
 		goto out;
 	job = job_record(in);
-	for (size_t i = 0; mails && i < json_object_array_length(mails) && nmail < 4; i++, nmail++) {
+	for (size_t i = 0; mails && i < json_object_array_length(mails) && nmail < 4;
+	     i++, nmail++) {
 		const char *to = json_object_get_string(json_object_array_get_idx(mails, i));
 		size_t n = statuses ? json_object_array_length(statuses) : 1;
 		for (size_t k = 0; k < n; k++) {
-			const char *st = statuses ? json_object_get_string(
-							json_object_array_get_idx(statuses, k))
-						  : "terminated";
-			char *mail = notifier_format(FUZZ_FROM, to, &job, device, st, now,
-						     "0123456789abcdef0123456789abcdef.terminated@rcs");
+			const char *st =
+			    statuses
+				? json_object_get_string(json_object_array_get_idx(statuses, k))
+				: "terminated";
+			char *mail =
+			    notifier_format(FUZZ_FROM, to, &job, device, st, now,
+					    "0123456789abcdef0123456789abcdef.terminated@rcs");
 			check_mail(mail);
 			free(mail);
 		}

@@ -41,12 +41,11 @@ static void check_roundtrip(const struct proto_state *s)
 
 	FUZZ_CHECK(err == RCS_OK, "an encoded state does not decode: %s: %s\n%s", e.field,
 		   e.message, text);
-	FUZZ_CHECK(s->online == again.online && s->ts == again.ts &&
-		       same_json(s->tags, again.tags) &&
-		       (s->agent_version == NULL) == (again.agent_version == NULL) &&
-		       (s->agent_version == NULL ||
-			strcmp(s->agent_version, again.agent_version) == 0),
-		   "the state changed through encode and decode:\n%s", text);
+	FUZZ_CHECK(
+	    s->online == again.online && s->ts == again.ts && same_json(s->tags, again.tags) &&
+		(s->agent_version == NULL) == (again.agent_version == NULL) &&
+		(s->agent_version == NULL || strcmp(s->agent_version, again.agent_version) == 0),
+	    "the state changed through encode and decode:\n%s", text);
 	proto_state_free(&again);
 	json_object_put(o);
 }

@@ -27,7 +27,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	enum rcs_err err = proto_topic_parse(topic, &t);
 
 	if (err != RCS_OK) {
-		FUZZ_CHECK(err == RCS_ERR_INVAL, "proto_topic_parse answered %s", rcs_strerror(err));
+		FUZZ_CHECK(err == RCS_ERR_INVAL, "proto_topic_parse answered %s",
+			   rcs_strerror(err));
 		goto out;
 	}
 	FUZZ_CHECK(uuid_valid(t.client_root), "client_root '%s'", t.client_root);

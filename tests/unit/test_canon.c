@@ -134,13 +134,14 @@ static void expect_vector(const char *base)
 static void test_rfc_sample_values(void **state)
 {
 	(void)state;
-	expect_canon_text("{\n  \"numbers\": [333333333.33333329, 1E30, 4.50,\n"
-			  "              2e-3, 0.000000000000000000000000001],\n"
-			  "  \"string\": \"\\u20ac$\\u000F\\u000aA'\\u0042\\u0022\\u005c\\\\\\\"\\/\",\n"
-			  "  \"literals\": [null, true, false]\n}",
-			  "{\"literals\":[null,true,false],"
-			  "\"numbers\":[333333333.3333333,1e+30,4.5,0.002,1e-27],"
-			  "\"string\":\"\xe2\x82\xac$\\u000f\\nA'B\\\"\\\\\\\\\\\"/\"}");
+	expect_canon_text(
+	    "{\n  \"numbers\": [333333333.33333329, 1E30, 4.50,\n"
+	    "              2e-3, 0.000000000000000000000000001],\n"
+	    "  \"string\": \"\\u20ac$\\u000F\\u000aA'\\u0042\\u0022\\u005c\\\\\\\"\\/\",\n"
+	    "  \"literals\": [null, true, false]\n}",
+	    "{\"literals\":[null,true,false],"
+	    "\"numbers\":[333333333.3333333,1e+30,4.5,0.002,1e-27],"
+	    "\"string\":\"\xe2\x82\xac$\\u000f\\nA'B\\\"\\\\\\\\\\\"/\"}");
 	expect_vector("canon-rfc8785-values");
 }
 
@@ -148,14 +149,15 @@ static void test_rfc_sample_values(void **state)
 static void test_rfc_sample_sorting(void **state)
 {
 	(void)state;
-	expect_canon_text("{\"\\u20ac\": \"Euro Sign\", \"\\r\": \"Carriage Return\","
-			  " \"\\ufb33\": \"Hebrew Letter Dalet With Dagesh\", \"1\": \"One\","
-			  " \"\\ud83d\\ude00\": \"Emoji: Grinning Face\", \"\\u0080\": \"Control\","
-			  " \"\\u00f6\": \"Latin Small Letter O With Diaeresis\"}",
-			  "{\"\\r\":\"Carriage Return\",\"1\":\"One\",\"\xc2\x80\":\"Control\","
-			  "\"\xc3\xb6\":\"Latin Small Letter O With Diaeresis\","
-			  "\"\xe2\x82\xac\":\"Euro Sign\",\"\xf0\x9f\x98\x80\":\"Emoji: Grinning Face\","
-			  "\"\xef\xac\xb3\":\"Hebrew Letter Dalet With Dagesh\"}");
+	expect_canon_text(
+	    "{\"\\u20ac\": \"Euro Sign\", \"\\r\": \"Carriage Return\","
+	    " \"\\ufb33\": \"Hebrew Letter Dalet With Dagesh\", \"1\": \"One\","
+	    " \"\\ud83d\\ude00\": \"Emoji: Grinning Face\", \"\\u0080\": \"Control\","
+	    " \"\\u00f6\": \"Latin Small Letter O With Diaeresis\"}",
+	    "{\"\\r\":\"Carriage Return\",\"1\":\"One\",\"\xc2\x80\":\"Control\","
+	    "\"\xc3\xb6\":\"Latin Small Letter O With Diaeresis\","
+	    "\"\xe2\x82\xac\":\"Euro Sign\",\"\xf0\x9f\x98\x80\":\"Emoji: Grinning Face\","
+	    "\"\xef\xac\xb3\":\"Hebrew Letter Dalet With Dagesh\"}");
 	expect_vector("canon-rfc8785-sorting");
 }
 
@@ -181,25 +183,25 @@ static void test_numbers_sample(void **state)
 		double d;
 		const char *want;
 	} cases[] = {
-		{1e30, "1e+30"},
-		{4.50, "4.5"},
-		{2e-3, "0.002"},
-		{1e-27, "1e-27"},
-		{333333333.33333329, "333333333.3333333"},
-		{-0.0, "0"},
-		{0.0, "0"},
-		{1e21, "1e+21"},
-		{1e20, "100000000000000000000"},
-		{1e-7, "1e-7"},
-		{1e-6, "0.000001"},
-		{123e-20, "1.23e-18"},
-		{0.1, "0.1"},
-		{0.1 + 0.2, "0.30000000000000004"},
-		{100.0, "100"},
-		{-1.5, "-1.5"},
-		{123.456, "123.456"},
-		{-1e-7, "-1e-7"},
-		{1.5e300, "1.5e+300"},
+	    {1e30, "1e+30"},
+	    {4.50, "4.5"},
+	    {2e-3, "0.002"},
+	    {1e-27, "1e-27"},
+	    {333333333.33333329, "333333333.3333333"},
+	    {-0.0, "0"},
+	    {0.0, "0"},
+	    {1e21, "1e+21"},
+	    {1e20, "100000000000000000000"},
+	    {1e-7, "1e-7"},
+	    {1e-6, "0.000001"},
+	    {123e-20, "1.23e-18"},
+	    {0.1, "0.1"},
+	    {0.1 + 0.2, "0.30000000000000004"},
+	    {100.0, "100"},
+	    {-1.5, "-1.5"},
+	    {123.456, "123.456"},
+	    {-1e-7, "-1e-7"},
+	    {1.5e300, "1.5e+300"},
 	};
 
 	(void)state;
@@ -217,37 +219,37 @@ static void test_numbers_appendix_b(void **state)
 		uint64_t bits;
 		const char *want;
 	} cases[] = {
-		{0x0000000000000000, "0"},
-		{0x8000000000000000, "0"},
-		{0x0000000000000001, "5e-324"},
-		{0x8000000000000001, "-5e-324"},
-		{0x7fefffffffffffff, "1.7976931348623157e+308"},
-		{0xffefffffffffffff, "-1.7976931348623157e+308"},
-		{0x4340000000000000, "9007199254740992"},
-		{0xc340000000000000, "-9007199254740992"},
-		{0x4430000000000000, "295147905179352830000"},
-		{0x44b52d02c7e14af5, "9.999999999999997e+22"},
-		{0x44b52d02c7e14af6, "1e+23"},
-		{0x44b52d02c7e14af7, "1.0000000000000001e+23"},
-		{0x444b1ae4d6e2ef4e, "999999999999999700000"},
-		{0x444b1ae4d6e2ef4f, "999999999999999900000"},
-		{0x444b1ae4d6e2ef50, "1e+21"},
-		{0x3eb0c6f7a0b5ed8c, "9.999999999999997e-7"},
-		{0x3eb0c6f7a0b5ed8d, "0.000001"},
-		{0x41b3de4355555553, "333333333.3333332"},
-		{0x41b3de4355555554, "333333333.33333325"},
-		{0x41b3de4355555555, "333333333.3333333"},
-		{0x41b3de4355555556, "333333333.3333334"},
-		{0x41b3de4355555557, "333333333.33333343"},
-		{0xbecbf647612f3696, "-0.0000033333333333333333"},
-		{0x43143ff3c1cb0959, "1424953923781206.2"},
-		/*
-		 * 2^-1017 and 2^-1007: powers of two, where the nearest 16-digit
-		 * decimal does not read back but the next one up does, so the
-		 * shortest form has 16 digits, not 17 (checked against node).
-		 */
-		{0x0060000000000000, "7.120236347223045e-307"},
-		{0x0100000000000000, "7.291122019556398e-304"},
+	    {0x0000000000000000, "0"},
+	    {0x8000000000000000, "0"},
+	    {0x0000000000000001, "5e-324"},
+	    {0x8000000000000001, "-5e-324"},
+	    {0x7fefffffffffffff, "1.7976931348623157e+308"},
+	    {0xffefffffffffffff, "-1.7976931348623157e+308"},
+	    {0x4340000000000000, "9007199254740992"},
+	    {0xc340000000000000, "-9007199254740992"},
+	    {0x4430000000000000, "295147905179352830000"},
+	    {0x44b52d02c7e14af5, "9.999999999999997e+22"},
+	    {0x44b52d02c7e14af6, "1e+23"},
+	    {0x44b52d02c7e14af7, "1.0000000000000001e+23"},
+	    {0x444b1ae4d6e2ef4e, "999999999999999700000"},
+	    {0x444b1ae4d6e2ef4f, "999999999999999900000"},
+	    {0x444b1ae4d6e2ef50, "1e+21"},
+	    {0x3eb0c6f7a0b5ed8c, "9.999999999999997e-7"},
+	    {0x3eb0c6f7a0b5ed8d, "0.000001"},
+	    {0x41b3de4355555553, "333333333.3333332"},
+	    {0x41b3de4355555554, "333333333.33333325"},
+	    {0x41b3de4355555555, "333333333.3333333"},
+	    {0x41b3de4355555556, "333333333.3333334"},
+	    {0x41b3de4355555557, "333333333.33333343"},
+	    {0xbecbf647612f3696, "-0.0000033333333333333333"},
+	    {0x43143ff3c1cb0959, "1424953923781206.2"},
+	    /*
+	     * 2^-1017 and 2^-1007: powers of two, where the nearest 16-digit
+	     * decimal does not read back but the next one up does, so the
+	     * shortest form has 16 digits, not 17 (checked against node).
+	     */
+	    {0x0060000000000000, "7.120236347223045e-307"},
+	    {0x0100000000000000, "7.291122019556398e-304"},
 	};
 
 	(void)state;
@@ -292,11 +294,10 @@ static void test_numbers_integers(void **state)
 static void test_strings_escapes(void **state)
 {
 	static const char *const ctl[32] = {
-		"\\u0000", "\\u0001", "\\u0002", "\\u0003", "\\u0004", "\\u0005", "\\u0006",
-		"\\u0007", "\\b",     "\\t",     "\\n",     "\\u000b", "\\f",     "\\r",
-		"\\u000e", "\\u000f", "\\u0010", "\\u0011", "\\u0012", "\\u0013", "\\u0014",
-		"\\u0015", "\\u0016", "\\u0017", "\\u0018", "\\u0019", "\\u001a", "\\u001b",
-		"\\u001c", "\\u001d", "\\u001e", "\\u001f",
+	    "\\u0000", "\\u0001", "\\u0002", "\\u0003", "\\u0004", "\\u0005", "\\u0006", "\\u0007",
+	    "\\b",     "\\t",     "\\n",     "\\u000b", "\\f",     "\\r",     "\\u000e", "\\u000f",
+	    "\\u0010", "\\u0011", "\\u0012", "\\u0013", "\\u0014", "\\u0015", "\\u0016", "\\u0017",
+	    "\\u0018", "\\u0019", "\\u001a", "\\u001b", "\\u001c", "\\u001d", "\\u001e", "\\u001f",
 	};
 
 	(void)state;
@@ -323,9 +324,10 @@ static void test_strings_escapes(void **state)
 static void test_strings_invalid_utf8(void **state)
 {
 	static const char *const bad[] = {
-		"\xff",         "\xc3",             "\xc0\xaf",         /* overlong '/' */
-		"\xed\xa0\x80", /* CESU surrogate */ "\xf4\x90\x80\x80", /* > U+10FFFF */
-		"ab\x80",
+	    "\xff",         "\xc3",
+	    "\xc0\xaf",                                              /* overlong '/' */
+	    "\xed\xa0\x80", /* CESU surrogate */ "\xf4\x90\x80\x80", /* > U+10FFFF */
+	    "ab\x80",
 	};
 
 	(void)state;
@@ -410,18 +412,18 @@ static void test_depth_limit(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_rfc_sample_values),
-		cmocka_unit_test(test_rfc_sample_sorting),
-		cmocka_unit_test(test_sort_utf16_vs_bytes),
-		cmocka_unit_test(test_numbers_sample),
-		cmocka_unit_test(test_numbers_appendix_b),
-		cmocka_unit_test(test_numbers_nonfinite),
-		cmocka_unit_test(test_numbers_integers),
-		cmocka_unit_test(test_strings_escapes),
-		cmocka_unit_test(test_strings_invalid_utf8),
-		cmocka_unit_test(test_literals_and_null),
-		cmocka_unit_test(test_ceiling),
-		cmocka_unit_test(test_depth_limit),
+	    cmocka_unit_test(test_rfc_sample_values),
+	    cmocka_unit_test(test_rfc_sample_sorting),
+	    cmocka_unit_test(test_sort_utf16_vs_bytes),
+	    cmocka_unit_test(test_numbers_sample),
+	    cmocka_unit_test(test_numbers_appendix_b),
+	    cmocka_unit_test(test_numbers_nonfinite),
+	    cmocka_unit_test(test_numbers_integers),
+	    cmocka_unit_test(test_strings_escapes),
+	    cmocka_unit_test(test_strings_invalid_utf8),
+	    cmocka_unit_test(test_literals_and_null),
+	    cmocka_unit_test(test_ceiling),
+	    cmocka_unit_test(test_depth_limit),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -41,9 +41,9 @@ static void test_rc(void **state)
 	assert_int_equal(sqlite3_exec(db, "CREATE TABLE t(a PRIMARY KEY); INSERT INTO t VALUES(1)",
 				      NULL, NULL, NULL),
 			 SQLITE_OK);
-	assert_int_equal(db_rc(db, sqlite3_exec(db, "INSERT INTO t VALUES(1)", NULL, NULL, NULL),
-			       "t", "dup"),
-			 RCS_ERR_EXISTS);
+	assert_int_equal(
+	    db_rc(db, sqlite3_exec(db, "INSERT INTO t VALUES(1)", NULL, NULL, NULL), "t", "dup"),
+	    RCS_ERR_EXISTS);
 	sqlite3_close(db);
 }
 

@@ -22,13 +22,13 @@
 #include "manifest.h"
 #include "notifier.h"
 
-#define JOB_ID "0193a2b4-0000-7000-8000-00000000a001"
+#define JOB_ID  "0193a2b4-0000-7000-8000-00000000a001"
 #define TASK_ID "0193a2b4-0000-7000-8000-00000000b002"
-#define DEV_ID "0193a2b4-0000-7000-8000-00000000c003"
-#define FROM "rcs@example.com"
-#define TO "ops@example.com"
-#define MSGID "5f1c0d2e.terminated@rcs.example.com"
-#define NOW 1732200000 /* Thu, 21 Nov 2024 14:40:00 +0000 */
+#define DEV_ID  "0193a2b4-0000-7000-8000-00000000c003"
+#define FROM    "rcs@example.com"
+#define TO      "ops@example.com"
+#define MSGID   "5f1c0d2e.terminated@rcs.example.com"
+#define NOW     1732200000 /* Thu, 21 Nov 2024 14:40:00 +0000 */
 
 /* ---- helpers ---- */
 
@@ -220,7 +220,7 @@ static char *rfc2047_decode(const char *v)
 					dec[dlen++] = ' ';
 				} else if (*s == '=' && isxdigit((unsigned char)s[1]) &&
 					   isxdigit((unsigned char)s[2])) {
-					char hx[3] = { s[1], s[2], 0 };
+					char hx[3] = {s[1], s[2], 0};
 					dec[dlen++] = (unsigned char)strtol(hx, NULL, 16);
 					s += 2;
 				} else {
@@ -252,20 +252,20 @@ static void assert_crlf_only(const char *mail)
 	assert_true(n >= 2 && strcmp(mail + n - 2, "\r\n") == 0);
 }
 
-static const char *const KNOWN_HEADERS[] = { "Date",
-					     "Message-ID",
-					     "From",
-					     "To",
-					     "Subject",
-					     "MIME-Version",
-					     "Content-Type",
-					     "Content-Transfer-Encoding",
-					     "Auto-Submitted",
-					     "Precedence",
-					     "X-Auto-Response-Suppress",
-					     "Reply-To",
-					     "X-Mailer",
-					     NULL };
+static const char *const KNOWN_HEADERS[] = {"Date",
+					    "Message-ID",
+					    "From",
+					    "To",
+					    "Subject",
+					    "MIME-Version",
+					    "Content-Type",
+					    "Content-Transfer-Encoding",
+					    "Auto-Submitted",
+					    "Precedence",
+					    "X-Auto-Response-Suppress",
+					    "Reply-To",
+					    "X-Mailer",
+					    NULL};
 
 /* Every header line is a continuation (space/tab) or starts a known field; none
  * is longer than 998 characters (RFC 5322 section 2.1.1). */
@@ -317,7 +317,8 @@ static char *repeat(const char *unit, size_t times)
 
 static void test_headers(void **state)
 {
-	char *mail = format("Nightly Reboot", "Lab Router 7", "terminated", "window 42", "ok: done");
+	char *mail =
+	    format("Nightly Reboot", "Lab Router 7", "terminated", "window 42", "ok: done");
 	char *v = NULL;
 
 	(void)state;
@@ -370,7 +371,8 @@ static void test_body(void **state)
 	assert_non_null(strstr(body, "Nightly Reboot"));
 	assert_non_null(strstr(body, "Lab Router 7"));
 	assert_non_null(strstr(body, "edge_error"));
-	assert_non_null(strstr(body, "2024-11-21") ? strstr(body, "14:40") : strstr(body, "21 Nov 2024"));
+	assert_non_null(strstr(body, "2024-11-21") ? strstr(body, "14:40")
+						   : strstr(body, "21 Nov 2024"));
 	assert_non_null(strstr(body, "window 42"));
 	assert_non_null(strstr(body, "disk full on /var"));
 	free(mail);
@@ -387,8 +389,8 @@ static void test_body(void **state)
 
 static void test_crlf_everywhere(void **state)
 {
-	static const char *const nasty[] = { "a\nb", "a\rb", "a\r\nb", "a\n\rb", "\r\n", "\n.\n",
-					     "a\r\n.\r\nb", "tab\there", NULL };
+	static const char *const nasty[] = {"a\nb",  "a\rb",        "a\r\nb",    "a\n\rb", "\r\n",
+					    "\n.\n", "a\r\n.\r\nb", "tab\there", NULL};
 
 	(void)state;
 	for (int i = 0; nasty[i]; i++) {
@@ -402,13 +404,13 @@ static void test_crlf_everywhere(void **state)
 static void test_no_header_injection(void **state)
 {
 	static const char *const names[] = {
-		"x\r\nBcc: evil@example.net",
-		"x\nBcc: evil@example.net",
-		"x\rBcc: evil@example.net",
-		"x\r\n\r\nbody starts here",
-		"x\r\n Bcc: folded@example.net",
-		"Redémarrage\r\nBcc: evil@example.net", /* the encoded-word path */
-		NULL,
+	    "x\r\nBcc: evil@example.net",
+	    "x\nBcc: evil@example.net",
+	    "x\rBcc: evil@example.net",
+	    "x\r\n\r\nbody starts here",
+	    "x\r\n Bcc: folded@example.net",
+	    "Redémarrage\r\nBcc: evil@example.net", /* the encoded-word path */
+	    NULL,
 	};
 
 	(void)state;
@@ -434,12 +436,13 @@ static void test_utf8_subject(void **state)
 	static const struct {
 		const char *task, *device;
 	} cases[] = {
-		{ "Redémarrage ✓", "Gerät Süd" },
-		{ "夜間の再起動", "ルーター" },
-		{ "plain task", "Gerät" },
-		/* long enough for several encoded words, cut between characters */
-		{ "ééééééééééééééééééééééééééééééééééééééééééééééééééé", "日本語日本語日本語日本語日本語" },
-		{ "a😀b😀c😀d😀e😀f😀g😀h😀i😀j😀k😀l😀m😀n😀", "x" },
+	    {"Redémarrage ✓", "Gerät Süd"},
+	    {"夜間の再起動", "ルーター"},
+	    {"plain task", "Gerät"},
+	    /* long enough for several encoded words, cut between characters */
+	    {"ééééééééééééééééééééééééééééééééééééééééééééééééééé",
+	     "日本語日本語日本語日本語日本語"},
+	    {"a😀b😀c😀d😀e😀f😀g😀h😀i😀j😀k😀l😀m😀n😀", "x"},
 	};
 
 	(void)state;
@@ -495,7 +498,7 @@ static void test_utf8_subject_line_length(void **state)
  * the subject keeps of them decodes to valid UTF-8. */
 static void test_long_utf8_names_stay_valid(void **state)
 {
-	static const char *const units[] = { "é", "夜", "😀" };
+	static const char *const units[] = {"é", "夜", "😀"};
 
 	(void)state;
 	for (size_t u = 0; u < 3; u++) {
@@ -506,12 +509,14 @@ static void test_long_utf8_names_stay_valid(void **state)
 			char *mail = format(name, name, "terminated", name, "r");
 			char *s = subject_of(mail);
 			if (rfc2047_bad_word || !utf8_valid((const unsigned char *)s, strlen(s)))
-				fail_msg("subject of a %zu-byte name (%zu leading ASCII, then %s) is "
-					 "not valid UTF-8",
-					 strlen(name), lead, units[u]);
+				fail_msg(
+				    "subject of a %zu-byte name (%zu leading ASCII, then %s) is "
+				    "not valid UTF-8",
+				    strlen(name), lead, units[u]);
 			const char *b = body_of(mail);
 			if (!utf8_valid((const unsigned char *)b, strlen(b)))
-				fail_msg("body with a %zu-byte name is not valid UTF-8", strlen(name));
+				fail_msg("body with a %zu-byte name is not valid UTF-8",
+					 strlen(name));
 			free(s);
 			free(mail);
 			free(rep);
@@ -592,7 +597,7 @@ static void test_lines_at_most_998(void **state)
  * charset=utf-8 stays valid UTF-8. */
 static void test_response_cut_keeps_utf8(void **state)
 {
-	static const char *const units[] = { "é", "夜", "😀" };
+	static const char *const units[] = {"é", "夜", "😀"};
 
 	(void)state;
 	for (size_t u = 0; u < 3; u++) {
@@ -602,9 +607,10 @@ static void test_response_cut_keeps_utf8(void **state)
 			char *mail = format("T", "D", "terminated", NULL, text);
 			const char *b = body_of(mail);
 			if (!utf8_valid((const unsigned char *)b, strlen(b)))
-				fail_msg("response of %zu bytes (%zu leading ASCII, then %s): the body "
-					 "is not valid UTF-8",
-					 strlen(text), lead, units[u]);
+				fail_msg(
+				    "response of %zu bytes (%zu leading ASCII, then %s): the body "
+				    "is not valid UTF-8",
+				    strlen(text), lead, units[u]);
 			free(mail);
 			free(text);
 			free(rep);
@@ -615,7 +621,7 @@ static void test_response_cut_keeps_utf8(void **state)
 /* The same for a long comment (the API takes up to 4096 bytes). */
 static void test_comment_cut_keeps_utf8(void **state)
 {
-	static const char *const units[] = { "é", "夜", "😀" };
+	static const char *const units[] = {"é", "夜", "😀"};
 
 	(void)state;
 	for (size_t u = 0; u < 3; u++) {
@@ -629,9 +635,10 @@ static void test_comment_cut_keeps_utf8(void **state)
 			char *mail = format("T", "D", "terminated", text, "r");
 			const char *b = body_of(mail);
 			if (!utf8_valid((const unsigned char *)b, strlen(b)))
-				fail_msg("comment of %zu bytes (%zu leading ASCII, then %s): the body "
-					 "is not valid UTF-8",
-					 strlen(text), lead, units[u]);
+				fail_msg(
+				    "comment of %zu bytes (%zu leading ASCII, then %s): the body "
+				    "is not valid UTF-8",
+				    strlen(text), lead, units[u]);
 			free(mail);
 			free(text);
 			free(rep);
@@ -642,17 +649,17 @@ static void test_comment_cut_keeps_utf8(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_headers),
-		cmocka_unit_test(test_body),
-		cmocka_unit_test(test_crlf_everywhere),
-		cmocka_unit_test(test_no_header_injection),
-		cmocka_unit_test(test_utf8_subject),
-		cmocka_unit_test(test_utf8_subject_line_length),
-		cmocka_unit_test(test_long_utf8_names_stay_valid),
-		cmocka_unit_test(test_response_truncated),
-		cmocka_unit_test(test_lines_at_most_998),
-		cmocka_unit_test(test_response_cut_keeps_utf8),
-		cmocka_unit_test(test_comment_cut_keeps_utf8),
+	    cmocka_unit_test(test_headers),
+	    cmocka_unit_test(test_body),
+	    cmocka_unit_test(test_crlf_everywhere),
+	    cmocka_unit_test(test_no_header_injection),
+	    cmocka_unit_test(test_utf8_subject),
+	    cmocka_unit_test(test_utf8_subject_line_length),
+	    cmocka_unit_test(test_long_utf8_names_stay_valid),
+	    cmocka_unit_test(test_response_truncated),
+	    cmocka_unit_test(test_lines_at_most_998),
+	    cmocka_unit_test(test_response_cut_keeps_utf8),
+	    cmocka_unit_test(test_comment_cut_keeps_utf8),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -53,7 +53,7 @@ static void test_bucket(void **state)
 	t = rollout_tokens(0, 1000, 1500, 600); /* half a second at 10/s */
 	assert_true(fabs(t - 5.0) < 1e-9);
 	assert_true(rollout_tokens(0, 1000, 1000 + 3600000, 600) == 20.0); /* down an hour */
-	assert_true(rollout_tokens(3, 5000, 1000, 600) == 3.0);	     /* clock went back */
+	assert_true(rollout_tokens(3, 5000, 1000, 600) == 3.0);            /* clock went back */
 	assert_true(rollout_tokens(-1, 0, 0, 60) == 0.0);
 	/* a minute of one-second ticks at 60/min releases 60, within 10 % */
 	{
@@ -172,7 +172,7 @@ static void test_retries(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-	    cmocka_unit_test(test_rates),	    cmocka_unit_test(test_bucket),
+	    cmocka_unit_test(test_rates),          cmocka_unit_test(test_bucket),
 	    cmocka_unit_test(test_days_and_times), cmocka_unit_test(test_windows),
 	    cmocka_unit_test(test_retries),
 	};

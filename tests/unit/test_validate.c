@@ -87,8 +87,7 @@ static void test_variables(void **state)
 	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
 		v = parse(cases[i].vars);
 		assert_non_null(v);
-		assert_int_equal(vars_validate(v, vi, &e),
-				 cases[i].field ? RCS_ERR_INVAL : RCS_OK);
+		assert_int_equal(vars_validate(v, vi, &e), cases[i].field ? RCS_ERR_INVAL : RCS_OK);
 		if (cases[i].field)
 			assert_string_equal(e.field, cases[i].field);
 		json_object_put(v);
