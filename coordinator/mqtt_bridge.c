@@ -143,9 +143,11 @@ struct bridge {
 	pthread_cond_t pub_room;     /* fewer than events_backlog events are left */
 	size_t events_backlog;       /* events waiting from which reports wait (bridge_opts) */
 	unsigned long long pub_done; /* events the publisher is through with */
+	bool pub_failing; /* the last one found no room for BRIDGE_FULL_WAIT_MS: none acked */
 	/* the worker's: when reports last waited for the events, logged; whether they wait,
 	 * and the publisher's progress last seen (bridge_events_behind) */
 	time_t held_logged;
+	time_t stuck_logged; /* ... and when they went on, the feed being stuck */
 	bool held;
 	unsigned long long held_done;
 	time_t held_progress;
@@ -785,14 +787,15 @@ static void bridge_event_send(void *arg, bool committed)
 }
 
 /* One event out: best effort (events are for monitoring, the API holds the truth), but
- * a full window is waited for rather than the event dropped. */
-static void bridge_event_publish(struct bridge *b, const struct bridge_event *ev)
+ * with wait a full window is waited for rather than the event dropped. RCS_ERR_FULL: no
+ * room (with wait: the broker acknowledged nothing for BRIDGE_FULL_WAIT_MS). */
+static enum rcs_err bridge_event_publish(struct bridge *b, const struct bridge_event *ev, bool wait)
 {
 	const char *data = ev->record;
 	size_t len = ev->len;
 	struct render w;
 	struct buf rec;
-	enum rcs_err err;
+	enum rcs_err err = RCS_OK;
 
 	buf_init(&rec, BRIDGE_EVENT_MAX);
 	if (ev->is_job) {
@@ -805,20 +808,28 @@ static void bridge_event_publish(struct bridge *b, const struct bridge_event *ev
 		data = rec.data;
 		len = rec.len;
 	}
-	err = bridge_publish_room(b, ev->topic, data, len, b->events_qos, 0);
+	err = wait ? bridge_publish_room(b, ev->topic, data, len, b->events_qos, 0)
+		   : mqttc_publish(b->mq, ev->topic, data, len, b->events_qos, false, 0);
 	if (err == RCS_OK)
 		metrics_mqtt_out();
 	else
 		log_debug("event %s not published: %s", ev->topic, rcs_strerror(err));
 out:
 	buf_free(&rec);
+	return err;
 }
 
 /* The publisher's thread: takes every queued event at once, publishes them in order;
- * at stop, once the queue is empty. */
+ * at stop, once the queue is empty. Once an event waited BRIDGE_FULL_WAIT_MS for room in
+ * vain (a broker that acknowledges nothing), the next ones are not waited for until one
+ * goes out: they are dropped at once rather than 2 s each (a stop, which publishes what
+ * is queued, would take as long). */
 static void *bridge_publisher(void *arg)
 {
 	struct bridge *b = arg;
+	bool failing = false;
+	unsigned long long unsent = 0;
+	time_t said = 0;
 
 	for (;;) {
 		struct bridge_event *ev;
@@ -833,13 +844,24 @@ static void *bridge_publisher(void *arg)
 			break; /* stopped, nothing left */
 		while (ev) {
 			struct bridge_event *next = ev->next;
-			bridge_event_publish(b, ev);
+			enum rcs_err err = bridge_event_publish(b, ev, !failing);
+
+			if (err == RCS_ERR_FULL && ++unsent &&
+			    time(NULL) - said >= BRIDGE_HELD_LOG_S) {
+				said = time(NULL);
+				log_warnx(
+				    "events not published so far: %llu (the broker acknowledged"
+				    " nothing for %d ms)",
+				    unsent, BRIDGE_FULL_WAIT_MS);
+			}
+			failing = err == RCS_ERR_FULL || (failing && err != RCS_OK);
 			bridge_event_free(ev);
 			ev = next;
 			/* counted out one by one: a worker waiting for room goes on as soon as
 			 * there is some (bridge_events_wait) */
 			pthread_mutex_lock(&b->pub_lock);
 			b->pub_done++;
+			b->pub_failing = failing;
 			if (b->pub_n > 0 && --b->pub_n == b->events_backlog - 1)
 				pthread_cond_broadcast(&b->pub_room);
 			pthread_mutex_unlock(&b->pub_lock);
@@ -852,13 +874,14 @@ static void *bridge_publisher(void *arg)
  * leaves the reports queued and sends envelopes only. Reports applied faster than their
  * events go out would hold every event in memory, five job records a job (153 MB at 50,000
  * devices), and drop them at BRIDGE_EVENTS_MAX; held back, the reports wait as the small
- * messages they are. Not while the publisher makes no progress for BRIDGE_FEED_STUCK_S (a
- * broker that takes reports but doesn't acknowledge events): the reports go on, and the
- * events wait or are dropped as before. */
+ * messages they are. Not while the feed is stuck, the last event having found no room in
+ * the window for BRIDGE_FULL_WAIT_MS or the publisher having made no progress for
+ * BRIDGE_FEED_STUCK_S (a broker that takes reports but doesn't acknowledge what the
+ * coordinator publishes): the reports go on, and the events wait or are dropped as before. */
 static bool bridge_events_behind(struct bridge *b)
 {
 	time_t now = time(NULL);
-	bool behind, say;
+	bool behind, say, stuck = false;
 	size_t n;
 
 	pthread_mutex_lock(&b->pub_lock);
@@ -869,14 +892,23 @@ static bool bridge_events_behind(struct bridge *b)
 		b->held_progress = now;
 	}
 	b->held = behind;
-	if (behind && now - b->held_progress >= BRIDGE_FEED_STUCK_S)
-		behind = false; /* the feed is stuck */
+	if (behind && (b->pub_failing || now - b->held_progress >= BRIDGE_FEED_STUCK_S)) {
+		behind = false;
+		stuck = true;
+	}
 	say = behind && now - b->held_logged >= BRIDGE_HELD_LOG_S;
 	if (say)
 		b->held_logged = now;
+	stuck = stuck && now - b->stuck_logged >= BRIDGE_HELD_LOG_S;
+	if (stuck)
+		b->stuck_logged = now;
 	pthread_mutex_unlock(&b->pub_lock);
 	if (say)
 		log_info("device reports wait for the event feed: %zu events to publish", n);
+	if (stuck)
+		log_warnx("the event feed is stuck (%zu events to publish, none acknowledged"
+			  " lately): device reports no longer wait for it",
+			  n);
 	return behind;
 }
 

@@ -33,6 +33,7 @@ import uuid
 
 import paho.mqtt.client as mqtt
 
+from mqtt_proxy import MqttProxy
 from rcs_harness import (SCRIPTS_DIR, Coordinator, CoordinatorTest, FakeDevice, Mosquitto,
                          free_port, list_all, on_postgres, wait_for, with_query)
 
@@ -267,7 +268,7 @@ class MqttTest(CoordinatorTest):
         cls.broker = None
         cls.addClassCleanup(cls._cleanup)
         cls.broker = Mosquitto(cls.workdir, persistence=cls.broker_persistence).start()
-        cls.extra_args = ("--mqtt", cls.broker.url) + tuple(cls.coord_args)
+        cls.extra_args = ("--mqtt", cls.coordinator_broker()) + tuple(cls.coord_args)
         cls.coord = Coordinator(cls.workdir, extra_args=cls.extra_args)
         tenant = cls.coord.init_tenant(user="admin")
         cls.client_root = tenant["client_root"]
@@ -275,6 +276,11 @@ class MqttTest(CoordinatorTest):
         cls.coord.start()
         cls.admin = cls.coord.api(cls.admin_key)
         cls.wait_connected(cls.coord)
+
+    @classmethod
+    def coordinator_broker(cls):
+        """The broker URL the coordinator is given."""
+        return cls.broker.url
 
     @classmethod
     def wait_connected(cls, coord):
@@ -1600,6 +1606,43 @@ class BrokerWithoutPersistenceTest(MqttTest):
             job = self.post_job(task, ent)
             self.wait_job(job["ident"], "terminated", timeout=20)
         self.assertTrue(fake.connects >= 1)
+
+
+class EventFeedStuckTest(MqttTest):
+    """A broker that takes the devices' reports but acknowledges none of the events the
+    coordinator publishes (here a proxy between them withholds those PUBACKs): once the
+    window is full of unacknowledged events and the next one finds no room for 2 s, the
+    event feed is stuck, and the reports no longer wait for it (events_backlog, docs/mqtt.md
+    "Monitoring"): every job ends. Were they held while events wait, each device's reports
+    would wait about 2 s per event of the device before (one event given up each 2 s)."""
+
+    coord_args = ("--mqtt-window", "8", "--events-backlog", "2")
+
+    @classmethod
+    def coordinator_broker(cls):
+        cls.proxy = MqttProxy(cls.broker.port).start()
+        cls.addClassCleanup(cls.proxy.stop)
+        return cls.proxy.url
+
+    def test_reports_go_on_while_no_event_is_acknowledged(self):
+        task = self.class_task(name="stuck")
+        devs = [self.online_device("stuck%d" % i, auto=False)[1] for i in range(10)]
+        jobs = [self.post_job(task, d.entity)["ident"] for d in devs]
+        for d, j in zip(devs, jobs):
+            wait_for(lambda: d.envelopes_of(j), what="the envelope")
+            self.wait_job(j, "transmited")
+        self.proxy.withhold = "/events/"
+        started = time.time()
+        for d, j in zip(devs, jobs):  # 4 events each: 8 fill the window, then none fits
+            for st in ("edge_transmitted", "edge_started", "edge_running"):
+                d.report(j, st)
+            d.report(j, "terminated", "ok:" + j)
+            time.sleep(0.2)
+        for j in jobs:
+            self.wait_job(j, "terminated", timeout=max(1, 25 - (time.time() - started)))
+        self.assertGreaterEqual(self.proxy.withheld, 8)
+        wait_for(lambda: "the event feed is stuck" in self.log_text(self.coord), timeout=10,
+                 what="the stuck feed in the log")
 
 
 class PresenceAfterRestartTest(MqttTest):

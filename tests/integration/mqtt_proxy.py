@@ -1,0 +1,129 @@
+"""A TCP proxy between one MQTT 3.1.1 client and a broker, on 127.0.0.1, that can withhold
+the broker's acknowledgements (PUBACK) of the client's QoS 1 publishes whose topic holds a
+given part: a broker that takes some of what a client publishes and never acknowledges it,
+while everything else flows. Used by the integration tests; started and stopped by them."""
+
+import socket
+import threading
+
+from rcs_harness import free_port
+
+PUBLISH, PUBACK = 3, 4
+
+
+def _packets(buf):
+    """Splits complete MQTT packets off the front of buf: ([(type, flags, body, raw)], rest)."""
+    out = []
+    while len(buf) >= 2:
+        n, mult, i = 0, 1, 1
+        while True:
+            if i >= len(buf):
+                return out, buf
+            b = buf[i]
+            n += (b & 0x7F) * mult
+            mult *= 128
+            i += 1
+            if not b & 0x80:
+                break
+            if i > 4:
+                raise ValueError("malformed remaining length")
+        if len(buf) < i + n:
+            return out, buf
+        out.append((buf[0] >> 4, buf[0] & 0x0F, buf[i:i + n], buf[:i + n]))
+        buf = buf[i + n:]
+    return out, buf
+
+
+class MqttProxy:
+    """Listens on a free port (url); each connection goes on to the broker at port.
+    withhold: a topic part; while set, the PUBACKs of the client's QoS 1 publishes to topics
+    holding it are dropped (withheld counts them)."""
+
+    def __init__(self, port):
+        self.target = port
+        self.port = free_port()
+        self.url = "tcp://127.0.0.1:%d" % self.port
+        self.withhold = None
+        self.withheld = 0
+        self.lock = threading.Lock()
+        self.ids = set()  # packet ids of publishes whose PUBACK is withheld
+        self.socks = []
+        self.srv = None
+
+    def start(self):
+        self.srv = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        self.srv.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        self.srv.bind(("127.0.0.1", self.port))
+        self.srv.listen(8)
+        threading.Thread(target=self._accept, daemon=True).start()
+        return self
+
+    def stop(self):
+        if self.srv is not None:
+            self.srv.close()
+        with self.lock:
+            socks, self.socks = self.socks, []
+        for s in socks:
+            try:
+                s.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+            s.close()
+
+    def _accept(self):
+        while True:
+            try:
+                c, _ = self.srv.accept()
+            except OSError:
+                return
+            try:
+                b = socket.create_connection(("127.0.0.1", self.target), timeout=10)
+            except OSError:
+                c.close()
+                continue
+            b.settimeout(None)
+            with self.lock:
+                self.socks += [c, b]
+                self.ids.clear()  # a new connection: its packet ids start anew
+            threading.Thread(target=self._pump, args=(c, b, True), daemon=True).start()
+            threading.Thread(target=self._pump, args=(b, c, False), daemon=True).start()
+
+    def _pump(self, src, dst, from_client):
+        buf = b""
+        try:
+            while True:
+                data = src.recv(65536)
+                if not data:
+                    break
+                buf += data
+                pkts, buf = _packets(buf)
+                out = []
+                for kind, flags, body, raw in pkts:
+                    if from_client and kind == PUBLISH and (flags >> 1) & 3:
+                        tlen = int.from_bytes(body[:2], "big")
+                        topic = body[2:2 + tlen].decode("utf-8", "replace")
+                        pid = int.from_bytes(body[2 + tlen:4 + tlen], "big")
+                        with self.lock:
+                            if self.withhold and self.withhold in topic:
+                                self.ids.add(pid)
+                            else:
+                                self.ids.discard(pid)
+                    elif not from_client and kind == PUBACK:
+                        pid = int.from_bytes(body[:2], "big")
+                        with self.lock:
+                            drop = pid in self.ids
+                            if drop:
+                                self.withheld += 1
+                        if drop:
+                            continue
+                    out.append(raw)
+                if out:
+                    dst.sendall(b"".join(out))
+        except (OSError, ValueError):
+            pass
+        finally:
+            for s in (src, dst):
+                try:
+                    s.shutdown(socket.SHUT_RDWR)
+                except OSError:
+                    pass
