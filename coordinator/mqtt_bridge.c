@@ -820,14 +820,14 @@ out:
 }
 
 /* The publisher's thread: takes every queued event at once, publishes them in order;
- * at stop, once the queue is empty. Once an event waited BRIDGE_FULL_WAIT_MS for room in
- * vain (a broker that acknowledges nothing), the next ones are not waited for until one
- * goes out: they are dropped at once rather than 2 s each (a stop, which publishes what
- * is queued, would take as long). */
+ * at stop, once the queue is empty. An event that waited BRIDGE_FULL_WAIT_MS for room in
+ * vain (a broker that acknowledges nothing, or a very slow one) is dropped, and the feed
+ * counts as failing until one goes out (bridge_events_behind); while it fails, a stop
+ * waits for none of the queued events (2 s each). */
 static void *bridge_publisher(void *arg)
 {
 	struct bridge *b = arg;
-	bool failing = false;
+	bool failing = false, stopping = false;
 	unsigned long long unsent = 0;
 	time_t said = 0;
 
@@ -839,12 +839,13 @@ static void *bridge_publisher(void *arg)
 			pthread_cond_wait(&b->pub_cond, &b->pub_lock);
 		ev = b->pub_head;
 		b->pub_head = b->pub_tail = NULL;
+		stopping = b->pub_stop;
 		pthread_mutex_unlock(&b->pub_lock);
 		if (ev == NULL)
 			break; /* stopped, nothing left */
 		while (ev) {
 			struct bridge_event *next = ev->next;
-			enum rcs_err err = bridge_event_publish(b, ev, !failing);
+			enum rcs_err err = bridge_event_publish(b, ev, !(failing && stopping));
 
 			if (err == RCS_ERR_FULL && ++unsent &&
 			    time(NULL) - said >= BRIDGE_HELD_LOG_S) {
@@ -862,6 +863,7 @@ static void *bridge_publisher(void *arg)
 			pthread_mutex_lock(&b->pub_lock);
 			b->pub_done++;
 			b->pub_failing = failing;
+			stopping = b->pub_stop;
 			if (b->pub_n > 0 && --b->pub_n == b->events_backlog - 1)
 				pthread_cond_broadcast(&b->pub_room);
 			pthread_mutex_unlock(&b->pub_lock);
