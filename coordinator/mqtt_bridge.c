@@ -847,13 +847,14 @@ static void *bridge_publisher(void *arg)
 			struct bridge_event *next = ev->next;
 			enum rcs_err err = bridge_event_publish(b, ev, !(failing && stopping));
 
-			if (err == RCS_ERR_FULL && ++unsent &&
-			    time(NULL) - said >= BRIDGE_HELD_LOG_S) {
-				said = time(NULL);
-				log_warnx(
-				    "events not published so far: %llu (the broker acknowledged"
-				    " nothing for %d ms)",
-				    unsent, BRIDGE_FULL_WAIT_MS);
+			if (err == RCS_ERR_FULL) {
+				unsent++;
+				if (time(NULL) - said >= BRIDGE_HELD_LOG_S) {
+					said = time(NULL);
+					log_warnx("events not published so far: %llu (the broker"
+						  " acknowledged nothing for %d ms)",
+						  unsent, BRIDGE_FULL_WAIT_MS);
+				}
 			}
 			failing = err == RCS_ERR_FULL || (failing && err != RCS_OK);
 			bridge_event_free(ev);
