@@ -803,6 +803,7 @@ static enum rcs_err bridge_event_publish(struct bridge *b, const struct bridge_e
 		render_job(&w, &ev->job);
 		if (render_end(&w) != RCS_OK) {
 			log_warnx("job %s: no event: its record is too large", ev->job.ident);
+			err = RCS_ERR_TOOBIG; /* says nothing of the broker */
 			goto out;
 		}
 		data = rec.data;
@@ -1267,6 +1268,17 @@ static bool bridge_recover_step(struct bridge *b, int64_t now)
 	snprintf(b->recover_after, sizeof(b->recover_after), "%s", after);
 	pthread_mutex_unlock(&b->lock);
 	return at_once;
+}
+
+/* Whether a recovery waits for its next pass (bridge_recover_again). */
+static bool bridge_recover_pending(struct bridge *b)
+{
+	bool pending;
+
+	pthread_mutex_lock(&b->lock);
+	pending = b->recover;
+	pthread_mutex_unlock(&b->lock);
+	return pending;
 }
 
 /* Milliseconds until deadline (0 once it passed). */
@@ -1875,6 +1887,8 @@ static void *bridge_worker(void *arg)
 			bridge_recover_lapsed(b, now);
 		if (bridge_recover_step(b, now))
 			wait_ms = 0;
+		else if (bridge_recover_pending(b) && (wait_ms < 0 || wait_ms > 1000))
+			wait_ms = 1000; /* its next pass (no tick comes each second on SQLite) */
 		/* envelopes the client refused (its queue was full): again, after a pause */
 		pthread_mutex_lock(&b->lock);
 		retry = NULL;

@@ -60,6 +60,10 @@ class MqttProxy:
 
     def stop(self):
         if self.srv is not None:
+            try:
+                self.srv.shutdown(socket.SHUT_RDWR)  # wakes the accepting thread
+            except OSError:
+                pass
             self.srv.close()
         with self.lock:
             socks, self.socks = self.socks, []
@@ -82,13 +86,14 @@ class MqttProxy:
                 c.close()
                 continue
             b.settimeout(None)
+            pair = {"socks": (c, b), "ended": 0}
             with self.lock:
                 self.socks += [c, b]
                 self.ids.clear()  # a new connection: its packet ids start anew
-            threading.Thread(target=self._pump, args=(c, b, True), daemon=True).start()
-            threading.Thread(target=self._pump, args=(b, c, False), daemon=True).start()
+            threading.Thread(target=self._pump, args=(c, b, True, pair), daemon=True).start()
+            threading.Thread(target=self._pump, args=(b, c, False, pair), daemon=True).start()
 
-    def _pump(self, src, dst, from_client):
+    def _pump(self, src, dst, from_client, pair):
         buf = b""
         try:
             while True:
@@ -122,8 +127,17 @@ class MqttProxy:
         except (OSError, ValueError):
             pass
         finally:
+            # the other direction's pump sees its socket shut and ends too; the second
+            # to end closes both (unless stop did)
             for s in (src, dst):
                 try:
                     s.shutdown(socket.SHUT_RDWR)
                 except OSError:
                     pass
+            with self.lock:
+                pair["ended"] += 1
+                if pair["ended"] == 2:
+                    for s in pair["socks"]:
+                        if s in self.socks:
+                            self.socks.remove(s)
+                            s.close()

@@ -798,12 +798,14 @@ class RecoverAfterReconnectTest(OneCoordinatorTest):
                              "ts": int(time.time())})
         self.cl = mqtt.Client(client_id="recover-" + uuid.uuid4().hex[:12], clean_session=True)
         self.cl.reconnect_delay_set(min_delay=1, max_delay=1)
+        self.subscribed = threading.Event()
 
         def on_connect(c, u, f, rc):
             c.subscribe("rcs/v1/%s/+/jobs/+" % self.root, 1)
             for e in ents:
                 c.publish("rcs/v1/%s/%s/state" % (self.root, e), online, qos=1, retain=True)
         self.cl.on_connect = on_connect
+        self.cl.on_subscribe = lambda *a: self.subscribed.set()
         # rcs/v1/<root>/events/jobs/<job> matches the filter too: envelopes only
         self.cl.on_message = lambda c, u, msg: (
             msg.topic.split("/")[3] in ents and envelopes.append(msg.topic))
@@ -831,10 +833,22 @@ class RecoverAfterReconnectTest(OneCoordinatorTest):
     def sent(envelopes, job):
         return sum(t.endswith("/jobs/" + job) for t in envelopes)
 
+    def restart_broker(self):
+        """The broker restarted without sessions, the devices subscribed again before the
+        coordinator reconnects (it is held still meanwhile): what it sends again after its
+        reconnect reaches them, as it would reach an agent that reconnected first."""
+        os.kill(self.coord.proc.pid, signal.SIGSTOP)
+        try:
+            self.subscribed.clear()
+            self.broker.stop()
+            self.broker.start()
+            self.assertTrue(self.subscribed.wait(20), "the devices did not subscribe again")
+        finally:
+            os.kill(self.coord.proc.pid, signal.SIGCONT)
+
     def test_inflight_sent_again_after_reconnect(self):
         (job,), envelopes = self.acknowledged_jobs(1)
-        self.broker.stop()
-        self.broker.start()
+        self.restart_broker()
         wait_for(lambda: self.sent(envelopes, job) >= 2, timeout=30,
                  what="the in-flight job sent again after the reconnect")
         self.assertIn(self.lost, self.coord.read_log())
@@ -857,8 +871,7 @@ class RecoverAfterReconnectTest(OneCoordinatorTest):
                 "SELECT count(*) FROM pg_stat_activity WHERE datname = '%s' AND state ="
                 " 'idle in transaction'" % self.dbname).strip() == "1",
                 timeout=10, interval=0.05, what="the row locked")
-            self.broker.stop()
-            self.broker.start()
+            self.restart_broker()
             wait_for(lambda: self.sent(envelopes, free) >= 2, timeout=30,
                      what="the free job sent again after the reconnect")
             time.sleep(1.5)  # a second pass comes by while the row is still locked
