@@ -28,21 +28,22 @@
 #include "status.h"
 #include "uuid.h"
 
-#define BRIDGE_BATCH          1000               /* inbound messages per transaction */
-#define BRIDGE_PUBLISH_CHUNK  256                /* envelopes per transaction when sending many */
-#define BRIDGE_ENVELOPE_MAX   ((size_t)64 << 20) /* bytes of one envelope's text */
-#define BRIDGE_FULL_WAIT_MS   2000               /* longest wait for room in the client's window */
-#define BRIDGE_INBOUND_MAX    200000             /* queued inbound messages before back-pressure */
-#define BRIDGE_SWEEP_SECONDS  15                 /* re-send sweep period, at most */
-#define BRIDGE_RESYNC_LIMIT   5000               /* jobs per query when catching up */
-#define BRIDGE_RECOVER_SPAN_S 30    /* a recovery's passes go on this long while jobs are left */
-#define BRIDGE_APPLY_TRIES    5     /* a device message's write, broken off by the database */
-#define BRIDGE_ACK_SLOTS      8192  /* envelopes awaiting the broker's ack, by tag (claims) */
-#define BRIDGE_EVENTS_MAX     65536 /* events waiting for the publisher; more are dropped */
-#define BRIDGE_EVENTS_WAIT_MS 20    /* events behind (events_backlog): the worker looks again */
-#define BRIDGE_HELD_LOG_S     10    /* reports held for the events: logged this often at most */
-#define BRIDGE_FEED_STUCK_S   2     /* ... unless the feed published nothing for this long */
-#define BRIDGE_EVENT_MAX      ((size_t)8 << 20) /* bytes of one job record as text */
+#define BRIDGE_BATCH           1000               /* inbound messages per transaction */
+#define BRIDGE_PUBLISH_CHUNK   256                /* envelopes per transaction when sending many */
+#define BRIDGE_ENVELOPE_MAX    ((size_t)64 << 20) /* bytes of one envelope's text */
+#define BRIDGE_FULL_WAIT_MS    2000               /* longest wait for room in the client's window */
+#define BRIDGE_INBOUND_MAX     200000             /* queued inbound messages before back-pressure */
+#define BRIDGE_SWEEP_SECONDS   15                 /* re-send sweep period, at most */
+#define BRIDGE_RESYNC_LIMIT    5000               /* jobs per query when catching up */
+#define BRIDGE_RECOVER_SPAN_S  30    /* a recovery's passes go on this long while jobs are left */
+#define BRIDGE_RECOVER_WAKE_MS 1000  /* ... a second apart: the worker wakes for the next */
+#define BRIDGE_APPLY_TRIES     5     /* a device message's write, broken off by the database */
+#define BRIDGE_ACK_SLOTS       8192  /* envelopes awaiting the broker's ack, by tag (claims) */
+#define BRIDGE_EVENTS_MAX      65536 /* events waiting for the publisher; more are dropped */
+#define BRIDGE_EVENTS_WAIT_MS  20    /* events behind (events_backlog): the worker looks again */
+#define BRIDGE_HELD_LOG_S      10    /* reports held for the events: logged this often at most */
+#define BRIDGE_FEED_STUCK_S    2     /* ... unless the feed published nothing for this long */
+#define BRIDGE_EVENT_MAX       ((size_t)8 << 20) /* bytes of one job record as text */
 
 /* Status reports through a shared subscription (docs/mqtt.md "Several coordinators") */
 #define BRIDGE_SHARE_PREFIX "$share/rcs-coordinators/"
@@ -406,6 +407,18 @@ static void on_published(void *ctx, uint64_t tag, bool ok)
  * Publishes a prepared envelope. A failure leaves the job transmited: sent
  * again shortly (client queue full: the retry list) or after the next connect.
  */
+/* ms from now on clock c. */
+static void bridge_deadline(clockid_t c, int ms, struct timespec *out)
+{
+	clock_gettime(c, out);
+	out->tv_sec += ms / 1000;
+	out->tv_nsec += (long)(ms % 1000) * 1000000L;
+	if (out->tv_nsec >= 1000000000L) {
+		out->tv_sec++;
+		out->tv_nsec -= 1000000000L;
+	}
+}
+
 /* Publishes; while the client's window of unacknowledged QoS 1 messages is full, waits for
  * the broker's next acknowledgement (paho's threads take them) and tries again, for up to
  * BRIDGE_FULL_WAIT_MS without one: what is sent to thousands of devices goes out at the
@@ -419,13 +432,7 @@ static enum rcs_err bridge_publish_room(struct bridge *b, const char *topic, con
 
 	if (err != RCS_ERR_FULL)
 		return err;
-	clock_gettime(CLOCK_MONOTONIC, &deadline);
-	deadline.tv_sec += BRIDGE_FULL_WAIT_MS / 1000;
-	deadline.tv_nsec += (BRIDGE_FULL_WAIT_MS % 1000) * 1000000L;
-	if (deadline.tv_nsec >= 1000000000L) {
-		deadline.tv_sec++;
-		deadline.tv_nsec -= 1000000000L;
-	}
+	bridge_deadline(CLOCK_MONOTONIC, BRIDGE_FULL_WAIT_MS, &deadline);
 	while (err == RCS_ERR_FULL && mqttc_wait_delivered(b->mq, seen, &deadline)) {
 		seen = mqttc_delivered(b->mq);
 		err = mqttc_publish(b->mq, topic, payload, len, qos, false, tag);
@@ -921,10 +928,7 @@ static void bridge_events_wait(struct bridge *b, int ms)
 {
 	struct timespec until;
 
-	clock_gettime(CLOCK_REALTIME, &until);
-	until.tv_nsec += (long)ms * 1000000L;
-	until.tv_sec += until.tv_nsec / 1000000000L;
-	until.tv_nsec %= 1000000000L;
+	bridge_deadline(CLOCK_REALTIME, ms, &until); /* pub_room's clock */
 	pthread_mutex_lock(&b->pub_lock);
 	while (b->pub_n >= b->events_backlog && !b->pub_stop && !b->pub_waking)
 		if (pthread_cond_timedwait(&b->pub_room, &b->pub_lock, &until) == ETIMEDOUT)
@@ -1887,8 +1891,9 @@ static void *bridge_worker(void *arg)
 			bridge_recover_lapsed(b, now);
 		if (bridge_recover_step(b, now))
 			wait_ms = 0;
-		else if (bridge_recover_pending(b) && (wait_ms < 0 || wait_ms > 1000))
-			wait_ms = 1000; /* its next pass (no tick comes each second on SQLite) */
+		else if (bridge_recover_pending(b) &&
+			 (wait_ms < 0 || wait_ms > BRIDGE_RECOVER_WAKE_MS))
+			wait_ms = BRIDGE_RECOVER_WAKE_MS; /* no tick comes each second on SQLite */
 		/* envelopes the client refused (its queue was full): again, after a pause */
 		pthread_mutex_lock(&b->lock);
 		retry = NULL;
