@@ -24,6 +24,19 @@
  * before it is destroyed (a callback may be journaling a message to flash). */
 #define MQTTC_RENEW_WAIT_MS 30000
 
+/*
+ * paho queues each publish as a request for its sending thread, and refuses one more
+ * (MQTTASYNC_MAX_BUFFERED_MESSAGES) while maxBufferedMessages requests of the client wait
+ * there, connected or not. QoS 1 publishes are bounded by the window (max_inflight); QoS 0
+ * ones (events with events_qos 0) are not, and a burst of them gets this far ahead of the
+ * sending thread: room for the window and this many more.
+ */
+#define MQTTC_QUEUE_EXTRA 1024
+/* A publish refused because paho's queue of requests was full waits this long before it
+ * is tried again (mqttc_wait_delivered): the sending thread empties the queue without any
+ * acknowledgement to wait for, at QoS 0 none ever comes. */
+#define MQTTC_QUEUE_WAIT_MS 2
+
 struct mqttc {
 	MQTTAsync client;
 	struct mqttc_callbacks cb;
@@ -191,6 +204,10 @@ static int mqttc_url_index(const struct mqttc *m, const char *uri)
 
 /* How deep the calling thread is in our callbacks from paho's threads (of any client). */
 static _Thread_local int mqttc_cb_depth;
+/* The calling thread's last mqttc_publish was refused by paho's full queue of requests
+ * (not by the window): its mqttc_wait_delivered waits MQTTC_QUEUE_WAIT_MS, not for an
+ * acknowledgement. */
+static _Thread_local bool mqttc_queue_refused;
 
 static void mqttc_cb_enter(struct mqttc *m)
 {
@@ -371,6 +388,7 @@ static enum rcs_err mqttc_create(struct mqttc *m)
 
 	cro.sendWhileDisconnected = 0;
 	cro.MQTTVersion = MQTTVERSION_3_1_1;
+	cro.maxBufferedMessages = m->o.max_inflight + MQTTC_QUEUE_EXTRA;
 	rc = MQTTAsync_createWithOptions(&m->client, m->url, m->o.client_id,
 					 MQTTCLIENT_PERSISTENCE_NONE, NULL, &cro);
 	if (rc != MQTTASYNC_SUCCESS) {
@@ -1107,6 +1125,7 @@ enum rcs_err mqttc_publish(struct mqttc *m, const char *topic, const void *paylo
 	bool locked;
 	int rc;
 
+	mqttc_queue_refused = false;
 	if (len > (size_t)INT32_MAX)
 		return RCS_ERR_TOOBIG;
 	if (!mqttc_connected(m))
@@ -1140,6 +1159,7 @@ enum rcs_err mqttc_publish(struct mqttc *m, const char *topic, const void *paylo
 		free(p);
 		if (rc == MQTTASYNC_DISCONNECTED)
 			return RCS_ERR_BUSY;
+		mqttc_queue_refused = rc == MQTTASYNC_MAX_BUFFERED_MESSAGES;
 		if (rc == MQTTASYNC_MAX_MESSAGES_INFLIGHT || rc == MQTTASYNC_NO_MORE_MSGIDS ||
 		    rc == MQTTASYNC_MAX_BUFFERED_MESSAGES) {
 			log_debug("publish %s: client queue full (%d)", topic, rc);
@@ -1163,14 +1183,29 @@ uint64_t mqttc_delivered(struct mqttc *m)
 
 bool mqttc_wait_delivered(struct mqttc *m, uint64_t seen, const struct timespec *deadline)
 {
-	bool more;
+	struct timespec until = *deadline, now;
+	bool more, queue = mqttc_queue_refused;
 
+	if (queue) {
+		mqttc_now(&now);
+		now.tv_nsec += MQTTC_QUEUE_WAIT_MS * 1000000L;
+		if (now.tv_nsec >= 1000000000L) {
+			now.tv_sec++;
+			now.tv_nsec -= 1000000000L;
+		}
+		if (mqttc_ts_before(&now, &until))
+			until = now;
+	}
 	pthread_mutex_lock(&m->room_lock);
-	while (m->delivered == seen &&
-	       pthread_cond_timedwait(&m->room, &m->room_lock, deadline) == 0)
+	while (m->delivered == seen && pthread_cond_timedwait(&m->room, &m->room_lock, &until) == 0)
 		;
 	more = m->delivered != seen;
 	pthread_mutex_unlock(&m->room_lock);
+	if (!more && queue) {
+		/* paho's queue had no room: try again while the caller's deadline lasts */
+		mqttc_now(&now);
+		more = mqttc_ts_before(&now, deadline);
+	}
 	return more;
 }
 

@@ -94,7 +94,10 @@ enum rcs_err mqttc_publish(struct mqttc *m, const char *topic, const void *paylo
  * Back-pressure without polling: mqttc_delivered() counts the QoS 1 publishes
  * the broker acknowledged; take it before a publish, and after RCS_ERR_FULL
  * wait with mqttc_wait_delivered() until the count moves past it (room in
- * the window) or the deadline (CLOCK_MONOTONIC) passes. True when it moved.
+ * the window) or the deadline (CLOCK_MONOTONIC) passes. True when it moved. When the
+ * calling thread's publish was refused by paho's full queue of requests rather than by the
+ * window (a burst of QoS 0 publishes, which nothing acknowledges), the wait is a few
+ * milliseconds, and true while the deadline lasts: try again.
  */
 uint64_t mqttc_delivered(struct mqttc *m);
 bool mqttc_wait_delivered(struct mqttc *m, uint64_t seen, const struct timespec *deadline);

@@ -5,7 +5,12 @@
  * against a mosquitto it starts; prints one JSON line and exits 0 when nothing is missing.
  *
  *   mqttc_stress --url tcp://127.0.0.1:PORT [--threads 4] [--messages 5000] [--timeout 60]
- *                [--window 1000]
+ *                [--window 1000] [--qos 1]
+ *
+ * A publisher told RCS_ERR_FULL waits with mqttc_wait_delivered for up to 2 s, as the
+ * coordinator does; a wait that ends without room (false) is counted as a stall: the
+ * coordinator would have dropped that event. At QoS 0 nothing is acknowledged, so a wait
+ * for an acknowledgement that paho's full queue caused would always stall.
  */
 #include <pthread.h>
 #include <stdatomic.h>
@@ -29,9 +34,10 @@ struct stress {
 	int messages;
 	int timeout_s;
 	int window; /* the publisher's max_inflight */
+	int qos;
 	struct mqttc *pub, *sub;
 	atomic_bool pub_up, sub_up, subscribed;
-	atomic_int received, duplicates, refused;
+	atomic_int received, duplicates, refused, stalls;
 	atomic_uchar *seen; /* threads x messages */
 };
 
@@ -101,7 +107,7 @@ static void *stress_publish(void *arg)
 		for (;;) {
 			uint64_t seen = mqttc_delivered(s->pub);
 			enum rcs_err err =
-			    mqttc_publish(s->pub, topic, payload, (size_t)len, 1, false, 0);
+			    mqttc_publish(s->pub, topic, payload, (size_t)len, s->qos, false, 0);
 			struct timespec deadline;
 
 			if (err == RCS_OK)
@@ -112,7 +118,8 @@ static void *stress_publish(void *arg)
 			}
 			clock_gettime(CLOCK_MONOTONIC, &deadline);
 			deadline.tv_sec += 2;
-			mqttc_wait_delivered(s->pub, seen, &deadline);
+			if (!mqttc_wait_delivered(s->pub, seen, &deadline))
+				atomic_fetch_add(&s->stalls, 1);
 		}
 	}
 	return NULL;
@@ -127,7 +134,8 @@ static bool stress_wait(atomic_bool *flag, int seconds)
 
 int main(int argc, char **argv)
 {
-	struct stress s = {.threads = 4, .messages = 5000, .timeout_s = 60, .window = 1000};
+	struct stress s = {
+	    .threads = 4, .messages = 5000, .timeout_s = 60, .window = 1000, .qos = 1};
 	struct stress_thread th[STRESS_MAX_THREADS];
 	struct mqttc_opts po, so;
 	struct mqttc_callbacks pcb, scb;
@@ -145,12 +153,15 @@ int main(int argc, char **argv)
 			s.timeout_s = atoi(argv[i + 1]);
 		else if (strcmp(argv[i], "--window") == 0)
 			s.window = atoi(argv[i + 1]);
+		else if (strcmp(argv[i], "--qos") == 0)
+			s.qos = atoi(argv[i + 1]);
 	}
 	if (s.url == NULL || s.threads < 1 || s.threads > STRESS_MAX_THREADS || s.messages < 1 ||
-	    s.messages > 1000000 || s.timeout_s < 1 || s.window < 1 || s.window > 65535) {
+	    s.messages > 1000000 || s.timeout_s < 1 || s.window < 1 || s.window > 65535 ||
+	    s.qos < 0 || s.qos > 1) {
 		fprintf(stderr,
 			"usage: mqttc_stress --url URL [--threads 1..%d] [--messages N]"
-			" [--timeout S] [--window 1..65535]\n",
+			" [--timeout S] [--window 1..65535] [--qos 0|1]\n",
 			STRESS_MAX_THREADS);
 		return 2;
 	}
@@ -197,11 +208,12 @@ int main(int argc, char **argv)
 	for (int i = 0; i < s.timeout_s * 100 && atomic_load(&s.received) < total; i++)
 		usleep(10000);
 	clock_gettime(CLOCK_MONOTONIC, &t1);
-	printf("{\"window\": %d, \"seconds\": %.2f, \"threads\": %d, \"published\": %d, "
-	       "\"refused\": %d, \"acknowledged\": %llu,"
+	printf("{\"window\": %d, \"qos\": %d, \"seconds\": %.2f, \"threads\": %d, "
+	       "\"published\": %d, \"refused\": %d, \"stalls\": %d, \"acknowledged\": %llu,"
 	       " \"received\": %d, \"duplicates\": %d, \"missing\": %d}\n",
-	       s.window, (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9,
-	       s.threads, total - atomic_load(&s.refused), atomic_load(&s.refused),
+	       s.window, s.qos,
+	       (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9, s.threads,
+	       total - atomic_load(&s.refused), atomic_load(&s.refused), atomic_load(&s.stalls),
 	       (unsigned long long)mqttc_delivered(s.pub), atomic_load(&s.received),
 	       atomic_load(&s.duplicates), total - atomic_load(&s.received));
 	fflush(stdout);

@@ -1130,6 +1130,56 @@ class BulkTest(MqttTest):
 # =========================================================================================
 
 
+class BulkEventsQos0Test(MqttTest):
+    """A tag send to 500 devices with events at QoS 0 (--events-qos 0): nothing paces the
+    events but the MQTT client, whose queue of publishes fills in bursts; each event is
+    tried again as soon as the queue has room, none waits 2 s for an acknowledgement that
+    never comes at QoS 0 and none is dropped (docs/mqtt.md, "Events QoS")."""
+
+    N = 500
+    coord_args = ("--events-qos", "0")
+
+    @classmethod
+    def setUpClass(cls):
+        super().setUpClass()
+        cls.task = cls.class_task(name="bulk-qos0")
+        cls.events = MqttWatcher(cls.broker, "rcs/v1/+/events/jobs/+").start()
+        cls.addClassCleanup(cls.events.stop)
+        cls.ents = [cls.class_device("q%d" % i, tags=["bulk0"])["entity_ident"]
+                    for i in range(cls.N)]
+        cls.fleet = FakeFleet(cls.broker, cls.client_root, cls.ents).start()
+        cls.addClassCleanup(cls.fleet.stop)
+        wait_for(lambda: cls.admin.get(with_query("/devices", tag="bulk0", online="true",
+                                                  per_page=1)).json["total_items"] == cls.N,
+                 timeout=30, what="all devices online")
+
+    def test_every_event_of_a_send(self):
+        r = self.admin.post("/tasks/%s/jobs/tags" % self.task["ident"],
+                            {"tag": "bulk0", "group_name": "qos0"})
+        self.assertStatus(r, 201)
+        idents = {j["ident"] for j in r.json["items"]}
+        self.assertEqual(len(idents), self.N)
+        prefix = "rcs/v1/%s/events/jobs/" % self.client_root
+
+        def events_by_job():
+            by_job = {}
+            with self.events.lock:
+                msgs = list(self.events.messages)
+            for topic, payload, qos, _ in msgs:
+                if topic.startswith(prefix) and topic[len(prefix):] in idents:
+                    by_job.setdefault(topic[len(prefix):], []).append(
+                        (json.loads(payload)["status"], qos))
+            return by_job
+        wait_for(lambda: sum(v[-1:] == [("terminated", 0)] for v in events_by_job().values())
+                 == self.N, timeout=60, what="the terminated event of every job")
+        want = [(st, 0) for st in FULL_RUN[2:]]
+        wrong = {k: v for k, v in events_by_job().items() if v != want}
+        self.assertEqual(wrong, {}, "jobs whose events are missing, out of order or not QoS 0")
+        log = self.log_text(self.coord)
+        self.assertNotIn("events not published", log)
+        self.assertNotIn("events dropped", log)
+
+
 class BadInputTest(MqttTest):
     """Malformed, oversized, wrongly typed, unknown-version and misaddressed messages,
     published with mosquitto_pub: logged and dropped; the coordinator keeps working and
