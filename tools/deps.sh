@@ -78,8 +78,9 @@ SYSROOT_DIR=${RCS_SYSROOT_DIR:-/opt/rcs-sysroot}
 NODE_PKGS="nodejs npm"
 NODE_DIR=${RCS_NODE_DIR:-/opt/rcs-node}
 # wrk embeds LuaJIT for its request scripts: no Lua package needed for them; matplotlib draws
-# the plots of bench_scale.py, valgrind (callgrind) counts instructions per job
-BENCH_PKGS="wrk nginx-light python3-matplotlib valgrind"
+# the plots of bench_scale.py, valgrind (callgrind) counts instructions per job; libmosquitto
+# is the comparison client of the fan-out's floors (mqttfloor --client mosquitto)
+BENCH_PKGS="wrk nginx-light python3-matplotlib valgrind libmosquitto-dev"
 FUZZ_PKGS="clang libclang-rt-dev"
 
 SUDO=""

@@ -21,6 +21,18 @@ task on the stock echo script):
       connection publishes N envelopes of the size the coordinator sent and waits for the
       4N reports (fleetsim --baseline).
 
+  --floors: after each baseline, what the send's messages cost without the coordinator's
+      work (BENCHMARKS.md, "Floors"), each with events at QoS 1 and at QoS 0:
+      ideal: fleetsim --baseline --events: the extra connection also publishes the five
+          events of each job (one per envelope and per report, of the size of the job's
+          record) and waits for every acknowledgement: the broker's and the devices' limit
+          for the coordinator's whole exchange, with a client that costs next to nothing;
+      paho: mqttfloor, the same exchange through the coordinator's own MQTT client
+          (common/mqttc.c on paho) and nothing else: its time, and its CPU per job (the
+          floor under the coordinator's CPU per job with this client);
+      mosquitto: mqttfloor --client mosquitto, the same through libmosquitto, for
+          comparison (when mqttfloor was built with it).
+
   --offline-first: the tag send while the whole fleet is offline (the task allows it; the
       jobs wait pending), then fleetsim connects the N devices: the time from its start
       until all N are terminated, and the coordinator's CPU meanwhile (each device coming
@@ -45,6 +57,8 @@ import time
 
 from benchlib import (FLEETSIM, GroupWatch, copy_db, h, log, total,  # noqa: E402
                       wait_terminated)
+
+MQTTFLOOR = os.environ.get("RCS_MQTTFLOOR", os.path.join(h.BIN_DIR, "mqttfloor"))
 
 TAG = "fleet"
 
@@ -326,6 +340,9 @@ def coordinator_run(workdir, k, prep, n, timeout, coord_args=(), cpus=None,
                 shutil.copy(os.path.join(workdir, dumps[-1]),
                             callgrind if isinstance(callgrind, str) else workdir)
         get_load = sampler.result(t_post) if sampler else None
+        # the size of a job's event: the job's record (docs/mqtt.md), as GET answers it
+        one = api.get("/jobs/%s" % r.json["items"][0]["ident"]) if created else None
+        event_bytes = len(one.raw.encode()) if one is not None and one.status == 200 else None
         g = api.get("/groups/%s" % group)
         statuses = g.json.get("statuses") if g.status == 200 else None
         if not complete:
@@ -346,7 +363,7 @@ def coordinator_run(workdir, k, prep, n, timeout, coord_args=(), cpus=None,
                "coordinator_sys_us_per_job": round((sys1 - sys0) * 1e6 / max(created, 1)),
                "get_under_load": get_load, "instructions": instr,
                "instructions_per_job": round(instr / max(created, 1)) if instr else None, "cpus": cpus or "all", "created": created,
-               "rejected": rejected}
+               "rejected": rejected, "event_bytes": event_bytes}
     finally:
         if watch:
             watch.close()
@@ -409,6 +426,59 @@ def baseline_run(workdir, prep, n, env_size, timeout):
     return res
 
 
+def mqttfloor_clients():
+    """The clients mqttfloor was built with: paho, and mosquitto when libmosquitto was
+    found."""
+    return tuple(subprocess.run([MQTTFLOOR, "--clients"], capture_output=True, text=True,
+                                check=True).stdout.split())
+
+
+def floors_run(workdir, prep, n, env_size, event_size, timeout, clients=("paho",)):
+    """The send's messages without the coordinator's work (see --floors): per events QoS,
+    fleetsim's baseline with the five events of each job (ideal), and mqttfloor against
+    fleetsim's devices (per client: paho, mosquitto)."""
+    _, client_root, _, _, idf = prep
+    out = {}
+    for qos, client in [(q, c) for q in (1, 0) for c in (None,) + tuple(clients)]:
+        if client is not None:
+            out["%s_qos%d" % (client, qos)] = mqttfloor_run(
+                workdir, n, client_root, idf, env_size, event_size, qos, client, timeout)
+            continue
+        broker = start_broker(workdir, n)
+        try:
+            sim = Fleetsim(workdir, idf, client_root, broker.port,
+                           extra=("--baseline", "--env-size", str(env_size), "--events",
+                                  "--event-size", str(event_size), "--event-qos", str(qos),
+                                  "--timeout", str(timeout)))
+            res = sim.result(timeout + 30)
+        finally:
+            broker.stop()
+        if res.get("baseline_s", -1) <= 0:
+            raise RuntimeError("ideal floor did not complete: %r" % res)
+        out["ideal_qos%d" % qos] = res
+    return out
+
+
+def mqttfloor_run(workdir, n, client_root, idf, env_size, event_size, qos, client, timeout):
+    broker = start_broker(workdir, n)
+    sim = None
+    try:
+        sim = Fleetsim(workdir, idf, client_root, broker.port)
+        sim.wait_ready(timeout)
+        p = subprocess.run([MQTTFLOOR, "--url", broker.url, "--root", client_root,
+                            "--idents", idf, "--env-size", str(env_size),
+                            "--event-size", str(event_size), "--events-qos", str(qos),
+                            "--timeout", str(timeout), "--client", client],
+                           capture_output=True, text=True, timeout=timeout + 60)
+        if p.returncode != 0:
+            raise RuntimeError("mqttfloor failed: %s" % p.stderr.strip()[-500:])
+        return json.loads(p.stdout.strip().splitlines()[-1])
+    finally:
+        if sim:
+            sim.stop()
+        broker.stop()
+
+
 def machine():
     mem = ""
     with open("/proc/meminfo") as f:
@@ -447,6 +517,10 @@ def main():
                     help="run the coordinator under valgrind --tool=callgrind and report its "
                     "instructions per job (the send and its reports; slow: use ~2,000 "
                     "devices); the dump is copied to FILE")
+    ap.add_argument("--floors", action="store_true",
+                    help="after each baseline, the send's messages without the coordinator's "
+                    "work: fleetsim's baseline with the events, and the coordinator's MQTT "
+                    "client alone (mqttfloor), events at QoS 1 and 0")
     ap.add_argument("--offline-first", action="store_true",
                     help="send while every device is offline, then connect the fleet: the "
                     "time from the fleet's start until all are terminated (the catch-up of "
@@ -465,6 +539,7 @@ def main():
                                                 text=True, check=True).stdout)
         prep = prepare(workdir, n, allow_offline=a.offline_first)
         runs = []
+        clients = mqttfloor_clients() if a.floors else ()
         if a.offline_first:
             for k in range(1, a.runs + 1):
                 c = coordinator_run(workdir, k, prep, n, a.timeout, a.coordinator_arg,
@@ -495,6 +570,21 @@ def main():
             c["baseline"] = b
             c["ratio"] = (round(c["all_terminated_s"] / b["baseline_s"], 2)
                           if c["complete"] else None)
+            if a.floors:
+                ev = c.get("event_bytes") or 600
+                fl = floors_run(workdir, prep, n, env, ev, a.timeout, clients)
+                bs = b["baseline_s"]
+                c["floors"] = {"event_bytes": ev, "runs": fl}
+                for key, r in fl.items():
+                    c["floors"][key + "_ratio"] = round(
+                        (r.get("floor_s") or r["baseline_s"]) / bs, 2)
+                    if "cpu_us_per_job" in r:
+                        c["floors"][key + "_cpu_us_per_job"] = r["cpu_us_per_job"]
+                    else:  # fleetsim: the devices' CPU and the ideal client's together
+                        c["floors"][key + "_sim_cpu_us_per_job"] = round(
+                            r["cpu_during_exchange_s"] * 1e6 / n, 1)
+                log("run %d floors: %s" % (k, json.dumps({x: y for x, y in c["floors"].items()
+                                                         if x != "runs"})))
             gl = (c["get_under_load"] or {}).get("all") or {}
             c["get_p99_ms"], c["get_p50_ms"] = gl.get("p99_ms"), gl.get("p50_ms")
             runs.append(c)
@@ -540,6 +630,10 @@ def main():
             "CPU per job <= 150 us": m["coordinator_cpu_us_per_job"] <= 150,
             "<= 2x baseline": m["ratio"] <= 2,
         }
+        if a.floors:
+            summary["floors_median"] = {
+                key: statistics.median(r["floors"][key] for r in runs)
+                for key in runs[0]["floors"] if key not in ("runs", "event_bytes")}
         if a.get_under_load:
             summary["targets"]["GET under load p99 < 20 ms"] = m["get_under_load_p99_ms"] < 20
         out = json.dumps(summary, indent=1)

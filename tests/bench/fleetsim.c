@@ -14,6 +14,12 @@
  *   fleetsim ... --baseline --env-size BYTES               no coordinator: an extra
  *        connection plays it, publishes one envelope of BYTES per device, and times until it
  *        has received all 4N reports (the broker's own limit for this exchange)
+ *   fleetsim ... --baseline --events --event-size BYTES [--event-qos Q]
+ *        the same, and the extra connection also publishes a job event of BYTES on
+ *        rcs/v1/<root>/events/jobs/<job> for each envelope and each report (five per job, as
+ *        the coordinator does), at QoS Q (1); at QoS 1 it also waits for every
+ *        acknowledgement: the broker's limit for the coordinator's whole exchange, with a
+ *        client that costs next to nothing (BENCHMARKS.md, "Floors")
  *   fleetsim --selftest                                     codec ceiling on a local load
  *
  * Output (stdout, one line each): "READY <n>" once every device is connected and
@@ -65,6 +71,10 @@ static int opt_rate = 2000;       /* new connections per second */
 static int opt_max_pending = 256; /* connections waiting for CONNACK at once */
 static int opt_baseline;
 static int opt_env_size = 1200;
+static int opt_events;
+static int opt_event_size = 600;
+static int opt_event_qos = 1;
+static char *event_payload;
 static double opt_timeout = 600;
 static int opt_keepalive = 120;
 
@@ -78,7 +88,7 @@ static volatile sig_atomic_t stop_flag;
 
 /* statistics */
 static long long msgs_in, msgs_out, bytes_in, bytes_out, envelopes, reports_rx;
-static long long env_bytes_total, disconnects, connect_fail;
+static long long env_bytes_total, disconnects, connect_fail, coord_pubacks, events_out;
 static int nready, npending;
 static int coord_ready;
 
@@ -404,6 +414,15 @@ static void device_envelope(struct conn *c, const char *topic, size_t tlen, size
 	}
 }
 
+/* --events: the simulated coordinator's job event for job (the envelope's, or a report's) */
+static void coord_event(struct conn *c, const char *job, size_t jl)
+{
+	char et[300];
+	int etl = snprintf(et, sizeof et, "rcs/v1/%s/events/jobs/%.*s", opt_root, (int)jl, job);
+	mqtt_publish(c, et, (size_t)etl, event_payload, (size_t)opt_event_size, opt_event_qos, 0);
+	events_out++;
+}
+
 static void handle_packet(struct conn *c, unsigned char h, const unsigned char *p, size_t n)
 {
 	unsigned type = h >> 4;
@@ -444,11 +463,18 @@ static void handle_packet(struct conn *c, unsigned char h, const unsigned char *
 		}
 		if (c->idx >= 0)
 			device_envelope(c, topic, tl, n - off);
-		else if (tl > 7 && memcmp(topic + tl - 7, "/status", 7) == 0)
+		else if (tl > 7 && memcmp(topic + tl - 7, "/status", 7) == 0) {
 			reports_rx++;
+			const char *j = opt_events ? memmem(topic, tl, "/jobs/", 6) : NULL;
+			if (j)
+				coord_event(c, j + 6, (size_t)(topic + tl - 7 - (j + 6)));
+		}
 		break;
 	}
-	case 4:  /* PUBACK */
+	case 4: /* PUBACK */
+		if (c->idx < 0)
+			coord_pubacks++;
+		break;
 	case 13: /* PINGRESP */
 	default:
 		break;
@@ -588,7 +614,8 @@ static void usage(void)
 	fprintf(stderr,
 		"usage: fleetsim --idents FILE --root UUID [--host H] [--port P] [--username U]\n"
 		"                [--rate CONN_PER_S] [--max-pending N] [--keepalive S]\n"
-		"                [--baseline --env-size BYTES] [--timeout S]\n"
+		"                [--baseline --env-size BYTES [--events --event-size BYTES\n"
+		"                 [--event-qos Q]]] [--timeout S]\n"
 		"       fleetsim --selftest\n");
 	exit(2);
 }
@@ -603,6 +630,8 @@ int main(int argc, char **argv)
 			return selftest();
 		else if (!strcmp(a, "--baseline"))
 			opt_baseline = 1;
+		else if (!strcmp(a, "--events"))
+			opt_events = 1;
 		else if (!v)
 			usage();
 		else if (!strcmp(a, "--idents"))
@@ -623,6 +652,10 @@ int main(int argc, char **argv)
 			opt_keepalive = atoi(v), i++;
 		else if (!strcmp(a, "--env-size"))
 			opt_env_size = atoi(v), i++;
+		else if (!strcmp(a, "--event-size"))
+			opt_event_size = atoi(v) > 2 ? atoi(v) : 2, i++;
+		else if (!strcmp(a, "--event-qos"))
+			opt_event_qos = atoi(v) ? 1 : 0, i++;
 		else if (!strcmp(a, "--timeout"))
 			opt_timeout = atof(v), i++;
 		else if (!strcmp(a, "--per-conn"))
@@ -630,8 +663,16 @@ int main(int argc, char **argv)
 		else
 			usage();
 	}
-	if (!idfile || !opt_root)
+	if (!idfile || !opt_root || (opt_events && !opt_baseline))
 		usage();
+	if (opt_events) {
+		event_payload = malloc((size_t)opt_event_size);
+		if (!event_payload)
+			die("malloc");
+		memset(event_payload, 'x', (size_t)opt_event_size);
+		event_payload[0] = '{';
+		event_payload[opt_event_size - 1] = '}';
+	}
 
 	FILE *f = fopen(idfile, "r");
 	if (!f)
@@ -765,11 +806,16 @@ int main(int argc, char **argv)
 					el = opt_env_size;
 				}
 				mqtt_publish(coord, topic, (size_t)tl, env, (size_t)el, 1, 0);
+				if (opt_events)
+					coord_event(coord, topic + tl - 36, 36);
 			}
 			free(env);
 			conn_flush(coord);
 		}
-		if (opt_baseline && sent && reports_rx >= 4LL * ndev) {
+		/* with QoS 1 events, every publish acknowledged too: the envelopes' and the
+		 * events' */
+		if (opt_baseline && sent && reports_rx >= 4LL * ndev &&
+		    (!opt_events || !opt_event_qos || coord_pubacks >= 6LL * ndev)) {
 			t_done = now();
 			break;
 		}
@@ -794,8 +840,10 @@ int main(int argc, char **argv)
 		double dt = t_done ? t_done - t_send : -1.0;
 		double dc = cpu_seconds() - cpu_send;
 		printf("\"baseline_s\":%.4f,\"jobs_per_s\":%.1f,\"reports_rx\":%lld,"
-		       "\"env_size\":%d,\"cpu_during_exchange_s\":%.3f,",
-		       dt, dt > 0 ? ndev / dt : 0.0, reports_rx, opt_env_size, dc);
+		       "\"env_size\":%d,\"cpu_during_exchange_s\":%.3f,\"events\":%lld,"
+		       "\"event_size\":%d,\"event_qos\":%d,",
+		       dt, dt > 0 ? ndev / dt : 0.0, reports_rx, opt_env_size, dc, events_out,
+		       opt_events ? opt_event_size : 0, opt_event_qos);
 	}
 	printf(
 	    "\"envelopes\":%lld,\"env_bytes_avg\":%.0f,\"msgs_in\":%lld,\"msgs_out\":%lld,"
