@@ -1664,7 +1664,8 @@ class EventFeedStuckTest(MqttTest):
     window is full of unacknowledged events and the next one finds no room for 2 s, the
     event feed is stuck, and the reports no longer wait for it (events_backlog, docs/mqtt.md
     "Monitoring"): every job ends. Were they held while events wait, each device's reports
-    would wait about 2 s per event of the device before (one event given up each 2 s)."""
+    would wait about 2 s per event of the device before (one event given up each 2 s).
+    A stop then drops the events still queued rather than wait 2 s for each."""
 
     coord_args = ("--mqtt-window", "8", "--events-backlog", "2")
 
@@ -1693,6 +1694,21 @@ class EventFeedStuckTest(MqttTest):
         self.assertGreaterEqual(self.proxy.withheld, 8)
         wait_for(lambda: "the event feed is stuck" in self.log_text(self.coord), timeout=10,
                  what="the stuck feed in the log")
+        # a SIGTERM now, with most of the 40 events still queued, stops at once: they are
+        # dropped rather than each given its 2 s in the window (over 60 s before); then the
+        # coordinator starts again and serves
+        old = self.coord
+        t0 = time.monotonic()
+        self.assertEqual(old.stop(timeout=120), 0)
+        took = time.monotonic() - t0
+        self.assertLess(took, 10, "the stop took %.1f s" % took)
+        self.proxy.withhold = None
+        new = Coordinator(self.workdir, extra_args=self.extra_args, db=old.db)
+        type(self).coord = new
+        new.start()
+        type(self).admin = new.api(self.admin_key)
+        self.wait_connected(new)
+        self.assertEqual(self.admin.get("/jobs/" + jobs[0]).json["status"], "terminated")
 
 
 class PresenceAfterRestartTest(MqttTest):
