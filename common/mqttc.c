@@ -26,12 +26,16 @@
 
 /*
  * paho queues each publish as a request for its sending thread, and refuses one more
- * (MQTTASYNC_MAX_BUFFERED_MESSAGES) while maxBufferedMessages requests of the client wait
- * there, connected or not. QoS 1 publishes are bounded by the window (max_inflight); QoS 0
- * ones (events with events_qos 0) are not, and a burst of them gets this far ahead of the
- * sending thread: room for the window and this many more.
+ * (MQTTASYNC_MAX_BUFFERED_MESSAGES) while maxBufferedMessages publish requests of the
+ * client wait there, connected or not. QoS 1 publishes are bounded by the window
+ * (max_inflight); QoS 0 ones (events with events_qos 0) are not, and a burst of them gets
+ * this far ahead of the sending thread: room for the window and this many more. Each
+ * queued publish holds its payload, and paho's search for a free message id walks the
+ * queue: the burst's room is kept to about a window's worth (BENCHMARKS.md section 14
+ * measured the send with it).
  */
 #define MQTTC_QUEUE_EXTRA 1024
+#define MQTTC_MAX_WINDOW  65535 /* max_inflight's ceiling, as MQTT's message ids */
 /* A publish refused because paho's queue of requests was full waits this long before it
  * is tried again (mqttc_wait_delivered): the sending thread empties the queue without any
  * acknowledgement to wait for, at QoS 0 none ever comes. */
@@ -204,10 +208,10 @@ static int mqttc_url_index(const struct mqttc *m, const char *uri)
 
 /* How deep the calling thread is in our callbacks from paho's threads (of any client). */
 static _Thread_local int mqttc_cb_depth;
-/* The calling thread's last mqttc_publish was refused by paho's full queue of requests
- * (not by the window): its mqttc_wait_delivered waits MQTTC_QUEUE_WAIT_MS, not for an
- * acknowledgement. */
-static _Thread_local bool mqttc_queue_refused;
+/* The client whose paho queue of requests refused the calling thread's last mqttc_publish
+ * (not the window), NULL if none: the thread's next mqttc_wait_delivered on it waits
+ * MQTTC_QUEUE_WAIT_MS, not for an acknowledgement. */
+static _Thread_local struct mqttc *mqttc_queue_refused;
 
 static void mqttc_cb_enter(struct mqttc *m)
 {
@@ -818,6 +822,8 @@ enum rcs_err mqttc_start(const struct mqttc_opts *opts, const struct mqttc_callb
 		m->o.keepalive = 20;
 	if (m->o.max_inflight <= 0)
 		m->o.max_inflight = 1000;
+	if (m->o.max_inflight > MQTTC_MAX_WINDOW)
+		m->o.max_inflight = MQTTC_MAX_WINDOW;
 	if (m->o.backoff_min <= 0)
 		m->o.backoff_min = 0.25;
 	if (m->o.backoff_max < m->o.backoff_min)
@@ -1020,8 +1026,10 @@ const char *mqttc_server(struct mqttc *m)
 	return url;
 }
 
-/* What paho has not completed for this client: its queued requests and its QoS 1
- * publishes in flight. With client_lock held. */
+/* What paho has not completed of this client's QoS 1 publishes: queued or in flight. paho
+ * lists its queued QoS 0 publishes too, with token 0 (their message id): they take no place
+ * in the window, and a burst of them (up to MQTTC_QUEUE_EXTRA) would hold it shut. With
+ * client_lock held. */
 static long mqttc_pending(struct mqttc *m)
 {
 	MQTTAsync_token *tokens = NULL;
@@ -1029,8 +1037,8 @@ static long mqttc_pending(struct mqttc *m)
 
 	if (MQTTAsync_getPendingTokens(m->client, &tokens) != MQTTASYNC_SUCCESS)
 		return -1;
-	while (tokens != NULL && tokens[n] != -1)
-		n++;
+	for (long i = 0; tokens != NULL && tokens[i] != -1; i++)
+		n += tokens[i] != 0;
 	MQTTAsync_free(tokens);
 	return n;
 }
@@ -1125,7 +1133,7 @@ enum rcs_err mqttc_publish(struct mqttc *m, const char *topic, const void *paylo
 	bool locked;
 	int rc;
 
-	mqttc_queue_refused = false;
+	mqttc_queue_refused = NULL;
 	if (len > (size_t)INT32_MAX)
 		return RCS_ERR_TOOBIG;
 	if (!mqttc_connected(m))
@@ -1159,7 +1167,8 @@ enum rcs_err mqttc_publish(struct mqttc *m, const char *topic, const void *paylo
 		free(p);
 		if (rc == MQTTASYNC_DISCONNECTED)
 			return RCS_ERR_BUSY;
-		mqttc_queue_refused = rc == MQTTASYNC_MAX_BUFFERED_MESSAGES;
+		if (rc == MQTTASYNC_MAX_BUFFERED_MESSAGES)
+			mqttc_queue_refused = m;
 		if (rc == MQTTASYNC_MAX_MESSAGES_INFLIGHT || rc == MQTTASYNC_NO_MORE_MSGIDS ||
 		    rc == MQTTASYNC_MAX_BUFFERED_MESSAGES) {
 			log_debug("publish %s: client queue full (%d)", topic, rc);
@@ -1184,8 +1193,9 @@ uint64_t mqttc_delivered(struct mqttc *m)
 bool mqttc_wait_delivered(struct mqttc *m, uint64_t seen, const struct timespec *deadline)
 {
 	struct timespec until = *deadline, now;
-	bool more, queue = mqttc_queue_refused;
+	bool more, queue = mqttc_queue_refused == m;
 
+	mqttc_queue_refused = NULL; /* read once: a later wait is for an acknowledgement */
 	if (queue) {
 		mqttc_now(&now);
 		now.tv_nsec += MQTTC_QUEUE_WAIT_MS * 1000000L;

@@ -422,7 +422,9 @@ static void bridge_deadline(clockid_t c, int ms, struct timespec *out)
 /* Publishes; while the client's window of unacknowledged QoS 1 messages is full, waits for
  * the broker's next acknowledgement (paho's threads take them) and tries again, for up to
  * BRIDGE_FULL_WAIT_MS without one: what is sent to thousands of devices goes out at the
- * broker's pace. RCS_ERR_FULL when the broker acknowledged nothing for that long. */
+ * broker's pace. While paho's queue of publishes is full (QoS 0 events in a burst), tries
+ * again every few milliseconds, for as long (mqttc_wait_delivered). RCS_ERR_FULL when the
+ * broker acknowledged nothing, or the queue had no room, for that long. */
 static enum rcs_err bridge_publish_room(struct bridge *b, const char *topic, const void *payload,
 					size_t len, int qos, uint64_t tag)
 {

@@ -1,11 +1,14 @@
 /*
- * mqttc_stress - several threads publish QoS 1 messages on one MQTT client (common/mqttc.c)
+ * mqttc_stress - several threads publish QoS 1 (or 0) messages on one MQTT client (common/mqttc.c)
  * at once, while a second client subscribed to them counts what arrives: every message
  * the publishers were told was queued must arrive. Driven by test_mqttc_concurrency.py
  * against a mosquitto it starts; prints one JSON line and exits 0 when nothing is missing.
  *
  *   mqttc_stress --url tcp://127.0.0.1:PORT [--threads 4] [--messages 5000] [--timeout 60]
- *                [--window 1000] [--qos 1]
+ *                [--window 1000] [--qos 0|1|mixed]
+ *
+ * --qos mixed: even threads publish at QoS 0, odd ones at QoS 1 (the coordinator's events at
+ * QoS 0 beside its envelopes).
  *
  * A publisher told RCS_ERR_FULL waits with mqttc_wait_delivered for up to 2 s, as the
  * coordinator does; a wait that ends without room (false) is counted as a stall: the
@@ -34,7 +37,7 @@ struct stress {
 	int messages;
 	int timeout_s;
 	int window; /* the publisher's max_inflight */
-	int qos;
+	int qos;    /* 0, 1, or 2: mixed */
 	struct mqttc *pub, *sub;
 	atomic_bool pub_up, sub_up, subscribed;
 	atomic_int received, duplicates, refused, stalls;
@@ -107,7 +110,8 @@ static void *stress_publish(void *arg)
 		for (;;) {
 			uint64_t seen = mqttc_delivered(s->pub);
 			enum rcs_err err =
-			    mqttc_publish(s->pub, topic, payload, (size_t)len, s->qos, false, 0);
+			    mqttc_publish(s->pub, topic, payload, (size_t)len,
+					  s->qos == 2 ? th->n % 2 : s->qos, false, 0);
 			struct timespec deadline;
 
 			if (err == RCS_OK)
@@ -154,14 +158,14 @@ int main(int argc, char **argv)
 		else if (strcmp(argv[i], "--window") == 0)
 			s.window = atoi(argv[i + 1]);
 		else if (strcmp(argv[i], "--qos") == 0)
-			s.qos = atoi(argv[i + 1]);
+			s.qos = strcmp(argv[i + 1], "mixed") == 0 ? 2 : atoi(argv[i + 1]);
 	}
 	if (s.url == NULL || s.threads < 1 || s.threads > STRESS_MAX_THREADS || s.messages < 1 ||
 	    s.messages > 1000000 || s.timeout_s < 1 || s.window < 1 || s.window > 65535 ||
-	    s.qos < 0 || s.qos > 1) {
+	    s.qos < 0 || s.qos > 2) {
 		fprintf(stderr,
 			"usage: mqttc_stress --url URL [--threads 1..%d] [--messages N]"
-			" [--timeout S] [--window 1..65535] [--qos 0|1]\n",
+			" [--timeout S] [--window 1..65535] [--qos 0|1|mixed]\n",
 			STRESS_MAX_THREADS);
 		return 2;
 	}

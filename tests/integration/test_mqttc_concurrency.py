@@ -97,6 +97,17 @@ class ConcurrentPublishTest(unittest.TestCase):
             self.assertEqual(res["missing"], 0, "run %d: %r" % (run, res))
             self.assertEqual(rc, 0, res)
 
+    def test_qos0_burst_leaves_the_window_open(self):
+        """QoS 0 and QoS 1 publishes at once on one client with a small window: the queued
+        QoS 0 ones take no place in the window when it is counted again from paho's list
+        (common/mqttc.c, mqttc_pending). Counted, they held the window shut and the QoS 1
+        publishers stalled, 2 s each."""
+        rc, res = self.stress(4, 20000, window=8, qos="mixed")
+        self.assertEqual(res["published"], 80000, res)
+        self.assertEqual(res["stalls"], 0, res)
+        self.assertEqual(res["missing"], 0, res)
+        self.assertEqual(rc, 0, res)
+
 
 if __name__ == "__main__":
     unittest.main(verbosity=2)
