@@ -526,6 +526,8 @@ def main():
                     "time from the fleet's start until all are terminated (the catch-up of "
                     "N devices coming online at once); no baseline")
     a = ap.parse_args()
+    if a.floors and a.offline_first:
+        ap.error("--floors goes with the send to an online fleet, not --offline-first")
 
     soft, hard = raise_nofile()
     n = a.devices

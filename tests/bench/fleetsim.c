@@ -419,6 +419,8 @@ static void coord_event(struct conn *c, const char *job, size_t jl)
 {
 	char et[300];
 	int etl = snprintf(et, sizeof et, "rcs/v1/%s/events/jobs/%.*s", opt_root, (int)jl, job);
+	if (etl < 0 || (size_t)etl >= sizeof et)
+		return;
 	mqtt_publish(c, et, (size_t)etl, event_payload, (size_t)opt_event_size, opt_event_qos, 0);
 	events_out++;
 }
@@ -853,5 +855,6 @@ int main(int argc, char **argv)
 	    msgs_out, bytes_in, bytes_out, disconnects, connect_fail, cpu_total,
 	    msgs ? cpu_total * 1e6 / (double)msgs : 0.0);
 	fflush(stdout);
+	free(event_payload);
 	return rc;
 }

@@ -1,16 +1,18 @@
 /*
  * mqttfloor: the coordinator's MQTT exchange of a tag send, through the coordinator's own
  * MQTT client (common/mqttc.c on paho.mqtt.c's asynchronous client) and nothing else: no
- * database, no JSON, no HTTP. Test tooling only, not the product (BENCHMARKS.md, part 1,
- * "Floors").
+ * database, no JSON, no HTTP. Test tooling only, not the product (BENCHMARKS.md,
+ * section 14).
  *
  * Per device of --idents it publishes one QoS 1 envelope of --env-size bytes on
  * rcs/v1/<root>/<entity>/jobs/<job> from the main thread (as the coordinator's worker does),
  * and one event of --event-size bytes on rcs/v1/<root>/events/jobs/<job> for the send and for
  * each of the four reports the device answers with, from a second thread (as the
- * coordinator's event publisher does), at --events-qos. Every publish goes through the client's
- * window (--window, the coordinator's mqtt_window) with the same back-pressure as the
- * coordinator: on RCS_ERR_FULL, wait for an acknowledgement. The devices are fleetsim's.
+ * coordinator's event publisher does), at --events-qos. Every QoS 1 publish goes through the
+ * client's window (--window, the coordinator's mqtt_window) with the same back-pressure as
+ * the coordinator: on RCS_ERR_FULL, wait for an acknowledgement. After the last event, one
+ * QoS 1 publish of its own: acknowledged, every event before it was written (at QoS 0 too).
+ * The devices are fleetsim's.
  *
  * What it prints at the end (one JSON line): the time from the first envelope until every
  * report arrived and every event went out (acknowledged at QoS 1), and the process's CPU
@@ -97,8 +99,34 @@ static void floor_push(struct floor *f, int job)
 		pthread_cond_signal(&f->more);
 	} else {
 		f->failed = true; /* cannot happen: the queue holds every event of the send */
+		pthread_cond_signal(&f->more);
 	}
 	pthread_mutex_unlock(&f->lock);
+}
+
+static bool floor_failed(struct floor *f)
+{
+	bool failed;
+
+	pthread_mutex_lock(&f->lock);
+	failed = f->failed;
+	pthread_mutex_unlock(&f->lock);
+	return failed;
+}
+
+static void floor_fail(struct floor *f)
+{
+	pthread_mutex_lock(&f->lock);
+	f->failed = true;
+	pthread_cond_signal(&f->more);
+	pthread_mutex_unlock(&f->lock);
+#ifdef FLOOR_WITH_MOSQUITTO
+	if (f->use_mosquitto) {
+		pthread_mutex_lock(&f->win_lock);
+		pthread_cond_broadcast(&f->win_room);
+		pthread_mutex_unlock(&f->win_lock);
+	}
+#endif
 }
 
 static void on_sub_done(void *ctx, bool ok)
@@ -184,10 +212,21 @@ static bool mosq_publish(struct floor *f, const char *topic, const char *payload
 			 int qos)
 {
 	int mid = 0, rc;
+	double give_up = floor_now() + f->timeout_s;
 
 	pthread_mutex_lock(&f->win_lock);
-	while (qos > 0 && f->in_flight >= f->window)
-		pthread_cond_wait(&f->win_room, &f->win_lock);
+	while (qos > 0 && f->in_flight >= f->window) {
+		struct timespec rt;
+
+		pthread_mutex_unlock(&f->win_lock);
+		if (floor_failed(f) || floor_now() > give_up)
+			return false;
+		clock_gettime(CLOCK_REALTIME, &rt); /* win_room's clock */
+		rt.tv_sec += 1;
+		pthread_mutex_lock(&f->win_lock);
+		if (f->in_flight >= f->window)
+			pthread_cond_timedwait(&f->win_room, &f->win_lock, &rt);
+	}
 	/* under the lock: the acknowledgement can't be counted before the id is marked */
 	rc = mosquitto_publish(f->mosq, &mid, topic, (int)len, payload, qos, false);
 	if (rc == MOSQ_ERR_SUCCESS && qos > 0) {
@@ -305,7 +344,8 @@ static bool floor_publish(struct floor *f, const char *topic, const char *payloa
 
 		if (err == RCS_OK)
 			return true;
-		if ((err != RCS_ERR_FULL && err != RCS_ERR_BUSY) || floor_now() > give_up)
+		if ((err != RCS_ERR_FULL && err != RCS_ERR_BUSY) || floor_now() > give_up ||
+		    floor_failed(f))
 			return false;
 		clock_gettime(CLOCK_MONOTONIC, &dl);
 		dl.tv_sec += 1;
@@ -339,7 +379,7 @@ static void *floor_events(void *arg)
 	long total = 5L * f->n;
 
 	if (payload == NULL) {
-		f->failed = true;
+		floor_fail(f);
 		return NULL;
 	}
 	for (long k = 0; k < total; k++) {
@@ -359,14 +399,18 @@ static void *floor_events(void *arg)
 			 job);
 		if (!floor_publish(f, topic, payload, (size_t)f->event_size, f->events_qos)) {
 			fprintf(stderr, "mqttfloor: an event could not be published\n");
-			pthread_mutex_lock(&f->lock);
-			f->failed = true;
-			pthread_mutex_unlock(&f->lock);
+			floor_fail(f);
 			break;
 		}
 		pthread_mutex_lock(&f->lock);
 		f->events_out++;
 		pthread_mutex_unlock(&f->lock);
+	}
+	/* the mark: its acknowledgement says the events before it were written */
+	snprintf(topic, sizeof(topic), "rcs/v1/%s/events/mqttfloor", f->root);
+	if (!floor_failed(f) && !floor_publish(f, topic, "{}", 2, 1)) {
+		fprintf(stderr, "mqttfloor: the mark could not be published\n");
+		floor_fail(f);
 	}
 	free(payload);
 	return NULL;
@@ -391,7 +435,10 @@ static int floor_idents(struct floor *f, const char *path)
 				break;
 			f->idents = grown;
 		}
-		f->idents[f->n++] = strdup(line);
+		f->idents[f->n] = strdup(line);
+		if (f->idents[f->n] == NULL)
+			break;
+		f->n++;
 	}
 	fclose(in);
 	return f->idents != NULL && f->n > 0 ? 0 : -1;
@@ -521,7 +568,7 @@ started:
 		floor_push(&f, i); /* the send's event (transmited) */
 	}
 	/* every report in, every event out, and (QoS 1) every publish acknowledged */
-	want_acks = (uint64_t)f.n * (f.events_qos ? 6 : 1);
+	want_acks = (uint64_t)f.n * (f.events_qos ? 6 : 1) + 1; /* and the mark */
 	deadline = t0 + f.timeout_s;
 	for (;;) {
 		bool events_done, failed;
@@ -533,7 +580,7 @@ started:
 		pthread_mutex_unlock(&f.lock);
 		if (failed)
 			goto out;
-		if (events_done && atomic_load(&f.reports) == 4L * f.n && seen >= want_acks)
+		if (events_done && atomic_load(&f.reports) >= 4L * f.n && seen >= want_acks)
 			break;
 		if (floor_now() > deadline) {
 			pthread_mutex_lock(&f.lock);
@@ -558,10 +605,7 @@ started:
 	rc = 0;
 out:
 	if (th_started) {
-		pthread_mutex_lock(&f.lock);
-		f.failed = true; /* ends the event thread if it still waits */
-		pthread_cond_signal(&f.more);
-		pthread_mutex_unlock(&f.lock);
+		floor_fail(&f); /* ends the event thread if it still waits */
 		pthread_join(th, NULL);
 	}
 	mqttc_stop(f.mq, 1000);
