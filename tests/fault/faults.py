@@ -1109,7 +1109,12 @@ def scenario_broker(run, devices, **_):
                                                                           "rcs-coordinator"):
                     break  # the coordinator is locked out (see below): no use waiting
             time.sleep(0.2)
-        run.check(online_s is not None, "%s: not every device online again" % name)
+        if online_s is None:
+            # which ones, and what they last reported: a repeat then says where to look
+            away = [(d.get("name"), d.get("entity_ident"), d.get("last_seen"),
+                     "agent" if d.get("entity_ident") in by_agent else "simulated")
+                    for d in h.list_all(api, "/devices", online="false")]
+            run.check(False, "%s: not every device online again: offline %r" % (name, away))
         run.stat(name, {"fault_at_s": round(fault_at, 3), "down_s": round(down, 2),
                         "node": None if node is None else broker.nodes[node].name,
                         "work_s": work,
