@@ -411,13 +411,14 @@ def offline_first_run(workdir, k, coord, api, prep, n, timeout, broker):
             "sim": simres}
 
 
-def baseline_run(workdir, prep, n, env_size, timeout):
+def baseline_run(workdir, prep, n, env_size, timeout, extra=()):
+    """fleetsim --baseline on a fresh broker; extra: more fleetsim flags (--events ...)."""
     _, client_root, _, _, idf = prep
     broker = start_broker(workdir, n)
     try:
         sim = Fleetsim(workdir, idf, client_root, broker.port,
                        extra=("--baseline", "--env-size", str(env_size),
-                              "--timeout", str(timeout)))
+                              "--timeout", str(timeout), *extra))
         res = sim.result(timeout + 30)
     finally:
         broker.stop()
@@ -439,23 +440,13 @@ def floors_run(workdir, prep, n, env_size, event_size, timeout, clients=("paho",
     fleetsim's devices (per client: paho, mosquitto)."""
     _, client_root, _, _, idf = prep
     out = {}
-    for qos, client in [(q, c) for q in (1, 0) for c in (None,) + tuple(clients)]:
-        if client is not None:
+    for qos in (1, 0):
+        out["ideal_qos%d" % qos] = baseline_run(
+            workdir, prep, n, env_size, timeout,
+            extra=("--events", "--event-size", str(event_size), "--event-qos", str(qos)))
+        for client in clients:
             out["%s_qos%d" % (client, qos)] = mqttfloor_run(
                 workdir, n, client_root, idf, env_size, event_size, qos, client, timeout)
-            continue
-        broker = start_broker(workdir, n)
-        try:
-            sim = Fleetsim(workdir, idf, client_root, broker.port,
-                           extra=("--baseline", "--env-size", str(env_size), "--events",
-                                  "--event-size", str(event_size), "--event-qos", str(qos),
-                                  "--timeout", str(timeout)))
-            res = sim.result(timeout + 30)
-        finally:
-            broker.stop()
-        if res.get("baseline_s", -1) <= 0:
-            raise RuntimeError("ideal floor did not complete: %r" % res)
-        out["ideal_qos%d" % qos] = res
     return out
 
 
