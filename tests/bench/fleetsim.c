@@ -19,7 +19,7 @@
  *        rcs/v1/<root>/events/jobs/<job> for each envelope and each report (five per job, as
  *        the coordinator does), at QoS Q (1); at QoS 1 it also waits for every
  *        acknowledgement: the broker's limit for the coordinator's whole exchange, with a
- *        client that costs next to nothing (BENCHMARKS.md, "Floors")
+ *        client that costs next to nothing (BENCHMARKS.md, section 14)
  *   fleetsim --selftest                                     codec ceiling on a local load
  *
  * Output (stdout, one line each): "READY <n>" once every device is connected and
