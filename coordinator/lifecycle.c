@@ -69,33 +69,67 @@ bool lifecycle_has_transport(const struct lifecycle *lc)
 	return lc->hooks != NULL;
 }
 
+/*
+ * Everything that follows a status change, decided here and nowhere else, in the change's
+ * transaction (docs/architecture.md, "What follows a status change"). The store wrote the
+ * job's row and its history item (store_job_move_rec); from the record it read with the
+ * move: a device's report kept after the coordinator ended the job is only a webhook
+ * delivery; an applied change ends the job in its group's tallies (a final status), records
+ * its e-mails and webhook deliveries, wakes the notifier and the webhook sender, counts its
+ * metrics and publishes its event once committed, and, when a job of a group ended, makes
+ * the group's retry, abort or completion.
+ */
+static enum rcs_err lifecycle_move_follow(struct lifecycle *lc, const struct job_move *m,
+					  const struct job_moved *mv, const struct job_rec *job)
+{
+	const char *to = status_name(m->to);
+	bool ended = status_is_terminal(m->to) && job->group_ident[0] != '\0';
+	enum rcs_err err = RCS_OK;
+
+	if (mv->result != STORE_MOVE_APPLIED && mv->result != STORE_MOVE_KEPT)
+		return RCS_OK; /* nothing changed */
+	if (mv->result == STORE_MOVE_APPLIED && ended)
+		err = store_group_job_ended(lc->st, job->group_ident, m->to);
+	if (err == RCS_OK && mv->result == STORE_MOVE_APPLIED && mv->notify)
+		err = store_notify_record(lc->st, m->ident, to, m->now);
+	if (err == RCS_OK)
+		err =
+		    store_webhook_job_event(lc->st, job->client_root, m->ident, mv->n, to, m->now);
+	if (err != RCS_OK)
+		return err;
+	if (mv->result == STORE_MOVE_APPLIED && lc->changed)
+		lc->changed(lc->changed_ctx);
+	if (lc->webhooks_changed)
+		lc->webhooks_changed(lc->webhooks_ctx);
+	if (mv->result != STORE_MOVE_APPLIED)
+		return RCS_OK;
+	lifecycle_metrics(lc, m, job->created_at);
+	if (lc->hooks && lc->hooks->job_changed)
+		lc->hooks->job_changed(lc->hooks->ctx, job);
+	if (ended)
+		err = lifecycle_group_job_ended(lc, job, m->now);
+	return err;
+}
+
 /* The move and what follows from it, in the caller's transaction: *wrote tells whether
  * anything was written (an error after that needs the writes undone). */
 static enum rcs_err lifecycle_move_steps(struct lifecycle *lc, const struct job_move *m,
 					 enum store_move *result, struct job_rec *job, bool *wrote)
 {
+	struct job_moved mv;
 	enum rcs_err err;
 
 	*wrote = false;
 	/* the job's record comes with the move: one read for the event, the metrics, the
 	 * group and the caller */
-	err = store_job_move_rec(lc->st, m, result, job);
+	err = store_job_move_rec(lc->st, m, &mv, job);
 	if (err != RCS_OK)
 		return err; /* nothing written (store.h) */
+	*result = mv.result;
 	*wrote = true;
-	if (*result == STORE_MOVE_APPLIED && lc->changed)
-		lc->changed(lc->changed_ctx);
-	if (*result != STORE_MOVE_DUPLICATE && *result != STORE_MOVE_TERMINAL &&
-	    lc->webhooks_changed)
-		lc->webhooks_changed(lc->webhooks_ctx);
-	if (*result != STORE_MOVE_APPLIED)
-		return RCS_OK;
-	lifecycle_metrics(lc, m, job->created_at);
-	if (lc->hooks && lc->hooks->job_changed)
-		lc->hooks->job_changed(lc->hooks->ctx, job);
-	/* a job of a group ended: retry, abort, completion, in this transaction */
-	if (status_is_terminal(m->to) && job->group_ident[0] != '\0')
-		err = lifecycle_group_job_ended(lc, job, m->now);
+	err = lifecycle_move_follow(lc, m, &mv, job);
+	if (err != RCS_OK)
+		store_fold_spoil(lc->st); /* a fold's rows may say more than the database */
 	return err;
 }
 

@@ -506,16 +506,31 @@ struct job_move {
 	enum job_status *prev;  /* may be NULL: gets the status the job had before */
 	const char *error_code; /* edge_error: the device's cause (docs/mqtt.md); NULL: none */
 };
-/* Applies one status change with the rules of docs/architecture.md, "Job statuses". */
-enum rcs_err store_job_move(struct store *st, const struct job_move *m, enum store_move *result);
-/* store_job_move in the caller's transaction (store_tx_begin), and with the job's record:
- * when rec is not NULL and RCS_OK is returned, *rec is the job as it stands after the move
- * (unchanged unless applied; free with store_job_rec_free), read with the move instead of
- * after it. RCS_ERR_NOTFOUND (no such job, or not m's tenant's or device's) comes before
- * anything is written; after another error, what was written is the caller's to roll
- * back. */
-enum rcs_err store_job_move_rec(struct store *st, const struct job_move *m, enum store_move *result,
+/* What a move did. What follows from it (group tallies, e-mail and webhook records, the
+ * group's retry, abort and completion, metrics, the event) is decided by lifecycle.c
+ * (lifecycle_move_follow), not by the store. */
+struct job_moved {
+	enum store_move result;
+	long long n; /* APPLIED, KEPT: the number of the history item the move added */
+	bool notify; /* APPLIED: the job has addresses and statuses to mail (docs/api.md) */
+};
+/* Applies one status change with the rules of docs/architecture.md, "Job statuses": the
+ * job's row and its history item, in the caller's transaction (store_tx_begin). When rec is
+ * not NULL and RCS_OK is returned, *rec is the job as it stands after the move (unchanged
+ * unless applied; free with store_job_rec_free), read with the move instead of after it.
+ * RCS_ERR_NOTFOUND (no such job, or not m's tenant's or device's) comes before anything is
+ * written; after another error, what was written is the caller's to roll back. */
+enum rcs_err store_job_move_rec(struct store *st, const struct job_move *m, struct job_moved *out,
 				struct job_rec *rec);
+/* What follows a move, in its transaction (lifecycle_move_follow calls them): a job of a group
+ * ended, the group's tallies (store_groups.c); the e-mails a job's new status triggers, as
+ * notification records (store_jobs.c); a job.status delivery of the job's history item n
+ * (status, at) for every active webhook of the tenant that wants it (store_webhooks.c). */
+enum rcs_err store_group_job_ended(struct store *st, const char *group, enum job_status to);
+enum rcs_err store_notify_record(struct store *st, const char *job, const char *status,
+				 int64_t now);
+enum rcs_err store_webhook_job_event(struct store *st, const char *client_root, const char *job,
+				     long long n, const char *status, int64_t at);
 
 /*
  * Folding a batch's status changes (docs/architecture.md, "One job, from POST to the final
@@ -535,6 +550,10 @@ enum rcs_err store_job_move_rec(struct store *st, const struct job_move *m, enum
 void store_fold_begin(struct store *st);
 enum rcs_err store_fold_flush(struct store *st);
 enum rcs_err store_fold_end(struct store *st, bool write);
+/* The fold's rows no longer say what the database holds (a savepoint inside the fold was
+ * rolled back: store.c's store_tx_end; what follows a move failed after the move was
+ * written: lifecycle.c): store_fold_end refuses to write them. */
+void store_fold_spoil(struct store *st);
 
 /* A notification recorded for a job (one per status and address); sent_at 0: not sent. */
 struct job_notification_rec {

@@ -308,18 +308,11 @@ enum rcs_err store_page_recs(struct store *st, const char *cols, const char *fro
 
 /* ---- folds of status changes (store_jobs.c) ---- */
 
-/* A savepoint inside a fold was rolled back: the fold's rows no longer say what the
- * database holds, and store_fold_end refuses to write them (store.c's store_tx_end). */
-void store_fold_spoil(struct store *st);
 /* Frees the fold's memory (store_close). */
 void store_fold_free(struct store *st);
 
-/* ---- the webhook outbox, written in the status change's transaction (store_webhooks.c) ---- */
+/* ---- the webhook outbox (store_webhooks.c) ---- */
 
-/* Records a job.status delivery of the job's history item n (status, at) for every active
- * webhook of the tenant that wants it. */
-enum rcs_err store_webhook_job_event(struct store *st, const char *client_root, const char *job,
-				     long long n, const char *status, int64_t at);
 /* Whether any active webhook of the tenant wants job.status events (*want). */
 enum rcs_err store_webhooks_want_jobs(struct store *st, const char *client_root, bool *want);
 
@@ -333,11 +326,6 @@ enum rcs_err store_webhooks_want_jobs(struct store *st, const char *client_root,
 	" n_finished, n_failed, n_succeeded, tokens, tokens_at"
 /* The row of GROUP_COLS into *r (zeroed first; on an error what was read is freed). */
 enum rcs_err store_group_row(struct store_stmt *s, struct group_rec *r);
-/* A job of the group ended (in store_job_move's savepoint): the group's tallies. */
-enum rcs_err store_group_job_ended(struct store *st, const char *group, enum job_status to);
-/* Records the notifications a job's new status triggers (store_jobs.c). */
-enum rcs_err store_notify_record(struct store *st, const char *job, const char *status,
-				 int64_t now);
 /* The statuses of jobs that have not ended, as an SQL list. */
 #define JOBS_OPEN_LIST                                                                             \
 	"('initial', 'pending', 'transmited', 'edge_transmitted', 'edge_started', 'edge_running')"

@@ -1016,9 +1016,10 @@ void store_fold_free(struct store *st)
 	st->fold = NULL;
 }
 
-enum rcs_err store_job_move_rec(struct store *st, const struct job_move *m, enum store_move *result,
+enum rcs_err store_job_move_rec(struct store *st, const struct job_move *m, struct job_moved *out,
 				struct job_rec *rec)
 {
+	enum store_move *result = &out->result;
 	struct store_fold *f = st->fold != NULL && st->fold->on ? st->fold : NULL;
 	struct fold_row *fr = NULL;
 	struct job_move_row j, *jr = &j;
@@ -1027,6 +1028,8 @@ enum rcs_err store_job_move_rec(struct store *st, const struct job_move *m, enum
 	enum rcs_err err = RCS_OK;
 
 	memset(&j, 0, sizeof(j));
+	out->n = 0;
+	out->notify = false;
 	if (f != NULL && f->spoiled) {
 		err = RCS_ERR_INTERNAL; /* the batch is rolled back anyway (store_fold_end) */
 		goto out;
@@ -1075,8 +1078,7 @@ enum rcs_err store_job_move_rec(struct store *st, const struct job_move *m, enum
 			if (err == RCS_OK) {
 				jr->n_history = n;
 				jr->last_seq = m->seq;
-				err = store_webhook_job_event(st, jr->rec.client_root, m->ident, n,
-							      status_name(m->to), m->now);
+				out->n = n;
 			}
 			*result = STORE_MOVE_KEPT;
 		} else {
@@ -1099,13 +1101,8 @@ enum rcs_err store_job_move_rec(struct store *st, const struct job_move *m, enum
 	} else {
 		err = job_move_apply(st, m, &j);
 	}
-	if (err == RCS_OK && jr->rec.group_ident[0] != '\0' && status_is_terminal(m->to))
-		err = store_group_job_ended(st, jr->rec.group_ident, m->to);
-	if (err == RCS_OK && jr->notify)
-		err = store_notify_record(st, m->ident, status_name(m->to), m->now);
-	if (err == RCS_OK)
-		err = store_webhook_job_event(st, jr->rec.client_root, m->ident, n,
-					      status_name(m->to), m->now);
+	out->n = n;
+	out->notify = jr->notify;
 	*result = STORE_MOVE_APPLIED;
 out:
 	if (err == RCS_ERR_NOTFOUND && wrote)
@@ -1123,17 +1120,6 @@ out:
 	if (have_rec)
 		store_job_rec_free(&j.rec);
 	return err;
-}
-
-enum rcs_err store_job_move(struct store *st, const struct job_move *m, enum store_move *result)
-{
-	enum rcs_err err;
-
-	err = store_sp_begin(st);
-	if (err != RCS_OK)
-		return err;
-	err = store_job_move_rec(st, m, result, NULL);
-	return store_sp_end(st, err);
 }
 
 /* ---- notifications ---- */

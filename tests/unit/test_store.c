@@ -265,6 +265,15 @@ static void make_jobs(struct fixture *f, struct job_new *jobs, size_t n, const c
 	make_group_jobs(f, jobs, n, group, NULL);
 }
 
+/* One status change with all that follows it (lifecycle_move, no transport), as the
+ * coordinator makes it. */
+static enum rcs_err move_with(struct fixture *f, const struct job_move *m, enum store_move *res)
+{
+	struct lifecycle lc = {.st = f->st};
+
+	return lifecycle_move(&lc, m, res, NULL);
+}
+
 static enum store_move move(struct fixture *f, const char *job, enum job_status to, long long seq,
 			    const char *response)
 {
@@ -276,7 +285,7 @@ static enum store_move move(struct fixture *f, const char *job, enum job_status 
 			     .now = 300};
 	enum store_move res = STORE_MOVE_DUPLICATE;
 
-	assert_int_equal(store_job_move(f->st, &m, &res), RCS_OK);
+	assert_int_equal(move_with(f, &m, &res), RCS_OK);
 	return res;
 }
 
@@ -489,7 +498,7 @@ static void test_job_lifecycle(void **state)
 				     .mark_sent = true,
 				     .now = 250};
 		enum store_move res = STORE_MOVE_DUPLICATE;
-		assert_int_equal(store_job_move(f->st, &m, &res), RCS_OK);
+		assert_int_equal(move_with(f, &m, &res), RCS_OK);
 		assert_int_equal(res, STORE_MOVE_APPLIED);
 	}
 	assert_int_equal(job_column(f, jobs[0].ident, "sent_at"), 250);
@@ -546,7 +555,7 @@ static void test_cancel_then_late_report(void **state)
 		struct job_move m = {
 		    .ident = jobs[0].ident, .to = JS_CANCELLED, .now = 300, .prev = &prev};
 		enum store_move res = STORE_MOVE_DUPLICATE;
-		assert_int_equal(store_job_move(f->st, &m, &res), RCS_OK);
+		assert_int_equal(move_with(f, &m, &res), RCS_OK);
 		assert_int_equal(res, STORE_MOVE_APPLIED);
 		assert_int_equal(prev, JS_TRANSMITED);
 	}
@@ -570,19 +579,19 @@ static void test_cancel_then_late_report(void **state)
 				     .seq = 9,
 				     .now = 1};
 		enum store_move res;
-		assert_int_equal(store_job_move(f->st, &m, &res), RCS_ERR_NOTFOUND);
+		assert_int_equal(move_with(f, &m, &res), RCS_ERR_NOTFOUND);
 	}
 }
 
 /* One move through store_job_move_rec; *rec is what it hands back. */
 static enum store_move move_rec(struct fixture *f, const struct job_move *m, struct job_rec *rec)
 {
-	enum store_move res = STORE_MOVE_DUPLICATE;
+	struct job_moved mv = {.result = STORE_MOVE_DUPLICATE};
 
 	assert_int_equal(store_tx_begin(f->st), RCS_OK);
-	assert_int_equal(store_job_move_rec(f->st, m, &res, rec), RCS_OK);
+	assert_int_equal(store_job_move_rec(f->st, m, &mv, rec), RCS_OK);
 	assert_int_equal(store_tx_end(f->st, true), RCS_OK);
-	return res;
+	return mv.result;
 }
 
 static void assert_str_or_null(const char *a, const char *b)
@@ -706,6 +715,86 @@ static void test_webhook_outbox_follows_new_webhooks(void **state)
 	assert_int_equal(deliveries_of(f, hook[1]), 1);
 }
 
+/* What follows a status change (lifecycle.c, lifecycle_move_follow): an applied change
+ * records its webhook delivery and the e-mails its status triggers, and a final one the
+ * group's tallies and, with nothing left open, the group's completion; a device's report
+ * kept after a cancel is a delivery only; a duplicate is nothing. */
+static void test_what_follows_a_move(void **state)
+{
+	struct fixture *f = *state;
+	struct job_new jobs[2];
+	struct job_batch b;
+	struct webhook_write w = {.url = "https://hooks.example/a",
+				  .events = "[\"job.status\"]",
+				  .secret = "0123456789abcdef0123456789abcdef",
+				  .created_user = "alice",
+				  .now = 100};
+	char gid[UUID_STR_LEN], hook[UUID_STR_LEN];
+	const char *mails = "SELECT count(*) FROM notifications WHERE job_ident = ?";
+	const char *open = "SELECT n_open * 100 + n_finished * 10 + n_succeeded FROM groups"
+			   " WHERE ident = ?";
+	struct job_move cancel;
+	enum store_move res;
+
+	memset(&b, 0, sizeof(b));
+	for (size_t i = 0; i < 2; i++) {
+		assert_int_equal(uuid_v7(jobs[i].ident), RCS_OK);
+		jobs[i].entity_ident = f->dev[i];
+	}
+	assert_int_equal(uuid_v7(gid), RCS_OK);
+	b.client_root = f->root;
+	b.task_ident = f->task;
+	b.task_version = 1;
+	b.task_name = "Echo";
+	b.group_ident = gid;
+	b.group_name = "wave";
+	b.created_user = "alice";
+	b.mail_list = "[\"ops@example.com\"]";
+	b.status_list = "[\"terminated\", \"cancelled\"]";
+	b.now = 200;
+	b.jobs = jobs;
+	b.n = 2;
+	assert_int_equal(store_jobs_create(f->st, &b), RCS_OK);
+	assert_int_equal(uuid_v7(hook), RCS_OK);
+	w.client_root = f->root;
+	w.ident = hook;
+	assert_int_equal(store_webhook_insert(f->st, &w), RCS_OK);
+
+	assert_int_equal(move(f, jobs[0].ident, JS_TRANSMITED, 0, "sent"), STORE_MOVE_APPLIED);
+	assert_int_equal(move(f, jobs[0].ident, JS_EDGE_TRANSMITTED, 1, NULL), STORE_MOVE_APPLIED);
+	assert_int_equal(store_test_db_int(f->path, mails, jobs[0].ident), 0);
+	assert_int_equal(store_test_db_int(f->path, open, gid), 200);
+	assert_int_equal(move(f, jobs[0].ident, JS_TERMINATED, 2, "done"), STORE_MOVE_APPLIED);
+	assert_int_equal(store_test_db_int(f->path, mails, jobs[0].ident), 1);
+	assert_int_equal(store_test_db_int(f->path, open, gid), 111);
+	assert_int_equal(deliveries_of(f, hook), 3);
+	/* the same report again: nothing follows */
+	assert_int_equal(move(f, jobs[0].ident, JS_TERMINATED, 2, "done"), STORE_MOVE_DUPLICATE);
+	assert_int_equal(store_test_db_int(f->path, mails, jobs[0].ident), 1);
+	assert_int_equal(store_test_db_int(f->path, open, gid), 111);
+	assert_int_equal(deliveries_of(f, hook), 3);
+	/* the coordinator's cancel ends the group's last open job: the group is completed */
+	memset(&cancel, 0, sizeof(cancel));
+	cancel.ident = jobs[1].ident;
+	cancel.to = JS_CANCELLED;
+	cancel.now = 310;
+	assert_int_equal(move_with(f, &cancel, &res), RCS_OK);
+	assert_int_equal(res, STORE_MOVE_APPLIED);
+	assert_int_equal(store_test_db_int(f->path, mails, jobs[1].ident), 1);
+	assert_int_equal(store_test_db_int(f->path, open, gid), 21);
+	assert_int_equal(store_test_db_int(f->path,
+					   "SELECT count(*) FROM groups WHERE ident = ? AND"
+					   " status = 'completed'",
+					   gid),
+			 1);
+	assert_int_equal(deliveries_of(f, hook), 4);
+	/* the device's report after the cancel: kept, a delivery, no e-mail, no tally */
+	assert_int_equal(move(f, jobs[1].ident, JS_EDGE_STARTED, 1, NULL), STORE_MOVE_KEPT);
+	assert_int_equal(store_test_db_int(f->path, mails, jobs[1].ident), 1);
+	assert_int_equal(store_test_db_int(f->path, open, gid), 21);
+	assert_int_equal(deliveries_of(f, hook), 5);
+}
+
 /* ---- folds (store_fold_begin) ---- */
 
 /* One move as the bridge applies a report: in the caller's transaction, with the record. */
@@ -722,9 +811,10 @@ static enum store_move report_move(struct fixture *f, const char *job, enum job_
 			     .set_response_time = status_is_terminal(to),
 			     .error_code = code,
 			     .now = 300 + seq};
+	struct lifecycle lc = {.st = f->st};
 	enum store_move res = STORE_MOVE_KEPT;
 
-	assert_int_equal(store_job_move_rec(f->st, &m, &res, rec), RCS_OK);
+	assert_int_equal(lifecycle_move_in_tx(&lc, &m, &res, rec), RCS_OK);
 	return res;
 }
 
@@ -928,7 +1018,7 @@ static void test_fold_then_group_abort(void **state)
 		    .ident = jobs[1].ident, .to = JS_TRANSMITED, .mark_sent = true, .now = 250};
 		enum store_move res;
 
-		assert_int_equal(store_job_move(f->st, &m, &res), RCS_OK);
+		assert_int_equal(move_with(f, &m, &res), RCS_OK);
 	}
 	assert_int_equal(store_tx_begin(f->st), RCS_OK);
 	store_fold_begin(f->st);
@@ -1515,6 +1605,7 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(test_fold_spoiled_by_a_rollback, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_fold_of_many_jobs, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_fold_then_group_abort, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_what_follows_a_move, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_webhook_outbox_follows_new_webhooks, setup,
 					    teardown),
 	    cmocka_unit_test_setup_teardown(test_lists_and_groups, setup, teardown),
