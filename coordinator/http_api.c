@@ -866,36 +866,34 @@ static bool api_writer_take(struct http_api *h, struct api_conn *c, struct MHD_C
 	return taken;
 }
 
-static enum MHD_Result api_handle(void *cls, struct MHD_Connection *conn, const char *url,
-				  const char *method, const char *version, const char *upload_data,
-				  size_t *upload_data_size, void **con_cls)
+/* A resumed connection: the answer a writer made (api_writer), taken off the connection. */
+static void api_conn_resumed(struct api_conn *c, struct api_resp *resp, char *allow,
+			     size_t allow_len, int64_t *started_us)
 {
-	struct http_api *h = cls;
-	struct api_app *app = h->app;
-	struct api_conn *c = *con_cls;
-	struct api_req req;
-	struct api_resp resp = {.status = 0};
-	char path[API_MAX_URL];
-	char allow[128] = "";
-	int64_t started_us;
-	enum MHD_Result ret;
+	*resp = c->resp;
+	memset(&c->resp, 0, sizeof(c->resp));
+	snprintf(allow, allow_len, "%s", c->allow);
+	*started_us = c->started_us;
+	c->answered = false;
+}
 
-	(void)version;
-	if (c != NULL && c->answered) {
-		/* resumed: a writer answered (api_writer) */
-		resp = c->resp;
-		memset(&c->resp, 0, sizeof(c->resp));
-		snprintf(allow, sizeof(allow), "%s", c->allow);
-		started_us = c->started_us;
-		c->answered = false;
-		goto send;
-	}
+/* The request's body, as libmicrohttpd hands it in pieces, into the connection's state (made
+ * at the first call): true while the request is not whole yet, with what to return in *ret. An
+ * announced or actual body over app->max_body is refused without being kept. */
+static bool api_body_read(const struct api_app *app, struct MHD_Connection *conn, void **con_cls,
+			  const char *upload_data, size_t *upload_data_size, enum MHD_Result *ret)
+{
+	struct api_conn *c = *con_cls;
+
+	*ret = MHD_YES;
 	if (c == NULL) {
 		const char *cl;
 
 		c = calloc(1, sizeof(*c));
-		if (c == NULL)
-			return MHD_NO;
+		if (c == NULL) {
+			*ret = MHD_NO;
+			return true;
+		}
 		buf_init(&c->body, app->max_body);
 		*con_cls = c;
 		/* refuse an announced oversize body before reading it */
@@ -903,7 +901,7 @@ static enum MHD_Result api_handle(void *cls, struct MHD_Connection *conn, const 
 		if (cl != NULL && strtoull(cl, NULL, 10) > app->max_body)
 			c->too_big = true;
 		if (!c->too_big)
-			return MHD_YES;
+			return true;
 	}
 	if (*upload_data_size > 0 && !c->too_big) {
 		c->had_body = true;
@@ -912,13 +910,124 @@ static enum MHD_Result api_handle(void *cls, struct MHD_Connection *conn, const 
 			buf_free(&c->body);
 		}
 		*upload_data_size = 0;
-		return MHD_YES;
+		return true;
 	}
 	if (*upload_data_size > 0) {
 		*upload_data_size = 0; /* discard the rest of an oversize body */
-		return MHD_YES;
+		return true;
 	}
+	return false;
+}
 
+/* A request that needs a key: authenticated with a reader of the store's pool, so that reads
+ * (the key, then a GET's handler) never wait for a write (docs/architecture.md, "Reads and
+ * group commit"); a change goes to a writer, or is made here. True when a writer took it: it
+ * is answered once resumed. */
+static bool api_route_keyed(struct http_api *h, struct api_conn *c, struct MHD_Connection *conn,
+			    const char *url, struct api_req *req, const char *path,
+			    struct api_resp *resp, char *allow, size_t allow_len,
+			    int64_t started_us)
+{
+	struct api_app *app = h->app;
+	struct api_app view = *app;
+	bool taken = false;
+
+	view.st = store_reader(app->st);
+	api_authenticate(&view, conn, req, resp);
+	if (resp->status == 0 && api_changes(req->method)) {
+		store_reader_put(app->st, view.st);
+		view.st = NULL;
+		taken = api_writer_take(h, c, conn, url, req, path, started_us);
+		if (!taken)
+			api_dispatch_audited(app, conn, url, req, resp, allow, allow_len);
+	} else if (resp->status == 0) {
+		/* one snapshot for the whole answer: a page's count and its rows, a job and its
+		 * history (a failed begin leaves the reads to fail by themselves) */
+		bool snap = store_read_begin(view.st) == RCS_OK;
+
+		req->app = &view;
+		api_dispatch(api_routes, API_N_ROUTES, req, resp, allow, allow_len);
+		req->app = app;
+		if (snap)
+			store_read_end(view.st);
+	}
+	if (!taken)
+		store_reader_put(app->st, view.st);
+	return taken;
+}
+
+/* A whole request of the API to its route, open or keyed: true when a writer took it (it is
+ * answered once resumed), else *resp holds the answer. */
+static bool api_route_request(struct http_api *h, struct api_conn *c, struct MHD_Connection *conn,
+			      const char *url, struct api_req *req, struct api_resp *resp,
+			      char *allow, size_t allow_len, int64_t started_us)
+{
+	char path[API_MAX_URL];
+
+	if (strlen(url) >= sizeof(path) || strncmp(url, API_PREFIX, strlen(API_PREFIX)) != 0 ||
+	    (url[strlen(API_PREFIX)] != '/' && url[strlen(API_PREFIX)] != '\0')) {
+		api_error(resp, 404, "not_found", NULL, "no such resource");
+		return false;
+	}
+	snprintf(path, sizeof(path), "%s", url + strlen(API_PREFIX));
+	if (!api_split(path, req->seg, &req->nseg)) {
+		api_error(resp, 404, "not_found", NULL, "no such resource");
+		return false;
+	}
+	if (api_path_in(api_open_routes, API_N_OPEN_ROUTES, req))
+		api_dispatch(api_open_routes, API_N_OPEN_ROUTES, req, resp, allow, allow_len);
+	else if (api_route_keyed(h, c, conn, url, req, path, resp, allow, allow_len, started_us))
+		return true;
+	if (resp->status == 0) {
+		log_warnx("%s %s: handler gave no answer", req->method, url);
+		api_error(resp, 500, "internal", NULL, "internal error");
+	}
+	return false;
+}
+
+/* The answer sent, counted and logged, and freed. */
+static enum MHD_Result api_answer(struct MHD_Connection *conn, const char *method, const char *url,
+				  struct api_resp *resp, const char *allow, int64_t started_us)
+{
+	enum MHD_Result ret;
+
+	metrics_http(method, resp->status, (double)(api_now_us() - started_us) / 1e6);
+	if (resp->status >= 500)
+		log_warnx("%s %s -> %d", method, url, resp->status);
+	else
+		log_debug("%s %s -> %d", method, url, resp->status);
+	ret = api_send(conn, resp, allow);
+	if (resp->body)
+		json_object_put(resp->body);
+	free(resp->text);
+	return ret;
+}
+
+/* libmicrohttpd's handler of every request: called again for each piece of a body, and once
+ * more for a connection a writer resumed. */
+static enum MHD_Result api_handle(void *cls, struct MHD_Connection *conn, const char *url,
+				  const char *method, const char *version, const char *upload_data,
+				  size_t *upload_data_size, void **con_cls)
+{
+	struct http_api *h = cls;
+	struct api_app *app = h->app;
+	struct api_conn *c;
+	struct api_req req;
+	struct api_resp resp = {.status = 0};
+	char allow[128] = "";
+	int64_t started_us;
+	enum MHD_Result ret;
+
+	(void)version;
+	c = *con_cls;
+	if (c != NULL && c->answered) {
+		/* resumed: a writer answered (api_writer) */
+		api_conn_resumed(c, &resp, allow, sizeof(allow), &started_us);
+		return api_answer(conn, method, url, &resp, allow, started_us);
+	}
+	if (api_body_read(app, conn, con_cls, upload_data, upload_data_size, &ret))
+		return ret;
+	c = *con_cls;
 	started_us = api_now_us();
 	memset(&req, 0, sizeof(req));
 	req.app = app;
@@ -928,7 +1037,7 @@ static enum MHD_Result api_handle(void *cls, struct MHD_Connection *conn, const 
 	if (c->too_big) {
 		api_error(&resp, 413, "payload_too_large", NULL,
 			  "the request body is larger than %zu bytes", app->max_body);
-		goto send;
+		return api_answer(conn, method, url, &resp, allow, started_us);
 	}
 	if (api_is_ui(url))
 		return api_ui_send(conn, url, method);
@@ -936,60 +1045,9 @@ static enum MHD_Result api_handle(void *cls, struct MHD_Connection *conn, const 
 		req.body = c->body.data;
 		req.body_len = c->body.len;
 	}
-	if (strlen(url) >= sizeof(path) || strncmp(url, API_PREFIX, strlen(API_PREFIX)) != 0 ||
-	    (url[strlen(API_PREFIX)] != '/' && url[strlen(API_PREFIX)] != '\0')) {
-		api_error(&resp, 404, "not_found", NULL, "no such resource");
-		goto send;
-	}
-	snprintf(path, sizeof(path), "%s", url + strlen(API_PREFIX));
-	if (!api_split(path, req.seg, &req.nseg)) {
-		api_error(&resp, 404, "not_found", NULL, "no such resource");
-		goto send;
-	}
-	if (api_path_in(api_open_routes, API_N_OPEN_ROUTES, &req)) {
-		api_dispatch(api_open_routes, API_N_OPEN_ROUTES, &req, &resp, allow, sizeof(allow));
-	} else {
-		/* reads (the key, then a GET's handler) take a reader of the store's pool, so
-		 * they never wait for a write (docs/architecture.md, "Reads and group commit") */
-		struct api_app view = *app;
-
-		view.st = store_reader(app->st);
-		api_authenticate(&view, conn, &req, &resp);
-		if (resp.status == 0 && api_changes(method)) {
-			store_reader_put(app->st, view.st);
-			view.st = NULL;
-			if (api_writer_take(h, c, conn, url, &req, path, started_us))
-				return MHD_YES; /* answered once resumed */
-			api_dispatch_audited(app, conn, url, &req, &resp, allow, sizeof(allow));
-		} else if (resp.status == 0) {
-			/* one snapshot for the whole answer: a page's count and its rows, a job
-			 * and its history (a failed begin leaves the reads to fail by themselves)
-			 */
-			bool snap = store_read_begin(view.st) == RCS_OK;
-
-			req.app = &view;
-			api_dispatch(api_routes, API_N_ROUTES, &req, &resp, allow, sizeof(allow));
-			req.app = app;
-			if (snap)
-				store_read_end(view.st);
-		}
-		store_reader_put(app->st, view.st);
-	}
-	if (resp.status == 0) {
-		log_warnx("%s %s: handler gave no answer", method, url);
-		api_error(&resp, 500, "internal", NULL, "internal error");
-	}
-send:
-	metrics_http(method, resp.status, (double)(api_now_us() - started_us) / 1e6);
-	if (resp.status >= 500)
-		log_warnx("%s %s -> %d", method, url, resp.status);
-	else
-		log_debug("%s %s -> %d", method, url, resp.status);
-	ret = api_send(conn, &resp, allow);
-	if (resp.body)
-		json_object_put(resp.body);
-	free(resp.text);
-	return ret;
+	if (api_route_request(h, c, conn, url, &req, &resp, allow, sizeof(allow), started_us))
+		return MHD_YES; /* answered once resumed */
+	return api_answer(conn, method, url, &resp, allow, started_us);
 }
 
 static void api_completed(void *cls, struct MHD_Connection *conn, void **con_cls,

@@ -515,307 +515,416 @@ static void main_work_notified(void *ctx)
 		lc->webhooks_changed(lc->webhooks_ctx);
 }
 
-static int cmd_serve(struct settings *s)
-{
-	struct store *st = NULL;
-	struct signer *signer = NULL;
-	struct http_api *http = NULL;
-	struct bridge *bridge = NULL;
-	struct sched *sched = NULL;
-	struct notifier *notifier = NULL;
-	struct webhook_guard *guard = NULL;
-	struct webhooks *hooks = NULL;
-	struct metrics_server *metrics = NULL;
+/* What the steps of `serve` share: each start step adds its part, and serve_stop takes down
+ * whatever was started, in the order of a clean stop (docs/architecture.md, "The
+ * coordinator"). */
+struct serve {
+	struct settings *s;
+	struct store *st;
+	struct signer *signer;
+	struct http_api *http;
+	struct bridge *bridge;
+	struct sched *sched;
+	struct notifier *notifier;
+	struct webhook_guard *guard;
+	struct webhooks *hooks;
+	struct metrics_server *metrics;
 	struct lifecycle lc;
 	struct api_app app;
-	char why[256];
 	sigset_t sigs;
-	int sig, rc = 1;
-	bool ready = false;
-	time_t ready_by;
-	char shown[1024];
+	bool ready; /* systemd was told, so it is told of the stop too */
 	char node_id[NODE_ID_MAX + 1], client_id[NODE_ID_MAX + 32];
-	char *keep = NULL;
-	bool node_kept = false; /* the node id comes back at the next start */
-	bool curl_ready = false;
+	char *keep;
+	bool node_kept; /* the node id comes back at the next start */
+	bool curl_ready;
 	char brokers[1024];
-	enum bridge_shared shared = BRIDGE_SHARED_AUTO;
-	bool node_died = false; /* this node's last run did not stop cleanly */
+	enum bridge_shared shared;
+	bool node_died; /* this node's last run did not stop cleanly */
+};
+
+/* The signing key and the trusted keys; false (exit 1) with the reason told. */
+static bool serve_load_keys(struct serve *sv)
+{
+	struct settings *s = sv->s;
 	enum rcs_err err;
 
-	memset(&lc, 0, sizeof(lc));
-	need(s->db, "--db");
-	need(s->listen, "--listen");
-	if (!resolve_secrets(s)) {
-		rc = 2;
-		goto out;
-	}
 	err = signer_open(s->signing_key, s->signing_key_passphrase, s->trusted_key.items,
-			  s->trusted_key.n, &signer);
+			  s->trusted_key.n, &sv->signer);
 	if (err == RCS_ERR_AUTH && s->signing_key_passphrase) {
 		fprintf(stderr, "rcs-coordinator: --signing-key %s: wrong passphrase\n",
 			s->signing_key);
-		goto out;
 	} else if (err == RCS_ERR_AUTH) {
 		fprintf(stderr,
 			"rcs-coordinator: --signing-key %s is encrypted: give its passphrase with"
 			" --signing-key-passphrase-file FILE or RCS_SIGNING_KEY_PASSPHRASE\n",
 			s->signing_key);
-		goto out;
 	} else if (err == RCS_ERR_CRYPTO && s->signing_key_passphrase) {
 		fprintf(stderr,
 			"rcs-coordinator: --signing-key %s: not an EC P-256 key, or encrypted in a"
 			" way this build cannot read (PKCS#8 with AES: re-encrypt it with"
 			" openssl ec -aes256)\n",
 			s->signing_key);
-		goto out;
 	} else if (err != RCS_OK) {
 		fprintf(stderr, "rcs-coordinator: cannot load keys: %s\n", rcs_strerror(err));
+	}
+	return err == RCS_OK;
+}
+
+/* The settings read and checked, nothing started: 0, or the exit code (2: a bad setting). */
+static int serve_settings(struct serve *sv)
+{
+	struct settings *s = sv->s;
+	char why[256];
+	int rc = 2;
+
+	need(s->db, "--db");
+	need(s->listen, "--listen");
+	if (!resolve_secrets(s))
+		goto out;
+	if (!serve_load_keys(sv)) {
+		rc = 1;
 		goto out;
 	}
 	if (s->mqtt.n > 0 && mqttc_urls_check((const char *const *)s->mqtt.items, s->mqtt.n, why,
 					      sizeof(why)) != RCS_OK) {
 		fprintf(stderr, "rcs-coordinator: %s\n", why);
-		rc = 2;
 		goto out;
 	}
-	if (bridge_shared_parse(s->mqtt_shared_subscriptions, &shared) != RCS_OK) {
+	if (bridge_shared_parse(s->mqtt_shared_subscriptions, &sv->shared) != RCS_OK) {
 		fprintf(
 		    stderr,
 		    "rcs-coordinator: --mqtt-shared-subscriptions: '%s' is not auto, yes or no\n",
 		    s->mqtt_shared_subscriptions);
-		rc = 2;
 		goto out;
 	}
-	text_join(s->mqtt.items, s->mqtt.n, ", ", brokers, sizeof(brokers));
+	text_join(s->mqtt.items, s->mqtt.n, ", ", sv->brokers, sizeof(sv->brokers));
 	if (webhook_guard_new((const char *const *)s->webhook_allow_net.items,
-			      s->webhook_allow_net.n, &guard, why, sizeof(why)) != RCS_OK) {
+			      s->webhook_allow_net.n, &sv->guard, why, sizeof(why)) != RCS_OK) {
 		fprintf(stderr, "rcs-coordinator: %s\n", why);
-		rc = 2;
 		goto out;
 	}
-	keep = node_id_keep_file(s->db);
-	if (node_id_resolve(s->node_id, s->check ? NULL : keep, node_id, &node_kept, why,
-			    sizeof(why)) != RCS_OK) {
+	sv->keep = node_id_keep_file(s->db);
+	if (node_id_resolve(s->node_id, s->check ? NULL : sv->keep, sv->node_id, &sv->node_kept,
+			    why, sizeof(why)) != RCS_OK) {
 		fprintf(stderr, "rcs-coordinator: %s\n", why);
-		rc = 2;
 		goto out;
 	}
-	snprintf(client_id, sizeof(client_id), "rcs-coordinator-%s", node_id);
-	if (s->check) {
-		printf("configuration OK\n");
-		rc = 0;
-		goto out;
-	}
-	/* libcurl's global state (the webhook sender's and the notifier's), before any thread */
+	snprintf(sv->client_id, sizeof(sv->client_id), "rcs-coordinator-%s", sv->node_id);
+	rc = 0;
+out:
+	return rc;
+}
+
+/* The process's state before any thread: libcurl's global state (the webhook sender's and the
+ * notifier's), and the signals, taken by this thread only, with sigwait(). */
+static bool serve_process_setup(struct serve *sv)
+{
 	if (curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK) {
 		fprintf(stderr, "rcs-coordinator: cannot initialise libcurl\n");
-		goto out;
+		return false;
 	}
-	curl_ready = true;
-	/* signals are taken by this thread only, with sigwait() */
-	sigemptyset(&sigs);
-	sigaddset(&sigs, SIGTERM);
-	sigaddset(&sigs, SIGINT);
-	sigaddset(&sigs, SIGHUP);
-	pthread_sigmask(SIG_BLOCK, &sigs, NULL);
+	sv->curl_ready = true;
+	sigemptyset(&sv->sigs);
+	sigaddset(&sv->sigs, SIGTERM);
+	sigaddset(&sv->sigs, SIGINT);
+	sigaddset(&sv->sigs, SIGHUP);
+	pthread_sigmask(SIG_BLOCK, &sv->sigs, NULL);
 	signal(SIGPIPE, SIG_IGN);
+	return true;
+}
 
-	/* the port first: a second coordinator on a busy port must not reach the broker */
-	if (http_api_listen(s->listen, &http) != RCS_OK) {
-		fprintf(stderr, "rcs-coordinator: cannot serve on %s\n", s->listen);
-		goto out;
+/* The port first: a second coordinator on a busy port must not reach the broker. */
+static bool serve_open_port(struct serve *sv)
+{
+	if (http_api_listen(sv->s->listen, &sv->http) != RCS_OK) {
+		fprintf(stderr, "rcs-coordinator: cannot serve on %s\n", sv->s->listen);
+		return false;
 	}
-	st = open_db(s->db);
-	if (s->scripts_dir && load_stock_scripts(st, s->scripts_dir) != RCS_OK)
-		goto out;
-	/* claims of once-only work under this node's id (docs/architecture.md "Claims") */
-	store_claims_setup(st, node_id, s->lease);
-	/* presence is the broker's word since this start, never the last run's (docs/mqtt.md);
-	 * on a shared database (PostgreSQL) it is reset only when no other coordinator is
-	 * running: one that is sees the devices online (docs/scale-out.md) */
-	if (store_shared(st)) {
-		long long others = 0;
-		int64_t db_now = 0;
+	return true;
+}
 
-		if (store_node_left(st, &node_died) != RCS_OK ||
-		    store_nodes_others(st, (int64_t)time(NULL), &others) != RCS_OK ||
-		    store_node_beat(st, (int64_t)time(NULL)) != RCS_OK)
-			goto out;
-		if (store_clock(st, &db_now) == RCS_OK &&
-		    llabs((long long)(db_now - (int64_t)time(NULL))) > 2)
-			log_warnx(
-			    "this host's clock is %+lld s off the database server's: leases and"
-			    " signs of life count on agreeing clocks (keep them synchronised,"
-			    " docs/scale-out.md)",
-			    (long long)((int64_t)time(NULL) - db_now));
-		if (others > 0)
-			log_info("%lld other coordinators run on this database: device presence"
-				 " kept",
-				 others);
-		else if (store_devices_presence_reset(st) != RCS_OK)
-			goto out;
-	} else if (store_devices_presence_reset(st) != RCS_OK) {
-		goto out;
-	}
-	lc.st = st;
-	lc.hooks = NULL; /* no transport: jobs are stored and stay pending */
-	/* before anything can change a job's status: the sender's wake-up is set first */
-	{
-		struct webhooks_opts wo;
+/* The database (a failure ends the process, open_db), the stock scripts, and the claims of
+ * once-only work under this node's id (docs/architecture.md "Claims"). */
+static bool serve_open_store(struct serve *sv)
+{
+	sv->st = open_db(sv->s->db);
+	if (sv->s->scripts_dir && load_stock_scripts(sv->st, sv->s->scripts_dir) != RCS_OK)
+		return false;
+	store_claims_setup(sv->st, sv->node_id, sv->s->lease);
+	return true;
+}
 
-		memset(&wo, 0, sizeof(wo));
-		wo.guard = guard;
-		wo.retry_base = (int)s->webhook_retry_base;
-		wo.give_up = (int)s->webhook_give_up;
-		wo.timeout = (int)s->webhook_timeout;
-		wo.max_inflight = (int)s->webhook_max_inflight;
-		if (webhooks_start(&wo, st, &lc, &hooks) != RCS_OK) {
-			fprintf(stderr, "rcs-coordinator: cannot start the webhook sender\n");
-			goto out;
-		}
-		if (s->smtp_url) {
-			struct notifier_opts no;
-			memset(&no, 0, sizeof(no));
-			no.smtp_url = s->smtp_url;
-			no.from = s->smtp_from;
-			no.username = s->smtp_username;
-			no.password = s->smtp_password;
-			no.max_per_hour = s->smtp_max_per_hour;
-			no.retry_base = (int)s->smtp_retry_base;
-			if (notifier_start(&no, st, &lc, &notifier) != RCS_OK) {
-				fprintf(stderr,
-					"rcs-coordinator: cannot send notifications with %s\n",
-					s->smtp_url);
-				goto out;
-			}
-		} else {
-			log_info("no --smtp-url: notifications are recorded but not sent");
-		}
-		if (s->mqtt.n > 0) {
-			struct bridge_opts bo;
-			memset(&bo, 0, sizeof(bo));
-			bo.mqtt.urls = (const char *const *)s->mqtt.items;
-			bo.mqtt.nurls = s->mqtt.n;
-			bo.shared = shared;
-			bo.stable_client_id = node_kept || s->mqtt_client_id;
-			bo.node_died = node_died;
-			bo.events_qos = (int)s->events_qos;
-			bo.events_backlog = (size_t)s->events_backlog;
-			bo.mqtt.max_inflight = (int)s->mqtt_window;
-			bo.mqtt.client_id = s->mqtt_client_id ? s->mqtt_client_id : client_id;
-			bo.mqtt.username = s->mqtt_username;
-			bo.mqtt.password = s->mqtt_password;
-			bo.mqtt.cafile = s->mqtt_cafile;
-			bo.mqtt.certfile = s->mqtt_certfile;
-			bo.mqtt.keyfile = s->mqtt_keyfile;
-			bo.mqtt.key_passphrase = s->mqtt_key_passphrase;
-			bo.max_payload = (size_t)s->mqtt_max_payload;
-			bo.resend_after = s->resend_after;
-			if (bridge_start(&bo, st, &lc, &bridge) != RCS_OK) {
-				fprintf(stderr, "rcs-coordinator: cannot use MQTT broker %s\n",
-					brokers);
-				goto out;
-			}
-		} else {
-			log_info(
-			    "no --mqtt: jobs are stored and wait pending (ttl still expires them)");
-		}
+/* Presence is the broker's word since this start, never the last run's (docs/mqtt.md); on a
+ * shared database (PostgreSQL) it is reset only when no other coordinator is running: one that
+ * is sees the devices online (docs/scale-out.md). */
+static bool serve_reset_presence(struct serve *sv)
+{
+	struct store *st = sv->st;
+	long long others = 0;
+	int64_t db_now = 0;
+
+	if (!store_shared(st))
+		return store_devices_presence_reset(st) == RCS_OK;
+	if (store_node_left(st, &sv->node_died) != RCS_OK ||
+	    store_nodes_others(st, (int64_t)time(NULL), &others) != RCS_OK ||
+	    store_node_beat(st, (int64_t)time(NULL)) != RCS_OK)
+		return false;
+	if (store_clock(st, &db_now) == RCS_OK &&
+	    llabs((long long)(db_now - (int64_t)time(NULL))) > 2)
+		log_warnx("this host's clock is %+lld s off the database server's: leases and"
+			  " signs of life count on agreeing clocks (keep them synchronised,"
+			  " docs/scale-out.md)",
+			  (long long)((int64_t)time(NULL) - db_now));
+	if (others > 0) {
+		log_info("%lld other coordinators run on this database: device presence"
+			 " kept",
+			 others);
+		return true;
 	}
-	if (s->metrics_listen && metrics_serve(s->metrics_listen, st, &metrics) != RCS_OK) {
-		fprintf(stderr, "rcs-coordinator: cannot serve metrics on %s\n", s->metrics_listen);
-		goto out;
+	return store_devices_presence_reset(st) == RCS_OK;
+}
+
+/* The webhook sender, whose wake-up is set before anything can change a job's status. */
+static bool serve_start_webhooks(struct serve *sv)
+{
+	struct settings *s = sv->s;
+	struct webhooks_opts wo;
+
+	sv->lc.st = sv->st;
+	sv->lc.hooks = NULL; /* no transport: jobs are stored and stay pending */
+	memset(&wo, 0, sizeof(wo));
+	wo.guard = sv->guard;
+	wo.retry_base = (int)s->webhook_retry_base;
+	wo.give_up = (int)s->webhook_give_up;
+	wo.timeout = (int)s->webhook_timeout;
+	wo.max_inflight = (int)s->webhook_max_inflight;
+	if (webhooks_start(&wo, sv->st, &sv->lc, &sv->hooks) != RCS_OK) {
+		fprintf(stderr, "rcs-coordinator: cannot start the webhook sender\n");
+		return false;
 	}
-	if (bridge)
-		metrics_mqtt_probe(main_bridge_up, bridge);
-	/* every timer, with or without a transport: ttl expiry, scheduled sends, re-sends */
-	if (sched_start(st, &lc, &sched) != RCS_OK) {
+	return true;
+}
+
+/* The e-mail notifier, with --smtp-url; without, notifications are only recorded. */
+static bool serve_start_notifier(struct serve *sv)
+{
+	struct settings *s = sv->s;
+	struct notifier_opts no;
+
+	if (s->smtp_url == NULL) {
+		log_info("no --smtp-url: notifications are recorded but not sent");
+		return true;
+	}
+	memset(&no, 0, sizeof(no));
+	no.smtp_url = s->smtp_url;
+	no.from = s->smtp_from;
+	no.username = s->smtp_username;
+	no.password = s->smtp_password;
+	no.max_per_hour = s->smtp_max_per_hour;
+	no.retry_base = (int)s->smtp_retry_base;
+	if (notifier_start(&no, sv->st, &sv->lc, &sv->notifier) != RCS_OK) {
+		fprintf(stderr, "rcs-coordinator: cannot send notifications with %s\n",
+			s->smtp_url);
+		return false;
+	}
+	return true;
+}
+
+/* The MQTT transport, with --mqtt; without, jobs are stored and wait pending. */
+static bool serve_start_bridge(struct serve *sv)
+{
+	struct settings *s = sv->s;
+	struct bridge_opts bo;
+
+	if (s->mqtt.n == 0) {
+		log_info("no --mqtt: jobs are stored and wait pending (ttl still expires them)");
+		return true;
+	}
+	memset(&bo, 0, sizeof(bo));
+	bo.mqtt.urls = (const char *const *)s->mqtt.items;
+	bo.mqtt.nurls = s->mqtt.n;
+	bo.shared = sv->shared;
+	bo.stable_client_id = sv->node_kept || s->mqtt_client_id;
+	bo.node_died = sv->node_died;
+	bo.events_qos = (int)s->events_qos;
+	bo.events_backlog = (size_t)s->events_backlog;
+	bo.mqtt.max_inflight = (int)s->mqtt_window;
+	bo.mqtt.client_id = s->mqtt_client_id ? s->mqtt_client_id : sv->client_id;
+	bo.mqtt.username = s->mqtt_username;
+	bo.mqtt.password = s->mqtt_password;
+	bo.mqtt.cafile = s->mqtt_cafile;
+	bo.mqtt.certfile = s->mqtt_certfile;
+	bo.mqtt.keyfile = s->mqtt_keyfile;
+	bo.mqtt.key_passphrase = s->mqtt_key_passphrase;
+	bo.max_payload = (size_t)s->mqtt_max_payload;
+	bo.resend_after = s->resend_after;
+	if (bridge_start(&bo, sv->st, &sv->lc, &sv->bridge) != RCS_OK) {
+		fprintf(stderr, "rcs-coordinator: cannot use MQTT broker %s\n", sv->brokers);
+		return false;
+	}
+	return true;
+}
+
+/* The metrics listener, with --metrics-listen, and its probe of the broker's connection. */
+static bool serve_start_metrics(struct serve *sv)
+{
+	const char *listen = sv->s->metrics_listen;
+
+	if (listen && metrics_serve(listen, sv->st, &sv->metrics) != RCS_OK) {
+		fprintf(stderr, "rcs-coordinator: cannot serve metrics on %s\n", listen);
+		return false;
+	}
+	if (sv->bridge)
+		metrics_mqtt_probe(main_bridge_up, sv->bridge);
+	return true;
+}
+
+/* Every timer, with or without a transport: ttl expiry, scheduled sends, re-sends. */
+static bool serve_start_scheduler(struct serve *sv)
+{
+	if (sched_start(sv->st, &sv->lc, &sv->sched) != RCS_OK) {
 		fprintf(stderr, "rcs-coordinator: cannot start the scheduler\n");
-		goto out;
+		return false;
 	}
-	if (bridge) {
+	if (sv->bridge) {
 		struct sched_transport tr;
 
-		bridge_transport(bridge, &tr);
-		sched_set_transport(sched, &tr);
+		bridge_transport(sv->bridge, &tr);
+		sched_set_transport(sv->sched, &tr);
 	}
-	/* other coordinators' new work wakes the scheduler, the notifier, the webhook sender */
-	if (store_listen(st, main_work_notified, &lc) != RCS_OK) {
+	return true;
+}
+
+/* Other coordinators' new work wakes the scheduler, the notifier, the webhook sender. */
+static bool serve_listen_others(struct serve *sv)
+{
+	if (store_listen(sv->st, main_work_notified, &sv->lc) != RCS_OK) {
 		fprintf(stderr, "rcs-coordinator: cannot listen for other coordinators' work\n");
-		goto out;
+		return false;
 	}
-	/* one reader per HTTP thread: reads never wait for the writer */
-	if (store_readers_open(st, (unsigned)s->threads) != RCS_OK) {
+	return true;
+}
+
+/* The API's threads on the port opened first, each with a reader of its own: reads never wait
+ * for the writer. */
+static bool serve_start_api(struct serve *sv)
+{
+	struct settings *s = sv->s;
+	char shown[1024];
+
+	if (store_readers_open(sv->st, (unsigned)s->threads) != RCS_OK) {
 		fprintf(stderr, "rcs-coordinator: cannot open the database's readers\n");
-		goto out;
+		return false;
 	}
-	app.st = st;
-	app.lc = &lc;
-	app.signer = signer;
-	app.bridge = bridge;
-	app.max_body = (size_t)s->max_body;
-	app.auth_fail_limit = (unsigned)s->auth_fail_limit;
-	app.webhook_guard = guard;
-	err = http_api_start(http, &app, (unsigned)s->threads);
-	if (err != RCS_OK) {
+	sv->app.st = sv->st;
+	sv->app.lc = &sv->lc;
+	sv->app.signer = sv->signer;
+	sv->app.bridge = sv->bridge;
+	sv->app.max_body = (size_t)s->max_body;
+	sv->app.auth_fail_limit = (unsigned)s->auth_fail_limit;
+	sv->app.webhook_guard = sv->guard;
+	if (http_api_start(sv->http, &sv->app, (unsigned)s->threads) != RCS_OK) {
 		fprintf(stderr, "rcs-coordinator: cannot serve on %s\n", s->listen);
-		goto out;
+		return false;
 	}
 	coord_db_shown(s->db, shown, sizeof(shown));
-	log_info("rcs-coordinator %s serving as node %s (database %s)", RCS_VERSION, node_id,
+	log_info("rcs-coordinator %s serving as node %s (database %s)", RCS_VERSION, sv->node_id,
 		 shown);
-	/* ready for systemd once the broker is connected too, or SERVICE_READY_WAIT seconds
-	   later all the same (docs/deploy.md, "The units") */
-	ready_by = time(NULL) + SERVICE_READY_WAIT;
+	return true;
+}
+
+/* Every part, in the order that each needs the ones before: false at the first that fails. */
+static bool serve_start(struct serve *sv)
+{
+	return serve_process_setup(sv) && serve_open_port(sv) && serve_open_store(sv) &&
+	       serve_reset_presence(sv) && serve_start_webhooks(sv) && serve_start_notifier(sv) &&
+	       serve_start_bridge(sv) && serve_start_metrics(sv) && serve_start_scheduler(sv) &&
+	       serve_listen_others(sv) && serve_start_api(sv);
+}
+
+/* Serving until SIGTERM or SIGINT; SIGHUP reloads the stock scripts. Ready for systemd once
+ * the broker is connected too, or SERVICE_READY_WAIT seconds later all the same
+ * (docs/deploy.md, "The units"). */
+static void serve_wait_signal(struct serve *sv)
+{
+	time_t ready_by = time(NULL) + SERVICE_READY_WAIT;
+	int sig;
+
 	for (;;) {
-		if (!ready && (bridge == NULL || bridge_connected(bridge))) {
+		if (!sv->ready && (sv->bridge == NULL || bridge_connected(sv->bridge))) {
 			service_ready("serving");
-			ready = true;
-		} else if (!ready && time(NULL) >= ready_by) {
+			sv->ready = true;
+		} else if (!sv->ready && time(NULL) >= ready_by) {
 			log_warnx("not connected to the MQTT broker %s yet: ready all the same,"
 				  " retrying in the background",
-				  brokers);
+				  sv->brokers);
 			service_ready("serving; MQTT broker not connected yet");
-			ready = true;
+			sv->ready = true;
 		}
-		if (service_sigwait(&sigs, ready ? -1 : 100, &sig) != 0)
+		if (service_sigwait(&sv->sigs, sv->ready ? -1 : 100, &sig) != 0)
 			continue;
 		if (sig == SIGHUP) {
 			log_info("SIGHUP: reloading stock scripts");
 			service_reloading();
-			if (s->scripts_dir)
-				load_stock_scripts(st, s->scripts_dir);
+			if (sv->s->scripts_dir)
+				load_stock_scripts(sv->st, sv->s->scripts_dir);
 			service_ready("serving");
 			continue;
 		}
 		log_info("signal %d: stopping", sig);
 		break;
 	}
-	rc = 0;
-out:
-	if (ready)
+}
+
+/* A clean stop, of whatever was started: the threads that move jobs stop before the
+ * callbacks they call go (docs/architecture.md, "The coordinator"). */
+static void serve_stop(struct serve *sv)
+{
+	struct store *st = sv->st;
+
+	if (sv->ready)
 		service_stopping();
-	http_api_stop(http);
+	http_api_stop(sv->http);
 	if (st)
 		store_listen_stop(st);
 	metrics_mqtt_probe(NULL, NULL);
-	sched_stop(sched); /* before the bridge: no transport call after this */
-	bridge_stop(bridge);
-	sched_free(sched); /* after the bridge, whose worker may wake it until it stopped */
-	notifier_stop(notifier);
-	webhooks_stop(hooks);
-	metrics_stop(metrics);
+	sched_stop(sv->sched); /* before the bridge: no transport call after this */
+	bridge_stop(sv->bridge);
+	sched_free(sv->sched); /* after the bridge, whose worker may wake it until it stopped */
+	notifier_stop(sv->notifier);
+	webhooks_stop(sv->hooks);
+	metrics_stop(sv->metrics);
 	/* what this node claimed and didn't finish goes to the others at once */
 	if (st && store_shared(st) && store_claims_release(st) != RCS_OK)
 		log_warnx("claims not given up: the others take them when their lease ends");
 	if (st && store_shared(st) && store_node_gone(st) != RCS_OK)
 		log_warnx("this coordinator's row of the running ones stays until its lease ends");
 	store_close(st);
-	signer_free(signer);
-	webhook_guard_free(guard);
-	free(keep);
-	if (curl_ready)
+	signer_free(sv->signer);
+	webhook_guard_free(sv->guard);
+	free(sv->keep);
+	if (sv->curl_ready)
 		curl_global_cleanup();
+}
+
+/* The daemon's life: the settings checked (and no more with --check), every part started,
+ * serving until a signal, then the clean stop of whatever was started. */
+static int cmd_serve(struct settings *s)
+{
+	struct serve sv;
+	int rc;
+
+	memset(&sv, 0, sizeof(sv));
+	sv.s = s;
+	sv.shared = BRIDGE_SHARED_AUTO;
+	rc = serve_settings(&sv);
+	if (rc == 0 && s->check)
+		printf("configuration OK\n");
+	else if (rc == 0 && serve_start(&sv))
+		serve_wait_signal(&sv);
+	else if (rc == 0)
+		rc = 1;
+	serve_stop(&sv);
 	return rc;
 }
 

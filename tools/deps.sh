@@ -41,6 +41,9 @@ TEST_PKGS="postgresql libcmocka-dev python3-aiosmtpd python3-paho-mqtt python3-p
 qemu-user gcc-aarch64-linux-gnu gcc-arm-linux-gnueabihf
 dpkg-dev lintian debootstrap systemd systemd-container man-db
 chromium chromium-driver python3-selenium"
+# clang-format: .ci/run's check of the C sources' style (tools/check-format.sh, the
+# repository's .clang-format; Debian's is clang-format 14)
+TEST_PKGS="$TEST_PKGS clang-format"
 # nats-server: the 3-node broker cluster with MQTT the NATS tests start as their own
 # (tests/integration/nats_cluster.py, docs/scale-out.md)
 TEST_PKGS="$TEST_PKGS nats-server"

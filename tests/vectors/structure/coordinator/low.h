@@ -1,0 +1,2 @@
+/* low.h */
+int low(void);

@@ -1,0 +1,2 @@
+/* north.h */
+#include "south.h"

@@ -1,0 +1,2 @@
+/* ping.h */
+int ping(int n);

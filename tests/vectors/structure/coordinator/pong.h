@@ -1,0 +1,2 @@
+/* pong.h */
+int pong(int n);

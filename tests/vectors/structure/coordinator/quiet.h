@@ -1,0 +1,2 @@
+/* quiet.h */
+void quiet(void);

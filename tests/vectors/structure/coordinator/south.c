@@ -1,0 +1,2 @@
+/* south.c */
+#include "south.h"

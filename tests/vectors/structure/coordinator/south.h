@@ -1,0 +1,2 @@
+/* south.h */
+#include "north.h"
