@@ -70,6 +70,21 @@ struct store_backend {
 	enum rcs_err (*open_reader)(struct store *r, const char *path);
 };
 
+/*
+ * The schema (store_schema.c): one list of migrations for both engines. Migration N runs its
+ * common SQL (as written on SQLite; store_pg.c translates it, the schema's words too), then
+ * the engine's own text; NULL is none. An engine's schema version counts the migrations up to
+ * the last that has text for it (store_migrations_of).
+ */
+struct store_migration {
+	const char *sql;
+	const char *sqlite;
+	const char *postgres;
+};
+extern const struct store_migration store_migrations[];
+extern const size_t store_n_migrations;
+size_t store_migrations_of(enum store_dialect d);
+
 /* Writers of one group commit at most (docs/architecture.md, "Reads and group commit"). */
 #define STORE_BATCH_MAX 64
 

@@ -1,5 +1,5 @@
 /*
- * Unit tests of the store's schema (its migrations; docs/architecture.md, "The
+ * Unit tests of the store's schema (coordinator/store_schema.c; docs/architecture.md, "The
  * store"): a new database ends with the schema of the test vectors, on SQLite its
  * sqlite_master exactly (tests/vectors/store-schema-sqlite.txt), on PostgreSQL its catalog's
  * columns, indexes, constraints, triggers and functions (store-schema-postgres.txt); and both
