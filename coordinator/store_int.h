@@ -68,6 +68,16 @@ struct store_backend {
 	/* a reader (store_readers_open): another connection to the database of path, that
 	 * only reads (NULL: the backend has none, reads share the writer's connection) */
 	enum rcs_err (*open_reader)(struct store *r, const char *path);
+	/* other coordinators may share the database (claims, docs/architecture.md "Claims") */
+	bool shared;
+	/* wake-ups between the coordinators sharing the database (NULL: the backend has none).
+	 * listen starts calling fn (on a thread of the backend's) whenever another transaction
+	 * committed work that may be due; listen_stop ends it (without the lock: it waits for
+	 * that thread); notify wakes the others at the commit of the caller's transaction, what
+	 * saying why. */
+	enum rcs_err (*listen)(struct store *st, void (*fn)(void *ctx), void *ctx);
+	void (*listen_stop)(struct store *st);
+	enum rcs_err (*notify)(struct store *st, const char *what);
 };
 
 /*
@@ -136,7 +146,7 @@ struct store {
 		char client_root[40];
 		bool any;
 	} hooks_known;
-	void *listen; /* the backend's LISTEN connection (store_pg.c), NULL: none */
+	void *listen; /* the backend's listen (struct store_backend), NULL: none */
 	/* jobs moved in a fold (store_fold_begin, store_jobs.c), NULL: none yet */
 	struct store_fold *fold;
 };
@@ -173,8 +183,6 @@ enum rcs_err store_sqlite_open(struct store *st, const char *path);
 bool store_pg_url(const char *db);
 /* Connects st to the PostgreSQL database of url and migrates it (store_pg.c). */
 enum rcs_err store_pg_open(struct store *st, const char *url);
-/* Connects the reader r to the PostgreSQL database of url, read only (store_pg.c). */
-enum rcs_err store_pg_open_reader(struct store *r, const char *url);
 
 /* ---- claims and wake-ups of several coordinators (store_queues.c, store_pg.c) ---- */
 
@@ -188,9 +196,6 @@ enum rcs_err store_pg_open_reader(struct store *r, const char *url);
 /* The node and the lease's end as a claim binds them. */
 const char *store_claim_node(const struct store *st);
 long long store_claim_until(const struct store *st, int64_t now);
-/* Starts (fn non-NULL) or stops the PostgreSQL LISTEN connection (store_pg.c). */
-enum rcs_err store_pg_listen(struct store *st, void (*fn)(void *ctx), void *ctx);
-void store_pg_listen_stop(struct store *st);
 
 /* ---- statements through the backend (the domain files' only way to the database) ---- */
 

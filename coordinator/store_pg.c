@@ -71,6 +71,10 @@ static struct pg_stmt *pg(struct store_stmt *s)
 }
 
 static const struct store_backend pg_backend;
+static enum rcs_err pg_open_reader(struct store *r, const char *url);
+static enum rcs_err pg_listen(struct store *st, void (*fn)(void *ctx), void *ctx);
+static void pg_listen_stop(struct store *st);
+static enum rcs_err pg_notify(struct store *st, const char *what);
 
 /* The SQLSTATE of a failed result (or of the connection's loss) as an rcs_err. */
 static enum rcs_err pg_rc(struct store *st, const PGresult *r, const char *what)
@@ -661,7 +665,11 @@ static const struct store_backend pg_backend = {
     .in_tx = pg_in_tx,
     .ping = pg_ping,
     .close = pg_close,
-    .open_reader = store_pg_open_reader,
+    .open_reader = pg_open_reader,
+    .shared = true,
+    .listen = pg_listen,
+    .listen_stop = pg_listen_stop,
+    .notify = pg_notify,
 };
 
 /* ---- opening ---- */
@@ -926,7 +934,8 @@ static void *pg_listen_thread(void *arg)
 	return NULL;
 }
 
-enum rcs_err store_pg_listen(struct store *st, void (*fn)(void *ctx), void *ctx)
+/* The seam's listen (the caller holds the store's lock). */
+static enum rcs_err pg_listen(struct store *st, void (*fn)(void *ctx), void *ctx)
 {
 	struct pg_listen *l = NULL;
 	enum rcs_err err = RCS_ERR_NOMEM;
@@ -940,9 +949,7 @@ enum rcs_err store_pg_listen(struct store *st, void (*fn)(void *ctx), void *ctx)
 	l->fn = fn;
 	l->ctx = ctx;
 	l->efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-	store_lock(st);
 	l->info = PQconninfo(pg_conn(st)->c);
-	store_unlock(st);
 	if (l->efd < 0 || l->info == NULL) {
 		err = RCS_ERR_IO;
 		goto out;
@@ -966,7 +973,7 @@ out:
 	return err;
 }
 
-void store_pg_listen_stop(struct store *st)
+static void pg_listen_stop(struct store *st)
 {
 	struct pg_listen *l = st->listen;
 	uint64_t one = 1;
@@ -988,9 +995,27 @@ void store_pg_listen_stop(struct store *st)
 	st->listen = NULL;
 }
 
+/* Wakes the LISTENing coordinators at the commit of the caller's transaction. */
+static enum rcs_err pg_notify(struct store *st, const char *what)
+{
+	static const char sql[] = "SELECT pg_notify('rcs_work', ?1)";
+	struct store_stmt *s = NULL;
+	enum rcs_err err;
+	bool row = false;
+
+	err = pg_prepare(st, sql, true, &s);
+	if (err == RCS_OK) {
+		pg_bind_text(s, 1, what, (size_t)-1);
+		err = pg_step(st, s, sql, &row);
+	}
+	if (s)
+		pg_release(st, s);
+	return err;
+}
+
 /* A reader: another connection, whose transactions only read (docs/architecture.md, "Reads
  * and group commit"). */
-enum rcs_err store_pg_open_reader(struct store *r, const char *url)
+static enum rcs_err pg_open_reader(struct store *r, const char *url)
 {
 	struct pg_conn *c = NULL;
 	enum rcs_err err = RCS_ERR_NOMEM;

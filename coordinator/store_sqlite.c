@@ -242,6 +242,8 @@ static const struct store_backend sq_backend = {
     .ping = sq_ping,
     .close = sq_close,
     .open_reader = sq_open_reader,
+    /* one coordinator per database: no claims' sharing, nothing to wake (listen NULL) */
+    .shared = false,
 };
 
 /* ---- opening ---- */
