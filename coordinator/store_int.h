@@ -65,6 +65,8 @@ struct store_backend {
 	bool (*in_tx)(struct store *st);
 	enum rcs_err (*ping)(struct store *st);
 	void (*close)(struct store *st);
+	/* connects st (st->be set) to the database of path and migrates it (store_open) */
+	enum rcs_err (*open)(struct store *st, const char *path);
 	/* a reader (store_readers_open): another connection to the database of path, that
 	 * only reads (NULL: the backend has none, reads share the writer's connection) */
 	enum rcs_err (*open_reader)(struct store *r, const char *path);
@@ -177,12 +179,23 @@ struct store_qb_opts {
 	char order[160];
 };
 
-/* Opens the SQLite backend's database at path into st (store_sqlite.c). */
-enum rcs_err store_sqlite_open(struct store *st, const char *path);
+/*
+ * A backend names its operations prefix_exec, prefix_prepare...: STORE_BACKEND_OPS(prefix)
+ * fills them into its struct store_backend (those it may lack, shared and the wake-ups, it
+ * sets itself).
+ */
+#define STORE_BACKEND_OPS(p)                                                                       \
+	.exec = p##_exec, .prepare = p##_prepare, .release = p##_release, .reset = p##_reset,      \
+	.step = p##_step, .bind_text = p##_bind_text, .bind_int = p##_bind_int,                    \
+	.bind_null = p##_bind_null, .is_null = p##_is_null, .text = p##_text, .len = p##_len,      \
+	.integer = p##_integer, .changes = p##_changes, .in_tx = p##_in_tx, .ping = p##_ping,      \
+	.close = p##_close, .open = p##_open, .open_reader = p##_open_reader
+
+/* The backends: SQLite's (store_sqlite.c), PostgreSQL's (store_pg.c, WITH_POSTGRES). */
+extern const struct store_backend store_sqlite_backend;
+extern const struct store_backend store_pg_backend;
 /* Whether db is a PostgreSQL URL (postgresql://, postgres://): the backend of store_pg.c. */
 bool store_pg_url(const char *db);
-/* Connects st to the PostgreSQL database of url and migrates it (store_pg.c). */
-enum rcs_err store_pg_open(struct store *st, const char *url);
 
 /* ---- claims and wake-ups of several coordinators (store_queues.c, store_pg.c) ---- */
 

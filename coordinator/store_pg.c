@@ -70,12 +70,6 @@ static struct pg_stmt *pg(struct store_stmt *s)
 	return (struct pg_stmt *)s;
 }
 
-static const struct store_backend pg_backend;
-static enum rcs_err pg_open_reader(struct store *r, const char *url);
-static enum rcs_err pg_listen(struct store *st, void (*fn)(void *ctx), void *ctx);
-static void pg_listen_stop(struct store *st);
-static enum rcs_err pg_notify(struct store *st, const char *what);
-
 /* The SQLSTATE of a failed result (or of the connection's loss) as an rcs_err. */
 static enum rcs_err pg_rc(struct store *st, const PGresult *r, const char *what)
 {
@@ -269,7 +263,7 @@ static enum rcs_err pg_prepare(struct store *st, const char *sql, bool cached,
 	w = calloc(1, sizeof(*w));
 	if (w == NULL)
 		goto out;
-	w->base.be = &pg_backend;
+	w->base.be = &store_pg_backend;
 	w->sql = pg_translate(sql, false, &w->n_params);
 	if (w->sql == NULL)
 		goto out;
@@ -643,35 +637,6 @@ static void pg_close(struct store *st)
 	st->conn = NULL;
 }
 
-static const struct store_backend pg_backend = {
-    .name = "postgresql",
-    .dialect = STORE_DIALECT_POSTGRES,
-    /* READ COMMITTED: one coordinator's writes are serialized by the store's lock on its
-     * one connection; rows other writers (the CLI) change are taken by their constraints */
-    .begin_sql = "BEGIN",
-    .exec = pg_exec,
-    .prepare = pg_prepare,
-    .release = pg_release,
-    .step = pg_step,
-    .reset = pg_reset,
-    .bind_text = pg_bind_text,
-    .bind_int = pg_bind_int,
-    .bind_null = pg_bind_null,
-    .is_null = pg_is_null,
-    .text = pg_text,
-    .len = pg_len,
-    .integer = pg_integer,
-    .changes = pg_changes,
-    .in_tx = pg_in_tx,
-    .ping = pg_ping,
-    .close = pg_close,
-    .open_reader = pg_open_reader,
-    .shared = true,
-    .listen = pg_listen,
-    .listen_stop = pg_listen_stop,
-    .notify = pg_notify,
-};
-
 /* ---- opening ---- */
 
 /* The one-value answer of sql as an integer (0 for none). */
@@ -816,7 +781,8 @@ static enum rcs_err pg_migrate(struct store *st)
 	return err;
 }
 
-enum rcs_err store_pg_open(struct store *st, const char *url)
+/* Connects st to the database of url: the writer, or a reader (read only). */
+static enum rcs_err pg_open_conn(struct store *st, const char *url, bool read_only)
 {
 	struct pg_conn *c = NULL;
 	enum rcs_err err = RCS_ERR_NOMEM;
@@ -824,10 +790,8 @@ enum rcs_err store_pg_open(struct store *st, const char *url)
 	c = calloc(1, sizeof(*c));
 	if (c == NULL)
 		goto out;
-	st->be = &pg_backend;
-	st->dialect = pg_backend.dialect;
 	st->conn = c;
-	c->c = pg_connect(url, false);
+	c->c = pg_connect(url, read_only);
 	if (c->c == NULL || PQstatus(c->c) != CONNECTION_OK) {
 		/* libpq's message names the host, never the password */
 		log_warnx("store: PostgreSQL: %s", c->c ? PQerrorMessage(c->c) : "out of memory");
@@ -835,8 +799,17 @@ enum rcs_err store_pg_open(struct store *st, const char *url)
 		goto out;
 	}
 	c->idle = true;
-	err = pg_migrate(st);
+	err = RCS_OK;
 out:
+	return err;
+}
+
+static enum rcs_err pg_open(struct store *st, const char *url)
+{
+	enum rcs_err err = pg_open_conn(st, url, false);
+
+	if (err == RCS_OK)
+		err = pg_migrate(st);
 	return err;
 }
 
@@ -1017,21 +990,18 @@ static enum rcs_err pg_notify(struct store *st, const char *what)
  * and group commit"). */
 static enum rcs_err pg_open_reader(struct store *r, const char *url)
 {
-	struct pg_conn *c = NULL;
-	enum rcs_err err = RCS_ERR_NOMEM;
-
-	c = calloc(1, sizeof(*c));
-	if (c == NULL)
-		goto out;
-	r->conn = c;
-	c->c = pg_connect(url, true);
-	if (c->c == NULL || PQstatus(c->c) != CONNECTION_OK) {
-		log_warnx("store: PostgreSQL: %s", c->c ? PQerrorMessage(c->c) : "out of memory");
-		err = RCS_ERR_IO;
-		goto out;
-	}
-	c->idle = true;
-	err = RCS_OK;
-out:
-	return err;
+	return pg_open_conn(r, url, true);
 }
+
+const struct store_backend store_pg_backend = {
+    .name = "postgresql",
+    .dialect = STORE_DIALECT_POSTGRES,
+    /* READ COMMITTED: one coordinator's writes are serialized by the store's lock on its
+     * one connection; rows other writers (the CLI) change are taken by their constraints */
+    .begin_sql = "BEGIN",
+    STORE_BACKEND_OPS(pg),
+    .shared = true,
+    .listen = pg_listen,
+    .listen_stop = pg_listen_stop,
+    .notify = pg_notify,
+};

@@ -69,8 +69,6 @@ static sqlite3_stmt *sq(struct store_stmt *s)
 	return ((struct sq_stmt *)s)->s;
 }
 
-static const struct store_backend sq_backend;
-
 static enum rcs_err sq_exec(struct store *st, const char *sql)
 {
 	char *msg = NULL;
@@ -104,7 +102,7 @@ static enum rcs_err sq_prepare(struct store *st, const char *sql, bool cached,
 		err = RCS_ERR_NOMEM;
 		goto out;
 	}
-	w->base.be = &sq_backend;
+	w->base.be = &store_sqlite_backend;
 	w->base.ran = false;
 	w->s = s;
 	*out = &w->base;
@@ -219,33 +217,6 @@ static void sq_close(struct store *st)
 	st->conn = NULL;
 }
 
-static enum rcs_err sq_open_reader(struct store *r, const char *path);
-
-static const struct store_backend sq_backend = {
-    .name = "sqlite",
-    .dialect = STORE_DIALECT_SQLITE,
-    .begin_sql = "BEGIN IMMEDIATE",
-    .exec = sq_exec,
-    .prepare = sq_prepare,
-    .release = sq_release,
-    .step = sq_step,
-    .reset = sq_reset,
-    .bind_text = sq_bind_text,
-    .bind_int = sq_bind_int,
-    .bind_null = sq_bind_null,
-    .is_null = sq_is_null,
-    .text = sq_text,
-    .len = sq_len,
-    .integer = sq_integer,
-    .changes = sq_changes,
-    .in_tx = sq_in_tx,
-    .ping = sq_ping,
-    .close = sq_close,
-    .open_reader = sq_open_reader,
-    /* one coordinator per database: no claims' sharing, nothing to wake (listen NULL) */
-    .shared = false,
-};
-
 /* ---- opening ---- */
 
 static pthread_once_t sq_once = PTHREAD_ONCE_INIT;
@@ -257,21 +228,20 @@ static void sq_global_init(void)
 	sqlite3_initialize();
 }
 
-enum rcs_err store_sqlite_open(struct store *st, const char *path)
+/* Connects st to the database file of path: the writer (which creates it when missing) or
+ * a reader. */
+static enum rcs_err sq_connect(struct store *st, const char *path, bool reader)
 {
 	struct sq_conn *c = NULL;
 	enum rcs_err err = RCS_ERR_NOMEM;
+	int flags = SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOMUTEX | (reader ? 0 : SQLITE_OPEN_CREATE);
 	int rc;
 
-	pthread_once(&sq_once, sq_global_init);
 	c = calloc(1, sizeof(*c));
 	if (c == NULL)
 		goto out;
-	st->be = &sq_backend;
-	st->dialect = sq_backend.dialect;
 	st->conn = c;
-	rc = sqlite3_open_v2(
-	    path, &c->db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX, NULL);
+	rc = sqlite3_open_v2(path, &c->db, flags, NULL);
 	if (rc != SQLITE_OK) {
 		log_warnx("%s: %s", path, c->db ? sqlite3_errmsg(c->db) : sqlite3_errstr(rc));
 		err = RCS_ERR_IO;
@@ -279,13 +249,26 @@ enum rcs_err store_sqlite_open(struct store *st, const char *path)
 	}
 	sqlite3_busy_timeout(c->db, 10000);
 	sqlite3_extended_result_codes(c->db, 0);
+	err = RCS_OK;
+out:
+	return err;
+}
+
+static enum rcs_err sq_open(struct store *st, const char *path)
+{
+	enum rcs_err err;
+
+	pthread_once(&sq_once, sq_global_init);
+	err = sq_connect(st, path, false);
+	if (err != RCS_OK)
+		goto out;
 	err = sq_exec(st, "PRAGMA journal_mode = WAL; PRAGMA synchronous = NORMAL;"
 			  "PRAGMA foreign_keys = ON; PRAGMA temp_store = MEMORY;");
 	if (err != RCS_OK) {
 		err = RCS_ERR_IO;
 		goto out;
 	}
-	err = sq_migrate(c->db);
+	err = sq_migrate(sq_conn(st)->db);
 out:
 	return err;
 }
@@ -294,23 +277,17 @@ out:
  * the writer; query_only refuses any write through it. */
 static enum rcs_err sq_open_reader(struct store *r, const char *path)
 {
-	struct sq_conn *c = NULL;
-	enum rcs_err err = RCS_ERR_NOMEM;
-	int rc;
+	enum rcs_err err = sq_connect(r, path, true);
 
-	c = calloc(1, sizeof(*c));
-	if (c == NULL)
-		goto out;
-	r->conn = c;
-	rc = sqlite3_open_v2(path, &c->db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOMUTEX, NULL);
-	if (rc != SQLITE_OK) {
-		log_warnx("%s: %s", path, c->db ? sqlite3_errmsg(c->db) : sqlite3_errstr(rc));
-		err = RCS_ERR_IO;
-		goto out;
-	}
-	sqlite3_busy_timeout(c->db, 10000);
-	sqlite3_extended_result_codes(c->db, 0);
-	err = sq_exec(r, "PRAGMA query_only = 1; PRAGMA temp_store = MEMORY;");
-out:
+	if (err == RCS_OK)
+		err = sq_exec(r, "PRAGMA query_only = 1; PRAGMA temp_store = MEMORY;");
 	return err;
 }
+
+const struct store_backend store_sqlite_backend = {
+    .name = "sqlite",
+    .dialect = STORE_DIALECT_SQLITE,
+    .begin_sql = "BEGIN IMMEDIATE",
+    /* not shared, no listen nor notify: one coordinator per database, nothing to wake */
+    STORE_BACKEND_OPS(sq),
+};
