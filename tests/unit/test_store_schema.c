@@ -188,6 +188,31 @@ static void test_common(void **state)
 	buf_free(&b);
 }
 
+/* Each engine's schema version is as it was before the schema was one list (SQLite 5,
+ * PostgreSQL 6: its migration 6 is its own); a database at 5 on PostgreSQL continues with
+ * 6 and ends with the same schema; opened again, nothing runs. */
+static void test_versions(void **state)
+{
+	struct fixture *f = *state;
+	const char *version =
+	    store_test_pg() ? "SELECT max(version) FROM schema_version" : "PRAGMA user_version";
+	struct buf b;
+
+	assert_int_equal(store_test_db_int(f->path, version, NULL), store_test_pg() ? 6 : 5);
+	store_close(f->st);
+	f->st = NULL;
+	if (store_test_pg()) {
+#ifdef RCS_WITH_POSTGRES
+		assert_true(store_test_pg_exec(f->path, "UPDATE schema_version SET version = 5"));
+#endif
+	}
+	assert_int_equal(store_open(f->path, &f->st), RCS_OK);
+	assert_int_equal(store_test_db_int(f->path, version, NULL), store_test_pg() ? 6 : 5);
+	dump_all(f->st, exact_sq, N(exact_sq), exact_pg, N(exact_pg), &b);
+	check_vector(&b, store_test_pg() ? "store-schema-postgres.txt" : "store-schema-sqlite.txt");
+	buf_free(&b);
+}
+
 /* On PostgreSQL: a new SQLite database beside it ends with the same tables, columns and
  * indexes. */
 static void test_engines_agree(void **state)
@@ -214,6 +239,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test_setup_teardown(test_exact, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_common, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_versions, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_engines_agree, setup, teardown),
 	};
 
