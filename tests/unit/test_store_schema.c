@@ -145,9 +145,7 @@ static int setup(void **state)
 {
 	struct fixture *f = calloc(1, sizeof(*f));
 
-	snprintf(f->dir, sizeof(f->dir), "/tmp/rcs-schema-XXXXXX");
-	assert_non_null(mkdtemp(f->dir));
-	assert_true(store_test_db(f->dir, f->path, sizeof(f->path)));
+	assert_true(store_test_dir_db("schema", f->dir, sizeof(f->dir), f->path, sizeof(f->path)));
 	assert_int_equal(store_open(f->path, &f->st), RCS_OK);
 	*state = f;
 	return 0;
@@ -156,14 +154,12 @@ static int setup(void **state)
 static int teardown(void **state)
 {
 	struct fixture *f = *state;
-	char cmd[128];
+	bool gone;
 
 	store_close(f->st);
-	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", f->dir);
-	if (system(cmd) != 0)
-		return 1;
+	gone = store_test_dir_gone(f->dir);
 	free(f);
-	return 0;
+	return gone ? 0 : 1;
 }
 
 /* A new database holds the engine's schema of the vector, exactly. */
