@@ -340,14 +340,17 @@ enum rcs_err store_open(const char *path, struct store **out)
 		goto out;
 	if (store_pg_url(path)) {
 #ifdef RCS_WITH_POSTGRES
-		err = store_pg_open(st, path);
+		st->be = &store_pg_backend;
 #else
 		log_warnx("store: this build has no PostgreSQL backend (WITH_POSTGRES)");
 		err = RCS_ERR_INVAL;
+		goto out;
 #endif
 	} else {
-		err = store_sqlite_open(st, path);
+		st->be = &store_sqlite_backend;
 	}
+	st->dialect = st->be->dialect;
+	err = st->be->open(st, path);
 	if (err != RCS_OK)
 		goto out;
 	/* group commit on SQLite, whose one writer commits for all (docs/architecture.md);

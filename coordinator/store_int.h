@@ -65,10 +65,37 @@ struct store_backend {
 	bool (*in_tx)(struct store *st);
 	enum rcs_err (*ping)(struct store *st);
 	void (*close)(struct store *st);
+	/* connects st (st->be set) to the database of path and migrates it (store_open) */
+	enum rcs_err (*open)(struct store *st, const char *path);
 	/* a reader (store_readers_open): another connection to the database of path, that
 	 * only reads (NULL: the backend has none, reads share the writer's connection) */
 	enum rcs_err (*open_reader)(struct store *r, const char *path);
+	/* other coordinators may share the database (claims, docs/architecture.md "Claims") */
+	bool shared;
+	/* wake-ups between the coordinators sharing the database (NULL: the backend has none).
+	 * listen starts calling fn (on a thread of the backend's) whenever another transaction
+	 * committed work that may be due; listen_stop ends it (without the lock: it waits for
+	 * that thread); notify wakes the others at the commit of the caller's transaction, what
+	 * saying why. */
+	enum rcs_err (*listen)(struct store *st, void (*fn)(void *ctx), void *ctx);
+	void (*listen_stop)(struct store *st);
+	enum rcs_err (*notify)(struct store *st, const char *what);
 };
+
+/*
+ * The schema (store_schema.c): one list of migrations for both engines. Migration N runs its
+ * common SQL (as written on SQLite; store_pg.c translates it, the schema's words too), then
+ * the engine's own text; NULL is none. An engine's schema version counts the migrations up to
+ * the last that has text for it (store_migrations_of).
+ */
+struct store_migration {
+	const char *sql;
+	const char *sqlite;
+	const char *postgres;
+};
+extern const struct store_migration store_migrations[];
+extern const size_t store_n_migrations;
+size_t store_migrations_of(enum store_dialect d);
 
 /* Writers of one group commit at most (docs/architecture.md, "Reads and group commit"). */
 #define STORE_BATCH_MAX 64
@@ -121,7 +148,7 @@ struct store {
 		char client_root[40];
 		bool any;
 	} hooks_known;
-	void *listen; /* the backend's LISTEN connection (store_pg.c), NULL: none */
+	void *listen; /* the backend's listen (struct store_backend), NULL: none */
 	/* jobs moved in a fold (store_fold_begin, store_jobs.c), NULL: none yet */
 	struct store_fold *fold;
 };
@@ -152,14 +179,23 @@ struct store_qb_opts {
 	char order[160];
 };
 
-/* Opens the SQLite backend's database at path into st (store_sqlite.c). */
-enum rcs_err store_sqlite_open(struct store *st, const char *path);
+/*
+ * A backend names its operations prefix_exec, prefix_prepare...: STORE_BACKEND_OPS(prefix)
+ * fills them into its struct store_backend (those it may lack, shared and the wake-ups, it
+ * sets itself).
+ */
+#define STORE_BACKEND_OPS(p)                                                                       \
+	.exec = p##_exec, .prepare = p##_prepare, .release = p##_release, .reset = p##_reset,      \
+	.step = p##_step, .bind_text = p##_bind_text, .bind_int = p##_bind_int,                    \
+	.bind_null = p##_bind_null, .is_null = p##_is_null, .text = p##_text, .len = p##_len,      \
+	.integer = p##_integer, .changes = p##_changes, .in_tx = p##_in_tx, .ping = p##_ping,      \
+	.close = p##_close, .open = p##_open, .open_reader = p##_open_reader
+
+/* The backends: SQLite's (store_sqlite.c), PostgreSQL's (store_pg.c, WITH_POSTGRES). */
+extern const struct store_backend store_sqlite_backend;
+extern const struct store_backend store_pg_backend;
 /* Whether db is a PostgreSQL URL (postgresql://, postgres://): the backend of store_pg.c. */
 bool store_pg_url(const char *db);
-/* Connects st to the PostgreSQL database of url and migrates it (store_pg.c). */
-enum rcs_err store_pg_open(struct store *st, const char *url);
-/* Connects the reader r to the PostgreSQL database of url, read only (store_pg.c). */
-enum rcs_err store_pg_open_reader(struct store *r, const char *url);
 
 /* ---- claims and wake-ups of several coordinators (store_queues.c, store_pg.c) ---- */
 
@@ -173,9 +209,6 @@ enum rcs_err store_pg_open_reader(struct store *r, const char *url);
 /* The node and the lease's end as a claim binds them. */
 const char *store_claim_node(const struct store *st);
 long long store_claim_until(const struct store *st, int64_t now);
-/* Starts (fn non-NULL) or stops the PostgreSQL LISTEN connection (store_pg.c). */
-enum rcs_err store_pg_listen(struct store *st, void (*fn)(void *ctx), void *ctx);
-void store_pg_listen_stop(struct store *st);
 
 /* ---- statements through the backend (the domain files' only way to the database) ---- */
 

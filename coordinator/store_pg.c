@@ -1,14 +1,18 @@
 /*
- * store_pg.c - the store's PostgreSQL backend (--db postgresql://...): its schema and
- * migrations (table schema_version), opening and closing, and the operations of the backend
- * seam of store_int.h over libpq. The domain files' SQL is the subset both engines take; at
- * prepare this backend translates it to PostgreSQL's: ?N and ? parameters to $N, the column
- * user to "user" (a reserved word here), INTEGER to BIGINT (casts: SQLite's integers are 64
- * bits), SQLite's scalar max(a, b) and min(a, b) to greatest and least, and it drops SQLite's
- * index hints (INDEXED BY). Where that is not
+ * store_pg.c - the store's PostgreSQL backend (--db postgresql://...): the migrations of
+ * store_schema.c (table schema_version), opening and closing, and the operations of the
+ * backend seam of store_int.h over libpq. The domain files' SQL is the subset both engines
+ * take; at prepare this backend translates it to PostgreSQL's: ?N and ? parameters to $N, the
+ * column user to "user" (a reserved word here), INTEGER to BIGINT (casts: SQLite's integers
+ * are 64 bits; booleans too are BIGINT, 0 and 1, as the domain files compare them), SQLite's
+ * scalar max(a, b) and min(a, b) to greatest and least, and it drops SQLite's index hints
+ * (INDEXED BY). A migration's schema words too: SQLite's rowid key (INTEGER PRIMARY KEY) to
+ * an identity column, BLOB to TEXT (script sources), WITHOUT ROWID dropped. Where that is not
  * enough a statement has a text per dialect (STORE_SQL). Statements are prepared once per
  * connection (pg_run), results are text; parameters bound as integers are sent as int8, the
  * others as text of a type the server infers. docs/architecture.md, "The store".
+ * Over 800 lines: one engine's side of the seam, whose parts (the translation, the statements
+ * kept per connection, reconnects, the LISTEN thread) share the connection's private state.
  */
 #include "store_int.h"
 
@@ -25,323 +29,6 @@
 #include <unistd.h>
 
 #include "log.h"
-
-/* ---- schema ---- */
-
-/* The same schema as SQLite's migrations 1 to 5 (store_sqlite.c), in PostgreSQL's types:
- * integers are BIGINT (booleans too, 0 and 1, as the domain files compare them), rowid keys
- * identity columns, script sources TEXT. */
-static const char *const pg_migrations[] = {
-    /* 1: the first schema */
-    "CREATE TABLE tenants(\n"
-    "  client_root TEXT PRIMARY KEY,\n"
-    "  created_at BIGINT NOT NULL\n"
-    ");\n"
-    "CREATE TABLE api_keys(\n"
-    "  ident TEXT PRIMARY KEY,\n"
-    "  client_root TEXT NOT NULL REFERENCES tenants(client_root),\n"
-    "  \"user\" TEXT NOT NULL,\n"
-    "  role TEXT NOT NULL,\n"
-    "  key_hash TEXT NOT NULL UNIQUE,\n"
-    "  created_at BIGINT NOT NULL,\n"
-    "  revoked_at BIGINT\n"
-    ");\n"
-    "CREATE INDEX api_keys_tenant ON api_keys(client_root);\n"
-    "CREATE TABLE script_blobs(\n"
-    "  sha256 TEXT PRIMARY KEY,\n"
-    "  source TEXT NOT NULL\n"
-    ");\n"
-    "CREATE TABLE scripts(\n"
-    "  client_root TEXT NOT NULL,\n"
-    "  name TEXT NOT NULL,\n"
-    "  sha256 TEXT NOT NULL REFERENCES script_blobs(sha256),\n"
-    "  size BIGINT NOT NULL,\n"
-    "  updated_at BIGINT NOT NULL,\n"
-    "  PRIMARY KEY(client_root, name)\n"
-    ");\n"
-    "CREATE TABLE tasks(\n"
-    "  ident TEXT PRIMARY KEY,\n"
-    "  client_root TEXT NOT NULL REFERENCES tenants(client_root),\n"
-    "  version BIGINT NOT NULL,\n"
-    "  name TEXT NOT NULL,\n"
-    "  script TEXT NOT NULL,\n"
-    "  variables_info TEXT NOT NULL,\n"
-    "  constants TEXT NOT NULL,\n"
-    "  comment TEXT NOT NULL,\n"
-    "  active BIGINT NOT NULL,\n"
-    "  public BIGINT NOT NULL,\n"
-    "  hide BIGINT NOT NULL,\n"
-    "  allow_offline BIGINT NOT NULL,\n"
-    "  timeout BIGINT NOT NULL,\n"
-    "  created_user TEXT NOT NULL,\n"
-    "  update_user TEXT,\n"
-    "  created_at BIGINT NOT NULL,\n"
-    "  update_at BIGINT NOT NULL,\n"
-    "  mail_list TEXT NOT NULL,\n"
-    "  status_list TEXT NOT NULL,\n"
-    "  script_sha256 TEXT NOT NULL,\n"
-    "  signature TEXT,\n"
-    "  deleted BIGINT NOT NULL DEFAULT 0\n"
-    ");\n"
-    "CREATE INDEX tasks_tenant ON tasks(client_root, deleted, ident);\n"
-    "CREATE INDEX tasks_script ON tasks(client_root, script);\n"
-    "CREATE TABLE task_versions(\n"
-    "  task_ident TEXT NOT NULL REFERENCES tasks(ident),\n"
-    "  version BIGINT NOT NULL,\n"
-    "  script_name TEXT NOT NULL,\n"
-    "  script_sha256 TEXT NOT NULL REFERENCES script_blobs(sha256),\n"
-    "  constants TEXT NOT NULL,\n"
-    "  variables_info TEXT NOT NULL,\n"
-    "  timeout BIGINT NOT NULL,\n"
-    "  signature TEXT,\n"
-    "  PRIMARY KEY(task_ident, version)\n"
-    ");\n"
-    "CREATE TABLE devices(\n"
-    "  entity_ident TEXT PRIMARY KEY,\n"
-    "  client_root TEXT NOT NULL REFERENCES tenants(client_root),\n"
-    "  name TEXT NOT NULL,\n"
-    "  tags TEXT NOT NULL,\n"
-    "  reported_tags TEXT NOT NULL DEFAULT '[]',\n"
-    "  online BIGINT NOT NULL DEFAULT 0,\n"
-    "  last_seen BIGINT,\n"
-    "  agent_version TEXT,\n"
-    "  created_at BIGINT NOT NULL,\n"
-    "  update_at BIGINT NOT NULL\n"
-    ");\n"
-    "CREATE INDEX devices_tenant ON devices(client_root, entity_ident);\n"
-    "CREATE TABLE device_tags(\n"
-    "  client_root TEXT NOT NULL,\n"
-    "  tag TEXT NOT NULL,\n"
-    "  entity_ident TEXT NOT NULL REFERENCES devices(entity_ident) ON DELETE CASCADE,\n"
-    "  reported BIGINT NOT NULL,\n"
-    "  PRIMARY KEY(client_root, tag, entity_ident, reported)\n"
-    ");\n"
-    "CREATE INDEX device_tags_device ON device_tags(entity_ident);\n"
-    "CREATE TABLE groups(\n"
-    "  ident TEXT PRIMARY KEY,\n"
-    "  client_root TEXT NOT NULL REFERENCES tenants(client_root),\n"
-    "  name TEXT NOT NULL,\n"
-    "  task_ident TEXT NOT NULL,\n"
-    "  created_user TEXT NOT NULL,\n"
-    "  created_at BIGINT NOT NULL\n"
-    ");\n"
-    "CREATE INDEX groups_tenant ON groups(client_root, ident);\n"
-    "CREATE TABLE jobs(\n"
-    "  ident TEXT PRIMARY KEY,\n"
-    "  client_root TEXT NOT NULL REFERENCES tenants(client_root),\n"
-    "  task_ident TEXT NOT NULL,\n"
-    "  task_version BIGINT NOT NULL,\n"
-    "  task_name TEXT NOT NULL,\n"
-    "  group_ident TEXT REFERENCES groups(ident),\n"
-    "  entity_ident TEXT NOT NULL,\n"
-    "  status TEXT NOT NULL,\n"
-    "  comment TEXT,\n"
-    "  created_user TEXT NOT NULL,\n"
-    "  created_at BIGINT NOT NULL,\n"
-    "  update_at BIGINT NOT NULL,\n"
-    "  scheduled_time BIGINT,\n"
-    "  response_time BIGINT,\n"
-    "  ttl BIGINT,\n"
-    "  response TEXT,\n"
-    "  variables TEXT NOT NULL,\n"
-    "  mail_list TEXT NOT NULL,\n"
-    "  status_list TEXT NOT NULL,\n"
-    "  task_mail_list TEXT NOT NULL,\n"
-    "  task_status_list TEXT NOT NULL,\n"
-    "  last_seq BIGINT NOT NULL DEFAULT 0,\n"
-    "  n_history BIGINT NOT NULL DEFAULT 0,\n"
-    "  expires_at BIGINT,\n"
-    "  sent_at BIGINT,\n"
-    "  sends BIGINT NOT NULL DEFAULT 0,\n"
-    "  FOREIGN KEY(task_ident, task_version) REFERENCES task_versions(task_ident, version)\n"
-    ");\n"
-    "CREATE INDEX jobs_tenant ON jobs(client_root, ident);\n"
-    "CREATE INDEX jobs_group ON jobs(group_ident, ident) WHERE group_ident IS NOT NULL;\n"
-    "CREATE INDEX jobs_task ON jobs(client_root, task_ident, ident);\n"
-    "CREATE INDEX jobs_entity ON jobs(client_root, entity_ident, ident);\n"
-    "CREATE INDEX jobs_status ON jobs(client_root, status, ident);\n"
-    "CREATE INDEX jobs_pending ON jobs(entity_ident, scheduled_time) WHERE status = 'pending';\n"
-    "CREATE INDEX jobs_sched ON jobs(scheduled_time) WHERE status = 'pending';\n"
-    "CREATE INDEX jobs_unacked ON jobs(entity_ident) WHERE status = 'transmited';\n"
-    "CREATE INDEX jobs_inflight ON jobs(update_at) WHERE status IN"
-    " ('transmited', 'edge_transmitted', 'edge_started', 'edge_running');\n"
-    "CREATE INDEX jobs_ttl ON jobs(expires_at) WHERE expires_at IS NOT NULL AND"
-    " status IN ('pending', 'transmited');\n"
-    "CREATE TABLE job_history(\n"
-    "  job_ident TEXT NOT NULL REFERENCES jobs(ident),\n"
-    "  n BIGINT NOT NULL,\n"
-    "  status TEXT NOT NULL,\n"
-    "  at BIGINT NOT NULL,\n"
-    "  response TEXT,\n"
-    "  response_time BIGINT,\n"
-    "  seq BIGINT NOT NULL DEFAULT 0,\n"
-    "  PRIMARY KEY(job_ident, n)\n"
-    ");\n"
-    "CREATE TABLE notifications(\n"
-    "  id BIGINT GENERATED BY DEFAULT AS IDENTITY PRIMARY KEY,\n"
-    "  job_ident TEXT NOT NULL REFERENCES jobs(ident),\n"
-    "  client_root TEXT NOT NULL,\n"
-    "  status TEXT NOT NULL,\n"
-    "  address TEXT NOT NULL,\n"
-    "  state TEXT NOT NULL,\n"
-    "  attempts BIGINT NOT NULL DEFAULT 0,\n"
-    "  created_at BIGINT NOT NULL,\n"
-    "  next_at BIGINT NOT NULL,\n"
-    "  sent_at BIGINT,\n"
-    "  last_error TEXT,\n"
-    "  UNIQUE(job_ident, status, address)\n"
-    ");\n"
-    "CREATE INDEX notifications_due ON notifications(state, next_at);\n"
-    "CREATE INDEX notifications_tenant ON notifications(client_root, state, sent_at);\n",
-    /* 2: jobs_sched only of jobs with a scheduled_time; jobs_inflight's condition as the
-     * queries say it */
-    "DROP INDEX jobs_sched;\n"
-    "CREATE INDEX jobs_sched ON jobs(scheduled_time) WHERE status = 'pending' AND"
-    " scheduled_time IS NOT NULL;\n"
-    "DROP INDEX jobs_inflight;\n"
-    "CREATE INDEX jobs_inflight ON jobs(update_at) WHERE " JOBS_INFLIGHT ";\n",
-    /* 3: webhooks, their deliveries and attempts, the audit log (never changed) */
-    "CREATE TABLE webhooks(\n"
-    "  ident TEXT PRIMARY KEY,\n"
-    "  client_root TEXT NOT NULL REFERENCES tenants(client_root),\n"
-    "  url TEXT NOT NULL,\n"
-    "  events TEXT NOT NULL,\n"
-    "  statuses TEXT NOT NULL,\n"
-    "  secret TEXT NOT NULL,\n"
-    "  active BIGINT NOT NULL DEFAULT 1,\n"
-    "  created_user TEXT NOT NULL,\n"
-    "  created_at BIGINT NOT NULL,\n"
-    "  update_at BIGINT NOT NULL\n"
-    ");\n"
-    "CREATE INDEX webhooks_tenant ON webhooks(client_root, ident);\n"
-    "CREATE TABLE webhook_deliveries(\n"
-    "  id BIGINT GENERATED BY DEFAULT AS IDENTITY PRIMARY KEY,\n"
-    "  ident TEXT NOT NULL UNIQUE,\n"
-    "  webhook_ident TEXT NOT NULL REFERENCES webhooks(ident) ON DELETE CASCADE,\n"
-    "  client_root TEXT NOT NULL,\n"
-    "  type TEXT NOT NULL,\n"
-    "  subject TEXT NOT NULL,\n"
-    "  hist_n BIGINT NOT NULL DEFAULT 0,\n"
-    "  status TEXT NOT NULL,\n"
-    "  at BIGINT NOT NULL,\n"
-    "  state TEXT NOT NULL,\n"
-    "  attempts BIGINT NOT NULL DEFAULT 0,\n"
-    "  created_at BIGINT NOT NULL,\n"
-    "  next_at BIGINT NOT NULL,\n"
-    "  done_at BIGINT,\n"
-    "  last_error TEXT\n"
-    ");\n"
-    "CREATE INDEX webhook_deliveries_due ON webhook_deliveries(next_at) WHERE state = 'queued';\n"
-    "CREATE INDEX webhook_deliveries_order ON webhook_deliveries(webhook_ident, subject, id)"
-    " WHERE state = 'queued';\n"
-    "CREATE INDEX webhook_deliveries_list ON webhook_deliveries(webhook_ident, id);\n"
-    "CREATE TABLE webhook_attempts(\n"
-    "  delivery_id BIGINT NOT NULL REFERENCES webhook_deliveries(id) ON DELETE CASCADE,\n"
-    "  n BIGINT NOT NULL,\n"
-    "  at BIGINT NOT NULL,\n"
-    "  duration_ms BIGINT NOT NULL,\n"
-    "  status_code BIGINT,\n"
-    "  error TEXT,\n"
-    "  PRIMARY KEY(delivery_id, n)\n"
-    ");\n"
-    "CREATE TABLE audit(\n"
-    "  id BIGINT GENERATED BY DEFAULT AS IDENTITY PRIMARY KEY,\n"
-    "  client_root TEXT,\n"
-    "  ts BIGINT NOT NULL,\n"
-    "  \"user\" TEXT,\n"
-    "  key_ident TEXT,\n"
-    "  method TEXT NOT NULL,\n"
-    "  path TEXT NOT NULL,\n"
-    "  target TEXT,\n"
-    "  status_code BIGINT NOT NULL,\n"
-    "  remote TEXT\n"
-    ");\n"
-    "CREATE INDEX audit_tenant ON audit(client_root, id);\n"
-    "CREATE FUNCTION audit_unchanged() RETURNS trigger LANGUAGE plpgsql AS"
-    " $$BEGIN RAISE EXCEPTION 'audit records are never changed or deleted'; END$$;\n"
-    "CREATE TRIGGER audit_no_update BEFORE UPDATE OR DELETE ON audit"
-    " FOR EACH ROW EXECUTE FUNCTION audit_unchanged();\n",
-    /* 4: group sends (docs/api.md "Rollouts"); on an empty table the tallies are 0 */
-    "ALTER TABLE groups ADD COLUMN status TEXT NOT NULL DEFAULT 'running',"
-    " ADD COLUMN reason TEXT, ADD COLUMN task_version BIGINT NOT NULL DEFAULT 0,"
-    " ADD COLUMN task_name TEXT, ADD COLUMN tag TEXT,"
-    " ADD COLUMN continuous BIGINT NOT NULL DEFAULT 0, ADD COLUMN ro_max BIGINT,"
-    " ADD COLUMN ro_base BIGINT, ADD COLUMN ro_factor BIGINT, ADD COLUMN ro_after BIGINT,"
-    " ADD COLUMN ab_pct BIGINT, ADD COLUMN ab_min BIGINT, ADD COLUMN win_days BIGINT,"
-    " ADD COLUMN win_start BIGINT, ADD COLUMN win_dur BIGINT, ADD COLUMN win_off BIGINT,"
-    " ADD COLUMN rt_max BIGINT, ADD COLUMN rt_backoff BIGINT, ADD COLUMN rt_factor BIGINT,"
-    " ADD COLUMN n_open BIGINT NOT NULL DEFAULT 0,"
-    " ADD COLUMN n_finished BIGINT NOT NULL DEFAULT 0,"
-    " ADD COLUMN n_failed BIGINT NOT NULL DEFAULT 0,"
-    " ADD COLUMN n_succeeded BIGINT NOT NULL DEFAULT 0,"
-    " ADD COLUMN tokens BIGINT NOT NULL DEFAULT 0,"
-    " ADD COLUMN tokens_at BIGINT NOT NULL DEFAULT 0, ADD COLUMN c_variables TEXT,"
-    " ADD COLUMN c_comment TEXT, ADD COLUMN c_ttl BIGINT, ADD COLUMN c_mail_list TEXT,"
-    " ADD COLUMN c_status_list TEXT, ADD COLUMN c_task_mail_list TEXT,"
-    " ADD COLUMN c_task_status_list TEXT;\n"
-    "ALTER TABLE jobs ADD COLUMN attempt BIGINT NOT NULL DEFAULT 1,"
-    " ADD COLUMN retry_of TEXT, ADD COLUMN error_code TEXT,"
-    " ADD COLUMN held BIGINT NOT NULL DEFAULT 0,"
-    " ADD COLUMN release_order BIGINT NOT NULL DEFAULT 0, ADD COLUMN release_at BIGINT,"
-    " ADD COLUMN superseded BIGINT NOT NULL DEFAULT 0;\n"
-    "ALTER TABLE tasks ADD COLUMN retry TEXT;\n"
-    "CREATE INDEX jobs_held ON jobs(group_ident, release_order) WHERE held = 1;\n"
-    "CREATE INDEX jobs_group_device ON jobs(group_ident, entity_ident) WHERE"
-    " group_ident IS NOT NULL;\n"
-    "CREATE INDEX groups_status ON groups(status, continuous);\n"
-    "UPDATE groups SET task_name = coalesce((SELECT j.task_name FROM jobs j WHERE"
-    " j.group_ident = groups.ident LIMIT 1), (SELECT t.name FROM tasks t WHERE"
-    " t.ident = groups.task_ident), ''), task_version = coalesce((SELECT max(j.task_version)"
-    " FROM jobs j WHERE j.group_ident = groups.ident), (SELECT t.version FROM tasks t WHERE"
-    " t.ident = groups.task_ident), 0);\n"
-    "UPDATE groups SET n_open = (SELECT count(*) FROM jobs j WHERE j.group_ident = groups.ident"
-    " AND j.status IN " JOBS_OPEN_LIST "), n_finished = (SELECT count(*) FROM jobs j WHERE"
-    " j.group_ident = groups.ident AND j.status NOT IN " JOBS_OPEN_LIST "), n_failed ="
-    " (SELECT count(*) FROM jobs j WHERE j.group_ident = groups.ident AND j.status IN"
-    " ('edge_error', 'expired')), n_succeeded = (SELECT count(*) FROM jobs j WHERE"
-    " j.group_ident = groups.ident AND j.status = 'terminated');\n"
-    "UPDATE groups SET status = 'completed' WHERE n_open = 0;\n",
-    /* 5: claims of once-only work by several coordinators (docs/architecture.md "Claims"):
-     * the node that claimed the row and until when (Unix s); the coordinators running (nodes, their
-     * last sign of life); a statement that creates due
-     * work (a job, a notification, a webhook delivery, a group made or resumed) NOTIFYs
-     * channel rcs_work at its commit, which wakes every coordinator (pg_listen) */
-    "ALTER TABLE jobs ADD COLUMN claimed_by TEXT, ADD COLUMN lease_until BIGINT;\n"
-    "ALTER TABLE groups ADD COLUMN claimed_by TEXT, ADD COLUMN lease_until BIGINT;\n"
-    "ALTER TABLE notifications ADD COLUMN claimed_by TEXT, ADD COLUMN lease_until BIGINT;\n"
-    "ALTER TABLE webhook_deliveries ADD COLUMN claimed_by TEXT,"
-    " ADD COLUMN lease_until BIGINT;\n"
-    "CREATE FUNCTION rcs_work_notify() RETURNS trigger LANGUAGE plpgsql AS"
-    " $$BEGIN PERFORM pg_notify('rcs_work', TG_TABLE_NAME); RETURN NULL; END$$;\n"
-    "CREATE TRIGGER jobs_work AFTER INSERT ON jobs FOR EACH STATEMENT"
-    " EXECUTE FUNCTION rcs_work_notify();\n"
-    "CREATE TRIGGER notifications_work AFTER INSERT ON notifications FOR EACH STATEMENT"
-    " EXECUTE FUNCTION rcs_work_notify();\n"
-    "CREATE TRIGGER webhook_deliveries_work AFTER INSERT ON webhook_deliveries"
-    " FOR EACH STATEMENT EXECUTE FUNCTION rcs_work_notify();\n"
-    "CREATE TRIGGER groups_work AFTER INSERT OR UPDATE OF status ON groups"
-    " FOR EACH STATEMENT EXECUTE FUNCTION rcs_work_notify();\n"
-    "CREATE TABLE nodes(\n"
-    "  node_id TEXT PRIMARY KEY,\n"
-    "  started_at BIGINT NOT NULL,\n"
-    "  seen_at BIGINT NOT NULL\n"
-    ");\n",
-    /* 6: e-mails and webhook deliveries are queued by INSERT ... SELECT on every status
-     * change, most of which insert nothing: their triggers NOTIFY only when the statement
-     * inserted rows (its transition table), so a status change wakes no coordinator for
-     * nothing. Safe to run again. */
-    "CREATE OR REPLACE FUNCTION rcs_work_notify_rows() RETURNS trigger LANGUAGE plpgsql AS"
-    " $$BEGIN IF EXISTS (SELECT 1 FROM inserted) THEN PERFORM pg_notify('rcs_work',"
-    " TG_TABLE_NAME); END IF; RETURN NULL; END$$;\n"
-    "DROP TRIGGER IF EXISTS notifications_work ON notifications;\n"
-    "CREATE TRIGGER notifications_work AFTER INSERT ON notifications REFERENCING NEW TABLE"
-    " AS inserted FOR EACH STATEMENT EXECUTE FUNCTION rcs_work_notify_rows();\n"
-    "DROP TRIGGER IF EXISTS webhook_deliveries_work ON webhook_deliveries;\n"
-    "CREATE TRIGGER webhook_deliveries_work AFTER INSERT ON webhook_deliveries REFERENCING"
-    " NEW TABLE AS inserted FOR EACH STATEMENT EXECUTE FUNCTION rcs_work_notify_rows();\n",
-};
-
-#define PG_N_MIGRATIONS (sizeof(pg_migrations) / sizeof(pg_migrations[0]))
 
 /* ---- statements ---- */
 
@@ -384,8 +71,6 @@ static struct pg_stmt *pg(struct store_stmt *s)
 {
 	return (struct pg_stmt *)s;
 }
-
-static const struct store_backend pg_backend;
 
 /* The SQLSTATE of a failed result (or of the connection's loss) as an rcs_err. */
 static enum rcs_err pg_rc(struct store *st, const PGresult *r, const char *what)
@@ -448,9 +133,23 @@ static bool pg_two_args(const char *p)
 	return false;
 }
 
-/* Translates the common SQL to PostgreSQL's (the file's header): a malloc'd text and the
- * number of parameters; NULL when out of memory. */
-static char *pg_translate(const char *sql, int *n_params)
+/* The length of white space and then the words next at p (case-insensitive, a whole word),
+ * 0 when p does not go on with them. */
+static size_t pg_then(const char *p, const char *next)
+{
+	const char *q = p;
+	size_t n = strlen(next);
+
+	while (*q == ' ' || *q == '\n')
+		q++;
+	if (q == p || strncasecmp(q, next, n) != 0 || pg_ident_char(q[n]))
+		return 0;
+	return (size_t)(q - p) + n;
+}
+
+/* Translates the common SQL to PostgreSQL's (the file's header), a migration's (schema) with
+ * its schema words: a malloc'd text and the number of parameters; NULL when out of memory. */
+static char *pg_translate(const char *sql, bool schema, int *n_params)
 {
 	/* every rewrite at most quadruples what it replaces ("?" -> "$NNN"): never cut */
 	size_t cap = strlen(sql) * 8 + 64, o = 0;
@@ -492,12 +191,23 @@ static char *pg_translate(const char *sql, int *n_params)
 		} else if ((isalpha((unsigned char)*p) || *p == '_') &&
 			   (p == sql || !pg_ident_char(p[-1]))) {
 			const char *w = p;
-			size_t n;
+			size_t n, k;
 
 			while (pg_ident_char(*p))
 				p++;
 			n = (size_t)(p - w);
-			if (pg_word(w, n, "indexed")) {
+			if (schema && pg_word(w, n, "integer") &&
+			    (k = pg_then(p, "PRIMARY KEY")) > 0) {
+				p += k; /* SQLite's rowid key */
+				o += (size_t)snprintf(out + o, cap - o,
+						      "BIGINT GENERATED BY DEFAULT AS IDENTITY"
+						      " PRIMARY KEY");
+			} else if (schema && pg_word(w, n, "without") &&
+				   (k = pg_then(p, "ROWID")) > 0) {
+				p += k; /* SQLite's table option */
+			} else if (schema && pg_word(w, n, "blob")) {
+				o += (size_t)snprintf(out + o, cap - o, "TEXT");
+			} else if (pg_word(w, n, "indexed")) {
 				/* SQLite's index hint: PostgreSQL's planner chooses */
 				while (*p == ' ')
 					p++;
@@ -555,8 +265,8 @@ static enum rcs_err pg_prepare(struct store *st, const char *sql, bool cached,
 	w = calloc(1, sizeof(*w));
 	if (w == NULL)
 		goto out;
-	w->base.be = &pg_backend;
-	w->sql = pg_translate(sql, &w->n_params);
+	w->base.be = &store_pg_backend;
+	w->sql = pg_translate(sql, false, &w->n_params);
 	if (w->sql == NULL)
 		goto out;
 	if (w->n_params > PG_PARAMS_MAX) {
@@ -929,31 +639,6 @@ static void pg_close(struct store *st)
 	st->conn = NULL;
 }
 
-static const struct store_backend pg_backend = {
-    .name = "postgresql",
-    .dialect = STORE_DIALECT_POSTGRES,
-    /* READ COMMITTED: one coordinator's writes are serialized by the store's lock on its
-     * one connection; rows other writers (the CLI) change are taken by their constraints */
-    .begin_sql = "BEGIN",
-    .exec = pg_exec,
-    .prepare = pg_prepare,
-    .release = pg_release,
-    .step = pg_step,
-    .reset = pg_reset,
-    .bind_text = pg_bind_text,
-    .bind_int = pg_bind_int,
-    .bind_null = pg_bind_null,
-    .is_null = pg_is_null,
-    .text = pg_text,
-    .len = pg_len,
-    .integer = pg_integer,
-    .changes = pg_changes,
-    .in_tx = pg_in_tx,
-    .ping = pg_ping,
-    .close = pg_close,
-    .open_reader = store_pg_open_reader,
-};
-
 /* ---- opening ---- */
 
 /* The one-value answer of sql as an integer (0 for none). */
@@ -1040,10 +725,28 @@ out:
 	return c;
 }
 
-/* Runs the migrations the database lacks, each in its transaction; an advisory lock keeps
+/* Runs migration m of store_schema.c: its common SQL translated, then PostgreSQL's own. */
+static enum rcs_err pg_migration(struct store *st, const struct store_migration *m)
+{
+	enum rcs_err err = RCS_OK;
+	char *sql = NULL;
+	int n_params;
+
+	if (m->sql) {
+		sql = pg_translate(m->sql, true, &n_params);
+		err = sql ? pg_exec(st, sql) : RCS_ERR_NOMEM;
+	}
+	if (err == RCS_OK && m->postgres)
+		err = pg_exec(st, m->postgres);
+	free(sql);
+	return err;
+}
+
+/* Runs the migrations the database lacks, all in one transaction; an advisory lock keeps
  * coordinators that start together from running one twice. */
 static enum rcs_err pg_migrate(struct store *st)
 {
+	size_t n = store_migrations_of(STORE_DIALECT_POSTGRES);
 	enum rcs_err err;
 	long long have = 0;
 	char sql[96];
@@ -1056,13 +759,13 @@ static enum rcs_err pg_migrate(struct store *st)
 	if (err != RCS_OK)
 		return err;
 	err = pg_value(st, "SELECT max(version) FROM schema_version", &have);
-	if (err == RCS_OK && have > (long long)PG_N_MIGRATIONS) {
+	if (err == RCS_OK && have > (long long)n) {
 		log_warnx("store: the database's schema %lld is newer than this program's (%zu)",
-			  have, PG_N_MIGRATIONS);
+			  have, n);
 		err = RCS_ERR_DB;
 	}
-	for (long long v = have; err == RCS_OK && v < (long long)PG_N_MIGRATIONS; v++) {
-		err = pg_exec(st, pg_migrations[v]);
+	for (long long v = have; err == RCS_OK && v < (long long)n; v++) {
+		err = pg_migration(st, &store_migrations[v]);
 		if (err == RCS_OK) {
 			snprintf(
 			    sql, sizeof(sql),
@@ -1080,7 +783,8 @@ static enum rcs_err pg_migrate(struct store *st)
 	return err;
 }
 
-enum rcs_err store_pg_open(struct store *st, const char *url)
+/* Connects st to the database of url: the writer, or a reader (read only). */
+static enum rcs_err pg_open_conn(struct store *st, const char *url, bool read_only)
 {
 	struct pg_conn *c = NULL;
 	enum rcs_err err = RCS_ERR_NOMEM;
@@ -1088,10 +792,8 @@ enum rcs_err store_pg_open(struct store *st, const char *url)
 	c = calloc(1, sizeof(*c));
 	if (c == NULL)
 		goto out;
-	st->be = &pg_backend;
-	st->dialect = pg_backend.dialect;
 	st->conn = c;
-	c->c = pg_connect(url, false);
+	c->c = pg_connect(url, read_only);
 	if (c->c == NULL || PQstatus(c->c) != CONNECTION_OK) {
 		/* libpq's message names the host, never the password */
 		log_warnx("store: PostgreSQL: %s", c->c ? PQerrorMessage(c->c) : "out of memory");
@@ -1099,8 +801,17 @@ enum rcs_err store_pg_open(struct store *st, const char *url)
 		goto out;
 	}
 	c->idle = true;
-	err = pg_migrate(st);
+	err = RCS_OK;
 out:
+	return err;
+}
+
+static enum rcs_err pg_open(struct store *st, const char *url)
+{
+	enum rcs_err err = pg_open_conn(st, url, false);
+
+	if (err == RCS_OK)
+		err = pg_migrate(st);
 	return err;
 }
 
@@ -1198,7 +909,8 @@ static void *pg_listen_thread(void *arg)
 	return NULL;
 }
 
-enum rcs_err store_pg_listen(struct store *st, void (*fn)(void *ctx), void *ctx)
+/* The seam's listen (the caller holds the store's lock). */
+static enum rcs_err pg_listen(struct store *st, void (*fn)(void *ctx), void *ctx)
 {
 	struct pg_listen *l = NULL;
 	enum rcs_err err = RCS_ERR_NOMEM;
@@ -1212,9 +924,7 @@ enum rcs_err store_pg_listen(struct store *st, void (*fn)(void *ctx), void *ctx)
 	l->fn = fn;
 	l->ctx = ctx;
 	l->efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-	store_lock(st);
 	l->info = PQconninfo(pg_conn(st)->c);
-	store_unlock(st);
 	if (l->efd < 0 || l->info == NULL) {
 		err = RCS_ERR_IO;
 		goto out;
@@ -1238,7 +948,7 @@ out:
 	return err;
 }
 
-void store_pg_listen_stop(struct store *st)
+static void pg_listen_stop(struct store *st)
 {
 	struct pg_listen *l = st->listen;
 	uint64_t one = 1;
@@ -1260,25 +970,40 @@ void store_pg_listen_stop(struct store *st)
 	st->listen = NULL;
 }
 
-/* A reader: another connection, whose transactions only read (docs/architecture.md, "Reads
- * and group commit"). */
-enum rcs_err store_pg_open_reader(struct store *r, const char *url)
+/* Wakes the LISTENing coordinators at the commit of the caller's transaction. */
+static enum rcs_err pg_notify(struct store *st, const char *what)
 {
-	struct pg_conn *c = NULL;
-	enum rcs_err err = RCS_ERR_NOMEM;
+	static const char sql[] = "SELECT pg_notify('rcs_work', ?1)";
+	struct store_stmt *s = NULL;
+	enum rcs_err err;
+	bool row = false;
 
-	c = calloc(1, sizeof(*c));
-	if (c == NULL)
-		goto out;
-	r->conn = c;
-	c->c = pg_connect(url, true);
-	if (c->c == NULL || PQstatus(c->c) != CONNECTION_OK) {
-		log_warnx("store: PostgreSQL: %s", c->c ? PQerrorMessage(c->c) : "out of memory");
-		err = RCS_ERR_IO;
-		goto out;
+	err = pg_prepare(st, sql, true, &s);
+	if (err == RCS_OK) {
+		pg_bind_text(s, 1, what, (size_t)-1);
+		err = pg_step(st, s, sql, &row);
 	}
-	c->idle = true;
-	err = RCS_OK;
-out:
+	if (s)
+		pg_release(st, s);
 	return err;
 }
+
+/* A reader: another connection, whose transactions only read (docs/architecture.md, "Reads
+ * and group commit"). */
+static enum rcs_err pg_open_reader(struct store *r, const char *url)
+{
+	return pg_open_conn(r, url, true);
+}
+
+const struct store_backend store_pg_backend = {
+    .name = "postgresql",
+    .dialect = STORE_DIALECT_POSTGRES,
+    /* READ COMMITTED: one coordinator's writes are serialized by the store's lock on its
+     * one connection; rows other writers (the CLI) change are taken by their constraints */
+    .begin_sql = "BEGIN",
+    STORE_BACKEND_OPS(pg),
+    .shared = true,
+    .listen = pg_listen,
+    .listen_stop = pg_listen_stop,
+    .notify = pg_notify,
+};

@@ -326,7 +326,7 @@ long long store_claim_until(const struct store *st, int64_t now)
 
 bool store_shared(const struct store *st)
 {
-	return st->dialect == STORE_DIALECT_POSTGRES;
+	return st->be->shared;
 }
 
 enum rcs_err store_job_claim(struct store *st, const char *ident, int64_t now)
@@ -394,9 +394,9 @@ enum rcs_err store_claims_release(struct store *st)
 	err = store_tx_begin(st);
 	for (size_t i = 0; err == RCS_OK && i < sizeof(sql) / sizeof(sql[0]); i++)
 		err = store_write(st, sql[i], NULL, 1, store_claim_node(st));
-	/* the others take over at once (LISTEN/NOTIFY, store_pg.c) */
-	if (err == RCS_OK && store_shared(st))
-		err = store_run(st, "SELECT pg_notify('rcs_work', 'released')");
+	/* the others take over at once (the backend's notify: PostgreSQL's NOTIFY) */
+	if (err == RCS_OK && st->be->notify)
+		err = st->be->notify(st, "released");
 	if (store_tx_end(st, err == RCS_OK) != RCS_OK && err == RCS_OK)
 		err = RCS_ERR_DB;
 	store_unlock(st);
@@ -405,24 +405,20 @@ enum rcs_err store_claims_release(struct store *st)
 
 enum rcs_err store_listen(struct store *st, void (*fn)(void *ctx), void *ctx)
 {
-#ifdef RCS_WITH_POSTGRES
-	if (store_shared(st))
-		return store_pg_listen(st, fn, ctx);
-#else
-	(void)fn;
-	(void)ctx;
-#endif
-	return RCS_OK; /* one coordinator per SQLite database: nothing to hear */
+	enum rcs_err err = RCS_OK; /* a backend without wake-ups (SQLite): nothing to hear */
+
+	if (st->be->listen) {
+		store_lock(st);
+		err = st->be->listen(st, fn, ctx);
+		store_unlock(st);
+	}
+	return err;
 }
 
 void store_listen_stop(struct store *st)
 {
-#ifdef RCS_WITH_POSTGRES
-	if (store_shared(st))
-		store_pg_listen_stop(st);
-#else
-	(void)st;
-#endif
+	if (st->be->listen_stop)
+		st->be->listen_stop(st);
 }
 
 /* ---- the coordinators running on the database ---- */

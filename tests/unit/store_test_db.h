@@ -81,6 +81,26 @@ static inline bool store_test_db(const char *dir, char *out, size_t size)
 #endif
 }
 
+/* A new directory of the test, /tmp/rcs-<name>-XXXXXX, into dir, and its database (as
+ * store_test_db) into path. false when either could not be made. */
+static inline bool store_test_dir_db(const char *name, char *dir, size_t dir_size, char *path,
+				     size_t path_size)
+{
+	if ((size_t)snprintf(dir, dir_size, "/tmp/rcs-%s-XXXXXX", name) >= dir_size ||
+	    mkdtemp(dir) == NULL)
+		return false;
+	return store_test_db(dir, path, path_size);
+}
+
+/* Removes the test's directory and all in it; false when it could not. */
+static inline bool store_test_dir_gone(const char *dir)
+{
+	char cmd[256];
+
+	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
+	return system(cmd) == 0;
+}
+
 #include <sqlite3.h>
 
 static inline long long store_test_db_int(const char *db, const char *sql, const char *param)
