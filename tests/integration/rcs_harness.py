@@ -13,9 +13,7 @@ import signal
 import socket
 import subprocess
 import sys
-import tempfile
 import time
-import unittest
 import urllib.error
 import urllib.request
 
@@ -276,60 +274,6 @@ class Api:
 
     def delete(self, path, **kw):
         return self.request("DELETE", path, **kw)
-
-
-class CoordinatorTest(unittest.TestCase):
-    """Base class: one coordinator per test class, a tenant with an admin key.
-
-    self.admin is an Api with the admin key; make_device(), make_task() help.
-    """
-
-    extra_args = ()
-
-    @classmethod
-    def setUpClass(cls):
-        cls.workdir = tempfile.mkdtemp(prefix="rcs-test-")
-        cls.coord = Coordinator(cls.workdir, extra_args=cls.extra_args)
-        tenant = cls.coord.init_tenant(user="admin")
-        cls.client_root = tenant["client_root"]
-        cls.admin_key = tenant["api_key"]
-        cls.coord.start()
-        cls.admin = cls.coord.api(cls.admin_key)
-
-    @classmethod
-    def tearDownClass(cls):
-        alive = cls.coord.alive()
-        rc = cls.coord.stop()
-        if os.environ.get("RCS_KEEP_TMP") is None:
-            shutil.rmtree(cls.workdir, ignore_errors=True)
-        if not alive:
-            raise AssertionError("coordinator died during the tests")
-        if rc != 0:
-            raise AssertionError("coordinator exited with %r on SIGTERM" % rc)
-
-    def assertStatus(self, resp, status):
-        self.assertEqual(resp.status, status, "expected %d, got %r" % (status, resp))
-
-    def assertError(self, resp, status, code, field=None):
-        self.assertStatus(resp, status)
-        self.assertIsNotNone(resp.json, resp.raw)
-        self.assertIn("error", resp.json)
-        self.assertEqual(resp.json["error"]["code"], code, resp.raw)
-        self.assertTrue(resp.json["error"]["message"])
-        if field is not None:
-            self.assertEqual(resp.json["error"].get("details", {}).get("field"), field, resp.raw)
-
-    def make_device(self, name="dev", tags=()):
-        r = self.admin.post("/devices", {"name": name, "tags": list(tags)})
-        self.assertStatus(r, 201)
-        return r.json
-
-    def make_task(self, **fields):
-        body = {"name": "task", "script": "echo"}
-        body.update(fields)
-        r = self.admin.post("/tasks", body)
-        self.assertStatus(r, 201)
-        return r.json
 
 
 # --- generic helpers for the API tests -------------------------------------------------

@@ -3,13 +3,13 @@
 and authentication/roles, against docs/api.md."""
 
 import os
-import signal
 import time
 import unittest
 import uuid
 
-from rcs_harness import (CoordinatorTest, http, is_uuid, list_all, on_postgres, run_cli,
+from rcs_harness import (http, is_uuid, list_all, on_postgres, run_cli,
                          with_query)
+from rcs_fixture import CoordinatorTest
 
 DEVICE_FIELDS = ("entity_ident", "client_root", "name", "tags", "reported_tags", "online",
                  "last_seen", "agent_version", "created_at", "update_at")
@@ -21,10 +21,8 @@ class DevicesTest(CoordinatorTest):
     @classmethod
     def setUpClass(cls):
         super().setUpClass()
-        cls.addClassCleanup(cls.coord.stop, signal.SIGKILL)
-        cr = cls.client_root
-        cls.operator = cls.coord.api(cls.coord.create_key(cr, "olga", "operator")["api_key"])
-        cls.viewer = cls.coord.api(cls.coord.create_key(cr, "vera", "viewer")["api_key"])
+        cls.operator = cls.role_api("olga", "operator")
+        cls.viewer = cls.role_api("vera", "viewer")
         cls.other = cls.coord.api(cls.coord.init_tenant(user="eve")["api_key"])
 
     def tag(self, prefix="t"):
@@ -160,10 +158,8 @@ class KeysTest(CoordinatorTest):
     @classmethod
     def setUpClass(cls):
         super().setUpClass()
-        cls.addClassCleanup(cls.coord.stop, signal.SIGKILL)
-        cr = cls.client_root
-        cls.operator = cls.coord.api(cls.coord.create_key(cr, "olga", "operator")["api_key"])
-        cls.viewer = cls.coord.api(cls.coord.create_key(cr, "vera", "viewer")["api_key"])
+        cls.operator = cls.role_api("olga", "operator")
+        cls.viewer = cls.role_api("vera", "viewer")
         cls.other = cls.coord.api(cls.coord.init_tenant(user="eve")["api_key"])
 
     def new_key(self, user, role, api=None):

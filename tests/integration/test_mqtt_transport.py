@@ -34,8 +34,9 @@ import uuid
 import paho.mqtt.client as mqtt
 
 from mqtt_proxy import MqttProxy
-from rcs_harness import (SCRIPTS_DIR, Coordinator, CoordinatorTest, FakeDevice, Mosquitto,
+from rcs_harness import (SCRIPTS_DIR, Coordinator, FakeDevice, Mosquitto,
                          free_port, list_all, on_postgres, wait_for, with_query)
+from rcs_fixture import CoordinatorTest
 
 JOB_FIELDS = ("ident", "task", "group", "client_root", "entity_ident", "target", "comment",
               "status", "created_user", "created_at", "update_at", "scheduled_time",

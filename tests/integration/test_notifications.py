@@ -36,8 +36,9 @@ import time
 import unittest
 import uuid
 
-from rcs_harness import (Coordinator, CoordinatorTest, FakeDevice, Mosquitto, SmtpServer,
+from rcs_harness import (Coordinator, FakeDevice, Mosquitto, SmtpServer,
                          list_all, wait_for)
+from rcs_fixture import CoordinatorTest
 
 FROM = "rcs-notify@coordinator.test"
 # every status a notification can name ("running" is only a filter alias)

@@ -11,8 +11,9 @@ import threading
 import time
 import unittest
 
-from rcs_harness import (Agent, CoordinatorTest, FakeDevice, Mosquitto, list_all, remove_workdir,
+from rcs_harness import (Agent, FakeDevice, Mosquitto, list_all, remove_workdir,
                          wait_for)
+from rcs_fixture import CoordinatorTest
 
 
 class ScriptedDevice(FakeDevice):

@@ -9,12 +9,12 @@ import hashlib
 import json
 import os
 import shutil
-import signal
 import subprocess
 import tempfile
 import unittest
 
-from rcs_harness import COORDINATOR, Coordinator, CoordinatorTest
+from rcs_harness import COORDINATOR, Coordinator
+from rcs_fixture import CoordinatorTest
 
 
 def openssl(*args, data=None):
@@ -48,7 +48,6 @@ class SigningTest(CoordinatorTest):
         cls.other_key, cls.other_pub, cls.other_key_id = make_key(cls.keydir, "other")
         cls.extra_args = ("--signing-key", cls.key, "--trusted-key", cls.pub)
         super().setUpClass()
-        cls.addClassCleanup(cls.coord.stop, signal.SIGKILL)
 
     @classmethod
     def tearDownClass(cls):
@@ -240,7 +239,6 @@ class EncryptedKeyTest(SigningTest):
         cls.extra_args = ("--signing-key", cls.enc_key, "--signing-key-passphrase-file",
                           cls.passfile, "--trusted-key", cls.pub)
         CoordinatorTest.setUpClass.__func__(cls)
-        cls.addClassCleanup(cls.coord.stop, signal.SIGKILL)
 
     def check(self, *args, env=None):
         p = subprocess.run([COORDINATOR, "serve", "--check", "--db",
@@ -304,7 +302,6 @@ class UnsignedTest(CoordinatorTest):
     @classmethod
     def setUpClass(cls):
         super().setUpClass()
-        cls.addClassCleanup(cls.coord.stop, signal.SIGKILL)
 
     def test_signature_null(self):
         t = self.make_task(name="unsigned", constants={"a": 1})
