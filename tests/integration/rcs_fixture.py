@@ -63,13 +63,15 @@ def stop_checked(coord, what="coordinator"):
 class StackTest(unittest.TestCase):
     """Base class: a directory per test class (workdir_prefix) and what the class starts.
 
-    At the end of the class, after tearDownClass and also when setUpClass failed, everything
-    in cls.clients, cls.fakes and cls.agents (lists the tests append to) is stopped, then
-    every thing given to own() in the reverse order (stop_quietly), then the directory is
-    removed (unless RCS_KEEP_TMP). start_broker(), start_smtp(), start_coordinator() and
-    start_stack() start the usual daemons and own them. tearDownClass stops cls.coord with
-    SIGTERM and fails when it died or exited with anything but 0 (check_coordinator False:
-    it only stops at the end, with SIGKILL).
+    tearDownClass stops what is in cls.clients and cls.fakes (lists the tests append to), then
+    cls.coord with SIGTERM, and fails when it died or exited with anything but 0
+    (check_coordinator False: it is only stopped at the end, with SIGKILL). At the end of
+    the class, after tearDownClass and also when setUpClass failed, everything in
+    cls.clients, cls.fakes and cls.agents is stopped, then cls.coord and every thing given to
+    own() in the reverse order (stop_quietly), then the directory is removed (unless
+    RCS_KEEP_TMP). start_broker(), start_smtp(), start_coordinator() and start_stack()
+    start the usual daemons and own them. The names workdir, coord, broker, clients, fakes
+    and agents of the class are the fixture's.
     """
 
     workdir_prefix = "rcs-test-"
@@ -85,13 +87,18 @@ class StackTest(unittest.TestCase):
 
     @classmethod
     def tearDownClass(cls):
+        for thing in cls.clients + cls.fakes:
+            stop_quietly(thing)
+        cls.clients, cls.fakes = [], []
         if cls.check_coordinator and cls.coord is not None:
             stop_checked(cls.coord)
 
     @classmethod
     def _stop_all(cls):
-        for thing in cls.clients + cls.fakes + cls.agents + cls._owned[::-1]:
-            stop_quietly(thing)
+        # cls.coord too: a test may have put another coordinator in its place
+        for thing in cls.clients + cls.fakes + cls.agents + [cls.coord] + cls._owned[::-1]:
+            if thing is not None:
+                stop_quietly(thing)
         remove_workdir(cls.workdir)
 
     @classmethod
@@ -134,6 +141,17 @@ class StackTest(unittest.TestCase):
         return tenant
 
     @classmethod
+    def replace_coordinator(cls, extra_args=(), db=None, **kw):
+        """A new coordinator in place of cls.coord (stopped by now), on its database unless
+        db is given (Coordinator's arguments), started: cls.coord, and cls.admin with the
+        same admin key. Returns it."""
+        new = Coordinator(cls.workdir, extra_args=extra_args, db=db or cls.coord.db, **kw)
+        cls.coord = new
+        new.start()
+        cls.admin = new.api(cls.admin_key)
+        return new
+
+    @classmethod
     def start_stack(cls, signing_key=None, coord_args=(), **broker_kw):
         """A mosquitto and a coordinator connected to it that signs tasks with signing_key
         (None: no signing); coord_args: more serve flags. Returns the tenant."""
@@ -147,6 +165,12 @@ class StackTest(unittest.TestCase):
         """A new inventory device (POST /devices as admin); its record."""
         r = cls.admin.post("/devices", {"name": name, "tags": list(tags)})
         assert r.status == 201, r
+        return r.json
+
+    def job(self, ident):
+        """A job's record (GET /jobs/<ident> as admin)."""
+        r = self.admin.get("/jobs/" + ident)
+        self.assertEqual(r.status, 200, r)
         return r.json
 
     @classmethod
@@ -173,11 +197,20 @@ class CoordinatorTest(StackTest):
     """
 
     extra_args = ()
+    roles = False         # also cls.operator (user olga) and cls.viewer (vera): role_api()
+    other_tenant = False  # also a second tenant (user eve): cls.other (an Api), cls.other_root
 
     @classmethod
     def setUpClass(cls):
         super().setUpClass()
         cls.start_coordinator(cls.extra_args)
+        if cls.roles:
+            cls.operator = cls.role_api("olga", "operator")
+            cls.viewer = cls.role_api("vera", "viewer")
+        if cls.other_tenant:
+            other = cls.coord.init_tenant(user="eve")
+            cls.other_root = other["client_root"]
+            cls.other = cls.coord.api(other["api_key"])
 
     @classmethod
     def role_api(cls, user, role, client_root=None):

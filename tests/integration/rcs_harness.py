@@ -91,20 +91,6 @@ def run_logged(args, log, timeout):
         raise AssertionError("%s failed (%d):\n%s" % (" ".join(args), p.returncode, tail))
 
 
-def start_signing_stack(workdir, signing_key, coord_args=()):
-    """A mosquitto and a coordinator on it that signs tasks with signing_key (None: no
-    signing), a tenant with the user admin, the coordinator connected to the broker.
-    Returns (broker, coordinator, tenant)."""
-    broker = Mosquitto(workdir).start()
-    args = ["--mqtt", broker.url] + (["--signing-key", signing_key] if signing_key else [])
-    coord = Coordinator(workdir, extra_args=args + list(coord_args))
-    tenant = coord.init_tenant(user="admin")
-    coord.start()
-    wait_for(lambda: "status reports: " in coord.read_log(), timeout=20,
-             what="the coordinator connected to the broker")
-    return broker, coord, tenant
-
-
 def tcp_nodelay(pid, remote_port):
     """TCP_NODELAY of process pid's established connection to 127.0.0.1:remote_port,
     read on a copy of its socket made with pidfd_getfd (Linux 5.6; needs the right to
@@ -464,6 +450,58 @@ def wait_for(predicate, timeout=10.0, interval=0.05, what="condition"):
             return last
         time.sleep(interval)
     raise AssertionError("timed out after %.1fs waiting for %s (last: %r)" % (timeout, what, last))
+
+
+class Watcher:
+    """A paho client (clean session) that records every message on a topic filter,
+    subscribed with QoS 1: messages holds record(msg) of each, by default (topic, payload
+    bytes, qos, retain). start() returns once the broker granted the subscription; a
+    subclass may record something else (override record)."""
+
+    def __init__(self, broker, topic_filter, prefix="watch-"):
+        import threading
+        import uuid
+        import paho.mqtt.client as mqtt
+        self.broker = broker
+        self.filter = topic_filter
+        self.messages = []
+        self.lock = threading.Lock()
+        self.subscribed = threading.Event()
+        self.client = mqtt.Client(client_id=prefix + uuid.uuid4().hex[:12], clean_session=True)
+        self.client.on_connect = lambda c, u, f, rc: c.subscribe(self.filter, 1)
+        self.client.on_subscribe = lambda *a: self.subscribed.set()
+        self.client.on_message = self._on_message
+
+    def record(self, msg):
+        return (msg.topic, msg.payload, msg.qos, msg.retain)
+
+    def _on_message(self, client, userdata, msg):
+        item = self.record(msg)
+        with self.lock:
+            self.messages.append(item)
+
+    def start(self):
+        self.client.connect("127.0.0.1", self.broker.port, keepalive=10)
+        self.client.loop_start()
+        if not self.subscribed.wait(10):
+            raise AssertionError("no SUBACK for " + self.filter)
+        return self
+
+    def stop(self):
+        try:
+            self.client.disconnect()
+        finally:
+            self.client.loop_stop()
+
+    def received(self):
+        """A copy of what was recorded so far."""
+        with self.lock:
+            return list(self.messages)
+
+    def on(self, topic):
+        """What was recorded of the messages on topic (by default records only)."""
+        with self.lock:
+            return [m for m in self.messages if m[0] == topic]
 
 
 class FakeDevice:

@@ -49,14 +49,11 @@ class KeepAlive:
 
 
 class BulkTest(CoordinatorTest):
+    roles = other_tenant = True
 
     @classmethod
     def setUpClass(cls):
         super().setUpClass()
-        cls.operator = cls.role_api("olga", "operator")
-        cls.viewer = cls.role_api("vera", "viewer")
-        other = cls.coord.init_tenant(user="eve")
-        cls.other = cls.coord.api(other["api_key"])
         r = cls.admin.post("/tasks", {"name": "Bulk task", "script": "echo"})
         assert r.status == 201, r
         cls.task = r.json

@@ -17,13 +17,7 @@ KEY_FIELDS = ("ident", "user", "role", "client_root", "created_at", "revoked_at"
 
 
 class DevicesTest(CoordinatorTest):
-
-    @classmethod
-    def setUpClass(cls):
-        super().setUpClass()
-        cls.operator = cls.role_api("olga", "operator")
-        cls.viewer = cls.role_api("vera", "viewer")
-        cls.other = cls.coord.api(cls.coord.init_tenant(user="eve")["api_key"])
+    roles = other_tenant = True
 
     def tag(self, prefix="t"):
         return "%s-%s" % (prefix, uuid.uuid4().hex[:8])
@@ -154,13 +148,7 @@ class DevicesTest(CoordinatorTest):
 
 
 class KeysTest(CoordinatorTest):
-
-    @classmethod
-    def setUpClass(cls):
-        super().setUpClass()
-        cls.operator = cls.role_api("olga", "operator")
-        cls.viewer = cls.role_api("vera", "viewer")
-        cls.other = cls.coord.api(cls.coord.init_tenant(user="eve")["api_key"])
+    roles = other_tenant = True
 
     def new_key(self, user, role, api=None):
         r = (api or self.admin).post("/keys", {"user": user, "role": role})

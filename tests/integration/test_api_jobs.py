@@ -28,15 +28,11 @@ GOOD_VARS = {"s": "text", "t": 1732200000, "i": -3, "n": 2.5, "b": False}
 
 
 class JobsTest(CoordinatorTest):
+    roles = other_tenant = True
 
     @classmethod
     def setUpClass(cls):
         super().setUpClass()
-        cls.operator = cls.role_api("olga", "operator")
-        cls.viewer = cls.role_api("vera", "viewer")
-        other = cls.coord.init_tenant(user="eve")
-        cls.other_root = other["client_root"]
-        cls.other = cls.coord.api(other["api_key"])
         r = cls.other.post("/devices", {"name": "other-dev", "tags": []})
         assert r.status == 201, r
         cls.other_device = r.json["entity_ident"]

@@ -18,12 +18,7 @@ def sha256(text):
 
 
 class ScriptsTest(CoordinatorTest):
-
-    @classmethod
-    def setUpClass(cls):
-        super().setUpClass()
-        cls.operator = cls.role_api("olga", "operator")
-        cls.viewer = cls.role_api("vera", "viewer")
+    roles = True
 
     def scripts(self, api=None):
         return {s["name"]: s for s in list_all(api or self.admin, "/scripts")}

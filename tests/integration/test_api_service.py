@@ -59,18 +59,11 @@ class ServiceWithoutBrokerTest(ServiceChecks, CoordinatorTest):
     @classmethod
     def setUpClass(cls):
         # from a directory without docs/: what is served is what the binary holds
-        cls.cwd = os.getcwd()
-        cls.elsewhere = tempfile.mkdtemp(prefix="rcs-test-cwd-")
-        os.chdir(cls.elsewhere)
+        elsewhere = tempfile.mkdtemp(prefix="rcs-test-cwd-")
+        cls.addClassCleanup(shutil.rmtree, elsewhere, ignore_errors=True)
+        cls.addClassCleanup(os.chdir, os.getcwd())
+        os.chdir(elsewhere)
         super().setUpClass()
-
-    @classmethod
-    def tearDownClass(cls):
-        try:
-            super().tearDownClass()
-        finally:
-            os.chdir(cls.cwd)
-            shutil.rmtree(cls.elsewhere, ignore_errors=True)
 
     def test_a_health(self):
         self.health(200, "ok", "none")

@@ -44,17 +44,11 @@ class SigningTest(CoordinatorTest):
     @classmethod
     def setUpClass(cls):
         cls.keydir = tempfile.mkdtemp(prefix="rcs-keys-")
+        cls.addClassCleanup(shutil.rmtree, cls.keydir, ignore_errors=True)
         cls.key, cls.pub, cls.key_id = make_key(cls.keydir, "k")
         cls.other_key, cls.other_pub, cls.other_key_id = make_key(cls.keydir, "other")
         cls.extra_args = ("--signing-key", cls.key, "--trusted-key", cls.pub)
         super().setUpClass()
-
-    @classmethod
-    def tearDownClass(cls):
-        try:
-            super().tearDownClass()
-        finally:
-            shutil.rmtree(cls.keydir, ignore_errors=True)
 
     # -- helpers --------------------------------------------------------------------------
 
@@ -226,6 +220,7 @@ class EncryptedKeyTest(SigningTest):
     @classmethod
     def setUpClass(cls):
         cls.keydir = tempfile.mkdtemp(prefix="rcs-keys-")
+        cls.addClassCleanup(shutil.rmtree, cls.keydir, ignore_errors=True)
         cls.key, cls.pub, cls.key_id = make_key(cls.keydir, "k")
         cls.other_key, cls.other_pub, cls.other_key_id = make_key(cls.keydir, "other")
         cls.passfile = os.path.join(cls.keydir, "passphrase")
