@@ -41,6 +41,21 @@ def free_port():
             return port
 
 
+def end_process(proc, sig, timeout):
+    """Sends sig to a child process by pid (unless it has ended) and waits for it to end;
+    kills it (SIGKILL) when it has not after timeout seconds. False when it had to be
+    killed."""
+    if proc.poll() is None:
+        os.kill(proc.pid, sig)
+        try:
+            proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            os.kill(proc.pid, signal.SIGKILL)
+            proc.wait()
+            return False
+    return True
+
+
 def run_cli(*args, check=True):
     """Runs rcs-coordinator with args; returns (exit code, stdout, stderr)."""
     p = subprocess.run([COORDINATOR, *args], capture_output=True, text=True, timeout=60)
@@ -215,14 +230,8 @@ class Coordinator:
         """Stops the daemon by pid; returns its exit code."""
         if self.proc is None:
             return None
-        if self.proc.poll() is None:
-            os.kill(self.proc.pid, sig)
-            try:
-                self.proc.wait(timeout=timeout)
-            except subprocess.TimeoutExpired:
-                os.kill(self.proc.pid, signal.SIGKILL)
-                self.proc.wait()
-                raise AssertionError("coordinator did not stop on signal %d" % sig)
+        if not end_process(self.proc, sig, timeout):
+            raise AssertionError("coordinator did not stop on signal %d" % sig)
         self.log.close()
         rc = self.proc.returncode
         self.proc = None
@@ -412,13 +421,7 @@ class Mosquitto:
     def stop(self, sig=signal.SIGTERM):
         if self.proc is None:
             return
-        if self.proc.poll() is None:
-            os.kill(self.proc.pid, sig)
-            try:
-                self.proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                os.kill(self.proc.pid, signal.SIGKILL)
-                self.proc.wait()
+        end_process(self.proc, sig, 10)
         self.log.close()
         self.proc = None
 
@@ -768,16 +771,10 @@ class Agent:
         """Stops the agent by pid; returns its exit code (None when it wasn't started)."""
         if self.proc is None:
             return None
-        if self.proc.poll() is None:
-            os.kill(self.proc.pid, sig)
-            try:
-                self.proc.wait(timeout=timeout)
-            except subprocess.TimeoutExpired:
-                os.kill(self.proc.pid, signal.SIGKILL)
-                self.proc.wait()
-                self.log.close()
-                self.proc = None
-                raise AssertionError("agent %s did not stop on signal %d" % (self.name, sig))
+        if not end_process(self.proc, sig, timeout):
+            self.log.close()
+            self.proc = None
+            raise AssertionError("agent %s did not stop on signal %d" % (self.name, sig))
         self.log.close()
         rc = self.proc.returncode
         self.proc = None
