@@ -26,7 +26,7 @@ import time
 import urllib.request
 import uuid
 
-from rcs_harness import free_port, wait_for
+from rcs_harness import end_process, free_port, wait_for
 
 NATS_SERVER = shutil.which("nats-server") or "/usr/sbin/nats-server"
 CLUSTER_NAME = "rcs"
@@ -159,13 +159,7 @@ class NatsCluster:
         n = self.nodes[i]
         if n.proc is None:
             return None
-        if n.proc.poll() is None:
-            os.kill(n.proc.pid, sig)
-            try:
-                n.proc.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                os.kill(n.proc.pid, signal.SIGKILL)
-                n.proc.wait()
+        end_process(n.proc, sig, 15)
         n.log.close()
         rc = n.proc.returncode
         n.proc = None

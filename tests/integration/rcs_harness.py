@@ -13,9 +13,7 @@ import signal
 import socket
 import subprocess
 import sys
-import tempfile
 import time
-import unittest
 import urllib.error
 import urllib.request
 
@@ -41,6 +39,21 @@ def free_port():
         if port != 1883 and port not in _PORTS_GIVEN:
             _PORTS_GIVEN.add(port)
             return port
+
+
+def end_process(proc, sig, timeout):
+    """Sends sig to a child process by pid (unless it has ended) and waits for it to end;
+    kills it (SIGKILL) when it has not after timeout seconds. False when it had to be
+    killed."""
+    if proc.poll() is None:
+        os.kill(proc.pid, sig)
+        try:
+            proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            os.kill(proc.pid, signal.SIGKILL)
+            proc.wait()
+            return False
+    return True
 
 
 def run_cli(*args, check=True):
@@ -91,20 +104,6 @@ def run_logged(args, log, timeout):
         with open(log, "rb") as f:
             tail = f.read().decode("utf-8", "replace")[-4000:]
         raise AssertionError("%s failed (%d):\n%s" % (" ".join(args), p.returncode, tail))
-
-
-def start_signing_stack(workdir, signing_key, coord_args=()):
-    """A mosquitto and a coordinator on it that signs tasks with signing_key (None: no
-    signing), a tenant with the user admin, the coordinator connected to the broker.
-    Returns (broker, coordinator, tenant)."""
-    broker = Mosquitto(workdir).start()
-    args = ["--mqtt", broker.url] + (["--signing-key", signing_key] if signing_key else [])
-    coord = Coordinator(workdir, extra_args=args + list(coord_args))
-    tenant = coord.init_tenant(user="admin")
-    coord.start()
-    wait_for(lambda: "status reports: " in coord.read_log(), timeout=20,
-             what="the coordinator connected to the broker")
-    return broker, coord, tenant
 
 
 def tcp_nodelay(pid, remote_port):
@@ -231,14 +230,8 @@ class Coordinator:
         """Stops the daemon by pid; returns its exit code."""
         if self.proc is None:
             return None
-        if self.proc.poll() is None:
-            os.kill(self.proc.pid, sig)
-            try:
-                self.proc.wait(timeout=timeout)
-            except subprocess.TimeoutExpired:
-                os.kill(self.proc.pid, signal.SIGKILL)
-                self.proc.wait()
-                raise AssertionError("coordinator did not stop on signal %d" % sig)
+        if not end_process(self.proc, sig, timeout):
+            raise AssertionError("coordinator did not stop on signal %d" % sig)
         self.log.close()
         rc = self.proc.returncode
         self.proc = None
@@ -276,60 +269,6 @@ class Api:
 
     def delete(self, path, **kw):
         return self.request("DELETE", path, **kw)
-
-
-class CoordinatorTest(unittest.TestCase):
-    """Base class: one coordinator per test class, a tenant with an admin key.
-
-    self.admin is an Api with the admin key; make_device(), make_task() help.
-    """
-
-    extra_args = ()
-
-    @classmethod
-    def setUpClass(cls):
-        cls.workdir = tempfile.mkdtemp(prefix="rcs-test-")
-        cls.coord = Coordinator(cls.workdir, extra_args=cls.extra_args)
-        tenant = cls.coord.init_tenant(user="admin")
-        cls.client_root = tenant["client_root"]
-        cls.admin_key = tenant["api_key"]
-        cls.coord.start()
-        cls.admin = cls.coord.api(cls.admin_key)
-
-    @classmethod
-    def tearDownClass(cls):
-        alive = cls.coord.alive()
-        rc = cls.coord.stop()
-        if os.environ.get("RCS_KEEP_TMP") is None:
-            shutil.rmtree(cls.workdir, ignore_errors=True)
-        if not alive:
-            raise AssertionError("coordinator died during the tests")
-        if rc != 0:
-            raise AssertionError("coordinator exited with %r on SIGTERM" % rc)
-
-    def assertStatus(self, resp, status):
-        self.assertEqual(resp.status, status, "expected %d, got %r" % (status, resp))
-
-    def assertError(self, resp, status, code, field=None):
-        self.assertStatus(resp, status)
-        self.assertIsNotNone(resp.json, resp.raw)
-        self.assertIn("error", resp.json)
-        self.assertEqual(resp.json["error"]["code"], code, resp.raw)
-        self.assertTrue(resp.json["error"]["message"])
-        if field is not None:
-            self.assertEqual(resp.json["error"].get("details", {}).get("field"), field, resp.raw)
-
-    def make_device(self, name="dev", tags=()):
-        r = self.admin.post("/devices", {"name": name, "tags": list(tags)})
-        self.assertStatus(r, 201)
-        return r.json
-
-    def make_task(self, **fields):
-        body = {"name": "task", "script": "echo"}
-        body.update(fields)
-        r = self.admin.post("/tasks", body)
-        self.assertStatus(r, 201)
-        return r.json
 
 
 # --- generic helpers for the API tests -------------------------------------------------
@@ -482,13 +421,7 @@ class Mosquitto:
     def stop(self, sig=signal.SIGTERM):
         if self.proc is None:
             return
-        if self.proc.poll() is None:
-            os.kill(self.proc.pid, sig)
-            try:
-                self.proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                os.kill(self.proc.pid, signal.SIGKILL)
-                self.proc.wait()
+        end_process(self.proc, sig, 10)
         self.log.close()
         self.proc = None
 
@@ -520,6 +453,58 @@ def wait_for(predicate, timeout=10.0, interval=0.05, what="condition"):
             return last
         time.sleep(interval)
     raise AssertionError("timed out after %.1fs waiting for %s (last: %r)" % (timeout, what, last))
+
+
+class Watcher:
+    """A paho client (clean session) that records every message on a topic filter,
+    subscribed with QoS 1: messages holds record(msg) of each, by default (topic, payload
+    bytes, qos, retain). start() returns once the broker granted the subscription; a
+    subclass may record something else (override record)."""
+
+    def __init__(self, broker, topic_filter, prefix="watch-"):
+        import threading
+        import uuid
+        import paho.mqtt.client as mqtt
+        self.broker = broker
+        self.filter = topic_filter
+        self.messages = []
+        self.lock = threading.Lock()
+        self.subscribed = threading.Event()
+        self.client = mqtt.Client(client_id=prefix + uuid.uuid4().hex[:12], clean_session=True)
+        self.client.on_connect = lambda c, u, f, rc: c.subscribe(self.filter, 1)
+        self.client.on_subscribe = lambda *a: self.subscribed.set()
+        self.client.on_message = self._on_message
+
+    def record(self, msg):
+        return (msg.topic, msg.payload, msg.qos, msg.retain)
+
+    def _on_message(self, client, userdata, msg):
+        item = self.record(msg)
+        with self.lock:
+            self.messages.append(item)
+
+    def start(self):
+        self.client.connect("127.0.0.1", self.broker.port, keepalive=10)
+        self.client.loop_start()
+        if not self.subscribed.wait(10):
+            raise AssertionError("no SUBACK for " + self.filter)
+        return self
+
+    def stop(self):
+        try:
+            self.client.disconnect()
+        finally:
+            self.client.loop_stop()
+
+    def received(self):
+        """A copy of what was recorded so far."""
+        with self.lock:
+            return list(self.messages)
+
+    def on(self, topic):
+        """What was recorded of the messages on topic (by default records only)."""
+        with self.lock:
+            return [m for m in self.messages if m[0] == topic]
 
 
 class FakeDevice:
@@ -786,16 +771,10 @@ class Agent:
         """Stops the agent by pid; returns its exit code (None when it wasn't started)."""
         if self.proc is None:
             return None
-        if self.proc.poll() is None:
-            os.kill(self.proc.pid, sig)
-            try:
-                self.proc.wait(timeout=timeout)
-            except subprocess.TimeoutExpired:
-                os.kill(self.proc.pid, signal.SIGKILL)
-                self.proc.wait()
-                self.log.close()
-                self.proc = None
-                raise AssertionError("agent %s did not stop on signal %d" % (self.name, sig))
+        if not end_process(self.proc, sig, timeout):
+            self.log.close()
+            self.proc = None
+            raise AssertionError("agent %s did not stop on signal %d" % (self.name, sig))
         self.log.close()
         rc = self.proc.returncode
         self.proc = None

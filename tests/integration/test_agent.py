@@ -26,26 +26,18 @@ import os
 import shutil
 import signal
 import subprocess
-import sys
 import tempfile
-import threading
 import time
 import unittest
 import uuid
 
-import paho.mqtt.client as mqtt
-
-from rcs_harness import (AGENT, Agent, make_ec_keypair, sign_es256, start_signing_stack,
+from rcs_harness import (AGENT, Agent, Watcher, make_ec_keypair, sign_es256,
                          task_manifest, tcp_nodelay, wait_for)
+from rcs_fixture import StackTest
 
 TERMINAL = ("terminated", "edge_error", "cancelled", "expired")
 FULL_RUN = ["initial", "pending", "transmited", "edge_transmitted", "edge_started",
             "edge_running", "terminated"]
-
-
-def note(msg):
-    """An observation worth reading in the test output (not a failure)."""
-    sys.stderr.write("\n[note] %s\n" % msg)
 
 
 def write_exe(path, text):
@@ -55,36 +47,15 @@ def write_exe(path, text):
     return path
 
 
-class Recorder:
-    """A paho client recording every message on a topic filter, with its arrival time."""
+class Recorder(Watcher):
+    """Records every message on a topic filter with its arrival time:
+    messages holds (time, topic, payload bytes)."""
 
     def __init__(self, broker, topic_filter):
-        self.filter = topic_filter
-        self.messages = []  # (time, topic, payload bytes)
-        self.lock = threading.Lock()
-        self.subscribed = threading.Event()
-        self.client = mqtt.Client(client_id="rec-" + uuid.uuid4().hex[:12], clean_session=True)
-        self.client.on_connect = lambda c, u, f, rc: c.subscribe(self.filter, 1)
-        self.client.on_subscribe = lambda *a: self.subscribed.set()
-        self.client.on_message = self._on_message
-        self.port = broker.port
+        super().__init__(broker, topic_filter, prefix="rec-")
 
-    def _on_message(self, client, userdata, msg):
-        with self.lock:
-            self.messages.append((time.time(), msg.topic, msg.payload))
-
-    def start(self):
-        self.client.connect("127.0.0.1", self.port, keepalive=10)
-        self.client.loop_start()
-        if not self.subscribed.wait(10):
-            raise AssertionError("recorder did not subscribe to " + self.filter)
-        return self
-
-    def stop(self):
-        try:
-            self.client.disconnect()
-        finally:
-            self.client.loop_stop()
+    def record(self, msg):
+        return (time.time(), msg.topic, msg.payload)
 
     def for_job(self, job):
         """(time, decoded payload) of the messages whose topic names job."""
@@ -101,27 +72,20 @@ class Recorder:
         return out
 
 
-class AgentTest(unittest.TestCase):
+class AgentTest(StackTest):
     """One mosquitto, one coordinator (serve --mqtt --signing-key) per class, a tenant
     with an admin key, recorders of every envelope and status report, and helpers to
     start real agents for new inventory devices."""
 
+    workdir_prefix = "rcs-agent-"
     signing = True        # coordinator started with --signing-key
     coord_args = ()
 
     @classmethod
     def setUpClass(cls):
-        cls.workdir = tempfile.mkdtemp(prefix="rcs-agent-")
-        cls.agents = []
-        cls.recorders = []
-        cls.coord = None
-        cls.broker = None
-        cls.addClassCleanup(cls._cleanup)
+        super().setUpClass()
         cls.key, cls.pub = make_ec_keypair(cls.workdir, "k")
-        cls.broker, cls.coord, tenant = start_signing_stack(
-            cls.workdir, cls.key if cls.signing else None, cls.coord_args)
-        cls.client_root = tenant["client_root"]
-        cls.admin = cls.coord.api(tenant["api_key"])
+        cls.start_stack(cls.key if cls.signing else None, cls.coord_args)
         cls.envelopes = cls.recorder("rcs/v1/%s/+/jobs/+" % cls.client_root)
         cls.reports = cls.recorder("rcs/v1/%s/+/jobs/+/status" % cls.client_root)
         cls.script_seq = 0
@@ -129,57 +93,23 @@ class AgentTest(unittest.TestCase):
     @classmethod
     def recorder(cls, topic_filter):
         r = Recorder(cls.broker, topic_filter).start()
-        cls.recorders.append(r)
+        cls.clients.append(r)
         return r
 
     @classmethod
     def tearDownClass(cls):
         dead = [a.name for a in cls.agents if a.proc is not None and not a.alive()]
-        alive = cls.coord.alive()
-        log = cls.coord.read_log()[-4000:]
-        rc = cls.coord.stop()
-        if not alive:
-            raise AssertionError("coordinator died during the tests:\n" + log)
-        if rc != 0:
-            raise AssertionError("coordinator exited with %r on SIGTERM:\n%s" % (rc, log))
+        super().tearDownClass()
         if dead:
             raise AssertionError("agents died during the tests: %s" % dead)
 
-    @classmethod
-    def _cleanup(cls):
-        for r in cls.recorders:
-            try:
-                r.stop()
-            except Exception:
-                pass
-        for a in cls.agents:
-            if a.proc is not None:
-                try:
-                    a.stop(signal.SIGKILL)
-                except Exception:
-                    pass
-        if cls.coord is not None and cls.coord.proc is not None:
-            cls.coord.stop(signal.SIGKILL)
-        if cls.broker is not None:
-            cls.broker.stop()
-        if os.environ.get("RCS_KEEP_TMP") is None:
-            shutil.rmtree(cls.workdir, ignore_errors=True)
-        else:
-            note("kept %s" % cls.workdir)
-
     # -- devices and agents --------------------------------------------------------------
-
-    @classmethod
-    def device(cls, name="dev", tags=()):
-        r = cls.admin.post("/devices", {"name": name, "tags": list(tags)})
-        assert r.status == 201, r
-        return r.json
 
     @classmethod
     def new_agent(cls, name, start=True, files=True, **kw):
         """A new inventory device and a real agent for it (trusting k's public half unless
         trusted_keys is given), with a files directory <workdir>/<name>-files."""
-        rec = cls.device(name)
+        rec = cls.class_device(name)
         kw.setdefault("trusted_keys", [cls.pub])
         if files:
             fdir = os.path.join(cls.workdir, name + "-files")
@@ -231,11 +161,6 @@ class AgentTest(unittest.TestCase):
         body.update(fields)
         r = self.admin.post("/tasks/%s/jobs" % task["ident"], body)
         self.assertEqual(r.status, status, r)
-        return r.json
-
-    def job(self, ident):
-        r = self.admin.get("/jobs/" + ident)
-        self.assertEqual(r.status, 200, r)
         return r.json
 
     def wait_job(self, ident, statuses=TERMINAL, timeout=20):
@@ -725,7 +650,7 @@ class EndToEndTest(AgentTest):
         bad_source = env["script"]["source"].replace('"ran"', '"RAN"')
         self.assertNotEqual(bad_source, env["script"]["source"])
         bad_sha = hashlib.sha256(bad_source.encode()).hexdigest()
-        other_dev = self.device("other")
+        other_dev = self.class_device("other")
         cases = [
             ("unsigned", dict(env, signature=None), "signature required"),
             ("other key", dict(env, signature=sign_es256(other_key, manifest, other_pub)),

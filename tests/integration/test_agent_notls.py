@@ -11,26 +11,24 @@ RCS_KEEP_TMP=1 keeps the directory (build, logs).
 """
 
 import os
-import shutil
 import subprocess
 import sys
-import tempfile
 import time
 import unittest
 
-from rcs_harness import (SOURCE_DIR, Agent, make_ec_keypair, run_logged, start_signing_stack,
-                         wait_for)
+from rcs_fixture import StackTest
+from rcs_harness import SOURCE_DIR, Agent, make_ec_keypair, run_logged, wait_for
 
 TERMINAL = ("terminated", "edge_error", "cancelled", "expired")
 
 
-class NoTlsAgentTest(unittest.TestCase):
+class NoTlsAgentTest(StackTest):
+    workdir_prefix = "rcs-notls-"
+    check_coordinator = False
+
     @classmethod
     def setUpClass(cls):
-        cls.workdir = tempfile.mkdtemp(prefix="rcs-notls-")
-        cls.coord = cls.broker = None
-        cls.agents = []
-        cls.addClassCleanup(cls._cleanup)
+        super().setUpClass()
         cls.build = os.path.join(cls.workdir, "build")
         log = os.path.join(cls.workdir, "build.log")
         t0 = time.time()
@@ -40,24 +38,7 @@ class NoTlsAgentTest(unittest.TestCase):
         sys.stderr.write("\n[note] agent without TLS built in %.0f s\n" % (time.time() - t0))
         cls.binary = os.path.join(cls.build, "bin", "rcs-agent")
         cls.key, cls.pub = make_ec_keypair(cls.workdir, "k")
-        cls.broker, cls.coord, tenant = start_signing_stack(cls.workdir, cls.key)
-        cls.client_root = tenant["client_root"]
-        cls.admin = cls.coord.api(tenant["api_key"])
-
-    @classmethod
-    def _cleanup(cls):
-        for a in cls.agents:
-            if a.proc is not None:
-                try:
-                    a.stop()
-                except Exception:
-                    pass
-        if cls.coord is not None and cls.coord.proc is not None:
-            cls.coord.stop()
-        if cls.broker is not None:
-            cls.broker.stop()
-        if os.environ.get("RCS_KEEP_TMP") is None:
-            shutil.rmtree(cls.workdir, ignore_errors=True)
+        cls.start_stack(cls.key)
 
     def device(self, name):
         r = self.admin.post("/devices", {"name": name, "tags": []})

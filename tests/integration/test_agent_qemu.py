@@ -17,15 +17,12 @@ RCS_KEEP_TMP=1 keeps the directory (build, logs).
 import json
 import os
 import shutil
-import signal
 import subprocess
-import sys
-import tempfile
 import time
 import unittest
 
-from rcs_harness import (SOURCE_DIR, Agent, make_ec_keypair, run_logged, start_signing_stack,
-                         wait_for)
+from rcs_fixture import StackTest, note
+from rcs_harness import SOURCE_DIR, Agent, make_ec_keypair, run_logged, wait_for
 
 # The sysroots tools/deps.sh unpacks from the targets' Debian packages
 # (toolchains/cross-sysroot.cmake): qemu-user takes the loader and every library from there.
@@ -37,10 +34,6 @@ ARCHES = {
 TERMINAL = ("terminated", "edge_error", "cancelled", "expired")
 
 
-def note(msg):
-    sys.stderr.write("\n[note] %s\n" % msg)
-
-
 def missing(arch):
     triplet, qemu = ARCHES[arch][:2]
     return [t for t in (qemu, triplet + "-gcc") if shutil.which(t) is None]
@@ -49,15 +42,13 @@ def missing(arch):
 class QemuAgentBase:
     """One architecture's cross build and jobs; subclasses name the architecture."""
     ARCH = None
+    workdir_prefix = "rcs-qemu-"
 
     @classmethod
     def setUpClass(cls):
         triplet, qemu, cls.file_says = ARCHES[cls.ARCH]
         cls.emulator = [qemu, "-L", os.path.join(SYSROOT_DIR, triplet)]
-        cls.workdir = tempfile.mkdtemp(prefix="rcs-qemu-")
-        cls.coord = cls.broker = None
-        cls.agents = []
-        cls.addClassCleanup(cls._cleanup)
+        super().setUpClass()
         # the cross build: agent only, in the test's own directory
         cls.build = os.path.join(cls.workdir, "build-" + cls.ARCH)
         log = os.path.join(cls.workdir, "build.log")
@@ -70,33 +61,7 @@ class QemuAgentBase:
         cls.binary = os.path.join(cls.build, "bin", "rcs-agent")
         # the native side
         cls.key, cls.pub = make_ec_keypair(cls.workdir, "k")
-        cls.broker, cls.coord, tenant = start_signing_stack(cls.workdir, cls.key)
-        cls.client_root = tenant["client_root"]
-        cls.admin = cls.coord.api(tenant["api_key"])
-
-    @classmethod
-    def _cleanup(cls):
-        for a in cls.agents:
-            if a.proc is not None:
-                try:
-                    a.stop(signal.SIGKILL)
-                except Exception:
-                    pass
-        if cls.coord is not None and cls.coord.proc is not None:
-            cls.coord.stop()
-        if cls.broker is not None:
-            cls.broker.stop()
-        if os.environ.get("RCS_KEEP_TMP") is None:
-            shutil.rmtree(cls.workdir, ignore_errors=True)
-        else:
-            note("kept %s" % cls.workdir)
-
-    @classmethod
-    def tearDownClass(cls):
-        alive = cls.coord.alive()
-        rc = cls.coord.stop()
-        if not alive or rc != 0:
-            raise AssertionError("coordinator died or exited %r" % rc)
+        cls.start_stack(cls.key)
 
     def emulated_agent(self, name, extra_args=()):
         r = self.admin.post("/devices", {"name": name, "tags": []})
@@ -185,13 +150,13 @@ class QemuAgentBase:
 
 @unittest.skipIf(missing("aarch64"), "needs %s (tools/deps.sh test installs them)"
                  % " and ".join(missing("aarch64")))
-class Aarch64AgentTest(QemuAgentBase, unittest.TestCase):
+class Aarch64AgentTest(QemuAgentBase, StackTest):
     ARCH = "aarch64"
 
 
 @unittest.skipIf(missing("armhf"), "needs %s (tools/deps.sh test installs them)"
                  % " and ".join(missing("armhf")))
-class ArmhfAgentTest(QemuAgentBase, unittest.TestCase):
+class ArmhfAgentTest(QemuAgentBase, StackTest):
     ARCH = "armhf"
 
 

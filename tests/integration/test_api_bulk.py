@@ -5,13 +5,13 @@ status counts, GET /jobs?group_ident=, and one send to 2000 devices."""
 
 import http.client
 import json
-import signal
 import threading
 import time
 import unittest
 import uuid
 
-from rcs_harness import CoordinatorTest, http as http_request, is_uuid, list_all, with_query
+from rcs_harness import http as http_request, is_uuid, list_all, with_query
+from rcs_fixture import CoordinatorTest
 
 
 class KeepAlive:
@@ -49,16 +49,11 @@ class KeepAlive:
 
 
 class BulkTest(CoordinatorTest):
+    roles = other_tenant = True
 
     @classmethod
     def setUpClass(cls):
         super().setUpClass()
-        cls.addClassCleanup(cls.coord.stop, signal.SIGKILL)
-        cr = cls.client_root
-        cls.operator = cls.coord.api(cls.coord.create_key(cr, "olga", "operator")["api_key"])
-        cls.viewer = cls.coord.api(cls.coord.create_key(cr, "vera", "viewer")["api_key"])
-        other = cls.coord.init_tenant(user="eve")
-        cls.other = cls.coord.api(other["api_key"])
         r = cls.admin.post("/tasks", {"name": "Bulk task", "script": "echo"})
         assert r.status == 201, r
         cls.task = r.json

@@ -3,13 +3,13 @@
 and authentication/roles, against docs/api.md."""
 
 import os
-import signal
 import time
 import unittest
 import uuid
 
-from rcs_harness import (CoordinatorTest, http, is_uuid, list_all, on_postgres, run_cli,
+from rcs_harness import (http, is_uuid, list_all, on_postgres, run_cli,
                          with_query)
+from rcs_fixture import CoordinatorTest
 
 DEVICE_FIELDS = ("entity_ident", "client_root", "name", "tags", "reported_tags", "online",
                  "last_seen", "agent_version", "created_at", "update_at")
@@ -17,15 +17,7 @@ KEY_FIELDS = ("ident", "user", "role", "client_root", "created_at", "revoked_at"
 
 
 class DevicesTest(CoordinatorTest):
-
-    @classmethod
-    def setUpClass(cls):
-        super().setUpClass()
-        cls.addClassCleanup(cls.coord.stop, signal.SIGKILL)
-        cr = cls.client_root
-        cls.operator = cls.coord.api(cls.coord.create_key(cr, "olga", "operator")["api_key"])
-        cls.viewer = cls.coord.api(cls.coord.create_key(cr, "vera", "viewer")["api_key"])
-        cls.other = cls.coord.api(cls.coord.init_tenant(user="eve")["api_key"])
+    roles = other_tenant = True
 
     def tag(self, prefix="t"):
         return "%s-%s" % (prefix, uuid.uuid4().hex[:8])
@@ -156,15 +148,7 @@ class DevicesTest(CoordinatorTest):
 
 
 class KeysTest(CoordinatorTest):
-
-    @classmethod
-    def setUpClass(cls):
-        super().setUpClass()
-        cls.addClassCleanup(cls.coord.stop, signal.SIGKILL)
-        cr = cls.client_root
-        cls.operator = cls.coord.api(cls.coord.create_key(cr, "olga", "operator")["api_key"])
-        cls.viewer = cls.coord.api(cls.coord.create_key(cr, "vera", "viewer")["api_key"])
-        cls.other = cls.coord.api(cls.coord.init_tenant(user="eve")["api_key"])
+    roles = other_tenant = True
 
     def new_key(self, user, role, api=None):
         r = (api or self.admin).post("/keys", {"user": user, "role": role})

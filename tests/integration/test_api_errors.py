@@ -3,14 +3,14 @@
 methods, bad query parameters, SQL metacharacters, body size limit. The server must keep
 answering afterwards (and the base class checks it exits 0 on SIGTERM)."""
 
-import signal
 import socket
 import unittest
 import uuid
 
 import json
 
-from rcs_harness import CoordinatorTest, http, http_big, list_all, quote_segment, with_query
+from rcs_harness import http, http_big, list_all, quote_segment, with_query
+from rcs_fixture import CoordinatorTest
 
 SQLI = "' OR 1=1 --"
 
@@ -20,7 +20,6 @@ class ErrorsTest(CoordinatorTest):
     @classmethod
     def setUpClass(cls):
         super().setUpClass()
-        cls.addClassCleanup(cls.coord.stop, signal.SIGKILL)
         r = cls.admin.post("/tasks", {"name": "base", "script": "echo"})
         assert r.status == 201, r
         cls.task = r.json
@@ -236,7 +235,6 @@ class MaxBodyTest(CoordinatorTest):
     @classmethod
     def setUpClass(cls):
         super().setUpClass()
-        cls.addClassCleanup(cls.coord.stop, signal.SIGKILL)
 
     def test_body_over_limit(self):
         big = {"name": "big", "script": "echo", "comment": "x" * (100 * 1024)}

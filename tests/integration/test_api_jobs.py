@@ -3,12 +3,12 @@
 stay pending): creation, variables validation, scheduling, ttl, notification lists, reads,
 history, cancel, listing filters, roles and tenants."""
 
-import signal
 import time
 import unittest
 import uuid
 
-from rcs_harness import CoordinatorTest, is_uuid, list_all, with_query
+from rcs_harness import is_uuid, list_all, with_query
+from rcs_fixture import CoordinatorTest
 
 # Every job field of the specification.
 JOB_FIELDS = ("ident", "task", "group", "client_root", "entity_ident", "target", "comment",
@@ -28,17 +28,11 @@ GOOD_VARS = {"s": "text", "t": 1732200000, "i": -3, "n": 2.5, "b": False}
 
 
 class JobsTest(CoordinatorTest):
+    roles = other_tenant = True
 
     @classmethod
     def setUpClass(cls):
         super().setUpClass()
-        cls.addClassCleanup(cls.coord.stop, signal.SIGKILL)
-        cr = cls.client_root
-        cls.operator = cls.coord.api(cls.coord.create_key(cr, "olga", "operator")["api_key"])
-        cls.viewer = cls.coord.api(cls.coord.create_key(cr, "vera", "viewer")["api_key"])
-        other = cls.coord.init_tenant(user="eve")
-        cls.other_root = other["client_root"]
-        cls.other = cls.coord.api(other["api_key"])
         r = cls.other.post("/devices", {"name": "other-dev", "tags": []})
         assert r.status == 201, r
         cls.other_device = r.json["entity_ident"]

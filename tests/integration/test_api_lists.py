@@ -7,7 +7,8 @@ a query parameter an operation doesn't take."""
 import time
 import unittest
 
-from rcs_harness import CoordinatorTest, list_all, with_query
+from rcs_harness import list_all, with_query
+from rcs_fixture import CoordinatorTest
 
 
 def idents(items, key="ident"):

@@ -4,11 +4,11 @@ scripts (PUT/GET/DELETE), script bytes pinned by task versions, names, roles, te
 
 import hashlib
 import os
-import signal
 import time
 import unittest
 
-from rcs_harness import SCRIPTS_DIR, CoordinatorTest, list_all, quote_segment
+from rcs_harness import SCRIPTS_DIR, list_all, quote_segment
+from rcs_fixture import CoordinatorTest
 
 SCRIPT_FIELDS = ("name", "sha256", "size", "stock", "updated_at")
 
@@ -18,15 +18,7 @@ def sha256(text):
 
 
 class ScriptsTest(CoordinatorTest):
-
-    @classmethod
-    def setUpClass(cls):
-        super().setUpClass()
-        cls.addClassCleanup(cls.coord.stop, signal.SIGKILL)
-        cls.operator = cls.coord.api(
-            cls.coord.create_key(cls.client_root, "olga", "operator")["api_key"])
-        cls.viewer = cls.coord.api(
-            cls.coord.create_key(cls.client_root, "vera", "viewer")["api_key"])
+    roles = True
 
     def scripts(self, api=None):
         return {s["name"]: s for s in list_all(api or self.admin, "/scripts")}

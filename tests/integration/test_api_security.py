@@ -50,17 +50,15 @@ import http.client
 import json
 import os
 import re
-import shutil
 import sys
-import tempfile
-import threading
 import time
 import unittest
 import uuid
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from rcs_harness import (SOURCE_DIR, Api, Coordinator, free_port, FakeDevice, Mosquitto,  # noqa: E402
-                         SmtpServer, http_big, quote_segment, wait_for, with_query)
+from rcs_fixture import StackTest, note  # noqa: E402
+from rcs_harness import (SOURCE_DIR, Api, Coordinator, free_port, FakeDevice, Watcher,  # noqa: E402
+                         http_big, quote_segment, wait_for, with_query)
 
 DOC_PATH = os.path.join(SOURCE_DIR, "docs", "openapi.json")
 with open(DOC_PATH, encoding="utf-8") as _f:
@@ -71,10 +69,6 @@ ROLES = ("viewer", "operator", "admin")
 RANK = {r: i for i, r in enumerate(ROLES)}
 FROM = "rcs-security@coordinator.test"
 MAIL_TO = "sec-mail@x.test"
-
-
-def note(msg):
-    sys.stderr.write("\n[note] %s\n" % msg)
 
 
 def resolve(node):
@@ -386,22 +380,21 @@ MISSING = {"task": "00000000-0000-7000-8000-000000000001",
            "webhook": "00000000-0000-7000-8000-000000000006"}
 
 
-class SecurityTest(unittest.TestCase):
+class SecurityTest(StackTest):
     """One mosquitto, one SMTP server, one coordinator (serve --mqtt --smtp-url) and the two
     tenants for the whole class."""
 
+    workdir_prefix = "rcs-security-"
+
     @classmethod
     def setUpClass(cls):
-        cls.workdir = tempfile.mkdtemp(prefix="rcs-security-")
-        cls.broker = cls.smtp = cls.coord = cls.monitor = None
-        cls.fakes = []
-        cls.addClassCleanup(cls._cleanup)
-        cls.broker = Mosquitto(cls.workdir, persistence=False).start()
-        cls.smtp = SmtpServer().start()
+        super().setUpClass()
+        cls.start_broker(persistence=False)
+        cls.smtp = cls.start_smtp()
         # a limit no test reaches: the battery sends hundreds of bad keys from 127.0.0.1
-        cls.coord = Coordinator(cls.workdir, extra_args=[
+        cls.coord = cls.own(Coordinator(cls.workdir, extra_args=[
             "--mqtt", cls.broker.url, "--smtp-url", cls.smtp.url, "--smtp-from", FROM,
-            "--auth-fail-limit", "1000000", "--webhook-allow-net", "127.0.0.1/32"])
+            "--auth-fail-limit", "1000000", "--webhook-allow-net", "127.0.0.1/32"]))
         a = cls.coord.init_tenant(user="admin")
         b = cls.coord.init_tenant(user="eve")
         SECRETS.extend([a["api_key"], b["api_key"]])
@@ -414,7 +407,8 @@ class SecurityTest(unittest.TestCase):
         cls.coord.start()
         wait_for(lambda: "status reports: " in cls.coord.read_log(), timeout=20,
                  what="the coordinator connected to the broker")
-        cls.monitor = Monitor(cls.broker.port).start()
+        cls.monitor = Monitor(cls.broker).start()
+        cls.clients.append(cls.monitor)
         api = lambda k: RecApi(cls.coord.base, k)  # noqa: E731
         cls.keys = {"admin": api(a["api_key"]), "operator": api(keys["operator"]["api_key"]),
                     "viewer": api(keys["viewer"]["api_key"])}
@@ -425,33 +419,6 @@ class SecurityTest(unittest.TestCase):
         assert r.status == 204, r
         cls.A = Tenant(cls.admin, a["client_root"], "a")
         cls.B = Tenant(api(b["api_key"]), b["client_root"], "b")
-
-    @classmethod
-    def _cleanup(cls):
-        for f in cls.fakes:
-            try:
-                f.stop()
-            except Exception:   # the broker is gone...
-                f.client.loop_stop()
-        if cls.monitor is not None:
-            cls.monitor.stop()
-        failed = None
-        if cls.coord is not None and cls.coord.proc is not None:
-            alive = cls.coord.alive()
-            log = cls.coord.read_log()[-3000:]
-            rc = cls.coord.stop()
-            if not alive or rc != 0:
-                failed = "coordinator died or exited %r on SIGTERM:\n%s" % (rc, log)
-        if cls.smtp is not None:
-            cls.smtp.stop()
-        if cls.broker is not None:
-            cls.broker.stop()
-        if os.environ.get("RCS_KEEP_TMP") is None:
-            shutil.rmtree(cls.workdir, ignore_errors=True)
-        else:
-            note("kept %s" % cls.workdir)
-        if failed:
-            raise AssertionError(failed)
 
     def tearDown(self):
         self.assertTrue(self.coord.alive(), "coordinator died:\n" + self.coord.read_log()[-3000:])
@@ -786,10 +753,10 @@ class SecurityTest(unittest.TestCase):
 
         self.assertEqual(self.admin.get("/groups/" + group).json.get("total"), 1)
         # A's jobs went out on the broker: by then B's would have too
-        wait_for(lambda: all(any(j in t for t, _ in self.monitor.messages()) for j in a_jobs),
+        wait_for(lambda: all(any(j in t for t, _ in self.monitor.received()) for j in a_jobs),
                  timeout=20, what="A's bulk jobs published")
         time.sleep(0.5)
-        for topic, payload in self.monitor.messages():
+        for topic, payload in self.monitor.received():
             if "/jobs/" not in topic and "/events/" not in topic:
                 continue   # the devices' own state messages
             for d in targets:
@@ -1244,66 +1211,30 @@ class SecurityTest(unittest.TestCase):
         self.assertTrue(self.coord.alive())
 
 
-class Monitor:
-    """A paho client subscribed to everything under rcs/v1/ on the broker."""
+class Monitor(Watcher):
+    """Records (topic, payload bytes) of everything under rcs/v1/ on the broker."""
 
-    def __init__(self, port):
-        import paho.mqtt.client as mqtt
-        self.port = port
-        self.lock = threading.Lock()
-        self.msgs = []
-        self.subscribed = False
-        self.client = mqtt.Client(client_id="sec-monitor-" + uuid.uuid4().hex[:8],
-                                  clean_session=True)
-        self.client.on_connect = lambda c, u, f, rc: c.subscribe("rcs/v1/#", qos=1)
-        self.client.on_subscribe = self._on_subscribe
-        self.client.on_message = self._on_message
+    def __init__(self, broker):
+        super().__init__(broker, "rcs/v1/#", prefix="sec-monitor-")
 
-    def _on_subscribe(self, client, userdata, mid, granted):
-        self.subscribed = True
-
-    def _on_message(self, client, userdata, msg):
-        with self.lock:
-            self.msgs.append((msg.topic, bytes(msg.payload)))
-
-    def start(self):
-        self.client.connect("127.0.0.1", self.port, keepalive=30)
-        self.client.loop_start()
-        wait_for(lambda: self.subscribed, timeout=10, what="monitor subscribed")
-        return self
-
-    def stop(self):
-        try:
-            self.client.disconnect()
-        finally:
-            self.client.loop_stop()
-
-    def messages(self):
-        with self.lock:
-            return list(self.msgs)
+    def record(self, msg):
+        return (msg.topic, bytes(msg.payload))
 
 
-class ThrottleTest(unittest.TestCase):
+class ThrottleTest(StackTest):
     """Key guessing: --auth-fail-limit 3."""
 
+    workdir_prefix = "rcs-security-throttle-"
     LIMIT = 3
 
     @classmethod
     def setUpClass(cls):
-        cls.workdir = tempfile.mkdtemp(prefix="rcs-security-throttle-")
-        cls.coord = Coordinator(cls.workdir, extra_args=["--auth-fail-limit", str(cls.LIMIT)])
+        super().setUpClass()
+        cls.coord = cls.own(Coordinator(cls.workdir,
+                                        extra_args=["--auth-fail-limit", str(cls.LIMIT)]))
         cls.tenant = cls.coord.init_tenant(user="admin")
         SECRETS.append(cls.tenant["api_key"])
         cls.coord.start()
-
-    @classmethod
-    def tearDownClass(cls):
-        alive = cls.coord.alive()
-        rc = cls.coord.stop()
-        if os.environ.get("RCS_KEEP_TMP") is None:
-            shutil.rmtree(cls.workdir, ignore_errors=True)
-        if not alive or rc != 0:
-            raise AssertionError("coordinator died or exited %r" % rc)
 
     def assert429(self, r, where=""):
         where = "%s %r %r" % (where, r, r.headers)

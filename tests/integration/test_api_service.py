@@ -22,7 +22,8 @@ import uuid
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import rcs_harness as H  # noqa: E402
-from rcs_harness import Coordinator, CoordinatorTest, Mosquitto, SOURCE_DIR  # noqa: E402
+from rcs_harness import SOURCE_DIR  # noqa: E402
+from rcs_fixture import CoordinatorTest  # noqa: E402
 from test_openapi import DOC, find_op, validate  # noqa: E402
 
 DOC_PATH = os.path.join(SOURCE_DIR, "docs", "openapi.json")
@@ -58,18 +59,11 @@ class ServiceWithoutBrokerTest(ServiceChecks, CoordinatorTest):
     @classmethod
     def setUpClass(cls):
         # from a directory without docs/: what is served is what the binary holds
-        cls.cwd = os.getcwd()
-        cls.elsewhere = tempfile.mkdtemp(prefix="rcs-test-cwd-")
-        os.chdir(cls.elsewhere)
+        elsewhere = tempfile.mkdtemp(prefix="rcs-test-cwd-")
+        cls.addClassCleanup(shutil.rmtree, elsewhere, ignore_errors=True)
+        cls.addClassCleanup(os.chdir, os.getcwd())
+        os.chdir(elsewhere)
         super().setUpClass()
-
-    @classmethod
-    def tearDownClass(cls):
-        try:
-            super().tearDownClass()
-        finally:
-            os.chdir(cls.cwd)
-            shutil.rmtree(cls.elsewhere, ignore_errors=True)
 
     def test_a_health(self):
         self.health(200, "ok", "none")
@@ -163,20 +157,9 @@ class ServiceWithBrokerTest(ServiceChecks, CoordinatorTest):
 
     @classmethod
     def setUpClass(cls):
-        cls.workdir = tempfile.mkdtemp(prefix="rcs-test-")
-        cls.broker = Mosquitto(cls.workdir, persistence=False).start()
-        cls.coord = Coordinator(cls.workdir, extra_args=("--mqtt", cls.broker.url))
-        tenant = cls.coord.init_tenant(user="admin")
-        cls.admin_key = tenant["api_key"]
-        cls.coord.start()
-        cls.admin = cls.coord.api(cls.admin_key)
-
-    @classmethod
-    def tearDownClass(cls):
-        try:
-            super().tearDownClass()
-        finally:
-            cls.broker.stop()
+        super(CoordinatorTest, cls).setUpClass()  # the broker first
+        cls.start_broker(persistence=False)
+        cls.start_coordinator(("--mqtt", cls.broker.url))
 
     def broker_is(self, state):
         H.wait_for(lambda: H.Api(self.coord.base, None).get("/health").json.get("broker") == state,

@@ -3,12 +3,12 @@
 PATCH, DELETE, defaults, active/public/hide, validation, paging, roles, tenants."""
 
 import hashlib
-import signal
 import time
 import unittest
 import uuid
 
-from rcs_harness import CoordinatorTest, is_uuid, list_all, with_query
+from rcs_harness import is_uuid, list_all, with_query
+from rcs_fixture import CoordinatorTest
 
 # Every task field of the specification, plus the ones docs/api.md adds.
 TASK_FIELDS = ("version", "ident", "client_root", "created_user", "update_user", "name",
@@ -33,14 +33,11 @@ class TasksTest(CoordinatorTest):
     @classmethod
     def setUpClass(cls):
         super().setUpClass()
-        cls.addClassCleanup(cls.coord.stop, signal.SIGKILL)
-        cr = cls.client_root
-        cls.admin2 = cls.coord.api(cls.coord.create_key(cr, "admin2", "admin")["api_key"])
-        cls.operator = cls.coord.api(cls.coord.create_key(cr, "olga", "operator")["api_key"])
-        cls.viewer = cls.coord.api(cls.coord.create_key(cr, "vera", "viewer")["api_key"])
+        cls.admin2 = cls.role_api("admin2", "admin")
+        cls.operator = cls.role_api("olga", "operator")
+        cls.viewer = cls.role_api("vera", "viewer")
         # The creator of every task below is "admin"; this is the same user with a weaker role.
-        cls.creator_as_operator = cls.coord.api(
-            cls.coord.create_key(cr, "admin", "operator")["api_key"])
+        cls.creator_as_operator = cls.role_api("admin", "operator")
         r = cls.admin.get("/scripts/echo")
         assert r.status == 200, r
         cls.echo_sha256 = hashlib.sha256(r.json["source"].encode("utf-8")).hexdigest()

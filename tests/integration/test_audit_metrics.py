@@ -26,7 +26,8 @@ import urllib.request
 
 from prometheus_client.parser import text_string_to_metric_families
 
-from rcs_harness import CoordinatorTest, free_port, run_cli, wait_for
+from rcs_harness import free_port, run_cli, wait_for
+from rcs_fixture import CoordinatorTest
 
 
 class AuditTest(CoordinatorTest):

@@ -34,10 +34,7 @@ import json
 import concurrent.futures
 import os
 import shutil
-import signal
 import subprocess
-import sys
-import tempfile
 import threading
 import time
 import unittest
@@ -46,8 +43,9 @@ import uuid
 import paho.mqtt.client as mqtt
 
 import pg_server
-from rcs_harness import (SOURCE_DIR, Agent, Coordinator, FakeDevice, Mosquitto,
-                         make_ec_keypair, wait_for)
+from rcs_fixture import StackTest, note
+from rcs_harness import (SOURCE_DIR, Agent, Coordinator, FakeDevice, Mosquitto, make_ec_keypair,
+                         wait_for)
 
 DEPLOY_DIR = os.path.join(SOURCE_DIR, "deploy", "mosquitto")
 SHIPPED_CONF = os.path.join(DEPLOY_DIR, "rcs.conf")
@@ -56,10 +54,6 @@ PROVISION = os.path.join(SOURCE_DIR, "tools", "provision-device.sh")
 TERMINAL = ("terminated", "edge_error", "cancelled", "expired")
 # how long a denied message gets to show up anyway, after an ordered marker arrived
 GRACE = 0.4
-
-
-def note(msg):
-    sys.stderr.write("\n[note] %s\n" % msg)
 
 
 # ---------------------------------------------------------------------------------------
@@ -284,22 +278,81 @@ def provision(*args, api_key=None):
     return out
 
 
-class BrokerAclTest(unittest.TestCase):
+class AclHelpers:
+    """What BrokerAclTest and NatsAclTest (test_nats_acl.py) ask of the API and the
+    protocol; the waits' default timeouts are each class's WAIT_DEVICE and WAIT_JOB."""
+
+    def topic(self, entity, *rest):
+        return "/".join(["rcs/v1", self.client_root, entity] + list(rest))
+
+    def device(self, ident):
+        r = self.admin.get("/devices/" + ident)
+        self.assertEqual(r.status, 200, r)
+        return r.json
+
+    def wait_device(self, ident, timeout=None, **fields):
+        timeout = timeout or self.WAIT_DEVICE
+        return wait_for(lambda: all(self.device(ident).get(k) == v for k, v in fields.items())
+                        and self.device(ident), timeout=timeout,
+                        what="device %s with %r" % (ident, fields))
+
+    def wait_job(self, ident, statuses=TERMINAL, timeout=None):
+        timeout = timeout or self.WAIT_JOB
+        if isinstance(statuses, str):
+            statuses = (statuses,)
+        return wait_for(lambda: self.job(ident)["status"] in statuses and self.job(ident),
+                        timeout=timeout, what="job %s in %s" % (ident, statuses))
+
+    def connect_b(self, broker, port, auto):
+        """Device B with its account (an AuthDevice tagged b) on broker at port, logged in;
+        stopped at the end of the test."""
+        d = AuthDevice(broker, self.client_root, self.b, self.B["mqtt_password"], auto=auto,
+                       tags=["b"])
+        self.fakes.append(d)
+        d.client.connect("127.0.0.1", port, keepalive=30)
+        d.client.loop_start()
+        wait_for(lambda: d.connacks, what="B's CONNACK")
+        self.assertEqual(d.connacks[0], 0, "B could not log in")
+        wait_for(lambda: d.connected, what="B connected")
+
+        def stop():
+            if d.connected:
+                d.stop()
+            else:
+                d.client.loop_stop()
+        self.addCleanup(stop)
+        return d
+
+    def history(self, ident):
+        r = self.admin.get("/jobs/%s/history" % ident)
+        self.assertEqual(r.status, 200, r)
+        return [h["status"] for h in reversed(r.json["items"])]
+
+    def report(self, job, status, seq, response=None):
+        return {"v": 1, "job": job, "status": status, "seq": seq, "ts": int(time.time()),
+                "response": response}
+
+    def envelope(self, entity, job):
+        """A job envelope as an attacker would forge it (an unsigned command)."""
+        return {"v": 1, "job": job, "client_root": self.client_root, "entity_ident": entity,
+                "task": {"ident": str(uuid.uuid4()), "version": 1, "name": "forged"},
+                "script": {"name": "x", "sha256": "0" * 64, "source": "return 1"},
+                "constants": {}, "variables_info": {}, "variables": {}, "signature": None,
+                "issued_at": int(time.time()), "expires_at": None, "timeout": 30}
+
+
+class BrokerAclTest(AclHelpers, StackTest):
     """One broker with the shipped configuration, one coordinator with its own account,
     devices A and B, a monitoring account and accounts with wildcard-ish names."""
 
+    workdir_prefix = "rcs-acl-"
+    WAIT_DEVICE, WAIT_JOB = 10, 15  # seconds
     # accounts an administrator might create by mistake, all with one password
     ODD_PASSWORD = "odd-password-1"
 
     @classmethod
     def setUpClass(cls):
-        cls.workdir = tempfile.mkdtemp(prefix="rcs-acl-")
-        cls.coord = None
-        cls.broker = None
-        cls.clients = []
-        cls.devices = []
-        cls.agent = None
-        cls.addClassCleanup(cls._cleanup)
+        super().setUpClass()
         w = cls.workdir
         cls.pwfile = os.path.join(w, "rcs.passwd")
 
@@ -310,20 +363,15 @@ class BrokerAclTest(unittest.TestCase):
                                cls.pwfile, "--acl-file", cls.acl)
         assert coord_acct["mqtt_username"] == "rcs-coordinator-n1", coord_acct
         assert coord_acct["node_id"] == "n1", coord_acct
-        cls.broker = ShippedBroker(w, cls.pwfile, cls.acl).start()
+        cls.broker = cls.own(ShippedBroker(w, cls.pwfile, cls.acl)).start()
 
         cls.key, cls.pub = make_ec_keypair(w, "signing")
-        cls.coord = Coordinator(w, extra_args=[
+        cls.start_coordinator([
             "--mqtt", cls.broker.url, "--mqtt-username", coord_acct["mqtt_username"],
             "--mqtt-password", coord_acct["mqtt_password"], "--signing-key", cls.key,
-            "--node-id", "n1", "--mqtt-shared-subscriptions", "auto"])
-        tenant = cls.coord.init_tenant(user="admin")
-        cls.client_root = tenant["client_root"]
-        cls.admin_key = tenant["api_key"]
-        cls.coord.start()
-        cls.admin = cls.coord.api(cls.admin_key)
-        wait_for(lambda: "status reports: " in cls.coord.read_log(), timeout=20,
-                 what="the coordinator connected to the broker with its account")
+            "--node-id", "n1", "--mqtt-shared-subscriptions", "auto"],
+            connected="status reports: ",
+            what="the coordinator connected to the broker with its account")
 
         # devices A and B: inventory record and broker account in one go
         pid = str(cls.broker.proc.pid)
@@ -363,46 +411,7 @@ class BrokerAclTest(unittest.TestCase):
         finally:
             c.close()
 
-    @classmethod
-    def tearDownClass(cls):
-        alive = cls.coord.alive()
-        log = cls.coord.read_log()[-4000:]
-        rc = cls.coord.stop()
-        if not alive:
-            raise AssertionError("coordinator died during the tests:\n" + log)
-        if rc != 0:
-            raise AssertionError("coordinator exited with %r on SIGTERM:\n%s" % (rc, log))
-
-    @classmethod
-    def _cleanup(cls):
-        for c in cls.clients:
-            try:
-                c.close()
-            except Exception:
-                pass
-        for d in cls.devices:
-            try:
-                d.client.loop_stop()
-            except Exception:
-                pass
-        if cls.agent is not None and cls.agent.proc is not None:
-            try:
-                cls.agent.stop(signal.SIGKILL)
-            except Exception:
-                pass
-        if cls.coord is not None and cls.coord.proc is not None:
-            cls.coord.stop(signal.SIGKILL)
-        if cls.broker is not None:
-            cls.broker.stop()
-        if os.environ.get("RCS_KEEP_TMP") is None:
-            shutil.rmtree(cls.workdir, ignore_errors=True)
-        else:
-            note("kept %s" % cls.workdir)
-
     # -- helpers ---------------------------------------------------------------------------
-
-    def topic(self, entity, *rest):
-        return "/".join(["rcs/v1", self.client_root, entity] + list(rest))
 
     def client(self, username, password, client_id=None, connect=True, **kw):
         c = Client(self.broker, username, password, client_id or username, **kw)
@@ -422,67 +431,15 @@ class BrokerAclTest(unittest.TestCase):
         return c
 
     def device_b(self, auto=False):
-        d = AuthDevice(self.broker, self.client_root, self.b, self.B["mqtt_password"],
-                       auto=auto, tags=["b"])
-        self.devices.append(d)
-        d.client.connect("127.0.0.1", self.broker.port, keepalive=30)
-        d.client.loop_start()
-        wait_for(lambda: d.connacks, what="B's CONNACK")
-        self.assertEqual(d.connacks[0], 0, "B could not log in")
-        wait_for(lambda: d.connected, what="B connected")
-
-        def stop():
-            if d.connected:
-                d.stop()
-            else:
-                d.client.loop_stop()
-        self.addCleanup(stop)
+        d = self.connect_b(self.broker, self.broker.port, auto)
         self.wait_device(self.b, online=True)
         return d
-
-    def device(self, ident):
-        r = self.admin.get("/devices/" + ident)
-        self.assertEqual(r.status, 200, r)
-        return r.json
-
-    def wait_device(self, ident, timeout=10, **fields):
-        return wait_for(lambda: all(self.device(ident).get(k) == v for k, v in fields.items())
-                        and self.device(ident), timeout=timeout,
-                        what="device %s with %r" % (ident, fields))
-
-    def job(self, ident):
-        r = self.admin.get("/jobs/" + ident)
-        self.assertEqual(r.status, 200, r)
-        return r.json
 
     def post_job(self, entity):
         r = self.admin.post("/tasks/%s/jobs" % self.task["ident"], {"entity_ident": entity})
         self.assertEqual(r.status, 201, r)
         self.assertEqual(r.json["status"], "transmited", r)
         return r.json
-
-    def wait_job(self, ident, statuses=TERMINAL, timeout=15):
-        if isinstance(statuses, str):
-            statuses = (statuses,)
-        return wait_for(lambda: self.job(ident)["status"] in statuses and self.job(ident),
-                        timeout=timeout, what="job %s in %s" % (ident, statuses))
-
-    def history(self, ident):
-        r = self.admin.get("/jobs/%s/history" % ident)
-        self.assertEqual(r.status, 200, r)
-        return [h["status"] for h in reversed(r.json["items"])]
-
-    def report(self, job, status, seq, response=None):
-        return {"v": 1, "job": job, "status": status, "seq": seq, "ts": int(time.time()),
-                "response": response}
-
-    def envelope(self, entity, job):
-        """A job envelope as an attacker would forge it (an unsigned command)."""
-        return {"v": 1, "job": job, "client_root": self.client_root, "entity_ident": entity,
-                "task": {"ident": str(uuid.uuid4()), "version": 1, "name": "forged"},
-                "script": {"name": "x", "sha256": "0" * 64, "source": "return 1"},
-                "constants": {}, "variables_info": {}, "variables": {}, "signature": None,
-                "issued_at": int(time.time()), "expires_at": None, "timeout": 30}
 
     def assertOnlyOwnTopics(self, c, entity, what):
         foreign = [m for m in c.received()
@@ -888,7 +845,7 @@ class BrokerAclTest(unittest.TestCase):
         os.chmod(cfg, 0o600)
         agent = Agent(self.workdir, self.broker.url, self.client_root, self.a,
                       trusted_keys=[self.pub], name="agent-a", extra_args=["--config", cfg])
-        type(self).agent = agent
+        self.agents.append(agent)
         agent.start()
         try:
             self.wait_device(self.a, online=True, timeout=15)

@@ -6,30 +6,21 @@ concurrent job creation followed by a restart on the same database."""
 import json
 import os
 import re
-import shutil
 import signal
 import socket
 import subprocess
-import tempfile
 import threading
 import time
 import unittest
 import uuid
 
+from rcs_fixture import StackTest
 from rcs_harness import (AGENT, COORDINATOR, SCRIPTS_DIR, Agent, Coordinator, Mosquitto,
                          free_port, http, is_uuid, list_all, run_cli, wait_for)
 
 
-class CliTest(unittest.TestCase):
-
-    @classmethod
-    def setUpClass(cls):
-        cls.workdir = tempfile.mkdtemp(prefix="rcs-cli-")
-
-    @classmethod
-    def tearDownClass(cls):
-        if os.environ.get("RCS_KEEP_TMP") is None:
-            shutil.rmtree(cls.workdir, ignore_errors=True)
+class CliTest(StackTest):
+    workdir_prefix = "rcs-cli-"
 
     def setUp(self):
         self.coords = []
@@ -307,34 +298,28 @@ class CliTest(unittest.TestCase):
             len(answered), len(jobs)))
 
 
-class BrokerPasswordTest(unittest.TestCase):
+class BrokerPasswordTest(StackTest):
     """Both daemons against a mosquitto that requires a user name and password
     (allow_anonymous false, password_file): the password from --mqtt-password-file or
     RCS_MQTT_PASSWORD authenticates, and neither /proc/PID/cmdline nor /proc/PID/environ
     of the daemons (nor of the agent's sandbox launcher) shows it; a secret file that
     can't be used stops the daemon at start with the option and the file named."""
 
+    workdir_prefix = "rcs-secrets-"
     COORD_PW = "coord pw 1"
     DEV_PW = "dev pw 2"
 
     @classmethod
     def setUpClass(cls):
-        cls.workdir = tempfile.mkdtemp(prefix="rcs-secrets-")
+        super().setUpClass()
         pwfile = os.path.join(cls.workdir, "mosquitto.passwd")
         for i, (user, pw) in enumerate((("coord", cls.COORD_PW), ("dev", cls.DEV_PW))):
             subprocess.run(["mosquitto_passwd", "-b"] + (["-c"] if i == 0 else []) +
                            [pwfile, user, pw], check=True, capture_output=True, timeout=30)
-        cls.broker = Mosquitto(cls.workdir, persistence=False,
-                               extra_conf="allow_anonymous false\npassword_file %s\n" % pwfile)
-        cls.broker.start()
+        cls.start_broker(persistence=False,
+                         extra_conf="allow_anonymous false\npassword_file %s\n" % pwfile)
         cls.coord_pwfile = cls.secret("coord.pw", cls.COORD_PW + "\n")
         cls.dev_pwfile = cls.secret("dev.pw", cls.DEV_PW + "\n")
-
-    @classmethod
-    def tearDownClass(cls):
-        cls.broker.stop()
-        if os.environ.get("RCS_KEEP_TMP") is None:
-            shutil.rmtree(cls.workdir, ignore_errors=True)
 
     @classmethod
     def secret(cls, name, text):

@@ -28,13 +28,12 @@ import json
 import os
 import shutil
 import sys
-import tempfile
 import time
 import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from rcs_harness import (BIN_DIR, Coordinator, FakeDevice, Mosquitto,  # noqa: E402
-                         wait_for)
+from rcs_fixture import StackTest  # noqa: E402
+from rcs_harness import BIN_DIR, FakeDevice, wait_for  # noqa: E402
 
 CHROMIUM = os.environ.get("RCS_CHROMIUM", "/usr/bin/chromium")
 CHROMEDRIVER = os.environ.get("RCS_CHROMEDRIVER", "/usr/bin/chromedriver")
@@ -54,7 +53,8 @@ def missing():
     return None
 
 
-class TestDashboard(unittest.TestCase):
+class TestDashboard(StackTest):
+    workdir_prefix = "rcs-dash-"
 
     @classmethod
     def setUpClass(cls):
@@ -68,17 +68,12 @@ class TestDashboard(unittest.TestCase):
         from selenium import webdriver
         from selenium.webdriver.chrome.service import Service
 
-        cls.workdir = tempfile.mkdtemp(prefix="rcs-dash-")
-        cls.broker = Mosquitto(cls.workdir).start()
-        cls.coord = Coordinator(cls.workdir, extra_args=["--mqtt", cls.broker.url])
-        tenant = cls.coord.init_tenant(user="admin")
-        cls.client_root = tenant["client_root"]
-        cls.key = tenant["api_key"]
-        cls.coord.start()
-        wait_for(lambda: "status reports: " in cls.coord.read_log(), timeout=20,
-                 what="the coordinator connected to the broker")
-        cls.api = cls.coord.api(cls.key)
-        cls.devices = []
+        super().setUpClass()
+        cls.start_stack()
+        cls.key = cls.admin_key
+        cls.api = cls.admin
+        cls.driver = None
+        cls.addClassCleanup(cls._quit_driver)
         opts = webdriver.ChromeOptions()
         opts.binary_location = CHROMIUM
         for a in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-quic",
@@ -93,20 +88,15 @@ class TestDashboard(unittest.TestCase):
         cls.ui = "http://127.0.0.1:%d/ui/" % cls.coord.port
 
     @classmethod
+    def _quit_driver(cls):
+        if cls.driver:
+            cls.driver.quit()
+            cls.driver = None
+
+    @classmethod
     def tearDownClass(cls):
-        for name in ("driver",):
-            d = getattr(cls, name, None)
-            if d:
-                d.quit()
-        for dev in getattr(cls, "devices", []):
-            dev.stop()
-        rc = cls.coord.stop() if getattr(cls, "coord", None) else 0
-        if getattr(cls, "broker", None):
-            cls.broker.stop()
-        if getattr(cls, "workdir", None) and os.environ.get("RCS_KEEP_TMP") is None:
-            shutil.rmtree(cls.workdir, ignore_errors=True)
-        if rc not in (0, None):
-            raise AssertionError("coordinator exited with %r on SIGTERM" % rc)
+        cls._quit_driver()
+        super().tearDownClass()
 
     # ---- helpers ----
 
@@ -160,7 +150,7 @@ class TestDashboard(unittest.TestCase):
             d = self.post("/devices", {"name": "%s-%d" % (tag, i), "tags": [tag]})
             dev = FakeDevice(self.broker, self.client_root, d["entity_ident"], auto=auto,
                              tags=[tag]).start()
-            self.devices.append(dev)
+            self.fakes.append(dev)
             out.append(dev)
         for dev in out:
             wait_for(lambda: self.api.get("/devices/" + dev.entity).json["online"],

@@ -20,76 +20,32 @@ Run: RCS_BIN_DIR=build/bin RCS_SOURCE_DIR=. /usr/bin/python3 tests/integration/t
 
 import json
 import os
-import shutil
 import signal
 import subprocess
-import sys
-import tempfile
-import threading
 import time
 import unittest
 import urllib.request
-import uuid
 
-import paho.mqtt.client as mqtt
-
-from rcs_harness import (COORDINATOR, Agent, Coordinator, Mosquitto, free_port,
+from rcs_fixture import StackTest, note
+from rcs_harness import (COORDINATOR, Agent, Coordinator, Watcher, free_port,
                          make_ec_keypair, wait_for)
 
 
-def note(msg):
-    sys.stderr.write("\n[note] %s\n" % msg)
+class FailoverTest(StackTest):
+    workdir_prefix = "rcs-failover-"
+    check_coordinator = False  # the tests stop it
 
-
-class Subscriber:
-    """A paho client on one broker recording (topic, payload, qos, retain) of each message."""
-
-    def __init__(self, broker, topic_filter):
-        self.messages = []
-        self.lock = threading.Lock()
-        self.subscribed = threading.Event()
-        self.client = mqtt.Client(client_id="sub-" + uuid.uuid4().hex[:12], clean_session=True)
-        self.client.on_connect = lambda c, u, f, rc: c.subscribe(topic_filter, 1)
-        self.client.on_subscribe = lambda *a: self.subscribed.set()
-        self.client.on_message = self._on_message
-        self.client.connect("127.0.0.1", broker.port, keepalive=10)
-        self.client.loop_start()
-        if not self.subscribed.wait(10):
-            raise AssertionError("no SUBACK for " + topic_filter)
-
-    def _on_message(self, client, userdata, msg):
-        with self.lock:
-            self.messages.append((msg.topic, msg.payload, msg.qos, msg.retain))
-
-    def received(self):
-        with self.lock:
-            return list(self.messages)
-
-    def close(self):
-        self.client.disconnect()
-        self.client.loop_stop()
-
-
-class FailoverTest(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
-        cls.workdir = tempfile.mkdtemp(prefix="rcs-failover-")
-        cls.coord = cls.coord2 = cls.agent = None
-        cls.b1 = cls.b2 = None
-        cls.subs = []
-        cls.addClassCleanup(cls._cleanup)
+        super().setUpClass()
         w = cls.workdir
-        cls.b1 = Mosquitto(w).start()
-        cls.b2 = Mosquitto(w).start()
+        cls.b1 = cls.start_broker()
+        cls.b2 = cls.start_broker()
         cls.key, cls.pub = make_ec_keypair(w, "signing")
         cls.metrics_port = free_port()
-        cls.coord = Coordinator(w, extra_args=[
+        cls.start_coordinator([
             "--mqtt", cls.b1.url, "--mqtt", cls.b2.url, "--signing-key", cls.key,
             "--events-qos", "0", "--metrics-listen", "127.0.0.1:%d" % cls.metrics_port])
-        tenant = cls.coord.init_tenant(user="admin")
-        cls.client_root = tenant["client_root"]
-        cls.coord.start()
-        cls.admin = cls.coord.api(tenant["api_key"])
         r = cls.admin.post("/tasks", {"name": "echo", "script": "echo"})
         assert r.status == 201, r
         cls.task = r.json
@@ -100,45 +56,19 @@ class FailoverTest(unittest.TestCase):
         conf = os.path.join(w, "agent.conf")
         with open(conf, "w") as f:
             f.write("mqtt tcp://127.0.0.1:%d\n" % free_port())
-        cls.agent = Agent(w, cls.b1.url, cls.client_root, cls.entity, trusted_keys=[cls.pub],
-                          name="agent-failover",
-                          extra_args=["--mqtt", cls.b2.url, "--config", conf])
-
-    @classmethod
-    def _cleanup(cls):
-        for s in cls.subs:
-            try:
-                s.close()
-            except Exception:
-                pass
-        for d in (cls.agent, cls.coord, cls.coord2):
-            if d is not None and d.proc is not None:
-                try:
-                    d.stop(signal.SIGKILL)
-                except Exception:
-                    pass
-        for b in (cls.b1, cls.b2):
-            if b is not None:
-                b.stop()
-        if os.environ.get("RCS_KEEP_TMP") is None:
-            shutil.rmtree(cls.workdir, ignore_errors=True)
-        else:
-            note("kept %s" % cls.workdir)
+        cls.agent = cls.own(Agent(w, cls.b1.url, cls.client_root, cls.entity,
+                                  trusted_keys=[cls.pub], name="agent-failover",
+                                  extra_args=["--mqtt", cls.b2.url, "--config", conf]))
 
     # -- helpers --------------------------------------------------------------------------
 
     def subscriber(self, broker, topic_filter):
-        s = Subscriber(broker, topic_filter)
-        self.subs.append(s)
+        s = Watcher(broker, topic_filter, prefix="sub-").start()
+        self.clients.append(s)
         return s
 
     def device(self):
         r = self.admin.get("/devices/" + self.entity)
-        self.assertEqual(r.status, 200, r)
-        return r.json
-
-    def job(self, ident):
-        r = self.admin.get("/jobs/" + ident)
         self.assertEqual(r.status, 200, r)
         return r.json
 
@@ -216,9 +146,9 @@ class FailoverTest(unittest.TestCase):
 
     def test_first_broker_down_at_start(self):
         dead = "tcp://127.0.0.1:%d" % free_port()
-        c = Coordinator(self.workdir, db=os.path.join(self.workdir, "second.db"),
-                        extra_args=["--mqtt", dead, "--mqtt", self.b2.url, "--node-id", "second"])
-        type(self).coord2 = c
+        c = self.own(Coordinator(self.workdir, db=os.path.join(self.workdir, "second.db"),
+                                 extra_args=["--mqtt", dead, "--mqtt", self.b2.url,
+                                             "--node-id", "second"]))
         c.start()
         wait_for(lambda: "connected to %s (session new; broker 2 of 2)" % self.b2.url
                  in c.read_log(), timeout=30, what="the second coordinator on broker 2")

@@ -20,11 +20,8 @@ RCS_KEEP_TMP=1 keeps each class's directory (broker and coordinator logs, databa
 import hashlib
 import json
 import os
-import shutil
 import signal
 import subprocess
-import sys
-import tempfile
 import threading
 import time
 import unittest
@@ -34,8 +31,9 @@ import uuid
 import paho.mqtt.client as mqtt
 
 from mqtt_proxy import MqttProxy
-from rcs_harness import (SCRIPTS_DIR, Coordinator, CoordinatorTest, FakeDevice, Mosquitto,
+from rcs_harness import (SCRIPTS_DIR, FakeDevice, Mosquitto, Watcher,
                          free_port, list_all, on_postgres, wait_for, with_query)
+from rcs_fixture import CoordinatorTest, note
 
 JOB_FIELDS = ("ident", "task", "group", "client_root", "entity_ident", "target", "comment",
               "status", "created_user", "created_at", "update_at", "scheduled_time",
@@ -50,11 +48,6 @@ RANK = {"initial": 0, "pending": 1, "transmited": 2, "edge_transmitted": 3, "edg
 # what a FakeDevice (auto=True) leaves in a job's history, oldest first
 FULL_RUN = ["initial", "pending", "transmited", "edge_transmitted", "edge_started",
             "edge_running", "terminated"]
-
-
-def note(msg):
-    """An observation worth reading in the test output (not a failure)."""
-    sys.stderr.write("\n[note] %s\n" % msg)
 
 
 def mosquitto_pub(broker, topic, payload):
@@ -113,43 +106,6 @@ class RecordingDevice(FakeDevice):
                 self.client.loop_stop()
             except Exception:
                 pass
-
-
-class MqttWatcher:
-    """A paho client that records every message on a topic filter (e.g. the events)."""
-
-    def __init__(self, broker, topic_filter):
-        self.broker = broker
-        self.filter = topic_filter
-        self.messages = []  # (topic, payload bytes, qos, retain)
-        self.lock = threading.Lock()
-        self.subscribed = threading.Event()
-        self.client = mqtt.Client(client_id="watch-" + uuid.uuid4().hex[:12],
-                                  clean_session=True)
-        self.client.on_connect = lambda c, u, f, rc: c.subscribe(self.filter, 1)
-        self.client.on_subscribe = lambda *a: self.subscribed.set()
-        self.client.on_message = self._on_message
-
-    def _on_message(self, client, userdata, msg):
-        with self.lock:
-            self.messages.append((msg.topic, msg.payload, msg.qos, msg.retain))
-
-    def start(self):
-        self.client.connect("127.0.0.1", self.broker.port, keepalive=10)
-        self.client.loop_start()
-        if not self.subscribed.wait(10):
-            raise AssertionError("watcher did not subscribe")
-        return self
-
-    def stop(self):
-        try:
-            self.client.disconnect()
-        finally:
-            self.client.loop_stop()
-
-    def on(self, topic):
-        with self.lock:
-            return [m for m in self.messages if m[0] == topic]
 
 
 class FakeFleet:
@@ -257,24 +213,16 @@ class MqttTest(CoordinatorTest):
     """One mosquitto and one coordinator (serve --mqtt) per class, a tenant with an admin
     key, helpers for devices and jobs. coord_args: more serve flags."""
 
+    workdir_prefix = "rcs-mqtt-"
     coord_args = ()
     broker_persistence = True
 
     @classmethod
     def setUpClass(cls):
-        cls.workdir = tempfile.mkdtemp(prefix="rcs-mqtt-")
-        cls.fakes = []
-        cls.coord = None
-        cls.broker = None
-        cls.addClassCleanup(cls._cleanup)
-        cls.broker = Mosquitto(cls.workdir, persistence=cls.broker_persistence).start()
+        super(CoordinatorTest, cls).setUpClass()  # the broker first
+        cls.start_broker(persistence=cls.broker_persistence)
         cls.extra_args = ("--mqtt", cls.coordinator_broker()) + tuple(cls.coord_args)
-        cls.coord = Coordinator(cls.workdir, extra_args=cls.extra_args)
-        tenant = cls.coord.init_tenant(user="admin")
-        cls.client_root = tenant["client_root"]
-        cls.admin_key = tenant["api_key"]
-        cls.coord.start()
-        cls.admin = cls.coord.api(cls.admin_key)
+        cls.start_coordinator(cls.extra_args)
         cls.wait_connected(cls.coord)
 
     @classmethod
@@ -284,53 +232,14 @@ class MqttTest(CoordinatorTest):
 
     @classmethod
     def wait_connected(cls, coord):
-        wait_for(lambda: "status reports: " in cls.log_text(coord), timeout=20,
+        wait_for(lambda: "status reports: " in cls.coord_log(coord), timeout=20,
                  what="the coordinator connected to the broker")
-
-    @staticmethod
-    def log_text(coord):
-        try:
-            with open(coord.log_path, "rb") as f:
-                return f.read().decode("utf-8", "replace")
-        except OSError:
-            return ""
-
-    @classmethod
-    def tearDownClass(cls):
-        for d in cls.fakes:
-            d.stop_quietly()
-        alive = cls.coord.alive()
-        log = cls.log_text(cls.coord)[-4000:]
-        rc = cls.coord.stop()
-        if not alive:
-            raise AssertionError("coordinator died during the tests:\n" + log)
-        if rc != 0:
-            raise AssertionError("coordinator exited with %r on SIGTERM:\n%s" % (rc, log))
-
-    @classmethod
-    def _cleanup(cls):
-        for d in cls.fakes:
-            d.stop_quietly()
-        if cls.coord is not None and cls.coord.proc is not None:
-            cls.coord.stop(signal.SIGKILL)
-        if cls.broker is not None:
-            cls.broker.stop()
-        if os.environ.get("RCS_KEEP_TMP") is None:
-            shutil.rmtree(cls.workdir, ignore_errors=True)
-        else:
-            note("kept %s" % cls.workdir)
 
     @classmethod
     def class_task(cls, **fields):
         body = {"name": "task", "script": "echo"}
         body.update(fields)
         r = cls.admin.post("/tasks", body)
-        assert r.status == 201, r
-        return r.json
-
-    @classmethod
-    def class_device(cls, name="dev", tags=()):
-        r = cls.admin.post("/devices", {"name": name, "tags": list(tags)})
         assert r.status == 201, r
         return r.json
 
@@ -360,11 +269,6 @@ class MqttTest(CoordinatorTest):
         body.update(fields)
         r = self.admin.post("/tasks/%s/jobs" % task["ident"], body)
         self.assertStatus(r, status)
-        return r.json
-
-    def job(self, ident):
-        r = self.admin.get("/jobs/" + ident)
-        self.assertStatus(r, 200)
         return r.json
 
     def wait_job(self, ident, statuses, timeout=15):
@@ -444,7 +348,7 @@ class TransportTest(MqttTest):
             name="echo", timeout=30, constants={"c": 1},
             variables_info={"message": {"type": "string", "optional": True}})
         cls.task_offline = cls.class_task(name="echo-offline", allow_offline=True)
-        cls.events = MqttWatcher(cls.broker, "rcs/v1/+/events/#").start()
+        cls.events = Watcher(cls.broker, "rcs/v1/+/events/#").start()
         cls.addClassCleanup(cls.events.stop)
         # A job a device received and acknowledged, then went quiet on: re-sent after
         # --resend-after without news (checked by test_zz_stale_job_resent, last).
@@ -546,10 +450,10 @@ class TransportTest(MqttTest):
         for j in jobs:
             if j != bad:
                 self.wait_job(j, "edge_transmitted")
-        wait_for(lambda: "applied again message by message" in self.log_text(self.coord),
+        wait_for(lambda: "applied again message by message" in self.coord_log(),
                  what="the batch applied again")
-        wait_for(lambda: "refused by the test" in self.log_text(self.coord)
-                 or "report not applied" in self.log_text(self.coord),
+        wait_for(lambda: "refused by the test" in self.coord_log()
+                 or "report not applied" in self.coord_log(),
                  what="the failing report logged")
         time.sleep(0.5)
         for j in jobs:
@@ -601,9 +505,9 @@ class TransportTest(MqttTest):
                 j = by_dev[rec["entity_ident"]]
                 self.wait_job(j, "transmited")
                 wait_for(lambda: fake.envelopes_of(j), what="envelope of %s received" % j)
-        wait_for(lambda: "prepared again job by job" in self.log_text(self.coord),
+        wait_for(lambda: "prepared again job by job" in self.coord_log(),
                  what="the chunk prepared again")
-        wait_for(lambda: "job %s: not sent" % bad in self.log_text(self.coord),
+        wait_for(lambda: "job %s: not sent" % bad in self.coord_log(),
                  what="the failing send logged")
         time.sleep(0.5)
         topic = lambda j: "rcs/v1/%s/events/jobs/%s" % (self.client_root, j)  # noqa: E731
@@ -1014,7 +918,7 @@ class BulkTest(MqttTest):
         super().setUpClass()
         cls.task = cls.class_task(name="bulk")
         cls.task_offline = cls.class_task(name="bulk-offline", allow_offline=True)
-        cls.events = MqttWatcher(cls.broker, "rcs/v1/+/events/jobs/+").start()
+        cls.events = Watcher(cls.broker, "rcs/v1/+/events/jobs/+").start()
         cls.addClassCleanup(cls.events.stop)
         cls.ents = [cls.class_device("b%d" % i, tags=["bulk"])["entity_ident"]
                     for i in range(cls.N)]
@@ -1085,7 +989,7 @@ class BulkTest(MqttTest):
         # no event was dropped; on SQLite, whose batches apply a thousand reports at once,
         # the reports waited for the feed (2,500 events against a backlog of 32); on
         # PostgreSQL each report is a transaction of its own and the feed may keep up
-        log = self.log_text(self.coord)
+        log = self.coord_log()
         self.assertNotIn("events dropped", log)
         if not on_postgres():
             self.assertIn("device reports wait for the event feed", log)
@@ -1143,7 +1047,7 @@ class BulkEventsQos0Test(MqttTest):
     def setUpClass(cls):
         super().setUpClass()
         cls.task = cls.class_task(name="bulk-qos0")
-        cls.events = MqttWatcher(cls.broker, "rcs/v1/+/events/jobs/+").start()
+        cls.events = Watcher(cls.broker, "rcs/v1/+/events/jobs/+").start()
         cls.addClassCleanup(cls.events.stop)
         cls.ents = [cls.class_device("q%d" % i, tags=["bulk0"])["entity_ident"]
                     for i in range(cls.N)]
@@ -1175,7 +1079,7 @@ class BulkEventsQos0Test(MqttTest):
         want = [(st, 0) for st in FULL_RUN[2:]]
         wrong = {k: v for k, v in events_by_job().items() if v != want}
         self.assertEqual(wrong, {}, "jobs whose events are missing, out of order or not QoS 0")
-        log = self.log_text(self.coord)
+        log = self.coord_log()
         self.assertNotIn("events not published", log)
         self.assertNotIn("events dropped", log)
 
@@ -1212,7 +1116,7 @@ class BadInputTest(MqttTest):
         return json.dumps({k: v for k, v in r.items() if v is not DROP})
 
     def warnings(self):
-        return [line for line in self.log_text(self.coord).splitlines()
+        return [line for line in self.coord_log().splitlines()
                 if "drop" in line.lower() or "warn" in line.lower()]
 
     def sentinel_job(self):
@@ -1426,10 +1330,7 @@ class RestartTest(MqttTest):
         return old
 
     def start_again(self, old):
-        new = Coordinator(self.workdir, extra_args=self.extra_args, db=old.db)
-        type(self).coord = new
-        new.start()
-        type(self).admin = new.api(self.admin_key)
+        new = self.replace_coordinator(self.extra_args, db=old.db)
         return new
 
     def _restart_scenario(self, sig):
@@ -1538,10 +1439,10 @@ class RestartTest(MqttTest):
                  what="envelopes")
         d2_fake.report(in_flight, "edge_transmitted")
         self.wait_job(in_flight, "edge_transmitted")
-        n_lost = self.log_text(self.coord).count("lost")
+        n_lost = self.coord_log().count("lost")
 
         self.broker.stop()
-        wait_for(lambda: self.log_text(self.coord).count("lost") > n_lost, timeout=10,
+        wait_for(lambda: self.coord_log().count("lost") > n_lost, timeout=10,
                  what="the coordinator noticed the broker is gone")
         # the API keeps serving; a job created meanwhile waits pending
         during = self.post_job(self.task_offline, d1["entity_ident"])
@@ -1596,7 +1497,7 @@ class RestartSharedTest(RestartTest):
     @classmethod
     def wait_connected(cls, coord):
         super().wait_connected(coord)
-        wait_for(lambda: "status reports: shared subscription" in cls.log_text(coord),
+        wait_for(lambda: "status reports: shared subscription" in cls.coord_log(coord),
                  timeout=20, what="the shared subscription taken")
 
     def test_c_broker_restart(self):
@@ -1638,7 +1539,7 @@ class BrokerWithoutPersistenceTest(MqttTest):
         task = self.class_task(name="lost", allow_offline=True)
         ent = self.class_device("lost")["entity_ident"]
         jobs = [self.post_job(task, ent)["ident"] for _ in range(6)]
-        connected = self.log_text(self.coord).count("connected to ")
+        connected = self.coord_log().count("connected to ")
         os.kill(self.broker.proc.pid, signal.SIGSTOP)
         try:
             for j in jobs:  # each cancel's event goes out (4 of them in the window)
@@ -1647,9 +1548,9 @@ class BrokerWithoutPersistenceTest(MqttTest):
         finally:
             self.broker.stop(signal.SIGKILL)
         self.broker.start()
-        wait_for(lambda: self.log_text(self.coord).count("connected to ") > connected,
+        wait_for(lambda: self.coord_log().count("connected to ") > connected,
                  timeout=20, what="the coordinator connected to the new broker")
-        self.assertIn("(session new)", self.log_text(self.coord).split("connected to ")[-1])
+        self.assertIn("(session new)", self.coord_log().split("connected to ")[-1])
         fake = self.start_fake(ent, auto=True)
         self.wait_online(ent, True, timeout=15)
         for _ in range(3):  # more than the window's messages: envelope, cancels' room
@@ -1692,7 +1593,7 @@ class EventFeedStuckTest(MqttTest):
         for j in jobs:
             self.wait_job(j, "terminated", timeout=max(1, 25 - (time.time() - started)))
         self.assertGreaterEqual(self.proxy.withheld, 8)
-        wait_for(lambda: "the event feed is stuck" in self.log_text(self.coord), timeout=10,
+        wait_for(lambda: "the event feed is stuck" in self.coord_log(), timeout=10,
                  what="the stuck feed in the log")
         # a SIGTERM now, with most of the 40 events still queued, stops at once: they are
         # dropped rather than each given its 2 s in the window (over 60 s before); then the
@@ -1703,10 +1604,7 @@ class EventFeedStuckTest(MqttTest):
         took = time.monotonic() - t0
         self.assertLess(took, 10, "the stop took %.1f s" % took)
         self.proxy.withhold = None
-        new = Coordinator(self.workdir, extra_args=self.extra_args, db=old.db)
-        type(self).coord = new
-        new.start()
-        type(self).admin = new.api(self.admin_key)
+        new = self.replace_coordinator(self.extra_args, db=old.db)
         self.wait_connected(new)
         self.assertEqual(self.admin.get("/jobs/" + jobs[0]).json["status"], "terminated")
 
@@ -1727,10 +1625,7 @@ class PresenceAfterRestartTest(MqttTest):
         for fake in self.fakes:
             fake.stop_quietly()
         # no broker: nothing is known
-        bare = Coordinator(self.workdir, db=old.db)
-        type(self).coord = bare
-        bare.start()
-        type(self).admin = bare.api(self.admin_key)
+        bare = self.replace_coordinator(db=old.db)
         for dev in (stays, gone):
             self.assertIs(self.admin.get("/devices/" + dev["entity_ident"]).json["online"],
                           False)
@@ -1738,10 +1633,7 @@ class PresenceAfterRestartTest(MqttTest):
         # a new, empty broker; only "stays" comes back
         fresh = Mosquitto(self.workdir, persistence=False).start()
         self.addCleanup(fresh.stop)
-        new = Coordinator(self.workdir, extra_args=("--mqtt", fresh.url), db=old.db)
-        type(self).coord = new
-        new.start()
-        type(self).admin = new.api(self.admin_key)
+        new = self.replace_coordinator(("--mqtt", fresh.url), db=old.db)
         self.wait_connected(new)
         d = RecordingDevice(fresh, self.client_root, stays["entity_ident"]).start()
         self.fakes.append(d)

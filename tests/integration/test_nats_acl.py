@@ -24,18 +24,16 @@ import os
 import re
 import shutil
 import signal
-import sys
-import tempfile
 import time
 import unittest
 import uuid
 
 from nats_cluster import NatsCluster
-from rcs_harness import SOURCE_DIR, Agent, Coordinator, make_ec_keypair, wait_for
-from test_broker_acl import AuthDevice, Client, provision
+from rcs_fixture import StackTest, note
+from rcs_harness import SOURCE_DIR, Agent, make_ec_keypair, wait_for
+from test_broker_acl import AclHelpers, Client, provision
 
 NATS_DIR = os.path.join(SOURCE_DIR, "deploy", "nats")
-TERMINAL = ("terminated", "edge_error", "cancelled", "expired")
 GRACE = 0.5
 SUBACK_FAILURE = 128
 
@@ -72,10 +70,6 @@ class NatsClient(Client):
             raise AssertionError("no PUBACK for %s" % topic)
 
 
-def note(msg):
-    sys.stderr.write("\n[note] %s\n" % msg)
-
-
 def shipped_node_conf(node, nodes):
     """deploy/nats/node-<n>.conf with ports, routes and the store rewritten."""
     with open(os.path.join(NATS_DIR, "node-%d.conf" % (node.index + 1))) as f:
@@ -105,40 +99,32 @@ def shipped_node_conf(node, nodes):
     return text
 
 
-class NatsAclTest(unittest.TestCase):
+class NatsAclTest(AclHelpers, StackTest):
+    workdir_prefix = "rcs-nats-acl-"
+    WAIT_DEVICE, WAIT_JOB = 40, 90  # seconds
 
     @classmethod
     def setUpClass(cls):
-        cls.workdir = tempfile.mkdtemp(prefix="rcs-nats-acl-")
-        cls.coord = None
-        cls.cluster = None
-        cls.clients = []
-        cls.devices = []
-        cls.addClassCleanup(cls._cleanup)
+        super().setUpClass()
         w = cls.workdir
         cls.accounts = os.path.join(w, "rcs-accounts.conf")
         shutil.copy(os.path.join(NATS_DIR, "rcs-accounts.conf"), cls.accounts)
         coord_acct = provision("--coordinator", "--nats-accounts", cls.accounts)
         cls.M = provision("--monitor", "--nats-accounts", cls.accounts)
-        cls.cluster = NatsCluster(w, conf_for=shipped_node_conf,
-                                  probe_auth=("rcs-monitor", cls.M["mqtt_password"]))
+        cls.cluster = cls.own(NatsCluster(w, conf_for=shipped_node_conf,
+                                          probe_auth=("rcs-monitor", cls.M["mqtt_password"])))
         cls.cluster.start()
         cls.n1, cls.n2, cls.n3 = cls.cluster.nodes
 
         cls.key, cls.pub = make_ec_keypair(w, "signing")
-        cls.coord = Coordinator(w, db=os.path.join(w, "rcs.db"), extra_args=[
+        cls.start_coordinator([
             # an envelope NATS loses while a fresh session's interest spreads over the
             # cluster under load comes again soon (docs/mqtt.md, re-sends)
             "--resend-after", "10",
             "--mqtt", cls.n1.mqtt_url, "--mqtt-username", coord_acct["mqtt_username"],
-            "--mqtt-password", coord_acct["mqtt_password"], "--signing-key", cls.key])
-        tenant = cls.coord.init_tenant(user="admin")
-        cls.client_root = tenant["client_root"]
-        cls.admin_key = tenant["api_key"]
-        cls.coord.start()
-        cls.admin = cls.coord.api(cls.admin_key)
-        wait_for(lambda: "connected to" in cls.coord.read_log(), timeout=30,
-                 what="the coordinator connected to NATS with its account")
+            "--mqtt-password", coord_acct["mqtt_password"], "--signing-key", cls.key],
+            db=os.path.join(w, "rcs.db"), connected="connected to", timeout=30,
+            what="the coordinator connected to NATS with its account")
 
         api = "http://127.0.0.1:%d" % cls.coord.port
         pid = str(cls.n1.proc.pid)
@@ -178,39 +164,9 @@ class NatsAclTest(unittest.TestCase):
         if refused:
             note("the coordinator's subscriptions refused and asked for again:\n%s"
                  % "\n".join(refused))
-        alive = cls.coord.alive()
-        log = cls.coord.read_log()[-4000:]
-        rc = cls.coord.stop()
-        if not alive:
-            raise AssertionError("coordinator died during the tests:\n" + log)
-        if rc != 0:
-            raise AssertionError("coordinator exited with %r on SIGTERM:\n%s" % (rc, log))
-
-    @classmethod
-    def _cleanup(cls):
-        for c in cls.clients:
-            try:
-                c.close()
-            except Exception:
-                pass
-        for d in cls.devices:
-            try:
-                d.client.loop_stop()
-            except Exception:
-                pass
-        if cls.coord is not None and cls.coord.proc is not None:
-            cls.coord.stop(signal.SIGKILL)
-        if cls.cluster is not None:
-            cls.cluster.stop_all()
-        if os.environ.get("RCS_KEEP_TMP") is None:
-            shutil.rmtree(cls.workdir, ignore_errors=True)
-        else:
-            note("kept %s" % cls.workdir)
+        super().tearDownClass()
 
     # -- helpers ---------------------------------------------------------------------------
-
-    def topic(self, entity, *rest):
-        return "/".join(["rcs/v1", self.client_root, entity] + list(rest))
 
     def client(self, node, username, password, client_id=None):
         # a session NATS makes or takes over in JetStream can time out while the cluster is
@@ -232,21 +188,7 @@ class NatsAclTest(unittest.TestCase):
         return c
 
     def device_b(self, auto):
-        d = AuthDevice(self.n2, self.client_root, self.b, self.B["mqtt_password"], auto=auto,
-                       tags=["b"])
-        self.devices.append(d)
-        d.client.connect("127.0.0.1", self.n2.mqtt_port, keepalive=30)
-        d.client.loop_start()
-        wait_for(lambda: d.connacks, what="B's CONNACK")
-        self.assertEqual(d.connacks[0], 0, "B could not log in")
-        wait_for(lambda: d.connected, what="B connected")
-
-        def stop():
-            if d.connected:
-                d.stop()
-            else:
-                d.client.loop_stop()
-        self.addCleanup(stop)
+        d = self.connect_b(self.n2, self.n2.mqtt_port, auto)
         # a QoS 1 publish made during a JetStream leader election can be lost with the
         # connection: B publishes its state again until the coordinator has it
         deadline = time.time() + 60
@@ -258,47 +200,10 @@ class NatsAclTest(unittest.TestCase):
                 d.publish_state()
         return d
 
-    def device(self, ident):
-        r = self.admin.get("/devices/" + ident)
-        self.assertEqual(r.status, 200, r)
-        return r.json
-
-    def wait_device(self, ident, timeout=40, **fields):
-        return wait_for(lambda: all(self.device(ident).get(k) == v for k, v in fields.items())
-                        and self.device(ident), timeout=timeout,
-                        what="device %s with %r" % (ident, fields))
-
-    def job(self, ident):
-        r = self.admin.get("/jobs/" + ident)
-        self.assertEqual(r.status, 200, r)
-        return r.json
-
     def post_job(self, entity):
         r = self.admin.post("/tasks/%s/jobs" % self.task["ident"], {"entity_ident": entity})
         self.assertEqual(r.status, 201, r)
         return r.json
-
-    def wait_job(self, ident, statuses=TERMINAL, timeout=90):
-        if isinstance(statuses, str):
-            statuses = (statuses,)
-        return wait_for(lambda: self.job(ident)["status"] in statuses and self.job(ident),
-                        timeout=timeout, what="job %s in %s" % (ident, statuses))
-
-    def history(self, ident):
-        r = self.admin.get("/jobs/%s/history" % ident)
-        self.assertEqual(r.status, 200, r)
-        return [h["status"] for h in reversed(r.json["items"])]
-
-    def report(self, job, status, seq, response=None):
-        return {"v": 1, "job": job, "status": status, "seq": seq, "ts": int(time.time()),
-                "response": response}
-
-    def envelope(self, entity, job):
-        return {"v": 1, "job": job, "client_root": self.client_root, "entity_ident": entity,
-                "task": {"ident": str(uuid.uuid4()), "version": 1, "name": "forged"},
-                "script": {"name": "x", "sha256": "0" * 64, "source": "return 1"},
-                "constants": {}, "variables_info": {}, "variables": {}, "signature": None,
-                "issued_at": int(time.time()), "expires_at": None, "timeout": 30}
 
     # -- the shipped files -----------------------------------------------------------------
 

@@ -17,10 +17,6 @@ RCS_KEEP_TMP=1 keeps the directory (node configurations and logs, daemon logs).
 
 import json
 import os
-import shutil
-import signal
-import sys
-import tempfile
 import threading
 import unittest
 import uuid
@@ -28,14 +24,11 @@ import uuid
 import paho.mqtt.client as mqtt
 
 from nats_cluster import NatsCluster
-from rcs_harness import Agent, Coordinator, is_uuid, make_ec_keypair, wait_for
+from rcs_fixture import StackTest, note
+from rcs_harness import Agent, is_uuid, make_ec_keypair, wait_for
 
 TERMINAL = ("terminated", "edge_error", "cancelled", "expired")
 NODE_ID = "nats-test-1"
-
-
-def note(msg):
-    sys.stderr.write("\n[note] %s\n" % msg)
 
 
 def retained(node, topic, timeout=30):
@@ -66,31 +59,24 @@ def retained(node, topic, timeout=30):
     return got[0]
 
 
-class NatsClusterTest(unittest.TestCase):
+class NatsClusterTest(StackTest):
+    workdir_prefix = "rcs-nats-"
 
     @classmethod
     def setUpClass(cls):
-        cls.workdir = tempfile.mkdtemp(prefix="rcs-nats-")
-        cls.coord = None
-        cls.cluster = None
-        cls.agents = []
-        cls.addClassCleanup(cls._cleanup)
+        super().setUpClass()
         w = cls.workdir
-        cls.cluster = NatsCluster(w).start()
+        cls.cluster = cls.own(NatsCluster(w)).start()
         cls.n1, cls.n2, cls.n3 = cls.cluster.nodes
 
         cls.key, cls.pub = make_ec_keypair(w, "signing")
-        cls.coord = Coordinator(w, db=os.path.join(w, "rcs.db"), extra_args=[
+        cls.start_coordinator([
             # an envelope NATS loses while a fresh session's interest spreads over the
             # cluster under load comes again soon (docs/mqtt.md, re-sends)
             "--resend-after", "10",
-            "--mqtt", cls.n1.mqtt_url, "--node-id", NODE_ID, "--signing-key", cls.key])
-        tenant = cls.coord.init_tenant(user="admin")
-        cls.client_root = tenant["client_root"]
-        cls.coord.start()
-        cls.admin = cls.coord.api(tenant["api_key"])
-        wait_for(lambda: "connected to" in cls.coord.read_log(), timeout=30,
-                 what="the coordinator connected to NATS node 1")
+            "--mqtt", cls.n1.mqtt_url, "--node-id", NODE_ID, "--signing-key", cls.key],
+            db=os.path.join(w, "rcs.db"), connected="connected to", timeout=30,
+            what="the coordinator connected to NATS node 1")
 
         cls.devs = []
         for name, node in (("pump-a", cls.n2), ("pump-b", cls.n3)):
@@ -114,40 +100,12 @@ class NatsClusterTest(unittest.TestCase):
         for a in cls.agents:
             if a.alive():
                 a.stop()
-        alive = cls.coord.alive()
-        log = cls.coord.read_log()[-4000:]
-        rc = cls.coord.stop()
-        if not alive:
-            raise AssertionError("coordinator died during the tests:\n" + log)
-        if rc != 0:
-            raise AssertionError("coordinator exited with %r on SIGTERM:\n%s" % (rc, log))
-
-    @classmethod
-    def _cleanup(cls):
-        for a in cls.agents:
-            if a.proc is not None:
-                try:
-                    a.stop(signal.SIGKILL)
-                except Exception:
-                    pass
-        if cls.coord is not None and cls.coord.proc is not None:
-            cls.coord.stop(signal.SIGKILL)
-        if cls.cluster is not None:
-            cls.cluster.stop_all()
-        if os.environ.get("RCS_KEEP_TMP") is None:
-            shutil.rmtree(cls.workdir, ignore_errors=True)
-        else:
-            note("kept %s" % cls.workdir)
+        super().tearDownClass()
 
     # -- helpers ---------------------------------------------------------------------------
 
     def device(self, ident):
         r = self.admin.get("/devices/" + ident)
-        self.assertEqual(r.status, 200, r)
-        return r.json
-
-    def job(self, ident):
-        r = self.admin.get("/jobs/" + ident)
         self.assertEqual(r.status, 200, r)
         return r.json
 

@@ -28,16 +28,13 @@ RCS_KEEP_TMP=1 keeps each class's directory (broker and coordinator logs, databa
 import email.utils
 import os
 import re
-import shutil
 import signal
-import sys
-import tempfile
 import time
 import unittest
 import uuid
 
-from rcs_harness import (Coordinator, CoordinatorTest, FakeDevice, Mosquitto, SmtpServer,
-                         list_all, wait_for)
+from rcs_harness import FakeDevice, list_all, wait_for
+from rcs_fixture import CoordinatorTest, note
 
 FROM = "rcs-notify@coordinator.test"
 # every status a notification can name ("running" is only a filter alias)
@@ -48,11 +45,6 @@ STATES = ("queued", "sent", "failed", "suppressed")
 # generous bounds for "fast" on a loaded test machine
 FAST_API = 1.0       # seconds for one API call
 FAST_JOB = 5.0       # seconds from POST to terminated with an automatic device
-
-
-def note(msg):
-    """An observation worth reading in the test output (not a failure)."""
-    sys.stderr.write("\n[note] %s\n" % msg)
 
 
 def status_of(mail):
@@ -69,6 +61,7 @@ class NotifyTest(CoordinatorTest):
     --mqtt <broker> --smtp-url <server> --smtp-from FROM + coord_args), a tenant with an
     admin key, helpers for devices, jobs and mails."""
 
+    workdir_prefix = "rcs-notify-"
     smtp = True
     smtp_auth = None  # (user, password): the SMTP server requires AUTH
     coord_args = ()
@@ -81,78 +74,21 @@ class NotifyTest(CoordinatorTest):
 
     @classmethod
     def setUpClass(cls):
-        cls.workdir = tempfile.mkdtemp(prefix="rcs-notify-")
-        cls.fakes = []
+        super(CoordinatorTest, cls).setUpClass()  # the broker and SMTP server first
         cls.jobs = []  # every job ident the class created (for the duplicate check)
-        cls.coord = None
-        cls.broker = None
         cls.smtp_server = None
-        cls.addClassCleanup(cls._cleanup)
-        cls.broker = Mosquitto(cls.workdir).start()
+        cls.start_broker()
         args = ["--mqtt", cls.broker.url]
         if cls.smtp:
-            cls.smtp_server = SmtpServer(auth=cls.smtp_auth).start()
+            cls.smtp_server = cls.start_smtp(auth=cls.smtp_auth)
             args += ["--smtp-url", cls.smtp_server.url, "--smtp-from", FROM]
         args += list(cls.coord_args) + cls.more_coord_args()
-        cls.coord = Coordinator(cls.workdir, extra_args=args, env=cls.coord_env)
-        tenant = cls.coord.init_tenant(user="admin")
-        cls.client_root = tenant["client_root"]
-        cls.admin_key = tenant["api_key"]
-        cls.coord.start()
-        cls.admin = cls.coord.api(cls.admin_key)
+        cls.start_coordinator(args, env=cls.coord_env)
         cls.wait_connected()
 
     @classmethod
     def wait_connected(cls, mark=0):
-        wait_for(lambda: "status reports: " in cls.log_text()[mark:], timeout=20,
-                 what="the coordinator connected to the broker")
-
-    @classmethod
-    def log_text(cls):
-        try:
-            with open(cls.coord.log_path, "rb") as f:
-                return f.read().decode("utf-8", "replace")
-        except OSError:
-            return ""
-
-    @classmethod
-    def tearDownClass(cls):
-        for d in cls.fakes:
-            cls._stop_fake(d)
-        cls.fakes = []
-        alive = cls.coord.alive()
-        log = cls.log_text()[-4000:]
-        rc = cls.coord.stop()
-        if not alive:
-            raise AssertionError("coordinator died during the tests:\n" + log)
-        if rc != 0:
-            raise AssertionError("coordinator exited with %r on SIGTERM:\n%s" % (rc, log))
-
-    @classmethod
-    def _cleanup(cls):
-        for d in cls.fakes:
-            cls._stop_fake(d)
-        cls.fakes = []
-        if cls.coord is not None and cls.coord.proc is not None:
-            cls.coord.stop(signal.SIGKILL)
-        if cls.broker is not None:
-            cls.broker.stop()
-        if cls.smtp_server is not None:
-            cls.smtp_server.stop()
-        if os.environ.get("RCS_KEEP_TMP") is None:
-            shutil.rmtree(cls.workdir, ignore_errors=True)
-        else:
-            note("kept %s" % cls.workdir)
-
-    @staticmethod
-    def _stop_fake(d):
-        try:
-            d.stop()
-        except Exception:  # broker gone, already stopped...
-            try:
-                d.client.loop_stop()
-            except Exception:
-                pass
+        cls.wait_coord_log("status reports: ", mark=mark)
 
     def setUp(self):
         if self.smtp_server is not None:
@@ -161,7 +97,7 @@ class NotifyTest(CoordinatorTest):
                 self.smtp_server.start()
 
     def tearDown(self):
-        self.assertTrue(self.coord.alive(), "coordinator died:\n" + self.log_text()[-3000:])
+        self.assertTrue(self.coord.alive(), "coordinator died:\n" + self.coord_log()[-3000:])
         if self.smtp_server is not None:
             self.smtp_server.accept()
 
@@ -237,7 +173,7 @@ class NotifyTest(CoordinatorTest):
             return wait_for(check, timeout=timeout, interval=0.1, what=what)
         except AssertionError:
             raise AssertionError("job %s: timed out waiting for %s; notifications: %r\nlog:\n%s"
-                                 % (ident, what, last.get("items"), self.log_text()[-3000:]))
+                                 % (ident, what, last.get("items"), self.coord_log()[-3000:]))
 
     # -- mails ----------------------------------------------------------------------------
 
@@ -263,7 +199,7 @@ class NotifyTest(CoordinatorTest):
         except AssertionError:
             raise AssertionError("job %s: mails %r, expected %r; notifications %r\nlog:\n%s" % (
                 job, self.summary(job), expected, self.notifications(job),
-                self.log_text()[-3000:]))
+                self.coord_log()[-3000:]))
         time.sleep(settle)
         self.assertEqual(self.summary(job), expected, "mails about job %s" % job)
 
@@ -744,7 +680,7 @@ class DeliveryTest(NotifyTest):
         self.assertIn(items[0]["state"], ("queued",), items)
         self.coord.stop(signal.SIGKILL)
         self.smtp_server.start()
-        mark = len(self.log_text())
+        mark = len(self.coord_log())
         self.coord.start()
         self.wait_connected(mark)
         self.wait_summary(j["ident"], [(to, "edge_error")], timeout=30, settle=2)
@@ -801,7 +737,7 @@ class SmtpAuthTest(NotifyTest):
         self.wait_job(j["ident"], "terminated")
         self.wait_summary(j["ident"], [("auth@x.test", "terminated")])
         self.assertIn(("rcs-mailer", "s3cret pass", True), self.smtp_server.auth_attempts)
-        self.assertNotIn("s3cret", self.log_text(), "the password is in the log")
+        self.assertNotIn("s3cret", self.coord_log(), "the password is in the log")
 
     def test_refused_credentials_retried(self):
         ent, _ = self.device("auth-dev-2", auto=True)
@@ -818,7 +754,7 @@ class SmtpAuthTest(NotifyTest):
         finally:
             self.smtp_server.auth = self.smtp_auth
         self.wait_summary(j["ident"], [("auth2@x.test", "terminated")], timeout=20)
-        self.assertNotIn("s3cret", self.log_text(), "the password is in the log")
+        self.assertNotIn("s3cret", self.coord_log(), "the password is in the log")
 
 
 class SmtpPasswordFileTest(SmtpAuthTest):
@@ -908,7 +844,7 @@ class DefaultBackoffTest(NotifyTest):
         time.sleep(3)
         items = self.notifications(j["ident"])
         self.assertEqual((items[0]["state"], items[0]["attempts"]), ("queued", 1), items)
-        self.assertIn("retry in 30s", self.log_text())
+        self.assertIn("retry in 30s", self.coord_log())
         self.assertEqual(self.mails(j["ident"]), [])
 
 
@@ -930,7 +866,7 @@ class WithoutSmtpTest(NotifyTest):
             self.assertEqual([(n["address"], n["status"], n["state"], n["attempts"])
                               for n in items],
                              [("unsent@x.test", "terminated", "queued", 0)], items)
-        log = self.log_text()
+        log = self.coord_log()
         self.assertEqual(log.count("recorded but not sent"), 1, log[-3000:])
 
 

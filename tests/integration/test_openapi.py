@@ -41,7 +41,8 @@ import uuid
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import rcs_harness as H  # noqa: E402
-from rcs_harness import CoordinatorTest, SOURCE_DIR  # noqa: E402
+from rcs_harness import SOURCE_DIR  # noqa: E402
+from rcs_fixture import CoordinatorTest  # noqa: E402
 
 DOC_PATH = os.path.join(SOURCE_DIR, "docs", "openapi.json")
 with open(DOC_PATH, encoding="utf-8") as _f:

@@ -12,7 +12,6 @@ import json
 import os
 import pty
 import select
-import shutil
 import signal
 import socket
 import struct
@@ -23,8 +22,8 @@ import time
 import unittest
 import uuid
 
-from rcs_harness import (BIN_DIR, SOURCE_DIR, Agent, free_port, make_ec_keypair,
-                         start_signing_stack, wait_for)
+from rcs_fixture import StackTest
+from rcs_harness import BIN_DIR, SOURCE_DIR, Agent, free_port, make_ec_keypair, wait_for
 
 RCS = os.path.join(BIN_DIR, "rcs")
 COMPLETION = os.path.join(SOURCE_DIR, "contrib", "bash-completion", "rcs")
@@ -45,56 +44,39 @@ SUBCOMMANDS = [("tasks", "list"), ("tasks", "show"), ("tasks", "create"),
                ("send",), ("watch",)]
 
 
-class RcsCliTest(unittest.TestCase):
+class RcsCliTest(StackTest):
+    workdir_prefix = "rcs-cli-"
+    check_coordinator = False
 
     @classmethod
     def setUpClass(cls):
-        cls.workdir = tempfile.mkdtemp(prefix="rcs-cli-")
-        cls.agents = []
-        cls.broker = cls.coord = None
-        try:
-            key, cls.pub = make_ec_keypair(cls.workdir)
-            cls.broker, cls.coord, tenant = start_signing_stack(cls.workdir, key)
-            cls.client_root = tenant["client_root"]
-            cls.key = tenant["api_key"]
-            cls.viewer_key = cls.coord.create_key(cls.client_root, "val", "viewer")["api_key"]
-            cls.url = "http://127.0.0.1:%d" % cls.coord.port
-            cls.api = cls.coord.api(cls.key)
-            # three devices with agents: two on site-a, one on site-b
-            cls.devices = {}
-            for name, tag in (("pump-1", "site-a"), ("pump-2", "site-a"), ("pump-3", "site-b")):
-                rec = cls.api.post("/devices", {"name": name, "tags": [tag]}).json
-                cls.devices[name] = rec["entity_ident"]
-                a = Agent(cls.workdir, cls.broker.url, cls.client_root, rec["entity_ident"],
-                          trusted_keys=[cls.pub], name=name)
-                cls.agents.append(a)
-                a.start()
-            for ident in cls.devices.values():
-                wait_for(lambda: cls.api.get("/devices/" + ident).json.get("online") is True,
-                         timeout=20, what="device %s online" % ident)
-            assert cls.api.put("/scripts/sleepy", {"source": SLEEPY}).status == 201
-            cls.task = cls.api.post("/tasks", {
-                "name": "Sleepy", "script": "sleepy", "timeout": 60,
-                "variables_info": {"delay": {"type": "integer", "optional": True},
-                                   "fail": {"type": "boolean", "optional": True}}}).json
-            cls.echo = cls.api.post("/tasks", {
-                "name": "Echo", "script": "echo",
-                "variables_info": {"message": {"type": "string", "optional": True}}}).json
-        except Exception:
-            cls.tearDownClass()
-            raise
-
-    @classmethod
-    def tearDownClass(cls):
-        for a in cls.agents:
-            if a.proc is not None:
-                a.stop(signal.SIGKILL)
-        if cls.coord is not None and cls.coord.proc is not None:
-            cls.coord.stop(signal.SIGKILL)
-        if cls.broker is not None:
-            cls.broker.stop()
-        if os.environ.get("RCS_KEEP_TMP") is None:
-            shutil.rmtree(cls.workdir, ignore_errors=True)
+        super().setUpClass()
+        key, cls.pub = make_ec_keypair(cls.workdir)
+        cls.start_stack(key)
+        cls.key = cls.admin_key
+        cls.viewer_key = cls.coord.create_key(cls.client_root, "val", "viewer")["api_key"]
+        cls.url = "http://127.0.0.1:%d" % cls.coord.port
+        cls.api = cls.admin
+        # three devices with agents: two on site-a, one on site-b
+        cls.devices = {}
+        for name, tag in (("pump-1", "site-a"), ("pump-2", "site-a"), ("pump-3", "site-b")):
+            rec = cls.api.post("/devices", {"name": name, "tags": [tag]}).json
+            cls.devices[name] = rec["entity_ident"]
+            a = Agent(cls.workdir, cls.broker.url, cls.client_root, rec["entity_ident"],
+                      trusted_keys=[cls.pub], name=name)
+            cls.agents.append(a)
+            a.start()
+        for ident in cls.devices.values():
+            wait_for(lambda: cls.api.get("/devices/" + ident).json.get("online") is True,
+                     timeout=20, what="device %s online" % ident)
+        assert cls.api.put("/scripts/sleepy", {"source": SLEEPY}).status == 201
+        cls.task = cls.api.post("/tasks", {
+            "name": "Sleepy", "script": "sleepy", "timeout": 60,
+            "variables_info": {"delay": {"type": "integer", "optional": True},
+                               "fail": {"type": "boolean", "optional": True}}}).json
+        cls.echo = cls.api.post("/tasks", {
+            "name": "Echo", "script": "echo",
+            "variables_info": {"message": {"type": "string", "optional": True}}}).json
 
     # -- helpers -------------------------------------------------------------------------
 

@@ -11,8 +11,8 @@ import threading
 import time
 import unittest
 
-from rcs_harness import (Agent, CoordinatorTest, FakeDevice, Mosquitto, list_all, remove_workdir,
-                         wait_for)
+from rcs_harness import Agent, FakeDevice, list_all, wait_for
+from rcs_fixture import CoordinatorTest, StackTest
 
 
 class ScriptedDevice(FakeDevice):
@@ -98,31 +98,14 @@ class Events:
 
 
 class RolloutTest(CoordinatorTest):
+    workdir_prefix = "rcs-rollout-"
 
     @classmethod
     def setUpClass(cls):
-        import tempfile
-        cls.workdir = tempfile.mkdtemp(prefix="rcs-rollout-")
-        cls.broker = Mosquitto(cls.workdir).start()
-        cls.addClassCleanup(cls.broker.stop)
-        from rcs_harness import Coordinator
-        cls.coord = Coordinator(cls.workdir, extra_args=["--mqtt", cls.broker.url])
-        tenant = cls.coord.init_tenant(user="admin")
-        cls.client_root = tenant["client_root"]
-        cls.admin_key = tenant["api_key"]
-        cls.coord.start()
-        cls.admin = cls.coord.api(cls.admin_key)
-        cls.devices = []
-        cls.addClassCleanup(cls._stop_devices)
+        super(CoordinatorTest, cls).setUpClass()  # the broker first
+        cls.start_broker()
+        cls.start_coordinator(["--mqtt", cls.broker.url])
         cls.task = None
-
-    @classmethod
-    def _stop_devices(cls):
-        for d in cls.devices:
-            try:
-                d.stop()
-            except Exception:
-                pass
 
     def setUp(self):
         if RolloutTest.task is None:
@@ -134,7 +117,7 @@ class RolloutTest(CoordinatorTest):
         for i in range(n):
             ident = self.make_device(name="d%d" % i, tags=tags)["entity_ident"]
             d = ScriptedDevice(self.broker, self.client_root, ident, **kw).start()
-            self.devices.append(d)
+            self.fakes.append(d)
             out.append((ident, d))
         for ident, _ in out:
             wait_for(lambda: self.admin.get("/devices/" + ident).json["online"], timeout=10,
@@ -465,7 +448,7 @@ class RolloutTest(CoordinatorTest):
         # a reported tag (the device's own state)
         third = self.make_device(name="reports")["entity_ident"]
         d3 = ScriptedDevice(self.broker, self.client_root, third, tags=["cont"]).start()
-        self.devices.append(d3)
+        self.fakes.append(d3)
         wait_for(lambda: self.group(gid)["counts"] == {"terminated": 3}, what="third job")
         self.assertEqual(len(d3.jobs_received()), 1)
         # cancelled: closed for good
@@ -476,30 +459,22 @@ class RolloutTest(CoordinatorTest):
         self.assertEqual(d4.jobs_received(), [])
 
 
-class RestartTest(unittest.TestCase):
+class RestartTest(StackTest):
     """A rollout and a retry across kill -9 of the coordinator."""
+
+    workdir_prefix = "rcs-rollout-restart-"
+    check_coordinator = False
 
     @classmethod
     def setUpClass(cls):
-        import tempfile
-        from rcs_harness import Coordinator
-        cls.workdir = tempfile.mkdtemp(prefix="rcs-rollout-restart-")
-        cls.addClassCleanup(remove_workdir, cls.workdir)
-        cls.broker = Mosquitto(cls.workdir).start()
-        cls.addClassCleanup(cls.broker.stop)
-        cls.coord = Coordinator(cls.workdir, extra_args=["--mqtt", cls.broker.url])
-        tenant = cls.coord.init_tenant(user="admin")
-        cls.client_root = tenant["client_root"]
-        cls.coord.start()
-        cls.addClassCleanup(cls.coord.stop, signal.SIGKILL)
-        cls.admin = cls.coord.api(tenant["api_key"])
-        cls.devices = []
-        cls.addClassCleanup(lambda: [d.stop() for d in cls.devices])
+        super().setUpClass()
+        cls.start_broker()
+        cls.start_coordinator(["--mqtt", cls.broker.url])
 
     def device(self, **kw):
         r = self.admin.post("/devices", {"name": "d", "tags": []})
         d = ScriptedDevice(self.broker, self.client_root, r.json["entity_ident"], **kw).start()
-        self.devices.append(d)
+        self.fakes.append(d)
         wait_for(lambda: self.admin.get("/devices/" + d.entity).json["online"], what="online")
         return d
 
@@ -546,26 +521,18 @@ class RestartTest(unittest.TestCase):
         self.assertGreaterEqual(second["update_at"], int(killed))
 
 
-class AgentCauseTest(unittest.TestCase):
+class AgentCauseTest(StackTest):
     """Real agents: the `error` of their edge_error reports becomes the job's error_code;
     a transient cause is retried, a permanent one is not."""
 
+    workdir_prefix = "rcs-rollout-agents-"
+    check_coordinator = False
+
     @classmethod
     def setUpClass(cls):
-        import tempfile
-        from rcs_harness import Coordinator
-        cls.workdir = tempfile.mkdtemp(prefix="rcs-rollout-agents-")
-        cls.addClassCleanup(remove_workdir, cls.workdir)
-        cls.broker = Mosquitto(cls.workdir).start()
-        cls.addClassCleanup(cls.broker.stop)
-        cls.coord = Coordinator(cls.workdir, extra_args=["--mqtt", cls.broker.url])
-        tenant = cls.coord.init_tenant(user="admin")
-        cls.client_root = tenant["client_root"]
-        cls.coord.start()
-        cls.addClassCleanup(cls.coord.stop, signal.SIGKILL)
-        cls.admin = cls.coord.api(tenant["api_key"])
-        cls.agents = []
-        cls.addClassCleanup(lambda: [a.stop(signal.SIGKILL) for a in cls.agents])
+        super().setUpClass()
+        cls.start_broker()
+        cls.start_coordinator(["--mqtt", cls.broker.url])
 
     def agent(self, name, **kw):
         ident = self.admin.post("/devices", {"name": name, "tags": []}).json["entity_ident"]

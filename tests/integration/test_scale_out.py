@@ -17,25 +17,20 @@ RCS_KEEP_TMP=1 keeps the directory.
 """
 
 import os
-import shutil
 import signal
 import sys
-import tempfile
 import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import pg_server  # noqa: E402
 from nats_cluster import NatsCluster  # noqa: E402
+from rcs_fixture import StackTest  # noqa: E402
 from rcs_harness import Agent, Coordinator, make_ec_keypair, wait_for  # noqa: E402
 
 TERMINAL = ("terminated", "edge_error", "cancelled", "expired")
 LEASE = 3
 N_AGENTS = 4
 SLOW = "rcs.sleep(2) return 'slept'"
-
-
-def note(msg):
-    sys.stderr.write("\n[note] %s\n" % msg)
 
 
 def rotated(urls, i):
@@ -45,16 +40,15 @@ def rotated(urls, i):
 
 
 @unittest.skipUnless(pg_server.available(), "PostgreSQL's server (initdb) is not installed")
-class ScaleOutTest(unittest.TestCase):
+class ScaleOutTest(StackTest):
+    workdir_prefix = "rcs-scale-"
 
     @classmethod
     def setUpClass(cls):
-        cls.workdir = tempfile.mkdtemp(prefix="rcs-scale-")
-        cls.coords, cls.agents = [], []
-        cls.cluster = None
-        cls.addClassCleanup(cls._cleanup)
+        super().setUpClass()
+        cls.coords = []
         w = cls.workdir
-        cls.cluster = NatsCluster(w).start()
+        cls.cluster = cls.own(NatsCluster(w)).start()
         urls = cls.cluster.mqtt_urls
         cls.db = pg_server.shared().create_db()
         cls.key, cls.pub = make_ec_keypair(w, "signing")
@@ -65,7 +59,7 @@ class ScaleOutTest(unittest.TestCase):
                     "--resend-after", "10"]
             for u in rotated(urls, i):
                 args += ["--mqtt", u]
-            cls.coords.append(Coordinator(w, db=cls.db, extra_args=args))
+            cls.coords.append(cls.own(Coordinator(w, db=cls.db, extra_args=args)))
         tenant = cls.coords[0].init_tenant(user="admin")
         cls.client_root = tenant["client_root"]
         for c in cls.coords:
@@ -91,24 +85,6 @@ class ScaleOutTest(unittest.TestCase):
         for ident in cls.devs:
             wait_for(lambda ident=ident: cls.b.get("/devices/" + ident).json["online"],
                      timeout=60, what="device %s online" % ident)
-
-    @classmethod
-    def _cleanup(cls):
-        for a in cls.agents:
-            if a.proc is not None:
-                try:
-                    a.stop(signal.SIGKILL)
-                except Exception:
-                    pass
-        for c in cls.coords:
-            if c.proc is not None:
-                c.stop(signal.SIGKILL)
-        if cls.cluster is not None:
-            cls.cluster.stop_all()
-        if os.environ.get("RCS_KEEP_TMP") is None:
-            shutil.rmtree(cls.workdir, ignore_errors=True)
-        else:
-            note("kept %s" % cls.workdir)
 
     # -- helpers ---------------------------------------------------------------------------
 

@@ -25,6 +25,7 @@ import time
 import unittest
 import uuid
 
+from rcs_fixture import StackTest
 from rcs_harness import (AGENT, BIN_DIR, COORDINATOR, SCRIPTS_DIR, Mosquitto, free_port,
                          http)
 
@@ -94,16 +95,8 @@ def journal_priorities(text, default):
     return out
 
 
-class ServiceTest(unittest.TestCase):
-
-    @classmethod
-    def setUpClass(cls):
-        cls.workdir = tempfile.mkdtemp(prefix="rcs-service-")
-
-    @classmethod
-    def tearDownClass(cls):
-        if os.environ.get("RCS_KEEP_TMP") is None:
-            shutil.rmtree(cls.workdir, ignore_errors=True)
+class ServiceTest(StackTest):
+    workdir_prefix = "rcs-service-"
 
     def setUp(self):
         self.procs = []
@@ -126,7 +119,7 @@ class ServiceTest(unittest.TestCase):
         self.procs.append(p)
         return p, log
 
-    def broker(self, port=None):
+    def new_broker(self, port=None):
         b = Mosquitto(self.workdir, persistence=False)
         if port:
             b.port = port
@@ -159,7 +152,7 @@ class ServiceTest(unittest.TestCase):
         p, log, base = self.coordinator("tcp://127.0.0.1:%d" % port)
         self.assertIsNone(self.notify.wait("READY=1", 3), "ready without a broker")
         self.assertIsNone(p.poll())
-        self.broker(port).start()
+        self.new_broker(port).start()
         self.assertIsNotNone(self.notify.wait("READY=1", 20), "no READY=1 after the broker")
         r = http("GET", base + "/health")
         self.assertEqual(r.status, 200)
@@ -187,7 +180,7 @@ class ServiceTest(unittest.TestCase):
                              "--require-signature", "false"], "agent-%d.log" % port)
         self.assertIsNone(self.notify.wait("READY=1", 3), "ready without a broker")
         self.assertTrue(os.path.exists(os.path.join(state, "journal.db")))
-        self.broker(port).start()
+        self.new_broker(port).start()
         self.assertIsNotNone(self.notify.wait("READY=1", 20), "no READY=1 after the broker")
         p.send_signal(signal.SIGHUP)
         self.assertIsNotNone(self.notify.wait("RELOADING=1", 10))

@@ -9,12 +9,12 @@ import hashlib
 import json
 import os
 import shutil
-import signal
 import subprocess
 import tempfile
 import unittest
 
-from rcs_harness import COORDINATOR, Coordinator, CoordinatorTest
+from rcs_harness import COORDINATOR, Coordinator
+from rcs_fixture import CoordinatorTest
 
 
 def openssl(*args, data=None):
@@ -44,18 +44,16 @@ class SigningTest(CoordinatorTest):
     @classmethod
     def setUpClass(cls):
         cls.keydir = tempfile.mkdtemp(prefix="rcs-keys-")
+        cls.addClassCleanup(shutil.rmtree, cls.keydir, ignore_errors=True)
         cls.key, cls.pub, cls.key_id = make_key(cls.keydir, "k")
         cls.other_key, cls.other_pub, cls.other_key_id = make_key(cls.keydir, "other")
-        cls.extra_args = ("--signing-key", cls.key, "--trusted-key", cls.pub)
+        cls.extra_args = cls.signing_args()
         super().setUpClass()
-        cls.addClassCleanup(cls.coord.stop, signal.SIGKILL)
 
     @classmethod
-    def tearDownClass(cls):
-        try:
-            super().tearDownClass()
-        finally:
-            shutil.rmtree(cls.keydir, ignore_errors=True)
+    def signing_args(cls):
+        """The coordinator's signing flags, made once the keys are."""
+        return ("--signing-key", cls.key, "--trusted-key", cls.pub)
 
     # -- helpers --------------------------------------------------------------------------
 
@@ -225,10 +223,7 @@ class EncryptedKeyTest(SigningTest):
     PASSPHRASE = "correct horse battery"
 
     @classmethod
-    def setUpClass(cls):
-        cls.keydir = tempfile.mkdtemp(prefix="rcs-keys-")
-        cls.key, cls.pub, cls.key_id = make_key(cls.keydir, "k")
-        cls.other_key, cls.other_pub, cls.other_key_id = make_key(cls.keydir, "other")
+    def signing_args(cls):
         cls.passfile = os.path.join(cls.keydir, "passphrase")
         with open(cls.passfile, "w") as f:
             f.write(cls.PASSPHRASE + "\n")
@@ -237,10 +232,8 @@ class EncryptedKeyTest(SigningTest):
                 "-out", cls.enc_key)
         with open(cls.enc_key) as f:
             assert "ENCRYPTED" in f.read()
-        cls.extra_args = ("--signing-key", cls.enc_key, "--signing-key-passphrase-file",
-                          cls.passfile, "--trusted-key", cls.pub)
-        CoordinatorTest.setUpClass.__func__(cls)
-        cls.addClassCleanup(cls.coord.stop, signal.SIGKILL)
+        return ("--signing-key", cls.enc_key, "--signing-key-passphrase-file", cls.passfile,
+                "--trusted-key", cls.pub)
 
     def check(self, *args, env=None):
         p = subprocess.run([COORDINATOR, "serve", "--check", "--db",
@@ -304,7 +297,6 @@ class UnsignedTest(CoordinatorTest):
     @classmethod
     def setUpClass(cls):
         super().setUpClass()
-        cls.addClassCleanup(cls.coord.stop, signal.SIGKILL)
 
     def test_signature_null(self):
         t = self.make_task(name="unsigned", constants={"a": 1})

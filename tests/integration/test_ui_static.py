@@ -15,7 +15,8 @@ import sys
 import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from rcs_harness import SOURCE_DIR, CoordinatorTest  # noqa: E402
+from rcs_harness import SOURCE_DIR  # noqa: E402
+from rcs_fixture import CoordinatorTest  # noqa: E402
 
 UI_DIR = os.path.join(SOURCE_DIR, "ui")
 TYPES = {".html": "text/html; charset=utf-8", ".css": "text/css; charset=utf-8",

@@ -34,7 +34,8 @@ import threading
 import time
 import unittest
 
-from rcs_harness import Coordinator, CoordinatorTest, free_port, is_uuid, wait_for
+from rcs_harness import Coordinator, free_port, is_uuid, wait_for
+from rcs_fixture import CoordinatorTest
 
 SECRET = "s3cret-for-the-webhook-tests"
 
