@@ -7,6 +7,9 @@
  * (state topic and Last Will), applying them in batched transactions. The
  * scheduler (scheduler.c) says when due jobs and re-sends go out, through
  * the struct sched_transport that bridge_transport fills.
+ *
+ * Made of bridge.c (life, worker, callbacks) and the parts bridge_int.h
+ * describes, one file per concern.
  */
 #ifndef RCS_MQTT_BRIDGE_H
 #define RCS_MQTT_BRIDGE_H

@@ -21,7 +21,7 @@
 #include "lifecycle.h"
 #include "store.h"
 
-/* What a transport (mqtt_bridge.c) does when the scheduler says so; called on the
+/* What a transport (bridge.c) does when the scheduler says so; called on the
  * scheduler's thread, so each must hand the work over and return at once. */
 struct sched_transport {
 	void *ctx;

@@ -1,6 +1,6 @@
 /*
  * fuzz_proto_report - a device's status report as the coordinator takes it
- * (coordinator/mqtt_bridge.c bridge_apply_report, which is static: this
+ * (coordinator/bridge_apply.c bridge_apply_report, which is static: this
  * target does what it does): proto_report_decode, then the report applied
  * with lifecycle_move to a fresh pending job of the device in a real store.
  *

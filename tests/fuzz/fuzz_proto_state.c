@@ -1,6 +1,6 @@
 /*
  * fuzz_proto_state - a device's state message (retained, and its Last Will)
- * as the coordinator takes it (coordinator/mqtt_bridge.c bridge_apply_state,
+ * as the coordinator takes it (coordinator/bridge_apply.c bridge_apply_state,
  * static: this target does what it does): proto_state_decode, then
  * store_device_state on a device of the fixture's inventory.
  *

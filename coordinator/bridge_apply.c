@@ -1,0 +1,343 @@
+/*
+ * bridge_apply.c - how the MQTT bridge applies what devices report (bridge_int.h): status
+ * reports move their jobs (lifecycle_move), state messages record presence, tags and the
+ * agent's version; a device back online gets its jobs (bridge_catch_up). paho's threads
+ * queue the messages (bridge_apply_queue, under the lock); the worker applies them in
+ * batches, BRIDGE_BATCH a transaction.
+ */
+#include "bridge_int.h"
+
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "log.h"
+#include "metrics.h"
+#include "status.h"
+
+#define BRIDGE_BATCH       1000   /* inbound messages per transaction */
+#define BRIDGE_INBOUND_MAX 200000 /* queued inbound messages before back-pressure */
+#define BRIDGE_APPLY_TRIES 5      /* a device message's write, broken off by the database */
+
+struct in_msg {
+	struct in_msg *next;
+	struct proto_topic topic;
+	size_t len;
+	char payload[];
+};
+
+struct bridge_apply {
+	const struct bridge_link *link;
+	struct bridge_send *send; /* a device's catch-up, a cancel told again */
+	pthread_mutex_t lock;
+	struct in_msg *head, *tail;
+	size_t n;
+};
+
+struct bridge_apply *bridge_apply_new(const struct bridge_link *l, struct bridge_send *s)
+{
+	struct bridge_apply *a = calloc(1, sizeof(*a));
+
+	if (a == NULL)
+		return NULL;
+	a->link = l;
+	a->send = s;
+	pthread_mutex_init(&a->lock, NULL);
+	return a;
+}
+
+static void bridge_msgs_free(struct in_msg *m)
+{
+	while (m) {
+		struct in_msg *next = m->next;
+		free(m);
+		m = next;
+	}
+}
+
+void bridge_apply_free(struct bridge_apply *a)
+{
+	if (a == NULL)
+		return;
+	bridge_msgs_free(a->head);
+	pthread_mutex_destroy(&a->lock);
+	free(a);
+}
+
+/* ---- the queue ---- */
+
+bool bridge_apply_queue(struct bridge_apply *a, const struct proto_topic *t, const void *payload,
+			size_t len)
+{
+	struct in_msg *m;
+
+	pthread_mutex_lock(&a->lock);
+	if (a->n >= BRIDGE_INBOUND_MAX) {
+		pthread_mutex_unlock(&a->lock);
+		return false; /* back-pressure: paho delivers it again later */
+	}
+	pthread_mutex_unlock(&a->lock);
+	m = malloc(sizeof(*m) + len + 1);
+	if (m == NULL)
+		return false;
+	m->next = NULL;
+	m->topic = *t;
+	m->len = len;
+	memcpy(m->payload, payload, len);
+	m->payload[len] = '\0';
+	pthread_mutex_lock(&a->lock);
+	if (a->tail)
+		a->tail->next = m;
+	else
+		a->head = m;
+	a->tail = m;
+	a->n++;
+	pthread_mutex_unlock(&a->lock);
+	if (t->kind == PROTO_STATUS)
+		metrics_mqtt_report_in();
+	bridge_kick(a->link);
+	return true;
+}
+
+/* Up to BRIDGE_BATCH messages off the queue, in order (NULL: none). */
+static struct in_msg *bridge_apply_take(struct bridge_apply *a)
+{
+	struct in_msg *batch, *last;
+	size_t n = 0;
+
+	pthread_mutex_lock(&a->lock);
+	batch = a->head;
+	for (last = batch; last && ++n < BRIDGE_BATCH; last = last->next)
+		;
+	if (last) {
+		a->head = last->next;
+		last->next = NULL;
+	} else if (batch) {
+		a->head = NULL;
+	}
+	if (a->head == NULL)
+		a->tail = NULL;
+	a->n -= batch ? n : 0;
+	pthread_mutex_unlock(&a->lock);
+	return batch;
+}
+
+size_t bridge_apply_waiting(struct bridge_apply *a)
+{
+	size_t n;
+
+	pthread_mutex_lock(&a->lock);
+	n = a->n;
+	pthread_mutex_unlock(&a->lock);
+	return n;
+}
+
+/* ---- one message ---- */
+
+/*
+ * A device message's write that PostgreSQL broke off (a deadlock with another coordinator
+ * applying the same job's reports, a lock wait cut short by lock_timeout) rolled back
+ * whole: it is applied again, a few times, rather than dropped, as the broker has its
+ * acknowledgement already. True when the caller should try again (after a pause of
+ * 10 ms, doubled at each attempt).
+ */
+static bool bridge_again(enum rcs_err err, int attempt, const char *what, const char *ident)
+{
+	struct timespec pause = {0, (long)(10 * 1000000L) << attempt};
+
+	if (err != RCS_ERR_BUSY || attempt >= BRIDGE_APPLY_TRIES - 1)
+		return false;
+	log_info("%s %s: the database broke the change off (busy): applying it again", what, ident);
+	nanosleep(&pause, NULL);
+	return true;
+}
+
+/*
+ * Applies one status report. in_batch: inside the batch's transaction without a savepoint
+ * of its own (lifecycle_move_in_tx); returns false when that failed after writing, and the
+ * batch's transaction must be rolled back and its messages applied again one by one.
+ */
+static bool bridge_apply_report(struct bridge_apply *a, const struct in_msg *m, bool in_batch)
+{
+	struct proto_report r;
+	struct jsonu_err e;
+	struct job_move mv;
+	enum store_move res;
+	enum rcs_err err;
+	bool ok = true;
+
+	if (proto_report_decode(m->payload, m->len, &r, &e) != RCS_OK) {
+		log_warnx("dropped a status report for job %s from %s: %s%s%s", m->topic.job,
+			  m->topic.entity_ident, e.field[0] ? e.field : "", e.field[0] ? ": " : "",
+			  e.message);
+		return true;
+	}
+	if (strcmp(r.job, m->topic.job) != 0) {
+		log_warnx("dropped a status report from %s: job %s in the payload, %s in the topic",
+			  m->topic.entity_ident, r.job, m->topic.job);
+		goto out;
+	}
+	memset(&mv, 0, sizeof(mv));
+	mv.client_root = m->topic.client_root;
+	mv.entity_ident = m->topic.entity_ident;
+	mv.ident = r.job;
+	mv.to = r.status;
+	mv.response = r.response;
+	mv.replace_response = true;
+	mv.set_response_time = status_is_terminal(r.status);
+	mv.seq = r.seq;
+	mv.error_code = r.error; /* the cause of an edge_error (docs/mqtt.md) */
+	mv.now = (int64_t)time(NULL);
+	if (in_batch) {
+		err = lifecycle_move_in_tx(a->link->lc, &mv, &res, NULL);
+		if (err != RCS_OK && err != RCS_ERR_NOTFOUND) {
+			ok = false; /* the batch again, one by one: that reports the error */
+			goto out;
+		}
+	} else {
+		for (int attempt = 0;; attempt++) {
+			err = lifecycle_move(a->link->lc, &mv, &res, NULL);
+			if (!bridge_again(err, attempt, "job", r.job))
+				break;
+		}
+	}
+	if (err == RCS_OK && res == STORE_MOVE_KEPT && !status_is_terminal(r.status)) {
+		/* the device works on a job cancelled meanwhile: tell it (again) */
+		struct job_rec job;
+		if (store_job_rec_get(a->link->st, r.job, &job) == RCS_OK) {
+			bridge_send_cancel(a->send, &job);
+			store_job_rec_free(&job);
+		}
+	}
+	if (err == RCS_ERR_NOTFOUND)
+		log_warnx(
+		    "dropped a status report from %s/%s for job %s: no such job of that device",
+		    m->topic.client_root, m->topic.entity_ident, r.job);
+	else if (err != RCS_OK)
+		log_warnx("job %s: report not applied: %s", r.job, rcs_strerror(err));
+	else
+		log_debug("job %s: %s (seq %lld) %s", r.job, status_name(r.status), r.seq,
+			  res == STORE_MOVE_APPLIED ? "applied" : "ignored");
+out:
+	proto_report_free(&r);
+	return ok;
+}
+
+/* Returns true when the device came online (its jobs are then sent). */
+static bool bridge_apply_state(struct bridge_apply *a, const struct in_msg *m)
+{
+	struct proto_state s;
+	struct jsonu_err e;
+	bool came_online = false;
+	enum rcs_err err;
+
+	if (m->len == 0)
+		return false; /* a retained state being cleared */
+	if (proto_state_decode(m->payload, m->len, &s, &e) != RCS_OK) {
+		log_warnx("dropped a state message from %s: %s%s%s", m->topic.entity_ident,
+			  e.field[0] ? e.field : "", e.field[0] ? ": " : "", e.message);
+		return false;
+	}
+	/* the reported tags go to the store as the JSON text they are kept as */
+	for (int attempt = 0;; attempt++) {
+		err = store_device_state(a->link->st, m->topic.client_root, m->topic.entity_ident,
+					 s.online, s.tags ? jsonu_dump(s.tags, NULL) : NULL,
+					 s.agent_version, (int64_t)time(NULL), &came_online);
+		if (!bridge_again(err, attempt, "device", m->topic.entity_ident))
+			break;
+	}
+	if (err == RCS_ERR_NOTFOUND)
+		log_warnx("dropped a state message from %s/%s: not in the inventory",
+			  m->topic.client_root, m->topic.entity_ident);
+	else if (err != RCS_OK)
+		log_warnx("device %s: state not applied: %s", m->topic.entity_ident,
+			  rcs_strerror(err));
+	else if (s.online != came_online || came_online)
+		log_info("device %s is %s", m->topic.entity_ident, s.online ? "online" : "offline");
+	/* reported tags, or back online: continuous tag sends it now belongs to */
+	if (err == RCS_OK && s.online &&
+	    lifecycle_device_changed(a->link->lc, m->topic.client_root, m->topic.entity_ident,
+				     (int64_t)time(NULL)) != RCS_OK)
+		log_warnx("device %s: continuous sends not checked", m->topic.entity_ident);
+	proto_state_free(&s);
+	return came_online;
+}
+
+/* ---- a batch ---- */
+
+/* The messages of list, in order, in the caller's transaction when there is one;
+ * in_batch: reports without a savepoint each (bridge_apply_report). Returns false when the
+ * batch must be applied again one by one (*online then holds nothing of it). */
+static bool bridge_apply_list(struct bridge_apply *a, struct in_msg *list, bool in_batch,
+			      struct bridge_idents *online)
+{
+	for (struct in_msg *m = list; m; m = m->next) {
+		if (m->topic.kind == PROTO_STATUS) {
+			if (!bridge_apply_report(a, m, in_batch)) {
+				bridge_idents_clear(online);
+				return false;
+			}
+		} else if (in_batch && store_fold_flush(a->link->st) != RCS_OK) {
+			/* a state reads and sends the device's jobs from their rows */
+			bridge_idents_clear(online);
+			return false;
+		} else if (bridge_apply_state(a, m) &&
+			   !bridge_idents_add(online, m->topic.entity_ident)) {
+			log_warnx("device %s: its jobs not sent now: out of memory",
+				  m->topic.entity_ident);
+		}
+	}
+	return true;
+}
+
+static void bridge_apply_inbound(struct bridge_apply *a, struct in_msg *list)
+{
+	struct store *st = a->link->st;
+	struct bridge_idents online = {{NULL, 0}, 0};
+	/* One transaction for the batch: one commit for many messages. Not on a shared
+	 * database: a transaction keeps the rows it locked until it ends (a job's row by its
+	 * move, its group's row by the tallies of a job that ended), and another coordinator
+	 * applying the same reports in its own batches would wait for a row this batch holds
+	 * while holding one this batch waits for, a deadlock PostgreSQL breaks only after its
+	 * deadlock_timeout; one message per transaction takes a job's row, then its group's,
+	 * and lets both go (docs/scale-out.md, "Limits") */
+	bool tx = !store_shared(st) && store_tx_begin(st) == RCS_OK;
+	bool ok;
+
+	/* in the batch's transaction the reports take no savepoint each, and a job's moves
+	 * are folded into one write of its row (store_fold_begin); should one fail after
+	 * writing (a database error), the batch is rolled back and applied again with a
+	 * savepoint per message and no fold, so that the failing one costs only itself
+	 * (docs/architecture.md, "One job, from POST to the final report", step 6) */
+	if (tx)
+		store_fold_begin(st);
+	ok = bridge_apply_list(a, list, tx, &online);
+	if (tx && store_fold_end(st, ok) != RCS_OK && ok) {
+		bridge_idents_clear(&online);
+		ok = false;
+	}
+	if (!ok) {
+		log_warnx("a batch of %s is applied again message by message", "device messages");
+		store_tx_end(st, false);
+		tx = store_tx_begin(st) == RCS_OK;
+		bridge_apply_list(a, list, false, &online);
+	}
+	if (tx && store_tx_end(st, true) != RCS_OK)
+		log_warnx("a batch of %s could not be stored", "device messages");
+	/* devices back online get their pending and unacknowledged jobs */
+	for (size_t i = 0; i < online.ids.n; i++)
+		bridge_catch_up(a->send, online.ids.v[i], (int64_t)time(NULL));
+	bridge_idents_free(&online);
+}
+
+void bridge_apply_step(struct bridge_apply *a)
+{
+	struct in_msg *batch = bridge_apply_take(a);
+
+	if (batch == NULL)
+		return;
+	bridge_apply_inbound(a, batch);
+	bridge_msgs_free(batch);
+}
