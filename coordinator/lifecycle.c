@@ -487,7 +487,7 @@ static enum rcs_err lifecycle_group_retry(struct lifecycle *lc, const struct gro
 	delay = rollout_retry_delay(s, job->attempt);
 	snprintf(response, sizeof(response), "waiting for retry: attempt %lld of %lld after %llds",
 		 job->attempt + 1, s->max_attempts, (long long)delay);
-	err = store_job_retry(lc->st, job->ident, ident, now, now + delay, response);
+	err = store_group_retry(lc->st, job->ident, ident, now, now + delay, response);
 	if (err != RCS_OK)
 		return err;
 	log_info("job %s (%s): attempt %lld is job %s, in %llds", job->ident,

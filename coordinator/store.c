@@ -832,3 +832,31 @@ enum rcs_err store_page_recs(struct store *st, const char *cols, const char *fro
 	store_unlock(st);
 	return err;
 }
+
+/* ---- one number, the database's size, lists of idents ---- */
+
+enum rcs_err store_row_int(struct store_stmt *s, void *arg)
+{
+	*(long long *)arg = store_val_null(s, 0) ? 0 : store_val_int(s, 0);
+	return RCS_OK;
+}
+
+enum rcs_err store_db_size(struct store *st, long long *bytes)
+{
+	*bytes = 0;
+	return store_get_one(st,
+			     STORE_SQL(st,
+				       "SELECT page_count * page_size FROM pragma_page_count(),"
+				       " pragma_page_size()",
+				       "SELECT pg_database_size(current_database())"),
+			     NULL, NULL, NULL, store_row_int, bytes);
+}
+
+void store_idents_free(struct store_idents *ids)
+{
+	if (ids == NULL)
+		return;
+	free(ids->v);
+	ids->v = NULL;
+	ids->n = 0;
+}

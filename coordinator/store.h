@@ -956,7 +956,7 @@ enum rcs_err store_group_jobs_open(struct store *st, const char *group, bool uns
 /* Creates job `ident`, attempt + 1 of the failed job `failed` (same device, group, task
  * version, variables and ttl), held until release_at with response; the failed job is no
  * longer its device's latest attempt. */
-enum rcs_err store_job_retry(struct store *st, const char *failed, const char *ident, int64_t now,
+enum rcs_err store_group_retry(struct store *st, const char *failed, const char *ident, int64_t now,
 			     int64_t release_at, const char *response);
 
 /* For continuous tag sends: creates the job of each running or paused continuous group of

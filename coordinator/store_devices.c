@@ -360,3 +360,11 @@ out:
 	store_stmt_done(st, s);
 	return store_sp_end(st, err);
 }
+
+/* Devices online now (the metrics). */
+enum rcs_err store_devices_online(struct store *st, long long *n)
+{
+	*n = 0;
+	return store_get_one(st, "SELECT count(*) FROM devices WHERE online = 1", NULL, NULL, NULL,
+			     store_row_int, n);
+}

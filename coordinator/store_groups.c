@@ -10,6 +10,13 @@
 #include <string.h>
 #include <time.h>
 
+/* The columns of a group_rec, in the order store_group_row reads them (table groups). */
+#define GROUP_COLS                                                                                 \
+	"ident, name, created_user, created_at, task_ident, client_root, status, reason,"          \
+	" task_version, task_name, tag, continuous, ro_max, ro_base, ro_factor, ro_after, ab_pct," \
+	" ab_min, win_days, win_start, win_dur, win_off, rt_max, rt_backoff, rt_factor, n_open,"   \
+	" n_finished, n_failed, n_succeeded, tokens, tokens_at"
+
 /* Whether a group's jobs wait for release (a rollout or a window), on a groups row. */
 #define GROUP_HOLDS                                                                                \
 	"(ro_max IS NOT NULL OR ro_base IS NOT NULL OR win_days IS NOT NULL OR status = 'paused')"
@@ -44,7 +51,8 @@ void store_group_rec_free(struct group_rec *r)
 	r->name = r->created_user = r->reason = r->task_name = r->tag = NULL;
 }
 
-enum rcs_err store_group_row(struct store_stmt *s, struct group_rec *r)
+/* The row of GROUP_COLS into *r (zeroed first; on an error what was read is freed). */
+static enum rcs_err store_group_row(struct store_stmt *s, struct group_rec *r)
 {
 	struct group_settings *g = &r->settings;
 	enum rcs_err err = RCS_OK;
@@ -409,16 +417,16 @@ static enum rcs_err store_new_job_history(struct store *st, const char *ident, i
 	store_arg_int(s, 2, now);
 	err = store_done(st, s, "history add");
 	if (err == RCS_OK)
-		err = store_notify_record(st, ident, "initial", now);
+		err = store_notifications_record(st, ident, "initial", now);
 	if (err == RCS_OK)
-		err = store_notify_record(st, ident, "pending", now);
+		err = store_notifications_record(st, ident, "pending", now);
 out:
 	store_stmt_done(st, s);
 	return err;
 }
 
-enum rcs_err store_job_retry(struct store *st, const char *failed, const char *ident, int64_t now,
-			     int64_t release_at, const char *response)
+enum rcs_err store_group_retry(struct store *st, const char *failed, const char *ident, int64_t now,
+			       int64_t release_at, const char *response)
 {
 	struct store_stmt *s = NULL;
 	enum rcs_err err;
@@ -582,4 +590,224 @@ out:
 		*held = NULL;
 	}
 	return store_sp_end(st, err);
+}
+
+/* ---- reads of groups (the API's) ---- */
+
+static enum rcs_err group_read(struct store_stmt *s, struct group_rec *r)
+{
+	return store_group_row(s, r);
+}
+
+static enum rcs_err group_read_one(struct store_stmt *s, void *arg)
+{
+	return group_read(s, arg);
+}
+
+/* A group of a task the user may not see (not public, someone else's) is left out, like
+ * the task and its jobs. */
+#define GROUP_HIDDEN_FROM(user_param)                                                              \
+	"EXISTS (SELECT 1 FROM tasks t WHERE t.ident = groups.task_ident"                          \
+	" AND t.client_root = groups.client_root AND " STORE_TASK_HIDDEN("t", user_param) ")"
+
+/* How many of the group's jobs are in each status, in the order of the statuses' names. */
+static enum rcs_err group_counts(struct store *st, struct group_rec *g)
+{
+	struct store_stmt *s = NULL;
+	bool row = false;
+	enum rcs_err err;
+
+	err = store_stmt(st,
+			 "SELECT status, count(*) FROM jobs WHERE group_ident = ?1 GROUP BY status"
+			 " ORDER BY status",
+			 &s);
+	if (err != RCS_OK)
+		goto out;
+	store_arg_text(s, 1, g->ident);
+	g->with_counts = true;
+	while ((err = store_next(st, s, "group statuses", &row)) == RCS_OK && row) {
+		struct group_count *c = &g->statuses[g->n_statuses];
+
+		if (g->n_statuses >= JS__COUNT || !status_parse(store_val_text(s, 0), &c->status))
+			continue; /* every job's status is one of JS__COUNT names */
+		c->n = store_val_int(s, 1);
+		g->total += c->n;
+		g->n_statuses++;
+	}
+	if (err != RCS_OK)
+		goto out;
+	store_stmt_done(st, s);
+	s = NULL;
+	/* the latest attempt of each device: the jobs no retry superseded */
+	err =
+	    store_stmt(st,
+		       "SELECT status, count(*) FROM jobs WHERE group_ident = ?1 AND superseded = 0"
+		       " GROUP BY status ORDER BY status",
+		       &s);
+	if (err != RCS_OK)
+		goto out;
+	store_arg_text(s, 1, g->ident);
+	while ((err = store_next(st, s, "group counts", &row)) == RCS_OK && row) {
+		struct group_count *c = &g->counts[g->n_counts];
+
+		if (g->n_counts >= JS__COUNT || !status_parse(store_val_text(s, 0), &c->status))
+			continue;
+		c->n = store_val_int(s, 1);
+		g->n_counts++;
+	}
+out:
+	store_stmt_done(st, s);
+	return err;
+}
+
+enum rcs_err store_group_get(struct store *st, const char *client_root, const char *ident,
+			     const char *only_visible_to, struct group_rec *out)
+{
+	enum rcs_err err;
+
+	memset(out, 0, sizeof(*out));
+	store_lock(st);
+	err =
+	    store_get_one(st,
+			  "SELECT " GROUP_COLS " FROM groups WHERE ident = ?1 AND client_root = ?2"
+			  " AND (?3 IS NULL OR NOT " GROUP_HIDDEN_FROM("?3") ")",
+			  ident, client_root, only_visible_to, group_read_one, out);
+	if (err == RCS_OK)
+		err = group_counts(st, out);
+	store_unlock(st);
+	if (err != RCS_OK)
+		store_group_rec_free(out);
+	return err;
+}
+
+void store_group_list_free(struct store_group_list *l)
+{
+	for (size_t i = 0; l->items && i < l->n; i++)
+		store_group_rec_free(&l->items[i]);
+	free(l->items);
+	l->items = NULL;
+	l->n = 0;
+}
+
+enum rcs_err store_groups_list(struct store *st, const char *client_root,
+			       const char *only_visible_to, const struct store_page *pg,
+			       struct store_group_list *out)
+{
+	struct store_qb q = {.n = 0};
+	struct store_qb_opts o;
+	struct store_stmt *s = NULL;
+	bool row = false;
+	enum rcs_err err;
+
+	memset(out, 0, sizeof(*out));
+	out->pg.page = pg->page;
+	out->pg.per_page = pg->per_page;
+	q.where[0] = '\0';
+	store_qb_add(&q, "client_root = ?", client_root);
+	if (only_visible_to)
+		store_qb_add(&q, "NOT " GROUP_HIDDEN_FROM("?"), only_visible_to);
+	store_qb_list_opts(&q, pg, "", "ident", &o);
+	store_lock(st);
+	out->items = calloc((size_t)pg->per_page, sizeof(*out->items));
+	if (out->items == NULL) {
+		err = RCS_ERR_NOMEM;
+		goto out;
+	}
+	err = store_page_rows(st, GROUP_COLS, "groups", &q, o.order, pg, &out->pg.total, &s);
+	if (err != RCS_OK)
+		goto out;
+	while ((err = store_next(st, s, "groups", &row)) == RCS_OK && row &&
+	       out->n < (size_t)pg->per_page) {
+		err = group_read(s, &out->items[out->n]);
+		if (err != RCS_OK)
+			break;
+		out->n++;
+	}
+out:
+	store_stmt_done(st, s);
+	store_unlock(st);
+	if (err != RCS_OK)
+		store_group_list_free(out);
+	return err;
+}
+
+/* ---- a bulk send's new group ---- */
+
+/* A new group (a bulk send's) with its settings, what a continuous send's later jobs are
+ * made of, and its jobs as its open tallies (docs/api.md "Rollouts"). A group that got no
+ * job and stays open for no device is completed at once. */
+enum rcs_err store_group_insert(struct store *st, const struct job_batch *b,
+				const struct job_batch_text *t)
+{
+	static const struct group_settings none;
+	const struct group_settings *g = b->settings ? b->settings : &none;
+	struct timespec ts;
+	struct store_stmt *s = NULL;
+	enum rcs_err err;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	err = store_stmt(
+	    st,
+	    "INSERT INTO groups(ident, client_root, name, task_ident, created_user, created_at,"
+	    " status, task_version, task_name, tag, continuous, ro_max, ro_base, ro_factor,"
+	    " ro_after, ab_pct, ab_min, win_days, win_start, win_dur, win_off, rt_max,"
+	    " rt_backoff, rt_factor, n_open, tokens, tokens_at, c_variables, c_comment, c_ttl,"
+	    " c_mail_list, c_status_list, c_task_mail_list, c_task_status_list) VALUES(?1, ?2,"
+	    " ?3, ?4, ?5, ?6, CASE WHEN ?25 = 0 AND ?11 = 0 THEN 'completed' ELSE 'running' END,"
+	    " ?7, ?8, ?9, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20, ?21, ?22, ?23, ?24,"
+	    " ?25, 1000, ?26, ?27, ?28, ?29, ?30, ?31, ?32, ?33)",
+	    &s);
+	if (err != RCS_OK)
+		goto out;
+	store_arg_text(s, 1, b->group_ident);
+	store_arg_text(s, 2, b->client_root);
+	store_arg_text(s, 3, b->group_name);
+	store_arg_text(s, 4, b->task_ident);
+	store_arg_text(s, 5, b->created_user);
+	store_arg_int(s, 6, b->now);
+	store_arg_int(s, 7, b->task_version);
+	store_arg_text(s, 8, b->task_name);
+	store_arg_text(s, 9, b->tag);
+	store_arg_int(s, 11, g->continuous);
+	store_arg_opt_int(s, 12, g->max_per_minute);
+	store_arg_opt_int(s, 13, g->base_per_minute);
+	store_arg_opt_int(s, 14, g->base_per_minute ? g->factor_milli : 0);
+	store_arg_opt_int(s, 15, g->base_per_minute ? g->after_succeeded : 0);
+	if (g->has_abort) {
+		store_arg_int(s, 16, g->failure_pct);
+		store_arg_int(s, 17, g->min_finished);
+	} else {
+		store_arg_null(s, 16);
+		store_arg_null(s, 17);
+	}
+	if (g->has_window) {
+		store_arg_int(s, 18, g->days);
+		store_arg_int(s, 19, g->start_min);
+		store_arg_int(s, 20, g->duration_min);
+		store_arg_int(s, 21, g->utc_offset_min);
+	} else {
+		for (int i = 18; i <= 21; i++)
+			store_arg_null(s, i);
+	}
+	if (g->has_retry) {
+		store_arg_int(s, 22, g->max_attempts);
+		store_arg_int(s, 23, g->backoff_s);
+		store_arg_int(s, 24, g->backoff_milli);
+	} else {
+		for (int i = 22; i <= 24; i++)
+			store_arg_null(s, i);
+	}
+	store_arg_int(s, 25, (long long)b->n);
+	store_arg_int(s, 26, (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000);
+	store_arg_text(s, 27, t->vars);
+	store_arg_text(s, 28, b->comment);
+	store_arg_opt_int(s, 29, b->ttl);
+	store_arg_text(s, 30, t->mails);
+	store_arg_text(s, 31, t->stats);
+	store_arg_text(s, 32, t->tmails);
+	store_arg_text(s, 33, t->tstats);
+	err = store_done(st, s, "group insert");
+out:
+	store_stmt_done(st, s);
+	return err;
 }

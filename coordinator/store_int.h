@@ -289,6 +289,8 @@ enum rcs_err store_write(struct store *st, const char *sql, int *changes, int n,
 typedef enum rcs_err (*store_one_fn)(struct store_stmt *s, void *arg);
 enum rcs_err store_get_one(struct store *st, const char *sql, const char *p1, const char *p2,
 			   const char *p3, store_one_fn fn, void *arg);
+/* A store_one_fn: the row's first column as a number into *(long long *)arg (NULL: 0). */
+enum rcs_err store_row_int(struct store_stmt *s, void *arg);
 
 /* A savepoint inside the caller's transaction, or a transaction of its own; store_sp_end
  * releases or rolls it back by status and returns status. */
@@ -325,19 +327,19 @@ enum rcs_err store_webhooks_want_jobs(struct store *st, const char *client_root,
 
 /* ---- group sends (store_groups.c; docs/api.md "Rollouts") ---- */
 
-/* The columns of a group_rec, in the order store_group_row reads them (table groups). */
-#define GROUP_COLS                                                                                 \
-	"ident, name, created_user, created_at, task_ident, client_root, status, reason,"          \
-	" task_version, task_name, tag, continuous, ro_max, ro_base, ro_factor, ro_after, ab_pct," \
-	" ab_min, win_days, win_start, win_dur, win_off, rt_max, rt_backoff, rt_factor, n_open,"   \
-	" n_finished, n_failed, n_succeeded, tokens, tokens_at"
-/* The row of GROUP_COLS into *r (zeroed first; on an error what was read is freed). */
-enum rcs_err store_group_row(struct store_stmt *s, struct group_rec *r);
+/* What every job of a batch is stored with, its JSON text defaulted (store_jobs_create). */
+struct job_batch_text {
+	const char *vars, *mails, *stats, *tmails, *tstats;
+	long long expires_at;
+};
+/* A new group (a bulk send's) with its settings, in store_jobs_create's transaction. */
+enum rcs_err store_group_insert(struct store *st, const struct job_batch *b,
+				const struct job_batch_text *t);
 /* A job of the group ended (in store_job_move's savepoint): the group's tallies. */
 enum rcs_err store_group_job_ended(struct store *st, const char *group, enum job_status to);
-/* Records the notifications a job's new status triggers (store_jobs.c). */
-enum rcs_err store_notify_record(struct store *st, const char *job, const char *status,
-				 int64_t now);
+/* Records the notifications a job's new status triggers (store_outbox.c). */
+enum rcs_err store_notifications_record(struct store *st, const char *job, const char *status,
+					int64_t now);
 /* The statuses of jobs that have not ended, as an SQL list. */
 #define JOBS_OPEN_LIST                                                                             \
 	"('initial', 'pending', 'transmited', 'edge_transmitted', 'edge_started', 'edge_running')"

@@ -1,6 +1,6 @@
 /*
- * store_jobs.c - the store's jobs, their history, their notification records and groups. See
- * store.h; store_int.h for what the store's files share.
+ * store_jobs.c - the store's jobs, their history and their moves, folded in a batch (the fold:
+ * store_fold_begin). See store.h; store_int.h for what the store's files share.
  */
 #include "store_int.h"
 
@@ -144,136 +144,6 @@ static enum rcs_err store_history_add(struct store *st, const char *job, long lo
 	store_arg_opt_int(s, 6, response_time);
 	store_arg_int(s, 7, seq);
 	err = store_done(st, s, "history add");
-out:
-	store_stmt_done(st, s);
-	return err;
-}
-
-/*
- * Records the notifications a status change triggers, in the caller's
- * transaction: the task's addresses for the task's statuses, the job's
- * addresses for the job's statuses (seed rules 1-3); an address on both
- * levels gets one row.
- */
-#define NOTIFY_ROWS(EACH)                                                                          \
-	" INTO notifications(job_ident, client_root, status, address, state, created_at,"          \
-	" next_at)"                                                                                \
-	" SELECT j.ident, j.client_root, CAST(?2 AS TEXT), a.value, 'queued', ?3, ?3"              \
-	" FROM jobs j, " EACH(                                                                     \
-	    "j.task_mail_list",                                                                    \
-	    "a") " WHERE j.ident = ?1 AND"                                                         \
-		 " EXISTS (SELECT 1 FROM " EACH(                                                   \
-		     "j.task_status_list",                                                         \
-		     "x") " WHERE x.value = ?2)"                                                   \
-			  " UNION"                                                                 \
-			  " SELECT j.ident, j.client_root, CAST(?2 AS TEXT), a.value, 'queued', "  \
-			  "?3, ?3"                                                                 \
-			  " FROM jobs j, " EACH(                                                   \
-			      "j.mail_list", "a") " WHERE j.ident = ?1 AND"                        \
-						  " EXISTS (SELECT 1 FROM " EACH(                  \
-						      "j.status_list", "x") " WHERE x.value = ?2)"
-
-enum rcs_err store_notify_record(struct store *st, const char *job, const char *status, int64_t now)
-{
-	struct store_stmt *s = NULL;
-	enum rcs_err err;
-
-	err = store_stmt(
-	    st,
-	    STORE_SQL(st, "INSERT OR IGNORE" NOTIFY_ROWS(STORE_JSON_EACH_SQ),
-		      "INSERT" NOTIFY_ROWS(STORE_JSON_EACH_PG) " ON CONFLICT DO NOTHING"),
-	    &s);
-	if (err != RCS_OK)
-		goto out;
-	store_arg_text(s, 1, job);
-	store_arg_text(s, 2, status);
-	store_arg_int(s, 3, now);
-	err = store_done(st, s, "notification record");
-out:
-	store_stmt_done(st, s);
-	return err;
-}
-
-/* What every job of a batch is stored with, its JSON text defaulted. */
-struct job_batch_text {
-	const char *vars, *mails, *stats, *tmails, *tstats;
-	long long expires_at;
-};
-
-/* A new group (a bulk send's) with its settings, what a continuous send's later jobs are
- * made of, and its jobs as its open tallies (docs/api.md "Rollouts"). A group that got no
- * job and stays open for no device is completed at once. */
-static enum rcs_err store_group_insert(struct store *st, const struct job_batch *b,
-				       const struct job_batch_text *t)
-{
-	static const struct group_settings none;
-	const struct group_settings *g = b->settings ? b->settings : &none;
-	struct timespec ts;
-	struct store_stmt *s = NULL;
-	enum rcs_err err;
-
-	clock_gettime(CLOCK_REALTIME, &ts);
-	err = store_stmt(
-	    st,
-	    "INSERT INTO groups(ident, client_root, name, task_ident, created_user, created_at,"
-	    " status, task_version, task_name, tag, continuous, ro_max, ro_base, ro_factor,"
-	    " ro_after, ab_pct, ab_min, win_days, win_start, win_dur, win_off, rt_max,"
-	    " rt_backoff, rt_factor, n_open, tokens, tokens_at, c_variables, c_comment, c_ttl,"
-	    " c_mail_list, c_status_list, c_task_mail_list, c_task_status_list) VALUES(?1, ?2,"
-	    " ?3, ?4, ?5, ?6, CASE WHEN ?25 = 0 AND ?11 = 0 THEN 'completed' ELSE 'running' END,"
-	    " ?7, ?8, ?9, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20, ?21, ?22, ?23, ?24,"
-	    " ?25, 1000, ?26, ?27, ?28, ?29, ?30, ?31, ?32, ?33)",
-	    &s);
-	if (err != RCS_OK)
-		goto out;
-	store_arg_text(s, 1, b->group_ident);
-	store_arg_text(s, 2, b->client_root);
-	store_arg_text(s, 3, b->group_name);
-	store_arg_text(s, 4, b->task_ident);
-	store_arg_text(s, 5, b->created_user);
-	store_arg_int(s, 6, b->now);
-	store_arg_int(s, 7, b->task_version);
-	store_arg_text(s, 8, b->task_name);
-	store_arg_text(s, 9, b->tag);
-	store_arg_int(s, 11, g->continuous);
-	store_arg_opt_int(s, 12, g->max_per_minute);
-	store_arg_opt_int(s, 13, g->base_per_minute);
-	store_arg_opt_int(s, 14, g->base_per_minute ? g->factor_milli : 0);
-	store_arg_opt_int(s, 15, g->base_per_minute ? g->after_succeeded : 0);
-	if (g->has_abort) {
-		store_arg_int(s, 16, g->failure_pct);
-		store_arg_int(s, 17, g->min_finished);
-	} else {
-		store_arg_null(s, 16);
-		store_arg_null(s, 17);
-	}
-	if (g->has_window) {
-		store_arg_int(s, 18, g->days);
-		store_arg_int(s, 19, g->start_min);
-		store_arg_int(s, 20, g->duration_min);
-		store_arg_int(s, 21, g->utc_offset_min);
-	} else {
-		for (int i = 18; i <= 21; i++)
-			store_arg_null(s, i);
-	}
-	if (g->has_retry) {
-		store_arg_int(s, 22, g->max_attempts);
-		store_arg_int(s, 23, g->backoff_s);
-		store_arg_int(s, 24, g->backoff_milli);
-	} else {
-		for (int i = 22; i <= 24; i++)
-			store_arg_null(s, i);
-	}
-	store_arg_int(s, 25, (long long)b->n);
-	store_arg_int(s, 26, (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000);
-	store_arg_text(s, 27, t->vars);
-	store_arg_text(s, 28, b->comment);
-	store_arg_opt_int(s, 29, b->ttl);
-	store_arg_text(s, 30, t->mails);
-	store_arg_text(s, 31, t->stats);
-	store_arg_text(s, 32, t->tmails);
-	store_arg_text(s, 33, t->tstats);
-	err = store_done(st, s, "group insert");
 out:
 	store_stmt_done(st, s);
 	return err;
@@ -474,9 +344,9 @@ enum rcs_err store_jobs_create(struct store *st, const struct job_batch *b)
 		}
 	}
 	for (size_t i = 0; notify && i < b->n; i++) {
-		err = store_notify_record(st, b->jobs[i].ident, "initial", b->now);
+		err = store_notifications_record(st, b->jobs[i].ident, "initial", b->now);
 		if (err == RCS_OK)
-			err = store_notify_record(st, b->jobs[i].ident, "pending", b->now);
+			err = store_notifications_record(st, b->jobs[i].ident, "pending", b->now);
 		if (err != RCS_OK)
 			goto out;
 	}
@@ -1102,7 +972,7 @@ enum rcs_err store_job_move_rec(struct store *st, const struct job_move *m, enum
 	if (err == RCS_OK && jr->rec.group_ident[0] != '\0' && status_is_terminal(m->to))
 		err = store_group_job_ended(st, jr->rec.group_ident, m->to);
 	if (err == RCS_OK && jr->notify)
-		err = store_notify_record(st, m->ident, status_name(m->to), m->now);
+		err = store_notifications_record(st, m->ident, status_name(m->to), m->now);
 	if (err == RCS_OK)
 		err = store_webhook_job_event(st, jr->rec.client_root, m->ident, n,
 					      status_name(m->to), m->now);
@@ -1213,141 +1083,79 @@ out:
 	return err;
 }
 
-/* ---- groups ---- */
+/* ---- one item of a job's history, the jobs per status (the webhook sender, the metrics) ---- */
 
-static enum rcs_err group_read(struct store_stmt *s, struct group_rec *r)
+static enum rcs_err history_item_row(struct store_stmt *s, void *arg)
 {
-	return store_group_row(s, r);
+	struct history_rec *h = arg;
+	enum rcs_err err = RCS_OK;
+
+	if (!status_parse(store_val_text(s, 0), &h->status))
+		h->status = JS_INITIAL;
+	h->at = store_val_int(s, 1);
+	h->response = store_val_dup(s, 2, &err);
+	h->response_time = store_val_int(s, 3);
+	return err;
 }
 
-static enum rcs_err group_read_one(struct store_stmt *s, void *arg)
+enum rcs_err store_job_history_item(struct store *st, const char *job_ident, long long n,
+				    struct history_rec *out)
 {
-	return group_read(s, arg);
+	char num[32];
+
+	memset(out, 0, sizeof(*out));
+	snprintf(num, sizeof(num), "%lld", n);
+	return store_get_one(st,
+			     "SELECT status, at, response, response_time FROM job_history"
+			     " WHERE job_ident = ?1 AND n = CAST(?2 AS INTEGER)",
+			     job_ident, num, NULL, history_item_row, out);
 }
 
-/* A group of a task the user may not see (not public, someone else's) is left out, like
- * the task and its jobs. */
-#define GROUP_HIDDEN_FROM(user_param)                                                              \
-	"EXISTS (SELECT 1 FROM tasks t WHERE t.ident = groups.task_ident"                          \
-	" AND t.client_root = groups.client_root AND " STORE_TASK_HIDDEN("t", user_param) ")"
-
-/* How many of the group's jobs are in each status, in the order of the statuses' names. */
-static enum rcs_err group_counts(struct store *st, struct group_rec *g)
+enum rcs_err store_jobs_by_status(struct store *st, long long n[JS__COUNT])
 {
 	struct store_stmt *s = NULL;
 	bool row = false;
 	enum rcs_err err;
 
-	err = store_stmt(st,
-			 "SELECT status, count(*) FROM jobs WHERE group_ident = ?1 GROUP BY status"
-			 " ORDER BY status",
-			 &s);
-	if (err != RCS_OK)
-		goto out;
-	store_arg_text(s, 1, g->ident);
-	g->with_counts = true;
-	while ((err = store_next(st, s, "group statuses", &row)) == RCS_OK && row) {
-		struct group_count *c = &g->statuses[g->n_statuses];
-
-		if (g->n_statuses >= JS__COUNT || !status_parse(store_val_text(s, 0), &c->status))
-			continue; /* every job's status is one of JS__COUNT names */
-		c->n = store_val_int(s, 1);
-		g->total += c->n;
-		g->n_statuses++;
-	}
-	if (err != RCS_OK)
-		goto out;
-	store_stmt_done(st, s);
-	s = NULL;
-	/* the latest attempt of each device: the jobs no retry superseded */
-	err =
-	    store_stmt(st,
-		       "SELECT status, count(*) FROM jobs WHERE group_ident = ?1 AND superseded = 0"
-		       " GROUP BY status ORDER BY status",
-		       &s);
-	if (err != RCS_OK)
-		goto out;
-	store_arg_text(s, 1, g->ident);
-	while ((err = store_next(st, s, "group counts", &row)) == RCS_OK && row) {
-		struct group_count *c = &g->counts[g->n_counts];
-
-		if (g->n_counts >= JS__COUNT || !status_parse(store_val_text(s, 0), &c->status))
-			continue;
-		c->n = store_val_int(s, 1);
-		g->n_counts++;
-	}
-out:
-	store_stmt_done(st, s);
-	return err;
-}
-
-enum rcs_err store_group_get(struct store *st, const char *client_root, const char *ident,
-			     const char *only_visible_to, struct group_rec *out)
-{
-	enum rcs_err err;
-
-	memset(out, 0, sizeof(*out));
+	memset(n, 0, sizeof(long long) * JS__COUNT);
 	store_lock(st);
-	err =
-	    store_get_one(st,
-			  "SELECT " GROUP_COLS " FROM groups WHERE ident = ?1 AND client_root = ?2"
-			  " AND (?3 IS NULL OR NOT " GROUP_HIDDEN_FROM("?3") ")",
-			  ident, client_root, only_visible_to, group_read_one, out);
-	if (err == RCS_OK)
-		err = group_counts(st, out);
-	store_unlock(st);
-	if (err != RCS_OK)
-		store_group_rec_free(out);
-	return err;
-}
-
-void store_group_list_free(struct store_group_list *l)
-{
-	for (size_t i = 0; l->items && i < l->n; i++)
-		store_group_rec_free(&l->items[i]);
-	free(l->items);
-	l->items = NULL;
-	l->n = 0;
-}
-
-enum rcs_err store_groups_list(struct store *st, const char *client_root,
-			       const char *only_visible_to, const struct store_page *pg,
-			       struct store_group_list *out)
-{
-	struct store_qb q = {.n = 0};
-	struct store_qb_opts o;
-	struct store_stmt *s = NULL;
-	bool row = false;
-	enum rcs_err err;
-
-	memset(out, 0, sizeof(*out));
-	out->pg.page = pg->page;
-	out->pg.per_page = pg->per_page;
-	q.where[0] = '\0';
-	store_qb_add(&q, "client_root = ?", client_root);
-	if (only_visible_to)
-		store_qb_add(&q, "NOT " GROUP_HIDDEN_FROM("?"), only_visible_to);
-	store_qb_list_opts(&q, pg, "", "ident", &o);
-	store_lock(st);
-	out->items = calloc((size_t)pg->per_page, sizeof(*out->items));
-	if (out->items == NULL) {
-		err = RCS_ERR_NOMEM;
-		goto out;
-	}
-	err = store_page_rows(st, GROUP_COLS, "groups", &q, o.order, pg, &out->pg.total, &s);
+	err = store_stmt(st, "SELECT status, count(*) FROM jobs GROUP BY status", &s);
 	if (err != RCS_OK)
 		goto out;
-	while ((err = store_next(st, s, "groups", &row)) == RCS_OK && row &&
-	       out->n < (size_t)pg->per_page) {
-		err = group_read(s, &out->items[out->n]);
-		if (err != RCS_OK)
-			break;
-		out->n++;
+	while ((err = store_next(st, s, "jobs by status", &row)) == RCS_OK && row) {
+		enum job_status js;
+
+		if (status_parse(store_val_text(s, 0), &js) && (int)js >= 0 && js < JS__COUNT)
+			n[js] = store_val_int(s, 1);
 	}
 out:
 	store_stmt_done(st, s);
 	store_unlock(st);
-	if (err != RCS_OK)
-		store_group_list_free(out);
 	return err;
+}
+
+enum rcs_err store_job_status_at(struct store *st, const char *job_ident, enum job_status status,
+				 int64_t *at)
+{
+	long long v = 0;
+	enum rcs_err err;
+
+	err = store_get_one(st,
+			    "SELECT min(at) FROM job_history WHERE job_ident = ?1 AND status = ?2",
+			    job_ident, status_name(status), NULL, store_row_int, &v);
+	*at = v;
+	return err == RCS_ERR_NOTFOUND ? RCS_OK : err;
+}
+
+/* ---- a job's expiry ---- */
+
+int64_t store_job_expiry(int64_t created_at, int64_t scheduled_time, int64_t ttl)
+{
+	int64_t from = scheduled_time > created_at ? scheduled_time : created_at;
+
+	if (ttl <= 0)
+		return 0;
+	/* scheduled_time may be up to INT64_MAX - 1: saturate (in the protocol's range,
+	 * which ends at INT64_MAX - 1) rather than overflow */
+	return from > INT64_MAX - 1 - ttl ? INT64_MAX - 1 : from + ttl;
 }
