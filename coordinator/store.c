@@ -480,7 +480,8 @@ void store_close(struct store *st)
 	if (st == NULL)
 		return;
 	store_pool_free(st->pool);
-	store_fold_free(st);
+	if (st->hooks)
+		st->hooks->close(st);
 	if (st->be)
 		st->be->close(st);
 	pthread_mutex_destroy(&st->lock);
@@ -715,8 +716,8 @@ enum rcs_err store_tx_end(struct store *st, bool commit)
 			store_run(st, "ROLLBACK TO tx");
 			err = store_run(st, "RELEASE tx");
 		}
-		if (!commit || err != RCS_OK)
-			store_fold_spoil(st);
+		if ((!commit || err != RCS_OK) && st->hooks)
+			st->hooks->sp_undone(st);
 		if (st->tx_depth == 1) {
 			/* a caller's own level of the batch: its actions run once it is over,
 			 * outside the lock (store_batch_leave) */

@@ -83,6 +83,16 @@ struct store_batch {
 
 struct store_pool;
 
+/*
+ * What the core (store.c) tells a domain file's state that lasts across transactions, the fold
+ * of status changes (store_fold_begin, store_jobs.c), which installs them: sp_undone, a
+ * savepoint was rolled back (or failed to be released); close, the store closes.
+ */
+struct store_hooks {
+	void (*sp_undone)(struct store *st);
+	void (*close)(struct store *st);
+};
+
 struct store {
 	const struct store_backend *be;
 	enum store_dialect dialect;
@@ -124,6 +134,8 @@ struct store {
 	void *listen; /* the backend's LISTEN connection (store_pg.c), NULL: none */
 	/* jobs moved in a fold (store_fold_begin, store_jobs.c), NULL: none yet */
 	struct store_fold *fold;
+	/* what the core tells the fold, which it does not know (NULL: no fold yet) */
+	const struct store_hooks *hooks;
 };
 
 /* The text elements of the JSON array x as the rows of a table alias a with a column value
@@ -307,14 +319,6 @@ enum rcs_err store_page_recs(struct store *st, const char *cols, const char *fro
 			     const struct store_qb *q, const char *order,
 			     const struct store_page *pg, struct store_page_info *info, size_t size,
 			     store_one_fn fn, void **items, size_t *n);
-
-/* ---- folds of status changes (store_jobs.c) ---- */
-
-/* A savepoint inside a fold was rolled back: the fold's rows no longer say what the
- * database holds, and store_fold_end refuses to write them (store.c's store_tx_end). */
-void store_fold_spoil(struct store *st);
-/* Frees the fold's memory (store_close). */
-void store_fold_free(struct store *st);
 
 /* ---- the webhook outbox, written in the status change's transaction (store_webhooks.c) ---- */
 

@@ -814,12 +814,15 @@ static enum rcs_err job_move_fold(struct store *st, const struct job_move *m, st
 	return err;
 }
 
+static const struct store_hooks fold_hooks;
+
 void store_fold_begin(struct store *st)
 {
 	if (st->fold == NULL && (st->fold = calloc(1, sizeof(*st->fold))) == NULL) {
 		log_warnx("no memory for a fold of status changes: each is written at once");
 		return;
 	}
+	st->hooks = &fold_hooks;
 	st->fold->on = true;
 	st->fold->spoiled = false;
 }
@@ -871,13 +874,16 @@ enum rcs_err store_fold_end(struct store *st, bool write)
 	return err;
 }
 
-void store_fold_spoil(struct store *st)
+/* A savepoint inside a fold was rolled back: the fold's rows no longer say what the database
+ * holds, and store_fold_end refuses to write them (store.c's store_tx_end). */
+static void fold_spoil(struct store *st)
 {
 	if (st->fold != NULL && st->fold->on)
 		st->fold->spoiled = true;
 }
 
-void store_fold_free(struct store *st)
+/* Frees the fold's memory (store_close). */
+static void fold_free(struct store *st)
 {
 	if (st->fold == NULL)
 		return;
@@ -885,6 +891,8 @@ void store_fold_free(struct store *st)
 	free(st->fold);
 	st->fold = NULL;
 }
+
+static const struct store_hooks fold_hooks = {.sp_undone = fold_spoil, .close = fold_free};
 
 enum rcs_err store_job_move_rec(struct store *st, const struct job_move *m, enum store_move *result,
 				struct job_rec *rec)
