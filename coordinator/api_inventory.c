@@ -7,6 +7,10 @@
 #include "auth.h"
 #include "http_api.h"
 #include "render.h"
+#include "store.h"
+#include "store_devices.h"
+#include "store_groups.h"
+#include "store_keys.h"
 #include "uuid.h"
 #include "validate.h"
 

@@ -10,6 +10,9 @@
 #include "render.h"
 #include "manifest.h"
 #include "script_check.h"
+#include "store.h"
+#include "store_keys.h"
+#include "store_tasks.h"
 #include "uuid.h"
 #include "validate.h"
 

@@ -8,6 +8,10 @@
 #include "metrics.h"
 #include "render.h"
 #include "rollout.h"
+#include "store.h"
+#include "store_groups.h"
+#include "store_jobs.h"
+#include "store_webhooks.h"
 
 #define LIFECYCLE_EVENT_MAX ((size_t)8 << 20) /* bytes of one group record as text */
 

@@ -15,6 +15,8 @@
 
 #include "err.h"
 #include "store.h"
+#include "store_groups.h"
+#include "store_jobs.h"
 
 struct lifecycle_hooks {
 	void *ctx;

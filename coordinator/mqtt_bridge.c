@@ -26,6 +26,11 @@
 #include "proto.h"
 #include "render.h"
 #include "status.h"
+#include "store.h"
+#include "store_devices.h"
+#include "store_jobs.h"
+#include "store_queues.h"
+#include "store_tasks.h"
 #include "uuid.h"
 
 #define BRIDGE_BATCH           1000               /* inbound messages per transaction */

@@ -3,11 +3,13 @@
  * record, written in the request's transaction, and the tenant's records, newest first. See
  * store.h; store_int.h for what the store's files share.
  */
-#include "store_int.h"
+#include "store_audit.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include "store_int.h"
 
 void store_audit_rec_free(struct audit_rec *r)
 {

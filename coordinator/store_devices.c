@@ -2,10 +2,12 @@
  * store_devices.c - the store's device inventory, tags and presence. See store.h; store_int.h
  * for what the store's files share.
  */
-#include "store_int.h"
+#include "store_devices.h"
 
 #include <stdlib.h>
 #include <string.h>
+
+#include "store_int.h"
 
 /* ---- devices ---- */
 

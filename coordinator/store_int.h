@@ -15,6 +15,7 @@
 #include <stddef.h>
 
 #include "buf.h"
+#include "status.h"
 #include "store.h"
 
 /*
@@ -331,14 +332,6 @@ enum rcs_err store_webhooks_want_jobs(struct store *st, const char *client_root,
 
 /* ---- group sends (store_groups.c; docs/api.md "Rollouts") ---- */
 
-/* What every job of a batch is stored with, its JSON text defaulted (store_jobs_create). */
-struct job_batch_text {
-	const char *vars, *mails, *stats, *tmails, *tstats;
-	long long expires_at;
-};
-/* A new group (a bulk send's) with its settings, in store_jobs_create's transaction. */
-enum rcs_err store_group_insert(struct store *st, const struct job_batch *b,
-				const struct job_batch_text *t);
 /* A job of the group ended (in store_job_move's savepoint): the group's tallies. */
 enum rcs_err store_group_job_ended(struct store *st, const char *group, enum job_status to);
 /* Records the notifications a job's new status triggers (store_outbox.c). */

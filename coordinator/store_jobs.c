@@ -2,7 +2,7 @@
  * store_jobs.c - the store's jobs, their history and their moves, folded in a batch (the fold:
  * store_fold_begin). See store.h; store_int.h for what the store's files share.
  */
-#include "store_int.h"
+#include "store_jobs.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -10,6 +10,8 @@
 #include <time.h>
 
 #include "log.h"
+#include "store_int.h"
+#include "store_groups.h"
 
 /* ---- jobs ---- */
 
@@ -144,6 +146,91 @@ static enum rcs_err store_history_add(struct store *st, const char *job, long lo
 	store_arg_opt_int(s, 6, response_time);
 	store_arg_int(s, 7, seq);
 	err = store_done(st, s, "history add");
+out:
+	store_stmt_done(st, s);
+	return err;
+}
+
+/* What every job of a batch is stored with, its JSON text defaulted. */
+struct job_batch_text {
+	const char *vars, *mails, *stats, *tmails, *tstats;
+	long long expires_at;
+};
+
+/* A new group (a bulk send's) with its settings, what a continuous send's later jobs are
+ * made of, and its jobs as its open tallies (docs/api.md "Rollouts"). A group that got no
+ * job and stays open for no device is completed at once. */
+static enum rcs_err jobs_group_insert(struct store *st, const struct job_batch *b,
+				      const struct job_batch_text *t)
+{
+	static const struct group_settings none;
+	const struct group_settings *g = b->settings ? b->settings : &none;
+	struct timespec ts;
+	struct store_stmt *s = NULL;
+	enum rcs_err err;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	err = store_stmt(
+	    st,
+	    "INSERT INTO groups(ident, client_root, name, task_ident, created_user, created_at,"
+	    " status, task_version, task_name, tag, continuous, ro_max, ro_base, ro_factor,"
+	    " ro_after, ab_pct, ab_min, win_days, win_start, win_dur, win_off, rt_max,"
+	    " rt_backoff, rt_factor, n_open, tokens, tokens_at, c_variables, c_comment, c_ttl,"
+	    " c_mail_list, c_status_list, c_task_mail_list, c_task_status_list) VALUES(?1, ?2,"
+	    " ?3, ?4, ?5, ?6, CASE WHEN ?25 = 0 AND ?11 = 0 THEN 'completed' ELSE 'running' END,"
+	    " ?7, ?8, ?9, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20, ?21, ?22, ?23, ?24,"
+	    " ?25, 1000, ?26, ?27, ?28, ?29, ?30, ?31, ?32, ?33)",
+	    &s);
+	if (err != RCS_OK)
+		goto out;
+	store_arg_text(s, 1, b->group_ident);
+	store_arg_text(s, 2, b->client_root);
+	store_arg_text(s, 3, b->group_name);
+	store_arg_text(s, 4, b->task_ident);
+	store_arg_text(s, 5, b->created_user);
+	store_arg_int(s, 6, b->now);
+	store_arg_int(s, 7, b->task_version);
+	store_arg_text(s, 8, b->task_name);
+	store_arg_text(s, 9, b->tag);
+	store_arg_int(s, 11, g->continuous);
+	store_arg_opt_int(s, 12, g->max_per_minute);
+	store_arg_opt_int(s, 13, g->base_per_minute);
+	store_arg_opt_int(s, 14, g->base_per_minute ? g->factor_milli : 0);
+	store_arg_opt_int(s, 15, g->base_per_minute ? g->after_succeeded : 0);
+	if (g->has_abort) {
+		store_arg_int(s, 16, g->failure_pct);
+		store_arg_int(s, 17, g->min_finished);
+	} else {
+		store_arg_null(s, 16);
+		store_arg_null(s, 17);
+	}
+	if (g->has_window) {
+		store_arg_int(s, 18, g->days);
+		store_arg_int(s, 19, g->start_min);
+		store_arg_int(s, 20, g->duration_min);
+		store_arg_int(s, 21, g->utc_offset_min);
+	} else {
+		for (int i = 18; i <= 21; i++)
+			store_arg_null(s, i);
+	}
+	if (g->has_retry) {
+		store_arg_int(s, 22, g->max_attempts);
+		store_arg_int(s, 23, g->backoff_s);
+		store_arg_int(s, 24, g->backoff_milli);
+	} else {
+		for (int i = 22; i <= 24; i++)
+			store_arg_null(s, i);
+	}
+	store_arg_int(s, 25, (long long)b->n);
+	store_arg_int(s, 26, (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000);
+	store_arg_text(s, 27, t->vars);
+	store_arg_text(s, 28, b->comment);
+	store_arg_opt_int(s, 29, b->ttl);
+	store_arg_text(s, 30, t->mails);
+	store_arg_text(s, 31, t->stats);
+	store_arg_text(s, 32, t->tmails);
+	store_arg_text(s, 33, t->tstats);
+	err = store_done(st, s, "group insert");
 out:
 	store_stmt_done(st, s);
 	return err;
@@ -324,7 +411,7 @@ enum rcs_err store_jobs_create(struct store *st, const struct job_batch *b)
 	if (err != RCS_OK)
 		return err;
 	if (b->group_ident) {
-		err = store_group_insert(st, b, &t);
+		err = jobs_group_insert(st, b, &t);
 		if (err != RCS_OK)
 			goto out;
 	}

@@ -2,11 +2,13 @@
  * store_keys.c - the store's tenants and API keys. See store.h; store_int.h for what the store's
  * files share.
  */
-#include "store_int.h"
+#include "store_keys.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include "store_int.h"
 
 /* ---- tenants and keys ---- */
 

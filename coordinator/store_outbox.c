@@ -2,10 +2,13 @@
  * store_outbox.c - the store's e-mail outbox: the notifier's queries. See store.h; store_int.h
  * for what the store's files share.
  */
-#include "store_int.h"
+#include "store_outbox.h"
 
 #include <stdlib.h>
 #include <string.h>
+
+#include "store_int.h"
+#include "store_queues.h"
 
 /* ---- the notifier's queries ---- */
 

@@ -2,13 +2,15 @@
  * store_queues.c - the store's queries for the transport and the scheduler: jobs due,
  * unacknowledged, stale, expired. See store.h; store_int.h for what the store's files share.
  */
-#include "store_int.h"
+#include "store_queues.h"
 
 #include <stdio.h>
 
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+
+#include "store_int.h"
 
 /* ---- the transport's and scheduler's queries ---- */
 

@@ -2,11 +2,14 @@
  * store_webhooks.c - the store's webhooks and their outbox of deliveries with every attempt.
  * See store.h; store_int.h for what the store's files share.
  */
-#include "store_int.h"
+#include "store_webhooks.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include "store_int.h"
+#include "store_queues.h"
 
 /* ---- webhooks ---- */
 

@@ -9,6 +9,11 @@
 #include "jsonu.h"
 #include "manifest.h"
 #include "render.h"
+#include "store.h"
+#include "store_devices.h"
+#include "store_jobs.h"
+#include "store_keys.h"
+#include "store_tasks.h"
 
 struct fuzz_coord fz;
 

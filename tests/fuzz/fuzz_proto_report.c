@@ -15,6 +15,7 @@
 #include "fuzz_coord.h"
 #include "fuzz_util.h"
 #include "proto.h"
+#include "store_jobs.h"
 
 int LLVMFuzzerInitialize(int *argc, char ***argv)
 {
