@@ -85,7 +85,7 @@ static enum rcs_err lifecycle_move_steps(struct lifecycle *lc, const struct job_
 	 * group and the caller */
 	err = store_job_move_rec(lc->st, m, result, job);
 	if (err != RCS_OK)
-		return err; /* nothing written (store.h) */
+		return err; /* nothing written (store_jobs.h) */
 	*wrote = true;
 	if (*result == STORE_MOVE_APPLIED && lc->changed)
 		lc->changed(lc->changed_ctx);

@@ -2,8 +2,10 @@
  * store.c - the core of the coordinator's storage, whatever the engine: opening through a
  * backend (store_sqlite.c, or store_pg.c for a postgresql:// URL), the lock, transactions and
  * savepoints, after-commit actions, and the helpers every domain file of the store uses
- * (store_int.h). The domains are store_keys.c, store_tasks.c, store_devices.c, store_jobs.c,
- * store_queues.c and store_outbox.c (docs/architecture.md).
+ * (store_int.h). The domains (store_keys.c, store_tasks.c, store_devices.c, store_jobs.c,
+ * store_groups.c, store_webhooks.c, store_audit.c, store_outbox.c, store_queues.c;
+ * docs/architecture.md) call it; it calls none of them: what the fold of store_jobs.c must hear
+ * (a savepoint undone, the store closing) goes through the hooks it put in struct store.
  */
 #include "store_int.h"
 

@@ -1,7 +1,7 @@
 /*
  * store_audit.c - the store's audit log (docs/api.md, "Audit"): every state-changing request's
  * record, written in the request's transaction, and the tenant's records, newest first. See
- * store.h; store_int.h for what the store's files share.
+ * store_audit.h; store_int.h for what the store's files share.
  */
 #include "store_audit.h"
 

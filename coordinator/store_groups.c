@@ -1,7 +1,7 @@
 /*
  * store_groups.c - the store's part of group sends (docs/api.md "Rollouts"): a group's
  * status and tallies, the release of held jobs, pauses, retries, continuous tag sends. See
- * store.h; store_int.h for what the store's files share.
+ * store_groups.h; store_int.h for what the store's files share.
  */
 #include "store_groups.h"
 
@@ -698,37 +698,18 @@ enum rcs_err store_groups_list(struct store *st, const char *client_root,
 {
 	struct store_qb q = {.n = 0};
 	struct store_qb_opts o;
-	struct store_stmt *s = NULL;
-	bool row = false;
+	void *items = NULL;
 	enum rcs_err err;
 
 	memset(out, 0, sizeof(*out));
-	out->pg.page = pg->page;
-	out->pg.per_page = pg->per_page;
 	q.where[0] = '\0';
 	store_qb_add(&q, "client_root = ?", client_root);
 	if (only_visible_to)
 		store_qb_add(&q, "NOT " GROUP_HIDDEN_FROM("?"), only_visible_to);
 	store_qb_list_opts(&q, pg, "", "ident", &o);
-	store_lock(st);
-	out->items = calloc((size_t)pg->per_page, sizeof(*out->items));
-	if (out->items == NULL) {
-		err = RCS_ERR_NOMEM;
-		goto out;
-	}
-	err = store_page_rows(st, GROUP_COLS, "groups", &q, o.order, pg, &out->pg.total, &s);
-	if (err != RCS_OK)
-		goto out;
-	while ((err = store_next(st, s, "groups", &row)) == RCS_OK && row &&
-	       out->n < (size_t)pg->per_page) {
-		err = group_read(s, &out->items[out->n]);
-		if (err != RCS_OK)
-			break;
-		out->n++;
-	}
-out:
-	store_stmt_done(st, s);
-	store_unlock(st);
+	err = store_page_recs(st, GROUP_COLS, "groups", &q, o.order, pg, &out->pg,
+			      sizeof(*out->items), group_read_one, &items, &out->n);
+	out->items = items;
 	if (err != RCS_OK)
 		store_group_list_free(out);
 	return err;

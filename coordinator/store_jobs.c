@@ -1,6 +1,6 @@
 /*
  * store_jobs.c - the store's jobs, their history and their moves, folded in a batch (the fold:
- * store_fold_begin). See store.h; store_int.h for what the store's files share.
+ * store_fold_begin). See store_jobs.h; store_int.h for what the store's files share.
  */
 #include "store_jobs.h"
 
@@ -608,13 +608,10 @@ enum rcs_err store_jobs_list(struct store *st, const char *client_root, const st
 {
 	struct store_qb q = {.n = 0};
 	struct store_qb_opts o;
-	struct store_stmt *s = NULL;
-	bool row = false;
+	void *items = NULL;
 	enum rcs_err err;
 
 	memset(out, 0, sizeof(*out));
-	out->pg.page = pg->page;
-	out->pg.per_page = pg->per_page;
 	q.where[0] = '\0';
 	store_qb_add(&q, "j.client_root = ?", client_root);
 	if (f->group_ident)
@@ -639,25 +636,9 @@ enum rcs_err store_jobs_list(struct store *st, const char *client_root, const st
 		    " j.client_root AND " STORE_TASK_HIDDEN("t", "?") ")",
 		    f->only_visible_to);
 	store_qb_list_opts(&q, pg, "j.", "ident", &o);
-	store_lock(st);
-	out->items = calloc((size_t)pg->per_page, sizeof(*out->items));
-	if (out->items == NULL) {
-		err = RCS_ERR_NOMEM;
-		goto out;
-	}
-	err = store_page_rows(st, JOB_COLS, JOB_FROM, &q, o.order, pg, &out->pg.total, &s);
-	if (err != RCS_OK)
-		goto out;
-	while ((err = store_next(st, s, "jobs", &row)) == RCS_OK && row &&
-	       out->n < (size_t)pg->per_page) {
-		err = job_read(s, &out->items[out->n]);
-		if (err != RCS_OK)
-			break;
-		out->n++;
-	}
-out:
-	store_stmt_done(st, s);
-	store_unlock(st);
+	err = store_page_recs(st, JOB_COLS, JOB_FROM, &q, o.order, pg, &out->pg,
+			      sizeof(*out->items), job_read_one, &items, &out->n);
+	out->items = items;
 	if (err != RCS_OK)
 		store_job_list_free(out);
 	return err;
@@ -792,7 +773,7 @@ out:
 	return err;
 }
 
-/* ---- folds: a job's moves of a batch written to its row once (store.h) ---- */
+/* ---- folds: a job's moves of a batch written to its row once (store_jobs.h) ---- */
 
 #define FOLD_ROWS  1024 /* jobs a fold keeps; a full one is written out and begins again */
 #define FOLD_SLOTS 2048 /* the ident hash's slots: a power of two above FOLD_ROWS */
@@ -1074,7 +1055,8 @@ enum rcs_err store_job_move_rec(struct store *st, const struct job_move *m, enum
 	*result = STORE_MOVE_APPLIED;
 out:
 	if (err == RCS_ERR_NOTFOUND && wrote)
-		err = RCS_ERR_INTERNAL; /* RCS_ERR_NOTFOUND says nothing was written (store.h) */
+		err =
+		    RCS_ERR_INTERNAL; /* RCS_ERR_NOTFOUND says nothing was written (store_jobs.h) */
 	if (err != RCS_OK && wrote && f != NULL)
 		f->spoiled = true; /* its rows may say more than the database */
 	if (err == RCS_OK && rec != NULL) {
@@ -1116,6 +1098,23 @@ void store_job_notification_list_free(struct store_job_notification_list *l)
 	l->n = 0;
 }
 
+/* A notification's row ("address, status, state, attempts, created_at, sent_at,
+ * last_error") into *arg, a struct job_notification_rec (zeroed). */
+static enum rcs_err notification_row(struct store_stmt *s, void *arg)
+{
+	struct job_notification_rec *r = arg;
+	enum rcs_err err = RCS_OK;
+
+	r->address = store_val_dup(s, 0, &err);
+	r->status = store_val_dup(s, 1, &err);
+	r->state = store_val_dup(s, 2, &err);
+	r->attempts = store_val_int(s, 3);
+	r->created_at = store_val_int(s, 4);
+	r->sent_at = store_val_int(s, 5);
+	r->last_error = store_val_dup(s, 6, &err);
+	return err;
+}
+
 static enum rcs_err row_exists(struct store_stmt *s, void *arg)
 {
 	(void)s;
@@ -1128,8 +1127,7 @@ enum rcs_err store_job_notifications(struct store *st, const char *client_root, 
 				     struct store_job_notification_list *out)
 {
 	struct store_qb q = {.n = 0};
-	struct store_stmt *s = NULL;
-	bool row = false;
+	void *items = NULL;
 	enum rcs_err err;
 
 	memset(out, 0, sizeof(*out));
@@ -1144,34 +1142,12 @@ enum rcs_err store_job_notifications(struct store *st, const char *client_root, 
 	else
 		err = store_get_one(st, "SELECT 1 FROM jobs WHERE ident = ?1 AND client_root = ?2",
 				    ident, client_root, NULL, row_exists, NULL);
-	if (err != RCS_OK)
-		goto out;
-	out->items = calloc((size_t)pg->per_page, sizeof(*out->items));
-	if (out->items == NULL) {
-		err = RCS_ERR_NOMEM;
-		goto out;
-	}
-	err =
-	    store_page_rows(st, "address, status, state, attempts, created_at, sent_at, last_error",
-			    "notifications", &q, "id", pg, &out->pg.total, &s);
-	if (err != RCS_OK)
-		goto out;
-	while ((err = store_next(st, s, "notifications", &row)) == RCS_OK && row &&
-	       out->n < (size_t)pg->per_page) {
-		struct job_notification_rec *r = &out->items[out->n++];
-
-		r->address = store_val_dup(s, 0, &err);
-		r->status = store_val_dup(s, 1, &err);
-		r->state = store_val_dup(s, 2, &err);
-		r->attempts = store_val_int(s, 3);
-		r->created_at = store_val_int(s, 4);
-		r->sent_at = store_val_int(s, 5);
-		r->last_error = store_val_dup(s, 6, &err);
-		if (err != RCS_OK)
-			break;
-	}
-out:
-	store_stmt_done(st, s);
+	if (err == RCS_OK)
+		err = store_page_recs(
+		    st, "address, status, state, attempts, created_at, sent_at, last_error",
+		    "notifications", &q, "id", pg, &out->pg, sizeof(*out->items), notification_row,
+		    &items, &out->n);
+	out->items = items;
 	store_unlock(st);
 	if (err != RCS_OK)
 		store_job_notification_list_free(out);

@@ -1,6 +1,6 @@
 /*
- * store_keys.c - the store's tenants and API keys. See store.h; store_int.h for what the store's
- * files share.
+ * store_keys.c - the store's tenants and API keys. See store_keys.h; store_int.h for what the
+ * store's files share.
  */
 #include "store_keys.h"
 

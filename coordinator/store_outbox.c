@@ -1,6 +1,6 @@
 /*
- * store_outbox.c - the store's e-mail outbox: the notifier's queries. See store.h; store_int.h
- * for what the store's files share.
+ * store_outbox.c - the store's e-mail outbox: the notifier's queries, and the notifications a
+ * status change records. See store_outbox.h; store_int.h for what the store's files share.
  */
 #include "store_outbox.h"
 

@@ -1,6 +1,7 @@
 /*
  * store_queues.c - the store's queries for the transport and the scheduler: jobs due,
- * unacknowledged, stale, expired. See store.h; store_int.h for what the store's files share.
+ * unacknowledged, stale, expired; the claims, the nodes' rows, LISTEN. See store_queues.h;
+ * store_int.h for what the store's files share.
  */
 #include "store_queues.h"
 

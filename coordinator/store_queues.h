@@ -15,7 +15,7 @@
 
 struct store_group_list;
 
-/* ---- jobs (store_queues.c) ---- */
+/* ---- jobs due, claims, nodes (store_queues.c) ---- */
 
 /* Idents of pending jobs that are due, for online devices (entity_ident NULL: all
  * devices), at most limit. */

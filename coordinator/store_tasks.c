@@ -1,6 +1,6 @@
 /*
- * store_tasks.c - the store's scripts and tasks (with their versions). See store.h; store_int.h for
- * what the store's files share.
+ * store_tasks.c - the store's scripts and tasks (with their versions). See store_tasks.h;
+ * store_int.h for what the store's files share.
  */
 #include "store_tasks.h"
 

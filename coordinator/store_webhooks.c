@@ -1,6 +1,6 @@
 /*
  * store_webhooks.c - the store's webhooks and their outbox of deliveries with every attempt.
- * See store.h; store_int.h for what the store's files share.
+ * See store_webhooks.h; store_int.h for what the store's files share.
  */
 #include "store_webhooks.h"
 
@@ -319,12 +319,13 @@ void store_webhook_delivery_list_free(struct store_webhook_delivery_list *l)
 	"id, ident, type, subject, status, at, state, attempts, created_at, next_at, done_at,"     \
 	" last_error"
 
-static enum rcs_err delivery_row(struct store_stmt *s, struct webhook_delivery_rec *d,
-				 long long *id)
+/* The row of DELIVERY_COLS into *arg, a struct webhook_delivery_rec (zeroed). */
+static enum rcs_err delivery_row(struct store_stmt *s, void *arg)
 {
+	struct webhook_delivery_rec *d = arg;
 	enum rcs_err err = RCS_OK;
 
-	*id = store_val_int(s, 0);
+	d->id = store_val_int(s, 0);
 	store_val_copy(s, 1, d->ident, sizeof(d->ident));
 	d->type = store_val_dup(s, 2, &err);
 	store_val_copy(s, 3, d->subject, sizeof(d->subject));
@@ -388,9 +389,8 @@ enum rcs_err store_webhook_deliveries(struct store *st, const char *client_root,
 				      struct store_webhook_delivery_list *out)
 {
 	struct store_qb q = {.n = 0};
-	struct store_stmt *s = NULL;
-	long long *ids = NULL;
-	bool row = false, exists = false;
+	void *items = NULL;
+	bool exists = false;
 	enum rcs_err err;
 
 	memset(out, 0, sizeof(*out));
@@ -401,33 +401,13 @@ enum rcs_err store_webhook_deliveries(struct store *st, const char *client_root,
 	store_lock(st);
 	err = store_get_one(st, "SELECT 1 FROM webhooks WHERE ident = ?1 AND client_root = ?2",
 			    ident, client_root, NULL, row_true, &exists);
-	if (err != RCS_OK)
-		goto out;
-	out->items = calloc((size_t)pg->per_page, sizeof(*out->items));
-	ids = calloc((size_t)pg->per_page, sizeof(*ids));
-	if (out->items == NULL || ids == NULL) {
-		err = RCS_ERR_NOMEM;
-		goto out;
-	}
-	err = store_page_rows(st, DELIVERY_COLS, "webhook_deliveries", &q, "id DESC", pg,
-			      &out->pg.total, &s);
-	if (err != RCS_OK)
-		goto out;
-	while ((err = store_next(st, s, "webhook deliveries", &row)) == RCS_OK && row &&
-	       out->n < (size_t)pg->per_page) {
-		err = delivery_row(s, &out->items[out->n], &ids[out->n]);
-		out->n++;
-		if (err != RCS_OK)
-			break;
-	}
-	store_stmt_done(st, s);
-	s = NULL;
+	if (err == RCS_OK)
+		err = store_page_recs(st, DELIVERY_COLS, "webhook_deliveries", &q, "id DESC", pg,
+				      &out->pg, sizeof(*out->items), delivery_row, &items, &out->n);
+	out->items = items;
 	for (size_t i = 0; err == RCS_OK && i < out->n; i++)
-		err = delivery_attempts(st, ids[i], &out->items[i]);
-out:
-	store_stmt_done(st, s);
+		err = delivery_attempts(st, out->items[i].id, &out->items[i]);
 	store_unlock(st);
-	free(ids);
 	if (err != RCS_OK)
 		store_webhook_delivery_list_free(out);
 	return err;

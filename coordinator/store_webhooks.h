@@ -63,6 +63,7 @@ struct webhook_attempt_rec {
 };
 /* A delivery with its attempts (state queued, delivered or failed). */
 struct webhook_delivery_rec {
+	long long id; /* the store's row (not shown by the API) */
 	char ident[UUID_STR_LEN];
 	char *type;                 /* job.status or group.status */
 	char subject[UUID_STR_LEN]; /* the job or group */
