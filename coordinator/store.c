@@ -7,7 +7,7 @@
  * docs/architecture.md) call it; it calls none of them: what the fold of store_jobs.c must hear
  * (a savepoint undone, the store closing) goes through the hooks it put in struct store.
  */
-#include "store_int.h"
+#include "store.h"
 
 #include <pthread.h>
 #include <stdarg.h>
@@ -16,6 +16,7 @@
 #include <string.h>
 
 #include "log.h"
+#include "store_int.h"
 
 /* ---- helpers ---- */
 

@@ -13,10 +13,15 @@
 #include <pthread.h>
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #include "buf.h"
+#include "err.h"
 #include "status.h"
-#include "store.h"
+
+struct store;
+struct store_page;
+struct store_page_info;
 
 /*
  * The backend seam (docs/architecture.md, "The store"): everything the store's domain files
