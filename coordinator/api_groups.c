@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "http_api.h"
+#include "lifecycle.h"
 #include "render.h"
 #include "rollout.h"
 #include "store_groups.h"

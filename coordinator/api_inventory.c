@@ -6,6 +6,7 @@
 
 #include "auth.h"
 #include "http_api.h"
+#include "lifecycle.h"
 #include "render.h"
 #include "store.h"
 #include "store_devices.h"

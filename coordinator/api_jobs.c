@@ -7,6 +7,7 @@
 
 #include "buf.h"
 #include "http_api.h"
+#include "lifecycle.h"
 #include "manifest.h"
 #include "log.h"
 #include "render.h"

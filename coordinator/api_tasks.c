@@ -8,6 +8,7 @@
 #include "http_api.h"
 #include "log.h"
 #include "render.h"
+#include "rollout.h"
 #include "manifest.h"
 #include "script_check.h"
 #include "store.h"

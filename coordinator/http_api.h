@@ -17,7 +17,6 @@
 #include "buf.h"
 #include "err.h"
 #include "jsonu.h"
-#include "lifecycle.h"
 #include "signer.h"
 #include "store.h"
 #include "store_keys.h"
@@ -28,6 +27,8 @@
 #define API_MAX_BULK         10000
 
 struct bridge;
+struct group_settings;
+struct lifecycle;
 struct webhook_guard;
 
 struct api_app {

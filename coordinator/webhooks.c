@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "buf.h"
+#include "lifecycle.h"
 #include "log.h"
 #include "metrics.h"
 #include "render.h"

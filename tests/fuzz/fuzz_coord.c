@@ -7,6 +7,7 @@
 
 #include "fuzz_util.h"
 #include "jsonu.h"
+#include "lifecycle.h"
 #include "manifest.h"
 #include "render.h"
 #include "store.h"

@@ -14,6 +14,7 @@
 
 #include "fuzz_coord.h"
 #include "fuzz_util.h"
+#include "lifecycle.h"
 #include "proto.h"
 #include "store_jobs.h"
 
