@@ -8,8 +8,11 @@
 #include <string.h>
 
 #include "http_api.h"
+#include "lifecycle.h"
 #include "render.h"
 #include "rollout.h"
+#include "store_groups.h"
+#include "store_keys.h"
 #include "uuid.h"
 
 #define API_GROUP_TEXT_MAX ((size_t)64 << 20) /* bytes of a group's record */

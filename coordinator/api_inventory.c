@@ -6,7 +6,12 @@
 
 #include "auth.h"
 #include "http_api.h"
+#include "lifecycle.h"
 #include "render.h"
+#include "store.h"
+#include "store_devices.h"
+#include "store_groups.h"
+#include "store_keys.h"
 #include "uuid.h"
 #include "validate.h"
 

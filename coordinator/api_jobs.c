@@ -7,10 +7,16 @@
 
 #include "buf.h"
 #include "http_api.h"
+#include "lifecycle.h"
 #include "manifest.h"
 #include "log.h"
 #include "render.h"
 #include "rollout.h"
+#include "store.h"
+#include "store_devices.h"
+#include "store_jobs.h"
+#include "store_keys.h"
+#include "store_tasks.h"
 #include "uuid.h"
 #include "validate.h"
 

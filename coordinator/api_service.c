@@ -7,6 +7,7 @@
 
 #include "http_api.h"
 #include "mqtt_bridge.h"
+#include "store.h"
 
 /* GET /health: 200 while the database answers, else 503; the broker as the MQTT client sees it. */
 void api_health(struct api_req *req, struct api_resp *r)

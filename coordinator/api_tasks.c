@@ -8,8 +8,12 @@
 #include "http_api.h"
 #include "log.h"
 #include "render.h"
+#include "rollout.h"
 #include "manifest.h"
 #include "script_check.h"
+#include "store.h"
+#include "store_keys.h"
+#include "store_tasks.h"
 #include "uuid.h"
 #include "validate.h"
 

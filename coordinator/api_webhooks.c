@@ -8,6 +8,10 @@
 
 #include "http_api.h"
 #include "render.h"
+#include "status.h"
+#include "store.h"
+#include "store_audit.h"
+#include "store_webhooks.h"
 #include "uuid.h"
 #include "webhooks.h"
 

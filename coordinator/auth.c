@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "manifest.h"
+#include "store_keys.h"
 
 /*
  * Unknown keys per client address: past the limit within a minute, every

@@ -10,7 +10,7 @@
 #include <stdint.h>
 
 #include "err.h"
-#include "store.h"
+#include "store_keys.h"
 #include "uuid.h"
 
 #define AUTH_KEY_MAX  256 /* longer keys are unknown without a look-up */

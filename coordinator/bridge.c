@@ -22,6 +22,7 @@
 
 #include "log.h"
 #include "metrics.h"
+#include "store_queues.h"
 
 #define BRIDGE_EVENTS_WAIT_MS 20 /* events behind (events_backlog): the worker looks again */
 

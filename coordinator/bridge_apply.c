@@ -16,6 +16,8 @@
 #include "log.h"
 #include "metrics.h"
 #include "status.h"
+#include "store_devices.h"
+#include "store_queues.h"
 
 #define BRIDGE_BATCH       1000   /* inbound messages per transaction */
 #define BRIDGE_INBOUND_MAX 200000 /* queued inbound messages before back-pressure */

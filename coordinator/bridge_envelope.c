@@ -13,6 +13,9 @@
 #include "log.h"
 #include "render.h"
 #include "status.h"
+#include "store_tasks.h"
+#include "store_queues.h"
+#include "store_devices.h"
 
 #define BRIDGE_ENVELOPE_MAX ((size_t)64 << 20) /* bytes of one envelope's text */
 

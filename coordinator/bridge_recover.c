@@ -13,6 +13,7 @@
 #include <stdlib.h>
 
 #include "log.h"
+#include "store_queues.h"
 
 #define BRIDGE_RECOVER_SPAN_S  30   /* a recovery's passes go on this long while jobs are left */
 #define BRIDGE_RECOVER_WAKE_MS 1000 /* ... a second apart: the worker wakes for the next */

@@ -19,6 +19,7 @@
 
 #include "log.h"
 #include "metrics.h"
+#include "store_queues.h"
 
 #define BRIDGE_PUBLISH_CHUNK 256  /* envelopes per transaction when sending many */
 #define BRIDGE_SWEEP_SECONDS 15   /* re-send sweep period, at most */

@@ -21,6 +21,9 @@
 #include "log.h"
 #include "manifest.h"
 #include "metrics.h"
+#include "store.h"
+#include "store_audit.h"
+#include "store_keys.h"
 #include "ui.h"
 #include "uuid.h"
 

@@ -17,9 +17,9 @@
 #include "buf.h"
 #include "err.h"
 #include "jsonu.h"
-#include "lifecycle.h"
 #include "signer.h"
 #include "store.h"
+#include "store_keys.h"
 
 #define API_MAX_SEGMENTS     8
 #define API_DEFAULT_PER_PAGE 50
@@ -27,6 +27,8 @@
 #define API_MAX_BULK         10000
 
 struct bridge;
+struct group_settings;
+struct lifecycle;
 struct webhook_guard;
 
 struct api_app {
@@ -114,6 +116,7 @@ bool api_list(struct api_req *req, struct api_resp *r, long long default_per_pag
 
 /* Loads a task the caller may see (public ones, its own, any for admins);
  * RCS_ERR_NOTFOUND otherwise, also for a malformed ident. */
+struct task_rec;
 enum rcs_err api_task_load(struct api_req *req, const char *ident, struct task_rec *out);
 
 /* handlers (api_tasks.c) */

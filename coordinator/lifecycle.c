@@ -8,6 +8,11 @@
 #include "metrics.h"
 #include "render.h"
 #include "rollout.h"
+#include "store.h"
+#include "store_groups.h"
+#include "store_jobs.h"
+#include "store_outbox.h"
+#include "store_webhooks.h"
 
 #define LIFECYCLE_EVENT_MAX ((size_t)8 << 20) /* bytes of one group record as text */
 
@@ -91,7 +96,7 @@ static enum rcs_err lifecycle_move_follow(struct lifecycle *lc, const struct job
 	if (mv->result == STORE_MOVE_APPLIED && ended)
 		err = store_group_job_ended(lc->st, job->group_ident, m->to);
 	if (err == RCS_OK && mv->result == STORE_MOVE_APPLIED && mv->notify)
-		err = store_notify_record(lc->st, m->ident, to, m->now);
+		err = store_notifications_record(lc->st, m->ident, to, m->now);
 	if (err == RCS_OK)
 		err =
 		    store_webhook_job_event(lc->st, job->client_root, m->ident, mv->n, to, m->now);
@@ -124,7 +129,7 @@ static enum rcs_err lifecycle_move_steps(struct lifecycle *lc, const struct job_
 	 * group and the caller */
 	err = store_job_move_rec(lc->st, m, &mv, job);
 	if (err != RCS_OK)
-		return err; /* nothing written (store.h) */
+		return err; /* nothing written (store_jobs.h) */
 	*result = mv.result;
 	*wrote = true;
 	err = lifecycle_move_follow(lc, m, &mv, job);
@@ -521,7 +526,7 @@ static enum rcs_err lifecycle_group_retry(struct lifecycle *lc, const struct gro
 	delay = rollout_retry_delay(s, job->attempt);
 	snprintf(response, sizeof(response), "waiting for retry: attempt %lld of %lld after %llds",
 		 job->attempt + 1, s->max_attempts, (long long)delay);
-	err = store_job_retry(lc->st, job->ident, ident, now, now + delay, response);
+	err = store_group_retry(lc->st, job->ident, ident, now, now + delay, response);
 	if (err != RCS_OK)
 		return err;
 	log_info("job %s (%s): attempt %lld is job %s, in %llds", job->ident,

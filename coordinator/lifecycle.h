@@ -15,6 +15,8 @@
 
 #include "err.h"
 #include "store.h"
+#include "store_groups.h"
+#include "store_jobs.h"
 
 struct lifecycle_hooks {
 	void *ctx;
@@ -65,8 +67,8 @@ bool lifecycle_has_transport(const struct lifecycle *lc);
 /*
  * Applies one status change (store_job_move_rec) and all that follows it
  * (lifecycle_move_follow: tallies, e-mails, webhooks, metrics, job_changed, the group's
- * retry, abort or completion). *job_after (may be NULL) gets the job record afterwards (the caller frees it
- * with store_job_rec_free; zeroed on an error).
+ * retry, abort or completion). *job_after (may be NULL) gets the job record afterwards (the caller
+ * frees it with store_job_rec_free; zeroed on an error).
  */
 enum rcs_err lifecycle_move(struct lifecycle *lc, const struct job_move *m, enum store_move *result,
 			    struct job_rec *job_after);

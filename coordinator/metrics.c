@@ -11,6 +11,11 @@
 #include <string.h>
 
 #include "log.h"
+#include "store.h"
+#include "store_devices.h"
+#include "store_jobs.h"
+#include "store_outbox.h"
+#include "store_webhooks.h"
 
 #define METRICS_MAX_TEXT ((size_t)1 << 20)
 #define METRICS_CODES    64 /* distinct HTTP status codes kept per method */

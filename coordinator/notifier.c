@@ -13,6 +13,10 @@
 #include "buf.h"
 #include "log.h"
 #include "manifest.h"
+#include "store_devices.h"
+#include "store_jobs.h"
+#include "store_outbox.h"
+#include "store_queues.h"
 
 #define NOTIFIER_BATCH        100
 #define NOTIFIER_MAX_RESPONSE 4096 /* bytes of the job's response quoted in a mail */

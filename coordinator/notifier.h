@@ -15,6 +15,8 @@
 #include "lifecycle.h"
 #include "store.h"
 
+struct job_rec;
+
 struct notifier_opts {
 	const char *smtp_url; /* smtp://host:port or smtps://host:port */
 	const char *from;     /* envelope sender and From: */

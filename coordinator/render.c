@@ -10,6 +10,14 @@
 #include <string.h>
 
 #include "proto.h"
+#include "store.h"
+#include "store_audit.h"
+#include "store_devices.h"
+#include "store_groups.h"
+#include "store_jobs.h"
+#include "store_keys.h"
+#include "store_tasks.h"
+#include "store_webhooks.h"
 
 void render_init(struct render *w, struct buf *out)
 {

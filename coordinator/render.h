@@ -16,7 +16,29 @@
 
 #include "buf.h"
 #include "err.h"
-#include "store.h"
+#include "uuid.h"
+
+/* The store's records it writes (store_*.h) */
+struct device_rec;
+struct group_rec;
+struct job_notification_rec;
+struct job_rec;
+struct key_rec;
+struct script_rec;
+struct store_audit_list;
+struct store_device_list;
+struct store_group_list;
+struct store_history_list;
+struct store_job_list;
+struct store_job_notification_list;
+struct store_key_list;
+struct store_page_info;
+struct store_script_list;
+struct store_task_list;
+struct store_webhook_delivery_list;
+struct store_webhook_list;
+struct task_rec;
+struct webhook_rec;
 
 #define RENDER_MAX_DEPTH 16
 

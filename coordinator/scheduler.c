@@ -17,6 +17,10 @@
 #include "log.h"
 #include "rollout.h"
 #include "status.h"
+#include "store.h"
+#include "store_groups.h"
+#include "store_jobs.h"
+#include "store_queues.h"
 
 #define SCHED_EXPIRE_LIMIT 5000 /* jobs expired per query */
 #define SCHED_GROUPS_MAX   256  /* groups releasing jobs, read at a time */

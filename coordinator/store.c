@@ -2,10 +2,12 @@
  * store.c - the core of the coordinator's storage, whatever the engine: opening through a
  * backend (store_sqlite.c, or store_pg.c for a postgresql:// URL), the lock, transactions and
  * savepoints, after-commit actions, and the helpers every domain file of the store uses
- * (store_int.h). The domains are store_keys.c, store_tasks.c, store_devices.c, store_jobs.c,
- * store_queues.c and store_outbox.c (docs/architecture.md).
+ * (store_int.h). The domains (store_keys.c, store_tasks.c, store_devices.c, store_jobs.c,
+ * store_groups.c, store_webhooks.c, store_audit.c, store_outbox.c, store_queues.c;
+ * docs/architecture.md) call it; it calls none of them: what the fold of store_jobs.c must hear
+ * (a savepoint undone, the store closing) goes through the hooks it put in struct store.
  */
-#include "store_int.h"
+#include "store.h"
 
 #include <pthread.h>
 #include <stdarg.h>
@@ -14,6 +16,7 @@
 #include <string.h>
 
 #include "log.h"
+#include "store_int.h"
 
 /* ---- helpers ---- */
 
@@ -483,7 +486,8 @@ void store_close(struct store *st)
 	if (st == NULL)
 		return;
 	store_pool_free(st->pool);
-	store_fold_free(st);
+	if (st->hooks)
+		st->hooks->close(st);
 	if (st->be)
 		st->be->close(st);
 	pthread_mutex_destroy(&st->lock);
@@ -718,8 +722,8 @@ enum rcs_err store_tx_end(struct store *st, bool commit)
 			store_run(st, "ROLLBACK TO tx");
 			err = store_run(st, "RELEASE tx");
 		}
-		if (!commit || err != RCS_OK)
-			store_fold_spoil(st);
+		if ((!commit || err != RCS_OK) && st->hooks)
+			st->hooks->sp_undone(st);
 		if (st->tx_depth == 1) {
 			/* a caller's own level of the batch: its actions run once it is over,
 			 * outside the lock (store_batch_leave) */
@@ -834,4 +838,32 @@ enum rcs_err store_page_recs(struct store *st, const char *cols, const char *fro
 	store_stmt_done(st, s);
 	store_unlock(st);
 	return err;
+}
+
+/* ---- one number, the database's size, lists of idents ---- */
+
+enum rcs_err store_row_int(struct store_stmt *s, void *arg)
+{
+	*(long long *)arg = store_val_null(s, 0) ? 0 : store_val_int(s, 0);
+	return RCS_OK;
+}
+
+enum rcs_err store_db_size(struct store *st, long long *bytes)
+{
+	*bytes = 0;
+	return store_get_one(st,
+			     STORE_SQL(st,
+				       "SELECT page_count * page_size FROM pragma_page_count(),"
+				       " pragma_page_size()",
+				       "SELECT pg_database_size(current_database())"),
+			     NULL, NULL, NULL, store_row_int, bytes);
+}
+
+void store_idents_free(struct store_idents *ids)
+{
+	if (ids == NULL)
+		return;
+	free(ids->v);
+	ids->v = NULL;
+	ids->n = 0;
 }

@@ -1,11 +1,13 @@
 /*
- * store_devices.c - the store's device inventory, tags and presence. See store.h; store_int.h
- * for what the store's files share.
+ * store_devices.c - the store's device inventory, tags and presence. See store_devices.h;
+ * store_int.h for what the store's files share.
  */
-#include "store_int.h"
+#include "store_devices.h"
 
 #include <stdlib.h>
 #include <string.h>
+
+#include "store_int.h"
 
 /* ---- devices ---- */
 
@@ -211,14 +213,10 @@ enum rcs_err store_devices_list(struct store *st, const char *client_root, const
 {
 	struct store_qb q = {.n = 0};
 	struct store_qb_opts o;
-	struct store_stmt *s = NULL;
-	size_t cap = pg->per_page > 0 ? (size_t)pg->per_page : 1;
-	bool row = false;
+	void *items = NULL;
 	enum rcs_err err;
 
 	memset(out, 0, sizeof(*out));
-	out->pg.page = pg->page;
-	out->pg.per_page = pg->per_page;
 	q.where[0] = '\0';
 	store_qb_add(&q, "client_root = ?", client_root);
 	if (tag)
@@ -232,25 +230,9 @@ enum rcs_err store_devices_list(struct store *st, const char *client_root, const
 	else if (online == 1)
 		store_qb_add(&q, "online = 1", NULL);
 	store_qb_list_opts(&q, pg, "", "entity_ident", &o);
-	store_lock(st);
-	err = store_page_rows(st, DEVICE_COLS, "devices", &q, o.order, pg, &out->pg.total, &s);
-	if (err != RCS_OK)
-		goto out;
-	out->items = calloc(cap, sizeof(*out->items));
-	if (out->items == NULL) {
-		err = RCS_ERR_NOMEM;
-		goto out;
-	}
-	/* LIMIT per_page bounds the rows */
-	while (out->n < cap && (err = store_next(st, s, "devices", &row)) == RCS_OK && row) {
-		err = device_read(s, &out->items[out->n]);
-		if (err != RCS_OK)
-			break;
-		out->n++;
-	}
-out:
-	store_stmt_done(st, s);
-	store_unlock(st);
+	err = store_page_recs(st, DEVICE_COLS, "devices", &q, o.order, pg, &out->pg,
+			      sizeof(*out->items), device_read_one, &items, &out->n);
+	out->items = items;
 	if (err != RCS_OK)
 		store_device_list_free(out);
 	return err;
@@ -359,4 +341,12 @@ enum rcs_err store_device_state(struct store *st, const char *client_root, const
 out:
 	store_stmt_done(st, s);
 	return store_sp_end(st, err);
+}
+
+/* Devices online now (the metrics). */
+enum rcs_err store_devices_online(struct store *st, long long *n)
+{
+	*n = 0;
+	return store_get_one(st, "SELECT count(*) FROM devices WHERE online = 1", NULL, NULL, NULL,
+			     store_row_int, n);
 }

@@ -1,14 +1,25 @@
 /*
  * store_groups.c - the store's part of group sends (docs/api.md "Rollouts"): a group's
  * status and tallies, the release of held jobs, pauses, retries, continuous tag sends. See
- * store.h; store_int.h for what the store's files share.
+ * store_groups.h; store_int.h for what the store's files share.
  */
-#include "store_int.h"
+#include "store_groups.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+
+#include "store_int.h"
+#include "store_outbox.h"
+#include "store_queues.h"
+
+/* The columns of a group_rec, in the order store_group_row reads them (table groups). */
+#define GROUP_COLS                                                                                 \
+	"ident, name, created_user, created_at, task_ident, client_root, status, reason,"          \
+	" task_version, task_name, tag, continuous, ro_max, ro_base, ro_factor, ro_after, ab_pct," \
+	" ab_min, win_days, win_start, win_dur, win_off, rt_max, rt_backoff, rt_factor, n_open,"   \
+	" n_finished, n_failed, n_succeeded, tokens, tokens_at"
 
 /* Whether a group's jobs wait for release (a rollout or a window), on a groups row. */
 #define GROUP_HOLDS                                                                                \
@@ -44,7 +55,8 @@ void store_group_rec_free(struct group_rec *r)
 	r->name = r->created_user = r->reason = r->task_name = r->tag = NULL;
 }
 
-enum rcs_err store_group_row(struct store_stmt *s, struct group_rec *r)
+/* The row of GROUP_COLS into *r (zeroed first; on an error what was read is freed). */
+static enum rcs_err store_group_row(struct store_stmt *s, struct group_rec *r)
 {
 	struct group_settings *g = &r->settings;
 	enum rcs_err err = RCS_OK;
@@ -409,16 +421,16 @@ static enum rcs_err store_new_job_history(struct store *st, const char *ident, i
 	store_arg_int(s, 2, now);
 	err = store_done(st, s, "history add");
 	if (err == RCS_OK)
-		err = store_notify_record(st, ident, "initial", now);
+		err = store_notifications_record(st, ident, "initial", now);
 	if (err == RCS_OK)
-		err = store_notify_record(st, ident, "pending", now);
+		err = store_notifications_record(st, ident, "pending", now);
 out:
 	store_stmt_done(st, s);
 	return err;
 }
 
-enum rcs_err store_job_retry(struct store *st, const char *failed, const char *ident, int64_t now,
-			     int64_t release_at, const char *response)
+enum rcs_err store_group_retry(struct store *st, const char *failed, const char *ident, int64_t now,
+			       int64_t release_at, const char *response)
 {
 	struct store_stmt *s = NULL;
 	enum rcs_err err;
@@ -582,4 +594,124 @@ out:
 		*held = NULL;
 	}
 	return store_sp_end(st, err);
+}
+
+/* ---- reads of groups (the API's) ---- */
+
+static enum rcs_err group_read(struct store_stmt *s, struct group_rec *r)
+{
+	return store_group_row(s, r);
+}
+
+static enum rcs_err group_read_one(struct store_stmt *s, void *arg)
+{
+	return group_read(s, arg);
+}
+
+/* A group of a task the user may not see (not public, someone else's) is left out, like
+ * the task and its jobs. */
+#define GROUP_HIDDEN_FROM(user_param)                                                              \
+	"EXISTS (SELECT 1 FROM tasks t WHERE t.ident = groups.task_ident"                          \
+	" AND t.client_root = groups.client_root AND " STORE_TASK_HIDDEN("t", user_param) ")"
+
+/* How many of the group's jobs are in each status, in the order of the statuses' names. */
+static enum rcs_err group_counts(struct store *st, struct group_rec *g)
+{
+	struct store_stmt *s = NULL;
+	bool row = false;
+	enum rcs_err err;
+
+	err = store_stmt(st,
+			 "SELECT status, count(*) FROM jobs WHERE group_ident = ?1 GROUP BY status"
+			 " ORDER BY status",
+			 &s);
+	if (err != RCS_OK)
+		goto out;
+	store_arg_text(s, 1, g->ident);
+	g->with_counts = true;
+	while ((err = store_next(st, s, "group statuses", &row)) == RCS_OK && row) {
+		struct group_count *c = &g->statuses[g->n_statuses];
+
+		if (g->n_statuses >= JS__COUNT || !status_parse(store_val_text(s, 0), &c->status))
+			continue; /* every job's status is one of JS__COUNT names */
+		c->n = store_val_int(s, 1);
+		g->total += c->n;
+		g->n_statuses++;
+	}
+	if (err != RCS_OK)
+		goto out;
+	store_stmt_done(st, s);
+	s = NULL;
+	/* the latest attempt of each device: the jobs no retry superseded */
+	err =
+	    store_stmt(st,
+		       "SELECT status, count(*) FROM jobs WHERE group_ident = ?1 AND superseded = 0"
+		       " GROUP BY status ORDER BY status",
+		       &s);
+	if (err != RCS_OK)
+		goto out;
+	store_arg_text(s, 1, g->ident);
+	while ((err = store_next(st, s, "group counts", &row)) == RCS_OK && row) {
+		struct group_count *c = &g->counts[g->n_counts];
+
+		if (g->n_counts >= JS__COUNT || !status_parse(store_val_text(s, 0), &c->status))
+			continue;
+		c->n = store_val_int(s, 1);
+		g->n_counts++;
+	}
+out:
+	store_stmt_done(st, s);
+	return err;
+}
+
+enum rcs_err store_group_get(struct store *st, const char *client_root, const char *ident,
+			     const char *only_visible_to, struct group_rec *out)
+{
+	enum rcs_err err;
+
+	memset(out, 0, sizeof(*out));
+	store_lock(st);
+	err =
+	    store_get_one(st,
+			  "SELECT " GROUP_COLS " FROM groups WHERE ident = ?1 AND client_root = ?2"
+			  " AND (?3 IS NULL OR NOT " GROUP_HIDDEN_FROM("?3") ")",
+			  ident, client_root, only_visible_to, group_read_one, out);
+	if (err == RCS_OK)
+		err = group_counts(st, out);
+	store_unlock(st);
+	if (err != RCS_OK)
+		store_group_rec_free(out);
+	return err;
+}
+
+void store_group_list_free(struct store_group_list *l)
+{
+	for (size_t i = 0; l->items && i < l->n; i++)
+		store_group_rec_free(&l->items[i]);
+	free(l->items);
+	l->items = NULL;
+	l->n = 0;
+}
+
+enum rcs_err store_groups_list(struct store *st, const char *client_root,
+			       const char *only_visible_to, const struct store_page *pg,
+			       struct store_group_list *out)
+{
+	struct store_qb q = {.n = 0};
+	struct store_qb_opts o;
+	void *items = NULL;
+	enum rcs_err err;
+
+	memset(out, 0, sizeof(*out));
+	q.where[0] = '\0';
+	store_qb_add(&q, "client_root = ?", client_root);
+	if (only_visible_to)
+		store_qb_add(&q, "NOT " GROUP_HIDDEN_FROM("?"), only_visible_to);
+	store_qb_list_opts(&q, pg, "", "ident", &o);
+	err = store_page_recs(st, GROUP_COLS, "groups", &q, o.order, pg, &out->pg,
+			      sizeof(*out->items), group_read_one, &items, &out->n);
+	out->items = items;
+	if (err != RCS_OK)
+		store_group_list_free(out);
+	return err;
 }

@@ -13,9 +13,15 @@
 #include <pthread.h>
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #include "buf.h"
-#include "store.h"
+#include "err.h"
+#include "status.h"
+
+struct store;
+struct store_page;
+struct store_page_info;
 
 /*
  * The backend seam (docs/architecture.md, "The store"): everything the store's domain files
@@ -110,6 +116,16 @@ struct store_batch {
 
 struct store_pool;
 
+/*
+ * What the core (store.c) tells a domain file's state that lasts across transactions, the fold
+ * of status changes (store_fold_begin, store_jobs.c), which installs them: sp_undone, a
+ * savepoint was rolled back (or failed to be released); close, the store closes.
+ */
+struct store_hooks {
+	void (*sp_undone)(struct store *st);
+	void (*close)(struct store *st);
+};
+
 struct store {
 	const struct store_backend *be;
 	enum store_dialect dialect;
@@ -151,6 +167,8 @@ struct store {
 	void *listen; /* the backend's listen (struct store_backend), NULL: none */
 	/* jobs moved in a fold (store_fold_begin, store_jobs.c), NULL: none yet */
 	struct store_fold *fold;
+	/* what the core tells the fold, which it does not know (NULL: no fold yet) */
+	const struct store_hooks *hooks;
 };
 
 /* The text elements of the JSON array x as the rows of a table alias a with a column value
@@ -322,6 +340,8 @@ enum rcs_err store_write(struct store *st, const char *sql, int *changes, int n,
 typedef enum rcs_err (*store_one_fn)(struct store_stmt *s, void *arg);
 enum rcs_err store_get_one(struct store *st, const char *sql, const char *p1, const char *p2,
 			   const char *p3, store_one_fn fn, void *arg);
+/* A store_one_fn: the row's first column as a number into *(long long *)arg (NULL: 0). */
+enum rcs_err store_row_int(struct store_stmt *s, void *arg);
 
 /* A savepoint inside the caller's transaction, or a transaction of its own; store_sp_end
  * releases or rolls it back by status and returns status. */
@@ -339,11 +359,6 @@ enum rcs_err store_page_recs(struct store *st, const char *cols, const char *fro
 			     const struct store_page *pg, struct store_page_info *info, size_t size,
 			     store_one_fn fn, void **items, size_t *n);
 
-/* ---- folds of status changes (store_jobs.c) ---- */
-
-/* Frees the fold's memory (store_close). */
-void store_fold_free(struct store *st);
-
 /* ---- the webhook outbox (store_webhooks.c) ---- */
 
 /* Whether any active webhook of the tenant wants job.status events (*want). */
@@ -351,14 +366,6 @@ enum rcs_err store_webhooks_want_jobs(struct store *st, const char *client_root,
 
 /* ---- group sends (store_groups.c; docs/api.md "Rollouts") ---- */
 
-/* The columns of a group_rec, in the order store_group_row reads them (table groups). */
-#define GROUP_COLS                                                                                 \
-	"ident, name, created_user, created_at, task_ident, client_root, status, reason,"          \
-	" task_version, task_name, tag, continuous, ro_max, ro_base, ro_factor, ro_after, ab_pct," \
-	" ab_min, win_days, win_start, win_dur, win_off, rt_max, rt_backoff, rt_factor, n_open,"   \
-	" n_finished, n_failed, n_succeeded, tokens, tokens_at"
-/* The row of GROUP_COLS into *r (zeroed first; on an error what was read is freed). */
-enum rcs_err store_group_row(struct store_stmt *s, struct group_rec *r);
 /* The statuses of jobs that have not ended, as an SQL list. */
 #define JOBS_OPEN_LIST                                                                             \
 	"('initial', 'pending', 'transmited', 'edge_transmitted', 'edge_started', 'edge_running')"

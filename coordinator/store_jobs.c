@@ -1,8 +1,11 @@
 /*
- * store_jobs.c - the store's jobs, their history, their notification records and groups. See
- * store.h; store_int.h for what the store's files share.
+ * store_jobs.c - the store's jobs, their history and their moves, folded in a batch (the fold:
+ * store_fold_begin). See store_jobs.h; store_int.h for what the store's files share.
+ *
+ * Over 800 lines as one domain: a bulk send's creation, the reads and the moves with their fold
+ * all write or read the job's row (JOB_COLS, job_read), and the fold is the moves' own state.
  */
-#include "store_int.h"
+#include "store_jobs.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -10,6 +13,10 @@
 #include <time.h>
 
 #include "log.h"
+#include "store_int.h"
+#include "store_groups.h"
+#include "store_outbox.h"
+#include "store_webhooks.h"
 
 /* ---- jobs ---- */
 
@@ -149,51 +156,6 @@ out:
 	return err;
 }
 
-/*
- * Records the notifications a status change triggers, in the caller's
- * transaction: the task's addresses for the task's statuses, the job's
- * addresses for the job's statuses (seed rules 1-3); an address on both
- * levels gets one row.
- */
-#define NOTIFY_ROWS(EACH)                                                                          \
-	" INTO notifications(job_ident, client_root, status, address, state, created_at,"          \
-	" next_at)"                                                                                \
-	" SELECT j.ident, j.client_root, CAST(?2 AS TEXT), a.value, 'queued', ?3, ?3"              \
-	" FROM jobs j, " EACH(                                                                     \
-	    "j.task_mail_list",                                                                    \
-	    "a") " WHERE j.ident = ?1 AND"                                                         \
-		 " EXISTS (SELECT 1 FROM " EACH(                                                   \
-		     "j.task_status_list",                                                         \
-		     "x") " WHERE x.value = ?2)"                                                   \
-			  " UNION"                                                                 \
-			  " SELECT j.ident, j.client_root, CAST(?2 AS TEXT), a.value, 'queued', "  \
-			  "?3, ?3"                                                                 \
-			  " FROM jobs j, " EACH(                                                   \
-			      "j.mail_list", "a") " WHERE j.ident = ?1 AND"                        \
-						  " EXISTS (SELECT 1 FROM " EACH(                  \
-						      "j.status_list", "x") " WHERE x.value = ?2)"
-
-enum rcs_err store_notify_record(struct store *st, const char *job, const char *status, int64_t now)
-{
-	struct store_stmt *s = NULL;
-	enum rcs_err err;
-
-	err = store_stmt(
-	    st,
-	    STORE_SQL(st, "INSERT OR IGNORE" NOTIFY_ROWS(STORE_JSON_EACH_SQ),
-		      "INSERT" NOTIFY_ROWS(STORE_JSON_EACH_PG) " ON CONFLICT DO NOTHING"),
-	    &s);
-	if (err != RCS_OK)
-		goto out;
-	store_arg_text(s, 1, job);
-	store_arg_text(s, 2, status);
-	store_arg_int(s, 3, now);
-	err = store_done(st, s, "notification record");
-out:
-	store_stmt_done(st, s);
-	return err;
-}
-
 /* What every job of a batch is stored with, its JSON text defaulted. */
 struct job_batch_text {
 	const char *vars, *mails, *stats, *tmails, *tstats;
@@ -203,8 +165,8 @@ struct job_batch_text {
 /* A new group (a bulk send's) with its settings, what a continuous send's later jobs are
  * made of, and its jobs as its open tallies (docs/api.md "Rollouts"). A group that got no
  * job and stays open for no device is completed at once. */
-static enum rcs_err store_group_insert(struct store *st, const struct job_batch *b,
-				       const struct job_batch_text *t)
+static enum rcs_err jobs_group_insert(struct store *st, const struct job_batch *b,
+				      const struct job_batch_text *t)
 {
 	static const struct group_settings none;
 	const struct group_settings *g = b->settings ? b->settings : &none;
@@ -454,7 +416,7 @@ enum rcs_err store_jobs_create(struct store *st, const struct job_batch *b)
 	if (err != RCS_OK)
 		return err;
 	if (b->group_ident) {
-		err = store_group_insert(st, b, &t);
+		err = jobs_group_insert(st, b, &t);
 		if (err != RCS_OK)
 			goto out;
 	}
@@ -474,9 +436,9 @@ enum rcs_err store_jobs_create(struct store *st, const struct job_batch *b)
 		}
 	}
 	for (size_t i = 0; notify && i < b->n; i++) {
-		err = store_notify_record(st, b->jobs[i].ident, "initial", b->now);
+		err = store_notifications_record(st, b->jobs[i].ident, "initial", b->now);
 		if (err == RCS_OK)
-			err = store_notify_record(st, b->jobs[i].ident, "pending", b->now);
+			err = store_notifications_record(st, b->jobs[i].ident, "pending", b->now);
 		if (err != RCS_OK)
 			goto out;
 	}
@@ -651,13 +613,10 @@ enum rcs_err store_jobs_list(struct store *st, const char *client_root, const st
 {
 	struct store_qb q = {.n = 0};
 	struct store_qb_opts o;
-	struct store_stmt *s = NULL;
-	bool row = false;
+	void *items = NULL;
 	enum rcs_err err;
 
 	memset(out, 0, sizeof(*out));
-	out->pg.page = pg->page;
-	out->pg.per_page = pg->per_page;
 	q.where[0] = '\0';
 	store_qb_add(&q, "j.client_root = ?", client_root);
 	if (f->group_ident)
@@ -682,25 +641,9 @@ enum rcs_err store_jobs_list(struct store *st, const char *client_root, const st
 		    " j.client_root AND " STORE_TASK_HIDDEN("t", "?") ")",
 		    f->only_visible_to);
 	store_qb_list_opts(&q, pg, "j.", "ident", &o);
-	store_lock(st);
-	out->items = calloc((size_t)pg->per_page, sizeof(*out->items));
-	if (out->items == NULL) {
-		err = RCS_ERR_NOMEM;
-		goto out;
-	}
-	err = store_page_rows(st, JOB_COLS, JOB_FROM, &q, o.order, pg, &out->pg.total, &s);
-	if (err != RCS_OK)
-		goto out;
-	while ((err = store_next(st, s, "jobs", &row)) == RCS_OK && row &&
-	       out->n < (size_t)pg->per_page) {
-		err = job_read(s, &out->items[out->n]);
-		if (err != RCS_OK)
-			break;
-		out->n++;
-	}
-out:
-	store_stmt_done(st, s);
-	store_unlock(st);
+	err = store_page_recs(st, JOB_COLS, JOB_FROM, &q, o.order, pg, &out->pg,
+			      sizeof(*out->items), job_read_one, &items, &out->n);
+	out->items = items;
 	if (err != RCS_OK)
 		store_job_list_free(out);
 	return err;
@@ -835,7 +778,7 @@ out:
 	return err;
 }
 
-/* ---- folds: a job's moves of a batch written to its row once (store.h) ---- */
+/* ---- folds: a job's moves of a batch written to its row once (store_jobs.h) ---- */
 
 #define FOLD_ROWS  1024 /* jobs a fold keeps; a full one is written out and begins again */
 #define FOLD_SLOTS 2048 /* the ident hash's slots: a power of two above FOLD_ROWS */
@@ -944,12 +887,15 @@ static enum rcs_err job_move_fold(struct store *st, const struct job_move *m, st
 	return err;
 }
 
+static const struct store_hooks fold_hooks;
+
 void store_fold_begin(struct store *st)
 {
 	if (st->fold == NULL && (st->fold = calloc(1, sizeof(*st->fold))) == NULL) {
 		log_warnx("no memory for a fold of status changes: each is written at once");
 		return;
 	}
+	st->hooks = &fold_hooks;
 	st->fold->on = true;
 	st->fold->spoiled = false;
 }
@@ -1001,13 +947,16 @@ enum rcs_err store_fold_end(struct store *st, bool write)
 	return err;
 }
 
+/* A savepoint inside a fold was rolled back: the fold's rows no longer say what the database
+ * holds, and store_fold_end refuses to write them (store.c's store_tx_end). */
 void store_fold_spoil(struct store *st)
 {
 	if (st->fold != NULL && st->fold->on)
 		st->fold->spoiled = true;
 }
 
-void store_fold_free(struct store *st)
+/* Frees the fold's memory (store_close). */
+static void fold_free(struct store *st)
 {
 	if (st->fold == NULL)
 		return;
@@ -1015,6 +964,8 @@ void store_fold_free(struct store *st)
 	free(st->fold);
 	st->fold = NULL;
 }
+
+static const struct store_hooks fold_hooks = {.sp_undone = store_fold_spoil, .close = fold_free};
 
 enum rcs_err store_job_move_rec(struct store *st, const struct job_move *m, struct job_moved *out,
 				struct job_rec *rec)
@@ -1106,7 +1057,8 @@ enum rcs_err store_job_move_rec(struct store *st, const struct job_move *m, stru
 	*result = STORE_MOVE_APPLIED;
 out:
 	if (err == RCS_ERR_NOTFOUND && wrote)
-		err = RCS_ERR_INTERNAL; /* RCS_ERR_NOTFOUND says nothing was written (store.h) */
+		err =
+		    RCS_ERR_INTERNAL; /* RCS_ERR_NOTFOUND says nothing was written (store_jobs.h) */
 	if (err != RCS_OK && wrote && f != NULL)
 		f->spoiled = true; /* its rows may say more than the database */
 	if (err == RCS_OK && rec != NULL) {
@@ -1137,6 +1089,23 @@ void store_job_notification_list_free(struct store_job_notification_list *l)
 	l->n = 0;
 }
 
+/* A notification's row ("address, status, state, attempts, created_at, sent_at,
+ * last_error") into *arg, a struct job_notification_rec (zeroed). */
+static enum rcs_err notification_row(struct store_stmt *s, void *arg)
+{
+	struct job_notification_rec *r = arg;
+	enum rcs_err err = RCS_OK;
+
+	r->address = store_val_dup(s, 0, &err);
+	r->status = store_val_dup(s, 1, &err);
+	r->state = store_val_dup(s, 2, &err);
+	r->attempts = store_val_int(s, 3);
+	r->created_at = store_val_int(s, 4);
+	r->sent_at = store_val_int(s, 5);
+	r->last_error = store_val_dup(s, 6, &err);
+	return err;
+}
+
 static enum rcs_err row_exists(struct store_stmt *s, void *arg)
 {
 	(void)s;
@@ -1149,8 +1118,7 @@ enum rcs_err store_job_notifications(struct store *st, const char *client_root, 
 				     struct store_job_notification_list *out)
 {
 	struct store_qb q = {.n = 0};
-	struct store_stmt *s = NULL;
-	bool row = false;
+	void *items = NULL;
 	enum rcs_err err;
 
 	memset(out, 0, sizeof(*out));
@@ -1165,175 +1133,91 @@ enum rcs_err store_job_notifications(struct store *st, const char *client_root, 
 	else
 		err = store_get_one(st, "SELECT 1 FROM jobs WHERE ident = ?1 AND client_root = ?2",
 				    ident, client_root, NULL, row_exists, NULL);
-	if (err != RCS_OK)
-		goto out;
-	out->items = calloc((size_t)pg->per_page, sizeof(*out->items));
-	if (out->items == NULL) {
-		err = RCS_ERR_NOMEM;
-		goto out;
-	}
-	err =
-	    store_page_rows(st, "address, status, state, attempts, created_at, sent_at, last_error",
-			    "notifications", &q, "id", pg, &out->pg.total, &s);
-	if (err != RCS_OK)
-		goto out;
-	while ((err = store_next(st, s, "notifications", &row)) == RCS_OK && row &&
-	       out->n < (size_t)pg->per_page) {
-		struct job_notification_rec *r = &out->items[out->n++];
-
-		r->address = store_val_dup(s, 0, &err);
-		r->status = store_val_dup(s, 1, &err);
-		r->state = store_val_dup(s, 2, &err);
-		r->attempts = store_val_int(s, 3);
-		r->created_at = store_val_int(s, 4);
-		r->sent_at = store_val_int(s, 5);
-		r->last_error = store_val_dup(s, 6, &err);
-		if (err != RCS_OK)
-			break;
-	}
-out:
-	store_stmt_done(st, s);
+	if (err == RCS_OK)
+		err = store_page_recs(
+		    st, "address, status, state, attempts, created_at, sent_at, last_error",
+		    "notifications", &q, "id", pg, &out->pg, sizeof(*out->items), notification_row,
+		    &items, &out->n);
+	out->items = items;
 	store_unlock(st);
 	if (err != RCS_OK)
 		store_job_notification_list_free(out);
 	return err;
 }
 
-/* ---- groups ---- */
+/* ---- one item of a job's history, the jobs per status (the webhook sender, the metrics) ---- */
 
-static enum rcs_err group_read(struct store_stmt *s, struct group_rec *r)
+static enum rcs_err history_item_row(struct store_stmt *s, void *arg)
 {
-	return store_group_row(s, r);
+	struct history_rec *h = arg;
+	enum rcs_err err = RCS_OK;
+
+	if (!status_parse(store_val_text(s, 0), &h->status))
+		h->status = JS_INITIAL;
+	h->at = store_val_int(s, 1);
+	h->response = store_val_dup(s, 2, &err);
+	h->response_time = store_val_int(s, 3);
+	return err;
 }
 
-static enum rcs_err group_read_one(struct store_stmt *s, void *arg)
+enum rcs_err store_job_history_item(struct store *st, const char *job_ident, long long n,
+				    struct history_rec *out)
 {
-	return group_read(s, arg);
+	char num[32];
+
+	memset(out, 0, sizeof(*out));
+	snprintf(num, sizeof(num), "%lld", n);
+	return store_get_one(st,
+			     "SELECT status, at, response, response_time FROM job_history"
+			     " WHERE job_ident = ?1 AND n = CAST(?2 AS INTEGER)",
+			     job_ident, num, NULL, history_item_row, out);
 }
 
-/* A group of a task the user may not see (not public, someone else's) is left out, like
- * the task and its jobs. */
-#define GROUP_HIDDEN_FROM(user_param)                                                              \
-	"EXISTS (SELECT 1 FROM tasks t WHERE t.ident = groups.task_ident"                          \
-	" AND t.client_root = groups.client_root AND " STORE_TASK_HIDDEN("t", user_param) ")"
-
-/* How many of the group's jobs are in each status, in the order of the statuses' names. */
-static enum rcs_err group_counts(struct store *st, struct group_rec *g)
+enum rcs_err store_jobs_by_status(struct store *st, long long n[JS__COUNT])
 {
 	struct store_stmt *s = NULL;
 	bool row = false;
 	enum rcs_err err;
 
-	err = store_stmt(st,
-			 "SELECT status, count(*) FROM jobs WHERE group_ident = ?1 GROUP BY status"
-			 " ORDER BY status",
-			 &s);
-	if (err != RCS_OK)
-		goto out;
-	store_arg_text(s, 1, g->ident);
-	g->with_counts = true;
-	while ((err = store_next(st, s, "group statuses", &row)) == RCS_OK && row) {
-		struct group_count *c = &g->statuses[g->n_statuses];
-
-		if (g->n_statuses >= JS__COUNT || !status_parse(store_val_text(s, 0), &c->status))
-			continue; /* every job's status is one of JS__COUNT names */
-		c->n = store_val_int(s, 1);
-		g->total += c->n;
-		g->n_statuses++;
-	}
-	if (err != RCS_OK)
-		goto out;
-	store_stmt_done(st, s);
-	s = NULL;
-	/* the latest attempt of each device: the jobs no retry superseded */
-	err =
-	    store_stmt(st,
-		       "SELECT status, count(*) FROM jobs WHERE group_ident = ?1 AND superseded = 0"
-		       " GROUP BY status ORDER BY status",
-		       &s);
-	if (err != RCS_OK)
-		goto out;
-	store_arg_text(s, 1, g->ident);
-	while ((err = store_next(st, s, "group counts", &row)) == RCS_OK && row) {
-		struct group_count *c = &g->counts[g->n_counts];
-
-		if (g->n_counts >= JS__COUNT || !status_parse(store_val_text(s, 0), &c->status))
-			continue;
-		c->n = store_val_int(s, 1);
-		g->n_counts++;
-	}
-out:
-	store_stmt_done(st, s);
-	return err;
-}
-
-enum rcs_err store_group_get(struct store *st, const char *client_root, const char *ident,
-			     const char *only_visible_to, struct group_rec *out)
-{
-	enum rcs_err err;
-
-	memset(out, 0, sizeof(*out));
+	memset(n, 0, sizeof(long long) * JS__COUNT);
 	store_lock(st);
-	err =
-	    store_get_one(st,
-			  "SELECT " GROUP_COLS " FROM groups WHERE ident = ?1 AND client_root = ?2"
-			  " AND (?3 IS NULL OR NOT " GROUP_HIDDEN_FROM("?3") ")",
-			  ident, client_root, only_visible_to, group_read_one, out);
-	if (err == RCS_OK)
-		err = group_counts(st, out);
-	store_unlock(st);
-	if (err != RCS_OK)
-		store_group_rec_free(out);
-	return err;
-}
-
-void store_group_list_free(struct store_group_list *l)
-{
-	for (size_t i = 0; l->items && i < l->n; i++)
-		store_group_rec_free(&l->items[i]);
-	free(l->items);
-	l->items = NULL;
-	l->n = 0;
-}
-
-enum rcs_err store_groups_list(struct store *st, const char *client_root,
-			       const char *only_visible_to, const struct store_page *pg,
-			       struct store_group_list *out)
-{
-	struct store_qb q = {.n = 0};
-	struct store_qb_opts o;
-	struct store_stmt *s = NULL;
-	bool row = false;
-	enum rcs_err err;
-
-	memset(out, 0, sizeof(*out));
-	out->pg.page = pg->page;
-	out->pg.per_page = pg->per_page;
-	q.where[0] = '\0';
-	store_qb_add(&q, "client_root = ?", client_root);
-	if (only_visible_to)
-		store_qb_add(&q, "NOT " GROUP_HIDDEN_FROM("?"), only_visible_to);
-	store_qb_list_opts(&q, pg, "", "ident", &o);
-	store_lock(st);
-	out->items = calloc((size_t)pg->per_page, sizeof(*out->items));
-	if (out->items == NULL) {
-		err = RCS_ERR_NOMEM;
-		goto out;
-	}
-	err = store_page_rows(st, GROUP_COLS, "groups", &q, o.order, pg, &out->pg.total, &s);
+	err = store_stmt(st, "SELECT status, count(*) FROM jobs GROUP BY status", &s);
 	if (err != RCS_OK)
 		goto out;
-	while ((err = store_next(st, s, "groups", &row)) == RCS_OK && row &&
-	       out->n < (size_t)pg->per_page) {
-		err = group_read(s, &out->items[out->n]);
-		if (err != RCS_OK)
-			break;
-		out->n++;
+	while ((err = store_next(st, s, "jobs by status", &row)) == RCS_OK && row) {
+		enum job_status js;
+
+		if (status_parse(store_val_text(s, 0), &js) && (int)js >= 0 && js < JS__COUNT)
+			n[js] = store_val_int(s, 1);
 	}
 out:
 	store_stmt_done(st, s);
 	store_unlock(st);
-	if (err != RCS_OK)
-		store_group_list_free(out);
 	return err;
+}
+
+enum rcs_err store_job_status_at(struct store *st, const char *job_ident, enum job_status status,
+				 int64_t *at)
+{
+	long long v = 0;
+	enum rcs_err err;
+
+	err = store_get_one(st,
+			    "SELECT min(at) FROM job_history WHERE job_ident = ?1 AND status = ?2",
+			    job_ident, status_name(status), NULL, store_row_int, &v);
+	*at = v;
+	return err == RCS_ERR_NOTFOUND ? RCS_OK : err;
+}
+
+/* ---- a job's expiry ---- */
+
+int64_t store_job_expiry(int64_t created_at, int64_t scheduled_time, int64_t ttl)
+{
+	int64_t from = scheduled_time > created_at ? scheduled_time : created_at;
+
+	if (ttl <= 0)
+		return 0;
+	/* scheduled_time may be up to INT64_MAX - 1: saturate (in the protocol's range,
+	 * which ends at INT64_MAX - 1) rather than overflow */
+	return from > INT64_MAX - 1 - ttl ? INT64_MAX - 1 : from + ttl;
 }

@@ -1,12 +1,14 @@
 /*
- * store_keys.c - the store's tenants and API keys. See store.h; store_int.h for what the store's
- * files share.
+ * store_keys.c - the store's tenants and API keys. See store_keys.h; store_int.h for what the
+ * store's files share.
  */
-#include "store_int.h"
+#include "store_keys.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include "store_int.h"
 
 /* ---- tenants and keys ---- */
 
@@ -171,4 +173,19 @@ enum rcs_err store_keys_list(struct store *st, const char *client_root, const st
 	if (err != RCS_OK)
 		store_key_list_free(out);
 	return err;
+}
+
+/* ---- the tenant of a key (the audit log of the command line) ---- */
+
+static enum rcs_err root_row(struct store_stmt *s, void *arg)
+{
+	store_val_copy(s, 0, arg, UUID_STR_LEN);
+	return RCS_OK;
+}
+
+enum rcs_err store_key_client_root(struct store *st, const char *key_ident, char out[UUID_STR_LEN])
+{
+	out[0] = '\0';
+	return store_get_one(st, "SELECT client_root FROM api_keys WHERE ident = ?1", key_ident,
+			     NULL, NULL, root_row, out);
 }

@@ -1,11 +1,14 @@
 /*
- * store_outbox.c - the store's e-mail outbox: the notifier's queries. See store.h; store_int.h
- * for what the store's files share.
+ * store_outbox.c - the store's e-mail outbox: the notifier's queries, and the notifications a
+ * status change records. See store_outbox.h; store_int.h for what the store's files share.
  */
-#include "store_int.h"
+#include "store_outbox.h"
 
 #include <stdlib.h>
 #include <string.h>
+
+#include "store_int.h"
+#include "store_queues.h"
 
 /* ---- the notifier's queries ---- */
 
@@ -247,5 +250,61 @@ enum rcs_err store_notification_renew(struct store *st, long long id, int64_t no
 out:
 	store_stmt_done(st, s);
 	store_unlock(st);
+	return err;
+}
+
+/* Queued e-mail notifications (the metrics). */
+enum rcs_err store_notification_backlog(struct store *st, long long *n)
+{
+	*n = 0;
+	return store_get_one(st, "SELECT count(*) FROM notifications WHERE state = 'queued'", NULL,
+			     NULL, NULL, store_row_int, n);
+}
+
+/* ---- the notifications a status change records ---- */
+
+/*
+ * Records the notifications a status change triggers, in the caller's
+ * transaction: the task's addresses for the task's statuses, the job's
+ * addresses for the job's statuses (seed rules 1-3); an address on both
+ * levels gets one row.
+ */
+#define NOTIFY_ROWS(EACH)                                                                          \
+	" INTO notifications(job_ident, client_root, status, address, state, created_at,"          \
+	" next_at)"                                                                                \
+	" SELECT j.ident, j.client_root, CAST(?2 AS TEXT), a.value, 'queued', ?3, ?3"              \
+	" FROM jobs j, " EACH(                                                                     \
+	    "j.task_mail_list",                                                                    \
+	    "a") " WHERE j.ident = ?1 AND"                                                         \
+		 " EXISTS (SELECT 1 FROM " EACH(                                                   \
+		     "j.task_status_list",                                                         \
+		     "x") " WHERE x.value = ?2)"                                                   \
+			  " UNION"                                                                 \
+			  " SELECT j.ident, j.client_root, CAST(?2 AS TEXT), a.value, 'queued', "  \
+			  "?3, ?3"                                                                 \
+			  " FROM jobs j, " EACH(                                                   \
+			      "j.mail_list", "a") " WHERE j.ident = ?1 AND"                        \
+						  " EXISTS (SELECT 1 FROM " EACH(                  \
+						      "j.status_list", "x") " WHERE x.value = ?2)"
+
+enum rcs_err store_notifications_record(struct store *st, const char *job, const char *status,
+					int64_t now)
+{
+	struct store_stmt *s = NULL;
+	enum rcs_err err;
+
+	err = store_stmt(
+	    st,
+	    STORE_SQL(st, "INSERT OR IGNORE" NOTIFY_ROWS(STORE_JSON_EACH_SQ),
+		      "INSERT" NOTIFY_ROWS(STORE_JSON_EACH_PG) " ON CONFLICT DO NOTHING"),
+	    &s);
+	if (err != RCS_OK)
+		goto out;
+	store_arg_text(s, 1, job);
+	store_arg_text(s, 2, status);
+	store_arg_int(s, 3, now);
+	err = store_done(st, s, "notification record");
+out:
+	store_stmt_done(st, s);
 	return err;
 }

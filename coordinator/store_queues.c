@@ -1,8 +1,9 @@
 /*
  * store_queues.c - the store's queries for the transport and the scheduler: jobs due,
- * unacknowledged, stale, expired. See store.h; store_int.h for what the store's files share.
+ * unacknowledged, stale, expired; the claims, the nodes' rows, LISTEN. See store_queues.h;
+ * store_int.h for what the store's files share.
  */
-#include "store_int.h"
+#include "store_queues.h"
 
 #include <stdio.h>
 
@@ -10,27 +11,9 @@
 #include <string.h>
 #include <time.h>
 
+#include "store_int.h"
+
 /* ---- the transport's and scheduler's queries ---- */
-
-int64_t store_job_expiry(int64_t created_at, int64_t scheduled_time, int64_t ttl)
-{
-	int64_t from = scheduled_time > created_at ? scheduled_time : created_at;
-
-	if (ttl <= 0)
-		return 0;
-	/* scheduled_time may be up to INT64_MAX - 1: saturate (in the protocol's range,
-	 * which ends at INT64_MAX - 1) rather than overflow */
-	return from > INT64_MAX - 1 - ttl ? INT64_MAX - 1 : from + ttl;
-}
-
-void store_idents_free(struct store_idents *ids)
-{
-	if (ids == NULL)
-		return;
-	free(ids->v);
-	ids->v = NULL;
-	ids->n = 0;
-}
 
 static int ident_cmp(const void *a, const void *b)
 {

@@ -1,14 +1,15 @@
 /*
- * store_tasks.c - the store's scripts and tasks (with their versions). See store.h; store_int.h for
- * what the store's files share.
+ * store_tasks.c - the store's scripts and tasks (with their versions). See store_tasks.h;
+ * store_int.h for what the store's files share.
  */
-#include "store_int.h"
+#include "store_tasks.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "manifest.h"
+#include "store_int.h"
 
 /* A row is there: what an existence check asks (store_get_one). */
 static enum rcs_err row_found(struct store_stmt *s, void *arg)

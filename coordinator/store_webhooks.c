@@ -1,12 +1,15 @@
 /*
- * store_webhooks.c - the store's webhooks, their outbox of deliveries with every attempt, and
- * the audit log. See store.h; store_int.h for what the store's files share.
+ * store_webhooks.c - the store's webhooks and their outbox of deliveries with every attempt.
+ * See store_webhooks.h; store_int.h for what the store's files share.
  */
-#include "store_int.h"
+#include "store_webhooks.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include "store_int.h"
+#include "store_queues.h"
 
 /* ---- webhooks ---- */
 
@@ -316,12 +319,13 @@ void store_webhook_delivery_list_free(struct store_webhook_delivery_list *l)
 	"id, ident, type, subject, status, at, state, attempts, created_at, next_at, done_at,"     \
 	" last_error"
 
-static enum rcs_err delivery_row(struct store_stmt *s, struct webhook_delivery_rec *d,
-				 long long *id)
+/* The row of DELIVERY_COLS into *arg, a struct webhook_delivery_rec (zeroed). */
+static enum rcs_err delivery_row(struct store_stmt *s, void *arg)
 {
+	struct webhook_delivery_rec *d = arg;
 	enum rcs_err err = RCS_OK;
 
-	*id = store_val_int(s, 0);
+	d->id = store_val_int(s, 0);
 	store_val_copy(s, 1, d->ident, sizeof(d->ident));
 	d->type = store_val_dup(s, 2, &err);
 	store_val_copy(s, 3, d->subject, sizeof(d->subject));
@@ -385,9 +389,8 @@ enum rcs_err store_webhook_deliveries(struct store *st, const char *client_root,
 				      struct store_webhook_delivery_list *out)
 {
 	struct store_qb q = {.n = 0};
-	struct store_stmt *s = NULL;
-	long long *ids = NULL;
-	bool row = false, exists = false;
+	void *items = NULL;
+	bool exists = false;
 	enum rcs_err err;
 
 	memset(out, 0, sizeof(*out));
@@ -398,33 +401,13 @@ enum rcs_err store_webhook_deliveries(struct store *st, const char *client_root,
 	store_lock(st);
 	err = store_get_one(st, "SELECT 1 FROM webhooks WHERE ident = ?1 AND client_root = ?2",
 			    ident, client_root, NULL, row_true, &exists);
-	if (err != RCS_OK)
-		goto out;
-	out->items = calloc((size_t)pg->per_page, sizeof(*out->items));
-	ids = calloc((size_t)pg->per_page, sizeof(*ids));
-	if (out->items == NULL || ids == NULL) {
-		err = RCS_ERR_NOMEM;
-		goto out;
-	}
-	err = store_page_rows(st, DELIVERY_COLS, "webhook_deliveries", &q, "id DESC", pg,
-			      &out->pg.total, &s);
-	if (err != RCS_OK)
-		goto out;
-	while ((err = store_next(st, s, "webhook deliveries", &row)) == RCS_OK && row &&
-	       out->n < (size_t)pg->per_page) {
-		err = delivery_row(s, &out->items[out->n], &ids[out->n]);
-		out->n++;
-		if (err != RCS_OK)
-			break;
-	}
-	store_stmt_done(st, s);
-	s = NULL;
+	if (err == RCS_OK)
+		err = store_page_recs(st, DELIVERY_COLS, "webhook_deliveries", &q, "id DESC", pg,
+				      &out->pg, sizeof(*out->items), delivery_row, &items, &out->n);
+	out->items = items;
 	for (size_t i = 0; err == RCS_OK && i < out->n; i++)
-		err = delivery_attempts(st, ids[i], &out->items[i]);
-out:
-	store_stmt_done(st, s);
+		err = delivery_attempts(st, out->items[i].id, &out->items[i]);
 	store_unlock(st);
-	free(ids);
 	if (err != RCS_OK)
 		store_webhook_delivery_list_free(out);
 	return err;
@@ -546,19 +529,13 @@ out:
 	return err;
 }
 
-static enum rcs_err first_int(struct store_stmt *s, void *arg)
-{
-	*(long long *)arg = store_val_null(s, 0) ? 0 : store_val_int(s, 0);
-	return RCS_OK;
-}
-
 enum rcs_err store_webhook_backlog(struct store *st, long long *n)
 {
 	enum rcs_err err;
 
 	*n = 0;
 	err = store_get_one(st, "SELECT count(*) FROM webhook_deliveries WHERE state = 'queued'",
-			    NULL, NULL, NULL, first_int, n);
+			    NULL, NULL, NULL, store_row_int, n);
 	return err == RCS_ERR_NOTFOUND ? RCS_OK : err;
 }
 
@@ -607,213 +584,4 @@ enum rcs_err store_webhook_attempt(struct store *st, long long id,
 out:
 	store_stmt_done(st, s);
 	return store_tx_end(st, err == RCS_OK) == RCS_OK ? err : RCS_ERR_DB;
-}
-
-struct history_item_arg {
-	struct history_rec *h;
-};
-
-static enum rcs_err history_item_row(struct store_stmt *s, void *arg)
-{
-	struct history_rec *h = arg;
-	enum rcs_err err = RCS_OK;
-
-	if (!status_parse(store_val_text(s, 0), &h->status))
-		h->status = JS_INITIAL;
-	h->at = store_val_int(s, 1);
-	h->response = store_val_dup(s, 2, &err);
-	h->response_time = store_val_int(s, 3);
-	return err;
-}
-
-enum rcs_err store_job_history_item(struct store *st, const char *job_ident, long long n,
-				    struct history_rec *out)
-{
-	char num[32];
-
-	memset(out, 0, sizeof(*out));
-	snprintf(num, sizeof(num), "%lld", n);
-	return store_get_one(st,
-			     "SELECT status, at, response, response_time FROM job_history"
-			     " WHERE job_ident = ?1 AND n = CAST(?2 AS INTEGER)",
-			     job_ident, num, NULL, history_item_row, out);
-}
-
-/* ---- the audit log ---- */
-
-void store_audit_rec_free(struct audit_rec *r)
-{
-	free(r->client_root);
-	free(r->user);
-	free(r->key_ident);
-	free(r->method);
-	free(r->path);
-	free(r->target);
-	free(r->remote);
-	memset(r, 0, sizeof(*r));
-}
-
-void store_audit_list_free(struct store_audit_list *l)
-{
-	for (size_t i = 0; l->items && i < l->n; i++)
-		store_audit_rec_free(&l->items[i]);
-	free(l->items);
-	l->items = NULL;
-	l->n = 0;
-}
-
-enum rcs_err store_audit_add(struct store *st, const struct audit_rec *r)
-{
-	struct store_stmt *s = NULL;
-	enum rcs_err err;
-
-	store_lock(st);
-	err = store_stmt(st,
-			 "INSERT INTO audit(client_root, ts, user, key_ident, method, path, target,"
-			 " status_code, remote) VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
-			 &s);
-	if (err != RCS_OK)
-		goto out;
-	store_arg_text(s, 1, r->client_root);
-	store_arg_int(s, 2, r->ts);
-	store_arg_text(s, 3, r->user);
-	store_arg_text(s, 4, r->key_ident);
-	store_arg_text(s, 5, r->method);
-	store_arg_text(s, 6, r->path);
-	store_arg_text(s, 7, r->target);
-	store_arg_int(s, 8, r->status_code);
-	store_arg_text(s, 9, r->remote);
-	err = store_done(st, s, "audit add");
-out:
-	store_stmt_done(st, s);
-	store_unlock(st);
-	return err;
-}
-
-#define AUDIT_COLS "id, client_root, ts, user, key_ident, method, path, target, status_code, remote"
-
-static enum rcs_err audit_row(struct store_stmt *s, void *arg)
-{
-	struct audit_rec *r = arg;
-	enum rcs_err err = RCS_OK;
-
-	r->id = store_val_int(s, 0);
-	r->client_root = store_val_dup(s, 1, &err);
-	r->ts = store_val_int(s, 2);
-	r->user = store_val_dup(s, 3, &err);
-	r->key_ident = store_val_dup(s, 4, &err);
-	r->method = store_val_dup(s, 5, &err);
-	r->path = store_val_dup(s, 6, &err);
-	r->target = store_val_dup(s, 7, &err);
-	r->status_code = store_val_int(s, 8);
-	r->remote = store_val_dup(s, 9, &err);
-	return err;
-}
-
-enum rcs_err store_audit_list(struct store *st, const char *client_root,
-			      const struct audit_filter *f, const struct store_page *pg,
-			      struct store_audit_list *out)
-{
-	struct store_qb q = {.n = 0};
-	char since[24], until[24];
-	void *items = NULL;
-	enum rcs_err err;
-
-	memset(out, 0, sizeof(*out));
-	q.where[0] = '\0';
-	store_qb_add(&q, "client_root = ?", client_root);
-	if (f->user)
-		store_qb_add(&q, "user = ?", f->user);
-	if (f->target)
-		store_qb_add(&q, "target = ?", f->target);
-	if (f->has_since) {
-		snprintf(since, sizeof(since), "%lld", (long long)f->since);
-		store_qb_add(&q, "ts >= CAST(? AS INTEGER)", since);
-	}
-	if (f->has_until) {
-		snprintf(until, sizeof(until), "%lld", (long long)f->until);
-		store_qb_add(&q, "ts <= CAST(? AS INTEGER)", until);
-	}
-	err = store_page_recs(st, AUDIT_COLS, "audit", &q, "id DESC", pg, &out->pg,
-			      sizeof(*out->items), audit_row, &items, &out->n);
-	out->items = items;
-	if (err != RCS_OK)
-		store_audit_list_free(out);
-	return err;
-}
-
-/* ---- for the metrics ---- */
-
-enum rcs_err store_jobs_by_status(struct store *st, long long n[JS__COUNT])
-{
-	struct store_stmt *s = NULL;
-	bool row = false;
-	enum rcs_err err;
-
-	memset(n, 0, sizeof(long long) * JS__COUNT);
-	store_lock(st);
-	err = store_stmt(st, "SELECT status, count(*) FROM jobs GROUP BY status", &s);
-	if (err != RCS_OK)
-		goto out;
-	while ((err = store_next(st, s, "jobs by status", &row)) == RCS_OK && row) {
-		enum job_status js;
-
-		if (status_parse(store_val_text(s, 0), &js) && (int)js >= 0 && js < JS__COUNT)
-			n[js] = store_val_int(s, 1);
-	}
-out:
-	store_stmt_done(st, s);
-	store_unlock(st);
-	return err;
-}
-
-enum rcs_err store_devices_online(struct store *st, long long *n)
-{
-	*n = 0;
-	return store_get_one(st, "SELECT count(*) FROM devices WHERE online = 1", NULL, NULL, NULL,
-			     first_int, n);
-}
-
-enum rcs_err store_notification_backlog(struct store *st, long long *n)
-{
-	*n = 0;
-	return store_get_one(st, "SELECT count(*) FROM notifications WHERE state = 'queued'", NULL,
-			     NULL, NULL, first_int, n);
-}
-
-enum rcs_err store_db_size(struct store *st, long long *bytes)
-{
-	*bytes = 0;
-	return store_get_one(st,
-			     STORE_SQL(st,
-				       "SELECT page_count * page_size FROM pragma_page_count(),"
-				       " pragma_page_size()",
-				       "SELECT pg_database_size(current_database())"),
-			     NULL, NULL, NULL, first_int, bytes);
-}
-
-enum rcs_err store_job_status_at(struct store *st, const char *job_ident, enum job_status status,
-				 int64_t *at)
-{
-	long long v = 0;
-	enum rcs_err err;
-
-	err = store_get_one(st,
-			    "SELECT min(at) FROM job_history WHERE job_ident = ?1 AND status = ?2",
-			    job_ident, status_name(status), NULL, first_int, &v);
-	*at = v;
-	return err == RCS_ERR_NOTFOUND ? RCS_OK : err;
-}
-
-static enum rcs_err root_row(struct store_stmt *s, void *arg)
-{
-	store_val_copy(s, 0, arg, UUID_STR_LEN);
-	return RCS_OK;
-}
-
-enum rcs_err store_key_client_root(struct store *st, const char *key_ident, char out[UUID_STR_LEN])
-{
-	out[0] = '\0';
-	return store_get_one(st, "SELECT client_root FROM api_keys WHERE ident = ?1", key_ident,
-			     NULL, NULL, root_row, out);
 }

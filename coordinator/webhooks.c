@@ -16,9 +16,14 @@
 #include <unistd.h>
 
 #include "buf.h"
+#include "lifecycle.h"
 #include "log.h"
 #include "metrics.h"
 #include "render.h"
+#include "store_groups.h"
+#include "store_jobs.h"
+#include "store_queues.h"
+#include "store_webhooks.h"
 #include "text.h"
 
 #define WEBHOOKS_MAX_BODY    ((size_t)8 << 20) /* bytes of one delivery's body */

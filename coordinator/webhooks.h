@@ -25,7 +25,6 @@
 #include <sys/socket.h>
 
 #include "err.h"
-#include "lifecycle.h"
 #include "store.h"
 
 #define WEBHOOK_URL_MAX 2048
@@ -61,6 +60,7 @@ struct webhooks_opts {
 	int per_hook;     /* of them for one webhook (default 4) */
 };
 
+struct lifecycle;
 struct webhooks;
 
 /* Starts the sender's thread and plugs into lc (a status change wakes it). */

@@ -12,6 +12,7 @@
 
 #include "fuzz_coord.h"
 #include "fuzz_util.h"
+#include "store_keys.h"
 
 int LLVMFuzzerInitialize(int *argc, char ***argv)
 {

@@ -7,8 +7,14 @@
 
 #include "fuzz_util.h"
 #include "jsonu.h"
+#include "lifecycle.h"
 #include "manifest.h"
 #include "render.h"
+#include "store.h"
+#include "store_devices.h"
+#include "store_jobs.h"
+#include "store_keys.h"
+#include "store_tasks.h"
 
 struct fuzz_coord fz;
 

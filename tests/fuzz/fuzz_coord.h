@@ -23,6 +23,7 @@
 
 #include "auth.h"
 #include "http_api.h"
+#include "lifecycle.h"
 
 #define FZ_ROOT        "6f1c2a9e-3b7d-4c5e-9a1f-2d8e7b6c5a43"
 #define FZ_TASK_SIGNED "0b9d4e2f-7a61-4c83-b5d2-9e1f3a6c8d70"

@@ -23,6 +23,7 @@
 #include "fuzz_coord.h"
 #include "fuzz_util.h"
 #include "notifier.h"
+#include "store_jobs.h"
 #include "validate.h"
 
 #define FUZZ_FROM "rcs@example.com"

@@ -14,7 +14,9 @@
 
 #include "fuzz_coord.h"
 #include "fuzz_util.h"
+#include "lifecycle.h"
 #include "proto.h"
+#include "store_jobs.h"
 
 int LLVMFuzzerInitialize(int *argc, char ***argv)
 {

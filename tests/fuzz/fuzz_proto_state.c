@@ -13,6 +13,7 @@
 #include "fuzz_coord.h"
 #include "fuzz_util.h"
 #include "proto.h"
+#include "store_devices.h"
 
 int LLVMFuzzerInitialize(int *argc, char ***argv)
 {

@@ -21,6 +21,7 @@
 
 #include "manifest.h"
 #include "notifier.h"
+#include "store_jobs.h"
 
 #define JOB_ID  "0193a2b4-0000-7000-8000-00000000a001"
 #define TASK_ID "0193a2b4-0000-7000-8000-00000000b002"

@@ -9,6 +9,7 @@
 #include <json-c/json.h>
 
 #include "render.h"
+#include "store.h"
 
 static json_object *parse(const struct buf *b)
 {

@@ -15,6 +15,8 @@
 #include "manifest.h"
 #include "proto.h"
 #include "render.h"
+#include "store_groups.h"
+#include "store_jobs.h"
 
 #define JOB  "0193a2b4-0000-7000-8000-00000000a001"
 #define JOB2 "0193a2b4-0000-7000-8000-00000000a002"

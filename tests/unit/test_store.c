@@ -18,6 +18,12 @@
 #include "lifecycle.h"
 #include "rollout.h"
 #include "store.h"
+#include "store_devices.h"
+#include "store_groups.h"
+#include "store_jobs.h"
+#include "store_keys.h"
+#include "store_tasks.h"
+#include "store_webhooks.h"
 #include "store_int.h" /* store_webhook_job_event */
 #include "store_test_db.h"
 

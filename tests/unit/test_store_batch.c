@@ -18,7 +18,10 @@
 #include <unistd.h>
 
 #include "auth.h"
+#include "store.h"
+#include "store_devices.h"
 #include "store_int.h"
+#include "store_keys.h"
 #include "store_test_db.h"
 
 struct fixture {

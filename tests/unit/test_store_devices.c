@@ -18,6 +18,11 @@
 
 #include "render.h"
 #include "store.h"
+#include "store_devices.h"
+#include "store_groups.h"
+#include "store_keys.h"
+#include "store_outbox.h"
+#include "store_queues.h"
 #include "store_test_db.h"
 
 #define NOW 1700000000LL

@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "buf.h"
+#include "store.h"
 #include "store_int.h"
 #include "store_test_db.h"
 

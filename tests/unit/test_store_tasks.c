@@ -15,6 +15,8 @@
 #include "manifest.h"
 #include "render.h"
 #include "store.h"
+#include "store_keys.h"
+#include "store_tasks.h"
 #include "store_test_db.h"
 
 #define ROOT  "01890000-0000-7000-8000-000000000001"

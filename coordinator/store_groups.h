@@ -1,0 +1,115 @@
+/*
+ * store_groups.h - the store's groups of jobs (a bulk send's) and group sends: rollouts, aborts,
+ * retries, continuous sends (store_groups.c; docs/api.md "Rollouts"). See store.h.
+ */
+#ifndef RCS_STORE_GROUPS_H
+#define RCS_STORE_GROUPS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "rollout.h"
+#include "status.h"
+#include "store.h"
+
+/* A group of jobs (a bulk send's); with_counts (store_group_get): its jobs' total and how
+ * many are in each status (statuses, n_statuses of them, in the order of their names). */
+struct group_count {
+	enum job_status status;
+	long long n;
+};
+enum group_status {
+	GROUP_RUNNING,
+	GROUP_PAUSED,
+	GROUP_COMPLETED,
+	GROUP_ABORTED,
+	GROUP_CANCELLED,
+};
+const char *group_status_name(enum group_status s);
+bool group_status_parse(const char *s, enum group_status *out);
+struct group_rec {
+	char ident[UUID_STR_LEN];
+	char *name;
+	char *created_user;
+	int64_t created_at;
+	char task_ident[UUID_STR_LEN];
+	bool with_counts;
+	long long total;
+	struct group_count statuses[JS__COUNT];
+	size_t n_statuses;
+	/* group sends (docs/api.md "Rollouts") */
+	char client_root[UUID_STR_LEN];
+	enum group_status status;
+	char *reason; /* NULL: none */
+	long long task_version;
+	char *task_name;
+	char *tag; /* a tag send's tag; NULL for a list send */
+	struct group_settings settings;
+	/* with_counts: the latest attempt of each device, per status */
+	struct group_count counts[JS__COUNT];
+	size_t n_counts;
+	/* the store's tallies of latest attempts: not ended, ended, failed, terminated */
+	long long n_open, n_finished, n_failed, n_succeeded;
+	/* the rollout's token bucket: thousandths of a job, and when (Unix ms) */
+	long long tokens_milli;
+	int64_t tokens_at_ms;
+};
+void store_group_rec_free(struct group_rec *r);
+struct store_group_list {
+	struct store_page_info pg;
+	struct group_rec *items;
+	size_t n;
+};
+void store_group_list_free(struct store_group_list *l);
+/* Groups; only_visible_to (a user, NULL: all) leaves out the groups of others' non-public
+ * tasks, as store_jobs_list does for their jobs. */
+enum rcs_err store_group_get(struct store *st, const char *client_root, const char *ident,
+			     const char *only_visible_to, struct group_rec *out);
+enum rcs_err store_groups_list(struct store *st, const char *client_root,
+			       const char *only_visible_to, const struct store_page *pg,
+			       struct store_group_list *out);
+
+/* The response of a job that waits for its group's release (docs/api.md "Rollouts"). */
+#define STORE_HELD_RESPONSE "waiting for rollout"
+
+/* A group of any tenant (client_root NULL), with its tallies; with_counts adds the counts
+ * per status (store_group_get's). RCS_ERR_NOTFOUND when there is none. */
+enum rcs_err store_group_read(struct store *st, const char *client_root, const char *ident,
+			      bool with_counts, struct group_rec *out);
+
+/* The bit of a status in the `from` sets of store_group_set_status. */
+#define GROUP_BIT(s) (1u << (unsigned)(s))
+/* Sets a group's status when its status is one of `from` (GROUP_BIT()s): RCS_ERR_CONFLICT
+ * otherwise; *prev (may be NULL) gets the status it had. reason NULL keeps the reason. */
+enum rcs_err store_group_set_status(struct store *st, const char *ident, unsigned from,
+				    enum group_status to, const char *reason,
+				    enum group_status *prev);
+
+/* Holds the group's jobs not yet sent (pending) again, with response (a pause). */
+enum rcs_err store_group_hold(struct store *st, const char *group, const char *response);
+
+/* Idents of the group's jobs that have not ended (unsent_only: only those not yet
+ * transmited), at most limit. */
+enum rcs_err store_group_jobs_open(struct store *st, const char *group, bool unsent_only,
+				   size_t limit, struct store_idents *out);
+
+/* A job of the group ended with status to, in the move's transaction
+ * (lifecycle_move_follow): the group's tallies. */
+enum rcs_err store_group_job_ended(struct store *st, const char *group, enum job_status to);
+
+/* Creates job `ident`, attempt + 1 of the failed job `failed` (same device, group, task
+ * version, variables and ttl), held until release_at with response; the failed job is no
+ * longer its device's latest attempt. */
+enum rcs_err store_group_retry(struct store *st, const char *failed, const char *ident, int64_t now,
+			       int64_t release_at, const char *response);
+
+/* For continuous tag sends: creates the job of each running or paused continuous group of
+ * the tenant whose tag the device now holds (operator or reported tag) and that has no job
+ * for it yet; only for a device that is online or whose task allows offline devices. out:
+ * the idents created, held[i] whether it waits for release (a rollout, a window, a pause). */
+enum rcs_err store_groups_continuous_add(struct store *st, const char *client_root,
+					 const char *entity_ident, int64_t now,
+					 struct store_idents *out, bool **held);
+
+#endif
