@@ -2,6 +2,7 @@
  * http_api.c - the REST server: bodies, auth, routing, answers. See http_api.h.
  */
 #include "http_api.h"
+#include "http_api_int.h"
 
 #include <errno.h>
 #include <microhttpd.h>
@@ -67,411 +68,6 @@ struct api_conn {
 	bool answered;
 	struct api_conn *next;
 };
-
-struct api_route {
-	const char *method;
-	const char *pattern; /* segments after /v3/commands; ":" is one ident */
-	enum role min_role;
-	api_handler fn;
-	const char *query; /* the query parameters it takes, space-separated; NULL: none */
-};
-
-/* The query parameters of lists (docs/api.md "Paging" and "Lists"). */
-#define Q_PAGE "page per_page"
-#define Q_LIST Q_PAGE " sort created_after created_before"
-
-static const struct api_route api_routes[] = {
-    {"GET", "tasks", ROLE_VIEWER, api_tasks_list, Q_LIST " name hide"},
-    {"POST", "tasks", ROLE_ADMIN, api_task_create, NULL},
-    {"GET", "tasks/:", ROLE_VIEWER, api_task_get, NULL},
-    {"PUT", "tasks/:", ROLE_ADMIN, api_task_put, NULL},
-    {"PATCH", "tasks/:", ROLE_ADMIN, api_task_patch, NULL},
-    {"DELETE", "tasks/:", ROLE_ADMIN, api_task_delete, NULL},
-    {"GET", "tasks/:/jobs", ROLE_VIEWER, api_task_jobs_list,
-     Q_LIST " status group_ident entity_ident"},
-    {"POST", "tasks/:/jobs", ROLE_OPERATOR, api_job_create, NULL},
-    {"POST", "tasks/:/jobs/list", ROLE_OPERATOR, api_jobs_bulk_list, NULL},
-    {"POST", "tasks/:/jobs/tags", ROLE_OPERATOR, api_jobs_bulk_tags, NULL},
-    {"GET", "jobs", ROLE_VIEWER, api_jobs_list,
-     Q_LIST " status group_ident task_ident entity_ident"},
-    {"GET", "jobs/:", ROLE_VIEWER, api_job_get, NULL},
-    {"GET", "jobs/:/history", ROLE_VIEWER, api_job_history, Q_PAGE " sort"},
-    {"PATCH", "jobs/:/cancel", ROLE_OPERATOR, api_job_cancel, NULL},
-    {"GET", "jobs/:/notifications", ROLE_VIEWER, api_job_notifications, Q_PAGE},
-    {"GET", "groups", ROLE_VIEWER, api_groups_list, Q_LIST},
-    {"GET", "groups/:", ROLE_VIEWER, api_group_get, NULL},
-    {"PATCH", "groups/:/pause", ROLE_OPERATOR, api_group_pause, NULL},
-    {"PATCH", "groups/:/resume", ROLE_OPERATOR, api_group_resume, NULL},
-    {"PATCH", "groups/:/cancel", ROLE_OPERATOR, api_group_cancel, NULL},
-    {"GET", "scripts", ROLE_VIEWER, api_scripts_list, Q_PAGE},
-    {"GET", "scripts/:", ROLE_VIEWER, api_script_get, NULL},
-    {"PUT", "scripts/:", ROLE_ADMIN, api_script_put, NULL},
-    {"DELETE", "scripts/:", ROLE_ADMIN, api_script_delete, NULL},
-    {"GET", "devices", ROLE_VIEWER, api_devices_list, Q_LIST " name tag online"},
-    {"POST", "devices", ROLE_ADMIN, api_device_create, NULL},
-    {"GET", "devices/:", ROLE_VIEWER, api_device_get, NULL},
-    {"PATCH", "devices/:", ROLE_ADMIN, api_device_patch, NULL},
-    {"DELETE", "devices/:", ROLE_ADMIN, api_device_delete, NULL},
-    {"GET", "keys", ROLE_VIEWER, api_keys_list, Q_PAGE},
-    {"POST", "keys", ROLE_ADMIN, api_key_create, NULL},
-    {"DELETE", "keys/:", ROLE_ADMIN, api_key_delete, NULL},
-    /* webhooks and the audit log */
-    {"GET", "webhooks", ROLE_ADMIN, api_webhooks_list, Q_PAGE},
-    {"POST", "webhooks", ROLE_ADMIN, api_webhook_create, NULL},
-    {"GET", "webhooks/:", ROLE_ADMIN, api_webhook_get, NULL},
-    {"PATCH", "webhooks/:", ROLE_ADMIN, api_webhook_patch, NULL},
-    {"DELETE", "webhooks/:", ROLE_ADMIN, api_webhook_delete, NULL},
-    {"GET", "webhooks/:/deliveries", ROLE_ADMIN, api_webhook_deliveries, Q_PAGE},
-    {"GET", "audit", ROLE_ADMIN, api_audit_list, Q_PAGE " user target since until"},
-};
-
-#define API_N_ROUTES (sizeof(api_routes) / sizeof(api_routes[0]))
-
-/* Paths served without an api key (min_role unused): never counted by, nor refused by, the
- * throttle of unknown keys. */
-static const struct api_route api_open_routes[] = {
-    {"GET", "health", ROLE_VIEWER, api_health, NULL},
-    {"GET", "openapi.json", ROLE_VIEWER, api_openapi, NULL},
-};
-
-#define API_N_OPEN_ROUTES (sizeof(api_open_routes) / sizeof(api_open_routes[0]))
-
-/* ---- answers ---- */
-
-void api_reply(struct api_resp *r, int status, json_object *body)
-{
-	if (r->body)
-		json_object_put(r->body);
-	free(r->text);
-	r->text = NULL;
-	r->status = status;
-	r->body = body;
-}
-
-void api_reply_text(struct api_resp *r, int status, char *text, size_t len)
-{
-	api_reply(r, status, NULL);
-	r->text = text;
-	r->text_len = len;
-}
-
-void api_reply_buf(struct api_resp *r, int status, struct buf *b, enum rcs_err err)
-{
-	if (err != RCS_OK) {
-		buf_free(b);
-		api_store_error(r, err, "answer");
-		return;
-	}
-	api_reply_text(r, status, b->data, b->len);
-	b->data = NULL;
-	buf_free(b);
-}
-
-void api_error(struct api_resp *r, int status, const char *code, const char *field, const char *fmt,
-	       ...)
-{
-	char msg[512];
-	json_object *o = json_object_new_object(), *e = json_object_new_object();
-	json_object *details = json_object_new_object();
-	va_list ap;
-
-	va_start(ap, fmt);
-	vsnprintf(msg, sizeof(msg), fmt, ap);
-	va_end(ap);
-	json_object_object_add(e, "code", json_object_new_string(code));
-	json_object_object_add(e, "message", json_object_new_string(msg));
-	if (field && *field)
-		json_object_object_add(details, "field", json_object_new_string(field));
-	json_object_object_add(e, "details", details);
-	json_object_object_add(o, "error", e);
-	api_reply(r, status, o);
-}
-
-void api_invalid(struct api_resp *r, const struct jsonu_err *e)
-{
-	api_error(r, 400, "validation_failed", e->field, "%s", e->message);
-}
-
-void api_store_error(struct api_resp *r, enum rcs_err err, const char *what)
-{
-	switch (err) {
-	case RCS_ERR_NOTFOUND:
-		api_error(r, 404, "not_found", NULL, "no such %s", what);
-		break;
-	case RCS_ERR_CONFLICT:
-	case RCS_ERR_EXISTS:
-		api_error(r, 409, "conflict", NULL, "the %s is in a state that forbids this", what);
-		break;
-	case RCS_ERR_FULL:
-	case RCS_ERR_BUSY:
-	case RCS_ERR_IO:
-		api_error(r, 503, "unavailable", NULL, "storage is unavailable, retry later");
-		break;
-	case RCS_ERR_TOOBIG:
-		api_error(r, 413, "payload_too_large", NULL, "too many items");
-		break;
-	default:
-		log_warnx("%s: %s", what, rcs_strerror(err));
-		api_error(r, 500, "internal", NULL, "internal error");
-		break;
-	}
-}
-
-bool api_body_object(struct api_req *req, struct api_resp *r, bool allow_empty, json_object **out)
-{
-	struct jsonu_err e;
-
-	*out = NULL;
-	if (req->body == NULL || req->body_len == 0) {
-		if (allow_empty) {
-			*out = json_object_new_object();
-			return true;
-		}
-		api_error(r, 400, "invalid_json", NULL, "a JSON object body is required");
-		return false;
-	}
-	if (jsonu_parse_object(req->body, req->body_len, out, &e) != RCS_OK) {
-		api_error(r, 400, "invalid_json", NULL, "%s", e.message);
-		return false;
-	}
-	return true;
-}
-
-const char *api_query(struct api_req *req, const char *name)
-{
-	return MHD_lookup_connection_value(req->conn, MHD_GET_ARGUMENT_KIND, name);
-}
-
-static bool api_query_int(struct api_req *req, struct api_resp *r, const char *name, long long min,
-			  long long max, long long *out)
-{
-	const char *v = api_query(req, name);
-	char *end = NULL;
-	long long n = 0;
-
-	if (v == NULL)
-		return true;
-	/* digits, with an optional '-': no space, '+' or anything else strtoll would skip */
-	if (v[v[0] == '-'] >= '0' && v[v[0] == '-'] <= '9')
-		n = strtoll(v, &end, 10);
-	if (end == NULL || *end != '\0' || n < min || n > max) {
-		api_error(r, 400, "invalid_parameter", name,
-			  "'%s' must be an integer from %lld to %lld", name, min, max);
-		return false;
-	}
-	*out = n;
-	return true;
-}
-
-bool api_page(struct api_req *req, struct api_resp *r, long long default_per_page,
-	      struct store_page *out)
-{
-	memset(out, 0, sizeof(*out));
-	out->page = 1;
-	out->per_page = default_per_page;
-	out->sort = "created_at";
-	return api_query_int(req, r, "page", 1, 1000000000LL, &out->page) &&
-	       api_query_int(req, r, "per_page", 1, API_MAX_PER_PAGE, &out->per_page);
-}
-
-/* Whether word (wlen bytes) is one of the space-separated words of list. */
-static bool api_word_in(const char *list, const char *word, size_t wlen)
-{
-	const char *p = list;
-
-	while (p && *p) {
-		size_t n = strcspn(p, " ");
-
-		if (n == wlen && strncmp(p, word, n) == 0)
-			return true;
-		p += n;
-		p += strspn(p, " ");
-	}
-	return false;
-}
-
-/* Every key a list may be sorted by: store_page.sort points at one of these. */
-static const char *const api_sort_names[] = {"created_at", "update_at", "name"};
-
-#define API_MAX_NAME_QUERY 200
-
-bool api_list(struct api_req *req, struct api_resp *r, long long default_per_page,
-	      const char *sort_keys, bool default_desc, bool with_name, struct store_page *out)
-{
-	const char *sort, *key;
-	size_t klen;
-
-	if (!api_page(req, r, default_per_page, out))
-		return false;
-	sort = api_query(req, "sort");
-	out->desc = sort ? sort[0] == '-' : default_desc;
-	key = sort ? sort + (sort[0] == '-') : sort_keys;
-	klen = sort ? strlen(key) : strcspn(sort_keys, " ");
-	out->sort = NULL;
-	for (size_t i = 0; i < sizeof(api_sort_names) / sizeof(api_sort_names[0]); i++)
-		if (strlen(api_sort_names[i]) == klen && strncmp(api_sort_names[i], key, klen) == 0)
-			out->sort = api_sort_names[i];
-	if (out->sort == NULL || !api_word_in(sort_keys, key, klen)) {
-		api_error(r, 400, "invalid_parameter", "sort",
-			  "'sort' must be one of: %s (a leading '-' for descending order)",
-			  sort_keys);
-		return false;
-	}
-	out->has_after = api_query(req, "created_after") != NULL;
-	out->has_before = api_query(req, "created_before") != NULL;
-	if (!api_query_int(req, r, "created_after", 0, INT64_MAX, &out->created_after) ||
-	    !api_query_int(req, r, "created_before", 0, INT64_MAX, &out->created_before))
-		return false;
-	out->name = with_name ? api_query(req, "name") : NULL;
-	if (out->name && (out->name[0] == '\0' || strlen(out->name) > API_MAX_NAME_QUERY)) {
-		api_error(r, 400, "invalid_parameter", "name", "'name' must be 1 to %d bytes",
-			  API_MAX_NAME_QUERY);
-		return false;
-	}
-	return true;
-}
-
-/* ---- routing ---- */
-
-/* Splits path (after the prefix) into segments in place; false when too many or empty. */
-static bool api_split(char *path, const char **seg, int *nseg)
-{
-	char *p = path;
-
-	*nseg = 0;
-	if (*p == '/')
-		p++;
-	if (*p == '\0')
-		return true;
-	for (;;) {
-		char *slash = strchr(p, '/');
-		if (*nseg >= API_MAX_SEGMENTS)
-			return false;
-		seg[(*nseg)++] = p;
-		if (slash == NULL)
-			break;
-		*slash = '\0';
-		p = slash + 1;
-		if (*p == '\0')
-			break; /* a trailing slash is tolerated */
-	}
-	for (int i = 0; i < *nseg; i++)
-		if (seg[i][0] == '\0')
-			return false;
-	return true;
-}
-
-/* Whether the path's segments are pattern's ("tasks/:/jobs": ":" is any one segment),
- * compared in place: every request is matched against every route. */
-static bool api_match(const char *pattern, const char *const *seg, int nseg)
-{
-	const char *p = pattern;
-	int i = 0;
-
-	if (*p == '\0')
-		return nseg == 0;
-	for (;;) {
-		size_t len = strcspn(p, "/");
-
-		if (i >= nseg)
-			return false;
-		if (!(len == 1 && p[0] == ':') &&
-		    (strncmp(p, seg[i], len) != 0 || seg[i][len] != '\0'))
-			return false;
-		i++;
-		if (p[len] == '\0')
-			break;
-		p += len + 1;
-	}
-	return i == nseg;
-}
-
-struct api_query_check {
-	const char *known; /* the route's parameters */
-	char unknown[64];  /* the first one it doesn't take, cut to fit */
-};
-
-static enum MHD_Result api_query_one(void *cls, enum MHD_ValueKind kind, const char *key,
-				     const char *value)
-{
-	struct api_query_check *c = cls;
-
-	(void)kind;
-	(void)value;
-	if (key == NULL || api_word_in(c->known, key, strlen(key)))
-		return MHD_YES;
-	snprintf(c->unknown, sizeof(c->unknown), "%s", key);
-	return MHD_NO;
-}
-
-/* A query parameter the operation doesn't take is refused, not ignored: a misspelt
- * filter would otherwise answer everything (docs/api.md "Lists"). */
-static bool api_query_known(struct api_req *req, struct api_resp *r, const char *known)
-{
-	struct api_query_check c;
-
-	c.known = known ? known : "";
-	c.unknown[0] = '\0';
-	MHD_get_connection_values(req->conn, MHD_GET_ARGUMENT_KIND, api_query_one, &c);
-	if (c.unknown[0] == '\0')
-		return true;
-	if (known)
-		api_error(r, 400, "invalid_parameter", c.unknown,
-			  "unknown query parameter '%s' (this operation takes: %s)", c.unknown,
-			  known);
-	else
-		api_error(r, 400, "invalid_parameter", c.unknown,
-			  "unknown query parameter '%s' (this operation takes none)", c.unknown);
-	return false;
-}
-
-/* True when the request's path is one of routes (whatever the method). */
-static bool api_path_in(const struct api_route *routes, size_t n, const struct api_req *req)
-{
-	for (size_t i = 0; i < n; i++)
-		if (api_match(routes[i].pattern, req->seg, req->nseg))
-			return true;
-	return false;
-}
-
-static void api_dispatch(const struct api_route *routes, size_t n, struct api_req *req,
-			 struct api_resp *r, char *allow, size_t allow_len)
-{
-	const struct api_route *found = NULL;
-	bool path_known = false;
-	size_t alen = 0;
-
-	allow[0] = '\0';
-	for (size_t i = 0; i < n; i++) {
-		if (!api_match(routes[i].pattern, req->seg, req->nseg))
-			continue;
-		path_known = true;
-		alen += (size_t)snprintf(allow + alen, allow_len - alen, "%s%s", alen ? ", " : "",
-					 routes[i].method);
-		if (alen >= allow_len)
-			alen = allow_len - 1;
-		if (strcmp(routes[i].method, req->method) == 0)
-			found = &routes[i];
-	}
-	if (found == NULL) {
-		if (path_known)
-			api_error(r, 405, "method_not_allowed", NULL,
-				  "method %s is not allowed here (allowed: %s)", req->method,
-				  allow);
-		else
-			api_error(r, 404, "not_found", NULL, "no such resource");
-		return;
-	}
-	allow[0] = '\0';
-	if (req->auth.role < found->min_role) {
-		api_error(r, 403, "forbidden", NULL, "the role '%s' may not do this (needs '%s')",
-			  role_name(req->auth.role), role_name(found->min_role));
-		return;
-	}
-	if (!api_query_known(req, r, found->query))
-		return;
-	found->fn(req, r);
-}
 
 /* ---- libmicrohttpd glue ---- */
 
@@ -690,58 +286,6 @@ static void api_audit_target(const struct api_req *req, char *out, size_t len)
 }
 
 /*
- * Checks made before the audit's transaction. Every state-changing request holds the store's
- * lock (its transaction) for its whole handler, so a handler's slow work that needs no store
- * is made here first, outside it: resolving a webhook's host (a name server may take
- * seconds) and Lua's parser on a script. The handler then sees req->prechecked and skips
- * them. A request they refuse is answered at once and still audited.
- *
- * What stays inside on purpose, because it depends on what the transaction reads: signing
- * a task's new version (ES256 over the manifest of the version number and script digest read
- * in the transaction), checking a PATCHed signature against the current version, and a job's
- * check of its task's signature (cached per task version, signer.h). Hashing a new API key is
- * one SHA-256 (auth.h): cheap.
- */
-static const struct {
-	api_handler fn;
-	api_handler precheck;
-} api_prechecks[] = {
-    {api_webhook_create, api_webhook_precheck},
-    {api_webhook_patch, api_webhook_precheck},
-    {api_script_put, api_script_precheck},
-};
-
-/* The route the request goes to, when its method, role and query parameters pass (the
- * dispatcher answers the rest); NULL otherwise. */
-static const struct api_route *api_route_of(const struct api_route *routes, size_t n,
-					    struct api_req *req)
-{
-	struct api_resp probe = {.status = 0};
-	const struct api_route *found = NULL;
-
-	for (size_t i = 0; i < n && found == NULL; i++)
-		if (api_match(routes[i].pattern, req->seg, req->nseg) &&
-		    strcmp(routes[i].method, req->method) == 0)
-			found = &routes[i];
-	if (found &&
-	    (req->auth.role < found->min_role || !api_query_known(req, &probe, found->query)))
-		found = NULL;
-	api_reply(&probe, 0, NULL); /* frees the answer api_query_known may have set */
-	return found;
-}
-
-static void api_precheck(struct api_req *req, struct api_resp *resp)
-{
-	const struct api_route *route = api_route_of(api_routes, API_N_ROUTES, req);
-
-	for (size_t i = 0; route && i < sizeof(api_prechecks) / sizeof(api_prechecks[0]); i++)
-		if (api_prechecks[i].fn == route->fn) {
-			api_prechecks[i].precheck(req, resp);
-			req->prechecked = resp->status == 0;
-		}
-}
-
-/*
  * A request that may change state: dispatched inside one transaction with its audit record
  * ({ts, user, key_ident, method, path, target, status_code, remote}), so the change and its
  * record are committed together; a refused request (4xx) leaves its record alone. The key
@@ -756,14 +300,14 @@ static void api_dispatch_audited(struct api_app *app, struct MHD_Connection *con
 	struct audit_rec a;
 	enum rcs_err err;
 
-	api_precheck(req, resp);
+	api_route_precheck(req, resp);
 	err = store_tx_begin(app->st);
 	if (err != RCS_OK) {
 		api_store_error(resp, err, "audit log");
 		return;
 	}
 	if (resp->status == 0)
-		api_dispatch(api_routes, API_N_ROUTES, req, resp, allow, allow_len);
+		api_route_dispatch(false, req, resp, allow, allow_len);
 	if (resp->status == 0)
 		api_error(resp, 500, "internal", NULL, "internal error");
 	api_client_addr(conn, addr);
@@ -949,7 +493,7 @@ static bool api_route_keyed(struct http_api *h, struct api_conn *c, struct MHD_C
 		bool snap = store_read_begin(view.st) == RCS_OK;
 
 		req->app = &view;
-		api_dispatch(api_routes, API_N_ROUTES, req, resp, allow, allow_len);
+		api_route_dispatch(false, req, resp, allow, allow_len);
 		req->app = app;
 		if (snap)
 			store_read_end(view.st);
@@ -977,8 +521,8 @@ static bool api_route_request(struct http_api *h, struct api_conn *c, struct MHD
 		api_error(resp, 404, "not_found", NULL, "no such resource");
 		return false;
 	}
-	if (api_path_in(api_open_routes, API_N_OPEN_ROUTES, req))
-		api_dispatch(api_open_routes, API_N_OPEN_ROUTES, req, resp, allow, allow_len);
+	if (api_route_is_open(req))
+		api_route_dispatch(true, req, resp, allow, allow_len);
 	else if (api_route_keyed(h, c, conn, url, req, path, resp, allow, allow_len, started_us))
 		return true;
 	if (resp->status == 0) {

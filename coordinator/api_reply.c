@@ -1,0 +1,246 @@
+/*
+ * api_reply.c - the handlers' side of the REST server: answers and error bodies, request
+ * bodies, query parameters, pages and lists (docs/api.md). See http_api.h.
+ */
+#include "http_api.h"
+#include "http_api_int.h"
+
+#include <microhttpd.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "log.h"
+
+void api_reply(struct api_resp *r, int status, json_object *body)
+{
+	if (r->body)
+		json_object_put(r->body);
+	free(r->text);
+	r->text = NULL;
+	r->status = status;
+	r->body = body;
+}
+
+void api_reply_text(struct api_resp *r, int status, char *text, size_t len)
+{
+	api_reply(r, status, NULL);
+	r->text = text;
+	r->text_len = len;
+}
+
+void api_reply_buf(struct api_resp *r, int status, struct buf *b, enum rcs_err err)
+{
+	if (err != RCS_OK) {
+		buf_free(b);
+		api_store_error(r, err, "answer");
+		return;
+	}
+	api_reply_text(r, status, b->data, b->len);
+	b->data = NULL;
+	buf_free(b);
+}
+
+void api_error(struct api_resp *r, int status, const char *code, const char *field, const char *fmt,
+	       ...)
+{
+	char msg[512];
+	json_object *o = json_object_new_object(), *e = json_object_new_object();
+	json_object *details = json_object_new_object();
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	json_object_object_add(e, "code", json_object_new_string(code));
+	json_object_object_add(e, "message", json_object_new_string(msg));
+	if (field && *field)
+		json_object_object_add(details, "field", json_object_new_string(field));
+	json_object_object_add(e, "details", details);
+	json_object_object_add(o, "error", e);
+	api_reply(r, status, o);
+}
+
+void api_invalid(struct api_resp *r, const struct jsonu_err *e)
+{
+	api_error(r, 400, "validation_failed", e->field, "%s", e->message);
+}
+
+void api_store_error(struct api_resp *r, enum rcs_err err, const char *what)
+{
+	switch (err) {
+	case RCS_ERR_NOTFOUND:
+		api_error(r, 404, "not_found", NULL, "no such %s", what);
+		break;
+	case RCS_ERR_CONFLICT:
+	case RCS_ERR_EXISTS:
+		api_error(r, 409, "conflict", NULL, "the %s is in a state that forbids this", what);
+		break;
+	case RCS_ERR_FULL:
+	case RCS_ERR_BUSY:
+	case RCS_ERR_IO:
+		api_error(r, 503, "unavailable", NULL, "storage is unavailable, retry later");
+		break;
+	case RCS_ERR_TOOBIG:
+		api_error(r, 413, "payload_too_large", NULL, "too many items");
+		break;
+	default:
+		log_warnx("%s: %s", what, rcs_strerror(err));
+		api_error(r, 500, "internal", NULL, "internal error");
+		break;
+	}
+}
+
+bool api_body_object(struct api_req *req, struct api_resp *r, bool allow_empty, json_object **out)
+{
+	struct jsonu_err e;
+
+	*out = NULL;
+	if (req->body == NULL || req->body_len == 0) {
+		if (allow_empty) {
+			*out = json_object_new_object();
+			return true;
+		}
+		api_error(r, 400, "invalid_json", NULL, "a JSON object body is required");
+		return false;
+	}
+	if (jsonu_parse_object(req->body, req->body_len, out, &e) != RCS_OK) {
+		api_error(r, 400, "invalid_json", NULL, "%s", e.message);
+		return false;
+	}
+	return true;
+}
+
+const char *api_query(struct api_req *req, const char *name)
+{
+	return MHD_lookup_connection_value(req->conn, MHD_GET_ARGUMENT_KIND, name);
+}
+
+static bool api_query_int(struct api_req *req, struct api_resp *r, const char *name, long long min,
+			  long long max, long long *out)
+{
+	const char *v = api_query(req, name);
+	char *end = NULL;
+	long long n = 0;
+
+	if (v == NULL)
+		return true;
+	/* digits, with an optional '-': no space, '+' or anything else strtoll would skip */
+	if (v[v[0] == '-'] >= '0' && v[v[0] == '-'] <= '9')
+		n = strtoll(v, &end, 10);
+	if (end == NULL || *end != '\0' || n < min || n > max) {
+		api_error(r, 400, "invalid_parameter", name,
+			  "'%s' must be an integer from %lld to %lld", name, min, max);
+		return false;
+	}
+	*out = n;
+	return true;
+}
+
+bool api_page(struct api_req *req, struct api_resp *r, long long default_per_page,
+	      struct store_page *out)
+{
+	memset(out, 0, sizeof(*out));
+	out->page = 1;
+	out->per_page = default_per_page;
+	out->sort = "created_at";
+	return api_query_int(req, r, "page", 1, 1000000000LL, &out->page) &&
+	       api_query_int(req, r, "per_page", 1, API_MAX_PER_PAGE, &out->per_page);
+}
+
+/* Whether word (wlen bytes) is one of the space-separated words of list. */
+static bool api_word_in(const char *list, const char *word, size_t wlen)
+{
+	const char *p = list;
+
+	while (p && *p) {
+		size_t n = strcspn(p, " ");
+
+		if (n == wlen && strncmp(p, word, n) == 0)
+			return true;
+		p += n;
+		p += strspn(p, " ");
+	}
+	return false;
+}
+
+/* Every key a list may be sorted by: store_page.sort points at one of these. */
+static const char *const api_sort_names[] = {"created_at", "update_at", "name"};
+
+#define API_MAX_NAME_QUERY 200
+
+bool api_list(struct api_req *req, struct api_resp *r, long long default_per_page,
+	      const char *sort_keys, bool default_desc, bool with_name, struct store_page *out)
+{
+	const char *sort, *key;
+	size_t klen;
+
+	if (!api_page(req, r, default_per_page, out))
+		return false;
+	sort = api_query(req, "sort");
+	out->desc = sort ? sort[0] == '-' : default_desc;
+	key = sort ? sort + (sort[0] == '-') : sort_keys;
+	klen = sort ? strlen(key) : strcspn(sort_keys, " ");
+	out->sort = NULL;
+	for (size_t i = 0; i < sizeof(api_sort_names) / sizeof(api_sort_names[0]); i++)
+		if (strlen(api_sort_names[i]) == klen && strncmp(api_sort_names[i], key, klen) == 0)
+			out->sort = api_sort_names[i];
+	if (out->sort == NULL || !api_word_in(sort_keys, key, klen)) {
+		api_error(r, 400, "invalid_parameter", "sort",
+			  "'sort' must be one of: %s (a leading '-' for descending order)",
+			  sort_keys);
+		return false;
+	}
+	out->has_after = api_query(req, "created_after") != NULL;
+	out->has_before = api_query(req, "created_before") != NULL;
+	if (!api_query_int(req, r, "created_after", 0, INT64_MAX, &out->created_after) ||
+	    !api_query_int(req, r, "created_before", 0, INT64_MAX, &out->created_before))
+		return false;
+	out->name = with_name ? api_query(req, "name") : NULL;
+	if (out->name && (out->name[0] == '\0' || strlen(out->name) > API_MAX_NAME_QUERY)) {
+		api_error(r, 400, "invalid_parameter", "name", "'name' must be 1 to %d bytes",
+			  API_MAX_NAME_QUERY);
+		return false;
+	}
+	return true;
+}
+
+struct api_query_check {
+	const char *known; /* the route's parameters */
+	char unknown[64];  /* the first one it doesn't take, cut to fit */
+};
+
+static enum MHD_Result api_query_one(void *cls, enum MHD_ValueKind kind, const char *key,
+				     const char *value)
+{
+	struct api_query_check *c = cls;
+
+	(void)kind;
+	(void)value;
+	if (key == NULL || api_word_in(c->known, key, strlen(key)))
+		return MHD_YES;
+	snprintf(c->unknown, sizeof(c->unknown), "%s", key);
+	return MHD_NO;
+}
+
+/* A query parameter the operation doesn't take is refused, not ignored: a misspelt
+ * filter would otherwise answer everything (docs/api.md "Lists"). */
+bool api_query_known(struct api_req *req, struct api_resp *r, const char *known)
+{
+	struct api_query_check c;
+
+	c.known = known ? known : "";
+	c.unknown[0] = '\0';
+	MHD_get_connection_values(req->conn, MHD_GET_ARGUMENT_KIND, api_query_one, &c);
+	if (c.unknown[0] == '\0')
+		return true;
+	if (known)
+		api_error(r, 400, "invalid_parameter", c.unknown,
+			  "unknown query parameter '%s' (this operation takes: %s)", c.unknown,
+			  known);
+	else
+		api_error(r, 400, "invalid_parameter", c.unknown,
+			  "unknown query parameter '%s' (this operation takes none)", c.unknown);
+	return false;
+}
