@@ -2,8 +2,8 @@
  * store_jobs.c - the store's jobs, their history and their moves, folded in a batch (the fold:
  * store_fold_begin). See store_jobs.h; store_int.h for what the store's files share.
  *
- * Over 800 lines as one domain: a bulk send's creation, the reads and the moves with their fold
- * all write or read the job's row (JOB_COLS, job_read), and the fold is the moves' own state.
+ * Size: over 800 lines as one domain: a bulk send's creation, the reads and the moves with their
+ * fold all write or read the job's row (JOB_COLS, job_read), and the fold is the moves' own state.
  */
 #include "store_jobs.h"
 

@@ -11,7 +11,7 @@
  * enough a statement has a text per dialect (STORE_SQL). Statements are prepared once per
  * connection (pg_run), results are text; parameters bound as integers are sent as int8, the
  * others as text of a type the server infers. docs/architecture.md, "The store".
- * Over 800 lines: one engine's side of the seam, whose parts (the translation, the statements
+ * Size: over 800 lines: one engine's side of the seam, whose parts (the translation, the statements
  * kept per connection, reconnects, the LISTEN thread) share the connection's private state.
  */
 #include "store_int.h"
