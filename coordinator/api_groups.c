@@ -7,7 +7,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "http_api.h"
+#include "api.h"
 #include "lifecycle.h"
 #include "render.h"
 #include "rollout.h"

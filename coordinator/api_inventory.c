@@ -5,7 +5,7 @@
 #include <string.h>
 
 #include "auth.h"
-#include "http_api.h"
+#include "api.h"
 #include "lifecycle.h"
 #include "render.h"
 #include "store.h"

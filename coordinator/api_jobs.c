@@ -6,7 +6,7 @@
 #include <string.h>
 
 #include "buf.h"
-#include "http_api.h"
+#include "api.h"
 #include "lifecycle.h"
 #include "manifest.h"
 #include "log.h"

@@ -1,10 +1,9 @@
 /*
  * api_routes.c - the REST API's routes: each operation's method, path, role, handler and
  * query parameters, matching a request to its route, and the checks made before a change's
- * transaction (docs/api.md). See http_api_int.h.
+ * transaction (docs/api.md). See api_routes.h.
  */
-#include "http_api.h"
-#include "http_api_int.h"
+#include "api_routes.h"
 
 #include <microhttpd.h>
 #include <stdio.h>

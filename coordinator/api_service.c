@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "http_api.h"
+#include "api.h"
 #include "mqtt_bridge.h"
 #include "store.h"
 

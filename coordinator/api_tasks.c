@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "http_api.h"
+#include "api.h"
 #include "log.h"
 #include "render.h"
 #include "rollout.h"

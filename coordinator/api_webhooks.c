@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "http_api.h"
+#include "api.h"
 #include "render.h"
 #include "status.h"
 #include "store.h"

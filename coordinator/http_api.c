@@ -2,7 +2,6 @@
  * http_api.c - the REST server: bodies, auth, routing, answers. See http_api.h.
  */
 #include "http_api.h"
-#include "http_api_int.h"
 
 #include <errno.h>
 #include <microhttpd.h>
@@ -17,6 +16,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "api_routes.h"
 #include "auth.h"
 #include "buf.h"
 #include "log.h"

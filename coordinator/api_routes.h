@@ -1,16 +1,13 @@
 /*
- * http_api_int.h - what the REST server's files share (http_api.c, api_reply.c,
- * api_routes.c), private to them; the handlers see http_api.h only.
+ * api_routes.h - the REST API's routes (api_routes.c), for the server (http_api.c).
  */
-#ifndef RCS_HTTP_API_INT_H
-#define RCS_HTTP_API_INT_H
+#ifndef RCS_API_ROUTES_H
+#define RCS_API_ROUTES_H
 
 #include <stdbool.h>
 #include <stddef.h>
 
-#include "http_api.h"
-
-/* ---- api_routes.c: the routes with each operation's role and query parameters ---- */
+#include "api.h"
 
 /* Splits path (after the prefix) into segments in place; false when too many or empty. */
 bool api_split(char *path, const char **seg, int *nseg);
@@ -23,11 +20,5 @@ void api_route_dispatch(bool open, struct api_req *req, struct api_resp *r, char
 /* The slow checks of the request's route that need no store, made before its transaction
  * (req->prechecked); a request they refuse is answered in resp. */
 void api_route_precheck(struct api_req *req, struct api_resp *resp);
-
-/* ---- api_reply.c ---- */
-
-/* A query parameter the operation doesn't take is refused, not ignored (known: its
- * parameters, space-separated; NULL: none): false with r answered. */
-bool api_query_known(struct api_req *req, struct api_resp *r, const char *known);
 
 #endif

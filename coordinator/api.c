@@ -1,9 +1,8 @@
 /*
- * api_reply.c - the handlers' side of the REST server: answers and error bodies, request
- * bodies, query parameters, pages and lists (docs/api.md). See http_api.h.
+ * api.c - the handlers' side of the REST server: answers and error bodies, request
+ * bodies, query parameters, pages and lists (docs/api.md). See api.h.
  */
-#include "http_api.h"
-#include "http_api_int.h"
+#include "api.h"
 
 #include <microhttpd.h>
 #include <stdarg.h>

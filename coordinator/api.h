@@ -1,0 +1,189 @@
+/*
+ * api.h - what the REST API's handlers see: the request and its answer (struct api_req,
+ * struct api_resp), the answers and error bodies, bodies, query parameters, pages and lists
+ * (api.c), and the handlers themselves (api_tasks.c, api_jobs.c, api_inventory.c,
+ * api_groups.c, api_webhooks.c, api_service.c), which api_routes.c routes to. The server
+ * around them is http_api.h's (docs/api.md).
+ */
+#ifndef RCS_API_H
+#define RCS_API_H
+
+#include <json-c/json.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "buf.h"
+#include "err.h"
+#include "jsonu.h"
+#include "signer.h"
+#include "store.h"
+#include "store_keys.h"
+
+#define API_MAX_SEGMENTS     8
+#define API_DEFAULT_PER_PAGE 50
+#define API_MAX_PER_PAGE     500
+#define API_MAX_BULK         10000
+
+struct bridge;
+struct group_settings;
+struct lifecycle;
+struct webhook_guard;
+
+struct api_app {
+	struct store *st;
+	struct lifecycle *lc;
+	struct signer *signer;
+	struct bridge *bridge;    /* NULL without --mqtt */
+	unsigned auth_fail_limit; /* unknown keys per client address and minute, then 429 */
+	size_t max_body;
+	/* webhooks: the guard of their addresses (webhooks.h); NULL allows no forbidden net */
+	const struct webhook_guard *webhook_guard;
+};
+
+struct api_req {
+	struct api_app *app;
+	void *conn; /* struct MHD_Connection */
+	const char *method;
+	const char *seg[API_MAX_SEGMENTS]; /* path segments after /v3/commands */
+	int nseg;
+	const char *body; /* NULL when the request had none */
+	size_t body_len;
+	struct auth auth;
+	int64_t now;
+	/* the object a state-changing request acted on, for the audit log: a handler that
+	 * creates one names it here; "" takes the ident in the path */
+	char target[UUID_STR_LEN + 64];
+	/* the handler's slow checks that need no store (a webhook's host resolved, a script
+	 * compiled) were made and passed before its transaction (http_api.c, api_prechecks) */
+	bool prechecked;
+};
+
+struct api_resp {
+	int status;
+	json_object *body; /* owned; NULL for 204 */
+	char *text;        /* owned (malloc'd): a JSON answer already serialized, else NULL */
+	size_t text_len;
+	int retry_after; /* seconds, for a Retry-After header (0: none) */
+};
+
+typedef void (*api_handler)(struct api_req *req, struct api_resp *resp);
+
+/* ---- for handlers ---- */
+
+/* Sets an error answer: {"error": {code, message, details: {field}}}. */
+void api_error(struct api_resp *r, int status, const char *code, const char *field, const char *fmt,
+	       ...) __attribute__((format(printf, 5, 6)));
+/* 400 validation_failed from a jsonu_err. */
+void api_invalid(struct api_resp *r, const struct jsonu_err *e);
+/* Maps a storage error to its answer (404, 409, 503, 500). */
+void api_store_error(struct api_resp *r, enum rcs_err err, const char *what);
+/* Sets a JSON answer (takes body). */
+void api_reply(struct api_resp *r, int status, json_object *body);
+/* Sets a JSON answer already serialized (takes text, malloc'd, len bytes). */
+void api_reply_text(struct api_resp *r, int status, char *text, size_t len);
+
+/* Sets the JSON answer a render (render.h) wrote into b, taking b's data (b is freed
+ * either way); err, the render's outcome, other than RCS_OK answers as a storage error. */
+void api_reply_buf(struct api_resp *r, int status, struct buf *b, enum rcs_err err);
+/* Parses the body as a JSON object; on failure sets 400 invalid_json and returns false.
+ * The caller owns *out. An absent body is an error unless allow_empty (then *out is {}). */
+bool api_body_object(struct api_req *req, struct api_resp *r, bool allow_empty, json_object **out);
+/* Query parameter or NULL. */
+const char *api_query(struct api_req *req, const char *name);
+/* A query parameter the operation doesn't take is refused, not ignored (known: its
+ * parameters, space-separated; NULL: none): false with r answered (docs/api.md "Lists"). */
+bool api_query_known(struct api_req *req, struct api_resp *r, const char *known);
+/* Reads page/per_page; on a bad value sets 400 invalid_parameter and returns false.
+ * The list options are left at created_at, ascending, no bounds. */
+bool api_page(struct api_req *req, struct api_resp *r, long long default_per_page,
+	      struct store_page *out);
+/*
+ * api_page, then the list options of docs/api.md "Lists": sort ("key" ascending, "-key"
+ * descending; keys: the space-separated sort_keys, the first one the default, descending
+ * when default_desc), created_after and created_before (Unix seconds), and name when
+ * with_name. A bad value sets 400 invalid_parameter naming it and returns false.
+ */
+bool api_list(struct api_req *req, struct api_resp *r, long long default_per_page,
+	      const char *sort_keys, bool default_desc, bool with_name, struct store_page *out);
+
+/* Loads a task the caller may see (public ones, its own, any for admins);
+ * RCS_ERR_NOTFOUND otherwise, also for a malformed ident. */
+struct task_rec;
+enum rcs_err api_task_load(struct api_req *req, const char *ident, struct task_rec *out);
+
+/* handlers (api_tasks.c) */
+void api_tasks_list(struct api_req *req, struct api_resp *r);
+void api_task_create(struct api_req *req, struct api_resp *r);
+void api_task_get(struct api_req *req, struct api_resp *r);
+void api_task_put(struct api_req *req, struct api_resp *r);
+void api_task_patch(struct api_req *req, struct api_resp *r);
+void api_task_delete(struct api_req *req, struct api_resp *r);
+void api_scripts_list(struct api_req *req, struct api_resp *r);
+void api_script_get(struct api_req *req, struct api_resp *r);
+void api_script_put(struct api_req *req, struct api_resp *r);
+void api_script_delete(struct api_req *req, struct api_resp *r);
+
+/* handlers (api_jobs.c) */
+void api_task_jobs_list(struct api_req *req, struct api_resp *r);
+void api_job_create(struct api_req *req, struct api_resp *r);
+void api_jobs_bulk_list(struct api_req *req, struct api_resp *r);
+void api_jobs_bulk_tags(struct api_req *req, struct api_resp *r);
+void api_jobs_list(struct api_req *req, struct api_resp *r);
+void api_job_get(struct api_req *req, struct api_resp *r);
+void api_job_history(struct api_req *req, struct api_resp *r);
+void api_job_cancel(struct api_req *req, struct api_resp *r);
+void api_job_notifications(struct api_req *req, struct api_resp *r);
+
+/* handlers (api_inventory.c) */
+void api_devices_list(struct api_req *req, struct api_resp *r);
+void api_device_create(struct api_req *req, struct api_resp *r);
+void api_device_get(struct api_req *req, struct api_resp *r);
+void api_device_patch(struct api_req *req, struct api_resp *r);
+void api_device_delete(struct api_req *req, struct api_resp *r);
+void api_keys_list(struct api_req *req, struct api_resp *r);
+void api_key_create(struct api_req *req, struct api_resp *r);
+void api_key_delete(struct api_req *req, struct api_resp *r);
+void api_groups_list(struct api_req *req, struct api_resp *r);
+void api_group_get(struct api_req *req, struct api_resp *r);
+
+/* handlers (api_webhooks.c) */
+void api_webhooks_list(struct api_req *req, struct api_resp *r);
+void api_webhook_create(struct api_req *req, struct api_resp *r);
+void api_webhook_get(struct api_req *req, struct api_resp *r);
+void api_webhook_patch(struct api_req *req, struct api_resp *r);
+void api_webhook_delete(struct api_req *req, struct api_resp *r);
+void api_webhook_deliveries(struct api_req *req, struct api_resp *r);
+void api_audit_list(struct api_req *req, struct api_resp *r);
+
+/* checks made before the transaction of a state-changing request (http_api.c,
+ * api_prechecks): they answer only when the request fails them, else leave r alone */
+void api_webhook_precheck(struct api_req *req, struct api_resp *r);
+void api_script_precheck(struct api_req *req, struct api_resp *r);
+
+/* handlers without an api key (api_service.c) */
+void api_health(struct api_req *req, struct api_resp *r);
+void api_openapi(struct api_req *req, struct api_resp *r);
+
+/* docs/openapi.json, embedded at build time (openapi_json.c, generated by embed.cmake) */
+extern const unsigned char api_openapi_json[];
+extern const size_t api_openapi_json_len;
+
+/* ---- group sends (api_groups.c; docs/api.md "Rollouts") ---- */
+
+/* A retry's defaults: the first backoff and its factor (thousandths). */
+#define API_RETRY_BACKOFF_S    30
+#define API_RETRY_FACTOR_MILLI 2000
+/* Reads a retry object ({max_attempts, backoff_s, backoff_factor}) into g. */
+enum rcs_err api_group_retry_read(json_object *o, struct group_settings *g, struct jsonu_err *e);
+/* Reads a bulk send's rollout, abort, window, retry and continuous members (continuous:
+ * tag sends only) into g, with the task's default retry (JSON text, NULL: none) when the
+ * send gives none; *any: any of them applies (the send makes a group). On bad input the
+ * answer is set (400 naming the field) and false returned. */
+bool api_group_settings_read(struct api_resp *r, json_object *body, bool tag_send,
+			     const char *task_retry, struct group_settings *g, bool *any);
+void api_group_pause(struct api_req *req, struct api_resp *r);
+void api_group_resume(struct api_req *req, struct api_resp *r);
+void api_group_cancel(struct api_req *req, struct api_resp *r);
+
+#endif
