@@ -232,7 +232,7 @@ static bool bridge_apply_state(struct bridge_apply *a, const struct in_msg *m)
 {
 	struct proto_state s;
 	struct jsonu_err e;
-	bool came_online = false;
+	bool came_online = false, tags_changed = false;
 	enum rcs_err err;
 
 	if (m->len == 0)
@@ -246,7 +246,8 @@ static bool bridge_apply_state(struct bridge_apply *a, const struct in_msg *m)
 	for (int attempt = 0;; attempt++) {
 		err = store_device_state(a->link->st, m->topic.client_root, m->topic.entity_ident,
 					 s.online, s.tags ? jsonu_dump(s.tags, NULL) : NULL,
-					 s.agent_version, (int64_t)time(NULL), &came_online);
+					 s.agent_version, (int64_t)time(NULL), &came_online,
+					 &tags_changed);
 		if (!bridge_again(err, attempt, "device", m->topic.entity_ident))
 			break;
 	}
@@ -258,8 +259,9 @@ static bool bridge_apply_state(struct bridge_apply *a, const struct in_msg *m)
 			  rcs_strerror(err));
 	else if (s.online != came_online || came_online)
 		log_info("device %s is %s", m->topic.entity_ident, s.online ? "online" : "offline");
-	/* reported tags, or back online: continuous tag sends it now belongs to */
-	if (err == RCS_OK && s.online &&
+	/* new reported tags, or back online: continuous tag sends it now belongs to (a state that
+	 * changed neither, as every reconnect's, costs no look) */
+	if (err == RCS_OK && s.online && (came_online || tags_changed) &&
 	    lifecycle_device_changed(a->link->lc, m->topic.client_root, m->topic.entity_ident,
 				     (int64_t)time(NULL)) != RCS_OK)
 		log_warnx("device %s: continuous sends not checked", m->topic.entity_ident);

@@ -305,22 +305,46 @@ enum rcs_err store_device_presence(struct store *st, const char *client_root,
 	    entity_ident, client_root, NULL, presence_read, online);
 }
 
+/* What a state message finds of its device: whether it was online, and whether the tags it
+ * reports (NULL: none) differ from those stored. */
+struct device_was {
+	const char *tags;
+	bool online, tags_differ;
+};
+
+static enum rcs_err device_was_read(struct store_stmt *s, void *arg)
+{
+	struct device_was *w = arg;
+	const char *stored = store_val_text(s, 1);
+
+	w->online = store_val_bool(s, 0);
+	w->tags_differ = w->tags != NULL && (stored == NULL || strcmp(stored, w->tags) != 0);
+	return RCS_OK;
+}
+
 enum rcs_err store_device_state(struct store *st, const char *client_root, const char *entity_ident,
 				bool online, const char *tags, const char *agent_version,
-				int64_t now, bool *came_online)
+				int64_t now, bool *came_online, bool *tags_changed)
 {
 	struct store_stmt *s = NULL;
-	bool was = false;
+	struct device_was was = {.tags = tags};
 	enum rcs_err err;
 
 	*came_online = false;
+	if (tags_changed)
+		*tags_changed = false;
 	err = store_sp_begin(st);
 	if (err != RCS_OK)
 		return err;
-	err = store_device_presence(st, client_root, entity_ident, &was);
+	err = store_get_one(st,
+			    "SELECT online, reported_tags FROM devices WHERE entity_ident = ? AND"
+			    " client_root = ?",
+			    entity_ident, client_root, NULL, device_was_read, &was);
 	if (err != RCS_OK)
 		goto out;
-	*came_online = online && !was;
+	*came_online = online && !was.online;
+	if (tags_changed)
+		*tags_changed = was.tags_differ;
 	err = store_stmt(st,
 			 "UPDATE devices SET online = ?1, last_seen = ?2,"
 			 " agent_version = coalesce(?3, agent_version),"
@@ -336,7 +360,8 @@ enum rcs_err store_device_state(struct store *st, const char *client_root, const
 	store_arg_text(s, 5, entity_ident);
 	store_arg_text(s, 6, client_root);
 	err = store_done(st, s, "device state");
-	if (err == RCS_OK && tags)
+	/* the tag rows follow the reported tags; the same tags again leave them as they are */
+	if (err == RCS_OK && was.tags_differ)
 		err = store_device_tags_set(st, client_root, entity_ident, tags, 1);
 out:
 	store_stmt_done(st, s);

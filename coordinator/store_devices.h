@@ -77,10 +77,11 @@ enum rcs_err store_device_presence(struct store *st, const char *client_root,
 
 /* Applies a device's state message; RCS_ERR_NOTFOUND when the tenant has no
  * such device. tags (JSON text, an array of strings; NULL: unchanged) are the device's
- * reported tags. */
+ * reported tags. *came_online: it was offline; *tags_changed (may be NULL): the tags differ
+ * from those it reported last (the same tags again write no tag rows). */
 enum rcs_err store_device_state(struct store *st, const char *client_root, const char *entity_ident,
 				bool online, const char *tags, const char *agent_version,
-				int64_t now, bool *came_online);
+				int64_t now, bool *came_online, bool *tags_changed);
 /* Devices online now. */
 enum rcs_err store_devices_online(struct store *st, long long *n);
 

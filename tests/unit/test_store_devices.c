@@ -291,16 +291,16 @@ static void test_device_state_and_tags(void **state)
 	assert_int_equal(store_device_insert(f->st, f->root, DEV_OFF, "two", "[\"lab\"]", 100),
 			 RCS_OK);
 	assert_int_equal(
-	    store_device_state(f->st, f->root, JOB("99"), true, NULL, NULL, 150, &came),
+	    store_device_state(f->st, f->root, JOB("99"), true, NULL, NULL, 150, &came, NULL),
 	    RCS_ERR_NOTFOUND);
 	assert_false(came);
 	assert_int_equal(store_device_state(f->st, f->root, DEV_ON, true, "[\"rep\",\"rep\"]",
-					    "0.2.0", 150, &came),
+					    "0.2.0", 150, &came, NULL),
 			 RCS_OK);
 	assert_true(came);
 	/* still online: not coming online again; tags and version unchanged when absent */
-	assert_int_equal(store_device_state(f->st, f->root, DEV_ON, true, NULL, NULL, 160, &came),
-			 RCS_OK);
+	assert_int_equal(
+	    store_device_state(f->st, f->root, DEV_ON, true, NULL, NULL, 160, &came, NULL), RCS_OK);
 	assert_false(came);
 	assert_int_equal(store_device_get(f->st, f->root, DEV_ON, &d), RCS_OK);
 	assert_true(d.online);
@@ -326,15 +326,39 @@ static void test_device_state_and_tags(void **state)
 	assert_int_equal(store_devices_with_tag(f->st, f->root, "lab", 1, &p), RCS_ERR_TOOBIG);
 	assert_int_equal(p.n, 0);
 	assert_null(p.items);
+	/* the same state again (a reconnect's) changes no tags; other tags do */
+	{
+		bool changed = true;
+
+		assert_int_equal(store_device_state(f->st, f->root, DEV_ON, true,
+						    "[\"rep\",\"rep\"]", NULL, 165, &came,
+						    &changed),
+				 RCS_OK);
+		assert_false(came);
+		assert_false(changed);
+		assert_int_equal(store_device_state(f->st, f->root, DEV_ON, true, NULL, NULL, 165,
+						    &came, &changed),
+				 RCS_OK);
+		assert_false(changed);
+		assert_int_equal(store_device_state(f->st, f->root, DEV_ON, true, "[\"rep\"]", NULL,
+						    166, &came, &changed),
+				 RCS_OK);
+		assert_true(changed);
+		assert_int_equal(store_devices_with_tag(f->st, f->root, "rep", 10, &p), RCS_OK);
+		assert_int_equal(p.n, 1);
+		store_device_presence_list_free(&p);
+	}
 	/* reported tags replaced */
-	assert_int_equal(store_device_state(f->st, f->root, DEV_ON, false, "[]", NULL, 170, &came),
-			 RCS_OK);
+	assert_int_equal(
+	    store_device_state(f->st, f->root, DEV_ON, false, "[]", NULL, 170, &came, NULL),
+	    RCS_OK);
 	assert_int_equal(store_devices_with_tag(f->st, f->root, "rep", 10, &p), RCS_OK);
 	assert_int_equal(p.n, 0);
 	store_device_presence_list_free(&p);
 
-	assert_int_equal(store_device_state(f->st, f->root, DEV_OFF, true, NULL, NULL, 180, &came),
-			 RCS_OK);
+	assert_int_equal(
+	    store_device_state(f->st, f->root, DEV_OFF, true, NULL, NULL, 180, &came, NULL),
+	    RCS_OK);
 	assert_int_equal(store_devices_presence_reset(f->st), RCS_OK);
 	assert_int_equal(store_device_presence(f->st, f->root, DEV_OFF, &online), RCS_OK);
 	assert_false(online);
@@ -367,8 +391,8 @@ static void test_queues(void **state)
 
 	assert_int_equal(store_device_insert(f->st, f->root, DEV_ON, "on", "[]", 100), RCS_OK);
 	assert_int_equal(store_device_insert(f->st, f->root, DEV_OFF, "off", "[]", 100), RCS_OK);
-	assert_int_equal(store_device_state(f->st, f->root, DEV_ON, true, NULL, NULL, 100, &came),
-			 RCS_OK);
+	assert_int_equal(
+	    store_device_state(f->st, f->root, DEV_ON, true, NULL, NULL, 100, &came, NULL), RCS_OK);
 	/* NOW = 1700000000 */
 	sql(f, JOB_ROW(JOB("01"), DEV_ON, "pending", "1", "NULL", "NULL", "NULL", "0") JOB_ROW(
 		   JOB("02"), DEV_ON, "pending", "1", "1700000100", "NULL", "NULL", "0")
@@ -626,8 +650,8 @@ static void test_claims(void **state)
 	store_claims_setup(f->st, "node-a", 15);
 	store_claims_setup(b, "node-b", 15);
 	assert_int_equal(store_device_insert(f->st, f->root, DEV_ON, "on", "[]", 100), RCS_OK);
-	assert_int_equal(store_device_state(f->st, f->root, DEV_ON, true, NULL, NULL, 100, &came),
-			 RCS_OK);
+	assert_int_equal(
+	    store_device_state(f->st, f->root, DEV_ON, true, NULL, NULL, 100, &came, NULL), RCS_OK);
 	for (int i = 10; i < 20; i++) {
 		char row[1024], id[8];
 
