@@ -16,6 +16,7 @@ import sys
 import time
 import urllib.error
 import urllib.request
+from http.client import HTTPConnection, HTTPException
 
 SOURCE_DIR = os.environ.get(
     "RCS_SOURCE_DIR", os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..")))
@@ -211,10 +212,35 @@ class Coordinator:
                     self.proc.returncode, self.read_log()))
             try:
                 with socket.create_connection(("127.0.0.1", self.port), timeout=0.5):
-                    return self
+                    pass
             except OSError:
                 time.sleep(0.05)
+                continue
+            self._wait_answering(deadline)
+            return self
         raise AssertionError("coordinator did not start listening:\n" + self.read_log())
+
+    def _wait_answering(self, deadline):
+        """The port is taken before the store is opened and the API served (docs/architecture.md,
+        serve.c): waits for the API's first answer, so that a coordinator that gives up starting (a
+        full disk, say) is an AssertionError here rather than a reset connection later. A
+        start that takes longer than the deadline returns as a listening one did."""
+        while time.time() < deadline:
+            try:
+                conn = HTTPConnection("127.0.0.1", self.port, timeout=1)
+                try:
+                    conn.request("GET", "/v3/commands/health")
+                    conn.getresponse().read()
+                    return
+                finally:
+                    conn.close()
+            except socket.timeout:
+                continue
+            except (OSError, HTTPException):
+                if self.proc.poll() is not None:
+                    raise AssertionError("coordinator exited with %d:\n%s" % (
+                        self.proc.returncode, self.read_log()))
+                time.sleep(0.05)
 
     def read_log(self):
         try:
