@@ -69,6 +69,9 @@ void render_null(struct render *w);
 /* JSON text the store holds (written by the service itself, never a client's bytes
  * unchecked); NULL writes null. */
 void render_raw(struct render *w, const char *json);
+/* The same with its length: len bytes of JSON text, after a comma where one is due (a value,
+ * or members of an object already written as text); NULL or 0 bytes writes null. */
+void render_rawn(struct render *w, const char *json, size_t len);
 
 /* key: value pairs of an object */
 void render_kstr(struct render *w, const char *key, const char *s);
@@ -124,7 +127,7 @@ void render_device_list(struct render *w, const struct store_device_list *l);
 
 /* (end of devices) */
 
-/* jobs, history, notifications, groups */
+/* jobs, history, notifications, groups (render_jobs.c) */
 
 /* The job record of GET /jobs/<id>, the job lists, the bulk sends' answers and the job events
  * of docs/mqtt.md, "Monitoring". */
@@ -162,6 +165,8 @@ struct proto_envelope;
 void render_envelope(struct render *w, const struct proto_envelope *env, const char *version_text,
 		     size_t version_len, const char *variables);
 void render_group_page(struct render *w, const struct store_group_list *l);
+/* The data of a group.status delivery (webhooks): the group and the status it came to. */
+void render_webhook_group(struct render *w, const struct group_rec *r, const char *status);
 
 /* (end of jobs, history, notifications, groups) */
 
@@ -175,8 +180,6 @@ void render_webhook_new(struct render *w, const struct webhook_rec *r, const cha
 void render_webhook_list(struct render *w, const struct store_webhook_list *l);
 /* A page of deliveries, each with its attempts. */
 void render_webhook_delivery_page(struct render *w, const struct store_webhook_delivery_list *l);
-/* The data of a group.status delivery: the group and the status it came to. */
-void render_webhook_group(struct render *w, const struct group_rec *r, const char *status);
 /* A page of the audit log (docs/api.md, "Audit"). */
 void render_audit_page(struct render *w, const struct store_audit_list *l);
 

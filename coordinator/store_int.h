@@ -1,11 +1,11 @@
 /*
  * store_int.h - what the files of the store share and nothing outside the store sees: the
  * backend seam (struct store_backend, the statements every domain file runs through it),
- * struct store (the lock, transactions, after-commit actions), and the helpers that build
- * filtered pages and run writes. Every function here expects the caller to hold the store's
- * lock (store_lock) unless it says it takes it itself. No file but the backends'
- * (store_sqlite.c, store_pg.c) includes an engine's header. docs/architecture.md shows the store's
- * files.
+ * struct store (the lock, transactions, after-commit actions), and the helpers that run
+ * writes (store.c) and build filtered pages (store_rows.c). Every function here expects the
+ * caller to hold the store's lock (store_lock) unless it says it takes it itself. No file but
+ * the backends' (store_sqlite.c, store_pg.c) includes an engine's header.
+ * docs/architecture.md shows the store's files.
  */
 #ifndef RCS_STORE_INT_H
 #define RCS_STORE_INT_H
@@ -304,27 +304,13 @@ static inline bool store_val_bool(struct store_stmt *s, int i)
 {
 	return s->be->integer(s, i) != 0;
 }
-/* A malloc'd copy of a text column (NULL for NULL, or when out of memory: *err set). */
-char *store_val_dup(struct store_stmt *s, int i, enum rcs_err *err);
-/* Copies a text column into a fixed buffer (truncated to size - 1; "" for NULL). */
-void store_val_copy(struct store_stmt *s, int i, char *dst, size_t size);
 
-/* A page of a list: *total and a statement of the page's rows ("SELECT cols FROM from<q>
- * ORDER BY order LIMIT/OFFSET"), bound and ready to step (the caller ends it with
- * store_stmt_done). Caller holds the lock. */
-enum rcs_err store_page_rows(struct store *st, const char *cols, const char *from,
-			     const struct store_qb *q, const char *order,
-			     const struct store_page *pg, long long *total, struct store_stmt **s);
-
-/* ---- the lock, plain statements, pages, writes (store.c) ---- */
+/* ---- the lock, plain statements, writes, one-row reads (store.c) ---- */
 
 void store_lock(struct store *st);
 void store_unlock(struct store *st);
 /* One parameterless statement of constant SQL through the statement cache. */
 enum rcs_err store_run(struct store *st, const char *sql);
-void store_qb_add(struct store_qb *q, const char *clause, const char *param);
-void store_qb_list_opts(struct store_qb *q, const struct store_page *pg, const char *p,
-			const char *id, struct store_qb_opts *o);
 /*
  * Who may see a task (docs/api.md, "Tasks"): an admin every task of the tenant, anyone else
  * the public ones and their own. STORE_TASK_HIDDEN(t, user) is the SQL condition, on the
@@ -347,6 +333,24 @@ enum rcs_err store_row_int(struct store_stmt *s, void *arg);
  * releases or rolls it back by status and returns status. */
 enum rcs_err store_sp_begin(struct store *st);
 enum rcs_err store_sp_end(struct store *st, enum rcs_err status);
+
+/* ---- a row's values, filtered lists and their pages (store_rows.c) ---- */
+
+/* A malloc'd copy of a text column (NULL for NULL, or when out of memory: *err set). */
+char *store_val_dup(struct store_stmt *s, int i, enum rcs_err *err);
+/* Copies a text column into a fixed buffer (truncated to size - 1; "" for NULL). */
+void store_val_copy(struct store_stmt *s, int i, char *dst, size_t size);
+
+void store_qb_add(struct store_qb *q, const char *clause, const char *param);
+void store_qb_list_opts(struct store_qb *q, const struct store_page *pg, const char *p,
+			const char *id, struct store_qb_opts *o);
+
+/* A page of a list: *total and a statement of the page's rows ("SELECT cols FROM from<q>
+ * ORDER BY order LIMIT/OFFSET"), bound and ready to step (the caller ends it with
+ * store_stmt_done). Caller holds the lock. */
+enum rcs_err store_page_rows(struct store *st, const char *cols, const char *from,
+			     const struct store_qb *q, const char *order,
+			     const struct store_page *pg, long long *total, struct store_stmt **s);
 
 /*
  * A page of typed records: pg's rows of "SELECT cols FROM from<q> ORDER BY order", each read

@@ -1,8 +1,8 @@
 /*
  * fuzz_api_jobs_bulk - the bodies of the bulk sends, POST
  * /v3/commands/tasks/<id>/jobs/list and .../jobs/tags, through the real
- * handlers (coordinator/api_jobs.c api_jobs_bulk_list, api_jobs_bulk_tags,
- * job_read_common, job_bulk) on the fixture of fuzz_coord.h, for
+ * handlers (coordinator/api_bulk.c api_jobs_bulk_list, api_jobs_bulk_tags,
+ * job_bulk; coordinator/api_jobs.c api_job_read_common) on the fixture of fuzz_coord.h, for
  * FZ_TASK_ECHO.
  *
  * Properties: no body makes a handler answer 5xx; every device of a send is

@@ -1,4 +1,4 @@
-/* Unit tests of render.c's job, history, notification and group records: the exact text of
+/* Unit tests of render_jobs.c's job, history, notification and group records: the exact text of
  * each, as the API answers it (docs/api.md). */
 #include <setjmp.h>
 #include <stdarg.h>
