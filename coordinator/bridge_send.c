@@ -7,7 +7,7 @@
  *
  * Threads: the HTTP workers (bridge_publish_job, bridge_send_queue, bridge_send_cancel),
  * paho's (bridge_send_acked) and committing threads (an envelope after its commit) only
- * publish or queue, under the lock; the worker does the rest.
+ * publish (without the lock) or queue (under it); the worker does the rest.
  */
 #include "bridge_int.h"
 
