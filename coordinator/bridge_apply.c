@@ -232,7 +232,7 @@ static bool bridge_apply_state(struct bridge_apply *a, const struct in_msg *m)
 {
 	struct proto_state s;
 	struct jsonu_err e;
-	bool came_online = false, tags_changed = false;
+	bool came_online = false;
 	enum rcs_err err;
 
 	if (m->len == 0)
@@ -246,8 +246,7 @@ static bool bridge_apply_state(struct bridge_apply *a, const struct in_msg *m)
 	for (int attempt = 0;; attempt++) {
 		err = store_device_state(a->link->st, m->topic.client_root, m->topic.entity_ident,
 					 s.online, s.tags ? jsonu_dump(s.tags, NULL) : NULL,
-					 s.agent_version, (int64_t)time(NULL), &came_online,
-					 &tags_changed);
+					 s.agent_version, (int64_t)time(NULL), &came_online, NULL);
 		if (!bridge_again(err, attempt, "device", m->topic.entity_ident))
 			break;
 	}
@@ -259,9 +258,13 @@ static bool bridge_apply_state(struct bridge_apply *a, const struct in_msg *m)
 			  rcs_strerror(err));
 	else if (s.online != came_online || came_online)
 		log_info("device %s is %s", m->topic.entity_ident, s.online ? "online" : "offline");
-	/* new reported tags, or back online: continuous tag sends it now belongs to (a state that
-	 * changed neither, as every reconnect's, costs no look) */
-	if (err == RCS_OK && s.online && (came_online || tags_changed) &&
+	/* reported tags, or online: continuous tag sends it now belongs to. Every online state
+	 * looks, also one that changed nothing here (tags_changed, came_online false): each
+	 * coordinator's copy of it, and each reconnect, is another chance for a device whose
+	 * join was missed (a group created while it came online, an error, a crash on a
+	 * shared database between its state and this look) to join (docs/architecture.md,
+	 * "Continuous tag sends") */
+	if (err == RCS_OK && s.online &&
 	    lifecycle_device_changed(a->link->lc, m->topic.client_root, m->topic.entity_ident,
 				     (int64_t)time(NULL)) != RCS_OK)
 		log_warnx("device %s: continuous sends not checked", m->topic.entity_ident);
