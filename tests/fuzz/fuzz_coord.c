@@ -168,7 +168,7 @@ static void fz_setup(void)
 				  "[\"site-a\",\"model-x\"]", FZ_NOW - 500),
 	      "device");
 	fz_ok(store_device_state(fz.st, FZ_ROOT, FZ_DEV_ONLINE, true, "[\"rep-tag\"]", "0.1.0",
-				 FZ_NOW - 10, &came),
+				 FZ_NOW - 10, &came, NULL),
 	      "device state");
 	json_object_put(m);
 	json_object_put(sig);

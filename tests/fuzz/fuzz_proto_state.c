@@ -59,7 +59,7 @@ static void apply(const struct proto_state *s)
 	enum rcs_err err;
 
 	err = store_device_state(fz.st, FZ_ROOT, FZ_DEV_OFFLINE, s->online, tags, s->agent_version,
-				 FZ_NOW, &came_online);
+				 FZ_NOW, &came_online, NULL);
 	FUZZ_CHECK(err == RCS_OK, "store_device_state: %s", rcs_strerror(err));
 	FUZZ_CHECK(store_device_get(fz.st, FZ_ROOT, FZ_DEV_OFFLINE, &dev) == RCS_OK,
 		   "store_device_get");
