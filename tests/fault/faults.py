@@ -1834,7 +1834,7 @@ def scenario_clock_jump(run, **_):
     run.check(resent is not None,
               "F: after the clock went back 600 s, the envelope of job %s (device silent, "
               "--resend-after 5) was not re-sent for 30 s (re-sent %d times before): the "
-              "re-send sweep waits until the wall clock catches up (mqtt_bridge.c next_sweep "
+              "re-send sweep waits until the wall clock catches up (scheduler.c next_sweep "
               "is a wall-clock instant, store_jobs_stale compares wall-clock update_at/sent_at "
               "from before the jump)" % (f, before - 1))
     clock.jump(600)
