@@ -10,6 +10,7 @@
  * always go through the journal's outbox and leave it when the broker
  * acknowledges them.
  */
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -29,6 +30,9 @@ struct link {
 	struct link_handlers h;
 	struct mqttc *mq;
 	char state_topic[PROTO_MAX_TOPIC];
+	/* the ts of every state message, the Last Will's too: when the connection they belong
+	 * to was made, each connect's later than the one before (docs/mqtt.md, "State") */
+	_Atomic int64_t conn_ts;
 };
 
 static void link_publish_payload(struct link *l, const char *job, long long id, const char *payload)
@@ -121,11 +125,38 @@ static void link_outbox_send(void *ctx, long long id, const char *job, const cha
 	link_publish_payload(ctx, job, id, payload);
 }
 
-void link_publish_state(struct link *l, bool online)
+/* The state message of the current connection (online) or its Last Will; the caller puts o. */
+static json_object *link_state(struct link *l, bool online)
 {
 	struct settings_policy *p = settings_policy_get(l->live);
-	struct proto_state s = {online, p->tags, RCS_VERSION, (int64_t)time(NULL), NULL};
+	int64_t ts = atomic_load(&l->conn_ts);
+	struct proto_state s = {online, p->tags, RCS_VERSION, ts ? ts : (int64_t)time(NULL), NULL};
 	json_object *o = proto_state_encode(&s);
+
+	settings_policy_put(p);
+	return o;
+}
+
+/* mqttc's will_payload: a connect is about to be made, with a later ts than the last one's,
+ * so that a broker cluster delivering that one's will after this connection's state cannot
+ * make the coordinator take the device for offline. */
+static char *link_will(void *ctx)
+{
+	struct link *l = ctx;
+	int64_t now = (int64_t)time(NULL), prev = atomic_load(&l->conn_ts);
+	json_object *o;
+	char *payload;
+
+	atomic_store(&l->conn_ts, now > prev ? now : prev + 1);
+	o = link_state(l, false);
+	payload = strdup(jsonu_dump(o, NULL));
+	json_object_put(o);
+	return payload;
+}
+
+void link_publish_state(struct link *l, bool online)
+{
+	json_object *o = link_state(l, online);
 	size_t len;
 	const char *payload = jsonu_dump(o, &len);
 
@@ -133,7 +164,6 @@ void link_publish_state(struct link *l, bool online)
 	    mqttc_publish(l->mq, l->state_topic, payload, len, 1, true, 0) != RCS_OK)
 		log_debug("state not published (not connected)");
 	json_object_put(o);
-	settings_policy_put(p);
 }
 
 static void link_on_connected(void *ctx, bool session_present)
@@ -222,15 +252,12 @@ enum rcs_err link_start(struct link *l)
 {
 	struct mqttc_opts o;
 	struct mqttc_callbacks cb;
-	struct proto_state off = {false, NULL, RCS_VERSION, 0, NULL};
-	struct settings_policy *p = settings_policy_get(l->live);
 	json_object *will;
 	enum rcs_err err;
 
 	proto_topic_make(l->state_topic, PROTO_STATE, l->set->client_root, l->set->entity_ident,
 			 NULL);
-	off.tags = p->tags;
-	will = proto_state_encode(&off);
+	will = link_state(l, false); /* mqttc asks link_will for each connect's own */
 	memset(&o, 0, sizeof(o));
 	o.urls = (const char *const *)l->set->mqtt.items;
 	o.nurls = l->set->mqtt.n;
@@ -251,9 +278,9 @@ enum rcs_err link_start(struct link *l)
 	cb.on_connected = link_on_connected;
 	cb.on_message = link_on_message;
 	cb.on_published = link_on_published;
+	cb.will_payload = link_will;
 	err = mqttc_start(&o, &cb, &l->mq);
 	json_object_put(will);
-	settings_policy_put(p);
 	return err;
 }
 

@@ -443,6 +443,8 @@ static int mqttc_connect(struct mqttc *m)
 	MQTTAsync_connectOptions co = MQTTAsync_connectOptions_initializer;
 	MQTTAsync_SSLOptions ssl = MQTTAsync_SSLOptions_initializer;
 	MQTTAsync_willOptions will = MQTTAsync_willOptions_initializer;
+	char *fresh = NULL;
+	int rc;
 
 	co.keepAliveInterval = m->o.keepalive;
 	/* persistent session: the broker keeps our subscriptions and queue; clean: they end
@@ -469,8 +471,10 @@ static int mqttc_connect(struct mqttc *m)
 		co.serverURIcount = (int)m->nurls;
 	}
 	if (m->o.will_topic) {
+		if (m->cb.will_payload)
+			fresh = m->cb.will_payload(m->cb.ctx);
 		will.topicName = m->o.will_topic;
-		will.message = m->o.will_payload;
+		will.message = fresh ? fresh : m->o.will_payload;
 		will.retained = m->o.will_retained;
 		will.qos = 1;
 		co.will = &will;
@@ -484,7 +488,9 @@ static int mqttc_connect(struct mqttc *m)
 		ssl.verify = 1;
 		co.ssl = &ssl;
 	}
-	return MQTTAsync_connect(m->client, &co);
+	rc = MQTTAsync_connect(m->client, &co); /* it keeps a copy of the will */
+	free(fresh);
+	return rc;
 }
 
 static bool mqttc_ts_before(const struct timespec *a, const struct timespec *b)

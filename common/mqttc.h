@@ -53,6 +53,9 @@ struct mqttc_callbacks {
 	bool (*on_message)(void *ctx, const char *topic, const void *payload, size_t len);
 	/* A QoS 1 publish with a non-zero tag was acknowledged by the broker (ok) or failed. */
 	void (*on_published)(void *ctx, uint64_t tag, bool ok);
+	/* May be NULL. The Last Will of the connect about to be made (malloc'd, mqttc frees
+	 * it; NULL: opts.will_payload): a will that says which connection it belongs to. */
+	char *(*will_payload)(void *ctx);
 };
 
 struct mqttc;

@@ -231,8 +231,9 @@ out:
 static bool bridge_apply_state(struct bridge_apply *a, const struct in_msg *m)
 {
 	struct proto_state s;
+	struct store_state_in in;
+	struct store_state_out out = {0};
 	struct jsonu_err e;
-	bool came_online = false;
 	enum rcs_err err;
 
 	if (m->len == 0)
@@ -243,10 +244,13 @@ static bool bridge_apply_state(struct bridge_apply *a, const struct in_msg *m)
 		return false;
 	}
 	/* the reported tags go to the store as the JSON text they are kept as */
+	in.online = s.online;
+	in.tags = s.tags ? jsonu_dump(s.tags, NULL) : NULL;
+	in.agent_version = s.agent_version;
+	in.ts = s.ts;
 	for (int attempt = 0;; attempt++) {
 		err = store_device_state(a->link->st, m->topic.client_root, m->topic.entity_ident,
-					 s.online, s.tags ? jsonu_dump(s.tags, NULL) : NULL,
-					 s.agent_version, (int64_t)time(NULL), &came_online, NULL);
+					 &in, (int64_t)time(NULL), &out);
 		if (!bridge_again(err, attempt, "device", m->topic.entity_ident))
 			break;
 	}
@@ -256,7 +260,11 @@ static bool bridge_apply_state(struct bridge_apply *a, const struct in_msg *m)
 	else if (err != RCS_OK)
 		log_warnx("device %s: state not applied: %s", m->topic.entity_ident,
 			  rcs_strerror(err));
-	else if (s.online != came_online || came_online)
+	else if (out.stale)
+		log_info("device %s: an offline state of %lld not applied: older than the state"
+			 " of %lld (a Last Will or retained copy of an earlier connection)",
+			 m->topic.entity_ident, (long long)s.ts, (long long)out.last_ts);
+	else if (out.came_online || (!s.online && out.was_online))
 		log_info("device %s is %s", m->topic.entity_ident, s.online ? "online" : "offline");
 	/* reported tags, or online: continuous tag sends it now belongs to. Every online state
 	 * looks, also one that changed nothing here (tags_changed, came_online false): each
@@ -269,7 +277,7 @@ static bool bridge_apply_state(struct bridge_apply *a, const struct in_msg *m)
 				     (int64_t)time(NULL)) != RCS_OK)
 		log_warnx("device %s: continuous sends not checked", m->topic.entity_ident);
 	proto_state_free(&s);
-	return came_online;
+	return out.came_online;
 }
 
 /* ---- a batch ---- */

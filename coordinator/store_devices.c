@@ -305,11 +305,12 @@ enum rcs_err store_device_presence(struct store *st, const char *client_root,
 	    entity_ident, client_root, NULL, presence_read, online);
 }
 
-/* What a state message finds of its device: whether it was online, and whether the tags it
- * reports (NULL: none) differ from those stored. */
+/* What a state message finds of its device: whether it was online, whether the tags it
+ * reports (NULL: none) differ from those stored, and the ts of the state applied last. */
 struct device_was {
 	const char *tags;
 	bool online, tags_differ;
+	int64_t ts;
 };
 
 static enum rcs_err device_was_read(struct store_stmt *s, void *arg)
@@ -319,50 +320,56 @@ static enum rcs_err device_was_read(struct store_stmt *s, void *arg)
 
 	w->online = store_val_bool(s, 0);
 	w->tags_differ = w->tags != NULL && (stored == NULL || strcmp(stored, w->tags) != 0);
+	w->ts = store_val_null(s, 2) ? 0 : store_val_int(s, 2);
 	return RCS_OK;
 }
 
 enum rcs_err store_device_state(struct store *st, const char *client_root, const char *entity_ident,
-				bool online, const char *tags, const char *agent_version,
-				int64_t now, bool *came_online, bool *tags_changed)
+				const struct store_state_in *in, int64_t now,
+				struct store_state_out *out)
 {
 	struct store_stmt *s = NULL;
-	struct device_was was = {.tags = tags};
+	struct device_was was = {.tags = in->tags};
 	enum rcs_err err;
 
-	*came_online = false;
-	if (tags_changed)
-		*tags_changed = false;
+	memset(out, 0, sizeof(*out));
 	err = store_sp_begin(st);
 	if (err != RCS_OK)
 		return err;
 	err = store_get_one(st,
-			    "SELECT online, reported_tags FROM devices WHERE entity_ident = ? AND"
-			    " client_root = ?",
+			    "SELECT online, reported_tags, state_ts FROM devices WHERE"
+			    " entity_ident = ? AND client_root = ?",
 			    entity_ident, client_root, NULL, device_was_read, &was);
 	if (err != RCS_OK)
 		goto out;
-	*came_online = online && !was.online;
-	if (tags_changed)
-		*tags_changed = was.tags_differ;
+	out->last_ts = was.ts;
+	out->was_online = was.online;
+	if (!in->online && in->ts > 0 && was.ts > 0 && in->ts < was.ts) {
+		out->stale = true;
+		goto out;
+	}
+	out->came_online = in->online && !was.online;
+	out->tags_changed = was.tags_differ;
 	err = store_stmt(st,
 			 "UPDATE devices SET online = ?1, last_seen = ?2,"
 			 " agent_version = coalesce(?3, agent_version),"
-			 " reported_tags = coalesce(?4, reported_tags)"
+			 " reported_tags = coalesce(?4, reported_tags),"
+			 " state_ts = coalesce(?7, state_ts)"
 			 " WHERE entity_ident = ?5 AND client_root = ?6",
 			 &s);
 	if (err != RCS_OK)
 		goto out;
-	store_arg_int(s, 1, online);
+	store_arg_int(s, 1, in->online);
 	store_arg_int(s, 2, now);
-	store_arg_text(s, 3, agent_version);
-	store_arg_text(s, 4, tags);
+	store_arg_text(s, 3, in->agent_version);
+	store_arg_text(s, 4, in->tags);
 	store_arg_text(s, 5, entity_ident);
 	store_arg_text(s, 6, client_root);
+	store_arg_opt_int(s, 7, in->ts);
 	err = store_done(st, s, "device state");
 	/* the tag rows follow the reported tags; the same tags again leave them as they are */
 	if (err == RCS_OK && was.tags_differ)
-		err = store_device_tags_set(st, client_root, entity_ident, tags, 1);
+		err = store_device_tags_set(st, client_root, entity_ident, in->tags, 1);
 out:
 	store_stmt_done(st, s);
 	return store_sp_end(st, err);

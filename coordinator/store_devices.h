@@ -75,13 +75,32 @@ enum rcs_err store_devices_presence_reset(struct store *st);
 enum rcs_err store_device_presence(struct store *st, const char *client_root,
 				   const char *entity_ident, bool *online);
 
-/* Applies a device's state message; RCS_ERR_NOTFOUND when the tenant has no
- * such device. tags (JSON text, an array of strings; NULL: unchanged) are the device's
- * reported tags. *came_online: it was offline; *tags_changed (may be NULL): the tags differ
- * from those it reported last (the same tags again write no tag rows). */
+/* A device's state message as the store applies it (docs/mqtt.md, "State"). */
+struct store_state_in {
+	bool online;
+	const char *tags;          /* JSON text, an array of strings; NULL: unchanged */
+	const char *agent_version; /* NULL: unchanged */
+	int64_t ts;                /* the message's ts: its connection's start; 0: none */
+};
+
+/* What applying it found and did. */
+struct store_state_out {
+	bool was_online;   /* it was online before */
+	bool came_online;  /* it was offline, and the state says online */
+	bool tags_changed; /* the tags differ from those it reported last (the same tags
+			    * again write no tag rows) */
+	bool stale;        /* an offline state older than the state applied last: a Last
+			    * Will or a retained copy of an earlier connection, not applied */
+	int64_t last_ts;   /* the ts of the state applied last (0: none) */
+};
+
+/* Applies a device's state message at now (the coordinator's clock: last_seen);
+ * RCS_ERR_NOTFOUND when the tenant has no such device. An online state is always applied
+ * (a device whose clock went back must not be kept offline); an offline one only when its
+ * ts is not older than the last state's, or either has none (older agents). */
 enum rcs_err store_device_state(struct store *st, const char *client_root, const char *entity_ident,
-				bool online, const char *tags, const char *agent_version,
-				int64_t now, bool *came_online, bool *tags_changed);
+				const struct store_state_in *in, int64_t now,
+				struct store_state_out *out);
 /* Devices online now. */
 enum rcs_err store_devices_online(struct store *st, long long *n);
 

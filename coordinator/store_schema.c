@@ -371,6 +371,10 @@ const struct store_migration store_migrations[] = {
 	 "DROP TRIGGER IF EXISTS webhook_deliveries_work ON webhook_deliveries;\n"
 	 "CREATE TRIGGER webhook_deliveries_work AFTER INSERT ON webhook_deliveries REFERENCING"
 	 " NEW TABLE AS inserted FOR EACH STATEMENT EXECUTE FUNCTION rcs_work_notify_rows();\n"},
+    /* 7: the ts of the last state message applied for a device (its connection's start, the
+     * device's clock): an offline state older than it is a Last Will or a retained copy of
+     * an earlier connection, and is not applied (docs/mqtt.md, "Device state"). */
+    {.sql = "ALTER TABLE devices ADD COLUMN state_ts INTEGER;\n"},
 };
 
 const size_t store_n_migrations = sizeof(store_migrations) / sizeof(store_migrations[0]);

@@ -124,6 +124,7 @@ class SimDevice:
         self.running_job = None
         self._cancel_running = None
         self.port_index = 0       # which of sim.ports the next connect tries
+        self.conn_ts = 0          # the ts of this connection's state messages and will
 
     # -- the connection ------------------------------------------------------------------
 
@@ -132,8 +133,9 @@ class SimDevice:
         return self.pid
 
     def _state_payload(self, online):
+        # ts: when this connection was made, as the agent does (docs/mqtt.md, "State")
         return json.dumps({"v": 1, "online": online, "tags": self.tags,
-                           "agent_version": "devsim", "ts": int(time.time())})
+                           "agent_version": "devsim", "ts": self.conn_ts})
 
     def _write(self, data):
         if self.writer is not None and not self.writer.is_closing():
@@ -155,6 +157,7 @@ class SimDevice:
         return self._write(_packet(0x30 | flags, body))
 
     def _connect_packet(self):
+        self.conn_ts = max(int(time.time()), self.conn_ts + 1)
         flags = 0x04 | 0x08 | 0x20  # will, will QoS 1, will retain; clean session off
         body = (_str("MQTT") + bytes([4, flags]) + struct.pack("!H", self.sim.keepalive) +
                 _str(self.ident) + _str(self.base + "/state") + _str(self._state_payload(False)))

@@ -143,7 +143,8 @@ static void fz_setup(void)
 	json_object *statuses = fz_parse("[\"terminated\", \"edge_error\"]");
 	json_object *script = jsonu_member(m, "script");
 	const char *script_name = jsonu_member_str(m, "script_name");
-	bool came = false;
+	struct store_state_in state = {true, "[\"rep-tag\"]", "0.1.0", 0};
+	struct store_state_out came;
 
 	fz_ok(store_open(":memory:", &fz.st), "store_open");
 	fz_ok(store_tenant_create(fz.st, FZ_ROOT, FZ_NOW - 1000), "tenant");
@@ -167,8 +168,7 @@ static void fz_setup(void)
 	fz_ok(store_device_insert(fz.st, FZ_ROOT, FZ_DEV_OFFLINE, "pump-8",
 				  "[\"site-a\",\"model-x\"]", FZ_NOW - 500),
 	      "device");
-	fz_ok(store_device_state(fz.st, FZ_ROOT, FZ_DEV_ONLINE, true, "[\"rep-tag\"]", "0.1.0",
-				 FZ_NOW - 10, &came, NULL),
+	fz_ok(store_device_state(fz.st, FZ_ROOT, FZ_DEV_ONLINE, &state, FZ_NOW - 10, &came),
 	      "device state");
 	json_object_put(m);
 	json_object_put(sig);

@@ -54,13 +54,18 @@ static void check_roundtrip(const struct proto_state *s)
 static void apply(const struct proto_state *s)
 {
 	struct device_rec dev;
-	bool came_online = false;
 	const char *tags = s->tags ? jsonu_dump(s->tags, NULL) : NULL;
+	struct store_state_in in = {s->online, tags, s->agent_version, s->ts};
+	struct store_state_out out;
 	enum rcs_err err;
 
-	err = store_device_state(fz.st, FZ_ROOT, FZ_DEV_OFFLINE, s->online, tags, s->agent_version,
-				 FZ_NOW, &came_online, NULL);
+	err = store_device_state(fz.st, FZ_ROOT, FZ_DEV_OFFLINE, &in, FZ_NOW, &out);
 	FUZZ_CHECK(err == RCS_OK, "store_device_state: %s", rcs_strerror(err));
+	FUZZ_CHECK(out.stale == (!s->online && s->ts > 0 && out.last_ts > 0 && s->ts < out.last_ts),
+		   "stale %d for online %d, ts %lld after %lld", out.stale, s->online,
+		   (long long)s->ts, (long long)out.last_ts);
+	if (out.stale)
+		return; /* not applied: nothing below holds */
 	FUZZ_CHECK(store_device_get(fz.st, FZ_ROOT, FZ_DEV_OFFLINE, &dev) == RCS_OK,
 		   "store_device_get");
 	FUZZ_CHECK(dev.online == s->online, "online is not what the device said");

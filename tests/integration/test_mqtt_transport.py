@@ -1646,5 +1646,39 @@ class PresenceAfterRestartTest(MqttTest):
         self.wait_job(job["ident"], "terminated")
 
 
+class LateWillTest(MqttTest):
+    """A broker cluster can deliver a connection's Last Will after the state of the device's
+    next connection (docs/mqtt.md, State): an offline state older than the state applied last
+    is not applied; the device's own will (same ts) is, and an online state always is."""
+
+    def test_an_older_offline_state_is_not_applied(self):
+        dev = self.class_device("late")["entity_ident"]
+        topic = "rcs/v1/%s/%s/state" % (self.client_root, dev)
+        c = mqtt.Client(client_id="late-will-test", clean_session=True)
+        c.connect("127.0.0.1", self.broker.port, keepalive=10)
+        c.loop_start()
+        self.addCleanup(c.loop_stop)
+        self.addCleanup(c.disconnect)
+        t = int(time.time())
+
+        def state(online, ts):
+            c.publish(topic, json.dumps({"v": 1, "online": online, "tags": [],
+                                         "agent_version": "late", "ts": ts}),
+                      qos=1, retain=True).wait_for_publish(5)
+
+        state(True, t)
+        self.wait_online(dev, True)
+        state(False, t - 5)  # the will of the connection before
+        wait_for(lambda: "an offline state of %d not applied" % (t - 5) in self.coord_log(),
+                 what="the late will logged")
+        self.assertIs(self.admin.get("/devices/" + dev).json["online"], True)
+        state(False, t)  # this connection's own will
+        self.wait_online(dev, False)
+        state(True, t - 100)  # a clock that went back: online all the same
+        self.wait_online(dev, True)
+        state(False, t - 100)
+        self.wait_online(dev, False)
+
+
 if __name__ == "__main__":
     unittest.main()

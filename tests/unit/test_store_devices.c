@@ -69,6 +69,22 @@ static int teardown(void **state)
 
 /* Runs SQL on a connection of its own (no foreign keys: rows of other domains stand
  * alone), with each @ROOT@ replaced by the tenant. */
+/* store_device_state with a state of no ts (older agents); came, changed may be NULL. */
+static enum rcs_err state_at(struct store *st, const char *root, const char *dev, bool online,
+			     const char *tags, const char *version, int64_t now, bool *came,
+			     bool *changed)
+{
+	struct store_state_in in = {online, tags, version, 0};
+	struct store_state_out out;
+	enum rcs_err err = store_device_state(st, root, dev, &in, now, &out);
+
+	if (came)
+		*came = out.came_online;
+	if (changed)
+		*changed = out.tags_changed;
+	return err;
+}
+
 static void sql(struct fixture *f, const char *text)
 {
 	char full[8192];
@@ -290,17 +306,16 @@ static void test_device_state_and_tags(void **state)
 			 RCS_OK);
 	assert_int_equal(store_device_insert(f->st, f->root, DEV_OFF, "two", "[\"lab\"]", 100),
 			 RCS_OK);
-	assert_int_equal(
-	    store_device_state(f->st, f->root, JOB("99"), true, NULL, NULL, 150, &came, NULL),
-	    RCS_ERR_NOTFOUND);
+	assert_int_equal(state_at(f->st, f->root, JOB("99"), true, NULL, NULL, 150, &came, NULL),
+			 RCS_ERR_NOTFOUND);
 	assert_false(came);
-	assert_int_equal(store_device_state(f->st, f->root, DEV_ON, true, "[\"rep\",\"rep\"]",
-					    "0.2.0", 150, &came, NULL),
-			 RCS_OK);
+	assert_int_equal(
+	    state_at(f->st, f->root, DEV_ON, true, "[\"rep\",\"rep\"]", "0.2.0", 150, &came, NULL),
+	    RCS_OK);
 	assert_true(came);
 	/* still online: not coming online again; tags and version unchanged when absent */
-	assert_int_equal(
-	    store_device_state(f->st, f->root, DEV_ON, true, NULL, NULL, 160, &came, NULL), RCS_OK);
+	assert_int_equal(state_at(f->st, f->root, DEV_ON, true, NULL, NULL, 160, &came, NULL),
+			 RCS_OK);
 	assert_false(came);
 	assert_int_equal(store_device_get(f->st, f->root, DEV_ON, &d), RCS_OK);
 	assert_true(d.online);
@@ -330,38 +345,102 @@ static void test_device_state_and_tags(void **state)
 	{
 		bool changed = true;
 
-		assert_int_equal(store_device_state(f->st, f->root, DEV_ON, true,
-						    "[\"rep\",\"rep\"]", NULL, 165, &came,
-						    &changed),
+		assert_int_equal(state_at(f->st, f->root, DEV_ON, true, "[\"rep\",\"rep\"]", NULL,
+					  165, &came, &changed),
 				 RCS_OK);
 		assert_false(came);
 		assert_false(changed);
-		assert_int_equal(store_device_state(f->st, f->root, DEV_ON, true, NULL, NULL, 165,
-						    &came, &changed),
-				 RCS_OK);
+		assert_int_equal(
+		    state_at(f->st, f->root, DEV_ON, true, NULL, NULL, 165, &came, &changed),
+		    RCS_OK);
 		assert_false(changed);
-		assert_int_equal(store_device_state(f->st, f->root, DEV_ON, true, "[\"rep\"]", NULL,
-						    166, &came, &changed),
-				 RCS_OK);
+		assert_int_equal(
+		    state_at(f->st, f->root, DEV_ON, true, "[\"rep\"]", NULL, 166, &came, &changed),
+		    RCS_OK);
 		assert_true(changed);
 		assert_int_equal(store_devices_with_tag(f->st, f->root, "rep", 10, &p), RCS_OK);
 		assert_int_equal(p.n, 1);
 		store_device_presence_list_free(&p);
 	}
 	/* reported tags replaced */
-	assert_int_equal(
-	    store_device_state(f->st, f->root, DEV_ON, false, "[]", NULL, 170, &came, NULL),
-	    RCS_OK);
+	assert_int_equal(state_at(f->st, f->root, DEV_ON, false, "[]", NULL, 170, &came, NULL),
+			 RCS_OK);
 	assert_int_equal(store_devices_with_tag(f->st, f->root, "rep", 10, &p), RCS_OK);
 	assert_int_equal(p.n, 0);
 	store_device_presence_list_free(&p);
 
-	assert_int_equal(
-	    store_device_state(f->st, f->root, DEV_OFF, true, NULL, NULL, 180, &came, NULL),
-	    RCS_OK);
+	assert_int_equal(state_at(f->st, f->root, DEV_OFF, true, NULL, NULL, 180, &came, NULL),
+			 RCS_OK);
 	assert_int_equal(store_devices_presence_reset(f->st), RCS_OK);
 	assert_int_equal(store_device_presence(f->st, f->root, DEV_OFF, &online), RCS_OK);
 	assert_false(online);
+}
+
+/* The order of a device's states (docs/mqtt.md, "State"): an offline state older than the
+ * state applied last is a Last Will or a retained copy of an earlier connection, which a
+ * broker cluster can deliver after the next connection's online state: not applied. An
+ * online state is applied whatever its ts (a device whose clock went back), an offline one
+ * of the same connection (same ts) is, and one without ts (older agents) always is. */
+static void test_device_state_order(void **state)
+{
+	struct fixture *f = *state;
+	struct store_state_in in = {true, NULL, NULL, 2000};
+	struct store_state_out out;
+	struct device_rec d;
+	bool online = false;
+
+	assert_int_equal(store_device_insert(f->st, f->root, DEV_ON, "one", "[]", 100), RCS_OK);
+	/* connection 2000 online */
+	assert_int_equal(store_device_state(f->st, f->root, DEV_ON, &in, 150, &out), RCS_OK);
+	assert_true(out.came_online);
+	assert_false(out.stale);
+	assert_int_equal(out.last_ts, 0);
+	/* connection 1999's Last Will, late: not applied, nothing written */
+	in.online = false;
+	in.ts = 1999;
+	assert_int_equal(store_device_state(f->st, f->root, DEV_ON, &in, 160, &out), RCS_OK);
+	assert_true(out.stale);
+	assert_true(out.was_online);
+	assert_int_equal(out.last_ts, 2000);
+	assert_int_equal(store_device_get(f->st, f->root, DEV_ON, &d), RCS_OK);
+	assert_true(d.online);
+	assert_int_equal(d.last_seen, 150);
+	store_device_rec_free(&d);
+	/* connection 2000's own Last Will: applied */
+	in.ts = 2000;
+	assert_int_equal(store_device_state(f->st, f->root, DEV_ON, &in, 170, &out), RCS_OK);
+	assert_false(out.stale);
+	assert_true(out.was_online);
+	assert_int_equal(store_device_presence(f->st, f->root, DEV_ON, &online), RCS_OK);
+	assert_false(online);
+	/* online with an earlier clock (reset by a power cut): applied, and the new reference */
+	in.online = true;
+	in.ts = 500;
+	assert_int_equal(store_device_state(f->st, f->root, DEV_ON, &in, 180, &out), RCS_OK);
+	assert_true(out.came_online);
+	assert_int_equal(out.last_ts, 2000);
+	in.online = false;
+	assert_int_equal(store_device_state(f->st, f->root, DEV_ON, &in, 190, &out), RCS_OK);
+	assert_false(out.stale);
+	assert_int_equal(out.last_ts, 500);
+	/* online again, then an offline state without ts: applied */
+	in.online = true;
+	in.ts = 600;
+	assert_int_equal(store_device_state(f->st, f->root, DEV_ON, &in, 200, &out), RCS_OK);
+	in.online = false;
+	in.ts = 0;
+	assert_int_equal(store_device_state(f->st, f->root, DEV_ON, &in, 210, &out), RCS_OK);
+	assert_false(out.stale);
+	assert_int_equal(store_device_presence(f->st, f->root, DEV_ON, &online), RCS_OK);
+	assert_false(online);
+	/* and a state without ts keeps the reference: a late Will of before it is still late */
+	in.online = true;
+	assert_int_equal(store_device_state(f->st, f->root, DEV_ON, &in, 220, &out), RCS_OK);
+	in.online = false;
+	in.ts = 599;
+	assert_int_equal(store_device_state(f->st, f->root, DEV_ON, &in, 230, &out), RCS_OK);
+	assert_true(out.stale);
+	assert_int_equal(out.last_ts, 600);
 }
 
 /* ---- the transport's and scheduler's queues ---- */
@@ -391,8 +470,8 @@ static void test_queues(void **state)
 
 	assert_int_equal(store_device_insert(f->st, f->root, DEV_ON, "on", "[]", 100), RCS_OK);
 	assert_int_equal(store_device_insert(f->st, f->root, DEV_OFF, "off", "[]", 100), RCS_OK);
-	assert_int_equal(
-	    store_device_state(f->st, f->root, DEV_ON, true, NULL, NULL, 100, &came, NULL), RCS_OK);
+	assert_int_equal(state_at(f->st, f->root, DEV_ON, true, NULL, NULL, 100, &came, NULL),
+			 RCS_OK);
 	/* NOW = 1700000000 */
 	sql(f, JOB_ROW(JOB("01"), DEV_ON, "pending", "1", "NULL", "NULL", "NULL", "0") JOB_ROW(
 		   JOB("02"), DEV_ON, "pending", "1", "1700000100", "NULL", "NULL", "0")
@@ -650,8 +729,8 @@ static void test_claims(void **state)
 	store_claims_setup(f->st, "node-a", 15);
 	store_claims_setup(b, "node-b", 15);
 	assert_int_equal(store_device_insert(f->st, f->root, DEV_ON, "on", "[]", 100), RCS_OK);
-	assert_int_equal(
-	    store_device_state(f->st, f->root, DEV_ON, true, NULL, NULL, 100, &came, NULL), RCS_OK);
+	assert_int_equal(state_at(f->st, f->root, DEV_ON, true, NULL, NULL, 100, &came, NULL),
+			 RCS_OK);
 	for (int i = 10; i < 20; i++) {
 		char row[1024], id[8];
 
@@ -943,6 +1022,7 @@ int main(void)
 	    cmocka_unit_test(test_render_device_list),
 	    cmocka_unit_test_setup_teardown(test_device_records, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_device_state_and_tags, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_device_state_order, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_queues, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_outbox, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_pg_wakeups, setup, teardown),
