@@ -7,7 +7,7 @@
  * once and kept (j_stmt, j_release): parsing SQL was a tenth of the agent's
  * CPU per job. The ones run once at open are prepared and finalized.
  *
- * Over 1,000 lines on purpose: the schema and its migrations, the queries of
+ * Size: over 1,000 lines on purpose: the schema and its migrations, the queries of
  * jobs, reports and the outbox, task versions and device settings all go
  * through the same private machinery (struct journal, the lock, the statement
  * cache and error mapping of common/db.h, j_begin/j_end transactions). Split

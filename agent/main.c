@@ -29,6 +29,7 @@
 #include "mqttc.h"
 #include "runner.h"
 #include "sandbox.h"
+#include "sandbox_launcher.h"
 #include "service.h"
 #include "settings.h"
 
@@ -137,6 +138,54 @@ static int agent_reexec(char **argv)
 	return 1;
 }
 
+/* Serves until a signal stops the agent: tells systemd it is ready, reloads its settings on
+ * SIGHUP, watches the sandbox launcher on SIGCHLD. True when the launcher died and the agent
+ * must start again (*ready: systemd was told it is). */
+static bool agent_serve(struct agent *a, int argc, char **argv, sigset_t *sigs, const char *brokers,
+			bool *ready)
+{
+	char err[512] = "";
+	bool relaunch = false;
+	time_t ready_by;
+	int sig;
+
+	/* ready for systemd once connected to the broker, or SERVICE_READY_WAIT seconds later
+	   all the same: jobs queued in the journal run meanwhile (docs/deploy.md, "The units") */
+	ready_by = time(NULL) + SERVICE_READY_WAIT;
+	for (;;) {
+		if (!*ready && link_connected(a->link)) {
+			service_ready("connected");
+			*ready = true;
+		} else if (!*ready && time(NULL) >= ready_by) {
+			log_warnx("not connected to the MQTT broker %s yet: ready all the same,"
+				  " retrying in the background",
+				  brokers);
+			service_ready("MQTT broker not connected yet");
+			*ready = true;
+		}
+		if (service_sigwait(sigs, *ready ? -1 : 100, &sig) != 0)
+			continue;
+		if (sig == SIGHUP) {
+			service_reloading();
+			if (settings_reload(a->live, argc, argv) == RCS_OK)
+				link_publish_state(a->link, true);
+			service_ready(link_connected(a->link) ? "connected"
+							      : "MQTT broker not connected");
+			continue;
+		}
+		if (sig == SIGCHLD) {
+			if (sandbox_launcher_check(err, sizeof(err)) == RCS_OK)
+				continue; /* an rcs.exec or reboot command */
+			log_warnx("the sandbox launcher %s: restarting the agent", err);
+			relaunch = true;
+			break;
+		}
+		log_info("signal %d: stopping", sig);
+		break;
+	}
+	return relaunch;
+}
+
 int main(int argc, char **argv)
 {
 	struct agent a;
@@ -144,9 +193,8 @@ int main(int argc, char **argv)
 	bool relaunch = false;
 	sigset_t sigs;
 	char err[512] = "", brokers[1024] = "";
-	int sig, rc = 1;
+	int rc = 1;
 	bool ready = false;
-	time_t ready_by;
 
 	memset(&a, 0, sizeof(a));
 	log_init("rcs-agent", LOG_LVL_INFO);
@@ -226,40 +274,7 @@ int main(int argc, char **argv)
 	}
 	log_info("rcs-agent %s: device %s of %s, broker%s %s", RCS_VERSION, s->entity_ident,
 		 s->client_root, s->mqtt.n > 1 ? "s" : "", brokers);
-	/* ready for systemd once connected to the broker, or SERVICE_READY_WAIT seconds later
-	   all the same: jobs queued in the journal run meanwhile (docs/deploy.md, "The units") */
-	ready_by = time(NULL) + SERVICE_READY_WAIT;
-	for (;;) {
-		if (!ready && link_connected(a.link)) {
-			service_ready("connected");
-			ready = true;
-		} else if (!ready && time(NULL) >= ready_by) {
-			log_warnx("not connected to the MQTT broker %s yet: ready all the same,"
-				  " retrying in the background",
-				  brokers);
-			service_ready("MQTT broker not connected yet");
-			ready = true;
-		}
-		if (service_sigwait(&sigs, ready ? -1 : 100, &sig) != 0)
-			continue;
-		if (sig == SIGHUP) {
-			service_reloading();
-			if (settings_reload(a.live, argc, argv) == RCS_OK)
-				link_publish_state(a.link, true);
-			service_ready(link_connected(a.link) ? "connected"
-							     : "MQTT broker not connected");
-			continue;
-		}
-		if (sig == SIGCHLD) {
-			if (sandbox_launcher_check(err, sizeof(err)) == RCS_OK)
-				continue; /* an rcs.exec or reboot command */
-			log_warnx("the sandbox launcher %s: restarting the agent", err);
-			relaunch = true;
-			break;
-		}
-		log_info("signal %d: stopping", sig);
-		break;
-	}
+	relaunch = agent_serve(&a, argc, argv, &sigs, brokers, &ready);
 	rc = 0;
 out:
 	if (ready && !relaunch)

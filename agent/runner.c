@@ -31,6 +31,7 @@
 #include "log.h"
 #include "proto.h"
 #include "sandbox.h"
+#include "sandbox_launcher.h"
 #include "verify.h"
 
 extern char **environ;

@@ -3,7 +3,7 @@
  * job message, the watchdog loop and the host services the child asks for
  * over its socket. The wire format both sides use is sandbox_wire.c's.
  *
- * Over 1,000 lines on purpose: everything here works on one run's state
+ * Size: over 1,000 lines on purpose: everything here works on one run's state
  * (struct sbx_run, private to this file) and answers through its reply and
  * violation paths (run_reply, run_violation, run_finish); the host services
  * (rcs.exec, rcs.file, rcs.config) are each a few handlers of that one loop.
@@ -40,6 +40,7 @@
 
 #include "jsonu.h"
 #include "log.h"
+#include "sandbox.h"
 #include "sandbox_int.h"
 
 #define SBX_KILL_GRACE_MS 250  /* after the deadline, for the child's own timeout report */
@@ -57,15 +58,6 @@ static const char *const sbx_exec_env[] = {
 };
 
 /* ---- config ---- */
-
-void sandbox_config_defaults(struct sandbox_config *cfg)
-{
-	memset(cfg, 0, sizeof(*cfg));
-	cfg->mem_limit = SANDBOX_DEFAULT_MEM_LIMIT;
-	cfg->max_response = SANDBOX_DEFAULT_MAX_RESPONSE;
-	cfg->exec_timeout = SANDBOX_DEFAULT_EXEC_TIMEOUT;
-	cfg->exec_max_output = SANDBOX_DEFAULT_EXEC_MAX_OUTPUT;
-}
 
 /* NAME of "NAME=/abs/path": its length, 0 when the entry is malformed. */
 static size_t sbx_command_name(const char *entry)
@@ -506,6 +498,62 @@ static const char *run_command(const struct sbx_run *r, const char *name)
 	return NULL;
 }
 
+/* Reads what the command wrote to its pipe fd into output (what exceeds output's ceiling is
+ * dropped: *truncated). While it runs, one read and back to the deadline checks; once it
+ * exited, what is left in the pipe, at most *drain reads more (a process it left behind may
+ * keep writing). True at the pipe's end. */
+static bool run_exec_read(int fd, struct buf *output, bool exited, int *drain, bool *truncated)
+{
+	for (;;) {
+		char tmp[SBX_READ_CHUNK];
+		ssize_t got;
+		size_t keep;
+
+		if (exited && (*drain)-- <= 0)
+			return true; /* a process it left behind keeps writing */
+		got = read(fd, tmp, sizeof(tmp));
+		if (got < 0 && errno == EINTR)
+			continue;
+		if (got < 0 && errno == EAGAIN)
+			return exited;
+		if (got <= 0)
+			return true;
+		keep = output->max - output->len;
+		if ((size_t)got < keep)
+			keep = (size_t)got;
+		if (keep < (size_t)got)
+			*truncated = true;
+		if (keep > 0)
+			buf_append(output, tmp, keep);
+		if (!exited)
+			return false; /* back to the deadline checks */
+	}
+}
+
+/* rcs.exec's answer: the exit code (128 + the signal's number when a signal ended it), the
+ * output, the signal, whether it timed out, whether the output was cut. */
+static void run_exec_reply(struct sbx_run *r, int status, const struct buf *output, bool timed_out,
+			   bool truncated)
+{
+	char code[16], sig[16];
+	const char *f[5];
+	size_t fl[5];
+
+	snprintf(code, sizeof(code), "%d",
+		 WIFEXITED(status)     ? WEXITSTATUS(status)
+		 : WIFSIGNALED(status) ? 128 + WTERMSIG(status)
+				       : -1);
+	snprintf(sig, sizeof(sig), "%d", WIFSIGNALED(status) ? WTERMSIG(status) : 0);
+	f[0] = code;
+	f[1] = output->data ? output->data : "";
+	f[2] = sig;
+	f[3] = timed_out ? "1" : "0";
+	f[4] = truncated ? "1" : "0";
+	for (int i = 0; i < 5; i++)
+		fl[i] = i == 1 ? output->len : strlen(f[i]);
+	run_reply(r, SBX_REPLY_OK, 5, f, fl);
+}
+
 /*
  * Runs path with argv (no shell, minimal environment, stdin /dev/null,
  * stdout+stderr into one pipe, its own process group, cwd the first
@@ -528,9 +576,6 @@ static enum run_wait run_spawn(struct sbx_run *r, const char *name, const char *
 	const char *cwd =
 	    r->cfg.file_dir && r->cfg.file_dir->n > 0 ? r->cfg.file_dir->items[0] : "/";
 	enum run_wait ret = RUN_WAIT_DONE;
-	char code[16], sig[16];
-	const char *f[5];
-	size_t fl[5];
 
 	buf_init(&output, r->cfg.exec_max_output);
 	/* posix_spawn reports exec failures on glibc, not everywhere (nor under valgrind) */
@@ -604,55 +649,12 @@ static enum run_wait run_spawn(struct sbx_run *r, const char *name, const char *
 			ret = RUN_WAIT_CANCELLED;
 			break;
 		}
-		for (;;) {
-			char tmp[SBX_READ_CHUNK];
-			ssize_t got;
-			size_t keep;
-
-			if (out_eof)
-				break;
-			if (exited && drain-- <= 0) {
-				out_eof = true; /* a process it left behind keeps writing */
-				break;
-			}
-			got = read(p[0], tmp, sizeof(tmp));
-			if (got < 0 && errno == EINTR)
-				continue;
-			if (got < 0 && errno == EAGAIN) {
-				if (exited)
-					out_eof = true;
-				break;
-			}
-			if (got <= 0) {
-				out_eof = true;
-				break;
-			}
-			keep = output.max - output.len;
-			if ((size_t)got < keep)
-				keep = (size_t)got;
-			if (keep < (size_t)got)
-				truncated = true;
-			if (keep > 0)
-				buf_append(&output, tmp, keep);
-			if (!exited)
-				break; /* back to the deadline checks */
-		}
+		if (!out_eof)
+			out_eof = run_exec_read(p[0], &output, exited, &drain, &truncated);
 	}
 	if (ret != RUN_WAIT_DONE)
 		goto out;
-	snprintf(code, sizeof(code), "%d",
-		 WIFEXITED(status)     ? WEXITSTATUS(status)
-		 : WIFSIGNALED(status) ? 128 + WTERMSIG(status)
-				       : -1);
-	snprintf(sig, sizeof(sig), "%d", WIFSIGNALED(status) ? WTERMSIG(status) : 0);
-	f[0] = code;
-	f[1] = output.data ? output.data : "";
-	f[2] = sig;
-	f[3] = timed_out ? "1" : "0";
-	f[4] = truncated ? "1" : "0";
-	for (int i = 0; i < 5; i++)
-		fl[i] = i == 1 ? output.len : strlen(f[i]);
-	run_reply(r, SBX_REPLY_OK, 5, f, fl);
+	run_exec_reply(r, status, &output, timed_out, truncated);
 	pid = -1; /* reaped */
 out:
 	if (pid > 0 && !exited) {

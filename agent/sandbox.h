@@ -32,7 +32,7 @@
  * SANDBOX_ERROR "sandbox unavailable: the sandbox launcher died", later runs
  * end the same way at once, and sandbox_launcher_check() says so: the owner
  * must start a new one from a single-threaded process (rcs-agent restarts
- * itself, see main.c).
+ * itself, see main.c). Its life: sandbox_launcher.h.
  *
  * Calls: fork (in the launcher), posix_spawn (rcs.exec, in the agent),
  * libseccomp, Lua 5.4, json-c and common/ (buf, canon, log).
@@ -71,46 +71,7 @@
 
 #include "cfg.h"
 #include "err.h"
-
-/* Defaults (sandbox_config_defaults) and the fixed ceilings of the host API. */
-#define SANDBOX_DEFAULT_MEM_LIMIT       ((size_t)64 << 20)
-#define SANDBOX_DEFAULT_MAX_RESPONSE    ((size_t)64 << 10)
-#define SANDBOX_DEFAULT_EXEC_TIMEOUT    30
-#define SANDBOX_DEFAULT_EXEC_MAX_OUTPUT ((size_t)64 << 10)
-#define SANDBOX_DEFAULT_TIMEOUT         300 /* job->timeout <= 0 */
-
-#define SANDBOX_MIN_MEM_LIMIT ((size_t)1 << 20)
-#if SIZE_MAX > 0xffffffffu
-#define SANDBOX_MAX_MEM_LIMIT ((size_t)4 << 30)
-#else
-#define SANDBOX_MAX_MEM_LIMIT ((size_t)3 << 30)
-#endif
-#define SANDBOX_MAX_RESPONSE_MAX ((size_t)16 << 20) /* ceiling for max_response */
-#define SANDBOX_MAX_EXEC_OUTPUT  ((size_t)16 << 20) /* ceiling for exec_max_output */
-#define SANDBOX_MAX_EXEC_TIMEOUT 86400
-#define SANDBOX_MAX_TIMEOUT      (7 * 86400)
-
-#define SANDBOX_TEXT_MAX         4096       /* rcs.progress / rcs.log text, bytes */
-#define SANDBOX_LOG_MAX_LINES    1000       /* rcs.log lines per job; more are dropped */
-#define SANDBOX_CONFIG_KEY_MAX   128        /* rcs.config key, bytes */
-#define SANDBOX_CONFIG_VALUE_MAX (16 << 10) /* rcs.config value, bytes */
-#define SANDBOX_EXEC_MAX_ARGS    64         /* rcs.exec arguments after the name */
-#define SANDBOX_EXEC_ARG_MAX     4096       /* bytes per argument */
-#define SANDBOX_EXEC_NAME_MAX    64         /* NAME of allow_command NAME=PATH */
-#define SANDBOX_PATH_MAX         1024       /* rcs.file path, bytes */
-#define SANDBOX_FILE_MAX         (1 << 20)  /* rcs.file.read / write data, bytes */
-#define SANDBOX_REASON_MAX       1024       /* failure reasons, bytes */
-
-struct sandbox_config {
-	size_t mem_limit;    /* bytes the Lua allocator may hold (default 64 MiB) */
-	size_t max_response; /* bytes of the result text (default 64 KiB) */
-	const struct cfg_strlist *allow_command; /* "NAME=/abs/path" entries rcs.exec may run */
-	const struct cfg_strlist *file_dir;      /* directories rcs.file.read/write may touch */
-	long long exec_timeout;                  /* seconds (default 30) */
-	size_t exec_max_output;                  /* bytes of stdout+stderr kept (default 64 KiB) */
-	bool allow_no_seccomp; /* run even when the kernel/emulator refuses seccomp
-				  (qemu-user does); default false = refuse to run */
-};
+#include "sandbox_config.h"
 
 /*
  * Parent-side services, all called on the thread running sandbox_run, all
@@ -132,19 +93,6 @@ struct sandbox_host {
 	enum rcs_err (*config_set)(void *ctx, const char *key, const char *value);
 	/* Called once when the child is jailed and the script is about to load. */
 	void (*started)(void *ctx);
-};
-
-struct sandbox_job {
-	const char *job_ident;   /* for log lines */
-	const char *script_name; /* chunk name in error messages: [string "NAME"]:LINE: */
-	const char *source;      /* exact bytes, already signature-verified */
-	size_t len;
-	json_object *variables, *constants; /* objects (NULL: empty table) */
-	json_object *job;  /* becomes the read-only table rcs.job, e.g. {ident, task:{ident,
-			      version, name}, entity_ident, client_root} */
-	long long timeout; /* wall-clock seconds for the whole script (<= 0: 300) */
-	int cancel_fd;     /* becomes readable (or hangs up) when the job is cancelled; -1: none.
-			      Only polled, never read. */
 };
 
 enum sandbox_outcome {
@@ -202,40 +150,5 @@ enum rcs_err sandbox_run(const struct sandbox_config *cfg, const struct sandbox_
 
 /* Frees r->response and zeroes r; r may be zeroed or already freed. */
 void sandbox_result_free(struct sandbox_result *r);
-
-/* Closes every descriptor from first up (close_range, or one by one). */
-void sandbox_close_from(int first);
-
-/*
- * Forks the launcher. Call it while the process has a single thread and
- * before it reads anything secret: the launcher keeps a copy of the memory
- * as it is now. Call it from the thread that lives as long as the process
- * (main): the launcher's parent-death signal follows the thread that forked
- * it. argv (argc strings, may be NULL) is wiped in the launcher's
- * copy (a password given as a flag must not reach the jail). The launcher
- * keeps stdin, stdout and stderr and its socket, closes every other
- * descriptor, ignores SIGINT, SIGTERM and SIGHUP (it follows its owner), and
- * is named "rcs-launcher" (its children "rcs-jail").
- * A process forked from the owner has no launcher until it starts its own.
- * RCS_OK; RCS_ERR_EXISTS when this process already has a running launcher;
- * RCS_ERR_IO when socketpair or fork fail. A dead or broken launcher is
- * stopped and replaced.
- */
-enum rcs_err sandbox_launcher_start(int argc, char **argv);
-
-/*
- * RCS_OK while the launcher runs and answers. RCS_ERR_IO when it died (it is
- * reaped here) or stopped answering, with what happened to it in why ("was
- * killed by signal 9", "exited with status 1", "did not answer");
- * RCS_ERR_NOTFOUND when this process started none.
- */
-enum rcs_err sandbox_launcher_check(char *why, size_t len);
-
-/*
- * Stops the launcher (it kills and reaps a child still running) and reaps
- * it, waiting at most 2 s before killing it. Nothing when there is none.
- * Call it only when no sandbox_run is in progress.
- */
-void sandbox_launcher_stop(void);
 
 #endif

@@ -11,7 +11,7 @@
  * RESULT message and the child _exit()s: nothing else here is ever freed,
  * the process is.
  *
- * Over 1,000 lines on purpose: it is the whole of what runs inside the jail,
+ * Size: over 1,000 lines on purpose: it is the whole of what runs inside the jail,
  * and every function of the Lua host API (docs/lua-api.md) reads the one
  * private struct child (the job, the limits, the replies from the agent) and
  * relies on the order above (no file opened after the filter, nothing left

@@ -24,7 +24,7 @@
 
 #include "buf.h"
 #include "text.h" /* UTF-8: text_utf8_valid, text_utf8_next */
-#include "sandbox.h"
+#include "sandbox_config.h"
 
 #define SBX_MAX_FIELDS (SANDBOX_EXEC_MAX_ARGS + 2)
 #define SBX_FRAME_HDR  4

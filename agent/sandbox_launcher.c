@@ -49,6 +49,7 @@
 #include "cfg.h"
 #include "log.h"
 #include "sandbox_int.h"
+#include "sandbox_launcher.h"
 
 #define LNCH_FD           3           /* the main socket, in the launcher */
 #define LNCH_MAGIC        0x52435331u /* "RCS1" */

@@ -1,11 +1,12 @@
 #!/usr/bin/python3
-"""Checks the shape of the coordinator's C sources (docs/architecture.md, "What .ci/run
-checks"): the size of files, of bridge files, of functions and of `struct bridge`, and that no
-circle ties the files and no arrow runs back up.
+"""Checks the shape of the daemons' C sources (docs/architecture.md, "What .ci/run checks"):
+the size of files, of bridge files, of functions and of `struct bridge`, and that no circle
+ties the files and no arrow runs back up.
 
   tools/check-structure.py [--root DIR] [--exceptions FILE] [--known] [--floors]
 
-It reads DIR/coordinator/ (DIR: the repository, by default the one this script is in). A file
+It reads DIR/coordinator/ and DIR/agent/ (DIR: the repository, by default the one this script
+is in; agent/ where it exists), each a house of its own. A file
 X.c and its header X.h are one room; a header without a source of its name is a room of its
 own. An arrow A -> B: a file of A includes a file of B, or calls a function that B alone
 defines (a static function of a source file is its own; a header's static inline ones are its
@@ -31,6 +32,7 @@ FILE_LINES = 800
 BRIDGE_LINES = 700
 FUNCTION_LINES = 120
 BRIDGE_MEMBERS = 25
+HOUSES = ("coordinator", "agent")  # the daemons' folders, each read as a house of its own
 SIZE_MARK = re.compile(r"^\s*\*\s*Size:\s*\S")
 BRIDGE_FILE = re.compile(r"^(mqtt_)?bridge.*\.c$")
 IDENT_CALL = re.compile(r"\b([A-Za-z_][A-Za-z0-9_]*)\s*\(")
@@ -371,7 +373,8 @@ def read_exceptions(path):
 def main():
     here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--root", default=here, help="the tree to read (its coordinator/)")
+    ap.add_argument("--root", default=here,
+                    help="the tree to read (its coordinator/ and agent/)")
     ap.add_argument("--exceptions", help="the known violations, one per line as printed"
                     " (default: ROOT/tools/structure-exceptions.txt where it exists)")
     ap.add_argument("--floors", action="store_true", help="print each room's floor too")
@@ -387,15 +390,17 @@ def main():
     exceptions = limits.exceptions
     if exceptions is None:
         exceptions = os.path.join(limits.root, "tools", "structure-exceptions.txt")
-    house = House(limits.root)
+    houses = [House(limits.root, sub) for sub in HOUSES
+              if os.path.isdir(os.path.join(limits.root, sub))]
     if limits.floors:
-        floor, _ = house.floors()
-        for r in sorted(house.rooms, key=lambda r: (-floor[r], r)):
-            print(f"floor {floor[r]:2d}  {r}")
+        for house in houses:
+            floor, _ = house.floors()
+            for r in sorted(house.rooms, key=lambda r: (-floor[r], r)):
+                print(f"floor {floor[r]:2d}  {r}")
     known = read_exceptions(exceptions)
     failed = 0
     seen = set()
-    for key, figure, detail in check(house, limits):
+    for key, figure, detail in [v for house in houses for v in check(house, limits)]:
         seen.add(key)
         line = key if figure is None else f"{key} ({figure})"
         if key in known:

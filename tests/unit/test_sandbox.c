@@ -29,6 +29,7 @@
 #include <unistd.h>
 
 #include "sandbox.h"
+#include "sandbox_launcher.h"
 #include "sandbox_int.h"
 
 #if defined(__has_include)
