@@ -240,6 +240,116 @@ static void watch_sleep(double seconds)
 	}
 }
 
+/* ---- why it failed (after "ended failed") ---- */
+
+#define WATCH_WHY_PAGE  500 /* failed jobs of a group read for their causes */
+#define WATCH_WHY_CODES 8   /* distinct causes told apart; more are "other causes" */
+#define WATCH_WHY_SHOWN 3   /* causes shown with an example */
+
+/* "  edge_error (script_error): <response>": a failed job's status, the device's cause and
+ * its response, on one line cut to the terminal (indent: spaces before it). */
+static void watch_why_job(json_object *job, const char *indent, size_t width)
+{
+	char line[512], resp[384];
+	const char *code = cli_str(job, "error_code");
+	const char *text = cli_str(job, "response");
+
+	table_clean(resp, sizeof(resp), text ? text : "", 0);
+	snprintf(line, sizeof(line), "%s%s%s%s%s%s%s", indent, cli_show(job, "status"),
+		 code ? " (" : "", code ? cli_show(job, "error_code") : "", code ? ")" : "",
+		 resp[0] ? ": " : "", resp);
+	table_cut(line, width);
+	printf("%s\n", line);
+}
+
+struct watch_cause {
+	const char *code; /* the device's error_code, "" when none */
+	long long n;
+	json_object *example; /* the first job of this cause */
+};
+
+/* Tallies the causes of the failed jobs in items, most common first: *n of them. */
+static size_t watch_causes(json_object *items, struct watch_cause *c, long long *other)
+{
+	size_t n = 0, len = (size_t)json_object_array_length(items);
+
+	*other = 0;
+	for (size_t i = 0; i < len; i++) {
+		json_object *job = json_object_array_get_idx(items, i);
+		const char *code = cli_str(job, "error_code");
+		size_t k;
+
+		code = code ? code : "";
+		for (k = 0; k < n && strcmp(c[k].code, code) != 0; k++)
+			;
+		if (k == n && n == WATCH_WHY_CODES) {
+			(*other)++;
+			continue;
+		}
+		if (k == n)
+			c[n++] = (struct watch_cause){code, 0, job};
+		c[k].n++;
+	}
+	for (size_t i = 1; i < n; i++) /* a few entries: insertion sort, stable */
+		for (size_t j = i; j > 0 && c[j].n > c[j - 1].n; j--) {
+			struct watch_cause t = c[j];
+			c[j] = c[j - 1];
+			c[j - 1] = t;
+		}
+	return n;
+}
+
+/* Why a group ended failed: its reason (an abort's), and the causes of its edge_error jobs,
+ * most common first, each with one job's response (docs/cli.md "watch"). */
+static void watch_why_group(struct cli *c, const char *group, json_object *rec, size_t width)
+{
+	struct watch_cause causes[WATCH_WHY_CODES];
+	struct http_resp r = {0};
+	struct buf path, line;
+	char errbuf[256], clean[256];
+	json_object *items;
+	long long other = 0, total;
+	size_t n;
+
+	buf_init(&path, CLI_MAX_PATH);
+	buf_init(&line, 1024);
+	if (cli_str(rec, "reason") != NULL) {
+		table_clean(clean, sizeof(clean), cli_str(rec, "reason"), 0);
+		printf("  reason: %s\n", clean);
+	}
+	if (buf_appendf(&path, "/jobs?status=edge_error&per_page=%d", WATCH_WHY_PAGE) != RCS_OK ||
+	    cli_query(&path, "group_ident", group) != RCS_OK ||
+	    http_call(&c->http, "GET", path.data, NULL, &r, errbuf, sizeof(errbuf)) != RCS_OK ||
+	    r.status != 200 || (items = cli_array(r.json, "items")) == NULL)
+		goto out; /* the summary above stands; the causes are a bonus */
+	n = watch_causes(items, causes, &other);
+	if (n == 0)
+		goto out;
+	total = cli_int(r.json, "total_items");
+	buf_appendf(&line, "  edge_error causes:");
+	for (size_t i = 0; i < n; i++)
+		buf_appendf(&line, "%s %s %lld", i ? "," : "",
+			    causes[i].code[0] ? causes[i].code : "(none)", causes[i].n);
+	if (other > 0)
+		buf_appendf(&line, ", other causes %lld", other);
+	if (total > (long long)json_object_array_length(items))
+		buf_appendf(&line, " (of the first %zu of %lld)",
+			    (size_t)json_object_array_length(items), total);
+	table_clean(clean, sizeof(clean), line.data ? line.data : "", 0);
+	table_cut(clean, width);
+	printf("%s\n", clean);
+	for (size_t i = 0; i < n && i < WATCH_WHY_SHOWN; i++) {
+		char indent[64];
+		snprintf(indent, sizeof(indent),
+			 "    job %s: ", cli_show(causes[i].example, "ident"));
+		watch_why_job(causes[i].example, indent, width);
+	}
+out:
+	http_resp_free(&r);
+	buf_free(&path);
+	buf_free(&line);
+}
+
 int watch_run(struct cli *c, const char *group, const char *job, enum watch_out mode,
 	      long long interval)
 {
@@ -351,6 +461,14 @@ int watch_run(struct cli *c, const char *group, const char *job, enum watch_out 
 			       : rc == CLI_OK        ? "done, "
 						     : "ended failed, ",
 			       summary[0] ? summary : "no jobs");
+			if (rc == CLI_FAILED && last != NULL) {
+				size_t width = table_term_width();
+				width = width == 0 ? 160 : width;
+				if (group != NULL)
+					watch_why_group(c, group, last, width);
+				else
+					watch_why_job(last, "  ", width);
+			}
 		}
 	}
 	fflush(stdout);

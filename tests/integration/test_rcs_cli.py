@@ -444,13 +444,22 @@ class RcsCliTest(StackTest):
         self.assertIn("rejected: no such device (not_found)", err)
 
     def test_send_failed_job_exit_1(self):
+        # a failed job says why: its status, the device's cause and its response
         out, _ = self.rcs("send", "Sleepy", "--device", "pump-3", "--var", "fail=true",
                           "--wait", code=1)
         self.assertIn("ended failed, edge_error 1", out)
+        self.assertRegex(out, r"(?m)^  edge_error \(script_error\): .*asked to fail$")
+        # a group: the causes of its failed jobs, most common first, each with a response
         out, _ = self.rcs("send", "Sleepy", "--tag", "site-b", "--var", "fail=yes", "--wait",
                           code=1)
         self.assertRegex(out, r"^group rcs-send-\d{8}-\d{6} ")
         self.assertIn("ended failed, edge_error 1", out)
+        self.assertRegex(out, r"(?m)^  edge_error causes: script_error 1$")
+        self.assertRegex(out, r"(?m)^    job [0-9a-f-]{36}: edge_error \(script_error\): "
+                              r".*asked to fail$")
+        # a group that ended well says nothing more
+        out, _ = self.rcs("send", "Sleepy", "--tag", "site-b", "--wait")
+        self.assertNotIn("causes", out)
 
     def test_send_variables_typed_by_the_task(self):
         # a value of the wrong type: said before anything is sent
