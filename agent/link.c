@@ -145,11 +145,13 @@ static char *link_will(void *ctx)
 	struct link *l = ctx;
 	int64_t now = (int64_t)time(NULL), prev = atomic_load(&l->conn_ts);
 	json_object *o;
+	const char *text;
 	char *payload;
 
 	atomic_store(&l->conn_ts, now > prev ? now : prev + 1);
 	o = link_state(l, false);
-	payload = strdup(jsonu_dump(o, NULL));
+	text = o ? jsonu_dump(o, NULL) : NULL;
+	payload = text ? strdup(text) : NULL; /* NULL: mqttc takes the will given at start */
 	json_object_put(o);
 	return payload;
 }
