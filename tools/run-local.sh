@@ -3,18 +3,27 @@
 # builds, then starts mosquitto on a free loopback port, rcs-coordinator on an
 # SQLite file with the stock scripts and a task-signing key, and one local
 # rcs-agent trusting that key; sends a first job and prints its result, the
-# API key and example calls. Everything lives in ./run/. Ctrl-C stops it all.
+# API key and example calls. Everything lives in ./run/. Ctrl-C stops it all, and so
+# does any of the three daemons stopping (the script then says which, and exits 1).
+#
+#   tools/run-local.sh [COORDINATOR-OPTION...]
+#
+# Options given are added to `rcs-coordinator serve`'s (docs/coordinator.md), e.g.
+# `--metrics-listen 127.0.0.1:9100 --webhook-allow-net 127.0.0.0/8`. RCS_PORT (8080)
+# is the REST API's port, RCS_RUN_DIR (./run) where the state and logs go,
+# RCS_BUILD_DIR (./build) where the programs are built.
 set -eu
 cd "$(dirname "$0")/.."
 root=$(pwd)
 . tools/lib.sh
 tools/deps.sh run
 # the daemons only: the tests' packages come with tools/test.sh
-rcs_step "configuring the build (CMake)" cmake -S . -B build -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+build=${RCS_BUILD_DIR:-$root/build}
+rcs_step "configuring the build (CMake)" cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
 	-DWITH_TESTS=OFF
-rcs_step "building rcs-coordinator, rcs-agent and rcs" cmake --build build -j "$(nproc)"
-bin="$root/build/bin"
-run="$root/run"
+rcs_step "building rcs-coordinator, rcs-agent and rcs" cmake --build "$build" -j "$(nproc)"
+bin="$build/bin"
+run=${RCS_RUN_DIR:-$root/run}
 mkdir -p "$run/files"
 port=${RCS_PORT:-8080}
 free_port() {
@@ -52,7 +61,8 @@ max_queued_messages 100000
 EOF
 mosquitto=$(command -v mosquitto || echo /usr/sbin/mosquitto)
 "$mosquitto" -c "$run/mosquitto.conf" >"$run/mosquitto.log" 2>&1 &
-pids="$pids $!"
+mosquitto_pid=$!
+pids="$pids $mosquitto_pid"
 
 # the REST port must be ours: a coordinator left from an earlier run, or any other server,
 # would answer in its place
@@ -63,7 +73,7 @@ if python3 -c 'import socket, sys; s = socket.socket(); sys.exit(s.connect_ex(("
 fi
 "$bin/rcs-coordinator" serve --db "$db" --listen "127.0.0.1:$port" \
 	--scripts-dir "$root/scripts" --signing-key "$run/signing-key.pem" \
-	--mqtt "tcp://127.0.0.1:$mqtt_port" >"$run/coordinator.log" 2>&1 &
+	--mqtt "tcp://127.0.0.1:$mqtt_port" "$@" >"$run/coordinator.log" 2>&1 &
 coordinator=$!
 pids="$pids $coordinator"
 base="http://127.0.0.1:$port/v3/commands"
@@ -72,7 +82,7 @@ i=0
 until grep -q "REST API listening" "$run/coordinator.log" && curl -s -o /dev/null "$base/tasks"; do
 	i=$((i + 1))
 	if ! kill -0 "$coordinator" 2>/dev/null || [ $i -gt 100 ]; then
-		echo "rcs-coordinator did not start; the end of run/coordinator.log:" >&2
+		echo "rcs-coordinator did not start; the end of $run/coordinator.log:" >&2
 		tail -n 20 "$run/coordinator.log" >&2
 		exit 1
 	fi
@@ -93,13 +103,14 @@ device=$(cat "$run/device")
 	--allow-command echo=/bin/echo --allow-command uname=/bin/uname \
 	--allow-command uptime=/usr/bin/uptime --file-dir "$run/files" \
 	--reboot-command /bin/true >"$run/agent.log" 2>&1 &
-pids="$pids $!"
+agent=$!
+pids="$pids $agent"
 
 i=0
 until api "$base/devices/$device" | grep -q '"online":true'; do
 	i=$((i + 1))
 	if [ $i -gt 100 ]; then
-		echo "the agent did not come online; see run/agent.log:" >&2
+		echo "the agent did not come online; see $run/agent.log:" >&2
 		cat "$run/agent.log" >&2
 		exit 1
 	fi
@@ -122,10 +133,10 @@ result=$(api "$base/jobs/$job")
 
 cat <<MSG
 
-The Remote Command Service runs locally (files in run/):
-  REST API   $base            (run/coordinator.log, database run/rcs.db)
-  broker     tcp://127.0.0.1:$mqtt_port     (run/mosquitto.log)
-  agent      device $device (run/agent.log)
+The Remote Command Service runs locally (files in $run/):
+  REST API   $base            (coordinator.log, database rcs.db)
+  broker     tcp://127.0.0.1:$mqtt_port     (mosquitto.log)
+  agent      device $device (agent.log)
 
   tenant (client_root): $client_root
   admin API key:        $key
@@ -144,9 +155,25 @@ Try:
 
 Or with the command line (docs/cli.md):
   export RCS_URL=http://127.0.0.1:$port RCS_API_KEY=$key
-  build/bin/rcs send Echo --tag lab --var message=again --wait
-  build/bin/rcs jobs history $job
+  $bin/rcs send Echo --tag lab --var message=again --wait
+  $bin/rcs jobs history $job
 
 Press Ctrl-C to stop.
 MSG
-wait
+# until Ctrl-C, or one of the daemons stops: then the stack is not whole any more
+while :; do
+	for d in "rcs-coordinator:$coordinator:coordinator.log" "rcs-agent:$agent:agent.log" \
+		"mosquitto:$mosquitto_pid:mosquitto.log"; do
+		pid=${d#*:}
+		log=${pid#*:}
+		pid=${pid%%:*}
+		if ! kill -0 "$pid" 2>/dev/null; then
+			rc=0
+			wait "$pid" 2>/dev/null || rc=$?
+			echo "${d%%:*} stopped (exit status $rc); the end of $run/$log:" >&2
+			tail -n 20 "$run/$log" >&2
+			exit 1
+		fi
+	done
+	sleep 1
+done
