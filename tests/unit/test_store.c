@@ -311,8 +311,11 @@ static void test_reopen_and_schema(void **state)
 		assert_true(store_test_pg_exec(f->path, "UPDATE schema_version SET version = 99"));
 		assert_int_not_equal(store_open(f->path, &again), RCS_OK);
 		assert_null(again);
-		/* from schema 5: migration 6 replaces its triggers (and may run again) */
-		assert_true(store_test_pg_exec(f->path, "UPDATE schema_version SET version = 5"));
+		/* from schema 5: migration 6 replaces its triggers (and may run again), 7 adds
+		 * the column undone here */
+		assert_true(store_test_pg_exec(f->path,
+					       "UPDATE schema_version SET version = 5;"
+					       " ALTER TABLE devices DROP COLUMN state_ts"));
 		assert_int_equal(store_open(f->path, &again), RCS_OK);
 		assert_true(store_tenant_exists(again, f->root));
 		store_close(again);
@@ -344,7 +347,8 @@ static void test_reopen_and_schema(void **state)
 		    /* migration 5: claims */
 		    "jobs.claimed_by", "jobs.lease_until", "groups.claimed_by",
 		    "groups.lease_until", "notifications.claimed_by", "notifications.lease_until",
-		    NULL};
+		    /* migration 7: the order of device states */
+		    "devices.state_ts", NULL};
 		char sql[160];
 
 		assert_int_equal(
@@ -386,7 +390,7 @@ static void test_reopen_and_schema(void **state)
 				       -1, &s, NULL),
 		    SQLITE_OK);
 		assert_int_equal(sqlite3_step(s), SQLITE_ROW);
-		assert_int_equal(sqlite3_column_int(s, 0), 5);
+		assert_int_equal(sqlite3_column_int(s, 0), 7);
 		assert_non_null(
 		    strstr((const char *)sqlite3_column_text(s, 1), "scheduled_time IS NOT NULL"));
 		sqlite3_finalize(s);
