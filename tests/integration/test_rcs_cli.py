@@ -834,6 +834,26 @@ class RcsCliFakeApiTest(unittest.TestCase):
         finally:
             fake.stop()
 
+    def test_group_name_of_many_groups(self):
+        """A name 7 groups share: the API is asked newest first, the first is taken, four
+        others are named and the rest counted."""
+        idents = [self.GROUP] + [str(uuid.uuid4()) for _ in range(4)]
+        page = {"page": 1, "per_page": 5, "total_pages": 2, "total_items": 7,
+                "items": [self.group(ident=i, name="many") for i in idents]}
+        fake = FakeApi({("GET", "/v3/commands/groups"): [(200, page)],
+                        ("GET", "/v3/commands/groups/" + self.GROUP): [
+                            (200, self.group(name="many", status="completed",
+                                             counts={"terminated": 4}))]})
+        try:
+            out, err = self.rcs(fake, "groups", "show", "many")
+            self.assertRegex(out, r"(?m)^ident\s+%s$" % self.GROUP)
+            self.assertEqual(err, "rcs: groups show: group many: %s (the most recent of 7: "
+                             "also %s, ...)\n" % (self.GROUP, ", ".join(idents[1:])))
+            self.assertEqual(fake.requests[0][:2], (
+                "GET", "/v3/commands/groups?sort=-created_at&per_page=5&name=many"))
+        finally:
+            fake.stop()
+
     def test_watch_follows_the_group_status(self):
         # "running" with every job ended is not the end (a retry may come): "completed" is
         base = "/v3/commands/groups/" + self.GROUP
