@@ -171,9 +171,36 @@ const char *cli_time(json_object *o, const char *k, char *out, size_t len)
 	return out;
 }
 
-/* Finds the one item of list path?name=what; its ident member into out. */
+/* The groups a name resolves to that are listed besides the most recent (docs/cli.md
+ * "Output"). */
+#define CLI_NAME_OTHERS 4
+
+/* Says on stderr which of the items (newest first) of a name that several share is taken. */
+static void cli_by_name_newest(struct cli *c, const char *kind, const char *idk, const char *what,
+			       json_object *page, json_object *items, const char *id)
+{
+	char clean[128], others[CLI_NAME_OTHERS * (UUID_STR_LEN + 2) + 8];
+	size_t n = json_object_array_length(items), len = 0;
+	long long total = (long long)cli_int(page, "total_items");
+
+	others[0] = '\0';
+	for (size_t i = 1; i < n && len < sizeof(others); i++) {
+		const char *o = cli_str(json_object_array_get_idx(items, i), idk);
+
+		len += (size_t)snprintf(others + len, sizeof(others) - len, "%s%s",
+					i > 1 ? ", " : "", o && uuid_valid(o) ? o : "?");
+	}
+	if (total > (long long)n && len < sizeof(others))
+		snprintf(others + len, sizeof(others) - len, ", ...");
+	table_clean(clean, sizeof(clean), what, 0);
+	cli_fail(c, 0, "%s %s: %s (the most recent of %lld: also %s)", kind, clean, id,
+		 total > (long long)n ? total : (long long)n, others);
+}
+
+/* Finds the item of list path?name=what (newest: the first of several, said on stderr; else
+ * the one item); its ident member into out. */
 static int cli_by_name(struct cli *c, const char *list, const char *kind, const char *idk,
-		       const char *what, char *out)
+		       const char *what, bool newest, char *out)
 {
 	struct buf path;
 	struct http_resp r = {0};
@@ -186,7 +213,7 @@ static int cli_by_name(struct cli *c, const char *list, const char *kind, const 
 	}
 	buf_init(&path, CLI_MAX_PATH);
 	if (buf_appendf(&path, "%s", list) != RCS_OK ||
-	    cli_query(&path, "per_page", "2") != RCS_OK ||
+	    cli_query(&path, "per_page", newest ? "5" : "2") != RCS_OK ||
 	    cli_query(&path, "name", what) != RCS_OK) {
 		rc = cli_fail(c, CLI_USAGE, "the %s name is too long", kind);
 		goto out;
@@ -198,16 +225,19 @@ static int cli_by_name(struct cli *c, const char *list, const char *kind, const 
 	if (items == NULL || !json_object_is_type(items, json_type_array) ||
 	    json_object_array_length(items) == 0) {
 		rc = cli_fail(c, CLI_API, "no %s named '%s' (give its ident?)", kind, what);
-	} else if (json_object_array_length(items) > 1) {
+	} else if (json_object_array_length(items) > 1 && !newest) {
 		rc = cli_fail(c, CLI_API, "%lld %ss are named '%s': give the ident",
 			      (long long)cli_int(r.json, "total_items"), kind, what);
 	} else {
 		const char *id = cli_str(json_object_array_get_idx(items, 0), idk);
 
-		if (id == NULL || !uuid_valid(id))
+		if (id == NULL || !uuid_valid(id)) {
 			rc = cli_fail(c, CLI_API, "the API's answer for '%s' has no ident", what);
-		else
+		} else {
 			snprintf(out, UUID_STR_LEN, "%s", id);
+			if (json_object_array_length(items) > 1)
+				cli_by_name_newest(c, kind, idk, what, r.json, items, id);
+		}
 	}
 out:
 	http_resp_free(&r);
@@ -218,12 +248,18 @@ out:
 int cli_task_ident(struct cli *c, const char *what, char *out)
 {
 	/* hidden tasks too: they are left out of the list, not out of use */
-	return cli_by_name(c, "/tasks?hide=true", "task", "ident", what, out);
+	return cli_by_name(c, "/tasks?hide=true", "task", "ident", what, false, out);
 }
 
 int cli_device_ident(struct cli *c, const char *what, char *out)
 {
-	return cli_by_name(c, "/devices", "device", "entity_ident", what, out);
+	return cli_by_name(c, "/devices", "device", "entity_ident", what, false, out);
+}
+
+int cli_group_ident(struct cli *c, const char *what, char *out)
+{
+	/* names are not unique: a send's name is often reused (docs/cli.md "Output") */
+	return cli_by_name(c, "/groups?sort=-created_at", "group", "ident", what, true, out);
 }
 
 int cli_read_file(struct cli *c, const char *path, struct buf *b)

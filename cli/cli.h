@@ -48,7 +48,7 @@ struct cli_opts {
 	struct cfg_strlist var;
 	char *schedule;
 	long long ttl, rollout_per_minute, abort_percent, abort_min_finished, retries;
-	bool wait;
+	bool wait, allow_empty;
 	/* watch */
 	long long interval;
 };
@@ -106,6 +106,9 @@ const char *cli_time(json_object *o, const char *k, char *out, size_t len);
  */
 int cli_task_ident(struct cli *c, const char *what, char *out);
 int cli_device_ident(struct cli *c, const char *what, char *out);
+/* A group: an ident, or a name; of several groups of that name the most recent, said on
+ * stderr with the others. */
+int cli_group_ident(struct cli *c, const char *what, char *out);
 
 /*
  * Reads path ("-": stdin) into b (whose ceiling bounds it). CLI_USAGE with the

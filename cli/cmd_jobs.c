@@ -68,7 +68,7 @@ out:
 
 int cmd_jobs_list(struct cli *c)
 {
-	char task[UUID_STR_LEN], dev[UUID_STR_LEN];
+	char task[UUID_STR_LEN], dev[UUID_STR_LEN], group[UUID_STR_LEN];
 	struct buf path;
 	struct http_resp r = {0};
 	int rc = CLI_OK;
@@ -82,9 +82,11 @@ int cmd_jobs_list(struct cli *c)
 		goto out;
 	if (c->o.device.n == 1 && (rc = cli_device_ident(c, c->o.device.items[0], dev)) != CLI_OK)
 		goto out;
+	if (c->o.group != NULL && (rc = cli_group_ident(c, c->o.group, group)) != CLI_OK)
+		goto out;
 	if (buf_appendf(&path, "/jobs") != RCS_OK || cli_query_paging(c, &path) != RCS_OK ||
 	    cli_query(&path, "sort", c->o.sort) != RCS_OK ||
-	    cli_query(&path, "group_ident", c->o.group) != RCS_OK ||
+	    cli_query(&path, "group_ident", c->o.group ? group : NULL) != RCS_OK ||
 	    cli_query(&path, "task_ident", c->o.task ? task : NULL) != RCS_OK ||
 	    cli_query(&path, "entity_ident", c->o.device.n ? dev : NULL) != RCS_OK ||
 	    cli_query(&path, "status", c->o.status) != RCS_OK) {
@@ -218,8 +220,9 @@ int cmd_groups_list(struct cli *c)
 
 	buf_init(&path, CLI_MAX_PATH);
 	table_init(&t, 5, heads);
-	if (buf_appendf(&path, "/groups") != RCS_OK || cli_query_paging(c, &path) != RCS_OK) {
-		rc = cli_fail(c, CLI_USAGE, "out of memory");
+	if (buf_appendf(&path, "/groups") != RCS_OK || cli_query_paging(c, &path) != RCS_OK ||
+	    cli_query(&path, "status", c->o.status) != RCS_OK) {
+		rc = cli_fail(c, CLI_USAGE, "the filters are too long");
 		goto out;
 	}
 	rc = cli_call(c, "GET", path.data, NULL, &r, NULL);
@@ -297,12 +300,15 @@ static int groups_print(struct cli *c, json_object *g)
 
 int cmd_groups_show(struct cli *c)
 {
+	char group[UUID_STR_LEN];
 	struct buf path;
 	struct http_resp r = {0};
 	int rc;
 
 	buf_init(&path, CLI_MAX_PATH);
-	rc = jobs_path(c, &path, "/groups/", c->pos[0], "");
+	rc = cli_group_ident(c, c->pos[0], group);
+	if (rc == CLI_OK)
+		rc = jobs_path(c, &path, "/groups/", group, "");
 	if (rc == CLI_OK)
 		rc = cli_call(c, "GET", path.data, NULL, &r, NULL);
 	if (rc != CLI_OK)
@@ -322,12 +328,14 @@ int cmd_groups_action(struct cli *c)
 	const char *action = strchr(c->cmd, ' ') + 1; /* "groups pause" */
 	struct buf path;
 	struct http_resp r = {0};
-	char suffix[16];
+	char suffix[16], group[UUID_STR_LEN];
 	int rc;
 
 	buf_init(&path, CLI_MAX_PATH);
 	snprintf(suffix, sizeof(suffix), "/%s", action);
-	rc = jobs_path(c, &path, "/groups/", c->pos[0], suffix);
+	rc = cli_group_ident(c, c->pos[0], group);
+	if (rc == CLI_OK)
+		rc = jobs_path(c, &path, "/groups/", group, suffix);
 	if (rc == CLI_OK)
 		rc = cli_call(c, "PATCH", path.data, NULL, &r, JOBS_ROLLOUT_HINT);
 	if (rc != CLI_OK)

@@ -253,6 +253,16 @@ static int send_bulk_print(struct cli *c, json_object *ans, long long *rejected)
 	return rc;
 }
 
+/* Whether a tag send's answer says that no device holds the tag: no job and no device
+ * rejected (docs/cli.md "Sending"). */
+static int send_matched_none(json_object *ans)
+{
+	json_object *items = cli_array(ans, "items"), *rej = cli_array(ans, "rejected");
+
+	return items != NULL && rej != NULL && json_object_array_length(items) == 0 &&
+	       json_object_array_length(rej) == 0;
+}
+
 int cmd_send(struct cli *c)
 {
 	char task[UUID_STR_LEN], dev[UUID_STR_LEN], path[128], autoname[64];
@@ -382,6 +392,14 @@ int cmd_send(struct cli *c)
 				cli_fail(c, 0, "device %s rejected",
 					 cli_str(json_object_array_get_idx(rej, (size_t)i),
 						 "entity_ident"));
+	}
+	if (rc == CLI_OK && bulk && c->o.tag.n > 0 && !c->o.allow_empty &&
+	    send_matched_none(r.json)) {
+		rc = cli_fail(c, CLI_FAILED,
+			      "no device holds tag '%s': nothing was sent (--allow-empty: not an "
+			      "error)",
+			      c->o.tag.items[0]);
+		goto out;
 	}
 	if (rc == CLI_OK && c->o.wait) {
 		const char *follow = bulk ? cli_str(jsonu_member(r.json, "group"), "ident")

@@ -103,13 +103,19 @@ static const struct cfg_opt opts_devices_tag[] = {
 static const struct cfg_opt opts_jobs_list[] = {
     OPTS_PAGING,
     O_STR("sort", sort, "KEY", "created_at, update_at; -KEY descending"),
-    O_STR("group", group, "GROUP", "only the jobs of this group (ident)"),
+    O_STR("group", group, "GROUP", "only the jobs of this group (ident or name)"),
     O_STR("task", task, "TASK", "only the jobs of this task (ident or name)"),
     O_LIST("device", device, "DEVICE", "only the jobs of this device (ident or name)"),
     O_STR("status", status, "STATUS", "only the jobs in this status (running: started or running)"),
     O_END,
 };
 static const struct cfg_opt opts_paging[] = {OPTS_PAGING, O_END};
+static const struct cfg_opt opts_groups_list[] = {
+    OPTS_PAGING,
+    O_STR("status", status, "STATUS",
+	  "only the groups in this status (running, paused, completed, aborted, cancelled)"),
+    O_END,
+};
 static const struct cfg_opt opts_send[] = {
     O_LIST("device", device, "DEVICE", "a device (ident or name); repeatable"),
     O_LIST("tag", tag, "TAG", "every device holding this tag"),
@@ -127,6 +133,7 @@ static const struct cfg_opt opts_send[] = {
     O_INT("abort_min_finished", abort_min_finished, 1, 1000000, "M",
 	  "... once M jobs have ended (with --abort-percent)"),
     O_INT("retries", retries, 0, 9, "N", "retry a failed job N times (needs rollouts)"),
+    O_BOOL("allow_empty", allow_empty, "a tag no device holds is not an error"),
     O_BOOL("wait", wait, "wait for the jobs to end, showing their progress"),
     O_INT("interval", interval, 1, 60, "S", "with --wait: seconds between polls (1)"),
     O_END,
@@ -166,9 +173,10 @@ static const struct cli_cmd cli_cmds[] = {
     {"jobs", "history", "JOB", 1, 1, opts_paging, cmd_jobs_history,
      "a job's status changes, newest first"},
     {"jobs", "cancel", "JOB", 1, 1, opts_none, cmd_jobs_cancel, "cancel a job"},
-    {"groups", "list", "", 0, 0, opts_paging, cmd_groups_list, "list the groups of bulk sends"},
+    {"groups", "list", "", 0, 0, opts_groups_list, cmd_groups_list,
+     "list the groups of bulk sends"},
     {"groups", "show", "GROUP", 1, 1, opts_none, cmd_groups_show,
-     "show a group and its jobs' statuses"},
+     "show a group (ident or name) and its jobs' statuses"},
     {"groups", "pause", "GROUP", 1, 1, opts_none, cmd_groups_action,
      "stop releasing a group's jobs (needs a coordinator with rollouts)"},
     {"groups", "resume", "GROUP", 1, 1, opts_none, cmd_groups_action,
@@ -178,7 +186,7 @@ static const struct cli_cmd cli_cmds[] = {
     {"send", NULL, "TASK", 1, 1, opts_send, cmd_send,
      "send a task (ident or name) to devices: --device ... or --tag"},
     {"watch", NULL, "GROUP", 1, 1, opts_watch, cmd_watch,
-     "follow a group until its jobs have ended"},
+     "follow a group (ident or name) until its jobs have ended"},
 };
 #define CLI_NCMDS (sizeof(cli_cmds) / sizeof(cli_cmds[0]))
 

@@ -9,6 +9,7 @@
 
 #include "jsonu.h"
 #include "table.h"
+#include "uuid.h"
 
 static volatile sig_atomic_t watch_stop;
 
@@ -482,6 +483,11 @@ out:
 
 int cmd_watch(struct cli *c)
 {
-	return watch_run(c, c->pos[0], NULL, c->o.json ? WATCH_NDJSON : WATCH_AUTO,
+	char group[UUID_STR_LEN];
+	int rc = cli_group_ident(c, c->pos[0], group);
+
+	if (rc != CLI_OK)
+		return rc;
+	return watch_run(c, group, NULL, c->o.json ? WATCH_NDJSON : WATCH_AUTO,
 			 c->o.interval > 0 ? c->o.interval : 1);
 }

@@ -104,6 +104,17 @@ static void job_bulk_answer_end(struct render *w, const struct job_batch *b, con
 	render_obj_close(w);
 }
 
+/* Why a send's group got no job, kept as its reason (docs/api.md "Bulk sends and groups"):
+ * n candidates, none of them given a job; tag NULL for a list send. */
+static const char *job_empty_reason(const char *tag, size_t n, char *out, size_t size)
+{
+	if (n == 0 && tag != NULL)
+		snprintf(out, size, "no device holds tag '%s'", tag);
+	else
+		snprintf(out, size, "no job: every device of the send was rejected (%zu)", n);
+	return out;
+}
+
 /*
  * Creates one job per candidate device (sorted, unique idents) in one
  * transaction; unknown and (with a transport) offline ones are rejected.
@@ -118,7 +129,7 @@ static void job_bulk(struct api_req *req, struct api_resp *r, struct api_job_req
 	struct job_rejected *rejected = NULL;
 	struct job_bulk_items it;
 	struct buf answer;
-	char group_ident[UUID_STR_LEN];
+	char group_ident[UUID_STR_LEN], reason[128];
 	bool transport = lifecycle_has_transport(req->app->lc);
 	bool allow_offline = jr->task.allow_offline;
 	bool tx = false;
@@ -188,6 +199,8 @@ static void job_bulk(struct api_req *req, struct api_resp *r, struct api_job_req
 		b.settings = &jr->gs;
 		b.tag = jr->tag;
 		b.hold = rollout_holds(&jr->gs);
+		if (nj == 0)
+			b.empty_reason = job_empty_reason(jr->tag, n, reason, sizeof(reason));
 	}
 	err = lifecycle_jobs_create(req->app->lc, &b);
 	if (err == RCS_OK) {

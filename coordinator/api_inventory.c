@@ -304,19 +304,53 @@ void api_key_delete(struct api_req *req, struct api_resp *r)
 
 #define API_GROUP_TEXT_MAX ((size_t)64 << 20) /* bytes of a group, of a page of groups */
 
+/* The filters of GET /groups besides name (docs/api.md "Bulk sends and groups"). */
+static bool groups_filter(struct api_req *req, struct api_resp *r, struct store_group_filter *f)
+{
+	enum group_status gs;
+	char names[80];
+	size_t len = 0;
+
+	f->status = api_query(req, "status");
+	f->task_ident = api_query(req, "task_ident");
+	f->tag = api_query(req, "tag");
+	if (f->status && !group_status_parse(f->status, &gs)) {
+		names[0] = '\0';
+		for (int i = GROUP_RUNNING; i <= GROUP_CANCELLED && len < sizeof(names); i++)
+			len += (size_t)snprintf(names + len, sizeof(names) - len, "%s%s",
+						i > GROUP_RUNNING ? ", " : "",
+						group_status_name((enum group_status)i));
+		api_error(r, 400, "invalid_parameter", "status",
+			  "'status' must be one of: %s (not '%.64s')", names, f->status);
+		return false;
+	}
+	if (f->task_ident && !uuid_valid(f->task_ident)) {
+		api_error(r, 400, "invalid_parameter", "task_ident", "'task_ident' must be a UUID");
+		return false;
+	}
+	if (f->tag && !validate_tag(f->tag)) {
+		api_error(r, 400, "invalid_parameter", "tag", "'tag' is not a valid tag");
+		return false;
+	}
+	return true;
+}
+
 void api_groups_list(struct api_req *req, struct api_resp *r)
 {
 	struct store_page pg;
+	struct store_group_filter f;
 	struct store_group_list list;
 	struct render w;
 	struct buf page;
 	enum rcs_err err;
 
 	/* newest first by default */
-	if (!api_list(req, r, API_DEFAULT_PER_PAGE, "created_at", true, false, &pg))
+	if (!api_list(req, r, API_DEFAULT_PER_PAGE, "created_at", true, true, &pg) ||
+	    !groups_filter(req, r, &f))
 		return;
-	err = store_groups_list(req->app->st, req->auth.client_root,
-				req->auth.role == ROLE_ADMIN ? NULL : req->auth.user, &pg, &list);
+	err =
+	    store_groups_list(req->app->st, req->auth.client_root,
+			      req->auth.role == ROLE_ADMIN ? NULL : req->auth.user, &f, &pg, &list);
 	if (err != RCS_OK) {
 		api_store_error(r, err, "group");
 		return;

@@ -39,7 +39,7 @@ static const struct api_route api_routes[] = {
     {"GET", "jobs/:/history", ROLE_VIEWER, api_job_history, Q_PAGE " sort"},
     {"PATCH", "jobs/:/cancel", ROLE_OPERATOR, api_job_cancel, NULL},
     {"GET", "jobs/:/notifications", ROLE_VIEWER, api_job_notifications, Q_PAGE},
-    {"GET", "groups", ROLE_VIEWER, api_groups_list, Q_LIST},
+    {"GET", "groups", ROLE_VIEWER, api_groups_list, Q_LIST " name status task_ident tag"},
     {"GET", "groups/:", ROLE_VIEWER, api_group_get, NULL},
     {"PATCH", "groups/:/pause", ROLE_OPERATOR, api_group_pause, NULL},
     {"PATCH", "groups/:/resume", ROLE_OPERATOR, api_group_resume, NULL},

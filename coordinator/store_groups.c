@@ -694,8 +694,8 @@ void store_group_list_free(struct store_group_list *l)
 }
 
 enum rcs_err store_groups_list(struct store *st, const char *client_root,
-			       const char *only_visible_to, const struct store_page *pg,
-			       struct store_group_list *out)
+			       const char *only_visible_to, const struct store_group_filter *f,
+			       const struct store_page *pg, struct store_group_list *out)
 {
 	struct store_qb q = {.n = 0};
 	struct store_qb_opts o;
@@ -707,6 +707,12 @@ enum rcs_err store_groups_list(struct store *st, const char *client_root,
 	store_qb_add(&q, "client_root = ?", client_root);
 	if (only_visible_to)
 		store_qb_add(&q, "NOT " GROUP_HIDDEN_FROM("?"), only_visible_to);
+	if (f && f->status)
+		store_qb_add(&q, "status = ?", f->status);
+	if (f && f->task_ident)
+		store_qb_add(&q, "task_ident = ?", f->task_ident);
+	if (f && f->tag)
+		store_qb_add(&q, "tag = ?", f->tag);
 	store_qb_list_opts(&q, pg, "", "ident", &o);
 	err = store_page_recs(st, GROUP_COLS, "groups", &q, o.order, pg, &out->pg,
 			      sizeof(*out->items), group_read_one, &items, &out->n);

@@ -62,13 +62,19 @@ struct store_group_list {
 	size_t n;
 };
 void store_group_list_free(struct store_group_list *l);
+/* The filters of a list of groups besides pg's name (docs/api.md "Bulk sends and groups"):
+ * each NULL when not given; status a group status's name, task_ident an ident, tag a tag
+ * send's tag. */
+struct store_group_filter {
+	const char *status, *task_ident, *tag;
+};
 /* Groups; only_visible_to (a user, NULL: all) leaves out the groups of others' non-public
- * tasks, as store_jobs_list does for their jobs. */
+ * tasks, as store_jobs_list does for their jobs; f may be NULL (no filter). */
 enum rcs_err store_group_get(struct store *st, const char *client_root, const char *ident,
 			     const char *only_visible_to, struct group_rec *out);
 enum rcs_err store_groups_list(struct store *st, const char *client_root,
-			       const char *only_visible_to, const struct store_page *pg,
-			       struct store_group_list *out);
+			       const char *only_visible_to, const struct store_group_filter *f,
+			       const struct store_page *pg, struct store_group_list *out);
 
 /* The response of a job that waits for its group's release (docs/api.md "Rollouts"). */
 #define STORE_HELD_RESPONSE "waiting for rollout"

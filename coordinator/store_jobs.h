@@ -46,6 +46,9 @@ struct job_batch {
 	const struct group_settings *settings;
 	const char *tag;
 	bool hold;
+	/* the reason kept on a new group completed at once because it got no job (NULL: none;
+	 * docs/api.md "Bulk sends and groups") */
+	const char *empty_reason;
 };
 
 /* Creates the group (when named) and all jobs with their initial and pending

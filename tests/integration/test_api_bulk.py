@@ -289,7 +289,8 @@ class BulkTest(CoordinatorTest):
     def test_named_group_without_jobs(self):
         """group_name makes the group even when no job comes of the send: a tag no device
         holds, or a list whose devices are all rejected (docs/api.md)."""
-        r = self.send_tag({"tag": self.new_tag("nobody"), "group_name": "empty-wave"})
+        tag = self.new_tag("nobody")
+        r = self.send_tag({"tag": tag, "group_name": "empty-wave"})
         self.assertStatus(r, 201)
         self.assertEqual((r.json["items"], r.json["rejected"]), ([], []))
         group = r.json["group"]
@@ -300,12 +301,27 @@ class BulkTest(CoordinatorTest):
         self.assertStatus(g, 200)
         self.assertEqual((g.json["name"], g.json["total"], g.json["statuses"]),
                          ("empty-wave", 0, {}))
+        # completed at once, and saying why it has no job
+        self.assertEqual((g.json["status"], g.json["reason"]),
+                         ("completed", "no device holds tag '%s'" % tag))
         self.assertIn(group["ident"], [x["ident"] for x in list_all(self.viewer, "/groups")])
         r = self.send_list({"ident_list": [str(uuid.uuid4())], "group_name": "all-rejected"})
         self.assertStatus(r, 201)
         self.assertEqual(len(r.json["rejected"]), 1)
-        self.assertEqual(self.viewer.get("/groups/" + r.json["group"]["ident"]).json["total"],
-                         0)
+        g = self.viewer.get("/groups/" + r.json["group"]["ident"]).json
+        self.assertEqual((g["total"], g["status"]), (0, "completed"))
+        self.assertEqual(g["reason"], "no job: every device of the send was rejected (1)")
+        # a continuous send waits for devices to come: open, no reason
+        r = self.send_tag({"tag": self.new_tag("later"), "continuous": True})
+        self.assertStatus(r, 201)
+        g = self.viewer.get("/groups/" + r.json["group"]["ident"]).json
+        self.assertEqual((g["status"], g["reason"]), ("running", None))
+        self.admin.patch("/groups/%s/cancel" % g["ident"])
+        # a group that got jobs has no reason
+        d, = self.devices(1)
+        r = self.send_list({"ident_list": [d], "group_name": "one"})
+        g = self.viewer.get("/groups/" + r.json["group"]["ident"]).json
+        self.assertEqual((g["total"], g["reason"]), (1, None))
         # without group_name, still no group
         r = self.send_tag({"tag": self.new_tag("nobody")})
         self.assertStatus(r, 201)

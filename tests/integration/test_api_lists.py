@@ -127,6 +127,54 @@ class ListsTest(CoordinatorTest):
                                              online="false"), "entity_ident"),
                          [self.devices[1]["entity_ident"]])
 
+    def test_group_filters(self):
+        """GET /groups takes name (exact), status, task_ident and tag (docs/api.md "Bulk
+        sends and groups"), alone or together."""
+        t0, t1 = self.tasks[0]["ident"], self.tasks[1]["ident"]
+
+        def send(task, body):
+            r = self.admin.post("/tasks/%s/jobs/tags" % task, body)
+            self.assertStatus(r, 201)
+            return r.json["group"]["ident"]
+
+        empty = send(t0, {"tag": "gf-none", "group_name": "gf-empty"})
+        running = send(t0, {"tag": "gf-cont", "group_name": "gf-wave", "continuous": True})
+        paused = send(t1, {"tag": "gf-cont", "group_name": "gf-wave", "continuous": True})
+        self.assertStatus(self.admin.patch("/groups/%s/pause" % paused), 200)
+        mine = {empty, running, paused}
+
+        def got(**params):
+            return [x for x in idents(self.get_all("/groups", **params)) if x in mine]
+
+        self.assertEqual(got(name="gf-wave"), [paused, running], "newest first")
+        self.assertEqual(got(name="gf-wav"), [], "exact names only")
+        self.assertEqual(got(status="paused"), [paused])
+        self.assertEqual(got(status="running"), [running])
+        self.assertEqual(got(status="completed"), [empty])
+        self.assertEqual(got(status="cancelled"), [])
+        self.assertEqual(got(task_ident=t1), [paused])
+        self.assertEqual(got(tag="gf-cont"), [paused, running])
+        self.assertEqual(got(tag="gf-none"), [empty])
+        self.assertEqual(got(name="gf-wave", task_ident=t0, status="running", tag="gf-cont"),
+                         [running])
+        self.assertEqual(got(name="gf-wave", status="completed"), [])
+        r = self.admin.get(with_query("/groups", name="gf-wave", per_page=1))
+        self.assertEqual((r.json["total_items"], idents(r.json["items"])), (2, [paused]))
+        # a wrong status names the value and the valid ones
+        r = self.admin.get("/groups?status=finished")
+        self.assertError(r, 400, "invalid_parameter", "status")
+        msg = r.json["error"]["message"]
+        self.assertIn("'finished'", msg)
+        self.assertIn("running, paused, completed, aborted, cancelled", msg)
+        for params, field in (({"status": ""}, "status"), ({"status": "Paused"}, "status"),
+                              ({"task_ident": "alpha"}, "task_ident"),
+                              ({"tag": "no spaces"}, "tag"), ({"name": ""}, "name")):
+            with self.subTest(params=params):
+                self.assertError(self.admin.get(with_query("/groups", **params)), 400,
+                                 "invalid_parameter", field)
+        self.admin.patch("/groups/%s/cancel" % paused)
+        self.admin.patch("/groups/%s/cancel" % running)
+
     def test_bad_values(self):
         task_jobs = "/tasks/%s/jobs" % self.task
         for path, params, field in (
@@ -153,7 +201,7 @@ class ListsTest(CoordinatorTest):
                 ("GET", "/jobs?status=pending&page=1&limit=5"),
                 ("GET", "/tasks?name=alpha&hidden=true"),
                 ("GET", "/devices?tags=lists"),
-                ("GET", "/groups?name=g1"),
+                ("GET", "/groups?name=g1&state=paused"),
                 ("GET", "/scripts?sort=name"),
                 ("GET", "/keys?created_after=0"),
                 ("GET", "/jobs/%s?verbose=1" % job),

@@ -257,6 +257,20 @@ class TestDashboard(StackTest):
             shutil.copyfile(shot, os.environ["RCS_SCREENSHOT"])
         self.console()
 
+    def test_2b_group_without_jobs_warns(self):
+        """A send that made no job (a tag nobody holds) is completed, with a warning saying
+        why, not only a green badge."""
+        sent = self.post("/tasks/%s/jobs/tags" % self.echo["ident"], {
+            "tag": "site-typo", "group_name": "typo-run"})
+        self.assertEqual(sent["items"], [])
+        self.driver.get(self.ui + "#/groups/" + sent["group"]["ident"])
+        self.wait_text(".group-head .notice.warn",
+                       "Nothing was sent: no device holds tag 'site-typo'.")
+        self.driver.get(self.ui + "#/groups/" + self.group)
+        self.wait_css("#group-done[data-total='6']")
+        self.assertFalse(self.qs(".group-head .notice.warn"))
+        self.console()
+
     def test_3_job_timeline(self):
         self.driver.get(self.ui + "#/groups/" + self.group + "?status=edge_error")
         link = self.wait_css("table.jobs tr[data-status='edge_error'] a")

@@ -432,6 +432,75 @@ class RcsCliTest(StackTest):
         out, _ = self.rcs("watch", group)
         self.assertIn("group wave-1: done, terminated 2", out)
 
+    def test_group_names(self):
+        """Wherever a group ident goes, a group name does: of several groups of that name
+        the most recent, said on stderr with the others (docs/cli.md "Output")."""
+        sent = [self.rcs_json("send", "Echo", "--tag", "site-b", "--group", "gn-wave")
+                ["group"]["ident"] for _ in range(3)]
+        newest = sent[-1]
+        which = "group gn-wave: %s (the most recent of 3: also %s, %s)" % (
+            newest, sent[1], sent[0])
+        out, err = self.rcs("groups", "show", "gn-wave")
+        self.assertRegex(out, r"(?m)^ident\s+%s$" % newest)
+        self.assertIn(which, err)
+        self.assertEqual(self.rcs_json("groups", "show", "gn-wave"),
+                         self.api_get("/groups/" + newest))
+        out, err = self.rcs("watch", "gn-wave")
+        self.assertIn("group gn-wave: done, terminated 1", out)
+        self.assertIn(which, err)
+        self.assertEqual(self.rcs_json("jobs", "list", "--group", "gn-wave"),
+                         self.api_get("/jobs?group_ident=" + newest))
+        # a name of one group: nothing said
+        ans = self.rcs_json("send", "Echo", "--tag", "site-b", "--group", "gn-held",
+                            "--schedule", "+1h")
+        held = ans["group"]["ident"]
+        out, err = self.rcs("groups", "pause", "gn-held")
+        self.assertEqual((out, err), ("group gn-held: paused\n", ""))
+        self.assertEqual(self.api_get("/groups/" + held)["status"], "paused")
+        self.assertEqual(self.rcs_json("groups", "list", "--status", "paused"),
+                         self.api_get("/groups?status=paused"))
+        out, _ = self.rcs("groups", "list", "--status", "paused")
+        self.assertIn(held, out)
+        self.assertNotIn(newest, out)
+        self.rcs("groups", "resume", "gn-held")
+        out, _ = self.rcs("groups", "cancel", "gn-held")
+        self.assertEqual(out, "group gn-held: cancelled\n")
+        self.assertEqual(self.api_get("/groups/" + held)["status"], "cancelled")
+        # an ident is taken as is; a name nobody has is an error
+        out, err = self.rcs("groups", "show", sent[0])
+        self.assertRegex(out, r"(?m)^ident\s+%s$" % sent[0])
+        self.assertEqual(err, "")
+        for args in (("groups", "show", "gn-nobody"), ("watch", "gn-nobody"),
+                     ("groups", "cancel", "gn-nobody"),
+                     ("jobs", "list", "--group", "gn-nobody")):
+            with self.subTest(args=args):
+                _, err = self.rcs(*args, code=3)
+                self.assertIn("no group named 'gn-nobody'", err)
+        _, err = self.rcs("groups", "list", "--status", "finished", code=3)
+        self.assertIn("'finished'", err)
+
+    def test_send_to_a_tag_nobody_holds(self):
+        """A tag no device holds sends nothing: an error unless --allow-empty, and the
+        group says why it has no job."""
+        out, err = self.rcs("send", "Echo", "--tag", "flet", code=1)
+        self.assertEqual(out, "0 jobs\n")
+        self.assertIn("no device holds tag 'flet'", err)
+        out, err = self.rcs("send", "Echo", "--tag", "flet", "--group", "gn-flet", "--wait",
+                            code=1)
+        self.assertRegex(out, r"^group gn-flet \([0-9a-f-]{36}\): 0 jobs\n$")
+        self.assertIn("no device holds tag 'flet'", err)
+        g = self.api_get("/groups?name=gn-flet")["items"][0]
+        self.assertEqual((g["status"], g["reason"]), ("completed", "no device holds tag 'flet'"))
+        ans = self.rcs_json("send", "Echo", "--tag", "flet", code=1)
+        self.assertEqual((ans["items"], ans["rejected"]), ([], []))
+        _, err = self.rcs("send", "Echo", "--tag", "flet", "--wait", code=1)
+        self.assertIn("no device holds tag 'flet'", err)
+        # told it may be empty: done
+        out, err = self.rcs("send", "Echo", "--tag", "flet", "--allow-empty")
+        self.assertEqual((out, err), ("0 jobs\n", ""))
+        out, _ = self.rcs("send", "Echo", "--tag", "flet", "--allow-empty", "--wait")
+        self.assertIn("done, no jobs", out)
+
     def test_send_list_of_devices_bulk_json(self):
         ans = self.rcs_json("send", "Echo", "--device", "pump-1", "--device",
                             self.devices["pump-3"], "--device", str(uuid.uuid4()),
@@ -743,8 +812,11 @@ class RcsCliFakeApiTest(unittest.TestCase):
                                     "rollout": {"max_per_minute": 30},
                                     "abort": {"failure_percent": 10, "min_finished": 20},
                                     "retry": {"max_attempts": 3}})
-            self.rcs(fake, "send", self.TASK, "--tag", "t", "--abort-percent", "0")
+            self.rcs(fake, "send", self.TASK, "--tag", "t", "--abort-percent", "0",
+                     "--allow-empty")
             self.assertEqual(fake.requests[-1][3], {"tag": "t", "abort": {"failure_percent": 0}})
+            _, err = self.rcs(fake, "send", self.TASK, "--tag", "t", code=1)
+            self.assertIn("no device holds tag 't'", err)
         finally:
             fake.stop()
 
@@ -768,6 +840,26 @@ class RcsCliFakeApiTest(unittest.TestCase):
             self.assertRegex(out, r"(?m)^edge_error\s+1$")
             out, _ = self.rcs(fake, "watch", self.GROUP, code=1)
             self.assertIn("group r: ended failed, terminated 3, edge_error 1", out)
+        finally:
+            fake.stop()
+
+    def test_group_name_of_many_groups(self):
+        """A name 7 groups share: the API is asked newest first, the first is taken, four
+        others are named and the rest counted."""
+        idents = [self.GROUP] + [str(uuid.uuid4()) for _ in range(4)]
+        page = {"page": 1, "per_page": 5, "total_pages": 2, "total_items": 7,
+                "items": [self.group(ident=i, name="many") for i in idents]}
+        fake = FakeApi({("GET", "/v3/commands/groups"): [(200, page)],
+                        ("GET", "/v3/commands/groups/" + self.GROUP): [
+                            (200, self.group(name="many", status="completed",
+                                             counts={"terminated": 4}))]})
+        try:
+            out, err = self.rcs(fake, "groups", "show", "many")
+            self.assertRegex(out, r"(?m)^ident\s+%s$" % self.GROUP)
+            self.assertEqual(err, "rcs: groups show: group many: %s (the most recent of 7: "
+                             "also %s, ...)\n" % (self.GROUP, ", ".join(idents[1:])))
+            self.assertEqual(fake.requests[0][:2], (
+                "GET", "/v3/commands/groups?sort=-created_at&per_page=5&name=many"))
         finally:
             fake.stop()
 

@@ -204,7 +204,7 @@ static enum rcs_err groups_page(struct store *st, const char *root, const struct
 	enum rcs_err err;
 
 	*out = NULL;
-	err = store_groups_list(st, root, NULL, pg, &l);
+	err = store_groups_list(st, root, NULL, NULL, pg, &l);
 	if (err == RCS_OK) {
 		buf_init(&text, 1 << 24);
 		render_init(&w, &text);

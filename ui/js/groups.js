@@ -89,9 +89,12 @@ export async function show(ctx) {
         facts.push([k, typeof g[k] === 'object' ? h('code', {}, JSON.stringify(g[k])) : String(g[k])]);
       }
     }
+    // a send that made no job (a misspelt tag) is completed, but is no success
+    const empty = total === 0 && g.reason
+      ? notice('warn', 'Nothing was sent: ' + g.reason + '.') : null;
     fill(head,
       h('h1', {}, 'Group ', h('span', { id: 'group-name' }, g.name), g.status ? [' ', groupBadge(g.status)] : null),
-      h('p', { class: 'mono muted' }, g.ident), dl(facts));
+      h('p', { class: 'mono muted' }, g.ident), empty, dl(facts));
     fill(summary,
       h('div', { class: 'summary' },
         h('strong', { id: 'group-done', 'data-done': done, 'data-total': total },
