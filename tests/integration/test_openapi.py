@@ -379,6 +379,8 @@ class TestOpenApiDocument(unittest.TestCase):
                 self.assertTrue([c for c in codes if c.startswith("2")], "no success response")
                 # any request with a body over --max-body, before routing and the api key
                 self.assertIn("413", codes)
+                # an unknown or repeated query parameter, whatever the operation takes
+                self.assertIn("400", codes)
                 if (method, path) in OPEN_OPERATIONS:
                     self.assertNotIn("x-rcs-role", op)
                     self.assertFalse({"401", "403", "429"} & codes, "no api key, no throttle")
