@@ -4,6 +4,7 @@
  */
 #include "api.h"
 
+#include <errno.h>
 #include <microhttpd.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -126,15 +127,24 @@ static bool api_query_int(struct api_req *req, struct api_resp *r, const char *n
 	if (v == NULL)
 		return true;
 	/* digits, with an optional '-': no space, '+' or anything else strtoll would skip */
+	errno = 0;
 	if (v[v[0] == '-'] >= '0' && v[v[0] == '-'] <= '9')
 		n = strtoll(v, &end, 10);
-	if (end == NULL || *end != '\0' || n < min || n > max) {
+	/* ERANGE: strtoll clamps to LLONG_MIN/LLONG_MAX, which a range up to INT64_MAX takes */
+	if (end == NULL || *end != '\0' || errno == ERANGE || n < min || n > max) {
 		api_error(r, 400, "invalid_parameter", name,
 			  "'%s' must be an integer from %lld to %lld", name, min, max);
 		return false;
 	}
 	*out = n;
 	return true;
+}
+
+bool api_query_time(struct api_req *req, struct api_resp *r, const char *name, bool *has,
+		    long long *out)
+{
+	*has = api_query(req, name) != NULL;
+	return api_query_int(req, r, name, 0, API_MAX_TIME, out);
 }
 
 bool api_page(struct api_req *req, struct api_resp *r, long long default_per_page,
@@ -191,10 +201,8 @@ bool api_list(struct api_req *req, struct api_resp *r, long long default_per_pag
 			  sort_keys);
 		return false;
 	}
-	out->has_after = api_query(req, "created_after") != NULL;
-	out->has_before = api_query(req, "created_before") != NULL;
-	if (!api_query_int(req, r, "created_after", 0, INT64_MAX, &out->created_after) ||
-	    !api_query_int(req, r, "created_before", 0, INT64_MAX, &out->created_before))
+	if (!api_query_time(req, r, "created_after", &out->has_after, &out->created_after) ||
+	    !api_query_time(req, r, "created_before", &out->has_before, &out->created_before))
 		return false;
 	out->name = with_name ? api_query(req, "name") : NULL;
 	if (out->name && (out->name[0] == '\0' || strlen(out->name) > API_MAX_NAME_QUERY)) {

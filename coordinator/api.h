@@ -94,6 +94,14 @@ const char *api_query(struct api_req *req, const char *name);
 /* A query parameter the operation doesn't take is refused, not ignored (known: its
  * parameters, space-separated; NULL: none): false with r answered (docs/api.md "Lists"). */
 bool api_query_known(struct api_req *req, struct api_resp *r, const char *known);
+/* The latest time a query filter takes, 2^53-1 Unix seconds: the largest integer every JSON
+ * parser reads exactly, so a client checking the document's maximum agrees with the server
+ * (2^63-1 is read as 2^63 by most), docs/api.md "Lists". */
+#define API_MAX_TIME 9007199254740991LL
+/* A time filter in Unix seconds, 0 to API_MAX_TIME: *has whether it was given, *out its
+ * value (left as is when absent); on a bad value 400 invalid_parameter naming it, false. */
+bool api_query_time(struct api_req *req, struct api_resp *r, const char *name, bool *has,
+		    long long *out);
 /* Reads page/per_page; on a bad value sets 400 invalid_parameter and returns false.
  * The list options are left at created_at, ascending, no bounds. */
 bool api_page(struct api_req *req, struct api_resp *r, long long default_per_page,
