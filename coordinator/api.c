@@ -158,20 +158,27 @@ bool api_page(struct api_req *req, struct api_resp *r, long long default_per_pag
 	       api_query_int(req, r, "per_page", 1, API_MAX_PER_PAGE, &out->per_page);
 }
 
-/* Whether word (wlen bytes) is one of the space-separated words of list. */
-static bool api_word_in(const char *list, const char *word, size_t wlen)
+/* The place of word (wlen bytes) among the space-separated words of list, from 0; -1 when
+ * it is none of them. */
+static int api_word_index(const char *list, const char *word, size_t wlen)
 {
 	const char *p = list;
 
-	while (p && *p) {
+	for (int i = 0; p && *p; i++) {
 		size_t n = strcspn(p, " ");
 
 		if (n == wlen && strncmp(p, word, n) == 0)
-			return true;
+			return i;
 		p += n;
 		p += strspn(p, " ");
 	}
-	return false;
+	return -1;
+}
+
+/* Whether word (wlen bytes) is one of the space-separated words of list. */
+static bool api_word_in(const char *list, const char *word, size_t wlen)
+{
+	return api_word_index(list, word, wlen) >= 0;
 }
 
 /* Every key a list may be sorted by: store_page.sort points at one of these. */
@@ -214,32 +221,53 @@ bool api_list(struct api_req *req, struct api_resp *r, long long default_per_pag
 }
 
 struct api_query_check {
-	const char *known; /* the route's parameters */
-	char unknown[64];  /* the first one it doesn't take, cut to fit */
+	const char *known;       /* the route's parameters */
+	unsigned long long seen; /* bit i: the i-th word of known was given */
+	char unknown[64];        /* the first one it doesn't take, cut to fit */
+	char repeated[64];       /* the first one given twice */
 };
 
 static enum MHD_Result api_query_one(void *cls, enum MHD_ValueKind kind, const char *key,
 				     const char *value)
 {
 	struct api_query_check *c = cls;
+	int i;
 
 	(void)kind;
 	(void)value;
-	if (key == NULL || api_word_in(c->known, key, strlen(key)))
+	if (key == NULL)
 		return MHD_YES;
-	snprintf(c->unknown, sizeof(c->unknown), "%s", key);
-	return MHD_NO;
+	i = api_word_index(c->known, key, strlen(key));
+	if (i < 0) {
+		snprintf(c->unknown, sizeof(c->unknown), "%s", key);
+		return MHD_NO;
+	}
+	if (i < 64 && (c->seen & (1ULL << i))) {
+		snprintf(c->repeated, sizeof(c->repeated), "%s", key);
+		return MHD_NO;
+	}
+	if (i < 64)
+		c->seen |= 1ULL << i;
+	return MHD_YES;
 }
 
 /* A query parameter the operation doesn't take is refused, not ignored: a misspelt
- * filter would otherwise answer everything (docs/api.md "Lists"). */
+ * filter would otherwise answer everything; and one given twice too, as only one of its
+ * values would be read (docs/api.md "Lists"). */
 bool api_query_known(struct api_req *req, struct api_resp *r, const char *known)
 {
 	struct api_query_check c;
 
 	c.known = known ? known : "";
+	c.seen = 0;
 	c.unknown[0] = '\0';
+	c.repeated[0] = '\0';
 	MHD_get_connection_values(req->conn, MHD_GET_ARGUMENT_KIND, api_query_one, &c);
+	if (c.repeated[0] != '\0') {
+		api_error(r, 400, "invalid_parameter", c.repeated,
+			  "query parameter '%s' is given more than once", c.repeated);
+		return false;
+	}
 	if (c.unknown[0] == '\0')
 		return true;
 	if (known)

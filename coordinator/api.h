@@ -91,8 +91,9 @@ void api_reply_buf(struct api_resp *r, int status, struct buf *b, enum rcs_err e
 bool api_body_object(struct api_req *req, struct api_resp *r, bool allow_empty, json_object **out);
 /* Query parameter or NULL. */
 const char *api_query(struct api_req *req, const char *name);
-/* A query parameter the operation doesn't take is refused, not ignored (known: its
- * parameters, space-separated; NULL: none): false with r answered (docs/api.md "Lists"). */
+/* A query parameter the operation doesn't take, or one given twice, is refused, not ignored
+ * (known: its parameters, space-separated, at most 64; NULL: none): false with r answered
+ * (docs/api.md "Lists"). */
 bool api_query_known(struct api_req *req, struct api_resp *r, const char *known);
 /* The latest time a query filter takes, 2^53-1 Unix seconds: the largest integer every JSON
  * parser reads exactly, so a client checking the document's maximum agrees with the server

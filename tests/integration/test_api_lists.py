@@ -175,6 +175,27 @@ class ListsTest(CoordinatorTest):
         self.assertEqual(sorted(set(found)),
                          ["created_after", "created_before", "since", "until"])
 
+    def test_repeated_query_parameters(self):
+        """A parameter given twice is a 400 naming it, even with the same value: only one
+        would be read."""
+        job = self.jobs[1]["ident"]
+        for method, path, name in (
+                ("GET", "/jobs?page=1&page=2", "page"),
+                ("GET", "/jobs?page=1&per_page=5&page=1", "page"),
+                ("GET", "/tasks?sort=name&name=mike&sort=-name", "sort"),
+                ("GET", "/jobs?status=pending&status=cancelled", "status"),
+                ("GET", "/devices?tag=lists&tag=other", "tag"),
+                ("GET", "/tasks/%s/jobs?created_after=0&created_after=0" % self.task,
+                 "created_after"),
+                ("GET", "/audit?since=0&until=1&since=1", "since"),
+                ("GET", "/jobs/%s/history?per_page=1&per_page=2" % job, "per_page")):
+            with self.subTest(method=method, path=path):
+                r = self.admin.request(method, path)
+                self.assertError(r, 400, "invalid_parameter", name)
+                self.assertIn("'%s'" % name, r.json["error"]["message"])
+        # each once is fine
+        self.assertStatus(self.admin.get("/jobs?page=1&per_page=5&status=pending"), 200)
+
     def test_unknown_query_parameters(self):
         """A parameter an operation doesn't take is a 400 naming it, never ignored."""
         job = self.jobs[1]["ident"]
