@@ -92,7 +92,70 @@ void api_store_error(struct api_resp *r, enum rcs_err err, const char *what)
 	}
 }
 
+/* The members of request bodies whose members are free-form JSON, null included: a job's
+ * variables and a task's constants (docs/openapi.json, additionalProperties: true). */
+static const char *const api_free_form[] = {"variables", "constants", NULL};
+
+static bool api_in_list(const char *const *list, const char *s)
+{
+	for (size_t i = 0; list && list[i]; i++)
+		if (strcmp(list[i], s) == 0)
+			return true;
+	return false;
+}
+
+#define API_NULL_DEPTH 8
+
+/*
+ * Refuses a null anywhere in v (at path, "" for the body) but in the top-level members
+ * named by nullable and inside the free-form ones: a member the document types as non-null
+ * is never taken as "not given" (docs/api.md "Errors"). Objects and arrays deeper than
+ * API_NULL_DEPTH are left to the handler's own checks.
+ */
+static enum rcs_err api_no_null(json_object *v, const char *path, int depth,
+				const char *const *nullable, struct jsonu_err *e)
+{
+	char sub[sizeof(e->field)];
+	enum rcs_err err = RCS_OK;
+
+	if (depth > API_NULL_DEPTH)
+		return RCS_OK;
+	if (json_object_is_type(v, json_type_object)) {
+		json_object_object_foreach(v, key, m)
+		{
+			snprintf(sub, sizeof(sub), "%s%s%s", path, path[0] ? "." : "", key);
+			if (m == NULL && !(depth == 0 && api_in_list(nullable, key)))
+				return jsonu_fail(
+				    e, sub, "'%s' is null: leave it out or give a value", sub);
+			/* a free-form member's own values may be null */
+			if (m != NULL && !(depth == 0 && api_in_list(api_free_form, key)))
+				err = api_no_null(m, sub, depth + 1, nullable, e);
+			if (err != RCS_OK)
+				return err;
+		}
+	} else if (json_object_is_type(v, json_type_array)) {
+		for (size_t i = 0; i < json_object_array_length(v); i++) {
+			json_object *m = json_object_array_get_idx(v, i);
+
+			snprintf(sub, sizeof(sub), "%s[%zu]", path, i);
+			if (m == NULL)
+				return jsonu_fail(
+				    e, sub, "'%s' is null: leave it out or give a value", sub);
+			err = api_no_null(m, sub, depth + 1, nullable, e);
+			if (err != RCS_OK)
+				return err;
+		}
+	}
+	return RCS_OK;
+}
+
 bool api_body_object(struct api_req *req, struct api_resp *r, bool allow_empty, json_object **out)
+{
+	return api_body_object_nullable(req, r, allow_empty, NULL, out);
+}
+
+bool api_body_object_nullable(struct api_req *req, struct api_resp *r, bool allow_empty,
+			      const char *const *nullable, json_object **out)
 {
 	struct jsonu_err e;
 
@@ -107,6 +170,12 @@ bool api_body_object(struct api_req *req, struct api_resp *r, bool allow_empty, 
 	}
 	if (jsonu_parse_object(req->body, req->body_len, out, &e) != RCS_OK) {
 		api_error(r, 400, "invalid_json", NULL, "%s", e.message);
+		return false;
+	}
+	if (api_no_null(*out, "", 0, nullable, &e) != RCS_OK) {
+		api_invalid(r, &e);
+		json_object_put(*out);
+		*out = NULL;
 		return false;
 	}
 	return true;

@@ -87,8 +87,14 @@ void api_reply_text(struct api_resp *r, int status, char *text, size_t len);
  * either way); err, the render's outcome, other than RCS_OK answers as a storage error. */
 void api_reply_buf(struct api_resp *r, int status, struct buf *b, enum rcs_err err);
 /* Parses the body as a JSON object; on failure sets 400 invalid_json and returns false.
- * The caller owns *out. An absent body is an error unless allow_empty (then *out is {}). */
+ * The caller owns *out. An absent body is an error unless allow_empty (then *out is {}).
+ * A null anywhere in it but in a job's variables and a task's constants (free-form) is 400
+ * validation_failed naming it: a member typed non-null is never "not given". */
 bool api_body_object(struct api_req *req, struct api_resp *r, bool allow_empty, json_object **out);
+/* api_body_object, but the top-level members named by nullable (NULL-terminated) may be
+ * null: those the OpenAPI document types as nullable. */
+bool api_body_object_nullable(struct api_req *req, struct api_resp *r, bool allow_empty,
+			      const char *const *nullable, json_object **out);
 /* Query parameter or NULL. */
 const char *api_query(struct api_req *req, const char *name);
 /* A query parameter the operation doesn't take, or one given twice, is refused, not ignored
