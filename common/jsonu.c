@@ -402,3 +402,19 @@ const char *jsonu_member_str(json_object *o, const char *key)
 
 	return v ? json_object_get_string(v) : NULL;
 }
+
+bool jsonu_text_same(const char *a, const char *b)
+{
+	json_object *ja = NULL, *jb = NULL;
+	struct jsonu_err e;
+	bool same;
+
+	if (a == NULL || b == NULL || strcmp(a, b) == 0)
+		return a == b || (a && b);
+	same = jsonu_parse(a, strlen(a), JSONU_MAX_DEPTH, &ja, &e) == RCS_OK &&
+	       jsonu_parse(b, strlen(b), JSONU_MAX_DEPTH, &jb, &e) == RCS_OK &&
+	       json_object_equal(ja, jb);
+	json_object_put(ja);
+	json_object_put(jb);
+	return same;
+}

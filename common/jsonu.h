@@ -67,6 +67,10 @@ enum rcs_err jsonu_get_string_array(json_object *obj, const char *key, bool requ
 /* Rejects any key of obj not in the NULL-terminated allowed list. */
 enum rcs_err jsonu_check_keys(json_object *obj, const char *const *allowed, struct jsonu_err *e);
 
+/* Whether two JSON texts (NULL: none) hold the same value, member order aside; text that
+ * doesn't parse equals only the same bytes. */
+bool jsonu_text_same(const char *a, const char *b);
+
 /* Serialises compactly (no spaces, no escaped slashes) into a string owned by obj. */
 const char *jsonu_dump(json_object *obj, size_t *len);
 

@@ -4,6 +4,7 @@
  */
 #include "api.h"
 
+#include <errno.h>
 #include <microhttpd.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -91,7 +92,70 @@ void api_store_error(struct api_resp *r, enum rcs_err err, const char *what)
 	}
 }
 
+/* The members of request bodies whose members are free-form JSON, null included: a job's
+ * variables and a task's constants (docs/openapi.json, additionalProperties: true). */
+static const char *const api_free_form[] = {"variables", "constants", NULL};
+
+static bool api_in_list(const char *const *list, const char *s)
+{
+	for (size_t i = 0; list && list[i]; i++)
+		if (strcmp(list[i], s) == 0)
+			return true;
+	return false;
+}
+
+#define API_NULL_DEPTH 8
+
+/*
+ * Refuses a null anywhere in v (at path, "" for the body) but in the top-level members
+ * named by nullable and inside the free-form ones: a member the document types as non-null
+ * is never taken as "not given" (docs/api.md "Errors"). Objects and arrays deeper than
+ * API_NULL_DEPTH are left to the handler's own checks.
+ */
+static enum rcs_err api_no_null(json_object *v, const char *path, int depth,
+				const char *const *nullable, struct jsonu_err *e)
+{
+	char sub[sizeof(e->field)];
+	enum rcs_err err = RCS_OK;
+
+	if (depth > API_NULL_DEPTH)
+		return RCS_OK;
+	if (json_object_is_type(v, json_type_object)) {
+		json_object_object_foreach(v, key, m)
+		{
+			snprintf(sub, sizeof(sub), "%s%s%s", path, path[0] ? "." : "", key);
+			if (m == NULL && !(depth == 0 && api_in_list(nullable, key)))
+				return jsonu_fail(
+				    e, sub, "'%s' is null: leave it out or give a value", sub);
+			/* a free-form member's own values may be null */
+			if (m != NULL && !(depth == 0 && api_in_list(api_free_form, key)))
+				err = api_no_null(m, sub, depth + 1, nullable, e);
+			if (err != RCS_OK)
+				return err;
+		}
+	} else if (json_object_is_type(v, json_type_array)) {
+		for (size_t i = 0; i < json_object_array_length(v); i++) {
+			json_object *m = json_object_array_get_idx(v, i);
+
+			snprintf(sub, sizeof(sub), "%s[%zu]", path, i);
+			if (m == NULL)
+				return jsonu_fail(
+				    e, sub, "'%s' is null: leave it out or give a value", sub);
+			err = api_no_null(m, sub, depth + 1, nullable, e);
+			if (err != RCS_OK)
+				return err;
+		}
+	}
+	return RCS_OK;
+}
+
 bool api_body_object(struct api_req *req, struct api_resp *r, bool allow_empty, json_object **out)
+{
+	return api_body_object_nullable(req, r, allow_empty, NULL, out);
+}
+
+bool api_body_object_nullable(struct api_req *req, struct api_resp *r, bool allow_empty,
+			      const char *const *nullable, json_object **out)
 {
 	struct jsonu_err e;
 
@@ -106,6 +170,12 @@ bool api_body_object(struct api_req *req, struct api_resp *r, bool allow_empty, 
 	}
 	if (jsonu_parse_object(req->body, req->body_len, out, &e) != RCS_OK) {
 		api_error(r, 400, "invalid_json", NULL, "%s", e.message);
+		return false;
+	}
+	if (api_no_null(*out, "", 0, nullable, &e) != RCS_OK) {
+		api_invalid(r, &e);
+		json_object_put(*out);
+		*out = NULL;
 		return false;
 	}
 	return true;
@@ -126,15 +196,24 @@ static bool api_query_int(struct api_req *req, struct api_resp *r, const char *n
 	if (v == NULL)
 		return true;
 	/* digits, with an optional '-': no space, '+' or anything else strtoll would skip */
+	errno = 0;
 	if (v[v[0] == '-'] >= '0' && v[v[0] == '-'] <= '9')
 		n = strtoll(v, &end, 10);
-	if (end == NULL || *end != '\0' || n < min || n > max) {
+	/* ERANGE: strtoll clamps to LLONG_MIN/LLONG_MAX, which a range up to INT64_MAX takes */
+	if (end == NULL || *end != '\0' || errno == ERANGE || n < min || n > max) {
 		api_error(r, 400, "invalid_parameter", name,
 			  "'%s' must be an integer from %lld to %lld", name, min, max);
 		return false;
 	}
 	*out = n;
 	return true;
+}
+
+bool api_query_time(struct api_req *req, struct api_resp *r, const char *name, bool *has,
+		    long long *out)
+{
+	*has = api_query(req, name) != NULL;
+	return api_query_int(req, r, name, 0, API_MAX_TIME, out);
 }
 
 bool api_page(struct api_req *req, struct api_resp *r, long long default_per_page,
@@ -148,20 +227,27 @@ bool api_page(struct api_req *req, struct api_resp *r, long long default_per_pag
 	       api_query_int(req, r, "per_page", 1, API_MAX_PER_PAGE, &out->per_page);
 }
 
-/* Whether word (wlen bytes) is one of the space-separated words of list. */
-static bool api_word_in(const char *list, const char *word, size_t wlen)
+/* The place of word (wlen bytes) among the space-separated words of list, from 0; -1 when
+ * it is none of them. */
+static int api_word_index(const char *list, const char *word, size_t wlen)
 {
 	const char *p = list;
 
-	while (p && *p) {
+	for (int i = 0; p && *p; i++) {
 		size_t n = strcspn(p, " ");
 
 		if (n == wlen && strncmp(p, word, n) == 0)
-			return true;
+			return i;
 		p += n;
 		p += strspn(p, " ");
 	}
-	return false;
+	return -1;
+}
+
+/* Whether word (wlen bytes) is one of the space-separated words of list. */
+static bool api_word_in(const char *list, const char *word, size_t wlen)
+{
+	return api_word_index(list, word, wlen) >= 0;
 }
 
 /* Every key a list may be sorted by: store_page.sort points at one of these. */
@@ -191,10 +277,8 @@ bool api_list(struct api_req *req, struct api_resp *r, long long default_per_pag
 			  sort_keys);
 		return false;
 	}
-	out->has_after = api_query(req, "created_after") != NULL;
-	out->has_before = api_query(req, "created_before") != NULL;
-	if (!api_query_int(req, r, "created_after", 0, INT64_MAX, &out->created_after) ||
-	    !api_query_int(req, r, "created_before", 0, INT64_MAX, &out->created_before))
+	if (!api_query_time(req, r, "created_after", &out->has_after, &out->created_after) ||
+	    !api_query_time(req, r, "created_before", &out->has_before, &out->created_before))
 		return false;
 	out->name = with_name ? api_query(req, "name") : NULL;
 	if (out->name && (out->name[0] == '\0' || strlen(out->name) > API_MAX_NAME_QUERY)) {
@@ -206,32 +290,53 @@ bool api_list(struct api_req *req, struct api_resp *r, long long default_per_pag
 }
 
 struct api_query_check {
-	const char *known; /* the route's parameters */
-	char unknown[64];  /* the first one it doesn't take, cut to fit */
+	const char *known;       /* the route's parameters */
+	unsigned long long seen; /* bit i: the i-th word of known was given */
+	char unknown[64];        /* the first one it doesn't take, cut to fit */
+	char repeated[64];       /* the first one given twice */
 };
 
 static enum MHD_Result api_query_one(void *cls, enum MHD_ValueKind kind, const char *key,
 				     const char *value)
 {
 	struct api_query_check *c = cls;
+	int i;
 
 	(void)kind;
 	(void)value;
-	if (key == NULL || api_word_in(c->known, key, strlen(key)))
+	if (key == NULL)
 		return MHD_YES;
-	snprintf(c->unknown, sizeof(c->unknown), "%s", key);
-	return MHD_NO;
+	i = api_word_index(c->known, key, strlen(key));
+	if (i < 0) {
+		snprintf(c->unknown, sizeof(c->unknown), "%s", key);
+		return MHD_NO;
+	}
+	if (i < 64 && (c->seen & (1ULL << i))) {
+		snprintf(c->repeated, sizeof(c->repeated), "%s", key);
+		return MHD_NO;
+	}
+	if (i < 64)
+		c->seen |= 1ULL << i;
+	return MHD_YES;
 }
 
 /* A query parameter the operation doesn't take is refused, not ignored: a misspelt
- * filter would otherwise answer everything (docs/api.md "Lists"). */
+ * filter would otherwise answer everything; and one given twice too, as only one of its
+ * values would be read (docs/api.md "Lists"). */
 bool api_query_known(struct api_req *req, struct api_resp *r, const char *known)
 {
 	struct api_query_check c;
 
 	c.known = known ? known : "";
+	c.seen = 0;
 	c.unknown[0] = '\0';
+	c.repeated[0] = '\0';
 	MHD_get_connection_values(req->conn, MHD_GET_ARGUMENT_KIND, api_query_one, &c);
+	if (c.repeated[0] != '\0') {
+		api_error(r, 400, "invalid_parameter", c.repeated,
+			  "query parameter '%s' is given more than once", c.repeated);
+		return false;
+	}
 	if (c.unknown[0] == '\0')
 		return true;
 	if (known)

@@ -87,13 +87,28 @@ void api_reply_text(struct api_resp *r, int status, char *text, size_t len);
  * either way); err, the render's outcome, other than RCS_OK answers as a storage error. */
 void api_reply_buf(struct api_resp *r, int status, struct buf *b, enum rcs_err err);
 /* Parses the body as a JSON object; on failure sets 400 invalid_json and returns false.
- * The caller owns *out. An absent body is an error unless allow_empty (then *out is {}). */
+ * The caller owns *out. An absent body is an error unless allow_empty (then *out is {}).
+ * A null anywhere in it but in a job's variables and a task's constants (free-form) is 400
+ * validation_failed naming it: a member typed non-null is never "not given". */
 bool api_body_object(struct api_req *req, struct api_resp *r, bool allow_empty, json_object **out);
+/* api_body_object, but the top-level members named by nullable (NULL-terminated) may be
+ * null: those the OpenAPI document types as nullable. */
+bool api_body_object_nullable(struct api_req *req, struct api_resp *r, bool allow_empty,
+			      const char *const *nullable, json_object **out);
 /* Query parameter or NULL. */
 const char *api_query(struct api_req *req, const char *name);
-/* A query parameter the operation doesn't take is refused, not ignored (known: its
- * parameters, space-separated; NULL: none): false with r answered (docs/api.md "Lists"). */
+/* A query parameter the operation doesn't take, or one given twice, is refused, not ignored
+ * (known: its parameters, space-separated, at most 64; NULL: none): false with r answered
+ * (docs/api.md "Lists"). */
 bool api_query_known(struct api_req *req, struct api_resp *r, const char *known);
+/* The latest time a query filter takes, 2^53-1 Unix seconds: the largest integer every JSON
+ * parser reads exactly, so a client checking the document's maximum agrees with the server
+ * (2^63-1 is read as 2^63 by most), docs/api.md "Lists". */
+#define API_MAX_TIME 9007199254740991LL
+/* A time filter in Unix seconds, 0 to API_MAX_TIME: *has whether it was given, *out its
+ * value (left as is when absent); on a bad value 400 invalid_parameter naming it, false. */
+bool api_query_time(struct api_req *req, struct api_resp *r, const char *name, bool *has,
+		    long long *out);
 /* Reads page/per_page; on a bad value sets 400 invalid_parameter and returns false.
  * The list options are left at created_at, ascending, no bounds. */
 bool api_page(struct api_req *req, struct api_resp *r, long long default_per_page,

@@ -39,6 +39,8 @@ static const char *const task_writable[] = {"name",
 					    "notification_status_list",
 					    "retry",
 					    NULL};
+/* The members of a task's body that take null (docs/openapi.json TaskInput, TaskPatch). */
+static const char *const task_nullable[] = {"retry", "signature", NULL};
 static const char *const task_platform[] = {"ident",        "version",       "client_root",
 					    "created_user", "created_at",    "update_user",
 					    "update_at",    "script_sha256", NULL};
@@ -338,7 +340,7 @@ void api_task_create(struct api_req *req, struct api_resp *r)
 	char ident[UUID_STR_LEN];
 	enum rcs_err err;
 
-	if (!api_body_object(req, r, false, &body))
+	if (!api_body_object_nullable(req, r, false, task_nullable, &body))
 		return;
 	memset(&w, 0, sizeof(w));
 	/* variables_info and constants NULL: {}; the lists NULL: [] */
@@ -445,6 +447,25 @@ out:
 	store_task_version_free(&tv);
 }
 
+static bool task_str_same(const char *a, const char *b)
+{
+	return (a == NULL || b == NULL) ? a == b : strcmp(a, b) == 0;
+}
+
+/* Whether w, the current version cur with a PATCH's body applied, changes nothing. */
+static bool task_unchanged(const struct task_rec *cur, const struct task_write *w)
+{
+	return task_str_same(cur->name, w->name) && task_str_same(cur->script, w->script) &&
+	       task_str_same(cur->comment, w->comment) && cur->active == w->active &&
+	       cur->is_public == w->is_public && cur->hide == w->hide &&
+	       cur->allow_offline == w->allow_offline && cur->timeout == w->timeout &&
+	       jsonu_text_same(cur->variables_info, w->variables_info) &&
+	       jsonu_text_same(cur->constants, w->constants) &&
+	       jsonu_text_same(cur->mail_list, w->mail_list) &&
+	       jsonu_text_same(cur->status_list, w->status_list) &&
+	       jsonu_text_same(cur->retry, w->retry);
+}
+
 static void task_update(struct api_req *req, struct api_resp *r, bool full)
 {
 	json_object *body = NULL;
@@ -455,7 +476,7 @@ static void task_update(struct api_req *req, struct api_resp *r, bool full)
 	bool tx = false;
 
 	memset(&cur, 0, sizeof(cur));
-	if (!api_body_object(req, r, false, &body))
+	if (!api_body_object_nullable(req, r, false, task_nullable, &body))
 		return;
 	err = store_tx_begin(req->app->st);
 	if (err != RCS_OK) {
@@ -491,6 +512,12 @@ static void task_update(struct api_req *req, struct api_resp *r, bool full)
 	err = task_apply_body(body, &w, full, &e);
 	if (err != RCS_OK) {
 		api_invalid(r, &e);
+		goto out;
+	}
+	if (!full && task_unchanged(&cur, &w)) {
+		/* a PATCH that changes nothing makes no version, as a pause of a paused group
+		 * (docs/api.md "Tasks") */
+		task_reply(r, 200, &cur);
 		goto out;
 	}
 	w.version++;

@@ -310,41 +310,23 @@ void api_webhook_deliveries(struct api_req *req, struct api_resp *r)
 
 /* ---- the audit log ---- */
 
-static bool audit_time(struct api_req *req, struct api_resp *r, const char *name, bool *has,
-		       int64_t *out)
-{
-	const char *v = api_query(req, name);
-	char *end = NULL;
-	long long n = -1;
-
-	*has = v != NULL;
-	if (v == NULL)
-		return true;
-	if (v[0] >= '0' && v[0] <= '9')
-		n = strtoll(v, &end, 10);
-	if (end == NULL || *end != '\0' || n < 0) {
-		api_error(r, 400, "invalid_parameter", name, "'%s' must be a time in Unix seconds",
-			  name);
-		return false;
-	}
-	*out = n;
-	return true;
-}
-
 void api_audit_list(struct api_req *req, struct api_resp *r)
 {
 	struct store_audit_list l;
 	struct audit_filter f;
 	struct store_page pg;
+	long long since = 0, until = 0;
 	struct render w;
 	struct buf b;
 	enum rcs_err err;
 
 	memset(&f, 0, sizeof(f));
 	if (!api_page(req, r, API_DEFAULT_PER_PAGE, &pg) ||
-	    !audit_time(req, r, "since", &f.has_since, &f.since) ||
-	    !audit_time(req, r, "until", &f.has_until, &f.until))
+	    !api_query_time(req, r, "since", &f.has_since, &since) ||
+	    !api_query_time(req, r, "until", &f.has_until, &until))
 		return;
+	f.since = since;
+	f.until = until;
 	f.user = api_query(req, "user");
 	f.target = api_query(req, "target");
 	if ((f.user && strlen(f.user) > 200) || (f.target && strlen(f.target) > 200)) {

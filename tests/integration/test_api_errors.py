@@ -3,6 +3,7 @@
 methods, bad query parameters, SQL metacharacters, body size limit. The server must keep
 answering afterwards (and the base class checks it exits 0 on SIGTERM)."""
 
+import copy
 import socket
 import unittest
 import uuid
@@ -11,8 +12,53 @@ import json
 
 from rcs_harness import http, http_big, list_all, quote_segment, with_query
 from rcs_fixture import CoordinatorTest
+from test_openapi import operations, request_example, request_schema, resolve
 
 SQLI = "' OR 1=1 --"
+
+
+def props_of(schema):
+    """The properties a (resolved) request schema names: {name: schema}, allOf/oneOf/anyOf
+    merged."""
+    s = resolve(schema)
+    out = dict(s.get("properties", {}))
+    for k in ("allOf", "oneOf", "anyOf"):
+        for sub in s.get(k, []):
+            out.update(props_of(sub))
+    return out
+
+
+PLACEHOLDERS = {"string": "x", "integer": 1, "number": 1, "boolean": True, "array": ["x"],
+                "object": {}}
+
+
+def null_bodies(example, props):
+    """(member, body, field) for each member props types as non-null (those example lacks
+    given their schema's example or a placeholder: the null is refused before any other
+    check), with null in its place; and for a member that is a typed object or array, with
+    null in place of one of its members or items."""
+    example = copy.deepcopy(example)
+    for name, p in props.items():
+        if name not in example:
+            p = resolve(p)
+            example[name] = copy.deepcopy(p.get("example", PLACEHOLDERS.get(p.get("type"), "x")))
+    for name, value in example.items():
+        p = resolve(props.get(name, {}))
+        if p.get("nullable"):
+            continue
+        body = copy.deepcopy(example)
+        body[name] = None
+        yield name, body, name
+        sub = props_of(p) if isinstance(value, dict) else {}
+        for k in value if isinstance(value, dict) else ():
+            if k in sub and not resolve(sub[k]).get("nullable"):
+                body = copy.deepcopy(example)
+                body[name][k] = None
+                yield name, body, "%s.%s" % (name, k)
+        if isinstance(value, list) and value:
+            body = copy.deepcopy(example)
+            body[name][0] = None
+            yield name, body, "%s[0]" % name
 
 
 class ErrorsTest(CoordinatorTest):
@@ -111,6 +157,38 @@ class ErrorsTest(CoordinatorTest):
                          "validation_failed", "name")
         self.assertError(self.admin.post("/tasks", {"name": "x", "script": {"a": 1}}), 400,
                          "validation_failed", "script")
+
+    def test_null_is_refused_where_the_document_says_non_null(self):
+        """Every member of every request body the document types as non-null, and those of
+        its typed objects and arrays, answers 400 naming it when null (it was taken as "not
+        given"); nullable members, and null inside free-form ones, are taken."""
+        ids = {"task_ident": self.task["ident"], "entity_ident": self.device,
+               "webhook_ident": str(uuid.uuid4()), "name": "nulls"}
+        tried = set()
+        for method, template, op, _ in operations():
+            example, schema = request_example(method, template), request_schema(method, template)
+            if not isinstance(example, dict):
+                continue
+            path = template
+            for k, v in ids.items():
+                path = path.replace("{%s}" % k, v)
+            for name, body, field in null_bodies(example, props_of(schema)):
+                with self.subTest(op="%s %s" % (method, template), field=field):
+                    r = self.admin.request(method, path, body)
+                    self.assertError(r, 400, "validation_failed", field)
+                    self.assertIn("null", r.json["error"]["message"])
+                    tried.add(name)
+        for name in ("name", "script", "comment", "timeout", "active", "entity_ident",
+                     "ident_list", "tag", "rollout", "retry", "tags", "source", "user", "role",
+                     "url", "events", "secret"):
+            self.assertIn(name, tried)
+        self.assertEqual(self.admin.get("/tasks/" + self.task["ident"]).json["version"], 1)
+        # nullable: retry (none), and null inside constants (free-form)
+        r = self.admin.post("/tasks", {"name": "nullable", "script": "echo", "retry": None,
+                                       "constants": {"k": None}})
+        self.assertStatus(r, 201)
+        self.assertIsNone(r.json["retry"])
+        self.assertEqual(r.json["constants"], {"k": None})
 
     # -- routes and methods ---------------------------------------------------------------
 

@@ -2,13 +2,17 @@
 """Integration tests of the list options of docs/api.md "Lists": sort (created_at,
 update_at, name; '-' for descending), created_after / created_before, name, the default
 orders (jobs, groups and history newest first; tasks and devices oldest first), and 400 for
-a query parameter an operation doesn't take."""
+a query parameter an operation doesn't take; the range of the time filters."""
 
 import time
 import unittest
 
 from rcs_harness import list_all, with_query
 from rcs_fixture import CoordinatorTest
+from test_openapi import op_params, operations
+
+# The latest time a time filter takes (docs/api.md "Lists"): 2^53-1
+MAX_TIME = 9007199254740991
 
 
 def idents(items, key="ident"):
@@ -188,10 +192,57 @@ class ListsTest(CoordinatorTest):
                 ("/tasks", {"created_after": "yesterday"}, "created_after"),
                 ("/devices", {"created_before": "1.5"}, "created_before"),
                 ("/devices", {"name": ""}, "name"),
+                ("/tasks", {"page": "1000000001"}, "page"),
+                ("/tasks", {"page": str(2 ** 64)}, "page"),
                 ("/tasks", {"name": "x" * 201}, "name")):
             with self.subTest(path=path, params=params):
                 self.assertError(self.admin.get(with_query(path, **params)), 400,
                                  "invalid_parameter", field)
+
+    def test_time_filters_range(self):
+        """Every query parameter in Unix seconds takes 0 .. MAX_TIME, as the document says,
+        and refuses anything else naming it (2^63 and above were taken as 2^63-1)."""
+        found = []
+        for method, path, op, item in operations():
+            for p in op_params(op, item):
+                if p["in"] != "query" or "Unix seconds" not in p.get("description", ""):
+                    continue
+                found.append(p["name"])
+                with self.subTest(op="%s %s" % (method, path), param=p["name"]):
+                    self.assertEqual((p["schema"].get("minimum"), p["schema"].get("maximum")),
+                                     (0, MAX_TIME))
+                    url = path.replace("{task_ident}", self.task)
+                    self.assertNotIn("{", url)
+                    for v in (0, MAX_TIME):
+                        self.assertStatus(self.admin.get(with_query(url, **{p["name"]: v})), 200)
+                    for v in (MAX_TIME + 1, 2 ** 63 - 1, 2 ** 63, 2 ** 64, 10 ** 30, -1,
+                              -2 ** 63 - 1):
+                        r = self.admin.get(with_query(url, **{p["name"]: v}))
+                        self.assertError(r, 400, "invalid_parameter", p["name"])
+                        self.assertIn(str(MAX_TIME), r.json["error"]["message"])
+        self.assertEqual(sorted(set(found)),
+                         ["created_after", "created_before", "since", "until"])
+
+    def test_repeated_query_parameters(self):
+        """A parameter given twice is a 400 naming it, even with the same value: only one
+        would be read."""
+        job = self.jobs[1]["ident"]
+        for method, path, name in (
+                ("GET", "/jobs?page=1&page=2", "page"),
+                ("GET", "/jobs?page=1&per_page=5&page=1", "page"),
+                ("GET", "/tasks?sort=name&name=mike&sort=-name", "sort"),
+                ("GET", "/jobs?status=pending&status=cancelled", "status"),
+                ("GET", "/devices?tag=lists&tag=other", "tag"),
+                ("GET", "/tasks/%s/jobs?created_after=0&created_after=0" % self.task,
+                 "created_after"),
+                ("GET", "/audit?since=0&until=1&since=1", "since"),
+                ("GET", "/jobs/%s/history?per_page=1&per_page=2" % job, "per_page")):
+            with self.subTest(method=method, path=path):
+                r = self.admin.request(method, path)
+                self.assertError(r, 400, "invalid_parameter", name)
+                self.assertIn("'%s'" % name, r.json["error"]["message"])
+        # each once is fine
+        self.assertStatus(self.admin.get("/jobs?page=1&per_page=5&status=pending"), 200)
 
     def test_unknown_query_parameters(self):
         """A parameter an operation doesn't take is a 400 naming it, never ignored."""

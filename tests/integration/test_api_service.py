@@ -90,6 +90,20 @@ class ServiceWithoutBrokerTest(ServiceChecks, CoordinatorTest):
                     self.assertError(r, 405, "method_not_allowed")
                     self.assertEqual(header(r, "Allow"), "GET")
 
+    def test_b_unknown_parameter(self):
+        # refused as by every operation (docs/api.md "Lists"), and documented: 400
+        for path in ("/health", "/openapi.json"):
+            with self.subTest(path=path):
+                r = H.Api(self.coord.base, None).get(path + "?verbose=1")
+                self.assertError(r, 400, "invalid_parameter")
+                self.assertEqual(r.json["error"]["details"]["field"], "verbose")
+                op = find_op("GET", path)
+                self.assertIn("400", op["responses"])
+                spec = op["responses"]["400"]
+                media = DOC["components"]["responses"][spec["$ref"].rsplit("/", 1)[1]]
+                schema = media["content"]["application/json"]["schema"]
+                self.assertEqual(validate(schema, r.json, "$", None, True), [])
+
     def test_c_not_counted_nor_refused_by_the_throttle(self):
         nokey = H.Api(self.coord.base, None)
         for _ in range(10):  # many more than the limit (2): not counted

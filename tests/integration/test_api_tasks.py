@@ -211,6 +211,50 @@ class TasksTest(CoordinatorTest):
         self.assertEqual(r.json["comment"], "b")
         self.assertEqual(r.json["update_user"], "admin")
 
+    def test_patch_that_changes_nothing_makes_no_version(self):
+        t = self.create(name="No-op", comment="a", constants={"k": "v", "n": 1},
+                        variables_info={"m": {"type": "string"}}, timeout=42)
+        tid = "/tasks/" + t["ident"]
+        time.sleep(1.1)
+        for body in ({}, {"comment": "a"}, {"retry": None},
+                     {"name": "No-op", "timeout": 42, "active": "true", "hide": False,
+                      "constants": {"n": 1, "k": "v"}, "variables_info": {"m": {"type": "string"}},
+                      "notification_mail_list": []}):
+            with self.subTest(body=body):
+                r = self.admin2.patch(tid, body)
+                self.assertStatus(r, 200)
+                self.assertEqual(r.json, t, "the task as it was: version, update_user, update_at")
+        self.assertEqual(self.admin.get(tid).json, t)
+        # a change still makes one; null for retry removes it (nullable)
+        r = self.admin2.patch(tid, {"retry": {"max_attempts": 2}})
+        self.assertStatus(r, 200)
+        self.assertEqual((r.json["version"], r.json["update_user"]), (2, "admin2"))
+        r = self.admin.patch(tid, {"retry": None})
+        self.assertStatus(r, 200)
+        self.assertEqual((r.json["version"], r.json["retry"]), (3, None))
+
+    def test_patch_null_is_refused_where_not_nullable(self):
+        t = self.create(name="Nulls", comment="keep", timeout=42,
+                        variables_info={"m": {"type": "string", "optional": True}})
+        tid = "/tasks/" + t["ident"]
+        for body, field in (({"comment": None}, "comment"), ({"timeout": None}, "timeout"),
+                            ({"name": None}, "name"), ({"active": None}, "active"),
+                            ({"comment": None, "retry": None}, "comment"),
+                            ({"variables_info": None}, "variables_info"),
+                            ({"variables_info": {"m": None}}, "variables_info.m"),
+                            ({"variables_info": {"m": {"type": "string", "optional": None}}},
+                             "variables_info.m.optional"),
+                            ({"notification_mail_list": [None]}, "notification_mail_list[0]"),
+                            ({"retry": {"max_attempts": None}}, "retry.max_attempts"),
+                            ({"signature": {"alg": None}}, "signature.alg")):
+            with self.subTest(body=body):
+                self.assertError(self.admin.patch(tid, body), 400, "validation_failed", field)
+        self.assertEqual(self.admin.get(tid).json, t)
+        # inside constants (free-form) null is a value
+        r = self.admin.patch(tid, {"constants": {"k": None}})
+        self.assertStatus(r, 200)
+        self.assertEqual((r.json["version"], r.json["constants"]), (2, {"k": None}))
+
     def test_patch_script(self):
         src = "return 'other'\n"
         self.assertStatus(self.admin.put("/scripts/other_script", {"source": src}), 201)

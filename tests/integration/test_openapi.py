@@ -310,6 +310,23 @@ def walk(node, path="#"):
             yield from walk(v, "%s/%d" % (path, i))
 
 
+def enum_duplicates(doc):
+    """'pointer: value' for every value an enum of doc lists a second time (equal as JSON
+    Schema compares: 1 and 1.0 are the same, true and 1 are not)."""
+    found = []
+    for where, node in walk(doc):
+        values = node.get("enum")
+        if not isinstance(values, list):
+            continue
+        seen = []
+        for v in values:
+            key = (type(v) is bool, v if not isinstance(v, (dict, list)) else json.dumps(v, sort_keys=True))
+            if key in seen:
+                found.append("%s: %r" % (where, v))
+            seen.append(key)
+    return found
+
+
 def paged(schema):
     s = resolve(schema)
     props = s.get("properties", {})
@@ -362,6 +379,8 @@ class TestOpenApiDocument(unittest.TestCase):
                 self.assertTrue([c for c in codes if c.startswith("2")], "no success response")
                 # any request with a body over --max-body, before routing and the api key
                 self.assertIn("413", codes)
+                # an unknown or repeated query parameter, whatever the operation takes
+                self.assertIn("400", codes)
                 if (method, path) in OPEN_OPERATIONS:
                     self.assertNotIn("x-rcs-role", op)
                     self.assertFalse({"401", "403", "429"} & codes, "no api key, no throttle")
@@ -455,6 +474,15 @@ class TestOpenApiDocument(unittest.TestCase):
         for where, node in walk(DOC):
             if node.get("nullable") is True:
                 self.assertIn("type", node, where)
+
+    def test_enums_have_no_duplicates(self):
+        # JSON Schema: an enum's values "SHOULD be unique"; validators that compile every
+        # schema (ajv strict mode) refuse a duplicate and then skip the operations whose
+        # schemas hold it, and Redocly's lint does not notice
+        self.assertEqual(enum_duplicates({"a": {"enum": ["x", "y", "x"]}}), ["#/a: 'x'"])
+        self.assertEqual(enum_duplicates({"a": [{"enum": [1, 1.0, True]}]}), ["#/a/0: 1.0"])
+        found = enum_duplicates(DOC)
+        self.assertEqual(found, [], "enum values listed twice:\n  " + "\n  ".join(found))
 
     def test_error_codes_are_those_the_server_sends(self):
         sent = set()

@@ -271,6 +271,20 @@ static const struct cfg_opt test_opts[] = {
     {NULL, 0, 0, 0, 0, NULL, NULL},
 };
 
+static void test_jsonu_text_same(void **state)
+{
+	(void)state;
+	assert_true(jsonu_text_same(NULL, NULL));
+	assert_false(jsonu_text_same(NULL, "{}"));
+	assert_false(jsonu_text_same("[]", NULL));
+	assert_true(jsonu_text_same("{\"a\":1,\"b\":[1,2]}", "{\"b\": [1, 2], \"a\": 1}"));
+	assert_false(jsonu_text_same("{\"a\":1}", "{\"a\":2}"));
+	assert_false(jsonu_text_same("[1,2]", "[2,1]"));
+	assert_false(jsonu_text_same("{\"a\":1}", "{\"a\":1,\"b\":null}"));
+	assert_true(jsonu_text_same("not json", "not json"));
+	assert_false(jsonu_text_same("not json", "not  json"));
+}
+
 static void test_cfg_file_and_args(void **state)
 {
 	char path[] = "/tmp/rcs-cfg-XXXXXX";
@@ -573,6 +587,7 @@ int main(void)
 	    cmocka_unit_test(test_text_join),
 	    cmocka_unit_test(test_jsonu_parse),
 	    cmocka_unit_test(test_jsonu_getters),
+	    cmocka_unit_test(test_jsonu_text_same),
 	    cmocka_unit_test(test_cfg_file_and_args),
 	    cmocka_unit_test(test_cfg_strlist_replaced),
 	    cmocka_unit_test(test_cfg_read_secret),
