@@ -46,7 +46,7 @@ struct cli_opts {
 	struct cfg_strlist add, remove;
 	/* send */
 	struct cfg_strlist var;
-	char *schedule;
+	char *schedule, *offline;
 	long long ttl, rollout_per_minute, abort_percent, abort_min_finished, retries;
 	bool wait, allow_empty;
 	/* watch */

@@ -221,6 +221,7 @@ static int send_bulk_print(struct cli *c, json_object *ans, long long *rejected)
 		    *rej = cli_array(ans, "rejected");
 	size_t ni = items ? json_object_array_length(items) : 0;
 	struct table t;
+	long long offline = 0;
 	int rc = CLI_OK;
 
 	*rejected = rej ? (long long)json_object_array_length(rej) : 0;
@@ -237,7 +238,15 @@ static int send_bulk_print(struct cli *c, json_object *ans, long long *rejected)
 			    0);
 		cli_fail(c, 0, "device %s rejected: %s (%s)", cli_str(it, "entity_ident"), msg,
 			 cli_str(e, "code") ? cli_str(e, "code") : "?");
+		if (cli_str(e, "code") && strcmp(cli_str(e, "code"), "device_offline") == 0)
+			offline++;
 	}
+	/* what to do about them (docs/cli.md "Sending") */
+	if (offline > 0 && c->o.offline == NULL)
+		cli_fail(c, 0,
+			 "%lld device%s offline: send again to %s with --offline queue to queue"
+			 " their jobs until they come online",
+			 offline, offline == 1 ? " was" : "s were", offline == 1 ? "it" : "them");
 	if (ni == 0)
 		return rc;
 	table_init(&t, 3, heads);
@@ -286,6 +295,12 @@ int cmd_send(struct cli *c)
 		rc = cli_fail(c, CLI_USAGE, "at most %d devices per send", SEND_MAX_DEVICES);
 		goto out;
 	}
+	if (c->o.offline && strcmp(c->o.offline, "queue") != 0 &&
+	    strcmp(c->o.offline, "reject") != 0) {
+		rc = cli_fail(c, CLI_USAGE, "--offline: 'queue' or 'reject', not '%s'",
+			      c->o.offline);
+		goto out;
+	}
 	if (c->o.abort_min_finished > 0 && c->o.abort_percent < 0) {
 		rc = cli_fail(c, CLI_USAGE, "--abort-min-finished goes with --abort-percent");
 		goto out;
@@ -297,7 +312,9 @@ int cmd_send(struct cli *c)
 			      c->o.schedule);
 		goto out;
 	}
-	bulk = c->o.tag.n > 0 || c->o.device.n > 1 || group_name != NULL || rollout;
+	/* --offline is a bulk send's: one device with it is a list send of one */
+	bulk = c->o.tag.n > 0 || c->o.device.n > 1 || group_name != NULL || rollout ||
+	       c->o.offline != NULL;
 	if (bulk && c->o.wait && group_name == NULL) {
 		/* --wait follows a group: name one */
 		time_t now = time(NULL);
@@ -346,6 +363,8 @@ int cmd_send(struct cli *c)
 	} else {
 		if (group_name)
 			bad |= send_add(body, "group_name", json_object_new_string(group_name));
+		if (c->o.offline)
+			bad |= send_add(body, "offline", json_object_new_string(c->o.offline));
 		if (rollout) {
 			bad |= send_rollout(c, body);
 			hint = SEND_ROLLOUT_HINT;

@@ -133,6 +133,9 @@ static const struct cfg_opt opts_send[] = {
     O_INT("abort_min_finished", abort_min_finished, 1, 1000000, "M",
 	  "... once M jobs have ended (with --abort-percent)"),
     O_INT("retries", retries, 0, 9, "N", "retry a failed job N times (needs rollouts)"),
+    O_STR("offline", offline, "queue|reject",
+	  "devices offline at the send: queue their jobs, or leave them out (default: as the"
+	  " task's allow_offline says)"),
     O_BOOL("allow_empty", allow_empty, "a tag no device holds is not an error"),
     O_BOOL("wait", wait, "wait for the jobs to end, showing their progress"),
     O_INT("interval", interval, 1, 60, "S", "with --wait: seconds between polls (1)"),

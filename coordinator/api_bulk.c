@@ -53,12 +53,6 @@ static int job_cmp_created(const void *a, const void *b)
 	return strcmp(x->ident, y->ident);
 }
 
-/* A device a bulk send leaves out, and why (docs/api.md, "Bulk sends and groups"). */
-struct job_rejected {
-	const char *entity_ident;
-	const char *code, *message;
-};
-
 /* How a bulk send's items are written (store_jobs_batch_each's callback). */
 struct job_bulk_items {
 	struct render w;
@@ -131,7 +125,11 @@ static void job_bulk(struct api_req *req, struct api_resp *r, struct api_job_req
 	struct buf answer;
 	char group_ident[UUID_STR_LEN], reason[128];
 	bool transport = lifecycle_has_transport(req->app->lc);
-	bool allow_offline = jr->task.allow_offline;
+	/* the send's "offline" wins over the task's allow_offline (docs/api.md "Bulk sends and
+	 * groups") */
+	bool allow_offline = jr->offline == API_OFFLINE_QUEUE    ? true
+			     : jr->offline == API_OFFLINE_REJECT ? false
+								 : jr->task.allow_offline;
 	bool tx = false;
 	size_t nj = 0, nr = 0;
 	enum rcs_err err;
@@ -172,7 +170,11 @@ static void job_bulk(struct api_req *req, struct api_resp *r, struct api_job_req
 		if (transport && !online && !allow_offline) {
 			rejected[nr++] = (struct job_rejected){
 			    idents[i], "device_offline",
-			    "the device is offline and the task does not allow offline devices"};
+			    jr->offline == API_OFFLINE_REJECT
+				? "the device is offline and the send rejects offline devices"
+				: "the device is offline and the task does not allow offline "
+				  "devices"
+				  " (\"offline\": \"queue\" queues its job)"};
 			continue;
 		}
 		err = uuid_v7(jobs[nj].ident);
@@ -201,6 +203,8 @@ static void job_bulk(struct api_req *req, struct api_resp *r, struct api_job_req
 		b.hold = rollout_holds(&jr->gs);
 		if (nj == 0)
 			b.empty_reason = job_empty_reason(jr->tag, n, reason, sizeof(reason));
+		b.rejected = rejected;
+		b.n_rejected = nr;
 	}
 	err = lifecycle_jobs_create(req->app->lc, &b);
 	if (err == RCS_OK) {
@@ -248,6 +252,7 @@ void api_jobs_bulk_list(struct api_req *req, struct api_resp *r)
 					      "window",
 					      "retry",
 					      "continuous",
+					      "offline",
 					      NULL};
 	struct api_job_req jr;
 	struct jsonu_err e;
@@ -326,6 +331,7 @@ void api_jobs_bulk_tags(struct api_req *req, struct api_resp *r)
 					      "window",
 					      "retry",
 					      "continuous",
+					      "offline",
 					      NULL};
 	struct api_job_req jr;
 	struct jsonu_err e;

@@ -24,6 +24,28 @@
 #define JOB_MAX_TTL      31536000LL
 #define API_JOB_TEXT_MAX ((size_t)64 << 20) /* bytes of one job record, of a page */
 
+/* A bulk send's "offline" member: "queue" or "reject" (absent: the task decides). */
+static bool api_job_read_offline(json_object *body, struct api_job_req *jr, struct jsonu_err *e)
+{
+	const char *v = NULL;
+	bool present = false;
+
+	if (jsonu_get_string(body, "offline", false, 16, &v, &present, e) != RCS_OK)
+		return false;
+	if (!present)
+		jr->offline = API_OFFLINE_TASK;
+	else if (strcmp(v, "queue") == 0)
+		jr->offline = API_OFFLINE_QUEUE;
+	else if (strcmp(v, "reject") == 0)
+		jr->offline = API_OFFLINE_REJECT;
+	else {
+		jsonu_fail(e, "offline", "'offline' must be \"queue\" or \"reject\" (not '%.16s')",
+			   v);
+		return false;
+	}
+	return true;
+}
+
 /*
  * Reads the common fields and checks them against the task. On failure the
  * answer is set and false returned.
@@ -61,6 +83,8 @@ bool api_job_read_common(struct api_req *req, struct api_resp *r, json_object *b
 		jsonu_fail(&e, "group_name", "'group_name' must not be empty");
 		goto invalid;
 	}
+	if (!api_job_read_offline(body, jr, &e))
+		goto invalid;
 	if (vars_validate(jr->variables, json_object_object_length(vi) ? vi : NULL, &e) != RCS_OK)
 		goto invalid;
 	if (!jr->task.active) {

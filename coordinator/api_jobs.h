@@ -19,6 +19,14 @@
 
 struct job_batch;
 
+/* A bulk send's "offline" (docs/api.md "Bulk sends and groups"): absent, the task's
+ * allow_offline decides; "queue" and "reject" decide for the send. */
+enum api_offline {
+	API_OFFLINE_TASK,
+	API_OFFLINE_QUEUE,
+	API_OFFLINE_REJECT,
+};
+
 /* What every job creation shares, read from the body and checked against the task. */
 struct api_job_req {
 	struct task_rec task;
@@ -35,6 +43,7 @@ struct api_job_req {
 	struct group_settings gs;
 	bool group_send; /* rollout, abort, window, retry or continuous: a group is made */
 	const char *tag; /* a tag send's tag */
+	enum api_offline offline;
 };
 
 /* Loads the task of the path (req->seg[1]) the caller may see, its declared variables, and

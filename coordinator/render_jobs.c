@@ -269,6 +269,22 @@ void render_group(struct render *w, const struct group_rec *r)
 			render_kint(w, status_name(r->counts[i].status), r->counts[i].n);
 		render_obj_close(w);
 	}
+	if (r->with_rejected) {
+		/* as a bulk send's answer lists them (docs/api.md "Bulk sends and groups") */
+		render_key(w, "rejected");
+		render_arr_open(w);
+		for (size_t i = 0; i < r->n_rejected; i++) {
+			render_obj_open(w);
+			render_kstr(w, "entity_ident", r->rejected[i].entity_ident);
+			render_key(w, "error");
+			render_obj_open(w);
+			render_kstr(w, "code", r->rejected[i].code);
+			render_kstr(w, "message", r->rejected[i].message);
+			render_obj_close(w);
+			render_obj_close(w);
+		}
+		render_arr_close(w);
+	}
 	render_obj_close(w);
 }
 

@@ -53,6 +53,13 @@ void store_group_rec_free(struct group_rec *r)
 	free(r->task_name);
 	free(r->tag);
 	r->name = r->created_user = r->reason = r->task_name = r->tag = NULL;
+	for (size_t i = 0; r->rejected && i < r->n_rejected; i++) {
+		free(r->rejected[i].code);
+		free(r->rejected[i].message);
+	}
+	free(r->rejected);
+	r->rejected = NULL;
+	r->n_rejected = 0;
 }
 
 /* The row of GROUP_COLS into *r (zeroed first; on an error what was read is freed). */
@@ -664,6 +671,51 @@ out:
 	return err;
 }
 
+/* The devices the group's send left out, in ident order (at most a send's devices). */
+static enum rcs_err group_rejected_read(struct store *st, struct group_rec *g)
+{
+	struct store_stmt *s = NULL;
+	bool row = false;
+	size_t cap = 0;
+	enum rcs_err err;
+
+	g->with_rejected = true;
+	err = store_stmt(
+	    st,
+	    "SELECT entity_ident, code, message FROM group_rejected WHERE group_ident = ?1"
+	    " ORDER BY entity_ident",
+	    &s);
+	if (err != RCS_OK)
+		goto out;
+	store_arg_text(s, 1, g->ident);
+	while ((err = store_next(st, s, "group rejected", &row)) == RCS_OK && row) {
+		struct group_rejected *r;
+
+		if (g->n_rejected == cap) {
+			size_t ncap = cap ? 2 * cap : 16;
+			struct group_rejected *more = realloc(g->rejected, ncap * sizeof(*more));
+			if (more == NULL) {
+				err = RCS_ERR_NOMEM;
+				break;
+			}
+			g->rejected = more;
+			cap = ncap;
+		}
+		r = &g->rejected[g->n_rejected];
+		snprintf(r->entity_ident, sizeof(r->entity_ident), "%s", store_val_text(s, 0));
+		r->code = strdup(store_val_text(s, 1));
+		r->message = strdup(store_val_text(s, 2));
+		g->n_rejected++;
+		if (r->code == NULL || r->message == NULL) {
+			err = RCS_ERR_NOMEM;
+			break;
+		}
+	}
+out:
+	store_stmt_done(st, s);
+	return err;
+}
+
 enum rcs_err store_group_get(struct store *st, const char *client_root, const char *ident,
 			     const char *only_visible_to, struct group_rec *out)
 {
@@ -678,6 +730,8 @@ enum rcs_err store_group_get(struct store *st, const char *client_root, const ch
 			  ident, client_root, only_visible_to, group_read_one, out);
 	if (err == RCS_OK)
 		err = group_counts(st, out);
+	if (err == RCS_OK)
+		err = group_rejected_read(st, out);
 	store_unlock(st);
 	if (err != RCS_OK)
 		store_group_rec_free(out);

@@ -28,6 +28,13 @@ enum group_status {
 };
 const char *group_status_name(enum group_status s);
 bool group_status_parse(const char *s, enum group_status *out);
+/* A device a group's send left out: its ident, the API's error code and message. */
+struct group_rejected {
+	char entity_ident[UUID_STR_LEN];
+	char *code;
+	char *message;
+};
+
 struct group_rec {
 	char ident[UUID_STR_LEN];
 	char *name;
@@ -54,6 +61,10 @@ struct group_rec {
 	/* the rollout's token bucket: thousandths of a job, and when (Unix ms) */
 	long long tokens_milli;
 	int64_t tokens_at_ms;
+	/* with_rejected (store_group_get): the devices the send left out, and why */
+	bool with_rejected;
+	struct group_rejected *rejected;
+	size_t n_rejected;
 };
 void store_group_rec_free(struct group_rec *r);
 struct store_group_list {

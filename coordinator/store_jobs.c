@@ -363,6 +363,33 @@ out:
 	return err;
 }
 
+/* The devices the send left out, with its new group. */
+static enum rcs_err jobs_group_rejected_insert(struct store *st, const struct job_batch *b)
+{
+	struct store_stmt *s = NULL;
+	enum rcs_err err = RCS_OK;
+
+	for (size_t i = 0; i < b->n_rejected && err == RCS_OK; i++) {
+		const struct job_rejected *r = &b->rejected[i];
+
+		err = store_stmt(
+		    st,
+		    "INSERT INTO group_rejected(group_ident, entity_ident, code, message)"
+		    " VALUES(?1, ?2, ?3, ?4)",
+		    &s);
+		if (err != RCS_OK)
+			break;
+		store_arg_text(s, 1, b->group_ident);
+		store_arg_text(s, 2, r->entity_ident);
+		store_arg_text(s, 3, r->code);
+		store_arg_text(s, 4, r->message);
+		err = store_done(st, s, "group rejected insert");
+		store_stmt_done(st, s);
+		s = NULL;
+	}
+	return err;
+}
+
 static enum rcs_err jobs_reltuples_row(struct store_stmt *s, void *arg)
 {
 	*(long long *)arg = store_val_int(s, 0);
@@ -420,6 +447,8 @@ enum rcs_err store_jobs_create(struct store *st, const struct job_batch *b)
 		return err;
 	if (b->group_ident) {
 		err = jobs_group_insert(st, b, &t);
+		if (err == RCS_OK)
+			err = jobs_group_rejected_insert(st, b);
 		if (err != RCS_OK)
 			goto out;
 	}

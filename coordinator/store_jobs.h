@@ -20,6 +20,13 @@ struct job_new {
 	long long order; /* place in the group's release order (rollouts) */
 };
 
+/* A device a send left out, and why (an API error code and message). */
+struct job_rejected {
+	const char *entity_ident;
+	const char *code;
+	const char *message;
+};
+
 /* JSON documents are JSON text, as the API layer checked and serialized them. */
 struct job_batch {
 	const char *client_root;
@@ -49,6 +56,10 @@ struct job_batch {
 	/* the reason kept on a new group completed at once because it got no job (NULL: none;
 	 * docs/api.md "Bulk sends and groups") */
 	const char *empty_reason;
+	/* the devices the send left out, kept with its group (docs/api.md "Bulk sends and
+	 * groups") */
+	const struct job_rejected *rejected;
+	size_t n_rejected;
 };
 
 /* Creates the group (when named) and all jobs with their initial and pending

@@ -375,6 +375,14 @@ const struct store_migration store_migrations[] = {
      * device's clock): an offline state older than it is a Last Will or a retained copy of
      * an earlier connection, and is not applied (docs/mqtt.md, "Device state"). */
     {.sql = "ALTER TABLE devices ADD COLUMN state_ts INTEGER;\n"},
+    /* 8: the devices a group send left out, and why (docs/api.md "Bulk sends and groups") */
+    {.sql = "CREATE TABLE group_rejected(\n"
+	    "  group_ident TEXT NOT NULL REFERENCES groups(ident),\n"
+	    "  entity_ident TEXT NOT NULL,\n"
+	    "  code TEXT NOT NULL,\n"
+	    "  message TEXT NOT NULL,\n"
+	    "  PRIMARY KEY(group_ident, entity_ident)\n"
+	    ") WITHOUT ROWID;\n"},
 };
 
 const size_t store_n_migrations = sizeof(store_migrations) / sizeof(store_migrations[0]);

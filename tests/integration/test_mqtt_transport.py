@@ -1008,6 +1008,32 @@ class BulkTest(MqttTest):
         self.assertEqual(sorted(x["entity_ident"] for x in r.json["rejected"]), sorted(offline))
         self.assertEqual({x["error"]["code"] for x in r.json["rejected"]}, {"device_offline"})
         g1 = r.json["group"]["ident"]
+        # the group keeps them, with why and what to do (docs/api.md "Bulk sends and groups")
+        g = self.admin.get("/groups/" + g1).json
+        self.assertEqual(g["rejected"], sorted(r.json["rejected"],
+                                                key=lambda x: x["entity_ident"]))
+        self.assertIn('"offline": "queue"', g["rejected"][0]["error"]["message"])
+        self.assertNotIn("rejected", self.admin.get(with_query("/groups", name="reported")
+                                                    ).json["items"][0])
+        # "offline": "queue" queues them whatever the task says; "reject" rejects them
+        # whatever it says; another value is refused, naming the member
+        r = self.admin.post("/tasks/%s/jobs/list" % self.task["ident"],
+                            {"ident_list": offline[:10], "offline": "later"})
+        self.assertError(r, 400, "validation_failed", field="offline")
+        r = self.admin.post("/tasks/%s/jobs/list" % self.task_offline["ident"],
+                            {"ident_list": offline[:10], "group_name": "refused",
+                             "offline": "reject"})
+        self.assertStatus(r, 201)
+        self.assertEqual((len(r.json["items"]), len(r.json["rejected"])), (0, 10))
+        self.assertIn("the send rejects offline devices", r.json["rejected"][0]["error"]["message"])
+        r = self.admin.post("/tasks/%s/jobs/tags" % self.task["ident"],
+                            {"tag": "fleet-rep", "group_name": "queued-by-send",
+                             "offline": "queue"})
+        self.assertStatus(r, 201)
+        self.assertEqual(r.json["rejected"], [])
+        self.assertEqual(len(r.json["items"]), len(self.fleet_ents))
+        g3 = r.json["group"]["ident"]
+        self.assertEqual(self.admin.get("/groups/" + g3).json["rejected"], [])
         # ident_list, allow_offline: all accepted, the offline ones wait pending
         r = self.admin.post("/tasks/%s/jobs/list" % self.task_offline["ident"],
                             {"ident_list": self.ents, "group_name": "queued"})
@@ -1024,9 +1050,14 @@ class BulkTest(MqttTest):
             self.assertEqual(len(self.fleet.sent_while_offline), 0,
                              "%d envelopes published for offline devices"
                              % len(self.fleet.sent_while_offline))
+        with self.subTest('"offline": "queue": jobs of offline devices wait pending'):
+            self.wait_group(g3, {"terminated": len(self.fleet_ents) - 300, "pending": 300},
+                            timeout=15, what="online ones terminated, offline ones pending")
         self.fleet.set_online(offline, True)
         self.wait_group(g2, {"terminated": self.N},
                         what="queued jobs delivered when their devices came online")
+        self.wait_group(g3, {"terminated": len(self.fleet_ents)},
+                        what="jobs queued by the send delivered when their devices came online")
         for j in r.json["items"][::50]:
             self.assertCleanHistory(j["ident"], FULL_RUN)
 

@@ -501,6 +501,26 @@ class RcsCliTest(StackTest):
         out, _ = self.rcs("send", "Echo", "--tag", "flet", "--allow-empty", "--wait")
         self.assertIn("done, no jobs", out)
 
+    def test_send_to_an_offline_device(self):
+        # Sleepy does not allow offline devices: an offline one is left out, the group
+        # keeps it, and the CLI says what to do; --offline queue queues its job
+        away = self.api.post("/devices", {"name": "away-1", "tags": ["away"]}).json
+        out, err = self.rcs("send", "Sleepy", "--device", "pump-1", "--device", "away-1",
+                            "--group", "half", code=1)
+        self.assertIn("group half", out)
+        self.assertIn("device %s rejected: the device is offline" % away["entity_ident"], err)
+        self.assertIn("1 device was offline: send again to it with --offline queue", err)
+        group = self.api_get("/groups?name=half")["items"][0]["ident"]
+        self.assertEqual([x["entity_ident"] for x in self.api_get("/groups/" + group)[
+            "rejected"]], [away["entity_ident"]])
+        ans = self.rcs_json("send", "Sleepy", "--device", "away-1", "--offline", "queue")
+        self.assertEqual(ans["rejected"], [])
+        self.assertEqual([j["status"] for j in ans["items"]], ["pending"])
+        _, err = self.rcs("send", "Sleepy", "--device", "away-1", "--offline", "later",
+                          code=2)
+        self.assertIn("--offline: 'queue' or 'reject', not 'later'", err)
+        self.rcs("jobs", "cancel", ans["items"][0]["ident"])
+
     def test_send_list_of_devices_bulk_json(self):
         ans = self.rcs_json("send", "Echo", "--device", "pump-1", "--device",
                             self.devices["pump-3"], "--device", str(uuid.uuid4()),
