@@ -207,6 +207,56 @@ class TestDashboard(StackTest):
         self.assertEqual(json.loads(body[0]), {"entity_ident": "x", "variables": {
             "n": 9223372036854775807, "s": "a"}})
         self.assertEqual(body[1:], ['{"variables":{}}', '{"tag":"t"}', False, False])
+        # the rollout members as the API takes them, each value checked (docs/api.md "Rollouts")
+        cases = [
+            ({}, {}, []),
+            ({"rate": "100000"}, {"rollout": {"max_per_minute": 100000}}, []),
+            ({"rate": "100001"}, {}, ["rate"]), ({"rate": "1.5"}, {}, ["rate"]),
+            ({"expBase": "10", "expFactor": "1.5", "expAfter": "20"},
+             {"rollout": {"exponential": {"base_per_minute": 10, "factor": 1.5, "after_succeeded": 20}}}, []),
+            ({"expBase": "10"}, {}, ["expAfter", "expFactor"]),
+            ({"expBase": "10", "expFactor": "11", "expAfter": "1000001"}, {}, ["expAfter", "expFactor"]),
+            ({"abortPct": "0"}, {"abort": {"failure_percent": 0}}, []),
+            ({"abortPct": "12.5", "abortMin": "7"}, {"abort": {"failure_percent": 12.5, "min_finished": 7}}, []),
+            ({"abortMin": "7"}, {}, ["abortPct"]), ({"abortPct": "-1"}, {}, ["abortPct"]),
+            ({"retryMax": "10", "retryBackoff": "0", "retryFactor": "1"},
+             {"retry": {"max_attempts": 10, "backoff_s": 0, "backoff_factor": 1}}, []),
+            ({"retryMax": "11"}, {}, ["retryMax"]), ({"retryBackoff": "86401"}, {}, ["retryBackoff", "retryMax"]),
+            ({"days": ["mon", "sun"], "start": "23:30", "duration": "1440", "offset": "-720"},
+             {"window": {"days": ["mon", "sun"], "start": "23:30", "duration_min": 1440,
+                         "utc_offset_min": -720}}, []),
+            ({"days": ["mon"], "start": "24:00", "duration": "0", "offset": "841"}, {},
+             ["duration", "offset", "start"]),
+            ({"start": "02:00"}, {}, ["days", "duration"]),
+            ({"continuous": True}, {"continuous": True}, []),
+        ]
+        got = self.driver.execute_async_script("""
+            const [cases, done] = arguments;
+            import('./js/send.js').then((m) => done(cases.map((v) => {
+                const r = m.rolloutMembers(v);
+                return [Object.keys(r.errors).length ? {} : r.members, Object.keys(r.errors).sort()];
+            })), (e) => done(String(e)));""", [v for v, _, _ in cases])
+        self.assertIsInstance(got, list, got)
+        for (v, members, errors), g in zip(cases, got):
+            self.assertEqual(g, [members, errors], v)
+        words = self.driver.execute_async_script("""
+            const done = arguments[0];
+            import('./js/send.js').then((m) => done([
+                m.describeRollout({max_per_minute: 10}),
+                m.describeRollout({exponential: {base_per_minute: 5, factor: 3, after_succeeded: 1}}),
+                m.describeRollout({exponential: {base_per_minute: 5, factor: 1.5, after_succeeded: 2}}),
+                m.describeAbort({failure_percent: 20}),
+                m.describeRetry({max_attempts: 2, backoff_s: 30, backoff_factor: 2}),
+                m.describeRetry({max_attempts: 4, backoff_s: 7200, backoff_factor: 3}),
+                m.describeWindow({days: ['mon', 'tue', 'wed', 'thu', 'fri', 'sat', 'sun'],
+                                  start: '22:00', duration_min: 90, utc_offset_min: -330})]));""")
+        self.assertEqual(words, [
+            "10 a minute", "5 a minute, tripling with every 1 succeeded job",
+            "5 a minute, times 1.5 with every 2 succeeded jobs",
+            "stop when 20 % or more have failed, once 1 device has finished",
+            "up to 2 attempts, the next after 30 s",
+            "up to 4 attempts, the next after 2 h, then 3 times longer each time",
+            "every day, from 22:00 for 90 min (UTC-05:30)"])
         self.console()
 
     def test_1_wrong_key_then_sign_in(self):
@@ -538,8 +588,9 @@ class TestDashboard(StackTest):
     def test_6_phone_width(self):
         self.driver.set_window_size(390, 844)
         try:
+            dev = self.api.get("/devices?tag=site-a&per_page=1").json["items"][0]["entity_ident"]
             for page in ("#/groups/" + self.group, "#/groups", "#/tasks/" + self.echo["ident"],
-                         "#/devices", "#/jobs"):
+                         "#/devices", "#/jobs", "#/devices/" + dev):
                 self.driver.get(self.ui + page)
                 self.wait_css("main section table, main section form, #group-progress")
                 time.sleep(0.3)
