@@ -452,6 +452,17 @@ class TestDashboard(StackTest):
         self.wait_css(".group-head .badge[data-group-status='cancelled']")
         self.assertEqual(self.group_of(gid)["status"], "cancelled")
         self.assertEqual(self.qs("#group-controls"), [])
+        # the groups list filters by status and name (GET /groups?status=&name=)
+        self.driver.get(self.ui + "#/groups")
+        self.wait_css("table.groups")
+        from selenium.webdriver.support.ui import Select
+        Select(self.q("#group-status-filter")).select_by_value("cancelled")
+        self.wait_css("table.groups tr[data-group='%s']" % gid)
+        wait_for(lambda: len(self.qs("table.groups tbody tr")) == 1, timeout=WAIT,
+                 what="only the cancelled group")
+        self.q("#group-name-filter").send_keys("night-run")
+        self.q("#group-filter").click()
+        self.wait_text("main .notice.info", "No group matches these filters.")
         self.console()
 
     def test_4c_viewer_sees_no_form_and_no_controls(self):
@@ -471,6 +482,10 @@ class TestDashboard(StackTest):
                 self.wait_css(".group-head .badge[data-group-status='running']")
                 self.assertEqual(bool(self.qs("#group-pause")), may, role)
                 self.assertEqual(bool(self.qs("#group-cancel")), may, role)
+                # a job of it, not ended: Cancel the job for the roles that may
+                self.q("table.jobs tr[data-status='pending'] a[href^='#/jobs/']").click()
+                self.wait_css("#timeline")
+                self.assertEqual(bool(self.qs("#cancel-job")), may, role)
                 self.driver.get(self.ui + "#/tasks/" + self.echo["ident"])
                 self.wait_css("#send-form, #no-send")
                 self.assertEqual(bool(self.qs("#send-form")), may, role)

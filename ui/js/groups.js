@@ -5,6 +5,7 @@ import {
   clear, fill, dl, finishedCount, fmtTime, groupBadge, groupCounts, h, notice, num, pager,
   shortId, sortable, stackedBar, statusBars, table, timeEl,
 } from './dom.js';
+import { GROUP_STATUSES } from './status.js';
 import { describeAbort, describeRetry, describeRollout, describeWindow } from './send.js';
 import { jobsBox } from './jobs.js';
 import { errorText, go, href, retryNotice } from './nav.js';
@@ -20,12 +21,33 @@ function progressText(g) {
 export async function list(ctx) {
   const page = Math.max(1, parseInt(ctx.query.get('page') || '1', 10) || 1);
   const sort = /^-?created_at$/.test(ctx.query.get('sort') || '') ? ctx.query.get('sort') : '';
+  const name = ctx.query.get('name') || '';
+  const status = GROUP_STATUSES.includes(ctx.query.get('status')) ? ctx.query.get('status') : '';
+  // filters of GET /groups (docs/api.md "Bulk sends and groups"): "which rollouts are paused?"
+  const nameIn = h('input', { id: 'group-name-filter', name: 'name', value: name, placeholder: 'a group name', size: 14, autocomplete: 'off' });
+  const statusSel = h('select', { id: 'group-status-filter', name: 'status' },
+    h('option', { value: '' }, 'any status'),
+    GROUP_STATUSES.map((s) => h('option', { value: s, selected: s === status }, s)));
+  const msg = h('span', { class: 'field-error', role: 'alert' });
+  const form = h('form', { class: 'toolbar', novalidate: true },
+    h('label', { class: 'filter' }, 'Name ', nameIn), h('label', { class: 'filter' }, 'Status ', statusSel),
+    h('button', { type: 'submit', id: 'group-filter' }, 'Filter'), msg);
+  form.addEventListener('submit', (ev) => {
+    ev.preventDefault();
+    const n = nameIn.value.trim();
+    if (new TextEncoder().encode(n).length > 200) {
+      msg.textContent = 'A name is at most 200 bytes';
+      return;
+    }
+    go('groups', { name: n, status: statusSel.value, sort, page: 1 });
+  });
+  statusSel.addEventListener('change', () => form.requestSubmit());
   ctx.el.append(h('h1', {}, 'Groups'),
-    h('p', { class: 'muted' }, 'Every bulk send with a group name. Bars show the jobs per status.'));
+    h('p', { class: 'muted' }, 'Every bulk send with a group name. Bars show the jobs per status.'), form);
   const body = h('div', {}, h('p', { class: 'loading' }, 'Loading groups…'));
   ctx.el.append(body);
   const load = async () => {
-    const p = await get('/groups', { signal: ctx.signal, query: { sort, page, per_page: PER_PAGE } });
+    const p = await get('/groups', { signal: ctx.signal, query: { name, status, sort, page, per_page: PER_PAGE } });
     // the counts of each group on this page (at most PER_PAGE requests, in parallel)
     const details = await Promise.all(p.items.map((g) =>
       get('/groups/' + g.ident, { signal: ctx.signal }).catch((e) => {
@@ -45,9 +67,9 @@ export async function list(ctx) {
     });
     fill(body,
       p.items.length ? table(['Group', 'Progress', { text: 'By', class: 'opt' },
-        sortable('Created', 'created_at', sort || '-created_at', (k) => href('groups', { sort: k }), 'opt')], rows, 'groups')
-        : notice('info', page > 1 ? 'No groups on this page.' : 'No groups yet: a bulk send with a group name makes one (Tasks → a task → Send).'),
-      pager(p, (n) => go('groups', { sort, page: n }), 'groups'));
+        sortable('Created', 'created_at', sort || '-created_at', (k) => href('groups', { name, status, sort: k }), 'opt')], rows, 'groups')
+        : notice('info', page > 1 ? 'No groups on this page.' : name || status ? 'No group matches these filters.' : 'No groups yet: a bulk send with a group name makes one (Tasks → a task → Send).'),
+      pager(p, (n) => go('groups', { name, status, sort, page: n }), 'groups'));
   };
   try {
     await load();

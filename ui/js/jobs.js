@@ -1,5 +1,5 @@
 // Jobs: a paged table (all jobs, or a group's), and one job with its history as a timeline.
-import { api, get } from './api.js';
+import { api, get, mayOperate } from './api.js';
 import { HINTS, STATUSES, TERMINAL, LABELS } from './status.js';
 import {
   clear, fill, dl, fmtAgo, fmtDuration, fmtTime, h, notice, pager, shortId, sortable, statusBadge,
@@ -113,7 +113,7 @@ export async function show(ctx) {
   let job = await get('/jobs/' + id, { signal: ctx.signal });
   await lookup([job.entity_ident], ctx.signal);
   const draw = (j) => {
-    const cancel = !TERMINAL.has(j.status)
+    const cancel = !TERMINAL.has(j.status) && mayOperate(ctx.who)
       ? h('button', { type: 'button', class: 'danger', id: 'cancel-job', onclick: () => doCancel() }, 'Cancel the job')
       : null;
     const facts = [

@@ -3,6 +3,7 @@
 import { api, get, mayOperate } from './api.js';
 import { clear, fill, dl, fmtTime, h, notice, num, pager, shortId, table, timeEl } from './dom.js';
 import { errorText, go, href, retryNotice, setFlash } from './nav.js';
+import { nameOf, remember } from './names.js';
 import { DAYS, TAG_RE, UUID_RE, bodyText, checkValue, parseIdents, rolloutMembers } from './send.js';
 
 const PER_PAGE = 50;
@@ -304,7 +305,7 @@ function sendForm(ctx, task, devices) {
       const rejected = r.rejected || [];
       const text = num((r.items || []).length) + ' job(s) created' +
         (rejected.length ? ', ' + num(rejected.length) + ' device(s) rejected: ' +
-          rejected.slice(0, 5).map((x) => shortId(x.entity_ident) + ' (' + x.error.message + ')').join(', ') +
+          rejected.slice(0, 5).map((x) => (nameOf(x.entity_ident) || shortId(x.entity_ident)) + ' (' + x.error.message + ')').join(', ') +
           (rejected.length > 5 ? '…' : '') : '') + '.';
       if (r.group) {
         setFlash(rejected.length ? 'warn' : 'ok', text);
@@ -343,6 +344,7 @@ export async function show(ctx) {
       return { items: [] };
     }),
   ]);
+  for (const d of devs.items || []) remember(d);
   const vinfo = task.variables_info || {};
   const vrows = Object.entries(vinfo).map(([n, i]) => h('tr', {},
     h('td', { class: 'mono' }, n), h('td', {}, i.type), h('td', {}, i.alias || ''),
