@@ -173,7 +173,7 @@ export function sortable(text, key, current, link, cls) {
   return {
     class: cls, sort: asc ? 'ascending' : desc ? 'descending' : null,
     text: h('a', { href: link(next), class: 'sort', 'data-sort': key, title: 'sort by ' + text },
-      text, asc ? ' ▲' : desc ? ' ▼' : ''),
+      text, h('span', { class: 'arrow', 'aria-hidden': 'true' }, asc ? ' ▲' : desc ? ' ▼' : ' ↕')),
   };
 }
 
