@@ -158,6 +158,7 @@ void api_device_patch(struct api_req *req, struct api_resp *r);
 void api_device_delete(struct api_req *req, struct api_resp *r);
 void api_keys_list(struct api_req *req, struct api_resp *r);
 void api_key_create(struct api_req *req, struct api_resp *r);
+void api_whoami(struct api_req *req, struct api_resp *r);
 void api_key_delete(struct api_req *req, struct api_resp *r);
 void api_groups_list(struct api_req *req, struct api_resp *r);
 void api_group_get(struct api_req *req, struct api_resp *r);

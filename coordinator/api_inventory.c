@@ -234,6 +234,19 @@ void api_keys_list(struct api_req *req, struct api_resp *r)
 	store_key_list_free(&page);
 }
 
+/* GET /whoami: the caller's own key, so that a client (the dashboard, docs/dashboard.md)
+ * shows only what the key's role may do (docs/api.md "API keys"). */
+void api_whoami(struct api_req *req, struct api_resp *r)
+{
+	json_object *o = json_object_new_object();
+
+	json_object_object_add(o, "key_ident", json_object_new_string(req->auth.key_ident));
+	json_object_object_add(o, "user", json_object_new_string(req->auth.user));
+	json_object_object_add(o, "role", json_object_new_string(role_name(req->auth.role)));
+	json_object_object_add(o, "client_root", json_object_new_string(req->auth.client_root));
+	api_reply(r, 200, o);
+}
+
 void api_key_create(struct api_req *req, struct api_resp *r)
 {
 	static const char *const fields[] = {"user", "role", NULL};

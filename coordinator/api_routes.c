@@ -56,6 +56,7 @@ static const struct api_route api_routes[] = {
     {"GET", "keys", ROLE_VIEWER, api_keys_list, Q_PAGE},
     {"POST", "keys", ROLE_ADMIN, api_key_create, NULL},
     {"DELETE", "keys/:", ROLE_ADMIN, api_key_delete, NULL},
+    {"GET", "whoami", ROLE_VIEWER, api_whoami, NULL},
     /* webhooks and the audit log */
     {"GET", "webhooks", ROLE_ADMIN, api_webhooks_list, Q_PAGE},
     {"POST", "webhooks", ROLE_ADMIN, api_webhook_create, NULL},

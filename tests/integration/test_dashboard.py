@@ -5,9 +5,15 @@ devices on loopback. In order: a wrong key is refused with a message, then the r
 signs in; a bulk send's group page reaches its final counts as the devices report, without
 a reload; a job's history shows as a timeline; a value of the wrong type in a task's send
 form is refused before anything is sent, then a good one sends a job that the page follows
-to its end; a group of 10,000 jobs pages through the API and stays responsive; the pages
+to its end; a send with rollout fields (wrong values named, nothing sent; then a group with
+exactly those settings, shown in words) paused, resumed and cancelled from its page; a
+viewer shown no send form and no group controls (an operator shown both); device names on
+the group, job and jobs pages, a device's page with its jobs, the devices searched by name
+and sorted by a column, the send form taking a device's name, the API's status names with
+their meaning; a group of 10,000 jobs pages through the API and stays responsive; the pages
 fit a phone's width; a revoked key ends the session with a message; sign out; an API that
-goes down shows a banner, the page stays, and comes back. Nothing but the expected
+goes down shows a banner, the page stays, a page opened meanwhile says so with Try again,
+which loads it once the API is back. Nothing but the expected
 refusals is ever logged in the browser's console (no script error, no CSP violation).
 
 The screenshot of the group page is written to the test's build directory
@@ -201,6 +207,56 @@ class TestDashboard(StackTest):
         self.assertEqual(json.loads(body[0]), {"entity_ident": "x", "variables": {
             "n": 9223372036854775807, "s": "a"}})
         self.assertEqual(body[1:], ['{"variables":{}}', '{"tag":"t"}', False, False])
+        # the rollout members as the API takes them, each value checked (docs/api.md "Rollouts")
+        cases = [
+            ({}, {}, []),
+            ({"rate": "100000"}, {"rollout": {"max_per_minute": 100000}}, []),
+            ({"rate": "100001"}, {}, ["rate"]), ({"rate": "1.5"}, {}, ["rate"]),
+            ({"expBase": "10", "expFactor": "1.5", "expAfter": "20"},
+             {"rollout": {"exponential": {"base_per_minute": 10, "factor": 1.5, "after_succeeded": 20}}}, []),
+            ({"expBase": "10"}, {}, ["expAfter", "expFactor"]),
+            ({"expBase": "10", "expFactor": "11", "expAfter": "1000001"}, {}, ["expAfter", "expFactor"]),
+            ({"abortPct": "0"}, {"abort": {"failure_percent": 0}}, []),
+            ({"abortPct": "12.5", "abortMin": "7"}, {"abort": {"failure_percent": 12.5, "min_finished": 7}}, []),
+            ({"abortMin": "7"}, {}, ["abortPct"]), ({"abortPct": "-1"}, {}, ["abortPct"]),
+            ({"retryMax": "10", "retryBackoff": "0", "retryFactor": "1"},
+             {"retry": {"max_attempts": 10, "backoff_s": 0, "backoff_factor": 1}}, []),
+            ({"retryMax": "11"}, {}, ["retryMax"]), ({"retryBackoff": "86401"}, {}, ["retryBackoff", "retryMax"]),
+            ({"days": ["mon", "sun"], "start": "23:30", "duration": "1440", "offset": "-720"},
+             {"window": {"days": ["mon", "sun"], "start": "23:30", "duration_min": 1440,
+                         "utc_offset_min": -720}}, []),
+            ({"days": ["mon"], "start": "24:00", "duration": "0", "offset": "841"}, {},
+             ["duration", "offset", "start"]),
+            ({"start": "02:00"}, {}, ["days", "duration"]),
+            ({"continuous": True}, {"continuous": True}, []),
+        ]
+        got = self.driver.execute_async_script("""
+            const [cases, done] = arguments;
+            import('./js/send.js').then((m) => done(cases.map((v) => {
+                const r = m.rolloutMembers(v);
+                return [Object.keys(r.errors).length ? {} : r.members, Object.keys(r.errors).sort()];
+            })), (e) => done(String(e)));""", [v for v, _, _ in cases])
+        self.assertIsInstance(got, list, got)
+        for (v, members, errors), g in zip(cases, got):
+            self.assertEqual(g, [members, errors], v)
+        words = self.driver.execute_async_script("""
+            const done = arguments[0];
+            import('./js/send.js').then((m) => done([
+                m.describeRollout({max_per_minute: 10}),
+                m.describeRollout({exponential: {base_per_minute: 5, factor: 3, after_succeeded: 1}}),
+                m.describeRollout({exponential: {base_per_minute: 5, factor: 1.5, after_succeeded: 2}}),
+                m.describeAbort({failure_percent: 20}),
+                m.describeRetry({max_attempts: 2, backoff_s: 30, backoff_factor: 2}),
+                m.describeRetry({max_attempts: 4, backoff_s: 7200, backoff_factor: 3}),
+                m.describeWindow({days: ['mon', 'tue', 'wed', 'thu', 'fri', 'sat', 'sun'],
+                                  start: '22:00', duration_min: 90, utc_offset_min: -330})]));""")
+        self.assertEqual(words, [
+            "10 a minute", "5 a minute, tripling with every 1 succeeded job",
+            "5 a minute, times 1.5 with every 2 succeeded jobs",
+            "stop when 20 % or more have failed, once 1 device has finished",
+            "up to 2 attempts, the next after 30 s",
+            "up to 4 attempts, the next after 2 h, then 3 times longer each time",
+            "every day, from 22:00 for 90 min (UTC-05:30)"])
         self.console()
 
     def test_1_wrong_key_then_sign_in(self):
@@ -320,6 +376,198 @@ class TestDashboard(StackTest):
                  what="the job page shows its end")
         self.console()
 
+    def group_of(self, ident):
+        return self.api.get("/groups/" + ident).json
+
+    def test_4b_send_with_rollout_then_pause_resume_cancel(self):
+        """The send form's rollout fields make the members exactly as the API takes them
+        (a wrong value is named and nothing is sent); the group page says them in words and
+        its pause, resume and cancel change the group's status."""
+        before = self.api.get("/groups?per_page=1").json["total_items"]
+        self.driver.get(self.ui + "#/tasks/" + self.echo["ident"])
+        self.wait_css("#send-form")
+        self.q("#target-tag").click()
+        self.q("#f-tag").send_keys("site-a")
+        self.q("#f-group").clear()
+        self.q("#f-group").send_keys("paced")
+        self.q("#rollout summary").click()
+        for css, value in (("#f-rate", "0"), ("#f-exp-base", "1"), ("#f-exp-factor", "2"),
+                           ("#f-abort-pct", "101"), ("#f-retry-max", "3"),
+                           ("#f-retry-backoff", "60"), ("#f-win-start", "2:00"),
+                           ("#f-win-duration", "120")):
+            self.q(css).send_keys(value)
+        self.q("#f-win-offset").clear()
+        self.q("#f-win-offset").send_keys("60")
+        self.q("#send").click()
+        self.wait_text("#f-rate-error", "an integer from 1 to 100000")
+        self.wait_text("#f-exp-after-error", "needed for an exponential pace")
+        self.wait_text("#f-abort-pct-error", "a number from 0 to 100")
+        self.wait_text("#f-days-error", "choose at least one day")
+        self.wait_text("#f-win-start-error", "HH:MM")
+        self.wait_text("#send-msg", "nothing was sent")
+        time.sleep(0.5)
+        self.assertEqual(self.api.get("/groups?per_page=1").json["total_items"], before)
+        for css, value in (("#f-rate", "100"), ("#f-exp-after", "5"), ("#f-abort-pct", "10"),
+                           ("#f-abort-min", "50"), ("#f-win-start", "02:00")):
+            self.q(css).clear()
+            self.q(css).send_keys(value)
+        self.q("#f-day-sat").click()
+        self.q("#f-day-sun").click()
+        self.q("#send").click()
+        self.wait_css("#group-done")
+        gid = self.driver.current_url.rsplit("/", 1)[1]
+        g = self.group_of(gid)
+        self.assertEqual(g["name"], "paced")
+        self.assertEqual(g["rollout"], {"max_per_minute": 100, "exponential": {
+            "base_per_minute": 1, "factor": 2, "after_succeeded": 5}})
+        self.assertEqual(g["abort"], {"failure_percent": 10, "min_finished": 50})
+        self.assertEqual(g["retry"]["max_attempts"], 3)
+        self.assertEqual(g["retry"]["backoff_s"], 60)
+        self.assertEqual(g["window"], {"days": ["sat", "sun"], "start": "02:00",
+                                       "duration_min": 120, "utc_offset_min": 60})
+        self.assertFalse(g["continuous"])
+        # the settings in words, not JSON
+        self.wait_text("[data-setting='rollout']",
+                       "1 a minute, doubling with every 5 succeeded jobs, up to 100 a minute")
+        self.assertEqual(self.q("[data-setting='abort']").text,
+                         "stop when 10 % or more have failed, once 50 devices have finished")
+        self.assertEqual(self.q("[data-setting='window']").text,
+                         "sat, sun, from 02:00 for 2 h (UTC+01:00)")
+        self.assertIn("up to 3 attempts, the next after 1 min", self.q("[data-setting='retry']").text)
+        self.assertNotIn("{", self.q(".group-head").text)
+        # pause, resume, cancel: each changes the group's status, on the page too
+        self.q("#group-pause").click()
+        self.wait_css(".group-head .badge[data-group-status='paused']")
+        self.assertEqual(self.group_of(gid)["status"], "paused")
+        self.assertEqual(self.qs("#group-pause"), [])
+        self.q("#group-resume").click()
+        self.wait_css(".group-head .badge[data-group-status='running']")
+        self.assertEqual(self.group_of(gid)["status"], "running")
+        self.q("#group-cancel").click()
+        self.driver.switch_to.alert.dismiss()  # asked first: nothing happens
+        time.sleep(0.5)
+        self.assertEqual(self.group_of(gid)["status"], "running")
+        self.q("#group-cancel").click()
+        self.driver.switch_to.alert.accept()
+        self.wait_css(".group-head .badge[data-group-status='cancelled']")
+        self.assertEqual(self.group_of(gid)["status"], "cancelled")
+        self.assertEqual(self.qs("#group-controls"), [])
+        # the groups list filters by status and name (GET /groups?status=&name=)
+        self.driver.get(self.ui + "#/groups")
+        self.wait_css("table.groups")
+        from selenium.webdriver.support.ui import Select
+        Select(self.q("#group-status-filter")).select_by_value("cancelled")
+        self.wait_css("table.groups tr[data-group='%s']" % gid)
+        wait_for(lambda: len(self.qs("table.groups tbody tr")) == 1, timeout=WAIT,
+                 what="only the cancelled group")
+        self.q("#group-name-filter").send_keys("night-run")
+        self.q("#group-filter").click()
+        self.wait_text("main .notice.info", "No group matches these filters.")
+        self.console()
+
+    def test_4c_viewer_sees_no_form_and_no_controls(self):
+        held = self.post("/tasks/%s/jobs/tags" % self.echo["ident"], {
+            "tag": "site-a", "group_name": "held", "rollout": {"max_per_minute": 1},
+            "window": {"days": ["mon"], "start": "00:00", "duration_min": 1}})
+        gid = held["group"]["ident"]
+        self.__class__.held = gid
+        try:
+            for role, may in (("operator", True), ("viewer", False)):
+                k = self.post("/keys", {"user": "v-" + role, "role": role})
+                self.signin(k["api_key"])
+                self.wait_css("section.page-groups")
+                self.wait_text("#who", role)
+                self.driver.get(self.ui + "#/groups/" + gid)
+                self.wait_css("#group-progress")
+                self.wait_css(".group-head .badge[data-group-status='running']")
+                self.assertEqual(bool(self.qs("#group-pause")), may, role)
+                self.assertEqual(bool(self.qs("#group-cancel")), may, role)
+                # a job of it, not ended: Cancel the job for the roles that may
+                self.q("table.jobs tr[data-status='pending'] a[href^='#/jobs/']").click()
+                self.wait_css("#timeline")
+                self.assertEqual(bool(self.qs("#cancel-job")), may, role)
+                self.driver.get(self.ui + "#/tasks/" + self.echo["ident"])
+                self.wait_css("#send-form, #no-send")
+                self.assertEqual(bool(self.qs("#send-form")), may, role)
+                if not may:
+                    self.assertIn("role (viewer) may not send", self.q("#no-send").text)
+        finally:
+            self.signin(self.key)
+            self.wait_css("section.page-groups")
+        # signin() forgets the key under a polling page: its next requests are refused
+        self.console(allowed=["401"])
+
+    def test_4d_device_names_and_the_device_page(self):
+        """Device names on the group, job and jobs pages, linked to the device's page with
+        its record and jobs; search by name; sort by a column; the send form takes a name;
+        the API's status names with their meaning."""
+        self.driver.get(self.ui + "#/groups/" + self.group)
+        self.wait_css("table.jobs tbody tr")
+        wait_for(lambda: all(a.text.startswith("site-a-") for a in self.qs("table.jobs a.device")),
+                 timeout=WAIT, what="device names in the group's jobs")
+        self.assertEqual(len(self.qs("table.jobs a.device")), 6)
+        # the API's status names, with plain words as the title
+        badge = self.q(".bar-row[data-status='edge_error'] .badge")
+        self.assertEqual(badge.text, "edge_error")
+        self.assertIn("error", badge.get_attribute("title"))
+        self.assertNotEqual(badge.get_attribute("title"), "edge_error")
+        opts = [o.text for o in self.qs("#status-filter option")]
+        self.assertIn("transmited", opts)
+        self.assertIn("edge_running", opts)
+        self.assertNotIn("transmitted", opts)
+        self.assertNotIn("running", opts)
+        # the job page names its device
+        self.q("table.jobs tr[data-status='edge_error'] td a[href^='#/jobs/']").click()
+        self.wait_css("#timeline")
+        link = self.wait_css(".facts a.device")
+        name = link.text
+        self.assertTrue(name.startswith("site-a-"), name)
+        # the device's page: its record and its jobs
+        link.click()
+        self.wait_text("#device-name", name)
+        dev = self.driver.current_url.rsplit("/", 1)[1]
+        wait_for(lambda: self.qs("table.jobs tbody tr[data-job]"), timeout=WAIT, what="its jobs")
+        want = self.api.get("/jobs?entity_ident=" + dev).json["total_items"]
+        self.assertGreaterEqual(want, 1)
+        self.assertEqual(len(self.qs("table.jobs tbody tr[data-job]")), want)
+        self.assertIn("site-a", self.q(".device-head").text)
+        # the jobs page names devices too
+        self.driver.get(self.ui + "#/jobs")
+        wait_for(lambda: any(a.text == name for a in self.qs("table.jobs a.device")),
+                 timeout=WAIT, what="a device name on the jobs page")
+        # the devices list: search by name, sort by a column
+        self.driver.get(self.ui + "#/devices")
+        self.wait_css("table.devices")
+        self.q("#name-filter").send_keys("site-a-3")
+        self.q("#filter").click()
+        wait_for(lambda: len(self.qs("table.devices tbody tr")) == 1, timeout=WAIT,
+                 what="one device named site-a-3")
+        self.assertIn("site-a-3", self.q("table.devices tbody tr").text)
+        self.driver.get(self.ui + "#/devices?tag=site-a")
+        self.wait_css("table.devices")
+        self.q("th a[data-sort='name']").click()
+        self.wait_css("th[aria-sort='ascending'] a[data-sort='name']")
+        names = [e.text for e in self.qs("table.devices tbody tr td:first-child strong")]
+        self.assertEqual(names, sorted(names))
+        self.q("th a[data-sort='name']").click()
+        self.wait_css("th[aria-sort='descending'] a[data-sort='name']")
+        names = [e.text for e in self.qs("table.devices tbody tr td:first-child strong")]
+        self.assertEqual(names, sorted(names, reverse=True))
+        self.assertEqual(names[0], "site-a-5")
+        # the send form takes a device's name: an unknown one is refused, a known one sent
+        self.driver.get(self.ui + "#/tasks/" + self.echo["ident"])
+        self.wait_css("#send-form")
+        self.q("#f-device").send_keys("no-such-device")
+        self.q("#send").click()
+        self.wait_text("#f-device-error", 'no device is named "no-such-device"')
+        self.q("#f-device").clear()
+        self.q("#f-device").send_keys(name)
+        self.q("#send").click()
+        self.wait_css("section.page-jobs #timeline")
+        job = self.driver.current_url.rsplit("/", 1)[1]
+        self.assertEqual(self.api.get("/jobs/" + job).json["entity_ident"], dev)
+        self.console()
+
     def test_5_huge_group(self):
         task = self.post("/tasks", {"name": "Offline", "script": "echo",
                                     "allow_offline": True})
@@ -355,8 +603,9 @@ class TestDashboard(StackTest):
     def test_6_phone_width(self):
         self.driver.set_window_size(390, 844)
         try:
+            dev = self.api.get("/devices?tag=site-a&per_page=1").json["items"][0]["entity_ident"]
             for page in ("#/groups/" + self.group, "#/groups", "#/tasks/" + self.echo["ident"],
-                         "#/devices", "#/jobs"):
+                         "#/devices", "#/jobs", "#/devices/" + dev):
                 self.driver.get(self.ui + page)
                 self.wait_css("main section table, main section form, #group-progress")
                 time.sleep(0.3)
@@ -391,6 +640,7 @@ class TestDashboard(StackTest):
         self.signin(self.key)
         self.driver.get(self.ui + "#/groups/" + self.group)
         self.wait_css("#group-done[data-done='6']")
+        job = self.api.get("/jobs?group_ident=%s&per_page=1" % self.group).json["items"][0]["ident"]
         self.coord.stop()
         try:
             self.wait_css("#banner:not([hidden])", "the no-connection banner")
@@ -402,10 +652,16 @@ class TestDashboard(StackTest):
             self.wait_css("main .notice.error")
             self.assertIn("did not answer", self.q("main .notice.error").text)
             self.assertEqual(self.qs("main .loading"), [])
+            self.assertEqual(self.q("#try-again").text, "Try again")
+            # a page that can't load at all (a job's) too
+            self.driver.get(self.ui + "#/jobs/" + job)
+            self.wait_css("main .notice.error #try-again")
         finally:
             self.coord.start()
-        self.q("main button").click()  # Try again
-        self.wait_css("table.devices")
+        time.sleep(1)
+        self.assertEqual(self.qs("#timeline"), [])  # it waits for the button
+        self.q("#try-again").click()
+        self.wait_css("#timeline")
         wait_for(lambda: self.q("#banner").get_attribute("hidden") is not None, timeout=WAIT,
                  what="the banner gone")
         self.console(allowed=["ERR_CONNECTION_REFUSED", "Failed to fetch"])

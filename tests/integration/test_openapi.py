@@ -62,6 +62,7 @@ API_MD_OPERATIONS = {
     ("GET", "/groups"), ("GET", "/groups/{group_ident}"),
     ("PATCH", "/groups/{group_ident}/pause"), ("PATCH", "/groups/{group_ident}/resume"),
     ("PATCH", "/groups/{group_ident}/cancel"),
+    ("GET", "/whoami"),
     ("GET", "/scripts"), ("GET", "/scripts/{name}"), ("PUT", "/scripts/{name}"),
     ("DELETE", "/scripts/{name}"),
     ("POST", "/devices"), ("GET", "/devices"), ("GET", "/devices/{entity_ident}"),
@@ -913,6 +914,11 @@ class TestOpenApiConformance(CoordinatorTest):
         C("DELETE", "/keys/{ident}", {"ident": kid}, expect=204)
         if new_key:
             self.assertError(self.coord.api(new_key).get("/tasks"), 401, "unauthorized")
+        # the caller's own key: each role reads its own
+        for name, role in (("viewer", "viewer"), ("operator", "operator"), ("admin", "admin")):
+            r = C("GET", "/whoami", api=getattr(self, name), expect=200, note=name)
+            if self.got(r, 200, "role"):
+                self.assertEqual(r.json["role"], role)
 
         # webhooks: created, listed, read, changed; a job's changes give deliveries whose
         # attempts fail (nobody listens on the URL's port); deleted

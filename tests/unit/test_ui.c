@@ -20,6 +20,8 @@ static void test_lookup(void **state)
 	assert_ptr_equal(ui_lookup("index.html"), f);
 	assert_true(f->len > 0 && memcmp(f->data, "<!doctype html>", 15) == 0);
 	assert_int_equal(f->data[f->len], 0); /* a NUL after the bytes, not counted */
+	/* the device page and the names of devices (docs/dashboard.md) */
+	assert_non_null(ui_lookup("js/names.js"));
 	f = ui_lookup("js/app.js");
 	assert_non_null(f);
 	assert_string_equal(f->path, "js/app.js");

@@ -30,6 +30,22 @@ export function getKey() {
 export function setKey(k) {
   if (k) sessionStorage.setItem(KEY, k);
   else sessionStorage.removeItem(KEY);
+  me = null;
+}
+
+// The session's key as GET /whoami answers it ({user, role, ...}), asked once per key:
+// the pages show only what its role may do (docs/dashboard.md "Signing in").
+let me = null;
+
+export async function whoami(signal) {
+  const key = getKey();
+  if (!me || me.key !== key) me = { key, who: await api('GET', '/whoami', { signal }) };
+  return me.who;
+}
+
+// Whether the session's role may send and pause, resume or cancel (operator, admin).
+export function mayOperate(who) {
+  return !!who && (who.role === 'operator' || who.role === 'admin');
 }
 
 const listeners = { unauthorized: [], reachable: [] };

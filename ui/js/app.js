@@ -1,8 +1,8 @@
 // The dashboard's shell: sign-in, navigation, the routes of the pages, polling, and the
 // banner that says when the coordinator can't be reached (docs/dashboard.md).
-import { api, getKey, on, setKey } from './api.js';
+import { api, getKey, on, setKey, whoami } from './api.js';
 import { clear, fill, h, notice } from './dom.js';
-import { errorText, setRouter, takeFlash } from './nav.js';
+import { errorText, retryNotice, setRouter, takeFlash } from './nav.js';
 import * as groups from './groups.js';
 import * as jobs from './jobs.js';
 import * as devices from './devices.js';
@@ -20,6 +20,7 @@ const routes = [
   [/^jobs$/, jobs.list, 'jobs'],
   [/^jobs\/([0-9a-f-]{36})$/, jobs.show, 'jobs'],
   [/^devices$/, devices.list, 'devices'],
+  [/^devices\/([0-9a-f-]{36})$/, devices.show, 'devices'],
   [/^tasks$/, tasks.list, 'tasks'],
   [/^tasks\/([0-9a-f-]{36})$/, tasks.show, 'tasks'],
 ];
@@ -98,6 +99,12 @@ function setNav(active) {
   }
 }
 
+// Who is signed in, next to Sign out: the user and the key's role.
+function navWho(who) {
+  const el = document.getElementById('who');
+  if (el) el.textContent = who ? who.user + ' · ' + who.role : '';
+}
+
 function signOut() {
   setKey('');
   signinMessage = { kind: 'info', text: 'Signed out. The key is no longer kept by this browser.' };
@@ -133,7 +140,7 @@ function renderSignin() {
     button.disabled = true;
     button.textContent = 'Signing in…';
     try {
-      await api('GET', '/tasks', { key, query: { per_page: 1 } });
+      await api('GET', '/whoami', { key });
       setKey(key);
       const { path } = parseHash();
       if (!path || path === 'signin') location.hash = '#/groups';
@@ -189,6 +196,7 @@ function route() {
   const section = h('section', { class: 'page page-' + match.page });
   main.append(section);
   const ctx = {
+    who: null,
     el: section,
     params: match.params,
     query,
@@ -196,10 +204,13 @@ function route() {
     poll: makePoll(ctl),
     alive: () => !ctl.signal.aborted,
   };
-  Promise.resolve(match.fn(ctx)).catch((e) => {
+  whoami(ctl.signal).then((who) => {
+    ctx.who = who;
+    navWho(who);
+    return match.fn(ctx);
+  }).catch((e) => {
     if (ctl.signal.aborted || e.kind === 'aborted') return;
-    fill(section, notice('error', errorText(e, match.page.replace(/s$/, ''))),
-      h('button', { type: 'button', onclick: () => route() }, 'Try again'));
+    fill(section, retryNotice(e, match.page.replace(/s$/, '')));
   });
 }
 

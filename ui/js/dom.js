@@ -1,5 +1,5 @@
 // Small DOM helpers: elements are built with textContent only, never from HTML strings.
-import { LABELS, STATUSES, TERMINAL } from './status.js';
+import { HINTS, LABELS, STATUSES, TERMINAL } from './status.js';
 
 // h('a', {href, class, onclick, 'data-x': 1}, child, ...): an element
 export function h(tag, attrs, ...children) {
@@ -36,9 +36,16 @@ export function clear(el) {
   return el;
 }
 
+// A status by the API's name, its meaning in plain words as the title (docs/dashboard.md).
 export function statusBadge(status) {
-  return h('span', { class: 'badge st-' + status, 'data-status': status, title: status },
+  return h('span', { class: 'badge st-' + status, 'data-status': status, title: HINTS[status] || status },
     LABELS[status] || status);
+}
+
+// The statuses with their plain words, for the pages that show several.
+export function statusLegend() {
+  return h('details', { class: 'legend small' }, h('summary', {}, 'What the statuses mean'),
+    h('dl', { class: 'facts' }, STATUSES.map((s) => [h('dt', {}, statusBadge(s)), h('dd', {}, HINTS[s])])));
 }
 
 export function groupBadge(status) {
@@ -98,7 +105,7 @@ export function stackedBar(counts, total) {
   for (const s of STATUSES) {
     const n = counts[s] || 0;
     if (!n) continue;
-    const seg = h('span', { class: 'seg st-' + s, title: (LABELS[s] || s) + ': ' + num(n) });
+    const seg = h('span', { class: 'seg st-' + s, title: (LABELS[s] || s) + ' (' + HINTS[s] + '): ' + num(n) });
     seg.style.width = (100 * n / denom).toFixed(3) + '%';
     bar.append(seg);
     parts.push((LABELS[s] || s) + ' ' + num(n));
@@ -157,11 +164,25 @@ export function chips(list, cls) {
   return el;
 }
 
+// A column heading that sorts the list by key (docs/api.md "Lists"): ascending first, then
+// descending; link(sort) is the address of the list so sorted. Used as a header of table().
+export function sortable(text, key, current, link, cls) {
+  const desc = current === '-' + key;
+  const asc = current === key;
+  const next = asc ? '-' + key : key;
+  return {
+    class: cls, sort: asc ? 'ascending' : desc ? 'descending' : null,
+    text: h('a', { href: link(next), class: 'sort', 'data-sort': key, title: 'sort by ' + text },
+      text, h('span', { class: 'arrow', 'aria-hidden': 'true' }, asc ? ' ▲' : desc ? ' ▼' : ' ↕')),
+  };
+}
+
 export function table(headers, rows, cls) {
   return h('div', { class: 'table-wrap' },
     h('table', { class: cls || '' },
       h('thead', {}, h('tr', {}, headers.map((x) =>
-        typeof x === 'string' ? h('th', {}, x) : h('th', { class: x.class }, x.text)))),
+        typeof x === 'string' ? h('th', {}, x)
+          : h('th', { class: x.class, 'aria-sort': x.sort }, x.text)))),
       h('tbody', {}, rows)));
 }
 

@@ -1,11 +1,12 @@
 // Jobs: a paged table (all jobs, or a group's), and one job with its history as a timeline.
-import { api, get } from './api.js';
-import { STATUSES, TERMINAL, LABELS } from './status.js';
+import { api, get, mayOperate } from './api.js';
+import { HINTS, STATUSES, TERMINAL, LABELS } from './status.js';
 import {
-  clear, fill, dl, fmtAgo, fmtDuration, fmtTime, h, notice, pager, shortId, statusBadge, table,
-  timeEl,
+  clear, fill, dl, fmtAgo, fmtDuration, fmtTime, h, notice, pager, shortId, sortable, statusBadge,
+  statusLegend, table, timeEl,
 } from './dom.js';
-import { errorText, go, href } from './nav.js';
+import { errorText, go, href, retryNotice } from './nav.js';
+import { deviceLink, lookup } from './names.js';
 
 const PER_PAGE = 50;
 
@@ -19,7 +20,7 @@ export function jobRow(j, withTask) {
   return h('tr', { 'data-job': j.ident, 'data-status': j.status },
     h('td', {}, h('a', { href: href('jobs/' + j.ident), class: 'mono' }, shortId(j.ident))),
     h('td', {}, statusBadge(j.status)),
-    h('td', { class: 'mono opt' }, shortId(j.entity_ident)),
+    h('td', { class: 'opt' }, deviceLink(j.entity_ident)),
     withTask ? h('td', { class: 'opt' }, j.task ? h('a', { href: href('tasks/' + j.task.ident) },
       j.task.name) : '') : null,
     h('td', {}, h('time', { title: fmtTime(j.update_at) }, fmtAgo(j.update_at))),
@@ -29,8 +30,8 @@ export function jobRow(j, withTask) {
 function statusFilter(value, onchange) {
   const sel = h('select', { id: 'status-filter', name: 'status' },
     h('option', { value: '' }, 'every status'),
-    STATUSES.map((s) => h('option', { value: s, selected: s === value }, LABELS[s])),
-    h('option', { value: 'running', selected: value === 'running' }, 'started or running'));
+    STATUSES.map((s) => h('option', { value: s, selected: s === value, title: HINTS[s] }, LABELS[s])),
+    h('option', { value: 'running', selected: value === 'running' }, 'edge_started or edge_running'));
   sel.addEventListener('change', () => onchange(sel.value));
   return h('label', { class: 'filter' }, 'Status ', sel);
 }
@@ -41,32 +42,35 @@ export function jobsBox(ctx, filter, routePath, routeQuery, withTask) {
   const box = h('div', { class: 'jobs-box' });
   const page = Math.max(1, parseInt(ctx.query.get('page') || '1', 10) || 1);
   const status = ctx.query.get('status') || '';
+  const sort = /^-?(created_at|update_at)$/.test(ctx.query.get('sort') || '') ? ctx.query.get('sort') : '';
   const head = h('div', { class: 'toolbar' },
-    statusFilter(status, (v) => go(routePath, { ...routeQuery, status: v, page: 1 })));
+    statusFilter(status, (v) => go(routePath, { ...routeQuery, status: v, sort, page: 1 })));
+  const link = (k) => href(routePath, { ...routeQuery, status, sort: k });
   const body = h('div', { class: 'jobs-body', 'aria-live': 'off' }, h('p', { class: 'loading' }, 'Loading jobs…'));
-  box.append(head, body);
+  box.append(head, body, statusLegend());
   const load = async () => {
     let p;
     try {
       p = await get('/jobs', {
         signal: ctx.signal,
-        query: { ...filter, status, page, per_page: PER_PAGE },
+        query: { ...filter, status, sort, page, per_page: PER_PAGE },
       });
+      await lookup(p.items.map((j) => j.entity_ident), ctx.signal);
     } catch (e) {
       if (e.kind === 'aborted') throw e;
       if (!body.querySelector('table') || e.kind !== 'down') {
-        fill(body, notice('error', errorText(e, 'jobs')));
+        fill(body, retryNotice(e, 'jobs'));
       }
       throw e;
     }
     const rows = p.items.map((j) => jobRow(j, withTask));
-    const headers = ['Job', 'Status', { text: 'Device', class: 'opt' }];
+    const headers = [sortable('Job', 'created_at', sort, link), 'Status', { text: 'Device', class: 'opt' }];
     if (withTask) headers.push({ text: 'Task', class: 'opt' });
-    headers.push('Updated', { text: 'Response', class: 'opt' });
+    headers.push(sortable('Updated', 'update_at', sort, link), { text: 'Response', class: 'opt' });
     fill(body,
       p.items.length ? table(headers, rows, 'jobs')
         : notice('info', page > 1 ? 'No jobs on this page.' : 'No jobs' + (status ? ' with this status.' : '.')),
-      pager(p, (n) => go(routePath, { ...routeQuery, status, page: n }), 'jobs'));
+      pager(p, (n) => go(routePath, { ...routeQuery, status, sort, page: n }), 'jobs'));
   };
   return { box, load };
 }
@@ -107,15 +111,16 @@ export async function show(ctx) {
   const tl = h('div');
   const hpage = Math.max(1, parseInt(ctx.query.get('page') || '1', 10) || 1);
   let job = await get('/jobs/' + id, { signal: ctx.signal });
+  await lookup([job.entity_ident], ctx.signal);
   const draw = (j) => {
-    const cancel = !TERMINAL.has(j.status)
+    const cancel = !TERMINAL.has(j.status) && mayOperate(ctx.who)
       ? h('button', { type: 'button', class: 'danger', id: 'cancel-job', onclick: () => doCancel() }, 'Cancel the job')
       : null;
     const facts = [
       ['Status', statusBadge(j.status)],
       ['Task', j.task ? h('a', { href: href('tasks/' + j.task.ident) }, j.task.name + ' (v' + j.task.version + ')') : null],
       ['Group', j.group ? h('a', { href: href('groups/' + j.group.ident) }, j.group.name) : null],
-      ['Device', h('span', { class: 'mono' }, j.entity_ident)],
+      ['Device', h('span', {}, deviceLink(j.entity_ident), ' ', h('span', { class: 'mono small muted' }, j.entity_ident))],
       ['Created', h('span', {}, fmtTime(j.created_at), ' by ', j.created_user)],
       ['Updated', timeEl(j.update_at)],
       ['Scheduled', j.scheduled_time ? fmtTime(j.scheduled_time) : undefined],

@@ -1,5 +1,7 @@
 // Links between the pages (hash routes), the message carried to the next page, and the
 // words for an error that ends a page's load.
+import { h, notice } from './dom.js';
+
 let router = () => {};
 let flash = null;
 
@@ -49,4 +51,11 @@ export function errorText(e, what) {
     default:
       return 'Error: ' + e.message + (e.status ? ' (HTTP ' + e.status + ')' : '') + '.';
   }
+}
+
+// The error that stopped a page's load, in place of its content, with Try again (which
+// loads the page anew): never a blank page (docs/dashboard.md "Live updates").
+export function retryNotice(e, what) {
+  return notice('error', errorText(e, what), ' ',
+    h('button', { type: 'button', id: 'try-again', onclick: () => router() }, 'Try again'));
 }

@@ -1,9 +1,10 @@
 // Tasks: the list, and one task with its variables and the form that sends it, built from
 // its variables_info and checked here before anything is sent (send.js).
-import { api, get } from './api.js';
+import { api, get, mayOperate } from './api.js';
 import { clear, fill, dl, fmtTime, h, notice, num, pager, shortId, table, timeEl } from './dom.js';
-import { errorText, go, href, setFlash } from './nav.js';
-import { TAG_RE, UUID_RE, bodyText, checkValue, parseIdents } from './send.js';
+import { errorText, go, href, retryNotice, setFlash } from './nav.js';
+import { nameOf, remember } from './names.js';
+import { DAYS, TAG_RE, UUID_RE, bodyText, checkValue, parseIdents, rolloutMembers } from './send.js';
 
 const PER_PAGE = 50;
 
@@ -30,7 +31,7 @@ export async function list(ctx) {
     await load();
   } catch (e) {
     if (e.kind === 'aborted') throw e;
-    fill(body, notice('error', errorText(e, 'tasks')));
+    fill(body, retryNotice(e, 'tasks'));
   }
 }
 
@@ -72,17 +73,88 @@ function varInput(name, info) {
   return field(id, label, input, hint);
 }
 
+// The form's fields of a rollout (docs/api.md "Rollouts"), by the keys of rolloutMembers.
+const RO_IDS = {
+  rate: 'f-rate', expBase: 'f-exp-base', expFactor: 'f-exp-factor', expAfter: 'f-exp-after',
+  abortPct: 'f-abort-pct', abortMin: 'f-abort-min', retryMax: 'f-retry-max',
+  retryBackoff: 'f-retry-backoff', retryFactor: 'f-retry-factor', days: 'f-days', start: 'f-win-start',
+  duration: 'f-win-duration', offset: 'f-win-offset', continuous: 'f-continuous',
+};
+// The API's member names (an error's details.field) to the fields.
+const RO_API_IDS = {
+  'rollout.max_per_minute': 'f-rate', 'rollout.exponential.base_per_minute': 'f-exp-base',
+  'rollout.exponential.factor': 'f-exp-factor', 'rollout.exponential.after_succeeded': 'f-exp-after',
+  'abort.failure_percent': 'f-abort-pct', 'abort.min_finished': 'f-abort-min',
+  'retry.max_attempts': 'f-retry-max', 'retry.backoff_s': 'f-retry-backoff',
+  'retry.backoff_factor': 'f-retry-factor', 'window.days': 'f-days', 'window.start': 'f-win-start',
+  'window.duration_min': 'f-win-duration', 'window.utc_offset_min': 'f-win-offset', continuous: 'f-continuous',
+};
+
+function rolloutValues(form) {
+  const v = {};
+  for (const [k, id] of Object.entries(RO_IDS)) {
+    if (k === 'days') v.days = [...form.querySelectorAll('input[name=day]:checked')].map((x) => x.value);
+    else if (k === 'continuous') v.continuous = form.querySelector('#f-continuous').checked && !form.querySelector('#f-continuous').disabled;
+    else v[k] = form.querySelector('#' + id).value;
+  }
+  return v;
+}
+
+function rolloutFields() {
+  const txt = (id, label, hint, attrs) => field(id, label,
+    h('input', { id, name: id, autocomplete: 'off', spellcheck: 'false', ...(attrs || {}) }), hint);
+  const offset = -new Date().getTimezoneOffset();
+  const days = h('div', { class: 'field', 'data-field': 'f-days' },
+    h('span', { class: 'label', id: 'f-days' }, 'Days'),
+    h('span', { class: 'days' }, DAYS.map((d) => h('label', { class: 'radio' },
+      h('input', { type: 'checkbox', name: 'day', value: d, id: 'f-day-' + d }), ' ' + d))),
+    h('p', { class: 'field-error', id: 'f-days-error', role: 'alert' }));
+  return h('details', { id: 'rollout' }, h('summary', {}, 'Rollout: pace, abort, retry, window'),
+    h('p', { class: 'hint' }, 'Empty fields are not sent. Any of these makes a group (docs/api.md "Rollouts").'),
+    h('fieldset', {}, h('legend', {}, 'Pace'),
+      txt('f-rate', 'At most, jobs a minute', '1 to 100000; empty: all at once', { inputmode: 'numeric' }),
+      txt('f-exp-base', 'Exponential: start at, a minute', '1 to 100000', { inputmode: 'numeric' }),
+      txt('f-exp-factor', 'multiplied by', '1 to 10, like 2', { inputmode: 'decimal' }),
+      txt('f-exp-after', 'after every N succeeded jobs', '1 to 1000000', { inputmode: 'numeric' })),
+    h('fieldset', {}, h('legend', {}, 'Abort'),
+      txt('f-abort-pct', 'Stop at failures (%)', '0 to 100: the group is aborted at this share of failures', { inputmode: 'decimal' }),
+      txt('f-abort-min', 'once this many have finished', '1 to 1000000; empty: 1', { inputmode: 'numeric' })),
+    h('fieldset', {}, h('legend', {}, 'Retry'),
+      txt('f-retry-max', 'Attempts in all', '1 to 10 (the first included)', { inputmode: 'numeric' }),
+      txt('f-retry-backoff', 'First wait (s)', '0 to 86400; empty: 30', { inputmode: 'numeric' }),
+      txt('f-retry-factor', 'Wait multiplied by', '1 to 10; empty: 2', { inputmode: 'decimal' })),
+    h('fieldset', {}, h('legend', {}, 'Window'),
+      days,
+      txt('f-win-start', 'Opens at', 'HH:MM, in the window\'s time zone', { placeholder: '02:00' }),
+      txt('f-win-duration', 'For (minutes)', '1 to 1440', { inputmode: 'numeric' }),
+      txt('f-win-offset', 'Time zone (minutes from UTC)', '-720 to 840; this browser: ' + offset, { value: String(offset) })),
+    h('div', { class: 'field', 'data-field': 'f-continuous' },
+      h('label', { class: 'radio' }, h('input', { type: 'checkbox', id: 'f-continuous', name: 'continuous' }),
+        ' Continuous: a device that gains the tag later gets the job too (tag sends)'),
+      h('p', { class: 'field-error', id: 'f-continuous-error', role: 'alert' })));
+}
+
+// A device's ident from its name (GET /devices?name=): {ok, ident} or {ok: false, error}
+async function deviceByName(name, signal) {
+  const p = await get('/devices', { signal, query: { name, per_page: 2 } });
+  if (!p.items.length) return { ok: false, error: 'no device is named "' + name + '" (give a name or an ident)' };
+  if (p.total_items > 1) {
+    return { ok: false, error: p.total_items + ' devices are named "' + name + '": give the ident of one' };
+  }
+  return { ok: true, ident: p.items[0].entity_ident };
+}
+
 function sendForm(ctx, task, devices) {
   const vinfo = task.variables_info || {};
   const names = Object.keys(vinfo);
   const dlist = h('datalist', { id: 'device-list' },
-    devices.map((d) => h('option', { value: d.entity_ident, label: d.name + (d.online ? ' (online)' : ' (offline)') })));
+    devices.map((d) => h('option', { value: d.name, label: shortId(d.entity_ident) + (d.online ? ' (online)' : ' (offline)') })));
   const mode = (v, text, checked) => h('label', { class: 'radio' },
     h('input', { type: 'radio', name: 'target', value: v, id: 'target-' + v, checked }), ' ' + text);
   const fDevice = field('f-device', 'Device', h('input', {
     id: 'f-device', name: 'device', list: 'device-list', autocomplete: 'off', spellcheck: 'false',
-    placeholder: 'device ident',
-  }), 'the device\'s ident (suggestions: the first 500 devices)');
+    placeholder: 'device name or ident',
+  }), 'the device\'s name or ident (suggestions: the first 500 devices)');
   const fIdents = field('f-idents', 'Devices', h('textarea', { id: 'f-idents', name: 'idents', rows: 4, spellcheck: 'false' }),
     'device idents, separated by spaces, commas or lines (up to 10,000)');
   const fTag = field('f-tag', 'Tag', h('input', { id: 'f-tag', name: 'tag', autocomplete: 'off' }),
@@ -105,12 +177,14 @@ function sendForm(ctx, task, devices) {
       mode('device', 'one device', true), mode('list', 'a list of devices', false), mode('tag', 'every device with a tag', false)),
     dlist, targetBox,
     names.length ? h('fieldset', { class: 'vars' }, h('legend', {}, 'Variables'), names.map((n) => varInput(n, vinfo[n]))) : null,
-    h('details', {}, h('summary', {}, 'Comment, schedule, time to live'), fComment, fSchedule, fTtl),
+    h('details', { id: 'more' }, h('summary', {}, 'Comment, schedule, time to live'), fComment, fSchedule, fTtl),
+    rolloutFields(),
     summary, button);
   const showTarget = () => {
     const m = form.querySelector('input[name=target]:checked').value;
     fill(targetBox, m === 'device' ? fDevice : m === 'list' ? fIdents : fTag);
     if (m !== 'device') targetBox.append(fGroup);
+    form.querySelector('#f-continuous').disabled = m !== 'tag';
   };
   form.addEventListener('change', (ev) => {
     if (ev.target.name === 'target') showTarget();
@@ -143,7 +217,8 @@ function sendForm(ctx, task, devices) {
     let path = '/tasks/' + task.ident + '/jobs';
     if (m === 'device') {
       const v = form.querySelector('#f-device').value.trim();
-      if (!UUID_RE.test(v)) fail('f-device', v ? 'not a device ident (a UUID)' : 'choose a device');
+      if (!v) fail('f-device', 'choose a device');
+      else if (v.length > 200) fail('f-device', 'a device name is at most 200 characters');
       fields.entity_ident = v;
     } else if (m === 'list') {
       const r = parseIdents(form.querySelector('#f-idents').value);
@@ -187,10 +262,21 @@ function sendForm(ctx, task, devices) {
       if (!/^[0-9]+$/.test(ttl) || Number(ttl) < 1 || Number(ttl) > 31536000) fail('f-ttl', 'an integer from 1 to 31536000');
       else fields.ttl = Number(ttl);
     }
+    const ro = rolloutMembers(rolloutValues(form));
+    for (const [k, text] of Object.entries(ro.errors)) fail(RO_IDS[k], text);
+    const rollout = Object.keys(ro.members).length > 0;
+    if (rollout && m === 'device' && !bad.includes('f-device')) {
+      // a single device's send with rollout members is a list send of one (as rcs send does)
+      fields.ident_list = [fields.entity_ident];
+      delete fields.entity_ident;
+      path += '/list';
+    }
+    Object.assign(fields, ro.members);
     if (bad.length) {
       if (bad.some((id) => id === 'f-comment' || id === 'f-schedule' || id === 'f-ttl')) {
-        form.querySelector('details').open = true;
+        form.querySelector('#more').open = true;
       }
+      if (bad.some((id) => Object.values(RO_IDS).includes(id))) form.querySelector('#rollout').open = true;
       summary.append(notice('error', (bad.length === 1 ? 'One field needs' : bad.length + ' fields need') +
         ' attention: nothing was sent.'));
       form.querySelector('#' + CSS.escape(bad[0])).focus();
@@ -199,8 +285,19 @@ function sendForm(ctx, task, devices) {
     button.disabled = true;
     button.textContent = 'Sending…';
     try {
+      const dev = fields.entity_ident || (m === 'device' ? fields.ident_list[0] : '');
+      if (m === 'device' && !UUID_RE.test(dev)) {
+        const ident = await deviceByName(dev, ctx.signal);
+        if (!ident.ok) {
+          setError('f-device', ident.error);
+          summary.append(notice('error', 'One field needs attention: nothing was sent.'));
+          return;
+        }
+        if (fields.entity_ident) fields.entity_ident = ident.ident;
+        else fields.ident_list = [ident.ident];
+      }
       const r = await api('POST', path, { signal: ctx.signal, bodyText: bodyText(fields, vars) });
-      if (m === 'device') {
+      if (path.endsWith('/jobs')) {
         setFlash('ok', 'Job sent.');
         go('jobs/' + r.ident);
         return;
@@ -208,7 +305,7 @@ function sendForm(ctx, task, devices) {
       const rejected = r.rejected || [];
       const text = num((r.items || []).length) + ' job(s) created' +
         (rejected.length ? ', ' + num(rejected.length) + ' device(s) rejected: ' +
-          rejected.slice(0, 5).map((x) => shortId(x.entity_ident) + ' (' + x.error.message + ')').join(', ') +
+          rejected.slice(0, 5).map((x) => (nameOf(x.entity_ident) || shortId(x.entity_ident)) + ' (' + x.error.message + ')').join(', ') +
           (rejected.length > 5 ? '…' : '') : '') + '.';
       if (r.group) {
         setFlash(rejected.length ? 'warn' : 'ok', text);
@@ -221,8 +318,9 @@ function sendForm(ctx, task, devices) {
       if (e.kind === 'aborted') return;
       let id = '';
       if (e.field.startsWith('variables.')) id = 'var-' + e.field.slice(10);
-      else id = { entity_ident: 'f-device', ident_list: 'f-idents', tag: 'f-tag', group_name: 'f-group',
-        comment: 'f-comment', scheduled_time: 'f-schedule', ttl: 'f-ttl' }[e.field.replace(/\[.*$/, '')] || '';
+      else id = { entity_ident: 'f-device', ident_list: m === 'device' ? 'f-device' : 'f-idents', tag: 'f-tag',
+        group_name: 'f-group', comment: 'f-comment', scheduled_time: 'f-schedule', ttl: 'f-ttl',
+        ...RO_API_IDS }[e.field.replace(/\[.*$/, '')] || '';
       if (id) setError(id, e.message);
       let text = errorText(e, 'task or device');
       if (e.code === 'device_offline') text = 'The device is offline and this task does not allow offline devices.';
@@ -246,6 +344,7 @@ export async function show(ctx) {
       return { items: [] };
     }),
   ]);
+  for (const d of devs.items || []) remember(d);
   const vinfo = task.variables_info || {};
   const vrows = Object.entries(vinfo).map(([n, i]) => h('tr', {},
     h('td', { class: 'mono' }, n), h('td', {}, i.type), h('td', {}, i.alias || ''),
@@ -268,5 +367,8 @@ export async function show(ctx) {
     h('h2', {}, 'Variables'),
     vrows.length ? table(['Name', 'Type', 'Alias', '', { text: 'Description', class: 'opt' }], vrows, 'vars')
       : h('p', { class: 'muted' }, 'This task takes no variables.'),
-    sendForm(ctx, task, devs.items || []));
+    mayOperate(ctx.who) ? sendForm(ctx, task, devs.items || [])
+      : h('div', { class: 'card', id: 'no-send' }, h('h2', {}, 'Send this task'),
+        h('p', {}, 'Your API key\'s role (' + (ctx.who ? ctx.who.role : 'unknown') + ') may not send jobs: ' +
+          'an operator or admin key can.')));
 }
