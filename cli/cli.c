@@ -450,9 +450,28 @@ static void cli_names_add(struct cli_names *nm, json_object *d)
 	}
 }
 
-void cli_names_load(struct cli *c, struct cli_names *nm, const char *const *ids, size_t n)
+/* One GET /devices/<id> for each ident still without a name. */
+static void cli_names_each(struct cli *c, struct cli_names *nm)
 {
 	char path[64 + UUID_STR_LEN];
+	struct http_resp r = {0};
+	json_object *ans;
+
+	json_object_object_foreach(nm->want, id, v)
+	{
+		if (v != NULL)
+			continue;
+		snprintf(path, sizeof(path), "/devices/%s", id);
+		ans = cli_names_get_page(c, path, &r);
+		if (ans != NULL)
+			cli_names_add(nm, ans);
+		http_resp_free(&r);
+	}
+}
+
+void cli_names_load(struct cli *c, struct cli_names *nm, const char *const *ids, size_t n)
+{
+	char path[64];
 	struct http_resp r = {0};
 	json_object *ans;
 
@@ -464,31 +483,30 @@ void cli_names_load(struct cli *c, struct cli_names *nm, const char *const *ids,
 		    json_object_object_add(nm->want, ids[i], NULL) == 0)
 			nm->left++;
 	if (nm->left > 0 && nm->left <= CLI_NAMES_EACH) {
-		json_object_object_foreach(nm->want, id, v)
-		{
-			(void)v;
-			snprintf(path, sizeof(path), "/devices/%s", id);
-			ans = cli_names_get_page(c, path, &r);
-			if (ans != NULL)
-				cli_names_add(nm, ans);
-			http_resp_free(&r);
-		}
+		cli_names_each(c, nm);
 		return;
 	}
-	/* many: pages of every device until each is named, the list ends, or the bound */
+	/* many: pages of every device until each is named, or one GET each for those left
+	 * when that is fewer requests than the pages left */
 	for (int p = 1; nm->left > 0 && p <= CLI_NAMES_PAGES; p++) {
 		json_object *items;
 		size_t ni;
+		int64_t pages;
 
-		snprintf(path, sizeof(path), "/devices?per_page=500&page=%d", p);
+		snprintf(path, sizeof(path), "/devices?per_page=%d&page=%d", CLI_NAMES_PAGE, p);
 		ans = cli_names_get_page(c, path, &r);
 		items = cli_array(ans, "items");
 		ni = items ? json_object_array_length(items) : 0;
+		pages = cli_int(ans, "total_pages");
 		for (size_t i = 0; i < ni; i++)
 			cli_names_add(nm, json_object_array_get_idx(items, i));
 		http_resp_free(&r);
-		if (ni < 500)
+		if (ni < CLI_NAMES_PAGE || pages <= p)
 			break;
+		if ((int64_t)nm->left <= pages - p) {
+			cli_names_each(c, nm);
+			break;
+		}
 	}
 }
 

@@ -127,11 +127,13 @@ int cli_group_ident(struct cli *c, const char *what, char *out);
 
 /*
  * Device names for what a command prints (docs/cli.md "Tables"), read once: one GET
- * /devices/<id> each for up to CLI_NAMES_EACH devices, else pages of GET /devices (500 a
- * page, at most CLI_NAMES_PAGES) until each is found. A device not found, or an error,
+ * /devices/<id> each for up to CLI_NAMES_EACH devices, else pages of GET /devices
+ * (CLI_NAMES_PAGE a page, at most CLI_NAMES_PAGES) until each is found, or one GET each for
+ * those left when they are fewer than the pages left. A device not found, or an error,
  * leaves it without a name (nothing printed: names only help to read).
  */
 #define CLI_NAMES_EACH  8
+#define CLI_NAMES_PAGE  500
 #define CLI_NAMES_PAGES 20
 struct cli_names {
 	json_object *want; /* ident: its name, or null while unknown */

@@ -966,6 +966,56 @@ class RcsCliFakeApiTest(unittest.TestCase):
         finally:
             fake.stop()
 
+    def test_device_names_read_with_few_requests(self):
+        """A jobs table reads its device names once: one page of GET /devices for many
+        devices, one GET each for a few; short idents grow where two share their end."""
+        devs = [str(uuid.uuid4()) for _ in range(12)]
+        jobs = [str(uuid.uuid4()) for _ in range(12)]
+        jobs[1] = jobs[1][:-9] + jobs[0][-9:]  # the last 9 digits of another job's
+        job = lambda i: {"ident": jobs[i], "task": {"name": "T"}, "entity_ident": devs[i],
+                         "status": "terminated", "update_at": 1, "response": "r%d" % i}
+        page = lambda items: {"page": 1, "per_page": 50, "total_pages": 1,
+                              "total_items": len(items), "items": items}
+        fake = FakeApi({
+            ("GET", "/v3/commands/jobs"): [(200, page([job(i) for i in range(12)]))],
+            ("GET", "/v3/commands/devices"): [(200, page(
+                [{"entity_ident": d, "name": "dev-%d" % i} for i, d in enumerate(devs)]))]})
+        try:
+            out, _ = self.rcs(fake, "jobs", "list")
+        finally:
+            fake.stop()
+        rows = out.splitlines()[1:]
+        self.assertEqual(rows[0].split()[:4], [jobs[0][-10:], "T", devs[0][-8:], "dev-0"])
+        self.assertEqual(rows[1].split()[0], jobs[1][-10:])
+        self.assertEqual(rows[5].split()[:4], [jobs[5][-10:], "T", devs[5][-8:], "dev-5"])
+        gets = [r[1] for r in fake.requests if r[0] == "GET"]
+        self.assertEqual(len(gets), 2, gets)
+        self.assertTrue(gets[1].startswith("/v3/commands/devices?"), gets)
+        # three devices: one GET each, no list
+        fake = FakeApi({
+            ("GET", "/v3/commands/jobs"): [(200, page([job(i) for i in range(3)]))],
+            **{("GET", "/v3/commands/devices/" + d): [(200, {"entity_ident": d,
+                                                             "name": "dev-%d" % i})]
+               for i, d in enumerate(devs[:3])}})
+        try:
+            out, _ = self.rcs(fake, "jobs", "list")
+        finally:
+            fake.stop()
+        self.assertIn("%s dev-2" % devs[2][-8:], out)
+        self.assertEqual(sorted(r[1] for r in fake.requests if "/devices" in r[1]),
+                         sorted("/v3/commands/devices/" + d for d in devs[:3]))
+
+    def test_short_ident_on_an_older_coordinator(self):
+        fake = FakeApi({("GET", "/v3/commands/jobs"): [(400, {"error": {
+            "code": "invalid_parameter", "details": {"field": "ident_prefix"},
+            "message": "unknown query parameter 'ident_prefix'"}})]})
+        try:
+            _, err = self.rcs(fake, "jobs", "show", "01a22365-c66", code=3)
+        finally:
+            fake.stop()
+        self.assertIn("unknown query parameter 'ident_prefix'", err)
+        self.assertIn("a short ident needs a coordinator that takes ident_prefix", err)
+
     def test_watch_when_the_api_goes_away(self):
         base = "/v3/commands/groups/" + self.GROUP
         fake = FakeApi({("GET", base): [(200, self.group(statuses={"pending": 4}))]})
