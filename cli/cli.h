@@ -13,6 +13,7 @@
 #include "buf.h"
 #include "cfg.h"
 #include "http.h"
+#include "uuid.h"
 
 /* docs/cli.md "Exit codes" */
 enum cli_exit {
@@ -98,17 +99,59 @@ int64_t cli_int(json_object *o, const char *k);
 const char *cli_text(json_object *o, const char *k);
 /* The member k of o (a Unix time) as local time into out. */
 const char *cli_time(json_object *o, const char *k, char *out, size_t len);
+/* The same for a table: to the second, without the date today (table_time_short). */
+const char *cli_when(json_object *o, const char *k, char *out, size_t len);
 
 /*
- * Resolves what names a task (an ident, or the name of exactly one task) or a device
- * (an ident, or the name of exactly one device) into out (UUID_STR_LEN bytes).
- * CLI_API with the message printed when none or several match.
+ * Short idents (docs/cli.md "Short idents"): CLI_SHORT_MIN or more hex digits of an ident
+ * from its start or its end, '-' anywhere. cli_short_part writes what as the text such a
+ * part is in a UUID (lowercase, the '-' where a UUID has them) from its start (prefix) or
+ * its end; false when what is not a short ident.
+ */
+#define CLI_SHORT_MIN  6
+#define CLI_SHORT_SHOW 5 /* the candidates an ambiguous short ident lists */
+bool cli_short_part(const char *what, bool prefix, char out[UUID_STR_LEN]);
+
+/*
+ * Resolves what names a task (an ident, the name of exactly one task, or a short ident) or
+ * a device (the same) into out (UUID_STR_LEN bytes). CLI_API with the message printed when
+ * none or several match.
  */
 int cli_task_ident(struct cli *c, const char *what, char *out);
 int cli_device_ident(struct cli *c, const char *what, char *out);
+/* A job: an ident or a short ident. */
+int cli_job_ident(struct cli *c, const char *what, char *out);
 /* A group: an ident, or a name; of several groups of that name the most recent, said on
  * stderr with the others. */
 int cli_group_ident(struct cli *c, const char *what, char *out);
+
+/*
+ * Device names for what a command prints (docs/cli.md "Tables"), read once: one GET
+ * /devices/<id> each for up to CLI_NAMES_EACH devices, else pages of GET /devices
+ * (CLI_NAMES_PAGE a page, at most CLI_NAMES_PAGES) until each is found, or one GET each for
+ * those left when they are fewer than the pages left. A device not found, or an error,
+ * leaves it without a name (nothing printed: names only help to read).
+ */
+#define CLI_NAMES_EACH  8
+#define CLI_NAMES_PAGE  500
+#define CLI_NAMES_PAGES 20
+struct cli_names {
+	json_object *want; /* ident: its name, or null while unknown */
+	size_t left;       /* the idents without a name yet */
+};
+/* The members k of the items of array items (*n of them), for table_short_len and
+ * cli_names_load; free() it; NULL when out of memory. */
+const char **cli_idents(json_object *items, const char *k, size_t *n);
+void cli_names_load(struct cli *c, struct cli_names *nm, const char *const *ids, size_t n);
+/* The name of ident, NULL when unknown. */
+const char *cli_names_of(const struct cli_names *nm, const char *ident);
+void cli_names_free(struct cli_names *nm);
+/* A device in a table: its short ident of digits, then its name: "1c9e20ab pump-7" (cut
+ * from the end, a narrow table keeps the ident). */
+const char *cli_device_cell(char *out, size_t len, const struct cli_names *nm, const char *ident,
+			    size_t digits);
+/* A device in a line: "pump-7 (1c9e20ab)", or its short ident alone. */
+const char *cli_device_line(char *out, size_t len, const struct cli_names *nm, const char *ident);
 
 /*
  * Reads path ("-": stdin) into b (whose ceiling bounds it). CLI_USAGE with the

@@ -3,6 +3,7 @@
  * docs/api.md "Devices").
  */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "cli.h"
@@ -35,6 +36,8 @@ int cmd_devices_list(struct cli *c)
 	struct http_resp r = {0};
 	struct table t;
 	json_object *items;
+	const char **ids = NULL;
+	size_t n, len;
 	int rc;
 
 	buf_init(&path, CLI_MAX_PATH);
@@ -63,16 +66,24 @@ int cmd_devices_list(struct cli *c)
 		goto out;
 	}
 	items = cli_array(r.json, "items");
+	ids = cli_idents(items, "entity_ident", &n);
+	if (ids == NULL) {
+		rc = cli_fail(c, CLI_API, "out of memory");
+		goto out;
+	}
+	len = table_short_len(ids, n);
+	table_keep(&t, 0);
+	table_keep(&t, 5);
 	for (size_t i = 0; items && i < json_object_array_length(items); i++) {
 		json_object *it = json_object_array_get_idx(items, i);
-		char tags[1024], rtags[1024], seen[32];
+		char tags[1024], rtags[1024], seen[32], id[UUID_STR_LEN];
 		const char *row[] = {
-		    cli_str(it, "entity_ident"),
+		    table_short(id, sizeof(id), cli_str(it, "entity_ident"), len),
 		    cli_str(it, "name"),
 		    cli_text(it, "online"),
 		    devices_join(jsonu_member(it, "tags"), tags, sizeof(tags)),
 		    devices_join(jsonu_member(it, "reported_tags"), rtags, sizeof(rtags)),
-		    cli_time(it, "last_seen", seen, sizeof(seen))};
+		    cli_when(it, "last_seen", seen, sizeof(seen))};
 		if (table_add(&t, row) != RCS_OK) {
 			rc = cli_fail(c, CLI_API, "out of memory");
 			goto out;
@@ -81,6 +92,7 @@ int cmd_devices_list(struct cli *c)
 	table_print(&t, stdout, table_term_width());
 	cli_page_footer(r.json);
 out:
+	free(ids);
 	table_free(&t);
 	http_resp_free(&r);
 	buf_free(&path);

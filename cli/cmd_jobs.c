@@ -5,6 +5,7 @@
  * answered only by a coordinator with rollouts).
  */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "cli.h"
@@ -40,19 +41,40 @@ static int jobs_table(struct cli *c, json_object *page, int history)
 					    "STATUS", "UPDATED", "RESPONSE"};
 	static const char *const hheads[] = {"TIME", "STATUS", "RESPONSE"};
 	json_object *items = cli_array(page, "items");
+	struct cli_names nm = {0};
 	struct table t;
+	const char **jids = NULL, **dids = NULL;
+	size_t n = 0, jlen = TABLE_SHORT_MIN, dlen = TABLE_SHORT_MIN;
 	int rc = CLI_OK;
 
 	table_init(&t, history ? 3 : 6, history ? hheads : heads);
+	/* idents, statuses and times keep their width: names and responses give way */
+	table_keep(&t, 0);
+	table_keep(&t, history ? 1 : 3);
+	if (!history)
+		table_keep(&t, 4);
+	if (!history) {
+		jids = cli_idents(items, "ident", &n);
+		dids = cli_idents(items, "entity_ident", &n);
+		if (jids == NULL || dids == NULL) {
+			rc = cli_fail(c, CLI_API, "out of memory");
+			goto out;
+		}
+		jlen = table_short_len(jids, n);
+		dlen = table_short_len(dids, n);
+		table_least(&t, 2, dlen + 1); /* a device's short ident and a '~' */
+		cli_names_load(c, &nm, dids, n);
+	}
 	for (size_t i = 0; items && i < json_object_array_length(items); i++) {
 		json_object *it = json_object_array_get_idx(items, i);
-		char upd[32];
-		const char *row[] = {cli_str(it, "ident"),
-				     cli_str(jsonu_member(it, "task"), "name"),
-				     cli_str(it, "entity_ident"),
-				     cli_str(it, "status"),
-				     cli_time(it, "update_at", upd, sizeof(upd)),
-				     jobs_said(it)};
+		char upd[32], id[UUID_STR_LEN], dev[256];
+		const char *row[] = {
+		    table_short(id, sizeof(id), cli_str(it, "ident"), jlen),
+		    cli_str(jsonu_member(it, "task"), "name"),
+		    cli_device_cell(dev, sizeof(dev), &nm, cli_str(it, "entity_ident"), dlen),
+		    cli_str(it, "status"),
+		    cli_when(it, "update_at", upd, sizeof(upd)),
+		    jobs_said(it)};
 		const char *hrow[] = {row[4], row[3], row[5]};
 		if (table_add(&t, history ? hrow : row) != RCS_OK) {
 			rc = cli_fail(c, CLI_API, "out of memory");
@@ -62,6 +84,9 @@ static int jobs_table(struct cli *c, json_object *page, int history)
 	table_print(&t, stdout, table_term_width());
 	cli_page_footer(page);
 out:
+	cli_names_free(&nm);
+	free(jids);
+	free(dids);
 	table_free(&t);
 	return rc;
 }
@@ -106,16 +131,26 @@ out:
 	return rc;
 }
 
-static void jobs_print(json_object *j)
+static void jobs_print(struct cli *c, json_object *j)
 {
 	char tm[32], line[512];
+	const char *dev = cli_str(j, "entity_ident"), *name;
+	struct cli_names nm = {0};
 	json_object *task = jsonu_member(j, "task"), *group = jsonu_member(j, "group");
 
 	table_kv(stdout, "ident", cli_str(j, "ident"));
 	snprintf(line, sizeof(line), "%s (%s, version %lld)", cli_show(task, "name"),
 		 cli_show(task, "ident"), (long long)cli_int(task, "version"));
 	table_kv(stdout, "task", line);
-	table_kv(stdout, "device", cli_str(j, "entity_ident"));
+	cli_names_load(c, &nm, &dev, 1);
+	name = cli_names_of(&nm, dev);
+	if (name != NULL) {
+		snprintf(line, sizeof(line), "%s (%s)", name, dev);
+		table_kv(stdout, "device", line);
+	} else {
+		table_kv(stdout, "device", dev);
+	}
+	cli_names_free(&nm);
 	if (group != NULL && json_object_is_type(group, json_type_object)) {
 		snprintf(line, sizeof(line), "%s (%s)", cli_show(group, "name"),
 			 cli_show(group, "ident"));
@@ -143,12 +178,15 @@ static void jobs_print(json_object *j)
 
 int cmd_jobs_show(struct cli *c)
 {
+	char job[UUID_STR_LEN];
 	struct buf path;
 	struct http_resp r = {0};
 	int rc;
 
 	buf_init(&path, CLI_MAX_PATH);
-	rc = jobs_path(c, &path, "/jobs/", c->pos[0], "");
+	rc = cli_job_ident(c, c->pos[0], job);
+	if (rc == CLI_OK)
+		rc = jobs_path(c, &path, "/jobs/", job, "");
 	if (rc == CLI_OK)
 		rc = cli_call(c, "GET", path.data, NULL, &r, NULL);
 	if (rc != CLI_OK)
@@ -156,7 +194,7 @@ int cmd_jobs_show(struct cli *c)
 	if (c->o.json)
 		cli_print_raw(&r);
 	else
-		jobs_print(r.json);
+		jobs_print(c, r.json);
 out:
 	http_resp_free(&r);
 	buf_free(&path);
@@ -165,12 +203,15 @@ out:
 
 int cmd_jobs_history(struct cli *c)
 {
+	char job[UUID_STR_LEN];
 	struct buf path;
 	struct http_resp r = {0};
 	int rc;
 
 	buf_init(&path, CLI_MAX_PATH);
-	rc = jobs_path(c, &path, "/jobs/", c->pos[0], "/history");
+	rc = cli_job_ident(c, c->pos[0], job);
+	if (rc == CLI_OK)
+		rc = jobs_path(c, &path, "/jobs/", job, "/history");
 	if (rc == CLI_OK && cli_query_paging(c, &path) != RCS_OK)
 		rc = cli_fail(c, CLI_USAGE, "out of memory");
 	if (rc == CLI_OK)
@@ -189,12 +230,15 @@ out:
 
 int cmd_jobs_cancel(struct cli *c)
 {
+	char job[UUID_STR_LEN];
 	struct buf path;
 	struct http_resp r = {0};
 	int rc;
 
 	buf_init(&path, CLI_MAX_PATH);
-	rc = jobs_path(c, &path, "/jobs/", c->pos[0], "/cancel");
+	rc = cli_job_ident(c, c->pos[0], job);
+	if (rc == CLI_OK)
+		rc = jobs_path(c, &path, "/jobs/", job, "/cancel");
 	if (rc == CLI_OK)
 		rc = cli_call(c, "PATCH", path.data, NULL, &r, NULL);
 	if (rc != CLI_OK)
@@ -216,6 +260,8 @@ int cmd_groups_list(struct cli *c)
 	struct http_resp r = {0};
 	struct table t;
 	json_object *items;
+	const char **gids = NULL, **tids = NULL;
+	size_t n, glen, tlen;
 	int rc;
 
 	buf_init(&path, CLI_MAX_PATH);
@@ -233,12 +279,25 @@ int cmd_groups_list(struct cli *c)
 		goto out;
 	}
 	items = cli_array(r.json, "items");
+	gids = cli_idents(items, "ident", &n);
+	tids = cli_idents(items, "task_ident", &n);
+	if (gids == NULL || tids == NULL) {
+		rc = cli_fail(c, CLI_API, "out of memory");
+		goto out;
+	}
+	glen = table_short_len(gids, n);
+	tlen = table_short_len(tids, n);
+	table_keep(&t, 0);
+	table_keep(&t, 2);
+	table_keep(&t, 4);
 	for (size_t i = 0; items && i < json_object_array_length(items); i++) {
 		json_object *it = json_object_array_get_idx(items, i);
 		char tm[32];
-		const char *row[] = {cli_str(it, "ident"), cli_str(it, "name"),
-				     cli_str(it, "task_ident"), cli_str(it, "created_user"),
-				     cli_time(it, "created_at", tm, sizeof(tm))};
+		char id[UUID_STR_LEN], task[UUID_STR_LEN];
+		const char *row[] = {
+		    table_short(id, sizeof(id), cli_str(it, "ident"), glen), cli_str(it, "name"),
+		    table_short(task, sizeof(task), cli_str(it, "task_ident"), tlen),
+		    cli_str(it, "created_user"), cli_when(it, "created_at", tm, sizeof(tm))};
 		if (table_add(&t, row) != RCS_OK) {
 			rc = cli_fail(c, CLI_API, "out of memory");
 			goto out;
@@ -247,6 +306,8 @@ int cmd_groups_list(struct cli *c)
 	table_print(&t, stdout, table_term_width());
 	cli_page_footer(r.json);
 out:
+	free(gids);
+	free(tids);
 	table_free(&t);
 	http_resp_free(&r);
 	buf_free(&path);

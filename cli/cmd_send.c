@@ -214,29 +214,34 @@ static int send_rollout(struct cli *c, json_object *body)
 	return bad;
 }
 
-static int send_bulk_print(struct cli *c, json_object *ans, long long *rejected)
+/* The device names of a bulk send's jobs and rejected devices, read once. */
+static void send_names(struct cli *c, json_object *items, json_object *rej, struct cli_names *nm)
 {
-	static const char *const heads[] = {"JOB", "DEVICE", "STATUS"};
-	json_object *g = jsonu_member(ans, "group"), *items = cli_array(ans, "items"),
-		    *rej = cli_array(ans, "rejected");
-	size_t ni = items ? json_object_array_length(items) : 0;
-	struct table t;
-	long long offline = 0;
-	int rc = CLI_OK;
+	size_t ni = items ? json_object_array_length(items) : 0,
+	       nr = rej ? json_object_array_length(rej) : 0, n = 0;
+	const char **ids = calloc(ni + nr + 1, sizeof(*ids));
 
-	*rejected = rej ? (long long)json_object_array_length(rej) : 0;
-	if (g != NULL && json_object_is_type(g, json_type_object))
-		printf("group %s (%s): %zu job%s\n", cli_show(g, "name"), cli_show(g, "ident"), ni,
-		       ni == 1 ? "" : "s");
-	else
-		printf("%zu job%s\n", ni, ni == 1 ? "" : "s");
-	for (long long i = 0; i < *rejected; i++) {
-		json_object *it = json_object_array_get_idx(rej, (size_t)i);
+	for (size_t i = 0; ids && i < ni; i++)
+		ids[n++] = cli_str(json_object_array_get_idx(items, i), "entity_ident");
+	for (size_t i = 0; ids && i < nr; i++)
+		ids[n++] = cli_str(json_object_array_get_idx(rej, i), "entity_ident");
+	cli_names_load(c, nm, ids, n);
+	free(ids);
+}
+
+/* "device pump-7 (1c9e20ab) rejected: why (code)" for each rejected device, on stderr. */
+static void send_rejected(struct cli *c, json_object *rej, const struct cli_names *nm)
+{
+	size_t nr = rej ? json_object_array_length(rej) : 0, offline = 0;
+
+	for (size_t i = 0; i < nr; i++) {
+		json_object *it = json_object_array_get_idx(rej, i);
 		json_object *e = jsonu_member(it, "error");
-		char msg[256];
+		char msg[256], dev[300];
 		table_clean(msg, sizeof(msg), cli_str(e, "message") ? cli_str(e, "message") : "?",
 			    0);
-		cli_fail(c, 0, "device %s rejected: %s (%s)", cli_str(it, "entity_ident"), msg,
+		cli_device_line(dev, sizeof(dev), nm, cli_str(it, "entity_ident"));
+		cli_fail(c, 0, "device %s rejected: %s (%s)", dev, msg,
 			 cli_str(e, "code") ? cli_str(e, "code") : "?");
 		if (cli_str(e, "code") && strcmp(cli_str(e, "code"), "device_offline") == 0)
 			offline++;
@@ -244,22 +249,86 @@ static int send_bulk_print(struct cli *c, json_object *ans, long long *rejected)
 	/* what to do about them (docs/cli.md "Sending") */
 	if (offline > 0 && c->o.offline == NULL)
 		cli_fail(c, 0,
-			 "%lld device%s offline: send again to %s with --offline queue to queue"
+			 "%zu device%s offline: send again to %s with --offline queue to queue"
 			 " their jobs until they come online",
 			 offline, offline == 1 ? " was" : "s were", offline == 1 ? "it" : "them");
-	if (ni == 0)
-		return rc;
+}
+
+static int send_bulk_print(struct cli *c, json_object *ans, long long *rejected)
+{
+	static const char *const heads[] = {"JOB", "DEVICE", "STATUS"};
+	json_object *g = jsonu_member(ans, "group"), *items = cli_array(ans, "items"),
+		    *rej = cli_array(ans, "rejected");
+	size_t ni = items ? json_object_array_length(items) : 0, n = 0, jlen, dlen;
+	const char **jids = NULL, **dids = NULL;
+	struct cli_names nm = {0};
+	struct table t;
+	int rc = CLI_OK;
+
+	*rejected = rej ? (long long)json_object_array_length(rej) : 0;
 	table_init(&t, 3, heads);
+	send_names(c, items, rej, &nm);
+	if (g != NULL && json_object_is_type(g, json_type_object))
+		printf("group %s (%s): %zu job%s\n", cli_show(g, "name"), cli_show(g, "ident"), ni,
+		       ni == 1 ? "" : "s");
+	else
+		printf("%zu job%s\n", ni, ni == 1 ? "" : "s");
+	send_rejected(c, rej, &nm);
+	if (ni == 0)
+		goto out;
+	jids = cli_idents(items, "ident", &n);
+	dids = cli_idents(items, "entity_ident", &n);
+	if (jids == NULL || dids == NULL) {
+		rc = cli_fail(c, CLI_API, "out of memory");
+		goto out;
+	}
+	jlen = table_short_len(jids, n);
+	dlen = table_short_len(dids, n);
+	table_keep(&t, 0);
+	table_least(&t, 1, dlen + 1);
+	table_keep(&t, 2);
 	for (size_t i = 0; i < ni && rc == CLI_OK; i++) {
 		json_object *it = json_object_array_get_idx(items, i);
-		const char *row[] = {cli_str(it, "ident"), cli_str(it, "entity_ident"),
-				     cli_str(it, "status")};
+		char id[UUID_STR_LEN], dev[300];
+		const char *row[] = {
+		    table_short(id, sizeof(id), cli_str(it, "ident"), jlen),
+		    cli_device_cell(dev, sizeof(dev), &nm, cli_str(it, "entity_ident"), dlen),
+		    cli_str(it, "status")};
 		if (table_add(&t, row) != RCS_OK)
 			rc = cli_fail(c, CLI_API, "out of memory");
 	}
 	table_print(&t, stdout, table_term_width());
+out:
+	free(jids);
+	free(dids);
+	cli_names_free(&nm);
 	table_free(&t);
 	return rc;
+}
+
+/* "job <ident> <status> on pump-7 (1c9e20ab)" for a job to one device. */
+static void send_one_print(struct cli *c, json_object *job, const char *dev)
+{
+	struct cli_names nm = {0};
+	char line[300];
+
+	cli_names_load(c, &nm, &dev, 1);
+	printf("job %s %s on %s\n", cli_show(job, "ident"), cli_show(job, "status"),
+	       cli_device_line(line, sizeof(line), &nm, dev));
+	cli_names_free(&nm);
+}
+
+/* The rejected devices of a bulk send answered in JSON (--json --wait), on stderr. */
+static void send_rejected_json(struct cli *c, json_object *ans)
+{
+	struct cli_names nm = {0};
+	json_object *rej = cli_array(ans, "rejected");
+
+	if (rej == NULL || json_object_array_length(rej) == 0)
+		return;
+	send_names(c, NULL, rej, &nm);
+	send_rejected(c, rej, &nm);
+	cli_names_free(&nm);
 }
 
 /* Whether a tag send's answer says that no device holds the tag: no job and no device
@@ -397,8 +466,7 @@ int cmd_send(struct cli *c)
 		if (c->o.json && !c->o.wait)
 			cli_print_raw(&r);
 		else if (!c->o.json)
-			printf("job %s %s\n", cli_show(r.json, "ident"),
-			       cli_show(r.json, "status"));
+			send_one_print(c, r.json, dev);
 	} else {
 		json_object *rej = cli_array(r.json, "rejected");
 		rejected = rej ? (long long)json_object_array_length(rej) : 0;
@@ -407,10 +475,7 @@ int cmd_send(struct cli *c)
 		else if (!c->o.json)
 			rc = send_bulk_print(c, r.json, &rejected);
 		else
-			for (long long i = 0; i < rejected; i++)
-				cli_fail(c, 0, "device %s rejected",
-					 cli_str(json_object_array_get_idx(rej, (size_t)i),
-						 "entity_ident"));
+			send_rejected_json(c, r.json);
 	}
 	if (rc == CLI_OK && bulk && c->o.tag.n > 0 && !c->o.allow_empty &&
 	    send_matched_none(r.json)) {

@@ -41,6 +41,8 @@ int cmd_tasks_list(struct cli *c)
 	struct http_resp r = {0};
 	struct table t;
 	json_object *items;
+	const char **ids = NULL;
+	size_t n, len;
 	int rc;
 
 	buf_init(&path, CLI_MAX_PATH);
@@ -60,18 +62,26 @@ int cmd_tasks_list(struct cli *c)
 		goto out;
 	}
 	items = cli_array(r.json, "items");
+	ids = cli_idents(items, "ident", &n);
+	if (ids == NULL) {
+		rc = cli_fail(c, CLI_API, "out of memory");
+		goto out;
+	}
+	len = table_short_len(ids, n);
+	table_keep(&t, 0);
+	table_keep(&t, 6);
 	for (size_t i = 0; items && i < json_object_array_length(items); i++) {
 		json_object *it = json_object_array_get_idx(items, i);
-		char ver[24], vars[512], upd[32];
+		char ver[24], vars[512], upd[32], id[UUID_STR_LEN];
 		snprintf(ver, sizeof(ver), "%lld", (long long)cli_int(it, "version"));
 		tasks_vars(jsonu_member(it, "variables_info"), vars, sizeof(vars));
-		const char *row[] = {cli_str(it, "ident"),
+		const char *row[] = {table_short(id, sizeof(id), cli_str(it, "ident"), len),
 				     cli_str(it, "name"),
 				     cli_str(it, "script"),
 				     ver,
 				     cli_text(it, "active"),
 				     vars,
-				     cli_time(it, "update_at", upd, sizeof(upd))};
+				     cli_when(it, "update_at", upd, sizeof(upd))};
 		if (table_add(&t, row) != RCS_OK) {
 			rc = cli_fail(c, CLI_API, "out of memory");
 			goto out;
@@ -80,6 +90,7 @@ int cmd_tasks_list(struct cli *c)
 	table_print(&t, stdout, table_term_width());
 	cli_page_footer(r.json);
 out:
+	free(ids);
 	table_free(&t);
 	http_resp_free(&r);
 	buf_free(&path);
@@ -283,7 +294,7 @@ int cmd_scripts_list(struct cli *c)
 		char upd[32];
 		const char *row[] = {cli_str(it, "name"), cli_text(it, "size"),
 				     cli_text(it, "stock"), cli_str(it, "sha256"),
-				     cli_time(it, "updated_at", upd, sizeof(upd))};
+				     cli_when(it, "updated_at", upd, sizeof(upd))};
 		if (table_add(&t, row) != RCS_OK) {
 			rc = cli_fail(c, CLI_API, "out of memory");
 			goto out;

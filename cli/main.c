@@ -103,9 +103,9 @@ static const struct cfg_opt opts_devices_tag[] = {
 static const struct cfg_opt opts_jobs_list[] = {
     OPTS_PAGING,
     O_STR("sort", sort, "KEY", "created_at, update_at; -KEY descending"),
-    O_STR("group", group, "GROUP", "only the jobs of this group (ident or name)"),
-    O_STR("task", task, "TASK", "only the jobs of this task (ident or name)"),
-    O_LIST("device", device, "DEVICE", "only the jobs of this device (ident or name)"),
+    O_STR("group", group, "GROUP", "only the jobs of this group (ident, short ident or name)"),
+    O_STR("task", task, "TASK", "only the jobs of this task (ident, short ident or name)"),
+    O_LIST("device", device, "DEVICE", "only the jobs of this device (ident, short ident or name)"),
     O_STR("status", status, "STATUS", "only the jobs in this status (running: started or running)"),
     O_END,
 };
@@ -117,7 +117,7 @@ static const struct cfg_opt opts_groups_list[] = {
     O_END,
 };
 static const struct cfg_opt opts_send[] = {
-    O_LIST("device", device, "DEVICE", "a device (ident or name); repeatable"),
+    O_LIST("device", device, "DEVICE", "a device (ident, short ident or name); repeatable"),
     O_LIST("tag", tag, "TAG", "every device holding this tag"),
     O_LIST("var", var, "NAME=VALUE", "a variable, typed as the task declares it; repeatable"),
     O_STR("group", group, "NAME", "name the group of the jobs"),
@@ -157,7 +157,8 @@ struct cli_cmd {
 
 static const struct cli_cmd cli_cmds[] = {
     {"tasks", "list", "", 0, 0, opts_tasks_list, cmd_tasks_list, "list the tasks"},
-    {"tasks", "show", "TASK", 1, 1, opts_none, cmd_tasks_show, "show a task (ident or name)"},
+    {"tasks", "show", "TASK", 1, 1, opts_none, cmd_tasks_show,
+     "show a task (ident, short ident or name)"},
     {"tasks", "create", "", 0, 0, opts_tasks_create, cmd_tasks_create, "create a task"},
     {"scripts", "list", "", 0, 0, opts_paging, cmd_scripts_list, "list the scripts"},
     {"scripts", "show", "NAME", 1, 1, opts_none, cmd_scripts_show,
@@ -166,20 +167,21 @@ static const struct cli_cmd cli_cmds[] = {
      "create or replace a script from FILE (default: stdin)"},
     {"devices", "list", "", 0, 0, opts_devices_list, cmd_devices_list, "list the devices"},
     {"devices", "show", "DEVICE", 1, 1, opts_none, cmd_devices_show,
-     "show a device (ident or name)"},
+     "show a device (ident, short ident or name)"},
     {"devices", "create", "", 0, 0, opts_devices_create, cmd_devices_create,
      "add a device to the inventory"},
     {"devices", "tag", "DEVICE", 1, 1, opts_devices_tag, cmd_devices_tag,
      "add or remove a device's inventory tags"},
     {"jobs", "list", "", 0, 0, opts_jobs_list, cmd_jobs_list, "list jobs"},
-    {"jobs", "show", "JOB", 1, 1, opts_none, cmd_jobs_show, "show a job"},
+    {"jobs", "show", "JOB", 1, 1, opts_none, cmd_jobs_show, "show a job (ident or short ident)"},
     {"jobs", "history", "JOB", 1, 1, opts_paging, cmd_jobs_history,
      "a job's status changes, newest first"},
-    {"jobs", "cancel", "JOB", 1, 1, opts_none, cmd_jobs_cancel, "cancel a job"},
+    {"jobs", "cancel", "JOB", 1, 1, opts_none, cmd_jobs_cancel,
+     "cancel a job (ident or short ident)"},
     {"groups", "list", "", 0, 0, opts_groups_list, cmd_groups_list,
      "list the groups of bulk sends"},
     {"groups", "show", "GROUP", 1, 1, opts_none, cmd_groups_show,
-     "show a group (ident or name) and its jobs' statuses"},
+     "show a group (ident, short ident or name) and its jobs' statuses"},
     {"groups", "pause", "GROUP", 1, 1, opts_none, cmd_groups_action,
      "stop releasing a group's jobs (needs a coordinator with rollouts)"},
     {"groups", "resume", "GROUP", 1, 1, opts_none, cmd_groups_action,
@@ -187,9 +189,9 @@ static const struct cli_cmd cli_cmds[] = {
     {"groups", "cancel", "GROUP", 1, 1, opts_none, cmd_groups_action,
      "cancel a group's jobs not yet ended (needs rollouts)"},
     {"send", NULL, "TASK", 1, 1, opts_send, cmd_send,
-     "send a task (ident or name) to devices: --device ... or --tag"},
+     "send a task (ident, short ident or name) to devices: --device ... or --tag"},
     {"watch", NULL, "GROUP", 1, 1, opts_watch, cmd_watch,
-     "follow a group (ident or name) until its jobs have ended"},
+     "follow a group (ident, short ident or name) until its jobs have ended"},
 };
 #define CLI_NCMDS (sizeof(cli_cmds) / sizeof(cli_cmds[0]))
 

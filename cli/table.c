@@ -1,5 +1,8 @@
 #include "table.h"
 
+#include "uuid.h"
+
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
@@ -129,6 +132,8 @@ void table_print(const struct table *t, FILE *fp, size_t width)
 			if (cw > w[c])
 				w[c] = cw;
 		}
+		if (t->least[c] > minw[c])
+			minw[c] = t->least[c];
 		if (minw[c] > w[c])
 			minw[c] = w[c];
 		total += w[c] + (c > 0 ? 2 : 0);
@@ -157,6 +162,17 @@ void table_print(const struct table *t, FILE *fp, size_t width)
 		}
 		fputc('\n', fp);
 	}
+}
+
+void table_keep(struct table *t, size_t col)
+{
+	table_least(t, col, SIZE_MAX);
+}
+
+void table_least(struct table *t, size_t col, size_t width)
+{
+	if (col < t->ncols)
+		t->least[col] = width;
 }
 
 void table_free(struct table *t)
@@ -201,6 +217,81 @@ void table_time(char *out, size_t len, int64_t t)
 	if (t <= 0 || localtime_r(&tt, &tm) == NULL ||
 	    strftime(out, len, "%Y-%m-%d %H:%M:%S", &tm) == 0)
 		snprintf(out, len, "-");
+}
+
+void table_time_short(char *out, size_t len, int64_t t, int64_t now)
+{
+	time_t tt = (time_t)t, tn = (time_t)now;
+	struct tm tm, tmn;
+	bool today;
+
+	if (t <= 0 || localtime_r(&tt, &tm) == NULL || localtime_r(&tn, &tmn) == NULL) {
+		snprintf(out, len, "-");
+		return;
+	}
+	today = tm.tm_year == tmn.tm_year && tm.tm_yday == tmn.tm_yday;
+	if (strftime(out, len, today ? "%H:%M:%S" : "%Y-%m-%d %H:%M:%S", &tm) == 0)
+		snprintf(out, len, "-");
+}
+
+/* The 32 hex digits of a UUID, reversed (the last first), into rev; false when s is not a
+ * UUID. */
+static bool table_rev_hex(const char *s, char rev[33])
+{
+	size_t n = 0;
+
+	if (s == NULL || !uuid_valid(s))
+		return false;
+	for (size_t i = 36; i-- > 0;)
+		if (s[i] != '-')
+			rev[n++] = (char)(s[i] >= 'A' && s[i] <= 'F' ? s[i] - 'A' + 'a' : s[i]);
+	rev[n] = '\0';
+	return n == 32;
+}
+
+static int table_rev_cmp(const void *a, const void *b)
+{
+	return memcmp(a, b, 33);
+}
+
+size_t table_short_len(const char *const *ids, size_t n)
+{
+	char(*rev)[33] = n ? malloc(n * sizeof(*rev)) : NULL;
+	size_t m = 0, need = TABLE_SHORT_MIN;
+
+	if (rev == NULL)
+		return n ? 32 : need; /* out of memory: whole idents tell every one apart */
+	for (size_t i = 0; i < n; i++)
+		if (table_rev_hex(ids[i], rev[m]))
+			m++;
+	qsort(rev, m, sizeof(*rev), table_rev_cmp);
+	/* sorted by their last digits first: the longest shared ending is between neighbours */
+	for (size_t i = 1; i < m; i++) {
+		size_t k = 0;
+		while (k < 32 && rev[i][k] == rev[i - 1][k])
+			k++;
+		if (k < 32 && k + 1 > need)
+			need = k + 1;
+	}
+	free(rev);
+	return need;
+}
+
+const char *table_short(char *out, size_t len, const char *ident, size_t digits)
+{
+	size_t from = 36, n = 0;
+
+	if (ident == NULL || !uuid_valid(ident)) {
+		snprintf(out, len, "%s", ident != NULL ? ident : "-");
+		return out;
+	}
+	while (from > 0 && n < digits) {
+		from--;
+		if (ident[from] != '-')
+			n++;
+	}
+	snprintf(out, len, "%s", ident + from);
+	return out;
 }
 
 void table_duration(char *out, size_t len, double seconds)

@@ -4,6 +4,7 @@
  */
 #include "api.h"
 
+#include <ctype.h>
 #include <errno.h>
 #include <microhttpd.h>
 #include <stdarg.h>
@@ -255,6 +256,27 @@ static const char *const api_sort_names[] = {"created_at", "update_at", "name"};
 
 #define API_MAX_NAME_QUERY 200
 
+/* ident_prefix or ident_suffix k (docs/api.md "Lists"): 1 to 36 hex digits and '-', kept
+ * lowercase in out (UUID_STR_LEN bytes, "" when not given). */
+static bool api_ident_part(struct api_req *req, struct api_resp *r, const char *k, char *out)
+{
+	const char *v = api_query(req, k);
+	size_t n = v ? strlen(v) : 0;
+
+	out[0] = '\0';
+	if (v == NULL)
+		return true;
+	if (n == 0 || n >= UUID_STR_LEN || strspn(v, "0123456789abcdefABCDEF-") != n) {
+		api_error(r, 400, "invalid_parameter", k,
+			  "'%s' must be 1 to %d hex digits or '-' (a part of an ident)", k,
+			  UUID_STR_LEN - 1);
+		return false;
+	}
+	for (size_t i = 0; i <= n; i++)
+		out[i] = (char)tolower((unsigned char)v[i]);
+	return true;
+}
+
 bool api_list(struct api_req *req, struct api_resp *r, long long default_per_page,
 	      const char *sort_keys, bool default_desc, bool with_name, struct store_page *out)
 {
@@ -286,7 +308,8 @@ bool api_list(struct api_req *req, struct api_resp *r, long long default_per_pag
 			  API_MAX_NAME_QUERY);
 		return false;
 	}
-	return true;
+	return api_ident_part(req, r, "ident_prefix", out->ident_prefix) &&
+	       api_ident_part(req, r, "ident_suffix", out->ident_suffix);
 }
 
 struct api_query_check {

@@ -116,8 +116,9 @@ bool api_page(struct api_req *req, struct api_resp *r, long long default_per_pag
 /*
  * api_page, then the list options of docs/api.md "Lists": sort ("key" ascending, "-key"
  * descending; keys: the space-separated sort_keys, the first one the default, descending
- * when default_desc), created_after and created_before (Unix seconds), and name when
- * with_name. A bad value sets 400 invalid_parameter naming it and returns false.
+ * when default_desc), created_after and created_before (Unix seconds), name when
+ * with_name, ident_prefix and ident_suffix. A bad value sets 400 invalid_parameter naming it and
+ * returns false.
  */
 bool api_list(struct api_req *req, struct api_resp *r, long long default_per_page,
 	      const char *sort_keys, bool default_desc, bool with_name, struct store_page *out);

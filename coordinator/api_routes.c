@@ -19,7 +19,7 @@ struct api_route {
 
 /* The query parameters of lists (docs/api.md "Paging" and "Lists"). */
 #define Q_PAGE "page per_page"
-#define Q_LIST Q_PAGE " sort created_after created_before"
+#define Q_LIST Q_PAGE " sort created_after created_before ident_prefix ident_suffix"
 
 static const struct api_route api_routes[] = {
     {"GET", "tasks", ROLE_VIEWER, api_tasks_list, Q_LIST " name hide"},

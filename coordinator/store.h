@@ -90,6 +90,9 @@ struct store_page {
 	bool has_after, has_before;
 	long long created_after, created_before;
 	const char *name;
+	/* ident_prefix, ident_suffix (docs/api.md "Lists"): lowercase hex and '-', "" when
+	 * not given */
+	char ident_prefix[UUID_STR_LEN], ident_suffix[UUID_STR_LEN];
 };
 
 /* Where a page of a list stands: the page asked for and the list's total (render.h writes

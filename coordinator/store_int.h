@@ -194,6 +194,7 @@ struct store_qb {
 
 struct store_qb_opts {
 	char after[24], before[24];
+	char prefix[40], suffix[40]; /* LIKE patterns: an ident part and % */
 	char order[160];
 };
 

@@ -78,7 +78,8 @@ void store_qb_add(struct store_qb *q, const char *clause, const char *param)
 /* The bounds of a list's options (docs/api.md "Lists"), as decimal text for store_qb. */
 
 /*
- * Adds pg's created_after, created_before and name to q (columns of the table aliased p,
+ * Adds pg's created_after, created_before, name, ident_prefix and ident_suffix to q (columns of the
+ * table aliased p,
  * "" or "j.") and writes its ORDER BY into o->order. created_at order is the order of the
  * idents (UUIDv7: the time of creation comes first), which the indexes serve; the ident
  * (id: "ident" or "entity_ident") breaks ties of the other keys, so pages never overlap.
@@ -102,6 +103,17 @@ void store_qb_list_opts(struct store_qb *q, const struct store_page *pg, const c
 	if (pg->name) {
 		snprintf(clause, sizeof(clause), "%sname = ?", p);
 		store_qb_add(q, clause, pg->name);
+	}
+	/* hex and '-' only (api.c checks), so no '%' or '_' of the client's reaches LIKE */
+	if (pg->ident_prefix[0] != '\0') {
+		snprintf(o->prefix, sizeof(o->prefix), "%s%%", pg->ident_prefix);
+		snprintf(clause, sizeof(clause), "%s%s LIKE ?", p, id);
+		store_qb_add(q, clause, o->prefix);
+	}
+	if (pg->ident_suffix[0] != '\0') {
+		snprintf(o->suffix, sizeof(o->suffix), "%%%s", pg->ident_suffix);
+		snprintf(clause, sizeof(clause), "%s%s LIKE ?", p, id);
+		store_qb_add(q, clause, o->suffix);
 	}
 	if (pg->sort == NULL || strcmp(pg->sort, "created_at") == 0)
 		snprintf(o->order, sizeof(o->order), "%s%s %s", p, id, dir);

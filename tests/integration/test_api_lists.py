@@ -121,6 +121,42 @@ class ListsTest(CoordinatorTest):
                                       created_after=self.jobs[0]["created_at"], per_page=1))
         self.assertEqual((r.json["total_items"], r.json["items"][0]["ident"]), (2, j[2]))
 
+    def test_ident_parts(self):
+        """ident_prefix and ident_suffix: the short idents of docs/cli.md, found by one
+        request; hex digits and '-' only, any case."""
+        j = self.jobs[1]["ident"]
+        for path, key, obj in (("/jobs", "ident", self.jobs[1]),
+                               ("/tasks/%s/jobs" % self.task, "ident", self.jobs[1]),
+                               ("/tasks", "ident", self.tasks[2]),
+                               ("/devices", "entity_ident", self.devices[0])):
+            ident = obj[key]
+            got = idents(self.get_all(path, ident_suffix=ident[-12:]), key)
+            self.assertEqual(got, [ident], path)
+            got = idents(self.get_all(path, ident_suffix=ident[-8:].upper()), key)
+            self.assertEqual(got, [ident], path + " upper case")
+            got = idents(self.get_all(path, ident_prefix=ident), key)
+            self.assertEqual(got, [ident], path + " the whole ident")
+            # a prefix of the time part: this object and others made the same second
+            self.assertIn(ident, idents(self.get_all(path, ident_prefix=ident[:11]), key))
+        r = self.admin.post("/tasks/%s/jobs/tags" % self.task,
+                            {"tag": "lists-none", "group_name": "parts"})
+        self.assertStatus(r, 201)
+        g = r.json["group"]["ident"]
+        self.assertEqual(idents(self.get_all("/groups", ident_suffix=g[-12:])), [g])
+        self.assertEqual(idents(self.get_all("/jobs", ident_prefix=j[:13],
+                                             ident_suffix=j[-4:])), [j])
+        self.assertEqual(self.get_all("/jobs", ident_suffix="000000000000" if
+                                      not j.endswith("000000000000") else "111111111111"), [])
+        for bad in ("xyz", "%", "_1", "a" * 37):
+            r = self.admin.get(with_query("/jobs", ident_prefix=bad))
+            self.assertStatus(r, 400)
+            self.assertEqual(r.json["error"]["details"]["field"], "ident_prefix")
+            r = self.admin.get(with_query("/devices", ident_suffix=bad))
+            self.assertStatus(r, 400)
+            self.assertEqual(r.json["error"]["details"]["field"], "ident_suffix")
+        r = self.admin.get(with_query("/jobs/%s/history" % j, ident_prefix=j[:8]))
+        self.assertStatus(r, 400)
+
     def test_name(self):
         self.assertEqual(idents(self.get_all("/tasks", name="mike")), [self.tasks[2]["ident"]])
         self.assertEqual(self.get_all("/tasks", name="mik"), [], "exact names only")

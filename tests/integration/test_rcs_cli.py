@@ -311,7 +311,7 @@ class RcsCliTest(StackTest):
         out, _ = self.rcs("tasks", "show", "Sleepy")
         self.assertRegex(out, r"(?m)^variables\s+delay\?, fail\?$")
         out, _ = self.rcs("tasks", "list", "--name", "Echo")
-        self.assertIn(self.echo["ident"], out)
+        self.assertIn(self.echo["ident"][-8:], out)  # its short ident
         self.assertNotIn("Sleepy", out)
         # a body from a file, flags on top; hidden tasks
         body = os.path.join(self.workdir, "task.json")
@@ -342,6 +342,81 @@ class RcsCliTest(StackTest):
         self.assertTrue(lines and lines[0].startswith("IDENT"), out)
         self.assertTrue(all(len(l) <= 60 for l in lines), lines)
         self.assertIn("~", out)  # something was cut
+
+    def test_tables_at_80_columns(self):
+        """Short idents that differ, device names, whole times to the second and statuses:
+        in 80 columns, names and responses give way (docs/cli.md "Tables")."""
+        dev = self.device("a-pump-with-a-name-longer-than-any-column-ought-to-be")
+        jobs = [self.rcs_json("send", "Echo", "--device", "pump-%d" % n, "--var",
+                              "message=" + "a long response " * 8, "--wait")
+                for n in (1, 2, 3)]
+        rc, out = self.run_pty(["jobs", "list", "--per-page", "3"], cols=80)
+        self.assertEqual(rc, 0, out)
+        lines = [l for l in out.replace("\r", "").split("\n") if l]
+        self.assertTrue(all(len(l) <= 80 for l in lines), lines)
+        self.assertEqual(lines[0].split()[:3], ["IDENT", "TASK", "DEVICE"])
+        rows = lines[1:4]
+        shorts = [r.split()[0] for r in rows]
+        self.assertEqual(shorts, [j["ident"][-8:] for j in jobs[::-1]])
+        for r, n in zip(rows, (3, 2, 1)):
+            self.assertRegex(r, r"^[0-9a-f]{8}  Echo +%s pump-%d +terminated +"
+                             r"\d\d:\d\d:\d\d  a long" % (self.devices["pump-%d" % n][-8:], n))
+        # the jobs show command names the device; the device list shows short idents
+        out, _ = self.rcs("jobs", "show", jobs[0]["ident"])
+        self.assertRegex(out, r"(?m)^device\s+pump-1 \(%s\)$" % self.devices["pump-1"])
+        rc, out = self.run_pty(["devices", "list"], cols=80)
+        lines = [l for l in out.replace("\r", "").split("\n") if l]
+        self.assertTrue(all(len(l) <= 80 for l in lines), lines)
+        self.assertTrue(any(l.startswith(dev["entity_ident"][-8:] + "  a-pump-with")
+                            for l in lines), lines)
+
+    def test_short_idents(self):
+        """Wherever an ident goes, 6 or more hex digits of its start or its end do, when
+        they name one object (docs/cli.md "Short idents")."""
+        j = self.rcs_json("send", "Echo", "--device", self.devices["pump-2"][-10:], "--var",
+                          "message=short", "--schedule", "+1h")
+        self.assertEqual(j["entity_ident"], self.devices["pump-2"])
+        job = j["ident"]
+        for short in (job[-8:], job[-6:].upper(), job[:24], job[:28].replace("-", ""),
+                      job[-17:]):
+            self.assertEqual(self.rcs_json("jobs", "show", short)["ident"], job, short)
+        self.assertEqual(self.rcs_json("jobs", "history", job[-7:]),
+                         self.api_get("/jobs/%s/history" % job))
+        out, _ = self.rcs("jobs", "cancel", job[-8:])
+        self.assertEqual(out, "job %s cancelled\n" % job)
+        self.assertEqual(self.rcs_json("tasks", "show", self.echo["ident"][-8:])["ident"],
+                         self.echo["ident"])
+        self.assertEqual(self.rcs_json("devices", "show", self.devices["pump-3"][-12:])
+                         ["entity_ident"], self.devices["pump-3"])
+        ans = self.rcs_json("send", "Echo", "--tag", "site-b", "--group", "short-g")
+        g = ans["group"]["ident"]
+        self.assertEqual(self.rcs_json("groups", "show", g[-8:])["ident"], g)
+        self.assertEqual(self.rcs_json("jobs", "list", "--group", g[-8:]),
+                         self.api_get("/jobs?group_ident=" + g))
+        rc, out = self.run_pty(["watch", g[-8:]], cols=80)
+        self.assertEqual(rc, 0, out)
+        # a name wins over a short ident: a device named like another one's ident end
+        twin = self.device(self.devices["pump-1"][-8:])["entity_ident"]
+        self.assertEqual(self.rcs_json("devices", "show", self.devices["pump-1"][-8:])
+                         ["entity_ident"], twin)
+        # several: the candidates; none: said; fewer than 6 digits: not a short ident
+        two = [self.rcs_json("send", "Echo", "--device", "pump-1", "--schedule", "+1h")["ident"]
+               for _ in range(2)]
+        common = os.path.commonprefix(two)
+        if len(common.replace("-", "")) >= 6:
+            _, err = self.rcs("jobs", "show", common, code=3)
+            self.assertIn("job %s is ambiguous: " % common, err)
+            self.assertIn(two[0], err)
+            self.assertIn(two[1], err)
+        _, err = self.rcs("jobs", "show", "000000", code=3)
+        self.assertIn("no job ident begins or ends with '000000'", err)
+        _, err = self.rcs("jobs", "show", "e4a1f", code=3)
+        self.assertIn("'e4a1f' is not a job ident", err)
+        _, err = self.rcs("devices", "show", "0000000000", code=3)
+        self.assertIn("no device named '0000000000', and no device ident begins or ends "
+                      "with it", err)
+        for t in two:
+            self.api.patch("/jobs/%s/cancel" % t)
 
     # -- devices -----------------------------------------------------------------------------
 
@@ -380,7 +455,8 @@ class RcsCliTest(StackTest):
     def test_send_one_device_wait_done(self):
         out, err = self.rcs("send", "Echo", "--device", "pump-1", "--var", "message=hi",
                             "--wait")
-        self.assertRegex(out, r"^job [0-9a-f-]{36} (pending|transmited)\n")
+        self.assertRegex(out, r"^job [0-9a-f-]{36} (pending|transmited) on pump-1 \(%s\)\n"
+                         % self.devices["pump-1"][-8:])
         job = out.split()[1]
         self.assertIn("job %s: done, terminated 1" % job, out)
         j = self.api_get("/jobs/" + job)
@@ -393,7 +469,8 @@ class RcsCliTest(StackTest):
         self.assertEqual(self.rcs_json("jobs", "history", job),
                          self.api_get("/jobs/%s/history" % job))
         out, _ = self.rcs("jobs", "history", job)
-        statuses = [l.split()[2] for l in out.splitlines()[1:]]
+        # TIME (HH:MM:SS today, else with the date), STATUS, RESPONSE (one word here)
+        statuses = [l.split()[-2] for l in out.splitlines()[1:]]
         self.assertEqual(statuses[0], "terminated")
         self.assertEqual(statuses[-1], "initial")
         self.assertEqual(self.rcs_json("jobs", "list", "--device", "pump-1", "--task", "Echo"),
@@ -460,8 +537,8 @@ class RcsCliTest(StackTest):
         self.assertEqual(self.rcs_json("groups", "list", "--status", "paused"),
                          self.api_get("/groups?status=paused"))
         out, _ = self.rcs("groups", "list", "--status", "paused")
-        self.assertIn(held, out)
-        self.assertNotIn(newest, out)
+        self.assertIn(held[-8:], out)
+        self.assertNotIn(newest[-8:], out)
         self.rcs("groups", "resume", "gn-held")
         out, _ = self.rcs("groups", "cancel", "gn-held")
         self.assertEqual(out, "group gn-held: cancelled\n")
@@ -508,7 +585,7 @@ class RcsCliTest(StackTest):
         out, err = self.rcs("send", "Sleepy", "--device", "pump-1", "--device", "away-1",
                             "--group", "half", code=1)
         self.assertIn("group half", out)
-        self.assertIn("device %s rejected: the device is offline" % away["entity_ident"], err)
+        self.assertRegex(err, r"device away-1 \([0-9a-f]+\) rejected: the device is offline")
         self.assertIn("1 device was offline: send again to it with --offline queue", err)
         group = self.api_get("/groups?name=half")["items"][0]["ident"]
         self.assertEqual([x["entity_ident"] for x in self.api_get("/groups/" + group)[
@@ -531,6 +608,14 @@ class RcsCliTest(StackTest):
         _, err = self.rcs("send", "Echo", "--device", "pump-1", "--device", str(uuid.uuid4()),
                           code=1)
         self.assertIn("rejected: no such device (not_found)", err)
+        # a device that is there but away: its name next to its short ident
+        away = self.device("away-pump")["entity_ident"]
+        out, err = self.rcs("send", "Echo", "--device", "pump-1", "--device", away, code=1)
+        self.assertIn("device away-pump (%s) rejected: " % away[-8:], err)
+        self.assertRegex(out, r"(?m)^[0-9a-f]{8}  %s pump-1 " % self.devices["pump-1"][-8:])
+        _, err = self.rcs("send", "Echo", "--device", "pump-1", "--device", away, "--json",
+                          "--wait", code=1)
+        self.assertIn("device away-pump (%s) rejected: " % away[-8:], err)
 
     def test_send_failed_job_exit_1(self):
         # a failed job says why: its status, the device's cause and its response
@@ -581,7 +666,7 @@ class RcsCliTest(StackTest):
         _, err = self.rcs("jobs", "cancel", j["ident"], code=3)
         self.assertIn("job_terminal, HTTP 409", err)
         _, err = self.rcs("jobs", "show", "not-a-job", code=3)
-        self.assertIn("not_found", err)
+        self.assertIn("'not-a-job' is not a job ident", err)
         # an absolute time in UTC
         j = self.rcs_json("send", "Echo", "--device", "pump-2", "--schedule",
                           time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(at)))
@@ -900,6 +985,56 @@ class RcsCliFakeApiTest(unittest.TestCase):
             self.assertEqual(lines[3], "group r: done, terminated 4")
         finally:
             fake.stop()
+
+    def test_device_names_read_with_few_requests(self):
+        """A jobs table reads its device names once: one page of GET /devices for many
+        devices, one GET each for a few; short idents grow where two share their end."""
+        devs = [str(uuid.uuid4()) for _ in range(12)]
+        jobs = [str(uuid.uuid4()) for _ in range(12)]
+        jobs[1] = jobs[1][:-9] + jobs[0][-9:]  # the last 9 digits of another job's
+        job = lambda i: {"ident": jobs[i], "task": {"name": "T"}, "entity_ident": devs[i],
+                         "status": "terminated", "update_at": 1, "response": "r%d" % i}
+        page = lambda items: {"page": 1, "per_page": 50, "total_pages": 1,
+                              "total_items": len(items), "items": items}
+        fake = FakeApi({
+            ("GET", "/v3/commands/jobs"): [(200, page([job(i) for i in range(12)]))],
+            ("GET", "/v3/commands/devices"): [(200, page(
+                [{"entity_ident": d, "name": "dev-%d" % i} for i, d in enumerate(devs)]))]})
+        try:
+            out, _ = self.rcs(fake, "jobs", "list")
+        finally:
+            fake.stop()
+        rows = out.splitlines()[1:]
+        self.assertEqual(rows[0].split()[:4], [jobs[0][-10:], "T", devs[0][-8:], "dev-0"])
+        self.assertEqual(rows[1].split()[0], jobs[1][-10:])
+        self.assertEqual(rows[5].split()[:4], [jobs[5][-10:], "T", devs[5][-8:], "dev-5"])
+        gets = [r[1] for r in fake.requests if r[0] == "GET"]
+        self.assertEqual(len(gets), 2, gets)
+        self.assertTrue(gets[1].startswith("/v3/commands/devices?"), gets)
+        # three devices: one GET each, no list
+        fake = FakeApi({
+            ("GET", "/v3/commands/jobs"): [(200, page([job(i) for i in range(3)]))],
+            **{("GET", "/v3/commands/devices/" + d): [(200, {"entity_ident": d,
+                                                             "name": "dev-%d" % i})]
+               for i, d in enumerate(devs[:3])}})
+        try:
+            out, _ = self.rcs(fake, "jobs", "list")
+        finally:
+            fake.stop()
+        self.assertIn("%s dev-2" % devs[2][-8:], out)
+        self.assertEqual(sorted(r[1] for r in fake.requests if "/devices" in r[1]),
+                         sorted("/v3/commands/devices/" + d for d in devs[:3]))
+
+    def test_short_ident_on_an_older_coordinator(self):
+        fake = FakeApi({("GET", "/v3/commands/jobs"): [(400, {"error": {
+            "code": "invalid_parameter", "details": {"field": "ident_prefix"},
+            "message": "unknown query parameter 'ident_prefix'"}})]})
+        try:
+            _, err = self.rcs(fake, "jobs", "show", "01a22365-c66", code=3)
+        finally:
+            fake.stop()
+        self.assertIn("unknown query parameter 'ident_prefix'", err)
+        self.assertIn("a short ident needs a coordinator that takes ident_prefix", err)
 
     def test_watch_when_the_api_goes_away(self):
         base = "/v3/commands/groups/" + self.GROUP

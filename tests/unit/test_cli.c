@@ -174,6 +174,117 @@ static void test_table(void **state)
 	assert_string_equal(clean, "2h07m");
 }
 
+/* Short idents: the last digits of UUIDv7 idents that share their time, as many as tell
+ * them apart; columns that keep their width (docs/cli.md "Tables"). */
+static void test_table_short_idents(void **state)
+{
+	static const char *const heads[] = {"IDENT", "DEVICE", "STATUS", "UPDATED", "RESPONSE"};
+	const char *ids[] = {"01a22365-c66d-7e01-8a3b-51c6f2d9e4a1",
+			     "01a22365-c66d-7e02-9b44-0fd3a8c7e4a1", /* the same 4 last digits */
+			     "01a22365-c66d-7e01-8a3b-51c6f2d9e4a1", /* the first again */
+			     NULL, "pump"};
+	const char *close[] = {"01a22365-c66d-7e01-8a3b-51c6f2d9e4a1",
+			       "01a22365-c66d-7e01-9a3b-51c6f2d9e4a1"}; /* 15 digits the same */
+	char out[UUID_STR_LEN], line[256];
+	struct table t;
+	char *txt;
+
+	(void)state;
+	assert_int_equal(table_short_len(ids, 5), TABLE_SHORT_MIN);
+	assert_int_equal(table_short_len(ids, 0), TABLE_SHORT_MIN);
+	assert_int_equal(table_short_len(close, 2), 16);
+	assert_string_equal(table_short(out, sizeof(out), ids[0], 8), "f2d9e4a1");
+	assert_string_equal(table_short(out, sizeof(out), ids[0], 12), "51c6f2d9e4a1");
+	assert_string_equal(table_short(out, sizeof(out), ids[0], 15), "a3b-51c6f2d9e4a1");
+	assert_string_equal(table_short(out, sizeof(out), close[0], 16), "8a3b-51c6f2d9e4a1");
+	assert_string_equal(table_short(out, sizeof(out), ids[0], 32), ids[0]);
+	assert_string_equal(table_short(out, sizeof(out), "pump", 8), "pump");
+	assert_string_equal(table_short(out, sizeof(out), NULL, 8), "-");
+
+	/* 80 columns: the idents, the status and the time whole; the rest gives way */
+	table_init(&t, 5, heads);
+	table_keep(&t, 0);
+	table_least(&t, 1, 9);
+	table_keep(&t, 2);
+	table_keep(&t, 3);
+	for (int i = 0; i < 3; i++)
+		assert_int_equal(
+		    table_add(&t,
+			      (const char *const[]){
+				  i == 1 ? "0fd3a8c7" : "51c6f2d9",
+				  "f2d9e4a1 a-device-with-a-rather-long-name-indeed",
+				  "edge_running", "2026-11-27 22:10:05",
+				  "a response that goes on and on, longer than any terminal"}),
+		    RCS_OK);
+	txt = table_text(&t, 80);
+	for (char *l = txt, *nl; (nl = strchr(l, '\n')) != NULL; l = nl + 1) {
+		*nl = '\0';
+		assert_true(table_text_width(l) <= 80);
+		if (l != txt) {
+			snprintf(line, sizeof(line), "%s", l);
+			assert_non_null(strstr(line, "  edge_running  2026-11-27 22:10:05  "));
+			assert_non_null(strstr(line, "  f2d9e4a1 "));
+		}
+	}
+	free(txt);
+	/* narrower than what is kept: the kept columns stay whole, lines wrap */
+	txt = table_text(&t, 20);
+	assert_non_null(strstr(txt, "51c6f2d9  f2d9e4a1~  edge_running  2026-11-27 22:10:05  "));
+	free(txt);
+	table_free(&t);
+}
+
+/* Table times to the second: without the date on the day of now. */
+static void test_table_time_short(void **state)
+{
+	char out[32];
+	struct tm tm;
+	time_t t;
+
+	(void)state;
+	memset(&tm, 0, sizeof(tm));
+	tm.tm_year = 126;
+	tm.tm_mon = 10;
+	tm.tm_mday = 28;
+	tm.tm_hour = 22;
+	tm.tm_min = 10;
+	tm.tm_sec = 5;
+	tm.tm_isdst = -1;
+	t = mktime(&tm);
+	table_time_short(out, sizeof(out), t, t + 3600);
+	assert_string_equal(out, "22:10:05");
+	table_time_short(out, sizeof(out), t, t + 86400);
+	assert_string_equal(out, "2026-11-28 22:10:05");
+	table_time_short(out, sizeof(out), 0, t);
+	assert_string_equal(out, "-");
+}
+
+/* What a person types for an ident: hex digits of its start or its end, '-' anywhere. */
+static void test_cli_short_part(void **state)
+{
+	char out[UUID_STR_LEN];
+
+	(void)state;
+	assert_true(cli_short_part("01a22365-c66", true, out));
+	assert_string_equal(out, "01a22365-c66");
+	assert_true(cli_short_part("01A22365C66D", true, out));
+	assert_string_equal(out, "01a22365-c66d");
+	assert_true(cli_short_part("01a22365-c66", false, out));
+	assert_string_equal(out, "01a22365c66"); /* as the last 11 digits of an ident */
+	assert_true(cli_short_part("f2d9e4a1", false, out));
+	assert_string_equal(out, "f2d9e4a1");
+	assert_true(cli_short_part("8a3b51c6f2d9e4a1", false, out));
+	assert_string_equal(out, "8a3b-51c6f2d9e4a1");
+	assert_true(cli_short_part("01a22365c66d7e018a3b51c6f2d9e4a1", false, out));
+	assert_string_equal(out, "01a22365-c66d-7e01-8a3b-51c6f2d9e4a1");
+	assert_true(cli_short_part("abcdef", true, out));
+	assert_false(cli_short_part("abcde", true, out)); /* fewer than 6 digits */
+	assert_false(cli_short_part("abc-de", true, out));
+	assert_false(cli_short_part("pump-7", true, out));
+	assert_false(cli_short_part("f2d9e4a1%", false, out));
+	assert_false(cli_short_part("01a22365c66d7e018a3b51c6f2d9e4a1ff", false, out));
+}
+
 static void test_watch_progress(void **state)
 {
 	struct watch_snap s[3];
@@ -374,10 +485,17 @@ static void test_config(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-	    cmocka_unit_test(test_send_parse_time), cmocka_unit_test(test_send_var_value),
-	    cmocka_unit_test(test_table),           cmocka_unit_test(test_watch_progress),
-	    cmocka_unit_test(test_http_escape),     cmocka_unit_test(test_http_init),
-	    cmocka_unit_test(test_config),          cmocka_unit_test(test_cli_show),
+	    cmocka_unit_test(test_send_parse_time),
+	    cmocka_unit_test(test_send_var_value),
+	    cmocka_unit_test(test_table),
+	    cmocka_unit_test(test_watch_progress),
+	    cmocka_unit_test(test_http_escape),
+	    cmocka_unit_test(test_http_init),
+	    cmocka_unit_test(test_config),
+	    cmocka_unit_test(test_cli_show),
+	    cmocka_unit_test(test_table_short_idents),
+	    cmocka_unit_test(test_table_time_short),
+	    cmocka_unit_test(test_cli_short_part),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
