@@ -109,6 +109,61 @@ static const char *job_empty_reason(const char *tag, size_t n, char *out, size_t
 	return out;
 }
 
+/* Sorts a send's candidates into jobs (a new ident and a place each) and rejected devices:
+ * unknown ones, and with a transport the offline ones that the send's "offline", or without
+ * it the task's allow_offline, does not queue (docs/api.md "Bulk sends and groups"). On
+ * failure the answer is set and false returned. */
+static bool job_bulk_sort(struct api_req *req, struct api_resp *r, const struct api_job_req *jr,
+			  const char **idents, const bool *online_of, const long long *order_of,
+			  size_t n, struct job_new *jobs, size_t *pnj,
+			  struct job_rejected *rejected, size_t *pnr)
+{
+	bool transport = lifecycle_has_transport(req->app->lc);
+	bool allow_offline = jr->offline == API_OFFLINE_QUEUE    ? true
+			     : jr->offline == API_OFFLINE_REJECT ? false
+								 : jr->task.allow_offline;
+	size_t nj = 0, nr = 0;
+	enum rcs_err err;
+
+	for (size_t i = 0; i < n; i++) {
+		bool online = false;
+		if (online_of) {
+			online = online_of[i];
+		} else {
+			err = store_device_presence(req->app->st, req->auth.client_root, idents[i],
+						    &online);
+			if (err == RCS_ERR_NOTFOUND) {
+				rejected[nr++] =
+				    (struct job_rejected){idents[i], "not_found", "no such device"};
+				continue;
+			}
+			if (err != RCS_OK) {
+				api_store_error(r, err, "device");
+				return false;
+			}
+		}
+		if (transport && !online && !allow_offline) {
+			rejected[nr++] = (struct job_rejected){
+			    idents[i], "device_offline",
+			    jr->offline == API_OFFLINE_REJECT
+				? "the device is offline and the send rejects offline devices"
+				: "the device is offline and the task does not allow offline"
+				  " devices (\"offline\": \"queue\" queues its job)"};
+			continue;
+		}
+		err = uuid_v7(jobs[nj].ident);
+		if (err != RCS_OK) {
+			api_store_error(r, err, "job");
+			return false;
+		}
+		jobs[nj].order = order_of ? order_of[i] : (long long)i;
+		jobs[nj++].entity_ident = idents[i];
+	}
+	*pnj = nj;
+	*pnr = nr;
+	return true;
+}
+
 /*
  * Creates one job per candidate device (sorted, unique idents) in one
  * transaction; unknown and (with a transport) offline ones are rejected.
@@ -124,12 +179,6 @@ static void job_bulk(struct api_req *req, struct api_resp *r, struct api_job_req
 	struct job_bulk_items it;
 	struct buf answer;
 	char group_ident[UUID_STR_LEN], reason[128];
-	bool transport = lifecycle_has_transport(req->app->lc);
-	/* the send's "offline" wins over the task's allow_offline (docs/api.md "Bulk sends and
-	 * groups") */
-	bool allow_offline = jr->offline == API_OFFLINE_QUEUE    ? true
-			     : jr->offline == API_OFFLINE_REJECT ? false
-								 : jr->task.allow_offline;
 	bool tx = false;
 	size_t nj = 0, nr = 0;
 	enum rcs_err err;
@@ -150,41 +199,8 @@ static void job_bulk(struct api_req *req, struct api_resp *r, struct api_job_req
 		goto out;
 	}
 	tx = true;
-	for (size_t i = 0; i < n; i++) {
-		bool online = false;
-		if (online_of) {
-			online = online_of[i];
-		} else {
-			err = store_device_presence(req->app->st, req->auth.client_root, idents[i],
-						    &online);
-			if (err == RCS_ERR_NOTFOUND) {
-				rejected[nr++] =
-				    (struct job_rejected){idents[i], "not_found", "no such device"};
-				continue;
-			}
-			if (err != RCS_OK) {
-				api_store_error(r, err, "device");
-				goto out;
-			}
-		}
-		if (transport && !online && !allow_offline) {
-			rejected[nr++] = (struct job_rejected){
-			    idents[i], "device_offline",
-			    jr->offline == API_OFFLINE_REJECT
-				? "the device is offline and the send rejects offline devices"
-				: "the device is offline and the task does not allow offline "
-				  "devices"
-				  " (\"offline\": \"queue\" queues its job)"};
-			continue;
-		}
-		err = uuid_v7(jobs[nj].ident);
-		if (err != RCS_OK) {
-			api_store_error(r, err, "job");
-			goto out;
-		}
-		jobs[nj].order = order_of ? order_of[i] : (long long)i;
-		jobs[nj++].entity_ident = idents[i];
-	}
+	if (!job_bulk_sort(req, r, jr, idents, online_of, order_of, n, jobs, &nj, rejected, &nr))
+		goto out;
 	api_job_batch_init(req, jr, &b);
 	b.jobs = jobs;
 	b.n = nj;
