@@ -179,6 +179,7 @@ CALLS = {
     ("PATCH", "/devices/{entity_ident}"): Call("admin", 200, lambda fx: {"name": "sec renamed"}),
     ("DELETE", "/devices/{entity_ident}"): Call("admin", 204, fresh=True),
     ("GET", "/keys"): Call("viewer", 200),
+    ("GET", "/whoami"): Call("viewer", 200),
     ("POST", "/keys"): Call("admin", 201, lambda fx: {"user": "sec-new", "role": "viewer"}),
     ("DELETE", "/keys/{ident}"): Call("admin", 204, fresh=True),
     # webhooks and the audit log: admin only, reads included
@@ -200,6 +201,10 @@ PARAM_KIND = {"task_ident": "task", "job_ident": "job", "group_ident": "group",
               "webhook_ident": "webhook"}
 # what a uuid filter parameter names
 FILTER_KIND = {"task_ident": "task", "group_ident": "group", "entity_ident": "device"}
+# what a list names (its ident_prefix and ident_suffix filters match those idents)
+LIST_KIND = {"/jobs": "job", "/tasks/{task_ident}/jobs": "job", "/tasks": "task",
+             "/devices": "device", "/groups": "group"}
+IDENT_RE = re.compile(r"^[0-9a-fA-F-]{1,36}$")
 
 # the patterns the document gives for tags and script names
 TAG_RE = re.compile(resolve(DOC["components"]["schemas"]["DeviceCreate"])
@@ -658,6 +663,10 @@ class SecurityTest(StackTest):
                 if name in FILTER_KIND:
                     kind = FILTER_KIND[name]
                     foreign, missing = self.B.standing(kind), MISSING[kind]
+                elif name in ("ident_prefix", "ident_suffix"):
+                    # B's object's whole ident: a prefix and a suffix of itself
+                    kind = LIST_KIND[op.path]
+                    foreign, missing = self.B.standing(kind), MISSING[kind]
                 elif name == "tag":
                     foreign, missing = self.B.tag, "sec-no-such-tag"
                 else:
@@ -668,6 +677,14 @@ class SecurityTest(StackTest):
                         f = self.keys[role].get(with_query(path, **{name: foreign}))
                         m = self.keys[role].get(with_query(path, **{name: missing}))
                         self.assertEqual(f.status, 200, f)
+                        if name == "tag" and op.path == "/groups":
+                            # a tag is a word, not B's object: A's own sends to the same
+                            # word are A's groups, and the only ones it finds
+                            own = self.keys[role].get(with_query(path, per_page=500)).json
+                            self.assertEqual([g["ident"] for g in f.json["items"]],
+                                             [g["ident"] for g in own["items"]
+                                              if g["tag"] == foreign])
+                            continue
                         self.assertEqual(f.json, m.json)
                         self.assertEqual(f.json["items"], [])
 
@@ -1025,7 +1042,7 @@ class SecurityTest(StackTest):
         if schema.get("format") == "uuid":
             return bool(UUID_RE.match(value))
         if name == "status":
-            return value in JOB_STATUS_FILTER
+            return value in schema.get("enum", JOB_STATUS_FILTER)
         if schema.get("type") == "boolean":
             return value in ("true", "false")
         if name == "tag":
@@ -1036,6 +1053,8 @@ class SecurityTest(StackTest):
             return value.isascii() and value.isdigit() and int(value) < 2 ** 63
         if name == "name":
             return 1 <= len(value.encode("utf-8")) <= schema["maxLength"]
+        if name in ("ident_prefix", "ident_suffix"):
+            return bool(IDENT_RE.match(value))
         if name in ("user", "target"):  # the audit log's exact filters
             return len(value.encode("utf-8")) <= schema["maxLength"]
         raise AssertionError("no rule for the filter %r" % name)
@@ -1045,7 +1064,8 @@ class SecurityTest(StackTest):
         valid = {"status": "pending", "hide": "true", "online": "false", "tag": self.A.tag,
                  "created_after": "99999999999", "created_before": "99999999999",
                  "name": "sec-no-such-name", "user": "sec-no-such-user",
-                 "target": "sec-no-such-target", "since": "99999999999", "until": "0"}
+                 "target": "sec-no-such-target", "since": "99999999999", "until": "0",
+                 "ident_prefix": "0000000000", "ident_suffix": "0000000000"}
         for op in self.ops(lambda op: op.method == "GET"):
             path = self.path(op, self.obj(op, self.A))
             for prm in op.query_params:
@@ -1054,6 +1074,8 @@ class SecurityTest(StackTest):
                     continue
                 if name == "sort":
                     good = resolve(prm["schema"])["enum"][0]
+                elif name == "status" and "enum" in resolve(prm["schema"]):
+                    good = resolve(prm["schema"])["enum"][0]  # a group's
                 else:
                     good = valid.get(name) or self.A.standing(FILTER_KIND[name])
                 r = self.admin.get(with_query(path, **{name: good}))
