@@ -24,6 +24,7 @@
 #include "log.h"
 #include "metrics.h"
 #include "store_artifacts.h"
+#include "store_audit.h"
 
 #define ART_PATH "/v3/commands/artifacts"
 
@@ -85,8 +86,9 @@ static void art_addr(struct MHD_Connection *conn, char out[INET6_ADDRSTRLEN])
 		out[0] = '\0';
 }
 
-/* The key of the request's headers: an admin's, else r answered (401, 403, 429, 503). */
-static void art_auth(struct api_app *app, struct store *st, struct MHD_Connection *conn,
+/* The key of the request's headers: an admin's, else r answered (401, 403, 429, 503); true
+ * when the key is known (*a is its tenant and user). */
+static bool art_auth(struct api_app *app, struct store *st, struct MHD_Connection *conn,
 		     struct auth *a, struct api_resp *r)
 {
 	char addr[INET6_ADDRSTRLEN] = "";
@@ -103,7 +105,7 @@ static void art_auth(struct api_app *app, struct store *st, struct MHD_Connectio
 			api_error(r, 403, "forbidden", NULL,
 				  "the role '%s' may not do this (needs 'admin')",
 				  role_name(a->role));
-		break;
+		return true;
 	case AUTH_MISSING:
 		api_error(r, 401, "unauthorized", NULL, "the api-key header is required");
 		break;
@@ -121,6 +123,34 @@ static void art_auth(struct api_app *app, struct store *st, struct MHD_Connectio
 		api_store_error(r, err, "api key");
 		break;
 	}
+	return false;
+}
+
+/* The audit record of an upload refused before its body (docs/api.md, "Audit"). */
+static void art_audit_refusal(struct api_app *app, struct MHD_Connection *conn,
+			      const struct auth *a, int status)
+{
+	char addr[INET6_ADDRSTRLEN];
+	struct audit_rec rec;
+	enum rcs_err err;
+
+	art_addr(conn, addr);
+	memset(&rec, 0, sizeof(rec));
+	rec.client_root = (char *)a->client_root;
+	rec.ts = (int64_t)time(NULL);
+	rec.user = (char *)a->user;
+	rec.key_ident = (char *)a->key_ident;
+	rec.method = "POST";
+	rec.path = ART_PATH;
+	rec.status_code = status;
+	rec.remote = addr[0] ? addr : NULL;
+	err = store_tx_begin(app->writer);
+	if (err == RCS_OK) {
+		err = store_audit_add(app->writer, &rec);
+		err = store_tx_end(app->writer, err == RCS_OK) == RCS_OK ? err : RCS_ERR_DB;
+	}
+	if (err != RCS_OK)
+		log_warnx("artifacts: the audit record of a refused upload: %s", rcs_strerror(err));
 }
 
 struct art_query {
@@ -227,6 +257,7 @@ bool api_upload_begin(struct api_app *app, void *conn_, const char *url, const c
 	struct store *rd;
 	struct auth a;
 	enum rcs_err err;
+	bool known;
 
 	*out = NULL;
 	if (strcmp(method, "POST") != 0 ||
@@ -240,7 +271,7 @@ bool api_upload_begin(struct api_app *app, void *conn_, const char *url, const c
 	up->app = app;
 	mbedtls_sha256_init(&up->sha);
 	rd = store_reader(app->st);
-	art_auth(app, rd, conn, &a, &r);
+	known = art_auth(app, rd, conn, &a, &r);
 	if (r.status == 0 && art_headers(app, rd, conn, &a, up, &r)) {
 		err = store_artifact_sink_open(app->writer, app->artifact_dir, a.client_root,
 					       (int64_t)time(NULL), &up->sink);
@@ -253,6 +284,8 @@ bool api_upload_begin(struct api_app *app, void *conn_, const char *url, const c
 	}
 	store_reader_put(app->st, rd);
 	if (r.status != 0) {
+		if (known)
+			art_audit_refusal(app, conn, &a, r.status);
 		api_upload_free(up);
 		*ret = art_send_now(conn, &r);
 		return true;

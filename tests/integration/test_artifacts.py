@@ -20,6 +20,7 @@ import time
 import unittest
 
 from rcs_fixture import CoordinatorTest
+from rcs_harness import free_port
 
 PATH = "/v3/commands/artifacts"
 
@@ -98,6 +99,34 @@ class ArtifactsBase(CoordinatorTest):
 
 class ArtifactsTest(ArtifactsBase):
     roles = other_tenant = True
+    metrics_port = free_port()
+    extra_args = ("--metrics-listen", "127.0.0.1:%d" % metrics_port)
+
+    def artifact_bytes(self):
+        """rcs_artifact_bytes_total by direction."""
+        c = http.client.HTTPConnection("127.0.0.1", self.metrics_port, timeout=10)
+        try:
+            c.request("GET", "/metrics")
+            text = c.getresponse().read().decode()
+        finally:
+            c.close()
+        out = {}
+        for line in text.splitlines():
+            if line.startswith("rcs_artifact_bytes_total{"):
+                out[line.split('"')[1]] = int(line.split()[-1])
+        return out
+
+    def test_metrics_count_bytes(self):
+        data = os.urandom(70000)
+        before = self.artifact_bytes()
+        self.assertEqual(self.upload(data, name="counted").status, 201)
+        self.assertEqual(self.upload(data, name="counted").status, 200)
+        r = self.req("GET", PATH + "/sha256:%s/content" % hashlib.sha256(data).hexdigest(),
+                     headers={"Range": "bytes=0-999"})
+        self.assertEqual(r.status, 206)
+        after = self.artifact_bytes()
+        self.assertEqual(after["uploaded"] - before["uploaded"], 70000)
+        self.assertEqual(after["served"] - before["served"], 1000)
 
     def test_upload_dedupe_show_list_delete(self):
         data = os.urandom(300000)
@@ -198,6 +227,10 @@ class ArtifactsTest(ArtifactsBase):
         self.assertErr(r, 403, "forbidden")
         r = self.upload(data, key=self.operator.key)
         self.assertErr(r, 403, "forbidden")
+        # refused before the body, still audited once the key is known
+        r = self.req("GET", "/v3/commands/audit?user=vera")
+        self.assertEqual([(a["method"], a["path"], a["status_code"]) for a in r.json["items"]],
+                         [("POST", PATH, 403)], r)
         r = self.upload(data, name=None)
         self.assertErr(r, 400, "invalid_parameter", "name")
         r = self.upload(data, name="a" * 129)
