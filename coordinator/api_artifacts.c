@@ -619,12 +619,17 @@ static struct MHD_Response *art_body(struct api_req *req, const struct artifact_
 /* 416: none of the range is in the artifact, with Content-Range: bytes * / size. */
 static void art_unsatisfiable(struct api_resp *r, long long size)
 {
-	static const char text[] = "{\"error\": {\"code\": \"range_not_satisfiable\", \"message\":"
-				   " \"the range is past the artifact's end\"}}";
-	struct MHD_Response *resp = MHD_create_response_from_buffer(
-	    sizeof(text) - 1, (void *)(uintptr_t)text, MHD_RESPMEM_PERSISTENT);
+	struct api_resp e = {.status = 0};
+	struct MHD_Response *resp;
+	const char *text;
+	size_t len = 0;
 	char cr[48];
 
+	api_error(&e, 416, "range_not_satisfiable", NULL,
+		  "the range is past the artifact's end (%lld bytes)", size);
+	text = jsonu_dump(e.body, &len);
+	resp = MHD_create_response_from_buffer(len, (void *)text, MHD_RESPMEM_MUST_COPY);
+	json_object_put(e.body);
 	if (resp == NULL) {
 		api_error(r, 500, "internal", NULL, "internal error");
 		return;
