@@ -6,7 +6,7 @@ passes it; 409 over --artifact-quota; nothing kept by a refused or cut upload), 
 upload that does not grow the coordinator's memory by its size, the list, one record, its
 bytes with Range, If-Range and ETag (206, 416), deletes, roles (viewer reads, admin
 writes, no key 401), another tenant's artifact 404, and the audit records of uploads and
-deletes.
+deletes, and the bytes counted in the metrics.
 
 Run: RCS_BIN_DIR=build/bin RCS_SOURCE_DIR=. /usr/bin/python3 tests/integration/test_artifacts.py
 """
@@ -15,7 +15,10 @@ import hashlib
 import http.client
 import json
 import os
+import signal
 import socket
+import subprocess
+import tempfile
 import time
 import unittest
 
@@ -358,6 +361,62 @@ class ArtifactLimitsTest(ArtifactsBase):
         self.assertEqual(self.tmp_files(), [])
         r = self.req("GET", PATH + "?name=cut")
         self.assertEqual(r.json["total_items"], 0)
+
+
+    def test_sweep_at_start(self):
+        """What a coordinator stopped in the middle of an upload left is removed at start."""
+        if self.artifact_dir() is None:
+            self.skipTest("PostgreSQL keeps no files")
+        tmp = os.path.join(self.artifact_dir(), ".tmp")
+        os.makedirs(tmp, exist_ok=True)
+        with open(os.path.join(tmp, "left-by-a-crash.part"), "wb") as f:
+            f.write(b"half")
+        self.coord.stop(signal.SIGKILL)
+        self.replace_coordinator(self.extra_args)
+        self.assertEqual(self.tmp_files(), [])
+
+
+class ArtifactDiskFullTest(ArtifactsBase):
+    """The artifact directory on a 512 KiB tmpfs (SQLite; skipped when mount is not
+    permitted): an upload that fills it answers 507 and keeps nothing."""
+
+    mnt = tempfile.mkdtemp(prefix="rcs-art-full-")
+    extra_args = ("--artifact-dir", mnt)
+
+    @classmethod
+    def setUpClass(cls):
+        if os.environ.get("RCS_TEST_DB") == "postgres":
+            os.rmdir(cls.mnt)
+            raise unittest.SkipTest("PostgreSQL keeps the bytes in the database")
+        p = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=512k", "tmpfs", cls.mnt],
+                           capture_output=True, text=True, timeout=30)
+        if p.returncode != 0:
+            os.rmdir(cls.mnt)
+            raise unittest.SkipTest("cannot mount a tmpfs: %s" % (p.stderr or p.stdout).strip())
+        try:
+            super().setUpClass()
+        except BaseException:
+            subprocess.run(["umount", "-l", cls.mnt], capture_output=True, timeout=30)
+            raise
+
+    @classmethod
+    def tearDownClass(cls):
+        try:
+            super().tearDownClass()
+        finally:
+            subprocess.run(["umount", "-l", cls.mnt], capture_output=True, timeout=30)
+            os.rmdir(cls.mnt)
+
+    def artifact_dir(self):
+        return self.mnt
+
+    def test_disk_full(self):
+        r = self.upload(os.urandom(2 * 1024 * 1024), name="too-big-for-the-disk")
+        self.assertErr(r, 507, "storage_full")
+        self.assertEqual(self.tmp_files(), [])
+        self.assertEqual(self.req("GET", PATH).json["total_items"], 0)
+        r = self.upload(b"small", name="fits")
+        self.assertEqual(r.status, 201, r)
 
 
 if __name__ == "__main__":
