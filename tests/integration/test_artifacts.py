@@ -2,7 +2,9 @@
 """Integration tests of the artifacts API (docs/api.md, "Artifacts") on the real
 rcs-coordinator: uploads streamed to storage (201, then 200 for the same bytes; 412 when
 rcs-sha256 differs; 413 over --artifact-max-size, from Content-Length or as a chunked body
-passes it; 409 over --artifact-quota; nothing kept by a refused or cut upload), a 20 MB
+passes it; 409 over --artifact-quota; 507 on a full disk, a small tmpfs mounted as root;
+nothing kept by a refused or cut upload, and what a killed coordinator left removed at its
+start), a 20 MB
 upload that does not grow the coordinator's memory by its size, the list, one record, its
 bytes with Range, If-Range and ETag (206, 416), deletes, roles (viewer reads, admin
 writes, no key 401), another tenant's artifact 404, and the audit records of uploads and
