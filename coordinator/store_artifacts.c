@@ -434,20 +434,40 @@ void store_artifact_sink_free(struct artifact_sink *k)
 
 /* ---- deletes, the sweep at start, reads ---- */
 
+/* A deleted artifact's file, removed once the delete committed. */
+struct artifact_gone {
+	struct store *st;
+	char client_root[UUID_STR_LEN];
+	char sha256[65];
+	char path[PATH_MAX];
+};
+
+/* Under the store's lock, and only while the tenant has no record of these bytes: an
+ * upload of the same bytes may have committed between the delete's commit and this (its
+ * file renamed into the same place), and its file stays. */
 static void artifact_unlink_after(void *arg, bool committed)
 {
-	char *path = arg;
+	struct artifact_gone *g = arg;
+	struct artifact_rec r;
+	enum rcs_err err;
 
-	if (committed && unlink(path) != 0 && errno != ENOENT)
-		log_warnx("artifacts: cannot remove %s: %s", path, strerror(errno));
-	free(path);
+	if (committed) {
+		store_lock(g->st);
+		err = store_artifact_get(g->st, g->client_root, g->sha256, &r);
+		if (err == RCS_OK)
+			store_artifact_rec_free(&r);
+		else if (err == RCS_ERR_NOTFOUND && unlink(g->path) != 0 && errno != ENOENT)
+			log_warnx("artifacts: cannot remove %s: %s", g->path, strerror(errno));
+		store_unlock(g->st);
+	}
+	free(g);
 }
 
 enum rcs_err store_artifact_delete(struct store *st, const char *dir, const char *client_root,
 				   const char *sha256)
 {
 	struct artifact_rec r;
-	char path[PATH_MAX], *p = NULL;
+	struct artifact_gone *g = NULL;
 	enum rcs_err err;
 	int n = 0;
 
@@ -464,13 +484,18 @@ enum rcs_err store_artifact_delete(struct store *st, const char *dir, const char
 	if (err == RCS_OK && r.blob_id[0])
 		err = store_write(st, "DELETE FROM artifact_chunks WHERE blob_id = ?1", NULL, 1,
 				  r.blob_id);
+	else if (err == RCS_OK && dir && (g = calloc(1, sizeof(*g))) == NULL)
+		err = RCS_ERR_NOMEM;
 	else if (err == RCS_OK && dir &&
-		 store_artifact_path(dir, client_root, sha256, path, sizeof(path))) {
-		p = strdup(path);
-		err = p ? store_after_commit(st, artifact_unlink_after, p) : RCS_ERR_NOMEM;
-		if (err != RCS_OK)
-			free(p);
+		 store_artifact_path(dir, client_root, sha256, g->path, sizeof(g->path))) {
+		g->st = st;
+		snprintf(g->client_root, sizeof(g->client_root), "%s", client_root);
+		snprintf(g->sha256, sizeof(g->sha256), "%s", sha256);
+		err = store_after_commit(st, artifact_unlink_after, g);
+		if (err == RCS_OK)
+			g = NULL; /* the action's */
 	}
+	free(g);
 	store_artifact_rec_free(&r);
 out:
 	return store_sp_end(st, err);

@@ -259,7 +259,8 @@ static void test_abort_sweep(void **state)
 	}
 }
 
-/* A delete takes the record and, once committed, the bytes; a rolled back one keeps both. */
+/* A delete takes the record and, once committed, the bytes; a rolled back one keeps both, and
+ * so does one whose bytes came back before its commit. */
 static void test_delete(void **state)
 {
 	struct fixture *f = *state;
@@ -283,6 +284,17 @@ static void test_delete(void **state)
 	if (store_artifacts_in_db(f->st))
 		assert_int_equal(db_count(f, "SELECT count(*) FROM artifact_chunks"), 0);
 	assert_int_equal(store_artifact_delete(f->st, f->adir, f->root, SHA_A), RCS_ERR_NOTFOUND);
+	/* the same bytes uploaded again once the delete is made, before its file is removed:
+	 * the new file stays */
+	assert_int_equal(upload(f, SHA_A, 5000, 'a', 0, &created, &r), RCS_OK);
+	store_artifact_rec_free(&r);
+	assert_int_equal(store_tx_begin(f->st), RCS_OK);
+	assert_int_equal(store_artifact_delete(f->st, f->adir, f->root, SHA_A), RCS_OK);
+	assert_int_equal(upload(f, SHA_A, 5000, 'a', 0, &created, &r), RCS_OK);
+	assert_true(created);
+	store_artifact_rec_free(&r);
+	assert_int_equal(store_tx_end(f->st, true), RCS_OK);
+	check_bytes(f, SHA_A, 5000, 'a');
 }
 
 /* The list: newest first, filtered by name, paged. */
