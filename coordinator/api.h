@@ -186,6 +186,10 @@ void api_artifacts_list(struct api_req *req, struct api_resp *r);
 void api_artifact_get(struct api_req *req, struct api_resp *r);
 void api_artifact_content(struct api_req *req, struct api_resp *r);
 void api_artifact_delete(struct api_req *req, struct api_resp *r);
+/* A Range header (h, NULL: none) of one range against size bytes: 0, none applies (the
+ * whole: absent, malformed or several ranges); 1, [*start, *start + *len), *len >= 1;
+ * -1, none of it is satisfiable (416). */
+int api_artifact_range(const char *h, long long size, long long *start, long long *len);
 /* handlers without an api key (api_service.c) */
 void api_health(struct api_req *req, struct api_resp *r);
 void api_openapi(struct api_req *req, struct api_resp *r);

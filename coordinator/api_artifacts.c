@@ -63,7 +63,7 @@ static int art_send_now(struct MHD_Connection *conn, struct api_resp *r)
 			snprintf(ra, sizeof(ra), "%d", r->retry_after);
 			MHD_add_response_header(resp, "Retry-After", ra);
 		}
-		ret = MHD_queue_response(conn, (unsigned)r->status, resp);
+		ret = (int)MHD_queue_response(conn, (unsigned)r->status, resp);
 		MHD_destroy_response(resp);
 	}
 	json_object_put(r->body);
@@ -510,9 +510,7 @@ static bool art_num(const char *h, long long *v, char **end)
 	return errno == 0;
 }
 
-/* A Range header of one range against size: 0, none applies (the whole: absent, malformed
- * or several ranges); 1, [*start, *start + *len); -1, none of it is satisfiable. */
-static int art_range(const char *h, long long size, long long *start, long long *len)
+int api_artifact_range(const char *h, long long size, long long *start, long long *len)
 {
 	long long a, b = size - 1;
 	char *end;
@@ -657,8 +655,9 @@ void api_artifact_content(struct api_req *req, struct api_resp *r)
 	len = a.size;
 	snprintf(etag, sizeof(etag), "\"%s\"", a.sha256);
 	/* If-Range: the range applies only to these very bytes */
-	ranged =
-	    if_range && strcmp(if_range, etag) != 0 ? 0 : art_range(range, a.size, &start, &len);
+	ranged = if_range && strcmp(if_range, etag) != 0
+		     ? 0
+		     : api_artifact_range(range, a.size, &start, &len);
 	if (ranged < 0) {
 		art_unsatisfiable(r, a.size);
 		goto out;
