@@ -57,6 +57,7 @@ static int art_send_now(struct MHD_Connection *conn, struct api_resp *r)
 	log_debug("POST " ART_PATH " -> %d (before the body)", r->status);
 	if (resp) {
 		MHD_add_response_header(resp, "Content-Type", "application/json");
+		MHD_add_response_header(resp, "Cache-Control", "no-store");
 		if (r->retry_after > 0) {
 			char ra[16];
 

@@ -233,6 +233,7 @@ class ArtifactsTest(ArtifactsBase):
         data = b"x" * 1000
         r = self.upload(data, key="")
         self.assertErr(r, 401, "unauthorized")
+        self.assertEqual(r.headers.get("cache-control"), "no-store")
         r = self.upload(data, key="rcs_" + "0" * 48)
         self.assertErr(r, 401, "unauthorized")
         r = self.upload(data, key=self.viewer.key)
