@@ -39,6 +39,12 @@ struct api_app {
 	size_t max_body;
 	/* webhooks: the guard of their addresses (webhooks.h); NULL allows no forbidden net */
 	const struct webhook_guard *webhook_guard;
+	/* the store itself (st is a reader of it while a read is answered) */
+	struct store *writer;
+	/* artifacts (docs/api.md "Artifacts"): their files' directory (SQLite), the largest
+	 * artifact, the bytes per tenant */
+	char artifact_dir[1024];
+	long long artifact_max_size, artifact_quota;
 };
 
 struct api_req {
@@ -54,6 +60,8 @@ struct api_req {
 	/* the object a state-changing request acted on, for the audit log: a handler that
 	 * creates one names it here; "" takes the ident in the path */
 	char target[UUID_STR_LEN + 64];
+	/* an upload streamed to storage as it came (POST /artifacts, api_artifacts.c), or NULL */
+	struct api_upload *upload;
 	/* the handler's slow checks that need no store (a webhook's host resolved, a script
 	 * compiled) were made and passed before its transaction (http_api.c, api_prechecks) */
 	bool prechecked;
@@ -65,6 +73,7 @@ struct api_resp {
 	char *text;        /* owned (malloc'd): a JSON answer already serialized, else NULL */
 	size_t text_len;
 	int retry_after; /* seconds, for a Retry-After header (0: none) */
+	void *mhd;       /* struct MHD_Response: an answer the handler made whole (bytes) */
 };
 
 typedef void (*api_handler)(struct api_req *req, struct api_resp *resp);
@@ -178,6 +187,26 @@ void api_audit_list(struct api_req *req, struct api_resp *r);
 void api_webhook_precheck(struct api_req *req, struct api_resp *r);
 void api_script_precheck(struct api_req *req, struct api_resp *r);
 
+/* artifacts (api_artifacts.c; docs/api.md "Artifacts"): the upload is read as it comes,
+ * before its handler: api_upload_begin at a request's first call (true: it is an upload,
+ * *out its state, or NULL when it was refused and answered at once; *ret for
+ * libmicrohttpd), api_upload_data with each piece of the body, api_upload_free at the end */
+struct api_upload;
+bool api_upload_begin(struct api_app *app, void *conn, const char *url, const char *method,
+		      struct api_upload **out, int *ret);
+void api_upload_data(struct api_upload *up, const char *data, size_t n);
+void api_upload_free(struct api_upload *up);
+/* removes what uploads that did not end left (at start) */
+enum rcs_err api_artifacts_sweep(struct api_app *app, const char *node);
+void api_artifact_upload(struct api_req *req, struct api_resp *r);
+void api_artifacts_list(struct api_req *req, struct api_resp *r);
+void api_artifact_get(struct api_req *req, struct api_resp *r);
+void api_artifact_content(struct api_req *req, struct api_resp *r);
+void api_artifact_delete(struct api_req *req, struct api_resp *r);
+/* A Range header (h, NULL: none) of one range against size bytes: 0, none applies (the
+ * whole: absent, malformed or several ranges); 1, [*start, *start + *len), *len >= 1;
+ * -1, none of it is satisfiable (416). */
+int api_artifact_range(const char *h, long long size, long long *start, long long *len);
 /* handlers without an api key (api_service.c) */
 void api_health(struct api_req *req, struct api_resp *r);
 void api_openapi(struct api_req *req, struct api_resp *r);

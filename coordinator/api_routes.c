@@ -65,6 +65,12 @@ static const struct api_route api_routes[] = {
     {"DELETE", "webhooks/:", ROLE_ADMIN, api_webhook_delete, NULL},
     {"GET", "webhooks/:/deliveries", ROLE_ADMIN, api_webhook_deliveries, Q_PAGE},
     {"GET", "audit", ROLE_ADMIN, api_audit_list, Q_PAGE " user target since until"},
+    /* artifacts (an upload's body is read before: api_upload_begin) */
+    {"GET", "artifacts", ROLE_VIEWER, api_artifacts_list, Q_LIST " name"},
+    {"POST", "artifacts", ROLE_ADMIN, api_artifact_upload, "name"},
+    {"GET", "artifacts/:", ROLE_VIEWER, api_artifact_get, NULL},
+    {"DELETE", "artifacts/:", ROLE_ADMIN, api_artifact_delete, NULL},
+    {"GET", "artifacts/:/content", ROLE_VIEWER, api_artifact_content, NULL},
 };
 
 #define API_N_ROUTES (sizeof(api_routes) / sizeof(api_routes[0]))

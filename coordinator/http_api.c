@@ -54,6 +54,7 @@ struct http_api {
 /* Per-request state kept across libmicrohttpd's calls. */
 struct api_conn {
 	struct buf body;
+	struct api_upload *up; /* POST /artifacts: streamed to storage (api_artifacts.c) */
 	bool too_big;
 	bool had_body;
 	/* a state-changing request handed to a writer: what it needs after api_handle returned,
@@ -116,7 +117,10 @@ static enum MHD_Result api_send(struct MHD_Connection *conn, struct api_resp *r,
 	size_t len = 0;
 	const char *text = "";
 
-	if (r->text) {
+	if (r->mhd) {
+		resp = r->mhd; /* the handler's whole answer, destroyed below */
+		r->mhd = NULL;
+	} else if (r->text) {
 		/* the buffer is handed over: freed by MHD with the response */
 		resp = MHD_create_response_from_buffer(r->text_len, r->text, MHD_RESPMEM_MUST_FREE);
 		if (resp)
@@ -426,11 +430,14 @@ static void api_conn_resumed(struct api_conn *c, struct api_resp *resp, char *al
 
 /* The request's body, as libmicrohttpd hands it in pieces, into the connection's state (made
  * at the first call): true while the request is not whole yet, with what to return in *ret. An
- * announced or actual body over app->max_body is refused without being kept. */
-static bool api_body_read(const struct api_app *app, struct MHD_Connection *conn, void **con_cls,
-			  const char *upload_data, size_t *upload_data_size, enum MHD_Result *ret)
+ * announced or actual body over app->max_body is refused without being kept; an upload's
+ * goes to storage as it comes. */
+static bool api_body_read(struct api_app *app, struct MHD_Connection *conn, const char *url,
+			  const char *method, void **con_cls, const char *upload_data,
+			  size_t *upload_data_size, enum MHD_Result *ret)
 {
 	struct api_conn *c = *con_cls;
+	int r = MHD_YES;
 
 	*ret = MHD_YES;
 	if (c == NULL) {
@@ -443,12 +450,22 @@ static bool api_body_read(const struct api_app *app, struct MHD_Connection *conn
 		}
 		buf_init(&c->body, app->max_body);
 		*con_cls = c;
+		if (api_upload_begin(app, conn, url, method, &c->up, &r)) {
+			c->too_big = c->up == NULL; /* refused and answered: nothing kept */
+			*ret = (enum MHD_Result)r;
+			return true;
+		}
 		/* refuse an announced oversize body before reading it */
 		cl = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Content-Length");
 		if (cl != NULL && strtoull(cl, NULL, 10) > app->max_body)
 			c->too_big = true;
 		if (!c->too_big)
 			return true;
+	}
+	if (*upload_data_size > 0 && c->up) {
+		api_upload_data(c->up, upload_data, *upload_data_size);
+		*upload_data_size = 0;
+		return true;
 	}
 	if (*upload_data_size > 0 && !c->too_big) {
 		c->had_body = true;
@@ -572,7 +589,7 @@ static enum MHD_Result api_handle(void *cls, struct MHD_Connection *conn, const 
 		api_conn_resumed(c, &resp, allow, sizeof(allow), &started_us);
 		return api_answer(conn, method, url, &resp, allow, started_us);
 	}
-	if (api_body_read(app, conn, con_cls, upload_data, upload_data_size, &ret))
+	if (api_body_read(app, conn, url, method, con_cls, upload_data, upload_data_size, &ret))
 		return ret;
 	c = *con_cls;
 	started_us = api_now_us();
@@ -581,6 +598,7 @@ static enum MHD_Result api_handle(void *cls, struct MHD_Connection *conn, const 
 	req.conn = conn;
 	req.method = method;
 	req.now = (int64_t)time(NULL);
+	req.upload = c->up;
 	if (c->too_big) {
 		api_error(&resp, 413, "payload_too_large", NULL,
 			  "the request body is larger than %zu bytes", app->max_body);
@@ -612,6 +630,7 @@ static void api_completed(void *cls, struct MHD_Connection *conn, void **con_cls
 	json_object_put(c->resp.body);
 	free(c->resp.text);
 	buf_free(&c->body);
+	api_upload_free(c->up);
 	free(c);
 	*con_cls = NULL;
 }

@@ -44,6 +44,12 @@ static const struct cfg_opt serve_opts[] = {
 	"public key accepted for task signatures (repeatable)"),
     OPT_INT("max_body", max_body, 1024, 64LL * 1024 * 1024, "BYTES",
 	    "largest request body (default 1048576)"),
+    OPT("artifact_dir", CFG_STRING, artifact_dir, "DIR",
+	"artifacts' files on SQLite (default: artifacts/ beside the database)"),
+    OPT_INT("artifact_max_size", artifact_max_size, 1, 1LL << 50, "BYTES",
+	    "largest artifact (default 4 GiB)"),
+    OPT_INT("artifact_quota", artifact_quota, 1, 1LL << 56, "BYTES",
+	    "bytes of artifacts per tenant (default 64 GiB)"),
     OPT_INT("threads", threads, 1, 64, "N", "HTTP worker threads (default: the online cores)"),
     OPT("mqtt", CFG_STRLIST, mqtt, "URL",
 	"broker: tcp://host:port or ssl://host:port (repeatable: several brokers, failover)"),
@@ -313,6 +319,8 @@ int main(int argc, char **argv)
 
 	memset(&s, 0, sizeof(s));
 	s.max_body = 1024 * 1024;
+	s.artifact_max_size = 4LL << 30;
+	s.artifact_quota = 64LL << 30;
 	/* one HTTP thread per online core (at most 64) */
 	s.threads = sysconf(_SC_NPROCESSORS_ONLN);
 	if (s.threads < 1)

@@ -48,6 +48,7 @@ static struct {
 	unsigned long long mqtt_in, mqtt_out;
 	unsigned long long job_changes[JS__COUNT];
 	unsigned long long hook_ok, hook_err, hook_failed;
+	unsigned long long art_in, art_out; /* artifacts' bytes uploaded, served */
 	/* several brokers and coordinators */
 	unsigned long long mqtt_reports_in;
 	bool mqtt_shared;
@@ -177,6 +178,16 @@ void metrics_webhook_attempt(bool delivered, bool failed)
 	pthread_mutex_unlock(&m.lock);
 }
 
+void metrics_artifact_bytes(bool uploaded, unsigned long long n)
+{
+	pthread_mutex_lock(&m.lock);
+	if (uploaded)
+		m.art_in += n;
+	else
+		m.art_out += n;
+	pthread_mutex_unlock(&m.lock);
+}
+
 static void histo_write(struct buf *b, const char *name, const char *help, const struct histo *h)
 {
 	unsigned long long cum = 0;
@@ -297,6 +308,12 @@ enum rcs_err metrics_render(struct store *st, struct buf *b)
 		    "# TYPE rcs_webhook_deliveries_failed_total counter\n"
 		    "rcs_webhook_deliveries_failed_total %llu\n",
 		    m.hook_ok, m.hook_err, m.hook_failed);
+	buf_appendf(b,
+		    "# HELP rcs_artifact_bytes_total Bytes of artifacts uploaded and served.\n"
+		    "# TYPE rcs_artifact_bytes_total counter\n"
+		    "rcs_artifact_bytes_total{direction=\"uploaded\"} %llu\n"
+		    "rcs_artifact_bytes_total{direction=\"served\"} %llu\n",
+		    m.art_in, m.art_out);
 	pthread_mutex_unlock(&m.lock);
 	gauge(b, "rcs_devices_online", "Devices online now.", online);
 	buf_appendf(b,

@@ -41,6 +41,8 @@ void metrics_job_run_time(double seconds);
 /* A webhook delivery attempt: delivered or not; failed for good. */
 void metrics_webhook_attempt(bool delivered, bool failed);
 
+/* n bytes of an artifact stored by an upload (uploaded), or sent in an answer. */
+void metrics_artifact_bytes(bool uploaded, unsigned long long n);
 /* Appends v as a label value of the text format: backslash, double quote and line feed
  * escaped (\\, \", \n). Every label value the exposition writes goes through it. */
 void metrics_label(struct buf *b, const char *v);

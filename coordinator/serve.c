@@ -408,6 +408,33 @@ static bool serve_listen_others(struct serve *sv)
 	return true;
 }
 
+/* Artifacts (docs/api.md "Artifacts"): their directory (SQLite: --artifact-dir, else
+ * artifacts/ beside the database), their limits, and what uploads a stop cut left removed. */
+static bool serve_artifacts(struct serve *sv)
+{
+	struct settings *s = sv->s;
+	const char *slash = strrchr(s->db, '/');
+	int n;
+
+	if (s->artifact_dir)
+		n = snprintf(sv->app.artifact_dir, sizeof(sv->app.artifact_dir), "%s",
+			     s->artifact_dir);
+	else if (slash)
+		n = snprintf(sv->app.artifact_dir, sizeof(sv->app.artifact_dir), "%.*s/artifacts",
+			     (int)(slash - s->db), s->db);
+	else
+		n = snprintf(sv->app.artifact_dir, sizeof(sv->app.artifact_dir), "artifacts");
+	if (n < 0 || (size_t)n >= sizeof(sv->app.artifact_dir)) {
+		fprintf(stderr, "rcs-coordinator: --artifact-dir is too long\n");
+		return false;
+	}
+	sv->app.artifact_max_size = s->artifact_max_size;
+	sv->app.artifact_quota = s->artifact_quota;
+	if (api_artifacts_sweep(&sv->app, sv->node_id) != RCS_OK)
+		log_warnx("artifacts: what interrupted uploads left could not all be removed");
+	return true;
+}
+
 /* The API's threads on the port opened first, each with a reader of its own: reads never wait
  * for the writer. */
 static bool serve_start_api(struct serve *sv)
@@ -426,6 +453,9 @@ static bool serve_start_api(struct serve *sv)
 	sv->app.max_body = (size_t)s->max_body;
 	sv->app.auth_fail_limit = (unsigned)s->auth_fail_limit;
 	sv->app.webhook_guard = sv->guard;
+	sv->app.writer = sv->st;
+	if (!serve_artifacts(sv))
+		return false;
 	if (http_api_start(sv->http, &sv->app, (unsigned)s->threads) != RCS_OK) {
 		fprintf(stderr, "rcs-coordinator: cannot serve on %s\n", s->listen);
 		return false;

@@ -20,6 +20,8 @@ struct settings {
 	char *signing_key_passphrase_file;
 	struct cfg_strlist trusted_key;
 	long long max_body;
+	char *artifact_dir; /* NULL: artifacts/ beside the database */
+	long long artifact_max_size, artifact_quota;
 	long long threads;
 	struct cfg_strlist mqtt;
 	char *mqtt_shared_subscriptions;

@@ -383,6 +383,33 @@ const struct store_migration store_migrations[] = {
 	    "  message TEXT NOT NULL,\n"
 	    "  PRIMARY KEY(group_ident, entity_ident)\n"
 	    ") WITHOUT ROWID;\n"},
+    /* 9: artifacts (docs/api.md, "Artifacts"): a tenant's files named by their SHA-256. On
+     * SQLite the bytes are files (blob_id NULL); on PostgreSQL they are chunks of at most
+     * 1 MiB (artifact_chunks, BYTEA: the engine's own text, as the common text's BLOB would
+     * be TEXT) under the blob_id of the upload that wrote them, and an upload not yet ended
+     * has a row of artifact_uploads (its coordinator, its start) until its record is made. */
+    {.sql = "CREATE TABLE artifacts(\n"
+	    "  client_root TEXT NOT NULL REFERENCES tenants(client_root),\n"
+	    "  sha256 TEXT NOT NULL,\n"
+	    "  size INTEGER NOT NULL,\n"
+	    "  name TEXT NOT NULL,\n"
+	    "  created_at INTEGER NOT NULL,\n"
+	    "  created_user TEXT NOT NULL,\n"
+	    "  blob_id TEXT,\n"
+	    "  PRIMARY KEY(client_root, sha256)\n"
+	    ") WITHOUT ROWID;\n"
+	    "CREATE INDEX artifacts_created ON artifacts(client_root, created_at);\n",
+     .postgres = "CREATE TABLE artifact_chunks(\n"
+		 "  blob_id TEXT NOT NULL,\n"
+		 "  n BIGINT NOT NULL,\n"
+		 "  data BYTEA NOT NULL,\n"
+		 "  PRIMARY KEY(blob_id, n)\n"
+		 ");\n"
+		 "CREATE TABLE artifact_uploads(\n"
+		 "  blob_id TEXT PRIMARY KEY,\n"
+		 "  node TEXT NOT NULL,\n"
+		 "  started_at BIGINT NOT NULL\n"
+		 ");\n"},
 };
 
 const size_t store_n_migrations = sizeof(store_migrations) / sizeof(store_migrations[0]);

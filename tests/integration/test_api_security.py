@@ -95,7 +95,8 @@ class Op:
         self.query_params = [p for p in params if p["in"] == "query"]
         self.role = self.doc.get("x-rcs-role")
         self.request_schema = None
-        if "requestBody" in self.doc:
+        if "requestBody" in self.doc and "application/json" in resolve(
+                self.doc["requestBody"])["content"]:  # not an artifact's bytes
             self.request_schema = resolve(
                 resolve(self.doc["requestBody"])["content"]["application/json"]["schema"])
         self.ok_codes = sorted(int(c) for c in self.doc["responses"] if c.startswith("2"))
@@ -137,9 +138,11 @@ OPS = operations()
 # (and creates the object).
 
 class Call:
-    def __init__(self, role, ok, body=None, fresh=False, creates=False):
+    def __init__(self, role, ok, body=None, fresh=False, creates=False, raw=None, query=None):
         self.role, self.ok, self.body, self.fresh = role, ok, body, fresh
         self.creates = creates
+        # a body of raw bytes (raw(fx), new ones each call) and the query it goes with
+        self.raw, self.query = raw, query
 
 
 CALLS = {
@@ -191,6 +194,13 @@ CALLS = {
     ("DELETE", "/webhooks/{webhook_ident}"): Call("admin", 204, fresh=True),
     ("GET", "/webhooks/{webhook_ident}/deliveries"): Call("admin", 200),
     ("GET", "/audit"): Call("admin", 200),
+    # artifacts: an upload is raw bytes (new ones each call: the same again would be 200)
+    ("GET", "/artifacts"): Call("viewer", 200),
+    ("POST", "/artifacts"): Call("admin", 201, raw=lambda fx: os.urandom(48),
+                                 query="name=sec-artifact"),
+    ("GET", "/artifacts/{artifact_ident}"): Call("viewer", 200),
+    ("DELETE", "/artifacts/{artifact_ident}"): Call("admin", 204, fresh=True),
+    ("GET", "/artifacts/{artifact_ident}/content"): Call("viewer", 200),
 }
 # webhooks send to a loopback port nobody listens on (--webhook-allow-net 127.0.0.1/32)
 HOOK_URL = "http://127.0.0.1:%d/sec-hook" % free_port()
@@ -198,7 +208,7 @@ HOOK_URL = "http://127.0.0.1:%d/sec-hook" % free_port()
 # what a path parameter (by its name in the document) names
 PARAM_KIND = {"task_ident": "task", "job_ident": "job", "group_ident": "group",
               "entity_ident": "device", "ident": "key", "name": "script",
-              "webhook_ident": "webhook"}
+              "webhook_ident": "webhook", "artifact_ident": "artifact"}
 # what a uuid filter parameter names
 FILTER_KIND = {"task_ident": "task", "group_ident": "group", "entity_ident": "device"}
 # what a list names (its ident_prefix and ident_suffix filters match those idents)
@@ -258,6 +268,10 @@ def check_recorded(tc, records):
         where = "%s %s -> %r" % (method, path, r)
         tc.assertLess(r.status, 500, where)
         tc.assertIn("no-store", hdr(r, "Cache-Control") or "", where)
+        if r.raw and hdr(r, "Content-Type") == "application/octet-stream":
+            tc.assertIn(r.status, (200, 206), where)  # an artifact's bytes
+            tc.assertTrue(path.endswith("/content"), where)
+            continue
         if r.raw:
             tc.assertTrue((hdr(r, "Content-Type") or "").startswith("application/json"),
                           where)
@@ -294,6 +308,7 @@ class Tenant:
         self.script = self.fresh("script")
         self.key = self.fresh("key")
         self.webhook = self.fresh("webhook")
+        self.artifact = self.fresh("artifact")
         for k in self.api_list("/keys"):
             self.known.add(k["ident"])
 
@@ -340,6 +355,9 @@ class Tenant:
         elif kind == "webhook":
             v = self.expect(a.post("/webhooks", {"url": HOOK_URL, "events": ["job.status"]}),
                             201)["ident"]
+        elif kind == "artifact":
+            v = self.expect(a.request("POST", "/artifacts?name=sec-%s-art-%s" % (self.label, n),
+                                      raw=os.urandom(64)), 201)["ident"]
         else:
             raise AssertionError("no fixture of kind %r" % kind)
         self.known.add(v)
@@ -348,7 +366,7 @@ class Tenant:
     def standing(self, kind):
         return getattr(self, {"task": "task", "device": "device", "job": "job",
                               "group": "group", "script": "script", "key": "key",
-                              "webhook": "webhook"}[kind])
+                              "webhook": "webhook", "artifact": "artifact"}[kind])
 
     def snapshot(self):
         """What this tenant holds, as its admin sees it (job statuses only as cancelled or
@@ -373,6 +391,7 @@ class Tenant:
             "groups": {g["ident"]: g for g in items("/groups")},
             "jobs": {j["ident"]: j["status"] == "cancelled" for j in items("/jobs")},
             "webhooks": {h["ident"]: h for h in items("/webhooks")},
+            "artifacts": {x["ident"]: x for x in items("/artifacts")},
         }
 
 
@@ -382,7 +401,8 @@ MISSING = {"task": "00000000-0000-7000-8000-000000000001",
            "device": "00000000-0000-7000-8000-000000000004",
            "key": "00000000-0000-7000-8000-000000000005",
            "script": "sec-no-such-script",
-           "webhook": "00000000-0000-7000-8000-000000000006"}
+           "webhook": "00000000-0000-7000-8000-000000000006",
+           "artifact": "sha256:" + "0" * 64}
 
 
 class SecurityTest(StackTest):
@@ -477,9 +497,12 @@ class SecurityTest(StackTest):
 
     def call(self, api, op, value=None, body=None, fx=None):
         c = CALLS[op.key]
+        path, raw = self.path(op, value), None
+        if body is None and c.raw is not None:
+            path, raw = path + "?" + c.query, c.raw(fx or self.A)
         if body is None and c.body is not None:
             body = c.body(fx or self.A)
-        return api.request(op.method, self.path(op, value), body=body)
+        return api.request(op.method, path, body=body, raw=raw)
 
     def online(self, tenant, ent):
         """Connects a scripted device (FakeDevice, no automatic answers) for ent and waits
@@ -648,6 +671,8 @@ class SecurityTest(StackTest):
             # the audit log holds the paths own's requests named, whatever they named
             for ident in other.known if op.key != ("GET", "/audit") else ():
                 self.assertNotIn(ident, r.raw)
+            if r.json is None and path.endswith("/content"):
+                break  # an artifact's bytes (own's)
             items = r.json.get("items") if "items" in r.json else [r.json]
             for item in items:
                 if "client_root" in item:
@@ -1025,7 +1050,10 @@ class SecurityTest(StackTest):
             for v in values:
                 with self.subTest(op=op, value=v):
                     r = self.call(self.admin, op, v)
-                    if kind == "script" and op.method == "PUT":
+                    if kind == "artifact":
+                        # an ident that is not sha256: and 64 lowercase hex digits
+                        self.assertError(r, 400, "invalid_parameter", "ident")
+                    elif kind == "script" and op.method == "PUT":
                         if SCRIPT_RE.match(v):
                             # a valid name: the tenant gets a script of exactly that name
                             self.assertEqual(r.status, 201, r)

@@ -68,7 +68,8 @@ static const char *const exact_pg[] = {
     " current_schema()::regnamespace ORDER BY proname",
 };
 
-/* The schema in the engines' common terms: tables, columns (name, type, whether NULL is
+/* The schema in the engines' common terms (PostgreSQL's own tables left out: the chunks of
+ * artifacts and their uploads, migration 8): tables, columns (name, type, whether NULL is
  * refused, a key's columns refuse it on both), explicit indexes and their columns. */
 static const char *const common_sq[] = {
     "SELECT 'column', m.name, p.name, CASE WHEN p.type IN ('INTEGER', 'BIGINT') THEN 'int'"
@@ -83,8 +84,9 @@ static const char *const common_pg[] = {
     "SELECT 'column', table_name, column_name, CASE WHEN data_type IN ('bigint', 'integer')"
     " THEN 'int' WHEN data_type IN ('text', 'bytea') THEN 'text' ELSE data_type END,"
     " CASE WHEN is_nullable = 'NO' THEN 'not null' ELSE 'null' END, NULL FROM"
-    " information_schema.columns WHERE table_schema = current_schema() AND table_name !="
-    " 'schema_version' ORDER BY table_name, ordinal_position",
+    " information_schema.columns WHERE table_schema = current_schema() AND table_name NOT IN"
+    " ('schema_version', 'artifact_chunks', 'artifact_uploads')"
+    " ORDER BY table_name, ordinal_position",
     "SELECT 'index', t.relname, i.relname, a.attname, NULL FROM pg_index x JOIN pg_class i ON"
     " i.oid = x.indexrelid JOIN pg_class t ON t.oid = x.indrelid JOIN pg_namespace n ON"
     " n.oid = t.relnamespace CROSS JOIN LATERAL unnest(CAST(x.indkey AS int2[])) WITH"
@@ -185,9 +187,9 @@ static void test_common(void **state)
 	buf_free(&b);
 }
 
-/* Each engine's schema version counts the migrations it ran, 8 on both (migration 6 is
+/* Each engine's schema version counts the migrations it ran, 9 on both (migration 6 is
  * PostgreSQL's own; SQLite's is empty); a database at 5 on PostgreSQL continues with 6 to
- * 8 and ends with the same schema; opened again, nothing runs. */
+ * 9 and ends with the same schema; opened again, nothing runs. */
 static void test_versions(void **state)
 {
 	struct fixture *f = *state;
@@ -195,19 +197,21 @@ static void test_versions(void **state)
 	    store_test_pg() ? "SELECT max(version) FROM schema_version" : "PRAGMA user_version";
 	struct buf b;
 
-	assert_int_equal(store_test_db_int(f->path, version, NULL), 8);
+	assert_int_equal(store_test_db_int(f->path, version, NULL), 9);
 	store_close(f->st);
 	f->st = NULL;
 	if (store_test_pg()) {
 #ifdef RCS_WITH_POSTGRES
-		/* what migrations 7 and 8 added goes, migration 6 is safe to run again */
-		assert_true(store_test_pg_exec(f->path, "UPDATE schema_version SET version = 5;"
-							" ALTER TABLE devices DROP COLUMN state_ts;"
-							" DROP TABLE group_rejected"));
+		/* what migrations 7 to 9 added goes, migration 6 is safe to run again */
+		assert_true(store_test_pg_exec(
+		    f->path, "UPDATE schema_version SET version = 5;"
+			     " ALTER TABLE devices DROP COLUMN state_ts;"
+			     " DROP TABLE group_rejected; DROP TABLE artifacts;"
+			     " DROP TABLE artifact_chunks; DROP TABLE artifact_uploads"));
 #endif
 	}
 	assert_int_equal(store_open(f->path, &f->st), RCS_OK);
-	assert_int_equal(store_test_db_int(f->path, version, NULL), 8);
+	assert_int_equal(store_test_db_int(f->path, version, NULL), 9);
 	dump_all(f->st, exact_sq, N(exact_sq), exact_pg, N(exact_pg), &b);
 	check_vector(&b, store_test_pg() ? "store-schema-postgres.txt" : "store-schema-sqlite.txt");
 	buf_free(&b);
