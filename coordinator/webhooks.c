@@ -682,9 +682,11 @@ static void hook_fill(struct webhooks *w)
 			if (t)
 				t->n++;
 		}
-	/* per webhook: room for its own in flight (read and skipped) and as many new ones */
-	if (store_webhooks_due(w->st, (int64_t)time(NULL), skip, n_skip, free_slots + per_hook * 4,
-			       per_hook * 2, &due) != RCS_OK)
+	/* per webhook its first per_hook heads of jobs: its own in flight among them (read,
+	 * which renews their claim, and skipped), then as many new ones as it has room for; the
+	 * oldest first of every webhook's */
+	if (store_webhooks_due(w->st, (int64_t)time(NULL), skip, n_skip, max + per_hook * 4,
+			       per_hook, &due) != RCS_OK)
 		goto out;
 	for (size_t i = 0; i < due.n && w->n_inflight < max; i++) {
 		struct hook_tally *t =
