@@ -34,6 +34,9 @@
 #define WEBHOOKS_MAX_ALLOW   64
 #define WEBHOOKS_ERR_MAX     300
 #define WEBHOOKS_LOOK_MS     1000 /* a fill without a wake-up: retries due, lapsed claims */
+/* a fill for a change at most this often: a bulk send's thousands of changes, each a wake-up,
+ * would otherwise take the store's lock from the send between each of its batches */
+#define WEBHOOKS_KICK_MS 50
 
 /* ---- the guard ---- */
 
@@ -732,39 +735,42 @@ static size_t hook_reap(struct webhooks *w)
 /*
  * The sender's loop: a fill whenever a slot was freed (a transfer ended), when woken by a
  * change (a delivery queued here or, on a shared database, by another coordinator: its
- * NOTIFY), and every WEBHOOKS_LOOK_MS for retries come due and claims of others that
- * lapsed; in between, libcurl's transfers.
+ * NOTIFY; at most every WEBHOOKS_KICK_MS), and every WEBHOOKS_LOOK_MS for retries come due
+ * and claims of others that lapsed; in between, libcurl's transfers.
  */
 static void *hook_loop(void *arg)
 {
 	struct webhooks *w = arg;
-	int64_t next_look = 0;
-	bool fill = true;
+	int64_t next_look = 0, last_fill = 0;
+	bool freed = true, kicked = false;
 
 	for (;;) {
 		int running = 0;
-		int64_t wait;
+		int64_t now, wait;
 		bool stop;
 
 		pthread_mutex_lock(&w->lock);
 		stop = w->stop;
-		fill = fill || w->kicked;
+		kicked = kicked || w->kicked;
 		w->kicked = false;
 		pthread_mutex_unlock(&w->lock);
 		if (stop)
 			break;
-		if (fill || now_ms() >= next_look) {
+		now = now_ms();
+		if (freed || now >= next_look || (kicked && now - last_fill >= WEBHOOKS_KICK_MS)) {
 			hook_fill(w);
-			next_look = now_ms() + WEBHOOKS_LOOK_MS;
-			fill = false;
+			last_fill = now_ms();
+			next_look = last_fill + WEBHOOKS_LOOK_MS;
+			freed = kicked = false;
 		}
 		curl_multi_perform(w->multi, &running);
 		if (hook_reap(w) > 0) {
-			fill = true; /* the freed slots at once */
+			freed = true; /* the freed slots at once */
 			continue;
 		}
 		/* woken by a change (curl_multi_wakeup), a transfer, or the next look */
-		wait = next_look - now_ms();
+		now = now_ms();
+		wait = kicked ? last_fill + WEBHOOKS_KICK_MS - now : next_look - now;
 		curl_multi_poll(w->multi, NULL, 0, wait < 0 ? 0 : (int)wait, NULL);
 	}
 	for (size_t i = 0; i < (size_t)w->o.max_inflight; i++) {
