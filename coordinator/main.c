@@ -22,6 +22,7 @@
 #include "store_queues.h"
 #include "uuid.h"
 #include "validate.h"
+#include "webhooks.h"
 
 #define OPT(name, type, field, arg, help)                                                          \
 	{                                                                                          \
@@ -104,8 +105,10 @@ static const struct cfg_opt serve_opts[] = {
 	    "a webhook delivery not made this long after the change is failed (default 86400)"),
     OPT_INT("webhook_timeout", webhook_timeout, 1, 300, "SECONDS",
 	    "time for one webhook delivery attempt (default 10)"),
-    OPT_INT("webhook_max_inflight", webhook_max_inflight, 1, 256, "N",
-	    "webhook deliveries at once (default 16; 4 of them for one webhook)"),
+    OPT_INT("webhook_max_inflight", webhook_max_inflight, 1, 1024, "N",
+	    "webhook deliveries at once (default 256)"),
+    OPT_INT("webhook_per_hook", webhook_per_hook, 1, 1024, "N",
+	    "webhook deliveries at once for one webhook (default 64)"),
     OPT("metrics_listen", CFG_STRING, metrics_listen, "HOST:PORT",
 	"serve Prometheus metrics on http://HOST:PORT/metrics"),
     OPT("debug", CFG_BOOL, debug, NULL, "log every request"),
@@ -339,7 +342,8 @@ int main(int argc, char **argv)
 	s.webhook_retry_base = 10;
 	s.webhook_give_up = 86400;
 	s.webhook_timeout = 10;
-	s.webhook_max_inflight = 16;
+	s.webhook_max_inflight = WEBHOOKS_MAX_INFLIGHT;
+	s.webhook_per_hook = WEBHOOKS_PER_HOOK;
 	log_init("rcs-coordinator", LOG_LVL_INFO);
 	if (argc < 2) {
 		usage(stderr);

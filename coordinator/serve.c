@@ -301,6 +301,7 @@ static bool serve_start_webhooks(struct serve *sv)
 	wo.give_up = (int)s->webhook_give_up;
 	wo.timeout = (int)s->webhook_timeout;
 	wo.max_inflight = (int)s->webhook_max_inflight;
+	wo.per_hook = (int)s->webhook_per_hook;
 	if (webhooks_start(&wo, sv->st, &sv->lc, &sv->hooks) != RCS_OK) {
 		fprintf(stderr, "rcs-coordinator: cannot start the webhook sender\n");
 		return false;

@@ -54,6 +54,7 @@ struct settings {
 	long long webhook_give_up;
 	long long webhook_timeout;
 	long long webhook_max_inflight;
+	long long webhook_per_hook;
 	char *metrics_listen;
 	bool debug;
 	bool check;

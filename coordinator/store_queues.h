@@ -146,7 +146,8 @@ void store_webhook_due_list_free(struct store_webhook_due_list *l);
 /* Due deliveries, oldest first, at most limit, none behind an earlier queued delivery of the
  * same webhook and subject (the order per job), none of the ids in skip[0..n_skip-1]; of one
  * webhook at most its per_hook oldest are read (0: no bound), those of skip among them, so
- * that a webhook with thousands due never crowds the others out of the answer. */
+ * that a webhook with thousands due never crowds the others out of the answer. One walk of
+ * an index per webhook with deliveries due, never a read of the whole queue. */
 enum rcs_err store_webhooks_due(struct store *st, int64_t now, const long long *skip, size_t n_skip,
 				size_t limit, size_t per_hook, struct store_webhook_due_list *out);
 

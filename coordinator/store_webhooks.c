@@ -443,27 +443,35 @@ static bool id_in(long long id, const long long *skip, size_t n)
 	return false;
 }
 
+/* The webhooks with a queued delivery whose time has come (an index probe each: index
+ * webhook_deliveries_due). */
+#define WEBHOOKS_DUE_HOOKS                                                                         \
+	"SELECT w.ident FROM webhooks w WHERE EXISTS (SELECT 1 FROM webhook_deliveries d WHERE"    \
+	" d.webhook_ident = w.ident AND d.state = 'queued' AND d.next_at <= ?1) ORDER BY w.ident"
+
 /*
- * The first queued delivery of each (webhook, subject) whose time has come, at most per_hook
- * (?3) of one webhook (the first of its own order): a webhook with thousands due leaves room
- * for the others' in every read. Claimed for this node (docs/architecture.md "Claims"): a
- * delivery another node holds is passed over, and so are the later ones of its subject,
- * which keeps each subject's order. Those in flight here (skip) are claimed again, which
- * renews their lease, and passed over, so the LIMIT leaves room for them.
+ * Of webhook ?2, the first ?3 queued deliveries whose time has come, in the order of
+ * (next_at, id), each the first queued one of its subject (a walk of index
+ * webhook_deliveries_due that stops at the limit, not a read of the whole queue). Claimed for
+ * this node (docs/architecture.md "Claims"): a delivery another node holds is passed over,
+ * and so are the later ones of its subject, which keeps each subject's order. Those in flight
+ * here are claimed again, which renews their lease.
  */
 #define WEBHOOKS_CLAIM(lock)                                                                       \
 	"UPDATE webhook_deliveries SET claimed_by = ?4, lease_until = ?5 WHERE id IN (SELECT id"   \
-	" FROM webhook_deliveries WHERE id IN (SELECT d.id FROM (SELECT q.id, q.next_at,"          \
-	" row_number() OVER (PARTITION BY q.webhook_ident ORDER BY q.next_at, q.id) AS rn FROM"    \
-	" webhook_deliveries q WHERE q.state = 'queued' AND q.next_at <= ?1 AND NOT EXISTS"        \
-	" (SELECT 1 FROM webhook_deliveries e WHERE e.state = 'queued' AND"                        \
-	" e.webhook_ident = q.webhook_ident AND e.subject = q.subject AND e.id < q.id)) d"         \
-	" WHERE d.rn <= ?3 ORDER BY d.next_at, d.id LIMIT ?2) AND " STORE_CLAIM_FREE("?4", "?1")   \
-	    lock ") RETURNING id, ident, webhook_ident, client_root,"                              \
-		 " type, subject, hist_n, status, at, attempts, created_at,"                       \
-		 " (SELECT w.url FROM webhooks w WHERE w.ident ="                                  \
-		 " webhook_deliveries.webhook_ident), (SELECT w.secret FROM"                       \
-		 " webhooks w WHERE w.ident = webhook_deliveries.webhook_ident)"
+	" FROM webhook_deliveries WHERE id IN (SELECT q.id FROM webhook_deliveries q WHERE"        \
+	" q.webhook_ident = ?2 AND q.state = 'queued' AND q.next_at <= ?1 AND"                     \
+	" " STORE_CLAIM_FREE(                                                                      \
+	    "?4", "?1") " AND NOT EXISTS (SELECT 1 FROM webhook_deliveries e"                      \
+			" WHERE e.state = 'queued' AND e.webhook_ident ="                          \
+			" q.webhook_ident AND e.subject = q.subject AND e.id <"                    \
+			" q.id) ORDER BY q.next_at, q.id LIMIT ?3) AND " STORE_CLAIM_FREE(         \
+			    "?4", "?1") lock ") RETURNING id, ident, webhook_ident, client_root,"  \
+					     " type, subject, hist_n, status, at, attempts,"       \
+					     " created_at, (SELECT w.url FROM webhooks w WHERE"    \
+					     " w.ident = webhook_deliveries.webhook_ident),"       \
+					     " (SELECT w.secret FROM webhooks w WHERE w.ident ="   \
+					     " webhook_deliveries.webhook_ident)"
 
 static int webhook_due_cmp(const void *a, const void *b)
 {
@@ -472,27 +480,58 @@ static int webhook_due_cmp(const void *a, const void *b)
 	return x->id < y->id ? -1 : x->id > y->id;
 }
 
-enum rcs_err store_webhooks_due(struct store *st, int64_t now, const long long *skip, size_t n_skip,
-				size_t limit, size_t per_hook, struct store_webhook_due_list *out)
+/* The idents of the webhooks with deliveries due (*hooks: n of them, to free). */
+static enum rcs_err webhooks_due_hooks(struct store *st, int64_t now, char (**hooks)[UUID_STR_LEN],
+				       size_t *n)
+{
+	struct store_stmt *s = NULL;
+	size_t cap = 0;
+	bool row = false;
+	enum rcs_err err;
+
+	*hooks = NULL;
+	*n = 0;
+	err = store_stmt(st, WEBHOOKS_DUE_HOOKS, &s);
+	if (err != RCS_OK)
+		goto out;
+	store_arg_int(s, 1, now);
+	while ((err = store_next(st, s, "webhooks due", &row)) == RCS_OK && row) {
+		if (*n == cap) {
+			size_t ncap = cap ? cap * 2 : 8;
+			void *p = realloc(*hooks, ncap * sizeof(**hooks));
+
+			if (p == NULL) {
+				err = RCS_ERR_NOMEM;
+				break;
+			}
+			*hooks = p;
+			cap = ncap;
+		}
+		store_val_copy(s, 0, (*hooks)[*n], sizeof((*hooks)[*n]));
+		(*n)++;
+	}
+out:
+	store_stmt_done(st, s);
+	return err;
+}
+
+/* Claims webhook hook's first per_hook due deliveries, those not in skip added to out (room
+ * for limit). */
+static enum rcs_err webhooks_claim(struct store *st, int64_t now, const char *hook,
+				   const long long *skip, size_t n_skip, size_t limit,
+				   size_t per_hook, struct store_webhook_due_list *out)
 {
 	struct store_stmt *s = NULL;
 	bool row = false;
 	enum rcs_err err;
 
-	memset(out, 0, sizeof(*out));
-	if (limit == 0)
-		return RCS_OK;
-	out->items = calloc(limit, sizeof(*out->items));
-	if (out->items == NULL)
-		return RCS_ERR_NOMEM;
-	store_lock(st);
 	err = store_stmt(
 	    st, STORE_SQL(st, WEBHOOKS_CLAIM(""), WEBHOOKS_CLAIM(STORE_SKIP_LOCKED_PG)), &s);
 	if (err != RCS_OK)
 		goto out;
 	store_arg_int(s, 1, now);
-	store_arg_int(s, 2, (long long)(limit + n_skip));
-	store_arg_int(s, 3, (long long)(per_hook ? per_hook : limit + n_skip));
+	store_arg_text(s, 2, hook);
+	store_arg_int(s, 3, (long long)per_hook);
 	store_arg_text(s, 4, store_claim_node(st));
 	store_arg_int(s, 5, store_claim_until(st, now));
 	/* a write: read to its end */
@@ -519,11 +558,33 @@ enum rcs_err store_webhooks_due(struct store *st, int64_t now, const long long *
 		if (err != RCS_OK)
 			break;
 	}
-	if (err == RCS_OK && out->n > 1)
-		qsort(out->items, out->n, sizeof(*out->items), webhook_due_cmp);
 out:
 	store_stmt_done(st, s);
+	return err;
+}
+
+enum rcs_err store_webhooks_due(struct store *st, int64_t now, const long long *skip, size_t n_skip,
+				size_t limit, size_t per_hook, struct store_webhook_due_list *out)
+{
+	char(*hooks)[UUID_STR_LEN] = NULL;
+	size_t n_hooks = 0;
+	enum rcs_err err;
+
+	memset(out, 0, sizeof(*out));
+	if (limit == 0)
+		return RCS_OK;
+	out->items = calloc(limit, sizeof(*out->items));
+	if (out->items == NULL)
+		return RCS_ERR_NOMEM;
+	store_lock(st);
+	err = webhooks_due_hooks(st, now, &hooks, &n_hooks);
+	for (size_t i = 0; err == RCS_OK && i < n_hooks && out->n < limit; i++)
+		err = webhooks_claim(st, now, hooks[i], skip, n_skip, limit,
+				     per_hook ? per_hook : limit + n_skip, out);
+	if (err == RCS_OK && out->n > 1)
+		qsort(out->items, out->n, sizeof(*out->items), webhook_due_cmp);
 	store_unlock(st);
+	free(hooks);
 	if (err != RCS_OK)
 		store_webhook_due_list_free(out);
 	return err;

@@ -1,5 +1,8 @@
 /*
  * webhooks.c - webhook deliveries and the guard of their addresses. See webhooks.h.
+ *
+ * Size: the guard (a third of the file) and the sender are the two halves of webhooks.h;
+ * the sender's fill, reap and loop are one design (docs/api.md, "Webhooks").
  */
 #include "webhooks.h"
 
@@ -30,6 +33,10 @@
 #define WEBHOOKS_MAX_BACKOFF 3600
 #define WEBHOOKS_MAX_ALLOW   64
 #define WEBHOOKS_ERR_MAX     300
+#define WEBHOOKS_LOOK_MS     1000 /* a fill without a wake-up: retries due, lapsed claims */
+/* a fill for a change at most this often: a bulk send's thousands of changes, each a wake-up,
+ * would otherwise take the store's lock from the send between each of its batches */
+#define WEBHOOKS_KICK_MS 50
 
 /* ---- the guard ---- */
 
@@ -359,6 +366,7 @@ struct webhooks {
 	bool started;
 	pthread_mutex_t lock;
 	bool stop;
+	bool kicked;              /* a change may have made deliveries due (hook_kick) */
 	struct hook_xfer **xfers; /* max_inflight slots, NULL when free */
 	size_t n_inflight;
 };
@@ -628,71 +636,142 @@ static void hook_end(struct webhooks *w, CURL *c, CURLcode rc)
 	hook_xfer_free(x);
 }
 
-/* Takes due deliveries into the free slots (at most per_hook for one webhook). */
+/* One webhook's deliveries in the slots (hook_fill's tally). */
+struct hook_tally {
+	char ident[UUID_STR_LEN];
+	size_t n;
+};
+
+/* The tally's row of webhook ident, added (at 0) when there is room: NULL when not. */
+static struct hook_tally *hook_tally_of(struct hook_tally *t, size_t *n, size_t cap,
+					const char *ident)
+{
+	for (size_t i = 0; i < *n; i++)
+		if (strcmp(t[i].ident, ident) == 0)
+			return &t[i];
+	if (*n == cap)
+		return NULL;
+	snprintf(t[*n].ident, sizeof(t[*n].ident), "%s", ident);
+	t[*n].n = 0;
+	return &t[(*n)++];
+}
+
+/*
+ * Takes due deliveries into the free slots, in one claim of the store (a batch): at most
+ * per_hook of one webhook in flight, so a webhook that hangs holds only its own share. The
+ * store's claim gives only the first queued delivery of each job (store_webhooks_due): one
+ * of a job in flight here keeps the job's later ones out until its attempt is recorded.
+ */
 static void hook_fill(struct webhooks *w)
 {
 	struct store_webhook_due_list due = {.items = NULL, .n = 0};
-	long long skip[256];
-	size_t n_skip = 0, free_slots = (size_t)w->o.max_inflight - w->n_inflight;
+	size_t max = (size_t)w->o.max_inflight, per_hook = (size_t)w->o.per_hook;
+	size_t free_slots = max - w->n_inflight, n_skip = 0, n_tally = 0, slot = 0;
+	long long *skip = NULL;
+	struct hook_tally *tally = NULL;
 
 	if (free_slots == 0)
 		return;
-	for (size_t i = 0; i < (size_t)w->o.max_inflight && n_skip < 256; i++)
-		if (w->xfers[i])
-			skip[n_skip++] = w->xfers[i]->d.id;
-	/* per webhook: room for its own in flight (read and skipped) and as many new ones */
-	if (store_webhooks_due(w->st, (int64_t)time(NULL), skip, n_skip,
-			       free_slots + (size_t)w->o.per_hook * 4, (size_t)w->o.per_hook * 2,
-			       &due) != RCS_OK)
-		return;
-	for (size_t i = 0; i < due.n && w->n_inflight < (size_t)w->o.max_inflight; i++) {
-		size_t same = 0, slot = 0;
+	skip = calloc(max, sizeof(*skip));
+	tally = calloc(max, sizeof(*tally));
+	if (skip == NULL || tally == NULL)
+		goto out;
+	for (size_t i = 0; i < max; i++)
+		if (w->xfers[i]) {
+			struct hook_tally *t =
+			    hook_tally_of(tally, &n_tally, max, w->xfers[i]->d.webhook_ident);
 
-		for (size_t k = 0; k < (size_t)w->o.max_inflight; k++) {
-			if (w->xfers[k] &&
-			    strcmp(w->xfers[k]->d.webhook_ident, due.items[i].webhook_ident) == 0)
-				same++;
-			if (w->xfers[k] == NULL)
-				slot = k;
+			skip[n_skip++] = w->xfers[i]->d.id;
+			if (t)
+				t->n++;
 		}
-		for (size_t k = 0; k < (size_t)w->o.max_inflight; k++)
-			if (w->xfers[k] == NULL) {
-				slot = k;
-				break;
-			}
-		if (same >= (size_t)w->o.per_hook)
-			continue;
+	/* per webhook its first per_hook heads of jobs: its own in flight among them (read,
+	 * which renews their claim, and skipped), then as many new ones as it has room for; the
+	 * oldest first of every webhook's */
+	if (store_webhooks_due(w->st, (int64_t)time(NULL), skip, n_skip, max + per_hook * 4,
+			       per_hook, &due) != RCS_OK)
+		goto out;
+	for (size_t i = 0; i < due.n && w->n_inflight < max; i++) {
+		struct hook_tally *t =
+		    hook_tally_of(tally, &n_tally, max, due.items[i].webhook_ident);
+
+		if (t == NULL || t->n >= per_hook)
+			continue; /* claimed, not started: taken again in a later fill */
+		while (w->xfers[slot] != NULL)
+			slot++; /* a free one is there: n_inflight < max */
 		hook_begin(w, slot, &due.items[i]);
+		if (w->xfers[slot])
+			t->n++;
 	}
+out:
 	store_webhook_due_list_free(&due);
+	free(skip);
+	free(tally);
 }
 
+/* Records the attempts of the transfers that ended, in one transaction (a batch of the
+ * store): how many ended. */
+static size_t hook_reap(struct webhooks *w)
+{
+	CURLMsg *msg;
+	int left = 0;
+	size_t n = 0;
+	bool tx = false;
+
+	while ((msg = curl_multi_info_read(w->multi, &left)) != NULL) {
+		if (msg->msg != CURLMSG_DONE)
+			continue;
+		if (n++ == 0)
+			tx = store_tx_begin(w->st) == RCS_OK;
+		hook_end(w, msg->easy_handle, msg->data.result);
+	}
+	if (tx && store_tx_end(w->st, true) != RCS_OK)
+		log_warnx("webhooks: the attempts of %zu deliveries could not be recorded (sent "
+			  "again)",
+			  n);
+	return n;
+}
+
+/*
+ * The sender's loop: a fill whenever a slot was freed (a transfer ended), when woken by a
+ * change (a delivery queued here or, on a shared database, by another coordinator: its
+ * NOTIFY; at most every WEBHOOKS_KICK_MS), and every WEBHOOKS_LOOK_MS for retries come due
+ * and claims of others that lapsed; in between, libcurl's transfers.
+ */
 static void *hook_loop(void *arg)
 {
 	struct webhooks *w = arg;
-	int64_t last_fill = 0;
+	int64_t next_look = 0, last_fill = 0;
+	bool freed = true, kicked = false;
 
 	for (;;) {
-		CURLMsg *msg;
-		int running = 0, left = 0;
+		int running = 0;
+		int64_t now, wait;
 		bool stop;
 
 		pthread_mutex_lock(&w->lock);
 		stop = w->stop;
+		kicked = kicked || w->kicked;
+		w->kicked = false;
 		pthread_mutex_unlock(&w->lock);
 		if (stop)
 			break;
-		/* at most five times a second, however many changes wake it */
-		if (now_ms() - last_fill >= 200) {
+		now = now_ms();
+		if (freed || now >= next_look || (kicked && now - last_fill >= WEBHOOKS_KICK_MS)) {
 			hook_fill(w);
 			last_fill = now_ms();
+			next_look = last_fill + WEBHOOKS_LOOK_MS;
+			freed = kicked = false;
 		}
 		curl_multi_perform(w->multi, &running);
-		while ((msg = curl_multi_info_read(w->multi, &left)) != NULL)
-			if (msg->msg == CURLMSG_DONE)
-				hook_end(w, msg->easy_handle, msg->data.result);
-		/* woken by a change (curl_multi_wakeup), a transfer, or a second later */
-		curl_multi_poll(w->multi, NULL, 0, w->n_inflight ? 200 : 1000, NULL);
+		if (hook_reap(w) > 0) {
+			freed = true; /* the freed slots at once */
+			continue;
+		}
+		/* woken by a change (curl_multi_wakeup), a transfer, or the next look */
+		now = now_ms();
+		wait = kicked ? last_fill + WEBHOOKS_KICK_MS - now : next_look - now;
+		curl_multi_poll(w->multi, NULL, 0, wait < 0 ? 0 : (int)wait, NULL);
 	}
 	for (size_t i = 0; i < (size_t)w->o.max_inflight; i++) {
 		hook_xfer_free(w->xfers[i]); /* queued still: sent again after a restart */
@@ -705,6 +784,9 @@ static void hook_kick(void *ctx)
 {
 	struct webhooks *w = ctx;
 
+	pthread_mutex_lock(&w->lock);
+	w->kicked = true;
+	pthread_mutex_unlock(&w->lock);
 	curl_multi_wakeup(w->multi);
 }
 
@@ -727,9 +809,11 @@ enum rcs_err webhooks_start(const struct webhooks_opts *opts, struct store *st,
 	if (w->o.timeout <= 0)
 		w->o.timeout = 10;
 	if (w->o.max_inflight <= 0)
-		w->o.max_inflight = 16;
-	if (w->o.per_hook <= 0 || w->o.per_hook > w->o.max_inflight)
-		w->o.per_hook = w->o.max_inflight < 4 ? w->o.max_inflight : 4;
+		w->o.max_inflight = WEBHOOKS_MAX_INFLIGHT;
+	if (w->o.per_hook <= 0)
+		w->o.per_hook = WEBHOOKS_PER_HOOK;
+	if (w->o.per_hook > w->o.max_inflight)
+		w->o.per_hook = w->o.max_inflight;
 	w->st = st;
 	w->lc = lc;
 	w->xfers = calloc((size_t)w->o.max_inflight, sizeof(*w->xfers));
@@ -743,8 +827,9 @@ enum rcs_err webhooks_start(const struct webhooks_opts *opts, struct store *st,
 	w->started = true;
 	lc->webhooks_changed = hook_kick;
 	lc->webhooks_ctx = w;
-	log_info("webhooks: %d deliveries at once, %d s timeout, retries for %d s",
-		 w->o.max_inflight, w->o.timeout, w->o.give_up);
+	log_info("webhooks: %d deliveries at once (%d for one webhook), %d s timeout, retries for "
+		 "%d s",
+		 w->o.max_inflight, w->o.per_hook, w->o.timeout, w->o.give_up);
 	*out = w;
 	w = NULL;
 	err = RCS_OK;

@@ -6,10 +6,12 @@
  * transaction of the change (the outbox, store_webhooks.c). This module's thread sends them:
  * a POST of {"id", "type", "ts", "data"} signed with HMAC-SHA256 (header rcs-signature,
  * "t=<ts>,v1=<hex>" over "<ts>.<body>"), the delivery's id in rcs-delivery; at most
- * max_inflight at once (per_hook of them for one webhook), in order per webhook and job,
- * each bounded by a timeout; a timeout, a refused address or an answer other than 2xx is
- * retried with doubling backoff until give_up seconds after the change, then the delivery is
- * failed. Redirects are never followed. Nothing of the API or the job flow waits for it.
+ * max_inflight at once (per_hook of them for one webhook), in parallel across jobs and one
+ * at a time in order per webhook and job, each bounded by a timeout; a slot is filled again
+ * as soon as its transfer ends (docs/api.md, "Webhooks"); a timeout, a refused address or an answer
+ * other than 2xx is retried with doubling backoff until give_up seconds after the change, then the
+ * delivery is failed. Redirects are never followed. Nothing of the API or the job flow waits for
+ * it.
  *
  * The guard (struct webhook_guard): a webhook's URL is http or https, and every address its
  * host resolves to, and the address each connection is made to, is neither loopback,
@@ -27,9 +29,11 @@
 #include "err.h"
 #include "store.h"
 
-#define WEBHOOK_URL_MAX 2048
-#define WEBHOOK_WHY_MAX 256
-#define WEBHOOK_SIG_MAX 128 /* "t=<ts>,v1=<64 hex>" */
+#define WEBHOOK_URL_MAX       2048
+#define WEBHOOK_WHY_MAX       256
+#define WEBHOOK_SIG_MAX       128 /* "t=<ts>,v1=<64 hex>" */
+#define WEBHOOKS_MAX_INFLIGHT 256 /* --webhook-max-inflight's default */
+#define WEBHOOKS_PER_HOOK     64  /* --webhook-per-hook's default */
 
 struct webhook_guard;
 
@@ -56,8 +60,8 @@ struct webhooks_opts {
 	int retry_base;   /* seconds before the first retry, doubling up to an hour (default 10) */
 	int give_up;      /* seconds after the change a delivery is failed (default 86400) */
 	int timeout;      /* seconds for one attempt (default 10) */
-	int max_inflight; /* deliveries at once (default 16) */
-	int per_hook;     /* of them for one webhook (default 4) */
+	int max_inflight; /* deliveries at once (default WEBHOOKS_MAX_INFLIGHT) */
+	int per_hook;     /* of them for one webhook (default WEBHOOKS_PER_HOOK) */
 };
 
 struct lifecycle;
