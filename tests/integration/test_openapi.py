@@ -298,9 +298,8 @@ def request_example(method, template):
 def request_schema(method, template):
     op = find_op(method, template)
     rb = op.get("requestBody") if op else None
-    if not rb:
-        return None
-    return resolve(rb)["content"]["application/json"]["schema"]
+    json_body = resolve(rb).get("content", {}).get("application/json") if rb else None
+    return json_body["schema"] if json_body else None  # none, or raw bytes (an artifact)
 
 
 def response_schema(op, status):
