@@ -58,6 +58,8 @@ class PgServer:
         self.port = _free_port()
         self.proc = None
         self.n = 0
+        self._started = False  # once it ran, its port is known to clients and stays
+        self._log_at = 0       # where in its log the current start began
         self._demote = None
         if os.geteuid() == 0:
             pw = pwd.getpwnam("nobody")
@@ -93,12 +95,21 @@ class PgServer:
         deadline = time.time() + 60
         while time.time() < deadline:
             if self.proc.poll() is not None:
+                log = self.read_log()
+                if (not self._started and self._log_at < 5000 and
+                        "Address already in use" in log[self._log_at:]):
+                    # the free port was taken between its choice and the bind: nobody
+                    # knows this one yet, so another will do
+                    self._log_at = len(log)
+                    self.port = _free_port()
+                    return self.start()
                 raise RuntimeError("postgres exited with %d:\n%s" % (
-                    self.proc.returncode, self.read_log()))
+                    self.proc.returncode, log))
             p = subprocess.run([os.path.join(self.bindir, "pg_isready"), "-h", "127.0.0.1",
                                 "-p", str(self.port), "-U", USER, "-d", "postgres"],
                                capture_output=True, timeout=30)
             if p.returncode == 0:
+                self._started = True
                 return self
             time.sleep(0.1)
         raise RuntimeError("postgres did not start:\n" + self.read_log())
