@@ -69,7 +69,7 @@ static const char *const exact_pg[] = {
 };
 
 /* The schema in the engines' common terms (PostgreSQL's own tables left out: the chunks of
- * artifacts and their uploads, migration 8): tables, columns (name, type, whether NULL is
+ * artifacts and their uploads, migration 9): tables, columns (name, type, whether NULL is
  * refused, a key's columns refuse it on both), explicit indexes and their columns. */
 static const char *const common_sq[] = {
     "SELECT 'column', m.name, p.name, CASE WHEN p.type IN ('INTEGER', 'BIGINT') THEN 'int'"
