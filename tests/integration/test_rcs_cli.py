@@ -517,6 +517,9 @@ class RcsCliTest(StackTest):
         newest = sent[-1]
         which = "group gn-wave: %s (the most recent of 3: also %s, %s)" % (
             newest, sent[1], sent[0])
+        # ended, so that two reads of it show the same
+        wait_for(lambda: self.api_get("/groups/" + newest)["status"] == "completed",
+                 timeout=30, what="group gn-wave completed")
         out, err = self.rcs("groups", "show", "gn-wave")
         self.assertRegex(out, r"(?m)^ident\s+%s$" % newest)
         self.assertIn(which, err)
