@@ -7,6 +7,8 @@
 #include <ctype.h>
 #include <errno.h>
 #include <microhttpd.h>
+#include <netdb.h>
+#include <netinet/in.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -370,4 +372,21 @@ bool api_query_known(struct api_req *req, struct api_resp *r, const char *known)
 		api_error(r, 400, "invalid_parameter", c.unknown,
 			  "unknown query parameter '%s' (this operation takes none)", c.unknown);
 	return false;
+}
+
+/* See api.h. */
+void api_client_addr(void *conn_, char *out)
+{
+	struct MHD_Connection *conn = conn_;
+	const union MHD_ConnectionInfo *ci =
+	    MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
+	socklen_t len;
+
+	out[0] = '\0';
+	if (ci == NULL || ci->client_addr == NULL)
+		return;
+	len = ci->client_addr->sa_family == AF_INET6 ? sizeof(struct sockaddr_in6)
+						     : sizeof(struct sockaddr_in);
+	if (getnameinfo(ci->client_addr, len, out, INET6_ADDRSTRLEN, NULL, 0, NI_NUMERICHOST) != 0)
+		out[0] = '\0';
 }

@@ -80,6 +80,10 @@ typedef void (*api_handler)(struct api_req *req, struct api_resp *resp);
 
 /* ---- for handlers ---- */
 
+/* The address of the client of conn (a struct MHD_Connection) as numeric text, "" when
+ * unknown; out holds INET6_ADDRSTRLEN bytes. */
+void api_client_addr(void *conn, char *out);
+
 /* Sets an error answer: {"error": {code, message, details: {field}}}. */
 void api_error(struct api_resp *r, int status, const char *code, const char *field, const char *fmt,
 	       ...) __attribute__((format(printf, 5, 6)));

@@ -72,21 +72,6 @@ static int art_send_now(struct MHD_Connection *conn, struct api_resp *r)
 	return ret;
 }
 
-static void art_addr(struct MHD_Connection *conn, char out[INET6_ADDRSTRLEN])
-{
-	const union MHD_ConnectionInfo *ci =
-	    MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
-	socklen_t len;
-
-	out[0] = '\0';
-	if (ci == NULL || ci->client_addr == NULL)
-		return;
-	len = ci->client_addr->sa_family == AF_INET6 ? sizeof(struct sockaddr_in6)
-						     : sizeof(struct sockaddr_in);
-	if (getnameinfo(ci->client_addr, len, out, INET6_ADDRSTRLEN, NULL, 0, NI_NUMERICHOST) != 0)
-		out[0] = '\0';
-}
-
 /* The key of the request's headers: an admin's, else r answered (401, 403, 429, 503); true
  * when the key is known (*a is its tenant and user). */
 static bool art_auth(struct api_app *app, struct store *st, struct MHD_Connection *conn,
@@ -98,7 +83,7 @@ static bool art_auth(struct api_app *app, struct store *st, struct MHD_Connectio
 	int wait = 0;
 
 	if (app->auth_fail_limit > 0)
-		art_addr(conn, addr);
+		api_client_addr(conn, addr);
 	switch (
 	    auth_check(st, key, addr, app->auth_fail_limit, (int64_t)time(NULL), a, &wait, &err)) {
 	case AUTH_OK:
@@ -135,7 +120,7 @@ static void art_audit_refusal(struct api_app *app, struct MHD_Connection *conn,
 	struct audit_rec rec;
 	enum rcs_err err;
 
-	art_addr(conn, addr);
+	api_client_addr(conn, addr);
 	memset(&rec, 0, sizeof(rec));
 	rec.client_root = (char *)a->client_root;
 	rec.ts = (int64_t)time(NULL);

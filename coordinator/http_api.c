@@ -211,21 +211,6 @@ static enum MHD_Result api_ui_send(struct MHD_Connection *conn, const char *url,
 	return ret;
 }
 
-static void api_client_addr(struct MHD_Connection *conn, char out[INET6_ADDRSTRLEN])
-{
-	const union MHD_ConnectionInfo *ci =
-	    MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
-	socklen_t len;
-
-	out[0] = '\0';
-	if (ci == NULL || ci->client_addr == NULL)
-		return;
-	len = ci->client_addr->sa_family == AF_INET6 ? sizeof(struct sockaddr_in6)
-						     : sizeof(struct sockaddr_in);
-	if (getnameinfo(ci->client_addr, len, out, INET6_ADDRSTRLEN, NULL, 0, NI_NUMERICHOST) != 0)
-		out[0] = '\0';
-}
-
 /* The api-key header's key (auth.c), answered here: 401, 429 with Retry-After, or 503. */
 static void api_authenticate(struct api_app *app, struct MHD_Connection *conn, struct api_req *req,
 			     struct api_resp *r)
