@@ -12,6 +12,7 @@
 
 #include "cli.h"
 #include "jsonu.h"
+#include "status.h"
 #include "table.h"
 #include "uuid.h"
 
@@ -70,11 +71,13 @@ int cli_answer(struct cli *c, enum rcs_err err, const char *errbuf, struct http_
 	}
 	/* the hint is for a coordinator without the feature: it doesn't know the route (404,
 	 * 405) or the member (400 naming exactly it); not for its answers about the request */
-	if (hint != NULL && (r->status == 404 || r->status == 405 ||
-			     (r->status == 400 && field != NULL &&
-			      (strcmp(field, "rollout") == 0 || strcmp(field, "abort") == 0 ||
-			       strcmp(field, "retry") == 0 || strcmp(field, "ident_prefix") == 0 ||
-			       strcmp(field, "ident_suffix") == 0))))
+	if (hint != NULL &&
+	    (r->status == 404 || r->status == 405 ||
+	     (r->status == 400 && field != NULL &&
+	      (strcmp(field, "rollout") == 0 || strcmp(field, "abort") == 0 ||
+	       strcmp(field, "retry") == 0 || strcmp(field, "window") == 0 ||
+	       strcmp(field, "continuous") == 0 || strcmp(field, "ident_prefix") == 0 ||
+	       strcmp(field, "ident_suffix") == 0))))
 		fprintf(stderr, "rcs: %s\n", hint);
 	http_resp_free(r);
 	return CLI_API;
@@ -177,6 +180,33 @@ const char *cli_time(json_object *o, const char *k, char *out, size_t len)
 const char *cli_when(json_object *o, const char *k, char *out, size_t len)
 {
 	table_time_short(out, len, cli_int(o, k), (int64_t)time(NULL));
+	return out;
+}
+
+const char *cli_group_progress(json_object *g, char *out, size_t len)
+{
+	json_object *counts = jsonu_member(g, "counts");
+	long long done = 0, total = 0;
+	bool by_counts = counts != NULL && json_object_is_type(counts, json_type_object);
+
+	if (!by_counts)
+		counts = jsonu_member(g, "statuses");
+	if (counts == NULL || !json_object_is_type(counts, json_type_object))
+		return NULL;
+	json_object_object_foreach(counts, name, v)
+	{
+		enum job_status st;
+		long long n = json_object_is_type(v, json_type_int) ? json_object_get_int64(v) : 0;
+
+		if (n <= 0)
+			continue;
+		total += n;
+		if (status_parse(name, &st) && status_is_terminal(st))
+			done += n;
+	}
+	if (!by_counts && cli_int(g, "total") > total)
+		total = cli_int(g, "total");
+	snprintf(out, len, "%lld/%lld", done, total);
 	return out;
 }
 
@@ -390,6 +420,74 @@ static int cli_by_name(struct cli *c, const char *list, const char *kind, const 
 				"no %s named '%s', and no %s ident begins or ends with it", kind,
 				clean, kind);
 	return cli_fail(c, CLI_API, "no %s named '%s' (give its ident?)", kind, clean);
+}
+
+/* Whether ident (a UUID) begins or ends with the short ident what. */
+static bool cli_short_match(const char *what, const char *ident)
+{
+	char part[UUID_STR_LEN];
+	size_t n, len = strlen(ident);
+
+	if (cli_short_part(what, true, part) && strncmp(ident, part, strlen(part)) == 0)
+		return true;
+	if (!cli_short_part(what, false, part))
+		return false;
+	n = strlen(part);
+	return n <= len && strcmp(ident + len - n, part) == 0;
+}
+
+int cli_walk_ident(struct cli *c, const char *list, const char *kind, const char *what, char *out)
+{
+	char path[128], clean[64], first[UUID_STR_LEN] = "";
+	struct http_resp r = {0};
+	long long found = 0;
+	int rc = CLI_OK;
+
+	table_clean(clean, sizeof(clean), what, 0);
+	if (uuid_valid(what)) {
+		snprintf(out, UUID_STR_LEN, "%s", what);
+		return CLI_OK;
+	}
+	if (!cli_short_part(what, true, first))
+		return cli_fail(c, CLI_API,
+				"'%s' is not a %s ident (a UUID, or %d or more of its hex digits "
+				"from its start or its end)",
+				clean, kind, CLI_SHORT_MIN);
+	first[0] = '\0';
+	for (int page = 1; page <= CLI_NAMES_PAGES && rc == CLI_OK; page++) {
+		json_object *items;
+		size_t n;
+
+		snprintf(path, sizeof(path), "%s?per_page=%d&page=%d", list, CLI_NAMES_PAGE, page);
+		rc = cli_call(c, "GET", path, NULL, &r, NULL);
+		if (rc != CLI_OK)
+			break;
+		items = cli_array(r.json, "items");
+		n = items ? json_object_array_length(items) : 0;
+		for (size_t i = 0; i < n; i++) {
+			const char *id = cli_str(json_object_array_get_idx(items, i), "ident");
+
+			if (id == NULL || !uuid_valid(id) || !cli_short_match(what, id))
+				continue;
+			if (found++ == 0)
+				snprintf(first, sizeof(first), "%s", id);
+		}
+		n = (size_t)cli_int(r.json, "total_pages");
+		http_resp_free(&r);
+		if ((size_t)page >= n)
+			break;
+	}
+	if (rc != CLI_OK)
+		return rc;
+	if (found > 1)
+		return cli_fail(c, CLI_API,
+				"%s %s is ambiguous: %lld %ss begin or end so (give more "
+				"of its digits)",
+				kind, clean, found, kind);
+	if (found == 0)
+		return cli_fail(c, CLI_API, "no %s ident begins or ends with '%s'", kind, clean);
+	snprintf(out, UUID_STR_LEN, "%s", first);
+	return CLI_OK;
 }
 
 int cli_task_ident(struct cli *c, const char *what, char *out)

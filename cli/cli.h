@@ -43,13 +43,20 @@ struct cli_opts {
 	struct cfg_strlist variable, mail;
 	long long script_timeout;
 	bool allow_offline, private_task, hide, inactive;
+	/* tasks update: true|false; webhooks update: active */
+	char *active, *public_s, *hide_s, *allow_offline_s;
+	/* keys, webhooks, audit */
+	char *user, *role, *target, *since, *until, *secret, *endpoint;
+	struct cfg_strlist event, statuses;
 	/* devices tag */
 	struct cfg_strlist add, remove;
 	/* send */
 	struct cfg_strlist var;
 	char *schedule, *offline;
 	long long ttl, rollout_per_minute, abort_percent, abort_min_finished, retries;
-	bool wait, allow_empty;
+	char *exponential, *window, *window_utc_offset, *retry_backoff_factor;
+	long long retry_backoff;
+	bool wait, allow_empty, continuous, verbose;
 	/* watch */
 	long long interval;
 };
@@ -102,6 +109,11 @@ const char *cli_time(json_object *o, const char *k, char *out, size_t len);
 /* The same for a table: to the second, without the date today (table_time_short). */
 const char *cli_when(json_object *o, const char *k, char *out, size_t len);
 
+/* A group's progress for a table (docs/cli.md "Groups and watch"): "done/total", done the
+ * devices whose latest attempt has ended (`counts`, else `statuses`, in final statuses),
+ * total their sum (else `total`); NULL when g has no counts. */
+const char *cli_group_progress(json_object *g, char *out, size_t len);
+
 /*
  * Short idents (docs/cli.md "Short idents"): CLI_SHORT_MIN or more hex digits of an ident
  * from its start or its end, '-' anywhere. cli_short_part writes what as the text such a
@@ -124,6 +136,10 @@ int cli_job_ident(struct cli *c, const char *what, char *out);
 /* A group: an ident, or a name; of several groups of that name the most recent, said on
  * stderr with the others. */
 int cli_group_ident(struct cli *c, const char *what, char *out);
+
+/* A key or a webhook (lists without ident_prefix): an ident, or a short ident found in the
+ * pages of list (CLI_NAMES_PAGE a page, at most CLI_NAMES_PAGES: a tenant has few). */
+int cli_walk_ident(struct cli *c, const char *list, const char *kind, const char *what, char *out);
 
 /*
  * Device names for what a command prints (docs/cli.md "Tables"), read once: one GET
@@ -163,6 +179,8 @@ int cli_read_file(struct cli *c, const char *path, struct buf *b);
 int cmd_tasks_list(struct cli *c);
 int cmd_tasks_show(struct cli *c);
 int cmd_tasks_create(struct cli *c);
+int cmd_tasks_update(struct cli *c);
+int cmd_tasks_active(struct cli *c); /* activate, deactivate: c->cmd names it */
 int cmd_scripts_list(struct cli *c);
 int cmd_scripts_show(struct cli *c);
 int cmd_scripts_put(struct cli *c);
@@ -170,6 +188,8 @@ int cmd_devices_list(struct cli *c);
 int cmd_devices_show(struct cli *c);
 int cmd_devices_create(struct cli *c);
 int cmd_devices_tag(struct cli *c);
+int cmd_devices_rename(struct cli *c);
+int cmd_devices_delete(struct cli *c);
 int cmd_jobs_list(struct cli *c);
 int cmd_jobs_show(struct cli *c);
 int cmd_jobs_history(struct cli *c);
@@ -178,6 +198,16 @@ int cmd_groups_list(struct cli *c);
 int cmd_groups_show(struct cli *c);
 int cmd_groups_action(struct cli *c); /* pause, resume, cancel: c->cmd names it */
 int cmd_send(struct cli *c);
+int cmd_keys_list(struct cli *c);
+int cmd_keys_create(struct cli *c);
+int cmd_keys_revoke(struct cli *c);
+int cmd_webhooks_list(struct cli *c);
+int cmd_webhooks_create(struct cli *c);
+int cmd_webhooks_show(struct cli *c);
+int cmd_webhooks_update(struct cli *c);
+int cmd_webhooks_delete(struct cli *c);
+int cmd_webhooks_deliveries(struct cli *c);
+int cmd_audit(struct cli *c);
 int cmd_watch(struct cli *c);
 
 #endif

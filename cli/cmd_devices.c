@@ -1,5 +1,5 @@
 /*
- * cmd_devices.c - rcs devices list|show|create|tag (docs/cli.md; the API:
+ * cmd_devices.c - rcs devices list|show|create|tag|rename|delete (docs/cli.md; the API:
  * docs/api.md "Devices").
  */
 #include <stdio.h>
@@ -240,5 +240,54 @@ out:
 	json_object_put(body);
 	http_resp_free(&r);
 	http_resp_free(&w);
+	return rc;
+}
+
+int cmd_devices_delete(struct cli *c)
+{
+	char id[UUID_STR_LEN], path[64];
+	struct http_resp r = {0};
+	int rc;
+
+	rc = cli_device_ident(c, c->pos[0], id);
+	if (rc != CLI_OK)
+		goto out;
+	snprintf(path, sizeof(path), "/devices/%s", id);
+	rc = cli_call(c, "DELETE", path, NULL, &r, NULL);
+	if (rc == CLI_OK && !c->o.json)
+		printf("deleted device %s (its jobs stay)\n", id);
+out:
+	http_resp_free(&r);
+	return rc;
+}
+
+int cmd_devices_rename(struct cli *c)
+{
+	char id[UUID_STR_LEN], path[64];
+	struct http_resp r = {0};
+	json_object *body = NULL;
+	int rc;
+
+	rc = cli_device_ident(c, c->pos[0], id);
+	if (rc != CLI_OK)
+		goto out;
+	body = json_object_new_object();
+	if (body == NULL ||
+	    json_object_object_add(body, "name", json_object_new_string(c->pos[1])) != 0) {
+		rc = cli_fail(c, CLI_USAGE, "out of memory");
+		goto out;
+	}
+	snprintf(path, sizeof(path), "/devices/%s", id);
+	rc = cli_call(c, "PATCH", path, body, &r, NULL);
+	if (rc != CLI_OK)
+		goto out;
+	if (c->o.json)
+		cli_print_raw(&r);
+	else
+		printf("device %s is now named %s\n", cli_show(r.json, "entity_ident"),
+		       cli_show(r.json, "name"));
+out:
+	json_object_put(body);
+	http_resp_free(&r);
 	return rc;
 }

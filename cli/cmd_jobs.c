@@ -253,9 +253,30 @@ out:
 	return rc;
 }
 
+/* A group's record with its counts: the list's item when it has them, else GET
+ * /groups/<id> (a list without counts: docs/cli.md "Groups and watch"); NULL on any error
+ * (the row shows "-": progress only helps to read). */
+static json_object *groups_counted(struct cli *c, json_object *it, struct http_resp *r)
+{
+	char path[64];
+	const char *id = cli_str(it, "ident");
+	char errbuf[256];
+
+	if (jsonu_member(it, "counts") != NULL || jsonu_member(it, "statuses") != NULL)
+		return it;
+	if (id == NULL || !uuid_valid(id))
+		return NULL;
+	snprintf(path, sizeof(path), "/groups/%s", id);
+	if (http_call(&c->http, "GET", path, NULL, r, errbuf, sizeof(errbuf)) != RCS_OK ||
+	    r->status != 200)
+		return NULL;
+	return r->json;
+}
+
 int cmd_groups_list(struct cli *c)
 {
-	static const char *const heads[] = {"IDENT", "NAME", "TASK", "CREATED BY", "CREATED"};
+	static const char *const heads[] = {"IDENT",    "NAME",       "TASK",   "STATUS",
+					    "PROGRESS", "CREATED BY", "CREATED"};
 	struct buf path;
 	struct http_resp r = {0};
 	struct table t;
@@ -265,7 +286,7 @@ int cmd_groups_list(struct cli *c)
 	int rc;
 
 	buf_init(&path, CLI_MAX_PATH);
-	table_init(&t, 5, heads);
+	table_init(&t, 7, heads);
 	if (buf_appendf(&path, "/groups") != RCS_OK || cli_query_paging(c, &path) != RCS_OK ||
 	    cli_query(&path, "status", c->o.status) != RCS_OK) {
 		rc = cli_fail(c, CLI_USAGE, "the filters are too long");
@@ -287,18 +308,26 @@ int cmd_groups_list(struct cli *c)
 	}
 	glen = table_short_len(gids, n);
 	tlen = table_short_len(tids, n);
-	table_keep(&t, 0);
-	table_keep(&t, 2);
-	table_keep(&t, 4);
+	for (size_t col = 0; col < 7; col++)
+		if (col != 1 && col != 5)
+			table_keep(&t, col);
 	for (size_t i = 0; items && i < json_object_array_length(items); i++) {
 		json_object *it = json_object_array_get_idx(items, i);
-		char tm[32];
+		struct http_resp g = {0};
+		char tm[32], prog[48];
 		char id[UUID_STR_LEN], task[UUID_STR_LEN];
 		const char *row[] = {
-		    table_short(id, sizeof(id), cli_str(it, "ident"), glen), cli_str(it, "name"),
+		    table_short(id, sizeof(id), cli_str(it, "ident"), glen),
+		    cli_str(it, "name"),
 		    table_short(task, sizeof(task), cli_str(it, "task_ident"), tlen),
-		    cli_str(it, "created_user"), cli_when(it, "created_at", tm, sizeof(tm))};
-		if (table_add(&t, row) != RCS_OK) {
+		    cli_str(it, "status"),
+		    cli_group_progress(groups_counted(c, it, &g), prog, sizeof(prog)),
+		    cli_str(it, "created_user"),
+		    cli_when(it, "created_at", tm, sizeof(tm))};
+		enum rcs_err err = table_add(&t, row);
+
+		http_resp_free(&g);
+		if (err != RCS_OK) {
 			rc = cli_fail(c, CLI_API, "out of memory");
 			goto out;
 		}

@@ -1,5 +1,5 @@
 /*
- * cmd_tasks.c - rcs tasks list|show|create and rcs scripts list|show|put
+ * cmd_tasks.c - rcs tasks list|show|create|update|activate|deactivate and rcs scripts list|show|put
  * (docs/cli.md; the API: docs/api.md "Tasks", "Scripts").
  */
 #include <stdio.h>
@@ -188,10 +188,25 @@ static int tasks_strlist(json_object *body, const char *key, const struct cfg_st
 	return a == NULL ? -1 : json_object_object_add(body, key, a);
 }
 
-int cmd_tasks_create(struct cli *c)
+/* A true|false option of tasks update into body[k] (not given: left out). */
+static int tasks_flag(struct cli *c, json_object *body, const char *opt, const char *k,
+		      const char *v, bool invert)
+{
+	if (v == NULL)
+		return CLI_OK;
+	if (strcmp(v, "true") != 0 && strcmp(v, "false") != 0)
+		return cli_fail(c, CLI_USAGE, "--%s: true or false, not '%s'", opt, v);
+	if (json_object_object_add(
+		body, k, json_object_new_boolean((strcmp(v, "true") == 0) != invert)) != 0)
+		return cli_fail(c, CLI_USAGE, "out of memory");
+	return CLI_OK;
+}
+
+/* The body of tasks create (update false: the flags) or tasks update (the true|false
+ * options; only what is given), from --from-file and the options. */
+static int tasks_body(struct cli *c, bool update, json_object **out)
 {
 	struct buf file;
-	struct http_resp r = {0};
 	json_object *body = NULL, *vi = NULL, *consts = NULL;
 	struct jsonu_err je;
 	int rc = CLI_OK, bad = 0;
@@ -249,6 +264,32 @@ int cmd_tasks_create(struct cli *c)
 		rc = cli_fail(c, CLI_USAGE, "out of memory");
 		goto out;
 	}
+	if (update &&
+	    ((rc = tasks_flag(c, body, "active", "active", c->o.active, false)) != CLI_OK ||
+	     (rc = tasks_flag(c, body, "public", "public", c->o.public_s, false)) != CLI_OK ||
+	     (rc = tasks_flag(c, body, "hide", "hide", c->o.hide_s, false)) != CLI_OK ||
+	     (rc = tasks_flag(c, body, "allow-offline", "allow_offline", c->o.allow_offline_s,
+			      false)) != CLI_OK))
+		goto out;
+	*out = body;
+	body = NULL;
+out:
+	json_object_put(body);
+	json_object_put(vi);
+	json_object_put(consts);
+	buf_free(&file);
+	return rc;
+}
+
+int cmd_tasks_create(struct cli *c)
+{
+	struct http_resp r = {0};
+	json_object *body = NULL;
+	int rc;
+
+	rc = tasks_body(c, false, &body);
+	if (rc != CLI_OK)
+		goto out;
 	rc = cli_call(c, "POST", "/tasks", body, &r, NULL);
 	if (rc != CLI_OK)
 		goto out;
@@ -259,10 +300,66 @@ int cmd_tasks_create(struct cli *c)
 		       cli_show(r.json, "ident"), (long long)cli_int(r.json, "version"));
 out:
 	json_object_put(body);
-	json_object_put(vi);
-	json_object_put(consts);
 	http_resp_free(&r);
-	buf_free(&file);
+	return rc;
+}
+
+/* PATCH /tasks/<id> with body; says what came of it: a new version, or none (nothing
+ * changed: docs/api.md "Tasks"). what: "updated", "activated", "deactivated". */
+static int tasks_patch(struct cli *c, json_object *body, const char *what)
+{
+	char id[UUID_STR_LEN], path[64];
+	struct http_resp before = {0}, r = {0};
+	int rc;
+
+	rc = cli_task_ident(c, c->pos[0], id);
+	if (rc != CLI_OK)
+		goto out;
+	snprintf(path, sizeof(path), "/tasks/%s", id);
+	rc = cli_call(c, "GET", path, NULL, &before, NULL);
+	if (rc == CLI_OK)
+		rc = cli_call(c, "PATCH", path, body, &r, NULL);
+	if (rc != CLI_OK)
+		goto out;
+	if (c->o.json)
+		cli_print_raw(&r);
+	else if (cli_int(r.json, "version") == cli_int(before.json, "version"))
+		printf("task %s (%s) unchanged, version %lld\n", cli_show(r.json, "name"),
+		       cli_show(r.json, "ident"), (long long)cli_int(r.json, "version"));
+	else
+		printf("%s task %s (%s), version %lld\n", what, cli_show(r.json, "name"),
+		       cli_show(r.json, "ident"), (long long)cli_int(r.json, "version"));
+out:
+	http_resp_free(&before);
+	http_resp_free(&r);
+	return rc;
+}
+
+int cmd_tasks_update(struct cli *c)
+{
+	json_object *body = NULL;
+	int rc = tasks_body(c, true, &body);
+
+	if (rc == CLI_OK && json_object_object_length(body) == 0)
+		rc = cli_fail(c, CLI_USAGE, "give what changes (rcs tasks update --help)");
+	if (rc == CLI_OK)
+		rc = tasks_patch(c, body, "updated");
+	json_object_put(body);
+	return rc;
+}
+
+int cmd_tasks_active(struct cli *c)
+{
+	bool on = strcmp(c->cmd, "tasks activate") == 0;
+	json_object *body = json_object_new_object();
+	int rc;
+
+	if (body == NULL ||
+	    json_object_object_add(body, "active", json_object_new_boolean(on)) != 0)
+		rc = cli_fail(c, CLI_USAGE, "out of memory");
+	else
+		rc = tasks_patch(c, body, on ? "activated" : "deactivated");
+	json_object_put(body);
 	return rc;
 }
 

@@ -82,6 +82,51 @@ static const struct cfg_opt opts_tasks_create[] = {
     O_STR("from_file", from_file, "FILE", "the whole body as JSON (- for stdin); flags override"),
     O_END,
 };
+static const struct cfg_opt opts_tasks_update[] = {
+    O_STR("name", name, "NAME", "a new name"),
+    O_STR("script", script, "SCRIPT", "another script"),
+    O_LIST("variable", variable, "NAME:TYPE[:optional]",
+	   "the variables (all of them: they replace the task's); repeatable"),
+    O_STR("constants", constants, "JSON", "an object of constants (replaces the task's)"),
+    O_STR("comment", comment, "TEXT", "a comment"),
+    O_INT("script_timeout", script_timeout, 1, 86400, "S",
+	  "seconds the script may run on a device"),
+    O_STR("allow_offline", allow_offline_s, "true|false", "jobs for offline devices wait"),
+    O_STR("public", public_s, "true|false", "visible to every user of the tenant"),
+    O_STR("hide", hide_s, "true|false", "left out of the default task list"),
+    O_STR("active", active, "true|false", "creates jobs (false: none)"),
+    O_LIST("mail", mail, "ADDRESS", "mail status changes here (replaces the list); repeatable"),
+    O_STR("from_file", from_file, "FILE",
+	  "members to change as JSON (- for stdin); flags override"),
+    O_END,
+};
+static const struct cfg_opt opts_keys_create[] = {
+    O_STR("user", user, "NAME", "the user the key acts as (required)"),
+    O_STR("role", role, "ROLE", "viewer, operator or admin (required)"),
+    O_END,
+};
+static const struct cfg_opt opts_webhooks_create[] = {
+    O_LIST("event", event, "EVENT", "job.status or group.status (required); repeatable"),
+    O_LIST("status", statuses, "STATUS", "deliver only these statuses (default all); repeatable"),
+    O_STR("secret", secret, "SECRET", "the signing secret (default: generated, shown once)"),
+    O_END,
+};
+static const struct cfg_opt opts_webhooks_update[] = {
+    O_STR("endpoint", endpoint, "URL", "a new URL to deliver to"),
+    O_LIST("event", event, "EVENT", "the events (replace the webhook's); repeatable"),
+    O_LIST("status", statuses, "STATUS", "the statuses delivered (replace them); repeatable"),
+    O_STR("secret", secret, "SECRET", "a new signing secret"),
+    O_STR("active", active, "true|false", "deliver (false: no new deliveries)"),
+    O_END,
+};
+static const struct cfg_opt opts_audit[] = {
+    OPTS_PAGING,
+    O_STR("user", user, "NAME", "only this user's requests"),
+    O_STR("target", target, "IDENT", "only those on this object (its whole ident)"),
+    O_STR("since", since, "TIME", "from TIME: Unix seconds, -30m/-2h/-1d, YYYY-MM-DD[THH:MM]"),
+    O_STR("until", until, "TIME", "up to TIME (the same forms)"),
+    O_END,
+};
 static const struct cfg_opt opts_devices_list[] = {
     OPTS_PAGING,
     O_STR("sort", sort, "KEY", "created_at, update_at, name; -KEY descending"),
@@ -119,7 +164,9 @@ static const struct cfg_opt opts_groups_list[] = {
 static const struct cfg_opt opts_send[] = {
     O_LIST("device", device, "DEVICE", "a device (ident, short ident or name); repeatable"),
     O_LIST("tag", tag, "TAG", "every device holding this tag"),
-    O_LIST("var", var, "NAME=VALUE", "a variable, typed as the task declares it; repeatable"),
+    O_LIST(
+	"var", var, "NAME=VALUE",
+	"a variable, typed as the task declares it (NAME=@FILE: the file's content); repeatable"),
     O_STR("group", group, "NAME", "name the group of the jobs"),
     O_STR("schedule", schedule, "TIME",
 	  "send at TIME: Unix seconds, +30s/+10m/+2h/+1d, or YYYY-MM-DD[THH:MM[:SS]][Z]"),
@@ -132,12 +179,25 @@ static const struct cfg_opt opts_send[] = {
 	  "abort the group when P % have failed (needs rollouts)"),
     O_INT("abort_min_finished", abort_min_finished, 1, 1000000, "M",
 	  "... once M jobs have ended (with --abort-percent)"),
+    O_STR("exponential", exponential, "N,F,K",
+	  "release N jobs a minute, x F each time K more have terminated (needs rollouts)"),
+    O_STR("window", window, "DAYS/HH:MM/DURATION",
+	  "release jobs only then, e.g. sat,sun/02:00/2h or mon-fri/22:00/90 (local time)"),
+    O_STR("window_utc_offset", window_utc_offset, "MIN",
+	  "with --window: its time is UTC + MIN minutes (default: this host's zone now)"),
     O_INT("retries", retries, 0, 9, "N", "retry a failed job N times (needs rollouts)"),
+    O_INT("retry_backoff", retry_backoff, 0, 86400, "S",
+	  "with --retries: seconds before the first retry (30)"),
+    O_STR("retry_backoff_factor", retry_backoff_factor, "F",
+	  "with --retries: each retry waits F times longer than the last (2; 1 to 10)"),
+    O_BOOL("continuous", continuous,
+	   "with --tag: devices that gain the tag later get the job too (needs rollouts)"),
     O_STR("offline", offline, "queue|reject",
 	  "devices offline at the send: queue their jobs, or leave them out (default: as the"
 	  " task's allow_offline says)"),
     O_BOOL("allow_empty", allow_empty, "a tag no device holds is not an error"),
     O_BOOL("wait", wait, "wait for the jobs to end, showing their progress"),
+    O_BOOL("verbose", verbose, "list every job and rejected device (else the first 10)"),
     O_INT("interval", interval, 1, 60, "S", "with --wait: seconds between polls (1)"),
     O_END,
 };
@@ -160,6 +220,12 @@ static const struct cli_cmd cli_cmds[] = {
     {"tasks", "show", "TASK", 1, 1, opts_none, cmd_tasks_show,
      "show a task (ident, short ident or name)"},
     {"tasks", "create", "", 0, 0, opts_tasks_create, cmd_tasks_create, "create a task"},
+    {"tasks", "update", "TASK", 1, 1, opts_tasks_update, cmd_tasks_update,
+     "change a task's members (a new version)"},
+    {"tasks", "activate", "TASK", 1, 1, opts_none, cmd_tasks_active,
+     "let a task create jobs again"},
+    {"tasks", "deactivate", "TASK", 1, 1, opts_none, cmd_tasks_active,
+     "stop a task from creating jobs (its jobs go on)"},
     {"scripts", "list", "", 0, 0, opts_paging, cmd_scripts_list, "list the scripts"},
     {"scripts", "show", "NAME", 1, 1, opts_none, cmd_scripts_show,
      "print a script's source (--json: its record)"},
@@ -172,6 +238,10 @@ static const struct cli_cmd cli_cmds[] = {
      "add a device to the inventory"},
     {"devices", "tag", "DEVICE", 1, 1, opts_devices_tag, cmd_devices_tag,
      "add or remove a device's inventory tags"},
+    {"devices", "rename", "DEVICE NAME", 2, 2, opts_none, cmd_devices_rename,
+     "give a device another name"},
+    {"devices", "delete", "DEVICE", 1, 1, opts_none, cmd_devices_delete,
+     "remove a device from the inventory (its jobs stay)"},
     {"jobs", "list", "", 0, 0, opts_jobs_list, cmd_jobs_list, "list jobs"},
     {"jobs", "show", "JOB", 1, 1, opts_none, cmd_jobs_show, "show a job (ident or short ident)"},
     {"jobs", "history", "JOB", 1, 1, opts_paging, cmd_jobs_history,
@@ -192,11 +262,28 @@ static const struct cli_cmd cli_cmds[] = {
      "send a task (ident, short ident or name) to devices: --device ... or --tag"},
     {"watch", NULL, "GROUP", 1, 1, opts_watch, cmd_watch,
      "follow a group (ident, short ident or name) until its jobs have ended"},
+    {"keys", "list", "", 0, 0, opts_paging, cmd_keys_list, "list the API keys (admin)"},
+    {"keys", "create", "", 0, 0, opts_keys_create, cmd_keys_create,
+     "create an API key (shown only once)"},
+    {"keys", "revoke", "KEY", 1, 1, opts_none, cmd_keys_revoke,
+     "revoke an API key at once (ident or short ident)"},
+    {"webhooks", "list", "", 0, 0, opts_paging, cmd_webhooks_list, "list the webhooks (admin)"},
+    {"webhooks", "create", "URL", 1, 1, opts_webhooks_create, cmd_webhooks_create,
+     "deliver status changes to URL"},
+    {"webhooks", "show", "WEBHOOK", 1, 1, opts_none, cmd_webhooks_show,
+     "show a webhook (ident or short ident)"},
+    {"webhooks", "update", "WEBHOOK", 1, 1, opts_webhooks_update, cmd_webhooks_update,
+     "change a webhook"},
+    {"webhooks", "delete", "WEBHOOK", 1, 1, opts_none, cmd_webhooks_delete,
+     "delete a webhook and its queued deliveries"},
+    {"webhooks", "deliveries", "WEBHOOK", 1, 1, opts_paging, cmd_webhooks_deliveries,
+     "a webhook's deliveries, newest first, with their attempts"},
+    {"audit", NULL, "", 0, 0, opts_audit, cmd_audit, "the audit log, newest first (admin)"},
 };
 #define CLI_NCMDS (sizeof(cli_cmds) / sizeof(cli_cmds[0]))
 
-static const char *cli_groups[] = {"tasks",  "scripts", "devices", "jobs",
-				   "groups", "send",    "watch"};
+static const char *cli_groups[] = {"tasks", "scripts", "devices", "jobs",     "groups",
+				   "send",  "watch",   "keys",    "webhooks", "audit"};
 
 static void cli_usage_all(FILE *fp)
 {
@@ -207,7 +294,7 @@ static void cli_usage_all(FILE *fp)
 		const struct cli_cmd *k = &cli_cmds[i];
 		snprintf(name, sizeof(name), "%s%s%s %s", k->group, k->action ? " " : "",
 			 k->action ? k->action : "", k->args);
-		fprintf(fp, "  %-24s %s\n", name, k->about);
+		fprintf(fp, "  %-27s %s\n", name, k->about);
 	}
 	fprintf(fp, "\nOptions of every command:\n");
 	cfg_usage(fp, opts_global);
@@ -233,7 +320,7 @@ static void cli_usage_group(FILE *fp, const char *group)
 	fprintf(fp, "usage: rcs %s ACTION [OPTIONS] [ARGS]\n\nActions:\n", group);
 	for (size_t i = 0; i < CLI_NCMDS; i++)
 		if (strcmp(cli_cmds[i].group, group) == 0)
-			fprintf(fp, "  %-8s %-12s %s\n", cli_cmds[i].action, cli_cmds[i].args,
+			fprintf(fp, "  %-10s %-12s %s\n", cli_cmds[i].action, cli_cmds[i].args,
 				cli_cmds[i].about);
 }
 
@@ -402,7 +489,7 @@ int main(int argc, char **argv)
 	memset(&c, 0, sizeof(c));
 	c.o.timeout = c.o.page = c.o.per_page = c.o.script_timeout = c.o.ttl = -1;
 	c.o.rollout_per_minute = c.o.abort_percent = c.o.abort_min_finished = c.o.retries = -1;
-	c.o.interval = -1;
+	c.o.interval = c.o.retry_backoff = -1;
 	cli_merge(table, opts_none);
 	/* global options may come before the command word */
 	while (gi < argc && argv[gi][0] == '-' && strcmp(argv[gi], "-") != 0) {

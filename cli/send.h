@@ -29,4 +29,17 @@ enum rcs_err send_parse_time(const char *s, time_t now, int64_t *out);
 enum rcs_err send_var_value(const char *type, const char *text, time_t now, json_object **out,
 			    char *errbuf, size_t errlen);
 
+/*
+ * --window DAYS/HH:MM/DURATION (docs/cli.md "Rollouts") into the bulk send's `window`
+ * member with utc_offset_min: days "mon,wed", "mon-fri" or "daily"; the duration in minutes,
+ * "90", "90m" or "2h" (1 to 1440). *out is new. RCS_ERR_INVAL with errbuf saying the form.
+ */
+enum rcs_err send_parse_window(const char *spec, long long utc_offset_min, json_object **out,
+			       char *errbuf, size_t errlen);
+/* --exponential N,F,K into `rollout.exponential` ({base_per_minute, factor, after_succeeded}). */
+enum rcs_err send_parse_exponential(const char *spec, json_object **out, char *errbuf,
+				    size_t errlen);
+/* A finite decimal number within lo..hi. */
+enum rcs_err send_parse_number(const char *s, double lo, double hi, double *out);
+
 #endif

@@ -11,6 +11,7 @@ import fcntl
 import json
 import os
 import pty
+import re
 import select
 import signal
 import socket
@@ -41,7 +42,12 @@ SUBCOMMANDS = [("tasks", "list"), ("tasks", "show"), ("tasks", "create"),
                ("devices", "tag"), ("jobs", "list"), ("jobs", "show"), ("jobs", "history"),
                ("jobs", "cancel"), ("groups", "list"), ("groups", "show"),
                ("groups", "pause"), ("groups", "resume"), ("groups", "cancel"),
-               ("send",), ("watch",)]
+               ("send",), ("watch",), ("tasks", "update"), ("tasks", "activate"),
+               ("tasks", "deactivate"), ("devices", "rename"), ("devices", "delete"),
+               ("keys", "list"), ("keys", "create"), ("keys", "revoke"),
+               ("webhooks", "list"), ("webhooks", "create"), ("webhooks", "show"),
+               ("webhooks", "update"), ("webhooks", "delete"), ("webhooks", "deliveries"),
+               ("audit",)]
 
 
 class RcsCliTest(StackTest):
@@ -52,7 +58,9 @@ class RcsCliTest(StackTest):
     def setUpClass(cls):
         super().setUpClass()
         key, cls.pub = make_ec_keypair(cls.workdir)
-        cls.start_stack(key)
+        # webhooks to a receiver on this host (rcs webhooks)
+        cls.start_stack(key, coord_args=["--webhook-allow-net", "127.0.0.1/32",
+                                         "--webhook-retry-base", "1"])
         cls.key = cls.admin_key
         cls.viewer_key = cls.coord.create_key(cls.client_root, "val", "viewer")["api_key"]
         cls.url = "http://127.0.0.1:%d" % cls.coord.port
@@ -718,6 +726,325 @@ class RcsCliTest(StackTest):
         _, err = self.rcs("send", "Echo", "--tag", "site-a", "--abort-percent", "20",
                           "--abort-min-finished", "2000000", code=2)
 
+
+    # -- day two: keys, webhooks, audit, devices rename|delete, tasks update ---------------
+
+    def test_keys_list_create_revoke(self):
+        out, _ = self.rcs("keys", "create", "--user", "kim", "--role", "operator")
+        first, key = out.splitlines()
+        self.assertRegex(first, r"^created operator key [0-9a-f-]{36} for kim; the key, "
+                                r"shown only now:$")
+        ident = first.split()[3]
+        # the key works at once, with its role
+        self.rcs("tasks", "list", env=self.env(RCS_API_KEY=key))
+        _, err = self.rcs("keys", "create", "--user", "x", "--role", "admin",
+                          env=self.env(RCS_API_KEY=key), code=3)
+        self.assertIn("HTTP 403", err)
+        self.assertEqual(self.rcs_json("keys", "list", "--per-page", "500"),
+                         self.api_get("/keys?per_page=500"))
+        out, _ = self.rcs("keys", "list", "--per-page", "500")
+        self.assertRegex(out, r"(?m)^%s +kim +operator +\d\d:\d\d:\d\d +-$" % ident[-8:])
+        self.assertNotIn(key, out)
+        # revoked by a short ident: refused at once
+        out, _ = self.rcs("keys", "revoke", ident[-8:])
+        self.assertEqual(out, "revoked key %s\n" % ident)
+        _, err = self.rcs("tasks", "list", env=self.env(RCS_API_KEY=key), code=3)
+        self.assertIn("HTTP 401", err)
+        out, _ = self.rcs("keys", "list", "--per-page", "500")
+        self.assertRegex(out, r"(?m)^%s +kim +operator +\S+ +\d\d:\d\d:\d\d$" % ident[-8:])
+        ans = self.rcs_json("keys", "create", "--user", "lee", "--role", "viewer")
+        self.assertEqual((ans["user"], ans["role"]), ("lee", "viewer"))
+        self.assertTrue(ans["api_key"])
+        _, err = self.rcs("keys", "revoke", "0a0a0a0a", code=3)
+        self.assertIn("no key ident begins or ends with '0a0a0a0a'", err)
+        _, err = self.rcs("keys", "create", "--user", "kim", code=2)
+        self.assertIn("--user and --role", err)
+        _, err = self.rcs("keys", "create", "--user", "kim", "--role", "boss", code=3)
+        self.assertIn("field role", err)
+
+    def test_webhooks_commands(self):
+        import http.server
+        import threading
+        got = []
+
+        class Receiver(http.server.BaseHTTPRequestHandler):
+            def log_message(self, *a):
+                pass
+
+            def do_POST(self):
+                got.append(self.rfile.read(int(self.headers.get("Content-Length") or 0)))
+                self.send_response(204)
+                self.end_headers()
+
+        srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Receiver)
+        threading.Thread(target=srv.serve_forever, daemon=True).start()
+        url = "http://127.0.0.1:%d/hook" % srv.server_address[1]
+        try:
+            out, _ = self.rcs("webhooks", "create", url, "--event", "group.status",
+                              "--status", "completed")
+            lines = out.splitlines()
+            self.assertRegex(lines[0], r"^created webhook [0-9a-f-]{36} for %s$" % url)
+            self.assertEqual(lines[1], "its secret, shown only now (rcs-signature, "
+                                       "docs/integrations.md):")
+            self.assertRegex(lines[2], r"^[0-9a-f]{64}$")
+            hook = lines[0].split()[2]
+            out, _ = self.rcs("webhooks", "list", "--per-page", "500")
+            self.assertRegex(out, r"(?m)^%s +%s +group.status +completed +true " % (
+                hook[-8:], url))
+            self.assertEqual(self.rcs_json("webhooks", "show", hook[-8:]),
+                             self.api_get("/webhooks/" + hook))
+            out, _ = self.rcs("webhooks", "update", hook[:8], "--active", "false",
+                              "--event", "job.status", "--event", "group.status")
+            self.assertRegex(out, r"(?m)^active\s+false$")
+            self.assertRegex(out, r"(?m)^events\s+job.status,group.status$")
+            self.assertEqual(self.api_get("/webhooks/" + hook)["active"], False)
+            self.rcs("webhooks", "update", hook, "--active", "true", "--status", "completed",
+                     "--status", "terminated")
+            # a send: its deliveries come, and the command shows them
+            self.rcs("send", "Echo", "--tag", "site-b", "--group", "hooked", "--wait")
+            wait_for(lambda: len(self.api_get("/webhooks/%s/deliveries" % hook)["items"]) >= 2
+                     and all(d["state"] == "delivered" for d in self.api_get(
+                         "/webhooks/%s/deliveries" % hook)["items"]),
+                     timeout=30, what="the deliveries delivered")
+            self.assertEqual(self.rcs_json("webhooks", "deliveries", hook),
+                             self.api_get("/webhooks/%s/deliveries" % hook))
+            out, _ = self.rcs("webhooks", "deliveries", hook)
+            rows = out.splitlines()
+            self.assertEqual(rows[0].split()[:4], ["ID", "CHANGED", "TYPE", "SUBJECT"])
+            self.assertTrue(any("group.status" in r and "completed" in r and "delivered" in r
+                                for r in rows[1:]), out)
+            self.assertTrue(any("job.status" in r and "terminated" in r for r in rows[1:]), out)
+            _, err = self.rcs("webhooks", "update", hook, code=2)
+            self.assertIn("give what changes", err)
+            _, err = self.rcs("webhooks", "create", url, code=2)
+            self.assertIn("--event", err)
+            _, err = self.rcs("webhooks", "create", "http://127.0.0.2/x", "--event",
+                              "job.status", code=3)
+            self.assertIn("field url", err)
+            out, _ = self.rcs("webhooks", "delete", hook[-8:])
+            self.assertEqual(out, "deleted webhook %s\n" % hook)
+            self.assertEqual(self.api.get("/webhooks/" + hook).status, 404)
+            _, err = self.rcs("webhooks", "show", hook, code=3)
+            self.assertIn("not_found, HTTP 404", err)
+        finally:
+            srv.shutdown()
+            srv.server_close()
+
+    def test_audit(self):
+        dev = self.rcs_json("devices", "create", "--name", "audited")["entity_ident"]
+        self.rcs("devices", "rename", dev, "audited-2")
+        ans = self.rcs_json("audit", "--target", dev, "--since", "-1h")
+        since = int(time.time()) - 3600
+        self.assertEqual([(a["method"], a["status_code"]) for a in ans["items"]],
+                         [("PATCH", 200), ("POST", 201)])
+        q = self.api_get("/audit?target=" + dev)
+        self.assertEqual(ans["items"], q["items"])
+        self.assertTrue(all(a["ts"] >= since - 2 for a in ans["items"]))
+        out, _ = self.rcs("audit", "--target", dev, "--user", ans["items"][0]["user"])
+        lines = out.splitlines()
+        self.assertEqual(lines[0].split(), ["TIME", "USER", "METHOD", "CODE", "PATH", "TARGET",
+                                            "REMOTE"])
+        self.assertRegex(lines[1], r"^\d\d:\d\d:\d\d +\S+ +PATCH +200 +\S*/devices/%s +%s " % (
+            dev, dev[-8:]))
+        self.assertEqual(len(lines), 3, out)
+        # nothing before the records, nothing for another user
+        self.assertEqual(self.rcs_json("audit", "--target", dev, "--until",
+                                       str(since - 86400))["items"], [])
+        self.assertEqual(self.rcs_json("audit", "--target", dev, "--user", "nobody")["items"],
+                         [])
+        _, err = self.rcs("audit", "--since", "yesterday", code=2)
+        self.assertIn("--since 'yesterday': not a time", err)
+        _, err = self.rcs("audit", env=self.env(RCS_API_KEY=self.viewer_key), code=3)
+        self.assertIn("HTTP 403", err)
+
+    def test_devices_rename_delete(self):
+        dev = self.device("to-rename", ["spare"])["entity_ident"]
+        out, _ = self.rcs("devices", "rename", "to-rename", "renamed-one")
+        self.assertEqual(out, "device %s is now named renamed-one\n" % dev)
+        self.assertEqual(self.rcs_json("devices", "show", "renamed-one")["entity_ident"], dev)
+        _, err = self.rcs("devices", "show", "to-rename", code=3)
+        self.assertIn("no device named 'to-rename'", err)
+        self.assertEqual(self.rcs_json("devices", "rename", dev[-8:], "renamed-two")["name"],
+                         "renamed-two")
+        _, err = self.rcs("devices", "rename", dev, "", code=3)
+        self.assertIn("field name", err)
+        out, _ = self.rcs("devices", "delete", dev[-8:])
+        self.assertEqual(out, "deleted device %s (its jobs stay)\n" % dev)
+        self.assertEqual(self.api.get("/devices/" + dev).status, 404)
+        _, err = self.rcs("devices", "delete", "renamed-two", code=3)
+        self.assertIn("no device named 'renamed-two'", err)
+
+    def test_tasks_update_deactivate(self):
+        t = self.api.post("/tasks", {"name": "Changing", "script": "echo"}).json
+        out, _ = self.rcs("tasks", "update", "Changing", "--comment", "v2", "--hide", "true",
+                          "--variable", "message:string:optional")
+        self.assertEqual(out, "updated task Changing (%s), version 2\n" % t["ident"])
+        rec = self.api_get("/tasks/" + t["ident"])
+        self.assertEqual((rec["comment"], rec["hide"], rec["version"]), ("v2", True, 2))
+        self.assertEqual(rec["variables_info"], {"message": {"type": "string",
+                                                             "optional": True}})
+        out, _ = self.rcs("tasks", "update", t["ident"][-8:], "--comment", "v2")
+        self.assertEqual(out, "task Changing (%s) unchanged, version 2\n" % t["ident"])
+        out, _ = self.rcs("tasks", "deactivate", "Changing")
+        self.assertEqual(out, "deactivated task Changing (%s), version 3\n" % t["ident"])
+        self.assertEqual(self.api_get("/tasks/" + t["ident"])["active"], "false")
+        _, err = self.rcs("send", "Changing", "--device", "pump-1", code=3)
+        self.assertIn("task_inactive", err)
+        self.assertEqual(self.rcs_json("tasks", "activate", "Changing")["active"], "true")
+        self.rcs("send", "Changing", "--device", "pump-1", "--var", "message=back", "--wait")
+        self.assertEqual(self.rcs_json("tasks", "update", "Changing", "--allow-offline",
+                                       "true", "--name", "Changed")["allow_offline"], True)
+        _, err = self.rcs("tasks", "update", "Changed", code=2)
+        self.assertIn("give what changes", err)
+        _, err = self.rcs("tasks", "update", "Changed", "--public", "maybe", code=2)
+        self.assertIn("--public: true or false, not 'maybe'", err)
+        _, err = self.rcs("tasks", "update", "Changed", "--script", "no-such-script", code=3)
+        self.assertIn("field script", err)
+
+    # -- send: rollout members, --var @file, past schedules, fleet-size output ---------------
+
+    def test_send_window_exponential_continuous_backoff(self):
+        # two days three days from now (UTC+1): the window is shut during the test
+        names = ["mon", "tue", "wed", "thu", "fri", "sat", "sun"]
+        wd = time.gmtime(time.time() + 3600).tm_wday
+        a, b = (wd + 3) % 7, (wd + 4) % 7
+        days = sorted([a, b])
+        ans = self.rcs_json("send", "Echo", "--tag", "site-b", "--group", "windowed",
+                            "--window", "%s,%s/02:00/2h" % (names[a], names[b]),
+                            "--window-utc-offset", "60",
+                            "--rollout-per-minute", "1000", "--exponential", "10,2,20",
+                            "--retries", "2", "--retry-backoff", "5",
+                            "--retry-backoff-factor", "1.5")
+        gid = ans["group"]["ident"]
+        g = self.api_get("/groups/" + gid)
+        self.assertEqual(g["window"], {"days": [names[d] for d in days], "start": "02:00",
+                                       "duration_min": 120, "utc_offset_min": 60})
+        self.assertEqual(g["status"], "running")
+        self.assertEqual(g["rollout"], {"max_per_minute": 1000, "exponential": {
+            "base_per_minute": 10, "factor": 2, "after_succeeded": 20}})
+        self.assertEqual(g["retry"], {"max_attempts": 3, "backoff_s": 5, "backoff_factor": 1.5})
+        self.rcs("groups", "cancel", gid)
+        # the window's offset: this host's zone when not given (here UTC+2)
+        ans = self.rcs_json("send", "Echo", "--device", "pump-3", "--window",
+                            "%s-%s/22:30/90" % (names[a], names[b]),
+                            env=self.env(TZ="UTC-2"))
+        g = self.api_get("/groups/" + ans["group"]["ident"])
+        self.assertEqual(g["window"], {"days": [names[d] for d in days], "start": "22:30",
+                                       "duration_min": 90, "utc_offset_min": 120})
+        self.rcs("groups", "cancel", ans["group"]["ident"])
+        # continuous: a tag no device holds yet is no error, the group stays open
+        ans = self.rcs_json("send", "Echo", "--tag", "kiosk-later", "--continuous")
+        g = self.api_get("/groups/" + ans["group"]["ident"])
+        self.assertEqual((g["continuous"], g["status"]), (True, "running"))
+        self.rcs("groups", "cancel", ans["group"]["ident"])
+        for args, msg in ((["--device", "pump-1", "--continuous"], "--continuous goes with"),
+                          (["--tag", "site-b", "--retry-backoff", "5"], "go with --retries"),
+                          (["--tag", "site-b", "--window", "someday/02:00/2h"], "DAYS/HH:MM"),
+                          (["--tag", "site-b", "--window", "sat/25:00/2h"], "DAYS/HH:MM"),
+                          (["--tag", "site-b", "--window", "sat/02:00/0"], "DAYS/HH:MM"),
+                          (["--tag", "site-b", "--exponential", "10,2"], "N,F,K"),
+                          (["--tag", "site-b", "--exponential", "10,20,5"], "N,F,K"),
+                          (["--tag", "site-b", "--retries", "1", "--retry-backoff-factor",
+                            "x"], "a number, 1 to 10"),
+                          (["--tag", "site-b", "--window-utc-offset", "60"], "goes with"),
+                          (["--tag", "site-b", "--window", "sat/02:00/1h",
+                            "--window-utc-offset", "900"], "-720 to 840")):
+            _, err = self.rcs("send", "Echo", *args, code=2)
+            self.assertIn(msg, err)
+
+    def test_send_var_from_a_file(self):
+        path = os.path.join(self.workdir, "message.txt")
+        with open(path, "w") as f:
+            f.write("from a file\nsecond line\n")
+        j = self.rcs_json("send", "Echo", "--device", "pump-1", "--var", "message=@" + path,
+                          "--wait")
+        self.assertEqual(self.api_get("/jobs/" + j["ident"])["variables"],
+                         {"message": "from a file\nsecond line\n"})
+        # typed: an integer from a file, its final newline left out
+        with open(path, "w") as f:
+            f.write("0\n")
+        j = self.rcs_json("send", "Sleepy", "--device", "pump-1", "--var", "delay=@" + path,
+                          "--wait")
+        self.assertEqual(self.api_get("/jobs/" + j["ident"])["variables"], {"delay": 0})
+        # @@ is a text that begins with @
+        j = self.rcs_json("send", "Echo", "--device", "pump-1", "--var", "message=@@home",
+                          "--wait")
+        self.assertEqual(self.api_get("/jobs/" + j["ident"])["variables"], {"message": "@home"})
+        missing = os.path.join(self.workdir, "no-such-file")
+        _, err = self.rcs("send", "Echo", "--device", "pump-1", "--var",
+                          "message=@" + missing, code=2)
+        self.assertIn("%s: No such file or directory" % missing, err)
+        self.assertIn("to send a text beginning with @, write @@", err)
+        with open(path, "wb") as f:
+            f.write(b"x" * (256 * 1024 + 1))
+        _, err = self.rcs("send", "Echo", "--device", "pump-1", "--var", "message=@" + path,
+                          code=2)
+        self.assertIn("larger than 262144 bytes", err)
+        with open(path, "wb") as f:
+            f.write(b"a\0b")
+        _, err = self.rcs("send", "Echo", "--device", "pump-1", "--var", "message=@" + path,
+                          code=2)
+        self.assertIn("holds a NUL byte", err)
+
+    def test_schedule_in_the_past_warns(self):
+        past = int(time.time()) - 7200
+        j, err = self.rcs("send", "Echo", "--device", "pump-2", "--schedule", str(past),
+                          "--json")
+        self.assertIn("rcs: send: warning: --schedule %d is 2h0" % past, err)
+        self.assertIn("in the past: the jobs are sent now", err)
+        self.assertNotEqual(json.loads(j)["status"], "initial")
+        out, err = self.rcs("send", "Echo", "--device", "pump-2", "--schedule", "+1h",
+                            "--json")
+        self.assertNotIn("warning", err)
+        self.rcs("jobs", "cancel", json.loads(out)["ident"])
+
+    def test_send_at_fleet_size_summary(self):
+        devs = [self.device("fleet-%02d" % i)["entity_ident"] for i in range(12)]
+        args = ["send", "Echo"] + [a for d in devs for a in ("--device", d)]
+        # offline devices queued: the first 10 jobs, then how many more and their statuses
+        out, _ = self.rcs(*args, "--offline", "queue", "--group", "fleet-q")
+        lines = out.splitlines()
+        self.assertEqual(lines[0].split(":")[1], " 12 jobs")
+        self.assertEqual(lines[1].split(), ["JOB", "DEVICE", "STATUS"])
+        self.assertEqual(len(lines), 13, out)
+        self.assertRegex(lines[12], r"^\.\.\. and 2 more \(12 jobs: pending 12; --verbose "
+                                    r"lists them all, rcs jobs list --group [0-9a-f-]{36} too\)$")
+        gid = lines[12].split("--group ")[1].split()[0]
+        out, _ = self.rcs(*args, "--offline", "queue", "--group", "fleet-v", "--verbose")
+        self.assertEqual(len(out.splitlines()), 14, out)
+        self.assertNotIn("more", out)
+        # rejected: the first 10, then their count by code
+        _, err = self.rcs(*args, "--offline", "reject", code=1)
+        rej = [l for l in err.splitlines() if " rejected: " in l]
+        self.assertEqual(len(rej), 10, err)
+        self.assertIn("rcs: send: ... and 2 more rejected (12 in all: device_offline 12; "
+                      "--verbose lists them)", err)
+        _, err = self.rcs(*args, "--offline", "reject", "--verbose", code=1)
+        self.assertEqual(len([l for l in err.splitlines() if " rejected: " in l]), 12, err)
+        for name in ("fleet-q", "fleet-v"):
+            self.rcs("groups", "cancel", name)
+        for d in devs:
+            self.assertEqual(self.api.delete("/devices/" + d).status, 204)
+        self.assertEqual(self.api_get("/groups/" + gid)["status"], "cancelled")
+
+    def test_groups_list_status_and_progress(self):
+        self.rcs("send", "Echo", "--tag", "site-b", "--group", "progressed", "--wait")
+        at = int(time.time()) + 3600
+        held = self.rcs_json("send", "Echo", "--tag", "site-a", "--group", "held",
+                             "--schedule", str(at))["group"]["ident"]
+        rc, out = self.run_pty(["groups", "list", "--per-page", "5"], cols=80)
+        self.assertEqual(rc, 0, out)
+        lines = [l for l in out.replace("\r", "").split("\n") if l]
+        self.assertTrue(all(len(l) <= 80 for l in lines), lines)
+        self.assertEqual(lines[0].split(), ["IDENT", "NAME", "TASK", "STATUS", "PROGRESS",
+                                            "CREATED", "BY", "CREATED"])
+        self.assertRegex(lines[1], r"^%s +held +[0-9a-f]{8} +running +0/2 " % held[-8:])
+        self.assertTrue(any(re.search(r" progressed +[0-9a-f]{8} +completed +1/1 ", l)
+                            for l in lines), lines)
+        out, _ = self.rcs("groups", "list", "--status", "completed", "--per-page", "500")
+        self.assertNotIn(" held ", out)
+        self.rcs("groups", "cancel", held)
+
     # -- watch -------------------------------------------------------------------------------
 
     def run_pty(self, args, cols=100, rows=30, timeout=60):
@@ -920,11 +1247,46 @@ class RcsCliFakeApiTest(unittest.TestCase):
                                     "rollout": {"max_per_minute": 30},
                                     "abort": {"failure_percent": 10, "min_finished": 20},
                                     "retry": {"max_attempts": 3}})
+            self.rcs(fake, "send", self.TASK, "--tag", "t", "--exponential", "5,1.5,7",
+                     "--window", "daily/00:00/1440", "--window-utc-offset", "-300",
+                     "--retries", "0", "--retry-backoff", "0", "--retry-backoff-factor", "10",
+                     "--continuous")
+            self.assertEqual(fake.requests[-1][3], {
+                "tag": "t", "continuous": True,
+                "rollout": {"exponential": {"base_per_minute": 5, "factor": 1.5,
+                                            "after_succeeded": 7}},
+                "window": {"days": ["mon", "tue", "wed", "thu", "fri", "sat", "sun"],
+                           "start": "00:00", "duration_min": 1440, "utc_offset_min": -300},
+                "retry": {"max_attempts": 1, "backoff_s": 0, "backoff_factor": 10}})
             self.rcs(fake, "send", self.TASK, "--tag", "t", "--abort-percent", "0",
                      "--allow-empty")
             self.assertEqual(fake.requests[-1][3], {"tag": "t", "abort": {"failure_percent": 0}})
             _, err = self.rcs(fake, "send", self.TASK, "--tag", "t", code=1)
             self.assertIn("no device holds tag 't'", err)
+        finally:
+            fake.stop()
+
+    def test_groups_list_progress_from_the_list(self):
+        """A list whose items carry counts: progress from them, no request per group; a list
+        without them: one GET /groups/<id> per row."""
+        other = str(uuid.uuid4())
+        bare = self.group(ident=other, name="s", status="paused")
+        del bare["statuses"], bare["total"]
+        page = {"page": 1, "per_page": 50, "total_pages": 1, "total_items": 2,
+                "items": [self.group(status="running", counts={"terminated": 3, "edge_error": 1,
+                                                               "pending": 6}),
+                          bare]}
+        fake = FakeApi({("GET", "/v3/commands/groups"): [(200, page)],
+                        ("GET", "/v3/commands/groups/" + other): [
+                            (200, self.group(ident=other, name="s", status="paused", total=7,
+                                             statuses={"cancelled": 2, "initial": 3}))]})
+        try:
+            out, _ = self.rcs(fake, "groups", "list")
+            rows = out.splitlines()[1:]
+            self.assertRegex(rows[0], r"^\S+ +r +\S+ +running +4/10 ")
+            self.assertRegex(rows[1], r"^\S+ +s +\S+ +paused +2/7 ")
+            self.assertEqual([r[1] for r in fake.requests],
+                             ["/v3/commands/groups", "/v3/commands/groups/" + other])
         finally:
             fake.stop()
 

@@ -1,7 +1,7 @@
 /* Unit tests of the rcs command line's own parts (cli/): times and typed variables of
- * send, tables sized to a width, the progress arithmetic of watch, URL escaping and where
- * the configuration comes from. Their use against a real API: tests/integration/
- * test_rcs_cli.py. */
+ * send, its rollout options, tables sized to a width, a group's progress, the progress arithmetic
+ * of watch, URL escaping and where the configuration comes from. Their use against a real API:
+ * tests/integration/ test_rcs_cli.py. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -58,6 +58,85 @@ static void test_send_parse_time(void **state)
 				       "2027-01-02T03:04:05+01", NULL};
 	     *bad != NULL; bad++)
 		assert_int_equal(send_parse_time(*bad, now, &t), RCS_ERR_INVAL);
+}
+
+/* The member of a parsed object as compact JSON, for comparisons. */
+static void assert_json(json_object *o, const char *want)
+{
+	assert_non_null(o);
+	assert_string_equal(json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN), want);
+	json_object_put(o);
+}
+
+static void test_send_window_exponential(void **state)
+{
+	json_object *o = NULL;
+	char err[384];
+	double d = 0;
+
+	(void)state;
+	assert_int_equal(send_parse_window("sat,sun/02:00/2h", 60, &o, err, sizeof(err)), RCS_OK);
+	assert_json(o, "{\"days\":[\"sat\",\"sun\"],\"start\":\"02:00\",\"duration_min\":120,"
+		       "\"utc_offset_min\":60}");
+	/* a range, one that wraps past Sunday, daily; minutes with or without m */
+	assert_int_equal(send_parse_window("mon-wed,fri/22:30/90m", -300, &o, err, sizeof(err)),
+			 RCS_OK);
+	assert_json(o, "{\"days\":[\"mon\",\"tue\",\"wed\",\"fri\"],\"start\":\"22:30\","
+		       "\"duration_min\":90,\"utc_offset_min\":-300}");
+	assert_int_equal(send_parse_window("sat-mon/00:00/1440", 0, &o, err, sizeof(err)), RCS_OK);
+	assert_json(o, "{\"days\":[\"mon\",\"sat\",\"sun\"],\"start\":\"00:00\","
+		       "\"duration_min\":1440,\"utc_offset_min\":0}");
+	assert_int_equal(send_parse_window("daily/23:59/1", 0, &o, err, sizeof(err)), RCS_OK);
+	json_object_put(o);
+	for (const char *const *bad =
+		 (const char *const[]){"", "sat", "sat/02:00", "sat/2:00/60", "sat/24:00/60",
+				       "sat/02:60/60", "sat/02:00/0", "sat/02:00/1441",
+				       "sat/02:00/25h", "sat/02:00/60s", "sat,/02:00/60",
+				       ",sat/02:00/60", "saturday/02:00/60", "sat-/02:00/60",
+				       "sat/02:00/60/x", NULL};
+	     *bad != NULL; bad++) {
+		assert_int_equal(send_parse_window(*bad, 0, &o, err, sizeof(err)), RCS_ERR_INVAL);
+		assert_null(o);
+		assert_non_null(strstr(err, "DAYS/HH:MM/DURATION"));
+	}
+	assert_int_equal(send_parse_exponential("10,2,20", &o, err, sizeof(err)), RCS_OK);
+	assert_json(o, "{\"base_per_minute\":10,\"factor\":2.0,\"after_succeeded\":20}");
+	assert_int_equal(send_parse_exponential("1,1.25,1", &o, err, sizeof(err)), RCS_OK);
+	assert_json(o, "{\"base_per_minute\":1,\"factor\":1.25,\"after_succeeded\":1}");
+	for (const char *const *bad =
+		 (const char *const[]){"", "10", "10,2", "10,2,20,1", "0,2,20", "10,0.5,20",
+				       "10,11,20", "10,2,0", "-1,2,3", "10,x,20", NULL};
+	     *bad != NULL; bad++)
+		assert_int_equal(send_parse_exponential(*bad, &o, err, sizeof(err)), RCS_ERR_INVAL);
+	assert_int_equal(send_parse_number("1.5", 1, 10, &d), RCS_OK);
+	assert_true(d == 1.5);
+	assert_int_equal(send_parse_number("0.9", 1, 10, &d), RCS_ERR_INVAL);
+	assert_int_equal(send_parse_number("nan", 1, 10, &d), RCS_ERR_INVAL);
+}
+
+static void test_cli_group_progress(void **state)
+{
+	char out[48];
+	json_object *g;
+
+	(void)state;
+	/* counts (each device's latest attempt) win; the final statuses are done */
+	g = json_tokener_parse("{\"total\": 9, \"statuses\": {\"edge_error\": 4}, \"counts\": "
+			       "{\"terminated\": 3, \"edge_error\": 1, \"expired\": 1, "
+			       "\"cancelled\": 1, \"pending\": 2, \"edge_running\": 1}}");
+	assert_string_equal(cli_group_progress(g, out, sizeof(out)), "6/9");
+	json_object_put(g);
+	/* without counts: statuses, and total when it is larger */
+	g = json_tokener_parse("{\"total\": 7, \"statuses\": {\"terminated\": 2, \"x\": 1}}");
+	assert_string_equal(cli_group_progress(g, out, sizeof(out)), "2/7");
+	json_object_put(g);
+	g = json_tokener_parse("{\"counts\": {}}");
+	assert_string_equal(cli_group_progress(g, out, sizeof(out)), "0/0");
+	json_object_put(g);
+	g = json_tokener_parse("{\"total\": 7}");
+	assert_null(cli_group_progress(g, out, sizeof(out)));
+	json_object_put(g);
+	assert_null(cli_group_progress(NULL, out, sizeof(out)));
 }
 
 static void test_send_var_value(void **state)
@@ -496,6 +575,8 @@ int main(void)
 	    cmocka_unit_test(test_table_short_idents),
 	    cmocka_unit_test(test_table_time_short),
 	    cmocka_unit_test(test_cli_short_part),
+	    cmocka_unit_test(test_send_window_exponential),
+	    cmocka_unit_test(test_cli_group_progress),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
