@@ -464,9 +464,9 @@ static int send_jobs_table(struct cli *c, json_object *g, json_object *items,
 	table_print(&t, stdout, table_term_width());
 	if (shown < ni) {
 		send_tally(items, NULL, "status", tally, sizeof(tally));
-		printf("... and %zu more (%zu jobs: %s; --verbose lists them all, rcs jobs list "
-		       "--group %s too)\n",
-		       ni - shown, ni, tally, g ? cli_show(g, "ident") : "GROUP");
+		printf("... and %zu more (%zu jobs: %s; --verbose lists them all%s%s%s)\n",
+		       ni - shown, ni, tally, g ? ", rcs jobs list --group " : "",
+		       g ? cli_show(g, "ident") : "", g ? " too" : "");
 	}
 out:
 	free(jids);

@@ -999,7 +999,8 @@ class RcsCliTest(StackTest):
         self.rcs("jobs", "cancel", json.loads(out)["ident"])
 
     def test_send_at_fleet_size_summary(self):
-        devs = [self.device("fleet-%02d" % i)["entity_ident"] for i in range(12)]
+        devs = [self.device("fleet-%02d" % i, ["fleet-tag"] if i else [])["entity_ident"]
+                for i in range(12)]
         args = ["send", "Echo"] + [a for d in devs for a in ("--device", d)]
         # offline devices queued: the first 10 jobs, then how many more and their statuses
         out, _ = self.rcs(*args, "--offline", "queue", "--group", "fleet-q")
@@ -1010,6 +1011,13 @@ class RcsCliTest(StackTest):
         self.assertRegex(lines[12], r"^\.\.\. and 2 more \(12 jobs: pending 12; --verbose "
                                     r"lists them all, rcs jobs list --group [0-9a-f-]{36} too\)$")
         gid = lines[12].split("--group ")[1].split()[0]
+        # without a group: nothing to list them by later
+        out, _ = self.rcs("send", "Echo", "--tag", "fleet-tag", "--offline", "queue")
+        self.assertRegex(out.splitlines()[-1], r"^\.\.\. and 1 more \(11 jobs: pending 11; "
+                                               r"--verbose lists them all\)$")
+        for d in devs[1:]:
+            for j in self.api_get("/jobs?status=pending&entity_ident=" + d)["items"]:
+                self.assertEqual(self.api.patch("/jobs/%s/cancel" % j["ident"]).status, 200)
         out, _ = self.rcs(*args, "--offline", "queue", "--group", "fleet-v", "--verbose")
         self.assertEqual(len(out.splitlines()), 14, out)
         self.assertNotIn("more", out)
