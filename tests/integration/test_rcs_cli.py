@@ -966,6 +966,11 @@ class RcsCliTest(StackTest):
         j = self.rcs_json("send", "Sleepy", "--device", "pump-1", "--var", "delay=@" + path,
                           "--wait")
         self.assertEqual(self.api_get("/jobs/" + j["ident"])["variables"], {"delay": 0})
+        # @- is stdin
+        j = self.rcs_json("send", "Echo", "--device", "pump-1", "--var", "message=@-",
+                          "--wait", stdin="piped in")
+        self.assertEqual(self.api_get("/jobs/" + j["ident"])["variables"],
+                         {"message": "piped in"})
         # @@ is a text that begins with @
         j = self.rcs_json("send", "Echo", "--device", "pump-1", "--var", "message=@@home",
                           "--wait")
