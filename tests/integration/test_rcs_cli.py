@@ -1157,6 +1157,11 @@ class RcsCliTest(StackTest):
         viewer = self.env(RCS_API_KEY=self.viewer_key)
         _, err = self.rcs("artifacts", "upload", path, code=3, env=viewer)
         self.assertIn("HTTP 403", err)
+        # refused from the headers, before the body: the answer still comes through (a
+        # body over 1 MiB goes out after "Expect: 100-continue")
+        big, _ = self.artifact_file(3 * 1024 * 1024)
+        _, err = self.rcs("artifacts", "upload", big, code=3, env=viewer)
+        self.assertIn("HTTP 403", err)
         self.assertEqual(self.rcs_json("artifacts", "show", sha[:8], env=viewer), rec)
         _, err = self.rcs("artifacts", "rm", sha[:8], code=3, env=viewer)
         self.assertIn("HTTP 403", err)
