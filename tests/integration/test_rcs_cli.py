@@ -1714,6 +1714,23 @@ class RcsCliFakeApiTest(unittest.TestCase):
         finally:
             fake.stop()
 
+    def test_artifact_short_ident_ambiguous(self):
+        one, two = "abcdef12" + self.A1[8:], "abcdef12" + self.A2[8:]
+        fake = FakeApi({("GET", "/v3/commands/artifacts"): [
+            (200, self.page()),  # no artifact of that name
+            (200, self.page(self.art(one, "a"), self.art(two, "b")))]})
+        try:
+            _, err = self.rcs(fake, "artifacts", "show", "ABCDEF12", code=3)
+            out, _ = self.rcs(fake, "artifacts", "list")
+        finally:
+            fake.stop()
+        self.assertIn("artifact ABCDEF12 is ambiguous: 2 match: sha256:abcdef12%s..., "
+                      "sha256:abcdef12%s... (give more of its digits)"
+                      % (self.A1[8:16], self.A2[8:16]), err)
+        # the table's short idents tell the two apart
+        self.assertEqual([l.split()[0] for l in out.splitlines()[1:]],
+                         [one[:9], two[:9]] if one[8] != two[8] else [one[:10], two[:10]])
+
     def test_jobs_show_download_progress(self):
         job = str(uuid.uuid4())
         rec = {"ident": job, "status": "edge_running", "entity_ident": str(uuid.uuid4()),
