@@ -1578,7 +1578,8 @@ class RcsCliFakeApiTest(unittest.TestCase):
         devices, one GET each for a few; short idents grow where two share their end."""
         devs = [str(uuid.uuid4()) for _ in range(12)]
         jobs = [str(uuid.uuid4()) for _ in range(12)]
-        jobs[1] = jobs[1][:-9] + jobs[0][-9:]  # the last 9 digits of another job's
+        # the last 9 digits of another job's, and not its 10th from the end
+        jobs[1] = jobs[1][:-10] + ("1" if jobs[0][-10] == "0" else "0") + jobs[0][-9:]
         job = lambda i: {"ident": jobs[i], "task": {"name": "T"}, "entity_ident": devs[i],
                          "status": "terminated", "update_at": 1, "response": "r%d" % i}
         page = lambda items: {"page": 1, "per_page": 50, "total_pages": 1,
