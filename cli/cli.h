@@ -59,6 +59,10 @@ struct cli_opts {
 	bool wait, allow_empty, continuous, verbose;
 	/* watch */
 	long long interval;
+	/* artifacts upload; tasks create|update --artifact */
+	char *sha256;
+	struct cfg_strlist artifact;
+	bool no_artifacts;
 };
 
 struct cli {
@@ -170,6 +174,28 @@ const char *cli_device_cell(char *out, size_t len, const struct cli_names *nm, c
 const char *cli_device_line(char *out, size_t len, const struct cli_names *nm, const char *ident);
 
 /*
+ * Artifacts (docs/cli.md "Artifacts"): an ident is "sha256:" and the 64 hex digits of the
+ * bytes' SHA-256. cli_artifact_hex writes the hex digits of what (an ident, or
+ * CLI_SHORT_MIN or more of its digits, "sha256:" optional, any case) lowercase into hex;
+ * *whole when they are all 64; false when what is neither.
+ */
+#define CLI_ART_IDENT_LEN 72 /* "sha256:" + 64 + NUL */
+#define CLI_ART_SHORT     8  /* hex digits of an artifact in a table, at least */
+bool cli_artifact_hex(const char *what, char *hex, size_t len, bool *whole);
+/* Whether key may name an artifact in a task: [a-z0-9_][a-z0-9_.-]{0,63}. */
+bool cli_artifact_key_ok(const char *key);
+/* The leading hex digits (CLI_ART_SHORT to 64) that tell the n SHA-256s apart. */
+size_t cli_artifact_short_len(const char *const *hexes, size_t n);
+/* What names an artifact (its ident, its name when exactly one has it, or a short ident:
+ * its digits' start or end, found in the pages of the list) into out (CLI_ART_IDENT_LEN
+ * bytes). CLI_API with the message printed when none or several match. */
+int cli_artifact_ident(struct cli *c, const char *what, char *out);
+/* A transfer's line: "label [####......]  42 %  1.2 MiB of 3.0 MiB  8.0 MiB/s" in width
+ * columns (rate <= 0: none; a narrow width: no bar). */
+void cli_bytes_bar(char *out, size_t len, const char *label, long long done, long long total,
+		   double rate, size_t width);
+
+/*
  * Reads path ("-": stdin) into b (whose ceiling bounds it). CLI_USAGE with the
  * message printed when it can't be read or is larger than the ceiling.
  */
@@ -209,5 +235,9 @@ int cmd_webhooks_delete(struct cli *c);
 int cmd_webhooks_deliveries(struct cli *c);
 int cmd_audit(struct cli *c);
 int cmd_watch(struct cli *c);
+int cmd_artifacts_upload(struct cli *c);
+int cmd_artifacts_list(struct cli *c);
+int cmd_artifacts_show(struct cli *c);
+int cmd_artifacts_rm(struct cli *c);
 
 #endif

@@ -131,6 +131,23 @@ out:
 	return rc;
 }
 
+/* The download of a job's artifacts, when the record has it (docs/cli.md "Artifacts"):
+ * "42 % (12.3 MiB of 29.0 MiB)". */
+static void jobs_print_progress(json_object *p)
+{
+	char line[96], d[24], t[24];
+	int64_t done = cli_int(p, "done"), total = cli_int(p, "total");
+
+	if (p == NULL || !json_object_is_type(p, json_type_object))
+		return;
+	table_bytes(d, sizeof(d), done);
+	table_bytes(t, sizeof(t), total);
+	snprintf(line, sizeof(line), "%d %% (%s of %s)",
+		 total > 0 && done <= total ? (int)(100.0 * (double)done / (double)total) : 100, d,
+		 t);
+	table_kv(stdout, "progress", line);
+}
+
 static void jobs_print(struct cli *c, json_object *j)
 {
 	char tm[32], line[512];
@@ -174,6 +191,7 @@ static void jobs_print(struct cli *c, json_object *j)
 		table_kv(stdout, "attempt", cli_text(j, "attempt"));
 	if (jsonu_member(j, "error_code") != NULL)
 		table_kv(stdout, "error_code", cli_text(j, "error_code"));
+	jobs_print_progress(jsonu_member(j, "progress"));
 }
 
 int cmd_jobs_show(struct cli *c)

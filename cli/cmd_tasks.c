@@ -11,8 +11,11 @@
 #include "table.h"
 #include "uuid.h"
 
-#define TASKS_MAX_FILE  (1024 * 1024)
-#define SCRIPT_MAX_FILE (256 * 1024)
+#define TASKS_MAX_FILE      (1024 * 1024)
+#define SCRIPT_MAX_FILE     (256 * 1024)
+#define TASKS_MAX_ARTIFACTS 16 /* in one task (docs/api.md "Artifacts") */
+#define TASKS_ART_HINT                                                                             \
+	"a task with artifacts needs a coordinator that takes them (docs/cli.md \"Artifacts\")"
 
 /* "a, b?" from variables_info (optional ones marked '?') */
 static void tasks_vars(json_object *vi, char *out, size_t len)
@@ -97,6 +100,33 @@ out:
 	return rc;
 }
 
+/* A task's artifacts, one a line: "fw: firmware-2.1.bin, 12.3 MiB, sha256:..." (nothing
+ * from a coordinator without them). */
+static void tasks_print_artifacts(json_object *arts)
+{
+	char lines[4096], sz[24];
+	size_t o = 0;
+
+	if (arts == NULL || !json_object_is_type(arts, json_type_object)) {
+		if (arts != NULL)
+			table_kv(stdout, "artifacts", NULL);
+		return;
+	}
+	lines[0] = '\0';
+	json_object_object_foreach(arts, key, a)
+	{
+		int n;
+
+		table_bytes(sz, sizeof(sz), cli_int(a, "size"));
+		n = snprintf(lines + o, sizeof(lines) - o, "%s%s: %s, %s, %s", o ? "\n" : "", key,
+			     cli_show(a, "name"), sz, cli_show(a, "ident"));
+		if (n < 0 || (size_t)n >= sizeof(lines) - o)
+			break;
+		o += (size_t)n;
+	}
+	table_kv(stdout, "artifacts", o ? lines : NULL);
+}
+
 static void tasks_print(json_object *t)
 {
 	char vars[1024], tm[32];
@@ -117,6 +147,7 @@ static void tasks_print(json_object *t)
 	table_kv(stdout, "allow_offline", cli_text(t, "allow_offline"));
 	table_kv(stdout, "timeout", cli_text(t, "timeout"));
 	table_kv(stdout, "comment", cli_str(t, "comment"));
+	tasks_print_artifacts(jsonu_member(t, "artifacts"));
 	table_kv(stdout, "signature",
 		 sig && json_object_is_type(sig, json_type_object) ? cli_str(sig, "key_id") : NULL);
 	table_kv(stdout, "created", cli_time(t, "created_at", tm, sizeof(tm)));
@@ -202,6 +233,58 @@ static int tasks_flag(struct cli *c, json_object *body, const char *opt, const c
 	return CLI_OK;
 }
 
+/* --artifact NAME=ARTIFACT (each resolved to its ident) or --no-artifacts into body's
+ * "artifacts", replacing what --from-file gave. */
+static int tasks_artifacts(struct cli *c, json_object *body)
+{
+	char id[CLI_ART_IDENT_LEN], key[80];
+	json_object *a = NULL;
+	int rc = CLI_OK;
+
+	if (c->o.artifact.n == 0 && !c->o.no_artifacts)
+		return CLI_OK;
+	if (c->o.artifact.n > 0 && c->o.no_artifacts)
+		return cli_fail(c, CLI_USAGE, "--artifact or --no-artifacts, not both");
+	if (c->o.artifact.n > TASKS_MAX_ARTIFACTS)
+		return cli_fail(c, CLI_USAGE, "at most %d artifacts in a task",
+				TASKS_MAX_ARTIFACTS);
+	a = json_object_new_object();
+	for (size_t i = 0; a != NULL && i < c->o.artifact.n; i++) {
+		const char *spec = c->o.artifact.items[i], *eq = strchr(spec, '=');
+
+		if (eq == NULL || (size_t)(eq - spec) >= sizeof(key)) {
+			rc =
+			    cli_fail(c, CLI_USAGE, "--artifact '%s': write it NAME=ARTIFACT", spec);
+			goto out;
+		}
+		snprintf(key, sizeof(key), "%.*s", (int)(eq - spec), spec);
+		if (!cli_artifact_key_ok(key)) {
+			rc = cli_fail(c, CLI_USAGE,
+				      "--artifact '%s': its NAME is 1 to 64 of a-z 0-9 _ . - "
+				      "(not first . or -)",
+				      spec);
+			goto out;
+		}
+		if (json_object_object_get_ex(a, key, NULL)) {
+			rc = cli_fail(c, CLI_USAGE, "--artifact: '%s' is given twice", key);
+			goto out;
+		}
+		rc = cli_artifact_ident(c, eq + 1, id);
+		if (rc != CLI_OK)
+			goto out;
+		if (json_object_object_add(a, key, json_object_new_string(id)) != 0)
+			break;
+	}
+	if (a == NULL || json_object_object_add(body, "artifacts", a) != 0) {
+		rc = cli_fail(c, CLI_USAGE, "out of memory");
+		goto out;
+	}
+	a = NULL; /* body's now */
+out:
+	json_object_put(a);
+	return rc;
+}
+
 /* The body of tasks create (update false: the flags) or tasks update (the true|false
  * options; only what is given), from --from-file and the options. */
 static int tasks_body(struct cli *c, bool update, json_object **out)
@@ -264,6 +347,9 @@ static int tasks_body(struct cli *c, bool update, json_object **out)
 		rc = cli_fail(c, CLI_USAGE, "out of memory");
 		goto out;
 	}
+	rc = tasks_artifacts(c, body);
+	if (rc != CLI_OK)
+		goto out;
 	if (update &&
 	    ((rc = tasks_flag(c, body, "active", "active", c->o.active, false)) != CLI_OK ||
 	     (rc = tasks_flag(c, body, "public", "public", c->o.public_s, false)) != CLI_OK ||
@@ -290,7 +376,8 @@ int cmd_tasks_create(struct cli *c)
 	rc = tasks_body(c, false, &body);
 	if (rc != CLI_OK)
 		goto out;
-	rc = cli_call(c, "POST", "/tasks", body, &r, NULL);
+	rc = cli_call(c, "POST", "/tasks", body, &r,
+		      jsonu_member(body, "artifacts") ? TASKS_ART_HINT : NULL);
 	if (rc != CLI_OK)
 		goto out;
 	if (c->o.json)
@@ -318,7 +405,8 @@ static int tasks_patch(struct cli *c, json_object *body, const char *what)
 	snprintf(path, sizeof(path), "/tasks/%s", id);
 	rc = cli_call(c, "GET", path, NULL, &before, NULL);
 	if (rc == CLI_OK)
-		rc = cli_call(c, "PATCH", path, body, &r, NULL);
+		rc = cli_call(c, "PATCH", path, body, &r,
+			      jsonu_member(body, "artifacts") ? TASKS_ART_HINT : NULL);
 	if (rc != CLI_OK)
 		goto out;
 	if (c->o.json)

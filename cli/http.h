@@ -54,6 +54,24 @@ enum rcs_err http_call(struct http_client *c, const char *method, const char *pa
 		       json_object *body, struct http_resp *r, char *errbuf, size_t errlen);
 void http_resp_free(struct http_resp *r);
 
+/* A file sent as a request's raw body (docs/cli.md "Artifacts"). */
+struct http_upload {
+	int fd;             /* read from its current offset, size bytes */
+	long long size;     /* the body's length: Content-Length */
+	const char *sha256; /* 64 lowercase hex digits for the rcs-sha256 header, or NULL */
+	void (*progress)(void *arg, long long sent, long long total); /* NULL: none */
+	void *arg;
+};
+
+/*
+ * POST path with u's bytes streamed from its file as they go out (never the whole in
+ * memory), as application/octet-stream. No total timeout: the transfer fails when no byte
+ * moves for the client's timeout. What http_call returns; RCS_ERR_IO also when the file
+ * can't be read or ends early (errbuf says so).
+ */
+enum rcs_err http_upload(struct http_client *c, const char *path, const struct http_upload *u,
+			 struct http_resp *r, char *errbuf, size_t errlen);
+
 /*
  * Appends s to b escaped for a URL path segment or a query value (every byte but
  * ALPHA / DIGIT / "-" / "." / "_" / "~" percent-encoded). RCS_ERR_TOOBIG past b's ceiling.

@@ -79,6 +79,8 @@ static const struct cfg_opt opts_tasks_create[] = {
     O_BOOL("hide", hide, "left out of the default task list"),
     O_BOOL("inactive", inactive, "creates no jobs until made active"),
     O_LIST("mail", mail, "ADDRESS", "mail status changes here; repeatable"),
+    O_LIST("artifact", artifact, "NAME=ARTIFACT",
+	   "a file the job brings (ident, short ident or name); repeatable"),
     O_STR("from_file", from_file, "FILE", "the whole body as JSON (- for stdin); flags override"),
     O_END,
 };
@@ -96,6 +98,9 @@ static const struct cfg_opt opts_tasks_update[] = {
     O_STR("hide", hide_s, "true|false", "left out of the default task list"),
     O_STR("active", active, "true|false", "creates jobs (false: none)"),
     O_LIST("mail", mail, "ADDRESS", "mail status changes here (replaces the list); repeatable"),
+    O_LIST("artifact", artifact, "NAME=ARTIFACT",
+	   "the files the jobs bring (all of them: they replace the task's); repeatable"),
+    O_BOOL("no_artifacts", no_artifacts, "the jobs bring no file"),
     O_STR("from_file", from_file, "FILE",
 	  "members to change as JSON (- for stdin); flags override"),
     O_END,
@@ -201,6 +206,18 @@ static const struct cfg_opt opts_send[] = {
     O_INT("interval", interval, 1, 60, "S", "with --wait: seconds between polls (1)"),
     O_END,
 };
+static const struct cfg_opt opts_artifacts_upload[] = {
+    O_STR("name", name, "NAME", "its label (default: the file's name)"),
+    O_STR("sha256", sha256, "HEX",
+	  "the SHA-256 the file must have (from its publisher): the coordinator checks it"),
+    O_END,
+};
+static const struct cfg_opt opts_artifacts_list[] = {
+    OPTS_PAGING,
+    O_STR("sort", sort, "KEY", "created_at, name; -KEY descending (default: newest first)"),
+    O_STR("name", name, "NAME", "only the artifacts of this name"),
+    O_END,
+};
 static const struct cfg_opt opts_watch[] = {
     O_INT("interval", interval, 1, 60, "S", "seconds between polls (1)"),
     O_END,
@@ -279,11 +296,18 @@ static const struct cli_cmd cli_cmds[] = {
     {"webhooks", "deliveries", "WEBHOOK", 1, 1, opts_paging, cmd_webhooks_deliveries,
      "a webhook's deliveries, newest first, with their attempts"},
     {"audit", NULL, "", 0, 0, opts_audit, cmd_audit, "the audit log, newest first (admin)"},
+    {"artifacts", "upload", "FILE", 1, 1, opts_artifacts_upload, cmd_artifacts_upload,
+     "upload a file for jobs to bring to devices (admin)"},
+    {"artifacts", "list", "", 0, 0, opts_artifacts_list, cmd_artifacts_list, "list the artifacts"},
+    {"artifacts", "show", "ARTIFACT", 1, 1, opts_none, cmd_artifacts_show,
+     "show an artifact (ident, short ident or name) and the tasks that use it"},
+    {"artifacts", "rm", "ARTIFACT", 1, 1, opts_none, cmd_artifacts_rm,
+     "delete an artifact no task or unended job needs (admin)"},
 };
 #define CLI_NCMDS (sizeof(cli_cmds) / sizeof(cli_cmds[0]))
 
-static const char *cli_groups[] = {"tasks", "scripts", "devices", "jobs",     "groups",
-				   "send",  "watch",   "keys",    "webhooks", "audit"};
+static const char *cli_groups[] = {"tasks", "scripts", "devices",  "jobs",  "groups",   "send",
+				   "watch", "keys",    "webhooks", "audit", "artifacts"};
 
 static void cli_usage_all(FILE *fp)
 {

@@ -305,3 +305,21 @@ void table_duration(char *out, size_t len, double seconds)
 	else
 		snprintf(out, len, "%ldh%02ldm", s / 3600, (s % 3600) / 60);
 }
+
+void table_bytes(char *out, size_t len, long long n)
+{
+	static const char *const units[] = {"KiB", "MiB", "GiB", "TiB", "PiB"};
+	double v = (double)n;
+	size_t u = 0;
+
+	if (n < 1024) {
+		snprintf(out, len, "%lld B", n < 0 ? 0 : n);
+		return;
+	}
+	v /= 1024.0;
+	while (v >= 1023.95 && u + 1 < sizeof(units) / sizeof(units[0])) {
+		v /= 1024.0;
+		u++;
+	}
+	snprintf(out, len, "%.1f %s", v, units[u]);
+}

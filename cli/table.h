@@ -76,5 +76,7 @@ const char *table_short(char *out, size_t len, const char *ident, size_t digits)
 
 /* Seconds as "12s", "3m05s", "2h07m". */
 void table_duration(char *out, size_t len, double seconds);
+/* Bytes for people, in units of 1024: "512 B", "1.5 KiB", "12.3 MiB", "4.0 GiB". */
+void table_bytes(char *out, size_t len, long long n);
 
 #endif

@@ -10,7 +10,9 @@ exactly those settings, shown in words) paused, resumed and cancelled from its p
 viewer shown no send form and no group controls (an operator shown both); device names on
 the group, job and jobs pages, a device's page with its jobs, the devices searched by name
 and sorted by a column, the send form taking a device's name, the API's status names with
-their meaning; a group of 10,000 jobs pages through the API and stays responsive; the pages
+their meaning; a file uploaded on the artifacts page with its progress, listed, refused
+deletion while in use (409) and deleted, a job's download progress, and a viewer shown no
+upload or delete; a group of 10,000 jobs pages through the API and stays responsive; the pages
 fit a phone's width; a revoked key ends the session with a message; sign out; an API that
 goes down shows a banner, the page stays, a page opened meanwhile says so with Try again,
 which loads it once the API is back. Nothing but the expected
@@ -483,7 +485,7 @@ class TestDashboard(StackTest):
                 self.assertEqual(bool(self.qs("#group-pause")), may, role)
                 self.assertEqual(bool(self.qs("#group-cancel")), may, role)
                 # a job of it, not ended: Cancel the job for the roles that may
-                self.q("table.jobs tr[data-status='pending'] a[href^='#/jobs/']").click()
+                self.wait_css("table.jobs tr[data-status='pending'] a[href^='#/jobs/']").click()
                 self.wait_css("#timeline")
                 self.assertEqual(bool(self.qs("#cancel-job")), may, role)
                 self.driver.get(self.ui + "#/tasks/" + self.echo["ident"])
@@ -568,6 +570,176 @@ class TestDashboard(StackTest):
         self.assertEqual(self.api.get("/jobs/" + job).json["entity_ident"], dev)
         self.console()
 
+    # A fetch() that stands in, in the page, for a coordinator with what this one may not
+    # have yet (a job's download progress, a 409 artifact_in_use): answers whose url ends
+    # with a key of `patch` get its members merged into their JSON (and its `status`).
+    FETCH_PATCH = """
+        const [patches] = arguments;
+        const real = window.__realFetch || window.fetch;
+        window.__realFetch = real;
+        window.fetch = async (url, opts) => {
+            const method = (opts && opts.method) || 'GET';
+            const key = Object.keys(patches).find((k) => String(url).split('?')[0].endsWith(
+                k.split(' ')[1]) && k.split(' ')[0] === method);
+            if (!key) return real(url, opts);
+            const p = patches[key];
+            if (p.status) {
+                return new Response(JSON.stringify(p.body), { status: p.status,
+                    headers: { 'Content-Type': 'application/json' } });
+            }
+            const r = await real(url, opts);
+            const j = Object.assign(await r.json(), p.body);
+            return new Response(JSON.stringify(j), { status: r.status, headers: r.headers });
+        };"""
+
+    def unpatch_fetch(self):
+        self.driver.execute_script(
+            "if (window.__realFetch) { window.fetch = window.__realFetch; }")
+
+    def test_4e_artifacts_page(self):
+        """docs/dashboard.md "Artifacts": a file uploaded through the page with its
+        progress, then listed; the same bytes again; delete asks first, shows the API's
+        409 while the artifact is in use, then removes it; a viewer sees no upload and no
+        delete; a job's download progress as a bar."""
+        import hashlib
+        data = os.urandom(300 * 1024 + 7)
+        sha = hashlib.sha256(data).hexdigest()
+        path = os.path.join(self.workdir, "pump-fw-1.4.bin")
+        with open(path, "wb") as f:
+            f.write(data)
+        self.driver.get(self.ui + "#/artifacts")
+        self.wait_css("#upload-form")
+        self.assertEqual(self.q("#nav a[aria-current='page']").text, "Artifacts")
+        self.q("#artifact-file").send_keys(path)
+        self.assertEqual(self.q("#artifact-name").get_attribute("value"), "pump-fw-1.4.bin")
+        # the label's checks, run in the browser (docs/api.md "Artifacts")
+        got = self.driver.execute_async_script("""
+            const [names, done] = arguments;
+            import('./js/artifacts.js').then((m) => done(names.map(m.nameProblem)),
+                                             (e) => done(String(e)));""",
+                                               ["fw", "é" * 64, "é" * 65, "a\u0007b", "a\u0085b", ""])
+        self.assertEqual(got, ["", "", "a name is at most 128 bytes",
+                               "a name holds no control character",
+                               "a name holds no control character", "give the artifact a name"])
+        self.q("#artifact-name").clear()
+        self.driver.execute_script("arguments[0].value = arguments[1]",
+                                   self.q("#artifact-name"), "pump\tfirmware")
+        self.q("#artifact-upload").click()
+        self.wait_text("#artifact-name-error", "a name holds no control character")
+        self.q("#artifact-name").clear()
+        self.q("#artifact-name").send_keys("pump firmware 1.4")
+        self.q("#artifact-upload").click()
+        self.wait_text("#upload-msg", "Uploaded pump firmware 1.4 (%s, 300.0 KiB)." % sha[:12])
+        bar = self.q("#upload-progress")
+        self.assertEqual(bar.get_attribute("aria-valuenow"), "100")
+        self.assertEqual(bar.get_attribute("data-done"), str(len(data)))
+        self.assertIn("100 % · 300.0 KiB of 300.0 KiB", bar.text)
+        rec = self.api.get("/artifacts/sha256:" + sha).json
+        self.assertEqual((rec["name"], rec["size"]), ("pump firmware 1.4", len(data)))
+        row = self.wait_css("table.artifacts tr[data-artifact='%s']" % sha)
+        self.assertIn("pump firmware 1.4", row.text)
+        self.assertIn(sha[:12], row.text)
+        self.assertIn("300.0 KiB", row.text)
+        self.assertIn("no task", row.text)
+        # the same bytes again: the record the coordinator has, its name kept
+        self.q("#artifact-file").send_keys(path)
+        self.q("#artifact-upload").click()
+        self.wait_text("#upload-msg", "The same bytes are there already: pump firmware 1.4")
+        self.assertEqual(len(self.qs("table.artifacts tr[data-artifact='%s']" % sha)), 1)
+        # in use: a task that pins it (or, on a coordinator without task artifacts, the
+        # coordinator's 409 stood in for in the page)
+        task = self.api.post("/tasks", {"name": "Flash pumps", "script": "echo",
+                                        "artifacts": {"fw": "sha256:" + sha}})
+        delete = "DELETE /v3/commands/artifacts/sha256:" + sha
+        if task.status != 201:
+            self.assertEqual(task.json["error"]["details"]["field"], "artifacts", task)
+            self.driver.execute_script(self.FETCH_PATCH, {delete: {"status": 409, "body": {
+                "error": {"code": "artifact_in_use",
+                          "message": "a task's current version pins the artifact"}}}})
+        else:
+            self.driver.refresh()
+            row = self.wait_css("table.artifacts tr[data-artifact='%s']" % sha)
+            self.wait_text("table.artifacts tr[data-artifact='%s'] a.task" % sha, "Flash pumps")
+        self.q("button[data-delete='%s']" % sha).click()
+        self.driver.switch_to.alert.dismiss()  # asked first: nothing happens
+        time.sleep(0.3)
+        self.assertEqual(self.api.get("/artifacts/sha256:" + sha).status, 200)
+        self.q("button[data-delete='%s']" % sha).click()
+        self.driver.switch_to.alert.accept()
+        self.wait_text("#artifacts-msg", "pump firmware 1.4 is in use, so it was not deleted")
+        self.assertEqual(self.api.get("/artifacts/sha256:" + sha).status, 200)
+        if task.status == 201:
+            self.assertEqual(self.api.patch("/tasks/" + task.json["ident"],
+                                            {"artifacts": {}}).status, 200)
+        self.unpatch_fetch()
+        self.q("button[data-delete='%s']" % sha).click()
+        self.driver.switch_to.alert.accept()
+        self.wait_text("#artifacts-msg", "Deleted pump firmware 1.4 (%s)." % sha[:12])
+        wait_for(lambda: not self.qs("table.artifacts tr[data-artifact='%s']" % sha),
+                 timeout=WAIT, what="the row gone")
+        self.assertEqual(self.api.get("/artifacts/sha256:" + sha).status, 404)
+        # a job's download progress (the agent's reports: stood in for when the coordinator
+        # does not keep them yet)
+        dev = self.make_devices(1, "dl", auto=False)[0]
+        dl = self.post("/tasks", {"name": "Download", "script": "echo"})
+        job = self.post("/tasks/%s/jobs/list" % dl["ident"],
+                        {"ident_list": [dev.entity]})["items"][0]["ident"]
+        wait_for(lambda: dev.jobs_received(), timeout=WAIT, what="the envelope")
+        dev.report(job, "edge_transmitted")
+        dev.report(job, "edge_started")
+        dev.client.publish(dev._status_topic(job), json.dumps({
+            "v": 1, "job": job, "status": "edge_running", "seq": 3, "ts": int(time.time()),
+            "response": "downloading firmware: 42 %",
+            "progress": {"done": 44040192, "total": 104857600}}), qos=1)
+        with dev.lock:
+            dev.seq[job] = 3
+        running = lambda: self.api.get("/jobs/" + job).json["status"] == "edge_running"
+        try:
+            wait_for(running, timeout=5, what="edge_running with progress")
+        except AssertionError:
+            # a coordinator that refuses the report's progress member: one without it
+            dev.report(job, "edge_running", "downloading firmware: 42 %")
+            wait_for(running, timeout=WAIT, what="edge_running")
+        if "progress" not in self.api.get("/jobs/" + job).json:
+            self.driver.execute_script(self.FETCH_PATCH, {"GET /v3/commands/jobs/" + job: {
+                "body": {"progress": {"done": 44040192, "total": 104857600}}}})
+        self.driver.execute_script("location.hash = arguments[0]", "#/jobs/" + job)
+        bar = self.wait_css("#job-progress")
+        self.assertEqual(bar.get_attribute("aria-valuenow"), "42")
+        self.assertIn("42 % · 42.0 MiB of 100.0 MiB", bar.text)
+        self.unpatch_fetch()
+        dev.report(job, "terminated", "ok")
+        # a task's page lists its artifacts (the record's member as docs/api.md gives it,
+        # stood in for in the page: the artifact is gone by now)
+        arts = {"fw": {"ident": "sha256:" + sha, "size": len(data), "name": "pump firmware 1.4"}}
+        self.driver.execute_script(self.FETCH_PATCH, {
+            "GET /v3/commands/tasks/" + dl["ident"]: {"body": {"artifacts": arts}}})
+        self.driver.execute_script("location.hash = arguments[0]", "#/tasks/" + dl["ident"])
+        item = self.wait_css("#task-artifacts li[data-artifact-key='fw']")
+        self.assertEqual(item.text, "fw: pump firmware 1.4 (%s, 300.0 KiB)" % sha[:12])
+        self.assertEqual(self.q("a", item).get_attribute("href").split("#", 1)[1],
+                         "/artifacts?name=pump+firmware+1.4")
+        self.unpatch_fetch()
+        # a viewer: the list, no upload, no delete
+        k = self.post("/keys", {"user": "art-viewer", "role": "viewer"})
+        other = self.api.post("/artifacts?name=viewer-sees-it", raw=b"x" * 10,
+                              headers={"Content-Type": "application/octet-stream"})
+        self.assertIn(other.status, (200, 201), other)
+        try:
+            self.signin(k["api_key"])
+            self.wait_css("section.page-groups")
+            self.driver.get(self.ui + "#/artifacts")
+            self.wait_css("table.artifacts")
+            self.wait_text("#no-upload", "role (viewer) may not upload or delete")
+            self.assertEqual(self.qs("#upload-form"), [])
+            self.assertEqual(self.qs("button[data-delete]"), [])
+            self.assertIn("viewer-sees-it", self.q("table.artifacts").text)
+        finally:
+            self.signin(self.key)
+            self.wait_css("section.page-groups")
+        self.api.delete("/artifacts/" + other.json["ident"])
+        self.console(allowed=["401", "409"])
+
     def test_5_huge_group(self):
         task = self.post("/tasks", {"name": "Offline", "script": "echo",
                                     "allow_offline": True})
@@ -605,7 +777,7 @@ class TestDashboard(StackTest):
         try:
             dev = self.api.get("/devices?tag=site-a&per_page=1").json["items"][0]["entity_ident"]
             for page in ("#/groups/" + self.group, "#/groups", "#/tasks/" + self.echo["ident"],
-                         "#/devices", "#/jobs", "#/devices/" + dev):
+                         "#/devices", "#/jobs", "#/devices/" + dev, "#/artifacts"):
                 self.driver.get(self.ui + page)
                 self.wait_css("main section table, main section form, #group-progress")
                 time.sleep(0.3)

@@ -8,6 +8,7 @@ bad input (a wrong key, an API that is down or silent, a value of the wrong type
 in a pseudo-terminal and without one, and the bash completion."""
 
 import fcntl
+import hashlib
 import json
 import os
 import pty
@@ -47,7 +48,8 @@ SUBCOMMANDS = [("tasks", "list"), ("tasks", "show"), ("tasks", "create"),
                ("keys", "list"), ("keys", "create"), ("keys", "revoke"),
                ("webhooks", "list"), ("webhooks", "create"), ("webhooks", "show"),
                ("webhooks", "update"), ("webhooks", "delete"), ("webhooks", "deliveries"),
-               ("audit",)]
+               ("audit",), ("artifacts", "upload"), ("artifacts", "list"),
+               ("artifacts", "show"), ("artifacts", "rm")]
 
 
 class RcsCliTest(StackTest):
@@ -1058,6 +1060,213 @@ class RcsCliTest(StackTest):
         self.assertNotIn(" held ", out)
         self.rcs("groups", "cancel", held)
 
+    # -- artifacts ---------------------------------------------------------------------------
+
+    def artifact_file(self, size, name=None):
+        """A file of size random bytes in the work directory: (path, its sha256 hex)."""
+        data = os.urandom(size)
+        path = os.path.join(self.workdir, name or "art-%s.bin" % uuid.uuid4().hex[:8])
+        with open(path, "wb") as f:
+            f.write(data)
+        return path, hashlib.sha256(data).hexdigest()
+
+    def test_artifacts_upload_dedupe_list_show_rm(self):
+        """docs/cli.md "Artifacts": upload (201, then 200 for the same bytes), its digest
+        checked by the coordinator, list, show by name and short ident, rm."""
+        path, sha = self.artifact_file(3 * 1024 * 1024 + 5)
+        name = "fw-" + uuid.uuid4().hex[:6]
+        out, err = self.rcs("artifacts", "upload", path, "--name", name)
+        self.assertEqual(out, "uploaded artifact %s (sha256:%s, 3.0 MiB)\n" % (name, sha))
+        self.assertEqual(err, "")  # no terminal: no bar
+        rec = self.api_get("/artifacts/sha256:" + sha)
+        self.assertEqual((rec["name"], rec["size"], rec["sha256"]), (name, 3 * 1024 * 1024 + 5, sha))
+        # the same bytes again, under another name: 200, the record as it was
+        again = self.rcs_json("artifacts", "upload", path, "--name", "other")
+        self.assertEqual(again, rec)
+        out, _ = self.rcs("artifacts", "upload", path)
+        self.assertTrue(out.startswith("the same bytes are there already: artifact %s "
+                                       "(sha256:%s), uploaded " % (name, sha)), out)
+        self.assertEqual(self.api_get("/artifacts?name=other")["total_items"], 0)
+        # the default name is the file's
+        small, small_sha = self.artifact_file(100, "config-%s.tar" % uuid.uuid4().hex[:4])
+        out, _ = self.rcs("artifacts", "upload", small)
+        self.assertIn("uploaded artifact %s (sha256:%s, 100 B)" % (os.path.basename(small),
+                                                                    small_sha), out)
+        # list: the table, --json as the API's, --name
+        out, _ = self.rcs("artifacts", "list")
+        lines = out.splitlines()
+        self.assertEqual(lines[0].split(), ["IDENT", "NAME", "SIZE", "USED", "BY", "CREATED"])
+        row = [l for l in lines if l.startswith(sha[:8])]
+        self.assertEqual(len(row), 1, out)
+        self.assertRegex(row[0], r"^%s +%s +3\.0 MiB +- +\d\d:\d\d:\d\d$" % (sha[:8], name))
+        self.assertEqual(self.rcs_json("artifacts", "list", "--per-page", "5"),
+                         self.api_get("/artifacts?per_page=5"))
+        listed = self.rcs_json("artifacts", "list", "--name", name)
+        self.assertEqual([a["ident"] for a in listed["items"]], ["sha256:" + sha])
+        # show: by name, by the start or end of its digits, "sha256:" or not, any case
+        for what in (name, sha[:8], "sha256:" + sha[:10], sha[-7:], sha.upper(),
+                     "sha256:" + sha):
+            self.assertEqual(self.rcs_json("artifacts", "show", what), rec, what)
+        out, _ = self.rcs("artifacts", "show", name)
+        self.assertRegex(out, r"(?m)^ident +sha256:%s$" % sha)
+        self.assertRegex(out, r"(?m)^size +3145733 bytes \(3\.0 MiB\)$")
+        self.assertRegex(out, r"(?m)^used_by +-$")
+        _, err = self.rcs("artifacts", "show", "no-such-artifact", code=3)
+        self.assertIn("no artifact named 'no-such-artifact' (give its ident?)", err)
+        _, err = self.rcs("artifacts", "show", "0f0f0f0f", code=3)
+        self.assertIn("no artifact named '0f0f0f0f', and no artifact ident begins or ends "
+                      "with it", err)
+        # a name two artifacts share is not enough
+        twin, twin_sha = self.artifact_file(10)
+        self.rcs("artifacts", "upload", twin, "--name", name)
+        _, err = self.rcs("artifacts", "show", name, code=3)
+        self.assertIn("2 artifacts are named '%s'" % name, err)
+        self.assertIn("give the ident", err)
+        # rm: by short ident; then gone
+        out, _ = self.rcs("artifacts", "rm", twin_sha[:12])
+        self.assertEqual(out, "removed artifact %s (sha256:%s, 10 B)\n" % (name, twin_sha))
+        self.assertEqual(self.api.get("/artifacts/sha256:" + twin_sha).status, 404)
+        out, _ = self.rcs("artifacts", "rm", name)
+        self.assertIn("removed artifact %s (sha256:%s" % (name, sha), out)
+        _, err = self.rcs("artifacts", "rm", "sha256:" + sha, code=3)
+        self.assertIn("not_found", err)
+        self.rcs("artifacts", "rm", small_sha, "--json")
+
+    def test_artifacts_upload_digest_and_refusals(self):
+        path, sha = self.artifact_file(200 * 1024)
+        other = hashlib.sha256(b"other").hexdigest()
+        # --sha256: the coordinator checks the bytes against it, and keeps nothing if not
+        _, err = self.rcs("artifacts", "upload", path, "--sha256", other, code=3)
+        self.assertIn("digest_mismatch, HTTP 412, field rcs-sha256", err)
+        self.assertIn("nothing was kept (is --sha256 the file's?)", err)
+        self.assertEqual(self.api.get("/artifacts/sha256:" + sha).status, 404)
+        rec = self.rcs_json("artifacts", "upload", path, "--sha256", sha.upper(), "--name", "ok")
+        self.assertEqual(rec["ident"], "sha256:" + sha)
+        # refused before anything is sent
+        for args, msg in ((("--sha256", "abc"), "--sha256: 64 hex digits"),
+                          (("--sha256", "z" * 64), "--sha256: 64 hex digits")):
+            _, err = self.rcs("artifacts", "upload", path, *args, code=2)
+            self.assertIn(msg, err)
+        _, err = self.rcs("artifacts", "upload", "-", code=2)
+        self.assertIn("give a file, not stdin", err)
+        _, err = self.rcs("artifacts", "upload", self.workdir, code=2)
+        self.assertIn("not a regular file", err)
+        _, err = self.rcs("artifacts", "upload", os.path.join(self.workdir, "nope"), code=2)
+        self.assertIn("No such file or directory", err)
+        # a viewer reads, does not write
+        viewer = self.env(RCS_API_KEY=self.viewer_key)
+        _, err = self.rcs("artifacts", "upload", path, code=3, env=viewer)
+        self.assertIn("HTTP 403", err)
+        # refused from the headers, before the body: the answer still comes through (a
+        # body over 1 MiB goes out after "Expect: 100-continue")
+        big, _ = self.artifact_file(3 * 1024 * 1024)
+        _, err = self.rcs("artifacts", "upload", big, code=3, env=viewer)
+        self.assertIn("HTTP 403", err)
+        self.assertEqual(self.rcs_json("artifacts", "show", sha[:8], env=viewer), rec)
+        _, err = self.rcs("artifacts", "rm", sha[:8], code=3, env=viewer)
+        self.assertIn("HTTP 403", err)
+        # a name the coordinator refuses (a control character): its 400
+        _, err = self.rcs("artifacts", "upload", path, "--name", "a\x01b", code=3)
+        self.assertIn("HTTP 400, field name", err)
+        self.rcs("artifacts", "rm", sha)
+
+    def test_artifacts_upload_streams(self):
+        """The file is sent as it is read, never whole in memory: the peak RSS of rcs stays
+        far under the file's size."""
+        size = 64 * 1024 * 1024
+        path, sha = self.artifact_file(size)
+        peak = []
+        with open(os.path.join(self.workdir, "big.out"), "w+") as out:
+            p = subprocess.Popen([RCS, "artifacts", "upload", path, "--name", "big"],
+                                 stdout=out, stderr=subprocess.STDOUT, env=self.env())
+            # VmHWM: the peak of this program (rusage would count the test's own pages
+            # the child had before its exec); sampled until it ends
+            while p.poll() is None:
+                try:
+                    with open("/proc/%d/status" % p.pid) as f:
+                        peak += [int(l.split()[1]) for l in f if l.startswith("VmHWM:")]
+                except (OSError, ValueError):
+                    pass
+                time.sleep(0.02)
+            out.seek(0)
+            text = out.read()
+        self.assertEqual(p.returncode, 0, text)
+        self.assertIn("uploaded artifact big (sha256:%s, 64.0 MiB)" % sha, text)
+        self.assertTrue(peak, "no sample of the upload's memory")
+        # kB: libcurl, its TLS library and json-c take a few MiB, the hash 1 MiB more
+        self.assertLess(max(peak), 24 * 1024, "rcs peaked at %d kB for a 64 MiB file"
+                        % max(peak))
+        self.rcs("artifacts", "rm", sha)
+
+    def test_artifacts_upload_bar_on_a_terminal(self):
+        path, sha = self.artifact_file(8 * 1024 * 1024)
+        rc, out = self.run_pty(["artifacts", "upload", path, "--name", "tty"], cols=80)
+        self.assertEqual(rc, 0, out)
+        self.assertRegex(out, r"hashing tty \[#+\] 100 %  8\.0 MiB of 8\.0 MiB")
+        self.assertRegex(out, r"uploading tty \[#+\] 100 %  8\.0 MiB of 8\.0 MiB")
+        self.assertIn("\r\x1b[K", out)  # the bar's line cleared before the result
+        self.assertIn("uploaded artifact tty (sha256:%s, 8.0 MiB)" % sha, out)
+        bars = [part for line in out.replace("\x1b[K", "").split("\n")
+                for part in line.split("\r") if "[" in part]
+        self.assertTrue(bars)
+        for part in bars:
+            self.assertLessEqual(len(part), 79, part)
+        # the table in 80 columns: a long name gives way, the ident, size and time do not
+        long_name = "a-firmware-image-with-a-name-longer-than-any-column-ought-to-be-" * 2
+        other, other_sha = self.artifact_file(3000)
+        self.rcs("artifacts", "upload", other, "--name", long_name[:128])
+        rc, out = self.run_pty(["artifacts", "list"], cols=80)
+        lines = [l for l in out.replace("\r", "").split("\n") if l]
+        self.assertTrue(all(len(l) <= 80 for l in lines), lines)
+        row = [l for l in lines if l.startswith(other_sha[:8])]
+        self.assertRegex(row[0], r"^%s +a-firmware\S*~ +2\.9 KiB +- +\d\d:\d\d:\d\d$"
+                         % other_sha[:8])
+        self.rcs("artifacts", "rm", sha)
+        self.rcs("artifacts", "rm", other_sha)
+
+    def test_tasks_create_with_artifacts(self):
+        """--artifact NAME=ARTIFACT names an artifact by ident, short ident or name; checked
+        before anything is sent."""
+        path, sha = self.artifact_file(4096)
+        aname = "img-" + uuid.uuid4().hex[:6]
+        self.rcs("artifacts", "upload", path, "--name", aname)
+        base = ("tasks", "create", "--name", "Upd-" + aname, "--script", "echo")
+        before = self.api_get("/tasks?per_page=1&hide=true")["total_items"]
+        for args, code, msg in (
+                (("--artifact", "Fw=" + aname), 2, "its NAME is 1 to 64 of a-z 0-9 _ . -"),
+                (("--artifact", "fw"), 2, "write it NAME=ARTIFACT"),
+                (("--artifact", "fw=" + aname, "--artifact", "fw=" + aname), 2,
+                 "'fw' is given twice"),
+                (tuple(a for i in range(17) for a in ("--artifact", "a%d=%s" % (i, aname))), 2,
+                 "at most 16 artifacts"),
+                (("--artifact", "fw=nothing-of-this-name"), 3,
+                 "no artifact named 'nothing-of-this-name'")):
+            _, err = self.rcs(*base, *args, code=code)
+            self.assertIn(msg, err)
+        self.assertEqual(self.api_get("/tasks?per_page=1&hide=true")["total_items"], before)
+        p = subprocess.run([RCS, *base, "--artifact", "fw=" + aname, "--artifact",
+                            "cfg=" + sha[-8:], "--json"], capture_output=True, text=True,
+                           env=self.env(), timeout=60)
+        if p.returncode == 3 and "unknown field 'artifacts'" in p.stderr:
+            # a coordinator without task artifacts: the CLI says what it needs
+            self.assertIn("a task with artifacts needs a coordinator that takes them", p.stderr)
+            self.rcs("artifacts", "rm", sha)
+            self.skipTest("this coordinator does not take tasks with artifacts yet")
+        self.assertEqual(p.returncode, 0, p.stderr)
+        task = json.loads(p.stdout)
+        want = {"ident": "sha256:" + sha, "size": 4096, "name": aname}
+        self.assertEqual(task["artifacts"], {"fw": want, "cfg": want})
+        out, _ = self.rcs("tasks", "show", task["ident"])
+        self.assertIn("fw: %s, 4.0 KiB, sha256:%s" % (aname, sha), out)
+        out, _ = self.rcs("artifacts", "show", aname)
+        self.assertRegex(out, r"(?m)^used_by +Upd-%s \(%s\)$" % (aname, task["ident"]))
+        _, err = self.rcs("artifacts", "rm", aname, code=3)
+        self.assertIn("artifact_in_use, HTTP 409", err)
+        self.assertIn("  Upd-%s (%s)" % (aname, task["ident"]), err)
+        out, _ = self.rcs("tasks", "update", task["ident"], "--no-artifacts")
+        self.assertIn("version 2", out)
+        self.rcs("artifacts", "rm", aname)
+
     # -- watch -------------------------------------------------------------------------------
 
     def run_pty(self, args, cols=100, rows=30, timeout=60):
@@ -1165,7 +1374,7 @@ class RcsCliTest(StackTest):
         import re
         for words in SUBCOMMANDS:
             helptext, _ = self.rcs(*words, "--help")
-            want = sorted(set(re.findall(r"(?m)^  (--[a-z-]+)", helptext)))
+            want = sorted(set(re.findall(r"(?m)^  (--[a-z0-9-]+)", helptext)))
             got = sorted(set(self.complete(*words, "--")))
             self.assertEqual(got, want, words)
 
@@ -1369,7 +1578,8 @@ class RcsCliFakeApiTest(unittest.TestCase):
         devices, one GET each for a few; short idents grow where two share their end."""
         devs = [str(uuid.uuid4()) for _ in range(12)]
         jobs = [str(uuid.uuid4()) for _ in range(12)]
-        jobs[1] = jobs[1][:-9] + jobs[0][-9:]  # the last 9 digits of another job's
+        # the last 9 digits of another job's, and not its 10th from the end
+        jobs[1] = jobs[1][:-10] + ("1" if jobs[0][-10] == "0" else "0") + jobs[0][-9:]
         job = lambda i: {"ident": jobs[i], "task": {"name": "T"}, "entity_ident": devs[i],
                          "status": "terminated", "update_at": 1, "response": "r%d" % i}
         page = lambda items: {"page": 1, "per_page": 50, "total_pages": 1,
@@ -1413,6 +1623,126 @@ class RcsCliFakeApiTest(unittest.TestCase):
             fake.stop()
         self.assertIn("unknown query parameter 'ident_prefix'", err)
         self.assertIn("a short ident needs a coordinator that takes ident_prefix", err)
+
+    # artifacts on a coordinator with task artifacts and in-use refusals (docs/cli.md
+    # "Artifacts"), played by the fake
+
+    A1 = hashlib.sha256(b"one").hexdigest()
+    A2 = hashlib.sha256(b"two").hexdigest()
+    A3 = hashlib.sha256(b"three").hexdigest()
+
+    def art(self, sha, name, used_by=()):
+        return {"ident": "sha256:" + sha, "sha256": sha, "size": 1234567, "name": name,
+                "created_at": 1, "created_user": "a", "used_by": list(used_by)}
+
+    def page(self, *items):
+        return {"page": 1, "per_page": 50, "total_pages": 1, "total_items": len(items),
+                "items": list(items)}
+
+    def test_tasks_create_artifacts_body(self):
+        """Each --artifact resolved to its ident (by name, by short ident, as given), the
+        task's "artifacts" as docs/api.md "Artifacts" takes it; update --no-artifacts sends
+        {}; tasks show lists them."""
+        arts = "/v3/commands/artifacts"
+        task = {"ident": self.TASK, "name": "Upd", "version": 1, "artifacts": {
+            "fw": {"ident": "sha256:" + self.A1, "size": 1234567, "name": "firmware"},
+            "cfg": {"ident": "sha256:" + self.A2, "size": 10, "name": "conf"}}}
+        fake = FakeApi({("GET", arts): [(200, self.page(self.art(self.A1, "firmware"))),
+                                        (200, self.page()),  # no artifact named A2[:10]
+                                        (200, self.page(self.art(self.A1, "firmware"),
+                                                        self.art(self.A2, "conf")))],
+                        ("POST", "/v3/commands/tasks"): [(201, task)],
+                        ("GET", "/v3/commands/tasks/" + self.TASK): [(200, task)],
+                        ("PATCH", "/v3/commands/tasks/" + self.TASK): [(200, dict(
+                            task, version=2, artifacts={}))]})
+        try:
+            self.rcs(fake, "tasks", "create", "--name", "Upd", "--script", "update",
+                     "--artifact", "fw=firmware", "--artifact", "cfg=" + self.A2[:10],
+                     "--artifact", "raw=sha256:" + self.A3)
+            lookups = [r[1] for r in fake.requests if r[0] == "GET"]
+            self.assertEqual(lookups, [arts + "?per_page=5&name=firmware",
+                                       arts + "?per_page=5&name=" + self.A2[:10],
+                                       arts + "?per_page=500&page=1"])
+            method, path, headers, body = fake.requests[-1]
+            self.assertEqual((method, path), ("POST", "/v3/commands/tasks"))
+            self.assertEqual(body, {"name": "Upd", "script": "update", "artifacts": {
+                "fw": "sha256:" + self.A1, "cfg": "sha256:" + self.A2,
+                "raw": "sha256:" + self.A3}})
+            self.rcs(fake, "tasks", "update", self.TASK, "--no-artifacts")
+            self.assertEqual(fake.requests[-1][3], {"artifacts": {}})
+            _, err = self.rcs(fake, "tasks", "update", self.TASK, "--no-artifacts",
+                              "--artifact", "fw=" + self.A1, code=2)
+            self.assertIn("--artifact or --no-artifacts, not both", err)
+            out, _ = self.rcs(fake, "tasks", "show", self.TASK)
+            self.assertIn("artifacts       fw: firmware, 1.2 MiB, sha256:%s\n"
+                          "                cfg: conf, 10 B, sha256:%s\n" % (self.A1, self.A2),
+                          out)
+        finally:
+            fake.stop()
+
+    def test_artifacts_rm_in_use(self):
+        """409 artifact_in_use: the API's message, then the tasks that pin the artifact by
+        name, or that a job not yet ended needs it."""
+        path = "/v3/commands/artifacts/sha256:" + self.A1
+        in_use = (409, {"error": {"code": "artifact_in_use",
+                                  "message": "the artifact is in use"}})
+        other = str(uuid.uuid4())
+        fake = FakeApi({("GET", path): [(200, self.art(self.A1, "fw", [self.TASK, other]))],
+                        ("GET", "/v3/commands/artifacts"): [(200, self.page(
+                            self.art(self.A1, "fw", [self.TASK, other])))],
+                        ("DELETE", path): [in_use],
+                        ("GET", "/v3/commands/tasks/" + self.TASK): [(200, {
+                            "ident": self.TASK, "name": "Updater"})]})
+        try:
+            _, err = self.rcs(fake, "artifacts", "rm", self.A1, code=3)
+            self.assertIn("rcs: artifacts rm: the artifact is in use (artifact_in_use, "
+                          "HTTP 409)", err)
+            self.assertIn("rm: the tasks that pin it (give them other artifacts", err)
+            self.assertIn("\n  Updater (%s)\n  %s\n" % (self.TASK, other), err)
+            out, _ = self.rcs(fake, "artifacts", "show", self.A1)
+            self.assertIn("used_by         Updater (%s)\n                %s\n"
+                          % (self.TASK, other), out)
+            out, _ = self.rcs(fake, "artifacts", "list")
+            self.assertRegex(out.splitlines()[1], r"^%s +fw +1\.2 MiB +2 tasks +\S"
+                             % self.A1[:8])
+        finally:
+            fake.stop()
+        fake = FakeApi({("GET", path): [(200, self.art(self.A1, "fw"))],
+                        ("DELETE", path): [in_use]})
+        try:
+            _, err = self.rcs(fake, "artifacts", "rm", "sha256:" + self.A1, code=3)
+            self.assertIn("no task pins it now: a job that has not ended needs it", err)
+        finally:
+            fake.stop()
+
+    def test_artifact_short_ident_ambiguous(self):
+        one, two = "abcdef12" + self.A1[8:], "abcdef12" + self.A2[8:]
+        fake = FakeApi({("GET", "/v3/commands/artifacts"): [
+            (200, self.page()),  # no artifact of that name
+            (200, self.page(self.art(one, "a"), self.art(two, "b")))]})
+        try:
+            _, err = self.rcs(fake, "artifacts", "show", "ABCDEF12", code=3)
+            out, _ = self.rcs(fake, "artifacts", "list")
+        finally:
+            fake.stop()
+        self.assertIn("artifact ABCDEF12 is ambiguous: 2 match: sha256:abcdef12%s..., "
+                      "sha256:abcdef12%s... (give more of its digits)"
+                      % (self.A1[8:16], self.A2[8:16]), err)
+        # the table's short idents tell the two apart
+        self.assertEqual([l.split()[0] for l in out.splitlines()[1:]],
+                         [one[:9], two[:9]] if one[8] != two[8] else [one[:10], two[:10]])
+
+    def test_jobs_show_download_progress(self):
+        job = str(uuid.uuid4())
+        rec = {"ident": job, "status": "edge_running", "entity_ident": str(uuid.uuid4()),
+               "task": {"ident": self.TASK, "name": "Upd", "version": 1},
+               "progress": {"done": 44040192, "total": 104857600}}
+        fake = FakeApi({("GET", "/v3/commands/jobs/" + job): [(200, rec)]})
+        try:
+            out, _ = self.rcs(fake, "jobs", "show", job)
+        finally:
+            fake.stop()
+        self.assertIn("\nprogress        42 % (42.0 MiB of 100.0 MiB)\n", out)
 
     def test_watch_when_the_api_goes_away(self):
         base = "/v3/commands/groups/" + self.GROUP

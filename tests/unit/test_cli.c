@@ -561,6 +561,84 @@ static void test_config(void **state)
 	rmdir(dir);
 }
 
+/* Artifacts (docs/cli.md "Artifacts"): idents and their short forms, the names a task gives
+ * them, the short idents of a table, sizes for people and the upload's bar. */
+static void test_artifacts(void **state)
+{
+	char hex[80], line[256];
+	bool whole = false;
+	const char *a = "3a7bd3e2360a3d29eea436fcfb7e44c735d117c42d1c1835420b6b9942dd4f1b";
+	const char *b = "3a7bd3e2ff0a3d29eea436fcfb7e44c735d117c42d1c1835420b6b9942dd4f1c";
+	const char *c = "00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff";
+
+	(void)state;
+	snprintf(line, sizeof(line), "sha256:%s", a);
+	assert_true(cli_artifact_hex(line, hex, sizeof(hex), &whole));
+	assert_true(whole);
+	assert_string_equal(hex, a);
+	assert_true(cli_artifact_hex("SHA256:3A7BD3", hex, sizeof(hex), &whole));
+	assert_false(whole);
+	assert_string_equal(hex, "3a7bd3");
+	assert_true(cli_artifact_hex("4f1b4f1b", hex, sizeof(hex), &whole));
+	assert_false(cli_artifact_hex("3a7bd", hex, sizeof(hex), &whole)); /* under 6 digits */
+	assert_false(cli_artifact_hex("firmware", hex, sizeof(hex), &whole));
+	assert_false(cli_artifact_hex("sha256:", hex, sizeof(hex), &whole));
+	snprintf(line, sizeof(line), "%s0", a); /* 65 digits */
+	assert_false(cli_artifact_hex(line, hex, sizeof(hex), &whole));
+
+	assert_true(cli_artifact_key_ok("fw"));
+	assert_true(cli_artifact_key_ok("_rootfs-2.1.img"));
+	assert_true(cli_artifact_key_ok("0"));
+	assert_false(cli_artifact_key_ok(""));
+	assert_false(cli_artifact_key_ok(".hidden"));
+	assert_false(cli_artifact_key_ok("-x"));
+	assert_false(cli_artifact_key_ok("Firmware"));
+	assert_false(cli_artifact_key_ok("a b"));
+	assert_false(cli_artifact_key_ok("a/b"));
+	memset(line, 'a', 65);
+	line[65] = '\0';
+	assert_false(cli_artifact_key_ok(line));
+	line[64] = '\0';
+	assert_true(cli_artifact_key_ok(line));
+
+	{
+		const char *two[] = {a, c, NULL, a};
+		const char *three[] = {a, b, c};
+		assert_int_equal(cli_artifact_short_len(two, 4), CLI_ART_SHORT);
+		assert_int_equal(cli_artifact_short_len(three, 3), 9); /* a, b share 8 */
+		assert_int_equal(cli_artifact_short_len(NULL, 0), CLI_ART_SHORT);
+	}
+
+	table_bytes(line, sizeof(line), 0);
+	assert_string_equal(line, "0 B");
+	table_bytes(line, sizeof(line), 1023);
+	assert_string_equal(line, "1023 B");
+	table_bytes(line, sizeof(line), 1536);
+	assert_string_equal(line, "1.5 KiB");
+	table_bytes(line, sizeof(line), 12900000);
+	assert_string_equal(line, "12.3 MiB");
+	table_bytes(line, sizeof(line), 4LL << 30);
+	assert_string_equal(line, "4.0 GiB");
+	table_bytes(line, sizeof(line), (1LL << 30) - 1); /* not "1024.0 MiB" */
+	assert_string_equal(line, "1.0 GiB");
+
+	cli_bytes_bar(line, sizeof(line), "uploading fw.bin", 1 << 20, 4 << 20, 2 << 20, 80);
+	assert_int_equal(table_text_width(line), 80);
+	assert_non_null(strstr(line, "]  25 %  1.0 MiB of 4.0 MiB  2.0 MiB/s"));
+	{
+		const char *s = strchr(line, '['), *e = strchr(line, ']');
+		size_t hashes = 0;
+		for (const char *p = s + 1; p < e; p++)
+			hashes += *p == '#';
+		assert_int_equal(hashes, (size_t)(e - s - 1) / 4);
+	}
+	cli_bytes_bar(line, sizeof(line), "up\x1b[2Jx", 5, 5, 0, 30); /* narrow: no bar */
+	assert_string_equal(line, "up?[2Jx 100 %  5 B of 5 B");
+	cli_bytes_bar(line, sizeof(line), "x", 0, 0, 0, 60); /* an empty file: done */
+	assert_non_null(strstr(line, "100 %  0 B of 0 B"));
+	assert_null(strchr(line, '.'));
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -577,6 +655,7 @@ int main(void)
 	    cmocka_unit_test(test_cli_short_part),
 	    cmocka_unit_test(test_send_window_exponential),
 	    cmocka_unit_test(test_cli_group_progress),
+	    cmocka_unit_test(test_artifacts),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -48,6 +48,11 @@ export function mayOperate(who) {
   return !!who && (who.role === 'operator' || who.role === 'admin');
 }
 
+// Whether the session's role may upload and delete artifacts (admin).
+export function mayAdmin(who) {
+  return !!who && who.role === 'admin';
+}
+
 const listeners = { unauthorized: [], reachable: [] };
 
 // on('unauthorized', fn): a key was refused. on('reachable', fn(bool, message)).

@@ -7,6 +7,7 @@ import * as groups from './groups.js';
 import * as jobs from './jobs.js';
 import * as devices from './devices.js';
 import * as tasks from './tasks.js';
+import * as artifacts from './artifacts.js';
 
 const main = document.getElementById('main');
 const banner = document.getElementById('banner');
@@ -23,6 +24,7 @@ const routes = [
   [/^devices\/([0-9a-f-]{36})$/, devices.show, 'devices'],
   [/^tasks$/, tasks.list, 'tasks'],
   [/^tasks\/([0-9a-f-]{36})$/, tasks.show, 'tasks'],
+  [/^artifacts$/, artifacts.list, 'artifacts'],
 ];
 
 function parseHash() {

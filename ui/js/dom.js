@@ -86,6 +86,20 @@ export function timeEl(s) {
   return h('time', { title: fmtAgo(s) }, fmtTime(s));
 }
 
+// Bytes for people, in units of 1024 as the CLI writes them: "512 B", "12.3 MiB".
+export function fmtBytes(n) {
+  let v = Math.max(0, Number(n) || 0);
+  if (v < 1024) return Math.floor(v) + ' B';
+  const units = ['KiB', 'MiB', 'GiB', 'TiB', 'PiB'];
+  let u = 0;
+  v /= 1024;
+  while (v >= 1023.95 && u + 1 < units.length) {
+    v /= 1024;
+    u += 1;
+  }
+  return v.toFixed(1) + ' ' + units[u];
+}
+
 export function num(n) {
   return Number(n || 0).toLocaleString('en-US');
 }

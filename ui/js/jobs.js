@@ -7,6 +7,7 @@ import {
 } from './dom.js';
 import { errorText, go, href, retryNotice } from './nav.js';
 import { deviceLink, lookup } from './names.js';
+import { bytesBar } from './artifacts.js';
 
 const PER_PAGE = 50;
 
@@ -25,6 +26,16 @@ export function jobRow(j, withTask) {
       j.task.name) : '') : null,
     h('td', {}, h('time', { title: fmtTime(j.update_at) }, fmtAgo(j.update_at))),
     h('td', { class: 'resp opt' }, responseText(j.response)));
+}
+
+// The download of a job's artifacts (its record's last `progress`, docs/dashboard.md
+// "Artifacts"): a bar, or nothing when the record has none.
+function downloadProgress(j) {
+  const p = j.progress;
+  if (!p || typeof p !== 'object' || typeof p.done !== 'number' || typeof p.total !== 'number') {
+    return undefined;
+  }
+  return bytesBar('job-progress', p.done, p.total);
 }
 
 function statusFilter(value, onchange) {
@@ -128,6 +139,7 @@ export async function show(ctx) {
       ['Attempt', j.attempt !== undefined ? String(j.attempt) : undefined],
       ['Retry of', j.retry_of ? h('a', { href: href('jobs/' + j.retry_of), class: 'mono' }, shortId(j.retry_of)) : undefined],
       ['Error code', j.error_code || undefined],
+      ['Download', downloadProgress(j)],
       ['Comment', j.comment || undefined],
       ['Variables', j.variables && Object.keys(j.variables).length
         ? h('pre', {}, JSON.stringify(j.variables, null, 2)) : undefined],
@@ -172,13 +184,13 @@ export async function show(ctx) {
   let last = '';
   const refresh = async () => {
     job = await get('/jobs/' + id, { signal: ctx.signal });
-    const stamp = job.status + job.update_at;
+    const stamp = job.status + job.update_at + JSON.stringify(job.progress || null);
     if (stamp !== last) {
       last = stamp;
       draw(job);
     }
     await loadHistory();
   };
-  last = job.status + job.update_at;
+  last = job.status + job.update_at + JSON.stringify(job.progress || null);
   ctx.poll(refresh, () => (TERMINAL.has(job.status) ? 15000 : 2000));
 }

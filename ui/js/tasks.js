@@ -1,7 +1,10 @@
 // Tasks: the list, and one task with its variables and the form that sends it, built from
 // its variables_info and checked here before anything is sent (send.js).
 import { api, get, mayOperate } from './api.js';
-import { clear, fill, dl, fmtTime, h, notice, num, pager, shortId, table, timeEl } from './dom.js';
+import {
+  clear, fill, dl, fmtBytes, fmtTime, h, notice, num, pager, shortId, table, timeEl,
+} from './dom.js';
+import { shortSha } from './artifacts.js';
 import { errorText, go, href, retryNotice, setFlash } from './nav.js';
 import { nameOf, remember } from './names.js';
 import { DAYS, TAG_RE, UUID_RE, bodyText, checkValue, parseIdents, rolloutMembers } from './send.js';
@@ -33,6 +36,16 @@ export async function list(ctx) {
     if (e.kind === 'aborted') throw e;
     fill(body, retryNotice(e, 'tasks'));
   }
+}
+
+// A task's artifacts ({key: {ident, size, name}}): "fw: firmware.bin (3a7bd3e2360a, 12.3 MiB)",
+// linked to the artifacts page; nothing for a task without them.
+function taskArtifacts(arts) {
+  if (!arts || typeof arts !== 'object' || !Object.keys(arts).length) return undefined;
+  return h('ul', { class: 'plain', id: 'task-artifacts' }, Object.entries(arts).map(([k, a]) =>
+    h('li', { 'data-artifact-key': k }, h('span', { class: 'mono' }, k), ': ',
+      h('a', { href: href('artifacts', { name: a.name }) }, a.name),
+      ' (', h('span', { class: 'mono', title: a.ident }, shortSha(a.ident)), ', ', fmtBytes(a.size), ')')));
 }
 
 // One field of the form: its label, input, hint and error line.
@@ -360,6 +373,7 @@ export async function show(ctx) {
       ['Timeout', task.timeout + ' s'],
       ['Offline devices', task.allow_offline ? 'jobs wait for them' : 'refused'],
       ['Updated', timeEl(task.update_at)],
+      ['Artifacts', taskArtifacts(task.artifacts)],
       ['Comment', task.comment || undefined],
       ['Constants', task.constants && Object.keys(task.constants).length
         ? h('pre', {}, JSON.stringify(task.constants, null, 2)) : undefined],
