@@ -1,6 +1,7 @@
 /*
  * store_groups.h - the store's groups of jobs (a bulk send's) and group sends: rollouts, aborts,
- * retries, continuous sends (store_groups.c; docs/api.md "Rollouts"). See store.h.
+ * retries, continuous sends (store_groups.c; the API's reads: store_group_reads.c; docs/api.md
+ * "Rollouts"). See store.h.
  */
 #ifndef RCS_STORE_GROUPS_H
 #define RCS_STORE_GROUPS_H
@@ -35,6 +36,17 @@ struct group_rejected {
 	char *message;
 };
 
+/* A group's progress, one count per device: its latest attempt (docs/api.md "Progress").
+ * devices = ended + open; ended = succeeded + failed + cancelled. held, not_sent,
+ * retries and release_eta_s only with_counts (store_group_get), else 0 and -1. */
+struct group_progress {
+	long long devices, ended, succeeded, failed, cancelled, open;
+	long long held;          /* open, waiting for release (rollout, window, retry, pause) */
+	long long not_sent;      /* cancelled before it went to its device */
+	long long retries;       /* jobs that are a later attempt (total - devices) */
+	long long release_eta_s; /* seconds to release what is held at the pace; -1: none */
+};
+
 struct group_rec {
 	char ident[UUID_STR_LEN];
 	char *name;
@@ -58,6 +70,8 @@ struct group_rec {
 	size_t n_counts;
 	/* the store's tallies of latest attempts: not ended, ended, failed, terminated */
 	long long n_open, n_finished, n_failed, n_succeeded;
+	/* from the tallies, or (with_counts) from the counts */
+	struct group_progress progress;
 	/* the rollout's token bucket: thousandths of a job, and when (Unix ms) */
 	long long tokens_milli;
 	int64_t tokens_at_ms;
