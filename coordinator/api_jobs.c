@@ -321,7 +321,11 @@ static void job_list(struct api_req *req, struct api_resp *r, struct job_filter 
 		return;
 	f->status = api_query(req, "status");
 	if (f->status && strcmp(f->status, "running") != 0 && !status_parse(f->status, &st)) {
-		api_error(r, 400, "invalid_parameter", "status", "'status' is not a job status");
+		char names[256];
+		validate_status_names(names, sizeof(names));
+		api_error(r, 400, "invalid_parameter", "status",
+			  "'status' must be one of: %s, or running (not '%.64s')", names,
+			  f->status);
 		return;
 	}
 	if (!job_filter_uuid(req, r, "group_ident", &f->group_ident) ||

@@ -387,6 +387,20 @@ class JobsTest(CoordinatorTest):
                 self.assertError(self.viewer.get(with_query("/jobs", **params)), 400,
                                  "invalid_parameter", field)
 
+        # a wrong status names the value and the valid ones
+        r = self.viewer.get("/jobs?status=finished")
+        self.assertError(r, 400, "invalid_parameter", "status")
+        msg = r.json["error"]["message"]
+        self.assertIn("'finished'", msg)
+        self.assertIn("initial, pending, transmited, edge_transmitted, edge_started, "
+                      "edge_running, terminated, edge_error, cancelled, expired, or running",
+                      msg)
+        r = self.operator.post("/tasks/%s/jobs" % t, {
+            "entity_ident": d2, "notification_status_list": ["terminated", "done"]})
+        self.assertError(r, 400, "validation_failed", "notification_status_list[1]")
+        self.assertIn("(not 'done')", r.json["error"]["message"])
+        self.assertIn("initial, pending, transmited", r.json["error"]["message"])
+
         # Jobs of a task, newest first by default.
         r = self.viewer.get("/tasks/%s/jobs" % t)
         self.assertStatus(r, 200)
