@@ -526,7 +526,9 @@ static enum rcs_err lifecycle_group_retry(struct lifecycle *lc, const struct gro
 	delay = rollout_retry_delay(s, job->attempt);
 	snprintf(response, sizeof(response), "waiting for retry: attempt %lld of %lld after %llds",
 		 job->attempt + 1, s->max_attempts, (long long)delay);
-	err = store_group_retry(lc->st, job->ident, ident, now, now + delay, response);
+	/* a paused group's retry waits for the resume first, and says so */
+	err = store_group_retry(lc->st, job->ident, ident, now, now + delay,
+				g->status == GROUP_PAUSED ? STORE_PAUSED_RESPONSE : response);
 	if (err != RCS_OK)
 		return err;
 	log_info("job %s (%s): attempt %lld is job %s, in %llds", job->ident,
@@ -623,7 +625,7 @@ enum rcs_err lifecycle_group_pause(struct lifecycle *lc, const char *client_root
 	}
 	/* the jobs not yet sent wait again */
 	if (err == RCS_OK)
-		err = store_group_hold(lc->st, ident, "group paused");
+		err = store_group_hold(lc->st, ident);
 	return lifecycle_group_action_end(lc, client_root, ident, err, out);
 }
 
@@ -646,6 +648,9 @@ enum rcs_err lifecycle_group_resume(struct lifecycle *lc, const char *client_roo
 						 GROUP_BIT(GROUP_RUNNING) | GROUP_BIT(GROUP_PAUSED),
 						 GROUP_RUNNING, NULL, now, prev);
 	}
+	/* the jobs the pause held say again what they wait for */
+	if (err == RCS_OK)
+		err = store_group_unhold(lc->st, ident, now);
 	/* nothing left to do: completed now */
 	if (err == RCS_OK && (err = store_group_read(lc->st, NULL, ident, false, &g)) == RCS_OK) {
 		err = lifecycle_group_check_done(lc, &g, now);

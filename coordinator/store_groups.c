@@ -348,12 +348,37 @@ out:
 	return err;
 }
 
-enum rcs_err store_group_hold(struct store *st, const char *group, const char *response)
+enum rcs_err store_group_hold(struct store *st, const char *group)
 {
+	/* a job the rollout held already says the group is paused too (its ttl is not
+	 * running: it has no expires_at) */
 	return store_write(st,
 			   "UPDATE jobs SET held = 1, response = ?, expires_at = NULL WHERE"
-			   " group_ident = ? AND status = 'pending' AND held = 0",
-			   NULL, 2, response, group);
+			   " group_ident = ? AND status = 'pending'",
+			   NULL, 2, STORE_PAUSED_RESPONSE, group);
+}
+
+enum rcs_err store_group_unhold(struct store *st, const char *group, int64_t now)
+{
+	struct store_stmt *s = NULL;
+	enum rcs_err err;
+
+	err = store_stmt(st,
+			 "UPDATE jobs SET response = CASE WHEN attempt > 1 AND coalesce(release_at,"
+			 " 0) > ?3 THEN 'waiting for retry: attempt ' || attempt ELSE ?4 END"
+			 " WHERE group_ident = ?1 AND status = 'pending' AND held = 1 AND"
+			 " response = ?2",
+			 &s);
+	if (err != RCS_OK)
+		goto out;
+	store_arg_text(s, 1, group);
+	store_arg_text(s, 2, STORE_PAUSED_RESPONSE);
+	store_arg_int(s, 3, now);
+	store_arg_text(s, 4, STORE_HELD_RESPONSE);
+	err = store_done(st, s, "resume");
+out:
+	store_stmt_done(st, s);
+	return err;
 }
 
 enum rcs_err store_group_jobs_open(struct store *st, const char *group, bool unsent_only,
@@ -540,8 +565,9 @@ enum rcs_err store_groups_continuous_add(struct store *st, const char *client_ro
 		    " update_at, ttl, response, variables, mail_list, status_list, task_mail_list,"
 		    " task_status_list, n_history, held, release_order, expires_at) SELECT ?1,"
 		    " client_root, task_ident, task_version, task_name, ident, ?2, 'pending',"
-		    " c_comment, created_user, ?3, ?3, c_ttl, CASE WHEN " GROUP_HOLDS " THEN ?5"
-		    " END, coalesce(c_variables, '{}'), coalesce(c_mail_list, '[]'),"
+		    " c_comment, created_user, ?3, ?3, c_ttl, CASE WHEN status = 'paused' THEN ?6"
+		    " WHEN " GROUP_HOLDS
+		    " THEN ?5 END, coalesce(c_variables, '{}'), coalesce(c_mail_list, '[]'),"
 		    " coalesce(c_status_list, '[]'), coalesce(c_task_mail_list, '[]'),"
 		    " coalesce(c_task_status_list, '[]'), 2, CASE WHEN " GROUP_HOLDS
 		    " THEN 1 ELSE 0 END,"
@@ -557,6 +583,7 @@ enum rcs_err store_groups_continuous_add(struct store *st, const char *client_ro
 		store_arg_int(s, 3, now);
 		store_arg_text(s, 4, groups.v[i]);
 		store_arg_text(s, 5, STORE_HELD_RESPONSE);
+		store_arg_text(s, 6, STORE_PAUSED_RESPONSE);
 		err = store_done(st, s, "continuous job");
 		store_stmt_done(st, s);
 		s = NULL;

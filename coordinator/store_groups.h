@@ -101,8 +101,10 @@ enum rcs_err store_groups_list(struct store *st, const char *client_root,
 			       const char *only_visible_to, const struct store_group_filter *f,
 			       const struct store_page *pg, struct store_group_list *out);
 
-/* The response of a job that waits for its group's release (docs/api.md "Rollouts"). */
-#define STORE_HELD_RESPONSE "waiting for rollout"
+/* The response of a job that waits for its group's release (docs/api.md "Rollouts"), and
+ * of one whose group is paused. */
+#define STORE_HELD_RESPONSE   "waiting for rollout"
+#define STORE_PAUSED_RESPONSE "group paused"
 
 /* A group of any tenant (client_root NULL), with its tallies; with_counts adds the counts
  * per status (store_group_get's). RCS_ERR_NOTFOUND when there is none. */
@@ -117,8 +119,12 @@ enum rcs_err store_group_set_status(struct store *st, const char *ident, unsigne
 				    enum group_status to, const char *reason,
 				    enum group_status *prev);
 
-/* Holds the group's jobs not yet sent (pending) again, with response (a pause). */
-enum rcs_err store_group_hold(struct store *st, const char *group, const char *response);
+/* A pause: the group's jobs not yet sent (pending) are held, those the rollout held
+ * already too, each with the response STORE_PAUSED_RESPONSE. */
+enum rcs_err store_group_hold(struct store *st, const char *group);
+/* A resume: the jobs the pause held say again what they wait for: a retry's backoff
+ * ("waiting for retry: attempt N") until release_at (after now), else the release. */
+enum rcs_err store_group_unhold(struct store *st, const char *group, int64_t now);
 
 /* Idents of the group's jobs that have not ended (unsent_only: only those not yet
  * transmited), at most limit. */

@@ -268,10 +268,14 @@ class RolloutTest(CoordinatorTest):
             self.assertLessEqual(g["counts"].get("terminated", 0), done + 1)
             pend = [j for j in self.jobs(gid) if j["status"] == "pending"]
             self.assertTrue(pend)
+            # the jobs the rollout held say the group is paused, not "waiting for rollout"
+            self.assertEqual({j["response"] for j in pend}, {"group paused"})
             self.assertEqual(self.admin.patch("/groups/%s/pause" % gid).status, 200)
             r = self.admin.patch("/groups/%s/resume" % gid)
             self.assertStatus(r, 200)
             self.assertEqual(r.json["status"], "running")
+            self.assertNotIn("group paused", [j["response"] for j in self.jobs(gid)])
+            self.assertIn("waiting for rollout", [j["response"] for j in self.jobs(gid)])
             before = self.group(gid)["counts"].get("terminated", 0)
             wait_for(lambda: self.group(gid)["counts"].get("terminated", 0) > before,
                      timeout=10, what="releases after the resume")
