@@ -13,6 +13,7 @@
 #include "log.h"
 #include "store.h"
 #include "store_devices.h"
+#include "store_groups.h"
 #include "store_jobs.h"
 #include "store_outbox.h"
 #include "store_webhooks.h"
@@ -232,11 +233,14 @@ static void gauge(struct buf *b, const char *name, const char *help, long long v
 
 enum rcs_err metrics_render(struct store *st, struct buf *b)
 {
-	long long by_status[JS__COUNT], online = 0, mails = 0, hooks = 0, size = 0;
+	long long by_status[JS__COUNT], groups[GROUP__COUNT], online = 0, mails = 0, hooks = 0,
+							      size = 0;
 	enum rcs_err err;
 
 	/* the store's gauges first, outside this module's lock */
 	err = store_jobs_by_status(st, by_status);
+	if (err == RCS_OK)
+		err = store_groups_by_status(st, groups);
 	if (err == RCS_OK)
 		err = store_devices_online(st, &online);
 	if (err == RCS_OK)
@@ -259,6 +263,11 @@ enum rcs_err metrics_render(struct store *st, struct buf *b)
 	for (int i = 0; i < JS__COUNT; i++)
 		sample_ull(b, "rcs_jobs", "status", status_name((enum job_status)i),
 			   (unsigned long long)(by_status[i] > 0 ? by_status[i] : 0));
+	buf_appendf(b, "# HELP rcs_groups Groups (bulk sends) in each status now.\n"
+		       "# TYPE rcs_groups gauge\n");
+	for (int i = 0; i < GROUP__COUNT; i++)
+		sample_ull(b, "rcs_groups", "status", group_status_name((enum group_status)i),
+			   (unsigned long long)(groups[i] > 0 ? groups[i] : 0));
 	histo_write(b, "rcs_job_delivery_latency_seconds",
 		    "Seconds from a job's creation to edge_transmitted.", &m.latency);
 	histo_write(b, "rcs_job_run_time_seconds",

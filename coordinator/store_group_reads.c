@@ -255,3 +255,26 @@ enum rcs_err store_groups_list(struct store *st, const char *client_root,
 		store_group_list_free(out);
 	return err;
 }
+
+enum rcs_err store_groups_by_status(struct store *st, long long n[GROUP__COUNT])
+{
+	struct store_stmt *s = NULL;
+	bool row = false;
+	enum rcs_err err;
+
+	memset(n, 0, sizeof(long long) * GROUP__COUNT);
+	store_lock(st);
+	err = store_stmt(st, "SELECT status, count(*) FROM groups GROUP BY status", &s);
+	if (err != RCS_OK)
+		goto out;
+	while ((err = store_next(st, s, "groups by status", &row)) == RCS_OK && row) {
+		enum group_status gs;
+
+		if (group_status_parse(store_val_text(s, 0), &gs))
+			n[gs] = store_val_int(s, 1);
+	}
+out:
+	store_stmt_done(st, s);
+	store_unlock(st);
+	return err;
+}

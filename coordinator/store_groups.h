@@ -26,6 +26,7 @@ enum group_status {
 	GROUP_COMPLETED,
 	GROUP_ABORTED,
 	GROUP_CANCELLED,
+	GROUP__COUNT
 };
 const char *group_status_name(enum group_status s);
 bool group_status_parse(const char *s, enum group_status *out);
@@ -100,6 +101,10 @@ enum rcs_err store_group_get(struct store *st, const char *client_root, const ch
 enum rcs_err store_groups_list(struct store *st, const char *client_root,
 			       const char *only_visible_to, const struct store_group_filter *f,
 			       const struct store_page *pg, struct store_group_list *out);
+
+/* How many groups of every tenant are in each status (the metrics' gauge), n indexed by
+ * enum group_status. */
+enum rcs_err store_groups_by_status(struct store *st, long long n[GROUP__COUNT]);
 
 /* The response of a job that waits for its group's release (docs/api.md "Rollouts"), and
  * of one whose group is paused. */

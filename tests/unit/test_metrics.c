@@ -223,6 +223,13 @@ static void test_exposition(void **state)
 	assert_true(sample(text, "rcs_job_status_changes_total{status=\"pending\"}") == 0);
 	assert_non_null(strstr(text, "# TYPE rcs_jobs gauge\n"));
 	assert_true(sample(text, "rcs_jobs{status=\"pending\"}") == 0);
+	/* groups by status: every status, each a sample */
+	assert_non_null(strstr(text, "# TYPE rcs_groups gauge\n"));
+	assert_true(sample(text, "rcs_groups{status=\"running\"}") == 0);
+	assert_true(sample(text, "rcs_groups{status=\"paused\"}") == 0);
+	assert_true(sample(text, "rcs_groups{status=\"completed\"}") == 0);
+	assert_true(sample(text, "rcs_groups{status=\"aborted\"}") == 0);
+	assert_true(sample(text, "rcs_groups{status=\"cancelled\"}") == 0);
 	assert_true(sample(text, "rcs_mqtt_connected") == 1);
 	assert_true(sample(text, "rcs_mqtt_messages_received_total") == 1);
 	assert_true(sample(text, "rcs_mqtt_messages_sent_total") == 2);
