@@ -289,14 +289,14 @@ static void lifecycle_cancelled_after(void *arg, bool committed)
 }
 
 enum rcs_err lifecycle_cancel(struct lifecycle *lc, const char *client_root, const char *ident,
-			      int64_t now, struct job_rec *job_out)
+			      const char *response, int64_t now, struct job_rec *job_out)
 {
 	struct lifecycle_cancelled *c = NULL;
 	struct job_move m = {
 	    .client_root = client_root,
 	    .ident = ident,
 	    .to = JS_CANCELLED,
-	    .response = NULL,
+	    .response = response,
 	    .now = now,
 	};
 	enum store_move res = STORE_MOVE_DUPLICATE;
@@ -403,8 +403,8 @@ enum rcs_err lifecycle_group_set_status(struct lifecycle *lc, const char *group_
 	return RCS_OK;
 }
 
-/* Cancels the group's jobs that have not ended (unsent_only: those not yet transmited,
- * with response), a chunk at a time. The group is no longer running: their ends change
+/* Cancels the group's jobs that have not ended (unsent_only: those not yet transmited),
+ * each with response, a chunk at a time. The group is no longer running: their ends change
  * nothing more of it. */
 static enum rcs_err lifecycle_group_cancel_jobs(struct lifecycle *lc, const char *group,
 						bool unsent_only, const char *response, int64_t now)
@@ -432,7 +432,7 @@ static enum rcs_err lifecycle_group_cancel_jobs(struct lifecycle *lc, const char
 			if (unsent_only) {
 				err = lifecycle_move(lc, &m, &res, NULL);
 			} else {
-				err = lifecycle_cancel(lc, NULL, ids.v[i], now, &job);
+				err = lifecycle_cancel(lc, NULL, ids.v[i], response, now, &job);
 				if (err == RCS_OK)
 					store_job_rec_free(&job);
 				res = err == RCS_OK ? STORE_MOVE_APPLIED : STORE_MOVE_TERMINAL;
@@ -666,12 +666,13 @@ enum rcs_err lifecycle_group_cancel(struct lifecycle *lc, const char *client_roo
 				    enum group_status *prev, struct group_rec *out)
 {
 	struct group_rec g;
-	char reason[200];
+	char reason[200], response[200];
 	enum rcs_err err;
 
 	if (out)
 		memset(out, 0, sizeof(*out));
 	snprintf(reason, sizeof(reason), "cancelled through the API by %.128s", user ? user : "");
+	snprintf(response, sizeof(response), "group cancelled by %.128s", user ? user : "");
 	err = store_tx_begin(lc->st);
 	if (err != RCS_OK)
 		return err;
@@ -684,7 +685,7 @@ enum rcs_err lifecycle_group_cancel(struct lifecycle *lc, const char *client_roo
 	}
 	/* every job not ended, as the job cancel does (devices are told) */
 	if (err == RCS_OK)
-		err = lifecycle_group_cancel_jobs(lc, ident, false, NULL, now);
+		err = lifecycle_group_cancel_jobs(lc, ident, false, response, now);
 	return lifecycle_group_action_end(lc, client_root, ident, err, out);
 }
 

@@ -285,6 +285,11 @@ class RolloutTest(CoordinatorTest):
             self.assertIn("cancelled through the API", r.json["reason"])
             self.assertNotIn("pending", r.json["counts"])
             self.assertGreaterEqual(r.json["counts"].get("cancelled", 0), 1)
+            # its jobs say who cancelled them
+            ended = [j for j in self.jobs(gid) if j["status"] == "cancelled"]
+            self.assertTrue(ended)
+            self.assertTrue(all(j["response"].startswith("group cancelled by ")
+                                for j in ended), ended)
             self.assertError(self.admin.patch("/groups/%s/resume" % gid), 409, "group_ended")
             self.assertError(self.admin.patch("/groups/%s/pause" % gid), 409, "group_ended")
             self.assertError(self.admin.patch("/groups/%s/cancel" % gid), 409, "group_ended")
