@@ -38,29 +38,35 @@ static void lifecycle_metric_done(void *arg, bool committed)
 }
 
 /* The metrics of an applied change: its status, and how long the job took to reach its
- * device (created -> edge_transmitted) or to run (edge_started -> final status).
- * created_at: the job's, when its record was read anyway (its initial status has the same
- * time); 0: looked up. Counted when the change commits, not before: a batch rolled back
- * and applied again counts once (docs/architecture.md, "One job, from POST to the final
- * report", step 6). */
+ * device (due -> edge_transmitted: from its release, a rollout's hold left out) or to run
+ * (edge_started -> final status), to the millisecond from the moments metrics.c keeps,
+ * else in whole seconds from the stored times. created_at: the job's, when its record was
+ * read anyway (its initial status has the same time); 0: looked up. Counted when the
+ * change commits, not before: a batch rolled back and applied again counts once
+ * (docs/architecture.md, "One job, from POST to the final report", step 6). */
 static void lifecycle_metrics(struct lifecycle *lc, const struct job_move *m, int64_t created_at)
 {
 	struct lifecycle_metric *lm = calloc(1, sizeof(*lm));
 	int64_t since = created_at;
+	double took = -1;
 
 	if (lm == NULL)
 		return; /* a metric less rather than a change refused */
 	lm->to = m->to;
+	if (m->to == JS_EDGE_STARTED)
+		metrics_clock_mark(METRICS_STARTED, m->ident);
 	if (m->to == JS_EDGE_TRANSMITTED &&
-	    (since > 0 || store_job_status_at(lc->st, m->ident, JS_INITIAL, &since) == RCS_OK) &&
-	    since > 0) {
+	    ((took = metrics_clock_take(METRICS_DUE, m->ident)) >= 0 ||
+	     ((since > 0 || store_job_status_at(lc->st, m->ident, JS_INITIAL, &since) == RCS_OK) &&
+	      since > 0))) {
 		lm->kind = LC_METRIC_DELIVERY;
-		lm->seconds = (double)(m->now - since);
+		lm->seconds = took >= 0 ? took : (double)(m->now - since);
 	} else if ((m->to == JS_TERMINATED || m->to == JS_EDGE_ERROR) &&
-		   store_job_status_at(lc->st, m->ident, JS_EDGE_STARTED, &since) == RCS_OK &&
-		   since > 0) {
+		   ((took = metrics_clock_take(METRICS_STARTED, m->ident)) >= 0 ||
+		    (store_job_status_at(lc->st, m->ident, JS_EDGE_STARTED, &since) == RCS_OK &&
+		     since > 0))) {
 		lm->kind = LC_METRIC_RUN;
-		lm->seconds = (double)(m->now - since);
+		lm->seconds = took >= 0 ? took : (double)(m->now - since);
 	}
 	if (store_after_commit(lc->st, lifecycle_metric_done, lm) != RCS_OK)
 		free(lm);
@@ -242,6 +248,9 @@ enum rcs_err lifecycle_jobs_create(struct lifecycle *lc, const struct job_batch 
 	err = store_jobs_create(lc->st, b);
 	if (err != RCS_OK || b->n == 0)
 		goto out;
+	/* due now, unless held for release or scheduled later (the metrics' delivery latency) */
+	for (size_t i = 0; !b->hold && b->scheduled_time <= b->now && i < b->n; i++)
+		metrics_clock_mark(METRICS_DUE, b->jobs[i].ident);
 	if (b->n == 1 && b->group_ident == NULL) {
 		lifecycle_jobs_created(lc, b);
 		goto out;
@@ -712,6 +721,8 @@ enum rcs_err lifecycle_jobs_released(struct lifecycle *lc, const struct store_id
 
 	if (ids->n == 0)
 		return RCS_OK;
+	for (size_t i = 0; i < ids->n; i++)
+		metrics_clock_mark(METRICS_DUE, ids->v[i]);
 	if (lc->changed)
 		lc->changed(lc->changed_ctx);
 	if (lc->hooks == NULL)

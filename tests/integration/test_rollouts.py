@@ -10,8 +10,9 @@ import signal
 import threading
 import time
 import unittest
+import urllib.request
 
-from rcs_harness import Agent, FakeDevice, list_all, wait_for
+from rcs_harness import Agent, FakeDevice, free_port, list_all, wait_for
 from rcs_fixture import CoordinatorTest, StackTest
 
 
@@ -104,7 +105,9 @@ class RolloutTest(CoordinatorTest):
     def setUpClass(cls):
         super(CoordinatorTest, cls).setUpClass()  # the broker first
         cls.start_broker()
-        cls.start_coordinator(["--mqtt", cls.broker.url])
+        cls.metrics_port = free_port()
+        cls.start_coordinator(["--mqtt", cls.broker.url, "--metrics-listen",
+                               "127.0.0.1:%d" % cls.metrics_port])
         cls.task = None
 
     def setUp(self):
@@ -232,6 +235,32 @@ class RolloutTest(CoordinatorTest):
         g = self.wait_group(gid, "completed")
         self.assertEqual(g["counts"], {"terminated": 24})
         self.assertIsNone(g["reason"])
+
+    def latency(self):
+        """The delivery latency histogram's samples (GET /metrics), by name and labels."""
+        url = "http://127.0.0.1:%d/metrics" % self.metrics_port
+        with urllib.request.urlopen(url, timeout=10) as r:
+            text = r.read().decode()
+        return {k: float(v) for k, v in (line.rsplit(" ", 1) for line in text.splitlines()
+                                         if line.startswith("rcs_job_delivery_latency"))}
+
+    def test_delivery_latency_from_release(self):
+        """A job held by its rollout counts from its release, in fractions of a second
+        (docs/coordinator.md "Metrics")."""
+        before = self.latency()
+        fleet = self.fleet(3)
+        # 60 a minute: released about a second apart, each reaching its device at once
+        gid = self.send([i for i, _ in fleet], rollout={"max_per_minute": 60})["group"]["ident"]
+        self.wait_group(gid, "completed")
+        after = self.latency()
+        name = "rcs_job_delivery_latency_seconds"
+        n = after[name + "_count"] - before[name + "_count"]
+        self.assertGreaterEqual(n, 3)
+        le1 = name + '_bucket{le="1"}'
+        self.assertEqual(after[le1] - before[le1], n, (before, after))
+        total = after[name + "_sum"] - before[name + "_sum"]
+        self.assertLess(total, n)
+        self.assertNotAlmostEqual(total, round(total), places=4)
 
     def test_exponential(self):
         fleet = self.fleet(8)
