@@ -489,6 +489,17 @@ class RolloutTest(CoordinatorTest):
         self.fakes.append(d3)
         wait_for(lambda: self.group(gid)["counts"] == {"terminated": 3}, what="third job")
         self.assertEqual(len(d3.jobs_received()), 1)
+        # paused: a device that gains the tag gets its job held, saying why; the resume
+        # sends it
+        self.assertStatus(self.admin.patch("/groups/%s/pause" % gid), 200)
+        (late, d5), = self.fleet(1)
+        self.admin.patch("/devices/" + late, {"tags": ["cont"]})
+        job = wait_for(lambda: [j for j in self.jobs(gid) if j["entity_ident"] == late],
+                       what="the paused group's job")[0]
+        self.assertEqual((job["status"], job["response"]), ("pending", "group paused"))
+        self.assertEqual(d5.jobs_received(), [])
+        self.assertStatus(self.admin.patch("/groups/%s/resume" % gid), 200)
+        wait_for(lambda: self.group(gid)["counts"] == {"terminated": 4}, what="fourth job")
         # cancelled: closed for good
         self.assertEqual(self.admin.patch("/groups/%s/cancel" % gid).json["status"],
                          "cancelled")
