@@ -1142,6 +1142,49 @@ static void test_group_progress(void **state)
 	json_object_put(page);
 }
 
+/* A retry a paused group makes says the group is paused; the resume has it say again what
+ * it waits for, its backoff (docs/api.md "Rollouts"). */
+static void test_group_pause_says_so(void **state)
+{
+	struct fixture *f = *state;
+	struct lifecycle lc = {.st = f->st};
+	struct group_settings gs = {
+	    .has_retry = true, .max_attempts = 2, .backoff_s = 600, .backoff_milli = 1000};
+	struct job_new jobs[1];
+	struct store_idents ids;
+	struct job_rec rec;
+	char gid[UUID_STR_LEN], retry[UUID_STR_LEN];
+	enum store_move res;
+	struct job_move m;
+
+	make_group_jobs(f, jobs, 1, "pausing", &gs);
+	assert_int_equal(store_job_rec_get(f->st, jobs[0].ident, &rec), RCS_OK);
+	memcpy(gid, rec.group_ident, sizeof(gid));
+	store_job_rec_free(&rec);
+	m = (struct job_move){
+	    .ident = jobs[0].ident, .to = JS_TRANSMITED, .mark_sent = true, .now = 250};
+	assert_int_equal(move_with(f, &m, &res), RCS_OK);
+	assert_int_equal(lifecycle_group_pause(&lc, f->root, gid, 260, NULL, NULL), RCS_OK);
+	m = (struct job_move){.ident = jobs[0].ident,
+			      .to = JS_EDGE_ERROR,
+			      .seq = 1,
+			      .error_code = "script_error",
+			      .now = 270};
+	assert_int_equal(move_with(f, &m, &res), RCS_OK);
+	assert_int_equal(store_group_jobs_open(f->st, gid, true, 4, &ids), RCS_OK);
+	assert_int_equal(ids.n, 1);
+	memcpy(retry, ids.v[0], sizeof(retry));
+	store_idents_free(&ids);
+	assert_int_equal(store_job_rec_get(f->st, retry, &rec), RCS_OK);
+	assert_int_equal(rec.attempt, 2);
+	assert_string_equal(rec.response, "group paused");
+	store_job_rec_free(&rec);
+	assert_int_equal(lifecycle_group_resume(&lc, f->root, gid, 280, NULL, NULL), RCS_OK);
+	assert_int_equal(store_job_rec_get(f->st, retry, &rec), RCS_OK);
+	assert_string_equal(rec.response, "waiting for retry: attempt 2");
+	store_job_rec_free(&rec);
+}
+
 static void test_move_hands_back_the_record(void **state)
 {
 	struct fixture *f = *state;
@@ -1693,6 +1736,7 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(test_fold_of_many_jobs, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_fold_then_group_abort, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_group_progress, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_group_pause_says_so, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_what_follows_a_move, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_webhook_outbox_follows_new_webhooks, setup,
 					    teardown),
