@@ -361,15 +361,48 @@ out:
 	return rc;
 }
 
+/* A group's progress (docs/api.md "Progress"): its devices, how many ended and how, what
+ * is still open or held, its retries and the rollout's time to release what it holds. */
+static void groups_progress(json_object *g)
+{
+	json_object *p = jsonu_member(g, "progress"), *eta;
+	char line[256], d[24];
+
+	if (p == NULL || !json_object_is_type(p, json_type_object))
+		return;
+	snprintf(line, sizeof(line), "%lld", (long long)cli_int(p, "devices"));
+	table_kv(stdout, "devices", line);
+	snprintf(line, sizeof(line),
+		 "%lld ended: %lld succeeded, %lld failed, %lld cancelled (%lld not sent)",
+		 (long long)cli_int(p, "ended"), (long long)cli_int(p, "succeeded"),
+		 (long long)cli_int(p, "failed"), (long long)cli_int(p, "cancelled"),
+		 (long long)cli_int(p, "not_sent"));
+	table_kv(stdout, "progress", line);
+	snprintf(line, sizeof(line), "%lld (%lld held for release)", (long long)cli_int(p, "open"),
+		 (long long)cli_int(p, "held"));
+	table_kv(stdout, "open", line);
+	snprintf(line, sizeof(line), "%lld (jobs in all: %s)", (long long)cli_int(p, "retries"),
+		 cli_text(g, "total") ? cli_text(g, "total") : "-");
+	table_kv(stdout, "retries", line);
+	eta = jsonu_member(p, "release_eta_s");
+	if (eta != NULL && json_object_is_type(eta, json_type_int)) {
+		table_duration(d, sizeof(d), (double)json_object_get_int64(eta));
+		snprintf(line, sizeof(line), "%s at the rollout's pace", d);
+		table_kv(stdout, "released in", line);
+	}
+}
+
 static int groups_print(struct cli *c, json_object *g)
 {
 	static const char *const heads[] = {"STATUS", "JOBS"};
+	static const char *const by_device[] = {"STATUS", "DEVICES"};
 	json_object *counts = jsonu_member(g, "counts");
 	char tm[32];
 	struct table t;
 	int rc = CLI_OK;
+	bool devices = counts != NULL && json_object_is_type(counts, json_type_object);
 
-	if (counts == NULL || !json_object_is_type(counts, json_type_object))
+	if (!devices)
 		counts = jsonu_member(g, "statuses");
 	table_kv(stdout, "ident", cli_str(g, "ident"));
 	table_kv(stdout, "name", cli_str(g, "name"));
@@ -380,9 +413,13 @@ static int groups_print(struct cli *c, json_object *g)
 		table_kv(stdout, "status", cli_str(g, "status"));
 	if (jsonu_member(g, "reason") != NULL)
 		table_kv(stdout, "reason", cli_text(g, "reason"));
-	table_kv(stdout, "total", cli_text(g, "total"));
+	if (jsonu_member(g, "progress") != NULL)
+		groups_progress(g);
+	else
+		table_kv(stdout, "total", cli_text(g, "total"));
 	fputc('\n', stdout);
-	table_init(&t, 2, heads);
+	/* the devices' latest attempts when the coordinator counts them, else the jobs */
+	table_init(&t, 2, devices ? by_device : heads);
 	/* in the order of the lifecycle, then any status this CLI doesn't know */
 	for (int s = 0; s < JS__COUNT && rc == CLI_OK; s++) {
 		const char *row[] = {status_name((enum job_status)s), NULL};

@@ -40,8 +40,31 @@ int watch_finished(const struct watch_snap *s)
 int watch_failed(const struct watch_snap *s)
 {
 	return s->counts[JS_EDGE_ERROR] > 0 || s->counts[JS_EXPIRED] > 0 ||
-	       s->counts[JS_CANCELLED] > 0 || strcmp(s->state, "aborted") == 0 ||
-	       strcmp(s->state, "cancelled") == 0;
+	       (s->counts[JS_CANCELLED] > 0 && strcmp(s->state, "completed") != 0) ||
+	       strcmp(s->state, "aborted") == 0 || strcmp(s->state, "cancelled") == 0;
+}
+
+const char *watch_end_word(const struct watch_snap *s, int interrupted)
+{
+	if (interrupted)
+		return "interrupted";
+	if (strcmp(s->state, "completed") == 0)
+		return watch_failed(s) ? "completed with failures" : "completed";
+	if (strcmp(s->state, "aborted") == 0 || strcmp(s->state, "cancelled") == 0)
+		return s->state;
+	return watch_failed(s) ? "ended failed" : "done";
+}
+
+double watch_eta(const struct watch_snap *s, long long left, double rate)
+{
+	double eta = left > 0 && rate > 0 ? (double)left / rate : -1;
+
+	if (left <= 0 || strcmp(s->state, "paused") == 0)
+		return -1; /* a paused group releases nothing: no time to tell */
+	/* what the rollout still holds goes out at its pace, however fast the first ones ended */
+	if (s->held > 0 && s->release_eta >= 0 && s->release_eta > eta)
+		eta = s->release_eta;
+	return eta;
 }
 
 static long long watch_count(const struct watch_snap *s, int st)
@@ -69,19 +92,18 @@ double watch_rate(const struct watch_snap *samples, size_t n, int st)
 }
 
 void watch_bar(char *out, size_t len, const char *label, long long count, long long total,
-	       double rate, size_t width)
+	       double rate, double eta_s, size_t width)
 {
 	char bar[256], tail[80], r[24] = "", eta[32] = "";
 	size_t bw, fill, fixed;
 
 	/* a tail of one width whatever the rate, so that the bars line up */
-	if (rate > 0) {
+	if (rate > 0)
 		snprintf(r, sizeof(r), "%.1f/s", rate);
-		if (count < total) {
-			char d[24];
-			table_duration(d, sizeof(d), (double)(total - count) / rate);
-			snprintf(eta, sizeof(eta), "ETA %s", d);
-		}
+	if (eta_s >= 0 && count < total) {
+		char d[24];
+		table_duration(d, sizeof(d), eta_s);
+		snprintf(eta, sizeof(eta), "ETA %s", d);
 	}
 	snprintf(tail, sizeof(tail), "%6lld/%-6lld %9s  %-10s", count, total, r, eta);
 	fixed = 2 + 17 + 3 + strlen(tail); /* "  label[bar] tail" */
@@ -102,13 +124,17 @@ void watch_bar(char *out, size_t len, const char *label, long long count, long l
 /* Reads a group's (or a job's) record into s. */
 static void watch_read(json_object *rec, int is_group, struct watch_snap *s)
 {
-	json_object *counts;
+	json_object *counts, *progress = jsonu_member(rec, "progress");
 	const char *st;
 	enum job_status js;
+	long long sum = 0;
+	bool by_device;
 
 	memset(s->counts, 0, sizeof(s->counts));
 	s->other = 0;
 	s->state[0] = '\0';
+	s->held = s->not_sent = s->retries = 0;
+	s->release_eta = -1;
 	if (!is_group) {
 		s->total = 1;
 		st = cli_str(rec, "status");
@@ -123,7 +149,8 @@ static void watch_read(json_object *rec, int is_group, struct watch_snap *s)
 	if (st != NULL)
 		snprintf(s->state, sizeof(s->state), "%s", st);
 	counts = jsonu_member(rec, "counts");
-	if (counts == NULL || !json_object_is_type(counts, json_type_object))
+	by_device = counts != NULL && json_object_is_type(counts, json_type_object);
+	if (!by_device)
 		counts = jsonu_member(rec, "statuses");
 	if (counts == NULL || !json_object_is_type(counts, json_type_object))
 		return;
@@ -134,6 +161,19 @@ static void watch_read(json_object *rec, int is_group, struct watch_snap *s)
 			s->counts[js] += n;
 		else
 			s->other += n;
+		sum += n;
+	}
+	if (!by_device)
+		return;
+	/* devices: the latest attempts' counts add up to them (docs/api.md "Progress") */
+	s->total = sum;
+	if (progress != NULL && json_object_is_type(progress, json_type_object)) {
+		json_object *eta = jsonu_member(progress, "release_eta_s");
+		s->held = cli_int(progress, "held");
+		s->not_sent = cli_int(progress, "not_sent");
+		s->retries = cli_int(progress, "retries");
+		if (eta != NULL && json_object_is_type(eta, json_type_int))
+			s->release_eta = (double)json_object_get_int64(eta);
 	}
 }
 
@@ -141,45 +181,60 @@ static int watch_same(const struct watch_snap *a, const struct watch_snap *b)
 {
 	return a->total == b->total && a->other == b->other &&
 	       memcmp(a->counts, b->counts, sizeof(a->counts)) == 0 &&
-	       strcmp(a->state, b->state) == 0;
+	       strcmp(a->state, b->state) == 0 && a->held == b->held &&
+	       a->not_sent == b->not_sent && a->retries == b->retries;
 }
 
-/* "terminated 7, edge_error 1" */
+/* "terminated 7, edge_error 1, cancelled 2 (2 not sent); 3 retries" */
 static void watch_summary(const struct watch_snap *s, char *out, size_t len)
 {
 	size_t o = 0;
+	int n;
 
 	out[0] = '\0';
 	for (int i = 0; i < JS__COUNT; i++) {
-		int n;
+		char extra[48] = "";
 		if (s->counts[i] == 0)
 			continue;
-		n = snprintf(out + o, len - o, "%s%s %lld", o ? ", " : "",
-			     status_name((enum job_status)i), s->counts[i]);
+		if (i == JS_CANCELLED && s->not_sent > 0)
+			snprintf(extra, sizeof(extra), " (%lld not sent)", s->not_sent);
+		n = snprintf(out + o, len - o, "%s%s %lld%s", o ? ", " : "",
+			     status_name((enum job_status)i), s->counts[i], extra);
 		if (n < 0 || (size_t)n >= len - o)
 			return;
 		o += (size_t)n;
 	}
-	if (s->other > 0)
-		snprintf(out + o, len - o, "%sother %lld", o ? ", " : "", s->other);
+	if (s->other > 0) {
+		n = snprintf(out + o, len - o, "%sother %lld", o ? ", " : "", s->other);
+		if (n < 0 || (size_t)n >= len - o)
+			return;
+		o += (size_t)n;
+	}
+	if (s->retries > 0)
+		snprintf(out + o, len - o, "; %lld retr%s", s->retries,
+			 s->retries == 1 ? "y" : "ies");
 }
 
-/* "7/10 ended  12s  0.5/s  ETA 6s" */
+/* "7/10 ended  running  3 held  12s  0.5/s  ETA 6s" */
 static void watch_head(const struct watch_snap *samples, size_t n, char *out, size_t len)
 {
 	const struct watch_snap *s = &samples[n - 1];
 	double rate = watch_rate(samples, n, JS__COUNT);
-	char el[32], eta[96] = "";
-	long long left = s->total - watch_done(s);
+	double left_s = watch_eta(s, s->total - watch_done(s), rate);
+	char el[32], held[40] = "", r[24] = "", eta[48] = "";
 
 	table_duration(el, sizeof(el), s->t);
-	if (rate > 0 && left > 0) {
+	if (s->held > 0)
+		snprintf(held, sizeof(held), "  %lld held", s->held);
+	if (rate > 0 && s->total > watch_done(s))
+		snprintf(r, sizeof(r), "  %.1f/s", rate);
+	if (left_s >= 0) {
 		char d[24];
-		table_duration(d, sizeof(d), (double)left / rate);
-		snprintf(eta, sizeof(eta), "  %.1f/s  ETA %s", rate, d);
+		table_duration(d, sizeof(d), left_s);
+		snprintf(eta, sizeof(eta), "  ETA %s", d);
 	}
-	snprintf(out, len, "%lld/%lld ended%s%s  %s%s", watch_done(s), s->total,
-		 s->state[0] ? "  " : "", s->state, el, eta);
+	snprintf(out, len, "%lld/%lld ended%s%s%s  %s%s%s", watch_done(s), s->total,
+		 s->state[0] ? "  " : "", s->state, held, el, r, eta);
 }
 
 struct watch_tty {
@@ -212,7 +267,8 @@ static void watch_draw(struct watch_tty *d, const char *title, const struct watc
 			continue;
 		rate = status_is_terminal((enum job_status)i) ? watch_rate(samples, n, i) : -1;
 		watch_bar(line, sizeof(line), status_name((enum job_status)i), s->counts[i],
-			  s->total, rate, width);
+			  s->total, rate,
+			  rate > 0 ? watch_eta(s, s->total - s->counts[i], rate) : -1, width);
 		table_cut(line, width);
 		printf("\r\033[2K%s\n", line);
 		lines++;
@@ -457,10 +513,7 @@ int watch_run(struct cli *c, const char *group, const char *job, enum watch_out 
 			printf("%s\n", jsonu_dump(last, NULL));
 		else if (mode == WATCH_TTY || mode == WATCH_LINES) {
 			watch_summary(&prev, summary, sizeof(summary));
-			printf("%s: %s%s\n", title,
-			       rc == CLI_INTERRUPTED ? "interrupted, "
-			       : rc == CLI_OK        ? "done, "
-						     : "ended failed, ",
+			printf("%s: %s, %s\n", title, watch_end_word(&prev, rc == CLI_INTERRUPTED),
 			       summary[0] ? summary : "no jobs");
 			if (rc == CLI_FAILED && last != NULL) {
 				size_t width = table_term_width();

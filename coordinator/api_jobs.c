@@ -321,7 +321,11 @@ static void job_list(struct api_req *req, struct api_resp *r, struct job_filter 
 		return;
 	f->status = api_query(req, "status");
 	if (f->status && strcmp(f->status, "running") != 0 && !status_parse(f->status, &st)) {
-		api_error(r, 400, "invalid_parameter", "status", "'status' is not a job status");
+		char names[256];
+		validate_status_names(names, sizeof(names));
+		api_error(r, 400, "invalid_parameter", "status",
+			  "'status' must be one of: %s, or running (not '%.64s')", names,
+			  f->status);
 		return;
 	}
 	if (!job_filter_uuid(req, r, "group_ident", &f->group_ident) ||
@@ -431,33 +435,47 @@ void api_job_history(struct api_req *req, struct api_resp *r)
 	store_job_rec_free(&job);
 }
 
+#define API_CANCEL_REASON_MAX 500 /* bytes of a cancel's reason */
+
 void api_job_cancel(struct api_req *req, struct api_resp *r)
 {
 	struct job_rec job;
 	struct render w;
 	struct buf text;
+	char response[API_CANCEL_REASON_MAX + 160];
 	enum rcs_err err = RCS_ERR_NOTFOUND;
+	const char *reason = NULL;
 
-	/* no body is needed; one that is sent must be an empty object */
+	/* no body is needed; one that is sent is an object with at most a reason */
 	if (req->body && req->body_len > 0) {
-		static const char *const none[] = {NULL};
+		static const char *const keys[] = {"reason", NULL};
 		json_object *body = NULL;
 		struct jsonu_err e;
 		bool ok;
 		if (!api_body_object(req, r, true, &body))
 			return;
-		ok = jsonu_check_keys(body, none, &e) == RCS_OK;
+		ok = jsonu_check_keys(body, keys, &e) == RCS_OK &&
+		     jsonu_get_string(body, "reason", false, API_CANCEL_REASON_MAX, &reason, NULL,
+				      &e) == RCS_OK;
+		/* who cancelled and why, in the job's response (docs/api.md "Jobs") */
+		if (ok && reason && reason[0] != '\0')
+			snprintf(response, sizeof(response), "cancelled by %.128s: %s",
+				 req->auth.user, reason);
+		else
+			reason = NULL;
 		json_object_put(body);
 		if (!ok) {
 			api_invalid(r, &e);
 			return;
 		}
 	}
+	if (reason == NULL)
+		snprintf(response, sizeof(response), "cancelled by %.128s", req->auth.user);
 	memset(&job, 0, sizeof(job));
 	err = job_visible(req, req->seg[1]);
 	if (err == RCS_OK)
-		err = lifecycle_cancel(req->app->lc, req->auth.client_root, req->seg[1], req->now,
-				       &job);
+		err = lifecycle_cancel(req->app->lc, req->auth.client_root, req->seg[1], response,
+				       req->now, &job);
 	if (err == RCS_ERR_CONFLICT) {
 		api_error(r, 409, "job_terminal", NULL, "the job has already ended");
 		return;

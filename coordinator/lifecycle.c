@@ -38,29 +38,35 @@ static void lifecycle_metric_done(void *arg, bool committed)
 }
 
 /* The metrics of an applied change: its status, and how long the job took to reach its
- * device (created -> edge_transmitted) or to run (edge_started -> final status).
- * created_at: the job's, when its record was read anyway (its initial status has the same
- * time); 0: looked up. Counted when the change commits, not before: a batch rolled back
- * and applied again counts once (docs/architecture.md, "One job, from POST to the final
- * report", step 6). */
+ * device (due -> edge_transmitted: from its release, a rollout's hold left out) or to run
+ * (edge_started -> final status), to the millisecond from the moments metrics.c keeps,
+ * else in whole seconds from the stored times. created_at: the job's, when its record was
+ * read anyway (its initial status has the same time); 0: looked up. Counted when the
+ * change commits, not before: a batch rolled back and applied again counts once
+ * (docs/architecture.md, "One job, from POST to the final report", step 6). */
 static void lifecycle_metrics(struct lifecycle *lc, const struct job_move *m, int64_t created_at)
 {
 	struct lifecycle_metric *lm = calloc(1, sizeof(*lm));
 	int64_t since = created_at;
+	double took = -1;
 
 	if (lm == NULL)
 		return; /* a metric less rather than a change refused */
 	lm->to = m->to;
+	if (m->to == JS_EDGE_STARTED)
+		metrics_clock_mark(METRICS_STARTED, m->ident);
 	if (m->to == JS_EDGE_TRANSMITTED &&
-	    (since > 0 || store_job_status_at(lc->st, m->ident, JS_INITIAL, &since) == RCS_OK) &&
-	    since > 0) {
+	    ((took = metrics_clock_take(METRICS_DUE, m->ident)) >= 0 ||
+	     ((since > 0 || store_job_status_at(lc->st, m->ident, JS_INITIAL, &since) == RCS_OK) &&
+	      since > 0))) {
 		lm->kind = LC_METRIC_DELIVERY;
-		lm->seconds = (double)(m->now - since);
+		lm->seconds = took >= 0 ? took : (double)(m->now - since);
 	} else if ((m->to == JS_TERMINATED || m->to == JS_EDGE_ERROR) &&
-		   store_job_status_at(lc->st, m->ident, JS_EDGE_STARTED, &since) == RCS_OK &&
-		   since > 0) {
+		   ((took = metrics_clock_take(METRICS_STARTED, m->ident)) >= 0 ||
+		    (store_job_status_at(lc->st, m->ident, JS_EDGE_STARTED, &since) == RCS_OK &&
+		     since > 0))) {
 		lm->kind = LC_METRIC_RUN;
-		lm->seconds = (double)(m->now - since);
+		lm->seconds = took >= 0 ? took : (double)(m->now - since);
 	}
 	if (store_after_commit(lc->st, lifecycle_metric_done, lm) != RCS_OK)
 		free(lm);
@@ -242,6 +248,9 @@ enum rcs_err lifecycle_jobs_create(struct lifecycle *lc, const struct job_batch 
 	err = store_jobs_create(lc->st, b);
 	if (err != RCS_OK || b->n == 0)
 		goto out;
+	/* due now, unless held for release or scheduled later (the metrics' delivery latency) */
+	for (size_t i = 0; !b->hold && b->scheduled_time <= b->now && i < b->n; i++)
+		metrics_clock_mark(METRICS_DUE, b->jobs[i].ident);
 	if (b->n == 1 && b->group_ident == NULL) {
 		lifecycle_jobs_created(lc, b);
 		goto out;
@@ -289,14 +298,14 @@ static void lifecycle_cancelled_after(void *arg, bool committed)
 }
 
 enum rcs_err lifecycle_cancel(struct lifecycle *lc, const char *client_root, const char *ident,
-			      int64_t now, struct job_rec *job_out)
+			      const char *response, int64_t now, struct job_rec *job_out)
 {
 	struct lifecycle_cancelled *c = NULL;
 	struct job_move m = {
 	    .client_root = client_root,
 	    .ident = ident,
 	    .to = JS_CANCELLED,
-	    .response = NULL,
+	    .response = response,
 	    .now = now,
 	};
 	enum store_move res = STORE_MOVE_DUPLICATE;
@@ -403,8 +412,8 @@ enum rcs_err lifecycle_group_set_status(struct lifecycle *lc, const char *group_
 	return RCS_OK;
 }
 
-/* Cancels the group's jobs that have not ended (unsent_only: those not yet transmited,
- * with response), a chunk at a time. The group is no longer running: their ends change
+/* Cancels the group's jobs that have not ended (unsent_only: those not yet transmited),
+ * each with response, a chunk at a time. The group is no longer running: their ends change
  * nothing more of it. */
 static enum rcs_err lifecycle_group_cancel_jobs(struct lifecycle *lc, const char *group,
 						bool unsent_only, const char *response, int64_t now)
@@ -432,7 +441,7 @@ static enum rcs_err lifecycle_group_cancel_jobs(struct lifecycle *lc, const char
 			if (unsent_only) {
 				err = lifecycle_move(lc, &m, &res, NULL);
 			} else {
-				err = lifecycle_cancel(lc, NULL, ids.v[i], now, &job);
+				err = lifecycle_cancel(lc, NULL, ids.v[i], response, now, &job);
 				if (err == RCS_OK)
 					store_job_rec_free(&job);
 				res = err == RCS_OK ? STORE_MOVE_APPLIED : STORE_MOVE_TERMINAL;
@@ -526,7 +535,9 @@ static enum rcs_err lifecycle_group_retry(struct lifecycle *lc, const struct gro
 	delay = rollout_retry_delay(s, job->attempt);
 	snprintf(response, sizeof(response), "waiting for retry: attempt %lld of %lld after %llds",
 		 job->attempt + 1, s->max_attempts, (long long)delay);
-	err = store_group_retry(lc->st, job->ident, ident, now, now + delay, response);
+	/* a paused group's retry waits for the resume first, and says so */
+	err = store_group_retry(lc->st, job->ident, ident, now, now + delay,
+				g->status == GROUP_PAUSED ? STORE_PAUSED_RESPONSE : response);
 	if (err != RCS_OK)
 		return err;
 	log_info("job %s (%s): attempt %lld is job %s, in %llds", job->ident,
@@ -623,7 +634,7 @@ enum rcs_err lifecycle_group_pause(struct lifecycle *lc, const char *client_root
 	}
 	/* the jobs not yet sent wait again */
 	if (err == RCS_OK)
-		err = store_group_hold(lc->st, ident, "group paused");
+		err = store_group_hold(lc->st, ident);
 	return lifecycle_group_action_end(lc, client_root, ident, err, out);
 }
 
@@ -646,6 +657,9 @@ enum rcs_err lifecycle_group_resume(struct lifecycle *lc, const char *client_roo
 						 GROUP_BIT(GROUP_RUNNING) | GROUP_BIT(GROUP_PAUSED),
 						 GROUP_RUNNING, NULL, now, prev);
 	}
+	/* the jobs the pause held say again what they wait for */
+	if (err == RCS_OK)
+		err = store_group_unhold(lc->st, ident, now);
 	/* nothing left to do: completed now */
 	if (err == RCS_OK && (err = store_group_read(lc->st, NULL, ident, false, &g)) == RCS_OK) {
 		err = lifecycle_group_check_done(lc, &g, now);
@@ -661,12 +675,13 @@ enum rcs_err lifecycle_group_cancel(struct lifecycle *lc, const char *client_roo
 				    enum group_status *prev, struct group_rec *out)
 {
 	struct group_rec g;
-	char reason[200];
+	char reason[200], response[200];
 	enum rcs_err err;
 
 	if (out)
 		memset(out, 0, sizeof(*out));
 	snprintf(reason, sizeof(reason), "cancelled through the API by %.128s", user ? user : "");
+	snprintf(response, sizeof(response), "group cancelled by %.128s", user ? user : "");
 	err = store_tx_begin(lc->st);
 	if (err != RCS_OK)
 		return err;
@@ -679,7 +694,7 @@ enum rcs_err lifecycle_group_cancel(struct lifecycle *lc, const char *client_roo
 	}
 	/* every job not ended, as the job cancel does (devices are told) */
 	if (err == RCS_OK)
-		err = lifecycle_group_cancel_jobs(lc, ident, false, NULL, now);
+		err = lifecycle_group_cancel_jobs(lc, ident, false, response, now);
 	return lifecycle_group_action_end(lc, client_root, ident, err, out);
 }
 
@@ -706,6 +721,8 @@ enum rcs_err lifecycle_jobs_released(struct lifecycle *lc, const struct store_id
 
 	if (ids->n == 0)
 		return RCS_OK;
+	for (size_t i = 0; i < ids->n; i++)
+		metrics_clock_mark(METRICS_DUE, ids->v[i]);
 	if (lc->changed)
 		lc->changed(lc->changed_ctx);
 	if (lc->hooks == NULL)

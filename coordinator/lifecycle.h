@@ -92,11 +92,13 @@ enum rcs_err lifecycle_jobs_create(struct lifecycle *lc, const struct job_batch 
 
 /*
  * Cancels a job of the tenant: RCS_ERR_NOTFOUND, RCS_ERR_CONFLICT when it
- * already ended. *job_out gets the job record afterwards (freed by the caller with
- * store_job_rec_free; zeroed on an error).
+ * already ended. response (NULL: kept) becomes the job's response, in its record and
+ * the history item of the cancel: who cancelled and why (docs/api.md "Jobs"). *job_out
+ * gets the job record afterwards (freed by the caller with store_job_rec_free; zeroed on
+ * an error).
  */
 enum rcs_err lifecycle_cancel(struct lifecycle *lc, const char *client_root, const char *ident,
-			      int64_t now, struct job_rec *job_out);
+			      const char *response, int64_t now, struct job_rec *job_out);
 
 /* ---- group sends (docs/api.md "Rollouts") ---- */
 

@@ -7,12 +7,15 @@
 #include <netdb.h>
 #include <pthread.h>
 #include <stdio.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "log.h"
 #include "store.h"
 #include "store_devices.h"
+#include "store_groups.h"
 #include "store_jobs.h"
 #include "store_outbox.h"
 #include "store_webhooks.h"
@@ -166,6 +169,68 @@ void metrics_job_run_time(double seconds)
 	pthread_mutex_unlock(&m.lock);
 }
 
+/* ---- the moments latencies are measured from ---- */
+
+static struct {
+	pthread_mutex_t lock;
+	struct metrics_moment {
+		char ident[UUID_STR_LEN];
+		int64_t ms;
+	} slots[2][METRICS_CLOCK_SLOTS];
+} clocks = {.lock = PTHREAD_MUTEX_INITIALIZER};
+
+static int64_t metrics_now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* A job's slot: FNV-1a of its ident. */
+static struct metrics_moment *metrics_slot(enum metrics_clock kind, const char *ident)
+{
+	uint32_t h = 2166136261u;
+
+	for (const char *p = ident; *p; p++)
+		h = (h ^ (unsigned char)*p) * 16777619u;
+	return &clocks.slots[kind == METRICS_STARTED][h % METRICS_CLOCK_SLOTS];
+}
+
+void metrics_clock_mark(enum metrics_clock kind, const char *ident)
+{
+	int64_t now = metrics_now_ms();
+	struct metrics_moment *s;
+
+	if (ident == NULL || strlen(ident) >= UUID_STR_LEN)
+		return;
+	pthread_mutex_lock(&clocks.lock);
+	s = metrics_slot(kind, ident);
+	snprintf(s->ident, sizeof(s->ident), "%s", ident);
+	s->ms = now;
+	pthread_mutex_unlock(&clocks.lock);
+}
+
+double metrics_clock_take(enum metrics_clock kind, const char *ident)
+{
+	int64_t now = metrics_now_ms(), at = 0;
+	struct metrics_moment *s;
+
+	if (ident == NULL)
+		return -1;
+	pthread_mutex_lock(&clocks.lock);
+	s = metrics_slot(kind, ident);
+	if (s->ms > 0 && strcmp(s->ident, ident) == 0) {
+		at = s->ms;
+		s->ms = 0;
+		s->ident[0] = '\0';
+	}
+	pthread_mutex_unlock(&clocks.lock);
+	if (at == 0)
+		return -1;
+	return now > at ? (double)(now - at) / 1000.0 : 0.0;
+}
+
 void metrics_webhook_attempt(bool delivered, bool failed)
 {
 	pthread_mutex_lock(&m.lock);
@@ -232,11 +297,14 @@ static void gauge(struct buf *b, const char *name, const char *help, long long v
 
 enum rcs_err metrics_render(struct store *st, struct buf *b)
 {
-	long long by_status[JS__COUNT], online = 0, mails = 0, hooks = 0, size = 0;
+	long long by_status[JS__COUNT], groups[GROUP__COUNT], online = 0, mails = 0, hooks = 0,
+							      size = 0;
 	enum rcs_err err;
 
 	/* the store's gauges first, outside this module's lock */
 	err = store_jobs_by_status(st, by_status);
+	if (err == RCS_OK)
+		err = store_groups_by_status(st, groups);
 	if (err == RCS_OK)
 		err = store_devices_online(st, &online);
 	if (err == RCS_OK)
@@ -259,8 +327,15 @@ enum rcs_err metrics_render(struct store *st, struct buf *b)
 	for (int i = 0; i < JS__COUNT; i++)
 		sample_ull(b, "rcs_jobs", "status", status_name((enum job_status)i),
 			   (unsigned long long)(by_status[i] > 0 ? by_status[i] : 0));
+	buf_appendf(b, "# HELP rcs_groups Groups (bulk sends) in each status now.\n"
+		       "# TYPE rcs_groups gauge\n");
+	for (int i = 0; i < GROUP__COUNT; i++)
+		sample_ull(b, "rcs_groups", "status", group_status_name((enum group_status)i),
+			   (unsigned long long)(groups[i] > 0 ? groups[i] : 0));
 	histo_write(b, "rcs_job_delivery_latency_seconds",
-		    "Seconds from a job's creation to edge_transmitted.", &m.latency);
+		    "Seconds from a job's release (its creation, or the end of its hold) to"
+		    " edge_transmitted.",
+		    &m.latency);
 	histo_write(b, "rcs_job_run_time_seconds",
 		    "Seconds from edge_started to the job's final status.", &m.run);
 	buf_appendf(b, "# HELP rcs_http_requests_total API requests by method and status code.\n"

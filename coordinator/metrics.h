@@ -35,9 +35,25 @@ void metrics_mqtt_broker(const char *url);
 void metrics_job_status(enum job_status to);
 /* n jobs came to status to. */
 void metrics_job_statuses(enum job_status to, size_t n);
-/* A job reached its device (created -> edge_transmitted) / ran (edge_started -> end). */
+/* A job reached its device (due -> edge_transmitted) / ran (edge_started -> end). */
 void metrics_job_delivery_latency(double seconds);
 void metrics_job_run_time(double seconds);
+
+/*
+ * The moments the two histograms measure from, to the millisecond (the store keeps whole
+ * seconds): a job became due to go out (created to be sent now, or released by its
+ * rollout, its window or its retry's backoff), or its device started it. Kept in memory,
+ * in a bounded table per kind (METRICS_CLOCK_SLOTS, one job per slot, the newer taking
+ * the slot): a job the table no longer holds, or whose moment another coordinator saw, is
+ * measured from its stored times (docs/coordinator.md "Metrics").
+ */
+#define METRICS_CLOCK_SLOTS 32768
+enum metrics_clock { METRICS_DUE, METRICS_STARTED };
+/* Now (Unix ms) is the moment of kind for job ident. */
+void metrics_clock_mark(enum metrics_clock kind, const char *ident);
+/* Seconds from the moment of kind of job ident to now, the moment forgotten; < 0 when the
+ * table doesn't hold it. */
+double metrics_clock_take(enum metrics_clock kind, const char *ident);
 /* A webhook delivery attempt: delivered or not; failed for good. */
 void metrics_webhook_attempt(bool delivered, bool failed);
 

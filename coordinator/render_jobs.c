@@ -237,6 +237,33 @@ static void render_group_settings(struct render *w, const struct group_settings 
 	render_kbool(w, "continuous", g->continuous);
 }
 
+/* A group's progress (docs/api.md "Progress"): one count per device; what only the
+ * counts tell, with them. */
+static void render_group_progress(struct render *w, const struct group_rec *r)
+{
+	const struct group_progress *p = &r->progress;
+
+	render_key(w, "progress");
+	render_obj_open(w);
+	render_kint(w, "devices", p->devices);
+	render_kint(w, "ended", p->ended);
+	render_kint(w, "succeeded", p->succeeded);
+	render_kint(w, "failed", p->failed);
+	render_kint(w, "cancelled", p->cancelled);
+	render_kint(w, "open", p->open);
+	if (r->with_counts) {
+		render_kint(w, "held", p->held);
+		render_kint(w, "not_sent", p->not_sent);
+		render_kint(w, "retries", p->retries);
+		render_key(w, "release_eta_s");
+		if (p->release_eta_s >= 0)
+			render_int(w, p->release_eta_s);
+		else
+			render_null(w);
+	}
+	render_obj_close(w);
+}
+
 void render_group(struct render *w, const struct group_rec *r)
 {
 	render_obj_open(w);
@@ -256,6 +283,7 @@ void render_group(struct render *w, const struct group_rec *r)
 	render_kstr(w, "reason", r->reason);
 	render_kstr(w, "tag", r->tag);
 	render_group_settings(w, &r->settings);
+	render_group_progress(w, r);
 	if (r->with_counts) {
 		render_kint(w, "total", r->total);
 		render_key(w, "statuses");

@@ -149,6 +149,40 @@ int64_t rollout_window_next(const struct group_settings *g, int64_t now)
 	return 0;
 }
 
+#define ROLLOUT_ETA_MAX (366 * (int64_t)ROLLOUT_DAY) /* longer: no telling */
+
+int64_t rollout_release_eta(const struct group_settings *g, long long held, long long succeeded,
+			    int64_t now)
+{
+	double rate = rollout_rate(g, succeeded), left = (double)held;
+	int64_t t = now;
+
+	if (held <= 0)
+		return 0;
+	if (!g->has_window) {
+		double s = rate > 0 ? ceil(left * 60.0 / rate) : 0;
+		return s > (double)ROLLOUT_ETA_MAX ? -1 : (int64_t)s;
+	}
+	/* a minute of the window at a time, closed spans skipped */
+	for (;;) {
+		int64_t next;
+
+		if (t - now > ROLLOUT_ETA_MAX)
+			return -1;
+		if (!rollout_window_open(g, t)) {
+			next = rollout_window_next(g, t);
+			if (next <= t)
+				return -1;
+			t = next;
+			continue;
+		}
+		if (rate <= 0 || left * 60.0 / rate <= 60.0)
+			return t - now + (rate > 0 ? (int64_t)ceil(left * 60.0 / rate) : 0);
+		left -= rate;
+		t += 60;
+	}
+}
+
 int64_t rollout_retry_delay(const struct group_settings *g, long long attempt)
 {
 	double d = (double)g->backoff_s;

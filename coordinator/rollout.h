@@ -75,6 +75,15 @@ bool rollout_window_open(const struct group_settings *g, int64_t now);
 /* The next instant (>= now) the window is open: now when it is; 0 without a window day. */
 int64_t rollout_window_next(const struct group_settings *g, int64_t now);
 
+/* Seconds from now until the last of `held` jobs waiting for their release is released:
+ * at the rate of `succeeded` terminated jobs (rollout_rate; an exponential rollout's later
+ * rises are not foreseen, so this is at most the time it takes), inside the window (one
+ * that opens later adds the wait). 0 when nothing is held or nothing holds it back; -1 when
+ * there is no telling: a window without a day, or more than a year
+ * (docs/api.md "Progress"). */
+int64_t rollout_release_eta(const struct group_settings *g, long long held, long long succeeded,
+			    int64_t now);
+
 /* The delay before attempt + 1 of a job whose attempt `attempt` failed (attempt >= 1):
  * backoff_s × factor^(attempt - 1), at most ROLLOUT_MAX_DELAY. */
 int64_t rollout_retry_delay(const struct group_settings *g, long long attempt);

@@ -14,13 +14,6 @@
 #include "store_outbox.h"
 #include "store_queues.h"
 
-/* The columns of a group_rec, in the order store_group_row reads them (table groups). */
-#define GROUP_COLS                                                                                 \
-	"ident, name, created_user, created_at, task_ident, client_root, status, reason,"          \
-	" task_version, task_name, tag, continuous, ro_max, ro_base, ro_factor, ro_after, ab_pct," \
-	" ab_min, win_days, win_start, win_dur, win_off, rt_max, rt_backoff, rt_factor, n_open,"   \
-	" n_finished, n_failed, n_succeeded, tokens, tokens_at"
-
 /* Whether a group's jobs wait for release (a rollout or a window), on a groups row. */
 #define GROUP_HOLDS                                                                                \
 	"(ro_max IS NOT NULL OR ro_base IS NOT NULL OR win_days IS NOT NULL OR status = 'paused')"
@@ -62,8 +55,25 @@ void store_group_rec_free(struct group_rec *r)
 	r->n_rejected = 0;
 }
 
-/* The row of GROUP_COLS into *r (zeroed first; on an error what was read is freed). */
-static enum rcs_err store_group_row(struct store_stmt *s, struct group_rec *r)
+/* A group's progress from its tallies of latest attempts (a list's; docs/api.md
+ * "Progress"). */
+static void group_progress_tallies(struct group_rec *r)
+{
+	struct group_progress *p = &r->progress;
+
+	memset(p, 0, sizeof(*p));
+	p->open = r->n_open;
+	p->ended = r->n_finished;
+	p->devices = p->open + p->ended;
+	p->succeeded = r->n_succeeded;
+	p->failed = r->n_failed;
+	p->cancelled = p->ended - p->succeeded - p->failed;
+	if (p->cancelled < 0)
+		p->cancelled = 0;
+	p->release_eta_s = -1;
+}
+
+enum rcs_err store_group_row(struct store_stmt *s, struct group_rec *r)
 {
 	struct group_settings *g = &r->settings;
 	enum rcs_err err = RCS_OK;
@@ -104,39 +114,9 @@ static enum rcs_err store_group_row(struct store_stmt *s, struct group_rec *r)
 	r->n_succeeded = store_val_int(s, 28);
 	r->tokens_milli = store_val_int(s, 29);
 	r->tokens_at_ms = store_val_int(s, 30);
+	group_progress_tallies(r);
 	if (err != RCS_OK)
 		store_group_rec_free(r);
-	return err;
-}
-
-static enum rcs_err group_row_one(struct store_stmt *s, void *arg)
-{
-	return store_group_row(s, arg);
-}
-
-enum rcs_err store_group_read(struct store *st, const char *client_root, const char *ident,
-			      bool with_counts, struct group_rec *out)
-{
-	struct group_rec g;
-	enum rcs_err err;
-
-	memset(out, 0, sizeof(*out));
-	if (with_counts && client_root) {
-		/* store_group_get's reading, counts included */
-		return store_group_get(st, client_root, ident, NULL, out);
-	}
-	store_lock(st);
-	err = store_get_one(st, "SELECT " GROUP_COLS " FROM groups WHERE ident = ?1", ident, NULL,
-			    NULL, group_row_one, out);
-	if (err == RCS_OK && with_counts) {
-		char root[UUID_STR_LEN];
-
-		snprintf(root, sizeof(root), "%s", out->client_root);
-		store_group_rec_free(out);
-		err = store_group_get(st, root, ident, NULL, &g);
-		*out = g;
-	}
-	store_unlock(st);
 	return err;
 }
 
@@ -368,12 +348,37 @@ out:
 	return err;
 }
 
-enum rcs_err store_group_hold(struct store *st, const char *group, const char *response)
+enum rcs_err store_group_hold(struct store *st, const char *group)
 {
+	/* a job the rollout held already says the group is paused too (its ttl is not
+	 * running: it has no expires_at) */
 	return store_write(st,
 			   "UPDATE jobs SET held = 1, response = ?, expires_at = NULL WHERE"
-			   " group_ident = ? AND status = 'pending' AND held = 0",
-			   NULL, 2, response, group);
+			   " group_ident = ? AND status = 'pending'",
+			   NULL, 2, STORE_PAUSED_RESPONSE, group);
+}
+
+enum rcs_err store_group_unhold(struct store *st, const char *group, int64_t now)
+{
+	struct store_stmt *s = NULL;
+	enum rcs_err err;
+
+	err = store_stmt(st,
+			 "UPDATE jobs SET response = CASE WHEN attempt > 1 AND coalesce(release_at,"
+			 " 0) > ?3 THEN 'waiting for retry: attempt ' || attempt ELSE ?4 END"
+			 " WHERE group_ident = ?1 AND status = 'pending' AND held = 1 AND"
+			 " response = ?2",
+			 &s);
+	if (err != RCS_OK)
+		goto out;
+	store_arg_text(s, 1, group);
+	store_arg_text(s, 2, STORE_PAUSED_RESPONSE);
+	store_arg_int(s, 3, now);
+	store_arg_text(s, 4, STORE_HELD_RESPONSE);
+	err = store_done(st, s, "resume");
+out:
+	store_stmt_done(st, s);
+	return err;
 }
 
 enum rcs_err store_group_jobs_open(struct store *st, const char *group, bool unsent_only,
@@ -560,8 +565,9 @@ enum rcs_err store_groups_continuous_add(struct store *st, const char *client_ro
 		    " update_at, ttl, response, variables, mail_list, status_list, task_mail_list,"
 		    " task_status_list, n_history, held, release_order, expires_at) SELECT ?1,"
 		    " client_root, task_ident, task_version, task_name, ident, ?2, 'pending',"
-		    " c_comment, created_user, ?3, ?3, c_ttl, CASE WHEN " GROUP_HOLDS " THEN ?5"
-		    " END, coalesce(c_variables, '{}'), coalesce(c_mail_list, '[]'),"
+		    " c_comment, created_user, ?3, ?3, c_ttl, CASE WHEN status = 'paused' THEN ?6"
+		    " WHEN " GROUP_HOLDS
+		    " THEN ?5 END, coalesce(c_variables, '{}'), coalesce(c_mail_list, '[]'),"
 		    " coalesce(c_status_list, '[]'), coalesce(c_task_mail_list, '[]'),"
 		    " coalesce(c_task_status_list, '[]'), 2, CASE WHEN " GROUP_HOLDS
 		    " THEN 1 ELSE 0 END,"
@@ -577,6 +583,7 @@ enum rcs_err store_groups_continuous_add(struct store *st, const char *client_ro
 		store_arg_int(s, 3, now);
 		store_arg_text(s, 4, groups.v[i]);
 		store_arg_text(s, 5, STORE_HELD_RESPONSE);
+		store_arg_text(s, 6, STORE_PAUSED_RESPONSE);
 		err = store_done(st, s, "continuous job");
 		store_stmt_done(st, s);
 		s = NULL;
@@ -603,141 +610,6 @@ out:
 	return store_sp_end(st, err);
 }
 
-/* ---- reads of groups (the API's) ---- */
-
-static enum rcs_err group_read(struct store_stmt *s, struct group_rec *r)
-{
-	return store_group_row(s, r);
-}
-
-static enum rcs_err group_read_one(struct store_stmt *s, void *arg)
-{
-	return group_read(s, arg);
-}
-
-/* A group of a task the user may not see (not public, someone else's) is left out, like
- * the task and its jobs. */
-#define GROUP_HIDDEN_FROM(user_param)                                                              \
-	"EXISTS (SELECT 1 FROM tasks t WHERE t.ident = groups.task_ident"                          \
-	" AND t.client_root = groups.client_root AND " STORE_TASK_HIDDEN("t", user_param) ")"
-
-/* How many of the group's jobs are in each status, in the order of the statuses' names. */
-static enum rcs_err group_counts(struct store *st, struct group_rec *g)
-{
-	struct store_stmt *s = NULL;
-	bool row = false;
-	enum rcs_err err;
-
-	err = store_stmt(st,
-			 "SELECT status, count(*) FROM jobs WHERE group_ident = ?1 GROUP BY status"
-			 " ORDER BY status",
-			 &s);
-	if (err != RCS_OK)
-		goto out;
-	store_arg_text(s, 1, g->ident);
-	g->with_counts = true;
-	while ((err = store_next(st, s, "group statuses", &row)) == RCS_OK && row) {
-		struct group_count *c = &g->statuses[g->n_statuses];
-
-		if (g->n_statuses >= JS__COUNT || !status_parse(store_val_text(s, 0), &c->status))
-			continue; /* every job's status is one of JS__COUNT names */
-		c->n = store_val_int(s, 1);
-		g->total += c->n;
-		g->n_statuses++;
-	}
-	if (err != RCS_OK)
-		goto out;
-	store_stmt_done(st, s);
-	s = NULL;
-	/* the latest attempt of each device: the jobs no retry superseded */
-	err =
-	    store_stmt(st,
-		       "SELECT status, count(*) FROM jobs WHERE group_ident = ?1 AND superseded = 0"
-		       " GROUP BY status ORDER BY status",
-		       &s);
-	if (err != RCS_OK)
-		goto out;
-	store_arg_text(s, 1, g->ident);
-	while ((err = store_next(st, s, "group counts", &row)) == RCS_OK && row) {
-		struct group_count *c = &g->counts[g->n_counts];
-
-		if (g->n_counts >= JS__COUNT || !status_parse(store_val_text(s, 0), &c->status))
-			continue;
-		c->n = store_val_int(s, 1);
-		g->n_counts++;
-	}
-out:
-	store_stmt_done(st, s);
-	return err;
-}
-
-/* The devices the group's send left out, in ident order (at most a send's devices). */
-static enum rcs_err group_rejected_read(struct store *st, struct group_rec *g)
-{
-	struct store_stmt *s = NULL;
-	bool row = false;
-	size_t cap = 0;
-	enum rcs_err err;
-
-	g->with_rejected = true;
-	err = store_stmt(
-	    st,
-	    "SELECT entity_ident, code, message FROM group_rejected WHERE group_ident = ?1"
-	    " ORDER BY entity_ident",
-	    &s);
-	if (err != RCS_OK)
-		goto out;
-	store_arg_text(s, 1, g->ident);
-	while ((err = store_next(st, s, "group rejected", &row)) == RCS_OK && row) {
-		struct group_rejected *r;
-
-		if (g->n_rejected == cap) {
-			size_t ncap = cap ? 2 * cap : 16;
-			struct group_rejected *more = realloc(g->rejected, ncap * sizeof(*more));
-			if (more == NULL) {
-				err = RCS_ERR_NOMEM;
-				break;
-			}
-			g->rejected = more;
-			cap = ncap;
-		}
-		r = &g->rejected[g->n_rejected];
-		snprintf(r->entity_ident, sizeof(r->entity_ident), "%s", store_val_text(s, 0));
-		r->code = strdup(store_val_text(s, 1));
-		r->message = strdup(store_val_text(s, 2));
-		g->n_rejected++;
-		if (r->code == NULL || r->message == NULL) {
-			err = RCS_ERR_NOMEM;
-			break;
-		}
-	}
-out:
-	store_stmt_done(st, s);
-	return err;
-}
-
-enum rcs_err store_group_get(struct store *st, const char *client_root, const char *ident,
-			     const char *only_visible_to, struct group_rec *out)
-{
-	enum rcs_err err;
-
-	memset(out, 0, sizeof(*out));
-	store_lock(st);
-	err =
-	    store_get_one(st,
-			  "SELECT " GROUP_COLS " FROM groups WHERE ident = ?1 AND client_root = ?2"
-			  " AND (?3 IS NULL OR NOT " GROUP_HIDDEN_FROM("?3") ")",
-			  ident, client_root, only_visible_to, group_read_one, out);
-	if (err == RCS_OK)
-		err = group_counts(st, out);
-	if (err == RCS_OK)
-		err = group_rejected_read(st, out);
-	store_unlock(st);
-	if (err != RCS_OK)
-		store_group_rec_free(out);
-	return err;
-}
-
 void store_group_list_free(struct store_group_list *l)
 {
 	for (size_t i = 0; l->items && i < l->n; i++)
@@ -745,33 +617,4 @@ void store_group_list_free(struct store_group_list *l)
 	free(l->items);
 	l->items = NULL;
 	l->n = 0;
-}
-
-enum rcs_err store_groups_list(struct store *st, const char *client_root,
-			       const char *only_visible_to, const struct store_group_filter *f,
-			       const struct store_page *pg, struct store_group_list *out)
-{
-	struct store_qb q = {.n = 0};
-	struct store_qb_opts o;
-	void *items = NULL;
-	enum rcs_err err;
-
-	memset(out, 0, sizeof(*out));
-	q.where[0] = '\0';
-	store_qb_add(&q, "client_root = ?", client_root);
-	if (only_visible_to)
-		store_qb_add(&q, "NOT " GROUP_HIDDEN_FROM("?"), only_visible_to);
-	if (f && f->status)
-		store_qb_add(&q, "status = ?", f->status);
-	if (f && f->task_ident)
-		store_qb_add(&q, "task_ident = ?", f->task_ident);
-	if (f && f->tag)
-		store_qb_add(&q, "tag = ?", f->tag);
-	store_qb_list_opts(&q, pg, "", "ident", &o);
-	err = store_page_recs(st, GROUP_COLS, "groups", &q, o.order, pg, &out->pg,
-			      sizeof(*out->items), group_read_one, &items, &out->n);
-	out->items = items;
-	if (err != RCS_OK)
-		store_group_list_free(out);
-	return err;
 }

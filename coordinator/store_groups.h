@@ -1,6 +1,7 @@
 /*
  * store_groups.h - the store's groups of jobs (a bulk send's) and group sends: rollouts, aborts,
- * retries, continuous sends (store_groups.c; docs/api.md "Rollouts"). See store.h.
+ * retries, continuous sends (store_groups.c; the API's reads: store_group_reads.c; docs/api.md
+ * "Rollouts"). See store.h.
  */
 #ifndef RCS_STORE_GROUPS_H
 #define RCS_STORE_GROUPS_H
@@ -25,6 +26,7 @@ enum group_status {
 	GROUP_COMPLETED,
 	GROUP_ABORTED,
 	GROUP_CANCELLED,
+	GROUP__COUNT
 };
 const char *group_status_name(enum group_status s);
 bool group_status_parse(const char *s, enum group_status *out);
@@ -33,6 +35,17 @@ struct group_rejected {
 	char entity_ident[UUID_STR_LEN];
 	char *code;
 	char *message;
+};
+
+/* A group's progress, one count per device: its latest attempt (docs/api.md "Progress").
+ * devices = ended + open; ended = succeeded + failed + cancelled. held, not_sent,
+ * retries and release_eta_s only with_counts (store_group_get), else 0 and -1. */
+struct group_progress {
+	long long devices, ended, succeeded, failed, cancelled, open;
+	long long held;          /* open, waiting for release (rollout, window, retry, pause) */
+	long long not_sent;      /* cancelled before it went to its device */
+	long long retries;       /* jobs that are a later attempt (total - devices) */
+	long long release_eta_s; /* seconds to release what is held at the pace; -1: none */
 };
 
 struct group_rec {
@@ -58,6 +71,8 @@ struct group_rec {
 	size_t n_counts;
 	/* the store's tallies of latest attempts: not ended, ended, failed, terminated */
 	long long n_open, n_finished, n_failed, n_succeeded;
+	/* from the tallies, or (with_counts) from the counts */
+	struct group_progress progress;
 	/* the rollout's token bucket: thousandths of a job, and when (Unix ms) */
 	long long tokens_milli;
 	int64_t tokens_at_ms;
@@ -87,8 +102,14 @@ enum rcs_err store_groups_list(struct store *st, const char *client_root,
 			       const char *only_visible_to, const struct store_group_filter *f,
 			       const struct store_page *pg, struct store_group_list *out);
 
-/* The response of a job that waits for its group's release (docs/api.md "Rollouts"). */
-#define STORE_HELD_RESPONSE "waiting for rollout"
+/* How many groups of every tenant are in each status (the metrics' gauge), n indexed by
+ * enum group_status. */
+enum rcs_err store_groups_by_status(struct store *st, long long n[GROUP__COUNT]);
+
+/* The response of a job that waits for its group's release (docs/api.md "Rollouts"), and
+ * of one whose group is paused. */
+#define STORE_HELD_RESPONSE   "waiting for rollout"
+#define STORE_PAUSED_RESPONSE "group paused"
 
 /* A group of any tenant (client_root NULL), with its tallies; with_counts adds the counts
  * per status (store_group_get's). RCS_ERR_NOTFOUND when there is none. */
@@ -103,8 +124,12 @@ enum rcs_err store_group_set_status(struct store *st, const char *ident, unsigne
 				    enum group_status to, const char *reason,
 				    enum group_status *prev);
 
-/* Holds the group's jobs not yet sent (pending) again, with response (a pause). */
-enum rcs_err store_group_hold(struct store *st, const char *group, const char *response);
+/* A pause: the group's jobs not yet sent (pending) are held, those the rollout held
+ * already too, each with the response STORE_PAUSED_RESPONSE. */
+enum rcs_err store_group_hold(struct store *st, const char *group);
+/* A resume: the jobs the pause held say again what they wait for: a retry's backoff
+ * ("waiting for retry: attempt N") until release_at (after now), else the release. */
+enum rcs_err store_group_unhold(struct store *st, const char *group, int64_t now);
 
 /* Idents of the group's jobs that have not ended (unsent_only: only those not yet
  * transmited), at most limit. */

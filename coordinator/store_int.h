@@ -369,7 +369,19 @@ enum rcs_err store_page_recs(struct store *st, const char *cols, const char *fro
 /* Whether any active webhook of the tenant wants job.status events (*want). */
 enum rcs_err store_webhooks_want_jobs(struct store *st, const char *client_root, bool *want);
 
-/* ---- group sends (store_groups.c; docs/api.md "Rollouts") ---- */
+/* ---- group sends (store_groups.c, store_group_reads.c; docs/api.md "Rollouts") ---- */
+
+struct group_rec;
+
+/* The columns of a group_rec, in the order store_group_row reads them (table groups). */
+#define GROUP_COLS                                                                                 \
+	"ident, name, created_user, created_at, task_ident, client_root, status, reason,"          \
+	" task_version, task_name, tag, continuous, ro_max, ro_base, ro_factor, ro_after, ab_pct," \
+	" ab_min, win_days, win_start, win_dur, win_off, rt_max, rt_backoff, rt_factor, n_open,"   \
+	" n_finished, n_failed, n_succeeded, tokens, tokens_at"
+
+/* The row of GROUP_COLS into *r (zeroed first; on an error what was read is freed). */
+enum rcs_err store_group_row(struct store_stmt *s, struct group_rec *r);
 
 /* The statuses of jobs that have not ended, as an SQL list. */
 #define JOBS_OPEN_LIST                                                                             \

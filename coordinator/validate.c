@@ -44,15 +44,31 @@ enum rcs_err validate_mail_list(json_object *arr, const char *field, struct json
 	return RCS_OK;
 }
 
+void validate_status_names(char *out, size_t len)
+{
+	size_t o = 0;
+
+	out[0] = '\0';
+	for (int i = 0; i < JS__COUNT && o < len; i++) {
+		int n = snprintf(out + o, len - o, "%s%s", i ? ", " : "",
+				 status_name((enum job_status)i));
+		if (n < 0)
+			break;
+		o += (size_t)n;
+	}
+}
+
 enum rcs_err validate_status_list(json_object *arr, const char *field, struct jsonu_err *e)
 {
 	for (size_t i = 0; arr && i < json_object_array_length(arr); i++) {
 		const char *s = json_object_get_string(json_object_array_get_idx(arr, i));
 		enum job_status st;
 		if (!status_parse(s, &st)) {
-			char f[128];
+			char f[128], names[256];
 			snprintf(f, sizeof(f), "%s[%zu]", field, i);
-			return jsonu_fail(e, f, "'%s' is not a job status", f);
+			validate_status_names(names, sizeof(names));
+			return jsonu_fail(e, f, "'%s' must be one of: %s (not '%.64s')", f, names,
+					  s ? s : "");
 		}
 	}
 	return RCS_OK;

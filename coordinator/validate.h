@@ -8,6 +8,7 @@
 
 #include <json-c/json.h>
 #include <stdbool.h>
+#include <stddef.h>
 
 #include "err.h"
 #include "jsonu.h"
@@ -23,6 +24,8 @@ bool validate_email(const char *addr);
 /* Array of addresses / of status names; field names the list in errors. */
 enum rcs_err validate_mail_list(json_object *arr, const char *field, struct jsonu_err *e);
 enum rcs_err validate_status_list(json_object *arr, const char *field, struct jsonu_err *e);
+/* The job statuses' names, "initial, pending, ..., expired", into out (cut to len). */
+void validate_status_names(char *out, size_t len);
 /* Array of tags. */
 enum rcs_err validate_tags(json_object *arr, const char *field, struct jsonu_err *e);
 bool validate_tag(const char *tag);

@@ -297,7 +297,8 @@ enum rcs_err webhook_url_check(const struct webhook_guard *g, const char *url, c
 		char reason[WEBHOOK_WHY_MAX];
 
 		if (!webhook_addr_allowed(g, p->ai_addr, reason, sizeof(reason))) {
-			snprintf(why, why_len, "'url' resolves to %s", reason);
+			/* "'url' resolves to a refused address: 127.0.0.1 is a loopback ..." */
+			snprintf(why, why_len, "'url' resolves to a refused address: %s", reason);
 			goto out;
 		}
 	}

@@ -323,6 +323,33 @@ class JobsTest(CoordinatorTest):
         self.assertEqual([i["status"] for i in h["items"]], ["cancelled", "pending", "initial"])
         self.assertEqual(h["total_items"], 3)
 
+    def test_cancel_says_who_and_why(self):
+        """A cancel records who cancelled and the optional reason, in the job's response
+        and the history item of the cancel (docs/api.md "Jobs")."""
+        who = self.operator.get("/whoami").json["user"]
+        j = self.job()
+        r = self.operator.patch("/jobs/%s/cancel" % j["ident"], {"reason": "wrong firmware"})
+        self.assertStatus(r, 200)
+        self.assertEqual(r.json["response"], "cancelled by %s: wrong firmware" % who)
+        self.assertEqual(self.viewer.get("/jobs/" + j["ident"]).json["response"],
+                         r.json["response"])
+        item = self.history(j["ident"])["items"][0]
+        self.assertEqual((item["status"], item["response"]), ("cancelled", r.json["response"]))
+        # without a reason (no body, {}, an empty one): who
+        for body in (None, {}, {"reason": ""}):
+            with self.subTest(body=body):
+                j = self.job()
+                r = self.operator.patch("/jobs/%s/cancel" % j["ident"], body)
+                self.assertStatus(r, 200)
+                self.assertEqual(r.json["response"], "cancelled by %s" % who)
+        j = self.job()
+        for body, field in (({"reason": 5}, "reason"), ({"reason": "x" * 501}, "reason"),
+                            ({"why": "x"}, "why")):
+            with self.subTest(body=body):
+                self.assertError(self.operator.patch("/jobs/%s/cancel" % j["ident"], body),
+                                 400, "validation_failed", field)
+        self.assertEqual(self.viewer.get("/jobs/" + j["ident"]).json["status"], "pending")
+
     def test_cancel_scheduled(self):
         j = self.job(scheduled_time=int(time.time()) + 3600)
         r = self.operator.patch("/jobs/%s/cancel" % j["ident"])
@@ -386,6 +413,20 @@ class JobsTest(CoordinatorTest):
             with self.subTest(params=params):
                 self.assertError(self.viewer.get(with_query("/jobs", **params)), 400,
                                  "invalid_parameter", field)
+
+        # a wrong status names the value and the valid ones
+        r = self.viewer.get("/jobs?status=finished")
+        self.assertError(r, 400, "invalid_parameter", "status")
+        msg = r.json["error"]["message"]
+        self.assertIn("'finished'", msg)
+        self.assertIn("initial, pending, transmited, edge_transmitted, edge_started, "
+                      "edge_running, terminated, edge_error, cancelled, expired, or running",
+                      msg)
+        r = self.operator.post("/tasks/%s/jobs" % t, {
+            "entity_ident": d2, "notification_status_list": ["terminated", "done"]})
+        self.assertError(r, 400, "validation_failed", "notification_status_list[1]")
+        self.assertIn("(not 'done')", r.json["error"]["message"])
+        self.assertIn("initial, pending, transmited", r.json["error"]["message"])
 
         # Jobs of a task, newest first by default.
         r = self.viewer.get("/tasks/%s/jobs" % t)

@@ -949,12 +949,14 @@ class SecurityTest(StackTest):
             r = self.keys["operator"].patch("/jobs/%s/cancel" % job)
         self.assertEqual(r.status, 200, r)
         j = self.admin.get("/jobs/" + job).json
+        # the response says who cancelled (the key's user), never what the body said
+        who = self.keys["operator"].get("/whoami").json["user"]
         self.assertEqual((j["status"], j["response"], j["client_root"]),
-                         ("cancelled", None, self.A.client_root))
+                         ("cancelled", "cancelled by %s" % who, self.A.client_root))
 
     def test_api3_cancel_refuses_body_fields(self):
         # docs/api.md: unknown or platform-assigned fields are refused (400
-        # validation_failed); cancel has no body fields at all
+        # validation_failed); cancel has one body field, an optional reason
         job = self.A.fresh("job")
         r = self.keys["operator"].patch("/jobs/%s/cancel" % job, {"status": "terminated"})
         self.assertError(r, 400, "validation_failed", "status")

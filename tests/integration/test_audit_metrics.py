@@ -120,7 +120,7 @@ class AuditTest(CoordinatorTest):
     def test_metrics_parse(self):
         self.admin.get("/tasks")
         fams = self.families()
-        want = {"rcs_job_status_changes": "counter", "rcs_jobs": "gauge",
+        want = {"rcs_job_status_changes": "counter", "rcs_jobs": "gauge", "rcs_groups": "gauge",
                 "rcs_job_delivery_latency_seconds": "histogram",
                 "rcs_job_run_time_seconds": "histogram", "rcs_http_requests": "counter",
                 "rcs_http_request_duration_seconds": "histogram",
@@ -164,6 +164,28 @@ class AuditTest(CoordinatorTest):
         jobs = [s.value for s in self.families()["rcs_jobs"].samples
                 if s.labels["status"] == "cancelled"]
         self.assertGreaterEqual(jobs[0], 1)
+
+    def test_metrics_groups_by_status(self):
+        def groups():
+            return {s.labels["status"]: s.value
+                    for s in self.families()["rcs_groups"].samples}
+        before = groups()
+        self.assertEqual(set(before), {"running", "paused", "completed", "aborted",
+                                       "cancelled"})
+        task = self.admin.post("/tasks", {"name": "g", "script": "echo",
+                                          "allow_offline": True}).json
+        dev = self.admin.post("/devices", {"name": "g", "tags": []}).json
+        sent = self.admin.post("/tasks/%s/jobs/list" % task["ident"], {
+            "ident_list": [dev["entity_ident"]], "group_name": "gauged",
+            "rollout": {"max_per_minute": 1}}).json
+        gid = sent["group"]["ident"]
+        self.admin.patch("/groups/%s/pause" % gid)
+        now = groups()
+        self.assertEqual(now["paused"], before["paused"] + 1)
+        self.admin.patch("/groups/%s/cancel" % gid)
+        now = groups()
+        self.assertEqual((now["paused"], now["cancelled"]),
+                         (before["paused"], before["cancelled"] + 1))
 
     def test_metrics_other_paths(self):
         base = "http://127.0.0.1:%d" % self.metrics_port

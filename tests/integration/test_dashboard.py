@@ -740,6 +740,37 @@ class TestDashboard(StackTest):
         self.api.delete("/artifacts/" + other.json["ident"])
         self.console(allowed=["401", "409"])
 
+    def test_4f_progress_counts_devices(self):
+        """A group's progress counts devices: its retries never grow the total, its words
+        follow its status, and a rollout that holds jobs says when they will all be out
+        (docs/dashboard.md, docs/api.md "Progress")."""
+        devs = self.make_devices(3, "site-p", auto=False)
+        sent = self.post("/tasks/%s/jobs/tags" % self.echo["ident"], {
+            "tag": "site-p", "group_name": "retried", "retry": {"max_attempts": 2,
+                                                                "backoff_s": 0}})
+        gid = sent["group"]["ident"]
+        self.driver.get(self.ui + "#/groups/" + gid)
+        self.wait_css("#group-done[data-total='3']")
+        wait_for(lambda: all(d.jobs_received() for d in devs), timeout=WAIT,
+                 what="every device got its job")
+        for d in devs:
+            d.report(d.jobs_received()[0], "edge_error", "boom")
+        wait_for(lambda: all(len(d.jobs_received()) == 2 for d in devs), timeout=WAIT,
+                 what="every device got its retry")
+        for d in devs:
+            d.report(d.jobs_received()[1], "terminated", "ok")
+        # six jobs, three devices: 3 / 3, never 3 / 6
+        self.wait_css("#group-done[data-done='3'][data-total='3']")
+        self.wait_text("#group-words", "completed · 3 retries")
+        self.assertEqual(self.group_of(gid)["total"], 6)
+        # a rollout holding its jobs (a window of one minute a week): when all will be out
+        self.driver.get(self.ui + "#/groups/" + self.held)
+        self.wait_text("#group-words", "held for release")
+        self.assertIn("at the rollout's pace", self.q("#group-words").text)
+        self.driver.get(self.ui + "#/groups")
+        self.wait_text("table.groups tr[data-group='%s']" % gid, "3 / 3 devices ended")
+        self.console()
+
     def test_5_huge_group(self):
         task = self.post("/tasks", {"name": "Offline", "script": "echo",
                                     "allow_offline": True})

@@ -505,7 +505,7 @@ class RcsCliTest(StackTest):
         # one line per change: no two lines in a row with the same counts
         sums = [l.rsplit("  ", 1)[1] for l in lines]
         self.assertTrue(all(a != b for a, b in zip(sums, sums[1:])), lines)
-        self.assertTrue(out.endswith("group wave-1: done, terminated 2\n"), out)
+        self.assertTrue(out.endswith("group wave-1: completed, terminated 2\n"), out)
         g = self.api_get("/groups/" + group)
         self.assertEqual(g["statuses"], {"terminated": 2})
         self.assertEqual(self.rcs_json("groups", "show", group), g)
@@ -517,7 +517,7 @@ class RcsCliTest(StackTest):
                          self.api_get("/jobs?group_ident=" + group))
         # watch of a group that has ended: its state at once
         out, _ = self.rcs("watch", group)
-        self.assertIn("group wave-1: done, terminated 2", out)
+        self.assertIn("group wave-1: completed, terminated 2", out)
 
     def test_group_names(self):
         """Wherever a group ident goes, a group name does: of several groups of that name
@@ -536,7 +536,7 @@ class RcsCliTest(StackTest):
         self.assertEqual(self.rcs_json("groups", "show", "gn-wave"),
                          self.api_get("/groups/" + newest))
         out, err = self.rcs("watch", "gn-wave")
-        self.assertIn("group gn-wave: done, terminated 1", out)
+        self.assertIn("group gn-wave: completed, terminated 1", out)
         self.assertIn(which, err)
         self.assertEqual(self.rcs_json("jobs", "list", "--group", "gn-wave"),
                          self.api_get("/jobs?group_ident=" + newest))
@@ -589,7 +589,7 @@ class RcsCliTest(StackTest):
         out, err = self.rcs("send", "Echo", "--tag", "flet", "--allow-empty")
         self.assertEqual((out, err), ("0 jobs\n", ""))
         out, _ = self.rcs("send", "Echo", "--tag", "flet", "--allow-empty", "--wait")
-        self.assertIn("done, no jobs", out)
+        self.assertIn("completed, no jobs", out)
 
     def test_send_to_an_offline_device(self):
         # Sleepy does not allow offline devices: an offline one is left out, the group
@@ -640,7 +640,7 @@ class RcsCliTest(StackTest):
         out, _ = self.rcs("send", "Sleepy", "--tag", "site-b", "--var", "fail=yes", "--wait",
                           code=1)
         self.assertRegex(out, r"^group rcs-send-\d{8}-\d{6} ")
-        self.assertIn("ended failed, edge_error 1", out)
+        self.assertIn("completed with failures, edge_error 1", out)
         self.assertRegex(out, r"(?m)^  edge_error causes: script_error 1$")
         self.assertRegex(out, r"(?m)^    job [0-9a-f-]{36}: edge_error \(script_error\): "
                               r".*asked to fail$")
@@ -685,14 +685,87 @@ class RcsCliTest(StackTest):
                           time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(at)))
         self.assertEqual(j["scheduled_time"], at)
         self.rcs("jobs", "cancel", j["ident"], "--json")
-        # a group whose jobs are cancelled ended failed
+        # a group whose jobs are cancelled one by one completed: said so, not "failed"
         ans = self.rcs_json("send", "Echo", "--tag", "site-a", "--schedule", str(at),
                             "--group", "later")
         for item in ans["items"]:
             self.assertEqual(self.rcs_json("jobs", "cancel", item["ident"])["status"],
                              "cancelled")
-        out, _ = self.rcs("watch", ans["group"]["ident"], code=1)
-        self.assertIn("group later: ended failed, cancelled 2", out)
+        wait_for(lambda: self.api_get("/groups/" + ans["group"]["ident"])["status"]
+                 == "completed", timeout=10, what="group later completed")
+        out, _ = self.rcs("watch", ans["group"]["ident"])
+        self.assertIn("group later: completed, cancelled 2 (2 not sent)", out)
+        self.assertNotIn("failed", out)
+
+    def test_progress_counts_devices(self):
+        """A group's progress counts devices, a retry replacing the attempt it follows: the
+        counts add up to the devices in the API, `watch` and `groups show`; an aborted group
+        counts what it kept from going out; the ETA follows the rollout's pace (docs/api.md
+        "Progress", docs/cli.md "Groups and watch")."""
+        t = self.task["ident"]
+        # two devices, each failing three times: six jobs, two devices, four retries
+        ans = self.api.post("/tasks/%s/jobs/tags" % t, {
+            "tag": "site-a", "group_name": "retried", "variables": {"fail": True},
+            "retry": {"max_attempts": 3, "backoff_s": 0}}).json
+        gid = ans["group"]["ident"]
+        out, _ = self.rcs("watch", gid, code=1, timeout=90)
+        lines = [l for l in out.splitlines() if "group retried  " in l]
+        self.assertTrue(lines, out)
+        for l in lines:
+            self.assertRegex(l, r"  \d/2 ended", out)  # never "/3" ... "/6"
+        self.assertIn("group retried: completed with failures, edge_error 2; 4 retries", out)
+        g = self.api_get("/groups/" + gid)
+        self.assertEqual((g["total"], sum(g["statuses"].values())), (6, 6))
+        self.assertEqual(sum(g["counts"].values()), 2)
+        self.assertEqual(g["progress"], {
+            "devices": 2, "ended": 2, "succeeded": 0, "failed": 2, "cancelled": 0, "open": 0,
+            "held": 0, "not_sent": 0, "retries": 4, "release_eta_s": None})
+        listed = [i for i in self.api_get("/groups?name=retried")["items"]
+                  if i["ident"] == gid]
+        self.assertEqual(listed[0]["progress"], {
+            k: g["progress"][k] for k in ("devices", "ended", "succeeded", "failed",
+                                          "cancelled", "open")})
+        out, _ = self.rcs("groups", "show", gid)
+        self.assertRegex(out, r"(?m)^devices\s+2$")
+        self.assertRegex(out, r"(?m)^progress\s+2 ended: 0 succeeded, 2 failed, 0 cancelled")
+        self.assertRegex(out, r"(?m)^retries\s+4 \(jobs in all: 6\)$")
+        self.assertRegex(out, r"(?m)^STATUS\s+DEVICES$")
+        self.assertRegex(out, r"(?m)^edge_error\s+2$")
+        # aborted at the first failure: the jobs it kept from going out are counted
+        ans = self.api.post("/tasks/%s/jobs/list" % t, {
+            "ident_list": [self.devices[n] for n in ("pump-1", "pump-2", "pump-3")],
+            "group_name": "stopped", "variables": {"fail": True},
+            "rollout": {"max_per_minute": 1},
+            "abort": {"failure_percent": 1, "min_finished": 1}}).json
+        gid = ans["group"]["ident"]
+        out, _ = self.rcs("watch", gid, code=1, timeout=90)
+        self.assertIn("3/3 ended  aborted", out)
+        self.assertIn("group stopped: aborted, edge_error 1, cancelled 2 (2 not sent)", out)
+        p = self.api_get("/groups/" + gid)["progress"]
+        self.assertEqual((p["devices"], p["ended"], p["failed"], p["cancelled"],
+                          p["not_sent"]), (3, 3, 1, 2, 2))
+        # a slow rollout: the time left is the pace's, not the first job's
+        ans = self.api.post("/tasks/%s/jobs/list" % t, {
+            "ident_list": [self.devices[n] for n in ("pump-1", "pump-2", "pump-3")],
+            "group_name": "paced", "rollout": {"max_per_minute": 1}}).json
+        gid = ans["group"]["ident"]
+        try:
+            wait_for(lambda: self.api_get("/groups/" + gid)["progress"]["ended"] >= 1,
+                     timeout=30, what="the first job of group paced ended")
+            p = self.api_get("/groups/" + gid)["progress"]
+            self.assertEqual(p["held"], 2)
+            self.assertTrue(60 <= p["release_eta_s"] <= 120, p)
+            out, _ = self.rcs("groups", "show", gid)
+            self.assertRegex(out, r"(?m)^released in\s+(1m|2m)\d\ds at the rollout's pace$")
+            p = subprocess.Popen([RCS, "watch", gid], stdout=subprocess.PIPE,
+                                 stderr=subprocess.PIPE, text=True, env=self.env())
+            line = wait_for(lambda: p.stdout.readline(), timeout=10, what="a first line")
+            p.send_signal(signal.SIGINT)
+            p.communicate(timeout=10)
+            self.assertRegex(line, r"1/3 ended  running  2 held  .*ETA (1m|2m)\d\ds  "
+                                  r"pending 2, terminated 1$")
+        finally:
+            self.api.patch("/groups/%s/cancel" % gid)
 
     def test_rollouts_against_the_coordinator(self):
         """--rollout-per-minute, --abort-percent, --retries and groups pause|resume|cancel
@@ -1311,7 +1384,7 @@ class RcsCliTest(StackTest):
         self.assertRegex(out, r"group tty  \d/2 ended")
         self.assertRegex(out, r"terminated\s+\[#+\]\s+2/2")
         self.assertRegex(out, r"edge_running\s+\[[#.]+\]\s+\d/2")
-        self.assertIn("group tty: done, terminated 2", out)
+        self.assertIn("group tty: completed, terminated 2", out)
         for line in out.replace("\x1b[2K", "").split("\n"):
             self.assertLessEqual(len(line.split("\r")[-1]), 100)
         # send --wait on a terminal draws the same
@@ -1531,7 +1604,7 @@ class RcsCliFakeApiTest(unittest.TestCase):
             self.assertRegex(out, r"(?m)^reason\s+40 % failed$")
             self.assertRegex(out, r"(?m)^edge_error\s+1$")
             out, _ = self.rcs(fake, "watch", self.GROUP, code=1)
-            self.assertIn("group r: ended failed, terminated 3, edge_error 1", out)
+            self.assertIn("group r: aborted, terminated 3, edge_error 1", out)
         finally:
             fake.stop()
 
@@ -1569,7 +1642,7 @@ class RcsCliFakeApiTest(unittest.TestCase):
             self.assertIn("0/4 ended  running", lines[0])
             self.assertIn("4/4 ended  running", lines[1])
             self.assertIn("4/4 ended  completed", lines[2])
-            self.assertEqual(lines[3], "group r: done, terminated 4")
+            self.assertEqual(lines[3], "group r: completed, terminated 4")
         finally:
             fake.stop()
 

@@ -10,8 +10,9 @@ import signal
 import threading
 import time
 import unittest
+import urllib.request
 
-from rcs_harness import Agent, FakeDevice, list_all, wait_for
+from rcs_harness import Agent, FakeDevice, free_port, list_all, wait_for
 from rcs_fixture import CoordinatorTest, StackTest
 
 
@@ -104,7 +105,9 @@ class RolloutTest(CoordinatorTest):
     def setUpClass(cls):
         super(CoordinatorTest, cls).setUpClass()  # the broker first
         cls.start_broker()
-        cls.start_coordinator(["--mqtt", cls.broker.url])
+        cls.metrics_port = free_port()
+        cls.start_coordinator(["--mqtt", cls.broker.url, "--metrics-listen",
+                               "127.0.0.1:%d" % cls.metrics_port])
         cls.task = None
 
     def setUp(self):
@@ -233,6 +236,32 @@ class RolloutTest(CoordinatorTest):
         self.assertEqual(g["counts"], {"terminated": 24})
         self.assertIsNone(g["reason"])
 
+    def latency(self):
+        """The delivery latency histogram's samples (GET /metrics), by name and labels."""
+        url = "http://127.0.0.1:%d/metrics" % self.metrics_port
+        with urllib.request.urlopen(url, timeout=10) as r:
+            text = r.read().decode()
+        return {k: float(v) for k, v in (line.rsplit(" ", 1) for line in text.splitlines()
+                                         if line.startswith("rcs_job_delivery_latency"))}
+
+    def test_delivery_latency_from_release(self):
+        """A job held by its rollout counts from its release, in fractions of a second
+        (docs/coordinator.md "Metrics")."""
+        before = self.latency()
+        fleet = self.fleet(3)
+        # 60 a minute: released about a second apart, each reaching its device at once
+        gid = self.send([i for i, _ in fleet], rollout={"max_per_minute": 60})["group"]["ident"]
+        self.wait_group(gid, "completed")
+        after = self.latency()
+        name = "rcs_job_delivery_latency_seconds"
+        n = after[name + "_count"] - before[name + "_count"]
+        self.assertGreaterEqual(n, 3)
+        le1 = name + '_bucket{le="1"}'
+        self.assertEqual(after[le1] - before[le1], n, (before, after))
+        total = after[name + "_sum"] - before[name + "_sum"]
+        self.assertLess(total, n)
+        self.assertNotAlmostEqual(total, round(total), places=4)
+
     def test_exponential(self):
         fleet = self.fleet(8)
         ans = self.send([i for i, _ in fleet],
@@ -268,10 +297,14 @@ class RolloutTest(CoordinatorTest):
             self.assertLessEqual(g["counts"].get("terminated", 0), done + 1)
             pend = [j for j in self.jobs(gid) if j["status"] == "pending"]
             self.assertTrue(pend)
+            # the jobs the rollout held say the group is paused, not "waiting for rollout"
+            self.assertEqual({j["response"] for j in pend}, {"group paused"})
             self.assertEqual(self.admin.patch("/groups/%s/pause" % gid).status, 200)
             r = self.admin.patch("/groups/%s/resume" % gid)
             self.assertStatus(r, 200)
             self.assertEqual(r.json["status"], "running")
+            self.assertNotIn("group paused", [j["response"] for j in self.jobs(gid)])
+            self.assertIn("waiting for rollout", [j["response"] for j in self.jobs(gid)])
             before = self.group(gid)["counts"].get("terminated", 0)
             wait_for(lambda: self.group(gid)["counts"].get("terminated", 0) > before,
                      timeout=10, what="releases after the resume")
@@ -281,6 +314,11 @@ class RolloutTest(CoordinatorTest):
             self.assertIn("cancelled through the API", r.json["reason"])
             self.assertNotIn("pending", r.json["counts"])
             self.assertGreaterEqual(r.json["counts"].get("cancelled", 0), 1)
+            # its jobs say who cancelled them
+            ended = [j for j in self.jobs(gid) if j["status"] == "cancelled"]
+            self.assertTrue(ended)
+            self.assertTrue(all(j["response"].startswith("group cancelled by ")
+                                for j in ended), ended)
             self.assertError(self.admin.patch("/groups/%s/resume" % gid), 409, "group_ended")
             self.assertError(self.admin.patch("/groups/%s/pause" % gid), 409, "group_ended")
             self.assertError(self.admin.patch("/groups/%s/cancel" % gid), 409, "group_ended")
@@ -451,6 +489,17 @@ class RolloutTest(CoordinatorTest):
         self.fakes.append(d3)
         wait_for(lambda: self.group(gid)["counts"] == {"terminated": 3}, what="third job")
         self.assertEqual(len(d3.jobs_received()), 1)
+        # paused: a device that gains the tag gets its job held, saying why; the resume
+        # sends it
+        self.assertStatus(self.admin.patch("/groups/%s/pause" % gid), 200)
+        (late, d5), = self.fleet(1)
+        self.admin.patch("/devices/" + late, {"tags": ["cont"]})
+        job = wait_for(lambda: [j for j in self.jobs(gid) if j["entity_ident"] == late],
+                       what="the paused group's job")[0]
+        self.assertEqual((job["status"], job["response"]), ("pending", "group paused"))
+        self.assertEqual(d5.jobs_received(), [])
+        self.assertStatus(self.admin.patch("/groups/%s/resume" % gid), 200)
+        wait_for(lambda: self.group(gid)["counts"] == {"terminated": 4}, what="fourth job")
         # cancelled: closed for good
         self.assertEqual(self.admin.patch("/groups/%s/cancel" % gid).json["status"],
                          "cancelled")

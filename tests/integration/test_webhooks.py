@@ -479,6 +479,10 @@ class GuardTest(unittest.TestCase):
                     "/webhooks", {"url": url, "events": ["job.status"]})
                 self.assertEqual(r.status, 400, r)
                 self.assertEqual(r.json["error"]["details"]["field"], "url")
+                # one sentence: which address, and why it is refused
+                self.assertRegex(r.json["error"]["message"],
+                                 r"^'url' resolves to a refused address: (127\.0\.0\.1|::1) "
+                                 r"is a loopback address \(allow it with --webhook-allow-net\)$")
             admin = coord.api(tenant["api_key"])
             task = admin.post("/tasks", {"name": "t", "script": "echo",
                                          "allow_offline": True}).json

@@ -410,7 +410,7 @@ static void test_watch_progress(void **state)
 	assert_true(watch_finished(&s[0])); /* no jobs: nothing to wait for */
 
 	/* a bar: its share filled, the line in the width */
-	watch_bar(line, sizeof(line), "terminated", 5, 10, 0.5, 80);
+	watch_bar(line, sizeof(line), "terminated", 5, 10, 0.5, 10, 80);
 	assert_int_equal(strlen(line), 80 - 3); /* the tail's padding trimmed */
 	assert_non_null(strstr(line, "]      5/10         0.5/s  ETA 10s"));
 	{
@@ -421,8 +421,63 @@ static void test_watch_progress(void **state)
 		assert_true(hashes * 2 >= (size_t)(e - b - 1) - 1 &&
 			    hashes * 2 <= (size_t)(e - b - 1) + 1);
 	}
-	watch_bar(line, sizeof(line), "pending", 0, 0, -1, 20); /* too narrow: 10 at least */
+	watch_bar(line, sizeof(line), "pending", 0, 0, -1, -1, 20); /* too narrow: 10 at least */
 	assert_non_null(strstr(line, "[..........]"));
+}
+
+/* A group's end in words and its time left (docs/cli.md "Groups and watch"): the group's
+ * status names the end, a job cancelled in a completed group is no failure, and what the
+ * rollout holds goes out at its pace whatever the rate so far. */
+static void test_watch_words_and_eta(void **state)
+{
+	struct watch_snap s;
+	char line[256];
+
+	(void)state;
+	memset(&s, 0, sizeof(s));
+	s.release_eta = -1;
+	s.total = 25;
+	s.counts[JS_TERMINATED] = 24;
+	s.counts[JS_CANCELLED] = 1;
+	snprintf(s.state, sizeof(s.state), "%s", "completed");
+	assert_false(watch_failed(&s));
+	assert_string_equal(watch_end_word(&s, 0), "completed");
+	assert_string_equal(watch_end_word(&s, 1), "interrupted");
+	s.counts[JS_EDGE_ERROR] = 1;
+	s.counts[JS_TERMINATED] = 23;
+	assert_true(watch_failed(&s));
+	assert_string_equal(watch_end_word(&s, 0), "completed with failures");
+	snprintf(s.state, sizeof(s.state), "%s", "aborted");
+	assert_string_equal(watch_end_word(&s, 0), "aborted");
+	/* without a group status (a job, an older coordinator) a cancelled job is a failure */
+	s.state[0] = '\0';
+	s.counts[JS_EDGE_ERROR] = 0;
+	assert_true(watch_failed(&s));
+	assert_string_equal(watch_end_word(&s, 0), "ended failed");
+	s.counts[JS_CANCELLED] = 0;
+	s.counts[JS_TERMINATED] = 25;
+	assert_string_equal(watch_end_word(&s, 0), "done");
+
+	/* 6 of 25 ended in 10 s: 0.6/s, 32 s at that rate; the rollout needs 4m45s more */
+	memset(&s, 0, sizeof(s));
+	snprintf(s.state, sizeof(s.state), "%s", "running");
+	s.total = 25;
+	s.counts[JS_TERMINATED] = 6;
+	s.counts[JS_PENDING] = 19;
+	s.release_eta = -1;
+	assert_true(watch_eta(&s, 19, 0.6) > 31.6 && watch_eta(&s, 19, 0.6) < 31.7);
+	s.held = 19;
+	s.release_eta = 285;
+	assert_true(watch_eta(&s, 19, 0.6) == 285);
+	assert_true(watch_eta(&s, 19, -1) == 285); /* no rate yet: the pace tells */
+	watch_bar(line, sizeof(line), "terminated", 6, 25, 0.6, watch_eta(&s, 19, 0.6), 100);
+	assert_non_null(strstr(line, "ETA 4m45s"));
+	/* paused: nothing is released, no time to tell */
+	snprintf(s.state, sizeof(s.state), "%s", "paused");
+	assert_true(watch_eta(&s, 19, 0.6) < 0);
+	/* nothing left */
+	snprintf(s.state, sizeof(s.state), "%s", "running");
+	assert_true(watch_eta(&s, 0, 0.6) < 0);
 }
 
 /* what a server sends is shown without control characters, "-" for a missing member */
@@ -646,6 +701,7 @@ int main(void)
 	    cmocka_unit_test(test_send_var_value),
 	    cmocka_unit_test(test_table),
 	    cmocka_unit_test(test_watch_progress),
+	    cmocka_unit_test(test_watch_words_and_eta),
 	    cmocka_unit_test(test_http_escape),
 	    cmocka_unit_test(test_http_init),
 	    cmocka_unit_test(test_config),

@@ -15,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "buf.h"
@@ -223,6 +224,13 @@ static void test_exposition(void **state)
 	assert_true(sample(text, "rcs_job_status_changes_total{status=\"pending\"}") == 0);
 	assert_non_null(strstr(text, "# TYPE rcs_jobs gauge\n"));
 	assert_true(sample(text, "rcs_jobs{status=\"pending\"}") == 0);
+	/* groups by status: every status, each a sample */
+	assert_non_null(strstr(text, "# TYPE rcs_groups gauge\n"));
+	assert_true(sample(text, "rcs_groups{status=\"running\"}") == 0);
+	assert_true(sample(text, "rcs_groups{status=\"paused\"}") == 0);
+	assert_true(sample(text, "rcs_groups{status=\"completed\"}") == 0);
+	assert_true(sample(text, "rcs_groups{status=\"aborted\"}") == 0);
+	assert_true(sample(text, "rcs_groups{status=\"cancelled\"}") == 0);
 	assert_true(sample(text, "rcs_mqtt_connected") == 1);
 	assert_true(sample(text, "rcs_mqtt_messages_received_total") == 1);
 	assert_true(sample(text, "rcs_mqtt_messages_sent_total") == 2);
@@ -259,11 +267,57 @@ static void test_exposition(void **state)
 	free(text);
 }
 
+/* The moments latencies are measured from: to the millisecond, taken once, per kind, and
+ * a slot's newer job wins (docs/coordinator.md "Metrics"). */
+static void test_clock(void **state)
+{
+	const char *a = "0193a2b4-0000-7000-8000-00000000c001";
+	const char *b = "0193a2b4-0000-7000-8000-00000000c002";
+	struct timespec pause = {0, 120 * 1000 * 1000};
+	double took;
+
+	(void)state;
+	assert_true(metrics_clock_take(METRICS_DUE, a) < 0); /* never marked */
+	metrics_clock_mark(METRICS_DUE, a);
+	metrics_clock_mark(METRICS_STARTED, b);
+	nanosleep(&pause, NULL);
+	assert_true(metrics_clock_take(METRICS_STARTED, a) < 0); /* another kind */
+	took = metrics_clock_take(METRICS_DUE, a);
+	/* a fraction of a second, not whole seconds */
+	assert_true(took >= 0.119 && took < 0.9);
+	assert_true(metrics_clock_take(METRICS_DUE, a) < 0); /* taken once */
+	took = metrics_clock_take(METRICS_STARTED, b);
+	assert_true(took >= 0.119 && took < 0.9);
+	/* more jobs than slots: the table stays bounded, the last marked is there */
+	for (int i = 0; i < METRICS_CLOCK_SLOTS + 10; i++) {
+		char id[40];
+		snprintf(id, sizeof(id), "0193a2b4-0000-7000-8000-%012d", i);
+		metrics_clock_mark(METRICS_DUE, id);
+	}
+	{
+		char id[40];
+		snprintf(id, sizeof(id), "0193a2b4-0000-7000-8000-%012d", METRICS_CLOCK_SLOTS + 9);
+		assert_true(metrics_clock_take(METRICS_DUE, id) >= 0);
+	}
+	/* the histogram keeps the fraction */
+	metrics_job_delivery_latency(0.3);
+	{
+		char *text = render_now();
+		assert_true(sample(text, "rcs_job_delivery_latency_seconds_bucket{le=\"0.25\"}") ==
+			    0);
+		assert_true(sample(text, "rcs_job_delivery_latency_seconds_bucket{le=\"0.5\"}") ==
+			    1);
+		assert_true(sample(text, "rcs_job_delivery_latency_seconds_sum") == 0.3);
+		free(text);
+	}
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_label_escaping),
 	    cmocka_unit_test(test_exposition),
+	    cmocka_unit_test(test_clock),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

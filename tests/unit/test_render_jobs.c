@@ -182,6 +182,15 @@ static void test_group(void **state)
 	g.created_at = 200;
 	g.task_version = 3;
 	g.task_name = "Echo";
+	/* a list's progress: the tallies' six counts (docs/api.md "Progress") */
+	g.progress = (struct group_progress){.devices = 9,
+					     .ended = 5,
+					     .succeeded = 3,
+					     .failed = 1,
+					     .cancelled = 1,
+					     .open = 4,
+					     .held = 2,
+					     .release_eta_s = 30};
 	buf_init(&b, 1 << 16);
 	render_init(&w, &b);
 	render_group_page(&w, &l);
@@ -192,7 +201,9 @@ static void test_group(void **state)
 		    "\"created_at\":200,\"task_ident\":\"" TASK "\",\"task\":{\"version\":3,"
 		    "\"ident\":\"" TASK "\",\"name\":\"Echo\"},\"status\":\"running\","
 		    "\"reason\":null,\"tag\":null,\"rollout\":null,\"abort\":null,"
-		    "\"window\":null,\"retry\":null,\"continuous\":false}]}");
+		    "\"window\":null,\"retry\":null,\"continuous\":false,\"progress\":{"
+		    "\"devices\":9,\"ended\":5,\"succeeded\":3,\"failed\":1,\"cancelled\":1,"
+		    "\"open\":4}}]}");
 	buf_free(&b);
 	/* GET /groups/<id>: every setting, the totals and the latest attempts' counts */
 	g.with_counts = true;
@@ -202,6 +213,8 @@ static void test_group(void **state)
 	g.n_statuses = 2;
 	g.counts[0] = (struct group_count){JS_PENDING, 5};
 	g.n_counts = 1;
+	g.progress = (struct group_progress){
+	    .devices = 5, .open = 5, .held = 3, .retries = 2, .release_eta_s = -1};
 	g.status = GROUP_ABORTED;
 	g.reason = "too many";
 	g.tag = "lab";
@@ -239,7 +252,10 @@ static void test_group(void **state)
 	    "\"min_finished\":4},\"window\":{\"days\":[\"mon\",\"wed\",\"sun\"],\"start\":"
 	    "\"22:05\",\"duration_min\":90,\"utc_offset_min\":-300},\"retry\":{"
 	    "\"max_attempts\":3,\"backoff_s\":30,\"backoff_factor\":2},\"continuous\":true,"
-	    "\"total\":7,\"statuses\":{\"edge_started\":1,\"pending\":6},\"counts\":{"
+	    "\"progress\":{\"devices\":5,\"ended\":0,\"succeeded\":0,\"failed\":0,"
+	    "\"cancelled\":0,\"open\":5,\"held\":3,\"not_sent\":0,\"retries\":2,"
+	    "\"release_eta_s\":null},\"total\":7,\"statuses\":{\"edge_started\":1,\"pending\":6},"
+	    "\"counts\":{"
 	    "\"pending\":5}}");
 	buf_free(&b);
 }

@@ -169,12 +169,54 @@ static void test_retries(void **state)
 	assert_false(rollout_error_permanent(NULL));
 }
 
+/* The time to release what a group holds, at its pace and in its window (docs/api.md
+ * "Progress"). */
+static void test_release_eta(void **state)
+{
+	struct group_settings g;
+
+	(void)state;
+	memset(&g, 0, sizeof(g));
+	/* nothing held, or no rollout: nothing holds it back */
+	assert_int_equal(rollout_release_eta(&g, 0, 0, MONDAY), 0);
+	assert_int_equal(rollout_release_eta(&g, 25, 0, MONDAY), 0);
+	/* 25 jobs at 5 a minute: 5 minutes, not the seconds the first ones took */
+	g.max_per_minute = 5;
+	assert_int_equal(rollout_release_eta(&g, 25, 0, MONDAY), 300);
+	assert_int_equal(rollout_release_eta(&g, 1, 0, MONDAY), 12);
+	/* exponential: at the pace reached so far (10 a minute after 20 successes, × 2) */
+	g.max_per_minute = 0;
+	g.base_per_minute = 5;
+	g.factor_milli = 2000;
+	g.after_succeeded = 20;
+	assert_int_equal(rollout_release_eta(&g, 25, 20, MONDAY), 150);
+	/* a window: Monday 22:00-23:00; outside it the wait for it is added */
+	g.base_per_minute = 0;
+	g.factor_milli = 0;
+	g.after_succeeded = 0;
+	g.max_per_minute = 10;
+	g.has_window = true;
+	g.days = 1u << 0;
+	g.start_min = 22 * 60;
+	g.duration_min = 60;
+	assert_int_equal(rollout_release_eta(&g, 30, 0, MONDAY + 22 * 3600), 180);
+	assert_int_equal(rollout_release_eta(&g, 30, 0, MONDAY), 22 * 3600 + 180);
+	/* 700 jobs: 600 this Monday, the last 100 next Monday, ten minutes in */
+	assert_int_equal(rollout_release_eta(&g, 700, 0, MONDAY + 22 * 3600), 7 * 86400 + 600);
+	/* a window without a rate: everything when it opens */
+	g.max_per_minute = 0;
+	assert_int_equal(rollout_release_eta(&g, 5000, 0, MONDAY + 3600), 21 * 3600);
+	/* a window without a day: no telling */
+	g.days = 0;
+	assert_int_equal(rollout_release_eta(&g, 5, 0, MONDAY), -1);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_rates),          cmocka_unit_test(test_bucket),
 	    cmocka_unit_test(test_days_and_times), cmocka_unit_test(test_windows),
-	    cmocka_unit_test(test_retries),
+	    cmocka_unit_test(test_retries),        cmocka_unit_test(test_release_eta),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

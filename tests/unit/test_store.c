@@ -1068,6 +1068,123 @@ static void test_fold_then_group_abort(void **state)
 	assert_int_equal(job_column(f, jobs[0].ident, "last_seq"), 2);
 }
 
+/* A group's progress counts devices, a retry being its device's next attempt: the counts
+ * sum to the devices, what was cancelled before it went out is told apart, and the list's
+ * tallies agree (docs/api.md "Progress"). */
+static void test_group_progress(void **state)
+{
+	struct fixture *f = *state;
+	struct group_settings gs = {
+	    .has_retry = true, .max_attempts = 3, .backoff_s = 30, .backoff_milli = 1000};
+	struct store_page pg = {.page = 1, .per_page = 50};
+	struct job_new jobs[3];
+	json_object *g = NULL, *page = NULL, *p, *lp;
+	long long sum = 0;
+
+	make_group_jobs(f, jobs, 3, "progress", &gs);
+	{
+		/* job 0 is sent and fails for a transient cause: a retry follows */
+		struct job_move m = {
+		    .ident = jobs[0].ident, .to = JS_TRANSMITED, .mark_sent = true, .now = 250};
+		enum store_move res;
+
+		assert_int_equal(move_with(f, &m, &res), RCS_OK);
+		m = (struct job_move){.ident = jobs[0].ident,
+				      .to = JS_EDGE_ERROR,
+				      .seq = 1,
+				      .error_code = "script_error",
+				      .now = 260};
+		assert_int_equal(move_with(f, &m, &res), RCS_OK);
+		/* job 1 is sent and ends well */
+		m = (struct job_move){
+		    .ident = jobs[1].ident, .to = JS_TRANSMITED, .mark_sent = true, .now = 250};
+		assert_int_equal(move_with(f, &m, &res), RCS_OK);
+		m = (struct job_move){
+		    .ident = jobs[1].ident, .to = JS_TERMINATED, .seq = 1, .now = 270};
+		assert_int_equal(move_with(f, &m, &res), RCS_OK);
+		/* job 2 is cancelled before it went out */
+		m = (struct job_move){.ident = jobs[2].ident, .to = JS_CANCELLED, .now = 280};
+		assert_int_equal(move_with(f, &m, &res), RCS_OK);
+	}
+	assert_int_equal(groups_page(f->st, f->root, &pg, &page), RCS_OK);
+	lp = jsonu_member(json_object_array_get_idx(jsonu_member(page, "items"), 0), "progress");
+	assert_int_equal(
+	    group_json(f->st, f->root,
+		       jstr(json_object_array_get_idx(jsonu_member(page, "items"), 0), "ident"),
+		       &g),
+	    RCS_OK);
+	p = jsonu_member(g, "progress");
+	/* four jobs, three devices: the retry replaces its device's first attempt */
+	assert_int_equal(jint(g, "total"), 4);
+	assert_int_equal(jint(p, "devices"), 3);
+	json_object_object_foreach(jsonu_member(g, "counts"), k, v)
+	{
+		(void)k;
+		sum += json_object_get_int64(v);
+	}
+	assert_int_equal(sum, 3);
+	assert_int_equal(jint(p, "ended"), 2);
+	assert_int_equal(jint(p, "succeeded"), 1);
+	assert_int_equal(jint(p, "failed"), 0);
+	assert_int_equal(jint(p, "cancelled"), 1);
+	assert_int_equal(jint(p, "not_sent"), 1);
+	assert_int_equal(jint(p, "open"), 1);
+	assert_int_equal(jint(p, "held"), 1); /* the retry, waiting for its backoff */
+	assert_int_equal(jint(p, "retries"), 1);
+	assert_true(json_object_is_type(jsonu_member(p, "release_eta_s"), json_type_int));
+	/* the list's six counts, from the group's tallies, are the same */
+	json_object_object_foreach(lp, lk, lv)
+	{
+		assert_true(json_object_equal(lv, jsonu_member(p, lk)));
+	}
+	assert_int_equal(json_object_object_length(lp), 6);
+	json_object_put(g);
+	json_object_put(page);
+}
+
+/* A retry a paused group makes says the group is paused; the resume has it say again what
+ * it waits for, its backoff (docs/api.md "Rollouts"). */
+static void test_group_pause_says_so(void **state)
+{
+	struct fixture *f = *state;
+	struct lifecycle lc = {.st = f->st};
+	struct group_settings gs = {
+	    .has_retry = true, .max_attempts = 2, .backoff_s = 600, .backoff_milli = 1000};
+	struct job_new jobs[1];
+	struct store_idents ids;
+	struct job_rec rec;
+	char gid[UUID_STR_LEN], retry[UUID_STR_LEN];
+	enum store_move res;
+	struct job_move m;
+
+	make_group_jobs(f, jobs, 1, "pausing", &gs);
+	assert_int_equal(store_job_rec_get(f->st, jobs[0].ident, &rec), RCS_OK);
+	memcpy(gid, rec.group_ident, sizeof(gid));
+	store_job_rec_free(&rec);
+	m = (struct job_move){
+	    .ident = jobs[0].ident, .to = JS_TRANSMITED, .mark_sent = true, .now = 250};
+	assert_int_equal(move_with(f, &m, &res), RCS_OK);
+	assert_int_equal(lifecycle_group_pause(&lc, f->root, gid, 260, NULL, NULL), RCS_OK);
+	m = (struct job_move){.ident = jobs[0].ident,
+			      .to = JS_EDGE_ERROR,
+			      .seq = 1,
+			      .error_code = "script_error",
+			      .now = 270};
+	assert_int_equal(move_with(f, &m, &res), RCS_OK);
+	assert_int_equal(store_group_jobs_open(f->st, gid, true, 4, &ids), RCS_OK);
+	assert_int_equal(ids.n, 1);
+	memcpy(retry, ids.v[0], sizeof(retry));
+	store_idents_free(&ids);
+	assert_int_equal(store_job_rec_get(f->st, retry, &rec), RCS_OK);
+	assert_int_equal(rec.attempt, 2);
+	assert_string_equal(rec.response, "group paused");
+	store_job_rec_free(&rec);
+	assert_int_equal(lifecycle_group_resume(&lc, f->root, gid, 280, NULL, NULL), RCS_OK);
+	assert_int_equal(store_job_rec_get(f->st, retry, &rec), RCS_OK);
+	assert_string_equal(rec.response, "waiting for retry: attempt 2");
+	store_job_rec_free(&rec);
+}
+
 static void test_move_hands_back_the_record(void **state)
 {
 	struct fixture *f = *state;
@@ -1618,6 +1735,8 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(test_fold_spoiled_by_a_rollback, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_fold_of_many_jobs, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_fold_then_group_abort, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_group_progress, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_group_pause_says_so, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_what_follows_a_move, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_webhook_outbox_follows_new_webhooks, setup,
 					    teardown),

@@ -110,6 +110,44 @@ export function groupCounts(g) {
   return (g && (g.counts || g.statuses)) || {};
 }
 
+// A group's progress, one count per device by its latest attempt (docs/api.md "Progress"):
+// the API's `progress`, or made from the counts of a coordinator without it.
+export function groupProgress(g) {
+  const counts = groupCounts(g);
+  const sum = STATUSES.reduce((a, s) => a + (counts[s] || 0), 0);
+  const p = (g && g.progress) || {};
+  const failed = (counts.edge_error || 0) + (counts.expired || 0);
+  return {
+    // without progress: the counts' sum (of devices, or of jobs when there is no total)
+    devices: p.devices !== undefined ? p.devices
+      : (g && g.counts) || !g || g.total === undefined ? sum : g.total,
+    ended: p.ended !== undefined ? p.ended : finishedCount(counts),
+    failed: p.failed !== undefined ? p.failed : failed,
+    held: p.held || 0,
+    notSent: p.not_sent || 0,
+    retries: p.retries || 0,
+    eta: typeof p.release_eta_s === 'number' ? p.release_eta_s : null,
+  };
+}
+
+// What a group's progress comes to, in words that follow its status: "completed", never
+// "failed" for jobs cancelled one by one; what an abort or a cancel kept from going out;
+// the time the rollout's pace still needs.
+export function progressWords(g) {
+  const p = groupProgress(g);
+  const words = [];
+  if (g.status === 'completed') words.push(p.failed > 0 ? 'completed with failures' : 'completed');
+  else if (g.status === 'aborted' || g.status === 'cancelled') words.push(g.status);
+  else if (g.status === 'paused') words.push('paused: nothing is released until it is resumed');
+  if (p.notSent > 0) words.push(num(p.notSent) + ' cancelled before they went out');
+  if (p.held > 0 && g.status !== 'paused') words.push(num(p.held) + ' held for release');
+  if (p.held > 0 && p.eta !== null && g.status === 'running') {
+    words.push('all released in about ' + fmtDuration(p.eta) + " at the rollout's pace");
+  }
+  if (p.retries > 0) words.push(num(p.retries) + (p.retries === 1 ? ' retry' : ' retries'));
+  return words.join(' · ');
+}
+
 // A stacked bar of counts per status, with a text summary.
 export function stackedBar(counts, total) {
   const sum = STATUSES.reduce((a, s) => a + (counts[s] || 0), 0);

@@ -2,8 +2,8 @@
 // status and its jobs, both refreshed by polling the REST API.
 import { api, get, mayOperate } from './api.js';
 import {
-  clear, fill, dl, finishedCount, fmtTime, groupBadge, groupCounts, h, notice, num, pager,
-  shortId, sortable, stackedBar, statusBars, table, timeEl,
+  clear, fill, dl, fmtTime, groupBadge, groupCounts, groupProgress, h, notice, num, pager,
+  progressWords, shortId, sortable, stackedBar, statusBars, table, timeEl,
 } from './dom.js';
 import { GROUP_STATUSES } from './status.js';
 import { describeAbort, describeRetry, describeRollout, describeWindow } from './send.js';
@@ -12,10 +12,11 @@ import { errorText, go, href, retryNotice } from './nav.js';
 
 const PER_PAGE = 20;
 
+// "19 / 25 devices ended · aborted · 5 cancelled before they went out" (docs/dashboard.md)
 function progressText(g) {
-  const counts = groupCounts(g);
-  const total = g.total !== undefined ? g.total : Object.values(counts).reduce((a, b) => a + b, 0);
-  return num(finishedCount(counts)) + ' / ' + num(total) + ' finished';
+  const p = groupProgress(g);
+  const words = progressWords(g);
+  return num(p.ended) + ' / ' + num(p.devices) + ' devices ended' + (words ? ' · ' + words : '');
 }
 
 export async function list(ctx) {
@@ -43,7 +44,7 @@ export async function list(ctx) {
   });
   statusSel.addEventListener('change', () => form.requestSubmit());
   ctx.el.append(h('h1', {}, 'Groups'),
-    h('p', { class: 'muted' }, 'Every bulk send with a group name. Bars show the jobs per status.'), form);
+    h('p', { class: 'muted' }, 'Every bulk send with a group name. Bars show its devices per status, each by its latest attempt.'), form);
   const body = h('div', {}, h('p', { class: 'loading' }, 'Loading groups…'));
   ctx.el.append(body);
   const load = async () => {
@@ -57,10 +58,11 @@ export async function list(ctx) {
     const rows = p.items.map((g, i) => {
       const d = details[i] || g;
       const counts = groupCounts(d);
+      const p = groupProgress(d);
       return h('tr', { 'data-group': g.ident },
         h('td', {}, h('a', { href: href('groups/' + g.ident) }, g.name),
           d.status ? [' ', groupBadge(d.status)] : null),
-        h('td', { class: 'wide' }, details[i] ? stackedBar(counts, d.total) : h('span', { class: 'muted' }, 'counts unavailable'),
+        h('td', { class: 'wide' }, details[i] ? stackedBar(counts, p.devices) : h('span', { class: 'muted' }, 'counts unavailable'),
           details[i] ? h('div', { class: 'small muted' }, progressText(d)) : null),
         h('td', { class: 'opt' }, g.created_user),
         h('td', { class: 'opt' }, timeEl(g.created_at)));
@@ -147,8 +149,9 @@ export async function show(ctx) {
   };
   const draw = () => {
     const counts = groupCounts(g);
-    const total = g.total !== undefined ? g.total : Object.values(counts).reduce((a, b) => a + b, 0);
-    const done = finishedCount(counts);
+    const p = groupProgress(g);
+    const total = p.devices;
+    const done = p.ended;
     const facts = [
       ['Task', g.task_ident ? h('a', { href: href('tasks/' + g.task_ident), class: taskName ? '' : 'mono' },
         taskName || shortId(g.task_ident)) : null],
@@ -160,7 +163,7 @@ export async function show(ctx) {
       if (text) facts.push([label, h('span', { 'data-setting': k }, text)]);
     }
     // a send that made no job (a misspelt tag) is completed, but is no success
-    const empty = total === 0 && g.reason
+    const empty = total === 0 && g.total === 0 && g.reason
       ? notice('warn', 'Nothing was sent: ' + g.reason + '.') : null;
     fill(head,
       h('h1', {}, 'Group ', h('span', { id: 'group-name' }, g.name), g.status ? [' ', groupBadge(g.status)] : null),
@@ -168,8 +171,9 @@ export async function show(ctx) {
     fill(summary,
       h('div', { class: 'summary' },
         h('strong', { id: 'group-done', 'data-done': done, 'data-total': total },
-          num(done) + ' / ' + num(total) + ' finished'),
+          num(done) + ' / ' + num(total) + ' devices ended'),
         done === total && total > 0 ? h('span', { class: 'badge done' }, 'all ended') : null),
+      h('p', { id: 'group-words', class: 'small muted' }, progressWords(g)),
       stackedBar(counts, total), statusBars(counts, total));
   };
   draw();
