@@ -185,10 +185,16 @@ const char *cli_when(json_object *o, const char *k, char *out, size_t len)
 
 const char *cli_group_progress(json_object *g, char *out, size_t len)
 {
-	json_object *counts = jsonu_member(g, "counts");
+	json_object *counts = jsonu_member(g, "counts"), *p = jsonu_member(g, "progress");
 	long long done = 0, total = 0;
 	bool by_counts = counts != NULL && json_object_is_type(counts, json_type_object);
 
+	/* the devices, each by its latest attempt (docs/api.md "Progress") */
+	if (p != NULL && json_object_is_type(jsonu_member(p, "devices"), json_type_int)) {
+		snprintf(out, len, "%lld/%lld", (long long)cli_int(p, "ended"),
+			 (long long)cli_int(p, "devices"));
+		return out;
+	}
 	if (!by_counts)
 		counts = jsonu_member(g, "statuses");
 	if (counts == NULL || !json_object_is_type(counts, json_type_object))

@@ -280,7 +280,8 @@ static json_object *groups_counted(struct cli *c, json_object *it, struct http_r
 	const char *id = cli_str(it, "ident");
 	char errbuf[256];
 
-	if (jsonu_member(it, "counts") != NULL || jsonu_member(it, "statuses") != NULL)
+	if (jsonu_member(it, "progress") != NULL || jsonu_member(it, "counts") != NULL ||
+	    jsonu_member(it, "statuses") != NULL)
 		return it;
 	if (id == NULL || !uuid_valid(id))
 		return NULL;

@@ -120,7 +120,12 @@ static void test_cli_group_progress(void **state)
 	json_object *g;
 
 	(void)state;
-	/* counts (each device's latest attempt) win; the final statuses are done */
+	/* progress (devices, each by its latest attempt: docs/api.md "Progress") wins */
+	g = json_tokener_parse("{\"total\": 29, \"statuses\": {\"terminated\": 19}, "
+			       "\"progress\": {\"devices\": 25, \"ended\": 19}}");
+	assert_string_equal(cli_group_progress(g, out, sizeof(out)), "19/25");
+	json_object_put(g);
+	/* counts (each device's latest attempt) next; the final statuses are done */
 	g = json_tokener_parse("{\"total\": 9, \"statuses\": {\"edge_error\": 4}, \"counts\": "
 			       "{\"terminated\": 3, \"edge_error\": 1, \"expired\": 1, "
 			       "\"cancelled\": 1, \"pending\": 2, \"edge_running\": 1}}");
