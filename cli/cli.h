@@ -59,6 +59,8 @@ struct cli_opts {
 	bool wait, allow_empty, continuous, verbose;
 	/* watch */
 	long long interval;
+	/* jobs cancel */
+	char *reason;
 	/* artifacts upload; tasks create|update --artifact */
 	char *sha256;
 	struct cfg_strlist artifact;

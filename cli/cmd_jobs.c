@@ -251,14 +251,22 @@ int cmd_jobs_cancel(struct cli *c)
 	char job[UUID_STR_LEN];
 	struct buf path;
 	struct http_resp r = {0};
+	json_object *body = NULL;
 	int rc;
 
 	buf_init(&path, CLI_MAX_PATH);
 	rc = cli_job_ident(c, c->pos[0], job);
 	if (rc == CLI_OK)
 		rc = jobs_path(c, &path, "/jobs/", job, "/cancel");
+	if (rc == CLI_OK && c->o.reason != NULL) {
+		/* who cancels is the key's user; why, the operator's words (docs/api.md) */
+		body = json_object_new_object();
+		if (body == NULL ||
+		    json_object_object_add(body, "reason", json_object_new_string(c->o.reason)))
+			rc = cli_fail(c, CLI_API, "out of memory");
+	}
 	if (rc == CLI_OK)
-		rc = cli_call(c, "PATCH", path.data, NULL, &r, NULL);
+		rc = cli_call(c, "PATCH", path.data, body, &r, NULL);
 	if (rc != CLI_OK)
 		goto out;
 	if (c->o.json)
@@ -266,6 +274,7 @@ int cmd_jobs_cancel(struct cli *c)
 	else
 		printf("job %s %s\n", cli_show(r.json, "ident"), cli_show(r.json, "status"));
 out:
+	json_object_put(body);
 	http_resp_free(&r);
 	buf_free(&path);
 	return rc;

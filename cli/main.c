@@ -160,6 +160,10 @@ static const struct cfg_opt opts_jobs_list[] = {
     O_END,
 };
 static const struct cfg_opt opts_paging[] = {OPTS_PAGING, O_END};
+static const struct cfg_opt opts_jobs_cancel[] = {
+    O_STR("reason", reason, "TEXT", "why, kept with the job (at most 500 bytes)"),
+    O_END,
+};
 static const struct cfg_opt opts_groups_list[] = {
     OPTS_PAGING,
     O_STR("status", status, "STATUS",
@@ -263,7 +267,7 @@ static const struct cli_cmd cli_cmds[] = {
     {"jobs", "show", "JOB", 1, 1, opts_none, cmd_jobs_show, "show a job (ident or short ident)"},
     {"jobs", "history", "JOB", 1, 1, opts_paging, cmd_jobs_history,
      "a job's status changes, newest first"},
-    {"jobs", "cancel", "JOB", 1, 1, opts_none, cmd_jobs_cancel,
+    {"jobs", "cancel", "JOB", 1, 1, opts_jobs_cancel, cmd_jobs_cancel,
      "cancel a job (ident or short ident)"},
     {"groups", "list", "", 0, 0, opts_groups_list, cmd_groups_list,
      "list the groups of bulk sends"},

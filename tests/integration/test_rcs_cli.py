@@ -674,8 +674,11 @@ class RcsCliTest(StackTest):
         self.assertEqual(j["status"], "pending")
         self.assertIn(j["scheduled_time"], (at, at + 1, at + 2))
         self.assertEqual((j["ttl"], j["comment"]), (7200, "later"))
-        out, _ = self.rcs("jobs", "cancel", j["ident"])
+        out, _ = self.rcs("jobs", "cancel", j["ident"], "--reason", "wrong site")
         self.assertEqual(out, "job %s cancelled\n" % j["ident"])
+        # who (the key's user) and why are kept with the job (docs/api.md)
+        self.assertEqual(self.api_get("/jobs/" + j["ident"])["response"],
+                         "cancelled by admin: wrong site")
         _, err = self.rcs("jobs", "cancel", j["ident"], code=3)
         self.assertIn("job_terminal, HTTP 409", err)
         _, err = self.rcs("jobs", "show", "not-a-job", code=3)
