@@ -156,6 +156,61 @@ static bool bridge_again(enum rcs_err err, int attempt, const char *what, const 
 	return true;
 }
 
+/* Decodes a status report into *r and the move it asks for (*mv, pointing into *r and m):
+ * false when it is dropped (logged; *r freed). */
+static bool bridge_report_move(const struct in_msg *m, struct proto_report *r, struct job_move *mv)
+{
+	struct jsonu_err e;
+
+	if (proto_report_decode(m->payload, m->len, r, &e) != RCS_OK) {
+		log_warnx("dropped a status report for job %s from %s: %s%s%s", m->topic.job,
+			  m->topic.entity_ident, e.field[0] ? e.field : "", e.field[0] ? ": " : "",
+			  e.message);
+		return false;
+	}
+	if (strcmp(r->job, m->topic.job) != 0) {
+		log_warnx("dropped a status report from %s: job %s in the payload, %s in the topic",
+			  m->topic.entity_ident, r->job, m->topic.job);
+		proto_report_free(r);
+		return false;
+	}
+	memset(mv, 0, sizeof(*mv));
+	mv->client_root = m->topic.client_root;
+	mv->entity_ident = m->topic.entity_ident;
+	mv->ident = r->job;
+	mv->to = r->status;
+	mv->response = r->response;
+	mv->replace_response = true;
+	mv->set_response_time = status_is_terminal(r->status);
+	mv->seq = r->seq;
+	mv->error_code = r->error; /* the cause of an edge_error (docs/mqtt.md) */
+	mv->now = (int64_t)time(NULL);
+	return true;
+}
+
+/* What follows a report's move for the transport: a cancel told again to a device that
+ * works on a job cancelled meanwhile, and the log. */
+static void bridge_report_after(struct bridge_apply *a, const struct in_msg *m,
+				const struct job_move *mv, enum rcs_err err, enum store_move res)
+{
+	if (err == RCS_OK && res == STORE_MOVE_KEPT && !status_is_terminal(mv->to)) {
+		struct job_rec job;
+		if (store_job_rec_get(a->link->st, mv->ident, &job) == RCS_OK) {
+			bridge_send_cancel(a->send, &job);
+			store_job_rec_free(&job);
+		}
+	}
+	if (err == RCS_ERR_NOTFOUND)
+		log_warnx(
+		    "dropped a status report from %s/%s for job %s: no such job of that device",
+		    m->topic.client_root, m->topic.entity_ident, mv->ident);
+	else if (err != RCS_OK)
+		log_warnx("job %s: report not applied: %s", mv->ident, rcs_strerror(err));
+	else
+		log_debug("job %s: %s (seq %lld) %s", mv->ident, status_name(mv->to), mv->seq,
+			  res == STORE_MOVE_APPLIED ? "applied" : "ignored");
+}
+
 /*
  * Applies one status report. in_batch: inside the batch's transaction without a savepoint
  * of its own (lifecycle_move_in_tx); returns false when that failed after writing, and the
@@ -164,39 +219,17 @@ static bool bridge_again(enum rcs_err err, int attempt, const char *what, const 
 static bool bridge_apply_report(struct bridge_apply *a, const struct in_msg *m, bool in_batch)
 {
 	struct proto_report r;
-	struct jsonu_err e;
 	struct job_move mv;
-	enum store_move res;
+	enum store_move res = STORE_MOVE_DUPLICATE;
 	enum rcs_err err;
-	bool ok = true;
 
-	if (proto_report_decode(m->payload, m->len, &r, &e) != RCS_OK) {
-		log_warnx("dropped a status report for job %s from %s: %s%s%s", m->topic.job,
-			  m->topic.entity_ident, e.field[0] ? e.field : "", e.field[0] ? ": " : "",
-			  e.message);
+	if (!bridge_report_move(m, &r, &mv))
 		return true;
-	}
-	if (strcmp(r.job, m->topic.job) != 0) {
-		log_warnx("dropped a status report from %s: job %s in the payload, %s in the topic",
-			  m->topic.entity_ident, r.job, m->topic.job);
-		goto out;
-	}
-	memset(&mv, 0, sizeof(mv));
-	mv.client_root = m->topic.client_root;
-	mv.entity_ident = m->topic.entity_ident;
-	mv.ident = r.job;
-	mv.to = r.status;
-	mv.response = r.response;
-	mv.replace_response = true;
-	mv.set_response_time = status_is_terminal(r.status);
-	mv.seq = r.seq;
-	mv.error_code = r.error; /* the cause of an edge_error (docs/mqtt.md) */
-	mv.now = (int64_t)time(NULL);
 	if (in_batch) {
 		err = lifecycle_move_in_tx(a->link->lc, &mv, &res, NULL);
 		if (err != RCS_OK && err != RCS_ERR_NOTFOUND) {
-			ok = false; /* the batch again, one by one: that reports the error */
-			goto out;
+			proto_report_free(&r); /* the batch again, one by one: that reports it */
+			return false;
 		}
 	} else {
 		for (int attempt = 0;; attempt++) {
@@ -205,26 +238,9 @@ static bool bridge_apply_report(struct bridge_apply *a, const struct in_msg *m, 
 				break;
 		}
 	}
-	if (err == RCS_OK && res == STORE_MOVE_KEPT && !status_is_terminal(r.status)) {
-		/* the device works on a job cancelled meanwhile: tell it (again) */
-		struct job_rec job;
-		if (store_job_rec_get(a->link->st, r.job, &job) == RCS_OK) {
-			bridge_send_cancel(a->send, &job);
-			store_job_rec_free(&job);
-		}
-	}
-	if (err == RCS_ERR_NOTFOUND)
-		log_warnx(
-		    "dropped a status report from %s/%s for job %s: no such job of that device",
-		    m->topic.client_root, m->topic.entity_ident, r.job);
-	else if (err != RCS_OK)
-		log_warnx("job %s: report not applied: %s", r.job, rcs_strerror(err));
-	else
-		log_debug("job %s: %s (seq %lld) %s", r.job, status_name(r.status), r.seq,
-			  res == STORE_MOVE_APPLIED ? "applied" : "ignored");
-out:
+	bridge_report_after(a, m, &mv, err, res);
 	proto_report_free(&r);
-	return ok;
+	return true;
 }
 
 /* Returns true when the device came online (its jobs are then sent). */
@@ -307,19 +323,105 @@ static bool bridge_apply_list(struct bridge_apply *a, struct in_msg *list, bool 
 	return true;
 }
 
+/* The reports of a batch on a shared database (PostgreSQL), decoded. */
+struct bridge_set {
+	const struct in_msg **m;
+	struct proto_report *r;
+	struct job_move *mv;
+	enum store_move *res;
+	enum rcs_err *err;
+	size_t n;
+};
+
+static void bridge_set_free(struct bridge_set *b)
+{
+	for (size_t i = 0; i < b->n; i++)
+		proto_report_free(&b->r[i]);
+	free(b->m);
+	free(b->r);
+	free(b->mv);
+	free(b->res);
+	free(b->err);
+}
+
+/* The reports of list as moves (those dropped are logged): false when out of memory. */
+static bool bridge_set_make(struct bridge_set *b, struct in_msg *list)
+{
+	size_t n = 0;
+
+	memset(b, 0, sizeof(*b));
+	for (struct in_msg *m = list; m; m = m->next)
+		n += m->topic.kind == PROTO_STATUS;
+	if (n == 0)
+		return true;
+	b->m = calloc(n, sizeof(*b->m));
+	b->r = calloc(n, sizeof(*b->r));
+	b->mv = calloc(n, sizeof(*b->mv));
+	b->res = calloc(n, sizeof(*b->res));
+	b->err = calloc(n, sizeof(*b->err));
+	if (!b->m || !b->r || !b->mv || !b->res || !b->err)
+		return false;
+	for (struct in_msg *m = list; m; m = m->next)
+		if (m->topic.kind == PROTO_STATUS &&
+		    bridge_report_move(m, &b->r[b->n], &b->mv[b->n]))
+			b->m[b->n++] = m;
+	return true;
+}
+
+/*
+ * A batch on a shared database (docs/coordinator.md, "Reports as sets"): its reports applied
+ * as sets of rows in one transaction (lifecycle_moves), again whole when the database broke
+ * it off (a deadlock, a lock wait cut short), one by one when it failed otherwise; then its
+ * state messages, each in a transaction of its own as before.
+ */
+static void bridge_apply_sets(struct bridge_apply *a, struct in_msg *list,
+			      struct bridge_idents *online)
+{
+	struct bridge_set b;
+	enum rcs_err err = RCS_OK;
+
+	if (!bridge_set_make(&b, list)) {
+		log_warnx("a batch of %s is applied again message by message", "device reports");
+		bridge_set_free(&b);
+		memset(&b, 0, sizeof(b));
+		for (struct in_msg *m = list; m; m = m->next)
+			if (m->topic.kind == PROTO_STATUS)
+				bridge_apply_report(a, m, false);
+	}
+	for (int attempt = 0; b.n > 0; attempt++) {
+		err = lifecycle_moves(a->link->lc, b.mv, b.n, b.res, b.err);
+		if (!bridge_again(err, attempt, b.n == 1 ? "job" : "batch of",
+				  b.n == 1 ? b.mv[0].ident : "device reports"))
+			break;
+	}
+	for (size_t i = 0; i < b.n; i++) {
+		if (err == RCS_OK)
+			bridge_report_after(a, b.m[i], &b.mv[i], b.err[i], b.res[i]);
+		else
+			bridge_apply_report(a, b.m[i], false);
+	}
+	if (err != RCS_OK)
+		log_warnx("a batch of %s was applied message by message: %s", "device reports",
+			  rcs_strerror(err));
+	bridge_set_free(&b);
+	for (struct in_msg *m = list; m; m = m->next)
+		if (m->topic.kind != PROTO_STATUS && bridge_apply_state(a, m) &&
+		    !bridge_idents_add(online, m->topic.entity_ident))
+			log_warnx("device %s: its jobs not sent now: out of memory",
+				  m->topic.entity_ident);
+}
+
 static void bridge_apply_inbound(struct bridge_apply *a, struct in_msg *list)
 {
 	struct store *st = a->link->st;
 	struct bridge_idents online = {{NULL, 0}, 0};
-	/* One transaction for the batch: one commit for many messages. Not on a shared
-	 * database: a transaction keeps the rows it locked until it ends (a job's row by its
-	 * move, its group's row by the tallies of a job that ended), and another coordinator
-	 * applying the same reports in its own batches would wait for a row this batch holds
-	 * while holding one this batch waits for, a deadlock PostgreSQL breaks only after its
-	 * deadlock_timeout; one message per transaction takes a job's row, then its group's,
-	 * and lets both go (docs/scale-out.md, "Limits") */
+	/* One transaction for the batch: one commit for many messages. On a shared database
+	 * its reports go as sets (bridge_apply_sets), which lock all their jobs' rows first, in
+	 * ident order, then their groups' rows, in ident order, so that another coordinator
+	 * applying overlapping batches waits rather than deadlocks (docs/coordinator.md,
+	 * "Reports as sets") */
 	bool tx = !store_shared(st) && store_tx_begin(st) == RCS_OK;
-	bool ok;
+	bool ok = true;
 
 	/* in the batch's transaction the reports take no savepoint each, and a job's moves
 	 * are folded into one write of its row (store_fold_begin); should one fail after
@@ -328,7 +430,10 @@ static void bridge_apply_inbound(struct bridge_apply *a, struct in_msg *list)
 	 * (docs/architecture.md, "One job, from POST to the final report", step 6) */
 	if (tx)
 		store_fold_begin(st);
-	ok = bridge_apply_list(a, list, tx, &online);
+	if (store_shared(st))
+		bridge_apply_sets(a, list, &online);
+	else
+		ok = bridge_apply_list(a, list, tx, &online);
 	if (tx && store_fold_end(st, ok) != RCS_OK && ok) {
 		bridge_idents_clear(&online);
 		ok = false;

@@ -41,10 +41,12 @@ static void lifecycle_metric_done(void *arg, bool committed)
  * device (due -> edge_transmitted: from its release, a rollout's hold left out) or to run
  * (edge_started -> final status), to the millisecond from the moments metrics.c keeps,
  * else in whole seconds from the stored times. created_at: the job's, when its record was
- * read anyway (its initial status has the same time); 0: looked up. Counted when the
- * change commits, not before: a batch rolled back and applied again counts once
+ * read anyway (its initial status has the same time); 0: looked up. started_at: the time
+ * of its edge_started, when a batch read it (-1: looked up). Counted when the change
+ * commits, not before: a batch rolled back and applied again counts once
  * (docs/architecture.md, "One job, from POST to the final report", step 6). */
-static void lifecycle_metrics(struct lifecycle *lc, const struct job_move *m, int64_t created_at)
+static void lifecycle_metrics(struct lifecycle *lc, const struct job_move *m, int64_t created_at,
+			      int64_t started_at)
 {
 	struct lifecycle_metric *lm = calloc(1, sizeof(*lm));
 	int64_t since = created_at;
@@ -63,7 +65,9 @@ static void lifecycle_metrics(struct lifecycle *lc, const struct job_move *m, in
 		lm->seconds = took >= 0 ? took : (double)(m->now - since);
 	} else if ((m->to == JS_TERMINATED || m->to == JS_EDGE_ERROR) &&
 		   ((took = metrics_clock_take(METRICS_STARTED, m->ident)) >= 0 ||
-		    (store_job_status_at(lc->st, m->ident, JS_EDGE_STARTED, &since) == RCS_OK &&
+		    ((started_at >= 0 ? (since = started_at, true)
+				      : store_job_status_at(lc->st, m->ident, JS_EDGE_STARTED,
+							    &since) == RCS_OK) &&
 		     since > 0))) {
 		lm->kind = LC_METRIC_RUN;
 		lm->seconds = took >= 0 ? took : (double)(m->now - since);
@@ -99,7 +103,9 @@ static enum rcs_err lifecycle_move_follow(struct lifecycle *lc, const struct job
 
 	if (mv->result != STORE_MOVE_APPLIED && mv->result != STORE_MOVE_KEPT)
 		return RCS_OK; /* nothing changed */
-	if (mv->result == STORE_MOVE_APPLIED && ended)
+	if (mv->result == STORE_MOVE_APPLIED && ended && lc->ends != NULL)
+		err = lifecycle_ends_add(lc->ends, job); /* the group's part once per batch */
+	else if (mv->result == STORE_MOVE_APPLIED && ended)
 		err = store_group_job_ended(lc->st, job->group_ident, m->to);
 	if (err == RCS_OK && mv->result == STORE_MOVE_APPLIED && mv->notify)
 		err = store_notifications_record(lc->st, m->ident, to, m->now);
@@ -114,18 +120,17 @@ static enum rcs_err lifecycle_move_follow(struct lifecycle *lc, const struct job
 		lc->webhooks_changed(lc->webhooks_ctx);
 	if (mv->result != STORE_MOVE_APPLIED)
 		return RCS_OK;
-	lifecycle_metrics(lc, m, job->created_at);
+	lifecycle_metrics(lc, m, job->created_at, mv->started_at);
 	if (lc->hooks && lc->hooks->job_changed)
 		lc->hooks->job_changed(lc->hooks->ctx, job);
-	if (ended)
+	if (ended && lc->ends == NULL)
 		err = lifecycle_group_job_ended(lc, job, m->now);
 	return err;
 }
 
-/* The move and what follows from it, in the caller's transaction: *wrote tells whether
- * anything was written (an error after that needs the writes undone). */
-static enum rcs_err lifecycle_move_steps(struct lifecycle *lc, const struct job_move *m,
-					 enum store_move *result, struct job_rec *job, bool *wrote)
+/* The move and what follows from it (lifecycle.h). */
+enum rcs_err lifecycle_move_steps(struct lifecycle *lc, const struct job_move *m,
+				  enum store_move *result, struct job_rec *job, bool *wrote)
 {
 	struct job_moved mv;
 	enum rcs_err err;
@@ -551,31 +556,35 @@ static enum rcs_err lifecycle_group_retry(struct lifecycle *lc, const struct gro
 	return RCS_OK;
 }
 
-static enum rcs_err lifecycle_group_job_ended(struct lifecycle *lc, const struct job_rec *job,
-					      int64_t now)
+/* What follows for a group when jobs of it ended (lifecycle.h). */
+enum rcs_err lifecycle_group_jobs_ended(struct lifecycle *lc, const struct job_rec *v, size_t n,
+					int64_t now)
 {
 	struct group_rec g;
 	char reason[256];
 	bool retried = false, have = false;
 	enum rcs_err err;
 
-	err = store_group_read(lc->st, NULL, job->group_ident, false, &g);
+	err = store_group_read(lc->st, NULL, v[0].group_ident, false, &g);
 	if (err != RCS_OK)
 		goto out;
 	have = true;
 	if (g.status != GROUP_RUNNING && g.status != GROUP_PAUSED)
-		goto out; /* ended: its jobs' ends change nothing more */
-	err = lifecycle_group_retry(lc, &g, job, now, &retried);
-	if (err != RCS_OK)
 		goto out;
-	if (retried) {
+	for (size_t i = 0; err == RCS_OK && i < n; i++) {
+		bool r = false;
+
+		err = lifecycle_group_retry(lc, &g, &v[i], now, &r);
+		retried = retried || r;
+	}
+	if (err == RCS_OK && retried) {
 		store_group_rec_free(&g);
 		have = false;
-		err = store_group_read(lc->st, NULL, job->group_ident, false, &g);
-		if (err != RCS_OK)
-			goto out;
-		have = true;
+		err = store_group_read(lc->st, NULL, v[0].group_ident, false, &g);
+		have = err == RCS_OK;
 	}
+	if (err != RCS_OK)
+		goto out;
 	if (lifecycle_group_should_abort(&g, reason, sizeof(reason))) {
 		err = lifecycle_group_abort(lc, g.ident, reason, now);
 		goto out;
@@ -585,6 +594,12 @@ out:
 	if (have)
 		store_group_rec_free(&g);
 	return err;
+}
+
+static enum rcs_err lifecycle_group_job_ended(struct lifecycle *lc, const struct job_rec *job,
+					      int64_t now)
+{
+	return lifecycle_group_jobs_ended(lc, job, 1, now);
 }
 
 /* The tenant's group (RCS_ERR_NOTFOUND for another's) and the action's transaction. */

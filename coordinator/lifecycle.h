@@ -12,6 +12,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdlib.h>
 
 #include "err.h"
 #include "store.h"
@@ -59,6 +60,8 @@ struct lifecycle {
 	 * (webhooks.c). */
 	void (*webhooks_changed)(void *ctx);
 	void *webhooks_ctx;
+	/* lifecycle_moves' own while it runs (NULL otherwise) */
+	struct lifecycle_ends *ends;
 };
 
 /* True when a transport is plugged in (device presence is known). */
@@ -80,6 +83,57 @@ enum rcs_err lifecycle_move(struct lifecycle *lc, const struct job_move *m, enum
  */
 enum rcs_err lifecycle_move_in_tx(struct lifecycle *lc, const struct job_move *m,
 				  enum store_move *result, struct job_rec *job_after);
+
+/*
+ * Applies a batch of moves (n of them, in order; a job may have several) as sets of rows in
+ * one transaction of its own (docs/coordinator.md, "Reports as sets"): the jobs read and
+ * locked in one statement (store_fold_prefetch), their moves folded (store_fold_begin_sets),
+ * what follows each move as lifecycle_move does, except that the tallies of the groups whose
+ * jobs ended are written once per group, groups in ident order, and their retries, aborts
+ * and completions decided once per group after the moves are written. res[i] and errs[i]
+ * get each move's result and error (RCS_ERR_NOTFOUND: no such job of m[i]'s tenant or
+ * device, nothing written). Any other error rolls the whole batch back and is returned
+ * (RCS_ERR_BUSY: the database broke it off, e.g. a deadlock; apply it again).
+ */
+enum rcs_err lifecycle_moves(struct lifecycle *lc, const struct job_move *m, size_t n,
+			     enum store_move *res, enum rcs_err *errs);
+
+/* ---- for lifecycle_sets.c (lifecycle_moves) ---- */
+
+/* The jobs of groups a batch ended (lifecycle_moves): their groups' tallies and what follows
+ * are written once per group when the batch's moves are. */
+struct lifecycle_ends {
+	struct job_rec *v;
+	size_t n, cap;
+};
+
+/* Keeps a copy of job (a job of a group that a move of the batch ended). */
+static inline enum rcs_err lifecycle_ends_add(struct lifecycle_ends *e, const struct job_rec *job)
+{
+	if (e->n == e->cap) {
+		size_t cap = e->cap ? e->cap * 2 : 64;
+		struct job_rec *v = (struct job_rec *)realloc(e->v, cap * sizeof(*v));
+
+		if (v == NULL)
+			return RCS_ERR_NOMEM;
+		e->v = v;
+		e->cap = cap;
+	}
+	if (store_job_rec_dup(job, &e->v[e->n]) != RCS_OK)
+		return RCS_ERR_NOMEM;
+	e->n++;
+	return RCS_OK;
+}
+
+/* The move and what follows from it, in the caller's transaction: *wrote tells whether
+ * anything was written (an error after that needs the writes undone). */
+enum rcs_err lifecycle_move_steps(struct lifecycle *lc, const struct job_move *m,
+				  enum store_move *result, struct job_rec *job, bool *wrote);
+
+/* What follows for a group when jobs v[0..n) of it ended in a batch, their tallies written
+ * already: the group read once, each failed job's retry, then its abort or completion. */
+enum rcs_err lifecycle_group_jobs_ended(struct lifecycle *lc, const struct job_rec *v, size_t n,
+					int64_t now);
 
 /*
  * Creates the jobs of b and their group (store_jobs_create) in the caller's transaction,

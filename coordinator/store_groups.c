@@ -122,20 +122,27 @@ enum rcs_err store_group_row(struct store_stmt *s, struct group_rec *r)
 
 enum rcs_err store_group_job_ended(struct store *st, const char *group, enum job_status to)
 {
+	return store_group_jobs_ended(st, group, 1, to == JS_EDGE_ERROR || to == JS_EXPIRED,
+				      to == JS_TERMINATED);
+}
+
+enum rcs_err store_group_jobs_ended(struct store *st, const char *group, long long finished,
+				    long long failed, long long succeeded)
+{
 	struct store_stmt *s = NULL;
 	enum rcs_err err;
 
-	err = store_stmt(
-	    st,
-	    "UPDATE groups SET n_open = max(n_open - 1, 0), n_finished = n_finished + 1,"
-	    " n_failed = n_failed + CASE WHEN ?2 IN ('edge_error', 'expired') THEN 1 ELSE 0 END,"
-	    " n_succeeded = n_succeeded + CASE WHEN ?2 = 'terminated' THEN 1 ELSE 0 END"
-	    " WHERE ident = ?1",
-	    &s);
+	err = store_stmt(st,
+			 "UPDATE groups SET n_open = max(n_open - ?2, 0),"
+			 " n_finished = n_finished + ?2, n_failed = n_failed + ?3,"
+			 " n_succeeded = n_succeeded + ?4 WHERE ident = ?1",
+			 &s);
 	if (err != RCS_OK)
 		goto out;
 	store_arg_text(s, 1, group);
-	store_arg_text(s, 2, status_name(to));
+	store_arg_int(s, 2, finished);
+	store_arg_int(s, 3, failed);
+	store_arg_int(s, 4, succeeded);
 	err = store_done(st, s, "group tallies");
 out:
 	store_stmt_done(st, s);

@@ -139,6 +139,10 @@ enum rcs_err store_group_jobs_open(struct store *st, const char *group, bool uns
 /* A job of the group ended with status to, in the move's transaction
  * (lifecycle_move_follow): the group's tallies. */
 enum rcs_err store_group_job_ended(struct store *st, const char *group, enum job_status to);
+/* The same for several jobs of the group at once: finished of them ended, failed and
+ * succeeded of those. */
+enum rcs_err store_group_jobs_ended(struct store *st, const char *group, long long finished,
+				    long long failed, long long succeeded);
 
 /* Creates job `ident`, attempt + 1 of the failed job `failed` (same device, group, task
  * version, variables and ttl), held until release_at with response; the failed job is no

@@ -11,6 +11,7 @@
 #define RCS_STORE_INT_H
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -164,6 +165,17 @@ struct store {
 		char client_root[40];
 		bool any;
 	} hooks_known;
+	/* PostgreSQL: whether a tenant has an active webhook, kept while the backend listens
+	 * (webhook_any in store_webhooks.c): hooks_gen counts the webhooks' changes (this
+	 * connection's writes, another coordinator's NOTIFY 'webhooks', a LISTEN connection
+	 * made again); an entry read at another count is not used */
+	atomic_ulong hooks_gen;
+	struct {
+		unsigned long gen;
+		char client_root[40];
+		bool any;
+	} hooks_pg[8];
+	unsigned hooks_pg_next;
 	void *listen; /* the backend's listen (struct store_backend), NULL: none */
 	/* jobs moved in a fold (store_fold_begin, store_jobs.c), NULL: none yet */
 	struct store_fold *fold;

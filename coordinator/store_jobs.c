@@ -12,6 +12,9 @@
 #include <string.h>
 #include <time.h>
 
+#include <json-c/json.h>
+
+#include "jsonu.h"
 #include "log.h"
 #include "store_int.h"
 #include "store_groups.h"
@@ -703,7 +706,8 @@ enum rcs_err store_job_visible(struct store *st, const char *client_root, const 
 struct job_move_row {
 	struct job_rec rec;
 	long long last_seq, n_history;
-	bool notify; /* any notification list at all */
+	bool notify;        /* any notification list at all */
+	int64_t started_at; /* when it first came to edge_started (0: never), -1: not read */
 };
 
 #define JOB_MOVE_READ                                                                              \
@@ -736,6 +740,7 @@ static enum rcs_err job_move_read(struct store *st, const char *ident, struct jo
 	r->last_seq = store_val_int(s, 25);
 	r->n_history = store_val_int(s, 26);
 	r->notify = store_val_bool(s, 27);
+	r->started_at = -1;
 out:
 	store_stmt_done(st, s);
 	return err;
@@ -827,6 +832,10 @@ struct fold_row {
 
 struct store_fold {
 	bool on, spoiled;
+	/* sets (store_fold_begin_sets): history items kept in hist (a JSON array, NULL: none)
+	 * and every row written at the end, each kind in one statement */
+	bool sets;
+	json_object *hist;
 	size_t n;
 	uint16_t slot[FOLD_SLOTS]; /* 0: empty, else 1 + the row's index */
 	struct fold_row row[FOLD_ROWS];
@@ -898,6 +907,119 @@ out:
 	return err;
 }
 
+/* ---- sets: a fold's history items and rows written in one statement each (PostgreSQL;
+ * docs/coordinator.md, "Reports as sets") ---- */
+
+static bool fold_json_add(json_object *o, const char *key, json_object *v)
+{
+	return json_object_object_add(o, key, v) == 0;
+}
+
+/* A history item kept for the set write (fold_out). */
+static enum rcs_err fold_history_keep(struct store_fold *f, const char *job, long long n,
+				      const char *status, int64_t at, const char *response,
+				      long long response_time, long long seq)
+{
+	json_object *o = json_object_new_object();
+	bool ok = o != NULL;
+
+	if (ok && f->hist == NULL && (f->hist = json_object_new_array()) == NULL)
+		ok = false;
+	ok = ok && fold_json_add(o, "job_ident", json_object_new_string(job));
+	ok = ok && fold_json_add(o, "n", json_object_new_int64(n));
+	ok = ok && fold_json_add(o, "status", json_object_new_string(status));
+	ok = ok && fold_json_add(o, "at", json_object_new_int64(at));
+	ok = ok && fold_json_add(o, "response", jsonu_new_string_or_null(response));
+	ok = ok && fold_json_add(o, "response_time",
+				 response_time ? json_object_new_int64(response_time) : NULL);
+	ok = ok && fold_json_add(o, "seq", json_object_new_int64(seq));
+	if (ok && json_object_array_add(f->hist, o) == 0)
+		return RCS_OK;
+	json_object_put(o);
+	return RCS_ERR_NOMEM;
+}
+
+/* A row moved in the fold, as fold_rows_write's statement takes it. */
+static json_object *fold_row_json(const struct fold_row *r)
+{
+	const struct job_rec *rec = &r->j.rec;
+	json_object *o = json_object_new_object();
+	bool ok = o != NULL;
+
+	ok = ok && fold_json_add(o, "ident", json_object_new_string(rec->ident));
+	ok = ok && fold_json_add(o, "status", json_object_new_string(status_name(rec->status)));
+	ok = ok && fold_json_add(o, "update_at", json_object_new_int64(rec->update_at));
+	ok = ok && fold_json_add(o, "response", jsonu_new_string_or_null(rec->response));
+	ok = ok &&
+	     fold_json_add(o, "response_time",
+			   rec->response_time ? json_object_new_int64(rec->response_time) : NULL);
+	ok = ok && fold_json_add(o, "last_seq", json_object_new_int64(r->j.last_seq));
+	ok = ok && fold_json_add(o, "n_history", json_object_new_int64(r->j.n_history));
+	ok = ok && fold_json_add(o, "error_code", jsonu_new_string_or_null(rec->error_code));
+	if (ok)
+		return o;
+	json_object_put(o);
+	return NULL;
+}
+
+/* One statement of constant SQL with one argument, the JSON text of v. */
+static enum rcs_err fold_json_run(struct store *st, const char *sql, json_object *v,
+				  const char *what)
+{
+	struct store_stmt *s = NULL;
+	const char *text = jsonu_dump(v, NULL);
+	enum rcs_err err = text ? store_stmt(st, sql, &s) : RCS_ERR_NOMEM;
+
+	if (err == RCS_OK) {
+		store_arg_text(s, 1, text);
+		err = store_done(st, s, what);
+	}
+	store_stmt_done(st, s);
+	return err;
+}
+
+#define FOLD_HISTORY_SET                                                                           \
+	"INSERT INTO job_history(job_ident, n, status, at, response, response_time, seq)"          \
+	" SELECT x.job_ident, x.n, x.status, x.at, x.response, x.response_time, x.seq"             \
+	" FROM json_to_recordset(CAST(?1 AS json)) AS x(job_ident TEXT, n INTEGER, status TEXT,"   \
+	" at INTEGER, response TEXT, response_time INTEGER, seq INTEGER)"
+#define FOLD_ROWS_SET                                                                              \
+	"UPDATE jobs AS j SET status = x.status, update_at = x.update_at, held = 0,"               \
+	" response = x.response, response_time = x.response_time, last_seq = x.last_seq,"          \
+	" n_history = x.n_history, error_code = x.error_code"                                      \
+	" FROM json_to_recordset(CAST(?1 AS json)) AS x(ident TEXT, status TEXT,"                  \
+	" update_at INTEGER, response TEXT, response_time INTEGER, last_seq INTEGER,"              \
+	" n_history INTEGER, error_code TEXT) WHERE j.ident = x.ident"
+
+/* The fold's history items kept and its rows moved, one statement each. */
+static enum rcs_err fold_sets_write(struct store *st, struct store_fold *f)
+{
+	json_object *rows = json_object_new_array();
+	enum rcs_err err = rows ? RCS_OK : RCS_ERR_NOMEM;
+	size_t n = 0;
+
+	for (size_t i = 0; err == RCS_OK && i < f->n; i++) {
+		json_object *o;
+
+		if (!f->row[i].dirty)
+			continue;
+		if ((o = fold_row_json(&f->row[i])) == NULL ||
+		    json_object_array_add(rows, o) != 0) {
+			json_object_put(o);
+			err = RCS_ERR_NOMEM;
+		}
+		n++;
+	}
+	if (err == RCS_OK && f->hist != NULL && json_object_array_length(f->hist) > 0)
+		err = fold_json_run(st, FOLD_HISTORY_SET, f->hist, "history set");
+	if (err == RCS_OK && n > 0)
+		err = fold_json_run(st, FOLD_ROWS_SET, rows, "job set");
+	for (size_t i = 0; err == RCS_OK && i < f->n; i++)
+		f->row[i].dirty = false;
+	json_object_put(rows);
+	return err;
+}
+
 /* job_move_apply for a job the fold keeps: the history item now, the row now only when the
  * job ends or is marked sent. */
 static enum rcs_err job_move_fold(struct store *st, const struct job_move *m, struct fold_row *r)
@@ -910,8 +1032,17 @@ static enum rcs_err job_move_fold(struct store *st, const struct job_move *m, st
 		return err;
 	if (m->seq > j->last_seq)
 		j->last_seq = m->seq;
+	if (m->to == JS_EDGE_STARTED && j->started_at == 0)
+		j->started_at = m->now;
 	j->n_history++;
 	r->dirty = true;
+	if (st->fold->sets) {
+		err = fold_history_keep(st->fold, m->ident, j->n_history, status_name(m->to),
+					m->now, j->rec.response, j->rec.response_time, m->seq);
+		if (err == RCS_OK && m->mark_sent)
+			err = fold_write(st, r, true);
+		return err;
+	}
 	err = store_history_add(st, m->ident, j->n_history, status_name(m->to), m->now,
 				j->rec.response, j->rec.response_time, m->seq);
 	if (err == RCS_OK && (status_is_terminal(m->to) || m->mark_sent))
@@ -930,6 +1061,83 @@ void store_fold_begin(struct store *st)
 	st->hooks = &fold_hooks;
 	st->fold->on = true;
 	st->fold->spoiled = false;
+	st->fold->sets = false;
+}
+
+void store_fold_begin_sets(struct store *st)
+{
+	store_fold_begin(st);
+	if (st->fold != NULL && st->fold->on)
+		st->fold->sets = st->dialect == STORE_DIALECT_POSTGRES;
+}
+
+#define FOLD_PREFETCH_COLS                                                                         \
+	"SELECT " JOB_COLS ", j.last_seq, j.n_history,"                                            \
+	" (j.mail_list != '[]' AND j.status_list != '[]') OR"                                      \
+	" (j.task_mail_list != '[]' AND j.task_status_list != '[]'),"                              \
+	" (SELECT h.at FROM job_history h WHERE h.job_ident = j.ident AND"                         \
+	" h.status = 'edge_started' ORDER BY h.n LIMIT 1) FROM " JOB_FROM " WHERE j.ident IN"
+#define FOLD_PREFETCH_SQ FOLD_PREFETCH_COLS " (SELECT value FROM json_each(?1)) ORDER BY j.ident"
+#define FOLD_PREFETCH_PG                                                                           \
+	FOLD_PREFETCH_COLS " (SELECT value FROM json_array_elements_text(CAST(?1 AS json)))"       \
+			   " ORDER BY j.ident FOR UPDATE OF j"
+
+/* One row of the prefetch into the fold (arg: the store). */
+static enum rcs_err fold_prefetch_row(struct store_stmt *s, void *arg)
+{
+	struct store *st = arg;
+	struct store_fold *f = st->fold;
+	struct job_move_row j;
+	enum rcs_err err;
+
+	if (f->n >= FOLD_ROWS)
+		return RCS_OK; /* locked all the same; read again when moved */
+	memset(&j, 0, sizeof(j));
+	err = job_read(s, &j.rec);
+	if (err != RCS_OK)
+		return err;
+	if (fold_find(f, j.rec.ident) != NULL) {
+		store_job_rec_free(&j.rec);
+		return RCS_OK;
+	}
+	j.last_seq = store_val_int(s, 25);
+	j.n_history = store_val_int(s, 26);
+	j.notify = store_val_bool(s, 27);
+	j.started_at = store_val_int(s, 28); /* NULL: 0, never started */
+	fold_add(f, &j);
+	return RCS_OK;
+}
+
+enum rcs_err store_fold_prefetch(struct store *st, const char *const *idents, size_t n)
+{
+	struct store_stmt *s = NULL;
+	json_object *a;
+	enum rcs_err err = RCS_OK;
+
+	if (st->fold == NULL || !st->fold->on || n == 0)
+		return RCS_OK;
+	if ((a = json_object_new_array()) == NULL)
+		return RCS_ERR_NOMEM;
+	for (size_t i = 0; err == RCS_OK && i < n; i++) {
+		json_object *v = json_object_new_string(idents[i]);
+
+		if (v == NULL || json_object_array_add(a, v) != 0) {
+			json_object_put(v);
+			err = RCS_ERR_NOMEM;
+		}
+	}
+	if (err == RCS_OK)
+		err = store_stmt(st, STORE_SQL(st, FOLD_PREFETCH_SQ, FOLD_PREFETCH_PG), &s);
+	if (err == RCS_OK)
+		store_arg_text(s, 1, jsonu_dump(a, NULL));
+	for (bool row = true; err == RCS_OK && row;) {
+		err = store_next(st, s, "job prefetch", &row);
+		if (err == RCS_OK && row)
+			err = fold_prefetch_row(s, st);
+	}
+	store_stmt_done(st, s);
+	json_object_put(a);
+	return err;
 }
 
 /* Forgets the fold's rows; write: writes those moved first (stops at an error). */
@@ -938,6 +1146,10 @@ static enum rcs_err fold_out(struct store *st, bool write)
 	struct store_fold *f = st->fold;
 	enum rcs_err err = RCS_OK;
 
+	if (write && f->sets)
+		err = fold_sets_write(st, f);
+	json_object_put(f->hist);
+	f->hist = NULL;
 	for (size_t i = 0; i < f->n; i++) {
 		if (write && err == RCS_OK && f->row[i].dirty)
 			err = fold_write(st, &f->row[i], false);
@@ -1013,6 +1225,7 @@ enum rcs_err store_job_move_rec(struct store *st, const struct job_move *m, stru
 	memset(&j, 0, sizeof(j));
 	out->n = 0;
 	out->notify = false;
+	out->started_at = -1;
 	if (f != NULL && f->spoiled) {
 		err = RCS_ERR_INTERNAL; /* the batch is rolled back anyway (store_fold_end) */
 		goto out;
@@ -1086,6 +1299,7 @@ enum rcs_err store_job_move_rec(struct store *st, const struct job_move *m, stru
 	}
 	out->n = n;
 	out->notify = jr->notify;
+	out->started_at = jr->started_at;
 	*result = STORE_MOVE_APPLIED;
 out:
 	if (err == RCS_ERR_NOTFOUND && wrote)

@@ -187,6 +187,9 @@ struct job_moved {
 	enum store_move result;
 	long long n; /* APPLIED, KEPT: the number of the history item the move added */
 	bool notify; /* APPLIED: the job has addresses and statuses to mail (docs/api.md) */
+	/* APPLIED: when the job first came to edge_started (0: never), as the fold knew it;
+	 * -1: not known (read when needed) */
+	int64_t started_at;
 };
 /* Applies one status change with the rules of docs/architecture.md, "Job statuses": the
  * job's row and its history item, in the caller's transaction (store_tx_begin). When rec is
@@ -213,6 +216,17 @@ enum rcs_err store_job_move_rec(struct store *st, const struct job_move *m, stru
  * up (no memory) leaves every move as it is without one.
  */
 void store_fold_begin(struct store *st);
+/*
+ * A fold for a batch applied as sets of rows (docs/coordinator.md, "Reports as sets"): on
+ * PostgreSQL its history items are kept and written, with every row it moved (ended ones
+ * too), in one statement each when it is flushed or ended; on SQLite it is store_fold_begin.
+ * store_fold_prefetch reads the jobs of idents (n of them, repeats allowed) into the fold
+ * in one statement, their rows locked in ident order on PostgreSQL (two coordinators
+ * applying overlapping batches wait for each other, they cannot deadlock); jobs not found
+ * are read, and refused, by their moves as without it.
+ */
+void store_fold_begin_sets(struct store *st);
+enum rcs_err store_fold_prefetch(struct store *st, const char *const *idents, size_t n);
 enum rcs_err store_fold_flush(struct store *st);
 enum rcs_err store_fold_end(struct store *st, bool write);
 /* The fold's rows no longer say what the database holds (a savepoint inside the fold was

@@ -824,6 +824,7 @@ struct pg_listen {
 	PQconninfoOption *info; /* the store connection's parameters */
 	void (*fn)(void *ctx);
 	void *ctx;
+	atomic_ulong *hooks_gen; /* the store's: webhooks changed (store_int.h) */
 	pthread_t thread;
 	int efd; /* eventfd: stop */
 	bool stop;
@@ -886,6 +887,7 @@ static void *pg_listen_thread(void *arg)
 				poll(pfd, 1, 1000); /* again a second later, or the stop */
 				continue;
 			}
+			atomic_fetch_add(l->hooks_gen, 1); /* webhooks changed meanwhile? */
 			l->fn(l->ctx); /* what was notified while not listening */
 		}
 		pfd[1].fd = PQsocket(l->c);
@@ -901,8 +903,11 @@ static void *pg_listen_thread(void *arg)
 			l->c = NULL;
 			continue;
 		}
-		for (PGnotify *nt; (nt = PQnotifies(l->c)) != NULL; PQfreemem(nt))
+		for (PGnotify *nt; (nt = PQnotifies(l->c)) != NULL; PQfreemem(nt)) {
+			if (nt->extra && strcmp(nt->extra, "webhooks") == 0)
+				atomic_fetch_add(l->hooks_gen, 1);
 			woke = true;
+		}
 		if (woke)
 			l->fn(l->ctx);
 	}
@@ -923,6 +928,7 @@ static enum rcs_err pg_listen(struct store *st, void (*fn)(void *ctx), void *ctx
 	pthread_mutex_init(&l->lock, NULL);
 	l->fn = fn;
 	l->ctx = ctx;
+	l->hooks_gen = &st->hooks_gen;
 	l->efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
 	l->info = PQconninfo(pg_conn(st)->c);
 	if (l->efd < 0 || l->info == NULL) {

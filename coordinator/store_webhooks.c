@@ -59,18 +59,30 @@ static enum rcs_err webhook_row(struct store_stmt *s, void *arg)
 	return err;
 }
 
+/* A webhook is written: what webhook_any knew is forgotten, here (SQLite's read of the
+ * transaction, PostgreSQL's tenants) and, by the NOTIFY 'webhooks' sent at the commit, on
+ * the other coordinators sharing the database (docs/coordinator.md, "Reports as sets"). */
+static enum rcs_err webhooks_changed(struct store *st)
+{
+	st->tx_serial++;
+	atomic_fetch_add(&st->hooks_gen, 1);
+	return st->be->notify ? st->be->notify(st, "webhooks") : RCS_OK;
+}
+
 enum rcs_err store_webhook_insert(struct store *st, const struct webhook_write *w)
 {
 	struct store_stmt *s = NULL;
 	enum rcs_err err;
 
 	store_lock(st);
-	st->tx_serial++; /* webhook_any reads again */
-	err = store_stmt(st,
-			 "INSERT INTO webhooks(ident, client_root, url, events, statuses, secret,"
-			 " active, created_user, created_at, update_at)"
-			 " VALUES(?1, ?2, ?3, ?4, ?5, ?6, 1, ?7, ?8, ?8)",
-			 &s);
+	err = webhooks_changed(st);
+	if (err == RCS_OK)
+		err = store_stmt(
+		    st,
+		    "INSERT INTO webhooks(ident, client_root, url, events, statuses, secret,"
+		    " active, created_user, created_at, update_at)"
+		    " VALUES(?1, ?2, ?3, ?4, ?5, ?6, 1, ?7, ?8, ?8)",
+		    &s);
 	if (err != RCS_OK)
 		goto out;
 	store_arg_text(s, 1, w->ident);
@@ -110,14 +122,15 @@ enum rcs_err store_webhook_update(struct store *st, const char *client_root, con
 	enum rcs_err err;
 
 	store_lock(st);
-	st->tx_serial++; /* webhook_any reads again */
-	err =
-	    store_stmt(st,
-		       "UPDATE webhooks SET url = coalesce(?3, url), events = coalesce(?4, events),"
-		       " statuses = coalesce(?5, statuses), secret = coalesce(?6, secret),"
-		       " active = CASE WHEN ?7 < 0 THEN active ELSE ?7 END, update_at = ?8"
-		       " WHERE ident = ?1 AND client_root = ?2",
-		       &s);
+	err = webhooks_changed(st);
+	if (err == RCS_OK)
+		err = store_stmt(
+		    st,
+		    "UPDATE webhooks SET url = coalesce(?3, url), events = coalesce(?4, events),"
+		    " statuses = coalesce(?5, statuses), secret = coalesce(?6, secret),"
+		    " active = CASE WHEN ?7 < 0 THEN active ELSE ?7 END, update_at = ?8"
+		    " WHERE ident = ?1 AND client_root = ?2",
+		    &s);
 	if (err != RCS_OK)
 		goto out;
 	store_arg_text(s, 1, ident);
@@ -146,8 +159,10 @@ enum rcs_err store_webhook_delete(struct store *st, const char *client_root, con
 	if (err != RCS_OK)
 		return err;
 	/* the attempts and deliveries go with it (ON DELETE CASCADE) */
-	err = store_write(st, "DELETE FROM webhooks WHERE ident = ? AND client_root = ?", &changed,
-			  2, ident, client_root);
+	err = webhooks_changed(st);
+	if (err == RCS_OK)
+		err = store_write(st, "DELETE FROM webhooks WHERE ident = ? AND client_root = ?",
+				  &changed, 2, ident, client_root);
 	if (err == RCS_OK && changed == 0)
 		err = RCS_ERR_NOTFOUND;
 	return store_sp_end(st, err);
@@ -205,13 +220,49 @@ static enum rcs_err row_true(struct store_stmt *s, void *arg)
  * webhook changes and every transaction boundary (store_run) end what was read. On
  * PostgreSQL each statement sees what others committed meanwhile: asked every time.
  */
+/* webhook_any on PostgreSQL: kept per tenant while the store listens, so that a change
+ * of another coordinator's is heard (webhooks_changed, store_int.h's hooks_gen); asked
+ * every time otherwise. */
+static enum rcs_err webhook_any_pg(struct store *st, const char *client_root, bool *any)
+{
+	unsigned long gen = atomic_load(&st->hooks_gen);
+	unsigned slot;
+	enum rcs_err err;
+
+	if (st->listen == NULL || strlen(client_root) >= sizeof(st->hooks_pg[0].client_root))
+		return RCS_OK;
+	for (size_t i = 0; i < sizeof(st->hooks_pg) / sizeof(st->hooks_pg[0]); i++)
+		if (st->hooks_pg[i].gen == gen &&
+		    strcmp(st->hooks_pg[i].client_root, client_root) == 0) {
+			*any = st->hooks_pg[i].any;
+			return RCS_OK;
+		}
+	*any = false;
+	err = store_get_one(st,
+			    "SELECT 1 FROM webhooks WHERE client_root = ?1 AND active = 1 LIMIT 1",
+			    client_root, NULL, NULL, row_true, any);
+	if (err == RCS_ERR_NOTFOUND)
+		err = RCS_OK;
+	if (err != RCS_OK) {
+		*any = true;
+		return err;
+	}
+	slot = st->hooks_pg_next++ % (sizeof(st->hooks_pg) / sizeof(st->hooks_pg[0]));
+	st->hooks_pg[slot].gen = gen;
+	snprintf(st->hooks_pg[slot].client_root, sizeof(st->hooks_pg[slot].client_root), "%s",
+		 client_root);
+	st->hooks_pg[slot].any = *any;
+	return RCS_OK;
+}
+
 static enum rcs_err webhook_any(struct store *st, const char *client_root, bool *any)
 {
 	enum rcs_err err;
 
 	*any = true;
-	if (st->dialect != STORE_DIALECT_SQLITE || st->tx_depth == 0 ||
-	    strlen(client_root) >= sizeof(st->hooks_known.client_root))
+	if (st->dialect == STORE_DIALECT_POSTGRES)
+		return webhook_any_pg(st, client_root, any);
+	if (st->tx_depth == 0 || strlen(client_root) >= sizeof(st->hooks_known.client_root))
 		return RCS_OK;
 	if (st->hooks_known.serial == st->tx_serial &&
 	    strcmp(st->hooks_known.client_root, client_root) == 0) {

@@ -246,7 +246,7 @@ def coordinators_run(workdir, label, database, ncoord, n, timeout, stall, statem
         m1 = [metrics(c.metrics_port) for c in coords]
         time.sleep(1.0)  # PostgreSQL's statistics are flushed about every second
         s1 = pg_stats(database.pg, db)
-        top = None
+        top, calls = None, None
         if statements and db.startswith("postgresql://"):
             # the statements that took the server's time during the send
             top = database.pg.psql(
@@ -255,6 +255,13 @@ def coordinators_run(workdir, label, database, ncoord, n, timeout, stall, statem
                 "ORDER BY total_exec_time DESC LIMIT 12", db=db.rsplit("/", 1)[1]).splitlines()
             for line in top:
                 log("  pg_stat_statements: %s" % line)
+            # every statement the coordinators ran during the send (the psql calls of the
+            # bench itself left out), for the statements per report and per job
+            calls = int(database.pg.psql(
+                "SELECT coalesce(sum(calls), 0) FROM pg_stat_statements "
+                "WHERE query NOT ILIKE '%pg_stat%' "
+                "AND query NOT ILIKE 'SELECT status, count(*) FROM jobs WHERE group_ident%'",
+                db=db.rsplit("/", 1)[1]).strip() or 0)
         g = api.get("/groups/%s" % group)
         statuses = g.json.get("statuses") if g.status == 200 else None
         in_db = None
@@ -289,6 +296,8 @@ def coordinators_run(workdir, label, database, ncoord, n, timeout, stall, statem
                         "peak_rss_mb": round(bf.vm_field(c.proc.pid, "VmHWM") / 2**20, 1),
                         "alive": c.alive(), "metrics": d, "log": log_since(c, off[i])})
         cpu_all = sum(cpu1) - sum(cpu0)
+        reports = sum(p["metrics"].get("rcs_mqtt_reports_received_total", 0) for p in per
+                      if isinstance(p["metrics"], dict))
         res = {"config": label, "complete": complete, "terminated": done, "created": created,
                "rejected": len(answer["rejected"]), "statuses": statuses, "statuses_in_db": in_db,
                "load1_before_send": round(load1, 2),
@@ -304,6 +313,11 @@ def coordinators_run(workdir, label, database, ncoord, n, timeout, stall, statem
                "peak_rss_mb": max(p["peak_rss_mb"] for p in per),
                "postgres_per_job": {k: round((s1[k] - s0.get(k, 0)) / max(created, 1), 2)
                                     for k in s1 if s1[k] != s0.get(k, 0)} if s1 else None,
+               "reports": reports, "pg_calls": calls,
+               "pg_calls_per_report": round(calls / max(reports, 1), 3)
+               if calls is not None else None,
+               "pg_calls_per_job": round(calls / max(created, 1), 2)
+               if calls is not None else None,
                "terminated_trace": trace, "pg_statements": top, "pg_activity_when_stalled": activity,
                "coordinators": per}
     finally:

@@ -22,6 +22,7 @@
 #include "store_groups.h"
 #include "store_jobs.h"
 #include "store_keys.h"
+#include "store_queues.h"
 #include "store_tasks.h"
 #include "store_webhooks.h"
 #include "store_int.h" /* store_webhook_job_event */
@@ -727,6 +728,67 @@ static void test_webhook_outbox_follows_new_webhooks(void **state)
 	assert_int_equal(deliveries_of(f, hook[0]), 2);
 	assert_int_equal(deliveries_of(f, hook[1]), 1);
 }
+
+#ifdef RCS_WITH_POSTGRES
+static void listen_woke(void *ctx)
+{
+	(void)ctx;
+}
+
+/* On PostgreSQL, while the store listens, whether the tenant has an active webhook is read
+ * once and kept (a webhook written behind the coordinators' backs, without its NOTIFY, is
+ * not seen); another coordinator's webhook, which NOTIFYs 'webhooks', is seen as soon as
+ * the notification arrives. */
+static void test_webhook_tenants_kept_while_listening(void **state)
+{
+	struct fixture *f = *state;
+	struct job_new jobs[1];
+	struct webhook_write w = {.url = "https://hooks.example/a",
+				  .events = "[\"job.status\"]",
+				  .secret = "0123456789abcdef0123456789abcdef",
+				  .created_user = "alice",
+				  .now = 100};
+	char hook[2][UUID_STR_LEN], sql[512];
+	struct store *other = NULL;
+	unsigned long gen;
+
+	if (!store_test_pg())
+		return; /* SQLite reads it once per transaction (the test above) */
+	make_jobs(f, jobs, 1, NULL);
+	assert_int_equal(uuid_v7(hook[0]), RCS_OK);
+	assert_int_equal(uuid_v7(hook[1]), RCS_OK);
+	assert_int_equal(store_listen(f->st, listen_woke, NULL), RCS_OK);
+	/* the LISTEN connection is made (it counts as a change: what was kept is read again) */
+	for (int i = 0; i < 500 && atomic_load(&f->st->hooks_gen) == 0; i++)
+		usleep(10000);
+	assert_true(atomic_load(&f->st->hooks_gen) > 0);
+	assert_int_equal(store_webhook_job_event(f->st, f->root, jobs[0].ident, 3, "pending", 101),
+			 RCS_OK);
+	snprintf(sql, sizeof(sql),
+		 "INSERT INTO webhooks(ident, client_root, url, events, statuses, secret, active,"
+		 " created_user, created_at, update_at) VALUES('%s', '%s', 'https://h.example/',"
+		 " '[\"job.status\"]', '[]', '0123456789abcdef0123456789abcdef', 1, 'x', 1, 1)",
+		 hook[0], f->root);
+	assert_true(store_test_pg_exec(f->path, sql));
+	assert_int_equal(store_webhook_job_event(f->st, f->root, jobs[0].ident, 4, "pending", 102),
+			 RCS_OK);
+	assert_int_equal(deliveries_of(f, hook[0]), 0); /* kept: no statement asked again */
+	gen = atomic_load(&f->st->hooks_gen);
+	assert_int_equal(store_open(f->path, &other), RCS_OK);
+	w.client_root = f->root;
+	w.ident = hook[1];
+	assert_int_equal(store_webhook_insert(other, &w), RCS_OK);
+	store_close(other);
+	for (int i = 0; i < 500 && atomic_load(&f->st->hooks_gen) == gen; i++)
+		usleep(10000);
+	assert_true(atomic_load(&f->st->hooks_gen) != gen);
+	assert_int_equal(store_webhook_job_event(f->st, f->root, jobs[0].ident, 5, "pending", 103),
+			 RCS_OK);
+	assert_int_equal(deliveries_of(f, hook[0]), 1);
+	assert_int_equal(deliveries_of(f, hook[1]), 1);
+	store_listen_stop(f->st);
+}
+#endif
 
 /* What follows a status change (lifecycle.c, lifecycle_move_follow): an applied change
  * records its webhook delivery and the e-mails its status triggers, and a final one the
@@ -1720,6 +1782,231 @@ static void test_job_expiry(void **state)
 	assert_int_equal(store_job_expiry(100, INT64_MAX - 11, 10), INT64_MAX - 1);
 }
 
+/* ---- reports as sets (lifecycle_moves; docs/coordinator.md, "Reports as sets") ---- */
+
+static long long group_tallies(struct fixture *f, const char *job)
+{
+	struct job_rec rec;
+	long long v;
+
+	assert_int_equal(store_job_rec_get(f->st, job, &rec), RCS_OK);
+	v = store_test_db_int(
+	    f->path,
+	    "SELECT n_open * 1000 + n_finished * 100 + n_failed * 10 + n_succeeded"
+	    " FROM groups WHERE ident = ?",
+	    rec.group_ident);
+	store_job_rec_free(&rec);
+	return v;
+}
+
+static long long history_count(struct fixture *f, const char *job)
+{
+	return store_test_db_int(f->path, "SELECT count(*) FROM job_history WHERE job_ident = ?",
+				 job);
+}
+
+/* A batch that mixes a job's three reports, a duplicate seq, a report on a cancelled job, one
+ * for another tenant's job and one for no job: each gets what it would alone, once. */
+static void test_sets_mixed_batch(void **state)
+{
+	struct fixture *f = *state;
+	struct lifecycle lc = {.st = f->st};
+	struct job_new jobs[4];
+	char other[UUID_STR_LEN], nojob[UUID_STR_LEN];
+	long long h[4];
+	enum store_move res[8];
+	enum rcs_err errs[8];
+
+	make_group_jobs(f, jobs, 4, "mixed", NULL);
+	assert_int_equal(uuid_v7(other), RCS_OK);
+	assert_int_equal(uuid_v7(nojob), RCS_OK);
+	assert_int_equal(move(f, jobs[1].ident, JS_EDGE_TRANSMITTED, 1, NULL), STORE_MOVE_APPLIED);
+	assert_int_equal(move(f, jobs[2].ident, JS_CANCELLED, 0, NULL), STORE_MOVE_APPLIED);
+	for (size_t i = 0; i < 4; i++)
+		h[i] = history_count(f, jobs[i].ident);
+	{
+		struct job_move m[8] = {
+		    {.ident = jobs[0].ident, .to = JS_EDGE_TRANSMITTED, .seq = 1},
+		    {.ident = jobs[1].ident, .to = JS_EDGE_TRANSMITTED, .seq = 1},
+		    {.ident = jobs[0].ident, .to = JS_EDGE_STARTED, .seq = 2},
+		    {.ident = jobs[2].ident, .to = JS_EDGE_STARTED, .seq = 1},
+		    {.ident = jobs[3].ident, .to = JS_EDGE_STARTED, .seq = 1, .client_root = other},
+		    {.ident = nojob, .to = JS_EDGE_STARTED, .seq = 1},
+		    {.ident = jobs[1].ident, .to = JS_EDGE_STARTED, .seq = 2},
+		    {.ident = jobs[0].ident,
+		     .to = JS_TERMINATED,
+		     .seq = 3,
+		     .response = "done",
+		     .replace_response = true,
+		     .set_response_time = true},
+		};
+		const enum store_move want[8] = {STORE_MOVE_APPLIED,   STORE_MOVE_DUPLICATE,
+						 STORE_MOVE_APPLIED,   STORE_MOVE_KEPT,
+						 STORE_MOVE_DUPLICATE, STORE_MOVE_DUPLICATE,
+						 STORE_MOVE_APPLIED,   STORE_MOVE_APPLIED};
+		const enum rcs_err want_err[8] = {
+		    RCS_OK,           RCS_OK,           RCS_OK, RCS_OK,
+		    RCS_ERR_NOTFOUND, RCS_ERR_NOTFOUND, RCS_OK, RCS_OK};
+
+		for (size_t i = 0; i < 8; i++)
+			m[i].now = 300 + (int64_t)i;
+		assert_int_equal(lifecycle_moves(&lc, m, 8, res, errs), RCS_OK);
+		for (size_t i = 0; i < 8; i++) {
+			assert_int_equal(errs[i], want_err[i]);
+			if (errs[i] == RCS_OK)
+				assert_int_equal(res[i], want[i]);
+		}
+	}
+	{
+		const enum job_status st[4] = {JS_TERMINATED, JS_EDGE_STARTED, JS_CANCELLED,
+					       JS_PENDING};
+		const long long added[4] = {3, 1, 1, 0}, seq[4] = {3, 2, 1, 0};
+
+		for (size_t i = 0; i < 4; i++) {
+			struct job_rec rec;
+
+			assert_int_equal(store_job_rec_get(f->st, jobs[i].ident, &rec), RCS_OK);
+			assert_int_equal(rec.status, st[i]);
+			if (i == 0) {
+				assert_string_equal(rec.response, "done");
+				assert_int_equal(rec.response_time, 307);
+			}
+			store_job_rec_free(&rec);
+			assert_int_equal(history_count(f, jobs[i].ident), h[i] + added[i]);
+			assert_int_equal(job_column(f, jobs[i].ident, "n_history"),
+					 h[i] + added[i]);
+			assert_int_equal(job_column(f, jobs[i].ident, "last_seq"), seq[i]);
+		}
+	}
+	/* the group: 4 jobs, the cancelled one and the terminated one finished, 1 succeeded */
+	assert_int_equal(group_tallies(f, jobs[0].ident), 2 * 1000 + 2 * 100 + 0 * 10 + 1);
+}
+
+#ifdef RCS_WITH_POSTGRES
+/* PostgreSQL breaks a batch off after its moves were written (a deadlock, here made by a
+ * trigger on the groups' tallies once): nothing of it stays, and applied again whole it
+ * counts every report once. */
+static void test_sets_batch_again_whole(void **state)
+{
+	struct fixture *f = *state;
+	struct lifecycle lc = {.st = f->st};
+	struct job_new jobs[3];
+	struct job_move m[6];
+	enum store_move res[6];
+	enum rcs_err errs[6];
+	long long h[3];
+
+	if (!store_test_pg())
+		return; /* SQLite has one writer: no deadlock to break a batch off */
+	make_group_jobs(f, jobs, 3, "again", NULL);
+	for (size_t i = 0; i < 3; i++)
+		h[i] = history_count(f, jobs[i].ident);
+	assert_true(store_test_pg_exec(
+	    f->path, "CREATE SEQUENCE fail_once;"
+		     "CREATE FUNCTION fail_once() RETURNS trigger LANGUAGE plpgsql AS $$BEGIN"
+		     " IF nextval('fail_once') = 1 THEN RAISE EXCEPTION 'deadlock (test)' USING"
+		     " ERRCODE = '40P01'; END IF; RETURN NULL; END$$;"
+		     "CREATE TRIGGER fail_once AFTER UPDATE ON groups FOR EACH STATEMENT"
+		     " EXECUTE FUNCTION fail_once();"));
+	for (size_t i = 0; i < 3; i++) {
+		m[2 * i] = (struct job_move){
+		    .ident = jobs[i].ident, .to = JS_EDGE_STARTED, .seq = 1, .now = 300};
+		m[2 * i + 1] = (struct job_move){
+		    .ident = jobs[i].ident, .to = JS_TERMINATED, .seq = 2, .now = 301};
+	}
+	assert_int_equal(lifecycle_moves(&lc, m, 6, res, errs), RCS_ERR_BUSY);
+	for (size_t i = 0; i < 3; i++) {
+		assert_int_equal(history_count(f, jobs[i].ident), h[i]);
+		assert_int_equal(job_column(f, jobs[i].ident, "last_seq"), 0);
+	}
+	assert_int_equal(group_tallies(f, jobs[0].ident), 3 * 1000);
+	assert_int_equal(lifecycle_moves(&lc, m, 6, res, errs), RCS_OK);
+	for (size_t i = 0; i < 3; i++) {
+		assert_int_equal(res[2 * i], STORE_MOVE_APPLIED);
+		assert_int_equal(res[2 * i + 1], STORE_MOVE_APPLIED);
+		assert_int_equal(history_count(f, jobs[i].ident), h[i] + 2);
+		assert_int_equal(job_column(f, jobs[i].ident, "last_seq"), 2);
+	}
+	assert_int_equal(group_tallies(f, jobs[0].ident), 0 * 1000 + 3 * 100 + 0 * 10 + 3);
+}
+#endif
+
+/* Two coordinators apply overlapping batches at once, in opposite orders, each report of a
+ * job twice: neither waits on the other for good (rows are locked in ident order), every
+ * report is applied once. */
+#define SETS_JOBS 64
+struct sets_side {
+	struct store *st;
+	struct job_move m[2 * SETS_JOBS];
+	enum store_move res[2 * SETS_JOBS];
+	enum rcs_err errs[2 * SETS_JOBS];
+	enum rcs_err err;
+};
+
+static void *sets_side_run(void *arg)
+{
+	struct sets_side *s = arg;
+	struct lifecycle lc = {.st = s->st};
+
+	s->err = lifecycle_moves(&lc, s->m, 2 * SETS_JOBS, s->res, s->errs);
+	return NULL;
+}
+
+static void test_sets_overlapping_batches(void **state)
+{
+	struct fixture *f = *state;
+	static struct job_new jobs[SETS_JOBS];
+	static struct sets_side side[2];
+	long long h[SETS_JOBS];
+	pthread_t t[2];
+	int applied[SETS_JOBS][2];
+
+	make_group_jobs(f, jobs, SETS_JOBS, "overlap", NULL);
+	memset(side, 0, sizeof(side));
+	side[0].st = f->st;
+	assert_int_equal(store_open(f->path, &side[1].st), RCS_OK);
+	for (size_t i = 0; i < SETS_JOBS; i++) {
+		size_t k = SETS_JOBS - 1 - i;
+
+		h[i] = history_count(f, jobs[i].ident);
+		side[0].m[2 * i] = (struct job_move){
+		    .ident = jobs[i].ident, .to = JS_EDGE_TRANSMITTED, .seq = 1, .now = 300};
+		side[0].m[2 * i + 1] = (struct job_move){
+		    .ident = jobs[i].ident, .to = JS_EDGE_STARTED, .seq = 2, .now = 300};
+		side[1].m[2 * i] = (struct job_move){
+		    .ident = jobs[k].ident, .to = JS_EDGE_TRANSMITTED, .seq = 1, .now = 301};
+		side[1].m[2 * i + 1] = (struct job_move){
+		    .ident = jobs[k].ident, .to = JS_EDGE_STARTED, .seq = 2, .now = 301};
+	}
+	for (int i = 0; i < 2; i++)
+		assert_int_equal(pthread_create(&t[i], NULL, sets_side_run, &side[i]), 0);
+	for (int i = 0; i < 2; i++)
+		pthread_join(t[i], NULL);
+	assert_int_equal(side[0].err, RCS_OK);
+	assert_int_equal(side[1].err, RCS_OK);
+	memset(applied, 0, sizeof(applied));
+	for (size_t i = 0; i < SETS_JOBS; i++)
+		for (int r = 0; r < 2; r++) {
+			size_t k = SETS_JOBS - 1 - i;
+
+			applied[i][r] += side[0].res[2 * i + (size_t)r] == STORE_MOVE_APPLIED;
+			applied[k][r] += side[1].res[2 * i + (size_t)r] == STORE_MOVE_APPLIED;
+		}
+	for (size_t i = 0; i < SETS_JOBS; i++) {
+		struct job_rec rec;
+
+		assert_int_equal(applied[i][0], 1);
+		assert_int_equal(applied[i][1], 1);
+		assert_int_equal(store_job_rec_get(f->st, jobs[i].ident, &rec), RCS_OK);
+		assert_int_equal(rec.status, JS_EDGE_STARTED);
+		store_job_rec_free(&rec);
+		assert_int_equal(history_count(f, jobs[i].ident), h[i] + 2);
+		assert_int_equal(job_column(f, jobs[i].ident, "n_history"), h[i] + 2);
+		assert_int_equal(job_column(f, jobs[i].ident, "last_seq"), 2);
+	}
+	store_close(side[1].st);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -1737,9 +2024,18 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(test_fold_then_group_abort, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_group_progress, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_group_pause_says_so, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_sets_mixed_batch, setup, teardown),
+#ifdef RCS_WITH_POSTGRES
+	    cmocka_unit_test_setup_teardown(test_sets_batch_again_whole, setup, teardown),
+#endif
+	    cmocka_unit_test_setup_teardown(test_sets_overlapping_batches, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_what_follows_a_move, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_webhook_outbox_follows_new_webhooks, setup,
 					    teardown),
+#ifdef RCS_WITH_POSTGRES
+	    cmocka_unit_test_setup_teardown(test_webhook_tenants_kept_while_listening, setup,
+					    teardown),
+#endif
 	    cmocka_unit_test_setup_teardown(test_lists_and_groups, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_jobs_json_batch, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_job_record_as_before, setup, teardown),
