@@ -72,6 +72,25 @@ void link_report_cause(struct link *l, const char *job, enum job_status status,
 	free(payload);
 }
 
+void link_report_progress(struct link *l, const char *job, const char *response, int64_t done,
+			  int64_t total)
+{
+	long long id = 0;
+	char *payload = NULL;
+	enum rcs_err err;
+
+	err = journal_report_progress(l->journal, job, response, done, total, (int64_t)time(NULL),
+				      &id, &payload);
+	if (err != RCS_OK) {
+		log_warnx("job %s: cannot journal the progress report: %s", job, rcs_strerror(err));
+		return;
+	}
+	log_debug("job %s: %s (%lld of %lld bytes)", job, response, (long long)done,
+		  (long long)total);
+	link_publish_payload(l, job, id, payload);
+	free(payload);
+}
+
 /*
  * A refusal that cannot be journaled (the state directory is full, the journal
  * fails): sent straight away, seq 1, best effort. The job was never recorded,

@@ -15,6 +15,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #include "err.h"
 #include "journal.h"
@@ -55,6 +56,9 @@ void link_report(struct link *l, const char *job, enum job_status status, const 
 /* link_report with the cause of an edge_error (docs/mqtt.md "Status report"; NULL: none). */
 void link_report_cause(struct link *l, const char *job, enum job_status status,
 		       const char *response, const char *error);
+/* An edge_running report of a download with "progress": {"done", "total"} (bytes). */
+void link_report_progress(struct link *l, const char *job, const char *response, int64_t done,
+			  int64_t total);
 /* Answers a repeated envelope with the job's final (or latest) report. */
 void link_resend(struct link *l, const char *job);
 /* Sends an edge_error the journal could not take, straight away, best effort. */

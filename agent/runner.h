@@ -1,7 +1,8 @@
 /*
  * runner.h - the agent's jobs (docs/agent.md "What happens to a job"): the
  * envelopes the link hands over, checked (verify.c) and queued in the
- * journal, then run one at a time, in arrival order, each in the sandbox;
+ * journal, then run one at a time, in arrival order: their artifacts
+ * downloaded (artifact.c), then their script in the sandbox;
  * cancels; the reboot a script asked for.
  *
  * The runner reports through the callbacks it is given (main.c wires them to
@@ -14,6 +15,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #include "err.h"
 #include "journal.h"
@@ -33,6 +35,10 @@ struct runner_reports {
 	/* journals and publishes an edge_error of job with its cause, one word (docs/mqtt.md
 	 * "Status report"); NULL: report() without the cause */
 	void (*fail)(void *ctx, const char *job, const char *error, const char *response);
+	/* journals and publishes an edge_running report of a download with its "progress"
+	 * (docs/mqtt.md); NULL: report() without it */
+	void (*progress)(void *ctx, const char *job, const char *response, int64_t done,
+			 int64_t total);
 };
 
 /* A runner for the device of set, under the policy in force in live, its jobs

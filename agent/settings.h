@@ -57,6 +57,15 @@ struct settings {
 	long long exec_timeout;
 	long long exec_max_output;
 	char *reboot_command;
+	/* artifacts (docs/agent.md "Artifacts") */
+	char *artifact_url;       /* http(s)://host[:port], NULL: none */
+	char *artifact_cafile;    /* CA certificates for https:// (NULL: the system's) */
+	char *artifact_dir;       /* default <state_dir>/artifacts */
+	char *artifact_transport; /* "http", "mqtt" or "auto" (default) */
+	long long artifact_reserve;
+	long long artifact_cache_max;
+	long long artifact_max_rate;
+	char *device_type;
 	bool allow_no_seccomp;
 	bool check;
 	bool debug;
