@@ -148,6 +148,16 @@ static bool settings_artifact_url_valid(const char *u)
 	return host[n] == '\0' || (host[n] == '/' && host[n + 1] == '\0');
 }
 
+/* host[:port][/] is this machine (localhost, 127.0.0.0/8, [::1]). */
+static bool settings_loopback(const char *host)
+{
+	size_t n = strcspn(host, ":/");
+
+	if (strncmp(host, "[::1]", 5) == 0)
+		return true;
+	return (n == 9 && strncmp(host, "localhost", 9) == 0) || strncmp(host, "127.", 4) == 0;
+}
+
 /* The artifact options after loading (docs/agent.md "Artifacts"); the directory's place
  * against the file_dirs is checked with the policy (settings_artifact_dir_valid). */
 static enum rcs_err settings_artifacts(struct settings *s, char *err, size_t errlen)
@@ -177,6 +187,11 @@ static enum rcs_err settings_artifacts(struct settings *s, char *err, size_t err
 			 " (use http with artifact_url)");
 		goto out;
 	}
+	if (s->artifact_url != NULL && strncmp(s->artifact_url, "http://", 7) == 0 &&
+	    !settings_loopback(s->artifact_url + 7))
+		log_warnx("artifact_url %s: plain http on a network: the artifacts are verified,"
+			  " but their token can be read on the way (use https://)",
+			  s->artifact_url);
 	if (strcmp(s->artifact_transport, "http") == 0 && s->artifact_url == NULL) {
 		snprintf(err, errlen, "artifact_transport http needs artifact_url");
 		goto out;

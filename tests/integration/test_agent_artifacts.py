@@ -12,7 +12,8 @@ a Range from where it stopped; an agent killed with -9 midway resumes from its j
 offset after its restart (the .part kept, the job not interrupted); artifact_max_rate;
 storage_full before any byte is fetched; wrong bytes fetched twice then artifact_invalid,
 the script never run; a malformed "artifacts" refused; a 404 ends the job; the config
-refuses an artifact_dir inside a file_dir.
+refuses an artifact_dir inside a file_dir, and warns of a plain http:// artifact_url that
+is not on this machine; the token is never logged.
 
 Run (Debian's python3: it has paho-mqtt):
   RCS_BIN_DIR=build/bin RCS_SOURCE_DIR=. /usr/bin/python3 tests/integration/test_agent_artifacts.py
@@ -258,6 +259,7 @@ class ArtifactsTest(unittest.TestCase):
         self.assertEqual(progress[-1]["done"], len(data))
         self.assertIn("downloading fw: 100 %", [r.get("response") for r in self.reports.of(job)])
         self.assertEqual(len(self.server.requests(sha)), 1)
+        self.assertNotIn(TOKEN, a.read_log(tail=None))  # the token is never logged
 
         # the same artifact again: from the cache, nothing downloaded
         job2 = self.publish(a, "return rcs.artifacts.fw.size", {"fw": data})
@@ -371,6 +373,20 @@ class ArtifactsTest(unittest.TestCase):
                             "--check"], capture_output=True, text=True, timeout=30)
         self.assertEqual(r.returncode, 2, r.stdout + r.stderr)
         self.assertIn("overlap", r.stderr)
+
+    def test_plain_http_on_a_network_warned(self):
+        def check(url):
+            return subprocess.run(
+                [AGENT, "--mqtt", self.broker.url, "--client-root", self.client_root,
+                 "--entity-ident", str(uuid.uuid4()), "--state-dir",
+                 os.path.join(self.workdir, "y-state"), "--require-signature=false",
+                 "--artifact-url", url, "--check"], capture_output=True, text=True, timeout=30)
+        r = check("http://192.0.2.1:8080")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn("plain http on a network", r.stderr)
+        for quiet in ("http://127.0.0.1:8080", "https://192.0.2.1:8443"):
+            self.assertNotIn("plain http", check(quiet).stderr)
+        self.assertEqual(check("http://192.0.2.1/v3").returncode, 2)
 
 
 if __name__ == "__main__":
