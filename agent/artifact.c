@@ -95,6 +95,91 @@ static enum rcs_err artifact_decode_one(const char *name, json_object *v, struct
 	return RCS_OK;
 }
 
+/* A stream or device type: 1-64 of [A-Za-z0-9_.:/-]. */
+static bool artifact_word_valid(const char *s)
+{
+	size_t n = strlen(s);
+
+	if (n == 0 || n > 64)
+		return false;
+	for (size_t i = 0; i < n; i++)
+		if (!((s[i] >= 'a' && s[i] <= 'z') || (s[i] >= 'A' && s[i] <= 'Z') ||
+		      (s[i] >= '0' && s[i] <= '9') || strchr("_.:/-", s[i]) != NULL))
+			return false;
+	return true;
+}
+
+static enum rcs_err artifact_decode_release(json_object *root, struct artifact_release *r,
+					    struct jsonu_err *e)
+{
+	static const char *const keys[] = {"stream", "seq", "device_types", "allow_downgrade",
+					   NULL};
+	json_object *o = NULL, *types = NULL;
+	const char *stream = NULL;
+	int64_t seq = 0;
+	enum rcs_err err;
+
+	if ((err = jsonu_get_object(root, "release", false, &o, NULL, e)) != RCS_OK || o == NULL)
+		return err;
+	if ((err = jsonu_check_keys(o, keys, e)) != RCS_OK ||
+	    (err = jsonu_get_string(o, "stream", true, 64, &stream, NULL, e)) != RCS_OK ||
+	    (err = jsonu_get_int(o, "seq", true, 0, INT64_C(1) << 53, &seq, NULL, e)) != RCS_OK ||
+	    (err = jsonu_get_bool(o, "allow_downgrade", false, &r->allow_downgrade, NULL, e)) !=
+		RCS_OK ||
+	    (err = jsonu_get_array(o, "device_types", false, ARTIFACT_MAX_DEVICE_TYPES, &types,
+				   NULL, e)) != RCS_OK)
+		return err;
+	if (!artifact_word_valid(stream))
+		return jsonu_fail(e, "release", "release.stream: 1-64 of A-Z, a-z, 0-9, _.:/-");
+	snprintf(r->stream, sizeof(r->stream), "%s", stream);
+	r->seq = seq;
+	for (size_t i = 0; types != NULL && i < json_object_array_length(types); i++) {
+		json_object *t = json_object_array_get_idx(types, i);
+		if (!json_object_is_type(t, json_type_string) ||
+		    !artifact_word_valid(json_object_get_string(t)))
+			return jsonu_fail(e, "release",
+					  "release.device_types: names of 1-64 of"
+					  " A-Z, a-z, 0-9, _.:/-");
+		snprintf(r->types[r->ntypes++], sizeof(r->types[0]), "%s",
+			 json_object_get_string(t));
+	}
+	r->present = true;
+	return RCS_OK;
+}
+
+const char *artifact_release_check(const struct artifact_set *set, const char *device_type,
+				   struct journal *journal, char *reason, size_t reason_len)
+{
+	const struct artifact_release *r = &set->release;
+	long long done = 0;
+	bool listed = r->ntypes == 0;
+	enum rcs_err err;
+
+	if (!r->present)
+		return NULL;
+	for (size_t i = 0; i < r->ntypes && device_type != NULL; i++)
+		listed = listed || strcmp(r->types[i], device_type) == 0;
+	if (!listed) {
+		snprintf(reason, reason_len,
+			 "release %s %lld is for other device types than this one (%s)", r->stream,
+			 r->seq, device_type ? device_type : "no device_type configured");
+		return "incompatible";
+	}
+	err = journal_release_seq(journal, r->stream, &done);
+	if (err != RCS_OK && err != RCS_ERR_NOTFOUND) {
+		snprintf(reason, reason_len, "journal: %s", rcs_strerror(err));
+		return "journal_unavailable";
+	}
+	if (err == RCS_OK && r->seq < done && !r->allow_downgrade) {
+		snprintf(
+		    reason, reason_len,
+		    "release %s %lld is older than %lld already installed (no allow_downgrade)",
+		    r->stream, r->seq, done);
+		return "rollback_refused";
+	}
+	return NULL;
+}
+
 enum rcs_err artifact_set_decode(json_object *root, struct artifact_set *out, char *reason,
 				 size_t reason_len)
 {
@@ -142,6 +227,7 @@ enum rcs_err artifact_set_decode(json_object *root, struct artifact_set *out, ch
 	}
 	if (token != NULL)
 		snprintf(out->token, sizeof(out->token), "%s", token);
+	err = artifact_decode_release(root, &out->release, &e);
 out:
 	if (err != RCS_OK) {
 		snprintf(reason, reason_len, "malformed envelope: %s", e.message);

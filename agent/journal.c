@@ -93,7 +93,12 @@ static const char *const journal_migrations[] = {
     "  sha256 TEXT PRIMARY KEY,\n"
     "  offset INTEGER NOT NULL CHECK(offset >= 0)\n"
     ") WITHOUT ROWID;\n"
-    "ALTER TABLE jobs ADD COLUMN downloading INTEGER NOT NULL DEFAULT 0;\n",
+    "ALTER TABLE jobs ADD COLUMN downloading INTEGER NOT NULL DEFAULT 0;\n"
+    /* the highest release seq completed (its job terminated) on each stream */
+    "CREATE TABLE releases(\n"
+    "  stream TEXT PRIMARY KEY,\n"
+    "  seq INTEGER NOT NULL\n"
+    ") WITHOUT ROWID;\n",
 };
 
 #define JOURNAL_N_MIGRATIONS (sizeof(journal_migrations) / sizeof(journal_migrations[0]))
@@ -1514,6 +1519,56 @@ enum rcs_err journal_get_downloading(struct journal *j, const char *job, bool *o
 		*on = sqlite3_column_int(s, 0) != 0;
 	else
 		err = rc == SQLITE_DONE ? RCS_ERR_NOTFOUND : j_rc(j, rc, "downloading");
+out:
+	j_release(j, s);
+	j_unlock(j);
+	return err;
+}
+
+/* ---- releases (docs/agent.md "Releases") ---- */
+
+enum rcs_err journal_release_seq(struct journal *j, const char *stream, long long *seq)
+{
+	sqlite3_stmt *s = NULL;
+	enum rcs_err err;
+	int rc;
+
+	*seq = 0;
+	if (j == NULL || !task_ident_valid(stream))
+		return RCS_ERR_INVAL;
+	j_lock(j);
+	err = j_stmt(j, "SELECT seq FROM releases WHERE stream = ?1", &s);
+	if (err != RCS_OK)
+		goto out;
+	sqlite3_bind_text(s, 1, stream, -1, SQLITE_STATIC);
+	rc = sqlite3_step(s);
+	if (rc == SQLITE_ROW)
+		*seq = sqlite3_column_int64(s, 0);
+	else
+		err = rc == SQLITE_DONE ? RCS_ERR_NOTFOUND : j_rc(j, rc, "release get");
+out:
+	j_release(j, s);
+	j_unlock(j);
+	return err;
+}
+
+enum rcs_err journal_release_done(struct journal *j, const char *stream, long long seq)
+{
+	sqlite3_stmt *s = NULL;
+	enum rcs_err err;
+
+	if (j == NULL || !task_ident_valid(stream))
+		return RCS_ERR_INVAL;
+	j_lock(j);
+	err = j_stmt(j,
+		     "INSERT INTO releases(stream, seq) VALUES(?1, ?2)"
+		     " ON CONFLICT(stream) DO UPDATE SET seq = max(seq, excluded.seq)",
+		     &s);
+	if (err != RCS_OK)
+		goto out;
+	sqlite3_bind_text(s, 1, stream, -1, SQLITE_STATIC);
+	sqlite3_bind_int64(s, 2, seq);
+	err = j_step_done(j, s, "release done");
 out:
 	j_release(j, s);
 	j_unlock(j);

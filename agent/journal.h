@@ -15,7 +15,8 @@
  *   - the highest version run of each task (the rollback check);
  *   - the device settings of rcs.config.get/set;
  *   - the downloads of artifacts: each <sha256>.part's offset fsynced so far, and which
- *     jobs are still downloading (docs/agent.md "Artifacts").
+ *     jobs are still downloading (docs/agent.md "Artifacts"); the highest release
+ *     completed on each stream.
  *
  * Every call is safe from any thread: one connection behind one mutex. No
  * call runs a caller's callback while holding the lock (the *_each functions
@@ -225,6 +226,11 @@ enum rcs_err journal_get_downloading(struct journal *j, const char *job, bool *o
  * were downloading go back to QUEUED, still marked downloading (their script never
  * started: they resume), *n of them. */
 enum rcs_err journal_requeue_downloading(struct journal *j, size_t *n);
+
+/* Releases (docs/agent.md "Releases"): the highest seq completed on stream (1-64 bytes;
+ * RCS_ERR_NOTFOUND and 0 when none), and recording one completed (the highest is kept). */
+enum rcs_err journal_release_seq(struct journal *j, const char *stream, long long *seq);
+enum rcs_err journal_release_done(struct journal *j, const char *stream, long long seq);
 
 /*
  * Housekeeping: drops the envelope payloads of DONE/DROPPED jobs received

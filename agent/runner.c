@@ -333,6 +333,7 @@ static void runner_run(struct runner *r, const char *job, const char *payload, s
 	json_object *arts = NULL;
 	bool resumed = false;
 	enum verify_check failed = VERIFY_PASSED;
+	const char *cause;
 	char reason[512];
 	bool decoded;
 	int64_t now = (int64_t)time(NULL);
@@ -364,6 +365,12 @@ static void runner_run(struct runner *r, const char *job, const char *payload, s
 		runner_fail(r, job, "envelope_invalid", reason);
 		goto out;
 	}
+	/* the release's stream and device types, before anything is downloaded */
+	if ((cause = artifact_release_check(&as, r->set->device_type, r->journal, reason,
+					    sizeof(reason))) != NULL) {
+		runner_fail(r, job, cause, reason);
+		goto out;
+	}
 	journal_task_version_set(r->journal, env.task_ident, env.task_version);
 	if (!resumed) {
 		runner_report(r, job, JS_EDGE_STARTED, NULL);
@@ -383,6 +390,11 @@ static void runner_run(struct runner *r, const char *job, const char *payload, s
 		goto out;
 	}
 	runner_outcome(r, job, &res);
+	/* a release counts as completed on its stream once its job terminated */
+	if (res.outcome == SANDBOX_OK && as.release.present &&
+	    journal_release_done(r->journal, as.release.stream, as.release.seq) != RCS_OK)
+		log_warnx("job %s: cannot journal release %s %lld as completed", job,
+			  as.release.stream, as.release.seq);
 out:
 	sandbox_result_free(&res);
 	if (arts)

@@ -9,7 +9,8 @@ Checked: a job's artifact downloaded before its script, handed to it as rcs.arti
 0444 file), rcs.disk.free, progress reports with {done, total}; a second job with the same
 artifact downloads nothing (the cache, hashed again); a connection cut midway resumes with
 a Range from where it stopped; an agent killed with -9 midway resumes from its journaled
-offset after its restart (the .part kept, the job not interrupted); artifact_max_rate;
+offset after its restart (the .part kept, the job not interrupted), bytes past that offset
+(a power cut) cut away; artifact_max_rate; releases (device types, no downgrade);
 storage_full before any byte is fetched; wrong bytes fetched twice then artifact_invalid,
 the script never run; a malformed "artifacts" refused; a 404 ends the job; the config
 refuses an artifact_dir inside a file_dir, and warns of a plain http:// artifact_url that
@@ -312,6 +313,10 @@ class ArtifactsTest(unittest.TestCase):
         a.stop(signal.SIGKILL)
         self.assertTrue(os.path.exists(part), "the .part was not kept")
         at_kill = part_size()
+        # a power cut: bytes past the journaled offset that never reached the disk (here:
+        # garbage written after the kill) must not end up in the file
+        with open(part, "ab") as f:
+            f.write(b"\xee" * MIB)
         self.started(a)
         rep = self.final(job)
         self.assertEqual((rep["status"], rep["response"]), ("terminated", sha), rep)
@@ -323,6 +328,28 @@ class ArtifactsTest(unittest.TestCase):
         statuses = [r["status"] for r in self.reports.of(job)]
         self.assertEqual(statuses.count("edge_started"), 1, statuses)
         self.assertNotIn("interrupted", json.dumps(self.reports.of(job)))
+
+    def test_releases(self):
+        a = self.agent("release", "--device-type", "board-a")
+        data = os.urandom(2000)
+        sha = self.server.add(data)
+
+        def release(seq, types=(), downgrade=False):
+            return {"stream": "firmware", "seq": seq, "device_types": list(types),
+                    "allow_downgrade": downgrade}
+        job = self.publish(a, "return 1", {"fw": data}, release=release(5, ["board-b"]))
+        rep = self.final(job)
+        self.assertEqual((rep["status"], rep.get("error")), ("edge_error", "incompatible"), rep)
+        self.assertEqual(self.server.requests(sha), [])   # nothing downloaded first
+        job = self.publish(a, "return 1", {"fw": data}, release=release(5, ["board-a"]))
+        self.assertEqual(self.final(job)["status"], "terminated")
+        job = self.publish(a, "return 1", {"fw": data}, release=release(4))
+        rep = self.final(job)
+        self.assertEqual((rep["status"], rep.get("error")), ("edge_error", "rollback_refused"),
+                         rep)
+        job = self.publish(a, "return 1", {"fw": data}, release=release(4, downgrade=True))
+        self.assertEqual(self.final(job)["status"], "terminated")
+        self.assertEqual(len(self.server.requests(sha)), 1)
 
     def test_storage_full_before_any_byte(self):
         a = self.agent("full", "--artifact-reserve", str(1 << 40))

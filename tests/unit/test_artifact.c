@@ -165,6 +165,58 @@ static void test_envelope_artifacts(void **state)
 	assert_non_null(strstr(reason, "more than 16"));
 }
 
+/* Releases: device types and no downgrade on a stream (docs/agent.md "Releases"). */
+static void test_release_checks(void **state)
+{
+	struct fx *f = *state;
+	struct artifact_set set;
+	char reason[256];
+	static const char *const bad[] = {
+	    "{\"release\":{\"seq\":1}}",
+	    "{\"release\":{\"stream\":\"a b\",\"seq\":1}}",
+	    "{\"release\":{\"stream\":\"fw\",\"seq\":-1}}",
+	    "{\"release\":{\"stream\":\"fw\",\"seq\":1,\"device_types\":[1]}}",
+	    "{\"release\":{\"stream\":\"fw\",\"seq\":1,\"channel\":\"x\"}}",
+	};
+
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+		assert_int_equal(decode(bad[i], &set, reason, sizeof(reason)), RCS_ERR_INVAL);
+	assert_int_equal(decode("{\"release\":null}", &set, reason, sizeof(reason)), RCS_OK);
+	assert_null(artifact_release_check(&set, NULL, f->journal, reason, sizeof(reason)));
+
+	assert_int_equal(decode("{\"release\":{\"stream\":\"fw\",\"seq\":5,\"device_types\":"
+				"[\"board-a\",\"board-b\"]}}",
+				&set, reason, sizeof(reason)),
+			 RCS_OK);
+	assert_null(artifact_release_check(&set, "board-b", f->journal, reason, sizeof(reason)));
+	assert_string_equal(
+	    artifact_release_check(&set, "board-c", f->journal, reason, sizeof(reason)),
+	    "incompatible");
+	/* a device without device_type takes only releases for any type */
+	assert_string_equal(artifact_release_check(&set, NULL, f->journal, reason, sizeof(reason)),
+			    "incompatible");
+	assert_int_equal(journal_release_done(f->journal, "fw", 5), RCS_OK);
+	assert_int_equal(journal_release_done(f->journal, "fw", 3), RCS_OK); /* the highest kept */
+	/* the same seq again is fine; an older one is refused unless allowed */
+	assert_null(artifact_release_check(&set, "board-a", f->journal, reason, sizeof(reason)));
+	assert_int_equal(
+	    decode("{\"release\":{\"stream\":\"fw\",\"seq\":4}}", &set, reason, sizeof(reason)),
+	    RCS_OK);
+	assert_string_equal(artifact_release_check(&set, NULL, f->journal, reason, sizeof(reason)),
+			    "rollback_refused");
+	assert_non_null(strstr(reason, "older than 5"));
+	assert_int_equal(decode("{\"release\":{\"stream\":\"fw\",\"seq\":4,"
+				"\"allow_downgrade\":true}}",
+				&set, reason, sizeof(reason)),
+			 RCS_OK);
+	assert_null(artifact_release_check(&set, NULL, f->journal, reason, sizeof(reason)));
+	/* another stream knows nothing of fw */
+	assert_int_equal(
+	    decode("{\"release\":{\"stream\":\"modem\",\"seq\":1}}", &set, reason, sizeof(reason)),
+	    RCS_OK);
+	assert_null(artifact_release_check(&set, NULL, f->journal, reason, sizeof(reason)));
+}
+
 /* ---- the part file ---- */
 
 /* Bytes arrive, offsets are journaled every 4 MiB after an fsync; the whole verifies, is
@@ -520,6 +572,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_envelope_artifacts),
+	    cmocka_unit_test_setup_teardown(test_release_checks, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_part_writes_journals_and_finishes, setup,
 					    teardown),
 	    cmocka_unit_test_setup_teardown(test_part_resumes_from_the_journal, setup, teardown),
