@@ -26,6 +26,8 @@
 #include "jsonu.h"
 #include "log.h"
 
+_Static_assert(sizeof(off_t) == 8, "artifact.c needs 64-bit file offsets");
+
 /* ---- the envelope ---- */
 
 static bool artifact_name_valid(const char *s)

@@ -17,6 +17,9 @@
 
 #define FETCH_READ_CHUNK (16 * 1024)
 
+/* artifacts past 2 GiB on 32-bit ARM too (docs/agent.md "Artifacts") */
+_Static_assert(sizeof(off_t) == 8, "fetch.c needs 64-bit file offsets");
+
 static void fetch_hex(const unsigned char d[32], char hex[65])
 {
 	static const char digits[] = "0123456789abcdef";

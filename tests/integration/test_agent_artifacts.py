@@ -35,7 +35,9 @@ import time
 import unittest
 import uuid
 
-from rcs_harness import AGENT, Agent, Mosquitto, Watcher, wait_for
+from rcs_harness import AGENT, SOURCE_DIR, Agent, Mosquitto, Watcher, run_logged, wait_for
+
+SYSROOT_DIR = os.environ.get("RCS_SYSROOT_DIR", "/opt/rcs-sysroot")
 
 MIB = 1 << 20
 TOKEN = "rcs1.dGVzdC10b2tlbi1vZi10aGUtam9i"
@@ -182,13 +184,15 @@ class ArtifactsTest(unittest.TestCase):
         else:
             shutil.rmtree(cls.workdir, ignore_errors=True)
 
+    binary, emulator, agent_args = None, (), ()
+
     def agent(self, name, *extra):
         fdir = os.path.join(self.workdir, name + "-files")
         os.makedirs(fdir, exist_ok=True)
         a = Agent(self.workdir, self.broker.url, self.client_root, str(uuid.uuid4()),
-                  name=name, file_dirs=[fdir],
+                  name=name, file_dirs=[fdir], binary=self.binary, emulator=self.emulator,
                   extra_args=["--require-signature=false", "--artifact-url", self.server.url,
-                              *extra])
+                              *self.agent_args, *extra])
         a.files = fdir
         self.agents.append(a)
         return self.started(a)
@@ -197,10 +201,10 @@ class ArtifactsTest(unittest.TestCase):
         """Starts a and waits until it subscribed (its state says online)."""
         topic = "rcs/v1/%s/%s/state" % (self.client_root, a.entity_ident)
         seen = len(self.states.on(topic))
-        a.start()
+        a.start(timeout=30)
         wait_for(lambda: [m for m in self.states.on(topic)[seen:]
                           if json.loads(m[1]).get("online")],
-                 timeout=20, what="agent %s online" % a.name)
+                 timeout=30, what="agent %s online" % a.name)
         return a
 
     def publish(self, a, source, arts, **extra):
@@ -414,6 +418,39 @@ class ArtifactsTest(unittest.TestCase):
         for quiet in ("http://127.0.0.1:8080", "https://192.0.2.1:8443"):
             self.assertNotIn("plain http", check(quiet).stderr)
         self.assertEqual(check("http://192.0.2.1/v3").returncode, 2)
+
+
+@unittest.skipIf(shutil.which("qemu-aarch64") is None or
+                 shutil.which("aarch64-linux-gnu-gcc") is None or
+                 not os.path.isdir(os.path.join(SYSROOT_DIR, "aarch64-linux-gnu")),
+                 "needs qemu-aarch64, aarch64-linux-gnu-gcc and the sysroot (tools/deps.sh test)")
+class ArtifactsAarch64Test(ArtifactsTest):
+    """The downloads, the cut and the kill -9 again with the agent cross-built for 64-bit ARM
+    (toolchains/aarch64-linux-gnu.cmake, whose sysroot has libcurl) under qemu-user (which
+    refuses seccomp: --allow-no-seccomp)."""
+
+    @classmethod
+    def setUpClass(cls):
+        super().setUpClass()
+        build = os.path.join(cls.workdir, "build-aarch64")
+        log = os.path.join(cls.workdir, "build.log")
+        run_logged(["cmake", "-S", SOURCE_DIR, "-B", build,
+                    "-DCMAKE_TOOLCHAIN_FILE=%s/toolchains/aarch64-linux-gnu.cmake" % SOURCE_DIR,
+                    "-DWITH_COORDINATOR=OFF", "-DWITH_TESTS=OFF"], log, 120)
+        run_logged(["cmake", "--build", build, "-j2", "--target", "rcs-agent"], log, 300)
+        with open(log) as f:
+            if "artifacts over HTTP(S) (libcurl): ON" not in f.read():
+                raise unittest.SkipTest("the aarch64 sysroot has no libcurl")
+        cls.binary = os.path.join(build, "bin", "rcs-agent")
+        cls.emulator = ["qemu-aarch64", "-L", os.path.join(SYSROOT_DIR, "aarch64-linux-gnu")]
+        cls.agent_args = ["--allow-no-seccomp"]
+
+    # the configuration checks and the release logic are the native run's
+    test_artifact_dir_inside_a_file_dir_refused = None
+    test_plain_http_on_a_network_warned = None
+    test_releases = None
+    test_refused_and_malformed = None
+    test_storage_full_before_any_byte = None
 
 
 if __name__ == "__main__":
