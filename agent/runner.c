@@ -108,6 +108,8 @@ static enum rcs_err runner_verify(struct runner *r, const struct settings_policy
 	v.entity_ident = r->set->entity_ident;
 	v.trusted = p->trusted;
 	v.ntrusted = p->ntrusted;
+	v.artifact_trusted = p->artifact_trusted;
+	v.nartifact_trusted = p->nartifact_trusted;
 	v.require_signature = p->require_signature;
 	v.journal = r->journal;
 	return verify_envelope_check(&v, env, now, failed, reason, reason_len);

@@ -42,6 +42,9 @@ static const struct cfg_opt settings_opts[] = {
     OPT("state_dir", CFG_STRING, state_dir, "DIR", "journal and device settings"),
     OPT("trusted_key", CFG_STRLIST, trusted_key, "PEM",
 	"public key whose task signatures are accepted (repeatable)"),
+    OPT("artifact_trusted_key", CFG_STRLIST, artifact_trusted_key, "PEM",
+	"public key whose signatures of tasks with artifacts are accepted, instead of the"
+	" trusted_keys (repeatable)"),
     OPT("require_signature", CFG_BOOL, require_signature, "BOOL",
 	"refuse unsigned tasks (default true)"),
     OPT("tag", CFG_STRLIST, tag, "TAG", "tag this device reports (repeatable)"),
@@ -403,6 +406,9 @@ static void settings_snapshot_free(struct settings_snapshot *sn)
 	for (size_t i = 0; i < p->ntrusted; i++)
 		sig_key_free(p->trusted[i]);
 	free(p->trusted);
+	for (size_t i = 0; i < p->nartifact_trusted; i++)
+		sig_key_free(p->artifact_trusted[i]);
+	free(p->artifact_trusted);
 	if (p->tags)
 		json_object_put(p->tags);
 	cfg_strlist_free(&p->allow_command);
@@ -490,6 +496,19 @@ static struct settings_snapshot *settings_policy_load(const struct settings *s, 
 			goto fail;
 		}
 		p->ntrusted++;
+	}
+	p->artifact_trusted = calloc(s->artifact_trusted_key.n + 1, sizeof(*p->artifact_trusted));
+	if (p->artifact_trusted == NULL)
+		goto fail;
+	for (size_t i = 0; i < s->artifact_trusted_key.n; i++) {
+		e = sig_key_load_public(s->artifact_trusted_key.items[i],
+					&p->artifact_trusted[p->nartifact_trusted]);
+		if (e != RCS_OK) {
+			snprintf(err, errlen, "artifact_trusted_key %s: %s",
+				 s->artifact_trusted_key.items[i], rcs_strerror(e));
+			goto fail;
+		}
+		p->nartifact_trusted++;
 	}
 	if (p->require_signature && p->ntrusted == 0) {
 		snprintf(err, errlen,

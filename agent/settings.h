@@ -40,6 +40,7 @@ struct settings {
 	char *entity_ident;
 	char *state_dir;
 	struct cfg_strlist trusted_key;
+	struct cfg_strlist artifact_trusted_key;
 	struct cfg_strlist tag;
 	struct cfg_strlist allow_command;
 	struct cfg_strlist file_dir;
@@ -78,6 +79,8 @@ struct settings {
 struct settings_policy {
 	struct sig_key **trusted;
 	size_t ntrusted;
+	struct sig_key **artifact_trusted; /* artifact_trusted_key */
+	size_t nartifact_trusted;
 	json_object *tags; /* array of strings */
 	struct cfg_strlist allow_command;
 	struct cfg_strlist file_dir;

@@ -418,6 +418,40 @@ static void test_manifest_v2_with_artifacts(void **state)
 	json_object_object_add(o, "artifacts", json_object_new_object());
 	set_sig(o, "ES256", sig_key_id(T.key2), T.sig2);
 	expect(o, RCS_OK, "");
+
+	/* artifact_trusted_key: only those keys sign tasks with artifacts, and such a task
+	 * must be signed even where unsigned tasks run */
+	{
+		struct sig_key *fw_keys[1] = {T.key1};
+		char want[128];
+		T.v.artifact_trusted = fw_keys;
+		T.v.nartifact_trusted = 1;
+		o = base();
+		json_object_object_add(o, "artifacts", json_tokener_parse(arts));
+		set_sig(o, "ES256", sig_key_id(T.key2), sig);
+		snprintf(want, sizeof(want),
+			 "unknown signing key %s (tasks with artifacts: artifact_trusted_key)",
+			 sig_key_id(T.key2));
+		expect(o, RCS_ERR_VERIFY, want);
+		/* a task without artifacts still takes the trusted keys */
+		o = base();
+		set_sig(o, "ES256", sig_key_id(T.key2), T.sig2);
+		expect(o, RCS_OK, "");
+		fw_keys[0] = T.key2;
+		o = base();
+		json_object_object_add(o, "artifacts", json_tokener_parse(arts));
+		set_sig(o, "ES256", sig_key_id(T.key2), sig);
+		expect(o, RCS_OK, "");
+		T.v.require_signature = false;
+		o = base();
+		json_object_object_add(o, "artifacts", json_tokener_parse(arts));
+		json_object_object_add(o, "signature", NULL);
+		expect(o, RCS_ERR_VERIFY,
+		       "signature required: tasks with artifacts must be signed by an"
+		       " artifact_trusted_key");
+		T.v.artifact_trusted = NULL;
+		T.v.nartifact_trusted = 0;
+	}
 	free(sig);
 }
 
