@@ -12,6 +12,8 @@ a Range from where it stopped; an agent killed with -9 midway resumes from its j
 offset after its restart (the .part kept, the job not interrupted), bytes past that offset
 (a power cut) cut away; artifact_max_rate; releases (device types, no downgrade);
 storage_full before any byte is fetched; wrong bytes fetched twice then artifact_invalid,
+a redirect not followed, a body longer than the signed size and a wrong Content-Range
+refused,
 the script never run; a malformed "artifacts" refused; a 404 ends the job; the config
 refuses an artifact_dir inside a file_dir, and warns of a plain http:// artifact_url that
 is not on this machine; the token is never logged.
@@ -46,7 +48,7 @@ TOKEN = "rcs1.dGVzdC10b2tlbi1vZi10aGUtam9i"
 class ArtifactServer:
     """Serves artifacts by SHA-256 with Range, and remembers every request. Faults per
     artifact: cut (a list of absolute offsets: the connection is closed once the body
-    reaches each, one per request), wrong (the bytes served have one byte changed),
+    reaches each, once), wrong (the bytes served have one byte changed),
     rate (bytes/s)."""
 
     def __init__(self):
@@ -92,6 +94,16 @@ class ArtifactServer:
             return self.answer(h, sha, rng, 404)
         data = self.files[sha]
         f = self.faults[sha]
+        if f.get("redirect"):
+            with self.lock:
+                self.log.append((sha, rng, 302))
+            h.send_response(302)
+            h.send_header("Location", "http://127.0.0.1:9/elsewhere")
+            h.send_header("Content-Length", "0")
+            h.end_headers()
+            return
+        if f.get("longer"):
+            data = data + b"more than was signed"
         if f.get("wrong"):
             data = bytes([data[0] ^ 0xff]) + data[1:]
         first = 0
@@ -104,17 +116,15 @@ class ArtifactServer:
             self.log.append((sha, rng, 206 if rng else 200))
         h.send_response(206 if rng else 200)
         if rng:
-            h.send_header("Content-Range", "bytes %d-%d/%d" % (first, len(data) - 1, len(data)))
+            shift = 1 if f.get("bad_range") else 0   # a range other than the one asked for
+            h.send_header("Content-Range", "bytes %d-%d/%d" % (first - shift, len(data) - 1,
+                                                                len(data)))
         h.send_header("Content-Length", str(len(data) - first))
         h.send_header("ETag", '"%s"' % sha)
         h.end_headers()
-        cut = None
         with self.lock:
             cuts = f.get("cut") or []
-            while cuts and cuts[0] <= first:
-                cuts.pop(0)
-            if cuts:
-                cut = cuts.pop(0)
+            cut = next((c for c in cuts if c > first), None)
         at, chunk, start = first, 64 * 1024, time.time()
         try:
             while at < len(data):
@@ -126,6 +136,8 @@ class ArtifactServer:
                     self.served[sha] = self.served.get(sha, 0) + (end - at)
                 at = end
                 if cut is not None and at >= cut:
+                    with self.lock:
+                        cuts.remove(cut)   # each cut once, when it was reached
                     h.wfile.flush()
                     h.close_connection = True
                     h.connection.shutdown(2)
@@ -378,6 +390,36 @@ class ArtifactsTest(unittest.TestCase):
         self.assertEqual([r[1] for r in self.server.requests(sha)], [None, None])
         self.assertFalse(os.path.exists(marker))
         self.assertFalse(os.path.exists(os.path.join(a.state_dir, "artifacts", sha)))
+
+    def test_what_the_signature_excludes(self):
+        """No redirect is followed; a body longer than the signed size and a 206 whose
+        Content-Range is not the range asked for are wrong results (twice: artifact_invalid)."""
+        a = self.agent("strict")
+        data = os.urandom(MIB)
+        sha = self.server.add(data, redirect=True)
+        rep = self.final(self.publish(a, "return 1", {"fw": data}))
+        self.assertEqual((rep["status"], rep.get("error")),
+                         ("edge_error", "artifact_unavailable"), rep)
+        self.assertIn("redirects are not followed", rep["response"])
+        self.assertEqual(len(self.server.requests(sha)), 1)
+
+        data = os.urandom(MIB)
+        sha = self.server.add(data, longer=True)
+        rep = self.final(self.publish(a, "return 1", {"fw": data}))
+        self.assertEqual((rep["status"], rep.get("error")), ("edge_error", "artifact_invalid"),
+                         rep)
+        self.assertIn("more than the signed size", rep["response"])
+        self.assertEqual(len(self.server.requests(sha)), 2)
+
+        # a cut, then a resume answered with the wrong range: from zero once more, the same
+        data = os.urandom(2 * MIB)
+        sha = self.server.add(data, bad_range=True, cut=[MIB, MIB + MIB // 2])
+        rep = self.final(self.publish(a, "return 1", {"fw": data}))
+        self.assertEqual((rep["status"], rep.get("error")), ("edge_error", "artifact_invalid"),
+                         rep)
+        self.assertIn("Content-Range", rep["response"])
+        self.assertEqual([r[1] for r in self.server.requests(sha)],
+                         [None, "bytes=%d-" % MIB, None, "bytes=%d-" % (MIB + MIB // 2)])
 
     def test_refused_and_malformed(self):
         a = self.agent("refused")
