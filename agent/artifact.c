@@ -413,6 +413,34 @@ static int64_t artifact_free(int dirfd)
 	return (int64_t)sv.f_bavail * (int64_t)sv.f_frsize;
 }
 
+/* Deletes the part files that are not the job's (and forgets their offsets). */
+static void artifact_parts_drop(struct artifact_job *j)
+{
+	struct dirent *d;
+	DIR *dir;
+	int fd = dup(j->dirfd);
+
+	if (fd < 0 || (dir = fdopendir(fd)) == NULL) {
+		if (fd >= 0)
+			close(fd);
+		return;
+	}
+	rewinddir(dir);
+	while ((d = readdir(dir)) != NULL) {
+		char sha[65];
+		if (strlen(d->d_name) != 64 + 5 || strcmp(d->d_name + 64, ".part") != 0)
+			continue;
+		snprintf(sha, sizeof(sha), "%.64s", d->d_name);
+		if (!artifact_hex_valid(sha) || artifact_kept(sha, j->set->a, j->set->n))
+			continue;
+		if (unlinkat(j->dirfd, d->d_name, 0) == 0) {
+			journal_download_set(j->env->journal, sha, -1);
+			log_info("artifact %s: an unfinished download removed to make room", sha);
+		}
+	}
+	closedir(dir);
+}
+
 /* Room for need more bytes and the reserve, the cache trimmed if it must be. */
 static bool artifact_room(struct artifact_job *j, int64_t need)
 {
@@ -425,6 +453,11 @@ static bool artifact_room(struct artifact_job *j, int64_t need)
 	cached = artifact_cache_trim(j->dirfd, j->set->a, j->set->n,
 				     cached - (need + j->env->reserve - free_b));
 	(void)cached;
+	free_b = artifact_free(j->dirfd);
+	if (free_b >= 0 && free_b >= need + j->env->reserve)
+		return true;
+	/* then the part files of other jobs' downloads (they would start over) */
+	artifact_parts_drop(j);
 	free_b = artifact_free(j->dirfd);
 	return free_b >= 0 && free_b >= need + j->env->reserve;
 }

@@ -14,7 +14,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sched.h>
+#include <sys/mount.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -490,6 +493,112 @@ static void test_cache_trim(void **state)
 	assert_int_equal(file_size(f, kept), 10);
 }
 
+/* Writes n bytes named name into dirfd. */
+static bool put_bytes(int dirfd, const char *name, size_t n)
+{
+	static char chunk[65536];
+	int fd = openat(dirfd, name, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+	bool ok = fd >= 0;
+
+	for (size_t at = 0; ok && at < n; at += sizeof(chunk))
+		ok = write(fd, chunk, n - at < sizeof(chunk) ? n - at : sizeof(chunk)) > 0;
+	if (fd >= 0)
+		close(fd);
+	return ok;
+}
+
+/* A job needing need bytes on the small disk: the cause its downloads end with. */
+static const char *room_for(struct fx *f, const char *dir, int64_t need, char sha[65])
+{
+	struct artifact_env env;
+	struct artifact_set set;
+	static struct artifact_outcome out;
+
+	memset(&env, 0, sizeof(env));
+	env.dir = dir;
+	env.url = "http://127.0.0.1:9"; /* nothing listens: the download itself fails */
+	env.cache_max = INT64_MAX;
+	env.journal = f->journal;
+	env.cancel_fd = -1;
+	memset(&set, 0, sizeof(set));
+	set.n = 1;
+	snprintf(set.a[0].name, sizeof(set.a[0].name), "fw");
+	snprintf(set.a[0].sha256, sizeof(set.a[0].sha256), "%s", sha);
+	set.a[0].size = need;
+	set.download_timeout = 1;
+	snprintf(set.token, sizeof(set.token), "t");
+	artifact_fetch_all(&env, &set, &out);
+	if (out.table != NULL)
+		json_object_put(out.table);
+	return out.cause ? out.cause : "";
+}
+
+/*
+ * A small disk (an 8 MiB tmpfs in a private mount namespace of a child: needs root, else
+ * skipped): the cache makes room first, then other jobs' part files; what still does not fit
+ * is storage_full before any byte. The child's exit code: 0 passed, 77 skip, else the step.
+ */
+static int small_disk_child(struct fx *f)
+{
+	char dir[128], old[65], other[65], name[80];
+	int dfd;
+
+	snprintf(dir, sizeof(dir), "%s/art", f->dir);
+	if (mkdir(dir, 0700) != 0)
+		return 1;
+	if (unshare(CLONE_NEWNS) != 0 ||
+	    mount("none", "/", "none", MS_REC | MS_PRIVATE, NULL) != 0 ||
+	    mount("tmpfs", dir, "tmpfs", 0, "size=8m") != 0)
+		return 77;
+	dfd = open(dir, O_RDONLY | O_DIRECTORY);
+	memset(old, 'b', 64);
+	old[64] = '\0';
+	memset(other, 'c', 64);
+	other[64] = '\0';
+	snprintf(name, sizeof(name), "%s.part", other);
+	if (dfd < 0 || !put_bytes(dfd, old, 3 << 20) || !put_bytes(dfd, name, 2 << 20))
+		return 2;
+	/* 4 MiB: the cached file goes, the other download's part stays */
+	{
+		char sha[65];
+		memset(sha, 'd', 64);
+		sha[64] = '\0';
+		if (strcmp(room_for(f, dir, 4 << 20, sha), "artifact_unavailable") != 0)
+			return 4;
+		if (file_size(&(struct fx){.dirfd = dfd}, old) != -1 ||
+		    file_size(&(struct fx){.dirfd = dfd}, name) != 2 << 20)
+			return 5;
+		/* 7 MiB: the part files of other downloads go too */
+		memset(sha, 'e', 64);
+		if (strcmp(room_for(f, dir, 7 << 20, sha), "artifact_unavailable") != 0)
+			return 6;
+		if (file_size(&(struct fx){.dirfd = dfd}, name) != -1)
+			return 7;
+		/* 9 MiB never fit */
+		memset(sha, 'f', 64);
+		if (strcmp(room_for(f, dir, 9 << 20, sha), "storage_full") != 0)
+			return 8;
+	}
+	close(dfd);
+	return 0;
+}
+
+static void test_small_disk(void **state)
+{
+	struct fx *f = *state;
+	int status = 0;
+	pid_t pid = fork();
+
+	assert_true(pid >= 0);
+	if (pid == 0)
+		_exit(small_disk_child(f));
+	assert_int_equal(waitpid(pid, &status, 0), pid);
+	assert_true(WIFEXITED(status));
+	if (WEXITSTATUS(status) == 77)
+		skip();
+	assert_int_equal(WEXITSTATUS(status), 0);
+}
+
 /* ---- the options ---- */
 
 static enum rcs_err load(struct fx *f, const char *extra, struct settings *s, char *err, size_t n)
@@ -584,6 +693,7 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(test_journal_progress_report, setup, teardown),
 	    cmocka_unit_test(test_progress_decoded),
 	    cmocka_unit_test_setup_teardown(test_cache_trim, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_small_disk, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_options, setup, teardown),
 	};
 
