@@ -187,11 +187,63 @@ void link_publish_state(struct link *l, bool online)
 	json_object_put(o);
 }
 
+void link_artifact_get(struct link *l, const char *sha256, const char *payload)
+{
+	char topic[PROTO_MAX_TOPIC];
+
+	if (l->mq == NULL)
+		return;
+	snprintf(topic, sizeof(topic), "rcs/v1/%s/%s/artifacts/%s/get", l->set->client_root,
+		 l->set->entity_ident, sha256);
+	mqttc_publish(l->mq, topic, payload, strlen(payload), 0, false, 0);
+}
+
+/* rcs/v1/<client_root>/<entity_ident>/artifacts/<sha256>/data/<offset> or .../error: true
+ * when topic is one of this device's (handed to the handlers, or dropped when malformed). */
+static bool link_artifact_message(struct link *l, const char *topic, const void *payload,
+				  size_t len)
+{
+	char prefix[PROTO_MAX_TOPIC], sha[65];
+	const char *rest;
+	size_t n;
+
+	n = (size_t)snprintf(prefix, sizeof(prefix), "rcs/v1/%s/%s/artifacts/", l->set->client_root,
+			     l->set->entity_ident);
+	if (strncmp(topic, prefix, n) != 0)
+		return false;
+	rest = topic + n;
+	if (strspn(rest, "0123456789abcdef") != 64 || rest[64] != '/')
+		goto bad;
+	memcpy(sha, rest, 64);
+	sha[64] = '\0';
+	rest += 65;
+	if (strcmp(rest, "error") == 0 && l->h.artifact_error != NULL) {
+		if (len <= 4096)
+			l->h.artifact_error(l->h.ctx, sha, payload, len);
+		return true;
+	}
+	if (strncmp(rest, "data/", 5) == 0 && l->h.artifact_data != NULL) {
+		char *end = NULL;
+		long long off;
+		rest += 5;
+		if (rest[0] < '0' || rest[0] > '9' || strlen(rest) > 18)
+			goto bad;
+		off = strtoll(rest, &end, 10);
+		if (end == NULL || *end != '\0' || len > 65536)
+			goto bad;
+		l->h.artifact_data(l->h.ctx, sha, (int64_t)off, payload, len);
+		return true;
+	}
+bad:
+	log_warnx("dropped a message on unexpected topic %.160s", topic);
+	return true;
+}
+
 static void link_on_connected(void *ctx, bool session_present)
 {
 	struct link *l = ctx;
-	char jobs[PROTO_MAX_TOPIC], cancels[PROTO_MAX_TOPIC];
-	const char *filters[2] = {jobs, cancels};
+	char jobs[PROTO_MAX_TOPIC], cancels[PROTO_MAX_TOPIC], arts[PROTO_MAX_TOPIC];
+	const char *filters[3] = {jobs, cancels, arts};
 
 	/* every connect, session or not: subscribing again is harmless and covers a broker
 	 * reset, and the state is published again for the broker reached, which after a
@@ -200,7 +252,9 @@ static void link_on_connected(void *ctx, bool session_present)
 	proto_topic_make(jobs, PROTO_JOB, l->set->client_root, l->set->entity_ident, PROTO_ANY);
 	proto_topic_make(cancels, PROTO_CANCEL, l->set->client_root, l->set->entity_ident,
 			 PROTO_ANY);
-	if (mqttc_subscribe(l->mq, filters, 2) != RCS_OK)
+	snprintf(arts, sizeof(arts), "rcs/v1/%s/%s/artifacts/+/#", l->set->client_root,
+		 l->set->entity_ident);
+	if (mqttc_subscribe(l->mq, filters, settings_artifacts_over_mqtt(l->set) ? 3 : 2) != RCS_OK)
 		log_warnx("cannot subscribe to this device's topics");
 	link_publish_state(l, true);
 	journal_outbox_each(l->journal, 100000, link_outbox_send, l);
@@ -222,6 +276,8 @@ static bool link_on_message(void *ctx, const char *topic, const void *payload, s
 	struct link *l = ctx;
 	struct proto_topic t;
 
+	if (link_artifact_message(l, topic, payload, len))
+		return true;
 	if (proto_topic_parse(topic, &t) != RCS_OK ||
 	    strcmp(t.client_root, l->set->client_root) != 0 ||
 	    strcmp(t.entity_ident, l->set->entity_ident) != 0 ||

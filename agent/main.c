@@ -104,6 +104,28 @@ static void agent_cancel(void *ctx, const char *job)
 	runner_cancel(a->runner, job);
 }
 
+static void agent_artifact_get(void *ctx, const char *sha256, const char *payload)
+{
+	struct agent *a = ctx;
+
+	link_artifact_get(a->link, sha256, payload);
+}
+
+static void agent_artifact_data(void *ctx, const char *sha256, int64_t offset, const void *data,
+				size_t len)
+{
+	struct agent *a = ctx;
+
+	runner_artifact_data(a->runner, sha256, offset, data, len);
+}
+
+static void agent_artifact_error(void *ctx, const char *sha256, const char *payload, size_t len)
+{
+	struct agent *a = ctx;
+
+	runner_artifact_error(a->runner, sha256, payload, len);
+}
+
 static void agent_report_acked(void *ctx)
 {
 	struct agent *a = ctx;
@@ -118,9 +140,15 @@ static void agent_report_acked(void *ctx)
 static bool agent_wire(struct agent *a)
 {
 	const struct runner_reports rep = {
-	    a, agent_report, agent_resend, agent_refuse_unjournaled, agent_fail, agent_progress};
-	const struct link_handlers h = {a, agent_envelope, agent_oversized, agent_cancel,
-					agent_report_acked};
+	    a,          agent_report,   agent_resend,      agent_refuse_unjournaled,
+	    agent_fail, agent_progress, agent_artifact_get};
+	const struct link_handlers h = {a,
+					agent_envelope,
+					agent_oversized,
+					agent_cancel,
+					agent_report_acked,
+					agent_artifact_data,
+					agent_artifact_error};
 
 	a->runner = runner_new(&a->set, a->live, a->journal, &rep);
 	a->link = link_new(&a->set, a->live, a->journal, &h);

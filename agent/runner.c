@@ -29,6 +29,7 @@
 #include "runner.h"
 
 #include "artifact.h"
+#include "fetch_mqtt.h"
 #include "log.h"
 #include "proto.h"
 #include "sandbox.h"
@@ -54,6 +55,7 @@ struct runner {
 	int cancel_fd[2];           /* pipe: written to cancel the running job */
 	bool reboot_pending;
 	char reboot_job[UUID_STR_LEN];
+	struct fetch_mqtt_chan *chan; /* artifacts over MQTT; NULL over HTTP */
 };
 
 static void runner_report(struct runner *r, const char *job, enum job_status status,
@@ -206,7 +208,7 @@ static bool runner_artifacts(struct runner *r, const char *job, const struct art
 	}
 	memset(&ae, 0, sizeof(ae));
 	ae.dir = r->set->artifact_dir;
-	ae.url = r->set->artifact_url;
+	ae.url = settings_artifacts_over_mqtt(r->set) ? NULL : r->set->artifact_url;
 	ae.cafile = r->set->artifact_cafile;
 	ae.reserve = r->set->artifact_reserve;
 	ae.cache_max = r->set->artifact_cache_max;
@@ -215,6 +217,10 @@ static bool runner_artifacts(struct runner *r, const char *job, const struct art
 	ae.cancel_fd = r->cancel_fd[0];
 	ae.progress = runner_dl_progress;
 	ae.ctx = &d;
+	ae.job = job;
+	ae.chan = r->chan;
+	ae.publish_get = r->rep.artifact_get;
+	ae.publish_ctx = r->rep.ctx;
 	artifact_fetch_all(&ae, as, &ao);
 	if (ao.cause != NULL && strcmp(ao.cause, "cancelled") == 0 && runner_stopping(r)) {
 		log_info("job %s: the agent stops during its download: it resumes at the next"
@@ -599,6 +605,19 @@ void runner_oversized(struct runner *r, const char *job)
 		runner_fail(r, job, "payload_too_large", "envelope larger than the device accepts");
 }
 
+void runner_artifact_data(struct runner *r, const char *sha256, int64_t offset, const void *data,
+			  size_t len)
+{
+	if (r->chan != NULL)
+		fetch_mqtt_deliver(r->chan, sha256, offset, data, len);
+}
+
+void runner_artifact_error(struct runner *r, const char *sha256, const char *payload, size_t len)
+{
+	if (r->chan != NULL)
+		fetch_mqtt_error(r->chan, sha256, payload, len);
+}
+
 void runner_report_acked(struct runner *r)
 {
 	pthread_mutex_lock(&r->lock);
@@ -618,6 +637,11 @@ struct runner *runner_new(const struct settings *set, struct settings_live *live
 	r->journal = journal;
 	r->rep = *rep;
 	r->cancel_fd[0] = r->cancel_fd[1] = -1;
+	if (settings_artifacts_over_mqtt(set) && (r->chan = fetch_mqtt_chan_new()) == NULL) {
+		free(r);
+		r = NULL;
+		goto out;
+	}
 	pthread_mutex_init(&r->lock, NULL);
 	pthread_cond_init(&r->cond, NULL);
 out:
@@ -682,6 +706,7 @@ void runner_free(struct runner *r)
 	}
 	pthread_cond_destroy(&r->cond);
 	pthread_mutex_destroy(&r->lock);
+	fetch_mqtt_chan_free(r->chan);
 	free(r);
 }
 

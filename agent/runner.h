@@ -39,6 +39,8 @@ struct runner_reports {
 	 * (docs/mqtt.md); NULL: report() without it */
 	void (*progress)(void *ctx, const char *job, const char *response, int64_t done,
 			 int64_t total);
+	/* artifacts over MQTT: publishes a get of sha256's bytes (NULL: none) */
+	void (*artifact_get)(void *ctx, const char *sha256, const char *payload);
 };
 
 /* A runner for the device of set, under the policy in force in live, its jobs
@@ -63,6 +65,10 @@ void runner_envelope(struct runner *r, const char *job, const char *payload, siz
 void runner_oversized(struct runner *r, const char *job);
 /* Cancels job: drops it when queued, kills it when running. */
 void runner_cancel(struct runner *r, const char *job);
+/* Artifacts over MQTT, from the link: a chunk of sha256 at offset, or an error answer. */
+void runner_artifact_data(struct runner *r, const char *sha256, int64_t offset, const void *data,
+			  size_t len);
+void runner_artifact_error(struct runner *r, const char *sha256, const char *payload, size_t len);
 /* A report left the outbox (a reboot waits for the job's final one). */
 void runner_report_acked(struct runner *r);
 

@@ -184,12 +184,6 @@ static enum rcs_err settings_artifacts(struct settings *s, char *err, size_t err
 			 s->artifact_transport);
 		goto out;
 	}
-	if (strcmp(s->artifact_transport, "mqtt") == 0) {
-		snprintf(err, errlen,
-			 "artifact_transport mqtt: not available in this agent"
-			 " (use http with artifact_url)");
-		goto out;
-	}
 	if (s->artifact_url != NULL && strncmp(s->artifact_url, "http://", 7) == 0 &&
 	    !settings_loopback(s->artifact_url + 7))
 		log_warnx("artifact_url %s: plain http on a network: the artifacts are verified,"
@@ -370,6 +364,13 @@ void settings_brokers(const struct settings *s, char *out, size_t len)
 			break;
 		used += (size_t)w;
 	}
+}
+
+bool settings_artifacts_over_mqtt(const struct settings *s)
+{
+	return s->artifact_transport != NULL &&
+	       (strcmp(s->artifact_transport, "mqtt") == 0 ||
+		(strcmp(s->artifact_transport, "auto") == 0 && s->artifact_url == NULL));
 }
 
 void settings_free(struct settings *s)

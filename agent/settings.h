@@ -113,6 +113,10 @@ void settings_secrets_to_env(const struct settings *s);
 /* The brokers of --mqtt as one line for the logs ("tcp://a:1883, tcp://b:1883"). */
 void settings_brokers(const struct settings *s, char *out, size_t len);
 
+/* Artifacts come through the broker: artifact_transport mqtt, or auto without artifact_url
+ * (docs/agent.md "Artifacts over MQTT"). */
+bool settings_artifacts_over_mqtt(const struct settings *s);
+
 /* Releases what settings_load and settings_secrets allocated (secrets wiped). */
 void settings_free(struct settings *s);
 

@@ -197,14 +197,17 @@ class ArtifactsTest(unittest.TestCase):
             shutil.rmtree(cls.workdir, ignore_errors=True)
 
     binary, emulator, agent_args = None, (), ()
+    over_http = True
 
     def agent(self, name, *extra):
         fdir = os.path.join(self.workdir, name + "-files")
         os.makedirs(fdir, exist_ok=True)
+        transport = (["--artifact-url", self.server.url] if self.over_http
+                     else ["--artifact-transport", "mqtt"])
         a = Agent(self.workdir, self.broker.url, self.client_root, str(uuid.uuid4()),
                   name=name, file_dirs=[fdir], binary=self.binary, emulator=self.emulator,
-                  extra_args=["--require-signature=false", "--artifact-url", self.server.url,
-                              *self.agent_args, *extra])
+                  extra_args=["--require-signature=false", *transport, *self.agent_args,
+                              *extra])
         a.files = fdir
         self.agents.append(a)
         return self.started(a)
@@ -237,6 +240,13 @@ class ArtifactsTest(unittest.TestCase):
         self.broker.pub("rcs/v1/%s/%s/jobs/%s" % (self.client_root, a.entity_ident, job),
                         json.dumps(env))
         return job
+
+    def downloads(self, sha):
+        """How many times sha was fetched from its start (HTTP requests without a Range, or
+        gets of offset 0 through the broker)."""
+        if self.over_http:
+            return sum(1 for r in self.server.requests(sha) if r[1] is None)
+        return sum(1 for g in self.chunks.requests(sha) if g[1] == 0)
 
     def final(self, job, timeout=60):
         def done():
@@ -275,21 +285,21 @@ class ArtifactsTest(unittest.TestCase):
         self.assertEqual({p["total"] for p in progress}, {len(data)})
         self.assertEqual(progress[-1]["done"], len(data))
         self.assertIn("downloading fw: 100 %", [r.get("response") for r in self.reports.of(job)])
-        self.assertEqual(len(self.server.requests(sha)), 1)
+        self.assertEqual(self.downloads(sha), 1)
         self.assertNotIn(TOKEN, a.read_log(tail=None))  # the token is never logged
 
         # the same artifact again: from the cache, nothing downloaded
         job2 = self.publish(a, "return rcs.artifacts.fw.size", {"fw": data})
         rep2 = self.final(job2)
         self.assertEqual((rep2["status"], rep2["response"]), ("terminated", str(len(data))))
-        self.assertEqual(len(self.server.requests(sha)), 1)
+        self.assertEqual(self.downloads(sha), 1)
         # a cached file that was altered is hashed again, refused and fetched afresh
         os.chmod(out["path"], 0o644)
         with open(out["path"], "r+b") as f:
             f.write(b"X")
         job3 = self.publish(a, "return rcs.artifacts.fw.size", {"fw": data})
         self.assertEqual(self.final(job3)["status"], "terminated")
-        self.assertEqual(len(self.server.requests(sha)), 2)
+        self.assertEqual(self.downloads(sha), 2)
         with open(out["path"], "rb") as f:
             self.assertEqual(f.read(), data)
 
@@ -387,7 +397,7 @@ class ArtifactsTest(unittest.TestCase):
         rep = self.final(job)
         self.assertEqual((rep["status"], rep.get("error")), ("edge_error", "artifact_invalid"),
                          rep)
-        self.assertEqual([r[1] for r in self.server.requests(sha)], [None, None])
+        self.assertEqual(self.downloads(sha), 2)
         self.assertFalse(os.path.exists(marker))
         self.assertFalse(os.path.exists(os.path.join(a.state_dir, "artifacts", sha)))
 
@@ -460,6 +470,112 @@ class ArtifactsTest(unittest.TestCase):
         for quiet in ("http://127.0.0.1:8080", "https://192.0.2.1:8443"):
             self.assertNotIn("plain http", check(quiet).stderr)
         self.assertEqual(check("http://192.0.2.1/v3").returncode, 2)
+
+
+class MqttChunks:
+    """Stands for the coordinator's MQTT transport (docs/mqtt.md "Artifacts over MQTT"):
+    answers each get on rcs/v1/<client_root>/+/artifacts/+/get from the server's files with
+    the raw bytes on .../data/<offset> (QoS 0), or an error on .../error. Faults per
+    artifact: drop (offsets whose first get is not answered), busy (the first get answered
+    busy), missing (not_found). gets holds (sha, offset, length) of every get."""
+
+    def __init__(self, broker, client_root, server):
+        import paho.mqtt.client as mqtt
+        self.server, self.gets, self.lock = server, [], threading.Lock()
+        self.faults = {}
+        self.subscribed = threading.Event()
+        self.client = mqtt.Client(client_id="art-coord-" + uuid.uuid4().hex[:8],
+                                  clean_session=True)
+        self.client.on_connect = lambda c, u, f, rc: c.subscribe(
+            "rcs/v1/%s/+/artifacts/+/get" % client_root, 1)
+        self.client.on_subscribe = lambda *a: self.subscribed.set()
+        self.client.on_message = self.on_get
+        self.client.connect("127.0.0.1", broker.port, keepalive=10)
+        self.client.loop_start()
+        if not self.subscribed.wait(10):
+            raise AssertionError("no SUBACK")
+
+    def on_get(self, client, userdata, msg):
+        parts = msg.topic.split("/")
+        base, sha = "/".join(parts[:-1]), parts[5]
+        req = json.loads(msg.payload)
+        off, length = req["offset"], req["length"]
+        f = self.faults.setdefault(sha, {})
+        with self.lock:
+            self.gets.append((sha, off, length))
+        if sha not in self.server.files or f.get("missing"):
+            err = {"v": 1, "job": req["job"], "code": "not_found", "message": "no such"}
+            return client.publish(base + "/error", json.dumps(err), qos=0)
+        if f.get("busy"):
+            f["busy"] = False
+            err = {"v": 1, "job": req["job"], "code": "busy", "message": "later"}
+            return client.publish(base + "/error", json.dumps(err), qos=0)
+        if off in f.get("drop", set()):
+            f["drop"].discard(off)
+            return None
+        data = self.server.files[sha][off:off + min(length, 65536)]
+        if self.server.faults.get(sha, {}).get("wrong") and off == 0:
+            data = bytes([data[0] ^ 0xff]) + data[1:]
+        return client.publish(base + "/data/%d" % off, data, qos=0)
+
+    def requests(self, sha):
+        with self.lock:
+            return [g for g in self.gets if g[0] == sha]
+
+    def stop(self):
+        self.client.disconnect()
+        self.client.loop_stop()
+
+
+class ArtifactsOverMqttTest(ArtifactsTest):
+    """The same device side with artifact_transport mqtt: the bytes come as chunks through
+    the broker; a chunk lost is asked for again, a busy answer waited out, a not_found ends
+    the job, a kill -9 resumes from the journaled offset."""
+
+    over_http = False
+
+    @classmethod
+    def setUpClass(cls):
+        super().setUpClass()
+        cls.chunks = MqttChunks(cls.broker, cls.client_root, cls.server)
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.chunks.stop()
+        super().tearDownClass()
+
+    def test_chunks_through_the_broker(self):
+        a = self.agent("mqtt")
+        data = os.urandom(MIB + 1234)
+        sha = self.server.add(data)
+        self.chunks.faults[sha] = {"drop": {3 * 65536}, "busy": True}
+        job = self.publish(a, "return rcs.artifacts.fw.sha256", {"fw": data})
+        rep = self.final(job, timeout=90)
+        self.assertEqual((rep["status"], rep["response"]), ("terminated", sha), rep)
+        gets = self.chunks.requests(sha)
+        self.assertTrue(all(g[2] <= 65536 for g in gets), gets)
+        # the lost chunk was asked for twice; the busy one again after the wait
+        self.assertEqual(sum(1 for g in gets if g[1] == 3 * 65536), 2, gets)
+        self.assertEqual(sum(1 for g in gets if g[1] == 0), 2, gets)
+        self.assertEqual(self.server.requests(sha), [])   # nothing over HTTP
+        with open(os.path.join(a.state_dir, "artifacts", sha), "rb") as f:
+            self.assertEqual(f.read(), data)
+        # not_found ends the job
+        data = os.urandom(1000)
+        job = self.publish(a, "return 1", {"fw": data})
+        rep = self.final(job)
+        self.assertEqual((rep["status"], rep.get("error")),
+                         ("edge_error", "artifact_unavailable"), rep)
+        self.assertIn("not_found", rep["response"])
+
+    # the HTTP client's own cases
+    test_resume_after_a_cut_connection = None
+    test_what_the_signature_excludes = None
+    test_refused_and_malformed = None
+    test_artifact_dir_inside_a_file_dir_refused = None
+    test_plain_http_on_a_network_warned = None
+    test_resume_after_kill_9 = None
+    test_releases = None
 
 
 @unittest.skipIf(shutil.which("qemu-aarch64") is None or
