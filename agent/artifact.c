@@ -332,6 +332,7 @@ static void artifact_request_mqtt(struct artifact_job *j, struct fetch_part *p,
 	req.job = j->env->job;
 	req.cancel_fd = j->env->cancel_fd;
 	req.deadline_ms = j->deadline_ms;
+	req.max_rate = j->env->max_rate;
 	req.journal = artifact_journal_cb;
 	req.progress = artifact_progress_cb;
 	req.publish_get = artifact_publish_get;

@@ -199,10 +199,11 @@ static void fetch_mqtt_run(const struct fetch_mqtt_req *req, struct fetch_part *
 			   struct fetch_result *res, unsigned char *buf)
 {
 	struct fetch_mqtt_chan *c = req->chan;
-	int64_t next = p->offset, moved_ms = fetch_mqtt_now_ms();
+	int64_t next = p->offset, moved_ms = fetch_mqtt_now_ms(), start_ms = moved_ms;
+	int64_t first = p->offset;
 	bool asks[FETCH_MQTT_WINDOW];
 	size_t len = 0;
-	bool got;
+	bool got, pace;
 	enum rcs_err err;
 
 	while (p->offset < p->size) {
@@ -211,8 +212,17 @@ static void fetch_mqtt_run(const struct fetch_mqtt_req *req, struct fetch_part *
 			snprintf(res->message, sizeof(res->message), "stopped");
 			return;
 		}
+		/* artifact_max_rate: no get for bytes ahead of the rate */
+		if (req->max_rate > 0 && next > p->offset &&
+		    (next - first) * 1000 / req->max_rate > fetch_mqtt_now_ms() - start_ms)
+			pace = true;
+		else
+			pace = false;
 		pthread_mutex_lock(&c->lock);
-		fetch_mqtt_plan(c, p, &next, asks);
+		if (!pace)
+			fetch_mqtt_plan(c, p, &next, asks);
+		else
+			memset(asks, 0, sizeof(asks));
 		got = fetch_mqtt_take(c, p, buf, &len);
 		if (!got && c->error_code[0] == '\0' && !c->wrong_size) {
 			struct timespec until;

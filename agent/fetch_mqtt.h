@@ -43,6 +43,7 @@ struct fetch_mqtt_req {
 	const char *job; /* the job ident the gets name */
 	int cancel_fd;
 	int64_t deadline_ms;
+	int64_t max_rate; /* bytes/s, 0: none (artifact_max_rate: the gets are paced) */
 	fetch_journal_fn journal;
 	void (*progress)(void *ctx, int64_t offset);
 	/* publishes a get (its payload, NUL-terminated) for sha256; errors are not fatal: what
