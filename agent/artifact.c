@@ -532,6 +532,8 @@ static void artifact_download(struct artifact_job *j, const bool *cached, int64_
 		return;
 	}
 	artifact_report(j, j->done_before, true);
+	if (j->env->url == NULL && j->env->subscribe != NULL)
+		j->env->subscribe(j->env->publish_ctx, true);
 	for (size_t i = 0; i < set->n; i++) {
 		if (cached[i])
 			continue;
@@ -539,12 +541,15 @@ static void artifact_download(struct artifact_job *j, const bool *cached, int64_
 		if (artifact_seen(set, i) && artifact_cached_ok(j, &set->a[i]))
 			continue;
 		if (!artifact_get_one(j, &set->a[i]))
-			return;
+			break;
 		j->done_before += set->a[i].size;
 		log_info("artifact %s (%s): %lld bytes, verified", set->a[i].name, set->a[i].sha256,
 			 (long long)set->a[i].size);
 	}
-	artifact_report(j, j->done_before, true);
+	if (j->env->url == NULL && j->env->subscribe != NULL)
+		j->env->subscribe(j->env->publish_ctx, false);
+	if (j->out->cause == NULL)
+		artifact_report(j, j->done_before, true);
 }
 
 void artifact_fetch_all(const struct artifact_env *env, const struct artifact_set *set,

@@ -37,6 +37,7 @@ struct artifact_env {
 	const char *job;
 	struct fetch_mqtt_chan *chan;
 	void (*publish_get)(void *ctx, const char *sha256, const char *payload);
+	void (*subscribe)(void *ctx, bool on); /* the artifact topics, while downloading */
 	void *publish_ctx;
 };
 

@@ -10,6 +10,7 @@
  * always go through the journal's outbox and leave it when the broker
  * acknowledges them.
  */
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -33,6 +34,13 @@ struct link {
 	/* the ts of every state message, the Last Will's too: when the connection they belong
 	 * to was made, each connect's later than the one before (docs/mqtt.md, "State") */
 	_Atomic int64_t conn_ts;
+	/* artifacts over MQTT: subscribed only while a download goes through the broker (so a
+	 * broker whose ACL has no artifact topics never sees the filter otherwise) */
+	pthread_mutex_t sub_lock;
+	pthread_cond_t sub_cond;
+	bool arts_wanted; /* a download runs: the filter is subscribed on every connect */
+	bool arts_answered;
+	char arts_filter[PROTO_MAX_TOPIC];
 };
 
 static void link_publish_payload(struct link *l, const char *job, long long id, const char *payload)
@@ -187,6 +195,44 @@ void link_publish_state(struct link *l, bool online)
 	json_object_put(o);
 }
 
+static void link_arts_done(void *ctx, bool ok)
+{
+	struct link *l = ctx;
+
+	(void)ok; /* refused: the gets go unanswered and the download retries, then times out */
+	pthread_mutex_lock(&l->sub_lock);
+	l->arts_answered = true;
+	pthread_cond_broadcast(&l->sub_cond);
+	pthread_mutex_unlock(&l->sub_lock);
+}
+
+void link_artifacts_subscribe(struct link *l, bool on)
+{
+	const char *filters[1] = {l->arts_filter};
+	struct timespec until;
+
+	pthread_mutex_lock(&l->sub_lock);
+	l->arts_wanted = on;
+	l->arts_answered = false;
+	pthread_mutex_unlock(&l->sub_lock);
+	if (l->mq == NULL)
+		return;
+	if (!on) {
+		mqttc_unsubscribe(l->mq, filters, 1, NULL, NULL);
+		return;
+	}
+	if (mqttc_subscribe_cb(l->mq, filters, 1, link_arts_done, l) != RCS_OK)
+		return; /* not connected: on_connected subscribes */
+	/* the first gets must not beat the SUBACK (their chunks would be lost) */
+	clock_gettime(CLOCK_REALTIME, &until);
+	until.tv_sec += 5;
+	pthread_mutex_lock(&l->sub_lock);
+	while (!l->arts_answered)
+		if (pthread_cond_timedwait(&l->sub_cond, &l->sub_lock, &until) != 0)
+			break;
+	pthread_mutex_unlock(&l->sub_lock);
+}
+
 void link_artifact_get(struct link *l, const char *sha256, const char *payload)
 {
 	char topic[PROTO_MAX_TOPIC];
@@ -244,6 +290,7 @@ static void link_on_connected(void *ctx, bool session_present)
 	struct link *l = ctx;
 	char jobs[PROTO_MAX_TOPIC], cancels[PROTO_MAX_TOPIC], arts[PROTO_MAX_TOPIC];
 	const char *filters[3] = {jobs, cancels, arts};
+	bool wanted;
 
 	/* every connect, session or not: subscribing again is harmless and covers a broker
 	 * reset, and the state is published again for the broker reached, which after a
@@ -252,9 +299,11 @@ static void link_on_connected(void *ctx, bool session_present)
 	proto_topic_make(jobs, PROTO_JOB, l->set->client_root, l->set->entity_ident, PROTO_ANY);
 	proto_topic_make(cancels, PROTO_CANCEL, l->set->client_root, l->set->entity_ident,
 			 PROTO_ANY);
-	snprintf(arts, sizeof(arts), "rcs/v1/%s/%s/artifacts/+/#", l->set->client_root,
-		 l->set->entity_ident);
-	if (mqttc_subscribe(l->mq, filters, settings_artifacts_over_mqtt(l->set) ? 3 : 2) != RCS_OK)
+	snprintf(arts, sizeof(arts), "%s", l->arts_filter);
+	pthread_mutex_lock(&l->sub_lock);
+	wanted = l->arts_wanted;
+	pthread_mutex_unlock(&l->sub_lock);
+	if (mqttc_subscribe(l->mq, filters, wanted ? 3 : 2) != RCS_OK)
 		log_warnx("cannot subscribe to this device's topics");
 	link_publish_state(l, true);
 	journal_outbox_each(l->journal, 100000, link_outbox_send, l);
@@ -321,6 +370,10 @@ struct link *link_new(const struct settings *set, struct settings_live *live,
 	l->live = live;
 	l->journal = journal;
 	l->h = *h;
+	pthread_mutex_init(&l->sub_lock, NULL);
+	pthread_cond_init(&l->sub_cond, NULL);
+	snprintf(l->arts_filter, sizeof(l->arts_filter), "rcs/v1/%s/%s/artifacts/+/#",
+		 set->client_root, set->entity_ident);
 out:
 	return l;
 }
@@ -381,5 +434,7 @@ void link_free(struct link *l)
 	if (l == NULL)
 		return;
 	link_stop(l);
+	pthread_cond_destroy(&l->sub_cond);
+	pthread_mutex_destroy(&l->sub_lock);
 	free(l);
 }

@@ -64,6 +64,10 @@ void link_report_cause(struct link *l, const char *job, enum job_status status,
 /* An edge_running report of a download with "progress": {"done", "total"} (bytes). */
 void link_report_progress(struct link *l, const char *job, const char *response, int64_t done,
 			  int64_t total);
+/* Subscribes to this device's artifact topics while a download goes through the broker (on:
+ * returns once the broker answered, 5 s at most), or unsubscribes (off); every connect in
+ * between subscribes again. */
+void link_artifacts_subscribe(struct link *l, bool on);
 /* Publishes a get of an artifact's bytes (QoS 0: what doesn't come is asked again). */
 void link_artifact_get(struct link *l, const char *sha256, const char *payload);
 /* Answers a repeated envelope with the job's final (or latest) report. */

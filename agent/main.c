@@ -111,6 +111,13 @@ static void agent_artifact_get(void *ctx, const char *sha256, const char *payloa
 	link_artifact_get(a->link, sha256, payload);
 }
 
+static void agent_artifact_subscribe(void *ctx, bool on)
+{
+	struct agent *a = ctx;
+
+	link_artifacts_subscribe(a->link, on);
+}
+
 static void agent_artifact_data(void *ctx, const char *sha256, int64_t offset, const void *data,
 				size_t len)
 {
@@ -140,8 +147,8 @@ static void agent_report_acked(void *ctx)
 static bool agent_wire(struct agent *a)
 {
 	const struct runner_reports rep = {
-	    a,          agent_report,   agent_resend,      agent_refuse_unjournaled,
-	    agent_fail, agent_progress, agent_artifact_get};
+	    a,          agent_report,   agent_resend,       agent_refuse_unjournaled,
+	    agent_fail, agent_progress, agent_artifact_get, agent_artifact_subscribe};
 	const struct link_handlers h = {a,
 					agent_envelope,
 					agent_oversized,

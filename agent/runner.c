@@ -221,6 +221,7 @@ static bool runner_artifacts(struct runner *r, const char *job, const struct art
 	ae.chan = r->chan;
 	ae.publish_get = r->rep.artifact_get;
 	ae.publish_ctx = r->rep.ctx;
+	ae.subscribe = r->rep.artifact_subscribe;
 	artifact_fetch_all(&ae, as, &ao);
 	if (ao.cause != NULL && strcmp(ao.cause, "cancelled") == 0 && runner_stopping(r)) {
 		log_info("job %s: the agent stops during its download: it resumes at the next"

@@ -41,6 +41,8 @@ struct runner_reports {
 			 int64_t total);
 	/* artifacts over MQTT: publishes a get of sha256's bytes (NULL: none) */
 	void (*artifact_get)(void *ctx, const char *sha256, const char *payload);
+	/* artifacts over MQTT: subscribes to the device's artifact topics (on) or not */
+	void (*artifact_subscribe)(void *ctx, bool on);
 };
 
 /* A runner for the device of set, under the policy in force in live, its jobs
