@@ -13,7 +13,7 @@ offset after its restart (the .part kept, the job not interrupted), bytes past t
 (a power cut) cut away; artifact_max_rate; releases (device types, no downgrade);
 storage_full before any byte is fetched; wrong bytes fetched twice then artifact_invalid,
 a redirect not followed, a body longer than the signed size and a wrong Content-Range
-refused,
+refused, a cancel during a download (the part kept),
 the script never run; a malformed "artifacts" refused; a 404 ends the job; the config
 refuses an artifact_dir inside a file_dir, and warns of a plain http:// artifact_url that
 is not on this machine; the token is never logged.
@@ -360,6 +360,24 @@ class ArtifactsTest(unittest.TestCase):
         self.assertEqual(statuses.count("edge_started"), 1, statuses)
         self.assertNotIn("interrupted", json.dumps(self.reports.of(job)))
 
+    def test_cancel_during_a_download(self):
+        a = self.agent("cancelled", "--artifact-max-rate", str(MIB))
+        data = os.urandom(8 * MIB)
+        sha = self.server.add(data)
+        marker = os.path.join(a.files, "ran")
+        job = self.publish(a, "rcs.file.write('ran', 'x') return 1", {"fw": data})
+        part = os.path.join(a.state_dir, "artifacts", sha + ".part")
+        wait_for(lambda: os.path.exists(part) and os.path.getsize(part) > MIB, timeout=30,
+                 what="the download under way")
+        self.broker.pub("rcs/v1/%s/%s/jobs/%s/cancel" % (self.client_root, a.entity_ident, job),
+                        json.dumps({"v": 1, "job": job, "reason": "test"}))
+        rep = self.final(job)
+        self.assertEqual((rep["status"], rep.get("error")), ("edge_error", "cancelled"), rep)
+        self.assertIn("cancelled while downloading fw", rep["response"])
+        self.assertFalse(os.path.exists(marker))
+        # the part stays: a later job with the same artifact resumes it
+        self.assertTrue(os.path.exists(part))
+
     def test_releases(self):
         a = self.agent("release", "--device-type", "board-a")
         data = os.urandom(2000)
@@ -644,6 +662,7 @@ class ArtifactsAarch64Test(ArtifactsTest):
     test_releases = None
     test_refused_and_malformed = None
     test_storage_full_before_any_byte = None
+    test_cancel_during_a_download = None
 
 
 if __name__ == "__main__":
