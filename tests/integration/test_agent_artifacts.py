@@ -11,12 +11,15 @@ artifact downloads nothing (the cache, hashed again); a connection cut midway re
 a Range from where it stopped; an agent killed with -9 midway resumes from its journaled
 offset after its restart (the .part kept, the job not interrupted), bytes past that offset
 (a power cut) cut away; artifact_max_rate; releases (device types, no downgrade);
-storage_full before any byte is fetched; wrong bytes fetched twice then artifact_invalid,
-a redirect not followed, a body longer than the signed size and a wrong Content-Range
-refused, a cancel during a download (the part kept),
-the script never run; a malformed "artifacts" refused; a 404 ends the job; the config
-refuses an artifact_dir inside a file_dir, and warns of a plain http:// artifact_url that
-is not on this machine; the token is never logged.
+storage_full before any byte is fetched; wrong bytes fetched twice then artifact_invalid
+(the script never run); a redirect not followed, a body longer than the signed size and a
+wrong Content-Range refused; a cancel during a download (the part kept); a malformed
+"artifacts" refused; a 404 ends the job; the config refuses an artifact_dir inside a
+file_dir and warns of a plain http:// artifact_url that is not on this machine; the token
+is never logged. ArtifactsOverMqttTest: the same device side through the broker
+(artifact_transport mqtt) against a stand-in for the coordinator's chunks, with a lost
+chunk, a busy answer, not_found and a kill -9. ArtifactsAarch64Test: the HTTP cases again
+with the agent cross-built for 64-bit ARM, under qemu-user.
 
 Run (Debian's python3: it has paho-mqtt):
   RCS_BIN_DIR=build/bin RCS_SOURCE_DIR=. /usr/bin/python3 tests/integration/test_agent_artifacts.py
