@@ -86,6 +86,19 @@ static const char *const journal_migrations[] = {
     "  key TEXT PRIMARY KEY,\n"
     "  value TEXT NOT NULL\n"
     ") WITHOUT ROWID;\n",
+    /* 2: artifacts (docs/agent.md "Artifacts"): the offset of each <sha256>.part up to which
+     * the bytes were fsynced, and the jobs still downloading (resumed, not interrupted, after
+     * a restart: their script has not started) */
+    "CREATE TABLE downloads(\n"
+    "  sha256 TEXT PRIMARY KEY,\n"
+    "  offset INTEGER NOT NULL CHECK(offset >= 0)\n"
+    ") WITHOUT ROWID;\n"
+    "ALTER TABLE jobs ADD COLUMN downloading INTEGER NOT NULL DEFAULT 0;\n"
+    /* the highest release seq completed (its job terminated) on each stream */
+    "CREATE TABLE releases(\n"
+    "  stream TEXT PRIMARY KEY,\n"
+    "  seq INTEGER NOT NULL\n"
+    ") WITHOUT ROWID;\n",
 };
 
 #define JOURNAL_N_MIGRATIONS (sizeof(journal_migrations) / sizeof(journal_migrations[0]))
@@ -760,6 +773,9 @@ out:
 	return err;
 }
 
+static enum rcs_err j_report(struct journal *j, const char *job, const struct proto_report *tmpl,
+			     int64_t now, long long *id, char **payload);
+
 enum rcs_err journal_report(struct journal *j, const char *job, enum job_status status,
 			    const char *response, int64_t now, long long *id, char **payload)
 {
@@ -770,6 +786,38 @@ enum rcs_err journal_report_cause(struct journal *j, const char *job, enum job_s
 				  const char *response, const char *error, int64_t now,
 				  long long *id, char **payload)
 {
+	struct proto_report t;
+
+	memset(&t, 0, sizeof(t));
+	t.status = status;
+	t.response = response;
+	t.error = error;
+	return j_report(j, job, &t, now, id, payload);
+}
+
+enum rcs_err journal_report_progress(struct journal *j, const char *job, const char *response,
+				     int64_t done, int64_t total, int64_t now, long long *id,
+				     char **payload)
+{
+	struct proto_report t;
+
+	if (done < 0 || total < done)
+		return RCS_ERR_INVAL;
+	memset(&t, 0, sizeof(t));
+	t.status = JS_EDGE_RUNNING;
+	t.response = response;
+	t.has_progress = true;
+	t.progress_done = done;
+	t.progress_total = total;
+	return j_report(j, job, &t, now, id, payload);
+}
+
+/* A report like tmpl (its status, response, error and progress) with the job's next seq. */
+static enum rcs_err j_report(struct journal *j, const char *job, const struct proto_report *tmpl,
+			     int64_t now, long long *id, char **payload)
+{
+	enum job_status status = tmpl->status;
+	const char *response = tmpl->response;
 	static const char upd[] =
 	    "UPDATE jobs SET last_seq = ?2, last_status = ?3, last_report = ?4,"
 	    " state = CASE WHEN ?5 AND state <> 'dropped' THEN 'done' ELSE state END"
@@ -819,13 +867,10 @@ enum rcs_err journal_report_cause(struct journal *j, const char *job, enum job_s
 		}
 	}
 
-	memset(&r, 0, sizeof(r));
+	r = *tmpl;
 	memcpy(r.job, job, strlen(job) + 1);
-	r.status = status;
 	r.seq = seq + 1;
 	r.ts = now;
-	r.response = response;
-	r.error = error;
 	o = proto_report_encode(&r);
 	text = o != NULL ? jsonu_dump(o, &n) : NULL;
 	if (text == NULL) {
@@ -1341,6 +1386,191 @@ end:
 	if (err == RCS_OK && n1 + n2 + n3 > 0)
 		log_debug("journal: pruned %d envelopes, %d final reports, %d jobs", n1, n2, n3);
 out:
+	j_unlock(j);
+	return err;
+}
+
+/* ---- downloads (docs/agent.md "Artifacts") ---- */
+
+static bool j_sha256_valid(const char *h)
+{
+	size_t n = 0;
+
+	if (h == NULL)
+		return false;
+	for (; h[n] != '\0'; n++)
+		if (n >= 64 || !((h[n] >= '0' && h[n] <= '9') || (h[n] >= 'a' && h[n] <= 'f')))
+			return false;
+	return n == 64;
+}
+
+enum rcs_err journal_download_get(struct journal *j, const char *sha256, int64_t *offset)
+{
+	sqlite3_stmt *s = NULL;
+	enum rcs_err err;
+	int rc;
+
+	*offset = 0;
+	if (j == NULL || !j_sha256_valid(sha256))
+		return RCS_ERR_INVAL;
+	j_lock(j);
+	err = j_stmt(j, "SELECT offset FROM downloads WHERE sha256 = ?1", &s);
+	if (err != RCS_OK)
+		goto out;
+	sqlite3_bind_text(s, 1, sha256, -1, SQLITE_STATIC);
+	rc = sqlite3_step(s);
+	if (rc == SQLITE_ROW)
+		*offset = sqlite3_column_int64(s, 0);
+	else
+		err = rc == SQLITE_DONE ? RCS_ERR_NOTFOUND : j_rc(j, rc, "download get");
+out:
+	j_release(j, s);
+	j_unlock(j);
+	return err;
+}
+
+enum rcs_err journal_download_set(struct journal *j, const char *sha256, int64_t offset)
+{
+	sqlite3_stmt *s = NULL;
+	enum rcs_err err;
+
+	if (j == NULL || !j_sha256_valid(sha256))
+		return RCS_ERR_INVAL;
+	j_lock(j);
+	err = j_stmt(j,
+		     offset < 0 ? "DELETE FROM downloads WHERE sha256 = ?1"
+				: "INSERT INTO downloads(sha256, offset) VALUES(?1, ?2)"
+				  " ON CONFLICT(sha256) DO UPDATE SET offset = excluded.offset",
+		     &s);
+	if (err != RCS_OK)
+		goto out;
+	sqlite3_bind_text(s, 1, sha256, -1, SQLITE_STATIC);
+	if (offset >= 0)
+		sqlite3_bind_int64(s, 2, offset);
+	err = j_step_done(j, s, "download set");
+out:
+	j_release(j, s);
+	j_unlock(j);
+	return err;
+}
+
+enum rcs_err journal_set_downloading(struct journal *j, const char *job, bool on)
+{
+	sqlite3_stmt *s = NULL;
+	enum rcs_err err;
+
+	if (j == NULL || !job_valid(job))
+		return RCS_ERR_INVAL;
+	j_lock(j);
+	err = j_stmt(j, "UPDATE jobs SET downloading = ?2 WHERE ident = ?1", &s);
+	if (err != RCS_OK)
+		goto out;
+	sqlite3_bind_text(s, 1, job, -1, SQLITE_STATIC);
+	sqlite3_bind_int(s, 2, on ? 1 : 0);
+	err = j_step_done(j, s, "downloading");
+	if (err == RCS_OK && sqlite3_changes(j->db) == 0)
+		err = RCS_ERR_NOTFOUND;
+out:
+	j_release(j, s);
+	j_unlock(j);
+	return err;
+}
+
+enum rcs_err journal_requeue_downloading(struct journal *j, size_t *n)
+{
+	sqlite3_stmt *s = NULL;
+	enum rcs_err err;
+
+	*n = 0;
+	if (j == NULL)
+		return RCS_ERR_INVAL;
+	j_lock(j);
+	err = j_stmt(j,
+		     "UPDATE jobs SET state = 'queued'"
+		     " WHERE state = 'running' AND downloading = 1",
+		     &s);
+	if (err != RCS_OK)
+		goto out;
+	err = j_step_done(j, s, "requeue downloading");
+	if (err == RCS_OK)
+		*n = (size_t)sqlite3_changes(j->db);
+out:
+	j_release(j, s);
+	j_unlock(j);
+	return err;
+}
+
+enum rcs_err journal_get_downloading(struct journal *j, const char *job, bool *on)
+{
+	sqlite3_stmt *s = NULL;
+	enum rcs_err err;
+	int rc;
+
+	*on = false;
+	if (j == NULL || !job_valid(job))
+		return RCS_ERR_INVAL;
+	j_lock(j);
+	err = j_stmt(j, "SELECT downloading FROM jobs WHERE ident = ?1", &s);
+	if (err != RCS_OK)
+		goto out;
+	sqlite3_bind_text(s, 1, job, -1, SQLITE_STATIC);
+	rc = sqlite3_step(s);
+	if (rc == SQLITE_ROW)
+		*on = sqlite3_column_int(s, 0) != 0;
+	else
+		err = rc == SQLITE_DONE ? RCS_ERR_NOTFOUND : j_rc(j, rc, "downloading");
+out:
+	j_release(j, s);
+	j_unlock(j);
+	return err;
+}
+
+/* ---- releases (docs/agent.md "Releases") ---- */
+
+enum rcs_err journal_release_seq(struct journal *j, const char *stream, long long *seq)
+{
+	sqlite3_stmt *s = NULL;
+	enum rcs_err err;
+	int rc;
+
+	*seq = 0;
+	if (j == NULL || !task_ident_valid(stream))
+		return RCS_ERR_INVAL;
+	j_lock(j);
+	err = j_stmt(j, "SELECT seq FROM releases WHERE stream = ?1", &s);
+	if (err != RCS_OK)
+		goto out;
+	sqlite3_bind_text(s, 1, stream, -1, SQLITE_STATIC);
+	rc = sqlite3_step(s);
+	if (rc == SQLITE_ROW)
+		*seq = sqlite3_column_int64(s, 0);
+	else
+		err = rc == SQLITE_DONE ? RCS_ERR_NOTFOUND : j_rc(j, rc, "release get");
+out:
+	j_release(j, s);
+	j_unlock(j);
+	return err;
+}
+
+enum rcs_err journal_release_done(struct journal *j, const char *stream, long long seq)
+{
+	sqlite3_stmt *s = NULL;
+	enum rcs_err err;
+
+	if (j == NULL || !task_ident_valid(stream))
+		return RCS_ERR_INVAL;
+	j_lock(j);
+	err = j_stmt(j,
+		     "INSERT INTO releases(stream, seq) VALUES(?1, ?2)"
+		     " ON CONFLICT(stream) DO UPDATE SET seq = max(seq, excluded.seq)",
+		     &s);
+	if (err != RCS_OK)
+		goto out;
+	sqlite3_bind_text(s, 1, stream, -1, SQLITE_STATIC);
+	sqlite3_bind_int64(s, 2, seq);
+	err = j_step_done(j, s, "release done");
+out:
+	j_release(j, s);
 	j_unlock(j);
 	return err;
 }

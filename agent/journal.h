@@ -13,7 +13,10 @@
  *     latest report it made, which is the final report once terminal;
  *   - the outbox: status reports not yet acknowledged by the broker;
  *   - the highest version run of each task (the rollback check);
- *   - the device settings of rcs.config.get/set.
+ *   - the device settings of rcs.config.get/set;
+ *   - the downloads of artifacts: each <sha256>.part's offset fsynced so far, and which
+ *     jobs are still downloading (docs/agent.md "Artifacts"); the highest release
+ *     completed on each stream.
  *
  * Every call is safe from any thread: one connection behind one mutex. No
  * call runs a caller's callback while holding the lock (the *_each functions
@@ -40,7 +43,7 @@
 #include "uuid.h"
 
 #define JOURNAL_FILE               "journal.db"
-#define JOURNAL_SCHEMA_VERSION     1
+#define JOURNAL_SCHEMA_VERSION     2
 #define JOURNAL_MAX_CONFIG_KEY     128         /* bytes */
 #define JOURNAL_MAX_CONFIG_VALUE   (64 * 1024) /* bytes */
 #define JOURNAL_MAX_CONFIG_KEYS    1024        /* settings rows */
@@ -134,6 +137,11 @@ enum rcs_err journal_report_cause(struct journal *j, const char *job, enum job_s
 				  const char *response, const char *error, int64_t now,
 				  long long *id, char **payload);
 
+/* An edge_running report of a download: response and "progress": {"done", "total"} in bytes
+ * (docs/mqtt.md "Status report"); RCS_ERR_INVAL when done < 0 or done > total. */
+enum rcs_err journal_report_progress(struct journal *j, const char *job, const char *response,
+				     int64_t done, int64_t total, int64_t now, long long *id,
+				     char **payload);
 /*
  * Outbox rows not yet acknowledged by the broker, oldest first: calls
  * fn(ctx, id, job, payload) for each, at most max of them. The rows are read
@@ -199,6 +207,30 @@ enum rcs_err journal_config_set(struct journal *j, const char *key, const char *
  */
 enum rcs_err journal_each_running(struct journal *j, void (*fn)(void *ctx, const char *job),
 				  void *ctx);
+
+/*
+ * Downloads of artifacts (docs/agent.md "Artifacts"), by lowercase hex SHA-256 (else
+ * RCS_ERR_INVAL). journal_download_get: the offset up to which <sha256>.part was fsynced,
+ * RCS_ERR_NOTFOUND (and 0) when none was journaled. journal_download_set: records it, after
+ * the caller's fsync; a negative offset forgets it (the file is complete or gone).
+ */
+enum rcs_err journal_download_get(struct journal *j, const char *sha256, int64_t *offset);
+enum rcs_err journal_download_set(struct journal *j, const char *sha256, int64_t offset);
+/* Marks a RUNNING job as downloading its artifacts (on) or running its script (off).
+ * RCS_ERR_NOTFOUND for an unknown job. */
+enum rcs_err journal_set_downloading(struct journal *j, const char *job, bool on);
+/* Whether job is marked downloading (a job requeued by journal_requeue_downloading still is:
+ * it resumes its downloads). RCS_ERR_NOTFOUND for an unknown job. */
+enum rcs_err journal_get_downloading(struct journal *j, const char *job, bool *on);
+/* At start, before journal_each_running: the jobs a crash or power cut stopped while they
+ * were downloading go back to QUEUED, still marked downloading (their script never
+ * started: they resume), *n of them. */
+enum rcs_err journal_requeue_downloading(struct journal *j, size_t *n);
+
+/* Releases (docs/agent.md "Releases"): the highest seq completed on stream (1-64 bytes;
+ * RCS_ERR_NOTFOUND and 0 when none), and recording one completed (the highest is kept). */
+enum rcs_err journal_release_seq(struct journal *j, const char *stream, long long *seq);
+enum rcs_err journal_release_done(struct journal *j, const char *stream, long long seq);
 
 /*
  * Housekeeping: drops the envelope payloads of DONE/DROPPED jobs received

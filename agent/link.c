@@ -10,6 +10,7 @@
  * always go through the journal's outbox and leave it when the broker
  * acknowledges them.
  */
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -33,6 +34,13 @@ struct link {
 	/* the ts of every state message, the Last Will's too: when the connection they belong
 	 * to was made, each connect's later than the one before (docs/mqtt.md, "State") */
 	_Atomic int64_t conn_ts;
+	/* artifacts over MQTT: subscribed only while a download goes through the broker (so a
+	 * broker whose ACL has no artifact topics never sees the filter otherwise) */
+	pthread_mutex_t sub_lock;
+	pthread_cond_t sub_cond;
+	bool arts_wanted; /* a download runs: the filter is subscribed on every connect */
+	bool arts_answered;
+	char arts_filter[PROTO_MAX_TOPIC];
 };
 
 static void link_publish_payload(struct link *l, const char *job, long long id, const char *payload)
@@ -68,6 +76,25 @@ void link_report_cause(struct link *l, const char *job, enum job_status status,
 	}
 	log_info("job %s: %s%s%.200s", job, status_name(status), response ? ": " : "",
 		 response ? response : "");
+	link_publish_payload(l, job, id, payload);
+	free(payload);
+}
+
+void link_report_progress(struct link *l, const char *job, const char *response, int64_t done,
+			  int64_t total)
+{
+	long long id = 0;
+	char *payload = NULL;
+	enum rcs_err err;
+
+	err = journal_report_progress(l->journal, job, response, done, total, (int64_t)time(NULL),
+				      &id, &payload);
+	if (err != RCS_OK) {
+		log_warnx("job %s: cannot journal the progress report: %s", job, rcs_strerror(err));
+		return;
+	}
+	log_debug("job %s: %s (%lld of %lld bytes)", job, response, (long long)done,
+		  (long long)total);
 	link_publish_payload(l, job, id, payload);
 	free(payload);
 }
@@ -168,11 +195,102 @@ void link_publish_state(struct link *l, bool online)
 	json_object_put(o);
 }
 
+static void link_arts_done(void *ctx, bool ok)
+{
+	struct link *l = ctx;
+
+	(void)ok; /* refused: the gets go unanswered and the download retries, then times out */
+	pthread_mutex_lock(&l->sub_lock);
+	l->arts_answered = true;
+	pthread_cond_broadcast(&l->sub_cond);
+	pthread_mutex_unlock(&l->sub_lock);
+}
+
+void link_artifacts_subscribe(struct link *l, bool on)
+{
+	const char *filters[1] = {l->arts_filter};
+	struct timespec until;
+
+	pthread_mutex_lock(&l->sub_lock);
+	l->arts_wanted = on;
+	l->arts_answered = false;
+	pthread_mutex_unlock(&l->sub_lock);
+	if (l->mq == NULL)
+		return;
+	if (!on) {
+		mqttc_unsubscribe(l->mq, filters, 1, NULL, NULL);
+		return;
+	}
+	if (mqttc_subscribe_cb(l->mq, filters, 1, link_arts_done, l) != RCS_OK)
+		return; /* not connected: on_connected subscribes */
+	/* the first gets must not beat the SUBACK (their chunks would be lost) */
+	clock_gettime(CLOCK_REALTIME, &until);
+	until.tv_sec += 5;
+	pthread_mutex_lock(&l->sub_lock);
+	while (!l->arts_answered)
+		if (pthread_cond_timedwait(&l->sub_cond, &l->sub_lock, &until) != 0)
+			break;
+	pthread_mutex_unlock(&l->sub_lock);
+}
+
+void link_artifact_get(struct link *l, const char *sha256, const char *payload)
+{
+	char topic[PROTO_MAX_TOPIC];
+
+	if (l->mq == NULL)
+		return;
+	snprintf(topic, sizeof(topic), "rcs/v1/%s/%s/artifacts/%s/get", l->set->client_root,
+		 l->set->entity_ident, sha256);
+	mqttc_publish(l->mq, topic, payload, strlen(payload), 0, false, 0);
+}
+
+/* rcs/v1/<client_root>/<entity_ident>/artifacts/<sha256>/data/<offset> or .../error: true
+ * when topic is one of this device's (handed to the handlers, or dropped when malformed). */
+static bool link_artifact_message(struct link *l, const char *topic, const void *payload,
+				  size_t len)
+{
+	char prefix[PROTO_MAX_TOPIC], sha[65];
+	const char *rest;
+	size_t n;
+
+	n = (size_t)snprintf(prefix, sizeof(prefix), "rcs/v1/%s/%s/artifacts/", l->set->client_root,
+			     l->set->entity_ident);
+	if (strncmp(topic, prefix, n) != 0)
+		return false;
+	rest = topic + n;
+	if (strspn(rest, "0123456789abcdef") != 64 || rest[64] != '/')
+		goto bad;
+	memcpy(sha, rest, 64);
+	sha[64] = '\0';
+	rest += 65;
+	if (strcmp(rest, "error") == 0 && l->h.artifact_error != NULL) {
+		if (len <= 4096)
+			l->h.artifact_error(l->h.ctx, sha, payload, len);
+		return true;
+	}
+	if (strncmp(rest, "data/", 5) == 0 && l->h.artifact_data != NULL) {
+		char *end = NULL;
+		long long off;
+		rest += 5;
+		if (rest[0] < '0' || rest[0] > '9' || strlen(rest) > 18)
+			goto bad;
+		off = strtoll(rest, &end, 10);
+		if (end == NULL || *end != '\0' || len > 65536)
+			goto bad;
+		l->h.artifact_data(l->h.ctx, sha, (int64_t)off, payload, len);
+		return true;
+	}
+bad:
+	log_warnx("dropped a message on unexpected topic %.160s", topic);
+	return true;
+}
+
 static void link_on_connected(void *ctx, bool session_present)
 {
 	struct link *l = ctx;
-	char jobs[PROTO_MAX_TOPIC], cancels[PROTO_MAX_TOPIC];
-	const char *filters[2] = {jobs, cancels};
+	char jobs[PROTO_MAX_TOPIC], cancels[PROTO_MAX_TOPIC], arts[PROTO_MAX_TOPIC];
+	const char *filters[3] = {jobs, cancels, arts};
+	bool wanted;
 
 	/* every connect, session or not: subscribing again is harmless and covers a broker
 	 * reset, and the state is published again for the broker reached, which after a
@@ -181,7 +299,11 @@ static void link_on_connected(void *ctx, bool session_present)
 	proto_topic_make(jobs, PROTO_JOB, l->set->client_root, l->set->entity_ident, PROTO_ANY);
 	proto_topic_make(cancels, PROTO_CANCEL, l->set->client_root, l->set->entity_ident,
 			 PROTO_ANY);
-	if (mqttc_subscribe(l->mq, filters, 2) != RCS_OK)
+	snprintf(arts, sizeof(arts), "%s", l->arts_filter);
+	pthread_mutex_lock(&l->sub_lock);
+	wanted = l->arts_wanted;
+	pthread_mutex_unlock(&l->sub_lock);
+	if (mqttc_subscribe(l->mq, filters, wanted ? 3 : 2) != RCS_OK)
 		log_warnx("cannot subscribe to this device's topics");
 	link_publish_state(l, true);
 	journal_outbox_each(l->journal, 100000, link_outbox_send, l);
@@ -203,6 +325,8 @@ static bool link_on_message(void *ctx, const char *topic, const void *payload, s
 	struct link *l = ctx;
 	struct proto_topic t;
 
+	if (link_artifact_message(l, topic, payload, len))
+		return true;
 	if (proto_topic_parse(topic, &t) != RCS_OK ||
 	    strcmp(t.client_root, l->set->client_root) != 0 ||
 	    strcmp(t.entity_ident, l->set->entity_ident) != 0 ||
@@ -246,6 +370,10 @@ struct link *link_new(const struct settings *set, struct settings_live *live,
 	l->live = live;
 	l->journal = journal;
 	l->h = *h;
+	pthread_mutex_init(&l->sub_lock, NULL);
+	pthread_cond_init(&l->sub_cond, NULL);
+	snprintf(l->arts_filter, sizeof(l->arts_filter), "rcs/v1/%s/%s/artifacts/+/#",
+		 set->client_root, set->entity_ident);
 out:
 	return l;
 }
@@ -306,5 +434,7 @@ void link_free(struct link *l)
 	if (l == NULL)
 		return;
 	link_stop(l);
+	pthread_cond_destroy(&l->sub_cond);
+	pthread_mutex_destroy(&l->sub_lock);
 	free(l);
 }

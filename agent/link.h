@@ -15,6 +15,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #include "err.h"
 #include "journal.h"
@@ -33,6 +34,11 @@ struct link_handlers {
 	void (*cancel)(void *ctx, const char *job);
 	/* the broker acknowledged a report: it left the outbox */
 	void (*report_acked)(void *ctx);
+	/* artifacts over MQTT: the bytes of .../artifacts/<sha256>/data/<offset>, and an
+	 * .../artifacts/<sha256>/error (may be NULL when the agent uses HTTP) */
+	void (*artifact_data)(void *ctx, const char *sha256, int64_t offset, const void *data,
+			      size_t len);
+	void (*artifact_error)(void *ctx, const char *sha256, const char *payload, size_t len);
 };
 
 /*
@@ -55,6 +61,15 @@ void link_report(struct link *l, const char *job, enum job_status status, const 
 /* link_report with the cause of an edge_error (docs/mqtt.md "Status report"; NULL: none). */
 void link_report_cause(struct link *l, const char *job, enum job_status status,
 		       const char *response, const char *error);
+/* An edge_running report of a download with "progress": {"done", "total"} (bytes). */
+void link_report_progress(struct link *l, const char *job, const char *response, int64_t done,
+			  int64_t total);
+/* Subscribes to this device's artifact topics while a download goes through the broker (on:
+ * returns once the broker answered, 5 s at most), or unsubscribes (off); every connect in
+ * between subscribes again. */
+void link_artifacts_subscribe(struct link *l, bool on);
+/* Publishes a get of an artifact's bytes (QoS 0: what doesn't come is asked again). */
+void link_artifact_get(struct link *l, const char *sha256, const char *payload);
 /* Answers a repeated envelope with the job's final (or latest) report. */
 void link_resend(struct link *l, const char *job);
 /* Sends an edge_error the journal could not take, straight away, best effort. */

@@ -23,6 +23,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "fetch.h"
 #include "journal.h"
 #include "link.h"
 #include "log.h"
@@ -56,6 +57,14 @@ static void agent_fail(void *ctx, const char *job, const char *error, const char
 	struct agent *a = ctx;
 
 	link_report_cause(a->link, job, JS_EDGE_ERROR, response, error);
+}
+
+static void agent_progress(void *ctx, const char *job, const char *response, int64_t done,
+			   int64_t total)
+{
+	struct agent *a = ctx;
+
+	link_report_progress(a->link, job, response, done, total);
 }
 
 static void agent_resend(void *ctx, const char *job)
@@ -95,6 +104,35 @@ static void agent_cancel(void *ctx, const char *job)
 	runner_cancel(a->runner, job);
 }
 
+static void agent_artifact_get(void *ctx, const char *sha256, const char *payload)
+{
+	struct agent *a = ctx;
+
+	link_artifact_get(a->link, sha256, payload);
+}
+
+static void agent_artifact_subscribe(void *ctx, bool on)
+{
+	struct agent *a = ctx;
+
+	link_artifacts_subscribe(a->link, on);
+}
+
+static void agent_artifact_data(void *ctx, const char *sha256, int64_t offset, const void *data,
+				size_t len)
+{
+	struct agent *a = ctx;
+
+	runner_artifact_data(a->runner, sha256, offset, data, len);
+}
+
+static void agent_artifact_error(void *ctx, const char *sha256, const char *payload, size_t len)
+{
+	struct agent *a = ctx;
+
+	runner_artifact_error(a->runner, sha256, payload, len);
+}
+
 static void agent_report_acked(void *ctx)
 {
 	struct agent *a = ctx;
@@ -108,10 +146,16 @@ static void agent_report_acked(void *ctx)
  */
 static bool agent_wire(struct agent *a)
 {
-	const struct runner_reports rep = {a, agent_report, agent_resend, agent_refuse_unjournaled,
-					   agent_fail};
-	const struct link_handlers h = {a, agent_envelope, agent_oversized, agent_cancel,
-					agent_report_acked};
+	const struct runner_reports rep = {
+	    a,          agent_report,   agent_resend,       agent_refuse_unjournaled,
+	    agent_fail, agent_progress, agent_artifact_get, agent_artifact_subscribe};
+	const struct link_handlers h = {a,
+					agent_envelope,
+					agent_oversized,
+					agent_cancel,
+					agent_report_acked,
+					agent_artifact_data,
+					agent_artifact_error};
 
 	a->runner = runner_new(&a->set, a->live, a->journal, &rep);
 	a->link = link_new(&a->set, a->live, a->journal, &h);
@@ -251,6 +295,10 @@ int main(int argc, char **argv)
 		goto out;
 	}
 	signal(SIGPIPE, SIG_IGN);
+	if (fetch_global_init() != RCS_OK) { /* before the link's and the runner's threads */
+		log_warnx("cannot set up the HTTP client of artifacts");
+		goto out;
+	}
 
 	if (mkdir(s->state_dir, 0700) != 0 && errno != EEXIST) {
 		log_warn("--state-dir %s", s->state_dir);

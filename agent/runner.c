@@ -28,6 +28,8 @@
 
 #include "runner.h"
 
+#include "artifact.h"
+#include "fetch_mqtt.h"
 #include "log.h"
 #include "proto.h"
 #include "sandbox.h"
@@ -53,6 +55,7 @@ struct runner {
 	int cancel_fd[2];           /* pipe: written to cancel the running job */
 	bool reboot_pending;
 	char reboot_job[UUID_STR_LEN];
+	struct fetch_mqtt_chan *chan; /* artifacts over MQTT; NULL over HTTP */
 };
 
 static void runner_report(struct runner *r, const char *job, enum job_status status,
@@ -107,6 +110,8 @@ static enum rcs_err runner_verify(struct runner *r, const struct settings_policy
 	v.entity_ident = r->set->entity_ident;
 	v.trusted = p->trusted;
 	v.ntrusted = p->ntrusted;
+	v.artifact_trusted = p->artifact_trusted;
+	v.nartifact_trusted = p->nartifact_trusted;
 	v.require_signature = p->require_signature;
 	v.journal = r->journal;
 	return verify_envelope_check(&v, env, now, failed, reason, reason_len);
@@ -152,6 +157,91 @@ static enum rcs_err runner_config_set(void *ctx, const char *key, const char *va
 	return journal_config_set(rj->r->journal, key, value);
 }
 
+/* ---- the artifacts ---- */
+
+struct runner_dl {
+	struct runner *r;
+	const char *job;
+};
+
+static void runner_dl_progress(void *ctx, const char *text, int64_t done, int64_t total)
+{
+	struct runner_dl *d = ctx;
+
+	if (d->r->rep.progress != NULL)
+		d->r->rep.progress(d->r->rep.ctx, d->job, text, done, total);
+	else
+		runner_report(d->r, d->job, JS_EDGE_RUNNING, text);
+}
+
+/* The agent is stopping (not a cancel of the job): a download then resumes at the next
+ * start instead of ending the job. */
+static bool runner_stopping(struct runner *r)
+{
+	bool stop;
+
+	pthread_mutex_lock(&r->lock);
+	stop = r->stop;
+	pthread_mutex_unlock(&r->lock);
+	return stop;
+}
+
+/*
+ * The job's artifacts into the artifact directory before its script (docs/agent.md
+ * "Artifacts"): true when the script may run (*table: rcs.artifacts, or NULL when the job
+ * has none). False when the job ended (reported) or the agent stops meanwhile (the job
+ * stays journaled as downloading and resumes at the next start).
+ */
+static bool runner_artifacts(struct runner *r, const char *job, const struct artifact_set *as,
+			     json_object **table)
+{
+	struct runner_dl d = {r, job};
+	struct artifact_env ae;
+	struct artifact_outcome ao;
+
+	*table = NULL;
+	if (as->n == 0)
+		return true;
+	if (journal_set_downloading(r->journal, job, true) != RCS_OK) {
+		runner_fail(r, job, "journal_unavailable", "the journal failed before a download");
+		return false;
+	}
+	memset(&ae, 0, sizeof(ae));
+	ae.dir = r->set->artifact_dir;
+	ae.url = settings_artifacts_over_mqtt(r->set) ? NULL : r->set->artifact_url;
+	ae.cafile = r->set->artifact_cafile;
+	ae.reserve = r->set->artifact_reserve;
+	ae.cache_max = r->set->artifact_cache_max;
+	ae.max_rate = r->set->artifact_max_rate;
+	ae.journal = r->journal;
+	ae.cancel_fd = r->cancel_fd[0];
+	ae.progress = runner_dl_progress;
+	ae.ctx = &d;
+	ae.job = job;
+	ae.chan = r->chan;
+	ae.publish_get = r->rep.artifact_get;
+	ae.publish_ctx = r->rep.ctx;
+	ae.subscribe = r->rep.artifact_subscribe;
+	artifact_fetch_all(&ae, as, &ao);
+	if (ao.cause != NULL && strcmp(ao.cause, "cancelled") == 0 && runner_stopping(r)) {
+		log_info("job %s: the agent stops during its download: it resumes at the next"
+			 " start",
+			 job);
+		return false;
+	}
+	if (ao.cause != NULL) {
+		runner_fail(r, job, ao.cause, ao.reason);
+		return false;
+	}
+	if (journal_set_downloading(r->journal, job, false) != RCS_OK) {
+		json_object_put(ao.table);
+		runner_fail(r, job, "journal_unavailable", "the journal failed after a download");
+		return false;
+	}
+	*table = ao.table;
+	return true;
+}
+
 /* ---- one job ---- */
 
 static json_object *runner_job_table(const struct proto_envelope *env)
@@ -169,45 +259,18 @@ static json_object *runner_job_table(const struct proto_envelope *env)
 	return o;
 }
 
-static void runner_run(struct runner *r, const char *job, const char *payload, size_t len)
+/* The script of env in the sandbox under policy p, rcs.artifacts being arts; *res its
+ * outcome (sandbox_run's error otherwise). */
+static enum rcs_err runner_script(struct runner *r, const char *job,
+				  const struct settings_policy *p, const struct proto_envelope *env,
+				  json_object *arts, struct sandbox_result *res)
 {
-	struct proto_envelope env;
-	struct jsonu_err e;
 	struct sandbox_config cfg;
 	struct sandbox_host host;
 	struct sandbox_job sj;
-	struct sandbox_result res;
 	struct runner_job rj = {r, job};
-	struct settings_policy *p = NULL;
-	json_object *jt = NULL;
-	enum verify_check failed = VERIFY_PASSED;
-	char reason[512];
-	bool decoded;
-	int64_t now = (int64_t)time(NULL);
+	json_object *jt = runner_job_table(env);
 	enum rcs_err err;
-
-	memset(&res, 0, sizeof(res));
-	decoded = proto_envelope_decode(payload, len, &env, &e) == RCS_OK;
-	if (!decoded) {
-		runner_fail(r, job, "envelope_invalid", "the journaled envelope is unreadable");
-		goto out;
-	}
-	/* the checks again, under the policy the job will run with: a newer version
-	 * may have run, or the job expired, while it waited */
-	p = settings_policy_get(r->live);
-	if (runner_verify(r, p, &env, now, &failed, reason, sizeof(reason)) != RCS_OK) {
-		if (failed == VERIFY_EXPIRY) {
-			char expired[sizeof(reason) + 32];
-			snprintf(expired, sizeof(expired), "%s before it could start", reason);
-			runner_fail(r, job, "expired", expired);
-		} else {
-			runner_fail(r, job, runner_verify_cause(failed), reason);
-		}
-		goto out;
-	}
-	journal_task_version_set(r->journal, env.task_ident, env.task_version);
-	runner_report(r, job, JS_EDGE_STARTED, NULL);
-	runner_report(r, job, JS_EDGE_RUNNING, NULL);
 
 	settings_sandbox_config(r->set, p, &cfg);
 	memset(&host, 0, sizeof(host));
@@ -216,29 +279,30 @@ static void runner_run(struct runner *r, const char *job, const char *payload, s
 	host.log = runner_log;
 	host.config_get = runner_config_get;
 	host.config_set = runner_config_set;
-	jt = runner_job_table(&env);
 	memset(&sj, 0, sizeof(sj));
 	sj.job_ident = job;
-	sj.script_name = env.script_name;
-	sj.source = env.script_source;
-	sj.len = env.script_len;
-	sj.variables = env.variables;
-	sj.constants = env.constants;
+	sj.script_name = env->script_name;
+	sj.source = env->script_source;
+	sj.len = env->script_len;
+	sj.variables = env->variables;
+	sj.constants = env->constants;
+	sj.artifacts = arts;
 	sj.job = jt;
-	sj.timeout = env.timeout;
+	sj.timeout = env->timeout;
 	sj.cancel_fd = r->cancel_fd[0];
-	err = sandbox_run(&cfg, &host, &sj, &res);
-	if (err != RCS_OK) {
-		snprintf(reason, sizeof(reason), "the device could not start the script: %s",
-			 rcs_strerror(err));
-		runner_fail(r, job, err == RCS_ERR_FULL ? "storage_full" : "sandbox_unavailable",
-			    reason);
-		goto out;
-	}
-	switch (res.outcome) {
+	err = sandbox_run(&cfg, &host, &sj, res);
+	if (jt)
+		json_object_put(jt);
+	return err;
+}
+
+/* The script's outcome, reported. */
+static void runner_outcome(struct runner *r, const char *job, const struct sandbox_result *res)
+{
+	switch (res->outcome) {
 	case SANDBOX_OK:
-		runner_report(r, job, JS_TERMINATED, res.response);
-		if (res.reboot) {
+		runner_report(r, job, JS_TERMINATED, res->response);
+		if (res->reboot) {
 			pthread_mutex_lock(&r->lock);
 			r->reboot_pending = true;
 			snprintf(r->reboot_job, sizeof(r->reboot_job), "%s", job);
@@ -262,14 +326,88 @@ static void runner_run(struct runner *r, const char *job, const char *payload, s
 		break;
 	}
 	default:
-		runner_fail(r, job, runner_sandbox_cause(&res),
-			    res.response ? res.response : "script failed");
+		runner_fail(r, job, runner_sandbox_cause(res),
+			    res->response ? res->response : "script failed");
 		break;
 	}
+}
+
+static void runner_run(struct runner *r, const char *job, const char *payload, size_t len)
+{
+	struct proto_envelope env;
+	struct jsonu_err e;
+	struct sandbox_result res;
+	struct settings_policy *p = NULL;
+	struct artifact_set as;
+	json_object *arts = NULL;
+	bool resumed = false;
+	enum verify_check failed = VERIFY_PASSED;
+	const char *cause;
+	char reason[512];
+	bool decoded;
+	int64_t now = (int64_t)time(NULL);
+	enum rcs_err err;
+
+	memset(&res, 0, sizeof(res));
+	decoded = proto_envelope_decode(payload, len, &env, &e) == RCS_OK;
+	if (!decoded) {
+		runner_fail(r, job, "envelope_invalid", "the journaled envelope is unreadable");
+		goto out;
+	}
+	/* the checks again, under the policy the job will run with: a newer version
+	 * may have run, or the job expired, while it waited */
+	p = settings_policy_get(r->live);
+	/* a download the agent's stop or a power cut interrupted: the job started already */
+	journal_get_downloading(r->journal, job, &resumed);
+	if (runner_verify(r, p, &env, now, &failed, reason, sizeof(reason)) != RCS_OK &&
+	    !(resumed && failed == VERIFY_EXPIRY)) {
+		if (failed == VERIFY_EXPIRY) {
+			char expired[sizeof(reason) + 32];
+			snprintf(expired, sizeof(expired), "%s before it could start", reason);
+			runner_fail(r, job, "expired", expired);
+		} else {
+			runner_fail(r, job, runner_verify_cause(failed), reason);
+		}
+		goto out;
+	}
+	if (artifact_set_decode(env.root, &as, reason, sizeof(reason)) != RCS_OK) {
+		runner_fail(r, job, "envelope_invalid", reason);
+		goto out;
+	}
+	/* the release's stream and device types, before anything is downloaded */
+	if ((cause = artifact_release_check(&as, r->set->device_type, r->journal, reason,
+					    sizeof(reason))) != NULL) {
+		runner_fail(r, job, cause, reason);
+		goto out;
+	}
+	journal_task_version_set(r->journal, env.task_ident, env.task_version);
+	if (!resumed) {
+		runner_report(r, job, JS_EDGE_STARTED, NULL);
+		runner_report(r, job, JS_EDGE_RUNNING, NULL);
+	} else {
+		log_info("job %s: resuming its downloads", job);
+	}
+	/* the script's timeout counts from after the downloads */
+	if (!runner_artifacts(r, job, &as, &arts))
+		goto out;
+	err = runner_script(r, job, p, &env, arts, &res);
+	if (err != RCS_OK) {
+		snprintf(reason, sizeof(reason), "the device could not start the script: %s",
+			 rcs_strerror(err));
+		runner_fail(r, job, err == RCS_ERR_FULL ? "storage_full" : "sandbox_unavailable",
+			    reason);
+		goto out;
+	}
+	runner_outcome(r, job, &res);
+	/* a release counts as completed on its stream once its job terminated */
+	if (res.outcome == SANDBOX_OK && as.release.present &&
+	    journal_release_done(r->journal, as.release.stream, as.release.seq) != RCS_OK)
+		log_warnx("job %s: cannot journal release %s %lld as completed", job,
+			  as.release.stream, as.release.seq);
 out:
 	sandbox_result_free(&res);
-	if (jt)
-		json_object_put(jt);
+	if (arts)
+		json_object_put(arts);
 	settings_policy_put(p);
 	if (decoded)
 		proto_envelope_free(&env);
@@ -388,12 +526,13 @@ static bool runner_check(struct runner *r, const char *job, const char *payload,
 		snprintf(reason, reason_len, "malformed envelope: job %s in a message for job %s",
 			 env->job, job);
 	} else {
+		struct artifact_set as;
 		p = settings_policy_get(r->live);
-		if (runner_verify(r, p, env, (int64_t)time(NULL), &failed, reason, reason_len) ==
+		if (runner_verify(r, p, env, (int64_t)time(NULL), &failed, reason, reason_len) !=
 		    RCS_OK)
-			reason[0] = '\0';
-		else
 			*cause = runner_verify_cause(failed);
+		else if (artifact_set_decode(env->root, &as, reason, reason_len) == RCS_OK)
+			reason[0] = '\0';
 		settings_policy_put(p);
 	}
 	return decoded;
@@ -467,6 +606,19 @@ void runner_oversized(struct runner *r, const char *job)
 		runner_fail(r, job, "payload_too_large", "envelope larger than the device accepts");
 }
 
+void runner_artifact_data(struct runner *r, const char *sha256, int64_t offset, const void *data,
+			  size_t len)
+{
+	if (r->chan != NULL)
+		fetch_mqtt_deliver(r->chan, sha256, offset, data, len);
+}
+
+void runner_artifact_error(struct runner *r, const char *sha256, const char *payload, size_t len)
+{
+	if (r->chan != NULL)
+		fetch_mqtt_error(r->chan, sha256, payload, len);
+}
+
 void runner_report_acked(struct runner *r)
 {
 	pthread_mutex_lock(&r->lock);
@@ -486,6 +638,11 @@ struct runner *runner_new(const struct settings *set, struct settings_live *live
 	r->journal = journal;
 	r->rep = *rep;
 	r->cancel_fd[0] = r->cancel_fd[1] = -1;
+	if (settings_artifacts_over_mqtt(set) && (r->chan = fetch_mqtt_chan_new()) == NULL) {
+		free(r);
+		r = NULL;
+		goto out;
+	}
 	pthread_mutex_init(&r->lock, NULL);
 	pthread_cond_init(&r->cond, NULL);
 out:
@@ -501,7 +658,11 @@ enum rcs_err runner_start(struct runner *r)
 {
 	enum rcs_err err = RCS_ERR_IO;
 
-	/* jobs a crash or reboot cut short end as edge_error, never run again */
+	/* jobs stopped while downloading resume (their script never started); jobs a crash
+	 * or reboot cut short while their script ran end as edge_error, never run again */
+	size_t resumed = 0;
+	if (journal_requeue_downloading(r->journal, &resumed) == RCS_OK && resumed > 0)
+		log_info("%zu job%s resume their downloads", resumed, resumed == 1 ? "" : "s");
 	journal_each_running(r->journal, runner_interrupted, r);
 	if (pipe2(r->cancel_fd, O_CLOEXEC | O_NONBLOCK) != 0)
 		goto out;
@@ -546,6 +707,7 @@ void runner_free(struct runner *r)
 	}
 	pthread_cond_destroy(&r->cond);
 	pthread_mutex_destroy(&r->lock);
+	fetch_mqtt_chan_free(r->chan);
 	free(r);
 }
 

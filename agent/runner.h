@@ -1,7 +1,8 @@
 /*
  * runner.h - the agent's jobs (docs/agent.md "What happens to a job"): the
  * envelopes the link hands over, checked (verify.c) and queued in the
- * journal, then run one at a time, in arrival order, each in the sandbox;
+ * journal, then run one at a time, in arrival order: their artifacts
+ * downloaded (artifact.c), then their script in the sandbox;
  * cancels; the reboot a script asked for.
  *
  * The runner reports through the callbacks it is given (main.c wires them to
@@ -14,6 +15,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #include "err.h"
 #include "journal.h"
@@ -33,6 +35,14 @@ struct runner_reports {
 	/* journals and publishes an edge_error of job with its cause, one word (docs/mqtt.md
 	 * "Status report"); NULL: report() without the cause */
 	void (*fail)(void *ctx, const char *job, const char *error, const char *response);
+	/* journals and publishes an edge_running report of a download with its "progress"
+	 * (docs/mqtt.md); NULL: report() without it */
+	void (*progress)(void *ctx, const char *job, const char *response, int64_t done,
+			 int64_t total);
+	/* artifacts over MQTT: publishes a get of sha256's bytes (NULL: none) */
+	void (*artifact_get)(void *ctx, const char *sha256, const char *payload);
+	/* artifacts over MQTT: subscribes to the device's artifact topics (on) or not */
+	void (*artifact_subscribe)(void *ctx, bool on);
 };
 
 /* A runner for the device of set, under the policy in force in live, its jobs
@@ -57,6 +67,10 @@ void runner_envelope(struct runner *r, const char *job, const char *payload, siz
 void runner_oversized(struct runner *r, const char *job);
 /* Cancels job: drops it when queued, kills it when running. */
 void runner_cancel(struct runner *r, const char *job);
+/* Artifacts over MQTT, from the link: a chunk of sha256 at offset, or an error answer. */
+void runner_artifact_data(struct runner *r, const char *sha256, int64_t offset, const void *data,
+			  size_t len);
+void runner_artifact_error(struct runner *r, const char *sha256, const char *payload, size_t len);
 /* A report left the outbox (a reboot waits for the job's final one). */
 void runner_report_acked(struct runner *r);
 

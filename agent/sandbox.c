@@ -33,6 +33,7 @@
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <sys/types.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -924,6 +925,53 @@ out:
 	return err;
 }
 
+/* rcs.disk.free(path): the free bytes (for an unprivileged user) of a directory under the
+ * first file_dir, or of the artifact directory for "" (docs/lua-api.md). */
+static void run_disk_free(struct sbx_run *r, const struct sbx_msg *m)
+{
+	char path[SANDBOX_PATH_MAX + 1], num[32];
+	const char *last, *f = num;
+	struct statvfs sv;
+	size_t fl;
+	int dfd = -1, fd = -1;
+
+	if (m->nfields != 1) {
+		run_violation(r, "disk.free: bad fields");
+		goto out;
+	}
+	if (m->flen[0] == 0) {
+		if (r->cfg.artifact_dir == NULL) {
+			run_reply_err(r, "rcs.disk.free: no artifact directory on this device");
+			goto out;
+		}
+		fd = open(r->cfg.artifact_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	} else if (!run_path(m, 0, path, sizeof(path))) {
+		run_reply_err(r, "rcs.disk.free: the path must be relative, without '.', '..' or"
+				 " empty components");
+		goto out;
+	} else if (r->cfg.file_dir == NULL || r->cfg.file_dir->n == 0) {
+		run_reply_err(r, "rcs.file: no file_dir is configured on this device");
+		goto out;
+	} else {
+		dfd = run_open_parent(r->cfg.file_dir->items[0], path, &last);
+		if (dfd >= 0)
+			fd = openat(dfd, last, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	}
+	if (fd < 0 || fstatvfs(fd, &sv) != 0) {
+		run_reply_err(r, "rcs.disk.free: %s: %s", m->flen[0] ? path : "(artifacts)",
+			      run_file_strerror(errno));
+		goto out;
+	}
+	fl = (size_t)snprintf(num, sizeof(num), "%llu",
+			      (unsigned long long)sv.f_bavail * (unsigned long long)sv.f_frsize);
+	run_reply(r, SBX_REPLY_OK, 1, &f, &fl);
+out:
+	if (fd >= 0)
+		close(fd);
+	if (dfd >= 0)
+		close(dfd);
+}
+
 static void run_file_write(struct sbx_run *r, const struct sbx_msg *m)
 {
 	char path[SANDBOX_PATH_MAX + 1], work[SANDBOX_PATH_MAX + 1];
@@ -1108,6 +1156,9 @@ static enum run_wait run_frame(struct sbx_run *r, const char *body, size_t len)
 		break;
 	case SBX_REBOOT:
 		run_reboot(r, &m);
+		break;
+	case SBX_DISK_FREE:
+		run_disk_free(r, &m);
 		break;
 	case SBX_RESULT:
 		run_result(r, &m);
@@ -1371,6 +1422,7 @@ static enum rcs_err run_job_message(struct sbx_run *r)
 	run_job_json(r->job->variables, &f[SBX_JOB_VARIABLES], &fl[SBX_JOB_VARIABLES]);
 	run_job_json(r->job->constants, &f[SBX_JOB_CONSTANTS], &fl[SBX_JOB_CONSTANTS]);
 	run_job_json(r->job->job, &f[SBX_JOB_DATA], &fl[SBX_JOB_DATA]);
+	run_job_json(r->job->artifacts, &f[SBX_JOB_ARTIFACTS], &fl[SBX_JOB_ARTIFACTS]);
 	snprintf(num[SBX_JOB_TIMEOUT], sizeof(num[0]), "%lld", r->timeout);
 	snprintf(num[SBX_JOB_DEADLINE], sizeof(num[0]), "%" PRId64, r->deadline_ms);
 	snprintf(num[SBX_JOB_MEM_LIMIT], sizeof(num[0]), "%zu", r->cfg.mem_limit);

@@ -357,6 +357,27 @@ static int rcs_file_read(lua_State *L)
 	return 1;
 }
 
+static int rcs_disk_free(lua_State *L)
+{
+	struct sbx_msg m;
+	size_t len;
+	const char *path = luaL_checklstring(L, 1, &len);
+
+	if (len > SANDBOX_PATH_MAX || memchr(path, '\0', len) != NULL)
+		return luaL_error(L, "rcs.disk.free: path longer than %d bytes or with NUL",
+				  SANDBOX_PATH_MAX);
+	child_call(L, SBX_DISK_FREE, 1, &path, &len, &m);
+	if (m.nfields != 1 || m.flen[0] == 0 || m.flen[0] > 20)
+		_exit(CHILD_EXIT_PROTO);
+	{
+		char num[24];
+		memcpy(num, m.f[0], m.flen[0]);
+		num[m.flen[0]] = '\0';
+		lua_pushinteger(L, (lua_Integer)strtoll(num, NULL, 10));
+	}
+	return 1;
+}
+
 static int rcs_file_write(lua_State *L)
 {
 	struct sbx_msg m;
@@ -403,6 +424,11 @@ static const luaL_Reg child_rcs_funcs[] = {
 static const luaL_Reg child_rcs_config[] = {
     {"get", rcs_config_get},
     {"set", rcs_config_set},
+    {NULL, NULL},
+};
+
+static const luaL_Reg child_rcs_disk[] = {
+    {"free", rcs_disk_free},
     {NULL, NULL},
 };
 
@@ -648,6 +674,15 @@ static void child_push_rcs(lua_State *L, const struct sandbox_job *job)
 	lua_setfield(L, -2, "config");
 	luaL_newlib(L, child_rcs_file);
 	lua_setfield(L, -2, "file");
+	luaL_newlib(L, child_rcs_disk);
+	lua_setfield(L, -2, "disk");
+	if (job->artifacts != NULL && json_object_is_type(job->artifacts, json_type_object)) {
+		child_push_json(L, job->artifacts, 0, true);
+	} else {
+		lua_newtable(L);
+		child_make_readonly(L);
+	}
+	lua_setfield(L, -2, "artifacts");
 	if (job->variables != NULL && json_object_is_type(job->variables, json_type_object))
 		child_push_json(L, job->variables, 0, false);
 	else
@@ -1237,6 +1272,7 @@ static void child_job(struct sbx_child_args *a, struct sandbox_config *cfg, stru
 	job->variables = child_job_json(&m, SBX_JOB_VARIABLES);
 	job->constants = child_job_json(&m, SBX_JOB_CONSTANTS);
 	job->job = child_job_json(&m, SBX_JOB_DATA);
+	job->artifacts = child_job_json(&m, SBX_JOB_ARTIFACTS);
 	job->cancel_fd = -1;
 	sandbox_config_defaults(cfg);
 	cfg->mem_limit = (size_t)child_job_num(&m, SBX_JOB_MEM_LIMIT);

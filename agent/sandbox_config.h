@@ -53,10 +53,11 @@ struct sandbox_config {
 	size_t max_response; /* bytes of the result text (default 64 KiB) */
 	const struct cfg_strlist *allow_command; /* "NAME=/abs/path" entries rcs.exec may run */
 	const struct cfg_strlist *file_dir;      /* directories rcs.file.read/write may touch */
-	long long exec_timeout;                  /* seconds (default 30) */
-	size_t exec_max_output;                  /* bytes of stdout+stderr kept (default 64 KiB) */
-	bool allow_no_seccomp; /* run even when the kernel/emulator refuses seccomp
-				  (qemu-user does); default false = refuse to run */
+	const char *artifact_dir; /* rcs.disk.free(""): the artifacts' directory; NULL: none */
+	long long exec_timeout;   /* seconds (default 30) */
+	size_t exec_max_output;   /* bytes of stdout+stderr kept (default 64 KiB) */
+	bool allow_no_seccomp;    /* run even when the kernel/emulator refuses seccomp
+				     (qemu-user does); default false = refuse to run */
 };
 
 struct sandbox_job {
@@ -65,11 +66,13 @@ struct sandbox_job {
 	const char *source;      /* exact bytes, already signature-verified */
 	size_t len;
 	json_object *variables, *constants; /* objects (NULL: empty table) */
-	json_object *job;  /* becomes the read-only table rcs.job, e.g. {ident, task:{ident,
-			      version, name}, entity_ident, client_root} */
-	long long timeout; /* wall-clock seconds for the whole script (<= 0: 300) */
-	int cancel_fd;     /* becomes readable (or hangs up) when the job is cancelled; -1: none.
-			      Only polled, never read. */
+	json_object *artifacts; /* rcs.artifacts, read-only: {"<name>": {path, size, sha256}}
+				   (NULL: empty table) */
+	json_object *job;       /* becomes the read-only table rcs.job, e.g. {ident, task:{ident,
+				   version, name}, entity_ident, client_root} */
+	long long timeout;      /* wall-clock seconds for the whole script (<= 0: 300) */
+	int cancel_fd; /* becomes readable (or hangs up) when the job is cancelled; -1: none.
+			  Only polled, never read. */
 };
 
 /* Fills cfg with the defaults above; lists NULL, allow_no_seccomp false. */

@@ -45,6 +45,7 @@ enum sbx_op {
 	SBX_FILE_READ, /* path                 -> OK [data] */
 	SBX_FILE_WRITE, /* path, data           -> OK [] */
 	SBX_REBOOT,     /*                      -> OK [] */
+	SBX_DISK_FREE,  /* path ("": artifact_dir) -> OK [bytes, decimal] */
 	SBX_RESULT,     /* kind (enum sbx_result_kind, decimal)[, text]; the last message */
 	/* parent -> child */
 	SBX_REPLY_OK = 64,
@@ -59,6 +60,7 @@ enum sbx_job_field {
 	SBX_JOB_VARIABLES,    /* JSON object or empty */
 	SBX_JOB_CONSTANTS,    /* JSON object or empty */
 	SBX_JOB_DATA,         /* JSON object (rcs.job) or empty */
+	SBX_JOB_ARTIFACTS,    /* JSON object (rcs.artifacts) or empty */
 	SBX_JOB_TIMEOUT,      /* effective seconds */
 	SBX_JOB_DEADLINE,     /* CLOCK_MONOTONIC ms when the script's time is up */
 	SBX_JOB_MEM_LIMIT,    /* bytes */

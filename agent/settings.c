@@ -11,6 +11,7 @@
 #include "settings.h"
 
 #include <pthread.h>
+#include <limits.h>
 #include <stdatomic.h>
 #include <stddef.h>
 #include <stdlib.h>
@@ -41,6 +42,9 @@ static const struct cfg_opt settings_opts[] = {
     OPT("state_dir", CFG_STRING, state_dir, "DIR", "journal and device settings"),
     OPT("trusted_key", CFG_STRLIST, trusted_key, "PEM",
 	"public key whose task signatures are accepted (repeatable)"),
+    OPT("artifact_trusted_key", CFG_STRLIST, artifact_trusted_key, "PEM",
+	"public key whose signatures of tasks with artifacts are accepted, instead of the"
+	" trusted_keys (repeatable)"),
     OPT("require_signature", CFG_BOOL, require_signature, "BOOL",
 	"refuse unsigned tasks (default true)"),
     OPT("tag", CFG_STRLIST, tag, "TAG", "tag this device reports (repeatable)"),
@@ -69,6 +73,22 @@ static const struct cfg_opt settings_opts[] = {
 	    "output kept from an rcs.exec command (default 65536)"),
     OPT("reboot_command", CFG_STRING, reboot_command, "PATH",
 	"run after rcs.reboot() (default /sbin/reboot)"),
+    OPT("artifact_url", CFG_STRING, artifact_url, "BASE",
+	"where artifacts are downloaded: http(s)://host[:port] of the coordinator"),
+    OPT("artifact_cafile", CFG_STRING, artifact_cafile, "PEM",
+	"CA certificates for an https:// artifact_url (default: the system's)"),
+    OPT("artifact_dir", CFG_STRING, artifact_dir, "DIR",
+	"downloaded artifacts and their cache (default <state_dir>/artifacts)"),
+    OPT_INT("artifact_reserve", artifact_reserve, 0, 1LL << 40, "BYTES",
+	    "free space kept beside a download (default 16 MiB)"),
+    OPT_INT("artifact_cache_max", artifact_cache_max, 0, 1LL << 50, "BYTES",
+	    "bytes of artifacts kept for later jobs (default 256 MiB)"),
+    OPT_INT("artifact_max_rate", artifact_max_rate, 0, 1LL << 40, "BYTES",
+	    "download rate cap in bytes/s (default 0: none)"),
+    OPT("artifact_transport", CFG_STRING, artifact_transport, "http|mqtt|auto",
+	"how artifacts are downloaded (default auto: http when artifact_url is set)"),
+    OPT("device_type", CFG_STRING, device_type, "TYPE",
+	"this device's model, matched against a release's device_types"),
     OPT("allow_no_seccomp", CFG_BOOL, allow_no_seccomp, "BOOL",
 	"run scripts even where seccomp is unavailable (emulators only; default false)"),
     OPT("debug", CFG_BOOL, debug, NULL, "verbose logs"),
@@ -109,6 +129,158 @@ static void settings_defaults(struct settings *s)
 	s->mem_limit = 64LL * 1024 * 1024;
 	s->exec_timeout = 30;
 	s->exec_max_output = 64 * 1024;
+	s->artifact_reserve = 16LL * 1024 * 1024;
+	s->artifact_cache_max = 256LL * 1024 * 1024;
+}
+
+/* artifact_url: http:// or https://, a host and maybe a port, nothing after but one '/'. */
+static bool settings_artifact_url_valid(const char *u)
+{
+	const char *host;
+	size_t n;
+
+	if (strncmp(u, "http://", 7) == 0)
+		host = u + 7;
+	else if (strncmp(u, "https://", 8) == 0)
+		host = u + 8;
+	else
+		return false;
+	n = strcspn(host, "/?#@ \t");
+	if (n == 0 || n > 255)
+		return false;
+	return host[n] == '\0' || (host[n] == '/' && host[n + 1] == '\0');
+}
+
+/* host[:port][/] is this machine (localhost, 127.0.0.0/8, [::1]). */
+static bool settings_loopback(const char *host)
+{
+	size_t n = strcspn(host, ":/");
+
+	if (strncmp(host, "[::1]", 5) == 0)
+		return true;
+	return (n == 9 && strncmp(host, "localhost", 9) == 0) || strncmp(host, "127.", 4) == 0;
+}
+
+/* The artifact options after loading (docs/agent.md "Artifacts"); the directory's place
+ * against the file_dirs is checked with the policy (settings_artifact_dir_valid). */
+static enum rcs_err settings_artifacts(struct settings *s, char *err, size_t errlen)
+{
+	enum rcs_err e = RCS_ERR_INVAL;
+
+	if (s->artifact_url != NULL && !settings_artifact_url_valid(s->artifact_url)) {
+		snprintf(err, errlen,
+			 "artifact_url '%s': expected http://HOST[:PORT] or https://HOST[:PORT]",
+			 s->artifact_url);
+		goto out;
+	}
+	if (s->artifact_transport == NULL)
+		s->artifact_transport = strdup("auto");
+	if (s->artifact_transport == NULL)
+		goto nomem;
+	if (strcmp(s->artifact_transport, "http") != 0 &&
+	    strcmp(s->artifact_transport, "auto") != 0 &&
+	    strcmp(s->artifact_transport, "mqtt") != 0) {
+		snprintf(err, errlen, "artifact_transport '%s': expected http, mqtt or auto",
+			 s->artifact_transport);
+		goto out;
+	}
+	if (s->artifact_url != NULL && strncmp(s->artifact_url, "http://", 7) == 0 &&
+	    !settings_loopback(s->artifact_url + 7))
+		log_warnx("artifact_url %s: plain http on a network: the artifacts are verified,"
+			  " but their token can be read on the way (use https://)",
+			  s->artifact_url);
+	if (strcmp(s->artifact_transport, "http") == 0 && s->artifact_url == NULL) {
+		snprintf(err, errlen, "artifact_transport http needs artifact_url");
+		goto out;
+	}
+	if (s->device_type != NULL && !vars_token_valid(s->device_type, 64, "-.:/")) {
+		snprintf(err, errlen, "device_type '%s': 1-64 letters, digits or _-.:/",
+			 s->device_type);
+		goto out;
+	}
+	if (s->artifact_dir == NULL) {
+		size_t n = strlen(s->state_dir) + sizeof("/artifacts");
+		if ((s->artifact_dir = malloc(n)) == NULL)
+			goto nomem;
+		snprintf(s->artifact_dir, n, "%s/artifacts", s->state_dir);
+	}
+	if (s->artifact_dir[0] != '/') {
+		snprintf(err, errlen, "artifact_dir '%s': not an absolute path", s->artifact_dir);
+		goto out;
+	}
+	e = RCS_OK;
+	goto out;
+nomem:
+	snprintf(err, errlen, "%s", rcs_strerror(RCS_ERR_NOMEM));
+	e = RCS_ERR_NOMEM;
+out:
+	return e;
+}
+
+/* path with its links resolved into out (PATH_MAX), as far as it exists: the rest (not
+ * created yet) appended as written. False when nothing of it resolves. */
+static bool settings_resolve(const char *path, char *out)
+{
+	char head[PATH_MAX], tail[PATH_MAX] = "";
+	char *slash;
+
+	if (snprintf(head, sizeof(head), "%s", path) >= (int)sizeof(head))
+		return false;
+	for (;;) {
+		if (realpath(head, out) != NULL) {
+			size_t n = strlen(out);
+			if (tail[0] != '\0' &&
+			    snprintf(out + n, PATH_MAX - n, "%s%s", strcmp(out, "/") ? "/" : "",
+				     tail) >= (int)(PATH_MAX - n))
+				return false;
+			return true;
+		}
+		slash = strrchr(head, '/');
+		if (slash == NULL || slash == head)
+			return false;
+		{
+			char t[PATH_MAX];
+			snprintf(t, sizeof(t), "%s%s%s", slash + 1, tail[0] ? "/" : "", tail);
+			snprintf(tail, sizeof(tail), "%s", t);
+		}
+		*slash = '\0';
+	}
+}
+
+/* a is b or lies inside it. */
+static bool settings_path_within(const char *a, const char *b)
+{
+	size_t n = strlen(b);
+
+	if (strcmp(b, "/") == 0)
+		return true;
+	return strncmp(a, b, n) == 0 && (a[n] == '\0' || a[n] == '/');
+}
+
+/* artifact_dir may not lie inside a file_dir (the same directory, or one a link leads
+ * into), nor hold one: a script must not reach the downloads (docs/agent.md "Artifacts"). */
+static bool settings_artifact_dir_valid(const struct settings *s, char *err, size_t errlen)
+{
+	char ad[PATH_MAX], fd[PATH_MAX];
+
+	if (s->artifact_dir == NULL)
+		return true;
+	if (!settings_resolve(s->artifact_dir, ad)) {
+		snprintf(err, errlen, "artifact_dir '%s': cannot be resolved", s->artifact_dir);
+		return false;
+	}
+	for (size_t i = 0; i < s->file_dir.n; i++) {
+		if (!settings_resolve(s->file_dir.items[i], fd))
+			continue;
+		if (settings_path_within(ad, fd) || settings_path_within(fd, ad)) {
+			snprintf(err, errlen,
+				 "artifact_dir '%s' and file_dir '%s' overlap: scripts would reach"
+				 " the downloads",
+				 s->artifact_dir, s->file_dir.items[i]);
+			return false;
+		}
+	}
+	return true;
 }
 
 enum rcs_err settings_load(struct settings *s, int argc, char **argv, char *err, size_t errlen)
@@ -153,7 +325,7 @@ enum rcs_err settings_load(struct settings *s, int argc, char **argv, char *err,
 	}
 	if (s->reboot_command == NULL)
 		s->reboot_command = strdup("/sbin/reboot");
-	e = RCS_OK;
+	e = settings_artifacts(s, err, errlen);
 out:
 	return e;
 }
@@ -194,6 +366,13 @@ void settings_brokers(const struct settings *s, char *out, size_t len)
 	}
 }
 
+bool settings_artifacts_over_mqtt(const struct settings *s)
+{
+	return s->artifact_transport != NULL &&
+	       (strcmp(s->artifact_transport, "mqtt") == 0 ||
+		(strcmp(s->artifact_transport, "auto") == 0 && s->artifact_url == NULL));
+}
+
 void settings_free(struct settings *s)
 {
 	cfg_free(settings_opts, s);
@@ -212,6 +391,7 @@ void settings_sandbox_config(const struct settings *s, const struct settings_pol
 		cfg->exec_max_output = (size_t)s->exec_max_output;
 	cfg->allow_command = &p->allow_command;
 	cfg->file_dir = &p->file_dir;
+	cfg->artifact_dir = s->artifact_dir;
 	cfg->allow_no_seccomp = s->allow_no_seccomp;
 }
 
@@ -227,6 +407,9 @@ static void settings_snapshot_free(struct settings_snapshot *sn)
 	for (size_t i = 0; i < p->ntrusted; i++)
 		sig_key_free(p->trusted[i]);
 	free(p->trusted);
+	for (size_t i = 0; i < p->nartifact_trusted; i++)
+		sig_key_free(p->artifact_trusted[i]);
+	free(p->artifact_trusted);
 	if (p->tags)
 		json_object_put(p->tags);
 	cfg_strlist_free(&p->allow_command);
@@ -315,6 +498,19 @@ static struct settings_snapshot *settings_policy_load(const struct settings *s, 
 		}
 		p->ntrusted++;
 	}
+	p->artifact_trusted = calloc(s->artifact_trusted_key.n + 1, sizeof(*p->artifact_trusted));
+	if (p->artifact_trusted == NULL)
+		goto fail;
+	for (size_t i = 0; i < s->artifact_trusted_key.n; i++) {
+		e = sig_key_load_public(s->artifact_trusted_key.items[i],
+					&p->artifact_trusted[p->nartifact_trusted]);
+		if (e != RCS_OK) {
+			snprintf(err, errlen, "artifact_trusted_key %s: %s",
+				 s->artifact_trusted_key.items[i], rcs_strerror(e));
+			goto fail;
+		}
+		p->nartifact_trusted++;
+	}
 	if (p->require_signature && p->ntrusted == 0) {
 		snprintf(err, errlen,
 			 "no trusted_key: every signed job would be refused"
@@ -329,7 +525,8 @@ static struct settings_snapshot *settings_policy_load(const struct settings *s, 
 		}
 		json_object_array_add(p->tags, json_object_new_string(s->tag.items[i]));
 	}
-	if (!settings_allowlists_valid(s, err, errlen))
+	if (!settings_allowlists_valid(s, err, errlen) ||
+	    !settings_artifact_dir_valid(s, err, errlen))
 		goto fail;
 	if (settings_strlist_copy(&s->allow_command, &p->allow_command) != RCS_OK ||
 	    settings_strlist_copy(&s->file_dir, &p->file_dir) != RCS_OK)

@@ -40,6 +40,7 @@ struct settings {
 	char *entity_ident;
 	char *state_dir;
 	struct cfg_strlist trusted_key;
+	struct cfg_strlist artifact_trusted_key;
 	struct cfg_strlist tag;
 	struct cfg_strlist allow_command;
 	struct cfg_strlist file_dir;
@@ -57,6 +58,15 @@ struct settings {
 	long long exec_timeout;
 	long long exec_max_output;
 	char *reboot_command;
+	/* artifacts (docs/agent.md "Artifacts") */
+	char *artifact_url;       /* http(s)://host[:port], NULL: none */
+	char *artifact_cafile;    /* CA certificates for https:// (NULL: the system's) */
+	char *artifact_dir;       /* default <state_dir>/artifacts */
+	char *artifact_transport; /* "http", "mqtt" or "auto" (default) */
+	long long artifact_reserve;
+	long long artifact_cache_max;
+	long long artifact_max_rate;
+	char *device_type;
 	bool allow_no_seccomp;
 	bool check;
 	bool debug;
@@ -69,6 +79,8 @@ struct settings {
 struct settings_policy {
 	struct sig_key **trusted;
 	size_t ntrusted;
+	struct sig_key **artifact_trusted; /* artifact_trusted_key */
+	size_t nartifact_trusted;
 	json_object *tags; /* array of strings */
 	struct cfg_strlist allow_command;
 	struct cfg_strlist file_dir;
@@ -100,6 +112,10 @@ void settings_secrets_to_env(const struct settings *s);
 
 /* The brokers of --mqtt as one line for the logs ("tcp://a:1883, tcp://b:1883"). */
 void settings_brokers(const struct settings *s, char *out, size_t len);
+
+/* Artifacts come through the broker: artifact_transport mqtt, or auto without artifact_url
+ * (docs/agent.md "Artifacts over MQTT"). */
+bool settings_artifacts_over_mqtt(const struct settings *s);
 
 /* Releases what settings_load and settings_secrets allocated (secrets wiped). */
 void settings_free(struct settings *s);

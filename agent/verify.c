@@ -11,8 +11,49 @@
 #include <strings.h>
 
 #include "buf.h"
+#include "canon.h"
 #include "jsonu.h"
 #include "vars.h"
+
+/*
+ * A task with artifacts is signed over manifest v2 (docs/signing.md): the v1 text with
+ * its first line rcs-task-signature-v2, then "artifacts: <JCS of the envelope's
+ * artifacts>" and "release: <JCS of its release, null when none>". m holds v1 and becomes
+ * v2 when env carries a non-empty "artifacts"; a v1 signature never covers artifacts.
+ */
+/* env carries a non-empty "artifacts" (manifest v2, artifact_trusted_key). */
+static bool verify_has_artifacts(const struct proto_envelope *env)
+{
+	json_object *arts = NULL;
+
+	return json_object_object_get_ex(env->root, "artifacts", &arts) && arts != NULL &&
+	       !(json_object_is_type(arts, json_type_object) &&
+		 json_object_object_length(arts) == 0);
+}
+
+static enum rcs_err verify_manifest_v2(const struct proto_envelope *env, struct buf *m)
+{
+	static const char v1[] = "rcs-task-signature-v1\n";
+	json_object *arts = NULL, *release = NULL;
+	enum rcs_err err = RCS_OK;
+
+	if (!verify_has_artifacts(env))
+		goto out;
+	json_object_object_get_ex(env->root, "artifacts", &arts);
+	if (m->len < sizeof(v1) - 1 || memcmp(m->data, v1, sizeof(v1) - 1) != 0) {
+		err = RCS_ERR_INVAL;
+		goto out;
+	}
+	m->data[sizeof(v1) - 3] = '2';
+	json_object_object_get_ex(env->root, "release", &release);
+	if ((err = buf_appendf(m, "artifacts: ")) != RCS_OK ||
+	    (err = canon_json(arts, m)) != RCS_OK ||
+	    (err = buf_appendf(m, "\nrelease: ")) != RCS_OK ||
+	    (err = canon_json(release, m)) != RCS_OK || (err = buf_appendf(m, "\n")) != RCS_OK)
+		goto out;
+out:
+	return err;
+}
 
 /* mbedtls caches tables inside a key on first use: one user at a time */
 static pthread_mutex_t verify_key_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -111,6 +152,10 @@ static enum rcs_err verify_signature(const struct verify_ctx *v, const struct pr
 	const char *alg, *key_id;
 	unsigned char digest[32];
 	bool known = false, digest_ok;
+	/* firmware: the keys of artifact_trusted_key when there are some (docs/agent.md) */
+	bool firmware = v->nartifact_trusted > 0 && verify_has_artifacts(env);
+	struct sig_key *const *keys = firmware ? v->artifact_trusted : v->trusted;
+	size_t nkeys = firmware ? v->nartifact_trusted : v->ntrusted;
 	enum rcs_err err;
 
 	buf_init(&m, MANIFEST_MAX);
@@ -135,13 +180,14 @@ static enum rcs_err verify_signature(const struct verify_ctx *v, const struct pr
 		err = verify_fail(reason, reason_len, RCS_ERR_INVAL, "malformed signature");
 		goto out;
 	}
-	for (size_t i = 0; i < v->ntrusted; i++) {
-		if (v->trusted[i] != NULL && strcmp(sig_key_id(v->trusted[i]), key_id) == 0)
+	for (size_t i = 0; i < nkeys; i++) {
+		if (keys[i] != NULL && strcmp(sig_key_id(keys[i]), key_id) == 0)
 			known = true;
 	}
 	if (!known) {
-		err = verify_fail(reason, reason_len, RCS_ERR_VERIFY, "unknown signing key %s",
-				  key_id);
+		err = verify_fail(reason, reason_len, RCS_ERR_VERIFY, "unknown signing key %s%s",
+				  key_id,
+				  firmware ? " (tasks with artifacts: artifact_trusted_key)" : "");
 		goto out;
 	}
 
@@ -155,6 +201,8 @@ static enum rcs_err verify_signature(const struct verify_ctx *v, const struct pr
 	in.constants = env->constants;
 	in.variables_info = env->variables_info;
 	err = manifest_build(&in, &m);
+	if (err == RCS_OK)
+		err = verify_manifest_v2(env, &m);
 	if (err == RCS_ERR_TOOBIG) {
 		err = verify_fail(reason, reason_len, RCS_ERR_TOOBIG, "manifest: over %d bytes",
 				  MANIFEST_MAX);
@@ -172,7 +220,7 @@ static enum rcs_err verify_signature(const struct verify_ctx *v, const struct pr
 		err = RCS_OK;
 	} else {
 		pthread_mutex_lock(&verify_key_lock);
-		err = sig_verify_object(v->trusted, v->ntrusted, env->signature, m.data, m.len);
+		err = sig_verify_object(keys, nkeys, env->signature, m.data, m.len);
 		verify_checked++;
 		pthread_mutex_unlock(&verify_key_lock);
 		if (err == RCS_OK && digest_ok)
@@ -230,6 +278,13 @@ enum rcs_err verify_envelope_check(const struct verify_ctx *v, const struct prot
 	if (env->signature == NULL) {
 		if (v->require_signature) {
 			err = verify_fail(reason, reason_len, RCS_ERR_VERIFY, "signature required");
+			goto out;
+		}
+		if (v->nartifact_trusted > 0 && verify_has_artifacts(env)) {
+			err =
+			    verify_fail(reason, reason_len, RCS_ERR_VERIFY,
+					"signature required: tasks with artifacts must be signed by"
+					" an artifact_trusted_key");
 			goto out;
 		}
 	} else {

@@ -42,7 +42,11 @@ struct verify_ctx {
 	const char *client_root, *entity_ident; /* the agent's own */
 	struct sig_key *const *trusted;
 	size_t ntrusted;
-	bool require_signature;  /* default true */
+	bool require_signature; /* default true */
+	/* artifact_trusted_key: when any, the only keys whose signature of a task with
+	 * artifacts is accepted, and such a task must be signed (docs/agent.md) */
+	struct sig_key *const *artifact_trusted;
+	size_t nartifact_trusted;
 	struct journal *journal; /* for the task-version rollback check; required */
 };
 

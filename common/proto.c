@@ -226,10 +226,10 @@ enum rcs_err proto_envelope_decode(const char *payload, size_t len, struct proto
 				   struct jsonu_err *e)
 {
 	static const char *const keys[] = {
-	    "v",         "job",       "client_root", "entity_ident",
-	    "task",      "script",    "constants",   "variables_info",
-	    "variables", "signature", "issued_at",   "expires_at",
-	    "timeout",   NULL};
+	    "v", "job", "client_root", "entity_ident", "task", "script", "constants",
+	    "variables_info", "variables", "signature", "issued_at", "expires_at", "timeout",
+	    /* section 12 of docs/mqtt.md: read by the agent from root (agent/artifact.c) */
+	    "artifacts", "artifact_token", "download_timeout", "release", NULL};
 	static const char *const task_keys[] = {"ident", "version", "name", NULL};
 	static const char *const script_keys[] = {"name", "sha256", "source", NULL};
 	json_object *task = NULL, *script = NULL, *sig = NULL;
@@ -314,6 +314,12 @@ json_object *proto_report_encode(const struct proto_report *r)
 	json_object_object_add(o, "response", jsonu_new_string_or_null(r->response));
 	if (r->error != NULL && r->status == JS_EDGE_ERROR)
 		json_object_object_add(o, "error", json_object_new_string(r->error));
+	if (r->has_progress) {
+		json_object *pr = json_object_new_object();
+		json_object_object_add(pr, "done", json_object_new_int64(r->progress_done));
+		json_object_object_add(pr, "total", json_object_new_int64(r->progress_total));
+		json_object_object_add(o, "progress", pr);
+	}
 	return o;
 }
 
@@ -494,11 +500,33 @@ enum rcs_err proto_report_decode(const char *payload, size_t len, struct proto_r
 	return proto_report_decode_json(payload, len, out, e);
 }
 
+/* A report's "progress": {"done", "total"} (bytes of a download, docs/mqtt.md), when given. */
+static enum rcs_err proto_report_progress(struct proto_report *out, struct jsonu_err *e)
+{
+	static const char *const keys[] = {"done", "total", NULL};
+	json_object *pr = NULL;
+	enum rcs_err err;
+
+	if ((err = jsonu_get_object(out->root, "progress", false, &pr, NULL, e)) != RCS_OK ||
+	    pr == NULL)
+		return err;
+	if ((err = jsonu_check_keys(pr, keys, e)) != RCS_OK ||
+	    (err = jsonu_get_int(pr, "done", true, 0, INT64_MAX - 1, &out->progress_done, NULL,
+				 e)) != RCS_OK ||
+	    (err = jsonu_get_int(pr, "total", true, 0, INT64_MAX - 1, &out->progress_total, NULL,
+				 e)) != RCS_OK)
+		return err;
+	if (out->progress_done > out->progress_total)
+		return jsonu_fail(e, "progress.done", "'progress.done' is more than its total");
+	out->has_progress = true;
+	return RCS_OK;
+}
+
 enum rcs_err proto_report_decode_json(const char *payload, size_t len, struct proto_report *out,
 				      struct jsonu_err *e)
 {
-	static const char *const keys[] = {"v",  "job",      "status", "seq",
-					   "ts", "response", "error",  NULL};
+	static const char *const keys[] = {"v",        "job",   "status",   "seq", "ts",
+					   "response", "error", "progress", NULL};
 	const char *status = NULL;
 	int64_t seq = 0;
 	enum rcs_err err;
@@ -529,6 +557,7 @@ enum rcs_err proto_report_decode_json(const char *payload, size_t len, struct pr
 	if (out->status != JS_EDGE_ERROR)
 		out->error = NULL; /* a cause only means something for edge_error */
 	out->seq = seq;
+	err = proto_report_progress(out, e);
 out:
 	if (err != RCS_OK)
 		proto_report_free(out);

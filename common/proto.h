@@ -109,6 +109,9 @@ struct proto_report {
 	/* edge_error: the cause, one word (docs/mqtt.md "Status report"); NULL: not given
 	 * (older agents) */
 	const char *error;
+	/* edge_running of a download: "progress": {"done", "total"} in bytes (docs/mqtt.md) */
+	bool has_progress;
+	int64_t progress_done, progress_total;
 	json_object *root; /* what response and error point into: the parsed JSON, */
 	char *text;        /* or a copy of the payload (proto_report_decode's plain path) */
 };

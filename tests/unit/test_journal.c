@@ -930,7 +930,7 @@ static void test_open_refuses(void **state)
 	f->j = NULL;
 	sql(f, "PRAGMA user_version = 99");
 	assert_int_equal(journal_open(f->dir, &j2), RCS_ERR_DB);
-	sql(f, "PRAGMA user_version = 1; PRAGMA application_id = 42");
+	sql(f, "PRAGMA user_version = 2; PRAGMA application_id = 42");
 	assert_int_equal(journal_open(f->dir, &j2), RCS_ERR_DB);
 	sql(f, "PRAGMA application_id = 0x52435341");
 	assert_int_equal(journal_open(f->dir, &f->j), RCS_OK);

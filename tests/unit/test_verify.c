@@ -358,6 +358,103 @@ static void test_second_trusted_key(void **state)
 	expect(base(), RCS_OK, "");
 }
 
+/* A task with artifacts is signed over manifest v2 (docs/signing.md): a v1 signature of
+ * the same task does not cover them, and a changed size or hash breaks the v2 one. */
+static void test_manifest_v2_with_artifacts(void **state)
+{
+	static const char arts[] = "{\"fw\":{\"sha256\":\"aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"
+				   "aaaaaaaaaaaaaaaaaaaaaaa\",\"size\":5000000000}}";
+	char *v1, path[1024], *sig;
+	json_object *o;
+	FILE *f;
+
+	(void)state;
+	NEED_OPENSSL();
+	T.trusted[1] = T.key2;
+	T.v.ntrusted = 2;
+	v1 = slurp(vectors_dir(), "manifest-1.txt");
+	assert_non_null(v1);
+	assert_int_equal(strncmp(v1, "rcs-task-signature-v1\n", 22), 0);
+	v1[20] = '2';
+	snprintf(path, sizeof(path), "%s/v2.txt", T.dir);
+	f = fopen(path, "w");
+	assert_non_null(f);
+	fprintf(f, "%sartifacts: %s\nrelease: null\n", v1, arts);
+	fclose(f);
+	free(v1);
+	assert_int_equal(sh("cd '%s' && openssl dgst -sha256 -sign k2.pem v2.txt | base64 -w0 >"
+			    " v2.b64",
+			    T.dir),
+			 0);
+	sig = slurp(T.dir, "v2.b64");
+	assert_non_null(sig);
+	sig[strcspn(sig, "\n")] = '\0';
+
+	o = base();
+	json_object_object_add(o, "artifacts", json_tokener_parse(arts));
+	set_sig(o, "ES256", sig_key_id(T.key2), sig);
+	expect(o, RCS_OK, "");
+	/* the v1 signature of the same task: artifacts are not covered by it */
+	o = base();
+	json_object_object_add(o, "artifacts", json_tokener_parse(arts));
+	set_sig(o, "ES256", sig_key_id(T.key2), T.sig2);
+	expect(o, RCS_ERR_VERIFY, "signature does not verify");
+	/* another size, or a release the signature does not name */
+	o = base();
+	json_object_object_add(
+	    o, "artifacts",
+	    json_tokener_parse("{\"fw\":{\"sha256\":\"aaaaaaaaaaaaaaaaaaaaaaaaaaa"
+			       "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa\",\"size\":"
+			       "5000000001}}"));
+	set_sig(o, "ES256", sig_key_id(T.key2), sig);
+	expect(o, RCS_ERR_VERIFY, "signature does not verify");
+	o = base();
+	json_object_object_add(o, "artifacts", json_tokener_parse(arts));
+	json_object_object_add(o, "release", json_tokener_parse("{\"stream\":\"s\",\"seq\":1}"));
+	set_sig(o, "ES256", sig_key_id(T.key2), sig);
+	expect(o, RCS_ERR_VERIFY, "signature does not verify");
+	/* empty artifacts: manifest v1, as for a task without */
+	o = base();
+	json_object_object_add(o, "artifacts", json_object_new_object());
+	set_sig(o, "ES256", sig_key_id(T.key2), T.sig2);
+	expect(o, RCS_OK, "");
+
+	/* artifact_trusted_key: only those keys sign tasks with artifacts, and such a task
+	 * must be signed even where unsigned tasks run */
+	{
+		struct sig_key *fw_keys[1] = {T.key1};
+		char want[128];
+		T.v.artifact_trusted = fw_keys;
+		T.v.nartifact_trusted = 1;
+		o = base();
+		json_object_object_add(o, "artifacts", json_tokener_parse(arts));
+		set_sig(o, "ES256", sig_key_id(T.key2), sig);
+		snprintf(want, sizeof(want),
+			 "unknown signing key %s (tasks with artifacts: artifact_trusted_key)",
+			 sig_key_id(T.key2));
+		expect(o, RCS_ERR_VERIFY, want);
+		/* a task without artifacts still takes the trusted keys */
+		o = base();
+		set_sig(o, "ES256", sig_key_id(T.key2), T.sig2);
+		expect(o, RCS_OK, "");
+		fw_keys[0] = T.key2;
+		o = base();
+		json_object_object_add(o, "artifacts", json_tokener_parse(arts));
+		set_sig(o, "ES256", sig_key_id(T.key2), sig);
+		expect(o, RCS_OK, "");
+		T.v.require_signature = false;
+		o = base();
+		json_object_object_add(o, "artifacts", json_tokener_parse(arts));
+		json_object_object_add(o, "signature", NULL);
+		expect(o, RCS_ERR_VERIFY,
+		       "signature required: tasks with artifacts must be signed by an"
+		       " artifact_trusted_key");
+		T.v.artifact_trusted = NULL;
+		T.v.nartifact_trusted = 0;
+	}
+	free(sig);
+}
+
 /* ---- whose ---- */
 
 static void test_other_tenant(void **state)
@@ -753,6 +850,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test_setup_teardown(test_vector_verifies, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_manifest_v2_with_artifacts, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_manifest_uses_own_client_root, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_second_trusted_key, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_other_tenant, setup, teardown),
