@@ -154,6 +154,9 @@ static enum rcs_err verify_signature(const struct verify_ctx *v, const struct pr
 	in.script_len = env->script_len;
 	in.constants = env->constants;
 	in.variables_info = env->variables_info;
+	/* with artifacts, manifest v2: they and the release are signed too */
+	in.artifacts = env->artifacts;
+	in.release = env->release;
 	err = manifest_build(&in, &m);
 	if (err == RCS_ERR_TOOBIG) {
 		err = verify_fail(reason, reason_len, RCS_ERR_TOOBIG, "manifest: over %d bytes",

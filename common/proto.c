@@ -176,6 +176,13 @@ static void proto_envelope_version_members(json_object *o, const struct proto_en
 	json_object_object_add(o, "signature",
 			       env->signature ? json_object_get(env->signature) : NULL);
 	json_object_object_add(o, "timeout", json_object_new_int64(env->timeout));
+	if (env->artifacts != NULL) {
+		json_object_object_add(o, "artifacts", json_object_get(env->artifacts));
+		json_object_object_add(o, "release",
+				       env->release ? json_object_get(env->release) : NULL);
+		json_object_object_add(o, "download_timeout",
+				       json_object_new_int64(env->download_timeout));
+	}
 }
 
 json_object *proto_envelope_encode(const struct proto_envelope *env)
@@ -197,6 +204,9 @@ json_object *proto_envelope_encode(const struct proto_envelope *env)
 	json_object_object_add(o, "issued_at", json_object_new_int64(env->issued_at));
 	json_object_object_add(o, "expires_at",
 			       env->expires_at ? json_object_new_int64(env->expires_at) : NULL);
+	if (env->artifact_token != NULL)
+		json_object_object_add(o, "artifact_token",
+				       json_object_new_string(env->artifact_token));
 	return o;
 }
 
@@ -222,14 +232,94 @@ char *proto_envelope_version_text(const struct proto_envelope *env, size_t *len)
 	return members;
 }
 
+/* A key of an envelope's artifacts: [a-z0-9_][a-z0-9_.-]{0,63}. */
+static bool proto_artifact_key(const char *k)
+{
+	size_t n = strlen(k);
+
+	if (n == 0 || n > PROTO_MAX_ARTIFACT_KEY || k[0] == '.' || k[0] == '-')
+		return false;
+	for (size_t i = 0; i < n; i++)
+		if (!((k[i] >= 'a' && k[i] <= 'z') || (k[i] >= '0' && k[i] <= '9') || k[i] == '_' ||
+		      k[i] == '.' || k[i] == '-'))
+			return false;
+	return true;
+}
+
+/* The artifacts of an envelope: {"<key>": {"sha256": <64 lowercase hex>, "size": n}}, at
+ * most PROTO_MAX_ARTIFACTS; with them release (object or null), download_timeout
+ * (60-604800, 86400 when absent) and artifact_token. None of them without artifacts. */
+static enum rcs_err proto_envelope_artifacts(struct proto_envelope *out, struct jsonu_err *e)
+{
+	static const char *const one_keys[] = {"sha256", "size", NULL};
+	json_object *a = NULL;
+	int64_t v = 86400;
+	enum rcs_err err;
+
+	err = jsonu_get_object(out->root, "artifacts", false, &a, NULL, e);
+	if (err != RCS_OK)
+		return err;
+	if (a == NULL || json_object_object_length(a) == 0) {
+		if (json_object_object_get_ex(out->root, "release", NULL) ||
+		    json_object_object_get_ex(out->root, "download_timeout", NULL) ||
+		    json_object_object_get_ex(out->root, "artifact_token", NULL))
+			return jsonu_fail(e, "artifacts",
+					  "release, download_timeout and artifact_token come"
+					  " only with artifacts");
+		return RCS_OK;
+	}
+	if (json_object_object_length(a) > PROTO_MAX_ARTIFACTS)
+		return jsonu_fail(e, "artifacts", "more than %d artifacts", PROTO_MAX_ARTIFACTS);
+	json_object_object_foreach(a, key, one)
+	{
+		const char *sha = NULL;
+		int64_t size = 0;
+
+		if (!proto_artifact_key(key))
+			return jsonu_fail(e, "artifacts", "'%.64s' is not an artifact key", key);
+		if (!json_object_is_type(one, json_type_object) ||
+		    jsonu_check_keys(one, one_keys, e) != RCS_OK ||
+		    jsonu_get_string(one, "sha256", true, 64, &sha, NULL, e) != RCS_OK ||
+		    jsonu_get_int(one, "size", true, 0, (1LL << 53) - 1, &size, NULL, e) !=
+			RCS_OK ||
+		    strlen(sha) != 64 || strspn(sha, "0123456789abcdef") != 64)
+			return jsonu_fail(e, "artifacts",
+					  "artifacts.%.64s must be {\"sha256\": <64 lowercase hex>,"
+					  " \"size\": <bytes>}",
+					  key);
+	}
+	out->artifacts = a;
+	err = jsonu_get_object(out->root, "release", false, &out->release, NULL, e);
+	if (err == RCS_OK)
+		err = jsonu_get_int(out->root, "download_timeout", false, 60, 604800, &v, NULL, e);
+	if (err == RCS_OK)
+		err = jsonu_get_string(out->root, "artifact_token", false, PROTO_MAX_TOKEN,
+				       &out->artifact_token, NULL, e);
+	out->download_timeout = v;
+	return err;
+}
+
 enum rcs_err proto_envelope_decode(const char *payload, size_t len, struct proto_envelope *out,
 				   struct jsonu_err *e)
 {
-	static const char *const keys[] = {
-	    "v",         "job",       "client_root", "entity_ident",
-	    "task",      "script",    "constants",   "variables_info",
-	    "variables", "signature", "issued_at",   "expires_at",
-	    "timeout",   NULL};
+	static const char *const keys[] = {"v",
+					   "job",
+					   "client_root",
+					   "entity_ident",
+					   "task",
+					   "script",
+					   "constants",
+					   "variables_info",
+					   "variables",
+					   "signature",
+					   "issued_at",
+					   "expires_at",
+					   "timeout",
+					   "artifacts",
+					   "release",
+					   "download_timeout",
+					   "artifact_token",
+					   NULL};
 	static const char *const task_keys[] = {"ident", "version", "name", NULL};
 	static const char *const script_keys[] = {"name", "sha256", "source", NULL};
 	json_object *task = NULL, *script = NULL, *sig = NULL;
@@ -287,6 +377,7 @@ enum rcs_err proto_envelope_decode(const char *payload, size_t len, struct proto
 	    (err = jsonu_get_int(out->root, "timeout", true, 1, 86400, &v, NULL, e)) != RCS_OK)
 		goto out;
 	out->timeout = v;
+	err = proto_envelope_artifacts(out, e);
 out:
 	if (err != RCS_OK)
 		proto_envelope_free(out);

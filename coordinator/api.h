@@ -1,7 +1,7 @@
 /*
  * api.h - what the REST API's handlers see: the request and its answer (struct api_req,
  * struct api_resp), the answers and error bodies, bodies, query parameters, pages and lists
- * (api.c), and the handlers themselves (api_tasks.c, api_jobs.c, api_inventory.c,
+ * (api.c), and the handlers themselves (api_tasks.c, api_scripts.c, api_jobs.c, api_inventory.c,
  * api_groups.c, api_webhooks.c, api_service.c), which api_routes.c routes to. The server
  * around them is http_api.h's (docs/api.md).
  */
@@ -45,6 +45,8 @@ struct api_app {
 	 * artifact, the bytes per tenant */
 	char artifact_dir[1024];
 	long long artifact_max_size, artifact_quota;
+	/* the signing key signs tasks with artifacts too (--sign-artifacts; docs/signing.md) */
+	bool sign_artifacts;
 };
 
 struct api_req {
@@ -148,6 +150,12 @@ void api_task_get(struct api_req *req, struct api_resp *r);
 void api_task_put(struct api_req *req, struct api_resp *r);
 void api_task_patch(struct api_req *req, struct api_resp *r);
 void api_task_delete(struct api_req *req, struct api_resp *r);
+/* Gives every task of the tenant using the script a new version with its new bytes;
+ * *bumped (malloc'd, *n of them) gets each task's ident and new version. */
+struct render_task_bump;
+enum rcs_err api_tasks_bump_script(struct api_req *req, const char *name,
+				   struct render_task_bump **bumped, size_t *n);
+/* handlers (api_scripts.c) */
 void api_scripts_list(struct api_req *req, struct api_resp *r);
 void api_script_get(struct api_req *req, struct api_resp *r);
 void api_script_put(struct api_req *req, struct api_resp *r);

@@ -41,6 +41,8 @@ static const struct cfg_opt serve_opts[] = {
     OPT("signing_key", CFG_STRING, signing_key, "PEM", "EC P-256 key that signs tasks"),
     OPT("signing_key_passphrase_file", CFG_STRING, signing_key_passphrase_file, "FILE",
 	"passphrase of an encrypted signing_key (or RCS_SIGNING_KEY_PASSPHRASE)"),
+    OPT("sign_artifacts", CFG_BOOL, sign_artifacts, NULL,
+	"signing_key signs tasks with artifacts too (default: they are signed offline)"),
     OPT("trusted_key", CFG_STRLIST, trusted_key, "PEM",
 	"public key accepted for task signatures (repeatable)"),
     OPT_INT("max_body", max_body, 1024, 64LL * 1024 * 1024, "BYTES",

@@ -431,6 +431,7 @@ static bool serve_artifacts(struct serve *sv)
 	}
 	sv->app.artifact_max_size = s->artifact_max_size;
 	sv->app.artifact_quota = s->artifact_quota;
+	sv->app.sign_artifacts = s->sign_artifacts;
 	if (api_artifacts_sweep(&sv->app, sv->node_id) != RCS_OK)
 		log_warnx("artifacts: what interrupted uploads left could not all be removed");
 	return true;

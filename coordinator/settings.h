@@ -19,6 +19,7 @@ struct settings {
 	char *signing_key;
 	char *signing_key_passphrase_file;
 	struct cfg_strlist trusted_key;
+	bool sign_artifacts; /* the signing key signs tasks with artifacts too */
 	long long max_body;
 	char *artifact_dir; /* NULL: artifacts/ beside the database */
 	long long artifact_max_size, artifact_quota;

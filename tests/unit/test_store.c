@@ -312,12 +312,19 @@ static void test_reopen_and_schema(void **state)
 		assert_int_not_equal(store_open(f->path, &again), RCS_OK);
 		assert_null(again);
 		/* from schema 5: migration 6 replaces its triggers (and may run again); what 7
-		 * to 9 added is undone first */
+		 * to 9 and 11 added is undone first */
 		assert_true(store_test_pg_exec(
-		    f->path, "UPDATE schema_version SET version = 5;"
-			     " ALTER TABLE devices DROP COLUMN state_ts; DROP TABLE group_rejected;"
-			     " DROP TABLE artifacts; DROP TABLE artifact_chunks;"
-			     " DROP TABLE artifact_uploads"));
+		    f->path,
+		    "UPDATE schema_version SET version = 5;"
+		    " ALTER TABLE devices DROP COLUMN state_ts; DROP TABLE group_rejected;"
+		    " DROP TABLE artifacts; DROP TABLE artifact_chunks;"
+		    " DROP TABLE artifact_uploads;"
+		    " ALTER TABLE tasks DROP COLUMN artifacts, DROP COLUMN release,"
+		    " DROP COLUMN download_timeout;"
+		    " ALTER TABLE task_versions DROP COLUMN artifacts, DROP COLUMN release,"
+		    " DROP COLUMN download_timeout;"
+		    " DROP TABLE task_artifacts; DROP TABLE artifact_secrets;"
+		    " DROP TABLE job_downloads"));
 		assert_int_equal(store_open(f->path, &again), RCS_OK);
 		assert_true(store_tenant_exists(again, f->root));
 		store_close(again);
@@ -350,7 +357,11 @@ static void test_reopen_and_schema(void **state)
 		    "jobs.claimed_by", "jobs.lease_until", "groups.claimed_by",
 		    "groups.lease_until", "notifications.claimed_by", "notifications.lease_until",
 		    /* migration 7: the order of device states */
-		    "devices.state_ts", NULL};
+		    "devices.state_ts",
+		    /* migration 11: tasks with artifacts */
+		    "tasks.artifacts", "tasks.release", "tasks.download_timeout",
+		    "task_versions.artifacts", "task_versions.release",
+		    "task_versions.download_timeout", NULL};
 		char sql[160];
 
 		assert_int_equal(
@@ -372,7 +383,8 @@ static void test_reopen_and_schema(void **state)
 		"DROP INDEX jobs_sched; DROP INDEX jobs_inflight;"
 		" DROP TABLE webhook_attempts; DROP TABLE webhook_deliveries; DROP TABLE webhooks;"
 		" DROP TABLE audit; DROP TABLE nodes; DROP TABLE group_rejected;"
-		" DROP TABLE artifacts;"
+		" DROP TABLE artifacts; DROP TABLE task_artifacts; DROP TABLE artifact_secrets;"
+		" DROP TABLE job_downloads;"
 		" CREATE INDEX jobs_sched ON jobs(scheduled_time) WHERE status = 'pending';"
 		" CREATE INDEX jobs_inflight ON jobs(update_at) WHERE status IN"
 		" ('transmited', 'edge_transmitted', 'edge_started', 'edge_running');"
@@ -393,7 +405,7 @@ static void test_reopen_and_schema(void **state)
 				       -1, &s, NULL),
 		    SQLITE_OK);
 		assert_int_equal(sqlite3_step(s), SQLITE_ROW);
-		assert_int_equal(sqlite3_column_int(s, 0), 10);
+		assert_int_equal(sqlite3_column_int(s, 0), 11);
 		assert_non_null(
 		    strstr((const char *)sqlite3_column_text(s, 1), "scheduled_time IS NOT NULL"));
 		sqlite3_finalize(s);

@@ -15,10 +15,12 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "manifest.h"
 #include "store.h"
 #include "store_artifacts.h"
 #include "store_int.h"
 #include "store_keys.h"
+#include "store_tasks.h"
 #include "store_test_db.h"
 
 #define NOW   1700000000LL
@@ -298,6 +300,111 @@ static void test_delete(void **state)
 }
 
 /* The list: newest first, filtered by name, paged. */
+/* A task of version version pinning sha as "fw" (n_arts 0: none). */
+static void put_task(struct fixture *f, const char *ident, long long version, const char *sha)
+{
+	static const char src[] = "return 1";
+	struct task_artifact art = {.name = "fw", .sha256 = sha, .size = 5000};
+	struct task_write t;
+	char ssha[65], rec[200], sig[200];
+
+	memset(&t, 0, sizeof(t));
+	sha256_hex(src, strlen(src), ssha);
+	assert_int_equal(store_script_put(f->st, f->root, "s", src, strlen(src), NOW, NULL),
+			 RCS_OK);
+	t.ident = ident;
+	t.client_root = f->root;
+	t.version = version;
+	t.name = "update";
+	t.script = "s";
+	t.script_src = src;
+	t.script_len = strlen(src);
+	t.script_sha256 = ssha;
+	t.created_user = "ann";
+	t.timeout = 60;
+	if (sha != NULL) {
+		snprintf(rec, sizeof(rec),
+			 "{\"fw\":{\"ident\":\"sha256:%s\",\"size\":5000,\"name\":\"x\"}}", sha);
+		snprintf(sig, sizeof(sig), "{\"fw\":{\"sha256\":\"%s\",\"size\":5000}}", sha);
+		t.artifacts = rec;
+		t.artifacts_signed = sig;
+		t.arts = &art;
+		t.n_arts = 1;
+		t.release =
+		    "{\"stream\":\"s\",\"seq\":1,\"device_types\":[],\"allow_downgrade\":false}";
+		t.download_timeout = 600;
+	}
+	assert_int_equal(store_task_put(f->st, &t, version == 1), RCS_OK);
+}
+
+static bool in_use(struct fixture *f, const char *sha)
+{
+	bool used = true;
+
+	assert_int_equal(store_artifact_in_use(f->st, f->root, sha, &used), RCS_OK);
+	return used;
+}
+
+/* What pins an artifact: a task's current version, a job not yet ended of any version; a
+ * delete is refused meanwhile (docs/api.md, "Artifacts"). */
+static void test_in_use(void **state)
+{
+	struct fixture *f = *state;
+	struct artifact_rec out;
+	struct store_idents ids;
+	struct task_version tv;
+	struct task_rec tr;
+	char task[UUID_STR_LEN], sql[600];
+	bool created;
+
+	assert_int_equal(upload(f, SHA_A, 5000, 'a', 0, &created, &out), RCS_OK);
+	store_artifact_rec_free(&out);
+	assert_false(in_use(f, SHA_A));
+	assert_int_equal(uuid_v7(task), RCS_OK);
+	put_task(f, task, 1, SHA_A);
+	assert_true(in_use(f, SHA_A));
+	assert_int_equal(store_artifact_used_by(f->st, f->root, SHA_A, &ids), RCS_OK);
+	assert_int_equal(ids.n, 1);
+	assert_string_equal(ids.v[0], task);
+	store_idents_free(&ids);
+	assert_int_equal(store_artifact_delete(f->st, f->adir, f->root, SHA_A), RCS_ERR_CONFLICT);
+	/* the record and the version keep the artifacts, the release and the deadline */
+	assert_int_equal(store_task_get(f->st, f->root, task, &tr), RCS_OK);
+	assert_non_null(strstr(tr.artifacts, SHA_A));
+	assert_non_null(strstr(tr.release, "\"stream\""));
+	assert_int_equal(tr.download_timeout, 600);
+	store_task_rec_free(&tr);
+	assert_int_equal(store_task_version_get(f->st, task, 1, &tv), RCS_OK);
+	assert_non_null(strstr(tv.artifacts, "\"sha256\""));
+	assert_null(strstr(tv.artifacts, "ident"));
+	assert_int_equal(tv.download_timeout, 600);
+	store_task_version_free(&tv);
+
+	/* version 2 pins none: a job of version 1 not yet ended still needs it */
+	put_task(f, task, 2, NULL);
+	assert_false(in_use(f, SHA_A));
+	assert_int_equal(store_task_version_get(f->st, task, 2, &tv), RCS_OK);
+	assert_null(tv.artifacts);
+	assert_int_equal(tv.download_timeout, 86400);
+	store_task_version_free(&tv);
+	snprintf(sql, sizeof(sql),
+		 "INSERT INTO jobs(ident, client_root, task_ident, task_version, task_name,"
+		 " entity_ident, status, created_user, created_at, update_at, variables, mail_list,"
+		 " status_list, task_mail_list, task_status_list) VALUES('%s', '%s', '%s', 1, 'u',"
+		 " 'd', 'edge_running', 'ann', 1, 1, '{}', '[]', '[]', '[]', '[]')",
+		 task, f->root, task);
+	assert_int_equal(store_write(f->st, sql, NULL, 0), RCS_OK);
+	assert_true(in_use(f, SHA_A));
+	assert_int_equal(store_artifact_used_by(f->st, f->root, SHA_A, &ids), RCS_OK);
+	assert_int_equal(ids.n, 0); /* used_by names tasks' current versions only */
+	store_idents_free(&ids);
+	assert_int_equal(store_artifact_delete(f->st, f->adir, f->root, SHA_A), RCS_ERR_CONFLICT);
+	assert_int_equal(store_write(f->st, "UPDATE jobs SET status = 'terminated'", NULL, 0),
+			 RCS_OK);
+	assert_false(in_use(f, SHA_A));
+	assert_int_equal(store_artifact_delete(f->st, f->adir, f->root, SHA_A), RCS_OK);
+}
+
 static void test_list(void **state)
 {
 	struct fixture *f = *state;
@@ -343,6 +450,7 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(test_abort_sweep, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_delete, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_list, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_in_use, setup, teardown),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
