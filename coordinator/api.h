@@ -25,6 +25,7 @@
 #define API_MAX_PER_PAGE     500
 #define API_MAX_BULK         10000
 
+struct art_tokens;
 struct bridge;
 struct group_settings;
 struct lifecycle;
@@ -47,6 +48,8 @@ struct api_app {
 	long long artifact_max_size, artifact_quota;
 	/* the signing key signs tasks with artifacts too (--sign-artifacts; docs/signing.md) */
 	bool sign_artifacts;
+	/* what makes and checks artifact tokens (art_token.h) */
+	struct art_tokens *tokens;
 };
 
 struct api_req {
@@ -219,6 +222,14 @@ void api_artifact_delete(struct api_req *req, struct api_resp *r);
  * whole: absent, malformed or several ranges); 1, [*start, *start + *len), *len >= 1;
  * -1, none of it is satisfiable (416). */
 int api_artifact_range(const char *h, long long size, long long *start, long long *len);
+
+/* The device download route, GET /v3/devices/artifacts/<sha256 hex> with an artifact token
+ * (api_device.c; docs/api.md "Device downloads"): whether url is on it, and its answer,
+ * queued on conn (an MHD_Result). only: the device listener, where any other path is a
+ * 404. */
+bool api_device_route(const char *url);
+int api_device_answer(struct api_app *app, void *conn, const char *url, const char *method,
+		      bool only);
 /* handlers without an api key (api_service.c) */
 void api_health(struct api_req *req, struct api_resp *r);
 void api_openapi(struct api_req *req, struct api_resp *r);

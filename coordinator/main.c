@@ -37,6 +37,8 @@ static const struct cfg_opt serve_opts[] = {
     OPT("db", CFG_STRING, db, "PATH",
 	"SQLite database file (created when missing) or postgresql:// URL"),
     OPT("listen", CFG_STRING, listen, "HOST:PORT", "address of the REST API"),
+    OPT("device_listen", CFG_STRING, device_listen, "HOST:PORT",
+	"a second address serving only the devices' artifact downloads"),
     OPT("scripts_dir", CFG_STRING, scripts_dir, "DIR", "stock Lua scripts (<name>.lua)"),
     OPT("signing_key", CFG_STRING, signing_key, "PEM", "EC P-256 key that signs tasks"),
     OPT("signing_key_passphrase_file", CFG_STRING, signing_key_passphrase_file, "FILE",

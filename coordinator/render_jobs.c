@@ -337,5 +337,7 @@ void render_envelope(struct render *w, const struct proto_envelope *env, const c
 	render_kraw(w, "variables", variables ? variables : "{}");
 	render_kint(w, "issued_at", env->issued_at);
 	render_kint_opt(w, "expires_at", env->expires_at);
+	if (env->artifact_token != NULL) /* the job's own: never in a record or an event */
+		render_kstr(w, "artifact_token", env->artifact_token);
 	render_obj_close(w);
 }

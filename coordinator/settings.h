@@ -15,6 +15,7 @@ struct store;
 struct settings {
 	char *db;
 	char *listen;
+	char *device_listen; /* a second listener: the device download route only, or NULL */
 	char *scripts_dir;
 	char *signing_key;
 	char *signing_key_passphrase_file;

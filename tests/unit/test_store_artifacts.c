@@ -15,9 +15,11 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "art_token.h"
 #include "manifest.h"
 #include "store.h"
 #include "store_artifacts.h"
+#include "store_downloads.h"
 #include "store_int.h"
 #include "store_keys.h"
 #include "store_tasks.h"
@@ -405,6 +407,95 @@ static void test_in_use(void **state)
 	assert_int_equal(store_artifact_delete(f->st, f->adir, f->root, SHA_A), RCS_OK);
 }
 
+/* Artifact tokens: made and checked by every coordinator of a database (the secret is in
+ * it), a byte changed or another database's token refused, a rotated secret still verifying
+ * the tokens it made. */
+static void test_tokens(void **state)
+{
+	static const char job[] = "0192f0a1-7c3e-7d4b-9a2f-3e4d5c6b7a81";
+	static const char dev[] = "0192f0a1-7c3e-7d4b-9a2f-3e4d5c6b7a82";
+	struct fixture *f = *state;
+	struct art_tokens *t1 = NULL, *t2 = NULL;
+	char tok[ART_TOKEN_MAX], bad[ART_TOKEN_MAX], j[UUID_STR_LEN], d[UUID_STR_LEN],
+	    c[UUID_STR_LEN];
+
+	assert_int_equal(art_tokens_open(f->st, NOW, &t1), RCS_OK);
+	assert_int_equal(db_count(f, "SELECT count(*) FROM artifact_secrets"), 1);
+	assert_int_equal(art_token_make(t1, job, dev, f->root, NOW, tok), RCS_OK);
+	assert_memory_equal(tok, "rcs1.", 5);
+	assert_int_equal(strlen(tok), 5 + 118);
+	assert_int_equal(art_token_check(t1, tok, j, d, c), RCS_OK);
+	assert_string_equal(j, job);
+	assert_string_equal(d, dev);
+	assert_string_equal(c, f->root);
+	/* another coordinator of the database: the same secret */
+	assert_int_equal(art_tokens_open(f->st, NOW, &t2), RCS_OK);
+	assert_int_equal(db_count(f, "SELECT count(*) FROM artifact_secrets"), 1);
+	assert_int_equal(art_token_check(t2, tok, j, d, c), RCS_OK);
+	/* every byte counts */
+	for (size_t i = 5; i < strlen(tok); i += 7) {
+		snprintf(bad, sizeof(bad), "%s", tok);
+		bad[i] = bad[i] == 'A' ? 'B' : 'A';
+		assert_int_equal(art_token_check(t1, bad, j, d, c), RCS_ERR_AUTH);
+	}
+	assert_int_equal(art_token_check(t1, tok + 1, j, d, c), RCS_ERR_AUTH);
+	assert_int_equal(art_token_check(t1, "rcs1.", j, d, c), RCS_ERR_AUTH);
+	assert_int_equal(art_token_check(t1, "", j, d, c), RCS_ERR_AUTH);
+	assert_int_equal(art_token_make(t1, "not-a-uuid", dev, f->root, NOW, bad), RCS_ERR_INVAL);
+	/* a new secret signs from then on; the old one still verifies */
+	art_tokens_free(t2);
+	assert_int_equal(store_token_secret_add(f->st, NOW + 1), RCS_OK);
+	assert_int_equal(art_tokens_open(f->st, NOW + 1, &t2), RCS_OK);
+	assert_int_equal(art_token_make(t2, job, dev, f->root, NOW + 1, bad), RCS_OK);
+	assert_string_not_equal(bad, tok);
+	assert_int_equal(art_token_check(t2, tok, j, d, c), RCS_OK);
+	assert_int_equal(art_token_check(t2, bad, j, d, c), RCS_OK);
+	art_tokens_free(t1);
+	art_tokens_free(t2);
+	/* another database's secret: refused */
+	assert_int_equal(store_write(f->st, "DELETE FROM artifact_secrets", NULL, 0), RCS_OK);
+	assert_int_equal(art_tokens_open(f->st, NOW, &t1), RCS_OK);
+	assert_int_equal(art_token_check(t1, tok, j, d, c), RCS_ERR_AUTH);
+	art_tokens_free(t1);
+}
+
+/* The bytes served per job: each download holds its length from its start, gives back what
+ * it did not send, and none begins once the cap is reached; the first of each artifact says
+ * so (audited once). */
+static void test_download_accounting(void **state)
+{
+	static const char job[] = "0192f0a1-7c3e-7d4b-9a2f-3e4d5c6b7a81";
+	struct fixture *f = *state;
+	long long served = -1;
+	bool first = false;
+
+	assert_int_equal(store_job_download_begin(f->st, job, SHA_A, 400, 1000, &served, &first),
+			 RCS_OK);
+	assert_int_equal(served, 0);
+	assert_true(first);
+	assert_int_equal(store_job_download_begin(f->st, job, SHA_A, 400, 1000, &served, &first),
+			 RCS_OK);
+	assert_int_equal(served, 400);
+	assert_false(first);
+	/* the second was cut after 100 bytes */
+	assert_int_equal(store_job_download_end(f->st, job, SHA_A, 400, 100), RCS_OK);
+	assert_int_equal(store_job_download_begin(f->st, job, SHA_B, 450, 1000, &served, &first),
+			 RCS_OK);
+	assert_int_equal(served, 500);
+	assert_true(first);
+	assert_int_equal(store_job_download_begin(f->st, job, SHA_B, 10, 1000, &served, &first),
+			 RCS_OK);
+	assert_int_equal(served, 950);
+	/* 960 of 1000: one more begins, then none */
+	assert_int_equal(store_job_download_begin(f->st, job, SHA_A, 400, 1000, &served, &first),
+			 RCS_OK);
+	assert_int_equal(served, 960);
+	assert_int_equal(store_job_download_begin(f->st, job, SHA_A, 1, 1000, &served, &first),
+			 RCS_OK);
+	assert_int_equal(served, 1360);
+	assert_int_equal(db_count(f, "SELECT sum(bytes) FROM job_downloads"), 1360);
+}
+
 static void test_list(void **state)
 {
 	struct fixture *f = *state;
@@ -451,6 +542,8 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(test_delete, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_list, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_in_use, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_tokens, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_download_accounting, setup, teardown),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
