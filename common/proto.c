@@ -405,6 +405,13 @@ json_object *proto_report_encode(const struct proto_report *r)
 	json_object_object_add(o, "response", jsonu_new_string_or_null(r->response));
 	if (r->error != NULL && r->status == JS_EDGE_ERROR)
 		json_object_object_add(o, "error", json_object_new_string(r->error));
+	if (r->has_progress && r->status == JS_EDGE_RUNNING) {
+		json_object *p = json_object_new_object();
+
+		json_object_object_add(p, "done", json_object_new_int64(r->progress_done));
+		json_object_object_add(p, "total", json_object_new_int64(r->progress_total));
+		json_object_object_add(o, "progress", p);
+	}
 	return o;
 }
 
@@ -585,11 +592,36 @@ enum rcs_err proto_report_decode(const char *payload, size_t len, struct proto_r
 	return proto_report_decode_json(payload, len, out, e);
 }
 
+/* A report's "progress" (null or absent: none): {"done", "total"}, bytes, done <= total;
+ * kept on edge_running only. */
+static enum rcs_err proto_report_progress(struct proto_report *out, struct jsonu_err *e)
+{
+	static const char *const keys[] = {"done", "total", NULL};
+	json_object *p = NULL;
+	int64_t done = 0, total = 0;
+	enum rcs_err err;
+
+	err = jsonu_get_object(out->root, "progress", false, &p, NULL, e);
+	if (err != RCS_OK || p == NULL)
+		return err;
+	if (jsonu_check_keys(p, keys, e) != RCS_OK ||
+	    jsonu_get_int(p, "done", true, 0, (1LL << 53) - 1, &done, NULL, e) != RCS_OK ||
+	    jsonu_get_int(p, "total", true, 0, (1LL << 53) - 1, &total, NULL, e) != RCS_OK ||
+	    done > total)
+		return jsonu_fail(e, "progress",
+				  "'progress' must be {\"done\": <bytes>, \"total\": <bytes>},"
+				  " done <= total");
+	out->has_progress = out->status == JS_EDGE_RUNNING;
+	out->progress_done = done;
+	out->progress_total = total;
+	return RCS_OK;
+}
+
 enum rcs_err proto_report_decode_json(const char *payload, size_t len, struct proto_report *out,
 				      struct jsonu_err *e)
 {
-	static const char *const keys[] = {"v",  "job",      "status", "seq",
-					   "ts", "response", "error",  NULL};
+	static const char *const keys[] = {"v",        "job",   "status",   "seq", "ts",
+					   "response", "error", "progress", NULL};
 	const char *status = NULL;
 	int64_t seq = 0;
 	enum rcs_err err;
@@ -619,6 +651,9 @@ enum rcs_err proto_report_decode_json(const char *payload, size_t len, struct pr
 	}
 	if (out->status != JS_EDGE_ERROR)
 		out->error = NULL; /* a cause only means something for edge_error */
+	err = proto_report_progress(out, e);
+	if (err != RCS_OK)
+		goto out;
 	out->seq = seq;
 out:
 	if (err != RCS_OK)

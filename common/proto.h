@@ -120,6 +120,10 @@ struct proto_report {
 	/* edge_error: the cause, one word (docs/mqtt.md "Status report"); NULL: not given
 	 * (older agents) */
 	const char *error;
+	/* edge_running: the progress of the job's downloads (docs/mqtt.md "Status report"), in
+	 * bytes, done <= total; has_progress false: not given (or another status) */
+	bool has_progress;
+	long long progress_done, progress_total;
 	json_object *root; /* what response and error point into: the parsed JSON, */
 	char *text;        /* or a copy of the payload (proto_report_decode's plain path) */
 };

@@ -190,7 +190,10 @@ static bool bridge_apply_report(struct bridge_apply *a, const struct in_msg *m, 
 	mv.replace_response = true;
 	mv.set_response_time = status_is_terminal(r.status);
 	mv.seq = r.seq;
-	mv.error_code = r.error; /* the cause of an edge_error (docs/mqtt.md) */
+	mv.error_code = r.error;          /* the cause of an edge_error (docs/mqtt.md) */
+	mv.has_progress = r.has_progress; /* the downloads' progress (edge_running) */
+	mv.progress_done = r.progress_done;
+	mv.progress_total = r.progress_total;
 	mv.now = (int64_t)time(NULL);
 	if (in_batch) {
 		err = lifecycle_move_in_tx(a->link->lc, &mv, &res, NULL);

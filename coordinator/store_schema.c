@@ -422,7 +422,8 @@ const struct store_migration store_migrations[] = {
      * carries; NULL: none), release (NULL: none) and download_timeout; task_artifacts, a row
      * per version and key, for what pins an artifact (delete refused, used_by); the secrets
      * artifact tokens are made with (docs/mqtt.md, "Artifact token": the newest signs, every
-     * one verifies); the bytes served per job and artifact (the cap of 3x, the audit once). */
+     * one verifies); the bytes served per job and artifact (the cap of 3x, the audit once);
+     * a job's last download progress (docs/api.md "Jobs"). */
     {.sql = "ALTER TABLE tasks ADD COLUMN artifacts TEXT;\n"
 	    "ALTER TABLE tasks ADD COLUMN release TEXT;\n"
 	    "ALTER TABLE tasks ADD COLUMN download_timeout INTEGER NOT NULL DEFAULT 86400;\n"
@@ -445,6 +446,8 @@ const struct store_migration store_migrations[] = {
 	    "  secret TEXT NOT NULL,\n"
 	    "  created_at INTEGER NOT NULL\n"
 	    ");\n"
+	    "ALTER TABLE jobs ADD COLUMN progress_done INTEGER;\n"
+	    "ALTER TABLE jobs ADD COLUMN progress_total INTEGER;\n"
 	    "CREATE TABLE job_downloads(\n"
 	    "  job_ident TEXT NOT NULL,\n"
 	    "  sha256 TEXT NOT NULL,\n"

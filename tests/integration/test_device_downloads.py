@@ -174,12 +174,24 @@ class DeviceDownloadsTest(StackTest):
         self.assertEqual((mine[0]["user"], mine[0]["path"]), (fake.entity, DEV_PATH + sha_fw))
         self.assertNotIn(token, json.dumps(audit))
 
-        # the job ends: its token serves nothing more
+        # the device's progress: the job record keeps the last one, after the job ends too
+        self.assertIsNone(self.job(job)["progress"])
         fake.report(job, "edge_transmitted")
         fake.report(job, "edge_started")
+        for done in (0, 100000, 300014):
+            fake.client.publish(fake._status_topic(job), json.dumps(
+                {"v": 1, "job": job, "status": "edge_running", "seq": fake.seq[job] + 1,
+                 "ts": int(time.time()), "response": "downloading",
+                 "progress": {"done": done, "total": 300014}}), qos=1)
+            fake.seq[job] += 1
+        wait_for(lambda: (self.job(job)["progress"] or {}).get("done") == 300014, timeout=15,
+                 what="the last progress")
+        self.assertEqual(self.job(job)["progress"], {"done": 300014, "total": 300014})
+        # the job ends: its token serves nothing more
         fake.report(job, "terminated", "done")
         wait_for(lambda: self.job(job)["status"] == "terminated", timeout=15,
                  what="the job terminated")
+        self.assertEqual(self.job(job)["progress"], {"done": 300014, "total": 300014})
         st, _, body = self.get(sha_fw, token)
         self.assertEqual(st, 410)
         self.assertEqual(json.loads(body)["error"]["code"], "job_terminal")

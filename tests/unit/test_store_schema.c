@@ -214,6 +214,7 @@ static void test_versions(void **state)
 		    " DROP COLUMN download_timeout;"
 		    " ALTER TABLE task_versions DROP COLUMN artifacts, DROP COLUMN release,"
 		    " DROP COLUMN download_timeout;"
+		    " ALTER TABLE jobs DROP COLUMN progress_done, DROP COLUMN progress_total;"
 		    " DROP TABLE task_artifacts; DROP TABLE artifact_secrets;"
 		    " DROP TABLE job_downloads"));
 #endif
