@@ -40,7 +40,7 @@ struct cli_opts {
 	struct cfg_strlist tag, device;
 	/* tasks create */
 	char *script, *comment, *constants, *from_file;
-	struct cfg_strlist variable, mail;
+	struct cfg_strlist variable, mail, artifact;
 	long long script_timeout;
 	bool allow_offline, private_task, hide, inactive;
 	/* devices tag */
@@ -163,6 +163,10 @@ int cli_read_file(struct cli *c, const char *path, struct buf *b);
 int cmd_tasks_list(struct cli *c);
 int cmd_tasks_show(struct cli *c);
 int cmd_tasks_create(struct cli *c);
+int cmd_artifacts_upload(struct cli *c);
+int cmd_artifacts_list(struct cli *c);
+int cmd_artifacts_show(struct cli *c);
+int cmd_artifacts_rm(struct cli *c);
 int cmd_scripts_list(struct cli *c);
 int cmd_scripts_show(struct cli *c);
 int cmd_scripts_put(struct cli *c);

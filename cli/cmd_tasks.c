@@ -188,6 +188,33 @@ static int tasks_strlist(json_object *body, const char *key, const struct cfg_st
 	return a == NULL ? -1 : json_object_object_add(body, key, a);
 }
 
+/* --artifact KEY=IDENT (repeatable) into the body's artifacts (docs/api.md "Tasks"); the
+ * coordinator checks the key and that the tenant has the artifact. */
+static int tasks_artifacts(struct cli *c, json_object *body)
+{
+	json_object *a = NULL;
+
+	if (c->o.artifact.n == 0)
+		return CLI_OK;
+	if (!json_object_object_get_ex(body, "artifacts", &a) || a == NULL ||
+	    !json_object_is_type(a, json_type_object)) {
+		a = json_object_new_object();
+		if (a == NULL || json_object_object_add(body, "artifacts", a) != 0)
+			return cli_fail(c, CLI_USAGE, "out of memory");
+	}
+	for (size_t i = 0; i < c->o.artifact.n; i++) {
+		const char *arg = c->o.artifact.items[i], *eq = strchr(arg, '=');
+		char key[80];
+
+		if (eq == NULL || eq == arg || (size_t)(eq - arg) >= sizeof(key) || eq[1] == '\0')
+			return cli_fail(c, CLI_USAGE, "--artifact %s: expected KEY=IDENT", arg);
+		snprintf(key, sizeof(key), "%.*s", (int)(eq - arg), arg);
+		if (json_object_object_add(a, key, json_object_new_string(eq + 1)) != 0)
+			return cli_fail(c, CLI_USAGE, "out of memory");
+	}
+	return CLI_OK;
+}
+
 int cmd_tasks_create(struct cli *c)
 {
 	struct buf file;
@@ -245,6 +272,11 @@ int cmd_tasks_create(struct cli *c)
 	if (c->o.inactive)
 		bad |= json_object_object_add(body, "active", json_object_new_boolean(0));
 	bad |= tasks_strlist(body, "notification_mail_list", &c->o.mail);
+	if (body != NULL && !bad) {
+		rc = tasks_artifacts(c, body);
+		if (rc != CLI_OK)
+			goto out;
+	}
 	if (body == NULL || bad) {
 		rc = cli_fail(c, CLI_USAGE, "out of memory");
 		goto out;

@@ -209,3 +209,111 @@ enum rcs_err http_escape(struct buf *b, const char *s)
 	curl_free(e);
 	return err;
 }
+
+/* The upload's body, read from its file as libcurl asks. */
+static size_t http_read(char *out, size_t size, size_t nmemb, void *arg)
+{
+	FILE *f = arg;
+	size_t n = fread(out, 1, size * nmemb, f);
+
+	return ferror(f) ? CURL_READFUNC_ABORT : n;
+}
+
+/* The bar: "uploading: 42 % (7.0 of 16.0 MiB)", drawn again in place. */
+static int http_bar(void *arg, curl_off_t dltotal, curl_off_t dlnow, curl_off_t ultotal,
+		    curl_off_t ulnow)
+{
+	(void)arg;
+	(void)dltotal;
+	(void)dlnow;
+	if (ultotal > 0)
+		fprintf(stderr, "\ruploading: %3d %% (%.1f of %.1f MiB)",
+			(int)(ulnow * 100 / ultotal), (double)ulnow / 1048576.0,
+			(double)ultotal / 1048576.0);
+	return 0;
+}
+
+enum rcs_err http_upload(struct http_client *c, const char *path, FILE *f, long long size,
+			 const char *sha256, bool progress, struct http_resp *r, char *errbuf,
+			 size_t errlen)
+{
+	CURL *curl = c->curl;
+	struct curl_slist *hdrs = NULL, *tmp;
+	struct buf url;
+	struct http_sink sink;
+	char cerr[CURL_ERROR_SIZE] = "", sha_h[96];
+	CURLcode rc;
+	enum rcs_err err = RCS_OK;
+
+	memset(r, 0, sizeof(*r));
+	buf_init(&r->body, HTTP_MAX_BODY);
+	buf_init(&url, 2 * HTTP_MAX_URL);
+	sink.body = &r->body;
+	sink.toobig = false;
+	snprintf(sha_h, sizeof(sha_h), "rcs-sha256: %s", sha256 ? sha256 : "");
+	if (buf_appendf(&url, "%s%s", c->base, path) != RCS_OK) {
+		snprintf(errbuf, errlen, "the request's URL is too long");
+		err = RCS_ERR_INVAL;
+		goto out;
+	}
+	const char *const fixed[] = {"Accept: application/json",
+				     "Content-Type: application/octet-stream",
+				     "User-Agent: rcs/" RCS_VERSION,
+				     "Expect:",
+				     c->key_header,
+				     sha256 ? sha_h : NULL};
+	for (size_t i = 0; i < sizeof(fixed) / sizeof(fixed[0]); i++) {
+		if (fixed[i] == NULL)
+			continue;
+		tmp = curl_slist_append(hdrs, fixed[i]);
+		if (tmp == NULL) {
+			err = RCS_ERR_NOMEM;
+			goto out;
+		}
+		hdrs = tmp;
+	}
+	curl_easy_reset(curl);
+	curl_easy_setopt(curl, CURLOPT_URL, url.data);
+	curl_easy_setopt(curl, CURLOPT_POST, 1L);
+	curl_easy_setopt(curl, CURLOPT_READFUNCTION, http_read);
+	curl_easy_setopt(curl, CURLOPT_READDATA, f);
+	curl_easy_setopt(curl, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)size);
+	curl_easy_setopt(curl, CURLOPT_HTTPHEADER, hdrs);
+	curl_easy_setopt(curl, CURLOPT_NOSIGNAL, 1L);
+	curl_easy_setopt(curl, CURLOPT_PROTOCOLS_STR, "http,https");
+	curl_easy_setopt(curl, CURLOPT_CONNECTTIMEOUT,
+			 c->timeout_s < HTTP_CONNECT_TIMEOUT_S ? c->timeout_s
+							       : HTTP_CONNECT_TIMEOUT_S);
+	/* no total timeout: a large file takes its time; stalled, it fails */
+	curl_easy_setopt(curl, CURLOPT_LOW_SPEED_LIMIT, 1L);
+	curl_easy_setopt(curl, CURLOPT_LOW_SPEED_TIME, c->timeout_s);
+	curl_easy_setopt(curl, CURLOPT_WRITEFUNCTION, http_write);
+	curl_easy_setopt(curl, CURLOPT_WRITEDATA, &sink);
+	curl_easy_setopt(curl, CURLOPT_ERRORBUFFER, cerr);
+	curl_easy_setopt(curl, CURLOPT_NOPROGRESS, progress ? 0L : 1L);
+	if (progress)
+		curl_easy_setopt(curl, CURLOPT_XFERINFOFUNCTION, http_bar);
+	rc = curl_easy_perform(curl);
+	if (progress)
+		fputc('\n', stderr);
+	if (rc != CURLE_OK) {
+		snprintf(errbuf, errlen, "cannot upload to the API at %s: %s", c->base,
+			 cerr[0] ? cerr : curl_easy_strerror(rc));
+		err = sink.toobig ? RCS_ERR_TOOBIG : RCS_ERR_IO;
+		goto out;
+	}
+	curl_easy_getinfo(curl, CURLINFO_RESPONSE_CODE, &r->status);
+	if (r->body.len > 0) {
+		struct jsonu_err je;
+
+		if (jsonu_parse(r->body.data, r->body.len, HTTP_JSON_DEPTH, &r->json, &je) !=
+		    RCS_OK)
+			r->json = NULL;
+	}
+out:
+	if (err != RCS_OK)
+		http_resp_free(r);
+	curl_slist_free_all(hdrs);
+	buf_free(&url);
+	return err;
+}

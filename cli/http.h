@@ -12,6 +12,7 @@
 #include <json-c/json.h>
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdio.h>
 
 #include "buf.h"
 #include "err.h"
@@ -53,6 +54,17 @@ void http_free(struct http_client *c);
 enum rcs_err http_call(struct http_client *c, const char *method, const char *path,
 		       json_object *body, struct http_resp *r, char *errbuf, size_t errlen);
 void http_resp_free(struct http_resp *r);
+
+/*
+ * POST path (below /v3/commands, with its query) with the size bytes of f as the body
+ * (application/octet-stream, streamed with its Content-Length, never read whole) and the
+ * header "rcs-sha256: <sha256>" (NULL: none). progress: a bar on stderr (a terminal). No
+ * total timeout: the upload fails when nothing moves for the client's timeout. Answers as
+ * http_call.
+ */
+enum rcs_err http_upload(struct http_client *c, const char *path, FILE *f, long long size,
+			 const char *sha256, bool progress, struct http_resp *r, char *errbuf,
+			 size_t errlen);
 
 /*
  * Appends s to b escaped for a URL path segment or a query value (every byte but

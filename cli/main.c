@@ -79,7 +79,19 @@ static const struct cfg_opt opts_tasks_create[] = {
     O_BOOL("hide", hide, "left out of the default task list"),
     O_BOOL("inactive", inactive, "creates no jobs until made active"),
     O_LIST("mail", mail, "ADDRESS", "mail status changes here; repeatable"),
+    O_LIST("artifact", artifact, "KEY=IDENT",
+	   "an artifact the task brings to the device (sha256:...); repeatable"),
     O_STR("from_file", from_file, "FILE", "the whole body as JSON (- for stdin); flags override"),
+    O_END,
+};
+static const struct cfg_opt opts_artifacts_upload[] = {
+    O_STR("name", name, "NAME", "its label (default: the file's name)"),
+    O_END,
+};
+static const struct cfg_opt opts_artifacts_list[] = {
+    OPTS_PAGING,
+    O_STR("sort", sort, "KEY", "created_at, name; -KEY descending (default: newest first)"),
+    O_STR("name", name, "NAME", "only the artifacts of this name"),
     O_END,
 };
 static const struct cfg_opt opts_devices_list[] = {
@@ -160,6 +172,13 @@ static const struct cli_cmd cli_cmds[] = {
     {"tasks", "show", "TASK", 1, 1, opts_none, cmd_tasks_show,
      "show a task (ident, short ident or name)"},
     {"tasks", "create", "", 0, 0, opts_tasks_create, cmd_tasks_create, "create a task"},
+    {"artifacts", "upload", "FILE", 1, 1, opts_artifacts_upload, cmd_artifacts_upload,
+     "upload a file (hashed first, with a progress bar on a terminal)"},
+    {"artifacts", "list", "", 0, 0, opts_artifacts_list, cmd_artifacts_list, "list the artifacts"},
+    {"artifacts", "show", "IDENT", 1, 1, opts_none, cmd_artifacts_show,
+     "show an artifact (sha256:...) and the tasks that pin it"},
+    {"artifacts", "rm", "IDENT", 1, 1, opts_none, cmd_artifacts_rm,
+     "delete an artifact no task or open job needs"},
     {"scripts", "list", "", 0, 0, opts_paging, cmd_scripts_list, "list the scripts"},
     {"scripts", "show", "NAME", 1, 1, opts_none, cmd_scripts_show,
      "print a script's source (--json: its record)"},
@@ -195,8 +214,8 @@ static const struct cli_cmd cli_cmds[] = {
 };
 #define CLI_NCMDS (sizeof(cli_cmds) / sizeof(cli_cmds[0]))
 
-static const char *cli_groups[] = {"tasks",  "scripts", "devices", "jobs",
-				   "groups", "send",    "watch"};
+static const char *cli_groups[] = {"tasks", "artifacts", "scripts", "devices",
+				   "jobs",  "groups",    "send",    "watch"};
 
 static void cli_usage_all(FILE *fp)
 {

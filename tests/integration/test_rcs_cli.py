@@ -8,6 +8,7 @@ bad input (a wrong key, an API that is down or silent, a value of the wrong type
 in a pseudo-terminal and without one, and the bash completion."""
 
 import fcntl
+import hashlib
 import json
 import os
 import pty
@@ -36,6 +37,8 @@ return "ok"
 """
 
 SUBCOMMANDS = [("tasks", "list"), ("tasks", "show"), ("tasks", "create"),
+               ("artifacts", "upload"), ("artifacts", "list"), ("artifacts", "show"),
+               ("artifacts", "rm"),
                ("scripts", "list"), ("scripts", "show"), ("scripts", "put"),
                ("devices", "list"), ("devices", "show"), ("devices", "create"),
                ("devices", "tag"), ("jobs", "list"), ("jobs", "show"), ("jobs", "history"),
@@ -126,6 +129,72 @@ class RcsCliTest(StackTest):
         out, _ = self.rcs("tasks", "--help")
         self.assertIn("create", out)
         self.assertIn("rcs ", self.rcs("--version")[0])
+
+    def test_artifacts(self):
+        """rcs artifacts upload (hashed, streamed), list, show, rm, and tasks create
+        --artifact (docs/cli.md)."""
+        data = os.urandom(200000)
+        sha = hashlib.sha256(data).hexdigest()
+        path = os.path.join(self.workdir, "fw-cli.bin")
+        with open(path, "wb") as f:
+            f.write(data)
+        out, _ = self.rcs("artifacts", "upload", path, "--name", "fw-cli")
+        self.assertIn("uploaded sha256:%s (fw-cli, 195.3 KiB)" % sha, out)
+        out, _ = self.rcs("artifacts", "upload", path)
+        self.assertIn("already there: sha256:" + sha, out)
+        rec = self.rcs_json("artifacts", "show", sha)
+        self.assertEqual((rec["size"], rec["name"], rec["used_by"]), (200000, "fw-cli", []))
+        out, _ = self.rcs("artifacts", "list", "--name", "fw-cli")
+        self.assertIn(sha[:12], out)
+        self.assertIn("fw-cli", out)
+        t = self.rcs_json("tasks", "create", "--name", "cli-art", "--script", "echo",
+                          "--artifact", "firmware=sha256:" + sha)
+        self.assertEqual(t["artifacts"], {"firmware": {"ident": "sha256:" + sha,
+                                                       "size": 200000, "name": "fw-cli"}})
+        self.rcs("tasks", "create", "--name", "x", "--script", "echo", "--artifact",
+                 "firmware", code=2)
+        _, err = self.rcs("tasks", "create", "--name", "x", "--script", "echo", "--artifact",
+                          "fw=sha256:" + "0" * 64, code=3)
+        self.assertIn("artifacts.fw", err)
+        out, _ = self.rcs("artifacts", "show", "sha256:" + sha)
+        self.assertIn(t["ident"], out)
+        _, err = self.rcs("artifacts", "rm", sha, code=3)
+        self.assertIn("artifact_in_use", err)
+        self.assertEqual(self.api.delete("/tasks/" + t["ident"]).status, 204)
+        out, _ = self.rcs("artifacts", "rm", "sha256:" + sha)
+        self.assertIn("deleted sha256:" + sha, out)
+        # on a terminal, a progress bar on stderr
+        master, slave = pty.openpty()
+        try:
+            with open(path, "ab") as f:
+                f.write(b"more")
+            p = subprocess.run([RCS, "artifacts", "upload", path, "--name", "tty"],
+                               stdout=subprocess.PIPE, stderr=slave, env=self.env(),
+                               timeout=60)
+            os.close(slave)
+            slave = -1
+            bar = b""
+            while True:
+                r, _, _ = select.select([master], [], [], 1)
+                if not r:
+                    break
+                try:
+                    piece = os.read(master, 65536)
+                except OSError:
+                    break
+                if not piece:
+                    break
+                bar += piece
+        finally:
+            if slave >= 0:
+                os.close(slave)
+            os.close(master)
+        self.assertEqual(p.returncode, 0)
+        self.assertIn(b"uploading: 100 %", bar)
+        self.assertIn(b"uploaded sha256:", p.stdout)
+        self.rcs("artifacts", "rm", hashlib.sha256(data + b"more").hexdigest())
+        self.rcs("artifacts", "show", "not-hex", code=2)
+        self.rcs("artifacts", "upload", os.path.join(self.workdir, "missing"), code=2)
 
     def test_usage_errors_exit_2(self):
         for args, msg in (((), "usage: rcs"),
