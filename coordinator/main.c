@@ -18,6 +18,7 @@
 #include "log.h"
 #include "store.h"
 #include "store_audit.h"
+#include "store_downloads.h"
 #include "store_keys.h"
 #include "store_queues.h"
 #include "uuid.h"
@@ -136,12 +137,15 @@ static void usage(FILE *fp)
 		"       rcs-coordinator key create --db PATH --client-root UUID --user NAME --role "
 		"ROLE\n"
 		"       rcs-coordinator key revoke --db PATH --ident KEY_IDENT\n"
+		"       rcs-coordinator artifact-secret rotate --db PATH\n"
 		"       rcs-coordinator serve --db PATH --listen HOST:PORT [options]\n"
 		"       rcs-coordinator --help | --version\n"
 		"\n"
 		"init creates a tenant and prints {\"client_root\", \"api_key\"} (an admin key).\n"
 		"key create prints {\"api_key\", \"ident\"}; keys take effect at once, also while\n"
-		"serve runs. Every serve option is also a \"key value\" line of --config FILE.\n"
+		"serve runs. artifact-secret rotate adds the secret new artifact tokens are made\n"
+		"with (at each coordinator's next start); tokens already issued stay valid. Every "
+		"serve option is also a \"key value\" line of --config FILE.\n"
 		"\nserve options:\n");
 	cfg_usage(fp, serve_opts);
 	fprintf(fp, "  --config FILE                config file (mosquitto.conf style)\n");
@@ -243,6 +247,38 @@ static int cmd_init(struct settings *s)
 	}
 	printf("{\"client_root\": \"%s\", \"api_key\": \"%s\"}\n", root, key);
 	explicit_bzero(key, sizeof(key));
+	return 0;
+}
+
+/* A new secret for artifact tokens (docs/mqtt.md, "Artifact token"): the newest signs the
+ * tokens a coordinator makes from its next start; every one kept still verifies. */
+static int cmd_artifact_secret(struct settings *s, const char *what)
+{
+	struct store *st;
+	enum rcs_err err;
+
+	settings_need(s->db, "--db");
+	if (strcmp(what, "rotate") != 0) {
+		fprintf(stderr, "rcs-coordinator: artifact-secret takes rotate\n");
+		return 2;
+	}
+	st = settings_open_db(s->db);
+	err = store_tx_begin(st);
+	if (err == RCS_OK) {
+		err = store_token_secret_add(st, (int64_t)time(NULL));
+		if (err == RCS_OK)
+			err = cli_audit(st, NULL, "rcs-coordinator artifact-secret rotate", NULL,
+					201);
+		err = err == RCS_OK ? store_tx_end(st, true) : (store_tx_end(st, false), err);
+	}
+	store_close(st);
+	if (err != RCS_OK) {
+		fprintf(stderr, "rcs-coordinator: artifact-secret rotate failed: %s\n",
+			rcs_strerror(err));
+		return 1;
+	}
+	printf("a new artifact token secret: coordinators make tokens with it from their next"
+	       " start; tokens already issued stay valid\n");
 	return 0;
 }
 
@@ -382,6 +418,10 @@ int main(int argc, char **argv)
 	} else if (strcmp(cmd, "init") == 0) {
 		parse_opts(admin_opts, &s, argc, argv, 2);
 		rc = cmd_init(&s);
+		cfg_free(admin_opts, &s);
+	} else if (strcmp(cmd, "artifact-secret") == 0 && argc >= 3) {
+		parse_opts(admin_opts, &s, argc, argv, 3);
+		rc = cmd_artifact_secret(&s, argv[2]);
 		cfg_free(admin_opts, &s);
 	} else if (strcmp(cmd, "key") == 0 && argc >= 3) {
 		parse_opts(admin_opts, &s, argc, argv, 3);

@@ -20,12 +20,14 @@ import time
 import unittest
 
 from rcs_fixture import StackTest
-from rcs_harness import FakeDevice, free_port, wait_for
+from rcs_harness import FakeDevice, free_port, run_cli, wait_for
 
 DEV_PATH = "/v3/devices/artifacts/"
 
 
-class DeviceDownloadsTest(StackTest):
+class DeviceDownloadsBase(StackTest):
+    """A mosquitto, a coordinator with --device-listen and --metrics-listen, three
+    artifacts and a task pinning two of them; helpers."""
     workdir_prefix = "rcs-devdl-"
     device_port = free_port()
     metrics_port = free_port()
@@ -114,6 +116,9 @@ class DeviceDownloadsTest(StackTest):
                 return int(line.split()[-1])
         raise AssertionError("no served bytes in the metrics")
 
+
+
+class DeviceDownloadsTest(DeviceDownloadsBase):
     def test_envelope_download_resume_and_end(self):
         fake, job, env = self.device_job()
         sha_fw = self.fw_id[len("sha256:"):]
@@ -248,6 +253,26 @@ class DeviceDownloadsTest(StackTest):
             self.assertEqual(c.getresponse().status, 405)
         finally:
             c.close()
+
+
+class SecretRotationTest(DeviceDownloadsBase):
+    """rcs-coordinator artifact-secret rotate: the coordinators make tokens with the new
+    secret from their next start, and the tokens issued before stay valid."""
+
+    def test_rotation(self):
+        _, job1, env1 = self.device_job()
+        sha = self.notes_id[len("sha256:"):]
+        _, out, _ = run_cli("artifact-secret", "rotate", "--db", self.coord.db)
+        self.assertIn("new artifact token secret", out)
+        self.coord.stop()
+        self.replace_coordinator(("--mqtt", self.broker.url, "--device-listen",
+                                  "127.0.0.1:%d" % self.device_port))
+        wait_for(lambda: "status reports: " in self.coord_log(), timeout=20,
+                 what="the coordinator connected to the broker")
+        _, job2, env2 = self.device_job()
+        # the token made before the rotation, and the one made after it
+        for env in (env1, env2):
+            self.assertEqual(self.get(sha, env["artifact_token"])[2], self.notes)
 
 
 if __name__ == "__main__":
