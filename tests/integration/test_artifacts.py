@@ -565,9 +565,19 @@ class TaskArtifactsTest(ArtifactsBase):
         self.assertEqual(self.admin.patch(path, {"artifacts": {"fw": c["ident"]}}).json["version"], 6)
         r = self.admin.put(path, {"name": "update", "script": "echo"})
         self.assertEqual((r.json["version"], r.json["artifacts"]), (7, {}))
-        # a deleted task pins nothing
-        self.assertEqual(self.admin.patch(path, {"artifacts": {"fw": c["ident"]}}).json["version"], 8)
+        # a script's new bytes give the task a new version that pins the same artifacts
+        self.assertStatus(self.admin.put("/scripts/art_s", {"source": "return 1\n"}), 201)
+        r = self.admin.put(path, {"name": "update", "script": "art_s",
+                                  "artifacts": {"fw": c["ident"]}})
+        self.assertEqual(r.json["version"], 8)
+        self.assertStatus(self.admin.put("/scripts/art_s", {"source": "return 2\n"}), 200)
+        r = self.admin.get(path)
+        self.assertEqual((r.json["version"], r.json["artifacts"]["fw"]["ident"]),
+                         (9, c["ident"]))
+        self.assertEqual(self.req("GET", PATH + "/" + c["ident"]).json["used_by"],
+                         [t["ident"]])
         self.assertErr(self.req("DELETE", PATH + "/" + c["ident"]), 409, "artifact_in_use")
+        # a deleted task pins nothing
         self.assertStatus(self.admin.delete(path), 204)
         self.assertEqual(self.req("DELETE", PATH + "/" + c["ident"]).status, 204)
 
