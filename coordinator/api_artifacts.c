@@ -14,6 +14,7 @@
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <stdint.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -26,6 +27,7 @@
 #include "metrics.h"
 #include "store_artifacts.h"
 #include "store_audit.h"
+#include "text.h"
 
 #define ART_PATH "/v3/commands/artifacts"
 
@@ -214,16 +216,20 @@ static enum MHD_Result art_query_one(void *cls, enum MHD_ValueKind kind, const c
 	return MHD_YES;
 }
 
-/* Whether s is a name: 1 to 128 bytes, no control characters. */
+/* Whether s is a name: 1 to 128 bytes of valid UTF-8 without control characters (C0, DEL,
+ * C1: a label shown in a terminal or a page must not steer it). */
 static bool art_name_ok(const char *s)
 {
-	size_t n = s ? strlen(s) : 0;
+	size_t n = s ? strlen(s) : 0, i = 0;
+	uint32_t cp;
 
 	if (n == 0 || n > STORE_ARTIFACT_NAME_MAX)
 		return false;
-	for (size_t i = 0; i < n; i++)
-		if ((unsigned char)s[i] < 0x20 || s[i] == 0x7f)
+	while (i < n) {
+		if (!text_utf8_next((const unsigned char *)s, n, &i, &cp) || cp < 0x20 ||
+		    (cp >= 0x7f && cp <= 0x9f))
 			return false;
+	}
 	return true;
 }
 

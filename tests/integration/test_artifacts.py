@@ -220,6 +220,12 @@ class ArtifactsTest(ArtifactsBase):
                                ("POST", 200), ("POST", 201)], r)
         self.assertNotIn(self.admin_key, r.data.decode())
 
+    def test_utf8_name(self):
+        r = self.upload(b"utf-8 label", name="firmware-%C3%A9t%C3%A9-%E2%9C%93")
+        self.assertEqual(r.status, 201, r)
+        self.assertEqual(r.json["name"], "firmware-\u00e9t\u00e9-\u2713")
+        self.assertEqual(self.req("DELETE", PATH + "/" + r.json["ident"]).status, 204)
+
     def test_list_newest_first_paged(self):
         idents = []
         for i in range(3):
@@ -271,6 +277,10 @@ class ArtifactsTest(ArtifactsBase):
         self.assertErr(r, 400, "invalid_parameter", "name")
         r = self.upload(data, name="bad%01name")
         self.assertErr(r, 400, "invalid_parameter", "name")
+        # C1 controls (U+0085, U+009B as UTF-8), DEL and bytes that are not UTF-8 neither
+        for bad in ("bad%C2%85name", "csi%C2%9B2J", "del%7F", "latin1%E9t%E9", "%FF"):
+            r = self.upload(data, name=bad)
+            self.assertErr(r, 400, "invalid_parameter", "name")
         r = self.req("POST", PATH + "?name=a&x=1", body=data)
         self.assertErr(r, 400, "invalid_parameter", "x")
         sha = hashlib.sha256(data).hexdigest()
