@@ -173,6 +173,9 @@ static bool serve_load_keys(struct serve *sv)
 	} else if (err != RCS_OK) {
 		fprintf(stderr, "rcs-coordinator: cannot load keys: %s\n", rcs_strerror(err));
 	}
+	if (err == RCS_OK && s->sign_artifacts && s->signing_key == NULL)
+		log_warnx("--sign-artifacts without --signing-key: tasks with artifacts are left"
+			  " unsigned, for an operator to sign offline (docs/signing.md)");
 	return err == RCS_OK;
 }
 
