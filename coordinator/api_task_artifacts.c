@@ -124,7 +124,7 @@ static enum rcs_err task_art_release(json_object *r, struct api_task_arts *ta, s
 
 		snprintf(field, sizeof(field), "release.%.100s", e->field);
 		snprintf(e->field, sizeof(e->field), "%s", field);
-		return err;
+		return RCS_ERR_INVAL; /* e says what: an input refused, whatever the getter said */
 	}
 	ta->release = json_object_new_object();
 	json_object_object_add(ta->release, "stream", json_object_new_string(stream));
@@ -167,9 +167,8 @@ enum rcs_err api_task_arts_read(struct api_req *req, json_object *body, struct t
 			w->release = jsonu_dump(ta->release, NULL);
 		}
 	}
-	err = jsonu_get_int(body, "download_timeout", false, 60, 604800, &dt, &present, e);
-	if (err != RCS_OK)
-		return err;
+	if (jsonu_get_int(body, "download_timeout", false, 60, 604800, &dt, &present, e) != RCS_OK)
+		return RCS_ERR_INVAL;
 	if (present)
 		w->download_timeout = dt;
 	if (w->release != NULL && w->artifacts == NULL)

@@ -369,8 +369,11 @@ void api_task_create(struct api_req *req, struct api_resp *r)
 	w.download_timeout = API_TASK_DOWNLOAD_TIMEOUT;
 	w.client_root = req->auth.client_root;
 	err = task_apply_body(body, &w, true, &e);
-	if (err == RCS_OK)
-		err = api_task_arts_read(req, body, &w, &ta, &e);
+	if (err != RCS_OK) {
+		api_invalid(r, &e);
+		goto out;
+	}
+	err = api_task_arts_read(req, body, &w, &ta, &e);
 	if (err == RCS_ERR_INVAL) {
 		api_invalid(r, &e);
 		goto out;
@@ -554,8 +557,11 @@ static void task_update(struct api_req *req, struct api_resp *r, bool full)
 		w.download_timeout = API_TASK_DOWNLOAD_TIMEOUT;
 	}
 	err = task_apply_body(body, &w, full, &e);
-	if (err == RCS_OK)
-		err = api_task_arts_read(req, body, &w, &ta, &e);
+	if (err != RCS_OK) {
+		api_invalid(r, &e);
+		goto out;
+	}
+	err = api_task_arts_read(req, body, &w, &ta, &e);
 	if (err == RCS_ERR_INVAL)
 		api_invalid(r, &e);
 	else if (err != RCS_OK)

@@ -522,6 +522,11 @@ class TaskArtifactsTest(ArtifactsBase):
                  "release.seq"),
                 ({"artifacts": {"fw": a["ident"]},
                   "release": {"stream": "s", "seq": 1, "x": 1}}, "release.x"),
+                ({"artifacts": {"fw": a["ident"]},
+                  "release": {"stream": "s" * 65, "seq": 1}}, "release.stream"),
+                ({"artifacts": {"fw": a["ident"]},
+                  "release": {"stream": "s", "seq": 1, "device_types": ["a b"]}},
+                 "release.device_types"),
                 ({"download_timeout": 59}, "download_timeout"),
                 ({"download_timeout": 604801}, "download_timeout")):
             with self.subTest(body=body):
