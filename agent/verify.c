@@ -18,8 +18,8 @@
 /*
  * A task with artifacts is signed over manifest v2 (docs/signing.md): the v1 text with
  * its first line rcs-task-signature-v2, then "artifacts: <JCS of the envelope's
- * artifacts>" and "release: <JCS of its release, null when none>". m holds v1 and becomes
- * v2 when env carries a non-empty "artifacts"; a v1 signature never covers artifacts.
+ * artifacts>" and "release: <JCS of its release, null when none>" (manifest_build, from
+ * the envelope's artifacts and release); a v1 signature never covers artifacts.
  */
 /* env carries a non-empty "artifacts" (manifest v2, artifact_trusted_key). */
 static bool verify_has_artifacts(const struct proto_envelope *env)
@@ -29,30 +29,6 @@ static bool verify_has_artifacts(const struct proto_envelope *env)
 	return json_object_object_get_ex(env->root, "artifacts", &arts) && arts != NULL &&
 	       !(json_object_is_type(arts, json_type_object) &&
 		 json_object_object_length(arts) == 0);
-}
-
-static enum rcs_err verify_manifest_v2(const struct proto_envelope *env, struct buf *m)
-{
-	static const char v1[] = "rcs-task-signature-v1\n";
-	json_object *arts = NULL, *release = NULL;
-	enum rcs_err err = RCS_OK;
-
-	if (!verify_has_artifacts(env))
-		goto out;
-	json_object_object_get_ex(env->root, "artifacts", &arts);
-	if (m->len < sizeof(v1) - 1 || memcmp(m->data, v1, sizeof(v1) - 1) != 0) {
-		err = RCS_ERR_INVAL;
-		goto out;
-	}
-	m->data[sizeof(v1) - 3] = '2';
-	json_object_object_get_ex(env->root, "release", &release);
-	if ((err = buf_appendf(m, "artifacts: ")) != RCS_OK ||
-	    (err = canon_json(arts, m)) != RCS_OK ||
-	    (err = buf_appendf(m, "\nrelease: ")) != RCS_OK ||
-	    (err = canon_json(release, m)) != RCS_OK || (err = buf_appendf(m, "\n")) != RCS_OK)
-		goto out;
-out:
-	return err;
 }
 
 /* mbedtls caches tables inside a key on first use: one user at a time */
@@ -200,9 +176,10 @@ static enum rcs_err verify_signature(const struct verify_ctx *v, const struct pr
 	in.script_len = env->script_len;
 	in.constants = env->constants;
 	in.variables_info = env->variables_info;
+	/* with artifacts, manifest v2: they and the release are signed too */
+	in.artifacts = env->artifacts;
+	in.release = env->release;
 	err = manifest_build(&in, &m);
-	if (err == RCS_OK)
-		err = verify_manifest_v2(env, &m);
 	if (err == RCS_ERR_TOOBIG) {
 		err = verify_fail(reason, reason_len, RCS_ERR_TOOBIG, "manifest: over %d bytes",
 				  MANIFEST_MAX);

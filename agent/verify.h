@@ -10,7 +10,8 @@
  *      a signature, when present, must verify: the manifest is rebuilt
  *      (manifest_build) from the agent's OWN client_root and the envelope's
  *      task ident/version, script name, exact script bytes, constants and
- *      variables_info, and checked with sig_verify_object against the trusted
+ *      variables_info (and, for an envelope with artifacts, manifest v2: the
+ *      artifacts and the release), and checked with sig_verify_object against the trusted
  *      keys; the algorithm is the agent's (ES256 only), never the message's;
  *   4. no rollback: the task version is not older than the highest version of
  *      that task already run (journal_task_version; equal is fine);

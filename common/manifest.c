@@ -61,8 +61,27 @@ static enum rcs_err append_canon_line(struct buf *out, const char *label, json_o
 	return err;
 }
 
+bool manifest_is_v2(const struct manifest_in *in)
+{
+	return in->artifacts != NULL && json_object_is_type(in->artifacts, json_type_object) &&
+	       json_object_object_length(in->artifacts) > 0;
+}
+
+/* The lines manifest v2 adds (docs/signing.md): artifacts, then release (null when none). */
+static enum rcs_err append_v2_lines(struct buf *out, const struct manifest_in *in)
+{
+	enum rcs_err err = append_canon_line(out, "artifacts", in->artifacts);
+
+	if (err == RCS_OK && in->release != NULL)
+		err = append_canon_line(out, "release", in->release);
+	else if (err == RCS_OK)
+		err = buf_append(out, "release: null\n", 14);
+	return err;
+}
+
 enum rcs_err manifest_build(const struct manifest_in *in, struct buf *out)
 {
+	bool v2 = manifest_is_v2(in);
 	char script_hex[SHA256_HEX_LEN];
 	size_t start = out->len;
 	enum rcs_err err = RCS_ERR_INVAL;
@@ -70,24 +89,28 @@ enum rcs_err manifest_build(const struct manifest_in *in, struct buf *out)
 	if (in->client_root == NULL || in->task_ident == NULL || in->script_name == NULL ||
 	    (in->script == NULL && in->script_len > 0))
 		goto out;
+	if (in->artifacts != NULL && !json_object_is_type(in->artifacts, json_type_object))
+		goto out;
 	if (has_newline(in->client_root) || has_newline(in->task_ident) ||
 	    has_newline(in->script_name))
 		goto out;
 	sha256_hex(in->script != NULL ? in->script : "", in->script_len, script_hex);
 
-	err =
-	    buf_appendf(out,
-			"rcs-task-signature-v1\n"
-			"client_root: %s\n"
-			"task: %s\n"
-			"version: %lld\n"
-			"script: %s\n"
-			"script_sha256: %s\n",
-			in->client_root, in->task_ident, in->version, in->script_name, script_hex);
+	err = buf_appendf(out,
+			  "rcs-task-signature-v%d\n"
+			  "client_root: %s\n"
+			  "task: %s\n"
+			  "version: %lld\n"
+			  "script: %s\n"
+			  "script_sha256: %s\n",
+			  v2 ? 2 : 1, in->client_root, in->task_ident, in->version, in->script_name,
+			  script_hex);
 	if (err == RCS_OK)
 		err = append_canon_line(out, "constants", in->constants);
 	if (err == RCS_OK)
 		err = append_canon_line(out, "variables_info", in->variables_info);
+	if (err == RCS_OK && v2)
+		err = append_v2_lines(out, in);
 out:
 	if (err != RCS_OK && out->data != NULL) { /* leave out as it was */
 		out->len = start;

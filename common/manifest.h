@@ -11,6 +11,10 @@
  *   script_sha256: <lowercase hex sha256 of the script bytes>\n
  *   constants: <JCS of constants, {} when none>\n
  *   variables_info: <JCS of variables_info, {} when none>\n
+ * A task with artifacts is signed over manifest v2: the same text with its first line
+ * rcs-task-signature-v2 and two more lines after variables_info:
+ *   artifacts: <JCS of {"<name>": {"sha256": "<hex>", "size": <bytes>}}>\n
+ *   release: <JCS of {"stream","seq","device_types","allow_downgrade"}, or null>\n
  * A signature value is base64 (standard, padded) of the DER ECDSA P-256
  * signature over SHA-256 of the manifest, as `openssl dgst -sha256 -sign`
  * makes it. A key id is the first 16 hex chars of SHA-256 of the public key's
@@ -41,13 +45,19 @@ struct manifest_in {
 	size_t script_len;
 	json_object *constants;      /* NULL means {} */
 	json_object *variables_info; /* NULL means {} */
+	/* {"<name>": {"sha256", "size"}}: NULL or {} makes manifest v1 (no artifacts), else v2 */
+	json_object *artifacts;
+	json_object *release; /* v2 only: NULL means null */
 };
+
+/* Whether in is signed over manifest v2 (it has artifacts). */
+bool manifest_is_v2(const struct manifest_in *in);
 
 /* Appends the manifest to out (buf_init'ed by the caller, MANIFEST_MAX is a
  * fitting ceiling). RCS_ERR_INVAL if a string field is NULL or holds a CR or
- * LF (script may be NULL only with script_len 0), or if constants or
- * variables_info fail canon_json; RCS_ERR_TOOBIG past out's ceiling. On any
- * error out is left as it was. */
+ * LF (script may be NULL only with script_len 0), or if constants,
+ * variables_info, artifacts or release fail canon_json (artifacts not an object); RCS_ERR_TOOBIG
+ * past out's ceiling. On any error out is left as it was. */
 enum rcs_err manifest_build(const struct manifest_in *in, struct buf *out);
 
 /* Lowercase hex SHA-256 of data (cannot fail with mbedtls' software SHA-256;

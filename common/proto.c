@@ -176,6 +176,13 @@ static void proto_envelope_version_members(json_object *o, const struct proto_en
 	json_object_object_add(o, "signature",
 			       env->signature ? json_object_get(env->signature) : NULL);
 	json_object_object_add(o, "timeout", json_object_new_int64(env->timeout));
+	if (env->artifacts != NULL) {
+		json_object_object_add(o, "artifacts", json_object_get(env->artifacts));
+		json_object_object_add(o, "release",
+				       env->release ? json_object_get(env->release) : NULL);
+		json_object_object_add(o, "download_timeout",
+				       json_object_new_int64(env->download_timeout));
+	}
 }
 
 json_object *proto_envelope_encode(const struct proto_envelope *env)
@@ -197,6 +204,9 @@ json_object *proto_envelope_encode(const struct proto_envelope *env)
 	json_object_object_add(o, "issued_at", json_object_new_int64(env->issued_at));
 	json_object_object_add(o, "expires_at",
 			       env->expires_at ? json_object_new_int64(env->expires_at) : NULL);
+	if (env->artifact_token != NULL)
+		json_object_object_add(o, "artifact_token",
+				       json_object_new_string(env->artifact_token));
 	return o;
 }
 
@@ -220,6 +230,73 @@ char *proto_envelope_version_text(const struct proto_envelope *env, size_t *len)
 	}
 	json_object_put(o);
 	return members;
+}
+
+/* A key of an envelope's artifacts: [a-z0-9_][a-z0-9_.-]{0,63}. */
+static bool proto_artifact_key(const char *k)
+{
+	size_t n = strlen(k);
+
+	if (n == 0 || n > PROTO_MAX_ARTIFACT_KEY || k[0] == '.' || k[0] == '-')
+		return false;
+	for (size_t i = 0; i < n; i++)
+		if (!((k[i] >= 'a' && k[i] <= 'z') || (k[i] >= '0' && k[i] <= '9') || k[i] == '_' ||
+		      k[i] == '.' || k[i] == '-'))
+			return false;
+	return true;
+}
+
+/* The artifacts of an envelope: {"<key>": {"sha256": <64 lowercase hex>, "size": n}}, at
+ * most PROTO_MAX_ARTIFACTS; with them release (object or null), download_timeout
+ * (60-604800, 86400 when absent) and artifact_token. None of them without artifacts. */
+static enum rcs_err proto_envelope_artifacts(struct proto_envelope *out, struct jsonu_err *e)
+{
+	static const char *const one_keys[] = {"sha256", "size", NULL};
+	json_object *a = NULL;
+	int64_t v = 86400;
+	enum rcs_err err;
+
+	err = jsonu_get_object(out->root, "artifacts", false, &a, NULL, e);
+	if (err != RCS_OK)
+		return err;
+	if (a == NULL || json_object_object_length(a) == 0) {
+		if (json_object_object_get_ex(out->root, "release", NULL) ||
+		    json_object_object_get_ex(out->root, "download_timeout", NULL) ||
+		    json_object_object_get_ex(out->root, "artifact_token", NULL))
+			return jsonu_fail(e, "artifacts",
+					  "release, download_timeout and artifact_token come"
+					  " only with artifacts");
+		return RCS_OK;
+	}
+	if (json_object_object_length(a) > PROTO_MAX_ARTIFACTS)
+		return jsonu_fail(e, "artifacts", "more than %d artifacts", PROTO_MAX_ARTIFACTS);
+	json_object_object_foreach(a, key, one)
+	{
+		const char *sha = NULL;
+		int64_t size = 0;
+
+		if (!proto_artifact_key(key))
+			return jsonu_fail(e, "artifacts", "'%.64s' is not an artifact key", key);
+		if (!json_object_is_type(one, json_type_object) ||
+		    jsonu_check_keys(one, one_keys, e) != RCS_OK ||
+		    jsonu_get_string(one, "sha256", true, 64, &sha, NULL, e) != RCS_OK ||
+		    jsonu_get_int(one, "size", true, 0, (1LL << 53) - 1, &size, NULL, e) !=
+			RCS_OK ||
+		    strlen(sha) != 64 || strspn(sha, "0123456789abcdef") != 64)
+			return jsonu_fail(e, "artifacts",
+					  "artifacts.%.64s must be {\"sha256\": <64 lowercase hex>,"
+					  " \"size\": <bytes>}",
+					  key);
+	}
+	out->artifacts = a;
+	err = jsonu_get_object(out->root, "release", false, &out->release, NULL, e);
+	if (err == RCS_OK)
+		err = jsonu_get_int(out->root, "download_timeout", false, 60, 604800, &v, NULL, e);
+	if (err == RCS_OK)
+		err = jsonu_get_string(out->root, "artifact_token", false, PROTO_MAX_TOKEN,
+				       &out->artifact_token, NULL, e);
+	out->download_timeout = v;
+	return err;
 }
 
 enum rcs_err proto_envelope_decode(const char *payload, size_t len, struct proto_envelope *out,
@@ -287,6 +364,7 @@ enum rcs_err proto_envelope_decode(const char *payload, size_t len, struct proto
 	    (err = jsonu_get_int(out->root, "timeout", true, 1, 86400, &v, NULL, e)) != RCS_OK)
 		goto out;
 	out->timeout = v;
+	err = proto_envelope_artifacts(out, e);
 out:
 	if (err != RCS_OK)
 		proto_envelope_free(out);
@@ -314,11 +392,12 @@ json_object *proto_report_encode(const struct proto_report *r)
 	json_object_object_add(o, "response", jsonu_new_string_or_null(r->response));
 	if (r->error != NULL && r->status == JS_EDGE_ERROR)
 		json_object_object_add(o, "error", json_object_new_string(r->error));
-	if (r->has_progress) {
-		json_object *pr = json_object_new_object();
-		json_object_object_add(pr, "done", json_object_new_int64(r->progress_done));
-		json_object_object_add(pr, "total", json_object_new_int64(r->progress_total));
-		json_object_object_add(o, "progress", pr);
+	if (r->has_progress && r->status == JS_EDGE_RUNNING) {
+		json_object *p = json_object_new_object();
+
+		json_object_object_add(p, "done", json_object_new_int64(r->progress_done));
+		json_object_object_add(p, "total", json_object_new_int64(r->progress_total));
+		json_object_object_add(o, "progress", p);
 	}
 	return o;
 }
@@ -500,25 +579,28 @@ enum rcs_err proto_report_decode(const char *payload, size_t len, struct proto_r
 	return proto_report_decode_json(payload, len, out, e);
 }
 
-/* A report's "progress": {"done", "total"} (bytes of a download, docs/mqtt.md), when given. */
+/* A report's "progress" (null or absent: none): {"done", "total"}, bytes, done <= total;
+ * kept on edge_running only. */
 static enum rcs_err proto_report_progress(struct proto_report *out, struct jsonu_err *e)
 {
 	static const char *const keys[] = {"done", "total", NULL};
-	json_object *pr = NULL;
+	json_object *p = NULL;
+	int64_t done = 0, total = 0;
 	enum rcs_err err;
 
-	if ((err = jsonu_get_object(out->root, "progress", false, &pr, NULL, e)) != RCS_OK ||
-	    pr == NULL)
+	err = jsonu_get_object(out->root, "progress", false, &p, NULL, e);
+	if (err != RCS_OK || p == NULL)
 		return err;
-	if ((err = jsonu_check_keys(pr, keys, e)) != RCS_OK ||
-	    (err = jsonu_get_int(pr, "done", true, 0, INT64_MAX - 1, &out->progress_done, NULL,
-				 e)) != RCS_OK ||
-	    (err = jsonu_get_int(pr, "total", true, 0, INT64_MAX - 1, &out->progress_total, NULL,
-				 e)) != RCS_OK)
-		return err;
-	if (out->progress_done > out->progress_total)
-		return jsonu_fail(e, "progress.done", "'progress.done' is more than its total");
-	out->has_progress = true;
+	if (jsonu_check_keys(p, keys, e) != RCS_OK ||
+	    jsonu_get_int(p, "done", true, 0, (1LL << 53) - 1, &done, NULL, e) != RCS_OK ||
+	    jsonu_get_int(p, "total", true, 0, (1LL << 53) - 1, &total, NULL, e) != RCS_OK ||
+	    done > total)
+		return jsonu_fail(e, "progress",
+				  "'progress' must be {\"done\": <bytes>, \"total\": <bytes>},"
+				  " done <= total");
+	out->has_progress = out->status == JS_EDGE_RUNNING;
+	out->progress_done = done;
+	out->progress_total = total;
 	return RCS_OK;
 }
 
@@ -556,8 +638,10 @@ enum rcs_err proto_report_decode_json(const char *payload, size_t len, struct pr
 	}
 	if (out->status != JS_EDGE_ERROR)
 		out->error = NULL; /* a cause only means something for edge_error */
-	out->seq = seq;
 	err = proto_report_progress(out, e);
+	if (err != RCS_OK)
+		goto out;
+	out->seq = seq;
 out:
 	if (err != RCS_OK)
 		proto_report_free(out);

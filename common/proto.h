@@ -82,16 +82,27 @@ struct proto_envelope {
 	int64_t issued_at;
 	int64_t expires_at; /* 0: never */
 	long long timeout;  /* seconds */
-	json_object *root;  /* decoded: owns the above; encode: unused */
+	/* artifacts (docs/mqtt.md "Job envelope"): {"<name>": {"sha256", "size"}}, NULL: none
+	 * (the members below are then absent from the envelope); with them, the release (NULL:
+	 * null), the download's deadline (seconds) and the token that authorizes the downloads */
+	json_object *artifacts;
+	json_object *release;
+	long long download_timeout;
+	const char *artifact_token;
+	json_object *root; /* decoded: owns the above; encode: unused */
 };
+
+#define PROTO_MAX_ARTIFACTS    16
+#define PROTO_MAX_ARTIFACT_KEY 64
+#define PROTO_MAX_TOKEN        512
 
 /* The envelope as a json-c tree: the reference the coordinator's render_envelope is tested
  * against, and how the tests and fuzz_envelope build envelopes. */
 json_object *proto_envelope_encode(const struct proto_envelope *env);
 /* The members of env that come from its task version alone (script, constants,
- * variables_info, signature, timeout) as JSON text without the braces ("script":{...},...),
- * to be written into each envelope of that version (the coordinator's render_envelope);
- * NULL when out of memory. Free with free(). */
+ * variables_info, signature, timeout; artifacts, release, download_timeout) as JSON text without
+ * the braces ("script":{...},...), to be written into each envelope of that version (the
+ * coordinator's render_envelope); NULL when out of memory. Free with free(). */
 char *proto_envelope_version_text(const struct proto_envelope *env, size_t *len);
 /* Also checks that script_sha256 is the SHA-256 of script.source. */
 enum rcs_err proto_envelope_decode(const char *payload, size_t len, struct proto_envelope *out,

@@ -1,7 +1,7 @@
 /*
  * api.h - what the REST API's handlers see: the request and its answer (struct api_req,
  * struct api_resp), the answers and error bodies, bodies, query parameters, pages and lists
- * (api.c), and the handlers themselves (api_tasks.c, api_jobs.c, api_inventory.c,
+ * (api.c), and the handlers themselves (api_tasks.c, api_scripts.c, api_jobs.c, api_inventory.c,
  * api_groups.c, api_webhooks.c, api_service.c), which api_routes.c routes to. The server
  * around them is http_api.h's (docs/api.md).
  */
@@ -25,6 +25,7 @@
 #define API_MAX_PER_PAGE     500
 #define API_MAX_BULK         10000
 
+struct art_tokens;
 struct bridge;
 struct group_settings;
 struct lifecycle;
@@ -45,6 +46,10 @@ struct api_app {
 	 * artifact, the bytes per tenant */
 	char artifact_dir[1024];
 	long long artifact_max_size, artifact_quota;
+	/* the signing key signs tasks with artifacts too (--sign-artifacts; docs/signing.md) */
+	bool sign_artifacts;
+	/* what makes and checks artifact tokens (art_token.h) */
+	struct art_tokens *tokens;
 };
 
 struct api_req {
@@ -148,6 +153,12 @@ void api_task_get(struct api_req *req, struct api_resp *r);
 void api_task_put(struct api_req *req, struct api_resp *r);
 void api_task_patch(struct api_req *req, struct api_resp *r);
 void api_task_delete(struct api_req *req, struct api_resp *r);
+/* Gives every task of the tenant using the script a new version with its new bytes;
+ * *bumped (malloc'd, *n of them) gets each task's ident and new version. */
+struct render_task_bump;
+enum rcs_err api_tasks_bump_script(struct api_req *req, const char *name,
+				   struct render_task_bump **bumped, size_t *n);
+/* handlers (api_scripts.c) */
 void api_scripts_list(struct api_req *req, struct api_resp *r);
 void api_script_get(struct api_req *req, struct api_resp *r);
 void api_script_put(struct api_req *req, struct api_resp *r);
@@ -211,6 +222,14 @@ void api_artifact_delete(struct api_req *req, struct api_resp *r);
  * whole: absent, malformed or several ranges); 1, [*start, *start + *len), *len >= 1;
  * -1, none of it is satisfiable (416). */
 int api_artifact_range(const char *h, long long size, long long *start, long long *len);
+
+/* The device download route, GET /v3/devices/artifacts/<sha256 hex> with an artifact token
+ * (api_device.c; docs/api.md "Device downloads"): whether url is on it, and its answer,
+ * queued on conn (an MHD_Result). only: the device listener, where any other path is a
+ * 404. */
+bool api_device_route(const char *url);
+int api_device_answer(struct api_app *app, void *conn, const char *url, const char *method,
+		      bool only);
 /* handlers without an api key (api_service.c) */
 void api_health(struct api_req *req, struct api_resp *r);
 void api_openapi(struct api_req *req, struct api_resp *r);

@@ -11,8 +11,10 @@
 #include <mbedtls/sha256.h>
 #include <microhttpd.h>
 #include <netdb.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <stdint.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -25,6 +27,7 @@
 #include "metrics.h"
 #include "store_artifacts.h"
 #include "store_audit.h"
+#include "text.h"
 
 #define ART_PATH "/v3/commands/artifacts"
 
@@ -36,11 +39,69 @@ struct api_upload {
 	char name[STORE_ARTIFACT_NAME_MAX + 1];
 	long long used; /* the tenant's bytes when the upload began */
 	long long received;
+	/* the quota this upload holds until it ends (its Content-Length; 0: none, as a copy of
+	 * an artifact the tenant has, named by rcs-sha256, adds nothing) */
+	long long reserved;
+	char client_root[UUID_STR_LEN];
 	/* a refusal met while the body came (413, 409, 507, 500): the rest is discarded */
 	int status;
 	const char *code;
 	char msg[160];
 };
+
+/* ---- the quota uploads under way hold (docs/api.md, "Artifacts") ---- */
+
+/* Per tenant, the bytes uploads under way on this coordinator have reserved: an upload's
+ * length counts against the quota from its first byte, so two at once cannot both fit. */
+#define ART_RESERVE_SLOTS 256
+
+static struct {
+	pthread_mutex_t lock;
+	struct {
+		char client_root[UUID_STR_LEN];
+		long long bytes;
+	} t[ART_RESERVE_SLOTS];
+} art_reserved = {.lock = PTHREAD_MUTEX_INITIALIZER};
+
+/* Reserves len bytes of the tenant's quota (used: its stored bytes): 1 done, 0 over the
+ * quota, -1 no slot free (too many tenants uploading at once). */
+static int art_reserve(const char *client_root, long long used, long long len, long long quota)
+{
+	int ret = -1, slot = -1;
+
+	pthread_mutex_lock(&art_reserved.lock);
+	for (int i = 0; i < ART_RESERVE_SLOTS; i++) {
+		if (strcmp(art_reserved.t[i].client_root, client_root) == 0) {
+			slot = i;
+			break;
+		}
+		if (slot < 0 && art_reserved.t[i].client_root[0] == '\0')
+			slot = i;
+	}
+	if (slot >= 0) {
+		ret = used + art_reserved.t[slot].bytes + len > quota ? 0 : 1;
+		if (ret == 1) {
+			snprintf(art_reserved.t[slot].client_root, UUID_STR_LEN, "%s", client_root);
+			art_reserved.t[slot].bytes += len;
+		}
+	}
+	pthread_mutex_unlock(&art_reserved.lock);
+	return ret;
+}
+
+static void art_release(const char *client_root, long long len)
+{
+	pthread_mutex_lock(&art_reserved.lock);
+	for (int i = 0; i < ART_RESERVE_SLOTS; i++) {
+		if (strcmp(art_reserved.t[i].client_root, client_root) != 0)
+			continue;
+		art_reserved.t[i].bytes -= len;
+		if (art_reserved.t[i].bytes <= 0)
+			memset(&art_reserved.t[i], 0, sizeof(art_reserved.t[i]));
+		break;
+	}
+	pthread_mutex_unlock(&art_reserved.lock);
+}
 
 /* ---- the upload's first call: its headers ---- */
 
@@ -155,16 +216,20 @@ static enum MHD_Result art_query_one(void *cls, enum MHD_ValueKind kind, const c
 	return MHD_YES;
 }
 
-/* Whether s is a name: 1 to 128 bytes, no control characters. */
+/* Whether s is a name: 1 to 128 bytes of valid UTF-8 without control characters (C0, DEL,
+ * C1: a label shown in a terminal or a page must not steer it). */
 static bool art_name_ok(const char *s)
 {
-	size_t n = s ? strlen(s) : 0;
+	size_t n = s ? strlen(s) : 0, i = 0;
+	uint32_t cp;
 
 	if (n == 0 || n > STORE_ARTIFACT_NAME_MAX)
 		return false;
-	for (size_t i = 0; i < n; i++)
-		if ((unsigned char)s[i] < 0x20 || s[i] == 0x7f)
+	while (i < n) {
+		if (!text_utf8_next((const unsigned char *)s, n, &i, &cp) || cp < 0x20 ||
+		    (cp >= 0x7f && cp <= 0x9f))
 			return false;
+	}
 	return true;
 }
 
@@ -194,7 +259,10 @@ static bool art_headers(struct api_app *app, struct store *st, struct MHD_Connec
 	const char *name = MHD_lookup_connection_value(conn, MHD_GET_ARGUMENT_KIND, "name");
 	const char *sha = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "rcs-sha256");
 	const char *cl = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Content-Length");
-	long long len = cl ? strtoll(cl, NULL, 10) : -1;
+	long long len = -1;
+	struct artifact_rec have;
+	char *end = NULL;
+	int res;
 	enum rcs_err err;
 
 	MHD_get_connection_values(conn, MHD_GET_ARGUMENT_KIND, art_query_one, &q);
@@ -215,6 +283,18 @@ static bool art_headers(struct api_app *app, struct store *st, struct MHD_Connec
 			  "the rcs-sha256 header must be 64 hex digits");
 		return false;
 	}
+	/* the length first: size and quota are checked before a byte is read */
+	if (cl != NULL && cl[0] >= '0' && cl[0] <= '9') {
+		errno = 0;
+		len = strtoll(cl, &end, 10);
+		if (errno != 0 || *end != '\0')
+			len = -1;
+	}
+	if (len < 0) {
+		api_error(r, 411, "length_required", NULL,
+			  "an upload needs a Content-Length (no chunked transfer)");
+		return false;
+	}
 	if (len > app->artifact_max_size) {
 		api_error(r, 413, "payload_too_large", NULL,
 			  "the artifact is larger than %lld bytes", app->artifact_max_size);
@@ -225,12 +305,26 @@ static bool art_headers(struct api_app *app, struct store *st, struct MHD_Connec
 		api_store_error(r, err, "artifacts");
 		return false;
 	}
-	if (len > 0 && up->used + len > app->artifact_quota) {
+	/* a copy of an artifact the tenant has (by rcs-sha256) adds nothing: it holds no quota */
+	if (up->want[0] && store_artifact_get(st, a->client_root, up->want, &have) == RCS_OK) {
+		store_artifact_rec_free(&have);
+		return true;
+	}
+	res = len > 0 ? art_reserve(a->client_root, up->used, len, app->artifact_quota) : 1;
+	if (res == 0) {
 		api_error(r, 409, "quota_exceeded", NULL,
-			  "the tenant's artifacts would hold more than %lld bytes",
+			  "the tenant's artifacts, with the uploads under way, would hold more than"
+			  " %lld bytes",
 			  app->artifact_quota);
 		return false;
 	}
+	if (res < 0) {
+		api_error(r, 503, "unavailable", NULL, "too many uploads under way: try again");
+		r->retry_after = 5;
+		return false;
+	}
+	up->reserved = len;
+	snprintf(up->client_root, sizeof(up->client_root), "%s", a->client_root);
 	return true;
 }
 
@@ -303,11 +397,6 @@ void api_upload_data(struct api_upload *up, const char *data, size_t n)
 		art_refuse(up, 413, "payload_too_large", "the artifact is larger than the limit");
 		return;
 	}
-	if (up->used + up->received > up->app->artifact_quota) {
-		art_refuse(up, 409, "quota_exceeded",
-			   "the tenant's artifacts would hold more than its quota");
-		return;
-	}
 	if (mbedtls_sha256_update_ret(&up->sha, (const unsigned char *)data, n) != 0) {
 		art_refuse(up, 500, "internal", "internal error");
 		return;
@@ -325,14 +414,20 @@ void api_upload_free(struct api_upload *up)
 		return;
 	store_artifact_sink_free(up->sink);
 	mbedtls_sha256_free(&up->sha);
+	if (up->reserved > 0)
+		art_release(up->client_root, up->reserved);
 	free(up);
 }
 
 /* ---- the handlers ---- */
 
-static json_object *art_json(const struct artifact_rec *a)
+/* The record of a (docs/api.md, "Artifacts"); used_by: the tasks whose current version pins
+ * it, NULL: looked up in st for the tenant (none when the lookup fails). */
+static json_object *art_json(struct store *st, const char *client_root,
+			     const struct artifact_rec *a)
 {
-	json_object *o = json_object_new_object();
+	json_object *o = json_object_new_object(), *used = json_object_new_array();
+	struct store_idents ids;
 	char ident[72];
 
 	snprintf(ident, sizeof(ident), "sha256:%s", a->sha256);
@@ -343,8 +438,12 @@ static json_object *art_json(const struct artifact_rec *a)
 	json_object_object_add(o, "created_at", json_object_new_int64(a->created_at));
 	json_object_object_add(o, "created_user",
 			       json_object_new_string(a->created_user ? a->created_user : ""));
-	/* the tasks whose current version pins it: none until tasks take artifacts */
-	json_object_object_add(o, "used_by", json_object_new_array());
+	if (store_artifact_used_by(st, client_root, a->sha256, &ids) == RCS_OK) {
+		for (size_t i = 0; i < ids.n; i++)
+			json_object_array_add(used, json_object_new_string(ids.v[i]));
+		store_idents_free(&ids);
+	}
+	json_object_object_add(o, "used_by", used);
 	return o;
 }
 
@@ -388,12 +487,18 @@ void api_artifact_upload(struct api_req *req, struct api_resp *r)
 	else if (err != RCS_OK)
 		api_store_error(r, err, "artifact");
 	else
-		api_reply(r, created ? 201 : 200, art_json(&out));
+		api_reply(r, created ? 201 : 200,
+			  art_json(req->app->st, req->auth.client_root, &out));
 	if (err == RCS_OK && created)
 		metrics_artifact_bytes(true, (unsigned long long)out.size);
 	store_artifact_rec_free(&out);
 	store_artifact_sink_free(up->sink); /* a copy's bytes gone before the answer */
 	up->sink = NULL;
+	/* the bytes are stored (or not): they count as the tenant's from now on, not as an
+	 * upload's, before the client can send its next one */
+	if (up->reserved > 0)
+		art_release(up->client_root, up->reserved);
+	up->reserved = 0;
 }
 
 void api_artifacts_list(struct api_req *req, struct api_resp *r)
@@ -420,7 +525,8 @@ void api_artifacts_list(struct api_req *req, struct api_resp *r)
 		l.pg.per_page > 0 ? (l.pg.total + l.pg.per_page - 1) / l.pg.per_page : 0));
 	json_object_object_add(o, "total_items", json_object_new_int64(l.pg.total));
 	for (size_t i = 0; i < l.n; i++)
-		json_object_array_add(items, art_json(&l.items[i]));
+		json_object_array_add(items,
+				      art_json(req->app->st, req->auth.client_root, &l.items[i]));
 	json_object_object_add(o, "items", items);
 	store_artifact_list_free(&l);
 	api_reply(r, 200, o);
@@ -459,7 +565,7 @@ void api_artifact_get(struct api_req *req, struct api_resp *r)
 
 	if (!art_load(req, r, &a))
 		return;
-	api_reply(r, 200, art_json(&a));
+	api_reply(r, 200, art_json(req->app->st, req->auth.client_root, &a));
 	store_artifact_rec_free(&a);
 }
 
@@ -472,6 +578,11 @@ void api_artifact_delete(struct api_req *req, struct api_resp *r)
 		return;
 	err =
 	    store_artifact_delete(req->app->st, req->app->artifact_dir, req->auth.client_root, sha);
+	if (err == RCS_ERR_CONFLICT) {
+		api_error(r, 409, "artifact_in_use", NULL,
+			  "a task's current version or a job not yet ended needs it (see used_by)");
+		return;
+	}
 	if (err != RCS_OK) {
 		api_store_error(r, err, "artifact");
 		return;

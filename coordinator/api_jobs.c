@@ -151,8 +151,12 @@ static bool job_check_signature(struct api_req *req, struct api_resp *r, struct 
 	m.script_len = tv.script_len;
 	m.constants = json_tokener_parse(tv.constants);
 	m.variables_info = json_tokener_parse(tv.variables_info);
+	/* manifest v2 when the version pins artifacts (docs/signing.md) */
+	m.artifacts = tv.artifacts ? json_tokener_parse(tv.artifacts) : NULL;
+	m.release = tv.release ? json_tokener_parse(tv.release) : NULL;
 	sig = json_tokener_parse(tv.signature ? tv.signature : jr->task.signature);
-	if (m.constants == NULL || m.variables_info == NULL || sig == NULL) {
+	if (m.constants == NULL || m.variables_info == NULL || sig == NULL ||
+	    (tv.artifacts && m.artifacts == NULL) || (tv.release && m.release == NULL)) {
 		api_store_error(r, RCS_ERR_INTERNAL, "task");
 		goto out;
 	}
@@ -169,6 +173,8 @@ out:
 		json_object_put(m.constants);
 	if (m.variables_info)
 		json_object_put(m.variables_info);
+	json_object_put(m.artifacts);
+	json_object_put(m.release);
 	if (sig)
 		json_object_put(sig);
 	store_task_version_free(&tv);

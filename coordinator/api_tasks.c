@@ -1,16 +1,17 @@
 /*
- * api_tasks.c - tasks and scripts: /tasks, /tasks/<id>, /scripts, /scripts/<name>.
+ * api_tasks.c - tasks: /tasks, /tasks/<id> (docs/api.md, "Tasks"); the new versions a
+ * script's new bytes give them (api_scripts.c).
  */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "api.h"
+#include "api_task_artifacts.h"
 #include "log.h"
 #include "render.h"
 #include "rollout.h"
 #include "manifest.h"
-#include "script_check.h"
 #include "store.h"
 #include "store_keys.h"
 #include "store_tasks.h"
@@ -21,7 +22,6 @@
 #define TASK_MAX_COMMENT     4096
 #define TASK_MAX_TIMEOUT     86400
 #define TASK_DEFAULT_TIMEOUT 300
-#define SCRIPT_MAX_SOURCE    (256 * 1024)
 /* the ceiling of an answer: a record, or a page of 500 */
 #define TASK_ANSWER_MAX (64 * 1024 * 1024)
 
@@ -38,9 +38,12 @@ static const char *const task_writable[] = {"name",
 					    "notification_mail_list",
 					    "notification_status_list",
 					    "retry",
+					    "artifacts",
+					    "release",
+					    "download_timeout",
 					    NULL};
 /* The members of a task's body that take null (docs/openapi.json TaskInput, TaskPatch). */
-static const char *const task_nullable[] = {"retry", "signature", NULL};
+static const char *const task_nullable[] = {"retry", "signature", "artifacts", "release", NULL};
 static const char *const task_platform[] = {"ident",        "version",       "client_root",
 					    "created_user", "created_at",    "update_user",
 					    "update_at",    "script_sha256", NULL};
@@ -71,6 +74,9 @@ static void task_from_record(const struct task_rec *t, struct task_write *w)
 	w->status_list = t->status_list;
 	w->signature = t->signature;
 	w->retry = t->retry;
+	w->artifacts = t->artifacts;
+	w->release = t->release;
+	w->download_timeout = t->download_timeout;
 }
 
 /*
@@ -223,7 +229,8 @@ static void task_manifest_free(struct manifest_in *m)
 
 /*
  * Saves w as a new version: records the script's current bytes, signs it
- * when the coordinator has a signing key. The caller holds a transaction.
+ * when the coordinator has a signing key (one with artifacts only with
+ * --sign-artifacts: docs/signing.md). The caller holds a transaction.
  */
 static enum rcs_err task_save(struct api_app *app, struct task_write *w, bool is_new,
 			      struct jsonu_err *e)
@@ -233,9 +240,11 @@ static enum rcs_err task_save(struct api_app *app, struct task_write *w, bool is
 	char sha[SHA256_HEX_LEN];
 	json_object *sig = NULL;
 	struct manifest_in m;
+	struct api_task_arts ta;
 	enum rcs_err err;
 
 	memset(&m, 0, sizeof(m));
+	memset(&ta, 0, sizeof(ta));
 	err = store_script_source(app->st, w->client_root, w->script, &src, &len, sha);
 	if (err == RCS_ERR_NOTFOUND) {
 		jsonu_fail(e, "script", "no script named '%s'", w->script);
@@ -249,6 +258,9 @@ static enum rcs_err task_save(struct api_app *app, struct task_write *w, bool is
 	w->script_sha256 = sha;
 	err = task_manifest(w, &m);
 	if (err == RCS_OK)
+		err = api_task_arts_derive(w, &ta, &m);
+	/* a task with artifacts is signed offline unless --sign-artifacts */
+	if (err == RCS_OK && (!manifest_is_v2(&m) || app->sign_artifacts))
 		err = signer_sign(app->signer, &m, &sig);
 	if (err != RCS_OK) {
 		log_warnx("signing task %s: %s", w->ident, rcs_strerror(err));
@@ -261,8 +273,12 @@ out:
 	w->script_src = NULL;
 	w->script_sha256 = NULL;
 	w->signature = NULL;
+	w->artifacts_signed = NULL;
+	w->arts = NULL;
+	w->n_arts = 0;
 	free(src);
 	task_manifest_free(&m);
+	api_task_arts_free(&ta);
 	if (sig)
 		json_object_put(sig);
 	return err;
@@ -336,10 +352,12 @@ void api_task_create(struct api_req *req, struct api_resp *r)
 {
 	json_object *body = NULL;
 	struct task_write w;
+	struct api_task_arts ta;
 	struct jsonu_err e;
 	char ident[UUID_STR_LEN];
 	enum rcs_err err;
 
+	memset(&ta, 0, sizeof(ta));
 	if (!api_body_object_nullable(req, r, false, task_nullable, &body))
 		return;
 	memset(&w, 0, sizeof(w));
@@ -348,12 +366,20 @@ void api_task_create(struct api_req *req, struct api_resp *r)
 	w.active = true;
 	w.is_public = true;
 	w.timeout = TASK_DEFAULT_TIMEOUT;
+	w.download_timeout = API_TASK_DOWNLOAD_TIMEOUT;
+	w.client_root = req->auth.client_root;
 	err = task_apply_body(body, &w, true, &e);
 	if (err != RCS_OK) {
 		api_invalid(r, &e);
 		goto out;
 	}
-	err = uuid_v7(ident);
+	err = api_task_arts_read(req, body, &w, &ta, &e);
+	if (err == RCS_ERR_INVAL) {
+		api_invalid(r, &e);
+		goto out;
+	}
+	if (err == RCS_OK)
+		err = uuid_v7(ident);
 	if (err != RCS_OK) {
 		api_store_error(r, err, "task");
 		goto out;
@@ -374,6 +400,7 @@ void api_task_create(struct api_req *req, struct api_resp *r)
 		task_answer(req, r, ident, 201);
 	}
 out:
+	api_task_arts_free(&ta);
 	json_object_put(body);
 }
 
@@ -395,6 +422,7 @@ static void task_set_signature(struct api_req *req, struct api_resp *r, const st
 {
 	struct task_write w;
 	struct manifest_in m;
+	json_object *arts = NULL, *rel = NULL;
 	enum rcs_err err;
 	struct task_version tv;
 
@@ -410,7 +438,16 @@ static void task_set_signature(struct api_req *req, struct api_resp *r, const st
 		}
 		w.script_src = tv.script_src;
 		w.script_len = tv.script_len;
+		/* manifest v2 when the version pins artifacts */
 		err = task_manifest(&w, &m);
+		if (err == RCS_OK && tv.artifacts != NULL) {
+			arts = json_tokener_parse(tv.artifacts);
+			rel = tv.release ? json_tokener_parse(tv.release) : NULL;
+			m.artifacts = arts;
+			m.release = rel;
+			if (arts == NULL || (tv.release && rel == NULL))
+				err = RCS_ERR_INTERNAL;
+		}
 		if (err != RCS_OK) {
 			api_store_error(r, err, "task");
 			goto out;
@@ -425,8 +462,8 @@ static void task_set_signature(struct api_req *req, struct api_resp *r, const st
 		if (err == RCS_ERR_VERIFY) {
 			api_error(r, 400, "validation_failed", "signature",
 				  "the signature does not verify against a trusted key over the"
-				  " manifest of version %lld",
-				  w.version);
+				  " manifest (v%d) of version %lld",
+				  manifest_is_v2(&m) ? 2 : 1, w.version);
 			goto out;
 		}
 		if (err != RCS_OK) {
@@ -444,6 +481,8 @@ static void task_set_signature(struct api_req *req, struct api_resp *r, const st
 		task_answer(req, r, w.ident, 200);
 out:
 	task_manifest_free(&m);
+	json_object_put(arts);
+	json_object_put(rel);
 	store_task_version_free(&tv);
 }
 
@@ -463,7 +502,10 @@ static bool task_unchanged(const struct task_rec *cur, const struct task_write *
 	       jsonu_text_same(cur->constants, w->constants) &&
 	       jsonu_text_same(cur->mail_list, w->mail_list) &&
 	       jsonu_text_same(cur->status_list, w->status_list) &&
-	       jsonu_text_same(cur->retry, w->retry);
+	       jsonu_text_same(cur->retry, w->retry) &&
+	       jsonu_text_same(cur->artifacts, w->artifacts) &&
+	       jsonu_text_same(cur->release, w->release) &&
+	       cur->download_timeout == w->download_timeout;
 }
 
 static void task_update(struct api_req *req, struct api_resp *r, bool full)
@@ -471,11 +513,13 @@ static void task_update(struct api_req *req, struct api_resp *r, bool full)
 	json_object *body = NULL;
 	struct task_rec cur;
 	struct task_write w;
+	struct api_task_arts ta;
 	struct jsonu_err e;
 	enum rcs_err err;
 	bool tx = false;
 
 	memset(&cur, 0, sizeof(cur));
+	memset(&ta, 0, sizeof(ta));
 	if (!api_body_object_nullable(req, r, false, task_nullable, &body))
 		return;
 	err = store_tx_begin(req->app->st);
@@ -508,12 +552,22 @@ static void task_update(struct api_req *req, struct api_resp *r, bool full)
 		w.allow_offline = false;
 		w.timeout = TASK_DEFAULT_TIMEOUT;
 		w.retry = NULL;
+		w.artifacts = NULL;
+		w.release = NULL;
+		w.download_timeout = API_TASK_DOWNLOAD_TIMEOUT;
 	}
 	err = task_apply_body(body, &w, full, &e);
 	if (err != RCS_OK) {
 		api_invalid(r, &e);
 		goto out;
 	}
+	err = api_task_arts_read(req, body, &w, &ta, &e);
+	if (err == RCS_ERR_INVAL)
+		api_invalid(r, &e);
+	else if (err != RCS_OK)
+		api_store_error(r, err, "task");
+	if (err != RCS_OK)
+		goto out;
 	if (!full && task_unchanged(&cur, &w)) {
 		/* a PATCH that changes nothing makes no version, as a pause of a paused group
 		 * (docs/api.md "Tasks") */
@@ -534,6 +588,7 @@ out:
 	if (tx)
 		store_tx_end(req->app->st, r->status >= 200 && r->status < 300);
 	store_task_rec_free(&cur);
+	api_task_arts_free(&ta);
 	json_object_put(body);
 }
 
@@ -561,68 +616,11 @@ void api_task_delete(struct api_req *req, struct api_resp *r)
 		api_reply(r, 204, NULL);
 }
 
-/* ---- scripts ---- */
+/* ---- what a script's new bytes do to tasks ---- */
 
-static bool script_name_ok(struct api_req *req, struct api_resp *r, const char *name)
-{
-	(void)req;
-	if (!vars_token_valid(name, 64, "-.")) {
-		api_error(r, 400, "validation_failed", "name",
-			  "script names are 1-64 letters, digits or any of _-.");
-		return false;
-	}
-	return true;
-}
-
-void api_scripts_list(struct api_req *req, struct api_resp *r)
-{
-	struct store_page pg;
-	struct store_script_list page;
-	struct render w;
-	struct buf b;
-	enum rcs_err err;
-
-	if (!api_page(req, r, API_DEFAULT_PER_PAGE, &pg))
-		return;
-	err = store_scripts_list(req->app->st, req->auth.client_root, &pg, &page);
-	if (err != RCS_OK) {
-		api_store_error(r, err, "script");
-		return;
-	}
-	buf_init(&b, TASK_ANSWER_MAX);
-	render_init(&w, &b);
-	render_script_list(&w, &page);
-	api_reply_buf(r, 200, &b, render_end(&w));
-	store_script_list_free(&page);
-}
-
-void api_script_get(struct api_req *req, struct api_resp *r)
-{
-	struct script_rec s;
-	struct render w;
-	struct buf b;
-	enum rcs_err err;
-
-	if (!vars_token_valid(req->seg[1], 64, "-.")) {
-		api_store_error(r, RCS_ERR_NOTFOUND, "script");
-		return;
-	}
-	err = store_script_get(req->app->st, req->auth.client_root, req->seg[1], true, &s);
-	if (err != RCS_OK) {
-		api_store_error(r, err, "script");
-		return;
-	}
-	buf_init(&b, TASK_ANSWER_MAX);
-	render_init(&w, &b);
-	render_script(&w, &s);
-	api_reply_buf(r, 200, &b, render_end(&w));
-	store_script_rec_free(&s);
-}
-
-/* Gives every task of the tenant using the script a new version with its new bytes;
- * *bumped (malloc'd, *n of them) gets each task's ident and new version. */
-static enum rcs_err script_bump_tasks(struct api_req *req, const char *name,
-				      struct render_task_bump **bumped, size_t *n)
+/* See api.h. */
+enum rcs_err api_tasks_bump_script(struct api_req *req, const char *name,
+				   struct render_task_bump **bumped, size_t *n)
 {
 	struct store_idents idents;
 	enum rcs_err err;
@@ -659,129 +657,4 @@ static enum rcs_err script_bump_tasks(struct api_req *req, const char *name,
 	}
 	store_idents_free(&idents);
 	return err;
-}
-
-/* Lua's parser on the source: a syntax error is answered now, with Lua's message and line
- * (details.line), not by every device that runs it. */
-static bool script_compiles(struct api_resp *r, const char *name, const char *src)
-{
-	char msg[SCRIPT_CHECK_MSG_MAX];
-	json_object *details;
-	int line;
-	enum rcs_err err;
-
-	err = script_check(name, src, strlen(src), msg, sizeof(msg), &line);
-	if (err == RCS_OK)
-		return true;
-	api_error(r, 400, "validation_failed", "source", "the script does not compile: %s", msg);
-	if (line > 0 && r->body != NULL && json_object_object_get_ex(r->body, "error", &details) &&
-	    json_object_object_get_ex(details, "details", &details))
-		json_object_object_add(details, "line", json_object_new_int(line));
-	return false;
-}
-
-/* Lua's parser on the body of PUT /scripts/<name>, outside the store's lock; what it does
- * not check (a bad name, a bad body, a stock script) is left to api_script_put's answer. */
-void api_script_precheck(struct api_req *req, struct api_resp *r)
-{
-	static const char *const fields[] = {"source", NULL};
-	json_object *body = NULL;
-	const char *name = req->seg[1], *src = NULL;
-	struct jsonu_err e;
-
-	/* a body that is not JSON is answered here, as the handler would */
-	if (vars_token_valid(name, 64, "-.") && api_body_object(req, r, false, &body) &&
-	    jsonu_check_keys(body, fields, &e) == RCS_OK &&
-	    jsonu_get_string(body, "source", true, SCRIPT_MAX_SOURCE, &src, NULL, &e) == RCS_OK &&
-	    !store_script_is_stock(req->app->st, name))
-		script_compiles(r, name, src);
-	json_object_put(body);
-}
-
-void api_script_put(struct api_req *req, struct api_resp *r)
-{
-	static const char *const fields[] = {"source", NULL};
-	json_object *body = NULL;
-	struct script_rec s;
-	struct render_task_bump *bumped = NULL;
-	size_t n_bumped = 0;
-	struct render w;
-	struct buf b;
-	const char *name = req->seg[1], *src = NULL;
-	char old_sha[SHA256_HEX_LEN] = "", new_sha[SHA256_HEX_LEN];
-	char *old_src = NULL;
-	size_t old_len = 0;
-	struct jsonu_err e;
-	bool created = false, tx = false;
-	enum rcs_err err;
-
-	memset(&s, 0, sizeof(s));
-	if (!script_name_ok(req, r, name) || !api_body_object(req, r, false, &body))
-		goto out;
-	if (jsonu_check_keys(body, fields, &e) != RCS_OK ||
-	    jsonu_get_string(body, "source", true, SCRIPT_MAX_SOURCE, &src, NULL, &e) != RCS_OK) {
-		api_invalid(r, &e);
-		goto out;
-	}
-	if (store_script_is_stock(req->app->st, name)) {
-		api_error(r, 403, "forbidden", "name",
-			  "'%s' is a stock script: stock scripts are read-only", name);
-		goto out;
-	}
-	if (!req->prechecked && !script_compiles(r, name, src))
-		goto out;
-	err = store_tx_begin(req->app->st);
-	if (err != RCS_OK) {
-		api_store_error(r, err, "script");
-		goto out;
-	}
-	tx = true;
-	if (store_script_source(req->app->st, req->auth.client_root, name, &old_src, &old_len,
-				old_sha) != RCS_OK)
-		old_sha[0] = '\0';
-	err = store_script_put(req->app->st, req->auth.client_root, name, src, strlen(src),
-			       req->now, &created);
-	sha256_hex(src, strlen(src), new_sha);
-	if (err == RCS_OK && old_sha[0] && strcmp(old_sha, new_sha) != 0)
-		err = script_bump_tasks(req, name, &bumped, &n_bumped);
-	if (err == RCS_OK)
-		err = store_script_get(req->app->st, req->auth.client_root, name, true, &s);
-	if (err != RCS_OK) {
-		api_store_error(r, err, "script");
-		goto out;
-	}
-	buf_init(&b, TASK_ANSWER_MAX);
-	render_init(&w, &b);
-	render_script_put(&w, &s, bumped, n_bumped);
-	api_reply_buf(r, created ? 201 : 200, &b, render_end(&w));
-out:
-	if (tx)
-		store_tx_end(req->app->st, r->status >= 200 && r->status < 300);
-	free(old_src);
-	free(bumped);
-	store_script_rec_free(&s);
-	json_object_put(body);
-}
-
-void api_script_delete(struct api_req *req, struct api_resp *r)
-{
-	const char *name = req->seg[1];
-	enum rcs_err err;
-
-	if (!vars_token_valid(name, 64, "-.")) {
-		api_store_error(r, RCS_ERR_NOTFOUND, "script");
-		return;
-	}
-	if (store_script_is_stock(req->app->st, name)) {
-		api_error(r, 403, "forbidden", "name",
-			  "'%s' is a stock script: stock scripts are read-only", name);
-		return;
-	}
-	err = store_script_delete(req->app->st, req->auth.client_root, name);
-	if (err == RCS_ERR_CONFLICT)
-		api_error(r, 409, "conflict", "name", "script '%s' is used by a task", name);
-	else if (err != RCS_OK)
-		api_store_error(r, err, "script");
-	else
-		api_reply(r, 204, NULL);
 }

@@ -312,6 +312,7 @@ enum rcs_err bridge_start(const struct bridge_opts *opts, struct store *st, stru
 	b->link.st = st;
 	b->link.lc = lc;
 	b->link.claims = store_shared(st);
+	b->link.tokens = opts->tokens;
 	b->max_payload = opts->max_payload ? opts->max_payload : PROTO_MAX_PAYLOAD;
 	if (opts->shared == BRIDGE_SHARED_YES && !opts->stable_client_id)
 		log_warnx("--mqtt-shared-subscriptions yes with a client id that changes at every"

@@ -183,7 +183,10 @@ static bool bridge_report_move(const struct in_msg *m, struct proto_report *r, s
 	mv->replace_response = true;
 	mv->set_response_time = status_is_terminal(r->status);
 	mv->seq = r->seq;
-	mv->error_code = r->error; /* the cause of an edge_error (docs/mqtt.md) */
+	mv->error_code = r->error;          /* the cause of an edge_error (docs/mqtt.md) */
+	mv->has_progress = r->has_progress; /* the downloads' progress (edge_running) */
+	mv->progress_done = r->progress_done;
+	mv->progress_total = r->progress_total;
 	mv->now = (int64_t)time(NULL);
 	return true;
 }

@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "art_token.h"
 #include "log.h"
 #include "render.h"
 #include "status.h"
@@ -23,6 +24,7 @@
 struct bridge_tv {
 	struct task_version tv;
 	json_object *constants, *variables_info, *signature;
+	json_object *artifacts, *release; /* NULL: none */
 	char *text; /* its members of an envelope (proto_envelope_version_text), once made */
 	size_t text_len;
 };
@@ -42,7 +44,9 @@ static void bridge_tv_free(struct bridge_tv *t)
 	json_object_put(t->constants);
 	json_object_put(t->variables_info);
 	json_object_put(t->signature);
-	t->constants = t->variables_info = t->signature = NULL;
+	json_object_put(t->artifacts);
+	json_object_put(t->release);
+	t->constants = t->variables_info = t->signature = t->artifacts = t->release = NULL;
 	free(t->text);
 	t->text = NULL;
 }
@@ -79,8 +83,14 @@ static enum rcs_err bridge_tv_get(struct bridge_envelopes *e, const char *task, 
 	out->variables_info = json_tokener_parse(out->tv.variables_info);
 	if (out->tv.signature)
 		out->signature = json_tokener_parse(out->tv.signature);
+	if (out->tv.artifacts)
+		out->artifacts = json_tokener_parse(out->tv.artifacts);
+	if (out->tv.release)
+		out->release = json_tokener_parse(out->tv.release);
 	if (out->constants == NULL || out->variables_info == NULL ||
-	    (out->tv.signature && out->signature == NULL)) {
+	    (out->tv.signature && out->signature == NULL) ||
+	    (out->tv.artifacts && out->artifacts == NULL) ||
+	    (out->tv.release && out->release == NULL)) {
 		bridge_tv_free(out);
 		return RCS_ERR_DB;
 	}
@@ -146,11 +156,14 @@ static enum rcs_err bridge_move_sent(struct bridge_envelopes *e, const char *ide
 	return err;
 }
 
-/* The envelope of job (o->ident) with its task version tv, into o (topic, payload). */
+/* The envelope of job (o->ident) with its task version tv, into o (topic, payload); with
+ * artifacts, the job's artifact token (made with tokens). */
 static enum rcs_err bridge_render_envelope(const struct job_rec *job, struct bridge_tv *tv,
-					   int64_t now, struct bridge_out *o)
+					   struct art_tokens *tokens, int64_t now,
+					   struct bridge_out *o)
 {
 	json_object *vars = NULL;
+	char token[ART_TOKEN_MAX];
 	struct proto_envelope env;
 	struct render w;
 	struct buf text;
@@ -182,6 +195,20 @@ static enum rcs_err bridge_render_envelope(const struct job_rec *job, struct bri
 			     ? job->expires_at
 			     : store_job_expiry(job->created_at, job->scheduled_time, job->ttl);
 	env.timeout = tv->tv.timeout;
+	env.artifacts = tv->artifacts;
+	env.release = tv->release;
+	env.download_timeout = tv->tv.download_timeout;
+	if (env.artifacts != NULL) {
+		/* the token is the job's own; it never leaves the envelope (docs/mqtt.md) */
+		err = tokens ? art_token_make(tokens, o->ident, job->entity_ident, job->client_root,
+					      now, token)
+			     : RCS_ERR_INTERNAL;
+		if (err != RCS_OK) {
+			log_warnx("job %s: no artifact token: %s", o->ident, rcs_strerror(err));
+			goto out;
+		}
+		env.artifact_token = token;
+	}
 	/* what comes from the task version is written once, then copied into each envelope */
 	if (tv->text == NULL &&
 	    (tv->text = proto_envelope_version_text(&env, &tv->text_len)) == NULL) {
@@ -249,7 +276,7 @@ enum rcs_err bridge_prepare_job(struct bridge_envelopes *e, const char *ident, b
 		err = bridge_move_sent(e, ident, now, undo, &moved);
 	if (err != RCS_OK || !moved)
 		goto out;
-	err = bridge_render_envelope(&job, tv, now, o);
+	err = bridge_render_envelope(&job, tv, e->link->tokens, now, o);
 out:
 	bridge_tv_free(&own);
 	if (have_job)

@@ -46,7 +46,8 @@ struct bridge_link {
 	 * (docs/architecture.md "Claims"), and reports may come through a shared
 	 * subscription */
 	bool claims;
-	int efd; /* eventfd: work arrived for the worker */
+	int efd;                   /* eventfd: work arrived for the worker */
+	struct art_tokens *tokens; /* the envelopes' artifact tokens (art_token.h), or NULL */
 };
 
 /* Wakes the worker (any thread). */

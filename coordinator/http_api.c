@@ -41,6 +41,7 @@ struct http_api {
 	int fd; /* the listening socket until libmicrohttpd takes it, else -1 */
 	bool ipv6;
 	char listen[300];
+	bool devices_only; /* --device-listen: the device download route only (api_device.c) */
 	/* the writers (api_writer): state-changing requests, their connections suspended */
 	pthread_mutex_t wlock;
 	pthread_cond_t wcond;
@@ -574,6 +575,8 @@ static enum MHD_Result api_handle(void *cls, struct MHD_Connection *conn, const 
 		api_conn_resumed(c, &resp, allow, sizeof(allow), &started_us);
 		return api_answer(conn, method, url, &resp, allow, started_us);
 	}
+	if (c == NULL && (h->devices_only || api_device_route(url)))
+		return (enum MHD_Result)api_device_answer(app, conn, url, method, h->devices_only);
 	if (api_body_read(app, conn, url, method, con_cls, upload_data, upload_data_size, &ret))
 		return ret;
 	c = *con_cls;
@@ -725,7 +728,7 @@ enum rcs_err http_api_start(struct http_api *h, struct api_app *app, unsigned nt
 {
 	unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL | MHD_USE_ERROR_LOG |
 			 MHD_ALLOW_SUSPEND_RESUME;
-	unsigned want = (nthreads ? nthreads : 1) * API_WRITERS_PER_THREAD;
+	unsigned want = h->devices_only ? 0 : (nthreads ? nthreads : 1) * API_WRITERS_PER_THREAD;
 
 	if (h->ipv6)
 		flags |= MHD_USE_IPv6;
@@ -751,8 +754,14 @@ enum rcs_err http_api_start(struct http_api *h, struct api_app *app, unsigned nt
 		return RCS_ERR_IO;
 	}
 	h->fd = -1; /* libmicrohttpd's now: MHD_stop_daemon closes it */
-	log_info("REST API listening on %s", h->listen);
+	log_info("%s listening on %s", h->devices_only ? "device downloads" : "REST API",
+		 h->listen);
 	return RCS_OK;
+}
+
+void http_api_devices_only(struct http_api *h)
+{
+	h->devices_only = true;
 }
 
 void http_api_stop(struct http_api *h)

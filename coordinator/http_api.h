@@ -18,6 +18,9 @@ struct http_api;
 enum rcs_err http_api_listen(const char *listen, struct http_api **out);
 /* Starts serving on the socket of http_api_listen with nthreads worker threads. */
 enum rcs_err http_api_start(struct http_api *h, struct api_app *app, unsigned nthreads);
+/* Before http_api_start: h serves the device download route only (--device-listen;
+ * docs/api.md "Device downloads"), every other path a 404. */
+void http_api_devices_only(struct http_api *h);
 void http_api_stop(struct http_api *h);
 
 #endif

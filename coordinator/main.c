@@ -18,6 +18,7 @@
 #include "log.h"
 #include "store.h"
 #include "store_audit.h"
+#include "store_downloads.h"
 #include "store_keys.h"
 #include "store_queues.h"
 #include "uuid.h"
@@ -37,10 +38,14 @@ static const struct cfg_opt serve_opts[] = {
     OPT("db", CFG_STRING, db, "PATH",
 	"SQLite database file (created when missing) or postgresql:// URL"),
     OPT("listen", CFG_STRING, listen, "HOST:PORT", "address of the REST API"),
+    OPT("device_listen", CFG_STRING, device_listen, "HOST:PORT",
+	"a second address serving only the devices' artifact downloads"),
     OPT("scripts_dir", CFG_STRING, scripts_dir, "DIR", "stock Lua scripts (<name>.lua)"),
     OPT("signing_key", CFG_STRING, signing_key, "PEM", "EC P-256 key that signs tasks"),
     OPT("signing_key_passphrase_file", CFG_STRING, signing_key_passphrase_file, "FILE",
 	"passphrase of an encrypted signing_key (or RCS_SIGNING_KEY_PASSPHRASE)"),
+    OPT("sign_artifacts", CFG_BOOL, sign_artifacts, NULL,
+	"signing_key signs tasks with artifacts too (default: they are signed offline)"),
     OPT("trusted_key", CFG_STRLIST, trusted_key, "PEM",
 	"public key accepted for task signatures (repeatable)"),
     OPT_INT("max_body", max_body, 1024, 64LL * 1024 * 1024, "BYTES",
@@ -132,12 +137,15 @@ static void usage(FILE *fp)
 		"       rcs-coordinator key create --db PATH --client-root UUID --user NAME --role "
 		"ROLE\n"
 		"       rcs-coordinator key revoke --db PATH --ident KEY_IDENT\n"
+		"       rcs-coordinator artifact-secret rotate --db PATH\n"
 		"       rcs-coordinator serve --db PATH --listen HOST:PORT [options]\n"
 		"       rcs-coordinator --help | --version\n"
 		"\n"
 		"init creates a tenant and prints {\"client_root\", \"api_key\"} (an admin key).\n"
 		"key create prints {\"api_key\", \"ident\"}; keys take effect at once, also while\n"
-		"serve runs. Every serve option is also a \"key value\" line of --config FILE.\n"
+		"serve runs. artifact-secret rotate adds the secret new artifact tokens are made\n"
+		"with (at each coordinator's next start); tokens already issued stay valid. Every "
+		"serve option is also a \"key value\" line of --config FILE.\n"
 		"\nserve options:\n");
 	cfg_usage(fp, serve_opts);
 	fprintf(fp, "  --config FILE                config file (mosquitto.conf style)\n");
@@ -239,6 +247,38 @@ static int cmd_init(struct settings *s)
 	}
 	printf("{\"client_root\": \"%s\", \"api_key\": \"%s\"}\n", root, key);
 	explicit_bzero(key, sizeof(key));
+	return 0;
+}
+
+/* A new secret for artifact tokens (docs/mqtt.md, "Artifact token"): the newest signs the
+ * tokens a coordinator makes from its next start; every one kept still verifies. */
+static int cmd_artifact_secret(struct settings *s, const char *what)
+{
+	struct store *st;
+	enum rcs_err err;
+
+	settings_need(s->db, "--db");
+	if (strcmp(what, "rotate") != 0) {
+		fprintf(stderr, "rcs-coordinator: artifact-secret takes rotate\n");
+		return 2;
+	}
+	st = settings_open_db(s->db);
+	err = store_tx_begin(st);
+	if (err == RCS_OK) {
+		err = store_token_secret_add(st, (int64_t)time(NULL));
+		if (err == RCS_OK)
+			err = cli_audit(st, NULL, "rcs-coordinator artifact-secret rotate", NULL,
+					201);
+		err = err == RCS_OK ? store_tx_end(st, true) : (store_tx_end(st, false), err);
+	}
+	store_close(st);
+	if (err != RCS_OK) {
+		fprintf(stderr, "rcs-coordinator: artifact-secret rotate failed: %s\n",
+			rcs_strerror(err));
+		return 1;
+	}
+	printf("a new artifact token secret: coordinators make tokens with it from their next"
+	       " start; tokens already issued stay valid\n");
 	return 0;
 }
 
@@ -378,6 +418,10 @@ int main(int argc, char **argv)
 	} else if (strcmp(cmd, "init") == 0) {
 		parse_opts(admin_opts, &s, argc, argv, 2);
 		rc = cmd_init(&s);
+		cfg_free(admin_opts, &s);
+	} else if (strcmp(cmd, "artifact-secret") == 0 && argc >= 3) {
+		parse_opts(admin_opts, &s, argc, argv, 3);
+		rc = cmd_artifact_secret(&s, argv[2]);
 		cfg_free(admin_opts, &s);
 	} else if (strcmp(cmd, "key") == 0 && argc >= 3) {
 		parse_opts(admin_opts, &s, argc, argv, 3);

@@ -52,6 +52,7 @@ static struct {
 	unsigned long long job_changes[JS__COUNT];
 	unsigned long long hook_ok, hook_err, hook_failed;
 	unsigned long long art_in, art_out; /* artifacts' bytes uploaded, served */
+	long long art_downloads;            /* devices' downloads under way */
 	/* several brokers and coordinators */
 	unsigned long long mqtt_reports_in;
 	bool mqtt_shared;
@@ -253,6 +254,13 @@ void metrics_artifact_bytes(bool uploaded, unsigned long long n)
 	pthread_mutex_unlock(&m.lock);
 }
 
+void metrics_artifact_download(int delta)
+{
+	pthread_mutex_lock(&m.lock);
+	m.art_downloads += delta;
+	pthread_mutex_unlock(&m.lock);
+}
+
 static void histo_write(struct buf *b, const char *name, const char *help, const struct histo *h)
 {
 	unsigned long long cum = 0;
@@ -387,8 +395,11 @@ enum rcs_err metrics_render(struct store *st, struct buf *b)
 		    "# HELP rcs_artifact_bytes_total Bytes of artifacts uploaded and served.\n"
 		    "# TYPE rcs_artifact_bytes_total counter\n"
 		    "rcs_artifact_bytes_total{direction=\"uploaded\"} %llu\n"
-		    "rcs_artifact_bytes_total{direction=\"served\"} %llu\n",
-		    m.art_in, m.art_out);
+		    "rcs_artifact_bytes_total{direction=\"served\"} %llu\n"
+		    "# HELP rcs_artifact_downloads Devices' downloads of artifacts under way.\n"
+		    "# TYPE rcs_artifact_downloads gauge\n"
+		    "rcs_artifact_downloads %lld\n",
+		    m.art_in, m.art_out, m.art_downloads);
 	pthread_mutex_unlock(&m.lock);
 	gauge(b, "rcs_devices_online", "Devices online now.", online);
 	buf_appendf(b,

@@ -59,6 +59,8 @@ void metrics_webhook_attempt(bool delivered, bool failed);
 
 /* n bytes of an artifact stored by an upload (uploaded), or sent in an answer. */
 void metrics_artifact_bytes(bool uploaded, unsigned long long n);
+/* A device's download of an artifact began (+1) or ended (-1). */
+void metrics_artifact_download(int delta);
 /* Appends v as a label value of the text format: backslash, double quote and line feed
  * escaped (\\, \", \n). Every label value the exposition writes goes through it. */
 void metrics_label(struct buf *b, const char *v);

@@ -45,6 +45,8 @@ struct bridge_opts {
 	/* this node's last run on a shared database did not stop cleanly: the reports on their
 	 * way to its clean session were lost, the in-flight jobs are sent again */
 	bool node_died;
+	/* what makes the artifact tokens of envelopes (art_token.h); NULL: none made */
+	struct art_tokens *tokens;
 };
 
 /* "auto", "yes" or "no" (NULL: auto) into *out; RCS_ERR_INVAL for anything else. */

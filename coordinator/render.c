@@ -444,6 +444,10 @@ void render_task(struct render *w, const struct task_rec *r)
 	render_kstr(w, "script_sha256", r->script_sha256);
 	render_kraw(w, "signature", r->signature);
 	render_kraw(w, "retry", r->retry); /* docs/api.md "Rollouts" */
+	/* docs/api.md "Tasks": the artifacts it pins, its release */
+	render_kraw(w, "artifacts", r->artifacts ? r->artifacts : "{}");
+	render_kraw(w, "release", r->release);
+	render_kint(w, "download_timeout", r->download_timeout);
 	render_obj_close(w);
 }
 

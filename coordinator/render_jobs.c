@@ -65,6 +65,16 @@ static void render_job_as(struct render *w, const struct job_rec *r, enum job_st
 	render_kint(w, "attempt", r->attempt > 0 ? r->attempt : 1);
 	render_kstr(w, "retry_of", r->retry_of[0] ? r->retry_of : NULL);
 	render_kstr(w, "error_code", r->error_code);
+	/* the last progress of its downloads (docs/api.md "Jobs"), null: none reported */
+	render_key(w, "progress");
+	if (r->has_progress) {
+		render_obj_open(w);
+		render_kint(w, "done", r->progress_done);
+		render_kint(w, "total", r->progress_total);
+		render_obj_close(w);
+	} else {
+		render_null(w);
+	}
 	render_obj_close(w);
 }
 
@@ -365,5 +375,7 @@ void render_envelope(struct render *w, const struct proto_envelope *env, const c
 	render_kraw(w, "variables", variables ? variables : "{}");
 	render_kint(w, "issued_at", env->issued_at);
 	render_kint_opt(w, "expires_at", env->expires_at);
+	if (env->artifact_token != NULL) /* the job's own: never in a record or an event */
+		render_kstr(w, "artifact_token", env->artifact_token);
 	render_obj_close(w);
 }

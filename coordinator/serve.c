@@ -18,6 +18,7 @@
 
 #include <curl/curl.h>
 
+#include "art_token.h"
 #include "cfg.h"
 #include "auth.h"
 #include "http_api.h"
@@ -126,6 +127,8 @@ struct serve {
 	struct store *st;
 	struct signer *signer;
 	struct http_api *http;
+	struct http_api *devhttp;  /* --device-listen, or NULL */
+	struct art_tokens *tokens; /* artifact tokens (art_token.h) */
 	struct bridge *bridge;
 	struct sched *sched;
 	struct notifier *notifier;
@@ -170,6 +173,9 @@ static bool serve_load_keys(struct serve *sv)
 	} else if (err != RCS_OK) {
 		fprintf(stderr, "rcs-coordinator: cannot load keys: %s\n", rcs_strerror(err));
 	}
+	if (err == RCS_OK && s->sign_artifacts && s->signing_key == NULL)
+		log_warnx("--sign-artifacts without --signing-key: tasks with artifacts are left"
+			  " unsigned, for an operator to sign offline (docs/signing.md)");
 	return err == RCS_OK;
 }
 
@@ -243,6 +249,14 @@ static bool serve_open_port(struct serve *sv)
 		fprintf(stderr, "rcs-coordinator: cannot serve on %s\n", sv->s->listen);
 		return false;
 	}
+	if (sv->s->device_listen != NULL) {
+		if (http_api_listen(sv->s->device_listen, &sv->devhttp) != RCS_OK) {
+			fprintf(stderr, "rcs-coordinator: cannot serve on --device-listen %s\n",
+				sv->s->device_listen);
+			return false;
+		}
+		http_api_devices_only(sv->devhttp);
+	}
 	return true;
 }
 
@@ -254,6 +268,11 @@ static bool serve_open_store(struct serve *sv)
 	if (sv->s->scripts_dir && load_stock_scripts(sv->st, sv->s->scripts_dir) != RCS_OK)
 		return false;
 	store_claims_setup(sv->st, sv->node_id, sv->s->lease);
+	/* the secrets of artifact tokens, shared by every coordinator of the database */
+	if (art_tokens_open(sv->st, (int64_t)time(NULL), &sv->tokens) != RCS_OK) {
+		fprintf(stderr, "rcs-coordinator: cannot read the artifact tokens' secrets\n");
+		return false;
+	}
 	return true;
 }
 
@@ -362,6 +381,7 @@ static bool serve_start_bridge(struct serve *sv)
 	bo.mqtt.key_passphrase = s->mqtt_key_passphrase;
 	bo.max_payload = (size_t)s->mqtt_max_payload;
 	bo.resend_after = s->resend_after;
+	bo.tokens = sv->tokens;
 	if (bridge_start(&bo, sv->st, &sv->lc, &sv->bridge) != RCS_OK) {
 		fprintf(stderr, "rcs-coordinator: cannot use MQTT broker %s\n", sv->brokers);
 		return false;
@@ -431,6 +451,8 @@ static bool serve_artifacts(struct serve *sv)
 	}
 	sv->app.artifact_max_size = s->artifact_max_size;
 	sv->app.artifact_quota = s->artifact_quota;
+	sv->app.sign_artifacts = s->sign_artifacts;
+	sv->app.tokens = sv->tokens;
 	if (api_artifacts_sweep(&sv->app, sv->node_id) != RCS_OK)
 		log_warnx("artifacts: what interrupted uploads left could not all be removed");
 	return true;
@@ -459,6 +481,11 @@ static bool serve_start_api(struct serve *sv)
 		return false;
 	if (http_api_start(sv->http, &sv->app, (unsigned)s->threads) != RCS_OK) {
 		fprintf(stderr, "rcs-coordinator: cannot serve on %s\n", s->listen);
+		return false;
+	}
+	if (sv->devhttp != NULL &&
+	    http_api_start(sv->devhttp, &sv->app, (unsigned)s->threads) != RCS_OK) {
+		fprintf(stderr, "rcs-coordinator: cannot serve on %s\n", s->device_listen);
 		return false;
 	}
 	settings_db_shown(s->db, shown, sizeof(shown));
@@ -518,6 +545,7 @@ static void serve_stop(struct serve *sv)
 
 	if (sv->ready)
 		service_stopping();
+	http_api_stop(sv->devhttp);
 	http_api_stop(sv->http);
 	if (st)
 		store_listen_stop(st);
@@ -533,6 +561,7 @@ static void serve_stop(struct serve *sv)
 		log_warnx("claims not given up: the others take them when their lease ends");
 	if (st && store_shared(st) && store_node_gone(st) != RCS_OK)
 		log_warnx("this coordinator's row of the running ones stays until its lease ends");
+	art_tokens_free(sv->tokens);
 	store_close(st);
 	signer_free(sv->signer);
 	webhook_guard_free(sv->guard);

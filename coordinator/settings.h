@@ -15,10 +15,12 @@ struct store;
 struct settings {
 	char *db;
 	char *listen;
+	char *device_listen; /* a second listener: the device download route only, or NULL */
 	char *scripts_dir;
 	char *signing_key;
 	char *signing_key_passphrase_file;
 	struct cfg_strlist trusted_key;
+	bool sign_artifacts; /* the signing key signs tasks with artifacts too */
 	long long max_body;
 	char *artifact_dir; /* NULL: artifacts/ beside the database */
 	long long artifact_max_size, artifact_quota;

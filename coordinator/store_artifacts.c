@@ -469,6 +469,7 @@ enum rcs_err store_artifact_delete(struct store *st, const char *dir, const char
 	struct artifact_rec r;
 	struct artifact_gone *g = NULL;
 	enum rcs_err err;
+	bool in_use = false;
 	int n = 0;
 
 	err = store_sp_begin(st);
@@ -477,8 +478,13 @@ enum rcs_err store_artifact_delete(struct store *st, const char *dir, const char
 	err = store_artifact_get(st, client_root, sha256, &r);
 	if (err != RCS_OK)
 		goto out;
-	err = store_write(st, "DELETE FROM artifacts WHERE client_root = ?1 AND sha256 = ?2", &n, 2,
-			  client_root, sha256);
+	err = store_artifact_in_use(st, client_root, sha256, &in_use);
+	if (err == RCS_OK && in_use)
+		err = RCS_ERR_CONFLICT;
+	if (err == RCS_OK)
+		err =
+		    store_write(st, "DELETE FROM artifacts WHERE client_root = ?1 AND sha256 = ?2",
+				&n, 2, client_root, sha256);
 	if (err == RCS_OK && n == 0)
 		err = RCS_ERR_NOTFOUND;
 	if (err == RCS_OK && r.blob_id[0])
@@ -499,6 +505,68 @@ enum rcs_err store_artifact_delete(struct store *st, const char *dir, const char
 	store_artifact_rec_free(&r);
 out:
 	return store_sp_end(st, err);
+}
+
+/* A row is there (store_get_one). */
+static enum rcs_err artifact_row_found(struct store_stmt *s, void *arg)
+{
+	(void)s;
+	*(bool *)arg = true;
+	return RCS_OK;
+}
+
+enum rcs_err store_artifact_in_use(struct store *st, const char *client_root, const char *sha256,
+				   bool *in_use)
+{
+	enum rcs_err err;
+
+	*in_use = false;
+	err = store_get_one(st,
+			    "SELECT 1 FROM task_artifacts ta WHERE ta.client_root = ?1 AND"
+			    " ta.sha256 = ?2 AND (EXISTS (SELECT 1 FROM tasks t WHERE"
+			    " t.ident = ta.task_ident AND t.version = ta.version AND t.deleted = 0)"
+			    " OR EXISTS (SELECT 1 FROM jobs j WHERE j.client_root = ?1 AND"
+			    " j.task_ident = ta.task_ident AND j.task_version = ta.version AND"
+			    " j.status IN " JOBS_OPEN_LIST ")) LIMIT 1",
+			    client_root, sha256, NULL, artifact_row_found, in_use);
+	return err == RCS_ERR_NOTFOUND ? RCS_OK : err;
+}
+
+enum rcs_err store_artifact_used_by(struct store *st, const char *client_root, const char *sha256,
+				    struct store_idents *out)
+{
+	struct store_stmt *s = NULL;
+	enum rcs_err err;
+	bool row = false;
+
+	memset(out, 0, sizeof(*out));
+	store_lock(st);
+	err = store_stmt(st,
+			 "SELECT t.ident FROM task_artifacts ta JOIN tasks t ON t.ident ="
+			 " ta.task_ident AND t.version = ta.version AND t.deleted = 0 WHERE"
+			 " ta.client_root = ? AND ta.sha256 = ? GROUP BY t.ident ORDER BY t.ident"
+			 " LIMIT 100",
+			 &s);
+	if (err != RCS_OK)
+		goto out;
+	store_arg_text(s, 1, client_root);
+	store_arg_text(s, 2, sha256);
+	while ((err = store_next(st, s, "artifact used by", &row)) == RCS_OK && row) {
+		void *p = realloc(out->v, (out->n + 1) * sizeof(*out->v));
+
+		if (p == NULL) {
+			err = RCS_ERR_NOMEM;
+			break;
+		}
+		out->v = p;
+		store_val_copy(s, 0, out->v[out->n++], UUID_STR_LEN);
+	}
+out:
+	store_stmt_done(st, s);
+	store_unlock(st);
+	if (err != RCS_OK)
+		store_idents_free(out);
+	return err;
 }
 
 static enum rcs_err sweep_dir(const char *dir)

@@ -70,9 +70,19 @@ enum rcs_err store_artifact_sink_commit(struct artifact_sink *k, const struct ar
 void store_artifact_sink_free(struct artifact_sink *k);
 
 /* Deletes the tenant's artifact (its bytes once the caller's transaction commits);
- * RCS_ERR_NOTFOUND when it has none. */
+ * RCS_ERR_NOTFOUND when it has none; RCS_ERR_CONFLICT while it is in use
+ * (store_artifact_in_use), nothing deleted. */
 enum rcs_err store_artifact_delete(struct store *st, const char *dir, const char *client_root,
 				   const char *sha256);
+/* Whether a task's current version, or a job not yet terminal, pins the tenant's artifact
+ * (docs/api.md, "Artifacts": a delete is refused meanwhile). */
+enum rcs_err store_artifact_in_use(struct store *st, const char *client_root, const char *sha256,
+				   bool *in_use);
+/* The idents of the tenant's tasks whose current version pins the artifact, in ident order,
+ * at most 100 (the record's used_by). */
+enum rcs_err store_artifact_used_by(struct store *st, const char *client_root, const char *sha256,
+				    struct store_idents *out);
+
 /* At start: removes what uploads that did not end left (temporary files of dir on SQLite;
  * on PostgreSQL the chunks of uploads of this coordinator, node, or begun a day before now). */
 enum rcs_err store_artifacts_sweep(struct store *st, const char *dir, const char *node,

@@ -28,7 +28,9 @@
 	"j.ident, j.client_root, j.entity_ident, j.task_ident, j.task_version, j.task_name,"       \
 	" j.group_ident, g.name, j.comment, j.status, j.created_user, j.created_at, j.update_at,"  \
 	" j.scheduled_time, j.response_time, j.ttl, j.response, j.mail_list, j.status_list,"       \
-	" j.variables, j.attempt, j.retry_of, j.error_code, j.held, j.expires_at"
+	" j.variables, j.attempt, j.retry_of, j.error_code, j.held, j.expires_at,"                 \
+	" j.progress_done, j.progress_total"
+#define JOB_NCOLS 27 /* the columns of JOB_COLS: what a statement selects after them */
 #define JOB_FROM "jobs j LEFT JOIN groups g ON g.ident = j.group_ident"
 
 void store_job_rec_free(struct job_rec *r)
@@ -106,6 +108,9 @@ static enum rcs_err job_read(struct store_stmt *s, struct job_rec *r)
 	r->error_code = store_val_dup(s, 22, &err);
 	r->held = store_val_bool(s, 23);
 	r->expires_at = store_val_int(s, 24);
+	r->has_progress = !store_val_null(s, 25) && !store_val_null(s, 26);
+	r->progress_done = store_val_int(s, 25);
+	r->progress_total = store_val_int(s, 26);
 	if (err != RCS_OK)
 		store_job_rec_free(r);
 	return err;
@@ -737,9 +742,9 @@ static enum rcs_err job_move_read(struct store *st, const char *ident, struct jo
 	err = job_read(s, &r->rec);
 	if (err != RCS_OK)
 		goto out;
-	r->last_seq = store_val_int(s, 25);
-	r->n_history = store_val_int(s, 26);
-	r->notify = store_val_bool(s, 27);
+	r->last_seq = store_val_int(s, JOB_NCOLS);
+	r->n_history = store_val_int(s, JOB_NCOLS + 1);
+	r->notify = store_val_bool(s, JOB_NCOLS + 2);
 	r->started_at = -1;
 out:
 	store_stmt_done(st, s);
@@ -771,6 +776,11 @@ static enum rcs_err job_rec_moved(struct job_rec *r, const struct job_move *m)
 	r->status = m->to;
 	r->update_at = m->now;
 	r->held = false;
+	if (m->has_progress && m->to == JS_EDGE_RUNNING) {
+		r->has_progress = true;
+		r->progress_done = m->progress_done;
+		r->progress_total = m->progress_total;
+	}
 	return RCS_OK;
 }
 
@@ -790,7 +800,9 @@ static enum rcs_err job_move_apply(struct store *st, const struct job_move *m,
 		       " response_time = CASE WHEN ?4 <> 0 THEN ?2 ELSE response_time END,"
 		       " last_seq = max(last_seq, ?5), n_history = n_history + 1,"
 		       " sent_at = CASE WHEN ?8 <> 0 THEN ?2 ELSE sent_at END, sends = sends + ?8,"
-		       " error_code = CASE WHEN ?1 = 'edge_error' THEN ?9 ELSE error_code END"
+		       " error_code = CASE WHEN ?1 = 'edge_error' THEN ?9 ELSE error_code END,"
+		       " progress_done = CASE WHEN ?10 <> 0 THEN ?11 ELSE progress_done END,"
+		       " progress_total = CASE WHEN ?10 <> 0 THEN ?12 ELSE progress_total END"
 		       " WHERE ident = ?6",
 		       &s);
 	if (err != RCS_OK)
@@ -804,6 +816,9 @@ static enum rcs_err job_move_apply(struct store *st, const struct job_move *m,
 	store_arg_int(s, 7, m->replace_response);
 	store_arg_int(s, 8, m->mark_sent);
 	store_arg_text(s, 9, m->error_code);
+	store_arg_int(s, 10, m->has_progress && m->to == JS_EDGE_RUNNING);
+	store_arg_int(s, 11, m->progress_done);
+	store_arg_int(s, 12, m->progress_total);
 	err = store_done(st, s, "job move");
 	if (err == RCS_OK)
 		err = job_rec_moved(&j->rec, m);
@@ -882,12 +897,13 @@ static enum rcs_err fold_write(struct store *st, struct fold_row *r, bool mark_s
 	struct store_stmt *s = NULL;
 	enum rcs_err err;
 
-	err = store_stmt(st,
-			 "UPDATE jobs SET status = ?1, update_at = ?2, held = 0, response = ?3,"
-			 " response_time = ?4, last_seq = ?5, n_history = ?6, error_code = ?7,"
-			 " sent_at = CASE WHEN ?8 <> 0 THEN ?2 ELSE sent_at END, sends = sends + ?8"
-			 " WHERE ident = ?9",
-			 &s);
+	err =
+	    store_stmt(st,
+		       "UPDATE jobs SET status = ?1, update_at = ?2, held = 0, response = ?3,"
+		       " response_time = ?4, last_seq = ?5, n_history = ?6, error_code = ?7,"
+		       " sent_at = CASE WHEN ?8 <> 0 THEN ?2 ELSE sent_at END, sends = sends + ?8,"
+		       " progress_done = ?10, progress_total = ?11 WHERE ident = ?9",
+		       &s);
 	if (err != RCS_OK)
 		goto out;
 	store_arg_text(s, 1, status_name(rec->status));
@@ -899,6 +915,13 @@ static enum rcs_err fold_write(struct store *st, struct fold_row *r, bool mark_s
 	store_arg_text(s, 7, rec->error_code);
 	store_arg_int(s, 8, mark_sent);
 	store_arg_text(s, 9, rec->ident);
+	if (rec->has_progress) {
+		store_arg_int(s, 10, rec->progress_done);
+		store_arg_int(s, 11, rec->progress_total);
+	} else {
+		store_arg_null(s, 10);
+		store_arg_null(s, 11);
+	}
 	err = store_done(st, s, "job fold");
 	if (err == RCS_OK)
 		r->dirty = false;
@@ -956,6 +979,10 @@ static json_object *fold_row_json(const struct fold_row *r)
 	ok = ok && fold_json_add(o, "last_seq", json_object_new_int64(r->j.last_seq));
 	ok = ok && fold_json_add(o, "n_history", json_object_new_int64(r->j.n_history));
 	ok = ok && fold_json_add(o, "error_code", jsonu_new_string_or_null(rec->error_code));
+	ok = ok && fold_json_add(o, "progress_done",
+				 rec->has_progress ? json_object_new_int64(rec->progress_done) : NULL);
+	ok = ok && fold_json_add(o, "progress_total",
+				 rec->has_progress ? json_object_new_int64(rec->progress_total) : NULL);
 	if (ok)
 		return o;
 	json_object_put(o);
@@ -986,10 +1013,12 @@ static enum rcs_err fold_json_run(struct store *st, const char *sql, json_object
 #define FOLD_ROWS_SET                                                                              \
 	"UPDATE jobs AS j SET status = x.status, update_at = x.update_at, held = 0,"               \
 	" response = x.response, response_time = x.response_time, last_seq = x.last_seq,"          \
-	" n_history = x.n_history, error_code = x.error_code"                                      \
+	" n_history = x.n_history, error_code = x.error_code,"                                     \
+	" progress_done = x.progress_done, progress_total = x.progress_total"                      \
 	" FROM json_to_recordset(CAST(?1 AS json)) AS x(ident TEXT, status TEXT,"                  \
 	" update_at INTEGER, response TEXT, response_time INTEGER, last_seq INTEGER,"              \
-	" n_history INTEGER, error_code TEXT) WHERE j.ident = x.ident"
+	" n_history INTEGER, error_code TEXT, progress_done BIGINT, progress_total BIGINT)"        \
+	" WHERE j.ident = x.ident"
 
 /* The fold's history items kept and its rows moved, one statement each. */
 static enum rcs_err fold_sets_write(struct store *st, struct store_fold *f)
@@ -1100,10 +1129,10 @@ static enum rcs_err fold_prefetch_row(struct store_stmt *s, void *arg)
 		store_job_rec_free(&j.rec);
 		return RCS_OK;
 	}
-	j.last_seq = store_val_int(s, 25);
-	j.n_history = store_val_int(s, 26);
-	j.notify = store_val_bool(s, 27);
-	j.started_at = store_val_int(s, 28); /* NULL: 0, never started */
+	j.last_seq = store_val_int(s, JOB_NCOLS);
+	j.n_history = store_val_int(s, JOB_NCOLS + 1);
+	j.notify = store_val_bool(s, JOB_NCOLS + 2);
+	j.started_at = store_val_int(s, JOB_NCOLS + 3); /* NULL: 0, never started */
 	fold_add(f, &j);
 	return RCS_OK;
 }

@@ -97,6 +97,9 @@ struct job_rec {
 	char *error_code;            /* the device's cause of an edge_error; NULL: none */
 	bool held;                   /* waits for its group's release */
 	int64_t expires_at;          /* 0: no ttl, or not released yet */
+	/* the last progress of its downloads an edge_running report gave (docs/api.md "Jobs") */
+	bool has_progress;
+	long long progress_done, progress_total;
 };
 void store_job_rec_free(struct job_rec *r);
 /* A copy of src into *out that owns its strings (free with store_job_rec_free):
@@ -179,6 +182,9 @@ struct job_move {
 	int64_t now;
 	enum job_status *prev;  /* may be NULL: gets the status the job had before */
 	const char *error_code; /* edge_error: the device's cause (docs/mqtt.md); NULL: none */
+	/* edge_running: the downloads' progress to keep (has_progress false: keep the job's) */
+	bool has_progress;
+	long long progress_done, progress_total;
 };
 /* What a move did. What follows from it (group tallies, e-mail and webhook records, the
  * group's retry, abort and completion, metrics, the event) is decided by lifecycle.c

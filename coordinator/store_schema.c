@@ -416,6 +416,44 @@ const struct store_migration store_migrations[] = {
     {.sql = "DROP INDEX webhook_deliveries_due;\n"
 	    "CREATE INDEX webhook_deliveries_due ON webhook_deliveries(webhook_ident, next_at, id)"
 	    " WHERE state = 'queued';\n"},
+    /* 11: tasks with artifacts (docs/api.md, "Tasks" and "Artifacts"): a task's and each
+     * version's artifacts (the task: {"<key>": {"ident","size","name"}}, as its record shows
+     * them; a version: {"<key>": {"sha256","size"}}, what manifest v2 signs and the envelope
+     * carries; NULL: none), release (NULL: none) and download_timeout; task_artifacts, a row
+     * per version and key, for what pins an artifact (delete refused, used_by); the secrets
+     * artifact tokens are made with (docs/mqtt.md, "Artifact token": the newest signs, every
+     * one verifies); the bytes served per job and artifact (the cap of 3x, the audit once);
+     * a job's last download progress (docs/api.md "Jobs"). */
+    {.sql = "ALTER TABLE tasks ADD COLUMN artifacts TEXT;\n"
+	    "ALTER TABLE tasks ADD COLUMN release TEXT;\n"
+	    "ALTER TABLE tasks ADD COLUMN download_timeout INTEGER NOT NULL DEFAULT 86400;\n"
+	    "ALTER TABLE task_versions ADD COLUMN artifacts TEXT;\n"
+	    "ALTER TABLE task_versions ADD COLUMN release TEXT;\n"
+	    "ALTER TABLE task_versions ADD COLUMN download_timeout INTEGER NOT NULL DEFAULT"
+	    " 86400;\n"
+	    "CREATE TABLE task_artifacts(\n"
+	    "  task_ident TEXT NOT NULL,\n"
+	    "  version INTEGER NOT NULL,\n"
+	    "  name TEXT NOT NULL,\n"
+	    "  client_root TEXT NOT NULL,\n"
+	    "  sha256 TEXT NOT NULL,\n"
+	    "  size INTEGER NOT NULL,\n"
+	    "  PRIMARY KEY(task_ident, version, name)\n"
+	    ") WITHOUT ROWID;\n"
+	    "CREATE INDEX task_artifacts_sha ON task_artifacts(client_root, sha256);\n"
+	    "CREATE TABLE artifact_secrets(\n"
+	    "  id INTEGER PRIMARY KEY,\n"
+	    "  secret TEXT NOT NULL,\n"
+	    "  created_at INTEGER NOT NULL\n"
+	    ");\n"
+	    "ALTER TABLE jobs ADD COLUMN progress_done INTEGER;\n"
+	    "ALTER TABLE jobs ADD COLUMN progress_total INTEGER;\n"
+	    "CREATE TABLE job_downloads(\n"
+	    "  job_ident TEXT NOT NULL,\n"
+	    "  sha256 TEXT NOT NULL,\n"
+	    "  bytes INTEGER NOT NULL DEFAULT 0,\n"
+	    "  PRIMARY KEY(job_ident, sha256)\n"
+	    ") WITHOUT ROWID;\n"},
 };
 
 const size_t store_n_migrations = sizeof(store_migrations) / sizeof(store_migrations[0]);

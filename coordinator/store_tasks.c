@@ -254,7 +254,8 @@ enum rcs_err store_scripts_list(struct store *st, const char *client_root,
 #define TASK_COLS                                                                                  \
 	"version, ident, client_root, created_user, update_user, name, script, variables_info,"    \
 	" constants, comment, active, public, hide, allow_offline, created_at, update_at,"         \
-	" mail_list, status_list, timeout, script_sha256, signature, retry"
+	" mail_list, status_list, timeout, script_sha256, signature, retry, artifacts, release,"   \
+	" download_timeout"
 
 void store_task_rec_free(struct task_rec *r)
 {
@@ -269,6 +270,8 @@ void store_task_rec_free(struct task_rec *r)
 	free(r->status_list);
 	free(r->signature);
 	free(r->retry);
+	free(r->artifacts);
+	free(r->release);
 	memset(r, 0, sizeof(*r));
 }
 
@@ -309,6 +312,9 @@ static enum rcs_err task_row(struct store_stmt *s, void *arg)
 	store_val_copy(s, 19, r->script_sha256, sizeof(r->script_sha256));
 	r->signature = store_val_dup(s, 20, &err);
 	r->retry = store_val_dup(s, 21, &err);
+	r->artifacts = store_val_dup(s, 22, &err);
+	r->release = store_val_dup(s, 23, &err);
+	r->download_timeout = store_val_int(s, 24);
 	return err;
 }
 
@@ -316,6 +322,54 @@ static enum rcs_err task_row(struct store_stmt *s, void *arg)
 static void task_arg_json(struct store_stmt *s, int i, const char *json, const char *dflt)
 {
 	store_arg_text(s, i, json ? json : dflt);
+}
+
+/* The snapshot of version t->version, and the artifacts it pins (task_artifacts). */
+static enum rcs_err task_version_put(struct store *st, const struct task_write *t)
+{
+	struct store_stmt *s = NULL;
+	enum rcs_err err;
+
+	err =
+	    store_stmt(st,
+		       "INSERT INTO task_versions(task_ident, version, script_name, script_sha256,"
+		       " constants, variables_info, timeout, signature, artifacts, release,"
+		       " download_timeout) VALUES(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+		       &s);
+	if (err != RCS_OK)
+		return err;
+	store_arg_text(s, 1, t->ident);
+	store_arg_int(s, 2, t->version);
+	store_arg_text(s, 3, t->script);
+	store_arg_text(s, 4, t->script_sha256);
+	task_arg_json(s, 5, t->constants, "{}");
+	task_arg_json(s, 6, t->variables_info, "{}");
+	store_arg_int(s, 7, t->timeout);
+	task_arg_json(s, 8, t->signature, NULL);
+	task_arg_json(s, 9, t->artifacts_signed, NULL);
+	task_arg_json(s, 10, t->release, NULL);
+	store_arg_int(s, 11, t->download_timeout > 0 ? t->download_timeout : 86400);
+	err = store_done(st, s, "task version put");
+	for (size_t i = 0; err == RCS_OK && i < t->n_arts; i++) {
+		store_stmt_done(st, s);
+		s = NULL;
+		err =
+		    store_stmt(st,
+			       "INSERT INTO task_artifacts(task_ident, version, name, client_root,"
+			       " sha256, size) VALUES(?, ?, ?, ?, ?, ?)",
+			       &s);
+		if (err != RCS_OK)
+			break;
+		store_arg_text(s, 1, t->ident);
+		store_arg_int(s, 2, t->version);
+		store_arg_text(s, 3, t->arts[i].name);
+		store_arg_text(s, 4, t->client_root);
+		store_arg_text(s, 5, t->arts[i].sha256);
+		store_arg_int(s, 6, t->arts[i].size);
+		err = store_done(st, s, "task artifact put");
+	}
+	store_stmt_done(st, s);
+	return err;
 }
 
 enum rcs_err store_task_put(struct store *st, const struct task_write *t, bool is_new)
@@ -330,15 +384,15 @@ enum rcs_err store_task_put(struct store *st, const struct task_write *t, bool i
 	if (err != RCS_OK)
 		goto out;
 	if (is_new)
-		err =
-		    store_stmt(st,
-			       "INSERT INTO tasks(version, ident, client_root, created_user,"
-			       " update_user, name, script, variables_info, constants, comment,"
-			       " active, public, hide, allow_offline, created_at, update_at,"
-			       " mail_list, status_list, timeout, script_sha256, signature, retry)"
-			       " VALUES(?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12,?13,?14,?15,?16,?17,"
-			       "?18,?19,?20,?21,?22)",
-			       &s);
+		err = store_stmt(
+		    st,
+		    "INSERT INTO tasks(version, ident, client_root, created_user,"
+		    " update_user, name, script, variables_info, constants, comment,"
+		    " active, public, hide, allow_offline, created_at, update_at,"
+		    " mail_list, status_list, timeout, script_sha256, signature, retry, artifacts,"
+		    " release, download_timeout) VALUES(?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12,"
+		    "?13,?14,?15,?16,?17,?18,?19,?20,?21,?22,?23,?24,?25)",
+		    &s);
 	else
 		err = store_stmt(
 		    st,
@@ -346,7 +400,8 @@ enum rcs_err store_task_put(struct store *st, const struct task_write *t, bool i
 		    " script = ?7, variables_info = ?8, constants = ?9, comment = ?10,"
 		    " active = ?11, public = ?12, hide = ?13, allow_offline = ?14,"
 		    " update_at = ?16, mail_list = ?17, status_list = ?18, timeout = ?19,"
-		    " script_sha256 = ?20, signature = ?21, retry = ?22"
+		    " script_sha256 = ?20, signature = ?21, retry = ?22, artifacts = ?23,"
+		    " release = ?24, download_timeout = ?25"
 		    " WHERE ident = ?2 AND client_root = ?3 AND deleted = 0",
 		    &s);
 	if (err != RCS_OK)
@@ -373,32 +428,16 @@ enum rcs_err store_task_put(struct store *st, const struct task_write *t, bool i
 	store_arg_text(s, 20, t->script_sha256);
 	task_arg_json(s, 21, t->signature, NULL);
 	task_arg_json(s, 22, t->retry, NULL);
+	task_arg_json(s, 23, t->artifacts, NULL);
+	task_arg_json(s, 24, t->release, NULL);
+	store_arg_int(s, 25, t->download_timeout > 0 ? t->download_timeout : 86400);
 	err = store_done(st, s, "task put");
-	if (err != RCS_OK)
-		goto out;
-	if (store_changes(st) == 0) {
+	if (err == RCS_OK && store_changes(st) == 0)
 		err = RCS_ERR_NOTFOUND;
-		goto out;
-	}
 	store_stmt_done(st, s);
 	s = NULL;
-	err =
-	    store_stmt(st,
-		       "INSERT INTO task_versions(task_ident, version, script_name, script_sha256,"
-		       " constants, variables_info, timeout, signature)"
-		       " VALUES(?, ?, ?, ?, ?, ?, ?, ?)",
-		       &s);
-	if (err != RCS_OK)
-		goto out;
-	store_arg_text(s, 1, t->ident);
-	store_arg_int(s, 2, t->version);
-	store_arg_text(s, 3, t->script);
-	store_arg_text(s, 4, t->script_sha256);
-	task_arg_json(s, 5, t->constants, "{}");
-	task_arg_json(s, 6, t->variables_info, "{}");
-	store_arg_int(s, 7, t->timeout);
-	task_arg_json(s, 8, t->signature, NULL);
-	err = store_done(st, s, "task version put");
+	if (err == RCS_OK)
+		err = task_version_put(st, t);
 out:
 	store_stmt_done(st, s);
 	return store_sp_end(st, err);
@@ -557,6 +596,9 @@ static enum rcs_err task_version_row(struct store_stmt *s, void *arg)
 	out->variables_info = store_val_dup(s, 4, &err);
 	out->signature = store_val_dup(s, 5, &err);
 	out->timeout = store_val_int(s, 6);
+	out->artifacts = store_val_dup(s, 7, &err);
+	out->release = store_val_dup(s, 8, &err);
+	out->download_timeout = store_val_int(s, 9);
 	if (err == RCS_OK && out->script_name == NULL)
 		err = RCS_ERR_DB; /* NOT NULL in the schema */
 	return err;
@@ -572,7 +614,8 @@ enum rcs_err store_task_version_get(struct store *st, const char *task_ident, lo
 	snprintf(v, sizeof(v), "%lld", version);
 	err = store_get_one(st,
 			    "SELECT v.script_name, b.source, v.script_sha256, v.constants,"
-			    " v.variables_info, v.signature, v.timeout FROM task_versions v"
+			    " v.variables_info, v.signature, v.timeout, v.artifacts, v.release,"
+			    " v.download_timeout FROM task_versions v"
 			    " JOIN script_blobs b ON b.sha256 = v.script_sha256"
 			    " WHERE v.task_ident = ? AND v.version = CAST(? AS INTEGER)",
 			    task_ident, v, NULL, task_version_row, out);
@@ -588,5 +631,7 @@ void store_task_version_free(struct task_version *tv)
 	free(tv->constants);
 	free(tv->variables_info);
 	free(tv->signature);
+	free(tv->artifacts);
+	free(tv->release);
 	memset(tv, 0, sizeof(*tv));
 }

@@ -44,6 +44,14 @@ enum rcs_err store_script_delete(struct store *st, const char *client_root, cons
 enum rcs_err store_scripts_list(struct store *st, const char *client_root,
 				const struct store_page *pg, struct store_script_list *out);
 
+/* One artifact a task version pins (docs/api.md, "Tasks"): its key in the task, its SHA-256
+ * (hex) and size. */
+struct task_artifact {
+	const char *name;
+	const char *sha256;
+	long long size;
+};
+
 /* JSON members are JSON text (the API serializes what it validated); NULL takes the
  * default ({} or [], no signature). */
 struct task_write {
@@ -67,6 +75,13 @@ struct task_write {
 	const char *status_list; /* array of strings */
 	const char *signature;   /* object or NULL */
 	const char *retry;       /* the default retry of its bulk sends: object or NULL */
+	/* artifacts: the record's {"<key>": {"ident","size","name"}} (NULL: none), the version's
+	 * {"<key>": {"sha256","size"}} (what manifest v2 signs), and the same as rows */
+	const char *artifacts, *artifacts_signed;
+	const struct task_artifact *arts;
+	size_t n_arts;
+	const char *release; /* object or NULL */
+	long long download_timeout;
 };
 
 /* Inserts (version 1) or updates a task, recording the version's snapshot. */
@@ -93,6 +108,9 @@ struct task_rec {
 	char script_sha256[65];
 	char *signature; /* object, NULL when unsigned */
 	char *retry;     /* the default retry of its bulk sends: object, NULL: none */
+	char *artifacts; /* {"<key>": {"ident","size","name"}}, NULL: none */
+	char *release;   /* object, NULL: none */
+	long long download_timeout;
 };
 void store_task_rec_free(struct task_rec *r);
 struct store_task_list {
@@ -137,6 +155,9 @@ struct task_version {
 	char *variables_info; /* object */
 	char *signature;      /* object, NULL when unsigned */
 	long long timeout;
+	char *artifacts; /* {"<key>": {"sha256","size"}}, NULL: none */
+	char *release;   /* object, NULL: none */
+	long long download_timeout;
 };
 enum rcs_err store_task_version_get(struct store *st, const char *task_ident, long long version,
 				    struct task_version *out);

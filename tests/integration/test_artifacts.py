@@ -89,6 +89,27 @@ class ArtifactsBase(CoordinatorTest):
             body = (data[i:i + 65536] for i in range(0, len(data), 65536))
         return self.req("POST", PATH + q, key=key, body=body, headers=h, chunked=chunked)
 
+    def assertChunkedRefused(self):
+        """A chunked upload (no Content-Length) is answered 411 length_required before its
+        body, which is not read."""
+        s = socket.create_connection(("127.0.0.1", self.coord.port), timeout=30)
+        try:
+            s.sendall(("POST %s?name=chunked HTTP/1.1\r\nHost: x\r\napi-key: %s\r\n"
+                       "Transfer-Encoding: chunked\r\nContent-Type: application/octet-stream"
+                       "\r\n\r\n10\r\n0123456789abcdef\r\n" % (PATH, self.admin_key)).encode())
+            answer = b""
+            while b"}" not in answer:
+                piece = s.recv(65536)
+                if not piece:
+                    break
+                answer += piece
+        finally:
+            s.close()
+        head, _, body = answer.decode("latin-1").partition("\r\n\r\n")
+        self.assertIn(" 411 ", head.split("\r\n")[0], answer)
+        self.assertEqual(json.loads(body)["error"]["code"], "length_required")
+        self.assertEqual(self.tmp_files(), [])
+
     def assertErr(self, r, status, code, field=None):
         self.assertEqual(r.status, status, r)
         self.assertIsNotNone(r.json, r)
@@ -199,6 +220,12 @@ class ArtifactsTest(ArtifactsBase):
                                ("POST", 200), ("POST", 201)], r)
         self.assertNotIn(self.admin_key, r.data.decode())
 
+    def test_utf8_name(self):
+        r = self.upload(b"utf-8 label", name="firmware-%C3%A9t%C3%A9-%E2%9C%93")
+        self.assertEqual(r.status, 201, r)
+        self.assertEqual(r.json["name"], "firmware-\u00e9t\u00e9-\u2713")
+        self.assertEqual(self.req("DELETE", PATH + "/" + r.json["ident"]).status, 204)
+
     def test_list_newest_first_paged(self):
         idents = []
         for i in range(3):
@@ -250,6 +277,10 @@ class ArtifactsTest(ArtifactsBase):
         self.assertErr(r, 400, "invalid_parameter", "name")
         r = self.upload(data, name="bad%01name")
         self.assertErr(r, 400, "invalid_parameter", "name")
+        # C1 controls (U+0085, U+009B as UTF-8), DEL and bytes that are not UTF-8 neither
+        for bad in ("bad%C2%85name", "csi%C2%9B2J", "del%7F", "latin1%E9t%E9", "%FF"):
+            r = self.upload(data, name=bad)
+            self.assertErr(r, 400, "invalid_parameter", "name")
         r = self.req("POST", PATH + "?name=a&x=1", body=data)
         self.assertErr(r, 400, "invalid_parameter", "x")
         sha = hashlib.sha256(data).hexdigest()
@@ -303,9 +334,9 @@ class ArtifactsTest(ArtifactsBase):
         bound = 12 * 1024 if not sanitized(pid) else 1 << 30
         self.assertLess(after - before, bound, "peak RSS grew from %d to %d kB" % (before,
                                                                                  after))
-        # chunked, with no Content-Length: the same
+        # without rcs-sha256: the same
         data2 = os.urandom(20 * 1024 * 1024)
-        r = self.upload(data2, name="big2", chunked=True)
+        r = self.upload(data2, name="big2")
         self.assertEqual(r.status, 201, r)
         self.assertEqual(r.json["sha256"], hashlib.sha256(data2).hexdigest())
         after2 = vm_hwm_kb(pid)
@@ -331,8 +362,7 @@ class ArtifactLimitsTest(ArtifactsBase):
     def test_max_size(self):
         r = self.upload(b"y" * 100001)
         self.assertErr(r, 413, "payload_too_large")
-        r = self.upload(b"z" * 100001, chunked=True)
-        self.assertErr(r, 413, "payload_too_large")
+        self.assertChunkedRefused()
         self.assertEqual(self.tmp_files(), [])
         r = self.upload(b"y" * 100000)
         self.assertEqual(r.status, 201, r)
@@ -349,13 +379,65 @@ class ArtifactLimitsTest(ArtifactsBase):
                 self.assertEqual(self.upload(bytes([c]) * 100000).status, 200)
         r = self.upload(b"q" * 60000)
         self.assertErr(r, 409, "quota_exceeded")
-        r = self.upload(b"r" * 60000, chunked=True)
-        self.assertErr(r, 409, "quota_exceeded")
+        self.assertChunkedRefused()
         self.assertEqual(self.tmp_files(), [])
+        # a copy named by rcs-sha256 of bytes the tenant has holds no quota: it is a 200
+        a = b"a" * 100000
+        r = self.upload(a, sha=hashlib.sha256(a).hexdigest())
+        self.assertEqual(r.status, 200, r)
         r = self.upload(b"s" * 50000)
         self.assertEqual(r.status, 201, r)
         made.append(r.json["ident"])
         for ident in made:
+            self.assertEqual(self.req("DELETE", PATH + "/" + ident).status, 204)
+
+    def start_upload(self, length, sent):
+        """An upload of length bytes (Content-Length) whose first sent bytes are on their
+        way: the socket, to finish or close."""
+        s = socket.create_connection(("127.0.0.1", self.coord.port))
+        s.sendall(("POST %s?name=slow HTTP/1.1\r\nHost: x\r\napi-key: %s\r\nContent-Length: "
+                   "%d\r\nContent-Type: application/octet-stream\r\n\r\n" % (
+                       PATH, self.admin_key, length)).encode() + b"w" * sent)
+        return s
+
+    def test_quota_reserved_for_uploads_under_way(self):
+        """An upload holds its Content-Length of the quota from its start: a second one
+        that would not fit beside it is refused before its body; the first, finished, is
+        stored; the quota comes back when an upload ends, or is cut."""
+        r = self.upload(b"t" * 100000)
+        self.assertEqual(r.status, 201, r)
+        first = r.json["ident"]
+        s = self.start_upload(100000, 1000)
+        try:
+            time.sleep(0.3)
+            r = self.upload(b"u" * 60000)
+            self.assertErr(r, 409, "quota_exceeded")
+            s.sendall(b"w" * 99000)
+            s.settimeout(30)
+            answer = s.recv(65536).decode("latin-1")
+            self.assertIn(" 201 ", answer.split("\r\n")[0])
+        finally:
+            s.close()
+        made = self.req("GET", PATH + "?name=slow").json["items"]
+        self.assertEqual(len(made), 1)
+        # 200000 of 250000 stored: 60000 do not fit, 50000 do
+        self.assertErr(self.upload(b"u" * 60000), 409, "quota_exceeded")
+        for ident in (first, made[0]["ident"]):
+            self.assertEqual(self.req("DELETE", PATH + "/" + ident).status, 204)
+        # a cut upload gives its reservation back
+        s = self.start_upload(100000, 10)
+        time.sleep(0.3)
+        s.close()
+        deadline = time.time() + 10
+        while time.time() < deadline:
+            r = self.upload(b"v" * 100000, name="after-cut")
+            if r.status != 409:
+                break
+            time.sleep(0.2)
+        self.assertEqual(r.status, 201, r)
+        r2 = self.upload(b"x" * 100000, name="after-cut")
+        self.assertEqual(r2.status, 201, r2)
+        for ident in (r.json["ident"], r2.json["ident"]):
             self.assertEqual(self.req("DELETE", PATH + "/" + ident).status, 204)
 
     def test_cut_upload_keeps_nothing(self):
@@ -385,6 +467,134 @@ class ArtifactLimitsTest(ArtifactsBase):
         self.coord.stop(signal.SIGKILL)
         self.replace_coordinator(self.extra_args)
         self.assertEqual(self.tmp_files(), [])
+
+
+class TaskArtifactsTest(ArtifactsBase):
+    """Tasks that pin artifacts (docs/api.md, "Tasks"): the record's artifacts, release and
+    download_timeout, their checks, new versions, and what pins an artifact against its
+    delete (409 artifact_in_use): a task's current version, a job not yet ended."""
+    other_tenant = True
+
+    def art(self, data, name="fw.bin"):
+        r = self.upload(data, name=name)
+        self.assertIn(r.status, (200, 201), r)
+        return r.json
+
+    def task(self, **fields):
+        body = {"name": "update", "script": "echo"}
+        body.update(fields)
+        return self.admin.post("/tasks", body)
+
+    def test_record_and_checks(self):
+        a = self.art(b"firmware one", name="fw-1.0")
+        b = self.art(b"config", name="cfg")
+        rel = {"stream": "stable", "seq": 7, "device_types": ["gw-1"]}
+        r = self.task(artifacts={"firmware": a["ident"], "config.tar": b["ident"]},
+                      release=rel, download_timeout=3600)
+        self.assertStatus(r, 201)
+        t = r.json
+        self.assertEqual(t["artifacts"], {
+            "firmware": {"ident": a["ident"], "size": 12, "name": "fw-1.0"},
+            "config.tar": {"ident": b["ident"], "size": 6, "name": "cfg"}})
+        self.assertEqual(t["release"], dict(rel, allow_downgrade=False))
+        self.assertEqual(t["download_timeout"], 3600)
+        self.assertEqual(self.admin.get("/tasks/" + t["ident"]).json, t)
+        self.assertEqual(self.req("GET", PATH + "/" + a["ident"]).json["used_by"], [t["ident"]])
+        # a task without artifacts: {}, no release, the default deadline
+        plain = self.make_task()
+        self.assertEqual((plain["artifacts"], plain["release"], plain["download_timeout"]),
+                         ({}, None, 86400))
+
+        missing = "sha256:" + "0" * 64
+        for body, field in (
+                ({"artifacts": {"fw": missing}}, "artifacts.fw"),
+                ({"artifacts": {"fw": "sha256:" + "A" * 64}}, "artifacts.fw"),
+                ({"artifacts": {"fw": a["sha256"]}}, "artifacts.fw"),
+                ({"artifacts": {"fw": 5}}, "artifacts.fw"),
+                ({"artifacts": {"Fw": a["ident"]}}, "artifacts"),
+                ({"artifacts": {".fw": a["ident"]}}, "artifacts"),
+                ({"artifacts": {"f" * 65: a["ident"]}}, "artifacts"),
+                ({"artifacts": {"k%d" % i: a["ident"] for i in range(17)}}, "artifacts"),
+                ({"artifacts": ["fw"]}, "artifacts"),
+                ({"release": rel}, "release"),
+                ({"artifacts": {"fw": a["ident"]}, "release": {"seq": 1}}, "release.stream"),
+                ({"artifacts": {"fw": a["ident"]}, "release": {"stream": "s", "seq": -1}},
+                 "release.seq"),
+                ({"artifacts": {"fw": a["ident"]},
+                  "release": {"stream": "s", "seq": 1, "x": 1}}, "release.x"),
+                ({"artifacts": {"fw": a["ident"]},
+                  "release": {"stream": "s" * 65, "seq": 1}}, "release.stream"),
+                ({"artifacts": {"fw": a["ident"]},
+                  "release": {"stream": "s", "seq": 1, "device_types": ["a b"]}},
+                 "release.device_types"),
+                ({"download_timeout": 59}, "download_timeout"),
+                ({"download_timeout": 604801}, "download_timeout")):
+            with self.subTest(body=body):
+                self.assertError(self.task(**body), 400, "validation_failed", field)
+        # another tenant's artifact is not this tenant's: 400 naming it
+        oa = self.other.post("/tasks", {"name": "x", "script": "echo",
+                                        "artifacts": {"fw": a["ident"]}})
+        self.assertError(oa, 400, "validation_failed", "artifacts.fw")
+        # 16 are taken
+        r = self.task(artifacts={"k%d" % i: a["ident"] for i in range(16)})
+        self.assertStatus(r, 201)
+        self.assertEqual(len(r.json["artifacts"]), 16)
+        self.assertStatus(self.admin.delete("/tasks/" + r.json["ident"]), 204)
+
+    def test_versions_and_delete_in_use(self):
+        a = self.art(b"image A", name="a")
+        b = self.art(b"image B", name="b")
+        t = self.task(artifacts={"fw": a["ident"]}).json
+        path = "/tasks/" + t["ident"]
+        # the same artifacts again: no new version; another one: a new version
+        r = self.admin.patch(path, {"artifacts": {"fw": a["ident"]}})
+        self.assertEqual(r.json["version"], 1)
+        r = self.admin.patch(path, {"artifacts": {"fw": b["ident"]}})
+        self.assertEqual(r.json["version"], 2)
+        r = self.admin.patch(path, {"download_timeout": 120})
+        self.assertEqual((r.json["version"], r.json["download_timeout"]), (3, 120))
+        r = self.admin.patch(path, {"release": {"stream": "s", "seq": 2}})
+        self.assertEqual(r.json["version"], 4)
+        # a's last user is an old version: it may go; b is pinned by the current one
+        self.assertEqual(self.req("DELETE", PATH + "/" + a["ident"]).status, 204)
+        r = self.req("DELETE", PATH + "/" + b["ident"])
+        self.assertErr(r, 409, "artifact_in_use")
+        self.assertEqual(self.req("GET", PATH + "/" + b["ident"]).status, 200)
+        # a job of the current version not yet ended pins b after the task moves on
+        dev = self.make_device()
+        job = self.admin.post(path + "/jobs", {"entity_ident": dev["entity_ident"]})
+        self.assertStatus(job, 201)
+        # removing the artifacts needs the release gone too
+        self.assertError(self.admin.patch(path, {"artifacts": {}}), 400, "validation_failed",
+                         "release")
+        r = self.admin.patch(path, {"artifacts": None, "release": None})
+        self.assertStatus(r, 200)
+        self.assertEqual((r.json["version"], r.json["artifacts"], r.json["release"]),
+                         (5, {}, None))
+        self.assertEqual(self.req("GET", PATH + "/" + b["ident"]).json["used_by"], [])
+        self.assertErr(self.req("DELETE", PATH + "/" + b["ident"]), 409, "artifact_in_use")
+        self.assertStatus(self.admin.patch("/jobs/%s/cancel" % job.json["ident"]), 200)
+        self.assertEqual(self.req("DELETE", PATH + "/" + b["ident"]).status, 204)
+        # PUT replaces: artifacts absent are none
+        c = self.art(b"image C", name="c")
+        self.assertEqual(self.admin.patch(path, {"artifacts": {"fw": c["ident"]}}).json["version"], 6)
+        r = self.admin.put(path, {"name": "update", "script": "echo"})
+        self.assertEqual((r.json["version"], r.json["artifacts"]), (7, {}))
+        # a script's new bytes give the task a new version that pins the same artifacts
+        self.assertStatus(self.admin.put("/scripts/art_s", {"source": "return 1\n"}), 201)
+        r = self.admin.put(path, {"name": "update", "script": "art_s",
+                                  "artifacts": {"fw": c["ident"]}})
+        self.assertEqual(r.json["version"], 8)
+        self.assertStatus(self.admin.put("/scripts/art_s", {"source": "return 2\n"}), 200)
+        r = self.admin.get(path)
+        self.assertEqual((r.json["version"], r.json["artifacts"]["fw"]["ident"]),
+                         (9, c["ident"]))
+        self.assertEqual(self.req("GET", PATH + "/" + c["ident"]).json["used_by"],
+                         [t["ident"]])
+        self.assertErr(self.req("DELETE", PATH + "/" + c["ident"]), 409, "artifact_in_use")
+        # a deleted task pins nothing
+        self.assertStatus(self.admin.delete(path), 204)
+        self.assertEqual(self.req("DELETE", PATH + "/" + c["ident"]).status, 204)
 
 
 class ArtifactDiskFullTest(ArtifactsBase):

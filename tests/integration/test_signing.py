@@ -6,6 +6,7 @@ Every signature is checked with openssl over a manifest rebuilt here."""
 
 import base64
 import hashlib
+import http.client
 import json
 import os
 import shutil
@@ -39,7 +40,8 @@ def canon(value):
     return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
 
 
-class SigningTest(CoordinatorTest):
+class SigningBase(CoordinatorTest):
+    """The keys, the coordinator's signing flags and the helpers of the signing tests."""
 
     @classmethod
     def setUpClass(cls):
@@ -63,8 +65,10 @@ class SigningTest(CoordinatorTest):
         return r.json["source"].encode("utf-8")
 
     def manifest(self, task):
+        """Manifest v1, or v2 for a task with artifacts (docs/signing.md)."""
         data = self.script_bytes(task["script"])
-        text = ("rcs-task-signature-v1\n"
+        arts = task.get("artifacts") or {}
+        text = ("rcs-task-signature-v%d\n"
                 "client_root: %s\n"
                 "task: %s\n"
                 "version: %d\n"
@@ -72,9 +76,14 @@ class SigningTest(CoordinatorTest):
                 "script_sha256: %s\n"
                 "constants: %s\n"
                 "variables_info: %s\n") % (
-                    task["client_root"], task["ident"], task["version"], task["script"],
-                    hashlib.sha256(data).hexdigest(), canon(task.get("constants") or {}),
-                    canon(task.get("variables_info") or {}))
+                    2 if arts else 1, task["client_root"], task["ident"], task["version"],
+                    task["script"], hashlib.sha256(data).hexdigest(),
+                    canon(task.get("constants") or {}), canon(task.get("variables_info") or {}))
+        if arts:
+            signed = {k: {"sha256": a["ident"][len("sha256:"):], "size": a["size"]}
+                      for k, a in arts.items()}
+            text += "artifacts: %s\nrelease: %s\n" % (
+                canon(signed), "null" if task.get("release") is None else canon(task["release"]))
         return text.encode("utf-8")
 
     def verifies(self, pub, manifest, value):
@@ -112,8 +121,9 @@ class SigningTest(CoordinatorTest):
         self.assertStatus(r, 201)
         return r.json
 
-    # -- tests ----------------------------------------------------------------------------
 
+
+class SigningTest(SigningBase):
     def test_create_is_signed(self):
         t = self.create_task()
         self.assertEqual(t["script_sha256"], hashlib.sha256(self.script_bytes("echo")).hexdigest())
@@ -307,6 +317,95 @@ class UnsignedTest(CoordinatorTest):
         self.assertEqual(r.json["version"], 2)
         self.assertIsNone(r.json["signature"])
         self.assertIsNone(self.admin.get("/tasks/" + t["ident"]).json["signature"])
+
+
+class ArtifactSigningBase(SigningBase):
+    """Tasks with artifacts: helpers (an artifact uploaded, a task pinning it)."""
+
+    def artifact(self, data):
+        c = http.client.HTTPConnection("127.0.0.1", self.coord.port, timeout=30)
+        try:
+            c.request("POST", "/v3/commands/artifacts?name=fw", body=data,
+                      headers={"api-key": self.admin_key,
+                               "Content-Type": "application/octet-stream"})
+            r = c.getresponse()
+            body = json.loads(r.read())
+            self.assertIn(r.status, (200, 201), body)
+            return body["ident"]
+        finally:
+            c.close()
+
+    def art_task(self, **fields):
+        body = {"artifacts": {"firmware": self.artifact(b"firmware 1.2.3"),
+                              "notes.txt": self.artifact(b"notes")},
+                "release": {"stream": "stable", "seq": 12, "device_types": ["gw"],
+                            "allow_downgrade": False}}
+        body.update(fields)
+        return self.create_task(**body)
+
+
+class ArtifactSigningOfflineTest(ArtifactSigningBase):
+    """With --signing-key but not --sign-artifacts, a task with artifacts is left unsigned
+    (an admin API key alone cannot get firmware signed): an operator signs manifest v2
+    offline with openssl and PATCHes the signature, checked against --trusted-key; a job
+    goes out only while that signature verifies. Tasks without artifacts keep v1."""
+
+    def test_left_unsigned_then_signed_offline(self):
+        t = self.art_task()
+        self.assertIsNone(t["signature"])
+        path = "/tasks/" + t["ident"]
+        manifest = self.manifest(t)
+        self.assertTrue(manifest.startswith(b"rcs-task-signature-v2\n"))
+        self.assertIn(b"\nrelease: {\"allow_downgrade\":false,\"device_types\":[\"gw\"],"
+                      b"\"seq\":12,\"stream\":\"stable\"}\n", manifest)
+        # a v1 signature of the same version does not cover the artifacts
+        v1 = manifest.split(b"artifacts: ")[0].replace(b"-v2\n", b"-v1\n", 1)
+        sig = {"alg": "ES256", "key_id": self.key_id, "value": self.sign(self.key, v1)}
+        self.assertError(self.admin.patch(path, {"signature": sig}), 400, "validation_failed",
+                         "signature")
+        sig = {"alg": "ES256", "key_id": self.key_id, "value": self.sign(self.key, manifest)}
+        r = self.admin.patch(path, {"signature": sig})
+        self.assertStatus(r, 200)
+        self.assertEqual((r.json["version"], r.json["signature"]), (1, sig))
+        # the job goes out: its signature verifies against the trusted key
+        dev = self.make_device()
+        r = self.admin.post(path + "/jobs", {"entity_ident": dev["entity_ident"],
+                                             "variables": {"message": "hi"}})
+        self.assertStatus(r, 201)
+        # a new version is unsigned again
+        r = self.admin.patch(path, {"release": {"stream": "stable", "seq": 13}})
+        self.assertEqual((r.json["version"], r.json["signature"]), (2, None))
+        # without artifacts the coordinator signs manifest v1 itself
+        r = self.admin.patch(path, {"artifacts": None, "release": None})
+        self.assertEqual(r.json["version"], 3)
+        self.assertSignedByCoordinator(r.json)
+        self.assertTrue(self.manifest(r.json).startswith(b"rcs-task-signature-v1\n"))
+
+
+class ArtifactSigningCoordinatorTest(ArtifactSigningBase):
+    """With --sign-artifacts as well, the coordinator signs manifest v2 itself."""
+
+    @classmethod
+    def signing_args(cls):
+        return ("--signing-key", cls.key, "--trusted-key", cls.pub, "--sign-artifacts")
+
+    def test_signed_over_manifest_v2(self):
+        t = self.art_task()
+        self.assertSignedByCoordinator(t)
+        self.assertTrue(self.manifest(t).startswith(b"rcs-task-signature-v2\n"))
+        # the release is signed: another seq does not verify
+        wrong = dict(t, release=dict(t["release"], seq=11))
+        self.assertFalse(self.verifies(self.pub, self.manifest(wrong), t["signature"]["value"]))
+        # so is each artifact's size and hash
+        arts = dict(t["artifacts"])
+        arts["firmware"] = dict(arts["firmware"], size=arts["firmware"]["size"] + 1)
+        self.assertFalse(self.verifies(self.pub, self.manifest(dict(t, artifacts=arts)),
+                                       t["signature"]["value"]))
+        # without a release: "release: null"
+        u = self.admin.patch("/tasks/" + t["ident"], {"release": None}).json
+        self.assertEqual(u["version"], 2)
+        self.assertIn(b"\nrelease: null\n", self.manifest(u))
+        self.assertSignedByCoordinator(u)
 
 
 if __name__ == "__main__":

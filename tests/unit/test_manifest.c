@@ -241,6 +241,9 @@ static void build_from_vector(const char *json_name, struct buf *out)
 	in.script_len = strlen(script);
 	in.constants = constants;
 	in.variables_info = vinfo;
+	/* manifest v2: artifacts and release (null or missing: none) */
+	json_object_object_get_ex(v, "artifacts", &in.artifacts);
+	json_object_object_get_ex(v, "release", &in.release);
 
 	buf_init(out, MANIFEST_MAX);
 	assert_int_equal(manifest_build(&in, out), RCS_OK);
@@ -265,11 +268,65 @@ static void expect_manifest_vector(int n)
 	buf_free(&b);
 }
 
+static void expect_build_err(const struct manifest_in *in, size_t max, enum rcs_err want);
+static struct manifest_in fixed_input(void);
+
 static void test_manifest_vectors(void **state)
 {
 	(void)state;
 	expect_manifest_vector(1);
 	expect_manifest_vector(2);
+	expect_manifest_vector(3); /* v2: artifacts and a release */
+	expect_manifest_vector(4); /* v2: release null */
+}
+
+/* Manifest v2 only with artifacts: {} keeps v1 exactly, and a release alone signs nothing. */
+static void test_manifest_v2_only_with_artifacts(void **state)
+{
+	struct manifest_in in = fixed_input();
+	json_object *empty = json_object_new_object(), *rel = json_tokener_parse("{\"seq\":1}");
+	json_object *arts =
+	    json_tokener_parse("{\"fw\":{\"size\":3,\"sha256\":"
+			       "\"2c26b46b68ffc68ff99b453c1d30413413422d706483bfa0f98a5e"
+			       "886266e7ae\"}}");
+	json_object *not_obj = json_object_new_array();
+	struct buf v1, b;
+
+	(void)state;
+	buf_init(&v1, MANIFEST_MAX);
+	assert_int_equal(manifest_build(&in, &v1), RCS_OK);
+	assert_false(manifest_is_v2(&in));
+	in.artifacts = empty;
+	in.release = rel;
+	assert_false(manifest_is_v2(&in));
+	buf_init(&b, MANIFEST_MAX);
+	assert_int_equal(manifest_build(&in, &b), RCS_OK);
+	assert_string_equal(b.data, v1.data);
+	buf_free(&b);
+
+	in.artifacts = arts;
+	in.release = NULL;
+	assert_true(manifest_is_v2(&in));
+	buf_init(&b, MANIFEST_MAX);
+	assert_int_equal(manifest_build(&in, &b), RCS_OK);
+	assert_memory_equal(b.data, "rcs-task-signature-v2\n", 22);
+	assert_non_null(strstr(b.data, "\nvariables_info: {}\nartifacts: {\"fw\":{\"sha256\":"));
+	assert_non_null(strstr(b.data, ",\"size\":3}}\nrelease: null\n"));
+	assert_int_equal(b.data[b.len - 1], '\n');
+	buf_free(&b);
+	in.release = rel;
+	buf_init(&b, MANIFEST_MAX);
+	assert_int_equal(manifest_build(&in, &b), RCS_OK);
+	assert_non_null(strstr(b.data, "\nrelease: {\"seq\":1}\n"));
+	buf_free(&b);
+
+	in.artifacts = not_obj; /* not an object: refused, out untouched */
+	expect_build_err(&in, MANIFEST_MAX, RCS_ERR_INVAL);
+	buf_free(&v1);
+	json_object_put(empty);
+	json_object_put(rel);
+	json_object_put(arts);
+	json_object_put(not_obj);
 }
 
 static struct manifest_in fixed_input(void)
@@ -879,6 +936,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_manifest_vectors),
+	    cmocka_unit_test(test_manifest_v2_only_with_artifacts),
 	    cmocka_unit_test(test_manifest_inline),
 	    cmocka_unit_test(test_manifest_rejects),
 	    cmocka_unit_test(test_sha256_hex),

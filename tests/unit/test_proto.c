@@ -5,6 +5,7 @@
 #include <stdint.h>
 #include <cmocka.h>
 #include <stdlib.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "manifest.h"
@@ -295,6 +296,66 @@ static void make_report(char *out, size_t size, const char *long_text)
 	}
 }
 
+/* An edge_running report's progress (docs/mqtt.md "Status report"): encoded, decoded, kept
+ * on edge_running only; malformed ones refused naming progress. */
+static void test_report_progress(void **state)
+{
+	static const char *const bad[] = {"{\"done\":11,\"total\":10}",
+					  "{\"done\":-1,\"total\":10}",
+					  "{\"done\":1}",
+					  "{\"done\":1,\"total\":2,\"x\":3}",
+					  "[1,2]",
+					  "{\"done\":\"1\",\"total\":2}"};
+	struct proto_report r = {.status = JS_EDGE_RUNNING,
+				 .seq = 3,
+				 .ts = 10,
+				 .response = "downloading firmware: 42 %",
+				 .has_progress = true,
+				 .progress_done = 42,
+				 .progress_total = 100};
+	struct proto_report d;
+	struct jsonu_err e;
+	json_object *o;
+	const char *text;
+	char buf[512];
+	size_t len;
+
+	(void)state;
+	memcpy(r.job, JOB, sizeof(JOB));
+	o = proto_report_encode(&r);
+	text = jsonu_dump(o, &len);
+	assert_non_null(strstr(text, "\"progress\":{\"done\":42,\"total\":100}"));
+	assert_int_equal(proto_report_decode(text, len, &d, &e), RCS_OK);
+	assert_true(d.has_progress);
+	assert_int_equal(d.progress_done, 42);
+	assert_int_equal(d.progress_total, 100);
+	proto_report_free(&d);
+	json_object_put(o);
+	/* null, or on another status: none */
+	snprintf(buf, sizeof(buf),
+		 "{\"v\":1,\"job\":\"%s\",\"status\":\"edge_running\",\"seq\":2,\"ts\":1,"
+		 "\"progress\":null}",
+		 JOB);
+	assert_int_equal(proto_report_decode(buf, strlen(buf), &d, &e), RCS_OK);
+	assert_false(d.has_progress);
+	proto_report_free(&d);
+	snprintf(buf, sizeof(buf),
+		 "{\"v\":1,\"job\":\"%s\",\"status\":\"terminated\",\"seq\":2,\"ts\":1,"
+		 "\"progress\":{\"done\":1,\"total\":1}}",
+		 JOB);
+	assert_int_equal(proto_report_decode(buf, strlen(buf), &d, &e), RCS_OK);
+	assert_false(d.has_progress);
+	proto_report_free(&d);
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		snprintf(buf, sizeof(buf),
+			 "{\"v\":1,\"job\":\"%s\",\"status\":\"edge_running\",\"seq\":2,"
+			 "\"ts\":1,\"progress\":%s}",
+			 JOB, bad[i]);
+		assert_int_not_equal(proto_report_decode(buf, strlen(buf), &d, &e), RCS_OK);
+		assert_string_equal(e.field, "progress");
+	}
+}
+
 static void test_report_plain_path_as_json(void **state)
 {
 	size_t size = PROTO_MAX_RESPONSE + 4096, plain = 0, accepted = 0;
@@ -429,6 +490,7 @@ int main(void)
 	    cmocka_unit_test(test_topics_refused),
 	    cmocka_unit_test(test_report),
 	    cmocka_unit_test(test_report_plain_path_as_json),
+	    cmocka_unit_test(test_report_progress),
 	    cmocka_unit_test(test_state_and_cancel),
 	    cmocka_unit_test(test_envelope_checks_script_hash),
 	};

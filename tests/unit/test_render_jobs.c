@@ -56,7 +56,7 @@ static struct job_rec job(void)
 	"\"update_at\":" update_at ",\"scheduled_time\":null,\"response_time\":" response_time     \
 	",\"ttl\":null,\"payload\":null,\"response\":" response ",\"notification_mail_list\":[],"  \
 	"\"notification_status_list\":[],\"variables\":{\"m\":\"hi\"},\"attempt\":1,"              \
-	"\"retry_of\":null,\"error_code\":null}"
+	"\"retry_of\":null,\"error_code\":null,\"progress\":null}"
 
 static void test_job(void **state)
 {

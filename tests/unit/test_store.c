@@ -313,12 +313,20 @@ static void test_reopen_and_schema(void **state)
 		assert_int_not_equal(store_open(f->path, &again), RCS_OK);
 		assert_null(again);
 		/* from schema 5: migration 6 replaces its triggers (and may run again); what 7
-		 * to 9 added is undone first */
+		 * to 9 and 11 added is undone first */
 		assert_true(store_test_pg_exec(
-		    f->path, "UPDATE schema_version SET version = 5;"
-			     " ALTER TABLE devices DROP COLUMN state_ts; DROP TABLE group_rejected;"
-			     " DROP TABLE artifacts; DROP TABLE artifact_chunks;"
-			     " DROP TABLE artifact_uploads"));
+		    f->path,
+		    "UPDATE schema_version SET version = 5;"
+		    " ALTER TABLE devices DROP COLUMN state_ts; DROP TABLE group_rejected;"
+		    " DROP TABLE artifacts; DROP TABLE artifact_chunks;"
+		    " DROP TABLE artifact_uploads;"
+		    " ALTER TABLE tasks DROP COLUMN artifacts, DROP COLUMN release,"
+		    " DROP COLUMN download_timeout;"
+		    " ALTER TABLE task_versions DROP COLUMN artifacts, DROP COLUMN release,"
+		    " DROP COLUMN download_timeout;"
+		    " ALTER TABLE jobs DROP COLUMN progress_done, DROP COLUMN progress_total;"
+		    " DROP TABLE task_artifacts; DROP TABLE artifact_secrets;"
+		    " DROP TABLE job_downloads"));
 		assert_int_equal(store_open(f->path, &again), RCS_OK);
 		assert_true(store_tenant_exists(again, f->root));
 		store_close(again);
@@ -351,7 +359,12 @@ static void test_reopen_and_schema(void **state)
 		    "jobs.claimed_by", "jobs.lease_until", "groups.claimed_by",
 		    "groups.lease_until", "notifications.claimed_by", "notifications.lease_until",
 		    /* migration 7: the order of device states */
-		    "devices.state_ts", NULL};
+		    "devices.state_ts",
+		    /* migration 11: tasks with artifacts */
+		    "tasks.artifacts", "tasks.release", "tasks.download_timeout",
+		    "task_versions.artifacts", "task_versions.release",
+		    "task_versions.download_timeout", "jobs.progress_done", "jobs.progress_total",
+		    NULL};
 		char sql[160];
 
 		assert_int_equal(
@@ -373,7 +386,8 @@ static void test_reopen_and_schema(void **state)
 		"DROP INDEX jobs_sched; DROP INDEX jobs_inflight;"
 		" DROP TABLE webhook_attempts; DROP TABLE webhook_deliveries; DROP TABLE webhooks;"
 		" DROP TABLE audit; DROP TABLE nodes; DROP TABLE group_rejected;"
-		" DROP TABLE artifacts;"
+		" DROP TABLE artifacts; DROP TABLE task_artifacts; DROP TABLE artifact_secrets;"
+		" DROP TABLE job_downloads;"
 		" CREATE INDEX jobs_sched ON jobs(scheduled_time) WHERE status = 'pending';"
 		" CREATE INDEX jobs_inflight ON jobs(update_at) WHERE status IN"
 		" ('transmited', 'edge_transmitted', 'edge_started', 'edge_running');"
@@ -394,7 +408,7 @@ static void test_reopen_and_schema(void **state)
 				       -1, &s, NULL),
 		    SQLITE_OK);
 		assert_int_equal(sqlite3_step(s), SQLITE_ROW);
-		assert_int_equal(sqlite3_column_int(s, 0), 10);
+		assert_int_equal(sqlite3_column_int(s, 0), 11);
 		assert_non_null(
 		    strstr((const char *)sqlite3_column_text(s, 1), "scheduled_time IS NOT NULL"));
 		sqlite3_finalize(s);
@@ -1012,6 +1026,69 @@ static void test_fold_writes_what_moves_write(void **state)
 	assert_int_equal(store_tx_end(f->st, false), RCS_OK);
 	assert_int_equal(job_column(f, folded[2].ident, "last_seq"), 3);
 	assert_int_equal(job_column(f, folded[2].ident, "n_history"), 5);
+}
+
+/* An edge_running report's progress (docs/api.md "Jobs"): kept as the job's last progress,
+ * by a move and by a fold alike; a report without one, or of another status, keeps it. */
+static void progress_reports(struct fixture *f, const char *job)
+{
+	struct lifecycle lc = {.st = f->st};
+	struct job_move m = {.ident = job, .replace_response = true, .now = 310};
+	enum store_move res;
+	static const struct {
+		enum job_status to;
+		bool has;
+		long long done, total;
+	} r[] = {{JS_TRANSMITED, false, 0, 0},    {JS_EDGE_STARTED, true, 1, 2},
+		 {JS_EDGE_RUNNING, true, 0, 900}, {JS_EDGE_RUNNING, true, 450, 900},
+		 {JS_EDGE_RUNNING, false, 0, 0},  {JS_TERMINATED, false, 0, 0}};
+
+	for (size_t i = 0; i < sizeof(r) / sizeof(r[0]); i++) {
+		m.to = r[i].to;
+		m.seq = (long long)i + 1;
+		m.has_progress = r[i].has;
+		m.progress_done = r[i].done;
+		m.progress_total = r[i].total;
+		m.set_response_time = status_is_terminal(r[i].to);
+		assert_int_equal(lifecycle_move_in_tx(&lc, &m, &res, NULL), RCS_OK);
+		assert_int_equal(res, STORE_MOVE_APPLIED);
+	}
+}
+
+static void test_progress(void **state)
+{
+	struct fixture *f = *state;
+	struct job_new jobs[2];
+	struct job_rec rec;
+	char *a, *b;
+
+	make_jobs(f, jobs, 1, NULL); /* each for the same device: their states compare */
+	make_jobs(f, jobs + 1, 1, NULL);
+	assert_int_equal(store_job_rec_get(f->st, jobs[0].ident, &rec), RCS_OK);
+	assert_false(rec.has_progress); /* none reported: null */
+	store_job_rec_free(&rec);
+	assert_int_equal(store_tx_begin(f->st), RCS_OK);
+	progress_reports(f, jobs[0].ident);
+	assert_int_equal(store_tx_end(f->st, true), RCS_OK);
+	assert_int_equal(store_tx_begin(f->st), RCS_OK);
+	store_fold_begin(f->st);
+	progress_reports(f, jobs[1].ident);
+	assert_int_equal(store_fold_end(f->st, true), RCS_OK);
+	assert_int_equal(store_tx_end(f->st, true), RCS_OK);
+	for (int i = 0; i < 2; i++) {
+		assert_int_equal(store_job_rec_get(f->st, jobs[i].ident, &rec), RCS_OK);
+		assert_int_equal(rec.status, JS_TERMINATED);
+		assert_true(rec.has_progress);
+		assert_int_equal(rec.progress_done, 450);
+		assert_int_equal(rec.progress_total, 900);
+		store_job_rec_free(&rec);
+	}
+	a = job_state(f, jobs[0].ident);
+	b = job_state(f, jobs[1].ident);
+	assert_non_null(strstr(a, "\"progress\": { \"done\": 450, \"total\": 900 }"));
+	assert_string_equal(a, b);
+	free(a);
+	free(b);
 }
 
 /* A savepoint rolled back inside a fold: its end refuses to write (the caller rolls back). */
@@ -1700,7 +1777,8 @@ static void test_jobs_json_batch(void **state)
 	" j.response_time, 'ttl', j.ttl, 'payload', NULL, 'response', j.response,"                 \
 	" 'notification_mail_list', json(j.mail_list), 'notification_status_list',"                \
 	" json(j.status_list), 'variables', json(j.variables), 'attempt', j.attempt, 'retry_of',"  \
-	" j.retry_of, 'error_code', j.error_code)"                                                 \
+	" j.retry_of, 'error_code', j.error_code, 'progress', CASE WHEN j.progress_done IS NULL"   \
+	" THEN NULL ELSE json_object('done', j.progress_done, 'total', j.progress_total) END)"     \
 	" FROM jobs j LEFT JOIN groups g ON g.ident = j.group_ident WHERE j.ident = ?"
 
 static void check_same_as_sql(struct fixture *f, const char *ident)
@@ -2020,6 +2098,7 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(test_move_hands_back_the_record, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_fold_writes_what_moves_write, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_fold_spoiled_by_a_rollback, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_progress, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_fold_of_many_jobs, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_fold_then_group_abort, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_group_progress, setup, teardown),

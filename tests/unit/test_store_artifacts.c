@@ -15,10 +15,14 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "art_token.h"
+#include "manifest.h"
 #include "store.h"
 #include "store_artifacts.h"
+#include "store_downloads.h"
 #include "store_int.h"
 #include "store_keys.h"
+#include "store_tasks.h"
 #include "store_test_db.h"
 
 #define NOW   1700000000LL
@@ -298,6 +302,200 @@ static void test_delete(void **state)
 }
 
 /* The list: newest first, filtered by name, paged. */
+/* A task of version version pinning sha as "fw" (n_arts 0: none). */
+static void put_task(struct fixture *f, const char *ident, long long version, const char *sha)
+{
+	static const char src[] = "return 1";
+	struct task_artifact art = {.name = "fw", .sha256 = sha, .size = 5000};
+	struct task_write t;
+	char ssha[65], rec[200], sig[200];
+
+	memset(&t, 0, sizeof(t));
+	sha256_hex(src, strlen(src), ssha);
+	assert_int_equal(store_script_put(f->st, f->root, "s", src, strlen(src), NOW, NULL),
+			 RCS_OK);
+	t.ident = ident;
+	t.client_root = f->root;
+	t.version = version;
+	t.name = "update";
+	t.script = "s";
+	t.script_src = src;
+	t.script_len = strlen(src);
+	t.script_sha256 = ssha;
+	t.created_user = "ann";
+	t.timeout = 60;
+	if (sha != NULL) {
+		snprintf(rec, sizeof(rec),
+			 "{\"fw\":{\"ident\":\"sha256:%s\",\"size\":5000,\"name\":\"x\"}}", sha);
+		snprintf(sig, sizeof(sig), "{\"fw\":{\"sha256\":\"%s\",\"size\":5000}}", sha);
+		t.artifacts = rec;
+		t.artifacts_signed = sig;
+		t.arts = &art;
+		t.n_arts = 1;
+		t.release =
+		    "{\"stream\":\"s\",\"seq\":1,\"device_types\":[],\"allow_downgrade\":false}";
+		t.download_timeout = 600;
+	}
+	assert_int_equal(store_task_put(f->st, &t, version == 1), RCS_OK);
+}
+
+static bool in_use(struct fixture *f, const char *sha)
+{
+	bool used = true;
+
+	assert_int_equal(store_artifact_in_use(f->st, f->root, sha, &used), RCS_OK);
+	return used;
+}
+
+/* What pins an artifact: a task's current version, a job not yet ended of any version; a
+ * delete is refused meanwhile (docs/api.md, "Artifacts"). */
+static void test_in_use(void **state)
+{
+	struct fixture *f = *state;
+	struct artifact_rec out;
+	struct store_idents ids;
+	struct task_version tv;
+	struct task_rec tr;
+	char task[UUID_STR_LEN], sql[600];
+	bool created;
+
+	assert_int_equal(upload(f, SHA_A, 5000, 'a', 0, &created, &out), RCS_OK);
+	store_artifact_rec_free(&out);
+	assert_false(in_use(f, SHA_A));
+	assert_int_equal(uuid_v7(task), RCS_OK);
+	put_task(f, task, 1, SHA_A);
+	assert_true(in_use(f, SHA_A));
+	assert_int_equal(store_artifact_used_by(f->st, f->root, SHA_A, &ids), RCS_OK);
+	assert_int_equal(ids.n, 1);
+	assert_string_equal(ids.v[0], task);
+	store_idents_free(&ids);
+	assert_int_equal(store_artifact_delete(f->st, f->adir, f->root, SHA_A), RCS_ERR_CONFLICT);
+	/* the record and the version keep the artifacts, the release and the deadline */
+	assert_int_equal(store_task_get(f->st, f->root, task, &tr), RCS_OK);
+	assert_non_null(strstr(tr.artifacts, SHA_A));
+	assert_non_null(strstr(tr.release, "\"stream\""));
+	assert_int_equal(tr.download_timeout, 600);
+	store_task_rec_free(&tr);
+	assert_int_equal(store_task_version_get(f->st, task, 1, &tv), RCS_OK);
+	assert_non_null(strstr(tv.artifacts, "\"sha256\""));
+	assert_null(strstr(tv.artifacts, "ident"));
+	assert_int_equal(tv.download_timeout, 600);
+	store_task_version_free(&tv);
+
+	/* version 2 pins none: a job of version 1 not yet ended still needs it */
+	put_task(f, task, 2, NULL);
+	assert_false(in_use(f, SHA_A));
+	assert_int_equal(store_task_version_get(f->st, task, 2, &tv), RCS_OK);
+	assert_null(tv.artifacts);
+	assert_int_equal(tv.download_timeout, 86400);
+	store_task_version_free(&tv);
+	snprintf(sql, sizeof(sql),
+		 "INSERT INTO jobs(ident, client_root, task_ident, task_version, task_name,"
+		 " entity_ident, status, created_user, created_at, update_at, variables, mail_list,"
+		 " status_list, task_mail_list, task_status_list) VALUES('%s', '%s', '%s', 1, 'u',"
+		 " 'd', 'edge_running', 'ann', 1, 1, '{}', '[]', '[]', '[]', '[]')",
+		 task, f->root, task);
+	assert_int_equal(store_write(f->st, sql, NULL, 0), RCS_OK);
+	assert_true(in_use(f, SHA_A));
+	assert_int_equal(store_artifact_used_by(f->st, f->root, SHA_A, &ids), RCS_OK);
+	assert_int_equal(ids.n, 0); /* used_by names tasks' current versions only */
+	store_idents_free(&ids);
+	assert_int_equal(store_artifact_delete(f->st, f->adir, f->root, SHA_A), RCS_ERR_CONFLICT);
+	assert_int_equal(store_write(f->st, "UPDATE jobs SET status = 'terminated'", NULL, 0),
+			 RCS_OK);
+	assert_false(in_use(f, SHA_A));
+	assert_int_equal(store_artifact_delete(f->st, f->adir, f->root, SHA_A), RCS_OK);
+}
+
+/* Artifact tokens: made and checked by every coordinator of a database (the secret is in
+ * it), a byte changed or another database's token refused, a rotated secret still verifying
+ * the tokens it made. */
+static void test_tokens(void **state)
+{
+	static const char job[] = "0192f0a1-7c3e-7d4b-9a2f-3e4d5c6b7a81";
+	static const char dev[] = "0192f0a1-7c3e-7d4b-9a2f-3e4d5c6b7a82";
+	struct fixture *f = *state;
+	struct art_tokens *t1 = NULL, *t2 = NULL;
+	char tok[ART_TOKEN_MAX], bad[ART_TOKEN_MAX], j[UUID_STR_LEN], d[UUID_STR_LEN],
+	    c[UUID_STR_LEN];
+
+	assert_int_equal(art_tokens_open(f->st, NOW, &t1), RCS_OK);
+	assert_int_equal(db_count(f, "SELECT count(*) FROM artifact_secrets"), 1);
+	assert_int_equal(art_token_make(t1, job, dev, f->root, NOW, tok), RCS_OK);
+	assert_memory_equal(tok, "rcs1.", 5);
+	assert_int_equal(strlen(tok), 5 + 118);
+	assert_int_equal(art_token_check(t1, tok, j, d, c), RCS_OK);
+	assert_string_equal(j, job);
+	assert_string_equal(d, dev);
+	assert_string_equal(c, f->root);
+	/* another coordinator of the database: the same secret */
+	assert_int_equal(art_tokens_open(f->st, NOW, &t2), RCS_OK);
+	assert_int_equal(db_count(f, "SELECT count(*) FROM artifact_secrets"), 1);
+	assert_int_equal(art_token_check(t2, tok, j, d, c), RCS_OK);
+	/* every byte counts */
+	for (size_t i = 5; i < strlen(tok); i += 7) {
+		snprintf(bad, sizeof(bad), "%s", tok);
+		bad[i] = bad[i] == 'A' ? 'B' : 'A';
+		assert_int_equal(art_token_check(t1, bad, j, d, c), RCS_ERR_AUTH);
+	}
+	assert_int_equal(art_token_check(t1, tok + 1, j, d, c), RCS_ERR_AUTH);
+	assert_int_equal(art_token_check(t1, "rcs1.", j, d, c), RCS_ERR_AUTH);
+	assert_int_equal(art_token_check(t1, "", j, d, c), RCS_ERR_AUTH);
+	assert_int_equal(art_token_make(t1, "not-a-uuid", dev, f->root, NOW, bad), RCS_ERR_INVAL);
+	/* a new secret signs from then on; the old one still verifies */
+	art_tokens_free(t2);
+	assert_int_equal(store_token_secret_add(f->st, NOW + 1), RCS_OK);
+	assert_int_equal(art_tokens_open(f->st, NOW + 1, &t2), RCS_OK);
+	assert_int_equal(art_token_make(t2, job, dev, f->root, NOW + 1, bad), RCS_OK);
+	assert_string_not_equal(bad, tok);
+	assert_int_equal(art_token_check(t2, tok, j, d, c), RCS_OK);
+	assert_int_equal(art_token_check(t2, bad, j, d, c), RCS_OK);
+	art_tokens_free(t1);
+	art_tokens_free(t2);
+	/* another database's secret: refused */
+	assert_int_equal(store_write(f->st, "DELETE FROM artifact_secrets", NULL, 0), RCS_OK);
+	assert_int_equal(art_tokens_open(f->st, NOW, &t1), RCS_OK);
+	assert_int_equal(art_token_check(t1, tok, j, d, c), RCS_ERR_AUTH);
+	art_tokens_free(t1);
+}
+
+/* The bytes served per job: each download holds its length from its start, gives back what
+ * it did not send, and none begins once the cap is reached; the first of each artifact says
+ * so (audited once). */
+static void test_download_accounting(void **state)
+{
+	static const char job[] = "0192f0a1-7c3e-7d4b-9a2f-3e4d5c6b7a81";
+	struct fixture *f = *state;
+	long long served = -1;
+	bool first = false;
+
+	assert_int_equal(store_job_download_begin(f->st, job, SHA_A, 400, 1000, &served, &first),
+			 RCS_OK);
+	assert_int_equal(served, 0);
+	assert_true(first);
+	assert_int_equal(store_job_download_begin(f->st, job, SHA_A, 400, 1000, &served, &first),
+			 RCS_OK);
+	assert_int_equal(served, 400);
+	assert_false(first);
+	/* the second was cut after 100 bytes */
+	assert_int_equal(store_job_download_end(f->st, job, SHA_A, 400, 100), RCS_OK);
+	assert_int_equal(store_job_download_begin(f->st, job, SHA_B, 450, 1000, &served, &first),
+			 RCS_OK);
+	assert_int_equal(served, 500);
+	assert_true(first);
+	assert_int_equal(store_job_download_begin(f->st, job, SHA_B, 10, 1000, &served, &first),
+			 RCS_OK);
+	assert_int_equal(served, 950);
+	/* 960 of 1000: one more begins, then none */
+	assert_int_equal(store_job_download_begin(f->st, job, SHA_A, 400, 1000, &served, &first),
+			 RCS_OK);
+	assert_int_equal(served, 960);
+	assert_int_equal(store_job_download_begin(f->st, job, SHA_A, 1, 1000, &served, &first),
+			 RCS_OK);
+	assert_int_equal(served, 1360);
+	assert_int_equal(db_count(f, "SELECT sum(bytes) FROM job_downloads"), 1360);
+}
+
 static void test_list(void **state)
 {
 	struct fixture *f = *state;
@@ -343,6 +541,9 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(test_abort_sweep, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_delete, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_list, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_in_use, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_tokens, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_download_accounting, setup, teardown),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -299,7 +299,8 @@ static void test_tasks(void **state)
 		 "\"public\":false,\"hide\":false,\"allow_offline\":false,\"created_at\":100,"
 		 "\"update_at\":100,\"notification_mail_list\":[\"ops@example.com\"],"
 		 "\"notification_status_list\":[\"terminated\"],\"timeout\":300,"
-		 "\"script_sha256\":\"%s\",\"signature\":null,\"retry\":null}",
+		 "\"script_sha256\":\"%s\",\"signature\":null,\"retry\":null,"
+		 "\"artifacts\":{},\"release\":null,\"download_timeout\":86400}",
 		 sha);
 	assert_string_equal(b.data, want);
 	buf_free(&b);

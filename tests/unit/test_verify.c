@@ -653,6 +653,130 @@ static void test_tampered_other_fields(void **state)
 	expect(o, RCS_ERR_VERIFY, "signature does not verify");
 }
 
+/* ---- manifest v2: an envelope with artifacts (docs/signing.md) ---- */
+
+static const char ART_SHA[] = "2c26b46b68ffc68ff99b453c1d30413413422d706483bfa0f98a5e886266e7ae";
+
+/* base() with one artifact and a release (release_json NULL: null). */
+static json_object *base_v2(const char *release_json)
+{
+	json_object *o = base(), *arts = json_object_new_object(), *one = json_object_new_object();
+
+	json_object_object_add(one, "sha256", json_object_new_string(ART_SHA));
+	json_object_object_add(one, "size", json_object_new_int64(3));
+	json_object_object_add(arts, "firmware", one);
+	json_object_object_add(o, "artifacts", arts);
+	json_object_object_add(o, "release",
+			       release_json ? json_tokener_parse(release_json) : NULL);
+	json_object_object_add(o, "download_timeout", json_object_new_int(3600));
+	json_object_object_add(o, "artifact_token", json_object_new_string("rcs1.opaque"));
+	return o;
+}
+
+/* Signs o's manifest (as the agent rebuilds it: our client_root) with key 2 (openssl), as
+ * an operator signs offline, and sets that signature on o. */
+static void sign_v2(json_object *o)
+{
+	struct proto_envelope env;
+	struct manifest_in in;
+	struct jsonu_err e;
+	struct buf m;
+	const char *text;
+	char path[700], *sig;
+	size_t n = 0;
+	FILE *f;
+
+	text = jsonu_dump(o, &n);
+	assert_int_equal(proto_envelope_decode(text, n, &env, &e), RCS_OK);
+	memset(&in, 0, sizeof(in));
+	in.client_root = T.v.client_root;
+	in.task_ident = env.task_ident;
+	in.version = env.task_version;
+	in.script_name = env.script_name;
+	in.script = env.script_source;
+	in.script_len = env.script_len;
+	in.constants = env.constants;
+	in.variables_info = env.variables_info;
+	in.artifacts = env.artifacts;
+	in.release = env.release;
+	buf_init(&m, MANIFEST_MAX);
+	assert_int_equal(manifest_build(&in, &m), RCS_OK);
+	assert_memory_equal(m.data, "rcs-task-signature-v2\n", 22);
+	snprintf(path, sizeof(path), "%s/v2.txt", T.dir);
+	f = fopen(path, "wb");
+	assert_non_null(f);
+	assert_int_equal(fwrite(m.data, 1, m.len, f), m.len);
+	fclose(f);
+	buf_free(&m);
+	proto_envelope_free(&env);
+	assert_int_equal(sh("cd '%s' && openssl dgst -sha256 -sign k2.pem v2.txt | base64 -w0"
+			    " > v2.b64",
+			    T.dir),
+			 0);
+	sig = slurp(T.dir, "v2.b64");
+	assert_non_null(sig);
+	set_sig(o, "ES256", sig_key_id(T.key2), sig);
+	free(sig);
+}
+
+static void test_manifest_v2(void **state)
+{
+	static const char rel[] =
+	    "{\"stream\":\"stable\",\"seq\":7,\"device_types\":[\"gw\"],\"allow_downgrade\":false}";
+	json_object *o;
+
+	(void)state;
+	NEED_OPENSSL();
+	T.trusted[1] = T.key2;
+	T.v.ntrusted = 2;
+	/* signed offline over manifest v2: verifies, with a release and with none */
+	o = base_v2(rel);
+	sign_v2(o);
+	expect(o, RCS_OK, "");
+	o = base_v2(NULL);
+	sign_v2(o);
+	expect(o, RCS_OK, "");
+	/* a v1 signature of the same task does not cover artifacts */
+	o = base_v2(NULL);
+	set_sig(o, "ES256", sig_key_id(T.key2), T.sig2);
+	expect(o, RCS_ERR_VERIFY, "signature does not verify");
+	/* every artifact byte and the release are signed */
+	o = base_v2(rel);
+	sign_v2(o);
+	json_object_object_add(member(member(o, "artifacts"), "firmware"), "size",
+			       json_object_new_int64(4));
+	expect(o, RCS_ERR_VERIFY, "signature does not verify");
+	o = base_v2(rel);
+	sign_v2(o);
+	json_object_object_add(
+	    member(member(o, "artifacts"), "firmware"), "sha256",
+	    json_object_new_string(
+		"9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08"));
+	expect(o, RCS_ERR_VERIFY, "signature does not verify");
+	o = base_v2(rel);
+	sign_v2(o);
+	json_object_object_add(member(o, "release"), "seq", json_object_new_int(6));
+	expect(o, RCS_ERR_VERIFY, "signature does not verify");
+	o = base_v2(rel);
+	sign_v2(o);
+	json_object_object_add(o, "release", NULL);
+	expect(o, RCS_ERR_VERIFY, "signature does not verify");
+	/* the artifacts stripped: the v1 manifest is not what was signed */
+	o = base_v2(NULL);
+	sign_v2(o);
+	json_object_object_del(o, "artifacts");
+	json_object_object_del(o, "release");
+	json_object_object_del(o, "download_timeout");
+	json_object_object_del(o, "artifact_token");
+	expect(o, RCS_ERR_VERIFY, "signature does not verify");
+	/* the token and the download's deadline are not signed: changing them verifies */
+	o = base_v2(NULL);
+	sign_v2(o);
+	json_object_object_add(o, "artifact_token", json_object_new_string("rcs1.other"));
+	json_object_object_add(o, "download_timeout", json_object_new_int(60));
+	expect(o, RCS_OK, "");
+}
+
 static void test_alg_not_es256(void **state)
 {
 	json_object *o = base();
@@ -863,6 +987,7 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(test_tampered_script, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_tampered_constant, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_tampered_other_fields, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_manifest_v2, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_alg_not_es256, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_malformed_signature, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_older_version, setup, teardown),
