@@ -31,7 +31,7 @@
 	" j.variables, j.attempt, j.retry_of, j.error_code, j.held, j.expires_at,"                 \
 	" j.progress_done, j.progress_total"
 #define JOB_NCOLS 27 /* the columns of JOB_COLS: what a statement selects after them */
-#define JOB_FROM "jobs j LEFT JOIN groups g ON g.ident = j.group_ident"
+#define JOB_FROM  "jobs j LEFT JOIN groups g ON g.ident = j.group_ident"
 
 void store_job_rec_free(struct job_rec *r)
 {
@@ -979,10 +979,12 @@ static json_object *fold_row_json(const struct fold_row *r)
 	ok = ok && fold_json_add(o, "last_seq", json_object_new_int64(r->j.last_seq));
 	ok = ok && fold_json_add(o, "n_history", json_object_new_int64(r->j.n_history));
 	ok = ok && fold_json_add(o, "error_code", jsonu_new_string_or_null(rec->error_code));
-	ok = ok && fold_json_add(o, "progress_done",
-				 rec->has_progress ? json_object_new_int64(rec->progress_done) : NULL);
-	ok = ok && fold_json_add(o, "progress_total",
-				 rec->has_progress ? json_object_new_int64(rec->progress_total) : NULL);
+	ok = ok &&
+	     fold_json_add(o, "progress_done",
+			   rec->has_progress ? json_object_new_int64(rec->progress_done) : NULL);
+	ok = ok &&
+	     fold_json_add(o, "progress_total",
+			   rec->has_progress ? json_object_new_int64(rec->progress_total) : NULL);
 	if (ok)
 		return o;
 	json_object_put(o);
