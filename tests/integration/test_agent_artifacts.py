@@ -470,7 +470,7 @@ class ArtifactsTest(unittest.TestCase):
         job = self.publish(a, "return 1", {}, artifacts={"Bad Name": {"sha256": "0", "size": 1}})
         rep = self.final(job)
         self.assertEqual((rep["status"], rep.get("error")), ("edge_error", "envelope_invalid"))
-        self.assertIn("artifact name 'Bad Name'", rep["response"])
+        self.assertIn("'Bad Name' is not an artifact key", rep["response"])
 
     def test_artifact_dir_inside_a_file_dir_refused(self):
         fdir = os.path.join(self.workdir, "shared-files")
