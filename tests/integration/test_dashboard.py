@@ -10,7 +10,8 @@ exactly those settings, shown in words) paused, resumed and cancelled from its p
 viewer shown no send form and no group controls (an operator shown both); device names on
 the group, job and jobs pages, a device's page with its jobs, the devices searched by name
 and sorted by a column, the send form taking a device's name, the API's status names with
-their meaning; a file uploaded on the artifacts page with its progress, listed, refused
+their meaning; a list of devices given by names and short idents (the unknown and ambiguous
+ones named, nothing sent; then each device once); a file uploaded on the artifacts page with its progress, listed, refused
 deletion while in use (409) and deleted, a job's download progress, and a viewer shown no
 upload or delete; a group of 10,000 jobs pages through the API and stays responsive; the pages
 fit a phone's width; a revoked key ends the session with a message; sign out; an API that
@@ -205,10 +206,12 @@ class TestDashboard(StackTest):
             import('./js/send.js').then((m) => done([
                 m.bodyText({entity_ident: 'x'}, {n: '9223372036854775807', s: '"a"'}),
                 m.bodyText({}, {}), m.bodyText({tag: 't'}, null),
-                m.parseIdents('a').ok, m.parseIdents('').ok]));""")
+                m.parseDeviceList('a').ok, m.parseDeviceList('').ok,
+                m.parseDeviceList('a, "b c";d\\n e').entries, m.parseDeviceList('"b').ok]));""")
         self.assertEqual(json.loads(body[0]), {"entity_ident": "x", "variables": {
             "n": 9223372036854775807, "s": "a"}})
-        self.assertEqual(body[1:], ['{"variables":{}}', '{"tag":"t"}', False, False])
+        self.assertEqual(body[1:], ['{"variables":{}}', '{"tag":"t"}', True, False,
+                                    ["a", "b c", "d", "e"], False])
         # the rollout members as the API takes them, each value checked (docs/api.md "Rollouts")
         cases = [
             ({}, {}, []),
@@ -769,6 +772,52 @@ class TestDashboard(StackTest):
         self.assertIn("at the rollout's pace", self.q("#group-words").text)
         self.driver.get(self.ui + "#/groups")
         self.wait_text("table.groups tr[data-group='%s']" % gid, "3 / 3 devices ended")
+        self.console()
+
+    def test_4g_send_list_takes_names_and_short_idents(self):
+        """The send form's list of devices takes names (in quotes when they hold a space)
+        and short idents besides UUIDs, resolved through GET /devices before anything is
+        sent; every unknown or ambiguous entry is named and nothing is sent
+        (docs/dashboard.md "The send form")."""
+        devs = self.make_devices(3, "site-n", auto=True)
+        twins = [self.post("/devices", {"name": "twin"})["entity_ident"] for _ in range(2)]
+        spaced = self.post("/devices", {"name": "lab bench 1"})["entity_ident"]
+        # a short ident the two twins share (UUIDv7: made together, same time digits)
+        shared = os.path.commonprefix(twins).rstrip("-")
+        self.assertGreaterEqual(len(shared.replace("-", "")), 6, twins)
+        before = self.api.get("/groups?per_page=1").json["total_items"]
+        self.driver.get(self.ui + "#/tasks/" + self.echo["ident"])
+        self.wait_css("#send-form")
+        self.q("#target-list").click()
+        box = self.wait_css("#f-idents")
+        box.send_keys('site-n-0, no-such-pump\ntwin %s 0a0a0a "lab bench 1"' % shared)
+        self.q("#f-group").clear()
+        self.q("#f-group").send_keys("by-names")
+        self.q("#send").click()
+        self.wait_text("#f-idents-error", 'no such device: "no-such-pump", "0a0a0a"')
+        err = self.q("#f-idents-error").text
+        self.assertIn('ambiguous: "twin" (2 devices have this name', err)
+        self.assertIn('"%s" (' % shared, err)
+        self.assertIn("device idents begin or end with it: give more of its digits", err)
+        self.assertNotIn("site-n-0", err)
+        self.assertNotIn("lab bench", err)
+        self.wait_text("#send-msg", "nothing was sent")
+        time.sleep(0.5)
+        self.assertEqual(self.api.get("/groups?per_page=1").json["total_items"], before)
+        # names, a short ident from the end, one from the start, a whole (upper-case) UUID,
+        # a device given twice: each device once
+        box.clear()
+        box.send_keys('site-n-0 %s;%s\n%s site-n-0 "lab bench 1"' % (
+            devs[1].entity[-8:], devs[2].entity[:23], twins[0].upper()))
+        self.q("#send").click()
+        self.wait_css("#group-done")
+        gid = self.driver.current_url.rsplit("/", 1)[1]
+        g = self.group_of(gid)
+        self.assertEqual(g["name"], "by-names")
+        jobs = self.api.get("/jobs?per_page=50&group_ident=" + gid).json["items"]
+        sent = {j["entity_ident"] for j in jobs} | {r["entity_ident"] for r in g.get("rejected", [])}
+        self.assertEqual(sent, {devs[0].entity, devs[1].entity, devs[2].entity, twins[0], spaced})
+        self.assertEqual(len(jobs) + len(g.get("rejected", [])), 5)
         self.console()
 
     def test_5_huge_group(self):
