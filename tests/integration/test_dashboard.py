@@ -11,7 +11,8 @@ viewer shown no send form and no group controls (an operator shown both); device
 the group, job and jobs pages, a device's page with its jobs, the devices searched by name
 and sorted by a column, the send form taking a device's name, the API's status names with
 their meaning; a list of devices given by names and short idents (the unknown and ambiguous
-ones named, nothing sent; then each device once); a file uploaded on the artifacts page with its progress, listed, refused
+ones named, nothing sent; then each device once); a job's cancel with a reason, shown in its
+response; a file uploaded on the artifacts page with its progress, listed, refused
 deletion while in use (409) and deleted, a job's download progress, and a viewer shown no
 upload or delete; a group of 10,000 jobs pages through the API and stays responsive; the pages
 fit a phone's width; a revoked key ends the session with a message; sign out; an API that
@@ -818,6 +819,49 @@ class TestDashboard(StackTest):
         sent = {j["entity_ident"] for j in jobs} | {r["entity_ident"] for r in g.get("rejected", [])}
         self.assertEqual(sent, {devs[0].entity, devs[1].entity, devs[2].entity, twins[0], spaced})
         self.assertEqual(len(jobs) + len(g.get("rejected", [])), 5)
+        self.console()
+
+    def test_4h_cancel_a_job_with_a_reason(self):
+        """A job's Cancel asks for an optional reason first ("Keep it" changes nothing); the
+        reason goes with PATCH /jobs/<id>/cancel and the job's response says who and why
+        (docs/dashboard.md "A job", docs/api.md)."""
+        who = self.api.get("/whoami").json["user"]
+        pend = self.api.get("/jobs?per_page=2&status=pending&group_ident=" + self.held).json["items"]
+        self.assertEqual(len(pend), 2, pend)
+        job, other = pend[0]["ident"], pend[1]["ident"]
+        self.driver.get(self.ui + "#/jobs/" + job)
+        self.wait_css("#timeline")
+        self.q("#cancel-job").click()
+        self.wait_css("#cancel-reason").send_keys("wrong firmware for this site")
+        self.q("#cancel-keep").click()
+        self.wait_css("#cancel-job")
+        self.assertFalse(self.qs("#cancel-form"))
+        time.sleep(0.5)
+        self.assertEqual(self.api.get("/jobs/" + job).json["status"], "pending")
+        # a reason over 500 bytes is refused in the page, nothing is sent
+        self.q("#cancel-job").click()
+        box = self.wait_css("#cancel-reason")
+        self.driver.execute_script("arguments[0].value = 'é'.repeat(251)", box)
+        self.q("#cancel-confirm").click()
+        self.wait_text("#cancel-reason-error", "at most 500 bytes (this is 502)")
+        self.assertEqual(self.api.get("/jobs/" + job).json["status"], "pending")
+        box.clear()
+        box.send_keys("wrong firmware for this site")
+        self.q("#cancel-confirm").click()
+        want = "cancelled by %s: wrong firmware for this site" % who
+        self.wait_css("#timeline li[data-status='cancelled']")
+        self.wait_text(".facts pre.resp", want)
+        self.assertIn(want, self.q("#timeline li[data-status='cancelled']").text)
+        self.assertFalse(self.qs("#cancel-job") or self.qs("#cancel-form"))
+        r = self.api.get("/jobs/" + job).json
+        self.assertEqual((r["status"], r["response"]), ("cancelled", want))
+        # no reason: "cancelled by <user>" alone
+        self.driver.get(self.ui + "#/jobs/" + other)
+        self.wait_css("#cancel-job").click()
+        self.wait_css("#cancel-confirm").click()
+        self.wait_css("#timeline li[data-status='cancelled']")
+        r = self.api.get("/jobs/" + other).json
+        self.assertEqual((r["status"], r["response"]), ("cancelled", "cancelled by " + who))
         self.console()
 
     def test_5_huge_group(self):
