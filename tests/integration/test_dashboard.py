@@ -208,11 +208,12 @@ class TestDashboard(StackTest):
                 m.bodyText({entity_ident: 'x'}, {n: '9223372036854775807', s: '"a"'}),
                 m.bodyText({}, {}), m.bodyText({tag: 't'}, null),
                 m.parseDeviceList('a').ok, m.parseDeviceList('').ok,
-                m.parseDeviceList('a, "b c";d\\n e').entries, m.parseDeviceList('"b').ok]));""")
+                m.parseDeviceList('a, "b c";d\\n e').entries, m.parseDeviceList('"b').ok,
+                m.parseDeviceList('é'.repeat(100)).ok, m.parseDeviceList('é'.repeat(101)).ok]));""")
         self.assertEqual(json.loads(body[0]), {"entity_ident": "x", "variables": {
             "n": 9223372036854775807, "s": "a"}})
         self.assertEqual(body[1:], ['{"variables":{}}', '{"tag":"t"}', True, False,
-                                    ["a", "b c", "d", "e"], False])
+                                    ["a", "b c", "d", "e"], False, True, False])
         # the rollout members as the API takes them, each value checked (docs/api.md "Rollouts")
         cases = [
             ({}, {}, []),

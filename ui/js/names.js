@@ -56,7 +56,7 @@ export function shortPart(text, prefix) {
 // device's ident.
 async function resolveOne(text, signal) {
   if (UUID_RE.test(text)) return { ident: text.toLowerCase() };
-  if (text.length > 200) return { error: 'unknown', why: 'not a device name (at most 200 characters)' };
+  if (new TextEncoder().encode(text).length > 200) return { error: 'unknown', why: 'not a device name (at most 200 bytes)' };
   const byName = await get('/devices', { signal, query: { name: text, per_page: 2 } });
   if (byName.items.length === 1 && byName.total_items === 1) {
     remember(byName.items[0]);

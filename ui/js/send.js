@@ -99,7 +99,9 @@ export function parseDeviceList(text) {
   if (!list.length) return { ok: false, error: 'give at least one device' };
   if (list.length > 10000) return { ok: false, error: 'at most 10,000 devices in one send' };
   for (const x of list) {
-    if (x.length > 200) return { ok: false, error: '"' + x.slice(0, 40) + '…" is neither a device ident nor a name (at most 200 characters)' };
+    if (new TextEncoder().encode(x).length > 200) {
+      return { ok: false, error: '"' + x.slice(0, 40) + '…" is neither a device ident nor a name (at most 200 bytes)' };
+    }
   }
   return { ok: true, entries: list };
 }

@@ -165,7 +165,7 @@ function sendForm(ctx, task, devices) {
   const fDevice = field('f-device', 'Device', h('input', {
     id: 'f-device', name: 'device', list: 'device-list', autocomplete: 'off', spellcheck: 'false',
     placeholder: 'device name or ident',
-  }), 'the device\'s name or ident (suggestions: the first 500 devices)');
+  }), 'the device\'s name, ident, or 6 or more hex digits from its ident\'s start or end (suggestions: the first 500 devices)');
   const fIdents = field('f-idents', 'Devices', h('textarea', { id: 'f-idents', name: 'idents', rows: 4, spellcheck: 'false' }),
     'device names or idents (whole, or 6 or more hex digits from their start or end), separated by ' +
     'spaces, commas or lines (up to 10,000); a name with spaces in "double quotes"');
