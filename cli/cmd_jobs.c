@@ -402,6 +402,49 @@ static void groups_progress(json_object *g)
 	}
 }
 
+/* The devices the group's send left out (docs/api.md: GET /groups/<id> `rejected`), as the
+ * other tables show devices: a short ident with the name, then why (docs/cli.md "Tables"). */
+static int groups_rejected(struct cli *c, json_object *g)
+{
+	static const char *const heads[] = {"REJECTED DEVICE", "CODE", "REASON"};
+	json_object *rej = cli_array(g, "rejected");
+	struct cli_names nm = {0};
+	struct table t;
+	const char **ids = NULL;
+	size_t n = 0, len;
+	int rc = CLI_OK;
+
+	if (rej == NULL || json_object_array_length(rej) == 0)
+		return CLI_OK;
+	table_init(&t, 3, heads);
+	ids = cli_idents(rej, "entity_ident", &n);
+	if (ids == NULL) {
+		rc = cli_fail(c, CLI_API, "out of memory");
+		goto out;
+	}
+	len = table_short_len(ids, n);
+	table_least(&t, 0, len + 1); /* a device's short ident and a '~' */
+	table_keep(&t, 1);
+	cli_names_load(c, &nm, ids, n);
+	for (size_t i = 0; i < json_object_array_length(rej) && rc == CLI_OK; i++) {
+		json_object *it = json_object_array_get_idx(rej, i), *e = jsonu_member(it, "error");
+		char dev[256];
+		const char *row[] = {
+		    cli_device_cell(dev, sizeof(dev), &nm, cli_str(it, "entity_ident"), len),
+		    cli_str(e, "code"), cli_str(e, "message")};
+
+		if (table_add(&t, row) != RCS_OK)
+			rc = cli_fail(c, CLI_API, "out of memory");
+	}
+	fputc('\n', stdout);
+	table_print(&t, stdout, table_term_width());
+out:
+	cli_names_free(&nm);
+	free(ids);
+	table_free(&t);
+	return rc;
+}
+
 static int groups_print(struct cli *c, json_object *g)
 {
 	static const char *const heads[] = {"STATUS", "JOBS"};
@@ -450,6 +493,8 @@ static int groups_print(struct cli *c, json_object *g)
 	}
 	table_print(&t, stdout, table_term_width());
 	table_free(&t);
+	if (rc == CLI_OK)
+		rc = groups_rejected(c, g);
 	return rc;
 }
 

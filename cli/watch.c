@@ -361,6 +361,8 @@ static size_t watch_causes(json_object *items, struct watch_cause *c, long long 
 static void watch_why_group(struct cli *c, const char *group, json_object *rec, size_t width)
 {
 	struct watch_cause causes[WATCH_WHY_CODES];
+	const char *ids[WATCH_WHY_SHOWN] = {NULL};
+	size_t digits;
 	struct http_resp r = {0};
 	struct buf path, line;
 	char errbuf[256], clean[256];
@@ -395,10 +397,14 @@ static void watch_why_group(struct cli *c, const char *group, json_object *rec, 
 	table_clean(clean, sizeof(clean), line.data ? line.data : "", 0);
 	table_cut(clean, width);
 	printf("%s\n", clean);
+	/* the examples' short idents, as the tables show them (docs/cli.md "Tables") */
+	for (size_t i = 0; i < n && i < WATCH_WHY_SHOWN; i++)
+		ids[i] = cli_str(causes[i].example, "ident");
+	digits = table_short_len(ids, n < WATCH_WHY_SHOWN ? n : WATCH_WHY_SHOWN);
 	for (size_t i = 0; i < n && i < WATCH_WHY_SHOWN; i++) {
-		char indent[64];
+		char indent[64], id[UUID_STR_LEN];
 		snprintf(indent, sizeof(indent),
-			 "    job %s: ", cli_show(causes[i].example, "ident"));
+			 "    job %s: ", table_short(id, sizeof(id), ids[i], digits));
 		watch_why_job(causes[i].example, indent, width);
 	}
 out:
@@ -415,7 +421,7 @@ int watch_run(struct cli *c, const char *group, const char *job, enum watch_out 
 	struct sigaction sa, old_int, old_term;
 	struct http_resp r = {0};
 	struct buf path;
-	char title[160], errbuf[512], summary[512];
+	char title[160], errbuf[512], summary[512], sid[UUID_STR_LEN];
 	size_t n = 0;
 	double start = watch_now();
 	const char *term = getenv("TERM");
@@ -446,7 +452,9 @@ int watch_run(struct cli *c, const char *group, const char *job, enum watch_out 
 	sigaction(SIGTERM, &sa, &old_term);
 	if (mode == WATCH_TTY)
 		fputs("\033[?25l", stdout); /* the cursor, back at the end */
-	snprintf(title, sizeof(title), "%s %s", group ? "group" : "job", group ? group : job);
+	/* "job 1c9e20ab", "group wave-1": a short ident, as the tables show it */
+	snprintf(title, sizeof(title), "%s %s", group ? "group" : "job",
+		 table_short(sid, sizeof(sid), group ? group : job, TABLE_SHORT_MIN));
 	for (;;) {
 		struct watch_snap *s;
 		enum rcs_err err;
@@ -475,10 +483,10 @@ int watch_run(struct cli *c, const char *group, const char *job, enum watch_out 
 		s = &samples[n++];
 		s->t = watch_now() - start;
 		watch_read(r.json, group != NULL, s);
-		if (group != NULL && polls == 1) {
+		if (group != NULL && polls == 1 && cli_str(r.json, "name") != NULL &&
+		    cli_str(r.json, "name")[0] != '\0') {
 			char clean[128];
-			table_clean(clean, sizeof(clean),
-				    cli_str(r.json, "name") ? cli_str(r.json, "name") : "", 0);
+			table_clean(clean, sizeof(clean), cli_str(r.json, "name"), 0);
 			snprintf(title, sizeof(title), "group %s", clean);
 		}
 		if (mode == WATCH_TTY) {

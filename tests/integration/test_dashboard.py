@@ -10,7 +10,9 @@ exactly those settings, shown in words) paused, resumed and cancelled from its p
 viewer shown no send form and no group controls (an operator shown both); device names on
 the group, job and jobs pages, a device's page with its jobs, the devices searched by name
 and sorted by a column, the send form taking a device's name, the API's status names with
-their meaning; a file uploaded on the artifacts page with its progress, listed, refused
+their meaning; a list of devices given by names and short idents (the unknown and ambiguous
+ones named, nothing sent; then each device once); a job's cancel with a reason, shown in its
+response; a file uploaded on the artifacts page with its progress, listed, refused
 deletion while in use (409) and deleted, a job's download progress, and a viewer shown no
 upload or delete; a group of 10,000 jobs pages through the API and stays responsive; the pages
 fit a phone's width; a revoked key ends the session with a message; sign out; an API that
@@ -205,10 +207,13 @@ class TestDashboard(StackTest):
             import('./js/send.js').then((m) => done([
                 m.bodyText({entity_ident: 'x'}, {n: '9223372036854775807', s: '"a"'}),
                 m.bodyText({}, {}), m.bodyText({tag: 't'}, null),
-                m.parseIdents('a').ok, m.parseIdents('').ok]));""")
+                m.parseDeviceList('a').ok, m.parseDeviceList('').ok,
+                m.parseDeviceList('a, "b c";d\\n e').entries, m.parseDeviceList('"b').ok,
+                m.parseDeviceList('é'.repeat(100)).ok, m.parseDeviceList('é'.repeat(101)).ok]));""")
         self.assertEqual(json.loads(body[0]), {"entity_ident": "x", "variables": {
             "n": 9223372036854775807, "s": "a"}})
-        self.assertEqual(body[1:], ['{"variables":{}}', '{"tag":"t"}', False, False])
+        self.assertEqual(body[1:], ['{"variables":{}}', '{"tag":"t"}', True, False,
+                                    ["a", "b c", "d", "e"], False, True, False])
         # the rollout members as the API takes them, each value checked (docs/api.md "Rollouts")
         cases = [
             ({}, {}, []),
@@ -722,6 +727,95 @@ class TestDashboard(StackTest):
         self.assertIn("at the rollout's pace", self.q("#group-words").text)
         self.driver.get(self.ui + "#/groups")
         self.wait_text("table.groups tr[data-group='%s']" % gid, "3 / 3 devices ended")
+        self.console()
+
+    def test_4g_send_list_takes_names_and_short_idents(self):
+        """The send form's list of devices takes names (in quotes when they hold a space)
+        and short idents besides UUIDs, resolved through GET /devices before anything is
+        sent; every unknown or ambiguous entry is named and nothing is sent
+        (docs/dashboard.md "The send form")."""
+        devs = self.make_devices(3, "site-n", auto=True)
+        twins = [self.post("/devices", {"name": "twin"})["entity_ident"] for _ in range(2)]
+        spaced = self.post("/devices", {"name": "lab bench 1"})["entity_ident"]
+        # a short ident the two twins share (UUIDv7: made together, same time digits)
+        shared = os.path.commonprefix(twins).rstrip("-")
+        self.assertGreaterEqual(len(shared.replace("-", "")), 6, twins)
+        before = self.api.get("/groups?per_page=1").json["total_items"]
+        self.driver.get(self.ui + "#/tasks/" + self.echo["ident"])
+        self.wait_css("#send-form")
+        self.q("#target-list").click()
+        box = self.wait_css("#f-idents")
+        box.send_keys('site-n-0, no-such-pump\ntwin %s 0a0a0a "lab bench 1"' % shared)
+        self.q("#f-group").clear()
+        self.q("#f-group").send_keys("by-names")
+        self.q("#send").click()
+        self.wait_text("#f-idents-error", 'no such device: "no-such-pump", "0a0a0a"')
+        err = self.q("#f-idents-error").text
+        self.assertIn('ambiguous: "twin" (2 devices have this name', err)
+        self.assertIn('"%s" (' % shared, err)
+        self.assertIn("device idents begin or end with it: give more of its digits", err)
+        self.assertNotIn("site-n-0", err)
+        self.assertNotIn("lab bench", err)
+        self.wait_text("#send-msg", "nothing was sent")
+        time.sleep(0.5)
+        self.assertEqual(self.api.get("/groups?per_page=1").json["total_items"], before)
+        # names, a short ident from the end, one from the start, a whole (upper-case) UUID,
+        # a device given twice: each device once
+        box.clear()
+        box.send_keys('site-n-0 %s;%s\n%s site-n-0 "lab bench 1"' % (
+            devs[1].entity[-8:], devs[2].entity[:23], twins[0].upper()))
+        self.q("#send").click()
+        self.wait_css("#group-done")
+        gid = self.driver.current_url.rsplit("/", 1)[1]
+        g = self.group_of(gid)
+        self.assertEqual(g["name"], "by-names")
+        jobs = self.api.get("/jobs?per_page=50&group_ident=" + gid).json["items"]
+        sent = {j["entity_ident"] for j in jobs} | {r["entity_ident"] for r in g.get("rejected", [])}
+        self.assertEqual(sent, {devs[0].entity, devs[1].entity, devs[2].entity, twins[0], spaced})
+        self.assertEqual(len(jobs) + len(g.get("rejected", [])), 5)
+        self.console()
+
+    def test_4h_cancel_a_job_with_a_reason(self):
+        """A job's Cancel asks for an optional reason first ("Keep it" changes nothing); the
+        reason goes with PATCH /jobs/<id>/cancel and the job's response says who and why
+        (docs/dashboard.md "A job", docs/api.md)."""
+        who = self.api.get("/whoami").json["user"]
+        pend = self.api.get("/jobs?per_page=2&status=pending&group_ident=" + self.held).json["items"]
+        self.assertEqual(len(pend), 2, pend)
+        job, other = pend[0]["ident"], pend[1]["ident"]
+        self.driver.get(self.ui + "#/jobs/" + job)
+        self.wait_css("#timeline")
+        self.q("#cancel-job").click()
+        self.wait_css("#cancel-reason").send_keys("wrong firmware for this site")
+        self.q("#cancel-keep").click()
+        self.wait_css("#cancel-job")
+        self.assertFalse(self.qs("#cancel-form"))
+        time.sleep(0.5)
+        self.assertEqual(self.api.get("/jobs/" + job).json["status"], "pending")
+        # a reason over 500 bytes is refused in the page, nothing is sent
+        self.q("#cancel-job").click()
+        box = self.wait_css("#cancel-reason")
+        self.driver.execute_script("arguments[0].value = 'é'.repeat(251)", box)
+        self.q("#cancel-confirm").click()
+        self.wait_text("#cancel-reason-error", "at most 500 bytes (this is 502)")
+        self.assertEqual(self.api.get("/jobs/" + job).json["status"], "pending")
+        box.clear()
+        box.send_keys("wrong firmware for this site")
+        self.q("#cancel-confirm").click()
+        want = "cancelled by %s: wrong firmware for this site" % who
+        self.wait_css("#timeline li[data-status='cancelled']")
+        self.wait_text(".facts pre.resp", want)
+        self.assertIn(want, self.q("#timeline li[data-status='cancelled']").text)
+        self.assertFalse(self.qs("#cancel-job") or self.qs("#cancel-form"))
+        r = self.api.get("/jobs/" + job).json
+        self.assertEqual((r["status"], r["response"]), ("cancelled", want))
+        # no reason: "cancelled by <user>" alone
+        self.driver.get(self.ui + "#/jobs/" + other)
+        self.wait_css("#cancel-job").click()
+        self.wait_css("#cancel-confirm").click()
+        self.wait_css("#timeline li[data-status='cancelled']")
+        r = self.api.get("/jobs/" + other).json
+        self.assertEqual((r["status"], r["response"]), ("cancelled", "cancelled by " + who))
         self.console()
 
     def test_5_huge_group(self):

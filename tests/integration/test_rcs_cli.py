@@ -468,7 +468,10 @@ class RcsCliTest(StackTest):
         self.assertRegex(out, r"^job [0-9a-f-]{36} (pending|transmited) on pump-1 \(%s\)\n"
                          % self.devices["pump-1"][-8:])
         job = out.split()[1]
-        self.assertIn("job %s: done, terminated 1" % job, out)
+        # the watch's lines name the job by its short ident, as the tables do, in 80 columns
+        self.assertIn("\njob %s: done, terminated 1\n" % job[-8:], out)
+        self.assertEqual([l for l in out.splitlines()[1:] if job in l or len(l) > 80], [], out)
+        self.assertRegex(out, r"(?m)^\d\d:\d\d:\d\d job %s  \d/1 ended" % job[-8:])
         j = self.api_get("/jobs/" + job)
         self.assertEqual((j["status"], j["response"], j["variables"]),
                          ("terminated", "hi", {"message": "hi"}))
@@ -603,6 +606,16 @@ class RcsCliTest(StackTest):
         group = self.api_get("/groups?name=half")["items"][0]["ident"]
         self.assertEqual([x["entity_ident"] for x in self.api_get("/groups/" + group)[
             "rejected"]], [away["entity_ident"]])
+        # groups show lists it as the tables show devices: short ident, name, why
+        out, _ = self.rcs("groups", "show", "half")
+        self.assertRegex(out, r"(?m)^REJECTED DEVICE +CODE +REASON\n%s away-1 +device_offline +"
+                         r"the device is offline" % away["entity_ident"][-8:])
+        self.assertNotIn(away["entity_ident"], out)
+        rc, out = self.run_pty(["groups", "show", "half"], cols=80)
+        self.assertEqual(rc, 0, out)
+        self.assertRegex(out, r"(?m)^%s away-1 +device_offline +the device is offline"
+                         % away["entity_ident"][-8:])
+        self.assertTrue(all(len(l) <= 80 for l in out.replace("\r", "").split("\n")), out)
         ans = self.rcs_json("send", "Sleepy", "--device", "away-1", "--offline", "queue")
         self.assertEqual(ans["rejected"], [])
         self.assertEqual([j["status"] for j in ans["items"]], ["pending"])
@@ -642,8 +655,11 @@ class RcsCliTest(StackTest):
         self.assertRegex(out, r"^group rcs-send-\d{8}-\d{6} ")
         self.assertIn("completed with failures, edge_error 1", out)
         self.assertRegex(out, r"(?m)^  edge_error causes: script_error 1$")
-        self.assertRegex(out, r"(?m)^    job [0-9a-f-]{36}: edge_error \(script_error\): "
-                              r".*asked to fail$")
+        ex = re.search(r"(?m)^    job ([0-9a-f]{8}): edge_error \(script_error\): .*asked to fail$",
+                       out)
+        self.assertIsNotNone(ex, out)
+        failed = self.api_get("/jobs?status=edge_error&ident_suffix=" + ex.group(1))["items"]
+        self.assertEqual(len(failed), 1, failed)
         # a group that ended well says nothing more
         out, _ = self.rcs("send", "Sleepy", "--tag", "site-b", "--wait")
         self.assertNotIn("causes", out)

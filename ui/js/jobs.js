@@ -123,10 +123,34 @@ export async function show(ctx) {
   const hpage = Math.max(1, parseInt(ctx.query.get('page') || '1', 10) || 1);
   let job = await get('/jobs/' + id, { signal: ctx.signal });
   await lookup([job.entity_ident], ctx.signal);
+  // Cancel asks for an optional reason first (docs/dashboard.md "A job"); the form is made
+  // once, so that a refresh of the page while it is open keeps what is typed.
+  const reason = h('input', { id: 'cancel-reason', name: 'reason', autocomplete: 'off', maxlength: 500 });
+  const askBox = h('form', { class: 'card cancel-form', id: 'cancel-form', novalidate: true },
+    h('div', { class: 'field' },
+      h('label', { for: 'cancel-reason' }, 'Why cancel it? (optional)'), reason,
+      h('p', { class: 'hint' }, 'kept with the job: its response says "cancelled by ' +
+        (ctx.who ? ctx.who.user : 'you') + ': <reason>"'),
+      h('p', { class: 'field-error', id: 'cancel-reason-error', role: 'alert' })),
+    h('button', { type: 'submit', class: 'danger', id: 'cancel-confirm' }, 'Cancel the job'), ' ',
+    h('button', { type: 'button', id: 'cancel-keep', onclick: () => {
+      asking = false;
+      draw(job);
+    } }, 'Keep it'));
+  askBox.addEventListener('submit', (ev) => {
+    ev.preventDefault();
+    doCancel();
+  });
+  let asking = false;
   const draw = (j) => {
-    const cancel = !TERMINAL.has(j.status) && mayOperate(ctx.who)
-      ? h('button', { type: 'button', class: 'danger', id: 'cancel-job', onclick: () => doCancel() }, 'Cancel the job')
-      : null;
+    let cancel = null;
+    if (!TERMINAL.has(j.status) && mayOperate(ctx.who)) {
+      cancel = asking ? askBox : h('button', { type: 'button', class: 'danger', id: 'cancel-job', onclick: () => {
+        asking = true;
+        draw(job);
+        reason.focus();
+      } }, 'Cancel the job');
+    }
     const facts = [
       ['Status', statusBadge(j.status)],
       ['Task', j.task ? h('a', { href: href('tasks/' + j.task.ident) }, j.task.name + ' (v' + j.task.version + ')') : null],
@@ -154,15 +178,26 @@ export async function show(ctx) {
   };
   const doCancel = async () => {
     const msg = head.querySelector('#cancel-msg');
+    const err = askBox.querySelector('#cancel-reason-error');
     clear(msg);
-    if (!window.confirm('Cancel this job?')) return;
+    err.textContent = '';
+    const why = reason.value.trim();
+    const n = new TextEncoder().encode(why).length;
+    if (n > 500) {
+      err.textContent = 'at most 500 bytes (this is ' + n + ')';
+      reason.focus();
+      return;
+    }
     try {
-      job = await api('PATCH', '/jobs/' + id + '/cancel', { signal: ctx.signal });
+      job = await api('PATCH', '/jobs/' + id + '/cancel', { signal: ctx.signal, body: why ? { reason: why } : undefined });
+      asking = false;
+      reason.value = '';
       draw(job);
       await loadHistory();
     } catch (e) {
       if (e.kind === 'aborted') return;
       const text = e.code === 'job_terminal' ? 'The job had already ended.' : errorText(e, 'job');
+      if (e.field === 'reason') err.textContent = e.message;
       fill(head.querySelector('#cancel-msg'), notice('error', text));
     }
   };

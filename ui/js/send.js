@@ -82,16 +82,28 @@ export function bodyText(fields, variables) {
   return o === '{}' ? '{"variables":' + v + '}' : o.slice(0, -1) + ',"variables":' + v + '}';
 }
 
-// Device idents from a text of idents separated by spaces, commas or lines:
-// {ok, idents} or {ok: false, error}
-export function parseIdents(text) {
-  const list = String(text).split(/[\s,;]+/).filter((x) => x);
-  if (!list.length) return { ok: false, error: 'give at least one device ident' };
+// The devices of a list send as typed: UUIDs, names or short idents (resolved through the
+// API when the form is sent: names.js resolveDevices), separated by spaces, commas,
+// semicolons or lines; a name holding any of these is written in double quotes ("pump 7").
+// {ok, entries} or {ok: false, error}
+export function parseDeviceList(text) {
+  const t = String(text);
+  const list = [];
+  const re = /"([^"]*)"|[^\s,;"]+|"/g;
+  let m;
+  while ((m = re.exec(t)) !== null) {
+    if (m[0] === '"') return { ok: false, error: 'a quote (") is not closed' };
+    const v = m[1] !== undefined ? m[1].trim() : m[0];
+    if (v) list.push(v);
+  }
+  if (!list.length) return { ok: false, error: 'give at least one device' };
   if (list.length > 10000) return { ok: false, error: 'at most 10,000 devices in one send' };
   for (const x of list) {
-    if (!UUID_RE.test(x)) return { ok: false, error: '"' + x.slice(0, 40) + '" is not a device ident (a UUID)' };
+    if (new TextEncoder().encode(x).length > 200) {
+      return { ok: false, error: '"' + x.slice(0, 40) + '…" is neither a device ident nor a name (at most 200 bytes)' };
+    }
   }
-  return { ok: true, idents: list };
+  return { ok: true, entries: list };
 }
 
 // ---- rollouts (docs/api.md "Rollouts"): the members of a bulk send, and their words ----

@@ -6,8 +6,8 @@ import {
 } from './dom.js';
 import { shortSha } from './artifacts.js';
 import { errorText, go, href, retryNotice, setFlash } from './nav.js';
-import { nameOf, remember } from './names.js';
-import { DAYS, TAG_RE, UUID_RE, bodyText, checkValue, parseIdents, rolloutMembers } from './send.js';
+import { nameOf, remember, resolveDevices, unresolvedText } from './names.js';
+import { DAYS, TAG_RE, bodyText, checkValue, parseDeviceList, rolloutMembers } from './send.js';
 
 const PER_PAGE = 50;
 
@@ -147,14 +147,12 @@ function rolloutFields() {
       h('p', { class: 'field-error', id: 'f-continuous-error', role: 'alert' })));
 }
 
-// A device's ident from its name (GET /devices?name=): {ok, ident} or {ok: false, error}
-async function deviceByName(name, signal) {
-  const p = await get('/devices', { signal, query: { name, per_page: 2 } });
-  if (!p.items.length) return { ok: false, error: 'no device is named "' + name + '" (give a name or an ident)' };
-  if (p.total_items > 1) {
-    return { ok: false, error: p.total_items + ' devices are named "' + name + '": give the ident of one' };
-  }
-  return { ok: true, ident: p.items[0].entity_ident };
+// The message under the device field for the one device typed that resolveDevices could
+// not take (unknown, or several devices match).
+function deviceError(b) {
+  if (b.error === 'ambiguous') return '"' + b.text.slice(0, 60) + '" is ambiguous: ' + b.why;
+  return 'no device is named "' + b.text.slice(0, 60) + '"' + (/ident/.test(b.why)
+    ? ', and no device ident begins or ends with it' : ' (give a name or an ident)');
 }
 
 function sendForm(ctx, task, devices) {
@@ -167,9 +165,10 @@ function sendForm(ctx, task, devices) {
   const fDevice = field('f-device', 'Device', h('input', {
     id: 'f-device', name: 'device', list: 'device-list', autocomplete: 'off', spellcheck: 'false',
     placeholder: 'device name or ident',
-  }), 'the device\'s name or ident (suggestions: the first 500 devices)');
+  }), 'the device\'s name, ident, or 6 or more hex digits from its ident\'s start or end (suggestions: the first 500 devices)');
   const fIdents = field('f-idents', 'Devices', h('textarea', { id: 'f-idents', name: 'idents', rows: 4, spellcheck: 'false' }),
-    'device idents, separated by spaces, commas or lines (up to 10,000)');
+    'device names or idents (whole, or 6 or more hex digits from their start or end), separated by ' +
+    'spaces, commas or lines (up to 10,000); a name with spaces in "double quotes"');
   const fTag = field('f-tag', 'Tag', h('input', { id: 'f-tag', name: 'tag', autocomplete: 'off' }),
     'every device holding this tag');
   const fGroup = field('f-group', 'Group name', h('input', {
@@ -234,9 +233,9 @@ function sendForm(ctx, task, devices) {
       else if (v.length > 200) fail('f-device', 'a device name is at most 200 characters');
       fields.entity_ident = v;
     } else if (m === 'list') {
-      const r = parseIdents(form.querySelector('#f-idents').value);
+      const r = parseDeviceList(form.querySelector('#f-idents').value);
       if (!r.ok) fail('f-idents', r.error);
-      fields.ident_list = r.idents;
+      fields.ident_list = r.entries;
       path += '/list';
     } else {
       const v = form.querySelector('#f-tag').value.trim();
@@ -298,16 +297,21 @@ function sendForm(ctx, task, devices) {
     button.disabled = true;
     button.textContent = 'Sending…';
     try {
-      const dev = fields.entity_ident || (m === 'device' ? fields.ident_list[0] : '');
-      if (m === 'device' && !UUID_RE.test(dev)) {
-        const ident = await deviceByName(dev, ctx.signal);
-        if (!ident.ok) {
-          setError('f-device', ident.error);
+      // names and short idents to idents, through the API, before anything is sent
+      const typed = fields.entity_ident !== undefined ? [fields.entity_ident] : fields.ident_list;
+      if (m !== 'tag') {
+        button.textContent = 'Finding the devices…';
+        const found = await resolveDevices(typed, ctx.signal);
+        if (!found.ok) {
+          const id = m === 'list' ? 'f-idents' : 'f-device';
+          setError(id, m === 'list' ? unresolvedText(found.bad) : deviceError(found.bad[0]));
           summary.append(notice('error', 'One field needs attention: nothing was sent.'));
+          form.querySelector('#' + id).focus();
           return;
         }
-        if (fields.entity_ident) fields.entity_ident = ident.ident;
-        else fields.ident_list = [ident.ident];
+        if (fields.entity_ident !== undefined) fields.entity_ident = found.idents[0];
+        else fields.ident_list = found.idents;
+        button.textContent = 'Sending…';
       }
       const r = await api('POST', path, { signal: ctx.signal, bodyText: bodyText(fields, vars) });
       if (path.endsWith('/jobs')) {
