@@ -10,6 +10,7 @@
  * always go through the journal's outbox and leave it when the broker
  * acknowledges them.
  */
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -33,6 +34,9 @@ struct link {
 	/* the ts of every state message, the Last Will's too: when the connection they belong
 	 * to was made, each connect's later than the one before (docs/mqtt.md, "State") */
 	_Atomic int64_t conn_ts;
+	/* the device's attributes (inventory.c), NULL until a run gave some */
+	pthread_mutex_t attrs_lock;
+	json_object *attrs;
 };
 
 static void link_publish_payload(struct link *l, const char *job, long long id, const char *payload)
@@ -130,9 +134,14 @@ static json_object *link_state(struct link *l, bool online)
 {
 	struct settings_policy *p = settings_policy_get(l->live);
 	int64_t ts = atomic_load(&l->conn_ts);
-	struct proto_state s = {online, p->tags, RCS_VERSION, ts ? ts : (int64_t)time(NULL), NULL};
-	json_object *o = proto_state_encode(&s);
+	struct proto_state s = {online, p->tags, RCS_VERSION, ts ? ts : (int64_t)time(NULL),
+				NULL,   NULL};
+	json_object *o;
 
+	pthread_mutex_lock(&l->attrs_lock);
+	s.attributes = l->attrs;
+	o = proto_state_encode(&s);
+	pthread_mutex_unlock(&l->attrs_lock);
 	settings_policy_put(p);
 	return o;
 }
@@ -185,6 +194,23 @@ static void link_on_connected(void *ctx, bool session_present)
 		log_warnx("cannot subscribe to this device's topics");
 	link_publish_state(l, true);
 	journal_outbox_each(l->journal, 100000, link_outbox_send, l);
+	if (l->h.connected)
+		l->h.connected(l->h.ctx);
+}
+
+void link_set_attributes(struct link *l, json_object *attrs)
+{
+	bool same;
+
+	pthread_mutex_lock(&l->attrs_lock);
+	same = l->attrs != NULL && json_object_equal(l->attrs, attrs);
+	if (!same) {
+		json_object_put(l->attrs);
+		l->attrs = json_object_get(attrs);
+	}
+	pthread_mutex_unlock(&l->attrs_lock);
+	if (!same && link_connected(l))
+		link_publish_state(l, true);
 }
 
 static void link_on_published(void *ctx, uint64_t tag, bool ok)
@@ -246,6 +272,7 @@ struct link *link_new(const struct settings *set, struct settings_live *live,
 	l->live = live;
 	l->journal = journal;
 	l->h = *h;
+	pthread_mutex_init(&l->attrs_lock, NULL);
 out:
 	return l;
 }
@@ -306,5 +333,7 @@ void link_free(struct link *l)
 	if (l == NULL)
 		return;
 	link_stop(l);
+	json_object_put(l->attrs);
+	pthread_mutex_destroy(&l->attrs_lock);
 	free(l);
 }

@@ -33,6 +33,8 @@ struct link_handlers {
 	void (*cancel)(void *ctx, const char *job);
 	/* the broker acknowledged a report: it left the outbox */
 	void (*report_acked)(void *ctx);
+	/* connected to a broker, subscribed, state published (NULL: nothing) */
+	void (*connected)(void *ctx);
 };
 
 /*
@@ -59,6 +61,9 @@ void link_report_cause(struct link *l, const char *job, enum job_status status,
 void link_resend(struct link *l, const char *job);
 /* Sends an edge_error the journal could not take, straight away, best effort. */
 void link_refuse_unjournaled(struct link *l, const char *job, const char *reason);
+/* The device's attributes for its state messages (docs/mqtt.md "Device state"): published
+ * at once when they differ from those held and connected. Any thread. */
+void link_set_attributes(struct link *l, json_object *attrs);
 /* Republishes the retained state (online: the tags changed). */
 void link_publish_state(struct link *l, bool online);
 

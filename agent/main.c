@@ -23,6 +23,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "inventory.h"
 #include "journal.h"
 #include "link.h"
 #include "log.h"
@@ -40,6 +41,7 @@ struct agent {
 	struct journal *journal;
 	struct link *link;
 	struct runner *runner;
+	struct inventory *inventory; /* NULL: no inventory_command */
 };
 
 /* ---- the runner's reports, to the link ---- */
@@ -49,6 +51,8 @@ static void agent_report(void *ctx, const char *job, enum job_status status, con
 	struct agent *a = ctx;
 
 	link_report(a->link, job, status, response);
+	if (status_is_terminal(status))
+		inventory_kick(a->inventory); /* after every job (docs/agent.md "Inventory") */
 }
 
 static void agent_fail(void *ctx, const char *job, const char *error, const char *response)
@@ -56,6 +60,7 @@ static void agent_fail(void *ctx, const char *job, const char *error, const char
 	struct agent *a = ctx;
 
 	link_report_cause(a->link, job, JS_EDGE_ERROR, response, error);
+	inventory_kick(a->inventory);
 }
 
 static void agent_resend(void *ctx, const char *job)
@@ -102,6 +107,21 @@ static void agent_report_acked(void *ctx)
 	runner_report_acked(a->runner);
 }
 
+/* at every connect: the attributes again (docs/agent.md "Inventory") */
+static void agent_connected(void *ctx)
+{
+	struct agent *a = ctx;
+
+	inventory_kick(a->inventory);
+}
+
+static void agent_attributes(void *ctx, json_object *attrs)
+{
+	struct agent *a = ctx;
+
+	link_set_attributes(a->link, attrs);
+}
+
 /*
  * The link and the runner, each with the other's functions as callbacks;
  * neither runs anything yet. False when out of memory.
@@ -110,12 +130,15 @@ static bool agent_wire(struct agent *a)
 {
 	const struct runner_reports rep = {a, agent_report, agent_resend, agent_refuse_unjournaled,
 					   agent_fail};
-	const struct link_handlers h = {a, agent_envelope, agent_oversized, agent_cancel,
-					agent_report_acked};
+	const struct link_handlers h = {
+	    a, agent_envelope, agent_oversized, agent_cancel, agent_report_acked, agent_connected};
 
 	a->runner = runner_new(&a->set, a->live, a->journal, &rep);
 	a->link = link_new(&a->set, a->live, a->journal, &h);
-	return a->runner != NULL && a->link != NULL;
+	if (a->link != NULL && a->set.inventory_command != NULL)
+		a->inventory = inventory_start(a->set.inventory_command, agent_attributes, a);
+	return a->runner != NULL && a->link != NULL &&
+	       (a->set.inventory_command == NULL || a->inventory != NULL);
 }
 
 /*
@@ -281,6 +304,7 @@ out:
 		service_stopping();
 	runner_stop(a.runner, relaunch);
 	sandbox_launcher_stop(); /* no job runs any more */
+	inventory_stop(a.inventory);
 	link_stop(a.link);
 	journal_close(a.journal);
 	runner_free(a.runner);

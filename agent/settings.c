@@ -69,6 +69,9 @@ static const struct cfg_opt settings_opts[] = {
 	    "output kept from an rcs.exec command (default 65536)"),
     OPT("reboot_command", CFG_STRING, reboot_command, "PATH",
 	"run after rcs.reboot() (default /sbin/reboot)"),
+    OPT("inventory_command", CFG_STRING, inventory_command, "PATH",
+	"prints the device's attributes as key=value lines, run at every connect and after"
+	" every job (default: none)"),
     OPT("allow_no_seccomp", CFG_BOOL, allow_no_seccomp, "BOOL",
 	"run scripts even where seccomp is unavailable (emulators only; default false)"),
     OPT("debug", CFG_BOOL, debug, NULL, "verbose logs"),
@@ -153,6 +156,12 @@ enum rcs_err settings_load(struct settings *s, int argc, char **argv, char *err,
 	}
 	if (s->reboot_command == NULL)
 		s->reboot_command = strdup("/sbin/reboot");
+	if (s->inventory_command && s->inventory_command[0] != '/') {
+		snprintf(err, errlen, "inventory_command '%s': not an absolute path",
+			 s->inventory_command);
+		e = RCS_ERR_INVAL;
+		goto out;
+	}
 	e = RCS_OK;
 out:
 	return e;

@@ -416,6 +416,10 @@ const struct store_migration store_migrations[] = {
     {.sql = "DROP INDEX webhook_deliveries_due;\n"
 	    "CREATE INDEX webhook_deliveries_due ON webhook_deliveries(webhook_ident, next_at, id)"
 	    " WHERE state = 'queued';\n"},
+    /* 11: what a device says it runs, from its inventory_command: a JSON object of strings,
+     * NULL until a state message brought one (docs/mqtt.md "Device state", docs/api.md
+     * "Devices") */
+    {.sql = "ALTER TABLE devices ADD COLUMN attributes TEXT;\n"},
 };
 
 const size_t store_n_migrations = sizeof(store_migrations) / sizeof(store_migrations[0]);

@@ -29,6 +29,7 @@ import subprocess
 import tempfile
 import time
 import unittest
+import urllib.parse
 import uuid
 
 from rcs_harness import (AGENT, Agent, Watcher, make_ec_keypair, sign_es256,
@@ -971,6 +972,62 @@ class EndToEndTest(AgentTest):
 
 class DeviceLifecycleTest(AgentTest):
     """Agents stopped, killed, restarted and reloaded; the queue bound."""
+
+    def test_inventory_attributes(self):
+        # inventory_command (docs/agent.md "Inventory"): its key=value lines become the
+        # device's attributes at connect and after every job; garbage is skipped, logged once
+        version = os.path.join(self.workdir, "inv-version")
+        with open(version, "w") as f:
+            f.write("1.0")
+        inv = write_exe(os.path.join(self.workdir, "inventory.sh"),
+                        "#!/bin/sh\necho \"fw=$(cat %s)\"\necho board = x1\n"
+                        "echo 'not a pair'\necho 'bad key=1'\n" % version)
+        a = self.new_agent("inv", extra_args=["--inventory-command", inv])
+        ident = a.entity_ident
+
+        def attrs():
+            return self.admin.get("/devices/" + ident).json.get("attributes")
+
+        wait_for(lambda: attrs() == {"fw": "1.0", "board": "x1"}, timeout=15,
+                 what="attributes at connect")
+
+        def listed(*filters):
+            q = "&".join("attribute=" + urllib.parse.quote(f, safe="") for f in filters)
+            r = self.admin.get("/devices?per_page=100&" + q)
+            self.assertEqual(r.status, 200, r)
+            return [d["entity_ident"] for d in r.json["items"]]
+
+        self.assertIn(ident, listed("fw:1.0"))
+        self.assertIn(ident, listed("fw:1.0", "board:x1"))
+        self.assertNotIn(ident, listed("fw:1.0", "board:x2"))
+        self.assertNotIn(ident, listed("fw:2.0"))
+        # a job changes what the device runs: the attributes follow after it
+        with open(version, "w") as f:
+            f.write("2.0")
+        self.assertTerminated(self.run_job(self.script_task('return "installed"'), a))
+        wait_for(lambda: attrs() == {"fw": "2.0", "board": "x1"}, timeout=15,
+                 what="attributes after a job")
+        self.assertIn(ident, listed("fw:2.0"))
+        self.assertNotIn(ident, listed("fw:1.0"))
+        log = a.read_log()
+        self.assertEqual(log.count("line(s) skipped"), 1, log[-2000:])
+        self.assertIn("no '=' in line 'not a pair'", log)
+        # bad filters
+        for q in ("attribute=fw", "attribute=bad%20key:1", "attribute=a:1&attribute=b:1"
+                  "&attribute=c:1&attribute=d:1&attribute=e:1"):
+            r = self.admin.get("/devices?" + q)
+            self.assertEqual(r.status, 400, (q, r))
+            self.assertEqual(r.json["error"]["details"]["field"], "attribute", r)
+        # a state message with bad attributes is dropped and logged, nothing else changes
+        topic = "rcs/v1/%s/%s/state" % (self.client_root, ident)
+        w = self.recorder(topic)
+        w.client.publish(topic, json.dumps({"v": 1, "online": True,
+                                            "attributes": {"fw": "\u0007"}}),
+                         qos=1, retain=False).wait_for_publish()
+        wait_for(lambda: "dropped a state message from %s" % ident in self.coord.read_log(),
+                 timeout=10, what="bad state logged")
+        self.assertEqual(attrs(), {"fw": "2.0", "board": "x1"})
+        self.assertAgentAlive(a)
 
     def test_config_persists_across_restart(self):
         a = self.new_agent("cfg")

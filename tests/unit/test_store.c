@@ -315,7 +315,8 @@ static void test_reopen_and_schema(void **state)
 		 * to 9 added is undone first */
 		assert_true(store_test_pg_exec(
 		    f->path, "UPDATE schema_version SET version = 5;"
-			     " ALTER TABLE devices DROP COLUMN state_ts; DROP TABLE group_rejected;"
+			     " ALTER TABLE devices DROP COLUMN state_ts; ALTER TABLE devices DROP "
+			     "COLUMN attributes; DROP TABLE group_rejected;"
 			     " DROP TABLE artifacts; DROP TABLE artifact_chunks;"
 			     " DROP TABLE artifact_uploads"));
 		assert_int_equal(store_open(f->path, &again), RCS_OK);
@@ -350,7 +351,9 @@ static void test_reopen_and_schema(void **state)
 		    "jobs.claimed_by", "jobs.lease_until", "groups.claimed_by",
 		    "groups.lease_until", "notifications.claimed_by", "notifications.lease_until",
 		    /* migration 7: the order of device states */
-		    "devices.state_ts", NULL};
+		    "devices.state_ts",
+		    /* migration 11: device attributes */
+		    "devices.attributes", NULL};
 		char sql[160];
 
 		assert_int_equal(
@@ -393,7 +396,7 @@ static void test_reopen_and_schema(void **state)
 				       -1, &s, NULL),
 		    SQLITE_OK);
 		assert_int_equal(sqlite3_step(s), SQLITE_ROW);
-		assert_int_equal(sqlite3_column_int(s, 0), 10);
+		assert_int_equal(sqlite3_column_int(s, 0), 11);
 		assert_non_null(
 		    strstr((const char *)sqlite3_column_text(s, 1), "scheduled_time IS NOT NULL"));
 		sqlite3_finalize(s);

@@ -187,9 +187,9 @@ static void test_common(void **state)
 	buf_free(&b);
 }
 
-/* Each engine's schema version counts the migrations it ran, 10 on both (migration 6 is
+/* Each engine's schema version counts the migrations it ran, 11 on both (migration 6 is
  * PostgreSQL's own; SQLite's is empty); a database at 5 on PostgreSQL continues with 6 to
- * 10 and ends with the same schema; opened again, nothing runs. */
+ * 11 and ends with the same schema; opened again, nothing runs. */
 static void test_versions(void **state)
 {
 	struct fixture *f = *state;
@@ -197,21 +197,23 @@ static void test_versions(void **state)
 	    store_test_pg() ? "SELECT max(version) FROM schema_version" : "PRAGMA user_version";
 	struct buf b;
 
-	assert_int_equal(store_test_db_int(f->path, version, NULL), 10);
+	assert_int_equal(store_test_db_int(f->path, version, NULL), 11);
 	store_close(f->st);
 	f->st = NULL;
 	if (store_test_pg()) {
 #ifdef RCS_WITH_POSTGRES
-		/* what migrations 7 to 9 added goes, migrations 6 and 10 are safe to run again */
+		/* what migrations 7 to 9 and 11 added goes, migrations 6 and 10 are safe to run
+		 * again */
 		assert_true(store_test_pg_exec(
 		    f->path, "UPDATE schema_version SET version = 5;"
-			     " ALTER TABLE devices DROP COLUMN state_ts;"
+			     " ALTER TABLE devices DROP COLUMN state_ts; ALTER TABLE devices DROP "
+			     "COLUMN attributes;"
 			     " DROP TABLE group_rejected; DROP TABLE artifacts;"
 			     " DROP TABLE artifact_chunks; DROP TABLE artifact_uploads"));
 #endif
 	}
 	assert_int_equal(store_open(f->path, &f->st), RCS_OK);
-	assert_int_equal(store_test_db_int(f->path, version, NULL), 10);
+	assert_int_equal(store_test_db_int(f->path, version, NULL), 11);
 	dump_all(f->st, exact_sq, N(exact_sq), exact_pg, N(exact_pg), &b);
 	check_vector(&b, store_test_pg() ? "store-schema-postgres.txt" : "store-schema-sqlite.txt");
 	buf_free(&b);
