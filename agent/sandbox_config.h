@@ -55,6 +55,7 @@ struct sandbox_config {
 	const struct cfg_strlist *file_dir;      /* directories rcs.file.read/write may touch */
 	long long exec_timeout;                  /* seconds (default 30) */
 	size_t exec_max_output;                  /* bytes of stdout+stderr kept (default 64 KiB) */
+	const char *rollback_command;            /* absolute path rcs.rollback runs; NULL: none */
 	bool allow_no_seccomp; /* run even when the kernel/emulator refuses seccomp
 				  (qemu-user does); default false = refuse to run */
 };

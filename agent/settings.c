@@ -69,6 +69,8 @@ static const struct cfg_opt settings_opts[] = {
 	    "output kept from an rcs.exec command (default 65536)"),
     OPT("reboot_command", CFG_STRING, reboot_command, "PATH",
 	"run after rcs.reboot() (default /sbin/reboot)"),
+    OPT("rollback_command", CFG_STRING, rollback_command, "PATH",
+	"run by rcs.rollback() (default: none, rcs.rollback raises an error)"),
     OPT("inventory_command", CFG_STRING, inventory_command, "PATH",
 	"prints the device's attributes as key=value lines, run at every connect and after"
 	" every job (default: none)"),
@@ -156,6 +158,12 @@ enum rcs_err settings_load(struct settings *s, int argc, char **argv, char *err,
 	}
 	if (s->reboot_command == NULL)
 		s->reboot_command = strdup("/sbin/reboot");
+	if (s->rollback_command && s->rollback_command[0] != '/') {
+		snprintf(err, errlen, "rollback_command '%s': not an absolute path",
+			 s->rollback_command);
+		e = RCS_ERR_INVAL;
+		goto out;
+	}
 	if (s->inventory_command && s->inventory_command[0] != '/') {
 		snprintf(err, errlen, "inventory_command '%s': not an absolute path",
 			 s->inventory_command);
@@ -222,6 +230,7 @@ void settings_sandbox_config(const struct settings *s, const struct settings_pol
 	cfg->allow_command = &p->allow_command;
 	cfg->file_dir = &p->file_dir;
 	cfg->allow_no_seccomp = s->allow_no_seccomp;
+	cfg->rollback_command = s->rollback_command;
 }
 
 /* ---- the policy ---- */

@@ -57,6 +57,7 @@ struct settings {
 	long long exec_timeout;
 	long long exec_max_output;
 	char *reboot_command;
+	char *rollback_command;  /* NULL: none (docs/lua-api.md "rcs.rollback") */
 	char *inventory_command; /* NULL: none (docs/agent.md "Inventory") */
 	bool allow_no_seccomp;
 	bool check;

@@ -422,6 +422,39 @@ class EndToEndTest(AgentTest):
         # and the agent goes on with the next job
         self.assertTerminated(self.run_job(self.script_task("return 1"), self.main), "1")
 
+    def test_fail_and_rollback(self):
+        # rcs.fail and rcs.rollback (docs/lua-api.md): the job ends edge_error with the code
+        # as its error_code; rcs.rollback runs the agent's rollback_command, and with
+        # {reboot = true} the device reboots after the final report
+        marker = os.path.join(self.workdir, "rolled-back")
+        rb = write_exe(os.path.join(self.workdir, "rollback.sh"),
+                       "#!/bin/sh\necho ran >> %s\n" % marker)
+        a = self.new_agent("rb", extra_args=["--rollback-command", rb,
+                                             "--reboot-command", os.path.join(
+                                                 self.workdir, "reboot.sh")])
+        done = self.assertEdgeError(self.run_job(self.script_task(
+            'pcall(rcs.fail, "health_check_failed", "service x did not start")\n'
+            'return "not here"'), a))
+        self.assertEqual(done["response"], "service x did not start")
+        self.assertEqual(done["error_code"], "health_check_failed")
+        before = self.reboots()
+        done = self.assertEdgeError(self.run_job(self.script_task(
+            'rcs.rollback("health check failed: rolled back", {reboot = true})'), a))
+        self.assertEqual(done["response"], "health check failed: rolled back")
+        self.assertEqual(done["error_code"], "rolled_back")
+        with open(marker) as f:
+            self.assertEqual(f.read(), "ran\n")
+        wait_for(lambda: self.reboots() == before + 1, timeout=5, what="the reboot command")
+        self.assertIn("job %s: rolling back: %s" % (done["ident"], rb), a.read_log())
+        # without a rollback_command, or with an unknown code: a script error
+        done = self.assertEdgeError(self.run_job(self.script_task('rcs.rollback("x")'),
+                                                 self.main), "no rollback_command")
+        self.assertEqual(done["error_code"], "script_error")
+        done = self.assertEdgeError(self.run_job(self.script_task('rcs.fail("oops", "x")'),
+                                                 self.main), "unknown code 'oops'")
+        self.assertEqual(done["error_code"], "script_error")
+        self.assertEqual(self.reboots(), before + 1)
+
     def test_host_reboot(self):
         before = self.reboots()
         src = ('rcs.reboot()\nrcs.progress("asked")\nrcs.sleep(1.5)\nreturn "bye"\n')
