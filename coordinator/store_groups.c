@@ -666,6 +666,8 @@ static enum rcs_err group_counts(struct store *st, struct group_rec *g)
 		c->n = store_val_int(s, 1);
 		g->n_counts++;
 	}
+	if (err == RCS_OK)
+		err = store_group_error_codes(st, g->ident, g->error_codes, &g->n_error_codes);
 out:
 	store_stmt_done(st, s);
 	return err;

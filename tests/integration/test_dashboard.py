@@ -298,8 +298,9 @@ class TestDashboard(StackTest):
             if i < 4:
                 d.report(job, "terminated", "ok")
             else:
-                d.report(job, "edge_error", "script error: boom")
+                d.report(job, "edge_error", "script error: boom", error="rolled_back")
         self.wait_css("#group-done[data-done='6']", "6 of 6 finished")
+        self.wait_text("#group-error-codes", "rolled_back: 2")
         wait_for(lambda: self.qs(".bar-row[data-status='terminated'][data-count='4']") and
                  self.qs(".bar-row[data-status='edge_error'][data-count='2']"),
                  timeout=WAIT, what="bars of 4 terminated, 2 edge_error")

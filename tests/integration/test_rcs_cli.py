@@ -530,6 +530,16 @@ class RcsCliTest(StackTest):
         self.assertEqual(self.rcs_json("groups", "show", group), g)
         out, _ = self.rcs("groups", "show", group)
         self.assertRegex(out, r"(?m)^terminated\s+2$")
+        self.assertRegex(out, r"(?m)^error_codes\s+-$")
+        # the causes of the latest attempts that failed (docs/api.md "Rollouts")
+        sent = self.rcs_json("send", "Sleepy", "--tag", "site-a", "--group", "wave-fail",
+                             "--var", "fail=true")
+        failed = sent["group"]["ident"]
+        wait_for(lambda: self.api_get("/groups/" + failed)["status"] == "completed",
+                 timeout=30, what="the failing group completed")
+        self.assertEqual(self.api_get("/groups/" + failed)["error_codes"], {"script_error": 2})
+        out, _ = self.rcs("groups", "show", failed)
+        self.assertRegex(out, r"(?m)^error_codes\s+script_error=2$")
         self.assertEqual(self.rcs_json("groups", "list"), self.api_get("/groups"))
         self.assertIn("wave-1", self.rcs("groups", "list")[0])
         self.assertEqual(self.rcs_json("jobs", "list", "--group", group),

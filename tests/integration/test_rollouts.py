@@ -362,6 +362,8 @@ class RolloutTest(CoordinatorTest):
         self.assertEqual(g["retry"], {"max_attempts": 3, "backoff_s": 1, "backoff_factor": 1.5})
         self.assertEqual(g["counts"], {"terminated": 2, "edge_error": 1})
         self.assertEqual(g["total"], 5)
+        # the causes of the latest attempts only: the flaky device's retried errors are not
+        self.assertEqual(g["error_codes"], {"signature_invalid": 1})
         jobs = self.jobs(gid)
         mine = sorted((j for j in jobs if j["entity_ident"] == flaky),
                       key=lambda j: j["attempt"])
@@ -401,6 +403,7 @@ class RolloutTest(CoordinatorTest):
         g = self.wait_group(ans["group"]["ident"], "completed", timeout=30)
         self.assertEqual(g["counts"], {"edge_error": 4})
         self.assertEqual(g["total"], 4)
+        self.assertEqual(g["error_codes"], {c: 1 for c in codes})
         jobs = self.jobs(ans["group"]["ident"])
         self.assertEqual(sorted(j["error_code"] for j in jobs), sorted(codes))
         self.assertEqual({j["attempt"] for j in jobs}, {1})

@@ -202,6 +202,9 @@ static void test_group(void **state)
 	g.n_statuses = 2;
 	g.counts[0] = (struct group_count){JS_PENDING, 5};
 	g.n_counts = 1;
+	g.error_codes[0] = (struct group_error_count){"rolled_back", 2};
+	g.error_codes[1] = (struct group_error_count){"timeout", 1};
+	g.n_error_codes = 2;
 	g.status = GROUP_ABORTED;
 	g.reason = "too many";
 	g.tag = "lab";
@@ -240,7 +243,7 @@ static void test_group(void **state)
 	    "\"22:05\",\"duration_min\":90,\"utc_offset_min\":-300},\"retry\":{"
 	    "\"max_attempts\":3,\"backoff_s\":30,\"backoff_factor\":2},\"continuous\":true,"
 	    "\"total\":7,\"statuses\":{\"edge_started\":1,\"pending\":6},\"counts\":{"
-	    "\"pending\":5}}");
+	    "\"pending\":5},\"error_codes\":{\"rolled_back\":2,\"timeout\":1}}");
 	buf_free(&b);
 }
 
