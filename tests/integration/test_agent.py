@@ -1325,7 +1325,11 @@ class CommandLineTest(unittest.TestCase):
         cases = [(["--config"], "--config"), (base + ["--mqtt"], "--mqtt"),
                  (base + ["--no-such-flag"], "no-such-flag"),
                  (base + ["--config", os.path.join(workdir, "missing.conf")], "missing.conf"),
-                 (base + ["--mqtt", "http://127.0.0.1:9"], "expected tcp://")]
+                 (base + ["--mqtt", "http://127.0.0.1:9"], "expected tcp://"),
+                 (base + ["--inventory-command", "inventory.sh"],
+                  "inventory_command 'inventory.sh': not an absolute path"),
+                 (base + ["--rollback-command", "bin/rollback"],
+                  "rollback_command 'bin/rollback': not an absolute path")]
         for args, said in cases:
             for check in ([], ["--check"]):
                 with self.subTest(args=args[-2:], check=check):
