@@ -41,6 +41,9 @@ struct link {
 	bool arts_wanted; /* a download runs: the filter is subscribed on every connect */
 	bool arts_answered;
 	char arts_filter[PROTO_MAX_TOPIC];
+	/* the device's attributes (inventory.c), NULL until a run gave some */
+	pthread_mutex_t attrs_lock;
+	json_object *attrs;
 };
 
 static void link_publish_payload(struct link *l, const char *job, long long id, const char *payload)
@@ -157,9 +160,14 @@ static json_object *link_state(struct link *l, bool online)
 {
 	struct settings_policy *p = settings_policy_get(l->live);
 	int64_t ts = atomic_load(&l->conn_ts);
-	struct proto_state s = {online, p->tags, RCS_VERSION, ts ? ts : (int64_t)time(NULL), NULL};
-	json_object *o = proto_state_encode(&s);
+	struct proto_state s = {online, p->tags, RCS_VERSION, ts ? ts : (int64_t)time(NULL),
+				NULL,   NULL};
+	json_object *o;
 
+	pthread_mutex_lock(&l->attrs_lock);
+	s.attributes = l->attrs;
+	o = proto_state_encode(&s);
+	pthread_mutex_unlock(&l->attrs_lock);
 	settings_policy_put(p);
 	return o;
 }
@@ -307,6 +315,23 @@ static void link_on_connected(void *ctx, bool session_present)
 		log_warnx("cannot subscribe to this device's topics");
 	link_publish_state(l, true);
 	journal_outbox_each(l->journal, 100000, link_outbox_send, l);
+	if (l->h.connected)
+		l->h.connected(l->h.ctx);
+}
+
+void link_set_attributes(struct link *l, json_object *attrs)
+{
+	bool same;
+
+	pthread_mutex_lock(&l->attrs_lock);
+	same = l->attrs != NULL && json_object_equal(l->attrs, attrs);
+	if (!same) {
+		json_object_put(l->attrs);
+		l->attrs = json_object_get(attrs);
+	}
+	pthread_mutex_unlock(&l->attrs_lock);
+	if (!same && link_connected(l))
+		link_publish_state(l, true);
 }
 
 static void link_on_published(void *ctx, uint64_t tag, bool ok)
@@ -374,6 +399,7 @@ struct link *link_new(const struct settings *set, struct settings_live *live,
 	pthread_cond_init(&l->sub_cond, NULL);
 	snprintf(l->arts_filter, sizeof(l->arts_filter), "rcs/v1/%s/%s/artifacts/+/#",
 		 set->client_root, set->entity_ident);
+	pthread_mutex_init(&l->attrs_lock, NULL);
 out:
 	return l;
 }
@@ -436,5 +462,7 @@ void link_free(struct link *l)
 	link_stop(l);
 	pthread_cond_destroy(&l->sub_cond);
 	pthread_mutex_destroy(&l->sub_lock);
+	json_object_put(l->attrs);
+	pthread_mutex_destroy(&l->attrs_lock);
 	free(l);
 }

@@ -39,6 +39,8 @@ struct link_handlers {
 	void (*artifact_data)(void *ctx, const char *sha256, int64_t offset, const void *data,
 			      size_t len);
 	void (*artifact_error)(void *ctx, const char *sha256, const char *payload, size_t len);
+	/* connected to a broker, subscribed, state published (NULL: nothing) */
+	void (*connected)(void *ctx);
 };
 
 /*
@@ -74,6 +76,9 @@ void link_artifact_get(struct link *l, const char *sha256, const char *payload);
 void link_resend(struct link *l, const char *job);
 /* Sends an edge_error the journal could not take, straight away, best effort. */
 void link_refuse_unjournaled(struct link *l, const char *job, const char *reason);
+/* The device's attributes for its state messages (docs/mqtt.md "Device state"): published
+ * at once when they differ from those held and connected. Any thread. */
+void link_set_attributes(struct link *l, json_object *attrs);
 /* Republishes the retained state (online: the tags changed). */
 void link_publish_state(struct link *l, bool online);
 

@@ -24,6 +24,7 @@
 #include <unistd.h>
 
 #include "fetch.h"
+#include "inventory.h"
 #include "journal.h"
 #include "link.h"
 #include "log.h"
@@ -41,6 +42,7 @@ struct agent {
 	struct journal *journal;
 	struct link *link;
 	struct runner *runner;
+	struct inventory *inventory; /* NULL: no inventory_command */
 };
 
 /* ---- the runner's reports, to the link ---- */
@@ -50,6 +52,8 @@ static void agent_report(void *ctx, const char *job, enum job_status status, con
 	struct agent *a = ctx;
 
 	link_report(a->link, job, status, response);
+	if (status_is_terminal(status))
+		inventory_kick(a->inventory); /* after every job (docs/agent.md "Inventory") */
 }
 
 static void agent_fail(void *ctx, const char *job, const char *error, const char *response)
@@ -57,6 +61,7 @@ static void agent_fail(void *ctx, const char *job, const char *error, const char
 	struct agent *a = ctx;
 
 	link_report_cause(a->link, job, JS_EDGE_ERROR, response, error);
+	inventory_kick(a->inventory);
 }
 
 static void agent_progress(void *ctx, const char *job, const char *response, int64_t done,
@@ -140,6 +145,21 @@ static void agent_report_acked(void *ctx)
 	runner_report_acked(a->runner);
 }
 
+/* at every connect: the attributes again (docs/agent.md "Inventory") */
+static void agent_connected(void *ctx)
+{
+	struct agent *a = ctx;
+
+	inventory_kick(a->inventory);
+}
+
+static void agent_attributes(void *ctx, json_object *attrs)
+{
+	struct agent *a = ctx;
+
+	link_set_attributes(a->link, attrs);
+}
+
 /*
  * The link and the runner, each with the other's functions as callbacks;
  * neither runs anything yet. False when out of memory.
@@ -155,11 +175,15 @@ static bool agent_wire(struct agent *a)
 					agent_cancel,
 					agent_report_acked,
 					agent_artifact_data,
-					agent_artifact_error};
+					agent_artifact_error,
+					agent_connected};
 
 	a->runner = runner_new(&a->set, a->live, a->journal, &rep);
 	a->link = link_new(&a->set, a->live, a->journal, &h);
-	return a->runner != NULL && a->link != NULL;
+	if (a->link != NULL && a->set.inventory_command != NULL)
+		a->inventory = inventory_start(a->set.inventory_command, agent_attributes, a);
+	return a->runner != NULL && a->link != NULL &&
+	       (a->set.inventory_command == NULL || a->inventory != NULL);
 }
 
 /*
@@ -329,6 +353,7 @@ out:
 		service_stopping();
 	runner_stop(a.runner, relaunch);
 	sandbox_launcher_stop(); /* no job runs any more */
+	inventory_stop(a.inventory);
 	link_stop(a.link);
 	journal_close(a.journal);
 	runner_free(a.runner);

@@ -328,6 +328,13 @@ static void runner_outcome(struct runner *r, const char *job, const struct sandb
 	default:
 		runner_fail(r, job, runner_sandbox_cause(res),
 			    res->response ? res->response : "script failed");
+		/* rcs.rollback{reboot = true}: into the old version once the report is out */
+		if (res->reboot && res->cause && strcmp(res->cause, "rolled_back") == 0) {
+			pthread_mutex_lock(&r->lock);
+			r->reboot_pending = true;
+			snprintf(r->reboot_job, sizeof(r->reboot_job), "%s", job);
+			pthread_mutex_unlock(&r->lock);
+		}
 		break;
 	}
 }

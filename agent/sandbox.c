@@ -729,6 +729,26 @@ out:
 	return ret;
 }
 
+/* rcs.rollback: the agent's rollback_command, run as rcs.exec runs a command (its answer
+ * too); none configured: a Lua error. */
+static enum run_wait run_rollback(struct sbx_run *r, const struct sbx_msg *m)
+{
+	char *argv[2];
+
+	if (m->nfields != 0) {
+		run_violation(r, "rollback: bad fields");
+		return RUN_WAIT_DONE;
+	}
+	if (r->cfg.rollback_command == NULL) {
+		run_reply_err(r, "rcs.rollback: no rollback_command is configured on this device");
+		return RUN_WAIT_DONE;
+	}
+	log_info("job %s: rolling back: %s", r->ident, r->cfg.rollback_command);
+	argv[0] = (char *)r->cfg.rollback_command;
+	argv[1] = NULL;
+	return run_spawn(r, "rollback", r->cfg.rollback_command, argv);
+}
+
 /* ---- rcs.file ---- */
 
 /*
@@ -1016,13 +1036,27 @@ out:
 
 /* ---- the result ---- */
 
+/* rcs.fail(code, text) and rcs.rollback: the job ends edge_error with that code as its cause,
+ * one of sandbox_fail_codes (the child checked it; so does the agent). */
+static void run_fail(struct sbx_run *r, const struct sbx_msg *m, const char *text)
+{
+	for (size_t i = 0; sandbox_fail_codes[i]; i++) {
+		if (strlen(sandbox_fail_codes[i]) == m->flen[1] &&
+		    memcmp(sandbox_fail_codes[i], m->f[1], m->flen[1]) == 0) {
+			run_finish(r, SANDBOX_ERROR, sandbox_fail_codes[i], "%s", text);
+			return;
+		}
+	}
+	run_violation(r, "result: unknown failure code");
+}
+
 static void run_result(struct sbx_run *r, const struct sbx_msg *m)
 {
 	struct buf text;
 	long kind = -1;
 
 	buf_init(&text, SANDBOX_REASON_MAX + 64);
-	if ((m->nfields != 1 && m->nfields != 2) || m->flen[0] == 0 || m->flen[0] > 2) {
+	if (m->nfields < 1 || m->nfields > 3 || m->flen[0] == 0 || m->flen[0] > 2) {
 		run_violation(r, "result: bad fields");
 		goto out;
 	}
@@ -1034,8 +1068,13 @@ static void run_result(struct sbx_run *r, const struct sbx_msg *m)
 		}
 		kind = kind * 10 + (m->f[0][i] - '0');
 	}
-	if (m->nfields == 2)
-		run_sanitize(&text, m->f[1], m->flen[1], SANDBOX_REASON_MAX);
+	if ((m->nfields == 3) != (kind == SBX_RES_FAIL)) {
+		run_violation(r, "result: bad fields");
+		goto out;
+	}
+	if (m->nfields >= 2)
+		run_sanitize(&text, m->f[m->nfields - 1], m->flen[m->nfields - 1],
+			     SANDBOX_REASON_MAX);
 	switch (kind) {
 	case SBX_RES_OK:
 		if (m->nfields != 2) {
@@ -1078,6 +1117,9 @@ static void run_result(struct sbx_run *r, const struct sbx_msg *m)
 	case SBX_RES_NOSECCOMP:
 		run_finish(r, SANDBOX_ERROR, "sandbox_unavailable",
 			   "sandbox unavailable: seccomp refused");
+		break;
+	case SBX_RES_FAIL:
+		run_fail(r, m, text.data ? text.data : "");
 		break;
 	case SBX_RES_SETUP:
 		log_warnx("job %s: sandbox setup failed: %s", r->ident, text.data ? text.data : "");
@@ -1160,6 +1202,8 @@ static enum run_wait run_frame(struct sbx_run *r, const char *body, size_t len)
 	case SBX_DISK_FREE:
 		run_disk_free(r, &m);
 		break;
+	case SBX_ROLLBACK:
+		return run_rollback(r, &m);
 	case SBX_RESULT:
 		run_result(r, &m);
 		break;

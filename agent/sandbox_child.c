@@ -344,6 +344,65 @@ static int rcs_reboot(lua_State *L)
 	return 0;
 }
 
+/* Ends the script at once (pcall cannot catch it): the job ends edge_error with code. */
+static _Noreturn void child_fail(lua_State *L, const char *code, const char *text, size_t len)
+{
+	char k[16];
+	const char *f[3] = {k, code, text};
+	size_t fl[3];
+
+	fl[0] = (size_t)snprintf(k, sizeof(k), "%d", (int)SBX_RES_FAIL);
+	fl[1] = strlen(code);
+	fl[2] = len > SANDBOX_REASON_MAX ? SANDBOX_REASON_MAX : len;
+	child_send(child_of(L), SBX_RESULT, 3, f, fl);
+	_exit(0);
+}
+
+static int rcs_fail(lua_State *L)
+{
+	const char *code = luaL_checkstring(L, 1);
+	size_t len;
+	const char *text = luaL_checklstring(L, 2, &len);
+
+	for (size_t i = 0; sandbox_fail_codes[i]; i++)
+		if (strcmp(code, sandbox_fail_codes[i]) == 0)
+			child_fail(L, sandbox_fail_codes[i], text, len);
+	return luaL_error(L,
+			  "rcs.fail: unknown code '%s' (install_failed, health_check_failed,"
+			  " incompatible or rolled_back)",
+			  code);
+}
+
+/* rcs.rollback(text[, {reboot = true}]): the agent's rollback_command, then the job ends
+ * edge_error rolled_back (and the device reboots after the final report when asked). */
+static int rcs_rollback(lua_State *L)
+{
+	size_t len;
+	const char *text = luaL_checklstring(L, 1, &len);
+	bool reboot = false;
+	struct sbx_msg m;
+
+	if (!lua_isnoneornil(L, 2)) {
+		luaL_checktype(L, 2, LUA_TTABLE);
+		lua_getfield(L, 2, "reboot");
+		if (!lua_isnil(L, -1) && !lua_isboolean(L, -1))
+			return luaL_error(L, "rcs.rollback: reboot must be a boolean");
+		reboot = lua_toboolean(L, -1);
+		lua_pop(L, 1);
+	}
+	child_call(L, SBX_ROLLBACK, 0, NULL, NULL, &m);
+	if (m.nfields != 5)
+		_exit(CHILD_EXIT_PROTO);
+	if (child_field_int(&m, 0) != 0 || child_field_int(&m, 3) != 0)
+		return luaL_error(L, "rcs.rollback: the rollback command failed (exit %d%s): %s",
+				  (int)child_field_int(&m, 0),
+				  child_field_int(&m, 3) != 0 ? ", timed out" : "",
+				  lua_pushlstring(L, m.f[1], m.flen[1] > 512 ? 512 : m.flen[1]));
+	if (reboot)
+		child_call(L, SBX_REBOOT, 0, NULL, NULL, &m);
+	child_fail(L, "rolled_back", text, len);
+}
+
 static int rcs_file_read(lua_State *L)
 {
 	struct sbx_msg m;
@@ -418,7 +477,8 @@ static const char *const child_os_allowed[] = {"time", "clock", "date", NULL};
 
 static const luaL_Reg child_rcs_funcs[] = {
     {"progress", rcs_progress}, {"log", rcs_log},       {"exec", rcs_exec},
-    {"sleep", rcs_sleep},       {"reboot", rcs_reboot}, {NULL, NULL},
+    {"sleep", rcs_sleep},       {"reboot", rcs_reboot}, {"fail", rcs_fail},
+    {"rollback", rcs_rollback}, {NULL, NULL},
 };
 
 static const luaL_Reg child_rcs_config[] = {

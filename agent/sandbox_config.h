@@ -53,11 +53,12 @@ struct sandbox_config {
 	size_t max_response; /* bytes of the result text (default 64 KiB) */
 	const struct cfg_strlist *allow_command; /* "NAME=/abs/path" entries rcs.exec may run */
 	const struct cfg_strlist *file_dir;      /* directories rcs.file.read/write may touch */
-	const char *artifact_dir; /* rcs.disk.free(""): the artifacts' directory; NULL: none */
-	long long exec_timeout;   /* seconds (default 30) */
-	size_t exec_max_output;   /* bytes of stdout+stderr kept (default 64 KiB) */
-	bool allow_no_seccomp;    /* run even when the kernel/emulator refuses seccomp
-				     (qemu-user does); default false = refuse to run */
+	const char *artifact_dir;     /* rcs.disk.free(""): the artifacts' directory; NULL: none */
+	long long exec_timeout;       /* seconds (default 30) */
+	size_t exec_max_output;       /* bytes of stdout+stderr kept (default 64 KiB) */
+	const char *rollback_command; /* absolute path rcs.rollback runs; NULL: none */
+	bool allow_no_seccomp;        /* run even when the kernel/emulator refuses seccomp
+					 (qemu-user does); default false = refuse to run */
 };
 
 struct sandbox_job {

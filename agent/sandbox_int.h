@@ -46,6 +46,7 @@ enum sbx_op {
 	SBX_FILE_WRITE, /* path, data           -> OK [] */
 	SBX_REBOOT,     /*                      -> OK [] */
 	SBX_DISK_FREE,  /* path ("": artifact_dir) -> OK [bytes, decimal] */
+	SBX_ROLLBACK,   /* (runs rollback_command) -> OK [as SBX_EXEC's] */
 	SBX_RESULT,     /* kind (enum sbx_result_kind, decimal)[, text]; the last message */
 	/* parent -> child */
 	SBX_REPLY_OK = 64,
@@ -81,8 +82,13 @@ enum sbx_result_kind {
 	SBX_RES_TIMEOUT,   /* the count hook saw the deadline pass */
 	SBX_RES_NOSECCOMP, /* seccomp refused and not allowed to run without it */
 	SBX_RES_SETUP,     /* text: the child could not prepare the state */
+	SBX_RES_FAIL,      /* code (one of sandbox_fail_codes), text: rcs.fail, rcs.rollback */
 	SBX_RES_MAX_,
 };
+
+/* The codes rcs.fail may end a job with (docs/lua-api.md "rcs.fail"): a report's `error`. */
+static const char *const sandbox_fail_codes[] = {"install_failed", "health_check_failed",
+						 "incompatible", "rolled_back", NULL};
 
 struct sbx_msg {
 	uint8_t op;

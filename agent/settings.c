@@ -89,6 +89,11 @@ static const struct cfg_opt settings_opts[] = {
 	"how artifacts are downloaded (default auto: http when artifact_url is set)"),
     OPT("device_type", CFG_STRING, device_type, "TYPE",
 	"this device's model, matched against a release's device_types"),
+    OPT("rollback_command", CFG_STRING, rollback_command, "PATH",
+	"run by rcs.rollback() (default: none, rcs.rollback raises an error)"),
+    OPT("inventory_command", CFG_STRING, inventory_command, "PATH",
+	"prints the device's attributes as key=value lines, run at every connect and after"
+	" every job (default: none)"),
     OPT("allow_no_seccomp", CFG_BOOL, allow_no_seccomp, "BOOL",
 	"run scripts even where seccomp is unavailable (emulators only; default false)"),
     OPT("debug", CFG_BOOL, debug, NULL, "verbose logs"),
@@ -325,6 +330,18 @@ enum rcs_err settings_load(struct settings *s, int argc, char **argv, char *err,
 	}
 	if (s->reboot_command == NULL)
 		s->reboot_command = strdup("/sbin/reboot");
+	if (s->rollback_command && s->rollback_command[0] != '/') {
+		snprintf(err, errlen, "rollback_command '%s': not an absolute path",
+			 s->rollback_command);
+		e = RCS_ERR_INVAL;
+		goto out;
+	}
+	if (s->inventory_command && s->inventory_command[0] != '/') {
+		snprintf(err, errlen, "inventory_command '%s': not an absolute path",
+			 s->inventory_command);
+		e = RCS_ERR_INVAL;
+		goto out;
+	}
 	e = settings_artifacts(s, err, errlen);
 out:
 	return e;
@@ -393,6 +410,7 @@ void settings_sandbox_config(const struct settings *s, const struct settings_pol
 	cfg->file_dir = &p->file_dir;
 	cfg->artifact_dir = s->artifact_dir;
 	cfg->allow_no_seccomp = s->allow_no_seccomp;
+	cfg->rollback_command = s->rollback_command;
 }
 
 /* ---- the policy ---- */

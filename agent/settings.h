@@ -67,6 +67,8 @@ struct settings {
 	long long artifact_cache_max;
 	long long artifact_max_rate;
 	char *device_type;
+	char *rollback_command;  /* NULL: none (docs/lua-api.md "rcs.rollback") */
+	char *inventory_command; /* NULL: none (docs/agent.md "Inventory") */
 	bool allow_no_seccomp;
 	bool check;
 	bool debug;

@@ -99,9 +99,29 @@ out:
 	return rc;
 }
 
+/* The device's attributes, one key=value a line ("-": none). */
+static const char *devices_attrs(json_object *attrs, char *out, size_t len)
+{
+	size_t used = 0;
+
+	out[0] = '\0';
+	if (attrs == NULL || !json_object_is_type(attrs, json_type_object))
+		return NULL;
+	json_object_object_foreach(attrs, key, val)
+	{
+		int w = snprintf(out + used, len - used, "%s%s=%s", used ? "\n" : "", key,
+				 json_object_get_string(val));
+
+		if (w < 0 || (size_t)w >= len - used)
+			break;
+		used += (size_t)w;
+	}
+	return used ? out : NULL;
+}
+
 static void devices_print(json_object *d)
 {
-	char tags[2048], tm[32];
+	char tags[2048], attrs[TABLE_MAX_CELL], tm[32];
 
 	table_kv(stdout, "ident", cli_str(d, "entity_ident"));
 	table_kv(stdout, "name", cli_str(d, "name"));
@@ -110,6 +130,8 @@ static void devices_print(json_object *d)
 	table_kv(stdout, "reported_tags",
 		 devices_join(jsonu_member(d, "reported_tags"), tags, sizeof(tags)));
 	table_kv(stdout, "agent_version", cli_str(d, "agent_version"));
+	table_kv(stdout, "attributes",
+		 devices_attrs(jsonu_member(d, "attributes"), attrs, sizeof(attrs)));
 	table_kv(stdout, "last_seen", cli_time(d, "last_seen", tm, sizeof(tm)));
 	table_kv(stdout, "created", cli_time(d, "created_at", tm, sizeof(tm)));
 	table_kv(stdout, "updated", cli_time(d, "update_at", tm, sizeof(tm)));

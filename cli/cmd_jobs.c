@@ -280,6 +280,28 @@ out:
 	return rc;
 }
 
+/* The causes of the latest attempts that failed, "code=n, ..." (docs/cli.md "Groups and
+ * watch"); nothing from a coordinator that does not count them. */
+static void groups_error_codes(json_object *codes)
+{
+	char text[1024];
+	size_t used = 0;
+
+	if (codes == NULL || !json_object_is_type(codes, json_type_object))
+		return;
+	text[0] = '\0';
+	json_object_object_foreach(codes, k, v)
+	{
+		int w = snprintf(text + used, sizeof(text) - used, "%s%s=%lld", used ? ", " : "", k,
+				 (long long)json_object_get_int64(v));
+
+		if (w < 0 || (size_t)w >= sizeof(text) - used)
+			break;
+		used += (size_t)w;
+	}
+	table_kv(stdout, "error_codes", used ? text : NULL);
+}
+
 /* A group's record with its counts: the list's item when it has them, else GET
  * /groups/<id> (a list without counts: docs/cli.md "Groups and watch"); NULL on any error
  * (the row shows "-": progress only helps to read). */
@@ -470,6 +492,7 @@ static int groups_print(struct cli *c, json_object *g)
 		groups_progress(g);
 	else
 		table_kv(stdout, "total", cli_text(g, "total"));
+	groups_error_codes(jsonu_member(g, "error_codes"));
 	fputc('\n', stdout);
 	/* the devices' latest attempts when the coordinator counts them, else the jobs */
 	table_init(&t, 2, devices ? by_device : heads);

@@ -3,6 +3,7 @@
  */
 #include "proto.h"
 
+#include <ctype.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -658,6 +659,49 @@ void proto_report_free(struct proto_report *r)
 
 /* ---- state ---- */
 
+bool proto_attr_key_valid(const char *key, size_t n)
+{
+	if (n == 0 || n > PROTO_MAX_ATTR_KEY)
+		return false;
+	for (size_t i = 0; i < n; i++)
+		if (!isalnum((unsigned char)key[i]) && strchr("_.-", key[i]) == NULL)
+			return false;
+	return true;
+}
+
+bool proto_attr_value_valid(const char *value, size_t n)
+{
+	return n <= PROTO_MAX_ATTR_VALUE && text_printable(value, n);
+}
+
+enum rcs_err proto_attrs_check(json_object *attrs, struct jsonu_err *e)
+{
+	size_t total = 0, n = 0;
+
+	if (!json_object_is_type(attrs, json_type_object))
+		return jsonu_fail(e, "attributes", "must be an object");
+	json_object_object_foreach(attrs, key, val)
+	{
+		const char *v = json_object_get_string(val);
+		size_t vlen = (size_t)json_object_get_string_len(val);
+
+		if (++n > PROTO_MAX_ATTRS)
+			return jsonu_fail(e, "attributes", "more than %d attributes",
+					  PROTO_MAX_ATTRS);
+		if (!proto_attr_key_valid(key, strlen(key)))
+			return jsonu_fail(e, "attributes", "'%.64s' is not a valid attribute key",
+					  key);
+		if (!json_object_is_type(val, json_type_string) || !proto_attr_value_valid(v, vlen))
+			return jsonu_fail(e, "attributes", "'%s' is not a valid attribute value",
+					  key);
+		total += strlen(key) + vlen;
+		if (total > PROTO_MAX_ATTRS_BYTES)
+			return jsonu_fail(e, "attributes", "more than %d bytes",
+					  PROTO_MAX_ATTRS_BYTES);
+	}
+	return RCS_OK;
+}
+
 json_object *proto_state_encode(const struct proto_state *s)
 {
 	json_object *o = json_object_new_object();
@@ -668,13 +712,16 @@ json_object *proto_state_encode(const struct proto_state *s)
 			       s->tags ? json_object_get(s->tags) : json_object_new_array());
 	json_object_object_add(o, "agent_version", jsonu_new_string_or_null(s->agent_version));
 	json_object_object_add(o, "ts", json_object_new_int64(s->ts));
+	if (s->attributes)
+		json_object_object_add(o, "attributes", json_object_get(s->attributes));
 	return o;
 }
 
 enum rcs_err proto_state_decode(const char *payload, size_t len, struct proto_state *out,
 				struct jsonu_err *e)
 {
-	static const char *const keys[] = {"v", "online", "tags", "agent_version", "ts", NULL};
+	static const char *const keys[] = {"v",  "online",     "tags", "agent_version",
+					   "ts", "attributes", NULL};
 	enum rcs_err err;
 
 	memset(out, 0, sizeof(*out));
@@ -688,6 +735,11 @@ enum rcs_err proto_state_decode(const char *payload, size_t len, struct proto_st
 				    NULL, e)) != RCS_OK ||
 	    (err = proto_get_time(out->root, "ts", false, &out->ts, e)) != RCS_OK)
 		goto out;
+	out->attributes = jsonu_member(out->root, "attributes");
+	if (out->attributes && json_object_is_type(out->attributes, json_type_null))
+		out->attributes = NULL;
+	if (out->attributes)
+		err = proto_attrs_check(out->attributes, e);
 out:
 	if (err != RCS_OK)
 		proto_state_free(out);

@@ -34,6 +34,13 @@
 #define PROTO_MAX_RESPONSE (64 * 1024)
 #define PROTO_MAX_ERROR    32 /* bytes of a report's cause code */
 #define PROTO_MAX_TAGS     64
+/* A device's attributes (docs/mqtt.md "Device state"): at most 32, keys
+ * [A-Za-z0-9_.-]{1,64}, values printable UTF-8 of at most 1024 bytes, 4 KiB of keys and
+ * values in all */
+#define PROTO_MAX_ATTRS       32
+#define PROTO_MAX_ATTR_KEY    64
+#define PROTO_MAX_ATTR_VALUE  1024
+#define PROTO_MAX_ATTRS_BYTES 4096
 
 /* PROTO_GROUP_EVENT: rcs/v1/<client_root>/events/groups/<group> (the job argument of
  * proto_topic_make is the group's ident) */
@@ -147,7 +154,15 @@ struct proto_state {
 	const char *agent_version;
 	int64_t ts;
 	json_object *root;
+	/* an object of strings (PROTO_MAX_ATTRS...); NULL: none told (not written) */
+	json_object *attributes;
 };
+
+/* Whether key (n bytes) may name an attribute; whether value may be one. */
+bool proto_attr_key_valid(const char *key, size_t n);
+bool proto_attr_value_valid(const char *value, size_t n);
+/* Checks attrs (an object) against the limits above; e names what is wrong. */
+enum rcs_err proto_attrs_check(json_object *attrs, struct jsonu_err *e);
 
 json_object *proto_state_encode(const struct proto_state *s);
 enum rcs_err proto_state_decode(const char *payload, size_t len, struct proto_state *out,

@@ -43,6 +43,19 @@ bool text_utf8_next(const unsigned char *s, size_t n, size_t *i, uint32_t *cp)
 	return true;
 }
 
+bool text_printable(const char *s, size_t n)
+{
+	const unsigned char *u = (const unsigned char *)s;
+	size_t i = 0;
+	uint32_t cp;
+
+	while (i < n) {
+		if (!text_utf8_next(u, n, &i, &cp) || cp < 0x20 || (cp >= 0x7f && cp <= 0x9f))
+			return false;
+	}
+	return true;
+}
+
 bool text_utf8_valid(const char *s, size_t n)
 {
 	const unsigned char *u = (const unsigned char *)s;

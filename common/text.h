@@ -17,6 +17,9 @@
 bool text_utf8_next(const unsigned char *s, size_t n, size_t *i, uint32_t *cp);
 /* Whether s (n bytes) is valid UTF-8 as text_utf8_next reads it. */
 bool text_utf8_valid(const char *s, size_t n);
+/* Whether s (n bytes) is valid UTF-8 without control characters (C0, DEL, C1): a label, an
+ * attribute key or value (docs/mqtt.md "Device state"). */
+bool text_printable(const char *s, size_t n);
 /* Lowercase hex of in (n bytes) into out, which holds 2 * n + 1 bytes (NUL-terminated). */
 void text_hex_encode(const unsigned char *in, size_t n, char *out);
 /* items[0..n) joined by sep into out (len bytes, NUL-terminated; cut short to fit). */

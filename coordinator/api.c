@@ -189,6 +189,34 @@ const char *api_query(struct api_req *req, const char *name)
 	return MHD_lookup_connection_value(req->conn, MHD_GET_ARGUMENT_KIND, name);
 }
 
+struct api_query_collect {
+	const char *name;
+	const char **out;
+	size_t max, n;
+};
+
+static enum MHD_Result api_query_collect(void *cls, enum MHD_ValueKind kind, const char *key,
+					 const char *value)
+{
+	struct api_query_collect *c = cls;
+
+	(void)kind;
+	if (key != NULL && strcmp(key, c->name) == 0) {
+		if (c->n < c->max)
+			c->out[c->n] = value ? value : "";
+		c->n++;
+	}
+	return MHD_YES;
+}
+
+size_t api_query_all(struct api_req *req, const char *name, const char **out, size_t max)
+{
+	struct api_query_collect c = {name, out, max, 0};
+
+	MHD_get_connection_values(req->conn, MHD_GET_ARGUMENT_KIND, api_query_collect, &c);
+	return c.n;
+}
+
 static bool api_query_int(struct api_req *req, struct api_resp *r, const char *name, long long min,
 			  long long max, long long *out)
 {
@@ -336,7 +364,9 @@ static enum MHD_Result api_query_one(void *cls, enum MHD_ValueKind kind, const c
 		snprintf(c->unknown, sizeof(c->unknown), "%s", key);
 		return MHD_NO;
 	}
-	if (i < 64 && (c->seen & (1ULL << i))) {
+	/* attribute (GET /devices) is the one filter that may be repeated: each one given
+	 * must match (docs/api.md "Devices") */
+	if (i < 64 && (c->seen & (1ULL << i)) && strcmp(key, "attribute") != 0) {
 		snprintf(c->repeated, sizeof(c->repeated), "%s", key);
 		return MHD_NO;
 	}

@@ -115,6 +115,9 @@ bool api_body_object_nullable(struct api_req *req, struct api_resp *r, bool allo
 			      const char *const *nullable, json_object **out);
 /* Query parameter or NULL. */
 const char *api_query(struct api_req *req, const char *name);
+/* Every value of a repeated query parameter, in order, into out (at most max); returns how
+ * many there are, which may be more than max. */
+size_t api_query_all(struct api_req *req, const char *name, const char **out, size_t max);
 /* A query parameter the operation doesn't take, or one given twice, is refused, not ignored
  * (known: its parameters, space-separated, at most 64; NULL: none): false with r answered
  * (docs/api.md "Lists"). */

@@ -7,6 +7,7 @@
 #include "auth.h"
 #include "api.h"
 #include "lifecycle.h"
+#include "proto.h"
 #include "render.h"
 #include "store.h"
 #include "store_devices.h"
@@ -24,10 +25,36 @@
 #define DEVICE_ANSWER_MAX (1u << 20)
 #define DEVICE_PAGE_MAX   (64u << 20)
 
+/* The attribute=KEY:VALUE filters (docs/api.md "Devices"), repeatable, all of which must
+ * match: at most STORE_DEVICE_ATTR_FILTERS into attrs (NULL-ended). */
+static bool device_attr_filters(struct api_req *req, struct api_resp *r, const char **attrs)
+{
+	size_t n = api_query_all(req, "attribute", attrs, STORE_DEVICE_ATTR_FILTERS);
+
+	if (n > STORE_DEVICE_ATTR_FILTERS) {
+		api_error(r, 400, "invalid_parameter", "attribute",
+			  "at most %d 'attribute' filters", STORE_DEVICE_ATTR_FILTERS);
+		return false;
+	}
+	attrs[n] = NULL;
+	for (size_t i = 0; i < n; i++) {
+		const char *colon = strchr(attrs[i], ':');
+
+		if (colon == NULL || !proto_attr_key_valid(attrs[i], (size_t)(colon - attrs[i])) ||
+		    !proto_attr_value_valid(colon + 1, strlen(colon + 1))) {
+			api_error(r, 400, "invalid_parameter", "attribute",
+				  "'attribute' must be KEY:VALUE, a valid attribute key and value");
+			return false;
+		}
+	}
+	return true;
+}
+
 void api_devices_list(struct api_req *req, struct api_resp *r)
 {
 	struct store_page pg;
 	const char *tag = api_query(req, "tag"), *online = api_query(req, "online");
+	const char *attrs[STORE_DEVICE_ATTR_FILTERS + 1] = {NULL};
 	struct store_device_list list;
 	struct render w;
 	struct buf b;
@@ -51,7 +78,10 @@ void api_devices_list(struct api_req *req, struct api_resp *r)
 			return;
 		}
 	}
-	err = store_devices_list(req->app->st, req->auth.client_root, tag, on, &pg, &list);
+	if (!device_attr_filters(req, r, attrs))
+		return;
+	err = store_devices_list(req->app->st, req->auth.client_root, tag, on,
+				 attrs[0] ? attrs : NULL, &pg, &list);
 	if (err != RCS_OK) {
 		api_store_error(r, err, "device");
 		return;
@@ -93,9 +123,9 @@ static bool device_read(struct api_resp *r, json_object *body, bool required, co
 	json_object *arr = NULL;
 	bool present;
 
-	static const char *const platform[] = {"entity_ident", "client_root",   "online",
-					       "last_seen",    "agent_version", "reported_tags",
-					       "created_at",   "update_at",     NULL};
+	static const char *const platform[] = {
+	    "entity_ident",  "client_root", "online",    "last_seen",  "agent_version",
+	    "reported_tags", "created_at",  "update_at", "attributes", NULL};
 
 	for (size_t i = 0; platform[i]; i++) {
 		if (json_object_object_get_ex(body, platform[i], NULL)) {

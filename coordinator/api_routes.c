@@ -48,7 +48,7 @@ static const struct api_route api_routes[] = {
     {"GET", "scripts/:", ROLE_VIEWER, api_script_get, NULL},
     {"PUT", "scripts/:", ROLE_ADMIN, api_script_put, NULL},
     {"DELETE", "scripts/:", ROLE_ADMIN, api_script_delete, NULL},
-    {"GET", "devices", ROLE_VIEWER, api_devices_list, Q_LIST " name tag online"},
+    {"GET", "devices", ROLE_VIEWER, api_devices_list, Q_LIST " name tag online attribute"},
     {"POST", "devices", ROLE_ADMIN, api_device_create, NULL},
     {"GET", "devices/:", ROLE_VIEWER, api_device_get, NULL},
     {"PATCH", "devices/:", ROLE_ADMIN, api_device_patch, NULL},

@@ -267,6 +267,7 @@ static bool bridge_apply_state(struct bridge_apply *a, const struct in_msg *m)
 	in.tags = s.tags ? jsonu_dump(s.tags, NULL) : NULL;
 	in.agent_version = s.agent_version;
 	in.ts = s.ts;
+	in.attributes = s.attributes ? jsonu_dump(s.attributes, NULL) : NULL;
 	for (int attempt = 0;; attempt++) {
 		err = store_device_state(a->link->st, m->topic.client_root, m->topic.entity_ident,
 					 &in, (int64_t)time(NULL), &out);

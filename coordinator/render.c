@@ -476,6 +476,7 @@ void render_device(struct render *w, const struct device_rec *r)
 	render_kstr(w, "agent_version", r->agent_version);
 	render_kint(w, "created_at", r->created_at);
 	render_kint(w, "update_at", r->update_at);
+	render_kraw(w, "attributes", r->attributes ? r->attributes : "{}");
 	render_obj_close(w);
 }
 

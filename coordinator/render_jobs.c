@@ -306,6 +306,11 @@ void render_group(struct render *w, const struct group_rec *r)
 		for (size_t i = 0; i < r->n_counts; i++)
 			render_kint(w, status_name(r->counts[i].status), r->counts[i].n);
 		render_obj_close(w);
+		render_key(w, "error_codes");
+		render_obj_open(w);
+		for (size_t i = 0; i < r->n_error_codes; i++)
+			render_kint(w, r->error_codes[i].code, r->error_codes[i].n);
+		render_obj_close(w);
 	}
 	if (r->with_rejected) {
 		/* as a bulk send's answer lists them (docs/api.md "Bulk sends and groups") */

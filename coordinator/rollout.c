@@ -197,9 +197,22 @@ int64_t rollout_retry_delay(const struct group_settings *g, long long attempt)
 
 bool rollout_error_permanent(const char *code)
 {
-	static const char *const permanent[] = {
-	    "signature_invalid", "variables_invalid", "rollback_refused",  "sandbox_violation",
-	    "envelope_invalid",  "wrong_device",      "payload_too_large", NULL};
+	/* what a script ends with through rcs.fail and rcs.rollback, and a device that did not
+	 * come back from its reboot, repeat as well: a retry would install the same update
+	 * again (docs/mqtt.md "Status report") */
+	static const char *const permanent[] = {"signature_invalid",
+						"variables_invalid",
+						"rollback_refused",
+						"sandbox_violation",
+						"envelope_invalid",
+						"wrong_device",
+						"payload_too_large",
+						"install_failed",
+						"health_check_failed",
+						"incompatible",
+						"rolled_back",
+						"reboot_timeout",
+						NULL};
 
 	for (size_t i = 0; code && permanent[i]; i++)
 		if (strcmp(code, permanent[i]) == 0)

@@ -13,7 +13,7 @@
 
 #define DEVICE_COLS                                                                                \
 	"entity_ident, client_root, name, tags, reported_tags, online, last_seen, agent_version,"  \
-	" created_at, update_at"
+	" created_at, update_at, attributes"
 
 void store_device_rec_free(struct device_rec *r)
 {
@@ -23,6 +23,7 @@ void store_device_rec_free(struct device_rec *r)
 	free(r->tags);
 	free(r->reported_tags);
 	free(r->agent_version);
+	free(r->attributes);
 	memset(r, 0, sizeof(*r));
 }
 
@@ -62,6 +63,7 @@ static enum rcs_err device_read(struct store_stmt *s, struct device_rec *r)
 	r->agent_version = store_val_dup(s, 7, &err);
 	r->created_at = store_val_int(s, 8);
 	r->update_at = store_val_int(s, 9);
+	r->attributes = store_val_dup(s, 10, &err);
 	if (err != RCS_OK)
 		store_device_rec_free(r);
 	return err;
@@ -208,8 +210,8 @@ enum rcs_err store_device_delete(struct store *st, const char *client_root,
 }
 
 enum rcs_err store_devices_list(struct store *st, const char *client_root, const char *tag,
-				int online, const struct store_page *pg,
-				struct store_device_list *out)
+				int online, const char *const *attributes,
+				const struct store_page *pg, struct store_device_list *out)
 {
 	struct store_qb q = {.n = 0};
 	struct store_qb_opts o;
@@ -229,6 +231,17 @@ enum rcs_err store_devices_list(struct store *st, const char *client_root, const
 		store_qb_add(&q, "online = 0", NULL);
 	else if (online == 1)
 		store_qb_add(&q, "online = 1", NULL);
+	/* "KEY:VALUE": keys hold no ':' (docs/api.md "Devices"), so the pair names one
+	 * attribute; each one given must match */
+	for (size_t i = 0; attributes && attributes[i]; i++)
+		store_qb_add(
+		    &q,
+		    STORE_SQL(st,
+			      "EXISTS (SELECT 1 FROM json_each(devices.attributes) a WHERE"
+			      " a.type = 'text' AND a.key || ':' || a.value = ?)",
+			      "EXISTS (SELECT 1 FROM json_each_text(CAST(devices.attributes AS"
+			      " json)) a WHERE a.key || ':' || a.value = ?)"),
+		    attributes[i]);
 	store_qb_list_opts(&q, pg, "", "entity_ident", &o);
 	err = store_page_recs(st, DEVICE_COLS, "devices", &q, o.order, pg, &out->pg,
 			      sizeof(*out->items), device_read_one, &items, &out->n);
@@ -354,7 +367,8 @@ enum rcs_err store_device_state(struct store *st, const char *client_root, const
 			 "UPDATE devices SET online = ?1, last_seen = ?2,"
 			 " agent_version = coalesce(?3, agent_version),"
 			 " reported_tags = coalesce(?4, reported_tags),"
-			 " state_ts = coalesce(?7, state_ts)"
+			 " state_ts = coalesce(?7, state_ts),"
+			 " attributes = coalesce(?8, attributes)"
 			 " WHERE entity_ident = ?5 AND client_root = ?6",
 			 &s);
 	if (err != RCS_OK)
@@ -366,6 +380,7 @@ enum rcs_err store_device_state(struct store *st, const char *client_root, const
 	store_arg_text(s, 5, entity_ident);
 	store_arg_text(s, 6, client_root);
 	store_arg_opt_int(s, 7, in->ts);
+	store_arg_text(s, 8, in->attributes);
 	err = store_done(st, s, "device state");
 	/* the tag rows follow the reported tags; the same tags again leave them as they are */
 	if (err == RCS_OK && was.tags_differ)

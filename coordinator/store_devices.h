@@ -13,7 +13,8 @@
 /*
  * A device of the inventory as the API shows it (docs/api.md, "Devices"): tags and
  * reported_tags are JSON text (arrays of strings), last_seen 0 when never seen,
- * agent_version NULL when no state told it. Free with store_device_rec_free.
+ * agent_version NULL when no state told it, attributes JSON text (an object of strings)
+ * or NULL when no state brought any. Free with store_device_rec_free.
  */
 struct device_rec {
 	char entity_ident[UUID_STR_LEN];
@@ -25,6 +26,7 @@ struct device_rec {
 	int64_t last_seen;
 	char *agent_version;
 	int64_t created_at, update_at;
+	char *attributes;
 };
 void store_device_rec_free(struct device_rec *r);
 
@@ -48,10 +50,13 @@ enum rcs_err store_device_update(struct store *st, const char *client_root,
 				 int64_t now);
 enum rcs_err store_device_delete(struct store *st, const char *client_root,
 				 const char *entity_ident);
-/* online: -1 any, 0 offline, 1 online; tag NULL: any. */
+/* online: -1 any, 0 offline, 1 online; tag NULL: any; attributes NULL or a NULL-ended
+ * list of "KEY:VALUE", each of which the device's attributes must hold (at most
+ * STORE_DEVICE_ATTR_FILTERS). */
+#define STORE_DEVICE_ATTR_FILTERS 4
 enum rcs_err store_devices_list(struct store *st, const char *client_root, const char *tag,
-				int online, const struct store_page *pg,
-				struct store_device_list *out);
+				int online, const char *const *attributes,
+				const struct store_page *pg, struct store_device_list *out);
 
 /* A device holding a tag, and whether it is online (store_devices_with_tag). */
 struct device_presence {
@@ -81,6 +86,7 @@ struct store_state_in {
 	const char *tags;          /* JSON text, an array of strings; NULL: unchanged */
 	const char *agent_version; /* NULL: unchanged */
 	int64_t ts;                /* the message's ts: its connection's start; 0: none */
+	const char *attributes;    /* JSON text, an object of strings; NULL: unchanged */
 };
 
 /* What applying it found and did. */

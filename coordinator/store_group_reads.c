@@ -156,6 +156,8 @@ static enum rcs_err group_counts(struct store *st, struct group_rec *g)
 	err = store_next(st, s, "group held", &row);
 	if (err == RCS_OK && row)
 		group_progress_counts(g, store_val_int(s, 0), store_val_int(s, 1));
+	if (err == RCS_OK)
+		err = store_group_error_codes(st, g->ident, g->error_codes, &g->n_error_codes);
 out:
 	store_stmt_done(st, s);
 	return err;

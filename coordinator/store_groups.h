@@ -13,6 +13,7 @@
 #include "rollout.h"
 #include "status.h"
 #include "store.h"
+#include "store_group_codes.h"
 
 /* A group of jobs (a bulk send's); with_counts (store_group_get): its jobs' total and how
  * many are in each status (statuses, n_statuses of them, in the order of their names). */
@@ -69,6 +70,10 @@ struct group_rec {
 	/* with_counts: the latest attempt of each device, per status */
 	struct group_count counts[JS__COUNT];
 	size_t n_counts;
+	/* with_counts: the latest attempts that ended edge_error, per error_code (in the order
+	 * of the codes, at most GROUP_MAX_ERROR_CODES of them) */
+	struct group_error_count error_codes[GROUP_MAX_ERROR_CODES];
+	size_t n_error_codes;
 	/* the store's tallies of latest attempts: not ended, ended, failed, terminated */
 	long long n_open, n_finished, n_failed, n_succeeded;
 	/* from the tallies, or (with_counts) from the counts */

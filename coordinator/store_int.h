@@ -198,7 +198,7 @@ struct store {
  * store_qb_opts holds the list options' bounds and ORDER BY (docs/api.md "Lists"). */
 #define STORE_QB_PARAMS 12
 struct store_qb {
-	char where[768];
+	char where[1024];
 	const char *params[STORE_QB_PARAMS];
 	int n;
 	bool overflow; /* a clause or parameter did not fit: the query is refused */

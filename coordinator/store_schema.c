@@ -454,6 +454,10 @@ const struct store_migration store_migrations[] = {
 	    "  bytes INTEGER NOT NULL DEFAULT 0,\n"
 	    "  PRIMARY KEY(job_ident, sha256)\n"
 	    ") WITHOUT ROWID;\n"},
+    /* 12: what a device says it runs, from its inventory_command: a JSON object of strings,
+     * NULL until a state message brought one (docs/mqtt.md "Device state", docs/api.md
+     * "Devices") */
+    {.sql = "ALTER TABLE devices ADD COLUMN attributes TEXT;\n"},
 };
 
 const size_t store_n_migrations = sizeof(store_migrations) / sizeof(store_migrations[0]);

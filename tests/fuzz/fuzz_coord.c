@@ -143,7 +143,7 @@ static void fz_setup(void)
 	json_object *statuses = fz_parse("[\"terminated\", \"edge_error\"]");
 	json_object *script = jsonu_member(m, "script");
 	const char *script_name = jsonu_member_str(m, "script_name");
-	struct store_state_in state = {true, "[\"rep-tag\"]", "0.1.0", 0};
+	struct store_state_in state = {true, "[\"rep-tag\"]", "0.1.0", 0, NULL};
 	struct store_state_out came;
 
 	fz_ok(store_open(":memory:", &fz.st), "store_open");

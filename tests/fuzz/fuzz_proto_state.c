@@ -55,7 +55,8 @@ static void apply(const struct proto_state *s)
 {
 	struct device_rec dev;
 	const char *tags = s->tags ? jsonu_dump(s->tags, NULL) : NULL;
-	struct store_state_in in = {s->online, tags, s->agent_version, s->ts};
+	const char *attrs = s->attributes ? jsonu_dump(s->attributes, NULL) : NULL;
+	struct store_state_in in = {s->online, tags, s->agent_version, s->ts, attrs};
 	struct store_state_out out;
 	enum rcs_err err;
 

@@ -637,13 +637,16 @@ class FakeDevice:
     def _status_topic(self, job):
         return "%s/jobs/%s/status" % (self.base, job)
 
-    def report(self, job, status, response=None, seq=None):
+    def report(self, job, status, response=None, seq=None, error=None):
         with self.lock:
             if seq is None:
                 seq = self.seq.get(job, 0) + 1
             self.seq[job] = max(seq, self.seq.get(job, 0))
-        payload = json.dumps({"v": 1, "job": job, "status": status, "seq": seq,
-                              "ts": int(time.time()), "response": response})
+        body = {"v": 1, "job": job, "status": status, "seq": seq, "ts": int(time.time()),
+                "response": response}
+        if error is not None:
+            body["error"] = error  # an edge_error's cause (docs/mqtt.md "Status report")
+        payload = json.dumps(body)
         self.client.publish(self._status_topic(job), payload, qos=1)
         return payload
 

@@ -29,6 +29,7 @@ import subprocess
 import tempfile
 import time
 import unittest
+import urllib.parse
 import uuid
 
 from rcs_harness import (AGENT, Agent, Watcher, make_ec_keypair, sign_es256,
@@ -420,6 +421,39 @@ class EndToEndTest(AgentTest):
         self.assertNotIn("terminated", self.history(j["ident"]))
         # and the agent goes on with the next job
         self.assertTerminated(self.run_job(self.script_task("return 1"), self.main), "1")
+
+    def test_fail_and_rollback(self):
+        # rcs.fail and rcs.rollback (docs/lua-api.md): the job ends edge_error with the code
+        # as its error_code; rcs.rollback runs the agent's rollback_command, and with
+        # {reboot = true} the device reboots after the final report
+        marker = os.path.join(self.workdir, "rolled-back")
+        rb = write_exe(os.path.join(self.workdir, "rollback.sh"),
+                       "#!/bin/sh\necho ran >> %s\n" % marker)
+        a = self.new_agent("rb", extra_args=["--rollback-command", rb,
+                                             "--reboot-command", os.path.join(
+                                                 self.workdir, "reboot.sh")])
+        done = self.assertEdgeError(self.run_job(self.script_task(
+            'pcall(rcs.fail, "health_check_failed", "service x did not start")\n'
+            'return "not here"'), a))
+        self.assertEqual(done["response"], "service x did not start")
+        self.assertEqual(done["error_code"], "health_check_failed")
+        before = self.reboots()
+        done = self.assertEdgeError(self.run_job(self.script_task(
+            'rcs.rollback("health check failed: rolled back", {reboot = true})'), a))
+        self.assertEqual(done["response"], "health check failed: rolled back")
+        self.assertEqual(done["error_code"], "rolled_back")
+        with open(marker) as f:
+            self.assertEqual(f.read(), "ran\n")
+        wait_for(lambda: self.reboots() == before + 1, timeout=5, what="the reboot command")
+        self.assertIn("job %s: rolling back: %s" % (done["ident"], rb), a.read_log())
+        # without a rollback_command, or with an unknown code: a script error
+        done = self.assertEdgeError(self.run_job(self.script_task('rcs.rollback("x")'),
+                                                 self.main), "no rollback_command")
+        self.assertEqual(done["error_code"], "script_error")
+        done = self.assertEdgeError(self.run_job(self.script_task('rcs.fail("oops", "x")'),
+                                                 self.main), "unknown code 'oops'")
+        self.assertEqual(done["error_code"], "script_error")
+        self.assertEqual(self.reboots(), before + 1)
 
     def test_host_reboot(self):
         before = self.reboots()
@@ -972,6 +1006,62 @@ class EndToEndTest(AgentTest):
 class DeviceLifecycleTest(AgentTest):
     """Agents stopped, killed, restarted and reloaded; the queue bound."""
 
+    def test_inventory_attributes(self):
+        # inventory_command (docs/agent.md "Inventory"): its key=value lines become the
+        # device's attributes at connect and after every job; garbage is skipped, logged once
+        version = os.path.join(self.workdir, "inv-version")
+        with open(version, "w") as f:
+            f.write("1.0")
+        inv = write_exe(os.path.join(self.workdir, "inventory.sh"),
+                        "#!/bin/sh\necho \"fw=$(cat %s)\"\necho board = x1\n"
+                        "echo 'not a pair'\necho 'bad key=1'\n" % version)
+        a = self.new_agent("inv", extra_args=["--inventory-command", inv])
+        ident = a.entity_ident
+
+        def attrs():
+            return self.admin.get("/devices/" + ident).json.get("attributes")
+
+        wait_for(lambda: attrs() == {"fw": "1.0", "board": "x1"}, timeout=15,
+                 what="attributes at connect")
+
+        def listed(*filters):
+            q = "&".join("attribute=" + urllib.parse.quote(f, safe="") for f in filters)
+            r = self.admin.get("/devices?per_page=100&" + q)
+            self.assertEqual(r.status, 200, r)
+            return [d["entity_ident"] for d in r.json["items"]]
+
+        self.assertIn(ident, listed("fw:1.0"))
+        self.assertIn(ident, listed("fw:1.0", "board:x1"))
+        self.assertNotIn(ident, listed("fw:1.0", "board:x2"))
+        self.assertNotIn(ident, listed("fw:2.0"))
+        # a job changes what the device runs: the attributes follow after it
+        with open(version, "w") as f:
+            f.write("2.0")
+        self.assertTerminated(self.run_job(self.script_task('return "installed"'), a))
+        wait_for(lambda: attrs() == {"fw": "2.0", "board": "x1"}, timeout=15,
+                 what="attributes after a job")
+        self.assertIn(ident, listed("fw:2.0"))
+        self.assertNotIn(ident, listed("fw:1.0"))
+        log = a.read_log()
+        self.assertEqual(log.count("line(s) skipped"), 1, log[-2000:])
+        self.assertIn("no '=' in line 'not a pair'", log)
+        # bad filters
+        for q in ("attribute=fw", "attribute=bad%20key:1", "attribute=a:1&attribute=b:1"
+                  "&attribute=c:1&attribute=d:1&attribute=e:1"):
+            r = self.admin.get("/devices?" + q)
+            self.assertEqual(r.status, 400, (q, r))
+            self.assertEqual(r.json["error"]["details"]["field"], "attribute", r)
+        # a state message with bad attributes is dropped and logged, nothing else changes
+        topic = "rcs/v1/%s/%s/state" % (self.client_root, ident)
+        w = self.recorder(topic)
+        w.client.publish(topic, json.dumps({"v": 1, "online": True,
+                                            "attributes": {"fw": "\u0007"}}),
+                         qos=1, retain=False).wait_for_publish()
+        wait_for(lambda: "dropped a state message from %s" % ident in self.coord.read_log(),
+                 timeout=10, what="bad state logged")
+        self.assertEqual(attrs(), {"fw": "2.0", "board": "x1"})
+        self.assertAgentAlive(a)
+
     def test_config_persists_across_restart(self):
         a = self.new_agent("cfg")
         set_task = self.stock_task("set_config", variables_info={
@@ -1235,7 +1325,11 @@ class CommandLineTest(unittest.TestCase):
         cases = [(["--config"], "--config"), (base + ["--mqtt"], "--mqtt"),
                  (base + ["--no-such-flag"], "no-such-flag"),
                  (base + ["--config", os.path.join(workdir, "missing.conf")], "missing.conf"),
-                 (base + ["--mqtt", "http://127.0.0.1:9"], "expected tcp://")]
+                 (base + ["--mqtt", "http://127.0.0.1:9"], "expected tcp://"),
+                 (base + ["--inventory-command", "inventory.sh"],
+                  "inventory_command 'inventory.sh': not an absolute path"),
+                 (base + ["--rollback-command", "bin/rollback"],
+                  "rollback_command 'bin/rollback': not an absolute path")]
         for args, said in cases:
             for check in ([], ["--check"]):
                 with self.subTest(args=args[-2:], check=check):

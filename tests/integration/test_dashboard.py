@@ -303,8 +303,9 @@ class TestDashboard(StackTest):
             if i < 4:
                 d.report(job, "terminated", "ok")
             else:
-                d.report(job, "edge_error", "script error: boom")
+                d.report(job, "edge_error", "script error: boom", error="rolled_back")
         self.wait_css("#group-done[data-done='6']", "6 of 6 finished")
+        self.wait_text("#group-error-codes", "rolled_back: 2")
         wait_for(lambda: self.qs(".bar-row[data-status='terminated'][data-count='4']") and
                  self.qs(".bar-row[data-status='edge_error'][data-count='2']"),
                  timeout=WAIT, what="bars of 4 terminated, 2 edge_error")
@@ -538,6 +539,21 @@ class TestDashboard(StackTest):
         self.assertGreaterEqual(want, 1)
         self.assertEqual(len(self.qs("table.jobs tbody tr[data-job]")), want)
         self.assertIn("site-a", self.q(".device-head").text)
+        # what it says it runs (docs/api.md "Devices"), shown as text
+        fake = next(f for f in self.fakes if f.entity == dev)
+        fake.client.publish(fake.base + "/state", json.dumps({
+            "v": 1, "online": True, "tags": fake.tags, "agent_version": "fake",
+            "ts": int(time.time()), "attributes": {"fw_version": "2.4.1", "board": "<b>x1</b>"}}),
+            qos=1, retain=True).wait_for_publish(5)
+        wait_for(lambda: self.api.get("/devices/" + dev).json["attributes"].get("board"),
+                 timeout=WAIT, what="attributes stored")
+        self.driver.refresh()
+        self.wait_text(".device-head dl.attributes", "fw_version")
+        attrs = self.q(".device-head dl.attributes")
+        self.assertEqual([e.text for e in attrs.find_elements("css selector", "dt")],
+                         ["fw_version", "board"])
+        self.assertEqual([e.text for e in attrs.find_elements("css selector", "dd")],
+                         ["2.4.1", "<b>x1</b>"])
         # the jobs page names devices too
         self.driver.get(self.ui + "#/jobs")
         wait_for(lambda: any(a.text == name for a in self.qs("table.jobs a.device")),

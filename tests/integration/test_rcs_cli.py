@@ -25,7 +25,7 @@ import unittest
 import uuid
 
 from rcs_fixture import StackTest
-from rcs_harness import BIN_DIR, SOURCE_DIR, Agent, free_port, make_ec_keypair, wait_for
+from rcs_harness import BIN_DIR, SOURCE_DIR, Agent, Watcher, free_port, make_ec_keypair, wait_for
 
 RCS = os.path.join(BIN_DIR, "rcs")
 COMPLETION = os.path.join(SOURCE_DIR, "contrib", "bash-completion", "rcs")
@@ -432,6 +432,24 @@ class RcsCliTest(StackTest):
 
     # -- devices -----------------------------------------------------------------------------
 
+    def test_devices_show_attributes(self):
+        # what the device says it runs (docs/mqtt.md "State"), one key=value a line
+        ident = self.devices["pump-2"]
+        topic = "rcs/v1/%s/%s/state" % (self.client_root, ident)
+        w = Watcher(self.broker, topic).start()
+        try:
+            w.client.publish(topic, json.dumps({"v": 1, "online": True, "attributes": {
+                "fw_version": "2.4.1", "board": "x1"}}), qos=1).wait_for_publish()
+            wait_for(lambda: self.api_get("/devices/" + ident)["attributes"]
+                     == {"fw_version": "2.4.1", "board": "x1"}, timeout=10,
+                     what="attributes stored")
+        finally:
+            w.stop()
+        out, _ = self.rcs("devices", "show", "pump-2")
+        self.assertRegex(out, r"(?m)^attributes\s+fw_version=2\.4\.1\n\s{16}board=x1$")
+        self.assertEqual(self.rcs_json("devices", "show", "pump-2")["attributes"],
+                         {"fw_version": "2.4.1", "board": "x1"})
+
     def test_devices_create_list_show_tag(self):
         name = "valve-" + uuid.uuid4().hex[:6]
         out, _ = self.rcs("devices", "create", "--name", name, "--tag", "lab", "--tag", "x:1")
@@ -442,6 +460,7 @@ class RcsCliTest(StackTest):
         self.assertEqual(self.rcs_json("devices", "show", name), d)
         out, _ = self.rcs("devices", "show", ident)
         self.assertRegex(out, r"(?m)^tags\s+lab, x:1$")
+        self.assertRegex(out, r"(?m)^attributes\s+-$")
         out, _ = self.rcs("devices", "tag", name, "--add", "new", "--remove", "lab",
                           "--add", "x:1")
         self.assertIn("tags: x:1, new", out)
@@ -516,6 +535,16 @@ class RcsCliTest(StackTest):
         self.assertEqual(self.rcs_json("groups", "show", group), g)
         out, _ = self.rcs("groups", "show", group)
         self.assertRegex(out, r"(?m)^terminated\s+2$")
+        self.assertRegex(out, r"(?m)^error_codes\s+-$")
+        # the causes of the latest attempts that failed (docs/api.md "Rollouts")
+        sent = self.rcs_json("send", "Sleepy", "--tag", "site-a", "--group", "wave-fail",
+                             "--var", "fail=true")
+        failed = sent["group"]["ident"]
+        wait_for(lambda: self.api_get("/groups/" + failed)["status"] == "completed",
+                 timeout=30, what="the failing group completed")
+        self.assertEqual(self.api_get("/groups/" + failed)["error_codes"], {"script_error": 2})
+        out, _ = self.rcs("groups", "show", failed)
+        self.assertRegex(out, r"(?m)^error_codes\s+script_error=2$")
         self.assertEqual(self.rcs_json("groups", "list"), self.api_get("/groups"))
         self.assertIn("wave-1", self.rcs("groups", "list")[0])
         self.assertEqual(self.rcs_json("jobs", "list", "--group", group),

@@ -400,6 +400,8 @@ class RolloutTest(CoordinatorTest):
         self.assertEqual(g["retry"], {"max_attempts": 3, "backoff_s": 1, "backoff_factor": 1.5})
         self.assertEqual(g["counts"], {"terminated": 2, "edge_error": 1})
         self.assertEqual(g["total"], 5)
+        # the causes of the latest attempts only: the flaky device's retried errors are not
+        self.assertEqual(g["error_codes"], {"signature_invalid": 1})
         jobs = self.jobs(gid)
         mine = sorted((j for j in jobs if j["entity_ident"] == flaky),
                       key=lambda j: j["attempt"])
@@ -427,6 +429,41 @@ class RolloutTest(CoordinatorTest):
         self.assertEqual(g["retry"], {"max_attempts": 2, "backoff_s": 0, "backoff_factor": 2})
         self.assertEqual(g["counts"], {"terminated": 1})
         self.assertEqual(g["statuses"], {"terminated": 1, "edge_error": 1})
+
+    def test_update_failures_never_retried_and_abort(self):
+        # what an update script ends with (docs/lua-api.md rcs.fail, rcs.rollback) repeats
+        # identically: never retried; and it counts as a failure for abort
+        codes = ["install_failed", "health_check_failed", "incompatible", "rolled_back"]
+        fleet = []
+        for c in codes:
+            fleet += self.fleet(1, outcomes=[("edge_error", c)])
+        ans = self.send([i for i, _ in fleet], retry={"max_attempts": 3, "backoff_s": 0})
+        g = self.wait_group(ans["group"]["ident"], "completed", timeout=30)
+        self.assertEqual(g["counts"], {"edge_error": 4})
+        self.assertEqual(g["total"], 4)
+        self.assertEqual(g["error_codes"], {c: 1 for c in codes})
+        jobs = self.jobs(ans["group"]["ident"])
+        self.assertEqual(sorted(j["error_code"] for j in jobs), sorted(codes))
+        self.assertEqual({j["attempt"] for j in jobs}, {1})
+        for _, d in fleet:
+            self.assertEqual(len(d.jobs_received()), 1)
+        fleet = self.fleet(8, outcomes=[("edge_error", "rolled_back")])
+        ans = self.send([i for i, _ in fleet], rollout={"max_per_minute": 120},
+                        abort={"failure_percent": 50, "min_finished": 2},
+                        retry={"max_attempts": 3, "backoff_s": 0})
+        gid = ans["group"]["ident"]
+        g = self.wait_group(gid, "aborted", timeout=20)
+        self.assertIn("failed", g["reason"])
+
+        def settled():
+            jobs = self.jobs(gid)
+            return jobs if all(j["status"] in ("edge_error", "cancelled") for j in jobs) \
+                else None
+        jobs = wait_for(settled, timeout=10, what="jobs ended")
+        failed = [j for j in jobs if j["status"] == "edge_error"]
+        self.assertGreaterEqual(len(failed), 2)
+        self.assertEqual({j["error_code"] for j in failed}, {"rolled_back"})
+        self.assertEqual({j["attempt"] for j in jobs}, {1})
 
     # ---- windows ----
 

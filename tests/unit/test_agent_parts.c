@@ -18,6 +18,7 @@
 #include <cmocka.h>
 #include <json-c/json.h>
 
+#include "inventory.h"
 #include "journal.h"
 #include "link.h"
 #include "manifest.h"
@@ -541,6 +542,51 @@ static void test_link_reports_wait_in_outbox(void **state)
 	link_free(l);
 }
 
+/* An inventory command's output (docs/agent.md "Inventory"): valid lines kept, the rest
+ * skipped and counted, the limits held. */
+static void test_inventory_parse(void **state)
+{
+	const char *text = "# comment\n\n fw = 2.0.1 \nboard=x1\r\nno equals sign\n"
+			   "bad key=1\n=empty\nctl=a\x01b\nnote=a=b:c\nfw=2.0.2\n";
+	char why[160], big[8192];
+	size_t skipped = 0, n = 0;
+	json_object *o;
+
+	(void)state;
+	o = inventory_parse(text, strlen(text), &skipped, why, sizeof(why));
+	assert_non_null(o);
+	assert_int_equal(json_object_object_length(o), 3);
+	assert_string_equal(json_object_get_string(json_object_object_get(o, "fw")), "2.0.2");
+	assert_string_equal(json_object_get_string(json_object_object_get(o, "board")), "x1");
+	assert_string_equal(json_object_get_string(json_object_object_get(o, "note")), "a=b:c");
+	assert_int_equal(skipped, 4);
+	assert_non_null(strstr(why, "no '='"));
+	json_object_put(o);
+
+	/* 40 keys: 32 kept */
+	for (int i = 0; i < 40; i++)
+		n += (size_t)snprintf(big + n, sizeof(big) - n, "k%d=v\n", i);
+	o = inventory_parse(big, n, &skipped, why, sizeof(why));
+	assert_int_equal(json_object_object_length(o), 32);
+	assert_int_equal(skipped, 8);
+	assert_non_null(strstr(why, "more than 32 keys"));
+	json_object_put(o);
+
+	/* 4 KiB in all: five values of 1000 bytes, four kept */
+	n = 0;
+	for (int i = 0; i < 5; i++) {
+		n += (size_t)snprintf(big + n, sizeof(big) - n, "v%d=", i);
+		memset(big + n, 'x', 1000);
+		n += 1000;
+		big[n++] = '\n';
+	}
+	o = inventory_parse(big, n, &skipped, why, sizeof(why));
+	assert_int_equal(json_object_object_length(o), 4);
+	assert_int_equal(skipped, 1);
+	assert_non_null(strstr(why, "more than 4096 bytes"));
+	json_object_put(o);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -556,6 +602,7 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(test_runner_queue_limit, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_runner_cancels, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_link_reports_wait_in_outbox, setup, teardown),
+	    cmocka_unit_test(test_inventory_parse),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "manifest.h"
+#include "buf.h"
 #include "proto.h"
 
 #define ROOT "01a1ff99-08fb-74ea-982c-1b51c9f30e75"
@@ -432,6 +433,55 @@ static void test_state_and_cancel(void **state)
 	text = "{\"v\":1,\"online\":true,\"tags\":[1]}";
 	assert_int_equal(proto_state_decode(text, strlen(text), &ds, &e), RCS_ERR_INVAL);
 	assert_string_equal(e.field, "tags[0]");
+	/* attributes (docs/mqtt.md "Device state"): an object of valid keys and values */
+	s.attributes = json_tokener_parse("{\"fw\":\"2.0\",\"board.rev\":\"B\"}");
+	o = proto_state_encode(&s);
+	text = jsonu_dump(o, &len);
+	assert_int_equal(proto_state_decode(text, len, &ds, &e), RCS_OK);
+	assert_string_equal(json_object_get_string(json_object_object_get(ds.attributes, "fw")),
+			    "2.0");
+	proto_state_free(&ds);
+	json_object_put(o);
+	json_object_put(s.attributes);
+	s.attributes = NULL;
+	{
+		static const char *const bad[] = {
+		    "{\"v\":1,\"online\":true,\"attributes\":[]}",
+		    "{\"v\":1,\"online\":true,\"attributes\":{\"fw\":1}}",
+		    "{\"v\":1,\"online\":true,\"attributes\":{\"a b\":\"1\"}}",
+		    "{\"v\":1,\"online\":true,\"attributes\":{\"a:b\":\"1\"}}",
+		    "{\"v\":1,\"online\":true,\"attributes\":{\"\":\"1\"}}",
+		    "{\"v\":1,\"online\":true,\"attributes\":{\"fw\":\"a\\u0007\"}}",
+		    "{\"v\":1,\"online\":true,\"attributes\":{\"fw\":\"a\\u0085\"}}",
+		    NULL};
+		for (size_t i = 0; bad[i]; i++) {
+			assert_int_equal(proto_state_decode(bad[i], strlen(bad[i]), &ds, &e),
+					 RCS_ERR_INVAL);
+			assert_string_equal(e.field, "attributes");
+		}
+	}
+	{
+		/* 33 keys, or more than 4 KiB: refused */
+		struct buf b;
+
+		buf_init(&b, 1 << 16);
+		buf_appendf(&b, "%s", "{\"v\":1,\"online\":true,\"attributes\":{");
+		for (int i = 0; i < 33; i++)
+			buf_appendf(&b, "%s\"k%d\":\"v\"", i ? "," : "", i);
+		buf_appendf(&b, "%s", "}}");
+		assert_int_equal(proto_state_decode(b.data, b.len, &ds, &e), RCS_ERR_INVAL);
+		buf_reset(&b);
+		buf_appendf(&b, "%s", "{\"v\":1,\"online\":true,\"attributes\":{");
+		for (int i = 0; i < 5; i++) {
+			buf_appendf(&b, "%s\"k%d\":\"", i ? "," : "", i);
+			for (int j = 0; j < 1000; j++)
+				buf_appendf(&b, "%s", "x");
+			buf_appendf(&b, "%s", "\"");
+		}
+		buf_appendf(&b, "%s", "}}");
+		assert_int_equal(proto_state_decode(b.data, b.len, &ds, &e), RCS_ERR_INVAL);
+		buf_free(&b);
+	}
 
 	memcpy(c.job, JOB, sizeof(JOB));
 	o = proto_cancel_encode(&c);

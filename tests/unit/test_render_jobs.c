@@ -215,6 +215,9 @@ static void test_group(void **state)
 	g.n_counts = 1;
 	g.progress = (struct group_progress){
 	    .devices = 5, .open = 5, .held = 3, .retries = 2, .release_eta_s = -1};
+	g.error_codes[0] = (struct group_error_count){"rolled_back", 2};
+	g.error_codes[1] = (struct group_error_count){"timeout", 1};
+	g.n_error_codes = 2;
 	g.status = GROUP_ABORTED;
 	g.reason = "too many";
 	g.tag = "lab";
@@ -256,7 +259,7 @@ static void test_group(void **state)
 	    "\"cancelled\":0,\"open\":5,\"held\":3,\"not_sent\":0,\"retries\":2,"
 	    "\"release_eta_s\":null},\"total\":7,\"statuses\":{\"edge_started\":1,\"pending\":6},"
 	    "\"counts\":{"
-	    "\"pending\":5}}");
+	    "\"pending\":5},\"error_codes\":{\"rolled_back\":2,\"timeout\":1}}");
 	buf_free(&b);
 }
 

@@ -162,6 +162,12 @@ static void test_retries(void **state)
 	assert_true(rollout_error_permanent("variables_invalid"));
 	assert_true(rollout_error_permanent("rollback_refused"));
 	assert_true(rollout_error_permanent("sandbox_violation"));
+	/* rcs.fail's codes, rcs.rollback's and a reboot that did not come back */
+	assert_true(rollout_error_permanent("install_failed"));
+	assert_true(rollout_error_permanent("health_check_failed"));
+	assert_true(rollout_error_permanent("incompatible"));
+	assert_true(rollout_error_permanent("rolled_back"));
+	assert_true(rollout_error_permanent("reboot_timeout"));
 	assert_false(rollout_error_permanent("script_error"));
 	assert_false(rollout_error_permanent("timeout"));
 	assert_false(rollout_error_permanent("interrupted"));

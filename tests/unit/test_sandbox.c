@@ -246,7 +246,8 @@ struct run {
 	const char *name; /* script name, default "t" */
 	int64_t elapsed_ms;
 	bool reboot;
-	const char *cause; /* the result's */
+	const char *cause;     /* the result's */
+	const char *fail_code; /* the cause an rcs.fail or rcs.rollback result must carry */
 };
 
 /* The cause a result must carry (docs/mqtt.md, a report's error), read off its outcome and
@@ -330,7 +331,9 @@ static enum sandbox_outcome run_opts(const char *src, struct run *o, char **resp
 	o->reboot = res.reboot;
 	o->cause = res.cause;
 	outcome = res.outcome;
-	if (expected_cause(&res) == NULL)
+	if (o->fail_code != NULL)
+		assert_string_equal(res.cause, o->fail_code);
+	else if (expected_cause(&res) == NULL)
 		assert_null(res.cause);
 	else
 		assert_string_equal(res.cause, expected_cause(&res));
@@ -829,6 +832,88 @@ static void test_reboot(void **state)
 	assert_int_equal(run_opts("return 1", &o, &resp), SANDBOX_OK);
 	assert_false(o.reboot);
 	free(resp);
+	agent_ok();
+}
+
+/* The lines of path (0 when it does not exist). */
+static int count_lines(const char *path)
+{
+	FILE *fp = fopen(path, "r");
+	int n = 0, c;
+
+	while (fp && (c = fgetc(fp)) != EOF)
+		n += c == '\n';
+	if (fp)
+		fclose(fp);
+	return n;
+}
+
+/* rcs.fail and rcs.rollback (docs/lua-api.md): the job ends edge_error with the code at
+ * once, pcall cannot catch it; an unknown code, or a rollback without a rollback_command or
+ * whose command failed, is a Lua error. */
+static void test_fail_and_rollback(void **state)
+{
+	static const char *const codes[] = {"install_failed", "health_check_failed", "incompatible",
+					    "rolled_back", NULL};
+	struct sandbox_config cfg;
+	struct run o = {0};
+	char *resp = NULL, src[256], script[300], marker[300], text[700];
+
+	(void)state;
+	for (size_t i = 0; codes[i]; i++) {
+		snprintf(src, sizeof(src),
+			 "local ok = pcall(rcs.fail, '%s', 'why ' .. 1) return 'not here'",
+			 codes[i]);
+		o.fail_code = codes[i];
+		assert_int_equal(run_opts(src, &o, &resp), SANDBOX_ERROR);
+		assert_string_equal(resp, "why 1");
+		assert_false(o.reboot);
+		free(resp);
+	}
+	expect_sub("rcs.fail('oops', 'x')", T_LONG, SANDBOX_ERROR,
+		   "rcs.fail: unknown code 'oops' (install_failed");
+	expect("local ok = pcall(rcs.fail, 'script_error', 'x') return ok and 'ok' or 'caught'",
+	       T_LONG, SANDBOX_OK, "caught");
+	expect_sub("rcs.fail('install_failed')", T_LONG, SANDBOX_ERROR, "bad argument #2");
+	expect_sub("rcs.rollback('bad')", T_LONG, SANDBOX_ERROR,
+		   "rcs.rollback: no rollback_command is configured on this device");
+
+	/* with a rollback_command: run once per call; {reboot = true} asks for the reboot */
+	snprintf(marker, sizeof(marker), "%s/rolled", outside);
+	snprintf(script, sizeof(script), "%s/rollback.sh", outside);
+	snprintf(text, sizeof(text), "#!/bin/sh\necho ran >> '%s'\n", marker);
+	write_file(script, text);
+	assert_int_equal(chmod(script, 0755), 0);
+	test_config(&cfg);
+	cfg.rollback_command = script;
+	o.cfg = &cfg;
+	o.fail_code = "rolled_back";
+	assert_int_equal(
+	    run_opts("rcs.rollback('health check failed') return 'not here'", &o, &resp),
+	    SANDBOX_ERROR);
+	assert_string_equal(resp, "health check failed");
+	assert_false(o.reboot);
+	assert_int_equal(count_lines(marker), 1);
+	free(resp);
+	assert_int_equal(run_opts("pcall(rcs.rollback, 'again', {reboot = true})", &o, &resp),
+			 SANDBOX_ERROR);
+	assert_string_equal(resp, "again");
+	assert_true(o.reboot);
+	assert_int_equal(count_lines(marker), 2);
+	free(resp);
+	o.fail_code = NULL;
+	assert_int_equal(run_opts("rcs.rollback('x', {reboot = 'yes'})", &o, &resp), SANDBOX_ERROR);
+	assert_non_null(strstr(resp, "rcs.rollback: reboot must be a boolean"));
+	assert_int_equal(count_lines(marker), 2);
+	free(resp);
+	/* a rollback command that fails: a Lua error the script may handle */
+	cfg.rollback_command = "/bin/false";
+	assert_int_equal(run_opts("local ok, e = pcall(rcs.rollback, 'x') return e", &o, &resp),
+			 SANDBOX_OK);
+	assert_non_null(strstr(resp, "rcs.rollback: the rollback command failed (exit 1)"));
+	free(resp);
+	unlink(marker);
+	unlink(script);
 	agent_ok();
 }
 
@@ -1823,6 +1908,7 @@ int main(void)
 	    cmocka_unit_test(test_exec_timeout),
 	    cmocka_unit_test(test_files),
 	    cmocka_unit_test(test_reboot),
+	    cmocka_unit_test(test_fail_and_rollback),
 	    cmocka_unit_test(test_sleep_and_cancel),
 	    cmocka_unit_test(test_from_thread),
 	    cmocka_unit_test(test_jail),

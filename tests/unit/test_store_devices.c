@@ -74,7 +74,7 @@ static enum rcs_err state_at(struct store *st, const char *root, const char *dev
 			     const char *tags, const char *version, int64_t now, bool *came,
 			     bool *changed)
 {
-	struct store_state_in in = {online, tags, version, 0};
+	struct store_state_in in = {online, tags, version, 0, NULL};
 	struct store_state_out out;
 	enum rcs_err err = store_device_state(st, root, dev, &in, now, &out);
 
@@ -168,18 +168,20 @@ static void test_render_device(void **state)
 	assert_string_equal(text, "{\"entity_ident\":\"" DEV_ON "\",\"client_root\":\"" DEV_OFF
 				  "\",\"name\":\"pump \\\"7\\\"\",\"tags\":[\"lab\",\"x:y/z\"],"
 				  "\"reported_tags\":[],\"online\":false,\"last_seen\":null,"
-				  "\"agent_version\":null,\"created_at\":10,\"update_at\":11}");
+				  "\"agent_version\":null,\"created_at\":10,\"update_at\":11,"
+				  "\"attributes\":{}}");
 	free(text);
 	r.online = true;
 	r.last_seen = 12;
 	r.agent_version = "0.1.0";
 	r.reported_tags = "[\"rep\"]";
+	r.attributes = "{\"fw\":\"2.0\"}";
 	text = rendered_device(&r);
-	assert_string_equal(text,
-			    "{\"entity_ident\":\"" DEV_ON "\",\"client_root\":\"" DEV_OFF
-			    "\",\"name\":\"pump \\\"7\\\"\",\"tags\":[\"lab\",\"x:y/z\"],"
-			    "\"reported_tags\":[\"rep\"],\"online\":true,\"last_seen\":12,"
-			    "\"agent_version\":\"0.1.0\",\"created_at\":10,\"update_at\":11}");
+	assert_string_equal(text, "{\"entity_ident\":\"" DEV_ON "\",\"client_root\":\"" DEV_OFF
+				  "\",\"name\":\"pump \\\"7\\\"\",\"tags\":[\"lab\",\"x:y/z\"],"
+				  "\"reported_tags\":[\"rep\"],\"online\":true,\"last_seen\":12,"
+				  "\"agent_version\":\"0.1.0\",\"created_at\":10,\"update_at\":11,"
+				  "\"attributes\":{\"fw\":\"2.0\"}}");
 	free(text);
 }
 
@@ -209,10 +211,10 @@ static void test_render_device_list(void **state)
 	    b.data, "{\"page\":1,\"per_page\":2,\"total_pages\":2,\"total_items\":3,\"items\":["
 		    "{\"entity_ident\":\"" DEV_ON "\",\"client_root\":\"r\",\"name\":\"n\","
 		    "\"tags\":[],\"reported_tags\":[],\"online\":false,\"last_seen\":null,"
-		    "\"agent_version\":null,\"created_at\":0,\"update_at\":0},"
+		    "\"agent_version\":null,\"created_at\":0,\"update_at\":0,\"attributes\":{}},"
 		    "{\"entity_ident\":\"" DEV_OFF "\",\"client_root\":\"r\",\"name\":\"n\","
 		    "\"tags\":[],\"reported_tags\":[],\"online\":false,\"last_seen\":null,"
-		    "\"agent_version\":null,\"created_at\":0,\"update_at\":0}]}");
+		    "\"agent_version\":null,\"created_at\":0,\"update_at\":0,\"attributes\":{}}]}");
 	buf_free(&b);
 }
 
@@ -264,7 +266,7 @@ static void test_device_records(void **state)
 			 RCS_ERR_NOTFOUND);
 
 	/* lists: all, by tag (the old tag is gone), by presence */
-	assert_int_equal(store_devices_list(f->st, f->root, NULL, -1, &pg, &l), RCS_OK);
+	assert_int_equal(store_devices_list(f->st, f->root, NULL, -1, NULL, &pg, &l), RCS_OK);
 	assert_int_equal(l.pg.total, 2);
 	assert_int_equal(l.pg.page, 1);
 	assert_int_equal(l.pg.per_page, 10);
@@ -272,19 +274,19 @@ static void test_device_records(void **state)
 	assert_string_equal(l.items[0].entity_ident, DEV_ON);
 	assert_string_equal(l.items[1].name, "two");
 	store_device_list_free(&l);
-	assert_int_equal(store_devices_list(f->st, f->root, "lab", -1, &pg, &l), RCS_OK);
+	assert_int_equal(store_devices_list(f->st, f->root, "lab", -1, NULL, &pg, &l), RCS_OK);
 	assert_int_equal(l.n, 0);
 	assert_int_equal(l.pg.total, 0);
 	store_device_list_free(&l);
-	assert_int_equal(store_devices_list(f->st, f->root, "new", 0, &pg, &l), RCS_OK);
+	assert_int_equal(store_devices_list(f->st, f->root, "new", 0, NULL, &pg, &l), RCS_OK);
 	assert_int_equal(l.n, 1);
 	store_device_list_free(&l);
-	assert_int_equal(store_devices_list(f->st, f->root, NULL, 1, &pg, &l), RCS_OK);
+	assert_int_equal(store_devices_list(f->st, f->root, NULL, 1, NULL, &pg, &l), RCS_OK);
 	assert_int_equal(l.n, 0);
 	store_device_list_free(&l);
 	pg.per_page = 1;
 	pg.page = 2;
-	assert_int_equal(store_devices_list(f->st, f->root, NULL, -1, &pg, &l), RCS_OK);
+	assert_int_equal(store_devices_list(f->st, f->root, NULL, -1, NULL, &pg, &l), RCS_OK);
 	assert_int_equal(l.pg.total, 2);
 	assert_int_equal(l.n, 1);
 	assert_string_equal(l.items[0].entity_ident, DEV_OFF);
@@ -384,7 +386,7 @@ static void test_device_state_and_tags(void **state)
 static void test_device_state_order(void **state)
 {
 	struct fixture *f = *state;
-	struct store_state_in in = {true, NULL, NULL, 2000};
+	struct store_state_in in = {true, NULL, NULL, 2000, NULL};
 	struct store_state_out out;
 	struct device_rec d;
 	bool online = false;
@@ -1015,6 +1017,75 @@ static void test_claims(void **state)
 	store_close(b);
 }
 
+/* Device attributes (docs/api.md "Devices"): a state brings them, one without leaves them as
+ * they are, {} clears them; the list filters on KEY:VALUE pairs, every one given matching. */
+static void test_device_attributes(void **state)
+{
+	struct fixture *f = *state;
+	struct store_page pg = {.page = 1, .per_page = 10};
+	struct store_device_list l;
+	struct device_rec d;
+	struct store_state_in in = {true, NULL, "1.0", 0, NULL};
+	struct store_state_out out;
+	const char *fw2[] = {"fw:2.0", NULL}, *fw1[] = {"fw:1.0", NULL},
+		   *both[] = {"fw:2.0", "board:x1", NULL}, *mixed[] = {"fw:2.0", "board:y", NULL},
+		   *colon[] = {"note:a:b", NULL};
+
+	assert_int_equal(store_device_insert(f->st, f->root, DEV_ON, "one", "[]", 100), RCS_OK);
+	assert_int_equal(store_device_insert(f->st, f->root, DEV_OFF, "two", "[]", 101), RCS_OK);
+	assert_int_equal(store_device_get(f->st, f->root, DEV_ON, &d), RCS_OK);
+	assert_null(d.attributes);
+	store_device_rec_free(&d);
+
+	in.attributes = "{\"fw\":\"2.0\",\"board\":\"x1\",\"note\":\"a:b\"}";
+	assert_int_equal(store_device_state(f->st, f->root, DEV_ON, &in, 150, &out), RCS_OK);
+	in.attributes = "{\"fw\":\"1.0\",\"board\":\"x1\"}";
+	assert_int_equal(store_device_state(f->st, f->root, DEV_OFF, &in, 150, &out), RCS_OK);
+	assert_int_equal(store_device_get(f->st, f->root, DEV_ON, &d), RCS_OK);
+	assert_non_null(strstr(d.attributes, "\"fw\""));
+	assert_non_null(strstr(d.attributes, "\"2.0\""));
+	store_device_rec_free(&d);
+
+	assert_int_equal(store_devices_list(f->st, f->root, NULL, -1, fw2, &pg, &l), RCS_OK);
+	assert_int_equal(l.n, 1);
+	assert_string_equal(l.items[0].entity_ident, DEV_ON);
+	store_device_list_free(&l);
+	assert_int_equal(store_devices_list(f->st, f->root, NULL, -1, fw1, &pg, &l), RCS_OK);
+	assert_int_equal(l.n, 1);
+	assert_string_equal(l.items[0].entity_ident, DEV_OFF);
+	store_device_list_free(&l);
+	assert_int_equal(store_devices_list(f->st, f->root, NULL, 1, both, &pg, &l), RCS_OK);
+	assert_int_equal(l.n, 1);
+	store_device_list_free(&l);
+	assert_int_equal(store_devices_list(f->st, f->root, NULL, -1, mixed, &pg, &l), RCS_OK);
+	assert_int_equal(l.n, 0);
+	store_device_list_free(&l);
+	/* the value holds the rest after the key's colon */
+	assert_int_equal(store_devices_list(f->st, f->root, NULL, -1, colon, &pg, &l), RCS_OK);
+	assert_int_equal(l.n, 1);
+	store_device_list_free(&l);
+
+	/* a state without attributes keeps them; the next ones replace them */
+	in.attributes = NULL;
+	assert_int_equal(store_device_state(f->st, f->root, DEV_ON, &in, 160, &out), RCS_OK);
+	assert_int_equal(store_devices_list(f->st, f->root, NULL, -1, fw2, &pg, &l), RCS_OK);
+	assert_int_equal(l.n, 1);
+	store_device_list_free(&l);
+	in.attributes = "{\"fw\":\"1.0\"}";
+	assert_int_equal(store_device_state(f->st, f->root, DEV_ON, &in, 170, &out), RCS_OK);
+	assert_int_equal(store_devices_list(f->st, f->root, NULL, -1, fw2, &pg, &l), RCS_OK);
+	assert_int_equal(l.n, 0);
+	store_device_list_free(&l);
+	assert_int_equal(store_devices_list(f->st, f->root, NULL, -1, fw1, &pg, &l), RCS_OK);
+	assert_int_equal(l.n, 2);
+	store_device_list_free(&l);
+	in.attributes = "{}";
+	assert_int_equal(store_device_state(f->st, f->root, DEV_ON, &in, 180, &out), RCS_OK);
+	assert_int_equal(store_device_get(f->st, f->root, DEV_ON, &d), RCS_OK);
+	assert_string_equal(d.attributes, "{}");
+	store_device_rec_free(&d);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -1022,6 +1093,7 @@ int main(void)
 	    cmocka_unit_test(test_render_device_list),
 	    cmocka_unit_test_setup_teardown(test_device_records, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_device_state_and_tags, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_device_attributes, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_device_state_order, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_queues, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_outbox, setup, teardown),

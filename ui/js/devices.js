@@ -86,6 +86,15 @@ export async function list(ctx) {
   ctx.poll(load, 10000);
 }
 
+// What the device says it runs (docs/api.md "Devices"): its attributes, one key a line.
+function attributes(a) {
+  const pairs = Object.entries(a || {});
+  if (!pairs.length) return '—';
+  const el = dl(pairs.map(([k, v]) => [k, v]));
+  el.classList.add('attributes');
+  return el;
+}
+
 // One device: its record and its jobs (GET /jobs?entity_ident=), both refreshed.
 export async function show(ctx) {
   const id = ctx.params[0];
@@ -102,6 +111,7 @@ export async function show(ctx) {
         ['Reported tags', d.reported_tags && d.reported_tags.length ? chips(d.reported_tags, 'reported') : '—'],
         ['Last seen', d.last_seen ? h('span', {}, fmtTime(d.last_seen), ' (', fmtAgo(d.last_seen), ')') : 'never'],
         ['Agent', d.agent_version || '—'],
+        ['Attributes', attributes(d.attributes)],
         ['Added', timeEl(d.created_at)],
         ['Updated', timeEl(d.update_at)],
       ]));

@@ -158,6 +158,12 @@ export async function show(ctx) {
       ['Created', h('span', {}, fmtTime(g.created_at), ' by ', g.created_user)],
     ];
     if (g.reason) facts.push(['Reason', g.reason]);
+    // the causes of the latest attempts that failed (docs/api.md "Rollouts": error_codes)
+    const codes = Object.entries(g.error_codes || {});
+    if (codes.length) {
+      facts.push(['Error codes', h('span', { id: 'group-error-codes' },
+        codes.map(([c, n]) => c + ': ' + num(n)).join(', '))]);
+    }
     for (const [label, k, words] of SETTINGS) {
       const text = g[k] !== undefined && g[k] !== null ? words(g[k]) : '';
       if (text) facts.push([label, h('span', { 'data-setting': k }, text)]);
