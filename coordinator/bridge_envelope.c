@@ -15,6 +15,7 @@
 #include "render.h"
 #include "status.h"
 #include "store_tasks.h"
+#include "store_jobs.h"
 #include "store_queues.h"
 #include "store_devices.h"
 
@@ -36,6 +37,8 @@ struct bridge_envelopes {
 	long long tv_version;
 	struct bridge_tv tv;
 	bool tv_valid;
+	/* not NULL: the moves' claims are listed here, for the caller to make in one statement */
+	struct bridge_idents *claims;
 };
 
 static void bridge_tv_free(struct bridge_tv *t)
@@ -67,6 +70,11 @@ void bridge_envelopes_free(struct bridge_envelopes *e)
 	if (e->tv_valid)
 		bridge_tv_free(&e->tv);
 	free(e);
+}
+
+void bridge_envelopes_claim_into(struct bridge_envelopes *e, struct bridge_idents *claims)
+{
+	e->claims = claims;
 }
 
 /* A task version from the store, its JSON text parsed for the envelope. */
@@ -151,8 +159,12 @@ static enum rcs_err bridge_move_sent(struct bridge_envelopes *e, const char *ide
 		return err; /* someone else moved it (cancel, another node): not sent */
 	/* claimed with the move, until the broker acknowledges the envelope: should this
 	 * coordinator stop before, another sends it once the lease ends */
-	if (e->link->claims)
+	if (e->link->claims && e->claims != NULL)
+		err = bridge_idents_add(e->claims, ident) ? RCS_OK : RCS_ERR_NOMEM;
+	else if (e->link->claims)
 		err = store_job_claim(e->link->st, ident, now);
+	if (err != RCS_OK && undo != NULL)
+		*undo = true; /* moved, not claimed */
 	return err;
 }
 
@@ -246,12 +258,17 @@ enum rcs_err bridge_prepare_job(struct bridge_envelopes *e, const char *ident, b
 	struct bridge_tv own, *tv = NULL;
 	struct job_rec job;
 	bool online = false, have_job = false, moved = true;
+	int presence = -1; /* as a chunk's read gave it (-1: not read) */
 	enum rcs_err err;
 
 	memset(&own, 0, sizeof(own));
 	o->payload = NULL;
 	snprintf(o->ident, sizeof(o->ident), "%s", ident);
-	err = store_job_rec_get(e->link->st, ident, &job);
+	/* a chunk of sends read its jobs and their devices' presence (docs/coordinator.md,
+	 * "Sends as sets") */
+	err = store_fold_job(e->link->st, ident, &job, &presence);
+	if (err == RCS_ERR_NOTFOUND)
+		err = store_job_rec_get(e->link->st, ident, &job);
 	if (err != RCS_OK)
 		goto out;
 	have_job = true;
@@ -259,8 +276,10 @@ enum rcs_err bridge_prepare_job(struct bridge_envelopes *e, const char *ident, b
 		goto out; /* moved on meanwhile, or waits for its group's release: nothing to do */
 	if (!resend) {
 		/* an offline device's job waits pending; it goes out when the device is back */
-		err =
-		    store_device_presence(e->link->st, job.client_root, job.entity_ident, &online);
+		online = presence == 1;
+		if (presence < 0)
+			err = store_device_presence(e->link->st, job.client_root, job.entity_ident,
+						    &online);
 		if (err != RCS_OK || !online)
 			goto out;
 	}

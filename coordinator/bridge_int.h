@@ -108,6 +108,11 @@ struct bridge_envelopes;
 struct bridge_envelopes *bridge_envelopes_new(const struct bridge_link *l);
 void bridge_envelopes_free(struct bridge_envelopes *e);
 
+/* claims not NULL: the jobs bridge_prepare_job moves from now on are listed there, not
+ * claimed one by one, for the caller to claim together in its transaction (store_jobs_claim);
+ * NULL: each claimed with its move again. */
+void bridge_envelopes_claim_into(struct bridge_envelopes *e, struct bridge_idents *claims);
+
 /* An envelope ready to go out: built and committed, not yet published. */
 struct bridge_out {
 	char ident[UUID_STR_LEN];

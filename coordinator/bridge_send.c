@@ -19,6 +19,7 @@
 
 #include "log.h"
 #include "metrics.h"
+#include "store_jobs.h"
 #include "store_queues.h"
 
 #define BRIDGE_PUBLISH_CHUNK 256  /* envelopes per transaction when sending many */
@@ -274,13 +275,54 @@ static bool bridge_prepare_chunk(struct bridge_send *s, const char (*ids)[UUID_S
 	return !undo;
 }
 
+/*
+ * A chunk of first sends as sets of rows, on a shared database (docs/coordinator.md "Sends
+ * as sets"): its jobs and their devices' presence read, and the jobs locked in ident order,
+ * in one statement; their moves to transmited and their history items written in one
+ * statement each when the chunk ends, their claims in one. False when that failed: nothing
+ * of it was kept (outs[] hold nothing).
+ */
+static bool bridge_commit_set(struct bridge_send *s, const char (*ids)[UUID_STR_LEN], size_t k,
+			      int64_t now, struct bridge_out *outs)
+{
+	struct store *st = s->link->st;
+	const char *v[BRIDGE_PUBLISH_CHUNK];
+	struct bridge_idents claims;
+	bool ok;
+
+	memset(&claims, 0, sizeof(claims));
+	for (size_t i = 0; i < k; i++)
+		v[i] = ids[i];
+	if (store_tx_begin(st) != RCS_OK)
+		return false;
+	store_fold_begin_sets(st);
+	ok = store_fold_prefetch_sends(st, v, k) == RCS_OK;
+	bridge_envelopes_claim_into(s->env, &claims);
+	ok = ok && bridge_prepare_chunk(s, ids, k, false, now, true, outs);
+	bridge_envelopes_claim_into(s->env, NULL);
+	ok = store_fold_end(st, ok) == RCS_OK && ok;
+	ok = ok && store_jobs_claim(st, &claims.ids, now) == RCS_OK;
+	ok = store_tx_end(st, ok) == RCS_OK && ok;
+	if (!ok)
+		bridge_outs_drop(outs, k);
+	bridge_idents_free(&claims);
+	return ok;
+}
+
 /* One chunk's envelopes, prepared and committed (bridge_publish_idents). False when
  * nothing of it was committed (outs[] then hold nothing). */
 static bool bridge_commit_chunk(struct bridge_send *s, const char (*ids)[UUID_STR_LEN], size_t k,
 				bool resend, int64_t now, struct bridge_out *outs)
 {
 	struct store *st = s->link->st;
-	bool tx = store_tx_begin(st) == RCS_OK;
+	bool tx;
+
+	if (!resend && store_shared(st)) {
+		if (bridge_commit_set(s, ids, k, now, outs))
+			return true;
+		log_warnx("a batch of %zu jobs is sent again as one statement per job", k);
+	}
+	tx = store_tx_begin(st) == RCS_OK;
 
 	if (!bridge_prepare_chunk(s, ids, k, resend, now, tx, outs)) {
 		/* a move failed after writing: the chunk again, each move in a savepoint

@@ -843,6 +843,13 @@ out:
 struct fold_row {
 	struct job_move_row j;
 	bool dirty; /* moved since its row was last written */
+	/* sets: recorded as sent by a move since (sends of them, the last one's time), written
+	 * with the row */
+	long long sends;
+	int64_t sent_at;
+	/* a chunk of sends (store_fold_prefetch_sends): its device online (1) or not (0) as the
+	 * prefetch read it; -1: not read */
+	int online;
 };
 
 struct store_fold {
@@ -850,6 +857,7 @@ struct store_fold {
 	/* sets (store_fold_begin_sets): history items kept in hist (a JSON array, NULL: none)
 	 * and every row written at the end, each kind in one statement */
 	bool sets;
+	bool presence; /* its prefetch read the devices' presence */
 	json_object *hist;
 	size_t n;
 	uint16_t slot[FOLD_SLOTS]; /* 0: empty, else 1 + the row's index */
@@ -885,6 +893,8 @@ static struct fold_row *fold_add(struct store_fold *f, const struct job_move_row
 		i = (i + 1) & (FOLD_SLOTS - 1);
 	r->j = *j;
 	r->dirty = false;
+	r->sends = 0;
+	r->online = -1;
 	f->slot[i] = (uint16_t)++f->n;
 	return r;
 }
@@ -985,6 +995,8 @@ static json_object *fold_row_json(const struct fold_row *r)
 	ok = ok &&
 	     fold_json_add(o, "progress_total",
 			   rec->has_progress ? json_object_new_int64(rec->progress_total) : NULL);
+	ok = ok && fold_json_add(o, "sends", json_object_new_int64(r->sends));
+	ok = ok && fold_json_add(o, "sent_at", r->sends ? json_object_new_int64(r->sent_at) : NULL);
 	if (ok)
 		return o;
 	json_object_put(o);
@@ -1016,11 +1028,14 @@ static enum rcs_err fold_json_run(struct store *st, const char *sql, json_object
 	"UPDATE jobs AS j SET status = x.status, update_at = x.update_at, held = 0,"               \
 	" response = x.response, response_time = x.response_time, last_seq = x.last_seq,"          \
 	" n_history = x.n_history, error_code = x.error_code,"                                     \
-	" progress_done = x.progress_done, progress_total = x.progress_total"                      \
+	" progress_done = x.progress_done, progress_total = x.progress_total,"                     \
+	" sent_at = coalesce(x.sent_at, j.sent_at), sends = j.sends + x.sends"                     \
 	" FROM json_to_recordset(CAST(?1 AS json)) AS x(ident TEXT, status TEXT,"                  \
 	" update_at INTEGER, response TEXT, response_time INTEGER, last_seq INTEGER,"              \
-	" n_history INTEGER, error_code TEXT, progress_done BIGINT, progress_total BIGINT)"        \
-	" WHERE j.ident = x.ident"
+	" n_history INTEGER, error_code TEXT, progress_done BIGINT, progress_total BIGINT,"        \
+	" sends INTEGER, sent_at INTEGER)"                                                         \
+	" WHERE j.ident = x.ident AND j.ident = ANY(ARRAY(SELECT y.ident FROM"                     \
+	" json_to_recordset(CAST(?1 AS json)) AS y(ident TEXT)))"
 
 /* The fold's history items kept and its rows moved, one statement each. */
 static enum rcs_err fold_sets_write(struct store *st, struct store_fold *f)
@@ -1045,14 +1060,17 @@ static enum rcs_err fold_sets_write(struct store *st, struct store_fold *f)
 		err = fold_json_run(st, FOLD_HISTORY_SET, f->hist, "history set");
 	if (err == RCS_OK && n > 0)
 		err = fold_json_run(st, FOLD_ROWS_SET, rows, "job set");
-	for (size_t i = 0; err == RCS_OK && i < f->n; i++)
+	for (size_t i = 0; err == RCS_OK && i < f->n; i++) {
 		f->row[i].dirty = false;
+		f->row[i].sends = 0;
+	}
 	json_object_put(rows);
 	return err;
 }
 
 /* job_move_apply for a job the fold keeps: the history item now, the row now only when the
- * job ends or is marked sent. */
+ * job ends or is marked sent; in sets, both with the fold's others (a chunk of sends too:
+ * docs/coordinator.md, "Sends as sets"). */
 static enum rcs_err job_move_fold(struct store *st, const struct job_move *m, struct fold_row *r)
 {
 	struct job_move_row *j = &r->j;
@@ -1070,8 +1088,10 @@ static enum rcs_err job_move_fold(struct store *st, const struct job_move *m, st
 	if (st->fold->sets) {
 		err = fold_history_keep(st->fold, m->ident, j->n_history, status_name(m->to),
 					m->now, j->rec.response, j->rec.response_time, m->seq);
-		if (err == RCS_OK && m->mark_sent)
-			err = fold_write(st, r, true);
+		if (err == RCS_OK && m->mark_sent) {
+			r->sends++;
+			r->sent_at = j->rec.update_at;
+		}
 		return err;
 	}
 	err = store_history_add(st, m->ident, j->n_history, status_name(m->to), m->now,
@@ -1102,16 +1122,28 @@ void store_fold_begin_sets(struct store *st)
 		st->fold->sets = st->dialect == STORE_DIALECT_POSTGRES;
 }
 
-#define FOLD_PREFETCH_COLS                                                                         \
+#define FOLD_PREFETCH_COLS(more)                                                                   \
 	"SELECT " JOB_COLS ", j.last_seq, j.n_history,"                                            \
 	" (j.mail_list != '[]' AND j.status_list != '[]') OR"                                      \
 	" (j.task_mail_list != '[]' AND j.task_status_list != '[]'),"                              \
 	" (SELECT h.at FROM job_history h WHERE h.job_ident = j.ident AND"                         \
-	" h.status = 'edge_started' ORDER BY h.n LIMIT 1) FROM " JOB_FROM " WHERE j.ident IN"
-#define FOLD_PREFETCH_SQ FOLD_PREFETCH_COLS " (SELECT value FROM json_each(?1)) ORDER BY j.ident"
-#define FOLD_PREFETCH_PG                                                                           \
-	FOLD_PREFETCH_COLS " (SELECT value FROM json_array_elements_text(CAST(?1 AS json)))"       \
-			   " ORDER BY j.ident FOR UPDATE OF j"
+	" h.status = 'edge_started' ORDER BY h.n LIMIT 1)" more " FROM " JOB_FROM " WHERE j.ident"
+#define FOLD_PREFETCH_SQ(more)                                                                     \
+	FOLD_PREFETCH_COLS(more) " IN (SELECT value FROM json_each(?1)) ORDER BY j.ident"
+#define FOLD_PREFETCH_PG(more)                                                                     \
+	FOLD_PREFETCH_COLS(more)                                                                   \
+	" IN (SELECT value FROM json_array_elements_text(CAST(?1 AS json)))"                       \
+	" ORDER BY j.ident FOR UPDATE OF j"
+/* a chunk of sends: its rows found through the jobs' key whatever the planner thinks of the
+ * table's size (a bulk send's jobs were just made) */
+#define FOLD_PREFETCH_SENDS_PG                                                                     \
+	FOLD_PREFETCH_COLS(FOLD_PRESENCE)                                                          \
+	" = ANY(ARRAY(SELECT json_array_elements_text(CAST(?1 AS json))))"                         \
+	" ORDER BY j.ident FOR UPDATE OF j"
+/* a chunk of sends: its devices' presence too */
+#define FOLD_PRESENCE                                                                              \
+	", (SELECT d.online FROM devices d WHERE d.entity_ident = j.entity_ident AND"              \
+	" d.client_root = j.client_root)"
 
 /* One row of the prefetch into the fold (arg: the store). */
 static enum rcs_err fold_prefetch_row(struct store_stmt *s, void *arg)
@@ -1135,11 +1167,15 @@ static enum rcs_err fold_prefetch_row(struct store_stmt *s, void *arg)
 	j.n_history = store_val_int(s, JOB_NCOLS + 1);
 	j.notify = store_val_bool(s, JOB_NCOLS + 2);
 	j.started_at = store_val_int(s, JOB_NCOLS + 3); /* NULL: 0, never started */
-	fold_add(f, &j);
+	fold_add(f, &j)->online = f->presence && !store_val_null(s, JOB_NCOLS + 4)
+				      ? store_val_bool(s, JOB_NCOLS + 4)
+				      : -1;
 	return RCS_OK;
 }
 
-enum rcs_err store_fold_prefetch(struct store *st, const char *const *idents, size_t n)
+/* presence: the devices' presence too (store_fold_prefetch_sends). */
+static enum rcs_err fold_prefetch(struct store *st, const char *const *idents, size_t n,
+				  bool presence)
 {
 	struct store_stmt *s = NULL;
 	json_object *a;
@@ -1157,8 +1193,12 @@ enum rcs_err store_fold_prefetch(struct store *st, const char *const *idents, si
 			err = RCS_ERR_NOMEM;
 		}
 	}
-	if (err == RCS_OK)
-		err = store_stmt(st, STORE_SQL(st, FOLD_PREFETCH_SQ, FOLD_PREFETCH_PG), &s);
+	st->fold->presence = presence;
+	if (err == RCS_OK && presence)
+		err = store_stmt(
+		    st, STORE_SQL(st, FOLD_PREFETCH_SQ(FOLD_PRESENCE), FOLD_PREFETCH_SENDS_PG), &s);
+	else if (err == RCS_OK)
+		err = store_stmt(st, STORE_SQL(st, FOLD_PREFETCH_SQ(""), FOLD_PREFETCH_PG("")), &s);
 	if (err == RCS_OK)
 		store_arg_text(s, 1, jsonu_dump(a, NULL));
 	for (bool row = true; err == RCS_OK && row;) {
@@ -1169,6 +1209,28 @@ enum rcs_err store_fold_prefetch(struct store *st, const char *const *idents, si
 	store_stmt_done(st, s);
 	json_object_put(a);
 	return err;
+}
+
+enum rcs_err store_fold_prefetch(struct store *st, const char *const *idents, size_t n)
+{
+	return fold_prefetch(st, idents, n, false);
+}
+
+enum rcs_err store_fold_prefetch_sends(struct store *st, const char *const *idents, size_t n)
+{
+	return fold_prefetch(st, idents, n, true);
+}
+
+enum rcs_err store_fold_job(struct store *st, const char *ident, struct job_rec *out, int *online)
+{
+	struct fold_row *r;
+
+	memset(out, 0, sizeof(*out));
+	*online = -1;
+	if (st->fold == NULL || !st->fold->on || (r = fold_find(st->fold, ident)) == NULL)
+		return RCS_ERR_NOTFOUND;
+	*online = r->online;
+	return store_job_rec_dup(&r->j.rec, out);
 }
 
 /* Forgets the fold's rows; write: writes those moved first (stops at an error). */

@@ -233,6 +233,13 @@ void store_fold_begin(struct store *st);
  */
 void store_fold_begin_sets(struct store *st);
 enum rcs_err store_fold_prefetch(struct store *st, const char *const *idents, size_t n);
+/* store_fold_prefetch for a chunk of sends (docs/coordinator.md, "Sends as sets"): the
+ * devices' presence read with the jobs. */
+enum rcs_err store_fold_prefetch_sends(struct store *st, const char *const *idents, size_t n);
+/* The job's record as the fold holds it (read by its prefetch, or as its moves left it), and
+ * its device's presence as store_fold_prefetch_sends read it (*online 1 or 0; -1: not read).
+ * RCS_ERR_NOTFOUND: the fold does not hold the job (or no fold is on). */
+enum rcs_err store_fold_job(struct store *st, const char *ident, struct job_rec *out, int *online);
 enum rcs_err store_fold_flush(struct store *st);
 enum rcs_err store_fold_end(struct store *st, bool write);
 /* The fold's rows no longer say what the database holds (a savepoint inside the fold was

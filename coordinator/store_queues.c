@@ -332,32 +332,99 @@ out:
 	return err;
 }
 
-enum rcs_err store_jobs_unclaim(struct store *st, const struct store_idents *ids)
+/* The idents as the text of a set for a statement (idents are UUIDs, nothing to quote or
+ * escape: any other text names no job and is left out): a JSON array on SQLite, an array
+ * (text[]) on PostgreSQL, whose "ident = ANY(...)" finds each row through the jobs' key
+ * whatever the planner thinks of the table's size. NULL: no memory. */
+static char *store_idents_set(const struct store *st, const char (*v)[UUID_STR_LEN], size_t n)
+{
+	bool pg = st->dialect == STORE_DIALECT_POSTGRES;
+	size_t cap = n * (UUID_STR_LEN + 3) + 3, len = 0;
+	char *out = malloc(cap);
+
+	if (out == NULL)
+		return NULL;
+	out[len++] = pg ? '{' : '[';
+	for (size_t i = 0; i < n; i++) {
+		if (v[i][0] == '\0' || strspn(v[i], "0123456789abcdefABCDEF-") != strlen(v[i]))
+			continue;
+		len += (size_t)snprintf(out + len, cap - len, pg ? "%s%s" : "%s\"%s\"",
+					len > 1 ? "," : "", v[i]);
+	}
+	out[len++] = pg ? '}' : ']';
+	out[len] = '\0';
+	return out;
+}
+
+/* "ident" in the set of idents ?N (store_idents_set) */
+#define JOBS_SET_SQ(n)      "ident IN (SELECT value FROM json_each(" n "))"
+#define JOBS_SET_PG(n)      "ident = ANY(CAST(" n " AS text[]))"
+#define JOBS_CLAIM_SET(set) "UPDATE jobs SET claimed_by = ?1, lease_until = ?2 WHERE " set
+
+/* In the caller's transaction: on PostgreSQL, the rows are the ones its send locked. */
+enum rcs_err store_jobs_claim(struct store *st, const struct store_idents *ids, int64_t now)
 {
 	struct store_stmt *s = NULL;
+	char *set;
 	enum rcs_err err;
 
 	if (ids->n == 0)
 		return RCS_OK;
+	if ((set = store_idents_set(st, ids->v, ids->n)) == NULL)
+		return RCS_ERR_NOMEM;
+	store_lock(st);
+	err = store_stmt(
+	    st, STORE_SQL(st, JOBS_CLAIM_SET(JOBS_SET_SQ("?3")), JOBS_CLAIM_SET(JOBS_SET_PG("?3"))),
+	    &s);
+	if (err == RCS_OK) {
+		store_arg_text(s, 1, store_claim_node(st));
+		store_arg_int(s, 2, store_claim_until(st, now));
+		store_arg_text(s, 3, set);
+		err = store_done(st, s, "jobs claim");
+	}
+	store_stmt_done(st, s);
+	store_unlock(st);
+	free(set);
+	return err;
+}
+
+/* One statement for the whole batch; on PostgreSQL its rows are locked in ident order first,
+ * as a batch of reports locks them (docs/coordinator.md "Reports as sets"): the two wait for
+ * each other, they do not deadlock. */
+#define JOBS_UNCLAIM_SQ                                                                            \
+	"UPDATE jobs SET claimed_by = NULL, lease_until = NULL WHERE " JOBS_SET_SQ(                \
+	    "?2") " AND claimed_by = ?1"
+#define JOBS_UNCLAIM_PG                                                                            \
+	"UPDATE jobs SET claimed_by = NULL, lease_until = NULL WHERE ident = ANY(ARRAY(SELECT"     \
+	" ident FROM jobs WHERE " JOBS_SET_PG("?2") " AND claimed_by = ?1 ORDER BY ident"          \
+						    " FOR UPDATE)) AND claimed_by = ?1"
+
+enum rcs_err store_jobs_unclaim(struct store *st, const struct store_idents *ids)
+{
+	struct store_stmt *s = NULL;
+	char *set;
+	enum rcs_err err;
+
+	if (ids->n == 0)
+		return RCS_OK;
+	if ((set = store_idents_set(st, ids->v, ids->n)) == NULL)
+		return RCS_ERR_NOMEM;
 	store_lock(st);
 	err = store_tx_begin(st);
 	if (err != RCS_OK)
 		goto out;
-	err = store_stmt(st,
-			 "UPDATE jobs SET claimed_by = NULL, lease_until = NULL WHERE ident = ?1"
-			 " AND claimed_by = ?2",
-			 &s);
-	for (size_t i = 0; err == RCS_OK && i < ids->n; i++) {
-		store_arg_text(s, 1, ids->v[i]);
-		store_arg_text(s, 2, store_claim_node(st));
-		err = store_done(st, s, "job unclaim");
+	err = store_stmt(st, STORE_SQL(st, JOBS_UNCLAIM_SQ, JOBS_UNCLAIM_PG), &s);
+	if (err == RCS_OK) {
+		store_arg_text(s, 1, store_claim_node(st));
+		store_arg_text(s, 2, set);
+		err = store_done(st, s, "jobs unclaim");
 	}
 	store_stmt_done(st, s);
-	s = NULL;
 	if (store_tx_end(st, err == RCS_OK) != RCS_OK && err == RCS_OK)
 		err = RCS_ERR_DB;
 out:
 	store_unlock(st);
+	free(set);
 	return err;
 }
 

@@ -57,7 +57,11 @@ void store_claims_setup(struct store *st, const char *node, int64_t lease);
 bool store_shared(const struct store *st);
 /* Claims one job for this node (its first send, in the move's transaction). */
 enum rcs_err store_job_claim(struct store *st, const char *ident, int64_t now);
-/* The broker acknowledged these jobs' envelopes: this node's claims on them end. */
+/* Claims these jobs for this node in one statement (the first send of a chunk of them, in
+ * its transaction: docs/coordinator.md "Sends as sets"). */
+enum rcs_err store_jobs_claim(struct store *st, const struct store_idents *ids, int64_t now);
+/* The broker acknowledged these jobs' envelopes: this node's claims on them end (one
+ * statement for them all). */
 enum rcs_err store_jobs_unclaim(struct store *st, const struct store_idents *ids);
 /* Jobs sent under another node's claim that lapsed before the broker acknowledged them:
  * claimed to be sent again. */

@@ -2086,6 +2086,127 @@ static void test_sets_overlapping_batches(void **state)
 	store_close(side[1].st);
 }
 
+/* ---- sends as sets (docs/coordinator.md, "Sends as sets") ---- */
+
+static long long claimed_by(struct fixture *f, const char *job, const char *node)
+{
+	char sql[160];
+
+	snprintf(sql, sizeof(sql),
+		 "SELECT count(*) FROM jobs WHERE ident = ? AND claimed_by = '%s'", node);
+	return store_test_db_int(f->path, sql, job);
+}
+
+/* A chunk of first sends in one fold: its jobs and their devices' presence read with the
+ * chunk, each job moved to transmited and recorded as sent once, on PostgreSQL with the
+ * chunk's rows rather than move by move; the chunk's claims in one
+ * statement, and the broker's acknowledgements ending them in one, this node's only. */
+static void test_sends_as_sets(void **state)
+{
+	struct fixture *f = *state;
+	struct lifecycle lc = {.st = f->st};
+	struct job_new jobs[3];
+	const char *ids[3];
+	struct store_idents claim = {NULL, 0};
+	long long h[3];
+
+	make_group_jobs(f, jobs, 3, "sends", NULL);
+	store_claims_setup(f->st, "node-a", 15);
+	claim.v = calloc(3, sizeof(*claim.v));
+	assert_non_null(claim.v);
+	for (size_t i = 0; i < 3; i++) {
+		ids[i] = jobs[i].ident;
+		h[i] = history_count(f, jobs[i].ident);
+	}
+	/* the first job's device online, the second's not */
+	assert_int_equal(
+	    store_write(f->st,
+			"UPDATE devices SET online = CASE WHEN entity_ident = ?1 THEN 1"
+			" ELSE 0 END",
+			NULL, 1, f->dev[0]),
+	    RCS_OK);
+	assert_int_equal(store_tx_begin(f->st), RCS_OK);
+	store_fold_begin_sets(f->st);
+	assert_int_equal(store_fold_prefetch_sends(f->st, ids, 2), RCS_OK);
+	for (size_t i = 0; i < 3; i++) {
+		struct job_rec rec;
+		bool online = false;
+		int presence = -2;
+
+		/* the chunk's read: the job's record and its device's presence, none for a job
+		 * it did not read */
+		assert_int_equal(store_fold_job(f->st, jobs[i].ident, &rec, &presence),
+				 i < 2 ? RCS_OK : RCS_ERR_NOTFOUND);
+		if (i < 2) {
+			assert_string_equal(rec.ident, jobs[i].ident);
+			assert_int_equal(rec.status, JS_PENDING);
+			assert_string_equal(rec.variables, "{\"message\":\"hi\"}");
+			assert_int_equal(store_device_presence(f->st, rec.client_root,
+							       rec.entity_ident, &online),
+					 RCS_OK);
+			assert_int_equal(presence, online ? 1 : 0);
+			assert_int_equal(presence, i == 0);
+		} else {
+			assert_int_equal(presence, -1);
+		}
+		store_job_rec_free(&rec);
+	}
+	for (size_t i = 0; i < 3; i++) {
+		struct job_move m = {.ident = jobs[i].ident,
+				     .to = JS_TRANSMITED,
+				     .response = "sent",
+				     .mark_sent = true,
+				     .now = 500};
+		enum store_move res = STORE_MOVE_DUPLICATE;
+		struct job_rec rec;
+
+		assert_int_equal(lifecycle_move_in_tx(&lc, &m, &res, NULL), RCS_OK);
+		assert_int_equal(res, STORE_MOVE_APPLIED);
+		/* PostgreSQL: the row is written with the chunk's, not by its move */
+		assert_int_equal(store_job_rec_get(f->st, jobs[i].ident, &rec), RCS_OK);
+		assert_int_equal(rec.status, store_test_pg() ? JS_PENDING : JS_TRANSMITED);
+		store_job_rec_free(&rec);
+		if (i < 2) {
+			int presence;
+
+			assert_int_equal(store_fold_job(f->st, jobs[i].ident, &rec, &presence),
+					 RCS_OK);
+			assert_int_equal(rec.status, JS_TRANSMITED);
+			store_job_rec_free(&rec);
+		}
+		if (i < 2)
+			snprintf(claim.v[claim.n++], UUID_STR_LEN, "%.36s", jobs[i].ident);
+	}
+	assert_int_equal(store_jobs_claim(f->st, &claim, 500), RCS_OK);
+	assert_int_equal(store_fold_end(f->st, true), RCS_OK);
+	assert_int_equal(store_tx_end(f->st, true), RCS_OK);
+	for (size_t i = 0; i < 3; i++) {
+		struct job_rec rec;
+
+		assert_int_equal(store_job_rec_get(f->st, jobs[i].ident, &rec), RCS_OK);
+		assert_int_equal(rec.status, JS_TRANSMITED);
+		assert_string_equal(rec.response, "sent");
+		store_job_rec_free(&rec);
+		assert_int_equal(job_column(f, jobs[i].ident, "sends"), 1);
+		assert_int_equal(job_column(f, jobs[i].ident, "sent_at"), 500);
+		assert_int_equal(history_count(f, jobs[i].ident), h[i] + 1);
+		assert_int_equal(job_column(f, jobs[i].ident, "n_history"), h[i] + 1);
+		assert_int_equal(claimed_by(f, jobs[i].ident, "node-a"), i < 2);
+	}
+	assert_int_equal(job_column(f, jobs[0].ident, "lease_until"), 515);
+	/* the acknowledgements: this node's claims end, another node's stays */
+	assert_int_equal(store_write(f->st,
+				     "UPDATE jobs SET claimed_by = 'node-b' WHERE ident = ?1", NULL,
+				     1, jobs[1].ident),
+			 RCS_OK);
+	snprintf(claim.v[claim.n++], UUID_STR_LEN, "%.36s", jobs[2].ident);
+	assert_int_equal(store_jobs_unclaim(f->st, &claim), RCS_OK);
+	assert_int_equal(claimed_by(f, jobs[0].ident, "node-a"), 0);
+	assert_int_equal(job_column(f, jobs[0].ident, "lease_until"), -1);
+	assert_int_equal(claimed_by(f, jobs[1].ident, "node-b"), 1);
+	free(claim.v);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -2109,6 +2230,7 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(test_sets_batch_again_whole, setup, teardown),
 #endif
 	    cmocka_unit_test_setup_teardown(test_sets_overlapping_batches, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_sends_as_sets, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_what_follows_a_move, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_webhook_outbox_follows_new_webhooks, setup,
 					    teardown),
