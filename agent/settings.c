@@ -17,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "log.h"
 #include "mqttc.h"
@@ -166,6 +167,27 @@ static bool settings_loopback(const char *host)
 	return (n == 9 && strncmp(host, "localhost", 9) == 0) || strncmp(host, "127.", 4) == 0;
 }
 
+/* The default artifact_dir, <state_dir>/artifacts, from the working directory when
+ * state_dir is relative: scripts are given absolute paths (docs/agent.md "Artifacts"). A
+ * working directory that cannot be read leaves it relative, and refused. */
+static enum rcs_err settings_default_artifact_dir(struct settings *s)
+{
+	enum rcs_err e = RCS_ERR_NOMEM;
+	char cwd[PATH_MAX] = "";
+	const char *sep = "";
+	size_t n;
+
+	if (s->state_dir[0] != '/' && getcwd(cwd, sizeof(cwd)) != NULL)
+		sep = "/";
+	n = strlen(cwd) + strlen(sep) + strlen(s->state_dir) + sizeof("/artifacts");
+	s->artifact_dir = malloc(n);
+	if (s->artifact_dir != NULL) {
+		snprintf(s->artifact_dir, n, "%s%s%s/artifacts", cwd, sep, s->state_dir);
+		e = RCS_OK;
+	}
+	return e;
+}
+
 /* The artifact options after loading (docs/agent.md "Artifacts"); the directory's place
  * against the file_dirs is checked with the policy (settings_artifact_dir_valid). */
 static enum rcs_err settings_artifacts(struct settings *s, char *err, size_t errlen)
@@ -203,12 +225,8 @@ static enum rcs_err settings_artifacts(struct settings *s, char *err, size_t err
 			 s->device_type);
 		goto out;
 	}
-	if (s->artifact_dir == NULL) {
-		size_t n = strlen(s->state_dir) + sizeof("/artifacts");
-		if ((s->artifact_dir = malloc(n)) == NULL)
-			goto nomem;
-		snprintf(s->artifact_dir, n, "%s/artifacts", s->state_dir);
-	}
+	if (s->artifact_dir == NULL && settings_default_artifact_dir(s) != RCS_OK)
+		goto nomem;
 	if (s->artifact_dir[0] != '/') {
 		snprintf(err, errlen, "artifact_dir '%s': not an absolute path", s->artifact_dir);
 		goto out;

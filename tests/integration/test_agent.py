@@ -224,7 +224,10 @@ class AgentTest(StackTest):
 class EndToEndTest(AgentTest):
     """One agent ("main") with an allowlist, a files directory and a reboot command;
     every host API function, the stock scripts, cancel, timeout, queueing, repeat
-    delivery, forged envelopes and the jail escape battery."""
+    delivery, forged envelopes and the jail escape battery. The coordinator signs tasks
+    with artifacts too (the stock update), which the agent downloads from its listener."""
+
+    coord_args = ("--sign-artifacts",)
 
     @classmethod
     def setUpClass(cls):
@@ -246,7 +249,8 @@ class EndToEndTest(AgentTest):
             allow_commands={"echo": "/bin/echo", "uname": "/bin/uname",
                             "uptime": "/usr/bin/uptime", "fetch": fetch, "install": install,
                             "sha256sum": "/usr/bin/sha256sum"},
-            extra_args=["--reboot-command", reboot])
+            extra_args=["--reboot-command", reboot,
+                        "--artifact-url", "http://127.0.0.1:%d" % cls.coord.port])
         cls.files = cls.main.files
         os.makedirs(os.path.join(cls.files, "sub"))
         # symbolic links inside the files directory that lead out of it
@@ -504,28 +508,38 @@ class EndToEndTest(AgentTest):
         wait_for(lambda: self.reboots() == before + 1, timeout=5, what="the reboot command")
 
     def test_stock_update(self):
-        payload = os.path.join(self.workdir, "firmware-%s.bin" % uuid.uuid4().hex[:6])
-        with open(payload, "wb") as f:
-            f.write(os.urandom(3000))
-        with open(payload, "rb") as f:
-            digest = hashlib.sha256(f.read()).hexdigest()
-        task = self.stock_task("update", variables_info={
-            "url": {"type": "string"}, "sha256": {"type": "string"},
-            "file": {"type": "string"}, "reboot": {"type": "boolean", "optional": True}})
-        done = self.assertTerminated(self.run_job(task, self.main, {
-            "url": payload, "sha256": digest, "file": "update.bin"}))
+        """update installs the task's artifact "firmware" (downloaded by the agent from the
+        coordinator and verified against the task's signature): nothing from variables."""
+        data = os.urandom(300000)
+        digest = hashlib.sha256(data).hexdigest()
+        r = self.admin.post("/artifacts?name=firmware-%s.bin" % uuid.uuid4().hex[:6], raw=data,
+                            headers={"Content-Type": "application/octet-stream"})
+        self.assertIn(r.status, (200, 201), r)
+        task = self.stock_task("update", artifacts={"firmware": r.json["ident"]},
+                               variables_info={"reboot": {"type": "boolean",
+                                                          "optional": True}})
+        with open(self.install_log, "a"):
+            pass
+        with open(self.install_log) as f:
+            installed = f.read().splitlines()
+        done = self.assertTerminated(self.run_job(task, self.main))
         self.assertEqual(json.loads(done["response"]),
-                         {"installed": "update.bin", "sha256": digest, "reboot": False})
+                         {"installed": digest, "size": len(data), "reboot": False})
         with open(self.install_log) as f:
-            self.assertEqual(f.read().splitlines(), ["update.bin"])
+            lines = f.read().splitlines()
+        self.assertEqual(len(lines), len(installed) + 1, lines)
+        path = lines[-1]
+        self.assertFalse(path.startswith(self.files), path)
+        with open(path, "rb") as f:
+            self.assertEqual(f.read(), data)
         progress = [r for s, r in self.history(done["ident"], True) if s == "edge_running"]
-        self.assertTrue(progress)
-        # a wrong checksum installs nothing
-        done = self.run_job(task, self.main, {"url": payload, "sha256": "0" * 64,
-                                              "file": "update2.bin"})
-        self.assertEdgeError(done, "sha256 mismatch")
+        self.assertIn("installing " + digest[:12], progress)
+        # a task of update without the artifact installs nothing, whatever its variables say
+        bare = self.stock_task("update", variables_info={"url": {"type": "string"}})
+        done = self.run_job(bare, self.main, {"url": "http://127.0.0.1:9/fw.bin"})
+        self.assertEdgeError(done, "the task pins no artifact named firmware")
         with open(self.install_log) as f:
-            self.assertEqual(f.read().splitlines(), ["update.bin"])
+            self.assertEqual(f.read().splitlines(), lines)
 
     # -- cancel, timeout, queueing -------------------------------------------------------
 

@@ -7,6 +7,7 @@
  */
 #define _FILE_OFFSET_BITS 64
 #include <fcntl.h>
+#include <limits.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -635,6 +636,19 @@ static void test_options(void **state)
 	assert_int_equal(load(f, "", &s, err, sizeof(err)), RCS_OK);
 	snprintf(want, sizeof(want), "%s/state/artifacts", f->dir);
 	assert_string_equal(s.artifact_dir, want);
+	settings_free(&s);
+	/* a relative state_dir: the default artifact_dir is made absolute */
+	{
+		char cwd[PATH_MAX];
+		assert_non_null(getcwd(cwd, sizeof(cwd)));
+		assert_int_equal(chdir(f->dir), 0);
+		assert_int_equal(load(f, "state_dir rel/state\n", &s, err, sizeof(err)), RCS_OK);
+		assert_int_equal(chdir(cwd), 0);
+		snprintf(want, sizeof(want), "%s/rel/state/artifacts", f->dir);
+		assert_string_equal(s.artifact_dir, want);
+		settings_free(&s);
+	}
+	assert_int_equal(load(f, "", &s, err, sizeof(err)), RCS_OK);
 	assert_int_equal(s.artifact_reserve, 16 << 20);
 	assert_int_equal(s.artifact_cache_max, 256 << 20);
 	assert_int_equal(s.artifact_max_rate, 0);
