@@ -1087,6 +1087,12 @@ class SecurityTest(StackTest):
             return bool(IDENT_RE.match(value))
         if name in ("user", "target"):  # the audit log's exact filters
             return len(value.encode("utf-8")) <= schema["maxLength"]
+        if name == "attribute":  # KEY:VALUE, split at the first ':' (docs/api.md "Devices")
+            # a %00 stays the three characters "%00" (docs/api.md)
+            key, colon, val = value.replace("\x00", "%00").partition(":")
+            return (bool(colon) and bool(re.fullmatch(r"[A-Za-z0-9_.-]{1,64}", key)) and
+                    len(val.encode("utf-8")) <= 1024 and
+                    not any(ord(ch) < 0x20 or 0x7f <= ord(ch) <= 0x9f for ch in val))
         raise AssertionError("no rule for the filter %r" % name)
 
     def test_api8_metacharacters_in_filters(self):
@@ -1095,7 +1101,8 @@ class SecurityTest(StackTest):
                  "created_after": "99999999999", "created_before": "99999999999",
                  "name": "sec-no-such-name", "user": "sec-no-such-user",
                  "target": "sec-no-such-target", "since": "99999999999", "until": "0",
-                 "ident_prefix": "0000000000", "ident_suffix": "0000000000"}
+                 "ident_prefix": "0000000000", "ident_suffix": "0000000000",
+                 "attribute": "sec-no-such-key:sec-no-such-value"}
         for op in self.ops(lambda op: op.method == "GET"):
             path = self.path(op, self.obj(op, self.A))
             for prm in op.query_params:
