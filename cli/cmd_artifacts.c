@@ -76,7 +76,7 @@ size_t cli_artifact_short_len(const char *const *hexes, size_t n)
 void cli_bytes_bar(char *out, size_t len, const char *label, long long done, long long total,
 		   double rate, size_t width)
 {
-	char bar[128], tail[96], d[24], t[24], r[32] = "", lab[64];
+	char bar[128], tail[128], d[24], t[24], r[32] = "", lab[64];
 	size_t bw = 0, fill;
 	int pct = total > 0 ? (int)(100.0 * (double)done / (double)total) : 100;
 
