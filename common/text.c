@@ -84,6 +84,30 @@ void text_hex_encode(const unsigned char *in, size_t n, char *out)
 	out[2 * n] = '\0';
 }
 
+int text_hex_digit(char c)
+{
+	if (c >= '0' && c <= '9')
+		return c - '0';
+	if (c >= 'a' && c <= 'f')
+		return c - 'a' + 10;
+	if (c >= 'A' && c <= 'F')
+		return c - 'A' + 10;
+	return -1;
+}
+
+bool text_hex_decode(const char *hex, size_t n, unsigned char *out)
+{
+	for (size_t i = 0; i < n; i++) {
+		int hi = text_hex_digit(hex[2 * i]),
+		    lo = hi < 0 ? -1 : text_hex_digit(hex[2 * i + 1]);
+
+		if (lo < 0)
+			return false;
+		out[i] = (unsigned char)(hi << 4 | lo);
+	}
+	return true;
+}
+
 void text_join(char *const *items, size_t n, const char *sep, char *out, size_t len)
 {
 	size_t used = 0;

@@ -22,6 +22,11 @@ bool text_utf8_valid(const char *s, size_t n);
 bool text_printable(const char *s, size_t n);
 /* Lowercase hex of in (n bytes) into out, which holds 2 * n + 1 bytes (NUL-terminated). */
 void text_hex_encode(const unsigned char *in, size_t n, char *out);
+/* The value of one hex digit (either case), -1 for anything else. */
+int text_hex_digit(char c);
+/* n bytes from the 2 * n hex digits at hex (either case) into out: false, and out partly
+ * written, when one of them is not a hex digit. */
+bool text_hex_decode(const char *hex, size_t n, unsigned char *out);
 /* items[0..n) joined by sep into out (len bytes, NUL-terminated; cut short to fit). */
 void text_join(char *const *items, size_t n, const char *sep, char *out, size_t len);
 

@@ -14,6 +14,7 @@
 
 #include "log.h"
 #include "store_downloads.h"
+#include "text.h"
 
 #define TOKEN_PREFIX "rcs1."
 #define TOKEN_BODY   56 /* three UUIDs and the issue time */
@@ -29,17 +30,6 @@ struct art_tokens {
 	int64_t read_at;
 };
 
-static int hexval(char c)
-{
-	if (c >= '0' && c <= '9')
-		return c - '0';
-	if (c >= 'a' && c <= 'f')
-		return c - 'a' + 10;
-	if (c >= 'A' && c <= 'F')
-		return c - 'A' + 10;
-	return -1;
-}
-
 /* The secrets of the store into t (under its lock). */
 static enum rcs_err tokens_read(struct art_tokens *t, int64_t now)
 {
@@ -48,9 +38,8 @@ static enum rcs_err tokens_read(struct art_tokens *t, int64_t now)
 	enum rcs_err err = store_token_secrets(t->st, now, hex, STORE_TOKEN_SECRETS, &n);
 
 	for (size_t i = 0; err == RCS_OK && i < n; i++)
-		for (size_t j = 0; j < SECRET_BYTES; j++)
-			t->secret[i][j] =
-			    (unsigned char)(hexval(hex[i][2 * j]) << 4 | hexval(hex[i][2 * j + 1]));
+		if (!text_hex_decode(hex[i], SECRET_BYTES, t->secret[i]))
+			err = RCS_ERR_DB; /* a secret the store keeps is hex (docs/mqtt.md) */
 	if (err == RCS_OK)
 		t->n = n;
 	t->read_at = now;
@@ -96,7 +85,8 @@ static bool uuid_bytes(const char *s, unsigned char out[16])
 	for (size_t i = 0; s[i] != '\0' && k < 16; i++) {
 		if (s[i] == '-')
 			continue;
-		out[k++] = (unsigned char)(hexval(s[i]) << 4 | hexval(s[i + 1]));
+		if (!text_hex_decode(s + i, 1, out + k++))
+			return false;
 		i++;
 	}
 	return k == 16;

@@ -27,6 +27,7 @@
 #include "store_keys.h"
 #include "ui.h"
 #include "uuid.h"
+#include "text.h"
 
 #define API_PREFIX             "/v3/commands"
 #define API_MAX_URL            2048
@@ -73,17 +74,6 @@ struct api_conn {
 
 /* ---- libmicrohttpd glue ---- */
 
-static int api_hex(char c)
-{
-	if (c >= '0' && c <= '9')
-		return c - '0';
-	if (c >= 'a' && c <= 'f')
-		return c - 'a' + 10;
-	if (c >= 'A' && c <= 'F')
-		return c - 'A' + 10;
-	return -1;
-}
-
 /*
  * Decodes the %HH escapes of the path and of query names and values, except
  * %00: a NUL would end the C string there, and "<ident>%00junk" would read as
@@ -99,8 +89,8 @@ static size_t api_unescape(void *cls, struct MHD_Connection *conn, char *s)
 	(void)cls;
 	(void)conn;
 	while (*r != '\0') {
-		if (r[0] == '%' && (hi = api_hex(r[1])) >= 0 && (lo = api_hex(r[2])) >= 0 &&
-		    (hi | lo) != 0) {
+		if (r[0] == '%' && (hi = text_hex_digit(r[1])) >= 0 &&
+		    (lo = text_hex_digit(r[2])) >= 0 && (hi | lo) != 0) {
 			*w++ = (char)(hi * 16 + lo);
 			r += 3;
 		} else {

@@ -19,6 +19,7 @@
 #include "log.h"
 #include "store_int.h"
 #include "uuid.h"
+#include "text.h"
 
 /* Where uploads write before their bytes are whole: <dir>/.tmp (docs/coordinator.md). */
 #define ARTIFACT_TMP ".tmp"
@@ -618,11 +619,6 @@ struct chunk_out {
 	size_t cap, got;
 };
 
-static int artifact_hex(char c)
-{
-	return c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
-}
-
 static enum rcs_err chunk_row(struct store_stmt *s, void *arg)
 {
 	struct chunk_out *o = arg;
@@ -631,13 +627,8 @@ static enum rcs_err chunk_row(struct store_stmt *s, void *arg)
 
 	if (t == NULL || len % 2 != 0 || len / 2 > o->cap)
 		return RCS_ERR_DB;
-	for (size_t i = 0; i < len / 2; i++) {
-		int hi = artifact_hex(t[2 * i]), lo = artifact_hex(t[2 * i + 1]);
-
-		if (hi < 0 || lo < 0)
-			return RCS_ERR_DB;
-		o->buf[i] = (unsigned char)(hi * 16 + lo);
-	}
+	if (!text_hex_decode(t, len / 2, o->buf))
+		return RCS_ERR_DB;
 	o->got = len / 2;
 	return RCS_OK;
 }

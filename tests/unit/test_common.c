@@ -133,6 +133,17 @@ static void test_text(void **state)
 	assert_string_equal(hex, "000fa5ff");
 	text_hex_encode(bytes, 0, hex);
 	assert_string_equal(hex, "");
+	{
+		unsigned char back[4] = {0};
+
+		/* decode: either case; a non-hex digit anywhere refuses the whole */
+		assert_true(text_hex_decode("000FA5ff", 4, back));
+		assert_memory_equal(back, bytes, 4);
+		assert_false(text_hex_decode("000fa5fg", 4, back));
+		assert_false(text_hex_decode("-00fa5ff", 4, back));
+		assert_int_equal(text_hex_digit('F'), 15);
+		assert_int_equal(text_hex_digit('%'), -1);
+	}
 }
 
 static void test_text_join(void **state)
