@@ -27,7 +27,8 @@ static enum rcs_err lifecycle_ends_apply(struct lifecycle *lc, struct lifecycle_
 	enum rcs_err err = RCS_OK;
 	size_t i = 0;
 
-	qsort(e->v, e->n, sizeof(*e->v), lifecycle_ends_cmp);
+	if (e->n > 1) /* a batch that ended no job has no array at all */
+		qsort(e->v, e->n, sizeof(*e->v), lifecycle_ends_cmp);
 	while (err == RCS_OK && i < e->n) {
 		long long failed = 0, succeeded = 0;
 		int64_t now = 0;
