@@ -393,6 +393,10 @@ json_object *proto_report_encode(const struct proto_report *r)
 	json_object_object_add(o, "response", jsonu_new_string_or_null(r->response));
 	if (r->error != NULL && r->status == JS_EDGE_ERROR)
 		json_object_object_add(o, "error", json_object_new_string(r->error));
+	if (r->phase != NULL)
+		json_object_object_add(o, "phase", json_object_new_string(r->phase));
+	if (r->within > 0 && r->phase != NULL && r->status == JS_EDGE_RUNNING)
+		json_object_object_add(o, "within", json_object_new_int64(r->within));
 	if (r->has_progress && r->status == JS_EDGE_RUNNING) {
 		json_object *p = json_object_new_object();
 
@@ -403,12 +407,11 @@ json_object *proto_report_encode(const struct proto_report *r)
 	return o;
 }
 
-/* A cause code: 1-PROTO_MAX_ERROR of a-z, 0-9 and _. */
-static bool proto_error_valid(const char *s)
+bool proto_word_valid(const char *s)
 {
 	size_t n = strlen(s);
 
-	if (n == 0 || n > PROTO_MAX_ERROR)
+	if (n == 0 || n > PROTO_MAX_ERROR || n > PROTO_MAX_PHASE)
 		return false;
 	for (size_t i = 0; i < n; i++)
 		if (!((s[i] >= 'a' && s[i] <= 'z') || (s[i] >= '0' && s[i] <= '9') || s[i] == '_'))
@@ -418,7 +421,18 @@ static bool proto_error_valid(const char *s)
 
 /* ---- a report's plain path: no JSON tree (proto_report_decode) ---- */
 
-enum report_member { RM_V, RM_JOB, RM_STATUS, RM_SEQ, RM_TS, RM_RESPONSE, RM_ERROR, RM__COUNT };
+enum report_member {
+	RM_V,
+	RM_JOB,
+	RM_STATUS,
+	RM_SEQ,
+	RM_TS,
+	RM_RESPONSE,
+	RM_ERROR,
+	RM_PHASE,
+	RM_WITHIN,
+	RM__COUNT
+};
 
 /* A member's value on the plain path: a string (NUL-terminated in the copy), a plain
  * non-negative integer, or null. */
@@ -485,8 +499,8 @@ static bool report_value(char *p, size_t len, size_t *i, struct report_value *v)
 /* The flat object of a report's members into m[] (each once, no other). */
 static bool report_members(char *p, size_t len, struct report_value m[RM__COUNT])
 {
-	static const char *const names[RM__COUNT] = {"v",  "job",      "status", "seq",
-						     "ts", "response", "error"};
+	static const char *const names[RM__COUNT] = {"v",        "job",   "status", "seq",   "ts",
+						     "response", "error", "phase",  "within"};
 	size_t i = 0;
 
 	while (i < len && report_ws(p[i]))
@@ -554,7 +568,12 @@ static bool proto_report_plain(const char *payload, size_t len, struct proto_rep
 	     (m[RM_RESPONSE].kind != RV_STRING || m[RM_RESPONSE].len > PROTO_MAX_RESPONSE)) ||
 	    (m[RM_ERROR].kind != RV_NONE && m[RM_ERROR].kind != RV_NULL &&
 	     (m[RM_ERROR].kind != RV_STRING || m[RM_ERROR].len > PROTO_MAX_ERROR ||
-	      !proto_error_valid(m[RM_ERROR].s))))
+	      !proto_word_valid(m[RM_ERROR].s))) ||
+	    (m[RM_PHASE].kind != RV_NONE && m[RM_PHASE].kind != RV_NULL &&
+	     (m[RM_PHASE].kind != RV_STRING || !proto_word_valid(m[RM_PHASE].s))) ||
+	    (m[RM_WITHIN].kind != RV_NONE && m[RM_WITHIN].kind != RV_NULL &&
+	     (m[RM_WITHIN].kind != RV_INT || m[RM_WITHIN].i < PROTO_WITHIN_MIN ||
+	      m[RM_WITHIN].i > PROTO_WITHIN_MAX)))
 		goto out;
 	memcpy(out->job, m[RM_JOB].s, UUID_STR_LEN);
 	out->seq = m[RM_SEQ].i;
@@ -562,6 +581,11 @@ static bool proto_report_plain(const char *payload, size_t len, struct proto_rep
 	out->response = m[RM_RESPONSE].kind == RV_STRING ? m[RM_RESPONSE].s : NULL;
 	out->error =
 	    m[RM_ERROR].kind == RV_STRING && out->status == JS_EDGE_ERROR ? m[RM_ERROR].s : NULL;
+	out->phase = m[RM_PHASE].kind == RV_STRING ? m[RM_PHASE].s : NULL;
+	out->within =
+	    m[RM_WITHIN].kind == RV_INT && out->phase != NULL && out->status == JS_EDGE_RUNNING
+		? m[RM_WITHIN].i
+		: 0;
 	out->text = p;
 	p = NULL;
 	ok = true;
@@ -605,11 +629,32 @@ static enum rcs_err proto_report_progress(struct proto_report *out, struct jsonu
 	return RCS_OK;
 }
 
+/* A report's "phase" (null or absent: none) and "within" (null or absent: 0; kept on an
+ * edge_running report with a phase only). */
+static enum rcs_err proto_report_phase(struct proto_report *out, struct jsonu_err *e)
+{
+	int64_t within = 0;
+	enum rcs_err err;
+
+	err = jsonu_get_string(out->root, "phase", false, PROTO_MAX_PHASE, &out->phase, NULL, e);
+	if (err != RCS_OK)
+		return err;
+	if (out->phase != NULL && !proto_word_valid(out->phase))
+		return jsonu_fail(e, "phase", "'phase' must be 1-32 of a-z, 0-9 and _");
+	err = jsonu_get_int(out->root, "within", false, PROTO_WITHIN_MIN, PROTO_WITHIN_MAX, &within,
+			    NULL, e);
+	if (err != RCS_OK)
+		return err;
+	out->within = out->phase != NULL && out->status == JS_EDGE_RUNNING ? (long long)within : 0;
+	return RCS_OK;
+}
+
 enum rcs_err proto_report_decode_json(const char *payload, size_t len, struct proto_report *out,
 				      struct jsonu_err *e)
 {
-	static const char *const keys[] = {"v",        "job",   "status",   "seq", "ts",
-					   "response", "error", "progress", NULL};
+	static const char *const keys[] = {"v",     "job",      "status", "seq",
+					   "ts",    "response", "error",  "progress",
+					   "phase", "within",   NULL};
 	const char *status = NULL;
 	int64_t seq = 0;
 	enum rcs_err err;
@@ -633,13 +678,15 @@ enum rcs_err proto_report_decode_json(const char *payload, size_t len, struct pr
 	    (err = jsonu_get_string(out->root, "error", false, PROTO_MAX_ERROR, &out->error, NULL,
 				    e)) != RCS_OK)
 		goto out;
-	if (out->error != NULL && !proto_error_valid(out->error)) {
+	if (out->error != NULL && !proto_word_valid(out->error)) {
 		err = jsonu_fail(e, "error", "'error' must be 1-32 of a-z, 0-9 and _");
 		goto out;
 	}
 	if (out->status != JS_EDGE_ERROR)
 		out->error = NULL; /* a cause only means something for edge_error */
-	err = proto_report_progress(out, e);
+	err = proto_report_phase(out, e);
+	if (err == RCS_OK)
+		err = proto_report_progress(out, e);
 	if (err != RCS_OK)
 		goto out;
 	out->seq = seq;

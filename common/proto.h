@@ -33,6 +33,9 @@
 #define PROTO_MAX_SCRIPT   (256 * 1024)
 #define PROTO_MAX_RESPONSE (64 * 1024)
 #define PROTO_MAX_ERROR    32 /* bytes of a report's cause code */
+#define PROTO_MAX_PHASE    32 /* bytes of a job's phase name (docs/mqtt.md "Status report") */
+#define PROTO_WITHIN_MIN   30 /* a "rebooting" report's within, seconds */
+#define PROTO_WITHIN_MAX   86400
 #define PROTO_MAX_TAGS     64
 /* A device's attributes (docs/mqtt.md "Device state"): at most 32, keys
  * [A-Za-z0-9_.-]{1,64}, values printable UTF-8 of at most 1024 bytes, 4 KiB of keys and
@@ -130,6 +133,12 @@ struct proto_report {
 	/* edge_running of a download: "progress": {"done", "total"} in bytes (docs/mqtt.md) */
 	bool has_progress;
 	int64_t progress_done, progress_total;
+	/* the phase the job runs in (rcs.reboot{resume = ...}, docs/lua-api.md); NULL: its
+	 * first run, or an older agent */
+	const char *phase;
+	/* edge_running "rebooting" with a phase: the seconds the device has to report again
+	 * (PROTO_WITHIN_MIN..MAX); 0: not given */
+	long long within;
 	json_object *root; /* what response and error point into: the parsed JSON, */
 	char *text;        /* or a copy of the payload (proto_report_decode's plain path) */
 };
@@ -145,6 +154,8 @@ enum rcs_err proto_report_decode(const char *payload, size_t len, struct proto_r
 enum rcs_err proto_report_decode_json(const char *payload, size_t len, struct proto_report *out,
 				      struct jsonu_err *e);
 void proto_report_free(struct proto_report *r);
+/* A cause code or a phase name: 1-32 of a-z, 0-9 and _. */
+bool proto_word_valid(const char *s);
 
 /* ---- device state (retained, and the Last Will) ---- */
 

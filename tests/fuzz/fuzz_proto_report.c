@@ -40,7 +40,10 @@ static void check_roundtrip(const struct proto_report *r)
 	FUZZ_CHECK(strcmp(r->job, again.job) == 0 && r->status == again.status &&
 		       r->seq == again.seq && r->ts == again.ts &&
 		       (r->response == NULL) == (again.response == NULL) &&
-		       (r->response == NULL || strcmp(r->response, again.response) == 0),
+		       (r->response == NULL || strcmp(r->response, again.response) == 0) &&
+		       (r->phase == NULL) == (again.phase == NULL) &&
+		       (r->phase == NULL || strcmp(r->phase, again.phase) == 0) &&
+		       r->within == again.within,
 		   "the report changed through encode and decode:\n%s", text);
 	proto_report_free(&again);
 	json_object_put(o);

@@ -227,7 +227,19 @@ static void make_report(char *out, size_t size, const char *long_text)
 					     "\"\"",
 					     "\"a23456789012345678901234567890123\"",
 					     "1"};
-	const char *members[10][2];
+	static const char *const phases[] = {NULL,
+					     NULL,
+					     "null",
+					     "\"verify\"",
+					     "\"install_2\"",
+					     "\"Verify\"",
+					     "\"\"",
+					     "\"a23456789012345678901234567890123\"",
+					     "\"ver\\u0069fy\"",
+					     "3"};
+	static const char *const withins[] = {NULL, NULL,    "null", "900", "30",    "86400",
+					      "29", "86401", "-5",   "1e3", "\"60\""};
+	const char *members[12][2];
 	size_t n = 0;
 
 	/* each member mostly one of its first (valid) variants */
@@ -239,6 +251,8 @@ static void make_report(char *out, size_t size, const char *long_text)
 	members[n][0] = "ts", members[n++][1] = PICK(tss, 3);
 	members[n][0] = "response", members[n++][1] = PICK(responses, 7);
 	members[n][0] = "error", members[n++][1] = PICK(errors, 5);
+	members[n][0] = "phase", members[n++][1] = PICK(phases, 5);
+	members[n][0] = "within", members[n++][1] = PICK(withins, 6);
 #undef PICK
 	if (rnd(20) == 0)
 		members[n][0] = "extra", members[n++][1] = "1";
@@ -357,6 +371,76 @@ static void test_report_progress(void **state)
 	}
 }
 
+/* A report's phase and a "rebooting" report's within (docs/mqtt.md "Status report"):
+ * encoded, decoded on both paths; within kept on edge_running with a phase only; malformed
+ * ones refused naming the member. */
+static void test_report_phase(void **state)
+{
+	static const char *const bad[][2] = {
+	    {"\"phase\":\"Verify\"", "phase"},
+	    {"\"phase\":\"\"", "phase"},
+	    {"\"phase\":3", "phase"},
+	    {"\"phase\":\"a23456789012345678901234567890123\"", "phase"},
+	    {"\"phase\":\"verify\",\"within\":29", "within"},
+	    {"\"phase\":\"verify\",\"within\":86401", "within"},
+	    {"\"phase\":\"verify\",\"within\":\"60\"", "within"}};
+	struct proto_report r = {.status = JS_EDGE_RUNNING,
+				 .seq = 4,
+				 .ts = 10,
+				 .response = "rebooting",
+				 .phase = "verify",
+				 .within = 600};
+	struct proto_report d;
+	struct jsonu_err e;
+	json_object *o;
+	const char *text;
+	char buf[512];
+	size_t len;
+
+	(void)state;
+	memcpy(r.job, JOB, sizeof(JOB));
+	o = proto_report_encode(&r);
+	text = jsonu_dump(o, &len);
+	assert_non_null(strstr(text, "\"phase\":\"verify\""));
+	assert_non_null(strstr(text, "\"within\":600"));
+	assert_int_equal(proto_report_decode(text, len, &d, &e), RCS_OK);
+	assert_string_equal(d.phase, "verify");
+	assert_int_equal(d.within, 600);
+	proto_report_free(&d);
+	assert_int_equal(proto_report_decode_json(text, len, &d, &e), RCS_OK);
+	assert_string_equal(d.phase, "verify");
+	assert_int_equal(d.within, 600);
+	proto_report_free(&d);
+	json_object_put(o);
+	/* a final report keeps its phase, never a within */
+	r.status = JS_TERMINATED;
+	o = proto_report_encode(&r);
+	text = jsonu_dump(o, &len);
+	assert_null(strstr(text, "within"));
+	assert_int_equal(proto_report_decode(text, len, &d, &e), RCS_OK);
+	assert_string_equal(d.phase, "verify");
+	assert_int_equal(d.within, 0);
+	proto_report_free(&d);
+	json_object_put(o);
+	/* a within without a phase: none */
+	snprintf(buf, sizeof(buf),
+		 "{\"v\":1,\"job\":\"%s\",\"status\":\"edge_running\",\"seq\":2,\"ts\":1,"
+		 "\"within\":60}",
+		 JOB);
+	assert_int_equal(proto_report_decode(buf, strlen(buf), &d, &e), RCS_OK);
+	assert_null(d.phase);
+	assert_int_equal(d.within, 0);
+	proto_report_free(&d);
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		snprintf(buf, sizeof(buf),
+			 "{\"v\":1,\"job\":\"%s\",\"status\":\"edge_running\",\"seq\":2,"
+			 "\"ts\":1,%s}",
+			 JOB, bad[i][0]);
+		assert_int_not_equal(proto_report_decode(buf, strlen(buf), &d, &e), RCS_OK);
+		assert_string_equal(e.field, bad[i][1]);
+	}
+}
+
 static void test_report_plain_path_as_json(void **state)
 {
 	size_t size = PROTO_MAX_RESPONSE + 4096, plain = 0, accepted = 0;
@@ -391,6 +475,10 @@ static void test_report_plain_path_as_json(void **state)
 			assert_int_equal(a.error == NULL, b.error == NULL);
 			if (a.error)
 				assert_string_equal(a.error, b.error);
+			assert_int_equal(a.phase == NULL, b.phase == NULL);
+			if (a.phase)
+				assert_string_equal(a.phase, b.phase);
+			assert_int_equal(a.within, b.within);
 		} else {
 			assert_string_equal(ea.field, eb.field);
 			assert_string_equal(ea.message, eb.message);
@@ -541,6 +629,7 @@ int main(void)
 	    cmocka_unit_test(test_report),
 	    cmocka_unit_test(test_report_plain_path_as_json),
 	    cmocka_unit_test(test_report_progress),
+	    cmocka_unit_test(test_report_phase),
 	    cmocka_unit_test(test_state_and_cancel),
 	    cmocka_unit_test(test_envelope_checks_script_hash),
 	};
