@@ -183,6 +183,24 @@ const char *cli_when(json_object *o, const char *k, char *out, size_t len)
 	return out;
 }
 
+const char *cli_join(json_object *a, const char *sep, char *out, size_t len)
+{
+	size_t o = 0;
+
+	out[0] = '\0';
+	for (size_t i = 0;
+	     a && json_object_is_type(a, json_type_array) && i < json_object_array_length(a); i++) {
+		int n = snprintf(out + o, len - o, "%s%s", o ? sep : "",
+				 json_object_get_string(json_object_array_get_idx(a, i)));
+		if (n < 0 || (size_t)n >= len - o) {
+			out[o] = '\0'; /* the strings that fit whole */
+			break;
+		}
+		o += (size_t)n;
+	}
+	return out;
+}
+
 const char *cli_group_progress(json_object *g, char *out, size_t len)
 {
 	json_object *counts = jsonu_member(g, "counts"), *p = jsonu_member(g, "progress");

@@ -115,6 +115,10 @@ const char *cli_time(json_object *o, const char *k, char *out, size_t len);
 /* The same for a table: to the second, without the date today (table_time_short). */
 const char *cli_when(json_object *o, const char *k, char *out, size_t len);
 
+/* The strings of array a joined by sep into out (len bytes): those that fit whole; "" for
+ * none. Returns out. */
+const char *cli_join(json_object *a, const char *sep, char *out, size_t len);
+
 /* A group's progress for a table (docs/cli.md "Groups and watch"): "done/total", done the
  * devices whose latest attempt has ended (`counts`, else `statuses`, in final statuses),
  * total their sum (else `total`); NULL when g has no counts. */

@@ -10,95 +10,60 @@
 
 #include "cli.h"
 #include "jsonu.h"
+#include "list.h"
 #include "send.h"
 #include "table.h"
 #include "uuid.h"
 
-/* The strings of array a joined by "," into out. */
+/* The strings of array a joined by "," into out; "-" for none. */
 static const char *admin_join(json_object *a, char *out, size_t len)
 {
-	size_t o = 0;
-
-	out[0] = '\0';
-	for (size_t i = 0;
-	     a && json_object_is_type(a, json_type_array) && i < json_object_array_length(a); i++) {
-		int n = snprintf(out + o, len - o, "%s%s", o ? "," : "",
-				 json_object_get_string(json_object_array_get_idx(a, i)));
-		if (n < 0 || (size_t)n >= len - o)
-			break;
-		o += (size_t)n;
-	}
-	return out[0] ? out : "-";
+	return cli_join(a, ",", out, len)[0] ? out : "-";
 }
 
-/* GET path (a list, with the paging options) into r; CLI_OK with the page to print. */
-static int admin_list(struct cli *c, struct buf *path, struct http_resp *r, bool *printed)
+/* GET path (a list: the paging options added) as a table by l. */
+static int admin_list(struct cli *c, struct buf *path, const struct list_spec *l)
 {
-	int rc;
-
-	*printed = false;
 	if (cli_query_paging(c, path) != RCS_OK)
 		return cli_fail(c, CLI_USAGE, "the filters are too long");
-	rc = cli_call(c, "GET", path->data, NULL, r, NULL);
-	if (rc == CLI_OK && c->o.json) {
-		cli_print_raw(r);
-		*printed = true;
-	}
-	return rc;
+	return list_run(c, path->data, l);
+}
+
+/* A cell of array a's strings joined by ",". */
+static const char *admin_join_cell(struct list_row *r, const char *key)
+{
+	char *out = list_cell(r, 512);
+
+	return out ? admin_join(jsonu_member(r->item, key), out, 512) : NULL;
 }
 
 /* ---- keys ---- */
 
+static void keys_row(struct list_row *r, const char **cells)
+{
+	cells[0] = list_short(r, 0);
+	cells[1] = cli_str(r->item, "user");
+	cells[2] = cli_str(r->item, "role");
+	cells[3] = list_when(r, "created_at");
+	cells[4] = list_when(r, "revoked_at");
+}
+
 int cmd_keys_list(struct cli *c)
 {
 	static const char *const heads[] = {"IDENT", "USER", "ROLE", "CREATED", "REVOKED"};
+	static const struct list_spec l = {.heads = heads,
+					   .ncols = 5,
+					   .keep = 1u << 0 | 1u << 2 | 1u << 3 | 1u << 4,
+					   .idents = {"ident"},
+					   .row = keys_row};
 	struct buf path;
-	struct http_resp r = {0};
-	struct table t;
-	json_object *items;
-	const char **ids = NULL;
-	size_t n, len;
-	bool printed;
 	int rc;
 
 	buf_init(&path, CLI_MAX_PATH);
-	table_init(&t, 5, heads);
-	if (buf_appendf(&path, "/keys") != RCS_OK) {
+	if (buf_appendf(&path, "/keys") != RCS_OK)
 		rc = cli_fail(c, CLI_USAGE, "out of memory");
-		goto out;
-	}
-	rc = admin_list(c, &path, &r, &printed);
-	if (rc != CLI_OK || printed)
-		goto out;
-	items = cli_array(r.json, "items");
-	ids = cli_idents(items, "ident", &n);
-	if (ids == NULL) {
-		rc = cli_fail(c, CLI_API, "out of memory");
-		goto out;
-	}
-	len = table_short_len(ids, n);
-	table_keep(&t, 0);
-	table_keep(&t, 2);
-	table_keep(&t, 3);
-	table_keep(&t, 4);
-	for (size_t i = 0; items && i < json_object_array_length(items); i++) {
-		json_object *it = json_object_array_get_idx(items, i);
-		char id[UUID_STR_LEN], made[32], gone[32];
-		const char *row[] = {table_short(id, sizeof(id), cli_str(it, "ident"), len),
-				     cli_str(it, "user"), cli_str(it, "role"),
-				     cli_when(it, "created_at", made, sizeof(made)),
-				     cli_when(it, "revoked_at", gone, sizeof(gone))};
-		if (table_add(&t, row) != RCS_OK) {
-			rc = cli_fail(c, CLI_API, "out of memory");
-			goto out;
-		}
-	}
-	table_print(&t, stdout, table_term_width());
-	cli_page_footer(r.json);
-out:
-	free(ids);
-	table_free(&t);
-	http_resp_free(&r);
+	else
+		rc = admin_list(c, &path, &l);
 	buf_free(&path);
 	return rc;
 }
@@ -159,58 +124,33 @@ out:
 
 /* ---- webhooks ---- */
 
+static void webhooks_row(struct list_row *r, const char **cells)
+{
+	cells[0] = list_short(r, 0);
+	cells[1] = cli_str(r->item, "url");
+	cells[2] = admin_join_cell(r, "events");
+	cells[3] = admin_join_cell(r, "statuses");
+	cells[4] = cli_text(r->item, "active");
+	cells[5] = list_when(r, "created_at");
+}
+
 int cmd_webhooks_list(struct cli *c)
 {
 	static const char *const heads[] = {"IDENT",    "URL",    "EVENTS",
 					    "STATUSES", "ACTIVE", "CREATED"};
+	static const struct list_spec l = {.heads = heads,
+					   .ncols = 6,
+					   .keep = 1u << 0 | 1u << 4 | 1u << 5,
+					   .idents = {"ident"},
+					   .row = webhooks_row};
 	struct buf path;
-	struct http_resp r = {0};
-	struct table t;
-	json_object *items;
-	const char **ids = NULL;
-	size_t n, len;
-	bool printed;
 	int rc;
 
 	buf_init(&path, CLI_MAX_PATH);
-	table_init(&t, 6, heads);
-	if (buf_appendf(&path, "/webhooks") != RCS_OK) {
+	if (buf_appendf(&path, "/webhooks") != RCS_OK)
 		rc = cli_fail(c, CLI_USAGE, "out of memory");
-		goto out;
-	}
-	rc = admin_list(c, &path, &r, &printed);
-	if (rc != CLI_OK || printed)
-		goto out;
-	items = cli_array(r.json, "items");
-	ids = cli_idents(items, "ident", &n);
-	if (ids == NULL) {
-		rc = cli_fail(c, CLI_API, "out of memory");
-		goto out;
-	}
-	len = table_short_len(ids, n);
-	table_keep(&t, 0);
-	table_keep(&t, 4);
-	table_keep(&t, 5);
-	for (size_t i = 0; items && i < json_object_array_length(items); i++) {
-		json_object *it = json_object_array_get_idx(items, i);
-		char id[UUID_STR_LEN], ev[256], st[512], made[32];
-		const char *row[] = {table_short(id, sizeof(id), cli_str(it, "ident"), len),
-				     cli_str(it, "url"),
-				     admin_join(jsonu_member(it, "events"), ev, sizeof(ev)),
-				     admin_join(jsonu_member(it, "statuses"), st, sizeof(st)),
-				     cli_text(it, "active"),
-				     cli_when(it, "created_at", made, sizeof(made))};
-		if (table_add(&t, row) != RCS_OK) {
-			rc = cli_fail(c, CLI_API, "out of memory");
-			goto out;
-		}
-	}
-	table_print(&t, stdout, table_term_width());
-	cli_page_footer(r.json);
-out:
-	free(ids);
-	table_free(&t);
-	http_resp_free(&r);
+	else
+		rc = admin_list(c, &path, &l);
 	buf_free(&path);
 	return rc;
 }
@@ -371,65 +311,39 @@ int cmd_webhooks_delete(struct cli *c)
 	return rc;
 }
 
+static void deliveries_row(struct list_row *r, const char **cells)
+{
+	json_object *att = cli_array(r->item, "attempts");
+
+	cells[0] = list_short(r, 0);
+	cells[1] = list_when(r, "ts");
+	cells[2] = cli_str(r->item, "type");
+	cells[3] = list_short(r, 1);
+	cells[4] = cli_str(r->item, "status");
+	cells[5] = cli_str(r->item, "state");
+	cells[6] = list_printf(r, "%zu", att ? json_object_array_length(att) : 0);
+	cells[7] = cli_str(r->item, "last_error");
+}
+
 int cmd_webhooks_deliveries(struct cli *c)
 {
 	static const char *const heads[] = {"ID",     "CHANGED", "TYPE",  "SUBJECT",
 					    "STATUS", "STATE",   "TRIES", "LAST ERROR"};
+	static const struct list_spec l = {.heads = heads,
+					   .ncols = 8,
+					   .keep = 0x7fu & ~(1u << 2),
+					   .idents = {"id", "subject"},
+					   .row = deliveries_row};
 	char id[UUID_STR_LEN], suffix[96] = "/deliveries";
 	struct http_resp r = {0};
-	struct table t;
-	json_object *items;
-	const char **ids = NULL, **subs = NULL;
-	size_t n, len, slen;
 	int rc;
 
-	table_init(&t, 8, heads);
 	if (c->o.page > 0 || c->o.per_page > 0)
 		snprintf(suffix, sizeof(suffix), "/deliveries?page=%lld&per_page=%lld",
 			 c->o.page > 0 ? c->o.page : 1, c->o.per_page > 0 ? c->o.per_page : 50);
 	rc = webhooks_one(c, "GET", suffix, NULL, &r, id);
-	if (rc != CLI_OK)
-		goto out;
-	if (c->o.json) {
-		cli_print_raw(&r);
-		goto out;
-	}
-	items = cli_array(r.json, "items");
-	ids = cli_idents(items, "id", &n);
-	subs = cli_idents(items, "subject", &n);
-	if (ids == NULL || subs == NULL) {
-		rc = cli_fail(c, CLI_API, "out of memory");
-		goto out;
-	}
-	len = table_short_len(ids, n);
-	slen = table_short_len(subs, n);
-	for (size_t k = 0; k < 7; k++)
-		if (k != 2)
-			table_keep(&t, k);
-	for (size_t i = 0; items && i < json_object_array_length(items); i++) {
-		json_object *it = json_object_array_get_idx(items, i);
-		json_object *att = cli_array(it, "attempts");
-		char did[UUID_STR_LEN], sub[UUID_STR_LEN], tm[32], tries[16];
-		snprintf(tries, sizeof(tries), "%zu", att ? json_object_array_length(att) : 0);
-		const char *row[] = {table_short(did, sizeof(did), cli_str(it, "id"), len),
-				     cli_when(it, "ts", tm, sizeof(tm)),
-				     cli_str(it, "type"),
-				     table_short(sub, sizeof(sub), cli_str(it, "subject"), slen),
-				     cli_str(it, "status"),
-				     cli_str(it, "state"),
-				     tries,
-				     cli_str(it, "last_error")};
-		if (table_add(&t, row) != RCS_OK) {
-			rc = cli_fail(c, CLI_API, "out of memory");
-			goto out;
-		}
-	}
-	table_print(&t, stdout, table_term_width());
-	cli_page_footer(r.json);
-out:
-	free(ids);
-	free(subs);
-	table_free(&t);
+	if (rc == CLI_OK)
+		rc = list_print(c, &r, &l);
 	http_resp_free(&r);
 	return rc;
 }
@@ -464,22 +378,31 @@ static int admin_time(struct cli *c, const char *opt, const char *s, char *out, 
 			opt, s);
 }
 
+static void audit_row(struct list_row *r, const char **cells)
+{
+	cells[0] = list_when(r, "ts");
+	cells[1] = cli_str(r->item, "user");
+	cells[2] = cli_str(r->item, "method");
+	cells[3] = list_printf(r, "%lld", (long long)cli_int(r->item, "status_code"));
+	cells[4] = cli_str(r->item, "path");
+	cells[5] = list_short(r, 0);
+	cells[6] = cli_str(r->item, "remote");
+}
+
 int cmd_audit(struct cli *c)
 {
 	static const char *const heads[] = {"TIME", "USER",   "METHOD", "CODE",
 					    "PATH", "TARGET", "REMOTE"};
+	static const struct list_spec l = {.heads = heads,
+					   .ncols = 7,
+					   .keep = 1u << 0 | 1u << 2 | 1u << 3 | 1u << 5,
+					   .idents = {"target"},
+					   .row = audit_row};
 	char since[32], until[32];
 	struct buf path;
-	struct http_resp r = {0};
-	struct table t;
-	json_object *items;
-	const char **tids = NULL;
-	size_t n, tlen;
-	bool printed;
 	int rc;
 
 	buf_init(&path, CLI_MAX_PATH);
-	table_init(&t, 7, heads);
 	rc = admin_time(c, "since", c->o.since, since, sizeof(since));
 	if (rc == CLI_OK)
 		rc = admin_time(c, "until", c->o.until, until, sizeof(until));
@@ -493,43 +416,8 @@ int cmd_audit(struct cli *c)
 		rc = cli_fail(c, CLI_USAGE, "the filters are too long");
 		goto out;
 	}
-	rc = admin_list(c, &path, &r, &printed);
-	if (rc != CLI_OK || printed)
-		goto out;
-	items = cli_array(r.json, "items");
-	tids = cli_idents(items, "target", &n);
-	if (tids == NULL) {
-		rc = cli_fail(c, CLI_API, "out of memory");
-		goto out;
-	}
-	tlen = table_short_len(tids, n);
-	table_keep(&t, 0);
-	table_keep(&t, 2);
-	table_keep(&t, 3);
-	table_keep(&t, 5);
-	for (size_t i = 0; items && i < json_object_array_length(items); i++) {
-		json_object *it = json_object_array_get_idx(items, i);
-		char tm[32], code[16], target[UUID_STR_LEN + 64];
-		snprintf(code, sizeof(code), "%lld", (long long)cli_int(it, "status_code"));
-		const char *row[] = {
-		    cli_when(it, "ts", tm, sizeof(tm)),
-		    cli_str(it, "user"),
-		    cli_str(it, "method"),
-		    code,
-		    cli_str(it, "path"),
-		    table_short(target, sizeof(target), cli_str(it, "target"), tlen),
-		    cli_str(it, "remote")};
-		if (table_add(&t, row) != RCS_OK) {
-			rc = cli_fail(c, CLI_API, "out of memory");
-			goto out;
-		}
-	}
-	table_print(&t, stdout, table_term_width());
-	cli_page_footer(r.json);
+	rc = admin_list(c, &path, &l);
 out:
-	free(tids);
-	table_free(&t);
-	http_resp_free(&r);
 	buf_free(&path);
 	return rc;
 }

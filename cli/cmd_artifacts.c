@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "list.h"
 #include "jsonu.h"
 #include "table.h"
 #include "uuid.h"
@@ -425,64 +426,51 @@ out:
 
 /* ---- list, show, rm ---- */
 
+/* An artifact in a table: the first digits of its SHA-256. */
+static const char *art_short_text(char *out, size_t len, const char *hex, size_t digits)
+{
+	snprintf(out, len, "%.*s", (int)digits, hex ? hex : "-");
+	return out;
+}
+
+static void art_row(struct list_row *r, const char **cells)
+{
+	json_object *used = cli_array(r->item, "used_by");
+	size_t nu = used ? json_object_array_length(used) : 0;
+	char *sz = list_cell(r, 24);
+
+	if (sz)
+		table_bytes(sz, 24, cli_int(r->item, "size"));
+	cells[0] = list_short(r, 0);
+	cells[1] = cli_str(r->item, "name");
+	cells[2] = sz;
+	cells[3] = used == NULL ? NULL
+		   : nu == 0    ? "-"
+				: list_printf(r, "%zu task%s", nu, nu == 1 ? "" : "s");
+	cells[4] = list_when(r, "created_at");
+}
+
 int cmd_artifacts_list(struct cli *c)
 {
 	static const char *const heads[] = {"IDENT", "NAME", "SIZE", "USED BY", "CREATED"};
+	static const struct list_spec l = {.heads = heads,
+					   .ncols = 5,
+					   .keep = 1u << 0 | 1u << 2 | 1u << 4,
+					   .idents = {"sha256"},
+					   .short_len = cli_artifact_short_len,
+					   .short_text = art_short_text,
+					   .hint = ART_NO_ROUTE,
+					   .row = art_row};
 	struct buf path;
-	struct http_resp r = {0};
-	struct table t;
-	json_object *items;
-	const char **hexes = NULL;
-	size_t n = 0, len;
 	int rc;
 
 	buf_init(&path, CLI_MAX_PATH);
-	table_init(&t, 5, heads);
 	if (buf_appendf(&path, "/artifacts") != RCS_OK || cli_query_paging(c, &path) != RCS_OK ||
 	    cli_query(&path, "sort", c->o.sort) != RCS_OK ||
-	    cli_query(&path, "name", c->o.name) != RCS_OK) {
+	    cli_query(&path, "name", c->o.name) != RCS_OK)
 		rc = cli_fail(c, CLI_USAGE, "the filters are too long");
-		goto out;
-	}
-	rc = cli_call(c, "GET", path.data, NULL, &r, ART_NO_ROUTE);
-	if (rc != CLI_OK)
-		goto out;
-	if (c->o.json) {
-		cli_print_raw(&r);
-		goto out;
-	}
-	items = cli_array(r.json, "items");
-	hexes = cli_idents(items, "sha256", &n);
-	if (hexes == NULL) {
-		rc = cli_fail(c, CLI_API, "out of memory");
-		goto out;
-	}
-	len = cli_artifact_short_len(hexes, n);
-	table_keep(&t, 0);
-	table_keep(&t, 2);
-	table_keep(&t, 4);
-	for (size_t i = 0; i < n; i++) {
-		json_object *it = json_object_array_get_idx(items, i);
-		json_object *used = cli_array(it, "used_by");
-		size_t nu = used ? json_object_array_length(used) : 0;
-		char id[80], sz[24], by[32], when[32];
-
-		snprintf(id, sizeof(id), "%.*s", (int)len, hexes[i] ? hexes[i] : "-");
-		table_bytes(sz, sizeof(sz), cli_int(it, "size"));
-		snprintf(by, sizeof(by), nu == 0 ? "-" : "%zu task%s", nu, nu == 1 ? "" : "s");
-		const char *row[] = {id, cli_str(it, "name"), sz, used ? by : NULL,
-				     cli_when(it, "created_at", when, sizeof(when))};
-		if (table_add(&t, row) != RCS_OK) {
-			rc = cli_fail(c, CLI_API, "out of memory");
-			goto out;
-		}
-	}
-	table_print(&t, stdout, table_term_width());
-	cli_page_footer(r.json);
-out:
-	free(hexes);
-	table_free(&t);
-	http_resp_free(&r);
+	else
+		rc = list_run(c, path.data, &l);
 	buf_free(&path);
 	return rc;
 }

@@ -8,40 +8,36 @@
 
 #include "cli.h"
 #include "jsonu.h"
+#include "list.h"
 #include "table.h"
 #include "uuid.h"
 
-/* The strings of array a joined by ", " into out. */
-static const char *devices_join(json_object *a, char *out, size_t len)
+static void devices_row(struct list_row *r, const char **cells)
 {
-	size_t o = 0;
+	char *tags = list_cell(r, 1024), *rtags = list_cell(r, 1024);
 
-	out[0] = '\0';
-	for (size_t i = 0;
-	     a && json_object_is_type(a, json_type_array) && i < json_object_array_length(a); i++) {
-		int n = snprintf(out + o, len - o, "%s%s", o ? ", " : "",
-				 json_object_get_string(json_object_array_get_idx(a, i)));
-		if (n < 0 || (size_t)n >= len - o)
-			break;
-		o += (size_t)n;
-	}
-	return out;
+	cells[0] = list_short(r, 0);
+	cells[1] = cli_str(r->item, "name");
+	cells[2] = cli_text(r->item, "online");
+	cells[3] = tags ? cli_join(jsonu_member(r->item, "tags"), ", ", tags, 1024) : NULL;
+	cells[4] =
+	    rtags ? cli_join(jsonu_member(r->item, "reported_tags"), ", ", rtags, 1024) : NULL;
+	cells[5] = list_when(r, "last_seen");
 }
 
 int cmd_devices_list(struct cli *c)
 {
 	static const char *const heads[] = {"IDENT", "NAME",          "ONLINE",
 					    "TAGS",  "REPORTED TAGS", "LAST SEEN"};
+	static const struct list_spec l = {.heads = heads,
+					   .ncols = 6,
+					   .keep = 1u << 0 | 1u << 5,
+					   .idents = {"entity_ident"},
+					   .row = devices_row};
 	struct buf path;
-	struct http_resp r = {0};
-	struct table t;
-	json_object *items;
-	const char **ids = NULL;
-	size_t n, len;
 	int rc;
 
 	buf_init(&path, CLI_MAX_PATH);
-	table_init(&t, 6, heads);
 	if (c->o.tag.n > 1) {
 		rc = cli_fail(c, CLI_USAGE, "--tag: one tag at most");
 		goto out;
@@ -58,43 +54,8 @@ int cmd_devices_list(struct cli *c)
 		rc = cli_fail(c, CLI_USAGE, "the filters are too long");
 		goto out;
 	}
-	rc = cli_call(c, "GET", path.data, NULL, &r, NULL);
-	if (rc != CLI_OK)
-		goto out;
-	if (c->o.json) {
-		cli_print_raw(&r);
-		goto out;
-	}
-	items = cli_array(r.json, "items");
-	ids = cli_idents(items, "entity_ident", &n);
-	if (ids == NULL) {
-		rc = cli_fail(c, CLI_API, "out of memory");
-		goto out;
-	}
-	len = table_short_len(ids, n);
-	table_keep(&t, 0);
-	table_keep(&t, 5);
-	for (size_t i = 0; items && i < json_object_array_length(items); i++) {
-		json_object *it = json_object_array_get_idx(items, i);
-		char tags[1024], rtags[1024], seen[32], id[UUID_STR_LEN];
-		const char *row[] = {
-		    table_short(id, sizeof(id), cli_str(it, "entity_ident"), len),
-		    cli_str(it, "name"),
-		    cli_text(it, "online"),
-		    devices_join(jsonu_member(it, "tags"), tags, sizeof(tags)),
-		    devices_join(jsonu_member(it, "reported_tags"), rtags, sizeof(rtags)),
-		    cli_when(it, "last_seen", seen, sizeof(seen))};
-		if (table_add(&t, row) != RCS_OK) {
-			rc = cli_fail(c, CLI_API, "out of memory");
-			goto out;
-		}
-	}
-	table_print(&t, stdout, table_term_width());
-	cli_page_footer(r.json);
+	rc = list_run(c, path.data, &l);
 out:
-	free(ids);
-	table_free(&t);
-	http_resp_free(&r);
 	buf_free(&path);
 	return rc;
 }
@@ -126,9 +87,9 @@ static void devices_print(json_object *d)
 	table_kv(stdout, "ident", cli_str(d, "entity_ident"));
 	table_kv(stdout, "name", cli_str(d, "name"));
 	table_kv(stdout, "online", cli_text(d, "online"));
-	table_kv(stdout, "tags", devices_join(jsonu_member(d, "tags"), tags, sizeof(tags)));
+	table_kv(stdout, "tags", cli_join(jsonu_member(d, "tags"), ", ", tags, sizeof(tags)));
 	table_kv(stdout, "reported_tags",
-		 devices_join(jsonu_member(d, "reported_tags"), tags, sizeof(tags)));
+		 cli_join(jsonu_member(d, "reported_tags"), ", ", tags, sizeof(tags)));
 	table_kv(stdout, "agent_version", cli_str(d, "agent_version"));
 	table_kv(stdout, "attributes",
 		 devices_attrs(jsonu_member(d, "attributes"), attrs, sizeof(attrs)));
@@ -257,7 +218,7 @@ int cmd_devices_tag(struct cli *c)
 		cli_print_raw(&w);
 	else
 		printf("device %s tags: %s\n", cli_show(w.json, "name"),
-		       devices_join(jsonu_member(w.json, "tags"), tags, sizeof(tags)));
+		       cli_join(jsonu_member(w.json, "tags"), ", ", tags, sizeof(tags)));
 out:
 	json_object_put(body);
 	http_resp_free(&r);

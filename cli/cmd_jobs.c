@@ -10,6 +10,7 @@
 
 #include "cli.h"
 #include "jsonu.h"
+#include "list.h"
 #include "status.h"
 #include "table.h"
 #include "uuid.h"
@@ -323,72 +324,42 @@ static json_object *groups_counted(struct cli *c, json_object *it, struct http_r
 	return r->json;
 }
 
+static void groups_row(struct list_row *r, const char **cells)
+{
+	struct http_resp g = {0};
+	char *prog = list_cell(r, 48);
+
+	cells[0] = list_short(r, 0);
+	cells[1] = cli_str(r->item, "name");
+	cells[2] = list_short(r, 1);
+	cells[3] = cli_str(r->item, "status");
+	/* a copy: the group read for it (an older coordinator's list) is freed at once */
+	cells[4] =
+	    prog ? cli_group_progress(groups_counted(r->spec->ctx, r->item, &g), prog, 48) : NULL;
+	cells[5] = cli_str(r->item, "created_user");
+	cells[6] = list_when(r, "created_at");
+	http_resp_free(&g);
+}
+
 int cmd_groups_list(struct cli *c)
 {
 	static const char *const heads[] = {"IDENT",    "NAME",       "TASK",   "STATUS",
 					    "PROGRESS", "CREATED BY", "CREATED"};
+	const struct list_spec l = {.heads = heads,
+				    .ncols = 7,
+				    .keep = 0x7fu & ~(1u << 1 | 1u << 5),
+				    .idents = {"ident", "task_ident"},
+				    .row = groups_row,
+				    .ctx = c};
 	struct buf path;
-	struct http_resp r = {0};
-	struct table t;
-	json_object *items;
-	const char **gids = NULL, **tids = NULL;
-	size_t n, glen, tlen;
 	int rc;
 
 	buf_init(&path, CLI_MAX_PATH);
-	table_init(&t, 7, heads);
 	if (buf_appendf(&path, "/groups") != RCS_OK || cli_query_paging(c, &path) != RCS_OK ||
-	    cli_query(&path, "status", c->o.status) != RCS_OK) {
+	    cli_query(&path, "status", c->o.status) != RCS_OK)
 		rc = cli_fail(c, CLI_USAGE, "the filters are too long");
-		goto out;
-	}
-	rc = cli_call(c, "GET", path.data, NULL, &r, NULL);
-	if (rc != CLI_OK)
-		goto out;
-	if (c->o.json) {
-		cli_print_raw(&r);
-		goto out;
-	}
-	items = cli_array(r.json, "items");
-	gids = cli_idents(items, "ident", &n);
-	tids = cli_idents(items, "task_ident", &n);
-	if (gids == NULL || tids == NULL) {
-		rc = cli_fail(c, CLI_API, "out of memory");
-		goto out;
-	}
-	glen = table_short_len(gids, n);
-	tlen = table_short_len(tids, n);
-	for (size_t col = 0; col < 7; col++)
-		if (col != 1 && col != 5)
-			table_keep(&t, col);
-	for (size_t i = 0; items && i < json_object_array_length(items); i++) {
-		json_object *it = json_object_array_get_idx(items, i);
-		struct http_resp g = {0};
-		char tm[32], prog[48];
-		char id[UUID_STR_LEN], task[UUID_STR_LEN];
-		const char *row[] = {
-		    table_short(id, sizeof(id), cli_str(it, "ident"), glen),
-		    cli_str(it, "name"),
-		    table_short(task, sizeof(task), cli_str(it, "task_ident"), tlen),
-		    cli_str(it, "status"),
-		    cli_group_progress(groups_counted(c, it, &g), prog, sizeof(prog)),
-		    cli_str(it, "created_user"),
-		    cli_when(it, "created_at", tm, sizeof(tm))};
-		enum rcs_err err = table_add(&t, row);
-
-		http_resp_free(&g);
-		if (err != RCS_OK) {
-			rc = cli_fail(c, CLI_API, "out of memory");
-			goto out;
-		}
-	}
-	table_print(&t, stdout, table_term_width());
-	cli_page_footer(r.json);
-out:
-	free(gids);
-	free(tids);
-	table_free(&t);
-	http_resp_free(&r);
+	else
+		rc = list_run(c, path.data, &l);
 	buf_free(&path);
 	return rc;
 }

@@ -8,6 +8,7 @@
 
 #include "cli.h"
 #include "jsonu.h"
+#include "list.h"
 #include "table.h"
 #include "uuid.h"
 
@@ -36,66 +37,41 @@ static void tasks_vars(json_object *vi, char *out, size_t len)
 	}
 }
 
+static void tasks_row(struct list_row *r, const char **cells)
+{
+	char *vars = list_cell(r, 512);
+
+	if (vars)
+		tasks_vars(jsonu_member(r->item, "variables_info"), vars, 512);
+	cells[0] = list_short(r, 0);
+	cells[1] = cli_str(r->item, "name");
+	cells[2] = cli_str(r->item, "script");
+	cells[3] = list_printf(r, "%lld", (long long)cli_int(r->item, "version"));
+	cells[4] = cli_text(r->item, "active");
+	cells[5] = vars;
+	cells[6] = list_when(r, "update_at");
+}
+
 int cmd_tasks_list(struct cli *c)
 {
 	static const char *const heads[] = {"IDENT",  "NAME",      "SCRIPT", "VER",
 					    "ACTIVE", "VARIABLES", "UPDATED"};
+	static const struct list_spec l = {.heads = heads,
+					   .ncols = 7,
+					   .keep = 1u << 0 | 1u << 6,
+					   .idents = {"ident"},
+					   .row = tasks_row};
 	struct buf path;
-	struct http_resp r = {0};
-	struct table t;
-	json_object *items;
-	const char **ids = NULL;
-	size_t n, len;
 	int rc;
 
 	buf_init(&path, CLI_MAX_PATH);
-	table_init(&t, 7, heads);
 	if (buf_appendf(&path, "/tasks") != RCS_OK || cli_query_paging(c, &path) != RCS_OK ||
 	    cli_query(&path, "sort", c->o.sort) != RCS_OK ||
 	    cli_query(&path, "name", c->o.name) != RCS_OK ||
-	    cli_query(&path, "hide", c->o.hidden ? "true" : NULL) != RCS_OK) {
+	    cli_query(&path, "hide", c->o.hidden ? "true" : NULL) != RCS_OK)
 		rc = cli_fail(c, CLI_USAGE, "the filters are too long");
-		goto out;
-	}
-	rc = cli_call(c, "GET", path.data, NULL, &r, NULL);
-	if (rc != CLI_OK)
-		goto out;
-	if (c->o.json) {
-		cli_print_raw(&r);
-		goto out;
-	}
-	items = cli_array(r.json, "items");
-	ids = cli_idents(items, "ident", &n);
-	if (ids == NULL) {
-		rc = cli_fail(c, CLI_API, "out of memory");
-		goto out;
-	}
-	len = table_short_len(ids, n);
-	table_keep(&t, 0);
-	table_keep(&t, 6);
-	for (size_t i = 0; items && i < json_object_array_length(items); i++) {
-		json_object *it = json_object_array_get_idx(items, i);
-		char ver[24], vars[512], upd[32], id[UUID_STR_LEN];
-		snprintf(ver, sizeof(ver), "%lld", (long long)cli_int(it, "version"));
-		tasks_vars(jsonu_member(it, "variables_info"), vars, sizeof(vars));
-		const char *row[] = {table_short(id, sizeof(id), cli_str(it, "ident"), len),
-				     cli_str(it, "name"),
-				     cli_str(it, "script"),
-				     ver,
-				     cli_text(it, "active"),
-				     vars,
-				     cli_when(it, "update_at", upd, sizeof(upd))};
-		if (table_add(&t, row) != RCS_OK) {
-			rc = cli_fail(c, CLI_API, "out of memory");
-			goto out;
-		}
-	}
-	table_print(&t, stdout, table_term_width());
-	cli_page_footer(r.json);
-out:
-	free(ids);
-	table_free(&t);
-	http_resp_free(&r);
+	else
+		rc = list_run(c, path.data, &l);
 	buf_free(&path);
 	return rc;
 }

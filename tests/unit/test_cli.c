@@ -19,6 +19,7 @@
 #include "cli.h"
 #include "config.h"
 #include "http.h"
+#include "list.h"
 #include "send.h"
 #include "table.h"
 #include "watch.h"
@@ -112,6 +113,78 @@ static void test_send_window_exponential(void **state)
 	assert_true(d == 1.5);
 	assert_int_equal(send_parse_number("0.9", 1, 10, &d), RCS_ERR_INVAL);
 	assert_int_equal(send_parse_number("nan", 1, 10, &d), RCS_ERR_INVAL);
+}
+
+static void list_test_row(struct list_row *r, const char **cells)
+{
+	cells[0] = list_short(r, 0);
+	cells[1] = cli_str(r->item, "name");
+	cells[2] = list_printf(r, "%lld", (long long)cli_int(r->item, "n"));
+	cells[3] = list_when(r, "at");
+}
+
+/* list.h: a row's cells live in its bounded scratch; a page becomes a table whose short
+ * idents tell the page's idents apart; joined strings keep those that fit whole. */
+static void test_list(void **state)
+{
+	static const char *const heads[] = {"IDENT", "NAME", "N", "AT"};
+	const struct list_spec l = {
+	    .heads = heads, .ncols = 4, .keep = 1u, .idents = {"ident"}, .row = list_test_row};
+	struct list_row *r = calloc(1, sizeof(*r));
+	struct cli c;
+	struct http_resp resp = {0};
+	char path[] = "/tmp/rcs-test-list-XXXXXX", text[4096], joined[12];
+	json_object *a;
+	int fd, out;
+	ssize_t n;
+
+	(void)state;
+	assert_non_null(r);
+	/* the scratch: cells until it is full, then NULL; printf text cut at its end */
+	for (size_t i = 0; i < LIST_SCRATCH / 1024; i++)
+		assert_non_null(list_cell(r, 1024));
+	assert_null(list_cell(r, 1));
+	r->used = LIST_SCRATCH - 4;
+	assert_string_equal(list_printf(r, "%s", "abcdefgh"), "abc");
+	assert_int_equal(r->used, LIST_SCRATCH);
+	assert_null(list_printf(r, "x"));
+	free(r);
+	/* joined: the strings that fit whole */
+	a = json_tokener_parse("[\"alpha\", \"beta\", \"gamma\"]");
+	assert_string_equal(cli_join(a, ", ", joined, sizeof(joined)), "alpha, beta");
+	assert_string_equal(cli_join(NULL, ", ", joined, sizeof(joined)), "");
+	json_object_put(a);
+	/* a page as a table on stdout */
+	memset(&c, 0, sizeof(c));
+	c.cmd = "test list";
+	resp.status = 200;
+	resp.json = json_tokener_parse(
+	    "{\"items\": [{\"ident\": \"01a1ffa0-2e50-70a2-a483-9fa404ae0bdd\", \"name\": \"one\","
+	    " \"n\": 7, \"at\": 0}, {\"ident\": \"01a1ffa0-2e50-70a2-a483-9fa404ae1bdd\","
+	    " \"name\": \"two\", \"n\": 8}], \"page\": 1, \"per_page\": 50,"
+	    " \"total\": 2}");
+	assert_non_null(resp.json);
+	fd = mkstemp(path);
+	assert_true(fd >= 0);
+	fflush(stdout);
+	out = dup(1);
+	assert_true(dup2(fd, 1) >= 0);
+	assert_int_equal(list_print(&c, &resp, &l), CLI_OK);
+	fflush(stdout);
+	assert_true(dup2(out, 1) >= 0);
+	close(out);
+	n = pread(fd, text, sizeof(text) - 1, 0);
+	assert_true(n > 0);
+	text[n] = '\0';
+	close(fd);
+	unlink(path);
+	/* the idents differ in their 4th digit from the end: TABLE_SHORT_MIN are shown */
+	assert_non_null(strstr(text, "IDENT"));
+	assert_non_null(strstr(text, "\n04ae0bdd  one "));
+	assert_non_null(strstr(text, "\n04ae1bdd  two "));
+	assert_null(strstr(text, "9fa4"));
+	assert_non_null(strstr(text, " 7 "));
+	json_object_put(resp.json);
 }
 
 static void test_cli_group_progress(void **state)
@@ -716,6 +789,7 @@ int main(void)
 	    cmocka_unit_test(test_cli_short_part),
 	    cmocka_unit_test(test_send_window_exponential),
 	    cmocka_unit_test(test_cli_group_progress),
+	    cmocka_unit_test(test_list),
 	    cmocka_unit_test(test_artifacts),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
