@@ -19,6 +19,7 @@ import os
 import time
 import unittest
 
+import test_openapi as oa  # docs/openapi.json and its validator
 from rcs_fixture import StackTest
 from rcs_harness import FakeDevice, free_port, run_cli, wait_for
 
@@ -253,6 +254,46 @@ class DeviceDownloadsTest(DeviceDownloadsBase):
             self.assertEqual(c.getresponse().status, 405)
         finally:
             c.close()
+
+    def conform(self, st, h, body):
+        """The answer (st, h, body) as docs/openapi.json documents the device route."""
+        op = oa.find_op("GET", "/devices/artifacts/{sha256}")
+        self.assertIn(str(st), op["responses"], "%d is not documented" % st)
+        spec = oa.resolve(op["responses"][str(st)])
+        for name in spec.get("headers", {}):
+            self.assertIn(name.lower(), h, "%d without its %s header" % (st, name))
+        media = list(spec["content"])[0]
+        self.assertEqual(h["content-type"].split(";")[0], media)
+        if media == "application/json":
+            answer = json.loads(body)
+            self.assertEqual(oa.validate(oa.resolve(spec["content"][media]["schema"]), answer),
+                             [])
+            self.assertEqual(answer["error"]["code"],
+                             spec["content"][media]["example"]["error"]["code"])
+
+    def test_answers_as_openapi_documents(self):
+        """Every answer of the device route, as docs/openapi.json documents it."""
+        fake, job, env = self.device_job()
+        token = env["artifact_token"]
+        sha = self.notes_id[len("sha256:"):]
+        self.conform(*self.get(sha, token))
+        self.conform(*self.get(sha, token, headers={"Range": "bytes=2-5"}))
+        self.conform(*self.get(sha, token, headers={"Range": "bytes=%d-" % len(self.notes)}))
+        self.conform(*self.get(sha, "rcs1.AAAA"))
+        self.conform(*self.get(self.other_id[len("sha256:"):], token))
+        for _ in range(6):  # 3x the artifacts' size, then 429
+            st, h, body = self.get(self.fw_id[len("sha256:"):], token)
+            if st != 200:
+                break
+        self.assertEqual(st, 429)
+        self.conform(st, h, body)
+        self.assertEqual(self.admin.patch("/jobs/%s/cancel" % job).status, 200)
+        st, h, body = self.get(sha, token)
+        self.assertEqual(st, 410)
+        self.conform(st, h, body)
+        # what the document says of the route itself
+        self.assertEqual(oa.device_operations()[0][1], "/devices/artifacts/{sha256}")
+        self.assertEqual(DEV_PATH, "/v3/devices/artifacts/")
 
 
 class SecretRotationTest(DeviceDownloadsBase):

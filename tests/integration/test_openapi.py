@@ -124,12 +124,29 @@ CONFLICT_OPERATIONS = {
 # --------------------------------------------------------------------------------------
 
 def operations():
-    """[(METHOD, path template, operation, path item)] in document order."""
+    """[(METHOD, path template, operation, path item)] in document order: the API's under
+    /v3/commands (a path item with servers of its own, the device route, is not one of
+    them: device_operations)."""
     out = []
     for path, item in DOC["paths"].items():
+        if "servers" in item:
+            continue
         for m in HTTP_METHODS:
             if m in item:
                 out.append((m.upper(), path, item[m], item))
+    return out
+
+
+def device_operations():
+    """[(METHOD, path template, operation, path item)] of the path items served under
+    servers of their own (docs/api.md "Device downloads"; checked by
+    tests/integration/test_device_downloads.py against the real route)."""
+    out = []
+    for path, item in DOC["paths"].items():
+        if "servers" in item:
+            for m in HTTP_METHODS:
+                if m in item:
+                    out.append((m.upper(), path, item[m], item))
     return out
 
 
@@ -365,6 +382,23 @@ class TestOpenApiDocument(unittest.TestCase):
         for method, path, op, _ in operations():
             self.assertEqual(op.get("security") == [], (method, path) in OPEN_OPERATIONS,
                              "%s %s: security" % (method, path))
+
+    def test_device_route(self):
+        """The device route: under /v3 on its own servers, with the artifact token (an HTTP
+        bearer scheme), not an api key; its path parameter documented; no role."""
+        ops = device_operations()
+        self.assertEqual([(m, p) for m, p, _, _ in ops], [("GET", "/devices/artifacts/{sha256}")])
+        scheme = DOC["components"]["securitySchemes"]["artifactToken"]
+        self.assertEqual((scheme["type"], scheme["scheme"]), ("http", "bearer"))
+        for method, path, op, item in ops:
+            self.assertTrue(all(s["url"].endswith("/v3") for s in item["servers"]))
+            self.assertEqual(op["security"], [{"artifactToken": []}])
+            self.assertNotIn("x-rcs-role", op)
+            names = {p["name"] for p in op_params(op, item) if p["in"] == "path"}
+            self.assertEqual(names, set(re.findall(r"{([^}]+)}", path)))
+            codes = set(op["responses"])
+            self.assertEqual(codes, {"200", "206", "401", "404", "410", "416", "429", "503"})
+            self.assertIn("Retry-After", resolve(op["responses"]["429"]).get("headers", {}))
 
     def test_refs_resolve(self):
         for where, node in walk(DOC):
@@ -1101,6 +1135,8 @@ class TestOpenApiConformance(CoordinatorTest):
         spec = DOC["components"]["responses"]["MethodNotAllowed"]
         schema = spec["content"]["application/json"]["schema"]
         for template, item in DOC["paths"].items():
+            if "servers" in item:
+                continue  # the device route: test_device_downloads.py
             allowed = {m.upper() for m in HTTP_METHODS if m in item}
             for method in ("GET", "POST", "PUT", "PATCH", "DELETE"):
                 if method in allowed:
