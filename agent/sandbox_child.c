@@ -354,7 +354,7 @@ static void child_reboot_args(lua_State *L, const char **phase, size_t *plen, lu
 	if (lua_isnil(L, -1)) {
 		*within = SANDBOX_WITHIN_DEFAULT;
 	} else {
-		*within = lua_tointegerx(L, -1, &isnum);
+		*within = lua_type(L, -1) == LUA_TNUMBER ? lua_tointegerx(L, -1, &isnum) : 0;
 		if (!isnum || *within < SANDBOX_WITHIN_MIN || *within > SANDBOX_WITHIN_MAX)
 			luaL_error(L, "rcs.reboot: within must be whole seconds from %d to %d",
 				   SANDBOX_WITHIN_MIN, SANDBOX_WITHIN_MAX);
