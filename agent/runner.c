@@ -53,8 +53,8 @@ struct runner {
 	int cancel_fd[2];           /* pipe: written to cancel the running job */
 	bool reboot_pending;
 	char reboot_job[UUID_STR_LEN];
-	bool
-	    phase_pending; /* a job asked to be continued after a reboot (docs/agent.md "Phases") */
+	/* a job asked to be continued after a reboot (docs/agent.md "Phases") */
+	bool phase_pending;
 	char phase_job[UUID_STR_LEN];
 	struct fetch_mqtt_chan *chan; /* artifacts over MQTT; NULL over HTTP */
 };
