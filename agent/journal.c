@@ -99,6 +99,16 @@ static const char *const journal_migrations[] = {
     "  stream TEXT PRIMARY KEY,\n"
     "  seq INTEGER NOT NULL\n"
     ") WITHOUT ROWID;\n",
+    /* 3: jobs that span a reboot (docs/agent.md "Phases"): the phase a job runs in or waits
+     * for (NULL: its first run), whether it waits for its reboot, the runs of that phase
+     * started, the reboots it asked for, the boot id of its last run or reboot request, and
+     * its rcs.state (JSON text; NULL: empty) */
+    "ALTER TABLE jobs ADD COLUMN phase TEXT;\n"
+    "ALTER TABLE jobs ADD COLUMN phase_waiting INTEGER NOT NULL DEFAULT 0;\n"
+    "ALTER TABLE jobs ADD COLUMN phase_runs INTEGER NOT NULL DEFAULT 0;\n"
+    "ALTER TABLE jobs ADD COLUMN reboots INTEGER NOT NULL DEFAULT 0;\n"
+    "ALTER TABLE jobs ADD COLUMN boot_id TEXT;\n"
+    "ALTER TABLE jobs ADD COLUMN script_state TEXT;\n",
 };
 
 #define JOURNAL_N_MIGRATIONS (sizeof(journal_migrations) / sizeof(journal_migrations[0]))
@@ -649,8 +659,9 @@ out:
 enum rcs_err journal_next_queued(struct journal *j, char job[UUID_STR_LEN], char **payload,
 				 size_t *len)
 {
+	/* a job resuming its phase first: no other job starts between its phases */
 	static const char sql[] = "SELECT ident, payload FROM jobs WHERE state = 'queued'"
-				  " ORDER BY arrival LIMIT 1";
+				  " ORDER BY phase IS NULL, arrival LIMIT 1";
 	sqlite3_stmt *s = NULL;
 	const char *ident;
 	enum rcs_err err;
@@ -708,12 +719,14 @@ enum rcs_err journal_count_queued(struct journal *j, size_t *n)
 /* ---- reports and the outbox ---- */
 
 /* The latest report of a job (lock held): NOTFOUND for an unknown job; a job
- * without a report has *seq 0 and *report NULL. report may be NULL. */
+ * without a report has *seq 0 and *report NULL. report may be NULL; so may phase, else the
+ * job's phase ("" when it has none). */
 static enum rcs_err j_latest(struct journal *j, const char *job, long long *seq,
-			     enum job_status *status, char **report)
+			     enum job_status *status, char **report,
+			     char phase[PROTO_MAX_PHASE + 1])
 {
 	static const char sql[] =
-	    "SELECT last_seq, last_status, last_report FROM jobs WHERE ident = ?1";
+	    "SELECT last_seq, last_status, last_report, phase FROM jobs WHERE ident = ?1";
 	sqlite3_stmt *s = NULL;
 	const char *st;
 	enum rcs_err err;
@@ -741,6 +754,10 @@ static enum rcs_err j_latest(struct journal *j, const char *job, long long *seq,
 	if (st != NULL && !status_parse(st, status)) {
 		err = RCS_ERR_DB;
 		goto out;
+	}
+	if (phase != NULL) {
+		const char *ph = (const char *)sqlite3_column_text(s, 3);
+		snprintf(phase, PROTO_MAX_PHASE + 1, "%s", ph != NULL ? ph : "");
 	}
 	if (report != NULL && sqlite3_column_type(s, 2) != SQLITE_NULL)
 		err = j_column_dup(s, 2, report, NULL);
@@ -812,7 +829,22 @@ enum rcs_err journal_report_progress(struct journal *j, const char *job, const c
 	return j_report(j, job, &t, now, id, payload);
 }
 
-/* A report like tmpl (its status, response, error and progress) with the job's next seq. */
+enum rcs_err journal_report_rebooting(struct journal *j, const char *job, long long within,
+				      int64_t now, long long *id, char **payload)
+{
+	struct proto_report t;
+
+	if (within < PROTO_WITHIN_MIN || within > PROTO_WITHIN_MAX)
+		return RCS_ERR_INVAL;
+	memset(&t, 0, sizeof(t));
+	t.status = JS_EDGE_RUNNING;
+	t.response = "rebooting";
+	t.within = within;
+	return j_report(j, job, &t, now, id, payload);
+}
+
+/* A report like tmpl (its status, response, error, progress, phase and within) with the
+ * job's next seq; without a phase of its own, the job's (journal_phase_reboot). */
 static enum rcs_err j_report(struct journal *j, const char *job, const struct proto_report *tmpl,
 			     int64_t now, long long *id, char **payload)
 {
@@ -820,12 +852,14 @@ static enum rcs_err j_report(struct journal *j, const char *job, const struct pr
 	const char *response = tmpl->response;
 	static const char upd[] =
 	    "UPDATE jobs SET last_seq = ?2, last_status = ?3, last_report = ?4,"
-	    " state = CASE WHEN ?5 AND state <> 'dropped' THEN 'done' ELSE state END"
+	    " state = CASE WHEN ?5 AND state <> 'dropped' THEN 'done' ELSE state END,"
+	    " script_state = CASE WHEN ?5 THEN NULL ELSE script_state END"
 	    " WHERE ident = ?1";
 	struct proto_report r;
 	sqlite3_stmt *s = NULL;
 	json_object *o = NULL;
 	enum job_status cur = JS_TRANSMITED;
+	char phase[PROTO_MAX_PHASE + 1] = "";
 	const char *text;
 	char *copy = NULL;
 	long long seq = 0, row = 0;
@@ -846,7 +880,7 @@ static enum rcs_err j_report(struct journal *j, const char *job, const struct pr
 	err = j_begin(j);
 	if (err != RCS_OK)
 		goto out;
-	err = j_latest(j, job, &seq, &cur, NULL);
+	err = j_latest(j, job, &seq, &cur, NULL, phase);
 	if (err != RCS_OK)
 		goto end;
 	if (status_is_terminal(cur) || !status_can_move(cur, status)) {
@@ -868,6 +902,9 @@ static enum rcs_err j_report(struct journal *j, const char *job, const struct pr
 	}
 
 	r = *tmpl;
+	/* every report of a job in a phase carries it (docs/mqtt.md "Status report") */
+	if (r.phase == NULL && phase[0] != '\0')
+		r.phase = phase;
 	memcpy(r.job, job, strlen(job) + 1);
 	r.seq = seq + 1;
 	r.ts = now;
@@ -1087,7 +1124,7 @@ static enum rcs_err j_resend(struct journal *j, const char *job, bool final, lon
 	err = j_begin(j);
 	if (err != RCS_OK)
 		goto out;
-	err = j_latest(j, job, &seq, &cur, &report);
+	err = j_latest(j, job, &seq, &cur, &report, NULL);
 	if (err != RCS_OK)
 		goto end;
 	if (report == NULL || seq < 1 || (final && !status_is_terminal(cur))) {
@@ -1573,4 +1610,170 @@ out:
 	j_release(j, s);
 	j_unlock(j);
 	return err;
+}
+
+/* ---- phases (docs/agent.md "Phases") ---- */
+
+static bool j_boot_id_valid(const char *b)
+{
+	return b != NULL && strnlen(b, JOURNAL_MAX_BOOT_ID + 1) <= JOURNAL_MAX_BOOT_ID;
+}
+
+enum rcs_err journal_phase_get(struct journal *j, const char *job, struct journal_phase *out)
+{
+	static const char sql[] = "SELECT phase, phase_waiting, phase_runs, reboots, boot_id"
+				  " FROM jobs WHERE ident = ?1";
+	sqlite3_stmt *s = NULL;
+	enum rcs_err err;
+	int rc;
+
+	if (out != NULL)
+		memset(out, 0, sizeof(*out));
+	if (j == NULL || !job_valid(job) || out == NULL)
+		return RCS_ERR_INVAL;
+	j_lock(j);
+	err = j_stmt(j, sql, &s);
+	if (err != RCS_OK)
+		goto out;
+	sqlite3_bind_text(s, 1, job, -1, SQLITE_STATIC);
+	rc = sqlite3_step(s);
+	if (rc != SQLITE_ROW) {
+		err = rc == SQLITE_DONE ? RCS_ERR_NOTFOUND : j_rc(j, rc, "phase");
+		goto out;
+	}
+	{
+		const char *ph = (const char *)sqlite3_column_text(s, 0);
+		const char *b = (const char *)sqlite3_column_text(s, 4);
+		snprintf(out->phase, sizeof(out->phase), "%s", ph != NULL ? ph : "");
+		snprintf(out->boot_id, sizeof(out->boot_id), "%s", b != NULL ? b : "");
+	}
+	out->waiting = sqlite3_column_int(s, 1) != 0;
+	out->runs = sqlite3_column_int(s, 2);
+	out->reboots = sqlite3_column_int(s, 3);
+out:
+	j_release(j, s);
+	j_unlock(j);
+	return err;
+}
+
+/* One UPDATE of a job's phase columns: ?1 the job, ?2 and ?3 text (may be NULL). */
+static enum rcs_err j_phase_update(struct journal *j, const char *sql, const char *job,
+				   const char *t2, const char *t3)
+{
+	sqlite3_stmt *s = NULL;
+	enum rcs_err err;
+
+	j_lock(j);
+	err = j_stmt(j, sql, &s);
+	if (err != RCS_OK)
+		goto out;
+	sqlite3_bind_text(s, 1, job, -1, SQLITE_STATIC);
+	if (t2 != NULL)
+		sqlite3_bind_text(s, 2, t2, -1, SQLITE_STATIC);
+	if (t3 != NULL)
+		sqlite3_bind_text(s, 3, t3, -1, SQLITE_STATIC);
+	err = j_step_done(j, s, "phase");
+	if (err == RCS_OK && sqlite3_changes(j->db) == 0)
+		err = RCS_ERR_NOTFOUND;
+out:
+	j_release(j, s);
+	j_unlock(j);
+	return err;
+}
+
+enum rcs_err journal_phase_reboot(struct journal *j, const char *job, const char *phase,
+				  const char *boot_id)
+{
+	static const char sql[] =
+	    "UPDATE jobs SET phase = ?2, phase_waiting = 1, phase_runs = 0,"
+	    " reboots = reboots + 1, boot_id = ?3 WHERE ident = ?1 AND state = 'running'";
+
+	if (j == NULL || !job_valid(job) || !proto_word_valid(phase) || !j_boot_id_valid(boot_id))
+		return RCS_ERR_INVAL;
+	return j_phase_update(j, sql, job, phase, boot_id);
+}
+
+enum rcs_err journal_phase_start(struct journal *j, const char *job, const char *boot_id)
+{
+	static const char sql[] =
+	    "UPDATE jobs SET phase_waiting = 0, phase_runs = phase_runs + 1, boot_id = ?2"
+	    " WHERE ident = ?1 AND phase IS NOT NULL AND state = 'running'";
+
+	if (j == NULL || !job_valid(job) || !j_boot_id_valid(boot_id))
+		return RCS_ERR_INVAL;
+	return j_phase_update(j, sql, job, boot_id, NULL);
+}
+
+enum rcs_err journal_requeue_job(struct journal *j, const char *job)
+{
+	static const char sql[] = "UPDATE jobs SET state = 'queued' WHERE ident = ?1"
+				  " AND state = 'running' AND phase_waiting = 1";
+
+	if (j == NULL || !job_valid(job))
+		return RCS_ERR_INVAL;
+	return j_phase_update(j, sql, job, NULL, NULL);
+}
+
+enum rcs_err journal_requeue_phases(struct journal *j, int max_runs, size_t *n)
+{
+	static const char sql[] =
+	    "UPDATE jobs SET state = 'queued' WHERE state = 'running' AND phase IS NOT NULL"
+	    " AND (phase_waiting = 1 OR phase_runs < ?1)";
+	sqlite3_stmt *s = NULL;
+	enum rcs_err err;
+
+	if (n != NULL)
+		*n = 0;
+	if (j == NULL || n == NULL || max_runs < 1)
+		return RCS_ERR_INVAL;
+	j_lock(j);
+	err = j_stmt(j, sql, &s);
+	if (err != RCS_OK)
+		goto out;
+	sqlite3_bind_int(s, 1, max_runs);
+	err = j_step_done(j, s, "requeue phases");
+	if (err == RCS_OK)
+		*n = (size_t)sqlite3_changes(j->db);
+out:
+	j_release(j, s);
+	j_unlock(j);
+	return err;
+}
+
+enum rcs_err journal_script_state_get(struct journal *j, const char *job, char **json)
+{
+	sqlite3_stmt *s = NULL;
+	enum rcs_err err;
+	int rc;
+
+	if (json != NULL)
+		*json = NULL;
+	if (j == NULL || !job_valid(job) || json == NULL)
+		return RCS_ERR_INVAL;
+	j_lock(j);
+	err = j_stmt(j, "SELECT script_state FROM jobs WHERE ident = ?1", &s);
+	if (err != RCS_OK)
+		goto out;
+	sqlite3_bind_text(s, 1, job, -1, SQLITE_STATIC);
+	rc = sqlite3_step(s);
+	if (rc != SQLITE_ROW)
+		err = rc == SQLITE_DONE ? RCS_ERR_NOTFOUND : j_rc(j, rc, "script state");
+	else if (sqlite3_column_type(s, 0) != SQLITE_NULL)
+		err = j_column_dup(s, 0, json, NULL);
+out:
+	j_release(j, s);
+	j_unlock(j);
+	return err;
+}
+
+enum rcs_err journal_script_state_set(struct journal *j, const char *job, const char *json)
+{
+	static const char sql[] = "UPDATE jobs SET script_state = ?2 WHERE ident = ?1";
+
+	if (j == NULL || !job_valid(job))
+		return RCS_ERR_INVAL;
+	if (json != NULL && strnlen(json, JOURNAL_MAX_SCRIPT_STATE + 1) > JOURNAL_MAX_SCRIPT_STATE)
+		return RCS_ERR_TOOBIG;
+	/* one statement in autocommit: durable (synchronous FULL) when it returns */
+	return j_phase_update(j, sql, job, json, NULL);
 }

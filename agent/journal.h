@@ -39,11 +39,12 @@
 #include <stdint.h>
 
 #include "err.h"
+#include "proto.h"
 #include "status.h"
 #include "uuid.h"
 
 #define JOURNAL_FILE               "journal.db"
-#define JOURNAL_SCHEMA_VERSION     2
+#define JOURNAL_SCHEMA_VERSION     3
 #define JOURNAL_MAX_CONFIG_KEY     128         /* bytes */
 #define JOURNAL_MAX_CONFIG_VALUE   (64 * 1024) /* bytes */
 #define JOURNAL_MAX_CONFIG_KEYS    1024        /* settings rows */
@@ -181,6 +182,12 @@ enum rcs_err journal_resend_final(struct journal *j, const char *job, long long 
 enum rcs_err journal_resend_latest(struct journal *j, const char *job, long long *id,
 				   char **payload);
 
+/* The "rebooting" report of a job that asked to be continued after a reboot: edge_running,
+ * response "rebooting", its phase (journal_phase_reboot) and within (PROTO_WITHIN_MIN..MAX
+ * seconds, else RCS_ERR_INVAL), docs/mqtt.md "Status report". */
+enum rcs_err journal_report_rebooting(struct journal *j, const char *job, long long within,
+				      int64_t now, long long *id, char **payload);
+
 /* Highest task version ever run of task_ident (0 when none). */
 enum rcs_err journal_task_version(struct journal *j, const char *task_ident, long long *version);
 
@@ -231,6 +238,42 @@ enum rcs_err journal_requeue_downloading(struct journal *j, size_t *n);
  * RCS_ERR_NOTFOUND and 0 when none), and recording one completed (the highest is kept). */
 enum rcs_err journal_release_seq(struct journal *j, const char *stream, long long *seq);
 enum rcs_err journal_release_done(struct journal *j, const char *stream, long long seq);
+
+/*
+ * Jobs that span a reboot (docs/agent.md "Phases"). A job gets a phase when its script asks
+ * to be continued after a reboot (rcs.reboot{resume = ...}); from then on every report of
+ * the job carries it (journal_report and the others add it). journal_phase_reboot: the job
+ * (RUNNING) waits for its reboot to run phase (a word, proto_word_valid), one more reboot
+ * counted, its runs of the phase back to 0, boot_id (at most JOURNAL_MAX_BOOT_ID bytes, ""
+ * when unknown) kept. journal_phase_start: the phase's script starts (no longer waiting, one
+ * more run, the boot id it runs under). RCS_ERR_NOTFOUND for an unknown job, one not
+ * RUNNING, or (start) one without a phase.
+ */
+#define JOURNAL_MAX_BOOT_ID      64
+#define JOURNAL_MAX_SCRIPT_STATE (16 * 1024) /* bytes of rcs.state's JSON text */
+struct journal_phase {
+	char phase[PROTO_MAX_PHASE + 1]; /* "": the job has no phase (its first run) */
+	bool waiting;                    /* waits for its reboot: the phase has not started */
+	int runs;                        /* runs of the phase started */
+	int reboots;                     /* reboots the job asked for */
+	char boot_id[JOURNAL_MAX_BOOT_ID + 1];
+};
+enum rcs_err journal_phase_get(struct journal *j, const char *job, struct journal_phase *out);
+enum rcs_err journal_phase_reboot(struct journal *j, const char *job, const char *phase,
+				  const char *boot_id);
+enum rcs_err journal_phase_start(struct journal *j, const char *job, const char *boot_id);
+/* A RUNNING job waiting for its reboot back to QUEUED (the reboot did not come): it is the
+ * next one journal_next_queued returns, as any queued job with a phase. */
+enum rcs_err journal_requeue_job(struct journal *j, const char *job);
+/* At start, before journal_each_running: the jobs with a phase that were waiting for their
+ * reboot, or whose phase was cut short fewer than max_runs runs into it, back to QUEUED
+ * (*n of them); the others stay RUNNING, for journal_each_running (interrupted). */
+enum rcs_err journal_requeue_phases(struct journal *j, int max_runs, size_t *n);
+/* rcs.state of a job: its JSON text (malloc'd; NULL when none was set), and replacing it
+ * (json NULL: empty; over JOURNAL_MAX_SCRIPT_STATE bytes: RCS_ERR_TOOBIG). Durable when
+ * set returns; dropped with the job's final report. */
+enum rcs_err journal_script_state_get(struct journal *j, const char *job, char **json);
+enum rcs_err journal_script_state_set(struct journal *j, const char *job, const char *json);
 
 /*
  * Housekeeping: drops the envelope payloads of DONE/DROPPED jobs received

@@ -102,6 +102,23 @@ void link_report_progress(struct link *l, const char *job, const char *response,
 	free(payload);
 }
 
+void link_report_rebooting(struct link *l, const char *job, long long within)
+{
+	long long id = 0;
+	char *payload = NULL;
+	enum rcs_err err;
+
+	err = journal_report_rebooting(l->journal, job, within, (int64_t)time(NULL), &id, &payload);
+	if (err != RCS_OK) {
+		log_warnx("job %s: cannot journal the rebooting report: %s", job,
+			  rcs_strerror(err));
+		return;
+	}
+	log_info("job %s: edge_running: rebooting (back within %lld s)", job, within);
+	link_publish_payload(l, job, id, payload);
+	free(payload);
+}
+
 /*
  * A refusal that cannot be journaled (the state directory is full, the journal
  * fails): sent straight away, seq 1, best effort. The job was never recorded,

@@ -66,6 +66,9 @@ void link_report_cause(struct link *l, const char *job, enum job_status status,
 /* An edge_running report of a download with "progress": {"done", "total"} (bytes). */
 void link_report_progress(struct link *l, const char *job, const char *response, int64_t done,
 			  int64_t total);
+/* The "rebooting" report of a job going into its next phase: edge_running with the job's
+ * phase and within (docs/mqtt.md "Status report"). */
+void link_report_rebooting(struct link *l, const char *job, long long within);
 /* Subscribes to this device's artifact topics while a download goes through the broker (on:
  * returns once the broker answered, 5 s at most), or unsubscribes (off); every connect in
  * between subscribes again. */

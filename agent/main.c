@@ -72,6 +72,13 @@ static void agent_progress(void *ctx, const char *job, const char *response, int
 	link_report_progress(a->link, job, response, done, total);
 }
 
+static void agent_rebooting(void *ctx, const char *job, long long within)
+{
+	struct agent *a = ctx;
+
+	link_report_rebooting(a->link, job, within);
+}
+
 static void agent_resend(void *ctx, const char *job)
 {
 	struct agent *a = ctx;
@@ -166,9 +173,15 @@ static void agent_attributes(void *ctx, json_object *attrs)
  */
 static bool agent_wire(struct agent *a)
 {
-	const struct runner_reports rep = {
-	    a,          agent_report,   agent_resend,       agent_refuse_unjournaled,
-	    agent_fail, agent_progress, agent_artifact_get, agent_artifact_subscribe};
+	const struct runner_reports rep = {a,
+					   agent_report,
+					   agent_resend,
+					   agent_refuse_unjournaled,
+					   agent_fail,
+					   agent_progress,
+					   agent_artifact_get,
+					   agent_artifact_subscribe,
+					   agent_rebooting};
 	const struct link_handlers h = {a,
 					agent_envelope,
 					agent_oversized,

@@ -18,11 +18,9 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
-#include <spawn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -30,13 +28,13 @@
 
 #include "artifact.h"
 #include "fetch_mqtt.h"
+#include "job_script.h"
 #include "log.h"
+#include "phase.h"
 #include "proto.h"
 #include "sandbox.h"
 #include "sandbox_launcher.h"
 #include "verify.h"
-
-extern char **environ;
 
 struct runner {
 	const struct settings *set;
@@ -55,6 +53,9 @@ struct runner {
 	int cancel_fd[2];           /* pipe: written to cancel the running job */
 	bool reboot_pending;
 	char reboot_job[UUID_STR_LEN];
+	/* a job asked to be continued after a reboot (docs/agent.md "Phases") */
+	bool phase_pending;
+	char phase_job[UUID_STR_LEN];
 	struct fetch_mqtt_chan *chan; /* artifacts over MQTT; NULL over HTTP */
 };
 
@@ -71,25 +72,6 @@ static void runner_fail(struct runner *r, const char *job, const char *cause, co
 		r->rep.fail(r->rep.ctx, job, cause, response);
 	else
 		r->rep.report(r->rep.ctx, job, JS_EDGE_ERROR, response);
-}
-
-/* The cause of a refusal by verify_envelope_check. */
-static const char *runner_verify_cause(enum verify_check failed)
-{
-	switch (failed) {
-	case VERIFY_OURS:
-		return "wrong_device";
-	case VERIFY_EXPIRY:
-		return "expired";
-	case VERIFY_SIGNATURE:
-		return "signature_invalid";
-	case VERIFY_VERSION:
-		return "rollback_refused";
-	case VERIFY_VARIABLES:
-		return "variables_invalid";
-	default:
-		return "envelope_invalid";
-	}
 }
 
 /* The cause of a script that failed in the sandbox (sandbox.h). */
@@ -115,46 +97,6 @@ static enum rcs_err runner_verify(struct runner *r, const struct settings_policy
 	v.require_signature = p->require_signature;
 	v.journal = r->journal;
 	return verify_envelope_check(&v, env, now, failed, reason, reason_len);
-}
-
-/* ---- sandbox host services ---- */
-
-struct runner_job {
-	struct runner *r;
-	const char *job;
-};
-
-static void runner_progress(void *ctx, const char *text)
-{
-	struct runner_job *rj = ctx;
-
-	runner_report(rj->r, rj->job, JS_EDGE_RUNNING, text);
-}
-
-static void runner_log(void *ctx, const char *level, const char *text)
-{
-	struct runner_job *rj = ctx;
-
-	if (strcmp(level, "error") == 0 || strcmp(level, "warn") == 0)
-		log_warnx("job %s: script: %.500s", rj->job, text);
-	else if (strcmp(level, "debug") == 0)
-		log_debug("job %s: script: %.500s", rj->job, text);
-	else
-		log_info("job %s: script: %.500s", rj->job, text);
-}
-
-static enum rcs_err runner_config_get(void *ctx, const char *key, char **value)
-{
-	struct runner_job *rj = ctx;
-
-	return journal_config_get(rj->r->journal, key, value);
-}
-
-static enum rcs_err runner_config_set(void *ctx, const char *key, const char *value)
-{
-	struct runner_job *rj = ctx;
-
-	return journal_config_set(rj->r->journal, key, value);
 }
 
 /* ---- the artifacts ---- */
@@ -244,63 +186,55 @@ static bool runner_artifacts(struct runner *r, const char *job, const struct art
 
 /* ---- one job ---- */
 
-static json_object *runner_job_table(const struct proto_envelope *env)
+/*
+ * rcs.reboot{resume = ...}: the phase and the boot id journaled, then the "rebooting" report
+ * with within; runner_phase_reboot runs the reboot command once the broker has it. The 9th
+ * reboot of a job ends it instead.
+ */
+static void runner_phase_request(struct runner *r, const char *job,
+				 const struct sandbox_result *res)
 {
-	json_object *o = json_object_new_object(), *t = json_object_new_object();
+	struct journal_phase ph;
+	char boot[JOURNAL_MAX_BOOT_ID + 1] = "", why[160];
 
-	json_object_object_add(o, "ident", json_object_new_string(env->job));
-	json_object_object_add(o, "client_root", json_object_new_string(env->client_root));
-	json_object_object_add(o, "entity_ident", json_object_new_string(env->entity_ident));
-	json_object_object_add(t, "ident", json_object_new_string(env->task_ident));
-	json_object_object_add(t, "version", json_object_new_int64(env->task_version));
-	json_object_object_add(t, "name", json_object_new_string(env->task_name));
-	json_object_object_add(o, "task", t);
-	json_object_object_add(o, "issued_at", json_object_new_int64(env->issued_at));
-	return o;
+	if (journal_phase_get(r->journal, job, &ph) != RCS_OK) {
+		runner_fail(r, job, "journal_unavailable", "the journal failed before a reboot");
+		return;
+	}
+	if (ph.reboots >= PHASE_MAX_REBOOTS) {
+		snprintf(why, sizeof(why),
+			 "rcs.reboot: the job asked for a reboot into phase %s after %d reboots: at"
+			 " most %d per job",
+			 res->resume, ph.reboots, PHASE_MAX_REBOOTS);
+		runner_fail(r, job, "script_error", why);
+		return;
+	}
+	if (phase_boot_id(r->set->boot_id_file, boot) != RCS_OK)
+		log_warnx("job %s: cannot read the boot id from %s: the next phase will not know"
+			  " whether the device rebooted",
+			  job, r->set->boot_id_file);
+	if (journal_phase_reboot(r->journal, job, res->resume, boot) != RCS_OK) {
+		runner_fail(r, job, "journal_unavailable", "the journal failed before a reboot");
+		return;
+	}
+	if (r->rep.rebooting != NULL)
+		r->rep.rebooting(r->rep.ctx, job, res->within);
+	pthread_mutex_lock(&r->lock);
+	r->phase_pending = true;
+	snprintf(r->phase_job, sizeof(r->phase_job), "%s", job);
+	pthread_mutex_unlock(&r->lock);
 }
 
-/* The script of env in the sandbox under policy p, rcs.artifacts being arts; *res its
- * outcome (sandbox_run's error otherwise). */
-static enum rcs_err runner_script(struct runner *r, const char *job,
-				  const struct settings_policy *p, const struct proto_envelope *env,
-				  json_object *arts, struct sandbox_result *res)
-{
-	struct sandbox_config cfg;
-	struct sandbox_host host;
-	struct sandbox_job sj;
-	struct runner_job rj = {r, job};
-	json_object *jt = runner_job_table(env);
-	enum rcs_err err;
-
-	settings_sandbox_config(r->set, p, &cfg);
-	memset(&host, 0, sizeof(host));
-	host.ctx = &rj;
-	host.progress = runner_progress;
-	host.log = runner_log;
-	host.config_get = runner_config_get;
-	host.config_set = runner_config_set;
-	memset(&sj, 0, sizeof(sj));
-	sj.job_ident = job;
-	sj.script_name = env->script_name;
-	sj.source = env->script_source;
-	sj.len = env->script_len;
-	sj.variables = env->variables;
-	sj.constants = env->constants;
-	sj.artifacts = arts;
-	sj.job = jt;
-	sj.timeout = env->timeout;
-	sj.cancel_fd = r->cancel_fd[0];
-	err = sandbox_run(&cfg, &host, &sj, res);
-	if (jt)
-		json_object_put(jt);
-	return err;
-}
-
-/* The script's outcome, reported. */
-static void runner_outcome(struct runner *r, const char *job, const struct sandbox_result *res)
+/* The script's outcome, reported; in_phase: the job runs a phase (docs/agent.md "Phases"). */
+static void runner_outcome(struct runner *r, const char *job, const struct sandbox_result *res,
+			   bool in_phase)
 {
 	switch (res->outcome) {
 	case SANDBOX_OK:
+		if (res->resume[0] != '\0') {
+			runner_phase_request(r, job, res);
+			break;
+		}
 		runner_report(r, job, JS_TERMINATED, res->response);
 		if (res->reboot) {
 			pthread_mutex_lock(&r->lock);
@@ -315,6 +249,14 @@ static void runner_outcome(struct runner *r, const char *job, const struct sandb
 		stopping = r->stop;
 		relaunch = r->relaunch;
 		pthread_mutex_unlock(&r->lock);
+		if (stopping &&
+		    in_phase) { /* like a crash: the phase runs again at the next start */
+			log_info(
+			    "job %s: the agent stops during its phase: it runs again at the next"
+			    " start",
+			    job);
+			break;
+		}
 		/* the agent stops to restart the launcher: the same words as the jail's own */
 		runner_fail(r, job,
 			    relaunch   ? "sandbox_unavailable"
@@ -339,8 +281,35 @@ static void runner_outcome(struct runner *r, const char *job, const struct sandb
 	}
 }
 
+/*
+ * A job that resumes its phase (after its reboot, or a phase cut short): the run counted and
+ * the boot id it runs under journaled, then edge_running with the phase first. *rebooted:
+ * the boot id changed since the job last ran. False when the journal failed (reported).
+ */
+static bool runner_phase_begin(struct runner *r, const char *job, const struct journal_phase *ph,
+			       bool *rebooted)
+{
+	char boot[JOURNAL_MAX_BOOT_ID + 1] = "", text[96];
+
+	if (phase_boot_id(r->set->boot_id_file, boot) != RCS_OK)
+		log_warnx("job %s: cannot read the boot id from %s", job, r->set->boot_id_file);
+	*rebooted = boot[0] != '\0' && ph->boot_id[0] != '\0' && strcmp(boot, ph->boot_id) != 0;
+	if (journal_phase_start(r->journal, job, boot) != RCS_OK) {
+		runner_fail(r, job, "journal_unavailable", "the journal failed before a phase");
+		return false;
+	}
+	log_info("job %s: phase %s, run %d of %d, %s", job, ph->phase, ph->runs + 1, PHASE_MAX_RUNS,
+		 *rebooted ? "after a reboot" : "without a reboot");
+	snprintf(text, sizeof(text), "phase %s (%s)", ph->phase,
+		 *rebooted ? "rebooted" : "not rebooted");
+	runner_report(r, job, JS_EDGE_RUNNING, text);
+	return true;
+}
+
 static void runner_run(struct runner *r, const char *job, const char *payload, size_t len)
 {
+	struct journal_phase ph;
+	bool rebooted = false;
 	struct proto_envelope env;
 	struct jsonu_err e;
 	struct sandbox_result res;
@@ -366,14 +335,17 @@ static void runner_run(struct runner *r, const char *job, const char *payload, s
 	p = settings_policy_get(r->live);
 	/* a download the agent's stop or a power cut interrupted: the job started already */
 	journal_get_downloading(r->journal, job, &resumed);
+	/* a phase after the first: expires_at is not checked again (docs/agent.md "Phases") */
+	if (journal_phase_get(r->journal, job, &ph) != RCS_OK)
+		memset(&ph, 0, sizeof(ph));
 	if (runner_verify(r, p, &env, now, &failed, reason, sizeof(reason)) != RCS_OK &&
-	    !(resumed && failed == VERIFY_EXPIRY)) {
+	    !((resumed || ph.phase[0] != '\0') && failed == VERIFY_EXPIRY)) {
 		if (failed == VERIFY_EXPIRY) {
 			char expired[sizeof(reason) + 32];
 			snprintf(expired, sizeof(expired), "%s before it could start", reason);
 			runner_fail(r, job, "expired", expired);
 		} else {
-			runner_fail(r, job, runner_verify_cause(failed), reason);
+			runner_fail(r, job, verify_check_cause(failed), reason);
 		}
 		goto out;
 	}
@@ -388,7 +360,10 @@ static void runner_run(struct runner *r, const char *job, const char *payload, s
 		goto out;
 	}
 	journal_task_version_set(r->journal, env.task_ident, env.task_version);
-	if (!resumed) {
+	if (ph.phase[0] != '\0') {
+		if (!runner_phase_begin(r, job, &ph, &rebooted))
+			goto out;
+	} else if (!resumed) {
 		runner_report(r, job, JS_EDGE_STARTED, NULL);
 		runner_report(r, job, JS_EDGE_RUNNING, NULL);
 	} else {
@@ -397,7 +372,16 @@ static void runner_run(struct runner *r, const char *job, const char *payload, s
 	/* the script's timeout counts from after the downloads */
 	if (!runner_artifacts(r, job, &as, &arts))
 		goto out;
-	err = runner_script(r, job, p, &env, arts, &res);
+	{
+		const struct job_script js = {.set = r->set,
+					      .policy = p,
+					      .journal = r->journal,
+					      .job = job,
+					      .cancel_fd = r->cancel_fd[0],
+					      .report = r->rep.report,
+					      .ctx = r->rep.ctx};
+		err = job_script_run(&js, &env, arts, &ph, rebooted, &res);
+	}
 	if (err != RCS_OK) {
 		snprintf(reason, sizeof(reason), "the device could not start the script: %s",
 			 rcs_strerror(err));
@@ -405,9 +389,9 @@ static void runner_run(struct runner *r, const char *job, const char *payload, s
 			    reason);
 		goto out;
 	}
-	runner_outcome(r, job, &res);
+	runner_outcome(r, job, &res, ph.phase[0] != '\0');
 	/* a release counts as completed on its stream once its job terminated */
-	if (res.outcome == SANDBOX_OK && as.release.present &&
+	if (res.outcome == SANDBOX_OK && res.resume[0] == '\0' && as.release.present &&
 	    journal_release_done(r->journal, as.release.stream, as.release.seq) != RCS_OK)
 		log_warnx("job %s: cannot journal release %s %lld as completed", job,
 			  as.release.stream, as.release.seq);
@@ -432,8 +416,6 @@ static bool runner_outbox_empty(struct runner *r)
 static void runner_reboot(struct runner *r)
 {
 	struct timespec deadline;
-	char *argv[2];
-	pid_t pid;
 
 	clock_gettime(CLOCK_REALTIME, &deadline);
 	deadline.tv_sec += 300;
@@ -449,13 +431,48 @@ static void runner_reboot(struct runner *r)
 		return;
 	}
 	log_info("rebooting as job %s asked: %s", r->reboot_job, r->set->reboot_command);
-	argv[0] = r->set->reboot_command;
-	argv[1] = NULL;
-	if (posix_spawn(&pid, argv[0], NULL, NULL, argv, environ) != 0) {
-		log_warn("reboot command %s", argv[0]);
+	phase_run_command(r->set->reboot_command);
+}
+
+/*
+ * A job waits for its reboot into its next phase (docs/agent.md "Phases"): once the broker
+ * acknowledged its "rebooting" report (however long that takes), the reboot command; a
+ * device still up PHASE_RESUME_AFTER seconds later resumes the phase itself. The agent's
+ * stop meanwhile (the reboot's SIGTERM) leaves the job waiting in the journal.
+ */
+static void runner_phase_reboot(struct runner *r)
+{
+	char job[UUID_STR_LEN];
+	struct timespec deadline;
+	bool stop;
+
+	pthread_mutex_lock(&r->lock);
+	snprintf(job, sizeof(job), "%s", r->phase_job);
+	r->phase_pending = false;
+	while (!r->stop && !runner_outbox_empty(r))
+		pthread_cond_wait(&r->cond, &r->lock);
+	stop = r->stop;
+	pthread_mutex_unlock(&r->lock);
+	if (stop)
 		return;
-	}
-	waitpid(pid, NULL, 0);
+	log_info("rebooting as job %s asked, into its next phase: %s", job, r->set->reboot_command);
+	if (!phase_run_command(r->set->reboot_command))
+		log_warnx("job %s: the reboot command %s failed", job, r->set->reboot_command);
+	clock_gettime(CLOCK_REALTIME, &deadline);
+	deadline.tv_sec += PHASE_RESUME_AFTER;
+	pthread_mutex_lock(&r->lock);
+	while (!r->stop)
+		if (pthread_cond_timedwait(&r->cond, &r->lock, &deadline) == ETIMEDOUT)
+			break;
+	stop = r->stop;
+	pthread_mutex_unlock(&r->lock);
+	if (stop)
+		return;
+	log_warnx("job %s: the device did not reboot within %d s of the reboot command: the"
+		  " phase resumes without a reboot",
+		  job, PHASE_RESUME_AFTER);
+	if (journal_requeue_job(r->journal, job) != RCS_OK)
+		log_warnx("job %s: cannot requeue it: it resumes at the next start", job);
 }
 
 static void *runner_loop(void *arg)
@@ -504,6 +521,11 @@ static void *runner_loop(void *arg)
 			runner_reboot(r);
 			pthread_mutex_lock(&r->lock);
 		}
+		if (r->phase_pending) { /* no other job starts before the phase resumes */
+			pthread_mutex_unlock(&r->lock);
+			runner_phase_reboot(r);
+			pthread_mutex_lock(&r->lock);
+		}
 	}
 	pthread_mutex_unlock(&r->lock);
 	return NULL;
@@ -537,7 +559,7 @@ static bool runner_check(struct runner *r, const char *job, const char *payload,
 		p = settings_policy_get(r->live);
 		if (runner_verify(r, p, env, (int64_t)time(NULL), &failed, reason, reason_len) !=
 		    RCS_OK)
-			*cause = runner_verify_cause(failed);
+			*cause = verify_check_cause(failed);
 		else if (artifact_set_decode(env->root, &as, reason, reason_len) == RCS_OK)
 			reason[0] = '\0';
 		settings_policy_put(p);
@@ -658,7 +680,19 @@ out:
 
 static void runner_interrupted(void *ctx, const char *job)
 {
-	runner_fail(ctx, job, "interrupted", "interrupted: the device restarted during the job");
+	struct runner *r = ctx;
+	struct journal_phase ph;
+	char why[160];
+
+	if (journal_phase_get(r->journal, job, &ph) == RCS_OK && ph.phase[0] != '\0') {
+		snprintf(why, sizeof(why),
+			 "interrupted: the device restarted during phase %s %d times (at most %d"
+			 " runs)",
+			 ph.phase, ph.runs, PHASE_MAX_RUNS);
+		runner_fail(r, job, "interrupted", why);
+		return;
+	}
+	runner_fail(r, job, "interrupted", "interrupted: the device restarted during the job");
 }
 
 enum rcs_err runner_start(struct runner *r)
@@ -670,6 +704,10 @@ enum rcs_err runner_start(struct runner *r)
 	size_t resumed = 0;
 	if (journal_requeue_downloading(r->journal, &resumed) == RCS_OK && resumed > 0)
 		log_info("%zu job%s resume their downloads", resumed, resumed == 1 ? "" : "s");
+	/* jobs in a phase after their first run: waiting for their reboot, or cut short fewer
+	 * than PHASE_MAX_RUNS runs into the phase, run it (again) first (docs/agent.md "Phases") */
+	if (journal_requeue_phases(r->journal, PHASE_MAX_RUNS, &resumed) == RCS_OK && resumed > 0)
+		log_info("%zu job%s resume their phase", resumed, resumed == 1 ? "" : "s");
 	journal_each_running(r->journal, runner_interrupted, r);
 	if (pipe2(r->cancel_fd, O_CLOEXEC | O_NONBLOCK) != 0)
 		goto out;
@@ -718,12 +756,28 @@ void runner_free(struct runner *r)
 	free(r);
 }
 
+/* job is queued or running in a phase after its first run (docs/agent.md "Phases"). */
+static bool runner_in_phase(struct runner *r, const char *job)
+{
+	struct journal_phase ph;
+	enum journal_state st;
+
+	return journal_get_state(r->journal, job, &st) == RCS_OK &&
+	       (st == JOURNAL_QUEUED || st == JOURNAL_RUNNING) &&
+	       journal_phase_get(r->journal, job, &ph) == RCS_OK && ph.phase[0] != '\0';
+}
+
 void runner_cancel(struct runner *r, const char *job)
 {
 	enum journal_state st;
 
 	pthread_mutex_lock(&r->lock);
-	if (strcmp(r->running, job) == 0) {
+	if (runner_in_phase(r, job)) {
+		/* an update is not left half-installed: the coordinator has the job cancelled */
+		log_info("job %s: cancelled between its phases: the device finishes the sequence"
+			 " it is in",
+			 job);
+	} else if (strcmp(r->running, job) == 0) {
 		char one = 1;
 		log_info("job %s: cancelled while running: stopping the script", job);
 		if (write(r->cancel_fd[1], &one, 1) != 1)

@@ -43,6 +43,9 @@ struct runner_reports {
 	void (*artifact_get)(void *ctx, const char *sha256, const char *payload);
 	/* artifacts over MQTT: subscribes to the device's artifact topics (on) or not */
 	void (*artifact_subscribe)(void *ctx, bool on);
+	/* journals and publishes the "rebooting" report of job (edge_running, its phase, within
+	 * seconds; docs/mqtt.md "Status report"); NULL: none */
+	void (*rebooting)(void *ctx, const char *job, long long within);
 };
 
 /* A runner for the device of set, under the policy in force in live, its jobs

@@ -197,6 +197,8 @@ struct sbx_run {
 	struct buf reason;
 	char *response; /* SANDBOX_OK, NULL for nil */
 	bool reboot;
+	char resume[SANDBOX_PHASE_MAX + 1]; /* rcs.reboot{resume = ...}, "" when not asked */
+	long long within;
 };
 
 static void run_finish(struct sbx_run *r, enum sandbox_outcome outcome, const char *cause,
@@ -453,12 +455,87 @@ static void run_sleep(struct sbx_run *r, const struct sbx_msg *m)
 	r->sleep_until = sandbox_now_ms() + ms;
 }
 
+/* rcs.reboot() (no fields), or rcs.reboot{resume = phase, within = seconds}: the phase a
+ * word of 1-32 a-z, 0-9, _ and within in range (the child checked them; so does the agent). */
 static void run_reboot(struct sbx_run *r, const struct sbx_msg *m)
 {
-	if (m->nfields != 0)
+	char phase[SANDBOX_PHASE_MAX + 1], within[16];
+	long long w = 0;
+
+	if (m->nfields == 0) {
+		r->reboot = true;
+		return run_reply_ok(r);
+	}
+	if (m->nfields != 2 || !run_cstr(m, 0, SANDBOX_PHASE_MAX, phase, sizeof(phase)) ||
+	    phase[0] == '\0' ||
+	    strspn(phase, "abcdefghijklmnopqrstuvwxyz0123456789_") != strlen(phase) ||
+	    !run_cstr(m, 1, 6, within, sizeof(within)) || within[0] == '\0' ||
+	    strspn(within, "0123456789") != strlen(within) ||
+	    (w = strtoll(within, NULL, 10)) < SANDBOX_WITHIN_MIN || w > SANDBOX_WITHIN_MAX)
 		return run_violation(r, "reboot: bad fields");
-	r->reboot = true;
+	memcpy(r->resume, phase, sizeof(r->resume));
+	r->within = w;
 	run_reply_ok(r);
+}
+
+/* rcs.state.get(key) -> OK [type, value] or OK [] */
+static void run_state_get(struct sbx_run *r, const struct sbx_msg *m)
+{
+	char key[SANDBOX_STATE_KEY_MAX + 1];
+	char type = 0, *value = NULL;
+	enum rcs_err err;
+
+	if (m->nfields != 1)
+		return run_violation(r, "state.get: bad fields");
+	if (!run_cstr(m, 0, SANDBOX_STATE_KEY_MAX, key, sizeof(key)))
+		return run_reply_err(r, "rcs.state.get: key must be 1 to %d bytes of text",
+				     SANDBOX_STATE_KEY_MAX);
+	if (r->host == NULL || r->host->state_get == NULL)
+		return run_reply_err(r, "rcs.state is not available on this device");
+	err = r->host->state_get(r->host->ctx, key, &type, &value);
+	if (err == RCS_ERR_NOTFOUND) {
+		run_reply(r, SBX_REPLY_OK, 0, NULL, NULL);
+	} else if (err != RCS_OK) {
+		run_reply_err(r, "rcs.state.get: %s", rcs_strerror(err));
+	} else {
+		const char *f[2] = {&type, value};
+		size_t fl[2] = {1, strlen(value)};
+		run_reply(r, SBX_REPLY_OK, 2, f, fl);
+	}
+	free(value);
+}
+
+/* rcs.state.set(key, value) -> OK [], journaled by the host before the reply */
+static void run_state_set(struct sbx_run *r, const struct sbx_msg *m)
+{
+	char key[SANDBOX_STATE_KEY_MAX + 1], why[256] = "";
+	char *value = NULL;
+	char type = 0;
+	enum rcs_err err;
+
+	if (m->nfields != 1 && m->nfields != 3)
+		return run_violation(r, "state.set: bad fields");
+	if (m->nfields == 3 && (m->flen[1] != 1 || m->flen[2] > SANDBOX_STATE_VALUE_MAX))
+		return run_violation(r, "state.set: bad value");
+	if (!run_cstr(m, 0, SANDBOX_STATE_KEY_MAX, key, sizeof(key)))
+		return run_reply_err(r, "rcs.state.set: key must be 1 to %d bytes of text",
+				     SANDBOX_STATE_KEY_MAX);
+	if (r->host == NULL || r->host->state_set == NULL)
+		return run_reply_err(r, "rcs.state is not available on this device");
+	if (m->nfields == 3) {
+		type = m->f[1][0];
+		if ((value = malloc(m->flen[2] + 1)) == NULL)
+			return run_reply_err(r, "rcs.state.set: out of memory");
+		memcpy(value, m->f[2], m->flen[2]);
+		value[m->flen[2]] = '\0';
+	}
+	err = r->host->state_set(r->host->ctx, key, type, value, m->nfields == 3 ? m->flen[2] : 0,
+				 why, sizeof(why));
+	if (err != RCS_OK)
+		run_reply_err(r, "%s", why[0] ? why : rcs_strerror(err));
+	else
+		run_reply_ok(r);
+	free(value);
 }
 
 /* ---- rcs.exec ---- */
@@ -1204,6 +1281,12 @@ static enum run_wait run_frame(struct sbx_run *r, const char *body, size_t len)
 		break;
 	case SBX_ROLLBACK:
 		return run_rollback(r, &m);
+	case SBX_STATE_GET:
+		run_state_get(r, &m);
+		break;
+	case SBX_STATE_SET:
+		run_state_set(r, &m);
+		break;
 	case SBX_RESULT:
 		run_result(r, &m);
 		break;
@@ -1586,6 +1669,10 @@ enum rcs_err sandbox_run(const struct sandbox_config *cfg, const struct sandbox_
 	out->outcome = r.outcome;
 	out->cause = r.outcome == SANDBOX_OK ? NULL : r.cause;
 	out->reboot = r.reboot;
+	if (r.resume[0] != '\0' && r.outcome == SANDBOX_OK) {
+		memcpy(out->resume, r.resume, sizeof(out->resume));
+		out->within = r.within;
+	}
 	if (r.outcome == SANDBOX_OK) {
 		out->response = r.response;
 		r.response = NULL;

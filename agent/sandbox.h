@@ -93,6 +93,14 @@ struct sandbox_host {
 	enum rcs_err (*config_set)(void *ctx, const char *key, const char *value);
 	/* Called once when the child is jailed and the script is about to load. */
 	void (*started)(void *ctx);
+	/* rcs.state.get/set (docs/lua-api.md "rcs.state"): a value travels as its type ('s'
+	   a string, 'n' a number as Lua writes it, 'b' "true" or "false") and its text
+	   (len bytes); set with type 0 removes the key. state_get: RCS_OK with *type and
+	   *value (malloc'd, freed by the sandbox), RCS_ERR_NOTFOUND when unset. state_set:
+	   any error is raised in the script with why (NULL: "not available"). */
+	enum rcs_err (*state_get)(void *ctx, const char *key, char *type, char **value);
+	enum rcs_err (*state_set)(void *ctx, const char *key, char type, const char *value,
+				  size_t len, char *why, size_t whylen);
 };
 
 enum sandbox_outcome {
@@ -119,6 +127,10 @@ struct sandbox_result {
 	   "sandbox_violation"); a constant string. NULL for OK. */
 	const char *cause;
 	bool reboot; /* the script called rcs.reboot() (whatever the outcome) */
+	/* rcs.reboot{resume = ..., within = ...}: the phase to run after the reboot ("" when
+	   not asked; the script ended there, outcome OK) and the seconds it has */
+	char resume[SANDBOX_PHASE_MAX + 1];
+	long long within;
 };
 
 /* Fills cfg with the defaults above; lists NULL, allow_no_seccomp false. */

@@ -336,11 +336,137 @@ static int rcs_sleep(lua_State *L)
 	return 0;
 }
 
+/* rcs.reboot{resume = "<phase>", within = <seconds>}: the checked phase and within. */
+static void child_reboot_args(lua_State *L, const char **phase, size_t *plen, lua_Integer *within)
+{
+	int isnum = 0;
+
+	luaL_checktype(L, 1, LUA_TTABLE);
+	lua_getfield(L, 1, "resume");
+	*phase = lua_type(L, -1) == LUA_TSTRING ? lua_tolstring(L, -1, plen) : NULL;
+	if (*phase == NULL || *plen == 0 || *plen > SANDBOX_PHASE_MAX ||
+	    strspn(*phase, "abcdefghijklmnopqrstuvwxyz0123456789_") != *plen)
+		luaL_error(L,
+			   "rcs.reboot: resume must be a phase name of 1 to %d characters a-z, 0-9"
+			   " and _",
+			   SANDBOX_PHASE_MAX);
+	lua_getfield(L, 1, "within");
+	if (lua_isnil(L, -1)) {
+		*within = SANDBOX_WITHIN_DEFAULT;
+	} else {
+		*within = lua_type(L, -1) == LUA_TNUMBER ? lua_tointegerx(L, -1, &isnum) : 0;
+		if (!isnum || *within < SANDBOX_WITHIN_MIN || *within > SANDBOX_WITHIN_MAX)
+			luaL_error(L, "rcs.reboot: within must be whole seconds from %d to %d",
+				   SANDBOX_WITHIN_MIN, SANDBOX_WITHIN_MAX);
+	}
+	lua_pop(L, 1); /* within; the phase stays on the stack, *phase points into it */
+}
+
+/* rcs.reboot(): after the final report. rcs.reboot{resume = ..., within = ...}: the script
+ * ends here (pcall cannot catch it), the job goes on in that phase after the reboot. */
 static int rcs_reboot(lua_State *L)
 {
 	struct sbx_msg m;
+	const char *f[2];
+	size_t fl[2];
+	char w[24];
+	lua_Integer within = 0;
 
-	child_call(L, SBX_REBOOT, 0, NULL, NULL, &m);
+	if (lua_isnoneornil(L, 1)) {
+		child_call(L, SBX_REBOOT, 0, NULL, NULL, &m);
+		return 0;
+	}
+	child_reboot_args(L, &f[0], &fl[0], &within);
+	fl[1] = (size_t)snprintf(w, sizeof(w), "%lld", (long long)within);
+	f[1] = w;
+	child_call(L, SBX_REBOOT, 2, f, fl, &m);
+	child_result(child_of(L), SBX_RES_NIL, NULL, 0);
+}
+
+/* rcs.state.get(key) -> the value or nil */
+static int rcs_state_get(lua_State *L)
+{
+	struct sbx_msg m;
+	size_t len;
+	const char *key = child_checkstr(L, 1, SANDBOX_STATE_KEY_MAX, "rcs.state: key", &len);
+	char num[64];
+
+	child_call(L, SBX_STATE_GET, 1, &key, &len, &m);
+	if (m.nfields == 0) {
+		lua_pushnil(L);
+		return 1;
+	}
+	if (m.nfields != 2 || m.flen[0] != 1)
+		_exit(CHILD_EXIT_PROTO);
+	switch (m.f[0][0]) {
+	case 's':
+		lua_pushlstring(L, m.f[1], m.flen[1]);
+		break;
+	case 'b':
+		lua_pushboolean(L, m.flen[1] == 4 && memcmp(m.f[1], "true", 4) == 0);
+		break;
+	case 'n':
+		if (m.flen[1] == 0 || m.flen[1] >= sizeof(num))
+			_exit(CHILD_EXIT_PROTO);
+		memcpy(num, m.f[1], m.flen[1]);
+		num[m.flen[1]] = '\0';
+		if (lua_stringtonumber(L, num) == 0)
+			_exit(CHILD_EXIT_PROTO);
+		break;
+	default:
+		_exit(CHILD_EXIT_PROTO);
+	}
+	return 1;
+}
+
+/* rcs.state.set(key, value): a string, number or boolean; nil removes the key */
+static int rcs_state_set(lua_State *L)
+{
+	struct sbx_msg m;
+	const char *f[3];
+	size_t fl[3];
+	char num[64];
+	size_t nf = 3;
+
+	f[0] = child_checkstr(L, 1, SANDBOX_STATE_KEY_MAX, "rcs.state: key", &fl[0]);
+	fl[1] = 1;
+	switch (lua_type(L, 2)) {
+	case LUA_TNONE:
+	case LUA_TNIL:
+		nf = 1;
+		break;
+	case LUA_TSTRING:
+		f[1] = "s";
+		f[2] = lua_tolstring(L, 2, &fl[2]);
+		if (fl[2] > SANDBOX_STATE_VALUE_MAX)
+			return luaL_error(L, "rcs.state.set: value longer than %d bytes",
+					  SANDBOX_STATE_VALUE_MAX);
+		break;
+	case LUA_TNUMBER:
+		f[1] = "n";
+		if (lua_isinteger(L, 2)) {
+			fl[2] = (size_t)snprintf(num, sizeof(num), LUA_INTEGER_FMT,
+						 (LUAI_UACINT)lua_tointeger(L, 2));
+		} else {
+			lua_Number d = lua_tonumber(L, 2);
+			if (!isfinite(d))
+				return luaL_error(L,
+						  "rcs.state.set: value must be a finite number");
+			fl[2] = (size_t)snprintf(num, sizeof(num), "%.17g", (double)d);
+		}
+		f[2] = num;
+		break;
+	case LUA_TBOOLEAN:
+		f[1] = "b";
+		f[2] = lua_toboolean(L, 2) ? "true" : "false";
+		fl[2] = strlen(f[2]);
+		break;
+	default:
+		return luaL_error(
+		    L, "rcs.state.set: value must be a string, number or boolean, not %s",
+		    luaL_typename(L, 2));
+	}
+	child_call(L, SBX_STATE_SET, nf, f, fl, &m);
 	return 0;
 }
 
@@ -484,6 +610,12 @@ static const luaL_Reg child_rcs_funcs[] = {
 static const luaL_Reg child_rcs_config[] = {
     {"get", rcs_config_get},
     {"set", rcs_config_set},
+    {NULL, NULL},
+};
+
+static const luaL_Reg child_rcs_state[] = {
+    {"get", rcs_state_get},
+    {"set", rcs_state_set},
     {NULL, NULL},
 };
 
@@ -736,6 +868,8 @@ static void child_push_rcs(lua_State *L, const struct sandbox_job *job)
 	lua_setfield(L, -2, "file");
 	luaL_newlib(L, child_rcs_disk);
 	lua_setfield(L, -2, "disk");
+	luaL_newlib(L, child_rcs_state);
+	lua_setfield(L, -2, "state");
 	if (job->artifacts != NULL && json_object_is_type(job->artifacts, json_type_object)) {
 		child_push_json(L, job->artifacts, 0, true);
 	} else {

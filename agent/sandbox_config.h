@@ -47,6 +47,12 @@ void sandbox_close_from(int first);
 #define SANDBOX_PATH_MAX         1024       /* rcs.file path, bytes */
 #define SANDBOX_FILE_MAX         (1 << 20)  /* rcs.file.read / write data, bytes */
 #define SANDBOX_REASON_MAX       1024       /* failure reasons, bytes */
+#define SANDBOX_PHASE_MAX        32         /* rcs.reboot{resume = ...}: bytes of a phase */
+#define SANDBOX_WITHIN_MIN       30         /* rcs.reboot{within = ...}: seconds */
+#define SANDBOX_WITHIN_MAX       86400
+#define SANDBOX_WITHIN_DEFAULT   900
+#define SANDBOX_STATE_KEY_MAX    128        /* rcs.state key, bytes */
+#define SANDBOX_STATE_VALUE_MAX  (16 << 10) /* rcs.state value, bytes */
 
 struct sandbox_config {
 	size_t mem_limit;    /* bytes the Lua allocator may hold (default 64 MiB) */

@@ -44,9 +44,11 @@ enum sbx_op {
 	SBX_SLEEP,     /* milliseconds         -> OK [] */
 	SBX_FILE_READ, /* path                 -> OK [data] */
 	SBX_FILE_WRITE, /* path, data           -> OK [] */
-	SBX_REBOOT,     /*                      -> OK [] */
+	SBX_REBOOT,     /* [phase, within]      -> OK [] (with a phase: the script ends next) */
 	SBX_DISK_FREE,  /* path ("": artifact_dir) -> OK [bytes, decimal] */
 	SBX_ROLLBACK,   /* (runs rollback_command) -> OK [as SBX_EXEC's] */
+	SBX_STATE_GET,  /* key                  -> OK [type, value] or OK [] when unset */
+	SBX_STATE_SET,  /* key[, type, value]   -> OK [] (no value: the key removed) */
 	SBX_RESULT,     /* kind (enum sbx_result_kind, decimal)[, text]; the last message */
 	/* parent -> child */
 	SBX_REPLY_OK = 64,

@@ -95,6 +95,9 @@ static const struct cfg_opt settings_opts[] = {
     OPT("inventory_command", CFG_STRING, inventory_command, "PATH",
 	"prints the device's attributes as key=value lines, run at every connect and after"
 	" every job (default: none)"),
+    OPT("boot_id_file", CFG_STRING, boot_id_file, "FILE",
+	"where the boot id is read, to tell a reboot from a restart (default"
+	" /proc/sys/kernel/random/boot_id)"),
     OPT("allow_no_seccomp", CFG_BOOL, allow_no_seccomp, "BOOL",
 	"run scripts even where seccomp is unavailable (emulators only; default false)"),
     OPT("debug", CFG_BOOL, debug, NULL, "verbose logs"),
@@ -281,7 +284,8 @@ static bool settings_path_within(const char *a, const char *b)
 }
 
 /* artifact_dir may not lie inside a file_dir (the same directory, or one a link leads
- * into), nor hold one: a script must not reach the downloads (docs/agent.md "Artifacts"). */
+ * into), nor hold one: a script must not reach the downloads (docs/agent.md "Artifacts").
+ * Neither of them may hold boot_id_file (docs/agent.md "Phases"). */
 static bool settings_artifact_dir_valid(const struct settings *s, char *err, size_t errlen)
 {
 	char ad[PATH_MAX], fd[PATH_MAX];
@@ -292,9 +296,24 @@ static bool settings_artifact_dir_valid(const struct settings *s, char *err, siz
 		snprintf(err, errlen, "artifact_dir '%s': cannot be resolved", s->artifact_dir);
 		return false;
 	}
+	/* a job's script could write the boot id there and fake a reboot (docs/agent.md "Phases")
+	 */
+	if (s->boot_id_file != NULL && settings_resolve(s->boot_id_file, fd) &&
+	    settings_path_within(fd, ad)) {
+		snprintf(err, errlen, "boot_id_file '%s' lies in artifact_dir '%s'",
+			 s->boot_id_file, s->artifact_dir);
+		return false;
+	}
 	for (size_t i = 0; i < s->file_dir.n; i++) {
+		char bf[PATH_MAX];
 		if (!settings_resolve(s->file_dir.items[i], fd))
 			continue;
+		if (s->boot_id_file != NULL && settings_resolve(s->boot_id_file, bf) &&
+		    settings_path_within(bf, fd)) {
+			snprintf(err, errlen, "boot_id_file '%s' lies in file_dir '%s'",
+				 s->boot_id_file, s->file_dir.items[i]);
+			return false;
+		}
 		if (settings_path_within(ad, fd) || settings_path_within(fd, ad)) {
 			snprintf(err, errlen,
 				 "artifact_dir '%s' and file_dir '%s' overlap: scripts would reach"
@@ -351,6 +370,14 @@ enum rcs_err settings_load(struct settings *s, int argc, char **argv, char *err,
 	if (s->rollback_command && s->rollback_command[0] != '/') {
 		snprintf(err, errlen, "rollback_command '%s': not an absolute path",
 			 s->rollback_command);
+		e = RCS_ERR_INVAL;
+		goto out;
+	}
+	if (s->boot_id_file == NULL)
+		s->boot_id_file = strdup("/proc/sys/kernel/random/boot_id");
+	if (s->boot_id_file == NULL || s->boot_id_file[0] != '/') {
+		snprintf(err, errlen, "boot_id_file '%s': not an absolute path",
+			 s->boot_id_file ? s->boot_id_file : "");
 		e = RCS_ERR_INVAL;
 		goto out;
 	}

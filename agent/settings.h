@@ -69,6 +69,7 @@ struct settings {
 	char *device_type;
 	char *rollback_command;  /* NULL: none (docs/lua-api.md "rcs.rollback") */
 	char *inventory_command; /* NULL: none (docs/agent.md "Inventory") */
+	char *boot_id_file; /* default /proc/sys/kernel/random/boot_id (docs/agent.md "Phases") */
 	bool allow_no_seccomp;
 	bool check;
 	bool debug;

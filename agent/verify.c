@@ -307,3 +307,21 @@ enum rcs_err verify_envelope(const struct verify_ctx *v, const struct proto_enve
 {
 	return verify_envelope_check(v, env, now, NULL, reason, reason_len);
 }
+
+const char *verify_check_cause(enum verify_check failed)
+{
+	switch (failed) {
+	case VERIFY_OURS:
+		return "wrong_device";
+	case VERIFY_EXPIRY:
+		return "expired";
+	case VERIFY_SIGNATURE:
+		return "signature_invalid";
+	case VERIFY_VERSION:
+		return "rollback_refused";
+	case VERIFY_VARIABLES:
+		return "variables_invalid";
+	default:
+		return "envelope_invalid";
+	}
+}

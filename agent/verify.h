@@ -87,6 +87,11 @@ enum rcs_err verify_envelope_check(const struct verify_ctx *v, const struct prot
 				   int64_t now, enum verify_check *failed, char *reason,
 				   size_t reason_len);
 
+/* The cause (docs/mqtt.md "Status report") of a refusal by verify_envelope_check:
+ * "wrong_device", "expired", "signature_invalid", "rollback_refused", "variables_invalid" or
+ * "envelope_invalid". */
+const char *verify_check_cause(enum verify_check failed);
+
 /* Forgets which signatures verified (they are remembered per task version):
  * after the trusted keys changed, each is checked again with the new keys. */
 void verify_forget_signatures(void);

@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """The agent cross-built for 64-bit ARM (toolchains/aarch64-linux-gnu.cmake) and for 32-bit
 ARM (toolchains/arm-linux-gnueabihf.cmake), agent only, each run under qemu-user against a
-real mosquitto and the native coordinator: full signed jobs end terminated. qemu-user refuses
+real mosquitto and the native coordinator: full signed jobs end terminated, one of them across
+a reboot (its reboot command plays it). qemu-user refuses
 seccomp, so that agent runs with --allow-no-seccomp; without it the agent must refuse to run
 scripts unjailed (edge_error naming seccomp).
 
@@ -135,6 +136,40 @@ class QemuAgentBase:
         self.assertEqual(a.stop(), 0)
         wait_for(lambda: self.admin.get("/devices/" + a.entity_ident).json["online"] is False,
                  timeout=15, what="emulated device offline")
+
+    def test_two_phase_job_under_qemu(self):
+        """A job across a reboot (docs/agent.md "Phases"): the reboot command writes a new
+        boot id and stops the agent, as a reboot would; started again, the agent runs the
+        job's phase "verify" with rcs.job.rebooted and rcs.state."""
+        boot = os.path.join(self.workdir, "qemu-boot_id-" + self.ARCH)
+        with open(boot, "w") as f:
+            f.write("boot-0\n")
+        reboot = os.path.join(self.workdir, "qemu-reboot-%s.sh" % self.ARCH)
+        with open(reboot, "w") as f:
+            f.write("#!/bin/sh\necho boot-1 > %s\nkill -TERM $PPID\n" % boot)
+        os.chmod(reboot, 0o755)
+        a = self.emulated_agent("arm-phases", ["--allow-no-seccomp", "--reboot-command",
+                                               reboot, "--boot-id-file", boot])
+        src = ('if rcs.job.phase == nil then rcs.state.set("n", 1)'
+               ' rcs.reboot{resume = "verify", within = 60} end\n'
+               'return {phase = rcs.job.phase, rebooted = rcs.job.rebooted,'
+               ' n = rcs.state.get("n")}\n')
+        r = self.admin.put("/scripts/armphases", {"source": src})
+        self.assertIn(r.status, (200, 201), r)
+        task = self.admin.post("/tasks", {"name": "armphases", "script": "armphases"}).json
+        r = self.admin.post("/tasks/%s/jobs" % task["ident"], {"entity_ident": a.entity_ident})
+        self.assertEqual(r.status, 201, r)
+        ident = r.json["ident"]
+        wait_for(lambda: a.proc.poll() is not None, timeout=60,
+                 what="the emulated agent stopped by its reboot command")
+        self.assertEqual(a.stop(), 0)
+        a.start(timeout=30)
+        done = wait_for(lambda: (lambda j: j if j["status"] in TERMINAL else None)(
+            self.admin.get("/jobs/" + ident).json), timeout=60, what="job %s ended" % ident)
+        self.assertEqual(done["status"], "terminated", self.history(ident))
+        self.assertEqual(json.loads(done["response"]),
+                         {"phase": "verify", "rebooted": True, "n": 1})
+        self.assertEqual(a.stop(), 0)
 
     def test_refuses_to_run_without_seccomp(self):
         a = self.emulated_agent("arm-strict")

@@ -23,6 +23,7 @@
 #include "link.h"
 #include "manifest.h"
 #include "mqttc.h"
+#include "phase.h"
 #include "proto.h"
 #include "runner.h"
 #include "settings.h"
@@ -587,6 +588,119 @@ static void test_inventory_parse(void **state)
 	json_object_put(o);
 }
 
+/* ---- phases: rcs.state's values, the boot id (docs/agent.md "Phases") ---- */
+
+static void test_phase_state(void **state)
+{
+	json_object *st = NULL, *next = NULL;
+	char *text = NULL, *v = NULL, why[256], type = 0;
+	char big[JOURNAL_MAX_SCRIPT_STATE];
+
+	(void)state;
+	/* values of each type, then read back as they went in */
+	assert_int_equal(
+	    phase_state_set(NULL, "expect", 's', "2.0", 3, &next, &text, why, sizeof(why)), RCS_OK);
+	assert_string_equal(text, "{\"expect\":\"2.0\"}");
+	free(text);
+	st = next;
+	assert_int_equal(phase_state_set(st, "n", 'n', "41", 2, &next, &text, why, sizeof(why)),
+			 RCS_OK);
+	json_object_put(st);
+	st = next;
+	free(text);
+	assert_int_equal(phase_state_set(st, "f", 'n', "2.5", 3, &next, &text, why, sizeof(why)),
+			 RCS_OK);
+	json_object_put(st);
+	st = next;
+	free(text);
+	assert_int_equal(phase_state_set(st, "ok", 'b', "false", 5, &next, &text, why, sizeof(why)),
+			 RCS_OK);
+	json_object_put(st);
+	st = next;
+	assert_string_equal(text, "{\"expect\":\"2.0\",\"n\":41,\"f\":2.5,\"ok\":false}");
+	free(text);
+	assert_int_equal(phase_state_get(st, "n", &type, &v), RCS_OK);
+	assert_int_equal(type, 'n');
+	assert_string_equal(v, "41");
+	free(v);
+	assert_int_equal(phase_state_get(st, "f", &type, &v), RCS_OK);
+	assert_int_equal(type, 'n');
+	assert_string_equal(v, "2.5");
+	free(v);
+	assert_int_equal(phase_state_get(st, "ok", &type, &v), RCS_OK);
+	assert_int_equal(type, 'b');
+	assert_string_equal(v, "false");
+	free(v);
+	assert_int_equal(phase_state_get(st, "expect", &type, &v), RCS_OK);
+	assert_int_equal(type, 's');
+	free(v);
+	assert_int_equal(phase_state_get(st, "none", &type, &v), RCS_ERR_NOTFOUND);
+	/* removing a key */
+	assert_int_equal(phase_state_set(st, "n", 0, NULL, 0, &next, &text, why, sizeof(why)),
+			 RCS_OK);
+	assert_null(strstr(text, "\"n\""));
+	assert_int_equal(phase_state_get(next, "n", &type, &v), RCS_ERR_NOTFOUND);
+	json_object_put(next);
+	free(text);
+	/* bad input: refused, naming what is wrong, and st is unchanged */
+	assert_int_equal(phase_state_set(st, "", 's', "x", 1, &next, &text, why, sizeof(why)),
+			 RCS_ERR_INVAL);
+	assert_non_null(strstr(why, "key"));
+	assert_int_equal(phase_state_set(st, "a\nb", 's', "x", 1, &next, &text, why, sizeof(why)),
+			 RCS_ERR_INVAL);
+	assert_int_equal(phase_state_set(st, "k", 'n', "nan", 3, &next, &text, why, sizeof(why)),
+			 RCS_ERR_INVAL);
+	assert_non_null(strstr(why, "finite"));
+	assert_int_equal(phase_state_set(st, "k", 'n', "1e999", 5, &next, &text, why, sizeof(why)),
+			 RCS_ERR_INVAL);
+	assert_int_equal(phase_state_set(st, "k", 'b', "yes", 3, &next, &text, why, sizeof(why)),
+			 RCS_ERR_INVAL);
+	assert_int_equal(phase_state_set(st, "k", 't', "{}", 2, &next, &text, why, sizeof(why)),
+			 RCS_ERR_INVAL);
+	assert_non_null(strstr(why, "string, a number or a boolean"));
+	assert_int_equal(phase_state_set(st, "k", 's', "a\xff", 2, &next, &text, why, sizeof(why)),
+			 RCS_ERR_INVAL);
+	memset(big, 'x', sizeof(big));
+	assert_int_equal(
+	    phase_state_set(st, "k", 's', big, sizeof(big), &next, &text, why, sizeof(why)),
+	    RCS_ERR_TOOBIG);
+	assert_non_null(strstr(why, "more than 16384"));
+	assert_null(next);
+	assert_null(text);
+	assert_int_equal(phase_state_get(st, "k", &type, &v), RCS_ERR_NOTFOUND);
+	json_object_put(st);
+	/* the journaled text back into a table; garbage starts empty */
+	st = phase_state_parse("job", "{\"a\":1}");
+	assert_non_null(st);
+	json_object_put(st);
+	assert_null(phase_state_parse("job", "[1]"));
+	assert_null(phase_state_parse("job", "nope"));
+}
+
+static void test_phase_boot_id(void **state)
+{
+	struct fx *f = *state;
+	char path[512], id[JOURNAL_MAX_BOOT_ID + 1];
+	FILE *fp;
+
+	snprintf(path, sizeof(path), "%s/boot_id", f->dir);
+	assert_int_equal(phase_boot_id(path, id), RCS_ERR_IO);
+	assert_string_equal(id, "");
+	fp = fopen(path, "w");
+	assert_non_null(fp);
+	fputs("3f1c2d9e-6a5b-4c7d-8e9f-0a1b2c3d4e5f\nsecond line\n", fp);
+	fclose(fp);
+	assert_int_equal(phase_boot_id(path, id), RCS_OK);
+	assert_string_equal(id, "3f1c2d9e-6a5b-4c7d-8e9f-0a1b2c3d4e5f");
+	fp = fopen(path, "w");
+	assert_non_null(fp);
+	fputs("\n", fp);
+	fclose(fp);
+	assert_int_equal(phase_boot_id(path, id), RCS_ERR_INVAL);
+	assert_int_equal(phase_boot_id("/proc/sys/kernel/random/boot_id", id), RCS_OK);
+	assert_int_equal(strlen(id), 36);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -603,6 +717,8 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(test_runner_cancels, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_link_reports_wait_in_outbox, setup, teardown),
 	    cmocka_unit_test(test_inventory_parse),
+	    cmocka_unit_test(test_phase_state),
+	    cmocka_unit_test_setup_teardown(test_phase_boot_id, setup, teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

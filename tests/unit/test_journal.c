@@ -589,6 +589,112 @@ static void test_running_at_crash(void **state)
 	assert_int_equal(sql_int(f, "SELECT max(seq) FROM outbox WHERE job = '" JOB_C "'"), 1);
 }
 
+/* ---- phases (docs/agent.md "Phases") ---- */
+
+/* A job that asks to be continued after a reboot: its phase, runs and boot id journaled,
+ * every later report carrying the phase, resumed first, and a phase cut short PHASE runs
+ * left RUNNING for journal_each_running. */
+static void test_phases(void **state)
+{
+	struct fx *f = *state;
+	struct journal_phase ph;
+	char job[UUID_STR_LEN], *p = NULL, *st = NULL;
+	char big[JOURNAL_MAX_SCRIPT_STATE + 2];
+	size_t len = 0, n = 0;
+
+	receive(f, JOB_A, "a", true);
+	receive(f, JOB_B, "b", true);
+	assert_int_equal(journal_set_state(f->j, JOB_B, JOURNAL_RUNNING), RCS_OK);
+	assert_int_equal(journal_phase_get(f->j, JOB_B, &ph), RCS_OK);
+	assert_string_equal(ph.phase, "");
+	assert_false(ph.waiting);
+	assert_int_equal(journal_report(f->j, JOB_B, JS_EDGE_STARTED, NULL, NOW, NULL, &p), RCS_OK);
+	assert_null(strstr(p, "\"phase\""));
+	free(p);
+	/* rcs.state, journaled as it is set, any job */
+	assert_int_equal(journal_script_state_get(f->j, JOB_B, &st), RCS_OK);
+	assert_null(st);
+	assert_int_equal(journal_script_state_set(f->j, JOB_B, "{\"expect\":\"2.0\"}"), RCS_OK);
+	memset(big, 'x', sizeof(big) - 1);
+	big[sizeof(big) - 1] = '\0';
+	assert_int_equal(journal_script_state_set(f->j, JOB_B, big), RCS_ERR_TOOBIG);
+	assert_int_equal(journal_script_state_get(f->j, JOB_B, &st), RCS_OK);
+	assert_string_equal(st, "{\"expect\":\"2.0\"}");
+	free(st);
+	/* bad phases and boot ids change nothing */
+	assert_int_equal(journal_phase_reboot(f->j, JOB_B, "Verify", "b1"), RCS_ERR_INVAL);
+	assert_int_equal(journal_phase_reboot(f->j, JOB_B, "", "b1"), RCS_ERR_INVAL);
+	assert_int_equal(
+	    journal_phase_reboot(f->j, JOB_B, "abcdefghijklmnopqrstuvwxyz0123456", "b1"),
+	    RCS_ERR_INVAL);
+	assert_int_equal(journal_phase_reboot(f->j, JOB_A, "verify", "b1"), RCS_ERR_NOTFOUND);
+	assert_int_equal(journal_phase_start(f->j, JOB_B, "b1"), RCS_ERR_NOTFOUND);
+	assert_int_equal(journal_phase_get(f->j, JOB_B, &ph), RCS_OK);
+	assert_string_equal(ph.phase, "");
+	/* rcs.reboot{resume = "verify"}: the phase, then the rebooting report with it */
+	assert_int_equal(journal_phase_reboot(f->j, JOB_B, "verify", "boot-1"), RCS_OK);
+	assert_int_equal(journal_report_rebooting(f->j, JOB_B, 10, NOW, NULL, NULL), RCS_ERR_INVAL);
+	assert_int_equal(journal_report_rebooting(f->j, JOB_B, 900, NOW, NULL, &p), RCS_OK);
+	assert_non_null(strstr(p, "\"phase\":\"verify\""));
+	assert_non_null(strstr(p, "\"within\":900"));
+	assert_non_null(strstr(p, "\"response\":\"rebooting\""));
+	free(p);
+	assert_int_equal(journal_phase_get(f->j, JOB_B, &ph), RCS_OK);
+	assert_string_equal(ph.phase, "verify");
+	assert_true(ph.waiting);
+	assert_int_equal(ph.runs, 0);
+	assert_int_equal(ph.reboots, 1);
+	assert_string_equal(ph.boot_id, "boot-1");
+	/* it survives a restart, and resumes before the job that arrived first */
+	journal_close(f->j);
+	f->j = NULL;
+	assert_int_equal(journal_open(f->dir, &f->j), RCS_OK);
+	assert_int_equal(journal_requeue_phases(f->j, 3, &n), RCS_OK);
+	assert_int_equal(n, 1);
+	assert_int_equal(journal_next_queued(f->j, job, &p, &len), RCS_OK);
+	assert_string_equal(job, JOB_B);
+	free(p);
+	assert_int_equal(journal_set_state(f->j, JOB_B, JOURNAL_RUNNING), RCS_OK);
+	/* its runs: each one counted, the boot id it ran under kept */
+	for (int run = 1; run <= 3; run++) {
+		assert_int_equal(journal_phase_start(f->j, JOB_B, run == 1 ? "boot-2" : "boot-3"),
+				 RCS_OK);
+		assert_int_equal(journal_phase_get(f->j, JOB_B, &ph), RCS_OK);
+		assert_false(ph.waiting);
+		assert_int_equal(ph.runs, run);
+		assert_string_equal(ph.boot_id, run == 1 ? "boot-2" : "boot-3");
+		assert_int_equal(journal_requeue_job(f->j, JOB_B),
+				 RCS_ERR_NOTFOUND); /* not waiting */
+		assert_int_equal(journal_requeue_phases(f->j, 3, &n), RCS_OK);
+		assert_int_equal(n, run < 3 ? 1 : 0);
+		assert_int_equal(state_of(f, JOB_B), run < 3 ? JOURNAL_QUEUED : JOURNAL_RUNNING);
+		if (run < 3)
+			assert_int_equal(journal_set_state(f->j, JOB_B, JOURNAL_RUNNING), RCS_OK);
+	}
+	/* every report of the phase carries it; the state goes with the final one */
+	assert_int_equal(journal_report(f->j, JOB_B, JS_EDGE_RUNNING, "x", NOW, NULL, &p), RCS_OK);
+	assert_non_null(strstr(p, "\"phase\":\"verify\""));
+	assert_null(strstr(p, "\"within\""));
+	free(p);
+	assert_int_equal(journal_report_cause(f->j, JOB_B, JS_EDGE_ERROR, "interrupted",
+					      "interrupted", NOW, NULL, &p),
+			 RCS_OK);
+	assert_non_null(strstr(p, "\"phase\":\"verify\""));
+	free(p);
+	assert_int_equal(journal_script_state_get(f->j, JOB_B, &st), RCS_OK);
+	assert_null(st);
+	assert_int_equal(journal_requeue_phases(f->j, 3, &n), RCS_OK);
+	assert_int_equal(n, 0);
+	/* a job waiting for a reboot that did not come: back to the queue, first */
+	assert_int_equal(journal_set_state(f->j, JOB_A, JOURNAL_RUNNING), RCS_OK);
+	assert_int_equal(journal_phase_reboot(f->j, JOB_A, "p2", ""), RCS_OK);
+	assert_int_equal(journal_requeue_job(f->j, JOB_A), RCS_OK);
+	assert_int_equal(state_of(f, JOB_A), JOURNAL_QUEUED);
+	assert_int_equal(journal_phase_get(f->j, JOB_A, &ph), RCS_OK);
+	assert_int_equal(ph.reboots, 1);
+	assert_string_equal(ph.boot_id, "");
+}
+
 /* ---- task versions, settings ---- */
 
 static void test_task_versions(void **state)
@@ -930,7 +1036,7 @@ static void test_open_refuses(void **state)
 	f->j = NULL;
 	sql(f, "PRAGMA user_version = 99");
 	assert_int_equal(journal_open(f->dir, &j2), RCS_ERR_DB);
-	sql(f, "PRAGMA user_version = 2; PRAGMA application_id = 42");
+	sql(f, "PRAGMA user_version = 3; PRAGMA application_id = 42");
 	assert_int_equal(journal_open(f->dir, &j2), RCS_ERR_DB);
 	sql(f, "PRAGMA application_id = 0x52435341");
 	assert_int_equal(journal_open(f->dir, &f->j), RCS_OK);
@@ -1052,6 +1158,7 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(test_resend, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_report_cause, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_running_at_crash, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_phases, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_task_versions, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_config, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_prune, setup, teardown),

@@ -246,6 +246,8 @@ struct run {
 	const char *name; /* script name, default "t" */
 	int64_t elapsed_ms;
 	bool reboot;
+	char resume[SANDBOX_PHASE_MAX + 1]; /* rcs.reboot{resume = ...}'s, "" when none */
+	long long within;
 	const char *cause;     /* the result's */
 	const char *fail_code; /* the cause an rcs.fail or rcs.rollback result must carry */
 };
@@ -329,6 +331,8 @@ static enum sandbox_outcome run_opts(const char *src, struct run *o, char **resp
 	assert_int_equal(sandbox_run(o->cfg ? o->cfg : &cfg, &host, &job, &res), RCS_OK);
 	o->elapsed_ms = sandbox_now_ms() - t0;
 	o->reboot = res.reboot;
+	memcpy(o->resume, res.resume, sizeof(o->resume));
+	o->within = res.within;
 	o->cause = res.cause;
 	outcome = res.outcome;
 	if (o->fail_code != NULL)
@@ -832,6 +836,51 @@ static void test_reboot(void **state)
 	assert_int_equal(run_opts("return 1", &o, &resp), SANDBOX_OK);
 	assert_false(o.reboot);
 	free(resp);
+	agent_ok();
+}
+
+/* rcs.reboot{resume, within} (docs/lua-api.md): the script ends there, pcall cannot catch it,
+ * the phase and within go to the agent; bad arguments are Lua errors naming them. rcs.state
+ * without the host's services says so. */
+static void test_reboot_resume(void **state)
+{
+	struct run o = {0};
+	char *resp = NULL;
+
+	(void)state;
+	assert_int_equal(run_opts("local ok = pcall(rcs.reboot, {resume = 'verify', within = 120})"
+				  " return 'not here'",
+				  &o, &resp),
+			 SANDBOX_OK);
+	assert_null(resp);
+	assert_string_equal(o.resume, "verify");
+	assert_int_equal(o.within, 120);
+	assert_false(o.reboot);
+	assert_int_equal(run_opts("rcs.reboot{resume = 'a_1'} return 'not here'", &o, &resp),
+			 SANDBOX_OK);
+	assert_null(resp);
+	assert_string_equal(o.resume, "a_1");
+	assert_int_equal(o.within, 900);
+	assert_int_equal(run_opts("return 1", &o, &resp), SANDBOX_OK);
+	assert_string_equal(o.resume, "");
+	free(resp);
+	expect_sub("rcs.reboot{resume = 'Verify'}", T_LONG, SANDBOX_ERROR,
+		   "rcs.reboot: resume must be a phase name");
+	expect_sub("rcs.reboot{resume = string.rep('a', 33)}", T_LONG, SANDBOX_ERROR,
+		   "rcs.reboot: resume must be a phase name");
+	expect_sub("rcs.reboot{within = 60}", T_LONG, SANDBOX_ERROR,
+		   "rcs.reboot: resume must be a phase name");
+	expect_sub("rcs.reboot{resume = 'v', within = 86401}", T_LONG, SANDBOX_ERROR,
+		   "rcs.reboot: within must be whole seconds from 30 to 86400");
+	expect_sub("rcs.reboot{resume = 'v', within = '60'}", T_LONG, SANDBOX_ERROR,
+		   "rcs.reboot: within must be whole seconds");
+	expect_sub("rcs.reboot('verify')", T_LONG, SANDBOX_ERROR, "table expected");
+	expect("return pcall(rcs.reboot, {resume = 'Bad'}) and 'ok' or 'caught'", T_LONG,
+	       SANDBOX_OK, "caught");
+	expect_sub("rcs.state.set('k', 1)", T_LONG, SANDBOX_ERROR,
+		   "rcs.state is not available on this device");
+	expect_sub("rcs.state.set('k', {})", T_LONG, SANDBOX_ERROR,
+		   "rcs.state.set: value must be a string, number or boolean, not table");
 	agent_ok();
 }
 
@@ -1908,6 +1957,7 @@ int main(void)
 	    cmocka_unit_test(test_exec_timeout),
 	    cmocka_unit_test(test_files),
 	    cmocka_unit_test(test_reboot),
+	    cmocka_unit_test(test_reboot_resume),
 	    cmocka_unit_test(test_fail_and_rollback),
 	    cmocka_unit_test(test_sleep_and_cancel),
 	    cmocka_unit_test(test_from_thread),
