@@ -151,20 +151,13 @@ static int64_t sched_release(struct sched *s, int64_t now)
 	return next;
 }
 
-/*
- * Ends the jobs whose device did not come back from its reboot within the seconds its
- * "rebooting" report gave (docs/mqtt.md "Status report", within): edge_error reboot_timeout,
- * with all that follows a status change; a job whose report came meanwhile is left as it
- * is (the move checks the deadline again). Called only while the transport is connected:
- * the device's reports cannot reach a coordinator without its broker. Returns the number of
- * jobs that were due (SCHED_REBOOT_LIMIT: more may be).
- */
-static size_t sched_reboot_timeouts(struct sched *s, int64_t now, size_t *moved)
+/* See scheduler.h. */
+size_t sched_reboot_timeouts(struct store *st, struct lifecycle *lc, int64_t now, size_t *moved)
 {
 	struct store_idents ids;
 	size_t n;
 
-	if (store_jobs_reboot_due(s->st, now, SCHED_REBOOT_LIMIT, &ids) != RCS_OK)
+	if (store_jobs_reboot_due(st, now, SCHED_REBOOT_LIMIT, &ids) != RCS_OK)
 		return 0;
 	n = ids.n;
 	for (size_t i = 0; i < n; i++) {
@@ -172,7 +165,7 @@ static size_t sched_reboot_timeouts(struct sched *s, int64_t now, size_t *moved)
 		char response[80];
 		enum store_move res = STORE_MOVE_DUPLICATE;
 
-		if (store_job_rec_get(s->st, ids.v[i], &job) != RCS_OK)
+		if (store_job_rec_get(st, ids.v[i], &job) != RCS_OK)
 			continue;
 		snprintf(response, sizeof(response), "device did not come back within %lld s",
 			 (long long)job.reboot_within);
@@ -186,7 +179,7 @@ static size_t sched_reboot_timeouts(struct sched *s, int64_t now, size_t *moved)
 		    .error_code = "reboot_timeout",
 		    .reboot_timeout = true,
 		};
-		if (lifecycle_move(s->lc, &m, &res, NULL) == RCS_OK && res == STORE_MOVE_APPLIED) {
+		if (lifecycle_move(lc, &m, &res, NULL) == RCS_OK && res == STORE_MOVE_APPLIED) {
 			log_info("job %s: %s (reboot_timeout)", ids.v[i], response);
 			(*moved)++;
 		}
@@ -243,7 +236,7 @@ static int64_t sched_run(struct sched *s, const struct sched_transport *tr, int6
 		store_idents_free(&ids);
 	}
 	if (sched_link(s, tr, now))
-		n_reboot = sched_reboot_timeouts(s, now, &moved_reboot);
+		n_reboot = sched_reboot_timeouts(s->st, s->lc, now, &moved_reboot);
 	release = sched_release(s, now);
 	if (tr->ctx && tr->ready(tr->ctx))
 		tr->send_due(tr->ctx, now);

@@ -15,6 +15,7 @@
 #define RCS_SCHEDULER_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include "err.h"
@@ -45,5 +46,16 @@ void sched_wake(struct sched *s);
 void sched_stop(struct sched *s);
 /* Stops the thread if still running, unsets lc's callback, frees. NULL is fine. */
 void sched_free(struct sched *s);
+
+/*
+ * One look of the scheduler at the reboot deadlines (docs/mqtt.md "Status report", within):
+ * the jobs whose device did not come back within the seconds of its "rebooting" report end
+ * edge_error reboot_timeout ("device did not come back within N s"), with all that follows
+ * a status change; a job whose report came meanwhile is left as it is (the move checks the
+ * deadline again). The scheduler calls it only while its transport is connected: a device's
+ * reports cannot reach a coordinator without its broker. Returns the number of jobs that
+ * were due (a full page: more may be); *moved counts those ended.
+ */
+size_t sched_reboot_timeouts(struct store *st, struct lifecycle *lc, int64_t now, size_t *moved);
 
 #endif
