@@ -162,6 +162,7 @@ size_t sched_reboot_timeouts(struct store *st, struct lifecycle *lc, int64_t now
 	n = ids.n;
 	for (size_t i = 0; i < n; i++) {
 		struct job_rec job;
+		struct job_move m;
 		char response[80];
 		enum store_move res = STORE_MOVE_DUPLICATE;
 
@@ -170,7 +171,7 @@ size_t sched_reboot_timeouts(struct store *st, struct lifecycle *lc, int64_t now
 		snprintf(response, sizeof(response), "device did not come back within %lld s",
 			 (long long)job.reboot_within);
 		store_job_rec_free(&job);
-		struct job_move m = {
+		m = (struct job_move){
 		    .ident = ids.v[i],
 		    .to = JS_EDGE_ERROR,
 		    .response = response,

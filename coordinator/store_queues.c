@@ -211,7 +211,9 @@ enum rcs_err store_jobs_clock_back(struct store *st, int64_t now)
 	err = store_stmt(
 	    st,
 	    "UPDATE jobs SET update_at = CASE WHEN update_at > ?1 THEN ?1 ELSE update_at END,"
-	    " sent_at = CASE WHEN sent_at > ?1 THEN ?1 ELSE sent_at END"
+	    " sent_at = CASE WHEN sent_at > ?1 THEN ?1 ELSE sent_at END,"
+	    " reboot_deadline = CASE WHEN reboot_deadline > ?1 + reboot_within"
+	    " THEN ?1 + reboot_within ELSE reboot_deadline END"
 	    " WHERE status IN ('transmited', 'edge_transmitted', 'edge_started',"
 	    " 'edge_running') AND (update_at > ?1 OR sent_at > ?1)",
 	    &s);

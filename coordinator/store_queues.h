@@ -31,7 +31,8 @@ enum rcs_err store_jobs_stale(struct store *st, int64_t now, int64_t after, size
 			      struct store_idents *out);
 /* The wall clock went back to now: the active jobs' last news and sends are
  * brought back to it, so that a job without news is re-sent after resend_after
- * again instead of after the size of the step. */
+ * again instead of after the size of the step; a reboot deadline is now + its
+ * within at most. */
 enum rcs_err store_jobs_clock_back(struct store *st, int64_t now);
 /* Idents of pending or transmited jobs whose ttl has run out. */
 enum rcs_err store_jobs_expired(struct store *st, int64_t now, size_t limit,

@@ -264,6 +264,12 @@ static void test_phase_and_deadline(void **state)
 	assert_phase(f, jobs[0].ident, "verify", 60, 1090);
 	assert_int_equal(store_jobs_reboot_push(f->st, 900), RCS_OK);
 	assert_phase(f, jobs[1].ident, "verify", 60, 1090);
+	/* the wall clock went back to 500: a deadline is 500 + within at most, until the next
+	 * push */
+	assert_int_equal(store_jobs_clock_back(f->st, 500), RCS_OK);
+	assert_phase(f, jobs[0].ident, "verify", 60, 560);
+	assert_int_equal(store_jobs_reboot_push(f->st, 1030), RCS_OK);
+	assert_phase(f, jobs[0].ident, "verify", 60, 1090);
 
 	/* the device came back: the next report clears the deadline, a report without a
 	 * phase clears the phase, the final one's phase is kept */
