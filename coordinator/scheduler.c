@@ -189,15 +189,23 @@ size_t sched_reboot_timeouts(struct store *st, struct lifecycle *lc, int64_t now
 	return n;
 }
 
+/* Whether the device's reports reach the store now: the transport connected, its reports
+ * not held in its backlog. */
+static bool sched_link_up(const struct sched_transport *tr)
+{
+	return tr->ctx != NULL && tr->ready(tr->ctx) &&
+	       (tr->reports_held == NULL || !tr->reports_held(tr->ctx));
+}
+
 /*
- * The transport's connection as the scheduler saw it last: when it comes (at start, or
- * after it was lost) every reboot deadline is pushed to at least now + its within, so that
- * the coordinator's own downtime never fails a device (docs/api.md "Jobs"). Returns whether
- * it is connected now.
+ * The device's reports reaching the store, as the scheduler saw it last: when they do again
+ * (at start, after a lost connection, after a backlog held them) every reboot deadline is
+ * pushed to at least now + its within, so that the coordinator's own downtime or backlog
+ * never fails a device (docs/api.md "Jobs"). Returns whether they reach it now.
  */
 static bool sched_link(struct sched *s, const struct sched_transport *tr, int64_t now)
 {
-	bool up = tr->ctx != NULL && tr->ready(tr->ctx);
+	bool up = sched_link_up(tr);
 
 	if (up && !s->link_up && store_jobs_reboot_push(s->st, now) != RCS_OK) {
 		log_warnx("reboot deadlines not pushed: looked at again in a second");
@@ -308,7 +316,7 @@ static void *sched_thread(void *arg)
 		}
 		last_now = now;
 		/* a connection that came back pushes the reboot deadlines before any is due */
-		if (tr.ctx && tr.ready(tr.ctx) != s->link_up)
+		if (sched_link_up(&tr) != s->link_up)
 			run = true;
 		if (run || (next_deadline && now >= next_deadline)) {
 			next_deadline = sched_run(s, &tr, now);
