@@ -36,22 +36,36 @@ static const char *jobs_said(json_object *j)
 	return s != NULL ? s : cli_text(j, "payload");
 }
 
+/* Whether an item of the page has a phase (a job that spans a reboot): the history then
+ * shows a PHASE column (docs/cli.md "Jobs"). */
+static bool jobs_phased(json_object *items)
+{
+	for (size_t i = 0; items && i < json_object_array_length(items); i++)
+		if (cli_str(json_object_array_get_idx(items, i), "phase") != NULL)
+			return true;
+	return false;
+}
+
 static int jobs_table(struct cli *c, json_object *page, int history)
 {
 	static const char *const heads[] = {"IDENT",  "TASK",    "DEVICE",
 					    "STATUS", "UPDATED", "RESPONSE"};
 	static const char *const hheads[] = {"TIME", "STATUS", "RESPONSE"};
+	static const char *const pheads[] = {"TIME", "PHASE", "STATUS", "RESPONSE"};
 	json_object *items = cli_array(page, "items");
+	bool phased = history && jobs_phased(items);
 	struct cli_names nm = {0};
 	struct table t;
 	const char **jids = NULL, **dids = NULL;
 	size_t n = 0, jlen = TABLE_SHORT_MIN, dlen = TABLE_SHORT_MIN;
 	int rc = CLI_OK;
 
-	table_init(&t, history ? 3 : 6, history ? hheads : heads);
+	table_init(&t, phased ? 4 : history ? 3 : 6, phased ? pheads : history ? hheads : heads);
 	/* idents, statuses and times keep their width: names and responses give way */
 	table_keep(&t, 0);
-	table_keep(&t, history ? 1 : 3);
+	table_keep(&t, phased ? 2 : history ? 1 : 3);
+	if (phased)
+		table_keep(&t, 1);
 	if (!history)
 		table_keep(&t, 4);
 	if (!history) {
@@ -77,7 +91,8 @@ static int jobs_table(struct cli *c, json_object *page, int history)
 		    cli_when(it, "update_at", upd, sizeof(upd)),
 		    jobs_said(it)};
 		const char *hrow[] = {row[4], row[3], row[5]};
-		if (table_add(&t, history ? hrow : row) != RCS_OK) {
+		const char *prow[] = {row[4], cli_str(it, "phase"), row[3], row[5]};
+		if (table_add(&t, phased ? prow : history ? hrow : row) != RCS_OK) {
 			rc = cli_fail(c, CLI_API, "out of memory");
 			goto out;
 		}
@@ -192,6 +207,9 @@ static void jobs_print(struct cli *c, json_object *j)
 		table_kv(stdout, "attempt", cli_text(j, "attempt"));
 	if (jsonu_member(j, "error_code") != NULL)
 		table_kv(stdout, "error_code", cli_text(j, "error_code"));
+	/* a job that spans a reboot: the phase of its last report (docs/cli.md "Jobs") */
+	if (jsonu_member(j, "phase") != NULL)
+		table_kv(stdout, "phase", cli_str(j, "phase"));
 	jobs_print_progress(jsonu_member(j, "progress"));
 }
 

@@ -121,6 +121,58 @@ void watch_bar(char *out, size_t len, const char *label, long long count, long l
 		out[n - 1] = '\0';
 }
 
+/* "code n, ..." of a group's error codes into out (len > 0). */
+static void watch_codes(json_object *codes, char *out, size_t len)
+{
+	size_t o = 0;
+
+	if (codes == NULL || !json_object_is_type(codes, json_type_object))
+		return;
+	json_object_object_foreach(codes, k, v)
+	{
+		int n = snprintf(out + o, len - o, "%s%s %lld", o ? ", " : "", k,
+				 json_object_is_type(v, json_type_int)
+				     ? (long long)json_object_get_int64(v)
+				     : 0LL);
+
+		if (n < 0 || (size_t)n >= len - o)
+			return;
+		o += (size_t)n;
+	}
+}
+
+void watch_detail(json_object *rec, int is_group, char *out, size_t len)
+{
+	json_object *p = jsonu_member(rec, "progress");
+	const char *phase = cli_str(rec, "phase");
+	char clean[64] = "";
+	size_t o;
+
+	if (len == 0)
+		return;
+	out[0] = '\0';
+	if (is_group) {
+		watch_codes(jsonu_member(rec, "error_codes"), out, len);
+		return;
+	}
+	if (phase != NULL) {
+		table_clean(clean, sizeof(clean), phase, 0);
+		snprintf(out, len, "phase %s", clean);
+	}
+	/* a download under way: the job's progress before its end */
+	o = strlen(out);
+	if (p != NULL && json_object_is_type(p, json_type_object) && cli_int(p, "total") > 0 &&
+	    cli_int(p, "done") < cli_int(p, "total") && o < len) {
+		const char *st = cli_str(rec, "status");
+		enum job_status js;
+
+		if (st == NULL || !status_parse(st, &js) || !status_is_terminal(js))
+			snprintf(out + o, len - o, "%sdownload %d %%", o ? ", " : "",
+				 (int)(100.0 * (double)cli_int(p, "done") /
+				       (double)cli_int(p, "total")));
+	}
+}
+
 /* Reads a group's (or a job's) record into s. */
 static void watch_read(json_object *rec, int is_group, struct watch_snap *s)
 {
@@ -135,6 +187,7 @@ static void watch_read(json_object *rec, int is_group, struct watch_snap *s)
 	s->state[0] = '\0';
 	s->held = s->not_sent = s->retries = 0;
 	s->release_eta = -1;
+	watch_detail(rec, is_group, s->detail, sizeof(s->detail));
 	if (!is_group) {
 		s->total = 1;
 		st = cli_str(rec, "status");
@@ -181,8 +234,8 @@ static int watch_same(const struct watch_snap *a, const struct watch_snap *b)
 {
 	return a->total == b->total && a->other == b->other &&
 	       memcmp(a->counts, b->counts, sizeof(a->counts)) == 0 &&
-	       strcmp(a->state, b->state) == 0 && a->held == b->held &&
-	       a->not_sent == b->not_sent && a->retries == b->retries;
+	       strcmp(a->state, b->state) == 0 && strcmp(a->detail, b->detail) == 0 &&
+	       a->held == b->held && a->not_sent == b->not_sent && a->retries == b->retries;
 }
 
 /* "terminated 7, edge_error 1, cancelled 2 (2 not sent); 3 retries" */
@@ -215,13 +268,15 @@ static void watch_summary(const struct watch_snap *s, char *out, size_t len)
 			 s->retries == 1 ? "y" : "ies");
 }
 
-/* "7/10 ended  running  3 held  12s  0.5/s  ETA 6s" */
+/* "7/10 ended  running  3 held  12s  0.5/s  ETA 6s", then the record's detail
+ * ("  rolled_back 1", "  phase verify") */
 static void watch_head(const struct watch_snap *samples, size_t n, char *out, size_t len)
 {
 	const struct watch_snap *s = &samples[n - 1];
 	double rate = watch_rate(samples, n, JS__COUNT);
 	double left_s = watch_eta(s, s->total - watch_done(s), rate);
 	char el[32], held[40] = "", r[24] = "", eta[48] = "";
+	size_t o;
 
 	table_duration(el, sizeof(el), s->t);
 	if (s->held > 0)
@@ -235,6 +290,9 @@ static void watch_head(const struct watch_snap *samples, size_t n, char *out, si
 	}
 	snprintf(out, len, "%lld/%lld ended%s%s%s  %s%s%s", watch_done(s), s->total,
 		 s->state[0] ? "  " : "", s->state, held, el, r, eta);
+	o = strlen(out);
+	if (s->detail[0] != '\0' && o < len)
+		snprintf(out + o, len - o, "  %s", s->detail);
 }
 
 struct watch_tty {
@@ -247,7 +305,7 @@ static void watch_draw(struct watch_tty *d, const char *title, const struct watc
 {
 	const struct watch_snap *s = &samples[n - 1];
 	size_t width = table_term_width();
-	char line[512], head[160];
+	char line[512], head[320];
 	int lines = 0;
 
 	if (width == 0 || width > sizeof(line) - 1)
@@ -495,7 +553,7 @@ int watch_run(struct cli *c, const char *group, const char *job, enum watch_out 
 			if (mode == WATCH_NDJSON) {
 				printf("%s\n", jsonu_dump(r.json, NULL));
 			} else if (mode == WATCH_LINES) {
-				char head[160], when[32];
+				char head[320], when[32];
 				time_t now = time(NULL);
 				struct tm tm;
 				localtime_r(&now, &tm);

@@ -43,7 +43,15 @@ struct watch_snap {
 	long long not_sent; /* cancelled before they went out */
 	long long retries;  /* jobs that are a later attempt of their device */
 	double release_eta; /* seconds until the rollout has released what it holds; < 0: none */
+	/* what else it says (watch_detail): a job's phase and download, a group's error codes */
+	char detail[160];
 };
+
+/* What a record says besides its counts, in words for the watch's header (docs/cli.md
+ * "Groups and watch"): a job's phase and the download of its artifacts while under way
+ * ("phase verify", "phase install, download 42 %"), a group's error codes ("rolled_back 3,
+ * reboot_timeout 1"); "" when nothing. */
+void watch_detail(json_object *rec, int is_group, char *out, size_t len);
 
 /* Jobs in final statuses. */
 long long watch_done(const struct watch_snap *s);

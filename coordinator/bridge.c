@@ -149,6 +149,13 @@ static bool tr_ready(void *ctx)
 	return mqttc_connected(b->link.mq);
 }
 
+static bool tr_reports_held(void *ctx)
+{
+	struct bridge *b = ctx;
+
+	return bridge_events_holding(b->events);
+}
+
 static void tr_send_due(void *ctx, int64_t now)
 {
 	struct bridge *b = ctx;
@@ -176,6 +183,7 @@ void bridge_transport(struct bridge *b, struct sched_transport *out)
 	memset(out, 0, sizeof(*out));
 	out->ctx = b;
 	out->ready = tr_ready;
+	out->reports_held = tr_reports_held;
 	out->send_due = tr_send_due;
 	out->resend = tr_resend;
 	out->resend_every = bridge_send_sweep_every(b->send);

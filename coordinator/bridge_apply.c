@@ -187,6 +187,8 @@ static bool bridge_report_move(const struct in_msg *m, struct proto_report *r, s
 	mv->has_progress = r->has_progress; /* the downloads' progress (edge_running) */
 	mv->progress_done = r->progress_done;
 	mv->progress_total = r->progress_total;
+	mv->phase = r->phase;   /* the phase it runs in, and on "rebooting" the seconds the */
+	mv->within = r->within; /* device has to come back (docs/mqtt.md) */
 	mv->now = (int64_t)time(NULL);
 	return true;
 }
@@ -198,8 +200,10 @@ static void bridge_report_after(struct bridge_apply *a, const struct in_msg *m,
 {
 	if (err == RCS_OK && res == STORE_MOVE_KEPT && !status_is_terminal(mv->to)) {
 		struct job_rec job;
+		/* not after reboot_timeout: the device's reports are only kept (docs/mqtt.md) */
 		if (store_job_rec_get(a->link->st, mv->ident, &job) == RCS_OK) {
-			bridge_send_cancel(a->send, &job);
+			if (job.status != JS_EDGE_ERROR)
+				bridge_send_cancel(a->send, &job);
 			store_job_rec_free(&job);
 		}
 	}

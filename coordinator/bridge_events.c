@@ -50,6 +50,7 @@ struct bridge_events {
 	bool held;
 	unsigned long long held_done;
 	time_t held_progress;
+	bool holding; /* reports wait now (held, the feed not stuck): bridge_events_holding */
 };
 
 /* An event waiting for the commit of the change it reports, then for the publisher: a
@@ -324,6 +325,7 @@ bool bridge_events_behind(struct bridge_events *e)
 		behind = false;
 		stuck = true;
 	}
+	e->holding = behind;
 	say = behind && now - e->held_logged >= BRIDGE_HELD_LOG_S;
 	if (say)
 		e->held_logged = now;
@@ -338,6 +340,16 @@ bool bridge_events_behind(struct bridge_events *e)
 			  " lately): device reports no longer wait for it",
 			  n);
 	return behind;
+}
+
+bool bridge_events_holding(struct bridge_events *e)
+{
+	bool holding;
+
+	pthread_mutex_lock(&e->lock);
+	holding = e->holding;
+	pthread_mutex_unlock(&e->lock);
+	return holding;
 }
 
 /* Waits up to ms for the publisher to get below backlog. */

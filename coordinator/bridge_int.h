@@ -93,6 +93,9 @@ void bridge_events_group(struct bridge_events *e, const char *client_root, const
  * feed not stuck); and a wait of up to ms for the feed to get below that. */
 bool bridge_events_behind(struct bridge_events *e);
 void bridge_events_wait(struct bridge_events *e, int ms);
+/* Any thread: whether the worker's last look left the device reports waiting for the feed
+ * (the scheduler's reboot deadlines wait with them: scheduler.h). */
+bool bridge_events_holding(struct bridge_events *e);
 /* Stopping (NULL: nothing): the worker no longer waits for the feed (waking); then, once
  * nothing queues events any more, the publisher publishes what is queued and ends (stop). */
 void bridge_events_waking(struct bridge_events *e);

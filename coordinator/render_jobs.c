@@ -22,7 +22,7 @@
  * history entry's); "target" and "payload" are always null (docs/api.md, "Jobs"). */
 static void render_job_as(struct render *w, const struct job_rec *r, enum job_status status,
 			  int64_t update_at, const char *response, int64_t response_time,
-			  size_t at[2])
+			  const char *phase, size_t at[2])
 {
 	render_obj_open(w);
 	render_key(w, "ident");
@@ -75,6 +75,8 @@ static void render_job_as(struct render *w, const struct job_rec *r, enum job_st
 	} else {
 		render_null(w);
 	}
+	/* the phase of a job that spans a reboot (docs/api.md "Jobs"), null: none */
+	render_kstr(w, "phase", phase);
 	render_obj_close(w);
 }
 
@@ -82,7 +84,7 @@ void render_job(struct render *w, const struct job_rec *r)
 {
 	size_t at[2];
 
-	render_job_as(w, r, r->status, r->update_at, r->response, r->response_time, at);
+	render_job_as(w, r, r->status, r->update_at, r->response, r->response_time, r->phase, at);
 }
 
 /* The idents are UUIDs (36 characters, nothing to escape): a copy's are written over the
@@ -103,7 +105,7 @@ void render_job_batch(struct render *w, struct render_job_copy *c, const struct 
 		}
 		return;
 	}
-	render_job_as(w, r, r->status, r->update_at, r->response, r->response_time, at);
+	render_job_as(w, r, r->status, r->update_at, r->response, r->response_time, r->phase, at);
 	if (like_first || c->text != NULL || !uuids || w->err != RCS_OK || at[0] < sizeof(head) - 1)
 		return;
 	/* the first record: kept as the others' text */
@@ -142,7 +144,8 @@ void render_history_page(struct render *w, const struct job_rec *job,
 
 		size_t at[2];
 
-		render_job_as(w, job, h->status, h->at, h->response, h->response_time, at);
+		render_job_as(w, job, h->status, h->at, h->response, h->response_time, h->phase,
+			      at);
 	}
 	render_page_close(w);
 }

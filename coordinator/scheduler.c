@@ -23,6 +23,7 @@
 #include "store_queues.h"
 
 #define SCHED_EXPIRE_LIMIT 5000 /* jobs expired per query */
+#define SCHED_REBOOT_LIMIT 1000 /* jobs ended reboot_timeout per query */
 #define SCHED_GROUPS_MAX   256  /* groups releasing jobs, read at a time */
 #define SCHED_RELEASE_MAX  5000 /* jobs a group releases per run */
 /*
@@ -46,6 +47,7 @@ struct sched {
 	struct sched_transport tr; /* tr.ctx NULL: none */
 	int efd;                   /* eventfd: sched_wake, sched_stop */
 	int clock_fd;              /* timerfd: the wall clock was set */
+	bool link_up;              /* the transport was connected at the last look */
 };
 
 static void sched_kick(struct sched *s)
@@ -149,6 +151,70 @@ static int64_t sched_release(struct sched *s, int64_t now)
 	return next;
 }
 
+/* See scheduler.h. */
+size_t sched_reboot_timeouts(struct store *st, struct lifecycle *lc, int64_t now, size_t *moved)
+{
+	struct store_idents ids;
+	size_t n;
+
+	if (store_jobs_reboot_due(st, now, SCHED_REBOOT_LIMIT, &ids) != RCS_OK)
+		return 0;
+	n = ids.n;
+	for (size_t i = 0; i < n; i++) {
+		struct job_rec job;
+		struct job_move m;
+		char response[80];
+		enum store_move res = STORE_MOVE_DUPLICATE;
+
+		if (store_job_rec_get(st, ids.v[i], &job) != RCS_OK)
+			continue;
+		snprintf(response, sizeof(response), "device did not come back within %lld s",
+			 (long long)job.reboot_within);
+		store_job_rec_free(&job);
+		m = (struct job_move){
+		    .ident = ids.v[i],
+		    .to = JS_EDGE_ERROR,
+		    .response = response,
+		    .set_response_time = true,
+		    .now = now,
+		    .error_code = "reboot_timeout",
+		    .reboot_timeout = true,
+		};
+		if (lifecycle_move(lc, &m, &res, NULL) == RCS_OK && res == STORE_MOVE_APPLIED) {
+			log_info("job %s: %s (reboot_timeout)", ids.v[i], response);
+			(*moved)++;
+		}
+	}
+	store_idents_free(&ids);
+	return n;
+}
+
+/* Whether the device's reports reach the store now: the transport connected, its reports
+ * not held in its backlog. */
+static bool sched_link_up(const struct sched_transport *tr)
+{
+	return tr->ctx != NULL && tr->ready(tr->ctx) &&
+	       (tr->reports_held == NULL || !tr->reports_held(tr->ctx));
+}
+
+/*
+ * The device's reports reaching the store, as the scheduler saw it last: when they do again
+ * (at start, after a lost connection, after a backlog held them) every reboot deadline is
+ * pushed to at least now + its within, so that the coordinator's own downtime or backlog
+ * never fails a device (docs/api.md "Jobs"). Returns whether they reach it now.
+ */
+static bool sched_link(struct sched *s, const struct sched_transport *tr, int64_t now)
+{
+	bool up = sched_link_up(tr);
+
+	if (up && !s->link_up && store_jobs_reboot_push(s->st, now) != RCS_OK) {
+		log_warnx("reboot deadlines not pushed: looked at again in a second");
+		up = false;
+	}
+	s->link_up = up;
+	return up;
+}
+
 /*
  * Expires jobs past their ttl, has the transport send those whose time came; returns the
  * next deadline (0: none). A deadline that is already past (a job that could not be
@@ -159,7 +225,7 @@ static int64_t sched_run(struct sched *s, const struct sched_transport *tr, int6
 {
 	struct store_idents ids;
 	int64_t next = 0, release;
-	size_t n = 0, moved = 0;
+	size_t n = 0, moved = 0, n_reboot = 0, moved_reboot = 0;
 
 	if (store_jobs_expired(s->st, now, SCHED_EXPIRE_LIMIT, &ids) == RCS_OK) {
 		n = ids.n;
@@ -178,11 +244,14 @@ static int64_t sched_run(struct sched *s, const struct sched_transport *tr, int6
 		}
 		store_idents_free(&ids);
 	}
+	if (sched_link(s, tr, now))
+		n_reboot = sched_reboot_timeouts(s->st, s->lc, now, &moved_reboot);
 	release = sched_release(s, now);
 	if (tr->ctx && tr->ready(tr->ctx))
 		tr->send_due(tr->ctx, now);
 	/* a full page that moved: more are due at once */
-	if (n == SCHED_EXPIRE_LIMIT && moved > 0)
+	if ((n == SCHED_EXPIRE_LIMIT && moved > 0) ||
+	    (n_reboot == SCHED_REBOOT_LIMIT && moved_reboot > 0))
 		return now;
 	if (store_next_wakeup(s->st, now, &next) != RCS_OK || (next != 0 && next <= now))
 		next = now + 1;
@@ -246,6 +315,9 @@ static void *sched_thread(void *arg)
 			run = true;
 		}
 		last_now = now;
+		/* a connection that came back pushes the reboot deadlines before any is due */
+		if (sched_link_up(&tr) != s->link_up)
+			run = true;
 		if (run || (next_deadline && now >= next_deadline)) {
 			next_deadline = sched_run(s, &tr, now);
 			run = false;

@@ -15,6 +15,7 @@
 #define RCS_SCHEDULER_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include "err.h"
@@ -25,7 +26,10 @@
  * scheduler's thread, so each must hand the work over and return at once. */
 struct sched_transport {
 	void *ctx;
-	bool (*ready)(void *ctx);                 /* connected: jobs can go out now */
+	bool (*ready)(void *ctx); /* connected: jobs can go out now */
+	/* device reports wait unapplied (the event feed's backlog; NULL: never): the reboot
+	 * deadlines wait with them (sched_reboot_timeouts) */
+	bool (*reports_held)(void *ctx);
 	void (*send_due)(void *ctx, int64_t now); /* pending jobs whose time came */
 	void (*resend)(void *ctx, int64_t now);   /* jobs without news for too long */
 	int64_t resend_every;                     /* seconds between re-send sweeps */
@@ -45,5 +49,18 @@ void sched_wake(struct sched *s);
 void sched_stop(struct sched *s);
 /* Stops the thread if still running, unsets lc's callback, frees. NULL is fine. */
 void sched_free(struct sched *s);
+
+/*
+ * One look of the scheduler at the reboot deadlines (docs/mqtt.md "Status report", within):
+ * the jobs whose device did not come back within the seconds of its "rebooting" report end
+ * edge_error reboot_timeout ("device did not come back within N s"), with all that follows
+ * a status change; a job whose report came meanwhile is left as it is (the move checks the
+ * deadline again). The scheduler calls it only while its transport is connected and applies
+ * the reports it takes in (a device's reports cannot reach a coordinator without its broker
+ * or while they wait in its backlog), and pushes every deadline to at least now + its within
+ * when that becomes so again (at start too). Returns the number of jobs that
+ * were due (a full page: more may be); *moved counts those ended.
+ */
+size_t sched_reboot_timeouts(struct store *st, struct lifecycle *lc, int64_t now, size_t *moved);
 
 #endif

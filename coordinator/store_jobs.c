@@ -29,9 +29,11 @@
 	" j.group_ident, g.name, j.comment, j.status, j.created_user, j.created_at, j.update_at,"  \
 	" j.scheduled_time, j.response_time, j.ttl, j.response, j.mail_list, j.status_list,"       \
 	" j.variables, j.attempt, j.retry_of, j.error_code, j.held, j.expires_at,"                 \
-	" j.progress_done, j.progress_total"
-#define JOB_NCOLS 27 /* the columns of JOB_COLS: what a statement selects after them */
+	" j.progress_done, j.progress_total, j.phase, j.reboot_within, j.reboot_deadline"
+#define JOB_NCOLS 30 /* the columns of JOB_COLS: what a statement selects after them */
 #define JOB_FROM  "jobs j LEFT JOIN groups g ON g.ident = j.group_ident"
+/* The columns of a history_rec, in the order history_item_row takes them. */
+#define HISTORY_COLS "status, at, response, response_time, phase"
 
 void store_job_rec_free(struct job_rec *r)
 {
@@ -44,8 +46,10 @@ void store_job_rec_free(struct job_rec *r)
 	free(r->status_list);
 	free(r->variables);
 	free(r->error_code);
+	free(r->phase);
 	r->task_name = r->group_name = r->comment = r->created_user = NULL;
 	r->response = r->mail_list = r->status_list = r->variables = r->error_code = NULL;
+	r->phase = NULL;
 }
 
 static bool job_str_dup(char **dst, const char *src)
@@ -68,6 +72,7 @@ enum rcs_err store_job_rec_dup(const struct job_rec *src, struct job_rec *out)
 	ok = job_str_dup(&out->status_list, src->status_list) && ok;
 	ok = job_str_dup(&out->variables, src->variables) && ok;
 	ok = job_str_dup(&out->error_code, src->error_code) && ok;
+	ok = job_str_dup(&out->phase, src->phase) && ok;
 	if (ok)
 		return RCS_OK;
 	store_job_rec_free(out);
@@ -111,6 +116,9 @@ static enum rcs_err job_read(struct store_stmt *s, struct job_rec *r)
 	r->has_progress = !store_val_null(s, 25) && !store_val_null(s, 26);
 	r->progress_done = store_val_int(s, 25);
 	r->progress_total = store_val_int(s, 26);
+	r->phase = store_val_dup(s, 27, &err);
+	r->reboot_within = store_val_int(s, 28);   /* NULL reads 0 */
+	r->reboot_deadline = store_val_int(s, 29); /* NULL: no deadline */
 	if (err != RCS_OK)
 		store_job_rec_free(r);
 	return err;
@@ -138,26 +146,34 @@ enum rcs_err store_job_rec_get(struct store *st, const char *ident, struct job_r
 	return store_job_get(st, NULL, ident, out);
 }
 
+/* What a history item keeps besides its job, number and status. */
+struct history_add {
+	int64_t at;
+	const char *response;
+	long long response_time, seq;
+	const char *phase;
+};
+
 static enum rcs_err store_history_add(struct store *st, const char *job, long long n,
-				      const char *status, int64_t at, const char *response,
-				      long long response_time, long long seq)
+				      const char *status, const struct history_add *h)
 {
 	struct store_stmt *s = NULL;
 	enum rcs_err err;
 
 	err = store_stmt(st,
 			 "INSERT INTO job_history(job_ident, n, status, at, response,"
-			 " response_time, seq) VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+			 " response_time, seq, phase) VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
 			 &s);
 	if (err != RCS_OK)
 		goto out;
 	store_arg_text(s, 1, job);
 	store_arg_int(s, 2, n);
 	store_arg_text(s, 3, status);
-	store_arg_int(s, 4, at);
-	store_arg_text(s, 5, response);
-	store_arg_opt_int(s, 6, response_time);
-	store_arg_int(s, 7, seq);
+	store_arg_int(s, 4, h->at);
+	store_arg_text(s, 5, h->response);
+	store_arg_opt_int(s, 6, h->response_time);
+	store_arg_int(s, 7, h->seq);
+	store_arg_text(s, 8, h->phase);
 	err = store_done(st, s, "history add");
 out:
 	store_stmt_done(st, s);
@@ -565,10 +581,14 @@ out:
 	return err;
 }
 
+static enum rcs_err history_item_row(struct store_stmt *s, void *arg);
+
 void store_history_list_free(struct store_history_list *l)
 {
-	for (size_t i = 0; l->items && i < l->n; i++)
+	for (size_t i = 0; l->items && i < l->n; i++) {
 		free(l->items[i].response);
+		free(l->items[i].phase);
+	}
 	free(l->items);
 	l->items = NULL;
 	l->n = 0;
@@ -607,9 +627,9 @@ enum rcs_err store_job_history(struct store *st, const char *client_root, const 
 	}
 	/* newest first unless sort=update_at (oldest first); n is the order of the changes */
 	err = store_stmt(st,
-			 pg->desc ? "SELECT status, at, response, response_time FROM job_history"
+			 pg->desc ? "SELECT " HISTORY_COLS " FROM job_history"
 				    " WHERE job_ident = ?1 ORDER BY n DESC LIMIT ?2 OFFSET ?3"
-				  : "SELECT status, at, response, response_time FROM job_history"
+				  : "SELECT " HISTORY_COLS " FROM job_history"
 				    " WHERE job_ident = ?1 ORDER BY n ASC LIMIT ?2 OFFSET ?3",
 			 &s);
 	if (err != RCS_OK)
@@ -619,13 +639,7 @@ enum rcs_err store_job_history(struct store *st, const char *client_root, const 
 	store_arg_int(s, 3, (pg->page - 1) * pg->per_page);
 	while ((err = store_next(st, s, "history", &row)) == RCS_OK && row &&
 	       out->n < (size_t)pg->per_page) {
-		struct history_rec *h = &out->items[out->n++];
-
-		if (!status_parse(store_val_text(s, 0), &h->status))
-			h->status = JS_INITIAL;
-		h->at = store_val_int(s, 1);
-		h->response = store_val_dup(s, 2, &err);
-		h->response_time = store_val_int(s, 3);
+		err = history_item_row(s, &out->items[out->n++]);
 		if (err != RCS_OK)
 			break;
 	}
@@ -751,18 +765,40 @@ out:
 	return err;
 }
 
-/* What job_move_apply's UPDATE does to the job, done to its record r as well. */
+/* The phase and reboot deadline a move leaves the job with (docs/api.md "Jobs"): a device's
+ * report sets the phase it carries, and the deadline when it is an edge_running one with
+ * within, clears it otherwise; the coordinator's moves keep the phase, and end the deadline
+ * with the job. phase: the report's phase copied (the record's from then on). */
+static void job_rec_phase(struct job_rec *r, const struct job_move *m, char *phase)
+{
+	if (m->seq > 0) {
+		free(r->phase);
+		r->phase = phase;
+	}
+	if (m->seq > 0 && m->to == JS_EDGE_RUNNING && m->phase != NULL && m->within > 0) {
+		r->reboot_within = m->within;
+		r->reboot_deadline = m->now + m->within;
+	} else if (m->seq > 0 || status_is_terminal(m->to)) {
+		r->reboot_within = 0;
+		r->reboot_deadline = 0;
+	}
+}
+
+/* What job_move_apply's UPDATE does to the job, done to its record r as well (first: the
+ * UPDATE writes the phase and deadline from it). */
 static enum rcs_err job_rec_moved(struct job_rec *r, const struct job_move *m)
 {
-	char *response = NULL, *code = NULL;
+	char *response = NULL, *code = NULL, *phase = NULL;
 
-	if (m->response != NULL && (response = strdup(m->response)) == NULL)
-		return RCS_ERR_NOMEM;
-	if (m->to == JS_EDGE_ERROR && m->error_code != NULL &&
-	    (code = strdup(m->error_code)) == NULL) {
+	if ((m->response != NULL && (response = strdup(m->response)) == NULL) ||
+	    (m->to == JS_EDGE_ERROR && m->error_code != NULL &&
+	     (code = strdup(m->error_code)) == NULL) ||
+	    (m->seq > 0 && m->phase != NULL && (phase = strdup(m->phase)) == NULL)) {
 		free(response);
+		free(code);
 		return RCS_ERR_NOMEM;
 	}
+	job_rec_phase(r, m, phase);
 	if (m->response != NULL || m->replace_response) {
 		free(r->response);
 		r->response = response;
@@ -793,6 +829,9 @@ static enum rcs_err job_move_apply(struct store *st, const struct job_move *m,
 	enum rcs_err err;
 
 	/* a job that leaves pending no longer waits for its group's release */
+	err = job_rec_moved(&j->rec, m);
+	if (err != RCS_OK)
+		goto out;
 	err =
 	    store_stmt(st,
 		       "UPDATE jobs SET status = ?1, update_at = ?2, held = 0,"
@@ -802,7 +841,8 @@ static enum rcs_err job_move_apply(struct store *st, const struct job_move *m,
 		       " sent_at = CASE WHEN ?8 <> 0 THEN ?2 ELSE sent_at END, sends = sends + ?8,"
 		       " error_code = CASE WHEN ?1 = 'edge_error' THEN ?9 ELSE error_code END,"
 		       " progress_done = CASE WHEN ?10 <> 0 THEN ?11 ELSE progress_done END,"
-		       " progress_total = CASE WHEN ?10 <> 0 THEN ?12 ELSE progress_total END"
+		       " progress_total = CASE WHEN ?10 <> 0 THEN ?12 ELSE progress_total END,"
+		       " phase = ?13, reboot_within = ?14, reboot_deadline = ?15"
 		       " WHERE ident = ?6",
 		       &s);
 	if (err != RCS_OK)
@@ -819,12 +859,16 @@ static enum rcs_err job_move_apply(struct store *st, const struct job_move *m,
 	store_arg_int(s, 10, m->has_progress && m->to == JS_EDGE_RUNNING);
 	store_arg_int(s, 11, m->progress_done);
 	store_arg_int(s, 12, m->progress_total);
+	store_arg_text(s, 13, j->rec.phase);
+	store_arg_opt_int(s, 14, j->rec.reboot_within);
+	store_arg_opt_int(s, 15, j->rec.reboot_deadline);
 	err = store_done(st, s, "job move");
-	if (err == RCS_OK)
-		err = job_rec_moved(&j->rec, m);
-	if (err == RCS_OK)
-		err = store_history_add(st, m->ident, j->n_history + 1, status_name(m->to), m->now,
-					j->rec.response, j->rec.response_time, m->seq);
+	if (err == RCS_OK) {
+		struct history_add h = {m->now, j->rec.response, j->rec.response_time, m->seq,
+					j->rec.phase};
+
+		err = store_history_add(st, m->ident, j->n_history + 1, status_name(m->to), &h);
+	}
 out:
 	store_stmt_done(st, s);
 	return err;
@@ -912,7 +956,8 @@ static enum rcs_err fold_write(struct store *st, struct fold_row *r, bool mark_s
 		       "UPDATE jobs SET status = ?1, update_at = ?2, held = 0, response = ?3,"
 		       " response_time = ?4, last_seq = ?5, n_history = ?6, error_code = ?7,"
 		       " sent_at = CASE WHEN ?8 <> 0 THEN ?2 ELSE sent_at END, sends = sends + ?8,"
-		       " progress_done = ?10, progress_total = ?11 WHERE ident = ?9",
+		       " progress_done = ?10, progress_total = ?11, phase = ?12,"
+		       " reboot_within = ?13, reboot_deadline = ?14 WHERE ident = ?9",
 		       &s);
 	if (err != RCS_OK)
 		goto out;
@@ -932,6 +977,9 @@ static enum rcs_err fold_write(struct store *st, struct fold_row *r, bool mark_s
 		store_arg_null(s, 10);
 		store_arg_null(s, 11);
 	}
+	store_arg_text(s, 12, rec->phase);
+	store_arg_opt_int(s, 13, rec->reboot_within);
+	store_arg_opt_int(s, 14, rec->reboot_deadline);
 	err = store_done(st, s, "job fold");
 	if (err == RCS_OK)
 		r->dirty = false;
@@ -950,8 +998,7 @@ static bool fold_json_add(json_object *o, const char *key, json_object *v)
 
 /* A history item kept for the set write (fold_out). */
 static enum rcs_err fold_history_keep(struct store_fold *f, const char *job, long long n,
-				      const char *status, int64_t at, const char *response,
-				      long long response_time, long long seq)
+				      const char *status, const struct history_add *h)
 {
 	json_object *o = json_object_new_object();
 	bool ok = o != NULL;
@@ -961,11 +1008,12 @@ static enum rcs_err fold_history_keep(struct store_fold *f, const char *job, lon
 	ok = ok && fold_json_add(o, "job_ident", json_object_new_string(job));
 	ok = ok && fold_json_add(o, "n", json_object_new_int64(n));
 	ok = ok && fold_json_add(o, "status", json_object_new_string(status));
-	ok = ok && fold_json_add(o, "at", json_object_new_int64(at));
-	ok = ok && fold_json_add(o, "response", jsonu_new_string_or_null(response));
+	ok = ok && fold_json_add(o, "at", json_object_new_int64(h->at));
+	ok = ok && fold_json_add(o, "response", jsonu_new_string_or_null(h->response));
 	ok = ok && fold_json_add(o, "response_time",
-				 response_time ? json_object_new_int64(response_time) : NULL);
-	ok = ok && fold_json_add(o, "seq", json_object_new_int64(seq));
+				 h->response_time ? json_object_new_int64(h->response_time) : NULL);
+	ok = ok && fold_json_add(o, "seq", json_object_new_int64(h->seq));
+	ok = ok && fold_json_add(o, "phase", jsonu_new_string_or_null(h->phase));
 	if (ok && json_object_array_add(f->hist, o) == 0)
 		return RCS_OK;
 	json_object_put(o);
@@ -995,6 +1043,13 @@ static json_object *fold_row_json(const struct fold_row *r)
 	ok = ok &&
 	     fold_json_add(o, "progress_total",
 			   rec->has_progress ? json_object_new_int64(rec->progress_total) : NULL);
+	ok = ok && fold_json_add(o, "phase", jsonu_new_string_or_null(rec->phase));
+	ok = ok &&
+	     fold_json_add(o, "reboot_within",
+			   rec->reboot_within ? json_object_new_int64(rec->reboot_within) : NULL);
+	ok = ok && fold_json_add(o, "reboot_deadline",
+				 rec->reboot_deadline ? json_object_new_int64(rec->reboot_deadline)
+						      : NULL);
 	ok = ok && fold_json_add(o, "sends", json_object_new_int64(r->sends));
 	ok = ok && fold_json_add(o, "sent_at", r->sends ? json_object_new_int64(r->sent_at) : NULL);
 	if (ok)
@@ -1020,19 +1075,21 @@ static enum rcs_err fold_json_run(struct store *st, const char *sql, json_object
 }
 
 #define FOLD_HISTORY_SET                                                                           \
-	"INSERT INTO job_history(job_ident, n, status, at, response, response_time, seq)"          \
-	" SELECT x.job_ident, x.n, x.status, x.at, x.response, x.response_time, x.seq"             \
+	"INSERT INTO job_history(job_ident, n, status, at, response, response_time, seq, phase)"   \
+	" SELECT x.job_ident, x.n, x.status, x.at, x.response, x.response_time, x.seq, x.phase"    \
 	" FROM json_to_recordset(CAST(?1 AS json)) AS x(job_ident TEXT, n INTEGER, status TEXT,"   \
-	" at INTEGER, response TEXT, response_time INTEGER, seq INTEGER)"
+	" at INTEGER, response TEXT, response_time INTEGER, seq INTEGER, phase TEXT)"
 #define FOLD_ROWS_SET                                                                              \
 	"UPDATE jobs AS j SET status = x.status, update_at = x.update_at, held = 0,"               \
 	" response = x.response, response_time = x.response_time, last_seq = x.last_seq,"          \
 	" n_history = x.n_history, error_code = x.error_code,"                                     \
 	" progress_done = x.progress_done, progress_total = x.progress_total,"                     \
+	" phase = x.phase, reboot_within = x.reboot_within, reboot_deadline = x.reboot_deadline,"  \
 	" sent_at = coalesce(x.sent_at, j.sent_at), sends = j.sends + x.sends"                     \
 	" FROM json_to_recordset(CAST(?1 AS json)) AS x(ident TEXT, status TEXT,"                  \
 	" update_at INTEGER, response TEXT, response_time INTEGER, last_seq INTEGER,"              \
 	" n_history INTEGER, error_code TEXT, progress_done BIGINT, progress_total BIGINT,"        \
+	" phase TEXT, reboot_within BIGINT, reboot_deadline BIGINT,"                               \
 	" sends INTEGER, sent_at INTEGER)"                                                         \
 	" WHERE j.ident = x.ident AND j.ident = ANY(ARRAY(SELECT y.ident FROM"                     \
 	" json_to_recordset(CAST(?1 AS json)) AS y(ident TEXT)))"
@@ -1074,11 +1131,14 @@ static enum rcs_err fold_sets_write(struct store *st, struct store_fold *f)
 static enum rcs_err job_move_fold(struct store *st, const struct job_move *m, struct fold_row *r)
 {
 	struct job_move_row *j = &r->j;
+	struct history_add h;
 	enum rcs_err err;
 
 	err = job_rec_moved(&j->rec, m);
 	if (err != RCS_OK)
 		return err;
+	h = (struct history_add){m->now, j->rec.response, j->rec.response_time, m->seq,
+				 j->rec.phase};
 	if (m->seq > j->last_seq)
 		j->last_seq = m->seq;
 	if (m->to == JS_EDGE_STARTED && j->started_at == 0)
@@ -1086,16 +1146,14 @@ static enum rcs_err job_move_fold(struct store *st, const struct job_move *m, st
 	j->n_history++;
 	r->dirty = true;
 	if (st->fold->sets) {
-		err = fold_history_keep(st->fold, m->ident, j->n_history, status_name(m->to),
-					m->now, j->rec.response, j->rec.response_time, m->seq);
+		err = fold_history_keep(st->fold, m->ident, j->n_history, status_name(m->to), &h);
 		if (err == RCS_OK && m->mark_sent) {
 			r->sends++;
 			r->sent_at = j->rec.update_at;
 		}
 		return err;
 	}
-	err = store_history_add(st, m->ident, j->n_history, status_name(m->to), m->now,
-				j->rec.response, j->rec.response_time, m->seq);
+	err = store_history_add(st, m->ident, j->n_history, status_name(m->to), &h);
 	if (err == RCS_OK && (status_is_terminal(m->to) || m->mark_sent))
 		err = fold_write(st, r, m->mark_sent);
 	return err;
@@ -1304,6 +1362,41 @@ static void fold_free(struct store *st)
 
 static const struct store_hooks fold_hooks = {.sp_undone = store_fold_spoil, .close = fold_free};
 
+/* A job the coordinator ended: cancelled, expired, or its device did not come back from a
+ * reboot in time (docs/architecture.md "Job statuses"). */
+static bool job_ended_by_coordinator(const struct job_rec *r)
+{
+	return r->status == JS_CANCELLED || r->status == JS_EXPIRED ||
+	       (r->status == JS_EDGE_ERROR && r->error_code != NULL &&
+		strcmp(r->error_code, "reboot_timeout") == 0);
+}
+
+/* What the device said after the coordinator ended the job, kept in its history (number n)
+ * without changing anything else of it (a final row is never left unwritten in a fold: the
+ * relative UPDATE holds). */
+static enum rcs_err job_move_keep(struct store *st, const struct job_move *m,
+				  struct job_move_row *jr, long long n)
+{
+	struct history_add h = {m->now, m->response, m->set_response_time ? m->now : 0, m->seq,
+				m->phase};
+	char seq[32];
+	enum rcs_err err;
+
+	err = store_history_add(st, m->ident, n, status_name(m->to), &h);
+	if (err != RCS_OK)
+		return err;
+	snprintf(seq, sizeof(seq), "%lld", m->seq);
+	err = store_write(st,
+			  "UPDATE jobs SET n_history = n_history + 1,"
+			  " last_seq = CAST(? AS INTEGER) WHERE ident = ?",
+			  NULL, 2, seq, m->ident);
+	if (err == RCS_OK) {
+		jr->n_history = n;
+		jr->last_seq = m->seq;
+	}
+	return err;
+}
+
 enum rcs_err store_job_move_rec(struct store *st, const struct job_move *m, struct job_moved *out,
 				struct job_rec *rec)
 {
@@ -1348,31 +1441,21 @@ enum rcs_err store_job_move_rec(struct store *st, const struct job_move *m, stru
 		goto out;
 	}
 	if (status_is_terminal(jr->rec.status)) {
-		if (m->seq > 0 &&
-		    (jr->rec.status == JS_CANCELLED || jr->rec.status == JS_EXPIRED)) {
-			/* what the device said after the coordinator ended the job (a final row
-			 * is never left unwritten in a fold: the relative UPDATE holds) */
+		if (m->seq > 0 && job_ended_by_coordinator(&jr->rec)) {
 			wrote = true;
-			err = store_history_add(st, m->ident, n, status_name(m->to), m->now,
-						m->response, m->set_response_time ? m->now : 0,
-						m->seq);
-			if (err == RCS_OK) {
-				char seq[32];
-				snprintf(seq, sizeof(seq), "%lld", m->seq);
-				err = store_write(st,
-						  "UPDATE jobs SET n_history = n_history + 1,"
-						  " last_seq = CAST(? AS INTEGER) WHERE ident = ?",
-						  NULL, 2, seq, m->ident);
-			}
-			if (err == RCS_OK) {
-				jr->n_history = n;
-				jr->last_seq = m->seq;
+			err = job_move_keep(st, m, jr, n);
+			if (err == RCS_OK)
 				out->n = n;
-			}
 			*result = STORE_MOVE_KEPT;
 		} else {
 			*result = m->seq > 0 ? STORE_MOVE_DUPLICATE : STORE_MOVE_TERMINAL;
 		}
+		goto out;
+	}
+	if (m->reboot_timeout &&
+	    (jr->rec.status != JS_EDGE_RUNNING || jr->rec.reboot_deadline == 0 ||
+	     jr->rec.reboot_deadline > m->now)) {
+		*result = STORE_MOVE_DUPLICATE; /* the device came back meanwhile */
 		goto out;
 	}
 	if (!status_can_move(jr->rec.status, m->to)) {
@@ -1486,6 +1569,7 @@ enum rcs_err store_job_notifications(struct store *st, const char *client_root, 
 
 /* ---- one item of a job's history, the jobs per status (the webhook sender, the metrics) ---- */
 
+/* A row of HISTORY_COLS into *arg, a struct history_rec (zeroed). */
 static enum rcs_err history_item_row(struct store_stmt *s, void *arg)
 {
 	struct history_rec *h = arg;
@@ -1496,6 +1580,7 @@ static enum rcs_err history_item_row(struct store_stmt *s, void *arg)
 	h->at = store_val_int(s, 1);
 	h->response = store_val_dup(s, 2, &err);
 	h->response_time = store_val_int(s, 3);
+	h->phase = store_val_dup(s, 4, &err);
 	return err;
 }
 
@@ -1507,7 +1592,7 @@ enum rcs_err store_job_history_item(struct store *st, const char *job_ident, lon
 	memset(out, 0, sizeof(*out));
 	snprintf(num, sizeof(num), "%lld", n);
 	return store_get_one(st,
-			     "SELECT status, at, response, response_time FROM job_history"
+			     "SELECT " HISTORY_COLS " FROM job_history"
 			     " WHERE job_ident = ?1 AND n = CAST(?2 AS INTEGER)",
 			     job_ident, num, NULL, history_item_row, out);
 }

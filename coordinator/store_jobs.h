@@ -100,6 +100,11 @@ struct job_rec {
 	/* the last progress of its downloads an edge_running report gave (docs/api.md "Jobs") */
 	bool has_progress;
 	long long progress_done, progress_total;
+	/* jobs that span a reboot (docs/api.md "Jobs"): the phase of its last applied report
+	 * (NULL: none); after a "rebooting" report, the seconds the device has to come back and
+	 * the instant they run out (0: no deadline) */
+	char *phase;
+	int64_t reboot_within, reboot_deadline;
 };
 void store_job_rec_free(struct job_rec *r);
 /* A copy of src into *out that owns its strings (free with store_job_rec_free):
@@ -130,6 +135,7 @@ struct history_rec {
 	int64_t at;
 	char *response;
 	int64_t response_time;
+	char *phase; /* the job's phase then (NULL: none) */
 };
 struct store_history_list {
 	struct store_page_info pg;
@@ -185,6 +191,14 @@ struct job_move {
 	/* edge_running: the downloads' progress to keep (has_progress false: keep the job's) */
 	bool has_progress;
 	long long progress_done, progress_total;
+	/* device reports (seq > 0): the report's phase (NULL: none), which the job keeps, and
+	 * on an edge_running one its within (> 0: the job's reboot deadline is now + within;
+	 * any other report clears it). Coordinator moves keep the job's phase. */
+	const char *phase;
+	int64_t within;
+	/* the scheduler's end of a job whose reboot deadline passed: applied only while the job
+	 * is edge_running and its deadline is at or before now (else STORE_MOVE_DUPLICATE) */
+	bool reboot_timeout;
 };
 /* What a move did. What follows from it (group tallies, e-mail and webhook records, the
  * group's retry, abort and completion, metrics, the event) is decided by lifecycle.c

@@ -211,7 +211,9 @@ enum rcs_err store_jobs_clock_back(struct store *st, int64_t now)
 	err = store_stmt(
 	    st,
 	    "UPDATE jobs SET update_at = CASE WHEN update_at > ?1 THEN ?1 ELSE update_at END,"
-	    " sent_at = CASE WHEN sent_at > ?1 THEN ?1 ELSE sent_at END"
+	    " sent_at = CASE WHEN sent_at > ?1 THEN ?1 ELSE sent_at END,"
+	    " reboot_deadline = CASE WHEN reboot_deadline > ?1 + reboot_within"
+	    " THEN ?1 + reboot_within ELSE reboot_deadline END"
 	    " WHERE status IN ('transmited', 'edge_transmitted', 'edge_started',"
 	    " 'edge_running') AND (update_at > ?1 OR sent_at > ?1)",
 	    &s);
@@ -238,6 +240,43 @@ enum rcs_err store_jobs_expired(struct store *st, int64_t now, size_t limit,
 				  STORE_SQL(st, CLAIM_JOBS(JOBS_EXPIRED("")),
 					    CLAIM_JOBS(JOBS_EXPIRED(STORE_SKIP_LOCKED_PG))),
 				  NULL, now, 0, limit, out);
+}
+
+#define JOBS_REBOOT_DUE(lock)                                                                      \
+	"SELECT ident FROM jobs WHERE reboot_deadline IS NOT NULL AND"                             \
+	" status = 'edge_running' AND reboot_deadline <= ?2 AND"                                   \
+	" CAST(?1 AS TEXT) IS NULL AND ?3 = ?3 AND " STORE_CLAIM_FREE(                             \
+	    "?5", "?2") " ORDER BY reboot_deadline LIMIT ?4" lock
+
+enum rcs_err store_jobs_reboot_due(struct store *st, int64_t now, size_t limit,
+				   struct store_idents *out)
+{
+	return store_idents_query(st,
+				  STORE_SQL(st, CLAIM_JOBS(JOBS_REBOOT_DUE("")),
+					    CLAIM_JOBS(JOBS_REBOOT_DUE(STORE_SKIP_LOCKED_PG))),
+				  NULL, now, 0, limit, out);
+}
+
+enum rcs_err store_jobs_reboot_push(struct store *st, int64_t now)
+{
+	struct store_stmt *s = NULL;
+	enum rcs_err err;
+
+	store_lock(st);
+	err =
+	    store_stmt(st,
+		       "UPDATE jobs SET reboot_deadline = ?1 + reboot_within"
+		       " WHERE reboot_deadline IS NOT NULL AND reboot_deadline < ?1 + reboot_within"
+		       " AND status = 'edge_running'",
+		       &s);
+	if (err != RCS_OK)
+		goto out;
+	store_arg_int(s, 1, now);
+	err = store_done(st, s, "reboot deadlines");
+out:
+	store_stmt_done(st, s);
+	store_unlock(st);
+	return err;
 }
 
 enum rcs_err store_job_mark_sent(struct store *st, const char *ident, int64_t now)
@@ -273,7 +312,9 @@ enum rcs_err store_next_wakeup(struct store *st, int64_t now, int64_t *next)
 			 " UNION ALL SELECT min(release_at) FROM jobs WHERE held = 1 AND"
 			 " status = 'pending' AND release_at > ?1"
 			 " UNION ALL SELECT min(expires_at) FROM jobs WHERE expires_at IS NOT NULL"
-			 " AND status IN ('pending', 'transmited')) AS due",
+			 " AND status IN ('pending', 'transmited')"
+			 " UNION ALL SELECT min(reboot_deadline) FROM jobs WHERE"
+			 " reboot_deadline IS NOT NULL AND status = 'edge_running') AS due",
 			 &s);
 	if (err != RCS_OK)
 		goto out;

@@ -31,15 +31,23 @@ enum rcs_err store_jobs_stale(struct store *st, int64_t now, int64_t after, size
 			      struct store_idents *out);
 /* The wall clock went back to now: the active jobs' last news and sends are
  * brought back to it, so that a job without news is re-sent after resend_after
- * again instead of after the size of the step. */
+ * again instead of after the size of the step; a reboot deadline is now + its
+ * within at most. */
 enum rcs_err store_jobs_clock_back(struct store *st, int64_t now);
 /* Idents of pending or transmited jobs whose ttl has run out. */
 enum rcs_err store_jobs_expired(struct store *st, int64_t now, size_t limit,
 				struct store_idents *out);
+/* Idents of edge_running jobs whose reboot deadline has passed (docs/mqtt.md "Status report",
+ * within), claimed as the others are: the scheduler ends them reboot_timeout. */
+enum rcs_err store_jobs_reboot_due(struct store *st, int64_t now, size_t limit,
+				   struct store_idents *out);
+/* The coordinator's own downtime never fails a device (docs/api.md "Jobs"): every reboot
+ * deadline is pushed to at least now + its within. */
+enum rcs_err store_jobs_reboot_push(struct store *st, int64_t now);
 /* Records a (re-)send of the job's envelope. */
 enum rcs_err store_job_mark_sent(struct store *st, const char *ident, int64_t now);
-/* The next time (Unix s) a scheduled job falls due, a held job's retry backoff ends or a ttl runs
- * out; 0 when none. */
+/* The next time (Unix s) a scheduled job falls due, a held job's retry backoff ends, a ttl runs
+ * out or a reboot deadline passes; 0 when none. */
 enum rcs_err store_next_wakeup(struct store *st, int64_t now, int64_t *next);
 
 /*

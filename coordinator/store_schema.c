@@ -458,6 +458,15 @@ const struct store_migration store_migrations[] = {
      * NULL until a state message brought one (docs/mqtt.md "Device state", docs/api.md
      * "Devices") */
     {.sql = "ALTER TABLE devices ADD COLUMN attributes TEXT;\n"},
+    /* 13: jobs that span a reboot (docs/api.md "Jobs"): a job's phase (NULL: none) and each
+     * history item's; after a "rebooting" report, the seconds its device has to come back and
+     * when they run out (NULL: no deadline), which the scheduler looks for */
+    {.sql = "ALTER TABLE jobs ADD COLUMN phase TEXT;\n"
+	    "ALTER TABLE jobs ADD COLUMN reboot_within INTEGER;\n"
+	    "ALTER TABLE jobs ADD COLUMN reboot_deadline INTEGER;\n"
+	    "ALTER TABLE job_history ADD COLUMN phase TEXT;\n"
+	    "CREATE INDEX jobs_reboot ON jobs(reboot_deadline)"
+	    " WHERE reboot_deadline IS NOT NULL;\n"},
 };
 
 const size_t store_n_migrations = sizeof(store_migrations) / sizeof(store_migrations[0]);

@@ -447,6 +447,9 @@ static enum rcs_err hook_body(struct webhooks *w, const struct webhook_due *d, c
 		job.response = h.response;
 		h.response = NULL;
 		job.response_time = h.response_time;
+		free(job.phase);
+		job.phase = h.phase;
+		h.phase = NULL;
 	} else {
 		err = store_group_get(w->st, d->client_root, d->subject, NULL, &group);
 		if (err != RCS_OK)
@@ -471,6 +474,7 @@ static enum rcs_err hook_body(struct webhooks *w, const struct webhook_due *d, c
 out:
 	buf_free(&b);
 	free(h.response);
+	free(h.phase);
 	store_job_rec_free(&job);
 	store_group_rec_free(&group);
 	return err;

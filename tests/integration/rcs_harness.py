@@ -637,7 +637,8 @@ class FakeDevice:
     def _status_topic(self, job):
         return "%s/jobs/%s/status" % (self.base, job)
 
-    def report(self, job, status, response=None, seq=None, error=None):
+    def report(self, job, status, response=None, seq=None, error=None, phase=None,
+               within=None):
         with self.lock:
             if seq is None:
                 seq = self.seq.get(job, 0) + 1
@@ -646,6 +647,10 @@ class FakeDevice:
                 "response": response}
         if error is not None:
             body["error"] = error  # an edge_error's cause (docs/mqtt.md "Status report")
+        if phase is not None:
+            body["phase"] = phase  # a job that spans a reboot (docs/mqtt.md "Status report")
+        if within is not None:
+            body["within"] = within
         payload = json.dumps(body)
         self.client.publish(self._status_topic(job), payload, qos=1)
         return payload

@@ -349,6 +349,35 @@ class TestDashboard(StackTest):
         self.assertEqual(self.qs("#cancel-job"), [])
         self.console()
 
+    def test_3b_job_phases(self):
+        """A job that spans a reboot: its page shows its phase, and its timeline each change's
+        phase, where each phase begins (docs/dashboard.md "A job")."""
+        dev = self.make_devices(1, "phased", auto=False)[0]
+        job = self.post("/tasks/%s/jobs" % self.echo["ident"],
+                        {"entity_ident": dev.entity, "variables": {"message": "fw"}})["ident"]
+        wait_for(lambda: job in dev.jobs_received(), timeout=WAIT, what="envelope received")
+        dev.report(job, "edge_transmitted")
+        dev.report(job, "edge_started")
+        dev.report(job, "edge_running", "installing", phase="install")
+        dev.report(job, "edge_running", "rebooting", phase="verify", within=600)
+        self.driver.get(self.ui + "#/jobs/" + job)
+        self.wait_css("#timeline li[data-phase='verify']")
+        self.wait_text("#job-phase", "verify")
+        dev.report(job, "edge_running", "checking health", phase="verify")
+        dev.report(job, "terminated", "running 4.2.0", phase="verify")
+        wait_for(lambda: self.qs("#timeline li[data-status='terminated'][data-phase='verify']"),
+                 timeout=WAIT, what="the job page shows its end in its phase")
+        items = self.qs("#timeline li")
+        phases = [li.get_attribute("data-phase") for li in items]
+        self.assertEqual(phases[-4:], ["install", "verify", "verify", "verify"])
+        self.assertIsNone(phases[0])
+        starts = [li.text for li in items if "begins" in li.text]
+        self.assertEqual(len(starts), 2, starts)
+        self.assertIn("phase install begins", starts[0])
+        self.assertIn("phase verify begins", starts[1])
+        self.assertIn("rebooting", starts[1])
+        self.console()
+
     def test_4_send_form(self):
         dev = self.make_devices(1, "bench", auto=True)[0]
         task = self.post("/tasks", {"name": "Blink", "script": "echo", "variables_info": {

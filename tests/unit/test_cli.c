@@ -503,6 +503,53 @@ static void test_watch_progress(void **state)
 	assert_non_null(strstr(line, "[..........]"));
 }
 
+/* A record's detail in the watch's header (docs/cli.md "Groups and watch"): a job's phase and
+ * its download while under way, a group's error codes; nothing else. */
+static void test_watch_detail(void **state)
+{
+	static const struct {
+		const char *rec;
+		int group;
+		const char *want;
+	} cases[] = {
+	    {"{\"status\": \"edge_running\", \"phase\": \"verify\", \"progress\": null}", 0,
+	     "phase verify"},
+	    {"{\"status\": \"edge_running\", \"phase\": \"install\","
+	     " \"progress\": {\"done\": 42, \"total\": 100}}",
+	     0, "phase install, download 42 %"},
+	    {"{\"status\": \"edge_running\", \"phase\": null,"
+	     " \"progress\": {\"done\": 1, \"total\": 4}}",
+	     0, "download 25 %"},
+	    /* an ended job's download is over whatever it said last */
+	    {"{\"status\": \"edge_error\", \"phase\": \"verify\","
+	     " \"progress\": {\"done\": 1, \"total\": 4}}",
+	     0, "phase verify"},
+	    {"{\"status\": \"pending\"}", 0, ""},
+	    {"{\"status\": \"running\", \"error_codes\": {\"rolled_back\": 3,"
+	     " \"reboot_timeout\": 1}}",
+	     1, "rolled_back 3, reboot_timeout 1"},
+	    {"{\"status\": \"running\", \"error_codes\": {}, \"phase\": \"x\"}", 1, ""},
+	};
+	char out[160];
+
+	(void)state;
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		json_object *o = json_tokener_parse(cases[i].rec);
+
+		assert_non_null(o);
+		watch_detail(o, cases[i].group, out, sizeof(out));
+		assert_string_equal(out, cases[i].want);
+		json_object_put(o);
+	}
+	/* a short buffer is cut, not overrun */
+	{
+		json_object *o = json_tokener_parse(cases[1].rec);
+		watch_detail(o, 0, out, 8);
+		assert_string_equal(out, "phase i");
+		json_object_put(o);
+	}
+}
+
 /* A group's end in words and its time left (docs/cli.md "Groups and watch"): the group's
  * status names the end, a job cancelled in a completed group is no failure, and what the
  * rollout holds goes out at its pace whatever the rate so far. */
@@ -780,6 +827,7 @@ int main(void)
 	    cmocka_unit_test(test_table),
 	    cmocka_unit_test(test_watch_progress),
 	    cmocka_unit_test(test_watch_words_and_eta),
+	    cmocka_unit_test(test_watch_detail),
 	    cmocka_unit_test(test_http_escape),
 	    cmocka_unit_test(test_http_init),
 	    cmocka_unit_test(test_config),

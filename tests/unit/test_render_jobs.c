@@ -47,6 +47,9 @@ static struct job_rec job(void)
 }
 
 #define JOB_TEXT(ident, dev, status, update_at, response_time, response)                           \
+	JOB_TEXT_P(ident, dev, status, update_at, response_time, response, "null")
+/* with the job's phase (docs/api.md "Jobs") */
+#define JOB_TEXT_P(ident, dev, status, update_at, response_time, response, phase)                  \
 	"{\"ident\":\"" ident "\",\"task\":{\"version\":3,\"ident\":\"" TASK                       \
 	"\",\"name\":\"Echo\"},"                                                                   \
 	"\"group\":null,\"client_root\":\"" ROOT "\",\"entity_ident\":\"" dev                      \
@@ -56,7 +59,7 @@ static struct job_rec job(void)
 	"\"update_at\":" update_at ",\"scheduled_time\":null,\"response_time\":" response_time     \
 	",\"ttl\":null,\"payload\":null,\"response\":" response ",\"notification_mail_list\":[],"  \
 	"\"notification_status_list\":[],\"variables\":{\"m\":\"hi\"},\"attempt\":1,"              \
-	"\"retry_of\":null,\"error_code\":null,\"progress\":null}"
+	"\"retry_of\":null,\"error_code\":null,\"progress\":null,\"phase\":" phase "}"
 
 static void test_job(void **state)
 {
@@ -86,13 +89,23 @@ static void test_job(void **state)
 	    strstr(b.data, "\"scheduled_time\":300,\"response_time\":null,\"ttl\":60,"));
 	assert_non_null(strstr(b.data, "\"comment\":\"c\","));
 	buf_free(&b);
+	/* the phase of its last report */
+	r.phase = "verify";
+	buf_init(&b, 1 << 16);
+	render_init(&w, &b);
+	render_job(&w, &r);
+	assert_int_equal(render_end(&w), RCS_OK);
+	assert_non_null(strstr(b.data, "\"progress\":null,\"phase\":\"verify\"}"));
+	buf_free(&b);
 }
 
-/* Each history entry is the job's record with the entry's status, time and response. */
+/* Each history entry is the job's record with the entry's status, time, response and phase
+ * (the job's own phase is its last one). */
 static void test_history_page(void **state)
 {
 	struct job_rec r = job();
-	struct history_rec h[2] = {{JS_TERMINATED, 260, "done", 260}, {JS_PENDING, 200, NULL, 0}};
+	struct history_rec h[2] = {{JS_TERMINATED, 260, "done", 260, "verify"},
+				   {JS_PENDING, 200, NULL, 0, NULL}};
 	struct store_history_list l = {
 	    .pg = {.page = 1, .per_page = 2, .total = 3}, .items = h, .n = 2};
 	struct render w;
@@ -101,13 +114,14 @@ static void test_history_page(void **state)
 	(void)state;
 	buf_init(&b, 1 << 16);
 	render_init(&w, &b);
+	r.phase = "install";
 	render_history_page(&w, &r, &l);
 	assert_int_equal(render_end(&w), RCS_OK);
 	assert_string_equal(
 	    b.data,
-	    "{\"page\":1,\"per_page\":2,\"total_pages\":2,\"total_items\":3,\"items\":[" JOB_TEXT(
-		JOB, DEV, "terminated", "260", "260",
-		"\"done\"") "," JOB_TEXT(JOB, DEV, "pending", "200", "null", "null") "]}");
+	    "{\"page\":1,\"per_page\":2,\"total_pages\":2,\"total_items\":3,\"items\":[" JOB_TEXT_P(
+		JOB, DEV, "terminated", "260", "260", "\"done\"",
+		"\"verify\"") "," JOB_TEXT(JOB, DEV, "pending", "200", "null", "null") "]}");
 	buf_free(&b);
 }
 

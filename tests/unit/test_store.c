@@ -326,7 +326,10 @@ static void test_reopen_and_schema(void **state)
 		    " DROP COLUMN download_timeout;"
 		    " ALTER TABLE jobs DROP COLUMN progress_done, DROP COLUMN progress_total;"
 		    " DROP TABLE task_artifacts; DROP TABLE artifact_secrets;"
-		    " DROP TABLE job_downloads; ALTER TABLE devices DROP COLUMN attributes"));
+		    " DROP TABLE job_downloads; ALTER TABLE devices DROP COLUMN attributes;"
+		    " DROP INDEX jobs_reboot; ALTER TABLE jobs DROP COLUMN phase,"
+		    " DROP COLUMN reboot_within, DROP COLUMN reboot_deadline;"
+		    " ALTER TABLE job_history DROP COLUMN phase"));
 		assert_int_equal(store_open(f->path, &again), RCS_OK);
 		assert_true(store_tenant_exists(again, f->root));
 		store_close(again);
@@ -365,12 +368,15 @@ static void test_reopen_and_schema(void **state)
 		    "task_versions.artifacts", "task_versions.release",
 		    "task_versions.download_timeout", "jobs.progress_done", "jobs.progress_total",
 		    /* migration 12: device attributes */
-		    "devices.attributes", NULL};
+		    "devices.attributes",
+		    /* migration 13: jobs that span a reboot */
+		    "jobs.phase", "jobs.reboot_within", "jobs.reboot_deadline", "job_history.phase",
+		    NULL};
 		char sql[160];
 
 		assert_int_equal(
 		    sqlite3_exec(db,
-				 "DROP INDEX jobs_held;"
+				 "DROP INDEX jobs_held; DROP INDEX jobs_reboot;"
 				 " DROP INDEX jobs_group_device; DROP INDEX groups_status",
 				 NULL, NULL, NULL),
 		    SQLITE_OK);
@@ -409,7 +415,7 @@ static void test_reopen_and_schema(void **state)
 				       -1, &s, NULL),
 		    SQLITE_OK);
 		assert_int_equal(sqlite3_step(s), SQLITE_ROW);
-		assert_int_equal(sqlite3_column_int(s, 0), 12);
+		assert_int_equal(sqlite3_column_int(s, 0), 13);
 		assert_non_null(
 		    strstr((const char *)sqlite3_column_text(s, 1), "scheduled_time IS NOT NULL"));
 		sqlite3_finalize(s);
@@ -1779,7 +1785,8 @@ static void test_jobs_json_batch(void **state)
 	" 'notification_mail_list', json(j.mail_list), 'notification_status_list',"                \
 	" json(j.status_list), 'variables', json(j.variables), 'attempt', j.attempt, 'retry_of',"  \
 	" j.retry_of, 'error_code', j.error_code, 'progress', CASE WHEN j.progress_done IS NULL"   \
-	" THEN NULL ELSE json_object('done', j.progress_done, 'total', j.progress_total) END)"     \
+	" THEN NULL ELSE json_object('done', j.progress_done, 'total', j.progress_total) END,"     \
+	" 'phase', j.phase)"                                                                       \
 	" FROM jobs j LEFT JOIN groups g ON g.ident = j.group_ident WHERE j.ident = ?"
 
 static void check_same_as_sql(struct fixture *f, const char *ident)

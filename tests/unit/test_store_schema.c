@@ -187,9 +187,9 @@ static void test_common(void **state)
 	buf_free(&b);
 }
 
-/* Each engine's schema version counts the migrations it ran, 11 on both (migration 6 is
+/* Each engine's schema version counts the migrations it ran, 13 on both (migration 6 is
  * PostgreSQL's own; SQLite's is empty); a database at 5 on PostgreSQL continues with 6 to
- * 11 and ends with the same schema; opened again, nothing runs. */
+ * 13 and ends with the same schema; opened again, nothing runs. */
 static void test_versions(void **state)
 {
 	struct fixture *f = *state;
@@ -197,13 +197,13 @@ static void test_versions(void **state)
 	    store_test_pg() ? "SELECT max(version) FROM schema_version" : "PRAGMA user_version";
 	struct buf b;
 
-	assert_int_equal(store_test_db_int(f->path, version, NULL), 12);
+	assert_int_equal(store_test_db_int(f->path, version, NULL), 13);
 	store_close(f->st);
 	f->st = NULL;
 	if (store_test_pg()) {
 #ifdef RCS_WITH_POSTGRES
-		/* what migrations 7 to 9 and 11 added goes, migrations 6 and 10 are safe to run
-		 * again */
+		/* what migrations 7 to 9 and 11 to 13 added goes, migrations 6 and 10 are safe to
+		 * run again */
 		assert_true(store_test_pg_exec(
 		    f->path,
 		    "UPDATE schema_version SET version = 5;"
@@ -216,11 +216,14 @@ static void test_versions(void **state)
 		    " DROP COLUMN download_timeout;"
 		    " ALTER TABLE jobs DROP COLUMN progress_done, DROP COLUMN progress_total;"
 		    " DROP TABLE task_artifacts; DROP TABLE artifact_secrets;"
-		    " DROP TABLE job_downloads; ALTER TABLE devices DROP COLUMN attributes"));
+		    " DROP TABLE job_downloads; ALTER TABLE devices DROP COLUMN attributes;"
+		    " DROP INDEX jobs_reboot; ALTER TABLE jobs DROP COLUMN phase,"
+		    " DROP COLUMN reboot_within, DROP COLUMN reboot_deadline;"
+		    " ALTER TABLE job_history DROP COLUMN phase"));
 #endif
 	}
 	assert_int_equal(store_open(f->path, &f->st), RCS_OK);
-	assert_int_equal(store_test_db_int(f->path, version, NULL), 12);
+	assert_int_equal(store_test_db_int(f->path, version, NULL), 13);
 	dump_all(f->st, exact_sq, N(exact_sq), exact_pg, N(exact_pg), &b);
 	check_vector(&b, store_test_pg() ? "store-schema-postgres.txt" : "store-schema-sqlite.txt");
 	buf_free(&b);

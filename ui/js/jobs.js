@@ -96,17 +96,31 @@ export async function list(ctx) {
   ctx.poll(load, 5000);
 }
 
+// A job that spans a reboot shows the phase of each change (docs/dashboard.md "A job"); the
+// first change of a phase says so ("phase verify begins"), the others name it quietly.
+function phaseTag(phase, prevPhase) {
+  if (typeof phase !== 'string' || !phase) return null;
+  return phase !== prevPhase
+    ? h('span', { class: 'phase phase-start' }, ' phase ', h('b', {}, phase), ' begins')
+    : h('span', { class: 'phase muted' }, ' phase ' + phase);
+}
+
 function timeline(items) {
   const ol = h('ol', { class: 'timeline', id: 'timeline' });
   let prev = null;
+  let prevPhase = null;
   for (const it of items) {
     const delta = prev === null ? '' : ' (+' + fmtDuration(Math.max(0, it.update_at - prev)) + ')';
     prev = it.update_at;
-    ol.append(h('li', { class: 'st-' + it.status, 'data-status': it.status },
+    const attrs = { class: 'st-' + it.status, 'data-status': it.status };
+    if (typeof it.phase === 'string' && it.phase) attrs['data-phase'] = it.phase;
+    const tag = phaseTag(it.phase, prevPhase);
+    prevPhase = it.phase || null;
+    ol.append(h('li', attrs,
       h('span', { class: 'dot st-' + it.status, 'aria-hidden': 'true' }),
       h('div', { class: 'tl-body' },
         h('div', {}, statusBadge(it.status), ' ', h('time', {}, fmtTime(it.update_at)),
-          h('span', { class: 'muted' }, delta)),
+          h('span', { class: 'muted' }, delta), tag),
         it.response !== null && it.response !== undefined
           ? h('pre', { class: 'resp' }, typeof it.response === 'string' ? it.response
             : JSON.stringify(it.response, null, 2)) : null)));
@@ -162,6 +176,7 @@ export async function show(ctx) {
       ['TTL', j.ttl ? fmtDuration(j.ttl) : undefined],
       ['Attempt', j.attempt !== undefined ? String(j.attempt) : undefined],
       ['Retry of', j.retry_of ? h('a', { href: href('jobs/' + j.retry_of), class: 'mono' }, shortId(j.retry_of)) : undefined],
+      ['Phase', j.phase ? h('span', { id: 'job-phase', class: 'mono' }, j.phase) : undefined],
       ['Error code', j.error_code || undefined],
       ['Download', downloadProgress(j)],
       ['Comment', j.comment || undefined],
@@ -219,13 +234,13 @@ export async function show(ctx) {
   let last = '';
   const refresh = async () => {
     job = await get('/jobs/' + id, { signal: ctx.signal });
-    const stamp = job.status + job.update_at + JSON.stringify(job.progress || null);
+    const stamp = job.status + job.update_at + JSON.stringify(job.progress || null) + (job.phase || '');
     if (stamp !== last) {
       last = stamp;
       draw(job);
     }
     await loadHistory();
   };
-  last = job.status + job.update_at + JSON.stringify(job.progress || null);
+  last = job.status + job.update_at + JSON.stringify(job.progress || null) + (job.phase || '');
   ctx.poll(refresh, () => (TERMINAL.has(job.status) ? 15000 : 2000));
 }
