@@ -458,6 +458,11 @@ const struct store_migration store_migrations[] = {
      * NULL until a state message brought one (docs/mqtt.md "Device state", docs/api.md
      * "Devices") */
     {.sql = "ALTER TABLE devices ADD COLUMN attributes TEXT;\n"},
+    /* 13: a group's download limits, given by its bulk send (docs/api.md "Download
+     * limits"): the devices downloading at once and the bytes per second they share;
+     * NULL: none */
+    {.sql = "ALTER TABLE groups ADD COLUMN dl_max INTEGER;\n"
+	    "ALTER TABLE groups ADD COLUMN dl_rate INTEGER;\n"},
 };
 
 const size_t store_n_migrations = sizeof(store_migrations) / sizeof(store_migrations[0]);

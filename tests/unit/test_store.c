@@ -326,7 +326,8 @@ static void test_reopen_and_schema(void **state)
 		    " DROP COLUMN download_timeout;"
 		    " ALTER TABLE jobs DROP COLUMN progress_done, DROP COLUMN progress_total;"
 		    " DROP TABLE task_artifacts; DROP TABLE artifact_secrets;"
-		    " DROP TABLE job_downloads; ALTER TABLE devices DROP COLUMN attributes"));
+		    " DROP TABLE job_downloads; ALTER TABLE devices DROP COLUMN attributes;"
+		    " ALTER TABLE groups DROP COLUMN dl_max, DROP COLUMN dl_rate"));
 		assert_int_equal(store_open(f->path, &again), RCS_OK);
 		assert_true(store_tenant_exists(again, f->root));
 		store_close(again);
@@ -365,7 +366,9 @@ static void test_reopen_and_schema(void **state)
 		    "task_versions.artifacts", "task_versions.release",
 		    "task_versions.download_timeout", "jobs.progress_done", "jobs.progress_total",
 		    /* migration 12: device attributes */
-		    "devices.attributes", NULL};
+		    "devices.attributes",
+		    /* migration 13: a group's download limits */
+		    "groups.dl_max", "groups.dl_rate", NULL};
 		char sql[160];
 
 		assert_int_equal(
@@ -409,7 +412,7 @@ static void test_reopen_and_schema(void **state)
 				       -1, &s, NULL),
 		    SQLITE_OK);
 		assert_int_equal(sqlite3_step(s), SQLITE_ROW);
-		assert_int_equal(sqlite3_column_int(s, 0), 12);
+		assert_int_equal(sqlite3_column_int(s, 0), 13);
 		assert_non_null(
 		    strstr((const char *)sqlite3_column_text(s, 1), "scheduled_time IS NOT NULL"));
 		sqlite3_finalize(s);
