@@ -77,7 +77,8 @@ int cli_answer(struct cli *c, enum rcs_err err, const char *errbuf, struct http_
 	      (strcmp(field, "rollout") == 0 || strcmp(field, "abort") == 0 ||
 	       strcmp(field, "retry") == 0 || strcmp(field, "window") == 0 ||
 	       strcmp(field, "continuous") == 0 || strcmp(field, "ident_prefix") == 0 ||
-	       strcmp(field, "ident_suffix") == 0 || strcmp(field, "artifacts") == 0))))
+	       strcmp(field, "ident_suffix") == 0 || strcmp(field, "artifacts") == 0 ||
+	       strcmp(field, "download") == 0))))
 		fprintf(stderr, "rcs: %s\n", hint);
 	http_resp_free(r);
 	return CLI_API;

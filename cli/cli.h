@@ -55,7 +55,8 @@ struct cli_opts {
 	char *schedule, *offline;
 	long long ttl, rollout_per_minute, abort_percent, abort_min_finished, retries;
 	char *exponential, *window, *window_utc_offset, *retry_backoff_factor;
-	long long retry_backoff;
+	long long retry_backoff, download_max_concurrent;
+	char *download_max_rate;
 	bool wait, allow_empty, continuous, verbose;
 	/* watch */
 	long long interval;

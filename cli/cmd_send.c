@@ -20,9 +20,11 @@
 #define SEND_MAX_DEVICES  10000        /* docs/api.md: ident_list */
 #define SEND_VAR_FILE_MAX (256 * 1024) /* --var NAME=@FILE (docs/cli.md "Sending") */
 #define SEND_SHOW         10           /* jobs and rejected devices listed without --verbose */
+#define SEND_MIN_RATE     1024LL       /* docs/api.md "Download limits" */
+#define SEND_MAX_RATE     (1LL << 40)
 #define SEND_ROLLOUT_HINT                                                                          \
-	"--rollout-per-minute, --exponential, --window, --abort-percent, --retries and "           \
-	"--continuous need a coordinator with rollouts (docs/cli.md)"
+	"--rollout-per-minute, --exponential, --window, --abort-percent, --retries, "              \
+	"--continuous and --download-max-* need a coordinator with rollouts (docs/cli.md)"
 
 static int send_digits(const char *s)
 {
@@ -299,6 +301,33 @@ static int send_window(struct cli *c, json_object *body)
 	return send_add(body, "window", w) ? cli_fail(c, CLI_USAGE, "out of memory") : CLI_OK;
 }
 
+/* download: --download-max-concurrent N, --download-max-rate BYTES (docs/api.md "Download
+ * limits") */
+static int send_download(struct cli *c, json_object *body)
+{
+	json_object *o;
+	long long rate = 0;
+	int bad = 0;
+
+	if (c->o.download_max_concurrent <= 0 && c->o.download_max_rate == NULL)
+		return CLI_OK;
+	if (c->o.download_max_rate != NULL &&
+	    send_parse_bytes(c->o.download_max_rate, SEND_MIN_RATE, SEND_MAX_RATE, &rate) != RCS_OK)
+		return cli_fail(
+		    c, CLI_USAGE,
+		    "--download-max-rate '%s': bytes a second, 1K to 1T, e.g. 500K, 10M, "
+		    "1G (K = 1024)",
+		    c->o.download_max_rate);
+	o = json_object_new_object();
+	if (c->o.download_max_concurrent > 0)
+		bad |= send_add(o, "max_concurrent",
+				json_object_new_int64(c->o.download_max_concurrent));
+	if (rate > 0)
+		bad |= send_add(o, "max_bytes_per_s", json_object_new_int64(rate));
+	bad |= send_add(body, "download", o);
+	return bad ? cli_fail(c, CLI_USAGE, "out of memory") : CLI_OK;
+}
+
 /* the members of docs/cli.md "Rollouts", from the options given */
 static int send_rollout(struct cli *c, json_object *body)
 {
@@ -335,7 +364,9 @@ static int send_rollout(struct cli *c, json_object *body)
 	}
 	if (c->o.continuous)
 		bad |= send_add(body, "continuous", json_object_new_boolean(1));
-	return bad ? cli_fail(c, CLI_USAGE, "out of memory") : CLI_OK;
+	if (bad)
+		return cli_fail(c, CLI_USAGE, "out of memory");
+	return send_download(c, body);
 }
 
 /* How many of n lines are printed: all with --verbose, else SEND_SHOW. */
@@ -538,7 +569,8 @@ static int send_matched_none(json_object *ans)
 static int send_wants_group(const struct cli *c)
 {
 	return c->o.rollout_per_minute > 0 || c->o.exponential != NULL || c->o.window != NULL ||
-	       c->o.abort_percent >= 0 || c->o.retries >= 0 || c->o.continuous;
+	       c->o.abort_percent >= 0 || c->o.retries >= 0 || c->o.continuous ||
+	       c->o.download_max_concurrent > 0 || c->o.download_max_rate != NULL;
 }
 
 /* The checks of the command line that need no request; *when: --schedule's time. */

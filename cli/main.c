@@ -201,6 +201,10 @@ static const struct cfg_opt opts_send[] = {
 	  "with --retries: each retry waits F times longer than the last (2; 1 to 10)"),
     O_BOOL("continuous", continuous,
 	   "with --tag: devices that gain the tag later get the job too (needs rollouts)"),
+    O_INT("download_max_concurrent", download_max_concurrent, 1, 1000000, "N",
+	  "at most N devices of the group download their artifacts at once (needs rollouts)"),
+    O_STR("download_max_rate", download_max_rate, "BYTES",
+	  "the group's devices share BYTES a second of downloads: 500K, 10M, 1G (1024s)"),
     O_STR("offline", offline, "queue|reject",
 	  "devices offline at the send: queue their jobs, or leave them out (default: as the"
 	  " task's allow_offline says)"),

@@ -39,6 +39,9 @@ enum rcs_err send_parse_window(const char *spec, long long utc_offset_min, json_
 /* --exponential N,F,K into `rollout.exponential` ({base_per_minute, factor, after_succeeded}). */
 enum rcs_err send_parse_exponential(const char *spec, json_object **out, char *errbuf,
 				    size_t errlen);
+/* A size in bytes: digits, with a decimal part and K, M, G or T (1024, 1024^2, ...; "KiB",
+ * "MB" and lower case too) when wanted ("500K", "1.5M"), rounded down; within lo..hi. */
+enum rcs_err send_parse_bytes(const char *s, long long lo, long long hi, long long *out);
 /* A finite decimal number within lo..hi. */
 enum rcs_err send_parse_number(const char *s, double lo, double hi, double *out);
 

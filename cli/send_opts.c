@@ -1,7 +1,8 @@
 /*
  * send_opts.c - the parsing of rcs send's rollout options into the bulk send's members
  * (docs/cli.md "Rollouts"; the members: docs/api.md "Rollouts"): --window, --exponential,
- * the retry's backoff factor. The API checks the ranges again (400 naming the member).
+ * the retry's backoff factor, --download-max-rate's size. The API checks the ranges again (400
+ * naming the member).
  */
 #include <ctype.h>
 #include <errno.h>
@@ -113,6 +114,40 @@ enum rcs_err send_parse_window(const char *spec, long long utc_offset_min, json_
 	json_object_object_add(w, "duration_min", json_object_new_int64(dur));
 	json_object_object_add(w, "utc_offset_min", json_object_new_int64(utc_offset_min));
 	*out = w;
+	return RCS_OK;
+}
+
+enum rcs_err send_parse_bytes(const char *s, long long lo, long long hi, long long *out)
+{
+	static const char units[] = "KMGT";
+	const char *u;
+	char *end = NULL;
+	double d, scale = 1;
+
+	if (!isdigit((unsigned char)s[0]))
+		return RCS_ERR_INVAL;
+	errno = 0;
+	d = strtod(s, &end);
+	if (errno != 0 || end == s || !isfinite(d) || strspn(s, "0123456789.") != (size_t)(end - s))
+		return RCS_ERR_INVAL; /* decimal digits only (no hexadecimal, no exponent) */
+	if (*end != '\0') {
+		u = strchr(units, toupper((unsigned char)*end));
+		if (u == NULL)
+			return RCS_ERR_INVAL;
+		for (const char *p = units; p <= u; p++)
+			scale *= 1024;
+		end++;
+		if (*end == 'i' && end[1] == 'B')
+			end += 2;
+		else if (*end == 'B' || *end == 'b')
+			end++;
+		if (*end != '\0')
+			return RCS_ERR_INVAL;
+	}
+	d = floor(d * scale);
+	if (d < (double)lo || d > (double)hi)
+		return RCS_ERR_INVAL;
+	*out = (long long)d;
 	return RCS_OK;
 }
 

@@ -27,6 +27,8 @@
 
 struct art_tokens;
 struct bridge;
+struct dl_limits;
+struct dl_pacer;
 struct group_settings;
 struct lifecycle;
 struct webhook_guard;
@@ -50,6 +52,10 @@ struct api_app {
 	bool sign_artifacts;
 	/* what makes and checks artifact tokens (art_token.h) */
 	struct art_tokens *tokens;
+	/* the groups' download limits (dl_limits.h) and the pace of their rates (dl_pacer.h);
+	 * NULL: none held */
+	struct dl_limits *dl;
+	struct dl_pacer *pacer;
 };
 
 struct api_req {
@@ -248,7 +254,7 @@ extern const size_t api_openapi_json_len;
 #define API_RETRY_FACTOR_MILLI 2000
 /* Reads a retry object ({max_attempts, backoff_s, backoff_factor}) into g. */
 enum rcs_err api_group_retry_read(json_object *o, struct group_settings *g, struct jsonu_err *e);
-/* Reads a bulk send's rollout, abort, window, retry and continuous members (continuous:
+/* Reads a bulk send's rollout, abort, window, retry, download and continuous members (continuous:
  * tag sends only) into g, with the task's default retry (JSON text, NULL: none) when the
  * send gives none; *any: any of them applies (the send makes a group). On bad input the
  * answer is set (400 naming the field) and false returned. */

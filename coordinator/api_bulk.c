@@ -268,6 +268,7 @@ void api_jobs_bulk_list(struct api_req *req, struct api_resp *r)
 					      "window",
 					      "retry",
 					      "continuous",
+					      "download",
 					      "offline",
 					      NULL};
 	struct api_job_req jr;
@@ -347,6 +348,7 @@ void api_jobs_bulk_tags(struct api_req *req, struct api_resp *r)
 					      "window",
 					      "retry",
 					      "continuous",
+					      "download",
 					      "offline",
 					      NULL};
 	struct api_job_req jr;

@@ -6,7 +6,9 @@
  * job_terminal) and its task version must pin the artifact (else 404). Range and If-Range as
  * GET /artifacts/<ident>/content. The bytes served per job are capped at 3x its artifacts'
  * size (then 429), counted as they go out; the first download of each artifact of a job is
- * audited. See api.h.
+ * audited. A job's group holds its devices to its download limits (docs/api.md, "Download
+ * limits"; dl_limits.h): over max_concurrent devices a 429 busy with Retry-After, and the
+ * group's byte rate paced by suspending the connection (dl_pacer.h). See api.h.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -23,12 +25,15 @@
 
 #include "api.h"
 #include "art_token.h"
+#include "dl_limits.h"
+#include "dl_pacer.h"
 #include "log.h"
 #include "metrics.h"
 #include "status.h"
 #include "store_artifacts.h"
 #include "store_audit.h"
 #include "store_downloads.h"
+#include "store_groups.h"
 #include "store_jobs.h"
 
 #define DEV_PREFIX    "/v3/devices/artifacts/"
@@ -51,6 +56,12 @@ struct dev_dl {
 	long long start, len, sent, chunk;
 	size_t got;
 	unsigned char *buf; /* a chunk */
+	/* the group's limits: its ident ("" for a job without a group), the device, the
+	 * connection (to suspend it), the rate, the artifact's size (a download that reached
+	 * its end is complete) */
+	char group[UUID_STR_LEN], device[UUID_STR_LEN];
+	struct MHD_Connection *conn;
+	long long rate, size;
 };
 
 /* A request's refusal, or its answer (the download's identity and what it tells). */
@@ -59,25 +70,40 @@ struct dev_req {
 	char job[UUID_STR_LEN], device[UUID_STR_LEN], tenant[UUID_STR_LEN], sha[65];
 	long long size, total;
 	struct artifact_rec a;
+	char group[UUID_STR_LEN]; /* the job's group, "" for none */
+	struct dl_limit lim;      /* its download limits */
+	bool admitted;            /* counted by the group's limits (dl_limits_admit) */
 };
+
+/* Of take bytes, those the group's rate lets go now (0: the connection suspended until
+ * more may, or -1: it cannot be, the pacer stopping). */
+static ssize_t dev_pace(struct dev_dl *d, size_t take)
+{
+	int64_t now = dl_pacer_now_ms(), wait = 0;
+	size_t got;
+
+	if (d->rate <= 0 || d->app->dl == NULL || d->app->pacer == NULL)
+		return (ssize_t)take;
+	got = dl_limits_take(d->app->dl, d->group, d->rate, take, now, &wait);
+	if (got > 0)
+		return (ssize_t)got;
+	return dl_pacer_sleep(d->app->pacer, d->conn, now + wait) ? 0 : -1;
+}
 
 static ssize_t dev_read(void *cls, uint64_t pos, char *out, size_t max)
 {
 	struct dev_dl *d = cls;
 	long long at = d->start + (long long)pos, left = d->len - (long long)pos;
 	size_t take = max < (size_t)left ? max : (size_t)left;
+	size_t off = 0;
 	ssize_t n;
 
 	if (left <= 0)
 		return MHD_CONTENT_READER_END_OF_STREAM;
-	if (d->fd >= 0) {
-		n = pread(d->fd, out, take, (off_t)at);
-		if (n <= 0)
-			return MHD_CONTENT_READER_END_WITH_ERROR;
-	} else {
+	if (d->fd < 0) {
 		long long c = at / STORE_ARTIFACT_CHUNK;
-		size_t off = (size_t)(at % STORE_ARTIFACT_CHUNK);
 
+		off = (size_t)(at % STORE_ARTIFACT_CHUNK);
 		if (c != d->chunk) {
 			d->chunk = -1;
 			if (store_artifact_chunk(d->app->writer, d->blob_id, c, d->buf,
@@ -89,6 +115,16 @@ static ssize_t dev_read(void *cls, uint64_t pos, char *out, size_t max)
 			return MHD_CONTENT_READER_END_WITH_ERROR;
 		if (take > d->got - off)
 			take = d->got - off;
+	}
+	n = dev_pace(d, take);
+	if (n <= 0)
+		return n == 0 ? 0 : MHD_CONTENT_READER_END_WITH_ERROR;
+	take = (size_t)n;
+	if (d->fd >= 0) {
+		n = pread(d->fd, out, take, (off_t)at);
+		if (n <= 0)
+			return MHD_CONTENT_READER_END_WITH_ERROR;
+	} else {
 		memcpy(out, d->buf + off, take);
 		n = (ssize_t)take;
 	}
@@ -111,6 +147,9 @@ static void dev_free(void *cls)
 	if (err != RCS_OK)
 		log_warnx("device download of job %s: its bytes not counted: %s", d->job,
 			  rcs_strerror(err));
+	if (d->group[0] && d->app->dl != NULL)
+		dl_limits_end(d->app->dl, d->group, d->device,
+			      d->len > 0 && d->start + d->sent >= d->size, dl_pacer_now_ms());
 	metrics_artifact_download(-1);
 	if (d->fd >= 0)
 		close(d->fd);
@@ -195,6 +234,11 @@ static bool dev_check(struct api_app *app, struct MHD_Connection *conn, const ch
 		err = store_job_artifact(rd, q->job, q->sha, &q->size, &q->total);
 	if (err == RCS_OK)
 		err = store_artifact_get(rd, q->tenant, q->sha, &q->a);
+	if (err == RCS_OK && job.group_ident[0] && app->dl != NULL) {
+		memcpy(q->group, job.group_ident, sizeof(q->group));
+		err = store_group_download(rd, q->group, &q->lim.max_concurrent,
+					   &q->lim.max_bytes_per_s);
+	}
 	if (err == RCS_ERR_NOTFOUND)
 		api_error(&q->r, 404, "not_found", NULL, "the job does not pin this artifact");
 	else if (err != RCS_OK)
@@ -257,6 +301,36 @@ static bool dev_account(struct api_app *app, struct MHD_Connection *conn, const 
 	return true;
 }
 
+/* What the download needs of the group's limits (an admitted request ends in dev_free). */
+static void dev_dl_limits(struct dev_dl *d, const struct dev_req *q)
+{
+	if (!q->admitted)
+		return;
+	memcpy(d->group, q->group, sizeof(d->group));
+	memcpy(d->device, q->device, sizeof(d->device));
+	d->rate = q->lim.max_bytes_per_s;
+	d->size = q->a.size;
+}
+
+/* The group's limits (docs/api.md "Download limits"): a place among the devices of the
+ * group downloading now, else false with q->r answered (429 busy, Retry-After). */
+static bool dev_admit(struct api_app *app, struct dev_req *q)
+{
+	int retry = 0;
+
+	if (q->group[0] == '\0' || app->dl == NULL)
+		return true;
+	if (dl_limits_admit(app->dl, q->group, q->device, &q->lim, dl_pacer_now_ms(), &retry)) {
+		q->admitted = true;
+		return true;
+	}
+	api_error(&q->r, 429, "busy", NULL,
+		  "the group's devices download at most %lld at once: try again later",
+		  q->lim.max_concurrent);
+	q->r.retry_after = retry;
+	return false;
+}
+
 /* The download's source: its file open, or a chunk's buffer. NULL when it cannot be read. */
 static struct dev_dl *dev_source(struct api_app *app, const struct dev_req *q)
 {
@@ -271,6 +345,7 @@ static struct dev_dl *dev_source(struct api_app *app, const struct dev_req *q)
 	d->chunk = -1;
 	memcpy(d->job, q->job, sizeof(d->job));
 	memcpy(d->sha, q->sha, sizeof(d->sha));
+	dev_dl_limits(d, q);
 	if (q->a.blob_id[0]) {
 		snprintf(d->blob_id, sizeof(d->blob_id), "%s", q->a.blob_id);
 		d->buf = malloc(STORE_ARTIFACT_CHUNK);
@@ -329,8 +404,13 @@ static void dev_serve(struct api_app *app, struct MHD_Connection *conn, const ch
 		dev_unsatisfiable(q);
 		return;
 	}
-	if (!dev_account(app, conn, url, q, len, ranged > 0 ? 206 : 200))
+	if (!dev_admit(app, q))
 		return;
+	if (!dev_account(app, conn, url, q, len, ranged > 0 ? 206 : 200)) {
+		if (q->admitted) /* no bytes: its place is soon free */
+			dl_limits_end(app->dl, q->group, q->device, true, dl_pacer_now_ms());
+		return;
+	}
 	d = dev_source(app, q);
 	if (d == NULL) {
 		d = calloc(1, sizeof(*d)); /* no source: only to give the bytes back */
@@ -339,6 +419,7 @@ static void dev_serve(struct api_app *app, struct MHD_Connection *conn, const ch
 			d->fd = -1;
 			memcpy(d->job, q->job, sizeof(d->job));
 			memcpy(d->sha, q->sha, sizeof(d->sha));
+			dev_dl_limits(d, q);
 			d->len = len;
 			metrics_artifact_download(1);
 			dev_free(d);
@@ -348,6 +429,7 @@ static void dev_serve(struct api_app *app, struct MHD_Connection *conn, const ch
 	}
 	d->start = start;
 	d->len = len;
+	d->conn = conn;
 	metrics_artifact_download(1);
 	resp = MHD_create_response_from_callback((uint64_t)len, DEV_BLOCK, dev_read, d, dev_free);
 	if (resp == NULL) {

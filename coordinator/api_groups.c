@@ -1,6 +1,6 @@
 /*
- * api_groups.c - group sends (docs/api.md "Rollouts"): the rollout, abort, window, retry
- * and continuous members of bulk sends (and a task's default retry), checked into struct
+ * api_groups.c - group sends (docs/api.md "Rollouts"): the rollout, abort, window, retry,
+ * download and continuous members of bulk sends (and a task's default retry), checked into struct
  * group_settings; PATCH /groups/<id>/pause, /resume and /cancel.
  */
 #include <math.h>
@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "api.h"
+#include "dl_limits.h"
 #include "lifecycle.h"
 #include "render.h"
 #include "rollout.h"
@@ -175,6 +176,28 @@ enum rcs_err api_group_retry_read(json_object *o, struct group_settings *g, stru
 	return RCS_OK;
 }
 
+/* The download limits (docs/api.md "Download limits"): either member or both. */
+static enum rcs_err group_read_download(json_object *o, struct group_settings *g,
+					struct jsonu_err *e)
+{
+	static const char *const keys[] = {"max_concurrent", "max_bytes_per_s", NULL};
+	bool has_max = false, has_rate = false;
+	int64_t max = 0, rate = 0;
+	enum rcs_err err;
+
+	if ((err = jsonu_check_keys(o, keys, e)) != RCS_OK ||
+	    (err = jsonu_get_int(o, "max_concurrent", false, 1, DL_MAX_CONCURRENT, &max, &has_max,
+				 e)) != RCS_OK ||
+	    (err = jsonu_get_int(o, "max_bytes_per_s", false, DL_MIN_RATE, DL_MAX_RATE, &rate,
+				 &has_rate, e)) != RCS_OK)
+		return err;
+	if (!has_max && !has_rate)
+		return jsonu_fail(e, "", "'download' needs 'max_concurrent' or 'max_bytes_per_s'");
+	g->dl_max_concurrent = has_max ? max : 0;
+	g->dl_max_bytes_per_s = has_rate ? rate : 0;
+	return RCS_OK;
+}
+
 /* One member that must be an object, read by fn: errors name "member.field". */
 static enum rcs_err group_member(json_object *body, const char *key,
 				 enum rcs_err (*fn)(json_object *, struct group_settings *,
@@ -205,6 +228,7 @@ bool api_group_settings_read(struct api_resp *r, json_object *body, bool tag_sen
 	    group_member(body, "abort", group_read_abort, g, any, &e) != RCS_OK ||
 	    group_member(body, "window", group_read_window, g, any, &e) != RCS_OK ||
 	    group_member(body, "retry", api_group_retry_read, g, any, &e) != RCS_OK ||
+	    group_member(body, "download", group_read_download, g, any, &e) != RCS_OK ||
 	    jsonu_get_bool(body, "continuous", false, &g->continuous, &present, &e) != RCS_OK)
 		goto invalid;
 	if (present && !tag_send) {

@@ -248,6 +248,17 @@ static void render_group_settings(struct render *w, const struct group_settings 
 		render_null(w);
 	}
 	render_kbool(w, "continuous", g->continuous);
+	render_key(w, "download");
+	if (g->dl_max_concurrent > 0 || g->dl_max_bytes_per_s > 0) {
+		render_obj_open(w);
+		if (g->dl_max_concurrent > 0)
+			render_kint(w, "max_concurrent", g->dl_max_concurrent);
+		if (g->dl_max_bytes_per_s > 0)
+			render_kint(w, "max_bytes_per_s", g->dl_max_bytes_per_s);
+		render_obj_close(w);
+	} else {
+		render_null(w);
+	}
 }
 
 /* A group's progress (docs/api.md "Progress"): one count per device; what only the

@@ -43,6 +43,9 @@ struct group_settings {
 	long long backoff_milli; /* backoff factor, thousandths (1000..10000) */
 	/* tag sends */
 	bool continuous;
+	/* download limits (docs/api.md "Download limits"); 0: none */
+	long long dl_max_concurrent;
+	long long dl_max_bytes_per_s;
 };
 
 /* Whether the settings hold a rollout (a rate) at all. */

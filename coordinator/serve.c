@@ -19,6 +19,8 @@
 #include <curl/curl.h>
 
 #include "art_token.h"
+#include "dl_limits.h"
+#include "dl_pacer.h"
 #include "cfg.h"
 #include "auth.h"
 #include "http_api.h"
@@ -453,6 +455,12 @@ static bool serve_artifacts(struct serve *sv)
 	sv->app.artifact_quota = s->artifact_quota;
 	sv->app.sign_artifacts = s->sign_artifacts;
 	sv->app.tokens = sv->tokens;
+	/* the groups' download limits, held by this coordinator (docs/api.md "Download
+	 * limits") */
+	if (dl_limits_new(&sv->app.dl) != RCS_OK || dl_pacer_start(&sv->app.pacer) != RCS_OK) {
+		fprintf(stderr, "rcs-coordinator: cannot start the download limits\n");
+		return false;
+	}
 	if (api_artifacts_sweep(&sv->app, sv->node_id) != RCS_OK)
 		log_warnx("artifacts: what interrupted uploads left could not all be removed");
 	return true;
@@ -545,6 +553,7 @@ static void serve_stop(struct serve *sv)
 
 	if (sv->ready)
 		service_stopping();
+	dl_pacer_stop(sv->app.pacer); /* no download stays suspended by its group's rate */
 	http_api_stop(sv->devhttp);
 	http_api_stop(sv->http);
 	if (st)
@@ -562,6 +571,8 @@ static void serve_stop(struct serve *sv)
 	if (st && store_shared(st) && store_node_gone(st) != RCS_OK)
 		log_warnx("this coordinator's row of the running ones stays until its lease ends");
 	art_tokens_free(sv->tokens);
+	dl_pacer_free(sv->app.pacer);
+	dl_limits_free(sv->app.dl);
 	store_close(st);
 	signer_free(sv->signer);
 	webhook_guard_free(sv->guard);

@@ -43,6 +43,27 @@ enum rcs_err store_group_read(struct store *st, const char *client_root, const c
 	return err;
 }
 
+static enum rcs_err group_download_row(struct store_stmt *s, void *arg)
+{
+	long long *v = arg;
+
+	v[0] = store_val_int(s, 0);
+	v[1] = store_val_int(s, 1);
+	return RCS_OK;
+}
+
+enum rcs_err store_group_download(struct store *st, const char *ident, long long *max_concurrent,
+				  long long *max_bytes_per_s)
+{
+	long long v[2] = {0, 0};
+	enum rcs_err err = store_get_one(st, "SELECT dl_max, dl_rate FROM groups WHERE ident = ?1",
+					 ident, NULL, NULL, group_download_row, v);
+
+	*max_concurrent = v[0];
+	*max_bytes_per_s = v[1];
+	return err;
+}
+
 /* ---- reads of groups (the API's) ---- */
 
 static enum rcs_err group_read(struct store_stmt *s, struct group_rec *r)

@@ -114,6 +114,8 @@ enum rcs_err store_group_row(struct store_stmt *s, struct group_rec *r)
 	r->n_succeeded = store_val_int(s, 28);
 	r->tokens_milli = store_val_int(s, 29);
 	r->tokens_at_ms = store_val_int(s, 30);
+	g->dl_max_concurrent = store_val_int(s, 31);
+	g->dl_max_bytes_per_s = store_val_int(s, 32);
 	group_progress_tallies(r);
 	if (err != RCS_OK)
 		store_group_rec_free(r);

@@ -121,6 +121,10 @@ enum rcs_err store_groups_by_status(struct store *st, long long n[GROUP__COUNT])
 enum rcs_err store_group_read(struct store *st, const char *client_root, const char *ident,
 			      bool with_counts, struct group_rec *out);
 
+/* A group's download limits (docs/api.md "Download limits"): 0 for each not given. */
+enum rcs_err store_group_download(struct store *st, const char *ident, long long *max_concurrent,
+				  long long *max_bytes_per_s);
+
 /* The bit of a status in the `from` sets of store_group_set_status. */
 #define GROUP_BIT(s) (1u << (unsigned)(s))
 /* Sets a group's status when its status is one of `from` (GROUP_BIT()s): RCS_ERR_CONFLICT

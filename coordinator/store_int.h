@@ -390,7 +390,7 @@ struct group_rec;
 	"ident, name, created_user, created_at, task_ident, client_root, status, reason,"          \
 	" task_version, task_name, tag, continuous, ro_max, ro_base, ro_factor, ro_after, ab_pct," \
 	" ab_min, win_days, win_start, win_dur, win_off, rt_max, rt_backoff, rt_factor, n_open,"   \
-	" n_finished, n_failed, n_succeeded, tokens, tokens_at"
+	" n_finished, n_failed, n_succeeded, tokens, tokens_at, dl_max, dl_rate"
 
 /* The row of GROUP_COLS into *r (zeroed first; on an error what was read is freed). */
 enum rcs_err store_group_row(struct store_stmt *s, struct group_rec *r);

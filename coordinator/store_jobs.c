@@ -205,12 +205,13 @@ static enum rcs_err jobs_group_insert(struct store *st, const struct job_batch *
 	    " status, task_version, task_name, tag, continuous, ro_max, ro_base, ro_factor,"
 	    " ro_after, ab_pct, ab_min, win_days, win_start, win_dur, win_off, rt_max,"
 	    " rt_backoff, rt_factor, n_open, tokens, tokens_at, c_variables, c_comment, c_ttl,"
-	    " c_mail_list, c_status_list, c_task_mail_list, c_task_status_list, reason)"
+	    " c_mail_list, c_status_list, c_task_mail_list, c_task_status_list, reason, dl_max,"
+	    " dl_rate)"
 	    " VALUES(?1, ?2, ?3, ?4, ?5, ?6,"
 	    " CASE WHEN ?25 = 0 AND ?11 = 0 THEN 'completed' ELSE 'running' END, ?7, ?8, ?9,"
 	    " ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20, ?21, ?22, ?23, ?24, ?25, 1000,"
 	    " ?26, ?27, ?28, ?29, ?30, ?31, ?32, ?33,"
-	    " CASE WHEN ?25 = 0 AND ?11 = 0 THEN CAST(?34 AS TEXT) END)",
+	    " CASE WHEN ?25 = 0 AND ?11 = 0 THEN CAST(?34 AS TEXT) END, ?35, ?36)",
 	    &s);
 	if (err != RCS_OK)
 		goto out;
@@ -262,6 +263,8 @@ static enum rcs_err jobs_group_insert(struct store *st, const struct job_batch *
 	store_arg_text(s, 32, t->tmails);
 	store_arg_text(s, 33, t->tstats);
 	store_arg_text(s, 34, b->empty_reason);
+	store_arg_opt_int(s, 35, g->dl_max_concurrent);
+	store_arg_opt_int(s, 36, g->dl_max_bytes_per_s);
 	err = store_done(st, s, "group insert");
 out:
 	store_stmt_done(st, s);

@@ -467,6 +467,11 @@ const struct store_migration store_migrations[] = {
 	    "ALTER TABLE job_history ADD COLUMN phase TEXT;\n"
 	    "CREATE INDEX jobs_reboot ON jobs(reboot_deadline)"
 	    " WHERE reboot_deadline IS NOT NULL;\n"},
+    /* 14: a group's download limits, given by its bulk send (docs/api.md "Download
+     * limits"): the devices downloading at once and the bytes per second they share;
+     * NULL: none */
+    {.sql = "ALTER TABLE groups ADD COLUMN dl_max INTEGER;\n"
+	    "ALTER TABLE groups ADD COLUMN dl_rate INTEGER;\n"},
 };
 
 const size_t store_n_migrations = sizeof(store_migrations) / sizeof(store_migrations[0]);

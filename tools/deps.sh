@@ -55,14 +55,17 @@ libpaho-mqtt-dev libpaho-mqtt1.3 libssl-dev libssl3 liblua5.4-dev liblua5.4-0
 libjson-c-dev libjson-c5 libsqlite3-dev libsqlite3-0 libmbedtls-dev libmbedtls14
 libmbedx509-1 libmbedcrypto7 libseccomp-dev libseccomp2
 libsystemd-dev libsystemd0 libcap2 libgcrypt20 libgpg-error0 liblz4-1 liblzma5 libzstd1"
-# The coordinator's libraries too, for the architectures of SYSROOT_COORD_ARCHES (the
-# rcs-coordinator package of tools/package.sh; the -dev packages of gnutls and of what its
-# gnutls.pc requires, for pkg-config to take libmicrohttpd.pc)
-SYSROOT_COORD_DEBS="libmicrohttpd-dev libmicrohttpd12 libcurl4-openssl-dev libcurl4
+# libcurl and every library it loads: the agent's artifacts over HTTP (WITH_ARTIFACT_HTTP,
+# docs/agent.md "Artifacts"), in every sysroot (arm64's through SYSROOT_COORD_DEBS)
+SYSROOT_CURL_DEBS="libcurl4-openssl-dev libcurl4
 libgnutls30 libnettle8 libhogweed6 libgmp10 libp11-kit0 libffi8 libtasn1-6 libidn2-0
 libunistring2 libbrotli1 libgssapi-krb5-2 libkrb5-3 libk5crypto3 libkrb5support0 libcom-err2
 libkeyutils1 libldap-2.5-0 libsasl2-2 libsasl2-modules-db libdb5.3 libnghttp2-14 libpsl5
-librtmp1 libssh2-1 zlib1g
+librtmp1 libssh2-1 zlib1g"
+# The coordinator's libraries too, for the architectures of SYSROOT_COORD_ARCHES (the
+# rcs-coordinator package of tools/package.sh; the -dev packages of gnutls and of what its
+# gnutls.pc requires, for pkg-config to take libmicrohttpd.pc)
+SYSROOT_COORD_DEBS="libmicrohttpd-dev libmicrohttpd12 $SYSROOT_CURL_DEBS
 libgnutls28-dev nettle-dev libtasn1-6-dev libidn2-dev libp11-kit-dev"
 SYSROOT_COORD_ARCHES="arm64"
 # Debian architecture : GNU triplet (the toolchain file's name)
@@ -116,7 +119,7 @@ apt_update() {
 sysroot_debs() {
 	case " $SYSROOT_COORD_ARCHES " in
 	*" $1 "*) echo $SYSROOT_DEBS $SYSROOT_COORD_DEBS ;;
-	*) echo $SYSROOT_DEBS ;;
+	*) echo $SYSROOT_DEBS $SYSROOT_CURL_DEBS ;;
 	esac
 }
 

@@ -18,8 +18,9 @@ wrong Content-Range refused; a cancel during a download (the part kept); a malfo
 file_dir and warns of a plain http:// artifact_url that is not on this machine; the token
 is never logged. ArtifactsOverMqttTest: the same device side through the broker
 (artifact_transport mqtt) against a stand-in for the coordinator's chunks, with a lost
-chunk, a busy answer, not_found and a kill -9. ArtifactsAarch64Test: the HTTP cases again
-with the agent cross-built for 64-bit ARM, under qemu-user.
+chunk, a busy answer, not_found and a kill -9. ArtifactsAarch64Test, ArtifactsArmhfTest: the
+HTTP cases again with the agent cross-built for 64-bit ARM and for 32-bit ARM, under
+qemu-user.
 
 Run (Debian's python3: it has paho-mqtt):
   RCS_BIN_DIR=build/bin RCS_SOURCE_DIR=. /usr/bin/python3 tests/integration/test_agent_artifacts.py
@@ -634,29 +635,36 @@ class ArtifactsOverMqttTest(ArtifactsTest):
     test_releases = None
 
 
-@unittest.skipIf(shutil.which("qemu-aarch64") is None or
-                 shutil.which("aarch64-linux-gnu-gcc") is None or
-                 not os.path.isdir(os.path.join(SYSROOT_DIR, "aarch64-linux-gnu")),
-                 "needs qemu-aarch64, aarch64-linux-gnu-gcc and the sysroot (tools/deps.sh test)")
-class ArtifactsAarch64Test(ArtifactsTest):
-    """The downloads, the cut and the kill -9 again with the agent cross-built for 64-bit ARM
-    (toolchains/aarch64-linux-gnu.cmake, whose sysroot has libcurl) under qemu-user (which
-    refuses seccomp: --allow-no-seccomp)."""
+def cross_missing(triplet, qemu):
+    """What the cross build of an architecture lacks here (qemu, compiler, sysroot)."""
+    out = [t for t in (qemu, triplet + "-gcc") if shutil.which(t) is None]
+    if not os.path.isdir(os.path.join(SYSROOT_DIR, triplet)):
+        out.append("the %s sysroot" % triplet)
+    return out
+
+
+class CrossArtifactsBase(ArtifactsTest):
+    """The downloads, the cut and the kill -9 again with the agent cross-built for TRIPLET
+    (toolchains/<triplet>.cmake, whose sysroot has libcurl: tools/deps.sh) under qemu-user
+    (which refuses seccomp: --allow-no-seccomp)."""
+    TRIPLET, QEMU = None, None
 
     @classmethod
     def setUpClass(cls):
         super().setUpClass()
-        build = os.path.join(cls.workdir, "build-aarch64")
-        log = os.path.join(cls.workdir, "build.log")
+        build = os.path.join(cls.workdir, "build-" + cls.TRIPLET)
+        log = os.path.join(cls.workdir, "build-%s.log" % cls.TRIPLET)
         run_logged(["cmake", "-S", SOURCE_DIR, "-B", build,
-                    "-DCMAKE_TOOLCHAIN_FILE=%s/toolchains/aarch64-linux-gnu.cmake" % SOURCE_DIR,
+                    "-DCMAKE_TOOLCHAIN_FILE=%s/toolchains/%s.cmake" % (SOURCE_DIR, cls.TRIPLET),
                     "-DWITH_COORDINATOR=OFF", "-DWITH_TESTS=OFF"], log, 120)
         run_logged(["cmake", "--build", build, "-j2", "--target", "rcs-agent"], log, 300)
         with open(log) as f:
             if "artifacts over HTTP(S) (libcurl): ON" not in f.read():
-                raise unittest.SkipTest("the aarch64 sysroot has no libcurl")
+                raise unittest.SkipTest("the %s sysroot has no libcurl (one made before it"
+                                        " held it: tools/deps.sh sysroots makes it again)"
+                                        % cls.TRIPLET)
         cls.binary = os.path.join(build, "bin", "rcs-agent")
-        cls.emulator = ["qemu-aarch64", "-L", os.path.join(SYSROOT_DIR, "aarch64-linux-gnu")]
+        cls.emulator = [cls.QEMU, "-L", os.path.join(SYSROOT_DIR, cls.TRIPLET)]
         cls.agent_args = ["--allow-no-seccomp"]
 
     # the configuration checks and the release logic are the native run's
@@ -667,6 +675,24 @@ class ArtifactsAarch64Test(ArtifactsTest):
     test_storage_full_before_any_byte = None
     test_cancel_during_a_download = None
 
+
+@unittest.skipIf(cross_missing("aarch64-linux-gnu", "qemu-aarch64"),
+                 "needs %s (tools/deps.sh test)"
+                 % ", ".join(cross_missing("aarch64-linux-gnu", "qemu-aarch64")))
+class ArtifactsAarch64Test(CrossArtifactsBase):
+    """The HTTP cases with the agent cross-built for 64-bit ARM."""
+    TRIPLET, QEMU = "aarch64-linux-gnu", "qemu-aarch64"
+
+
+@unittest.skipIf(cross_missing("arm-linux-gnueabihf", "qemu-arm"),
+                 "needs %s (tools/deps.sh test)"
+                 % ", ".join(cross_missing("arm-linux-gnueabihf", "qemu-arm")))
+class ArtifactsArmhfTest(CrossArtifactsBase):
+    """The HTTP cases with the agent cross-built for 32-bit ARM (64-bit file offsets)."""
+    TRIPLET, QEMU = "arm-linux-gnueabihf", "qemu-arm"
+
+
+del CrossArtifactsBase  # its subclasses' only: not a test of its own
 
 if __name__ == "__main__":
     unittest.main()

@@ -10,7 +10,10 @@ hands it to the script as rcs.artifacts (path, size, sha256), the job ends termi
 them, its record's progress reached the artifact's size, the download audited once; a second
 job of the same task downloads nothing (the agent's cache: no byte more served); an agent
 killed with -9 in the middle of a larger download (artifact_max_rate) and started again
-resumes with a Range: the coordinator serves less than twice the artifact.
+resumes with a Range: the coordinator serves less than twice the artifact. A group's download
+limits (docs/api.md "Download limits") with two real agents: with max_concurrent 1 the second
+is answered 429 busy while the first downloads, waits and resumes, and both jobs end
+terminated; with max_bytes_per_s the two share the rate (a loose bound).
 
 Run: RCS_BIN_DIR=build/bin RCS_SOURCE_DIR=. /usr/bin/python3 tests/integration/test_artifacts_e2e.py
 """
@@ -198,6 +201,51 @@ class ArtifactsEndToEndTest(StackTest):
         self.assertEqual(self.served() - at_cut, len(data) - resumed_at)
         self.assertLess(self.served() - before, 2 * len(data))
         self.assertEqual(len(self.downloads_audited(job, sha)), 1)
+
+
+    def group_send(self, task, agents, download):
+        r = self.admin.post("/tasks/%s/jobs/list" % task["ident"],
+                            {"ident_list": [a.entity_ident for a in agents],
+                             "download": download})
+        self.assertEqual(r.status, 201, r)
+        by_dev = {j["entity_ident"]: j["ident"] for j in r.json["items"]}
+        return [by_dev[a.entity_ident] for a in agents]
+
+    def test_group_max_concurrent(self):
+        """Two agents of a group downloading one at a time: the second waits, then
+        downloads; both jobs terminated."""
+        agents = [self.agent("one-at-a-time-%d" % i, "--artifact-max-rate", str(2 * MIB))
+                  for i in range(2)]
+        data = os.urandom(4 * MIB)
+        sha = hashlib.sha256(data).hexdigest()
+        task = self.task("return rcs.artifacts.fw.sha256", {"fw": self.upload(data, "fw")})
+        jobs = self.group_send(task, agents, {"max_concurrent": 1})
+        recs = [self.wait_job(j, timeout=120) for j in jobs]
+        for a, rec in zip(agents, recs):
+            self.assertEqual((rec["status"], rec["response"]), ("terminated", sha),
+                             (rec, a.read_log()))
+            self.assertEqual(rec["progress"], {"done": len(data), "total": len(data)})
+        # one of them was held back (429 busy) while the other downloaded, and waited
+        logs = [a.read_log(tail=None) for a in agents]
+        held = [log for log in logs if re.search(r"artifact fw: HTTP 429 at \d+ of %d bytes"
+                                                 % len(data), log)]
+        self.assertEqual(len(held), 1, logs)
+
+    def test_group_rate_shared(self):
+        """Two agents of a group at 1 MiB/s between them fetch 3 MiB each: about 5 s."""
+        agents = [self.agent("paced-%d" % i) for i in range(2)]
+        data = os.urandom(3 * MIB)
+        sha = hashlib.sha256(data).hexdigest()
+        task = self.task("return rcs.artifacts.img.sha256", {"img": self.upload(data, "img")})
+        started = time.monotonic()
+        jobs = self.group_send(task, agents, {"max_bytes_per_s": MIB})
+        recs = [self.wait_job(j, timeout=120) for j in jobs]
+        took = time.monotonic() - started
+        for a, rec in zip(agents, recs):
+            self.assertEqual((rec["status"], rec["response"]), ("terminated", sha),
+                             (rec, a.read_log()))
+        # 6 MiB at 1 MiB/s, a second's worth at once: 5 s, with room for slow machines
+        self.assertGreater(took, 3.5, took)
 
 
 if __name__ == "__main__":

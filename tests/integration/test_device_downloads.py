@@ -7,7 +7,10 @@ If-Range (a download resumed), 401 for a bad or missing token, 404 for an artifa
 does not pin or a token of another job, 410 once the job has ended; the bytes served per job
 are capped at 3x its artifacts' size (429); the first download of each artifact of a job is
 audited once; the metrics count the bytes served; --device-listen serves that route and
-nothing else.
+nothing else. A group's download limits (docs/api.md, "Download limits"): with
+max_concurrent 1 a second device gets 429 busy with Retry-After while the first downloads, and
+its download once the first is done; max_bytes_per_s paces the group's devices together (a
+loose bound), and the API stays quick meanwhile.
 
 Run: RCS_BIN_DIR=build/bin RCS_SOURCE_DIR=. /usr/bin/python3 tests/integration/test_device_downloads.py
 """
@@ -16,6 +19,7 @@ import hashlib
 import http.client
 import json
 import os
+import threading
 import time
 import unittest
 
@@ -294,6 +298,113 @@ class DeviceDownloadsTest(DeviceDownloadsBase):
         # what the document says of the route itself
         self.assertEqual(oa.device_operations()[0][1], "/devices/artifacts/{sha256}")
         self.assertEqual(DEV_PATH, "/v3/devices/artifacts/")
+
+
+class DownloadLimitsTest(DeviceDownloadsBase):
+    """A group's download limits, held by the coordinator that serves the downloads."""
+
+    def group_jobs(self, n, download):
+        """n new online devices (FakeDevices that do not answer) with a job each of one list
+        send taking download: the group's ident and [(fake, job, envelope)]."""
+        fakes = []
+        for _ in range(n):
+            dev = self.class_device()
+            fake = FakeDevice(self.broker, self.client_root, dev["entity_ident"],
+                              auto=False).start()
+            self.fakes.append(fake)
+            fakes.append(fake)
+        for fake in fakes:
+            wait_for(lambda: self.admin.get("/devices/" + fake.entity).json.get("online"),
+                     timeout=15, what="the device online")
+        r = self.admin.post("/tasks/%s/jobs/list" % self.task["ident"],
+                            {"ident_list": [f.entity for f in fakes], "download": download})
+        self.assertEqual(r.status, 201, r)
+        group = r.json["group"]["ident"]
+        out = []
+        for fake in fakes:
+            job = [j["ident"] for j in r.json["items"] if j["entity_ident"] == fake.entity][0]
+            wait_for(lambda: job in fake.jobs_received(), timeout=15, what="the envelope")
+            out.append((fake, job, [e for e in fake.envelopes if e["job"] == job][0]))
+        return group, out
+
+    def test_download_validated(self):
+        dev = self.class_device()
+        for download, field in (({"max_concurrent": 0}, "download.max_concurrent"),
+                                ({"max_concurrent": 1.5}, "download.max_concurrent"),
+                                ({"max_concurrent": 1000001}, "download.max_concurrent"),
+                                ({"max_bytes_per_s": 10}, "download.max_bytes_per_s"),
+                                ({"max_bytes_per_s": "1M"}, "download.max_bytes_per_s"),
+                                ({"max_bytes_per_s": 2 ** 41}, "download.max_bytes_per_s"),
+                                ({"rate": 5}, "download.rate"),
+                                ({}, "download"),
+                                (5, "download")):
+            r = self.admin.post("/tasks/%s/jobs/list" % self.task["ident"],
+                                {"ident_list": [dev["entity_ident"]], "download": download})
+            self.assertEqual(r.status, 400, (download, r))
+            self.assertEqual(r.json["error"]["details"].get("field"), field, (download, r.json))
+
+    def test_max_concurrent(self):
+        group, jobs = self.group_jobs(2, {"max_concurrent": 1})
+        record = self.admin.get("/groups/" + group).json
+        self.assertEqual(record["download"], {"max_concurrent": 1})
+        sha = self.fw_id[len("sha256:"):]
+        (_, _, env_a), (_, _, env_b) = jobs
+        # the first device downloads (a part: it goes on downloading)
+        st, _, body = self.get(sha, env_a["artifact_token"], headers={"Range": "bytes=0-99"})
+        self.assertEqual((st, body), (206, self.fw[:100]))
+        # the second is held back while the first downloads
+        st, h, body = self.get(sha, env_b["artifact_token"])
+        self.assertEqual(st, 429, body[:200])
+        self.assertEqual(json.loads(body)["error"]["code"], "busy")
+        self.assertTrue(1 <= int(h["retry-after"]) <= 30, h)
+        # the first goes on: it holds its place
+        st, _, body = self.get(sha, env_a["artifact_token"], headers={"Range": "bytes=100-"})
+        self.assertEqual((st, body), (206, self.fw[100:]))
+        # done: its place is free a moment later, and the second downloads
+        st, h, body = self.get(sha, env_b["artifact_token"])
+        if st == 429:
+            self.assertTrue(1 <= int(h["retry-after"]) <= 3, h)
+            time.sleep(int(h["retry-after"]) + 0.2)
+            st, h, body = self.get(sha, env_b["artifact_token"])
+        self.assertEqual((st, body), (200, self.fw))
+        # a group without limits holds nothing back
+        _, free = self.group_jobs(2, {"max_bytes_per_s": 1 << 30})
+        st1, _, _ = self.get(sha, free[0][2]["artifact_token"], headers={"Range": "bytes=0-9"})
+        st2, _, _ = self.get(sha, free[1][2]["artifact_token"], headers={"Range": "bytes=0-9"})
+        self.assertEqual((st1, st2), (206, 206))
+
+    def test_rate_shared(self):
+        """Two devices of a group at 100000 bytes/s fetch 600000 bytes between them: about
+        5 s (a second's worth may go at once); the API answers meanwhile."""
+        rate = 100000
+        group, jobs = self.group_jobs(2, {"max_bytes_per_s": rate})
+        self.assertEqual(self.admin.get("/groups/" + group).json["download"],
+                         {"max_bytes_per_s": rate})
+        sha = self.fw_id[len("sha256:"):]
+        results = {}
+
+        def fetch(i, token):
+            results[i] = self.get(sha, token)
+
+        started = time.monotonic()
+        threads = [threading.Thread(target=fetch, args=(i, env["artifact_token"]))
+                   for i, (_, _, env) in enumerate(jobs)]
+        for t in threads:
+            t.start()
+        time.sleep(0.5)
+        api_started = time.monotonic()
+        self.assertEqual(self.admin.get("/tasks").status, 200)
+        api_took = time.monotonic() - api_started
+        for t in threads:
+            t.join(60)
+        took = time.monotonic() - started
+        for i in range(2):
+            self.assertEqual((results[i][0], results[i][2]), (200, self.fw))
+        total = 2 * len(self.fw)
+        # at most the rate after the first second's worth, with room for slow machines
+        self.assertGreaterEqual(took, (total - rate) / rate * 0.7, took)
+        self.assertLess(took, 40, took)
+        self.assertLess(api_took, 2.0, api_took)
 
 
 class SecretRotationTest(DeviceDownloadsBase):

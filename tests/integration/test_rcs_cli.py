@@ -1077,6 +1077,21 @@ class RcsCliTest(StackTest):
             _, err = self.rcs("send", "Echo", *args, code=2)
             self.assertIn(msg, err)
 
+    def test_send_download_limits(self):
+        """--download-max-concurrent and --download-max-rate: the group's `download`."""
+        ans = self.rcs_json("send", "Echo", "--device", "pump-1", "--download-max-concurrent",
+                            "20", "--download-max-rate", "1.5M")
+        gid = ans["group"]["ident"]
+        self.assertEqual(self.api_get("/groups/" + gid)["download"],
+                         {"max_concurrent": 20, "max_bytes_per_s": 1572864})
+        ans = self.rcs_json("send", "Echo", "--tag", "site-b", "--download-max-rate", "500K")
+        self.assertEqual(self.api_get("/groups/" + ans["group"]["ident"])["download"],
+                         {"max_bytes_per_s": 512000})
+        for rate in ("10X", "100", "2T", "-1M"):
+            _, err = self.rcs("send", "Echo", "--tag", "site-b", "--download-max-rate", rate,
+                              code=2)
+            self.assertIn("--download-max-rate", err)
+
     def test_send_var_from_a_file(self):
         path = os.path.join(self.workdir, "message.txt")
         with open(path, "w") as f:

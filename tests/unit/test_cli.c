@@ -187,6 +187,33 @@ static void test_list(void **state)
 	json_object_put(resp.json);
 }
 
+/* --download-max-rate's sizes: K, M, G, T are powers of 1024 */
+static void test_send_parse_bytes(void **state)
+{
+	long long v = 0;
+
+	(void)state;
+	assert_int_equal(send_parse_bytes("100000", 1024, 1LL << 40, &v), RCS_OK);
+	assert_int_equal(v, 100000);
+	assert_int_equal(send_parse_bytes("500K", 1024, 1LL << 40, &v), RCS_OK);
+	assert_int_equal(v, 512000);
+	assert_int_equal(send_parse_bytes("10M", 1024, 1LL << 40, &v), RCS_OK);
+	assert_int_equal(v, 10485760);
+	assert_int_equal(send_parse_bytes("1.5m", 1024, 1LL << 40, &v), RCS_OK);
+	assert_int_equal(v, 1572864);
+	assert_int_equal(send_parse_bytes("2GiB", 1024, 1LL << 40, &v), RCS_OK);
+	assert_int_equal(v, 2147483648LL);
+	assert_int_equal(send_parse_bytes("1T", 1024, 1LL << 40, &v), RCS_OK);
+	assert_int_equal(v, 1LL << 40);
+	assert_int_equal(send_parse_bytes("1kb", 1024, 1LL << 40, &v), RCS_OK);
+	assert_int_equal(v, 1024);
+	for (const char *const *bad =
+		 (const char *const[]){"", "M", "-1M", "10X", "10MM", "1023", "2T", "10 M", "0x10",
+				       "nan", "inf", NULL};
+	     *bad != NULL; bad++)
+		assert_int_equal(send_parse_bytes(*bad, 1024, 1LL << 40, &v), RCS_ERR_INVAL);
+}
+
 static void test_cli_group_progress(void **state)
 {
 	char out[48];
@@ -836,6 +863,7 @@ int main(void)
 	    cmocka_unit_test(test_table_time_short),
 	    cmocka_unit_test(test_cli_short_part),
 	    cmocka_unit_test(test_send_window_exponential),
+	    cmocka_unit_test(test_send_parse_bytes),
 	    cmocka_unit_test(test_cli_group_progress),
 	    cmocka_unit_test(test_list),
 	    cmocka_unit_test(test_artifacts),

@@ -210,14 +210,15 @@ static void test_group(void **state)
 	render_group_page(&w, &l);
 	assert_int_equal(render_end(&w), RCS_OK);
 	assert_string_equal(
-	    b.data, "{\"page\":1,\"per_page\":50,\"total_pages\":1,\"total_items\":1,\"items\":["
-		    "{\"ident\":\"" JOB "\",\"name\":\"night\",\"created_user\":\"alice\","
-		    "\"created_at\":200,\"task_ident\":\"" TASK "\",\"task\":{\"version\":3,"
-		    "\"ident\":\"" TASK "\",\"name\":\"Echo\"},\"status\":\"running\","
-		    "\"reason\":null,\"tag\":null,\"rollout\":null,\"abort\":null,"
-		    "\"window\":null,\"retry\":null,\"continuous\":false,\"progress\":{"
-		    "\"devices\":9,\"ended\":5,\"succeeded\":3,\"failed\":1,\"cancelled\":1,"
-		    "\"open\":4}}]}");
+	    b.data,
+	    "{\"page\":1,\"per_page\":50,\"total_pages\":1,\"total_items\":1,\"items\":["
+	    "{\"ident\":\"" JOB "\",\"name\":\"night\",\"created_user\":\"alice\","
+	    "\"created_at\":200,\"task_ident\":\"" TASK "\",\"task\":{\"version\":3,"
+	    "\"ident\":\"" TASK "\",\"name\":\"Echo\"},\"status\":\"running\","
+	    "\"reason\":null,\"tag\":null,\"rollout\":null,\"abort\":null,"
+	    "\"window\":null,\"retry\":null,\"continuous\":false,\"download\":null,\"progress\":{"
+	    "\"devices\":9,\"ended\":5,\"succeeded\":3,\"failed\":1,\"cancelled\":1,"
+	    "\"open\":4}}]}");
 	buf_free(&b);
 	/* GET /groups/<id>: every setting, the totals and the latest attempts' counts */
 	g.with_counts = true;
@@ -253,6 +254,8 @@ static void test_group(void **state)
 	    .backoff_s = 30,
 	    .backoff_milli = 2000,
 	    .continuous = true,
+	    .dl_max_concurrent = 2,
+	    .dl_max_bytes_per_s = 1048576,
 	};
 	buf_init(&b, 1 << 16);
 	render_init(&w, &b);
@@ -269,6 +272,7 @@ static void test_group(void **state)
 	    "\"min_finished\":4},\"window\":{\"days\":[\"mon\",\"wed\",\"sun\"],\"start\":"
 	    "\"22:05\",\"duration_min\":90,\"utc_offset_min\":-300},\"retry\":{"
 	    "\"max_attempts\":3,\"backoff_s\":30,\"backoff_factor\":2},\"continuous\":true,"
+	    "\"download\":{\"max_concurrent\":2,\"max_bytes_per_s\":1048576},"
 	    "\"progress\":{\"devices\":5,\"ended\":0,\"succeeded\":0,\"failed\":0,"
 	    "\"cancelled\":0,\"open\":5,\"held\":3,\"not_sent\":0,\"retries\":2,"
 	    "\"release_eta_s\":null},\"total\":7,\"statuses\":{\"edge_started\":1,\"pending\":6},"

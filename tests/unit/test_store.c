@@ -329,7 +329,8 @@ static void test_reopen_and_schema(void **state)
 		    " DROP TABLE job_downloads; ALTER TABLE devices DROP COLUMN attributes;"
 		    " DROP INDEX jobs_reboot; ALTER TABLE jobs DROP COLUMN phase,"
 		    " DROP COLUMN reboot_within, DROP COLUMN reboot_deadline;"
-		    " ALTER TABLE job_history DROP COLUMN phase"));
+		    " ALTER TABLE job_history DROP COLUMN phase;"
+		    " ALTER TABLE groups DROP COLUMN dl_max, DROP COLUMN dl_rate"));
 		assert_int_equal(store_open(f->path, &again), RCS_OK);
 		assert_true(store_tenant_exists(again, f->root));
 		store_close(again);
@@ -371,7 +372,8 @@ static void test_reopen_and_schema(void **state)
 		    "devices.attributes",
 		    /* migration 13: jobs that span a reboot */
 		    "jobs.phase", "jobs.reboot_within", "jobs.reboot_deadline", "job_history.phase",
-		    NULL};
+		    /* migration 14: a group's download limits */
+		    "groups.dl_max", "groups.dl_rate", NULL};
 		char sql[160];
 
 		assert_int_equal(
@@ -415,7 +417,7 @@ static void test_reopen_and_schema(void **state)
 				       -1, &s, NULL),
 		    SQLITE_OK);
 		assert_int_equal(sqlite3_step(s), SQLITE_ROW);
-		assert_int_equal(sqlite3_column_int(s, 0), 13);
+		assert_int_equal(sqlite3_column_int(s, 0), 14);
 		assert_non_null(
 		    strstr((const char *)sqlite3_column_text(s, 1), "scheduled_time IS NOT NULL"));
 		sqlite3_finalize(s);

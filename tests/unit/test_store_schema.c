@@ -187,7 +187,7 @@ static void test_common(void **state)
 	buf_free(&b);
 }
 
-/* Each engine's schema version counts the migrations it ran, 13 on both (migration 6 is
+/* Each engine's schema version counts the migrations it ran, 14 on both (migration 6 is
  * PostgreSQL's own; SQLite's is empty); a database at 5 on PostgreSQL continues with 6 to
  * 13 and ends with the same schema; opened again, nothing runs. */
 static void test_versions(void **state)
@@ -197,12 +197,12 @@ static void test_versions(void **state)
 	    store_test_pg() ? "SELECT max(version) FROM schema_version" : "PRAGMA user_version";
 	struct buf b;
 
-	assert_int_equal(store_test_db_int(f->path, version, NULL), 13);
+	assert_int_equal(store_test_db_int(f->path, version, NULL), 14);
 	store_close(f->st);
 	f->st = NULL;
 	if (store_test_pg()) {
 #ifdef RCS_WITH_POSTGRES
-		/* what migrations 7 to 9 and 11 to 13 added goes, migrations 6 and 10 are safe to
+		/* what migrations 7 to 9 and 11 to 14 added goes, migrations 6 and 10 are safe to
 		 * run again */
 		assert_true(store_test_pg_exec(
 		    f->path,
@@ -219,11 +219,12 @@ static void test_versions(void **state)
 		    " DROP TABLE job_downloads; ALTER TABLE devices DROP COLUMN attributes;"
 		    " DROP INDEX jobs_reboot; ALTER TABLE jobs DROP COLUMN phase,"
 		    " DROP COLUMN reboot_within, DROP COLUMN reboot_deadline;"
-		    " ALTER TABLE job_history DROP COLUMN phase"));
+		    " ALTER TABLE job_history DROP COLUMN phase;"
+		    " ALTER TABLE groups DROP COLUMN dl_max, DROP COLUMN dl_rate"));
 #endif
 	}
 	assert_int_equal(store_open(f->path, &f->st), RCS_OK);
-	assert_int_equal(store_test_db_int(f->path, version, NULL), 13);
+	assert_int_equal(store_test_db_int(f->path, version, NULL), 14);
 	dump_all(f->st, exact_sq, N(exact_sq), exact_pg, N(exact_pg), &b);
 	check_vector(&b, store_test_pg() ? "store-schema-postgres.txt" : "store-schema-sqlite.txt");
 	buf_free(&b);
