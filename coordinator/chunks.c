@@ -111,8 +111,8 @@ static int chunks_wanted(struct chunks *c)
 }
 
 /* On a new connect (subscribed 0) or when the bridge's choice changed: the subscription of
- * the kind wanted taken, the other one left. The first connect is a persistent session (the
- * client's default): it is made clean first. */
+ * the kind wanted taken, the other one left; in a clean session (chunks_opts asks for one:
+ * a persistent one would be made clean first). */
 static void chunks_subscribe(struct chunks *c, bool connect)
 {
 	int want = chunks_wanted(c);

@@ -418,6 +418,7 @@ static bool serve_start_chunks(struct serve *sv)
 	co.mqtt.keyfile = s->mqtt_keyfile;
 	co.mqtt.key_passphrase = s->mqtt_key_passphrase;
 	co.mqtt.nodelay = true;
+	co.mqtt.clean = true;
 	co.rate = s->artifact_mqtt_rate;
 	co.artifact_dir = sv->app.artifact_dir;
 	co.bridge = sv->bridge;
