@@ -481,8 +481,9 @@ class NatsAclTest(AclHelpers, StackTest):
     # -- the coordinator's and the monitor's part --------------------------------------
 
     def test_artifact_topics(self):
+        # the agent's filter (docs/agent.md, "Artifacts over MQTT")
         b = self.client(self.n2, self.b, self.B["mqtt_password"])
-        self.assertEqual(b.subscribe(self.topic(self.b, "artifacts", "#")), (1,))
+        self.assertEqual(b.subscribe(self.topic(self.b, "artifacts", "+", "#")), (1,))
         deadline = time.time() + 60
         while not self.device(self.b)["online"]:
             self.assertLess(time.time(), deadline, "B's state never reached the coordinator")
@@ -491,9 +492,10 @@ class NatsAclTest(AclHelpers, StackTest):
                                                     "ts": int(time.time())}, retain=True)
             time.sleep(1)
         a = self.client(self.n3, self.a, self.A["mqtt_password"])
-        self.assertEqual(a.subscribe(self.topic(self.a, "artifacts", "#")), (1,))
+        self.assertEqual(a.subscribe(self.topic(self.a, "artifacts", "+", "#")), (1,))
         # NATS refuses the others in the SUBACK
-        for f in (self.topic(self.b, "artifacts", "#"), "rcs/v1/+/+/artifacts/#"):
+        for f in (self.topic(self.b, "artifacts", "+", "#"), "rcs/v1/+/+/artifacts/#",
+                  "rcs/v1/+/+/artifacts/+/get"):
             self.assertEqual(a.subscribe(f), (SUBACK_FAILURE,), f)
         while not self.device(self.a)["online"]:
             self.assertLess(time.time(), deadline, "A's state never reached the coordinator")
