@@ -40,37 +40,6 @@ static void chunks_on_connected(void *ctx, bool session_present)
 	pthread_mutex_unlock(&c->lock);
 }
 
-/* rcs/v1/<tenant>/<device>/artifacts/<sha256 hex>/get into g: false for any other topic. */
-static bool chunks_topic_parse(const char *topic, struct chunks_get *g)
-{
-	const char *seg[7];
-	size_t len[7];
-	const char *p = topic;
-	int n = 0;
-
-	while (n < 7) {
-		const char *slash = strchr(p, '/');
-		seg[n] = p;
-		len[n] = slash ? (size_t)(slash - p) : strlen(p);
-		n++;
-		if (slash == NULL)
-			break;
-		p = slash + 1;
-	}
-	if (n != 7 || seg[6][len[6]] != '\0' || len[4] != 9 || len[2] != UUID_STR_LEN - 1 ||
-	    len[3] != UUID_STR_LEN - 1 || len[5] != 64 || strncmp(seg[4], "artifacts/", 10) != 0 ||
-	    strcmp(seg[6], "get") != 0)
-		return false;
-	memcpy(g->tenant, seg[2], len[2]);
-	g->tenant[len[2]] = '\0';
-	memcpy(g->device, seg[3], len[3]);
-	g->device[len[3]] = '\0';
-	memcpy(g->sha, seg[5], 64);
-	g->sha[64] = '\0';
-	return uuid_valid(g->tenant) && uuid_valid(g->device) &&
-	       strspn(g->sha, "0123456789abcdef") == 64;
-}
-
 static bool chunks_on_message(void *ctx, const char *topic, const void *payload, size_t len)
 {
 	struct chunks *c = ctx;

@@ -21,12 +21,6 @@
 #define CHUNKS_LOG_EVERY_US  1000000 /* one line a second at most about bad gets */
 #define CHUNKS_FULL_RETRY_US 5000    /* the client's queue was full: the chunk tries again */
 
-/* What a get asks for. */
-struct chunks_ask {
-	char job[UUID_STR_LEN]; /* "" until known */
-	long long offset, length;
-};
-
 int64_t chunks_now_us(void)
 {
 	struct timespec ts;
@@ -84,8 +78,7 @@ static void chunks_error(struct chunks *c, const struct chunks_get *g, const cha
 	json_object_put(o);
 }
 
-/* The payload {"v":1,"job","offset","length"}: false with why. */
-static bool chunks_parse(const struct chunks_get *g, struct chunks_ask *a, char *why, size_t n)
+bool chunks_ask_parse(const struct chunks_get *g, struct chunks_ask *a, char *why, size_t n)
 {
 	json_object *o = NULL;
 	struct jsonu_err e;
@@ -115,6 +108,36 @@ out:
 	if (o != NULL)
 		json_object_put(o);
 	return ok;
+}
+
+bool chunks_topic_parse(const char *topic, struct chunks_get *g)
+{
+	const char *seg[7];
+	size_t len[7];
+	const char *p = topic;
+	int n = 0;
+
+	while (n < 7) {
+		const char *slash = strchr(p, '/');
+		seg[n] = p;
+		len[n] = slash ? (size_t)(slash - p) : strlen(p);
+		n++;
+		if (slash == NULL)
+			break;
+		p = slash + 1;
+	}
+	if (n != 7 || seg[6][len[6]] != '\0' || len[4] != 9 || len[2] != UUID_STR_LEN - 1 ||
+	    len[3] != UUID_STR_LEN - 1 || len[5] != 64 || strncmp(seg[4], "artifacts/", 10) != 0 ||
+	    strcmp(seg[6], "get") != 0)
+		return false;
+	memcpy(g->tenant, seg[2], len[2]);
+	g->tenant[len[2]] = '\0';
+	memcpy(g->device, seg[3], len[3]);
+	g->device[len[3]] = '\0';
+	memcpy(g->sha, seg[5], 64);
+	g->sha[64] = '\0';
+	return uuid_valid(g->tenant) && uuid_valid(g->device) &&
+	       strspn(g->sha, "0123456789abcdef") == 64;
 }
 
 /* Whether this coordinator answers the device's gets: always on the shared subscription
@@ -220,7 +243,7 @@ void chunks_get_handle(struct chunks *c, const struct chunks_get *g)
 
 	memset(&a, 0, sizeof(a));
 	memset(&w, 0, sizeof(w));
-	if (!chunks_parse(g, &a, why, sizeof(why))) {
+	if (!chunks_ask_parse(g, &a, why, sizeof(why))) {
 		chunks_log_bad(c, g, why);
 		chunks_error(c, g, a.job, "bad_request", "%s", why);
 		return;

@@ -85,7 +85,20 @@ struct chunks {
 	unsigned long unlogged;
 };
 
-/* ---- chunks_get.c (the worker) ---- */
+/* ---- chunks_get.c (the worker; the parsers: any thread) ---- */
+
+/* What a get asks for. */
+struct chunks_ask {
+	char job[UUID_STR_LEN]; /* "" until known */
+	long long offset, length;
+};
+
+/* rcs/v1/<tenant>/<device>/artifacts/<sha256 hex>/get into g's tenant, device and sha:
+ * false for any other topic (the levels UUIDs, the SHA-256 64 lowercase hex). */
+bool chunks_topic_parse(const char *topic, struct chunks_get *g);
+/* g's payload {"v":1,"job","offset","length"} (length 1..CHUNKS_MAX_LEN) into a: false with
+ * why (n bytes), a->job set still when the job was a job ident. */
+bool chunks_ask_parse(const struct chunks_get *g, struct chunks_ask *a, char *why, size_t n);
 
 /* CLOCK_MONOTONIC in microseconds. */
 int64_t chunks_now_us(void);
