@@ -19,7 +19,10 @@ with the verified file, audited once, the bytes counted in the metrics; gets pub
 hand as a device: a chunk's bytes (the last one cut at the artifact's end), and for a job of
 another device, an artifact the job does not pin, a length over 65,536, a negative offset,
 a payload that is no get, a cancelled job: the error code each one calls for and no byte;
-twenty gets at once: at most 8 chunks in flight (and one sent), the rest busy.
+twenty gets at once: at most 8 chunks in flight (and one sent), the rest busy. Two
+coordinators on one PostgreSQL database with plain subscriptions (no shared one): every get
+is answered once, by the coordinator the database assigns the device to, the other one
+dropping it; once one of them stops, the other answers every device's gets.
 
 Run: RCS_BIN_DIR=build/bin RCS_SOURCE_DIR=. /usr/bin/python3 tests/integration/test_artifacts_e2e.py
 """
@@ -37,8 +40,9 @@ import uuid
 
 import paho.mqtt.client as mqtt
 
-from rcs_fixture import StackTest
-from rcs_harness import Agent, FakeDevice, free_port, make_ec_keypair, wait_for
+import pg_server
+from rcs_fixture import StackTest, note
+from rcs_harness import Agent, Coordinator, FakeDevice, free_port, make_ec_keypair, wait_for
 
 MIB = 1 << 20
 DEV_PATH = "/v3/devices/artifacts/"
@@ -446,6 +450,77 @@ class ArtifactsOverMqttTest(StackTest):
         self.assertEqual(g.error(dev, sha)["code"], "job_terminal")
         time.sleep(0.3)
         self.assertEqual([a for a in g.answers(dev, sha) if a[0].startswith("data/")], [])
+
+
+class ArtifactsOverMqttSeveralTest(StackTest):
+    """Two coordinators, n1 and n2, on one PostgreSQL database, both with
+    --mqtt-shared-subscriptions no: each receives every get."""
+    workdir_prefix = "rcs-art-mqtt2-"
+
+    @classmethod
+    def setUpClass(cls):
+        super().setUpClass()
+        db = pg_server.shared().create_db()
+        cls.start_broker()
+        common = ["--mqtt", cls.broker.url, "--mqtt-shared-subscriptions", "no"]
+        cls.m1, cls.m2 = free_port(), free_port()
+        cls.start_coordinator(common + ["--node-id", "n1", "--metrics-listen",
+                                        "127.0.0.1:%d" % cls.m1], db=db,
+                              connected="artifact gets: plain subscription")
+        cls.c2 = cls.own(Coordinator(cls.workdir, db=db, extra_args=common + [
+            "--node-id", "n2", "--metrics-listen", "127.0.0.1:%d" % cls.m2]))
+        cls.c2.start()
+        wait_for(lambda: "artifact gets: plain subscription" in cls.c2.read_log(), timeout=20,
+                 what="n2's gets subscribed")
+        cls.fakes = []
+
+
+    upload = ArtifactsEndToEndTest.upload
+    fake_job = ArtifactsOverMqttTest.fake_job
+    getter = ArtifactsOverMqttTest.getter
+
+    def test_each_get_answered_once(self):
+        data = os.urandom(200000)
+        sha = hashlib.sha256(data).hexdigest()
+        ident = self.upload(data, "fw.bin")
+        r = self.admin.post("/tasks", {"name": "two", "script": "echo",
+                                       "artifacts": {"fw": ident}})
+        self.assertEqual(r.status, 201, r)
+        task = r.json
+        devs = [self.fake_job(task) for _ in range(6)]
+        g = self.getter()
+        for dev, job in devs:
+            for i in range(3):
+                g.get(dev, sha, {"v": 1, "job": job, "offset": i * 1000, "length": 1000})
+        for dev, job in devs:
+            wait_for(lambda: len(g.answers(dev, sha)) >= 3, timeout=15,
+                     what="the answers to %s" % dev)
+        time.sleep(1.5)  # a second answer would have come by now
+        for dev, job in devs:
+            got = sorted(g.answers(dev, sha))
+            self.assertEqual(got, [("data/%d" % (i * 1000), data[i * 1000:(i + 1) * 1000])
+                                   for i in range(3)], dev)
+        for dev, job in devs:
+            items = self.admin.get("/audit?target=" + job).json["items"]
+            self.assertEqual(len([i for i in items if i["method"] == "MQTT"]), 1, items)
+        name = 'rcs_artifact_mqtt_gets_total{answer="%s"}'
+        sent = [metric(m, name % "data") for m in (self.m1, self.m2)]
+        dropped = [metric(m, name % "dropped") for m in (self.m1, self.m2)]
+        self.assertEqual(sum(sent), 18, sent)
+        self.assertEqual(dropped, sent[::-1])  # each get dropped by the other one
+        note("chunks sent by n1, n2: %r" % sent)
+
+        # n2 stops (its row of the running ones goes): n1 answers every device, once its
+        # memory of the owners (5 s) has passed
+        self.assertEqual(self.c2.stop(), 0, self.c2.read_log()[-3000:])
+        time.sleep(5.5)
+        g.clear()
+        for dev, job in devs:
+            g.get(dev, sha, {"v": 1, "job": job, "offset": 5000, "length": 10})
+        for dev, job in devs:
+            wait_for(lambda: g.answers(dev, sha), timeout=15, what="n1's answer to %s" % dev)
+            self.assertEqual(g.answers(dev, sha), [("data/5000", data[5000:5010])])
+        self.assertEqual(metric(self.m1, name % "data"), sent[0] + 6)
 
 
 if __name__ == "__main__":
