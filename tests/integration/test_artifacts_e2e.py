@@ -19,7 +19,8 @@ with the verified file, audited once, the bytes counted in the metrics; gets pub
 hand as a device: a chunk's bytes (the last one cut at the artifact's end), and for a job of
 another device, an artifact the job does not pin, a length over 65,536, a negative offset,
 a payload that is no get, a cancelled job: the error code each one calls for and no byte;
-twenty gets at once: at most 8 chunks in flight (and one sent), the rest busy. Two
+twenty gets at once: at most 8 chunks in flight (and one sent), the rest busy; a job served
+3 times its artifacts' size: busy, with HTTP's count (docs/api.md "Device downloads"). Two
 coordinators on one PostgreSQL database with plain subscriptions (no shared one): every get
 is answered once, by the coordinator the database assigns the device to, the other one
 dropping it; once one of them stops, the other answers every device's gets.
@@ -450,6 +451,25 @@ class ArtifactsOverMqttTest(StackTest):
         self.assertEqual(g.error(dev, sha)["code"], "job_terminal")
         time.sleep(0.3)
         self.assertEqual([a for a in g.answers(dev, sha) if a[0].startswith("data/")], [])
+
+    def test_bytes_per_job_capped(self):
+        data = os.urandom(1000)
+        sha = hashlib.sha256(data).hexdigest()
+        task = self.task("return 1", {"small": self.upload(data, "small.bin")})
+        dev, job = self.fake_job(task)
+        g = self.getter()
+        for i in range(3):  # the whole artifact three times: the cap
+            g.get(dev, sha, {"v": 1, "job": job, "offset": 0, "length": 1000})
+            wait_for(lambda: len(g.answers(dev, sha)) > i, what="chunk %d" % i)
+        self.assertEqual(g.answers(dev, sha), [("data/0", data)] * 3)
+        g.get(dev, sha, {"v": 1, "job": job, "offset": 500, "length": 10})
+        e = g.error(dev, sha)
+        self.assertEqual(e["code"], "busy", e)
+        self.assertIn("3 times", e["message"])
+        self.assertEqual(len(g.answers(dev, sha)), 3)
+        # audited once, however many chunks
+        items = self.admin.get("/audit?target=" + job).json["items"]
+        self.assertEqual(len([i for i in items if i["method"] == "MQTT"]), 1, items)
 
 
 class ArtifactsOverMqttSeveralTest(StackTest):
