@@ -121,16 +121,7 @@ class ArtifactsEndToEndTest(StackTest):
             self.job(ident)), timeout=timeout, what="job %s ended" % ident)
 
     def served(self):
-        c = http.client.HTTPConnection("127.0.0.1", self.metrics_port, timeout=10)
-        try:
-            c.request("GET", "/metrics")
-            text = c.getresponse().read().decode()
-        finally:
-            c.close()
-        for line in text.splitlines():
-            if line.startswith('rcs_artifact_bytes_total{direction="served"}'):
-                return int(line.split()[-1])
-        raise AssertionError("no served bytes in the metrics")
+        return metric(self.metrics_port, 'rcs_artifact_bytes_total{direction="served"}')
 
     def downloads_audited(self, job, sha):
         items = self.admin.get("/audit?target=" + job).json["items"]

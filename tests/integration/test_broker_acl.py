@@ -382,16 +382,20 @@ class AclHelpers:
         def on(entity, tail):
             return lambda m: m[0] == self.topic(entity, "artifacts", sha, *tail.split("/"))
 
-        # A's own get: the bytes, from the coordinator's -chunks account (asked again while
-        # a busy cluster's interest spreads: a get is QoS 0 on the way out)
-        def chunk():
-            got = a.received(on(self.a, "data/0"))
-            if not got:
-                a.publish(self.topic(self.a, "artifacts", sha, "get"),
-                          {"v": 1, "job": ja, "offset": 0, "length": 1000})
-                time.sleep(0.5)
-            return got
-        got = wait_for(chunk, timeout=wait, what="A's chunk")
+        def chunk(c, entity, job, offset, length):
+            """The chunk c asked for on entity's topic, asked again until it comes (while a
+            busy cluster's interest spreads: a get is QoS 0 on the way out)."""
+            def come():
+                got = c.received(on(entity, "data/%d" % offset))
+                if not got:
+                    c.publish(self.topic(entity, "artifacts", sha, "get"),
+                              {"v": 1, "job": job, "offset": offset, "length": length})
+                    time.sleep(0.5)
+                return got
+            return wait_for(come, timeout=wait, what="the chunk of %s" % entity)
+
+        # A's own get: the bytes, from the coordinator's -chunks account
+        got = chunk(a, self.a, ja, 0, 1000)
         self.assertEqual(got[0][1], data[:1000])
         # ...and an error answer (B's job on A's topic)
         a.publish(self.topic(self.a, "artifacts", sha, "get"),
@@ -409,14 +413,7 @@ class AclHelpers:
                   {"v": 1, "job": jb, "code": "busy", "message": "forged"})
         a.publish(self.topic(self.a, "artifacts", sha, "data", "1000"), b"forged")
         # B's own get after them: once its answer came, A's would have come too
-        def b_chunk():
-            got = b.received(on(self.b, "data/1000"))
-            if not got:
-                b.publish(self.topic(self.b, "artifacts", sha, "get"),
-                          {"v": 1, "job": jb, "offset": 1000, "length": 10})
-                time.sleep(0.5)
-            return got
-        wait_for(b_chunk, timeout=wait, what="B's chunk")
+        chunk(b, self.b, jb, 1000, 10)
         time.sleep(GRACE)
         self.assertEqual({m[0] for m in b.received() if not m[0].endswith("/get")},
                          {self.topic(self.b, "artifacts", sha, "data", "1000")},
