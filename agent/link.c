@@ -288,6 +288,8 @@ static bool link_artifact_message(struct link *l, const char *topic, const void 
 	memcpy(sha, rest, 64);
 	sha[64] = '\0';
 	rest += 65;
+	if (strcmp(rest, "get") == 0)
+		return true; /* its own get, back through the subscription to artifacts/+/# */
 	if (strcmp(rest, "error") == 0 && l->h.artifact_error != NULL) {
 		if (len <= 4096)
 			l->h.artifact_error(l->h.ctx, sha, payload, len);

@@ -796,6 +796,7 @@ enum rcs_err mqttc_start(const struct mqttc_opts *opts, const struct mqttc_callb
 	m->o.url = NULL;
 	m->o.urls = NULL;
 	m->current = -1;
+	m->clean = opts->clean;
 	m->o.client_id = mqttc_dup(opts->client_id);
 	m->o.username = mqttc_dup(opts->username);
 	m->o.password = mqttc_dup(opts->password);

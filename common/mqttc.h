@@ -44,6 +44,9 @@ struct mqttc_opts {
 	/* TCP_NODELAY on the connection: each message leaves at once instead of waiting,
 	 * behind an unacknowledged one, for the broker's delayed ACK (~40 ms) */
 	bool nodelay;
+	/* the session of the first connect is clean (it ends with the connection); false:
+	 * persistent, as mqttc_reconnect can change later */
+	bool clean;
 };
 
 struct mqttc_callbacks {

@@ -248,6 +248,26 @@ out:
 	return got;
 }
 
+int64_t dl_limits_reserve(struct dl_limits *l, const char *group, long long rate, size_t bytes,
+			  int64_t now_ms)
+{
+	struct dl_group *g;
+	int64_t wait = 0;
+
+	if (rate <= 0 || bytes == 0)
+		return 0;
+	pthread_mutex_lock(&l->mu);
+	g = dl_group_find(l, group, true, now_ms);
+	if (g != NULL) {
+		dl_group_fill(g, rate, now_ms);
+		g->tokens -= (double)bytes;
+		if (g->tokens < 0)
+			wait = (int64_t)(-g->tokens * 1000.0 / (double)rate) + 1;
+	}
+	pthread_mutex_unlock(&l->mu);
+	return wait;
+}
+
 size_t dl_limits_active(struct dl_limits *l, const char *group, int64_t now_ms)
 {
 	struct dl_group *g;

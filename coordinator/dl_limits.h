@@ -54,6 +54,12 @@ void dl_limits_end(struct dl_limits *l, const char *group, const char *device, b
  * worth). 0: *wait_ms (>= 1) until some may. rate 0: want, no limit. */
 size_t dl_limits_take(struct dl_limits *l, const char *group, long long rate, size_t want,
 		      int64_t now_ms, int64_t *wait_ms);
+/* The group's rate for a transport that cannot send part of what it was asked for (the MQTT
+ * chunks: a chunk goes whole): bytes taken from the group's bucket at once, which may go
+ * below empty; the milliseconds until they are due (0: now). The HTTP route's takes then
+ * wait for the bucket to fill again. rate 0: 0. */
+int64_t dl_limits_reserve(struct dl_limits *l, const char *group, long long rate, size_t bytes,
+			  int64_t now_ms);
 /* How many devices of the group download at now_ms (metrics and tests). */
 size_t dl_limits_active(struct dl_limits *l, const char *group, int64_t now_ms);
 

@@ -66,6 +66,8 @@ static const struct cfg_opt serve_opts[] = {
 	    "QoS of the job and group events published (default 1)"),
     OPT_INT("events_backlog", events_backlog, 1, 65536, "N",
 	    "events waiting to be published from which device reports wait (default 8192)"),
+    OPT_INT("artifact_mqtt_rate", artifact_mqtt_rate, 0, 1LL << 40, "BYTES",
+	    "bytes per second per device of artifacts over MQTT (default 1048576, 0: no limit)"),
     OPT_INT("mqtt_window", mqtt_window, 1, 10000, "N",
 	    "QoS 1 messages published and not yet acknowledged by the broker (default 1000)"),
     OPT("mqtt_client_id", CFG_STRING, mqtt_client_id, "ID",
@@ -376,6 +378,7 @@ int main(int argc, char **argv)
 	s.events_qos = 1;
 	s.events_backlog = 8192;
 	s.mqtt_window = 1000;
+	s.artifact_mqtt_rate = 1024 * 1024;
 	s.smtp_max_per_hour = 600;
 	s.smtp_retry_base = 30;
 	s.auth_fail_limit = 120;

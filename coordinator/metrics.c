@@ -53,6 +53,8 @@ static struct {
 	unsigned long long hook_ok, hook_err, hook_failed;
 	unsigned long long art_in, art_out; /* artifacts' bytes uploaded, served */
 	long long art_downloads;            /* devices' downloads under way */
+	/* gets over MQTT by answer: data, then the error codes (metrics_artifact_get) */
+	unsigned long long art_gets[METRICS_GET_ANSWERS];
 	/* several brokers and coordinators */
 	unsigned long long mqtt_reports_in;
 	bool mqtt_shared;
@@ -261,6 +263,18 @@ void metrics_artifact_download(int delta)
 	pthread_mutex_unlock(&m.lock);
 }
 
+static const char *const get_answers[METRICS_GET_ANSWERS] = {
+    "data", "busy", "job_terminal", "not_found", "bad_request", "dropped"};
+
+void metrics_artifact_get(const char *answer)
+{
+	pthread_mutex_lock(&m.lock);
+	for (int i = 0; i < METRICS_GET_ANSWERS; i++)
+		if (strcmp(answer, get_answers[i]) == 0)
+			m.art_gets[i]++;
+	pthread_mutex_unlock(&m.lock);
+}
+
 static void histo_write(struct buf *b, const char *name, const char *help, const struct histo *h)
 {
 	unsigned long long cum = 0;
@@ -400,6 +414,12 @@ enum rcs_err metrics_render(struct store *st, struct buf *b)
 		    "# TYPE rcs_artifact_downloads gauge\n"
 		    "rcs_artifact_downloads %lld\n",
 		    m.art_in, m.art_out, m.art_downloads);
+	buf_appendf(b, "# HELP rcs_artifact_mqtt_gets_total Devices' gets of artifact chunks over"
+		       " MQTT by answer.\n"
+		       "# TYPE rcs_artifact_mqtt_gets_total counter\n");
+	for (int i = 0; i < METRICS_GET_ANSWERS; i++)
+		buf_appendf(b, "rcs_artifact_mqtt_gets_total{answer=\"%s\"} %llu\n", get_answers[i],
+			    m.art_gets[i]);
 	pthread_mutex_unlock(&m.lock);
 	gauge(b, "rcs_devices_online", "Devices online now.", online);
 	buf_appendf(b,

@@ -61,6 +61,10 @@ void metrics_webhook_attempt(bool delivered, bool failed);
 void metrics_artifact_bytes(bool uploaded, unsigned long long n);
 /* A device's download of an artifact began (+1) or ended (-1). */
 void metrics_artifact_download(int delta);
+/* A get of an artifact's chunk over MQTT was answered (answer: "data", or an error code:
+ * "busy", "job_terminal", "not_found", "bad_request") or dropped ("dropped"). */
+#define METRICS_GET_ANSWERS 6
+void metrics_artifact_get(const char *answer);
 /* Appends v as a label value of the text format: backslash, double quote and line feed
  * escaped (\\, \", \n). Every label value the exposition writes goes through it. */
 void metrics_label(struct buf *b, const char *v);

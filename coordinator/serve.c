@@ -26,6 +26,7 @@
 #include "http_api.h"
 #include "lifecycle.h"
 #include "log.h"
+#include "chunks.h"
 #include "mqtt_bridge.h"
 #include "notifier.h"
 #include "scheduler.h"
@@ -132,6 +133,7 @@ struct serve {
 	struct http_api *devhttp;  /* --device-listen, or NULL */
 	struct art_tokens *tokens; /* artifact tokens (art_token.h) */
 	struct bridge *bridge;
+	struct chunks *chunks; /* artifacts over MQTT (chunks.h) */
 	struct sched *sched;
 	struct notifier *notifier;
 	struct webhook_guard *guard;
@@ -391,6 +393,46 @@ static bool serve_start_bridge(struct serve *sv)
 	return true;
 }
 
+/* The artifacts' chunks over MQTT, with --mqtt (chunks.h): on a connection of their own, as
+ * the client id and user of the bridge's with "-chunks" appended (docs/coordinator.md). */
+static bool serve_start_chunks(struct serve *sv)
+{
+	struct settings *s = sv->s;
+	struct chunks_opts co;
+	char id[NODE_ID_MAX + 64], user[256];
+	const char *base = s->mqtt_client_id ? s->mqtt_client_id : sv->client_id;
+
+	if (s->mqtt.n == 0)
+		return true;
+	memset(&co, 0, sizeof(co));
+	co.mqtt.urls = (const char *const *)s->mqtt.items;
+	co.mqtt.nurls = s->mqtt.n;
+	snprintf(id, sizeof(id), "%.*s-chunks", (int)(sizeof(id) - 8), base);
+	co.mqtt.client_id = id;
+	if (s->mqtt_username) {
+		snprintf(user, sizeof(user), "%.*s-chunks", (int)(sizeof(user) - 8),
+			 s->mqtt_username);
+		co.mqtt.username = user;
+	}
+	co.mqtt.password = s->mqtt_password;
+	co.mqtt.cafile = s->mqtt_cafile;
+	co.mqtt.certfile = s->mqtt_certfile;
+	co.mqtt.keyfile = s->mqtt_keyfile;
+	co.mqtt.key_passphrase = s->mqtt_key_passphrase;
+	co.mqtt.nodelay = true;
+	co.mqtt.clean = true;
+	co.rate = s->artifact_mqtt_rate;
+	co.artifact_dir = sv->app.artifact_dir;
+	co.dl = sv->app.dl;
+	co.bridge = sv->bridge;
+	if (chunks_start(&co, sv->st, &sv->chunks) != RCS_OK) {
+		fprintf(stderr, "rcs-coordinator: cannot serve artifacts over MQTT broker %s\n",
+			sv->brokers);
+		return false;
+	}
+	return true;
+}
+
 /* The metrics listener, with --metrics-listen, and its probe of the broker's connection. */
 static bool serve_start_metrics(struct serve *sv)
 {
@@ -508,7 +550,7 @@ static bool serve_start(struct serve *sv)
 	return serve_process_setup(sv) && serve_open_port(sv) && serve_open_store(sv) &&
 	       serve_reset_presence(sv) && serve_start_webhooks(sv) && serve_start_notifier(sv) &&
 	       serve_start_bridge(sv) && serve_start_metrics(sv) && serve_start_scheduler(sv) &&
-	       serve_listen_others(sv) && serve_start_api(sv);
+	       serve_listen_others(sv) && serve_start_api(sv) && serve_start_chunks(sv);
 }
 
 /* Serving until SIGTERM or SIGINT; SIGHUP reloads the stock scripts. Ready for systemd once
@@ -559,7 +601,8 @@ static void serve_stop(struct serve *sv)
 	if (st)
 		store_listen_stop(st);
 	metrics_mqtt_probe(NULL, NULL);
-	sched_stop(sv->sched); /* before the bridge: no transport call after this */
+	chunks_stop(sv->chunks); /* before the bridge, whose state it asks */
+	sched_stop(sv->sched);   /* before the bridge: no transport call after this */
 	bridge_stop(sv->bridge);
 	sched_free(sv->sched); /* after the bridge, whose worker may wake it until it stopped */
 	notifier_stop(sv->notifier);

@@ -30,6 +30,7 @@ struct settings {
 	long long events_qos;
 	long long events_backlog;
 	long long mqtt_window;
+	long long artifact_mqtt_rate; /* bytes/s per device of chunks over MQTT (0: no limit) */
 	char *mqtt_client_id;
 	char *node_id;
 	long long lease;

@@ -541,6 +541,8 @@ static enum rcs_err node_count_row(struct store_stmt *s, void *arg)
 	return RCS_OK;
 }
 
+#define NODE_OWNER_MAX 96 /* a node id and its NUL, with room */
+
 /* Where a sign of life lapses: the lease before now, as text for store_get_one. */
 static void node_lapse_since(const struct store *st, int64_t now, char since[32])
 {
@@ -572,6 +574,40 @@ enum rcs_err store_nodes_lapsed(struct store *st, int64_t now, long long *n)
 			     " seen_at < CAST(?2 AS INTEGER) RETURNING node_id)"
 			     " SELECT count(*) FROM gone",
 			     store_claim_node(st), since, NULL, node_count_row, n);
+}
+
+static enum rcs_err node_text_row(struct store_stmt *s, void *arg)
+{
+	const char *v = store_val_text(s, 0);
+
+	snprintf(arg, NODE_OWNER_MAX, "%s", v ? v : "");
+	return RCS_OK;
+}
+
+enum rcs_err store_node_owner(struct store *st, int64_t now, const char *key, bool *mine)
+{
+	char since[32], owner[NODE_OWNER_MAX];
+	enum rcs_err err;
+
+	*mine = true;
+	if (!store_shared(st))
+		return RCS_OK;
+	node_lapse_since(st, now, since);
+	/* rendezvous hashing: each key goes to the live node that ranks first for it, and
+	 * only the keys of a node that comes or goes move */
+	err =
+	    store_get_one(st,
+			  STORE_SQL(st,
+				    "SELECT node_id FROM nodes WHERE seen_at >= CAST(?2 AS INTEGER)"
+				    " ORDER BY node_id || ?1 LIMIT 1",
+				    "SELECT node_id FROM nodes WHERE seen_at >= CAST(?2 AS BIGINT)"
+				    " ORDER BY md5(node_id || ?1) LIMIT 1"),
+			  key, since, NULL, node_text_row, owner);
+	if (err == RCS_ERR_NOTFOUND)
+		return RCS_OK; /* no sign of life of anyone, this node's own included */
+	if (err == RCS_OK)
+		*mine = strcmp(owner, store_claim_node(st)) == 0;
+	return err;
 }
 
 enum rcs_err store_jobs_inflight_left(struct store *st, int64_t before, long long *n)

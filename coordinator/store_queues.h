@@ -93,6 +93,11 @@ enum rcs_err store_node_left(struct store *st, bool *found);
 /* Removes the rows of the other nodes whose sign of life lapsed (none within the lease before
  * now); *n: how many this node removed (0 when another node took them first). */
 enum rcs_err store_nodes_lapsed(struct store *st, int64_t now, long long *n);
+/* Whether this node is the one the database assigns key to (docs/mqtt.md, "Artifacts over
+ * MQTT (the coordinator's side)"): of the nodes with a sign of life within the lease before
+ * now, the first by a hash of node id and key; always on a database of its own (not
+ * store_shared), and when no node shows one. */
+enum rcs_err store_node_owner(struct store *st, int64_t now, const char *key, bool *mine);
 /* Up to limit in-flight jobs (sent before `before`, Unix s, not ended on the device) of online
  * devices, with an ident after `after` ("" or NULL: from the first), claimed to be sent
  * again. */

@@ -7,7 +7,9 @@
 #   an existing device (--entity-ident): a new password (lost or leaked credentials);
 #   the coordinator's or a monitoring account (--coordinator, --monitor); one of several
 #     coordinators (--coordinator --node-id ID: rcs-coordinator-ID, its rights appended to
-#     the ACL file with --acl-file).
+#     the ACL file with --acl-file). A coordinator gets a second account of the same
+#     password, its name with "-chunks" appended, for its connection that answers the
+#     devices' artifact gets (docs/mqtt.md "Artifacts over MQTT").
 #
 # With --nats-accounts FILE instead of --password-file, the account is a user line of
 # a NATS cluster's deploy/nats/rcs-accounts.conf (bcrypt hash, the user's permissions).
@@ -31,7 +33,8 @@ usage: $PROG --api URL --name NAME [--tag TAG]... --password-file FILE [options]
   --name NAME           create a device of this name in the inventory
   --tag TAG             an operator tag of the new device (repeatable)
   --entity-ident UUID   an existing device: issue it a new broker password
-  --coordinator         the coordinator's account (username rcs-coordinator)
+  --coordinator         the coordinator's account (username rcs-coordinator), and
+                        rcs-coordinator-chunks with the same password (artifacts)
   --node-id ID          one of several coordinators: the account rcs-coordinator-ID
                         (its client id; the coordinator runs with --node-id ID)
   --acl-file FILE       the broker's ACL file (rcs.acl): give the account the rights of
@@ -211,10 +214,11 @@ fi
 if ! [ -d "$PWDIR" ] || ! [ -w "$PWDIR" ]; then
 	die "cannot write in '$PWDIR' (the password file and its lock go there)"
 fi
-# the coordinator's rights, as the ACL file grants them to "user rcs-coordinator"
+# the coordinator's rights, as the ACL file grants them to "user rcs-coordinator" (or to
+# the user $1)
 acl_rights() {
-	awk '/^user /{f = ($2 == "rcs-coordinator"); next} /^pattern /{f = 0} f && /^topic /' \
-		"$ACLFILE"
+	awk -v u="${1:-rcs-coordinator}" \
+		'/^user /{f = ($2 == u); next} /^pattern /{f = 0} f && /^topic /' "$ACLFILE"
 }
 if [ -n "$ACLFILE" ]; then
 	if ! [ -f "$ACLFILE" ] || ! [ -r "$ACLFILE" ] || ! [ -w "$ACLFILE" ]; then
@@ -222,6 +226,8 @@ if [ -n "$ACLFILE" ]; then
 	fi
 	[ -w "$(dirname -- "$ACLFILE")" ] || die "cannot write in the directory of '$ACLFILE'"
 	[ -n "$(acl_rights)" ] || die "'$ACLFILE' has no \"user rcs-coordinator\" block to copy"
+	[ -n "$(acl_rights rcs-coordinator-chunks)" ] ||
+		die "'$ACLFILE' has no \"user rcs-coordinator-chunks\" block to copy"
 fi
 
 PASSWORD=$(openssl rand -hex 24) || die "openssl rand failed"
@@ -309,10 +315,10 @@ fi
 # --- NATS: a user line in the accounts file (deploy/nats/rcs-accounts.conf) ---
 # ('$' in single quotes: a bcrypt prefix and NATS's $MQTT subjects, not expansions)
 # shellcheck disable=SC2016
-nats_user_line() {
+nats_user_line() { # NAME MODE (coordinator, chunks, monitor, or a device's "")
 	# the name goes into the configuration file between quotes
-	case $USERNAME in
-	*[!A-Za-z0-9_-]*) die "username '$USERNAME': NATS accounts take A-Z a-z 0-9 _ - only" ;;
+	case $1 in
+	*[!A-Za-z0-9_-]*) die "username '$1': NATS accounts take A-Z a-z 0-9 _ - only" ;;
 	esac
 	# bcrypt: Python's crypt module (Debian 12's python3), else python3-bcrypt (newer
 	# Pythons have no crypt module)
@@ -330,29 +336,36 @@ except ImportError:
 	'$2b$'*) ;;
 	*) die "python3 made no bcrypt hash" ;;
 	esac
-	if [ "$MODE" = coordinator ]; then
+	if [ "$2" = chunks ]; then
+		pub='{allow: ["rcs.v1.*.*.artifacts.*.data.*", "rcs.v1.*.*.artifacts.*.error"]}'
+		sub='{allow: ["rcs.v1.*.*.artifacts.*.get", "$MQTT.sub.>"]}'
+	elif [ "$2" = coordinator ]; then
 		pub='{allow: ["rcs.v1.*.*.jobs.*", "rcs.v1.*.*.jobs.*.cancel", "rcs.v1.*.events.>", "rcs.v1._coordinators.probe.*"]}'
 		sub='{allow: ["rcs.v1.*.*.jobs.*.status", "rcs.v1.*.*.state", "rcs.v1._coordinators.probe.*", "$MQTT.sub.>"]}'
-	elif [ "$MODE" = monitor ]; then
+	elif [ "$2" = monitor ]; then
 		pub='{deny: [">"]}'
 		sub='{allow: ["rcs.v1.*.events", "rcs.v1.*.events.>", "rcs.v1.*.*.state", "$MQTT.sub.>"]}'
 	else
-		pub="{allow: [\"rcs.v1.*.$USERNAME.jobs.*.status\", \"rcs.v1.*.$USERNAME.state\"]}"
-		sub="{allow: [\"rcs.v1.*.$USERNAME.jobs.*\", \"rcs.v1.*.$USERNAME.jobs.*.cancel\", \"\$MQTT.sub.>\"]}"
+		pub="{allow: [\"rcs.v1.*.$1.jobs.*.status\", \"rcs.v1.*.$1.state\", \"rcs.v1.*.$1.artifacts.*.get\"]}"
+		sub="{allow: [\"rcs.v1.*.$1.jobs.*\", \"rcs.v1.*.$1.jobs.*.cancel\", \"rcs.v1.*.$1.artifacts.>\", \"\$MQTT.sub.>\"]}"
 	fi
 	printf '      {user: "%s", password: "%s", permissions: {publish: %s, subscribe: %s}}\n' \
-		"$USERNAME" "$hash" "$pub" "$sub"
+		"$1" "$hash" "$pub" "$sub"
 }
 
 if [ -n "$NATS_FILE" ]; then
 	# the user's old line goes, the new one goes before the end marker; on a copy
 	# renamed into place, as for mosquitto's file (nats-server reads it at a reload)
 	PWTMP=$PWFILE.new.$$
-	NATS_LINE=$(nats_user_line)
+	NATS_LINE=$(nats_user_line "$USERNAME" "$MODE")
+	if [ "$MODE" = coordinator ]; then
+		# the connection for artifacts: its own user, the same password
+		NATS_LINE=$NATS_LINE$(printf '\n%s' "$(nats_user_line "$USERNAME-chunks" chunks)")
+	fi
 	export NATS_LINE
 	cp -p -- "$PWFILE" "$PWTMP" || die "cannot copy '$PWFILE' to '$PWTMP'"
-	awk -v u="{user: \"$USERNAME\"," '
-		index($0, u) { next }
+	awk -v u="{user: \"$USERNAME\"," -v c="{user: \"$USERNAME-chunks\"," '
+		index($0, u) || index($0, c) { next }
 		/^[[:space:]]*# -- end of users --/ { print ENVIRON["NATS_LINE"] }
 		{ print }' "$PWFILE" >"$PWTMP" || {
 		rm -f -- "$PWTMP"
@@ -377,7 +390,9 @@ else
 		set -- -c -b
 		NEWFILE=true
 	fi
-	if ! (umask 077 && mosquitto_passwd "$@" "$PWTMP" "$USERNAME" "$PASSWORD") >&2; then
+	if ! (umask 077 && mosquitto_passwd "$@" "$PWTMP" "$USERNAME" "$PASSWORD") >&2 ||
+		{ [ "$MODE" = coordinator ] &&
+			! (mosquitto_passwd -b "$PWTMP" "$USERNAME-chunks" "$PASSWORD") >&2; }; then
 		rm -f -- "$PWTMP"
 		if [ -n "$CLIENT_ROOT" ]; then
 			die "device $ENTITY is in the inventory but its broker password was not set: fix" \
@@ -402,6 +417,9 @@ else
 	}
 fi
 printf '%s: broker account %s written to %s\n' "$PROG" "$USERNAME" "$PWFILE" >&2
+[ "$MODE" != coordinator ] ||
+	printf '%s: broker account %s-chunks (the same password) written to %s\n' "$PROG" \
+		"$USERNAME" "$PWFILE" >&2
 
 # the rights of a coordinator account of its own: a copy of rcs-coordinator's, appended to
 # a copy of the ACL file renamed into place (a reloading broker reads it whole)
@@ -415,6 +433,8 @@ if [ -n "$ACLFILE" ] && [ "$USERNAME" != rcs-coordinator ]; then
 			printf '\n# --- coordinator %s (tools/provision-device.sh) ---\n' "$USERNAME"
 			printf 'user %s\n' "$USERNAME"
 			acl_rights
+			printf 'user %s-chunks\n' "$USERNAME"
+			acl_rights rcs-coordinator-chunks
 		} >>"$ACLTMP" || die "cannot write '$ACLTMP'"
 		mv -f -- "$ACLTMP" "$ACLFILE" || die "cannot replace '$ACLFILE'"
 		ACLTMP=
@@ -423,6 +443,8 @@ if [ -n "$ACLFILE" ] && [ "$USERNAME" != rcs-coordinator ]; then
 elif [ -z "$NATS_FILE" ] && [ "$MODE" = coordinator ] && [ "$USERNAME" != rcs-coordinator ]; then
 	printf '%s: %s needs a "user %s" block in rcs.acl, a copy of the lines of %s\n' \
 		"$PROG" "$USERNAME" "$USERNAME" "user rcs-coordinator (or run with --acl-file)" >&2
+	printf '%s: and %s-chunks one, a copy of those of user rcs-coordinator-chunks\n' \
+		"$PROG" "$USERNAME" >&2
 fi
 rmdir -- "$LOCK" && LOCKED=false
 

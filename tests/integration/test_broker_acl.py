@@ -23,7 +23,12 @@ A connecting with client id B (or '#', '+') gets client id A: B's session stays;
 named '+', '#', 'x#', '+/+', 'events' or with a '/' ('<B>/jobs', 'events/jobs', ...) get
 nothing of anyone's and reach no one (rcs.acl's deny lines); the monitoring
 account reads events and states only; a real rcs-agent with A's credentials runs a signed
-job to terminated and its presence reaches the coordinator.
+job to terminated and its presence reaches the coordinator. Artifacts over MQTT
+(docs/mqtt.md): the coordinator's second account (<its username>-chunks, made by the
+script with the same password) answers A's own get on A's topics, with an error or the
+bytes; A reads none of B's artifact topics, its get on B's topic reaches neither B nor the
+coordinator, and A cannot write chunks (data, error) even to itself; the shipped
+configuration bounds a client's queue in bytes too (max_queued_bytes).
 
 Run (Debian's python3: it has paho-mqtt 1.6.1):
   RCS_BIN_DIR=build/bin RCS_SOURCE_DIR=. /usr/bin/python3 tests/integration/test_broker_acl.py
@@ -340,6 +345,86 @@ class AclHelpers:
                 "constants": {}, "variables_info": {}, "variables": {}, "signature": None,
                 "issued_at": int(time.time()), "expires_at": None, "timeout": 30}
 
+    # artifacts over MQTT (docs/mqtt.md): A and B are connected clients of each device,
+    # online, B subscribed to its own artifacts/#, A to its own (and whatever the broker
+    # lets it try)
+    def upload(self, data):
+        import http.client
+        c = http.client.HTTPConnection("127.0.0.1", self.coord.port, timeout=30)
+        try:
+            c.request("POST", "/v3/commands/artifacts?name=acl.bin", body=data,
+                      headers={"api-key": self.admin_key,
+                               "Content-Type": "application/octet-stream"})
+            r = c.getresponse()
+            body = json.loads(r.read())
+            self.assertIn(r.status, (200, 201), body)
+            return body["ident"][len("sha256:"):]
+        finally:
+            c.close()
+
+    def check_artifact_topics(self, a, b):
+        """A's own get answered, with the bytes and with an error, by the coordinator's
+        -chunks account; A's get on B's topic reaches neither B nor the coordinator, and no
+        chunk or error A writes reaches anyone, A itself included."""
+        data = os.urandom(5000)
+        sha = self.upload(data)
+        r = self.admin.post("/tasks", {"name": "acl-art-" + uuid.uuid4().hex[:6],
+                                       "script": "echo",
+                                       "artifacts": {"blob": "sha256:" + sha}})
+        self.assertEqual(r.status, 201, r)
+        task = r.json
+        ra = self.admin.post("/tasks/%s/jobs" % task["ident"], {"entity_ident": self.a})
+        rb = self.admin.post("/tasks/%s/jobs" % task["ident"], {"entity_ident": self.b})
+        self.assertEqual((ra.status, rb.status), (201, 201), (ra, rb))
+        ja, jb = ra.json["ident"], rb.json["ident"]
+        wait = self.WAIT_DEVICE
+
+        def on(entity, tail):
+            return lambda m: m[0] == self.topic(entity, "artifacts", sha, *tail.split("/"))
+
+        def chunk(c, entity, job, offset, length):
+            """The chunk c asked for on entity's topic, asked again until it comes (while a
+            busy cluster's interest spreads: a get is QoS 0 on the way out)."""
+            def come():
+                got = c.received(on(entity, "data/%d" % offset))
+                if not got:
+                    c.publish(self.topic(entity, "artifacts", sha, "get"),
+                              {"v": 1, "job": job, "offset": offset, "length": length})
+                    time.sleep(0.5)
+                return got
+            return wait_for(come, timeout=wait, what="the chunk of %s" % entity)
+
+        # A's own get: the bytes, from the coordinator's -chunks account
+        got = chunk(a, self.a, ja, 0, 1000)
+        self.assertEqual(got[0][1], data[:1000])
+        # ...and an error answer (B's job on A's topic)
+        a.publish(self.topic(self.a, "artifacts", sha, "get"),
+                  {"v": 1, "job": jb, "offset": 0, "length": 10})
+        err = wait_for(lambda: a.received(on(self.a, "error")), timeout=wait,
+                       what="A's error answer")
+        self.assertEqual(json.loads(err[0][1])["code"], "not_found")
+
+        # A on B's topics: its get reaches neither B nor the coordinator; its forged chunks
+        # and errors reach no one, not even itself
+        a.publish(self.topic(self.b, "artifacts", sha, "get"),
+                  {"v": 1, "job": jb, "offset": 0, "length": 1000})
+        a.publish(self.topic(self.b, "artifacts", sha, "data", "0"), b"forged")
+        a.publish(self.topic(self.b, "artifacts", sha, "error"),
+                  {"v": 1, "job": jb, "code": "busy", "message": "forged"})
+        a.publish(self.topic(self.a, "artifacts", sha, "data", "1000"), b"forged")
+        # B's own get after them: once its answer came, A's would have come too
+        chunk(b, self.b, jb, 1000, 10)
+        time.sleep(GRACE)
+        self.assertEqual({m[0] for m in b.received() if not m[0].endswith("/get")},
+                         {self.topic(self.b, "artifacts", sha, "data", "1000")},
+                         "B received what A forged, or an answer to A's get")
+        self.assertFalse(b.received(lambda m: m[0].endswith("/get") and b'"offset": 0' in m[1]),
+                         "B read A's get on its topic")
+        self.assertFalse(a.received(lambda m: self.b in m[0]), "A read B's artifact topics")
+        self.assertFalse(a.received(on(self.a, "data/1000")), "A wrote a chunk to itself")
+        self.admin.patch("/jobs/%s/cancel" % ja)
+        self.admin.patch("/jobs/%s/cancel" % jb)
+
 
 class BrokerAclTest(AclHelpers, StackTest):
     """One broker with the shipped configuration, one coordinator with its own account,
@@ -457,6 +542,7 @@ class BrokerAclTest(AclHelpers, StackTest):
         self.assertEqual(d.get("use_username_as_clientid"), "true")
         self.assertEqual(d.get("persistence"), "true")
         self.assertEqual(d.get("max_queued_messages"), "100000")
+        self.assertEqual(d.get("max_queued_bytes"), str(64 * 1024 * 1024))
         self.assertEqual(d.get("max_inflight_messages"), "1000")
         self.assertIn("password_file", d)
         self.assertEqual(os.path.basename(d.get("acl_file", "")), "rcs.acl")
@@ -727,10 +813,13 @@ class BrokerAclTest(AclHelpers, StackTest):
         # still one inventory record, and the coordinator kept its session through reloads
         self.assertEqual(len([d for d in self.admin.get("/devices?per_page=500").json["items"]
                               if d["entity_ident"] == ident]), 1)
-        # (one connect, and one more to take the shared subscription in a clean session)
+        # (one connect, and one more to take the shared subscription in a clean session;
+        # the connection for artifacts connects once too, in a clean session from the start)
         log = self.coord.read_log()
         switches = log.count("delivers on a shared subscription of")
-        self.assertEqual(log.count("connected to") - switches, 1, log)
+        chunks = log.count("artifact gets: plain subscription")
+        self.assertEqual(chunks, 1, log)
+        self.assertEqual(log.count("connected to") - switches - chunks, 1, log)
         # an unknown device gets no account
         p = subprocess.run(["/bin/sh", PROVISION, "--api", api, "--entity-ident",
                             str(uuid.uuid4()), "--password-file", self.pwfile],
@@ -806,6 +895,7 @@ class BrokerAclTest(AclHelpers, StackTest):
         with open(self.acl) as f:
             acl = f.read()
         self.assertEqual(acl.count("\nuser rcs-coordinator-n2\n"), 1)
+        self.assertEqual(acl.count("\nuser rcs-coordinator-n2-chunks\n"), 1)
         self.assertEqual(acl.count("\nuser rcs-coordinator-n1\n"), 1)
         wait_for(lambda: self.try_login("rcs-coordinator-n2", acct["mqtt_password"]) == 0,
                  what="n2 can log in")
@@ -819,6 +909,9 @@ class BrokerAclTest(AclHelpers, StackTest):
         try:
             wait_for(lambda: "status reports: shared subscription" in c2.read_log(),
                      timeout=20, what="n2's probe delivered:\n" + c2.read_log()[-2000:])
+            # its connection for artifacts follows, with its own account
+            wait_for(lambda: "artifact gets: shared subscription" in c2.read_log(),
+                     timeout=10, what="n2's gets shared:\n" + c2.read_log()[-2000:])
             # a device forging a probe reaches no one, and reads none
             spy.publish("rcs/v1/_coordinators/probe/rcs-coordinator-n2", "forged")
             time.sleep(GRACE)
@@ -833,6 +926,22 @@ class BrokerAclTest(AclHelpers, StackTest):
         self.assertNotIn("node_id", old)
         wait_for(lambda: self.try_login("rcs-coordinator", old["mqtt_password"]) == 0,
                  what="rcs-coordinator can log in")
+
+    # -- artifacts over MQTT ---------------------------------------------------------------
+
+    def test_artifact_topics(self):
+        b = self.client(self.b, self.B["mqtt_password"])
+        b.subscribe(self.topic(self.b, "artifacts", "#"))
+        b.publish(self.topic(self.b, "state"), {"v": 1, "online": True, "tags": [],
+                                                "agent_version": "b-spy",
+                                                "ts": int(time.time())}, retain=True)
+        self.wait_device(self.b, online=True, agent_version="b-spy")
+        a = self.device_a()
+        # mosquitto grants what it then delivers nothing on
+        a.subscribe(self.topic(self.a, "artifacts", "#"), self.topic(self.b, "artifacts", "#"),
+                    "rcs/v1/+/+/artifacts/#", "#")
+        self.check_artifact_topics(a, b)
+        self.assertNotIn("not authori", self.coord.read_log().lower())
 
     # -- end to end -----------------------------------------------------------------------
 

@@ -14,7 +14,11 @@ cancels or state (NATS refuses the subscriptions in the SUBACK, and nothing arri
 nor NATS's internal $MQTT subjects of anyone; A's status report, state, envelope, cancel
 and event on B's or the coordinator's topics change nothing; the coordinator sends B's
 job to terminated and the monitor reads events and states only; a real agent whose jobs
-filter NATS refused in the SUBACK asks for it again and gets its job.
+filter NATS refused in the SUBACK asks for it again and gets its job. Artifacts over MQTT
+(docs/mqtt.md): A's own get is answered by the coordinator's -chunks user (the script
+writes it with the coordinator's), A's subscription to B's artifact topics is refused, its
+get on B's topic and its forged chunks reach no one; every node bounds a client's pending
+bytes (max_pending).
 
 Run: RCS_BIN_DIR=build/bin RCS_SOURCE_DIR=. /usr/bin/python3 tests/integration/test_nats_acl.py
 RCS_KEEP_TMP=1 keeps the directory (node configurations and logs, coordinator log).
@@ -217,11 +221,13 @@ class NatsAclTest(AclHelpers, StackTest):
             self.assertRegex(text, r"(?m)^jetstream \{")
             self.assertRegex(text, r"(?m)^mqtt \{")
             self.assertEqual(len(re.findall(r"nats-route://", text)), 3)
+            self.assertRegex(text, r"(?m)^max_pending: 64MB$")
         self.assertEqual(len(names), 3, "every node needs its own server_name")
         # the accounts file holds hashes only
         with open(self.accounts) as f:
             users = [l for l in f if l.strip().startswith("{user:")]
-        for name in ("rcs-coordinator", "rcs-monitor", self.a, self.b):
+        for name in ("rcs-coordinator", "rcs-coordinator-chunks", "rcs-monitor", self.a,
+                     self.b):
             self.assertEqual(len([l for l in users if '{user: "%s",' % name in l]), 1, name)
         for line in users:
             self.assertRegex(line, r'password: "\$2b\$11\$')
@@ -473,6 +479,31 @@ class NatsAclTest(AclHelpers, StackTest):
         imp.close()
 
     # -- the coordinator's and the monitor's part --------------------------------------
+
+    def test_artifact_topics(self):
+        # the agent's filter (docs/agent.md, "Artifacts over MQTT")
+        b = self.client(self.n2, self.b, self.B["mqtt_password"])
+        self.assertEqual(b.subscribe(self.topic(self.b, "artifacts", "+", "#")), (1,))
+        deadline = time.time() + 60
+        while not self.device(self.b)["online"]:
+            self.assertLess(time.time(), deadline, "B's state never reached the coordinator")
+            b.publish(self.topic(self.b, "state"), {"v": 1, "online": True, "tags": [],
+                                                    "agent_version": "b-spy",
+                                                    "ts": int(time.time())}, retain=True)
+            time.sleep(1)
+        a = self.client(self.n3, self.a, self.A["mqtt_password"])
+        self.assertEqual(a.subscribe(self.topic(self.a, "artifacts", "+", "#")), (1,))
+        # NATS refuses the others in the SUBACK
+        for f in (self.topic(self.b, "artifacts", "+", "#"), "rcs/v1/+/+/artifacts/#",
+                  "rcs/v1/+/+/artifacts/+/get"):
+            self.assertEqual(a.subscribe(f), (SUBACK_FAILURE,), f)
+        while not self.device(self.a)["online"]:
+            self.assertLess(time.time(), deadline, "A's state never reached the coordinator")
+            a.publish(self.topic(self.a, "state"), {"v": 1, "online": True, "tags": [],
+                                                    "agent_version": "a-spy",
+                                                    "ts": int(time.time())}, retain=True)
+            time.sleep(1)
+        self.check_artifact_topics(a, b)
 
     def test_coordinator_and_monitor(self):
         mon = self.client(self.n2, "rcs-monitor", self.M["mqtt_password"])

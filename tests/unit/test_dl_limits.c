@@ -106,12 +106,39 @@ static void test_rate(void **state)
 	dl_limits_free(l);
 }
 
+/* A whole chunk reserved (the MQTT transport): due at once while the bucket holds it, then
+ * later by the time its bytes take; the HTTP route's take waits for the debt too. */
+static void test_reserve(void **state)
+{
+	struct dl_limits *l = NULL;
+	const long long rate = 100000;
+	int64_t t = 800000, wait = 0;
+
+	(void)state;
+	assert_int_equal(dl_limits_new(&l), RCS_OK);
+	assert_int_equal(dl_limits_reserve(l, G1, 0, 65536, t), 0); /* no rate */
+	assert_int_equal(dl_limits_reserve(l, G1, rate, 65536, t), 0);
+	/* 131072 taken of 100000: 31072 bytes of debt, 311 ms */
+	assert_int_equal(dl_limits_reserve(l, G1, rate, 65536, t), 311);
+	assert_int_equal(dl_limits_take(l, G1, rate, 4096, t + 100, &wait), 0);
+	assert_true(wait > 200);
+	/* paid back by then, and the bucket fills as before */
+	assert_true(dl_limits_take(l, G1, rate, 4096, t + 400, &wait) > 0);
+	/* a long run of chunks: due at the rate */
+	wait = 0;
+	for (int i = 0; i < 100; i++)
+		wait = dl_limits_reserve(l, G2, rate, 10000, t);
+	assert_true(wait >= 8900 && wait <= 9100);
+	dl_limits_free(l);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_concurrent),
 	    cmocka_unit_test(test_concurrent_two),
 	    cmocka_unit_test(test_rate),
+	    cmocka_unit_test(test_reserve),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
