@@ -326,7 +326,20 @@ static void test_reopen_and_schema(void **state)
 		    " DROP COLUMN download_timeout;"
 		    " ALTER TABLE jobs DROP COLUMN progress_done, DROP COLUMN progress_total;"
 		    " DROP TABLE task_artifacts; DROP TABLE artifact_secrets;"
-		    " DROP TABLE job_downloads; ALTER TABLE devices DROP COLUMN attributes"));
+		    " DROP TABLE job_downloads; ALTER TABLE devices DROP COLUMN attributes;"
+		    /* migration 13: the column of stages takes its indexes with it */
+		    " ALTER TABLE jobs DROP COLUMN stage; ALTER TABLE jobs RESET (fillfactor);"
+		    " CREATE INDEX jobs_status ON jobs(client_root, status, ident);"
+		    " CREATE INDEX jobs_pending ON jobs(entity_ident, scheduled_time) WHERE"
+		    " status = 'pending';"
+		    " CREATE INDEX jobs_sched ON jobs(scheduled_time) WHERE status = 'pending'"
+		    " AND scheduled_time IS NOT NULL;"
+		    " CREATE INDEX jobs_unacked ON jobs(entity_ident) WHERE status = 'transmited';"
+		    " CREATE INDEX jobs_inflight ON jobs(update_at) WHERE (status = 'transmited' OR"
+		    " status = 'edge_transmitted' OR status = 'edge_started' OR"
+		    " status = 'edge_running');"
+		    " CREATE INDEX jobs_ttl ON jobs(expires_at) WHERE expires_at IS NOT NULL AND"
+		    " status IN ('pending', 'transmited')"));
 		assert_int_equal(store_open(f->path, &again), RCS_OK);
 		assert_true(store_tenant_exists(again, f->root));
 		store_close(again);
@@ -1962,6 +1975,129 @@ static void test_sets_mixed_batch(void **state)
 }
 
 #ifdef RCS_WITH_POSTGRES
+/* A counter of pg_stat_user_tables (jobs) or pg_stat_user_indexes (an index of jobs), the
+ * store's connection's statistics flushed first: PostgreSQL flushes them before it answers
+ * the transaction that asked for it (pg_stat_force_next_flush, PostgreSQL 15). */
+static long long jobs_stat(struct fixture *f, const char *sql, const char *param)
+{
+	assert_int_equal(store_write(f->st, "SELECT pg_stat_force_next_flush()", NULL, 0), RCS_OK);
+	return store_test_db_int(f->path, sql, param);
+}
+
+static long long index_scans(struct fixture *f, const char *index)
+{
+	return jobs_stat(f, "SELECT idx_scan FROM pg_stat_user_indexes WHERE indexrelname = ?",
+			 index);
+}
+
+static long long stage1_scans(struct fixture *f)
+{
+	return index_scans(f, "jobs_stale") + index_scans(f, "jobs_inflight") +
+	       index_scans(f, "jobs_unacked");
+}
+
+/* On PostgreSQL a job's moves on the device are HOT updates (migration 13: no index of jobs
+ * names a column they change), so a batch of reports writes no index entry; and the
+ * transport's and scheduler's reads still find their rows through the partial indexes
+ * (docs/coordinator.md, "The jobs table on PostgreSQL"), seen per index in
+ * pg_stat_user_indexes with sequential scans turned off for the store's connection. */
+static void test_pg_moves_are_hot(void **state)
+{
+	struct fixture *f = *state;
+	struct lifecycle lc = {.st = f->st};
+	struct job_new jobs[3];
+	struct store_idents ids;
+	long long upd, hot, scans;
+	int64_t next = 0;
+
+	if (!store_test_pg())
+		skip();
+	make_group_jobs(f, jobs, 3, "hot", NULL);
+	store_claims_setup(f->st, "node-a", 15);
+	for (size_t i = 0; i < 3; i++) {
+		assert_int_equal(move(f, jobs[i].ident, JS_TRANSMITED, 0, NULL),
+				 STORE_MOVE_APPLIED);
+		assert_int_equal(move(f, jobs[i].ident, JS_EDGE_TRANSMITTED, 1, NULL),
+				 STORE_MOVE_APPLIED);
+	}
+	upd = jobs_stat(f, "SELECT n_tup_upd FROM pg_stat_user_tables WHERE relname = ?", "jobs");
+	hot =
+	    jobs_stat(f, "SELECT n_tup_hot_upd FROM pg_stat_user_tables WHERE relname = ?", "jobs");
+	{
+		struct job_move m[6];
+		enum store_move res[6];
+		enum rcs_err errs[6];
+
+		memset(m, 0, sizeof(m));
+		for (size_t i = 0; i < 6; i++) {
+			m[i].ident = jobs[i % 3].ident;
+			m[i].to = i < 3 ? JS_EDGE_STARTED : JS_EDGE_RUNNING;
+			m[i].seq = i < 3 ? 2 : 3;
+			m[i].response = i < 3 ? NULL : "half";
+			m[i].replace_response = i >= 3;
+			m[i].now = 400 + (int64_t)i;
+		}
+		assert_int_equal(lifecycle_moves(&lc, m, 6, res, errs), RCS_OK);
+		for (size_t i = 0; i < 6; i++)
+			assert_int_equal(res[i], STORE_MOVE_APPLIED);
+	}
+	upd = jobs_stat(f, "SELECT n_tup_upd FROM pg_stat_user_tables WHERE relname = ?", "jobs") -
+	      upd;
+	hot = jobs_stat(f, "SELECT n_tup_hot_upd FROM pg_stat_user_tables WHERE relname = ?",
+			"jobs") -
+	      hot;
+	assert_true(upd >= 3);
+	assert_int_equal(hot, upd);
+
+	/* the reads, each through its index */
+	assert_int_equal(store_write(f->st, "SET enable_seqscan = off", NULL, 0), RCS_OK);
+	scans = index_scans(f, "jobs_inflight");
+	assert_int_equal(store_jobs_inflight(f->st, "", INT64_MAX, 500, 10, &ids), RCS_OK);
+	store_idents_free(&ids);
+	assert_true(index_scans(f, "jobs_inflight") > scans);
+	/* the stale and the unacknowledged ones: through one of the indexes of the jobs on their
+	 * way (which one is the planner's choice on three rows) */
+	scans = stage1_scans(f);
+	assert_int_equal(store_jobs_stale(f->st, 1000000, 1, 10, &ids), RCS_OK);
+	store_idents_free(&ids);
+	assert_true(stage1_scans(f) > scans);
+	scans = stage1_scans(f);
+	assert_int_equal(store_jobs_unacked(f->st, f->dev[0], INT64_MAX, 10, &ids), RCS_OK);
+	store_idents_free(&ids);
+	assert_true(stage1_scans(f) > scans);
+	make_group_jobs(f, jobs, 3, "hot-pending", NULL);
+	scans = index_scans(f, "jobs_pending");
+	assert_int_equal(store_jobs_ready(f->st, NULL, 500, 10, &ids), RCS_OK);
+	store_idents_free(&ids);
+	assert_int_equal(store_jobs_ready(f->st, f->dev[1], 500, 10, &ids), RCS_OK);
+	store_idents_free(&ids);
+	assert_true(index_scans(f, "jobs_pending") >= scans + 2);
+	scans = index_scans(f, "jobs_ttl");
+	assert_int_equal(store_jobs_expired(f->st, 500, 10, &ids), RCS_OK);
+	store_idents_free(&ids);
+	assert_true(index_scans(f, "jobs_ttl") > scans);
+	scans = index_scans(f, "jobs_sched");
+	assert_int_equal(store_next_wakeup(f->st, 500, &next), RCS_OK);
+	assert_true(index_scans(f, "jobs_sched") > scans);
+	{
+		/* a list by an ended status: the ended jobs of the tenant alone */
+		struct job_filter jf = {.status = "terminated"};
+		struct store_page pg = {.page = 1, .per_page = 10, .desc = true};
+		json_object *page = NULL;
+
+		assert_int_equal(move(f, jobs[0].ident, JS_TERMINATED, 1, "done"),
+				 STORE_MOVE_APPLIED);
+		scans = index_scans(f, "jobs_status");
+		assert_int_equal(jobs_page(f->st, f->root, &jf, &pg, &page), RCS_OK);
+		assert_int_equal(jint(page, "total_items"), 1);
+		json_object_put(page);
+		assert_true(index_scans(f, "jobs_status") > scans);
+	}
+	assert_int_equal(store_write(f->st, "RESET enable_seqscan", NULL, 0), RCS_OK);
+}
+#endif
+
+#ifdef RCS_WITH_POSTGRES
 /* PostgreSQL breaks a batch off after its moves were written (a deadlock, here made by a
  * trigger on the groups' tallies once): nothing of it stays, and applied again whole it
  * counts every report once. */
@@ -2231,6 +2367,9 @@ int main(void)
 #endif
 	    cmocka_unit_test_setup_teardown(test_sets_overlapping_batches, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_sends_as_sets, setup, teardown),
+#ifdef RCS_WITH_POSTGRES
+	    cmocka_unit_test_setup_teardown(test_pg_moves_are_hot, setup, teardown),
+#endif
 	    cmocka_unit_test_setup_teardown(test_what_follows_a_move, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_webhook_outbox_follows_new_webhooks, setup,
 					    teardown),
