@@ -2263,6 +2263,9 @@ static void test_sends_as_sets(void **state)
 	    RCS_OK);
 	assert_int_equal(store_tx_begin(f->st), RCS_OK);
 	store_fold_begin_sets(f->st);
+	/* PostgreSQL: the jobs recorded as sent are claimed with their rows; SQLite: by
+	 * store_jobs_claim below */
+	assert_int_equal(store_fold_claim_sends(f->st), store_test_pg());
 	assert_int_equal(store_fold_prefetch_sends(f->st, ids, 2), RCS_OK);
 	for (size_t i = 0; i < 3; i++) {
 		struct job_rec rec;
@@ -2313,7 +2316,8 @@ static void test_sends_as_sets(void **state)
 		if (i < 2)
 			snprintf(claim.v[claim.n++], UUID_STR_LEN, "%.36s", jobs[i].ident);
 	}
-	assert_int_equal(store_jobs_claim(f->st, &claim, 500), RCS_OK);
+	if (!store_test_pg())
+		assert_int_equal(store_jobs_claim(f->st, &claim, 500), RCS_OK);
 	assert_int_equal(store_fold_end(f->st, true), RCS_OK);
 	assert_int_equal(store_tx_end(f->st, true), RCS_OK);
 	for (size_t i = 0; i < 3; i++) {
@@ -2327,7 +2331,8 @@ static void test_sends_as_sets(void **state)
 		assert_int_equal(job_column(f, jobs[i].ident, "sent_at"), 500);
 		assert_int_equal(history_count(f, jobs[i].ident), h[i] + 1);
 		assert_int_equal(job_column(f, jobs[i].ident, "n_history"), h[i] + 1);
-		assert_int_equal(claimed_by(f, jobs[i].ident, "node-a"), i < 2);
+		/* every job the chunk moved on PostgreSQL, the claimed ones on SQLite */
+		assert_int_equal(claimed_by(f, jobs[i].ident, "node-a"), store_test_pg() || i < 2);
 	}
 	assert_int_equal(job_column(f, jobs[0].ident, "lease_until"), 515);
 	/* the acknowledgements: this node's claims end, another node's stays */
