@@ -218,6 +218,12 @@ enum rcs_err store_jobs_inflight(struct store *st, const char *after, int64_t be
 	    after ? after : "", now, before, limit, out);
 }
 
+#define JOBS_CLOCK_BACK(stage)                                                                     \
+	"UPDATE jobs SET update_at = CASE WHEN update_at > ?1 THEN ?1 ELSE update_at END,"         \
+	" sent_at = CASE WHEN sent_at > ?1 THEN ?1 ELSE sent_at END"                               \
+	" WHERE status IN ('transmited', 'edge_transmitted', 'edge_started',"                      \
+	" 'edge_running')" stage " AND (update_at > ?1 OR sent_at > ?1)"
+
 enum rcs_err store_jobs_clock_back(struct store *st, int64_t now)
 {
 	struct store_stmt *s = NULL;
@@ -225,11 +231,7 @@ enum rcs_err store_jobs_clock_back(struct store *st, int64_t now)
 
 	store_lock(st);
 	err = store_stmt(
-	    st,
-	    "UPDATE jobs SET update_at = CASE WHEN update_at > ?1 THEN ?1 ELSE update_at END,"
-	    " sent_at = CASE WHEN sent_at > ?1 THEN ?1 ELSE sent_at END"
-	    " WHERE status IN ('transmited', 'edge_transmitted', 'edge_started',"
-	    " 'edge_running') AND (update_at > ?1 OR sent_at > ?1)",
+	    st, STORE_SQL(st, JOBS_CLOCK_BACK(""), JOBS_CLOCK_BACK(JOBS_STAGE_INFLIGHT_PG(""))),
 	    &s);
 	if (err != RCS_OK)
 		goto out;
@@ -554,6 +556,11 @@ enum rcs_err store_nodes_lapsed(struct store *st, int64_t now, long long *n)
 			     store_claim_node(st), since, NULL, node_count_row, n);
 }
 
+#define JOBS_INFLIGHT_LEFT(stage)                                                                  \
+	"SELECT count(*) FROM jobs j JOIN devices d ON d.entity_ident ="                           \
+	" j.entity_ident AND d.client_root = j.client_root WHERE " JOBS_INFLIGHT stage             \
+	" AND d.online = 1 AND coalesce(j.sent_at, 0) < CAST(?1 AS INTEGER)"
+
 enum rcs_err store_jobs_inflight_left(struct store *st, int64_t before, long long *n)
 {
 	char b[32];
@@ -562,9 +569,7 @@ enum rcs_err store_jobs_inflight_left(struct store *st, int64_t before, long lon
 	snprintf(b, sizeof(b), "%lld", (long long)before);
 	return store_get_one(
 	    st,
-	    "SELECT count(*) FROM jobs j JOIN devices d ON d.entity_ident ="
-	    " j.entity_ident AND d.client_root = j.client_root WHERE " JOBS_INFLIGHT
-	    " AND d.online = 1 AND coalesce(j.sent_at, 0) < CAST(?1 AS INTEGER)",
+	    STORE_SQL(st, JOBS_INFLIGHT_LEFT(""), JOBS_INFLIGHT_LEFT(JOBS_STAGE_INFLIGHT_PG("j."))),
 	    b, NULL, NULL, node_count_row, n);
 }
 

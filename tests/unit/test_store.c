@@ -2065,6 +2065,16 @@ static void test_pg_moves_are_hot(void **state)
 	assert_int_equal(store_jobs_unacked(f->st, f->dev[0], INT64_MAX, 10, &ids), RCS_OK);
 	store_idents_free(&ids);
 	assert_true(stage1_scans(f) > scans);
+	{
+		long long left = 0;
+
+		scans = stage1_scans(f);
+		assert_int_equal(store_jobs_inflight_left(f->st, INT64_MAX, &left), RCS_OK);
+		assert_true(stage1_scans(f) > scans);
+		scans = stage1_scans(f);
+		assert_int_equal(store_jobs_clock_back(f->st, 1000000), RCS_OK);
+		assert_true(stage1_scans(f) > scans);
+	}
 	make_group_jobs(f, jobs, 3, "hot-pending", NULL);
 	scans = index_scans(f, "jobs_pending");
 	assert_int_equal(store_jobs_ready(f->st, NULL, 500, 10, &ids), RCS_OK);
