@@ -278,8 +278,8 @@ static bool bridge_prepare_chunk(struct bridge_send *s, const char (*ids)[UUID_S
 /*
  * A chunk of first sends as sets of rows, on a shared database (docs/coordinator.md "Sends
  * as sets"): its jobs and their devices' presence read, and the jobs locked in ident order,
- * in one statement; their moves to transmited and their history items written in one
- * statement each when the chunk ends, their claims in one. False when that failed: nothing
+ * in one statement; their moves to transmited, with their claims, and their history items
+ * written in one statement each when the chunk ends. False when that failed: nothing
  * of it was kept (outs[] hold nothing).
  */
 static bool bridge_commit_set(struct bridge_send *s, const char (*ids)[UUID_STR_LEN], size_t k,
@@ -288,7 +288,7 @@ static bool bridge_commit_set(struct bridge_send *s, const char (*ids)[UUID_STR_
 	struct store *st = s->link->st;
 	const char *v[BRIDGE_PUBLISH_CHUNK];
 	struct bridge_idents claims;
-	bool ok;
+	bool ok, fold_claims;
 
 	memset(&claims, 0, sizeof(claims));
 	for (size_t i = 0; i < k; i++)
@@ -296,12 +296,14 @@ static bool bridge_commit_set(struct bridge_send *s, const char (*ids)[UUID_STR_
 	if (store_tx_begin(st) != RCS_OK)
 		return false;
 	store_fold_begin_sets(st);
+	/* the claims written with the rows; else (no fold of sets) in one statement after */
+	fold_claims = store_fold_claim_sends(st);
 	ok = store_fold_prefetch_sends(st, v, k) == RCS_OK;
 	bridge_envelopes_claim_into(s->env, &claims);
 	ok = ok && bridge_prepare_chunk(s, ids, k, false, now, true, outs);
 	bridge_envelopes_claim_into(s->env, NULL);
 	ok = store_fold_end(st, ok) == RCS_OK && ok;
-	ok = ok && store_jobs_claim(st, &claims.ids, now) == RCS_OK;
+	ok = ok && (fold_claims || store_jobs_claim(st, &claims.ids, now) == RCS_OK);
 	ok = store_tx_end(st, ok) == RCS_OK && ok;
 	if (!ok)
 		bridge_outs_drop(outs, k);

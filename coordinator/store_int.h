@@ -189,6 +189,17 @@ struct store {
 #define STORE_JSON_EACH_SQ(x, a) "json_each(" x ") " a
 #define STORE_JSON_EACH_PG(x, a) "json_array_elements_text(CAST(" x " AS json)) " a "(value)"
 
+/* A job's stage on PostgreSQL (migration 13, docs/coordinator.md "The jobs table on
+ * PostgreSQL"): a column the engine computes from its status, 0 before the send (initial,
+ * pending), 1 on its way (JOBS_INFLIGHT), 2 ended. It changes on a job's first and last moves
+ * only, so the indexes of the transport's and scheduler's queries are partial on it rather
+ * than on the status, and the moves between them are HOT updates. A query that wants such an
+ * index says the stage beside its status condition (the planner cannot infer one from the
+ * other); SQLite has no such column, so these are PostgreSQL's text alone (STORE_SQL). */
+#define JOBS_STAGE_WAITING_PG(a)  " AND " a "stage = 0"
+#define JOBS_STAGE_INFLIGHT_PG(a) " AND " a "stage = 1"
+#define JOBS_STAGE_OPEN_PG(a)     " AND " a "stage < 2"
+
 /* The jobs on their way: sent and not yet ended on the device. */
 #define JOBS_INFLIGHT                                                                              \
 	"(status = 'transmited' OR status = 'edge_transmitted' OR status = 'edge_started' OR"      \

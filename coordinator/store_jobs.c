@@ -665,6 +665,23 @@ void store_job_list_free(struct store_job_list *l)
 	l->n = 0;
 }
 
+/* On PostgreSQL the stage of a status filter (migration 13), for the index on (client_root,
+ * stage, ident); NULL on SQLite or for no status. */
+static const char *jobs_list_stage(const struct store *st, const char *status)
+{
+	enum job_status js;
+
+	if (st->dialect != STORE_DIALECT_POSTGRES || status == NULL)
+		return NULL;
+	if (strcmp(status, "running") == 0)
+		return "j.stage = 1";
+	if (!status_parse(status, &js))
+		return NULL;
+	if (js == JS_INITIAL || js == JS_PENDING)
+		return "j.stage = 0";
+	return status_is_terminal(js) ? "j.stage = 2" : "j.stage = 1";
+}
+
 enum rcs_err store_jobs_list(struct store *st, const char *client_root, const struct job_filter *f,
 			     const struct store_page *pg, struct store_job_list *out)
 {
@@ -690,6 +707,8 @@ enum rcs_err store_jobs_list(struct store *st, const char *client_root, const st
 		 * (some 200,000 instructions per request under callgrind); a cast leaves the
 		 * comparison to the index on (client_root, status, ident) */
 		store_qb_add(&q, "j.status = CAST(? AS TEXT)", f->status);
+	if (jobs_list_stage(st, f->status))
+		store_qb_add(&q, jobs_list_stage(st, f->status), NULL);
 	/* the jobs of a task the user may not see (not public, someone else's) are left out */
 	if (f->only_visible_to)
 		store_qb_add(
@@ -894,6 +913,8 @@ struct fold_row {
 	 * with the row */
 	long long sends;
 	int64_t sent_at;
+	/* claimed by this node with the row until then (store_fold_claim_sends), 0: not */
+	long long lease_until;
 	/* a chunk of sends (store_fold_prefetch_sends): its device online (1) or not (0) as the
 	 * prefetch read it; -1: not read */
 	int online;
@@ -904,7 +925,8 @@ struct store_fold {
 	/* sets (store_fold_begin_sets): history items kept in hist (a JSON array, NULL: none)
 	 * and every row written at the end, each kind in one statement */
 	bool sets;
-	bool presence; /* its prefetch read the devices' presence */
+	bool presence;    /* its prefetch read the devices' presence */
+	bool claim_sends; /* store_fold_claim_sends */
 	json_object *hist;
 	size_t n;
 	uint16_t slot[FOLD_SLOTS]; /* 0: empty, else 1 + the row's index */
@@ -1024,7 +1046,7 @@ static enum rcs_err fold_history_keep(struct store_fold *f, const char *job, lon
 }
 
 /* A row moved in the fold, as fold_rows_write's statement takes it. */
-static json_object *fold_row_json(const struct fold_row *r)
+static json_object *fold_row_json(const struct store *st, const struct fold_row *r)
 {
 	const struct job_rec *rec = &r->j.rec;
 	json_object *o = json_object_new_object();
@@ -1055,6 +1077,11 @@ static json_object *fold_row_json(const struct fold_row *r)
 						      : NULL);
 	ok = ok && fold_json_add(o, "sends", json_object_new_int64(r->sends));
 	ok = ok && fold_json_add(o, "sent_at", r->sends ? json_object_new_int64(r->sent_at) : NULL);
+	ok = ok &&
+	     fold_json_add(o, "claimed_by",
+			   r->lease_until ? json_object_new_string(store_claim_node(st)) : NULL);
+	ok = ok && fold_json_add(o, "lease_until",
+				 r->lease_until ? json_object_new_int64(r->lease_until) : NULL);
 	if (ok)
 		return o;
 	json_object_put(o);
@@ -1088,12 +1115,14 @@ static enum rcs_err fold_json_run(struct store *st, const char *sql, json_object
 	" n_history = x.n_history, error_code = x.error_code,"                                     \
 	" progress_done = x.progress_done, progress_total = x.progress_total,"                     \
 	" phase = x.phase, reboot_within = x.reboot_within, reboot_deadline = x.reboot_deadline,"  \
-	" sent_at = coalesce(x.sent_at, j.sent_at), sends = j.sends + x.sends"                     \
+	" sent_at = coalesce(x.sent_at, j.sent_at), sends = j.sends + x.sends,"                    \
+	" claimed_by = CASE WHEN x.lease_until IS NULL THEN j.claimed_by ELSE x.claimed_by END,"   \
+	" lease_until = coalesce(x.lease_until, j.lease_until)"                                    \
 	" FROM json_to_recordset(CAST(?1 AS json)) AS x(ident TEXT, status TEXT,"                  \
 	" update_at INTEGER, response TEXT, response_time INTEGER, last_seq INTEGER,"              \
 	" n_history INTEGER, error_code TEXT, progress_done BIGINT, progress_total BIGINT,"        \
 	" phase TEXT, reboot_within BIGINT, reboot_deadline BIGINT,"                               \
-	" sends INTEGER, sent_at INTEGER)"                                                         \
+	" sends INTEGER, sent_at INTEGER, claimed_by TEXT, lease_until INTEGER)"                   \
 	" WHERE j.ident = x.ident AND j.ident = ANY(ARRAY(SELECT y.ident FROM"                     \
 	" json_to_recordset(CAST(?1 AS json)) AS y(ident TEXT)))"
 
@@ -1109,7 +1138,7 @@ static enum rcs_err fold_sets_write(struct store *st, struct store_fold *f)
 
 		if (!f->row[i].dirty)
 			continue;
-		if ((o = fold_row_json(&f->row[i])) == NULL ||
+		if ((o = fold_row_json(st, &f->row[i])) == NULL ||
 		    json_object_array_add(rows, o) != 0) {
 			json_object_put(o);
 			err = RCS_ERR_NOMEM;
@@ -1123,6 +1152,7 @@ static enum rcs_err fold_sets_write(struct store *st, struct store_fold *f)
 	for (size_t i = 0; err == RCS_OK && i < f->n; i++) {
 		f->row[i].dirty = false;
 		f->row[i].sends = 0;
+		f->row[i].lease_until = 0;
 	}
 	json_object_put(rows);
 	return err;
@@ -1153,6 +1183,8 @@ static enum rcs_err job_move_fold(struct store *st, const struct job_move *m, st
 		if (err == RCS_OK && m->mark_sent) {
 			r->sends++;
 			r->sent_at = j->rec.update_at;
+			if (st->fold->claim_sends)
+				r->lease_until = store_claim_until(st, m->now);
 		}
 		return err;
 	}
@@ -1174,6 +1206,7 @@ void store_fold_begin(struct store *st)
 	st->fold->on = true;
 	st->fold->spoiled = false;
 	st->fold->sets = false;
+	st->fold->claim_sends = false;
 }
 
 void store_fold_begin_sets(struct store *st)
@@ -1181,6 +1214,14 @@ void store_fold_begin_sets(struct store *st)
 	store_fold_begin(st);
 	if (st->fold != NULL && st->fold->on)
 		st->fold->sets = st->dialect == STORE_DIALECT_POSTGRES;
+}
+
+bool store_fold_claim_sends(struct store *st)
+{
+	if (st->fold == NULL || !st->fold->on || !st->fold->sets)
+		return false;
+	st->fold->claim_sends = true;
+	return true;
 }
 
 #define FOLD_PREFETCH_COLS(more)                                                                   \

@@ -246,6 +246,11 @@ void store_fold_begin(struct store *st);
  * are read, and refused, by their moves as without it.
  */
 void store_fold_begin_sets(struct store *st);
+/* In a fold of sets (PostgreSQL): each job its moves record as sent is claimed by this node
+ * (docs/architecture.md "Claims") with its row, in the statement that writes the rows,
+ * instead of a claim of its own (docs/coordinator.md, "Sends as sets"). False when the fold
+ * is not one of sets: the caller claims the jobs itself. */
+bool store_fold_claim_sends(struct store *st);
 enum rcs_err store_fold_prefetch(struct store *st, const char *const *idents, size_t n);
 /* store_fold_prefetch for a chunk of sends (docs/coordinator.md, "Sends as sets"): the
  * devices' presence read with the jobs. */

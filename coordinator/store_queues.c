@@ -87,19 +87,20 @@ out:
  * the tenant for each device that comes online (2,000 pending jobs: 2.5 million
  * instructions a device; a fleet back online after a large send read them all once per
  * device), where the partial index holds the device's pending jobs alone. */
-#define JOBS_READY_ONE(lock)                                                                       \
+#define JOBS_READY_ONE(lock, stage)                                                                \
 	"SELECT j.ident FROM jobs j INDEXED BY jobs_pending JOIN devices d ON"                     \
 	" d.entity_ident = j.entity_ident AND"                                                     \
-	" d.client_root = j.client_root WHERE j.entity_ident = ?1 AND j.status = 'pending' AND"    \
-	" j.held = 0 AND (j.scheduled_time IS NULL OR j.scheduled_time <= ?2) AND d.online = 1"    \
+	" d.client_root = j.client_root WHERE j.entity_ident = ?1 AND j.status = 'pending'" stage  \
+	" AND j.held = 0 AND (j.scheduled_time IS NULL OR j.scheduled_time <= ?2) AND d.online = " \
+	"1"                                                                                        \
 	" AND ?3 = ?3 AND " STORE_CLAIM_FREE("?5", "?2") " ORDER BY j.ident LIMIT ?4" lock
 /* INDEXED BY: without it SQLite walks every job ever made in ident order (the ORDER BY),
  * 80 ms under the store's lock at 300,000 jobs; the partial index holds only the pending
  * ones (store_pg.c drops the hint) */
-#define JOBS_READY_ALL(lock)                                                                       \
+#define JOBS_READY_ALL(lock, stage)                                                                \
 	"SELECT j.ident FROM jobs j INDEXED BY jobs_pending JOIN devices d ON"                     \
 	" d.entity_ident = j.entity_ident AND d.client_root = j.client_root"                       \
-	" WHERE j.status = 'pending' AND j.held = 0 AND (j.scheduled_time IS NULL OR"              \
+	" WHERE j.status = 'pending'" stage " AND j.held = 0 AND (j.scheduled_time IS NULL OR"     \
 	" j.scheduled_time <= ?2) AND d.online = 1 AND CAST(?1 AS TEXT) IS NULL AND ?3 = ?3"       \
 	" AND " STORE_CLAIM_FREE("?5", "?2") " ORDER BY j.ident LIMIT ?4" lock
 #define LOCK_J_PG " FOR UPDATE OF j SKIP LOCKED"
@@ -108,27 +109,31 @@ enum rcs_err store_jobs_ready(struct store *st, const char *entity_ident, int64_
 			      struct store_idents *out)
 {
 	if (entity_ident)
-		return store_idents_query(st,
-					  STORE_SQL(st, CLAIM_JOBS(JOBS_READY_ONE("")),
-						    CLAIM_JOBS(JOBS_READY_ONE(LOCK_J_PG))),
-					  entity_ident, now, 0, limit, out);
+		return store_idents_query(
+		    st,
+		    STORE_SQL(st, CLAIM_JOBS(JOBS_READY_ONE("", "")),
+			      CLAIM_JOBS(JOBS_READY_ONE(LOCK_J_PG, JOBS_STAGE_WAITING_PG("j.")))),
+		    entity_ident, now, 0, limit, out);
 	return store_idents_query(
 	    st,
-	    STORE_SQL(st, CLAIM_JOBS(JOBS_READY_ALL("")), CLAIM_JOBS(JOBS_READY_ALL(LOCK_J_PG))),
+	    STORE_SQL(st, CLAIM_JOBS(JOBS_READY_ALL("", "")),
+		      CLAIM_JOBS(JOBS_READY_ALL(LOCK_J_PG, JOBS_STAGE_WAITING_PG("j.")))),
 	    NULL, now, 0, limit, out);
 }
 
 /* INDEXED BY: as for JOBS_READY_ONE, the device's sent jobs rather than the tenant's */
-#define JOBS_UNACKED_ONE(lock)                                                                     \
+#define JOBS_UNACKED_ONE(lock, stage)                                                              \
 	"SELECT j.ident FROM jobs j INDEXED BY jobs_unacked JOIN devices d ON"                     \
 	" d.entity_ident = j.entity_ident AND"                                                     \
-	" d.client_root = j.client_root WHERE j.entity_ident = ?1 AND j.status = 'transmited'"     \
+	" d.client_root = j.client_root WHERE j.entity_ident = ?1 AND j.status = "                 \
+	"'transmited'" stage                                                                       \
 	" AND d.online = 1 AND coalesce(j.sent_at, 0) < ?3 AND " STORE_CLAIM_FREE(                 \
 	    "?5", "?2") " ORDER BY j.ident LIMIT ?4" lock
-#define JOBS_UNACKED_ALL(lock)                                                                     \
+#define JOBS_UNACKED_ALL(lock, stage)                                                              \
 	"SELECT j.ident FROM jobs j INDEXED BY jobs_unacked JOIN devices d ON"                     \
 	" d.entity_ident = j.entity_ident AND d.client_root = j.client_root"                       \
-	" WHERE j.status = 'transmited' AND d.online = 1 AND CAST(?1 AS TEXT) IS NULL AND"         \
+	" WHERE j.status = 'transmited'" stage                                                     \
+	" AND d.online = 1 AND CAST(?1 AS TEXT) IS NULL AND"                                       \
 	" coalesce(j.sent_at, 0) < ?3 AND " STORE_CLAIM_FREE("?5", "?2") " ORDER BY j.ident"       \
 									 " LIMIT ?4" lock
 
@@ -139,68 +144,87 @@ enum rcs_err store_jobs_unacked(struct store *st, const char *entity_ident, int6
 
 	if (entity_ident)
 		return store_idents_query(st,
-					  STORE_SQL(st, CLAIM_JOBS(JOBS_UNACKED_ONE("")),
-						    CLAIM_JOBS(JOBS_UNACKED_ONE(LOCK_J_PG))),
+					  STORE_SQL(st, CLAIM_JOBS(JOBS_UNACKED_ONE("", "")),
+						    CLAIM_JOBS(JOBS_UNACKED_ONE(
+							LOCK_J_PG, JOBS_STAGE_INFLIGHT_PG("j.")))),
 					  entity_ident, now, before, limit, out);
-	return store_idents_query(st,
-				  STORE_SQL(st, CLAIM_JOBS(JOBS_UNACKED_ALL("")),
-					    CLAIM_JOBS(JOBS_UNACKED_ALL(LOCK_J_PG))),
-				  NULL, now, before, limit, out);
+	return store_idents_query(
+	    st,
+	    STORE_SQL(st, CLAIM_JOBS(JOBS_UNACKED_ALL("", "")),
+		      CLAIM_JOBS(JOBS_UNACKED_ALL(LOCK_J_PG, JOBS_STAGE_INFLIGHT_PG("j.")))),
+	    NULL, now, before, limit, out);
 }
 
 /* The in-flight jobs of online devices due to be sent again (their last send ?3 ms, doubled
  * by each send up to 32 times, before ?2); EXP is 2 to the power of its argument. */
-#define JOBS_STALE(EXP, lock)                                                                      \
+#define JOBS_STALE(EXP, lock, stage)                                                               \
 	"SELECT j.ident FROM jobs j JOIN devices d ON d.entity_ident = j.entity_ident AND"         \
-	" d.client_root = j.client_root WHERE " JOBS_INFLIGHT " AND j.update_at <= ?2 - ?3 AND"    \
+	" d.client_root = j.client_root WHERE " JOBS_INFLIGHT stage " AND j.update_at <= ?2 - ?3"  \
+	" AND"                                                                                     \
 	" d.online = 1 AND coalesce(max(j.sent_at, j.update_at), j.update_at) + ?3 * " EXP(        \
 	    "min(max(j.sends - 1, 0), 5)") " <= ?2 AND CAST(?1 AS TEXT) IS NULL AND"               \
 					   " " STORE_CLAIM_FREE(                                   \
 					       "?5", "?2") " ORDER BY j.update_at LIMIT ?4" lock
 #define STALE_EXP_SQ(n) "(1 << " n ")"
 #define STALE_EXP_PG(n) "(CAST(1 AS int8) << CAST(" n " AS int4))"
+/* on PostgreSQL the in-flight jobs sent before ?2 - ?3 (implied by the conditions above: a
+ * job's last send is at most its time of last send or move), which jobs_stale finds without
+ * reading every job on its way (migration 13) */
+#define STALE_STAGE_PG JOBS_STAGE_INFLIGHT_PG("j.") " AND coalesce(j.sent_at, 0) <= ?2 - ?3"
 
 enum rcs_err store_jobs_stale(struct store *st, int64_t now, int64_t after, size_t limit,
 			      struct store_idents *out)
 {
-	return store_idents_query(st,
-				  STORE_SQL(st, CLAIM_JOBS(JOBS_STALE(STALE_EXP_SQ, "")),
-					    CLAIM_JOBS(JOBS_STALE(STALE_EXP_PG, LOCK_J_PG))),
-				  NULL, now, after, limit, out);
+	return store_idents_query(
+	    st,
+	    STORE_SQL(st, CLAIM_JOBS(JOBS_STALE(STALE_EXP_SQ, "", "")),
+		      CLAIM_JOBS(JOBS_STALE(STALE_EXP_PG, LOCK_J_PG, STALE_STAGE_PG))),
+	    NULL, now, after, limit, out);
 }
 
 /* Jobs sent by a coordinator whose claim lapsed before the broker acknowledged the envelope
  * (it stopped or died): another one sends them again. */
-#define JOBS_ORPHANED(lock)                                                                        \
+#define JOBS_ORPHANED(lock, stage)                                                                 \
 	"SELECT j.ident FROM jobs j JOIN devices d ON d.entity_ident = j.entity_ident AND"         \
-	" d.client_root = j.client_root WHERE j.status = 'transmited' AND j.claimed_by IS NOT"     \
-	" NULL AND j.claimed_by != ?5 AND j.lease_until < ?2 AND d.online = 1 AND"                 \
+	" d.client_root = j.client_root WHERE j.status = 'transmited'" stage " AND j.claimed_by"   \
+	" IS NOT NULL AND j.claimed_by != ?5 AND j.lease_until < ?2 AND d.online = 1 AND"          \
 	" CAST(?1 AS TEXT) IS NULL AND ?3 = ?3 ORDER BY j.ident LIMIT ?4" lock
 
 enum rcs_err store_jobs_orphaned(struct store *st, int64_t now, size_t limit,
 				 struct store_idents *out)
 {
 	return store_idents_query(
-	    st, STORE_SQL(st, CLAIM_JOBS(JOBS_ORPHANED("")), CLAIM_JOBS(JOBS_ORPHANED(LOCK_J_PG))),
+	    st,
+	    STORE_SQL(st, CLAIM_JOBS(JOBS_ORPHANED("", "")),
+		      CLAIM_JOBS(JOBS_ORPHANED(LOCK_J_PG, JOBS_STAGE_INFLIGHT_PG("j.")))),
 	    NULL, now, 0, limit, out);
 }
 
 /* The in-flight jobs of online devices after ?1 in ident order (recovery of the reports a
  * clean session lost), claimable. */
-#define JOBS_INFLIGHT_AFTER(lock)                                                                  \
+#define JOBS_INFLIGHT_AFTER(lock, stage)                                                           \
 	"SELECT j.ident FROM jobs j JOIN devices d ON d.entity_ident = j.entity_ident AND"         \
-	" d.client_root = j.client_root WHERE " JOBS_INFLIGHT " AND j.ident > ?1 AND"              \
+	" d.client_root = j.client_root WHERE " JOBS_INFLIGHT stage " AND j.ident > ?1 AND"        \
 	" d.online = 1 AND coalesce(j.sent_at, 0) < ?3 AND " STORE_CLAIM_FREE(                     \
 	    "?5", "?2") " ORDER BY j.ident LIMIT ?4" lock
 
 enum rcs_err store_jobs_inflight(struct store *st, const char *after, int64_t before, int64_t now,
 				 size_t limit, struct store_idents *out)
 {
-	return store_idents_query(st,
-				  STORE_SQL(st, CLAIM_JOBS(JOBS_INFLIGHT_AFTER("")),
-					    CLAIM_JOBS(JOBS_INFLIGHT_AFTER(LOCK_J_PG))),
-				  after ? after : "", now, before, limit, out);
+	return store_idents_query(
+	    st,
+	    STORE_SQL(st, CLAIM_JOBS(JOBS_INFLIGHT_AFTER("", "")),
+		      CLAIM_JOBS(JOBS_INFLIGHT_AFTER(LOCK_J_PG, JOBS_STAGE_INFLIGHT_PG("j.")))),
+	    after ? after : "", now, before, limit, out);
 }
+
+#define JOBS_CLOCK_BACK(stage)                                                                     \
+	"UPDATE jobs SET update_at = CASE WHEN update_at > ?1 THEN ?1 ELSE update_at END,"         \
+	" sent_at = CASE WHEN sent_at > ?1 THEN ?1 ELSE sent_at END,"                              \
+	" reboot_deadline = CASE WHEN reboot_deadline > ?1 + reboot_within"                        \
+	" THEN ?1 + reboot_within ELSE reboot_deadline END"                                        \
+	" WHERE status IN ('transmited', 'edge_transmitted', 'edge_started',"                      \
+	" 'edge_running')" stage " AND (update_at > ?1 OR sent_at > ?1)"
 
 enum rcs_err store_jobs_clock_back(struct store *st, int64_t now)
 {
@@ -209,13 +233,7 @@ enum rcs_err store_jobs_clock_back(struct store *st, int64_t now)
 
 	store_lock(st);
 	err = store_stmt(
-	    st,
-	    "UPDATE jobs SET update_at = CASE WHEN update_at > ?1 THEN ?1 ELSE update_at END,"
-	    " sent_at = CASE WHEN sent_at > ?1 THEN ?1 ELSE sent_at END,"
-	    " reboot_deadline = CASE WHEN reboot_deadline > ?1 + reboot_within"
-	    " THEN ?1 + reboot_within ELSE reboot_deadline END"
-	    " WHERE status IN ('transmited', 'edge_transmitted', 'edge_started',"
-	    " 'edge_running') AND (update_at > ?1 OR sent_at > ?1)",
+	    st, STORE_SQL(st, JOBS_CLOCK_BACK(""), JOBS_CLOCK_BACK(JOBS_STAGE_INFLIGHT_PG(""))),
 	    &s);
 	if (err != RCS_OK)
 		goto out;
@@ -227,19 +245,20 @@ out:
 	return err;
 }
 
-#define JOBS_EXPIRED(lock)                                                                         \
+#define JOBS_EXPIRED(lock, stage)                                                                  \
 	"SELECT ident FROM jobs WHERE expires_at IS NOT NULL AND"                                  \
-	" status IN ('pending', 'transmited') AND expires_at <= ?2 AND"                            \
+	" status IN ('pending', 'transmited')" stage " AND expires_at <= ?2 AND"                   \
 	" CAST(?1 AS TEXT) IS NULL AND ?3 = ?3 AND " STORE_CLAIM_FREE(                             \
 	    "?5", "?2") " ORDER BY expires_at LIMIT ?4" lock
 
 enum rcs_err store_jobs_expired(struct store *st, int64_t now, size_t limit,
 				struct store_idents *out)
 {
-	return store_idents_query(st,
-				  STORE_SQL(st, CLAIM_JOBS(JOBS_EXPIRED("")),
-					    CLAIM_JOBS(JOBS_EXPIRED(STORE_SKIP_LOCKED_PG))),
-				  NULL, now, 0, limit, out);
+	return store_idents_query(
+	    st,
+	    STORE_SQL(st, CLAIM_JOBS(JOBS_EXPIRED("", "")),
+		      CLAIM_JOBS(JOBS_EXPIRED(STORE_SKIP_LOCKED_PG, JOBS_STAGE_OPEN_PG("")))),
+	    NULL, now, 0, limit, out);
 }
 
 #define JOBS_REBOOT_DUE(lock)                                                                      \
@@ -298,6 +317,16 @@ out:
 	return err;
 }
 
+#define NEXT_WAKEUP(waiting, open)                                                                 \
+	"SELECT min(t) FROM (SELECT min(scheduled_time) AS t FROM jobs"                            \
+	" WHERE status = 'pending'" waiting " AND scheduled_time > ?1"                             \
+	" UNION ALL SELECT min(release_at) FROM jobs WHERE held = 1 AND"                           \
+	" status = 'pending' AND release_at > ?1"                                                  \
+	" UNION ALL SELECT min(expires_at) FROM jobs WHERE expires_at IS NOT NULL"                 \
+	" AND status IN ('pending', 'transmited')" open                                            \
+	" UNION ALL SELECT min(reboot_deadline) FROM jobs WHERE"                                   \
+	" reboot_deadline IS NOT NULL AND status = 'edge_running') AS due"
+
 enum rcs_err store_next_wakeup(struct store *st, int64_t now, int64_t *next)
 {
 	struct store_stmt *s = NULL;
@@ -307,14 +336,8 @@ enum rcs_err store_next_wakeup(struct store *st, int64_t now, int64_t *next)
 	*next = 0;
 	store_lock(st);
 	err = store_stmt(st,
-			 "SELECT min(t) FROM (SELECT min(scheduled_time) AS t FROM jobs"
-			 " WHERE status = 'pending' AND scheduled_time > ?1"
-			 " UNION ALL SELECT min(release_at) FROM jobs WHERE held = 1 AND"
-			 " status = 'pending' AND release_at > ?1"
-			 " UNION ALL SELECT min(expires_at) FROM jobs WHERE expires_at IS NOT NULL"
-			 " AND status IN ('pending', 'transmited')"
-			 " UNION ALL SELECT min(reboot_deadline) FROM jobs WHERE"
-			 " reboot_deadline IS NOT NULL AND status = 'edge_running') AS due",
+			 STORE_SQL(st, NEXT_WAKEUP("", ""),
+				   NEXT_WAKEUP(JOBS_STAGE_WAITING_PG(""), JOBS_STAGE_OPEN_PG(""))),
 			 &s);
 	if (err != RCS_OK)
 		goto out;
@@ -610,6 +633,11 @@ enum rcs_err store_node_owner(struct store *st, int64_t now, const char *key, bo
 	return err;
 }
 
+#define JOBS_INFLIGHT_LEFT(stage)                                                                  \
+	"SELECT count(*) FROM jobs j JOIN devices d ON d.entity_ident ="                           \
+	" j.entity_ident AND d.client_root = j.client_root WHERE " JOBS_INFLIGHT stage             \
+	" AND d.online = 1 AND coalesce(j.sent_at, 0) < CAST(?1 AS INTEGER)"
+
 enum rcs_err store_jobs_inflight_left(struct store *st, int64_t before, long long *n)
 {
 	char b[32];
@@ -618,9 +646,7 @@ enum rcs_err store_jobs_inflight_left(struct store *st, int64_t before, long lon
 	snprintf(b, sizeof(b), "%lld", (long long)before);
 	return store_get_one(
 	    st,
-	    "SELECT count(*) FROM jobs j JOIN devices d ON d.entity_ident ="
-	    " j.entity_ident AND d.client_root = j.client_root WHERE " JOBS_INFLIGHT
-	    " AND d.online = 1 AND coalesce(j.sent_at, 0) < CAST(?1 AS INTEGER)",
+	    STORE_SQL(st, JOBS_INFLIGHT_LEFT(""), JOBS_INFLIGHT_LEFT(JOBS_STAGE_INFLIGHT_PG("j."))),
 	    b, NULL, NULL, node_count_row, n);
 }
 

@@ -472,6 +472,32 @@ const struct store_migration store_migrations[] = {
      * NULL: none */
     {.sql = "ALTER TABLE groups ADD COLUMN dl_max INTEGER;\n"
 	    "ALTER TABLE groups ADD COLUMN dl_rate INTEGER;\n"},
+    /* 15, PostgreSQL's only: status moves as HOT updates (docs/coordinator.md, "The jobs table
+     * on PostgreSQL"). No index of jobs names a column that a move on the device changes
+     * (status, update_at): the indexes of the transport's and scheduler's queries are partial
+     * on stage, which the engine computes from the status and which changes on a job's first
+     * and last moves only (store_int.h, JOBS_STAGE_*); jobs_inflight and the new jobs_stale
+     * hold the jobs on their way by ident and by the time of their last send. Pages of jobs
+     * are filled to 70 %, which leaves each row's next versions room on its own page. */
+    {.postgres =
+	 "ALTER TABLE jobs ADD COLUMN stage SMALLINT GENERATED ALWAYS AS (CASE WHEN status IN"
+	 " ('initial', 'pending') THEN 0 WHEN status IN ('transmited', 'edge_transmitted',"
+	 " 'edge_started', 'edge_running') THEN 1 ELSE 2 END) STORED;\n"
+	 "DROP INDEX jobs_status;\n"
+	 "CREATE INDEX jobs_status ON jobs(client_root, stage, ident);\n"
+	 "DROP INDEX jobs_pending;\n"
+	 "CREATE INDEX jobs_pending ON jobs(entity_ident, scheduled_time) WHERE stage = 0;\n"
+	 "DROP INDEX jobs_sched;\n"
+	 "CREATE INDEX jobs_sched ON jobs(scheduled_time) WHERE stage = 0 AND scheduled_time IS"
+	 " NOT NULL;\n"
+	 "DROP INDEX jobs_unacked;\n"
+	 "CREATE INDEX jobs_unacked ON jobs(entity_ident) WHERE stage = 1;\n"
+	 "DROP INDEX jobs_inflight;\n"
+	 "CREATE INDEX jobs_inflight ON jobs(ident) WHERE stage = 1;\n"
+	 "CREATE INDEX jobs_stale ON jobs((coalesce(sent_at, 0))) WHERE stage = 1;\n"
+	 "DROP INDEX jobs_ttl;\n"
+	 "CREATE INDEX jobs_ttl ON jobs(expires_at) WHERE expires_at IS NOT NULL AND stage < 2;\n"
+	 "ALTER TABLE jobs SET (fillfactor = 70);\n"},
 };
 
 const size_t store_n_migrations = sizeof(store_migrations) / sizeof(store_migrations[0]);

@@ -164,11 +164,13 @@ def pg_stats(pg, db):
         ", ".join(cols), name)).strip().split("|")
     out = dict(zip(cols, (int(x) for x in row)))
     # per table: where the rows read come from (sequential scans or indexes)
+    # and how many of its updates were HOT (no index entry written: n_tup_hot_upd)
     for line in pg.psql("SELECT relname, seq_scan, seq_tup_read, coalesce(idx_scan, 0), "
-                        "coalesce(idx_tup_fetch, 0) FROM pg_stat_user_tables",
-                        db=name).split():
+                        "coalesce(idx_tup_fetch, 0), n_tup_upd, n_tup_hot_upd "
+                        "FROM pg_stat_user_tables", db=name).split():
         t, *v = line.split("|")
-        for k, x in zip(("seq_scan", "seq_tup_read", "idx_scan", "idx_tup_fetch"), v):
+        for k, x in zip(("seq_scan", "seq_tup_read", "idx_scan", "idx_tup_fetch", "n_tup_upd",
+                         "n_tup_hot_upd"), v):
             out["%s.%s" % (t, k)] = int(x)
     return out
 
@@ -313,6 +315,9 @@ def coordinators_run(workdir, label, database, ncoord, n, timeout, stall, statem
                "peak_rss_mb": max(p["peak_rss_mb"] for p in per),
                "postgres_per_job": {k: round((s1[k] - s0.get(k, 0)) / max(created, 1), 2)
                                     for k in s1 if s1[k] != s0.get(k, 0)} if s1 else None,
+               "jobs_hot_updates": "%d of %d" % (
+                   s1["jobs.n_tup_hot_upd"] - s0.get("jobs.n_tup_hot_upd", 0),
+                   s1["jobs.n_tup_upd"] - s0.get("jobs.n_tup_upd", 0)) if s1 else None,
                "reports": reports, "pg_calls": calls,
                "pg_calls_per_report": round(calls / max(reports, 1), 3)
                if calls is not None else None,

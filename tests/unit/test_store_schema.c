@@ -68,9 +68,16 @@ static const char *const exact_pg[] = {
     " current_schema()::regnamespace ORDER BY proname",
 };
 
+/* The indexes of jobs that PostgreSQL's migration 13 makes partial on its own column stage
+ * (the exact dumps hold both engines' definitions). */
+#define JOBS_STAGE_INDEXES                                                                         \
+	"('jobs_status', 'jobs_pending', 'jobs_sched', 'jobs_unacked', 'jobs_inflight',"           \
+	" 'jobs_stale', 'jobs_ttl')"
+
 /* The schema in the engines' common terms (PostgreSQL's own tables left out: the chunks of
- * artifacts and their uploads, migration 9): tables, columns (name, type, whether NULL is
- * refused, a key's columns refuse it on both), explicit indexes and their columns. */
+ * artifacts and their uploads, migration 9; and the column stage of jobs and the indexes of
+ * jobs on it, migration 13): tables, columns (name, type, whether NULL is refused, a key's
+ * columns refuse it on both), explicit indexes and their columns. */
 static const char *const common_sq[] = {
     "SELECT 'column', m.name, p.name, CASE WHEN p.type IN ('INTEGER', 'BIGINT') THEN 'int'"
     " WHEN p.type IN ('TEXT', 'BLOB') THEN 'text' ELSE p.type END, CASE WHEN p.\"notnull\""
@@ -78,21 +85,22 @@ static const char *const common_sq[] = {
     " pragma_table_info(m.name) p WHERE m.type = 'table' ORDER BY m.name, p.cid",
     "SELECT 'index', m.tbl_name, m.name, i.name, NULL FROM sqlite_master m,"
     " pragma_index_info(m.name) i WHERE m.type = 'index' AND m.sql IS NOT NULL"
-    " ORDER BY m.name, i.seqno",
+    " AND m.name NOT IN " JOBS_STAGE_INDEXES " ORDER BY m.name, i.seqno",
 };
 static const char *const common_pg[] = {
     "SELECT 'column', table_name, column_name, CASE WHEN data_type IN ('bigint', 'integer')"
     " THEN 'int' WHEN data_type IN ('text', 'bytea') THEN 'text' ELSE data_type END,"
     " CASE WHEN is_nullable = 'NO' THEN 'not null' ELSE 'null' END, NULL FROM"
     " information_schema.columns WHERE table_schema = current_schema() AND table_name NOT IN"
-    " ('schema_version', 'artifact_chunks', 'artifact_uploads')"
-    " ORDER BY table_name, ordinal_position",
+    " ('schema_version', 'artifact_chunks', 'artifact_uploads') AND NOT (table_name = 'jobs'"
+    " AND column_name = 'stage') ORDER BY table_name, ordinal_position",
     "SELECT 'index', t.relname, i.relname, a.attname, NULL FROM pg_index x JOIN pg_class i ON"
     " i.oid = x.indexrelid JOIN pg_class t ON t.oid = x.indrelid JOIN pg_namespace n ON"
     " n.oid = t.relnamespace CROSS JOIN LATERAL unnest(CAST(x.indkey AS int2[])) WITH"
     " ORDINALITY AS k(attnum, ord) JOIN pg_attribute a ON a.attrelid = t.oid AND a.attnum ="
     " k.attnum WHERE n.nspname = current_schema() AND NOT EXISTS (SELECT 1 FROM pg_constraint"
-    " c WHERE c.conindid = x.indexrelid) ORDER BY i.relname, k.ord",
+    " c WHERE c.conindid = x.indexrelid) AND i.relname NOT IN " JOBS_STAGE_INDEXES
+    " ORDER BY i.relname, k.ord",
 };
 
 static void dump_all(struct store *st, const char *const *sq, size_t n_sq, const char *const *pg,
@@ -187,9 +195,10 @@ static void test_common(void **state)
 	buf_free(&b);
 }
 
-/* Each engine's schema version counts the migrations it ran, 14 on both (migration 6 is
- * PostgreSQL's own; SQLite's is empty); a database at 5 on PostgreSQL continues with 6 to
- * 13 and ends with the same schema; opened again, nothing runs. */
+/* Each engine's schema version counts the migrations it ran: 14 on SQLite, 15 on PostgreSQL
+ * (migrations 6 and 15 are PostgreSQL's own; SQLite's are empty, and its count stops at the
+ * last one with text for it); a database at 5 on PostgreSQL continues with 6 to 15 and ends
+ * with the same schema; opened again, nothing runs. */
 static void test_versions(void **state)
 {
 	struct fixture *f = *state;
@@ -197,7 +206,7 @@ static void test_versions(void **state)
 	    store_test_pg() ? "SELECT max(version) FROM schema_version" : "PRAGMA user_version";
 	struct buf b;
 
-	assert_int_equal(store_test_db_int(f->path, version, NULL), 14);
+	assert_int_equal(store_test_db_int(f->path, version, NULL), store_test_pg() ? 15 : 14);
 	store_close(f->st);
 	f->st = NULL;
 	if (store_test_pg()) {
@@ -220,11 +229,24 @@ static void test_versions(void **state)
 		    " DROP INDEX jobs_reboot; ALTER TABLE jobs DROP COLUMN phase,"
 		    " DROP COLUMN reboot_within, DROP COLUMN reboot_deadline;"
 		    " ALTER TABLE job_history DROP COLUMN phase;"
-		    " ALTER TABLE groups DROP COLUMN dl_max, DROP COLUMN dl_rate"));
+		    " ALTER TABLE groups DROP COLUMN dl_max, DROP COLUMN dl_rate;"
+		    /* migration 15: the column of stages takes its indexes with it */
+		    " ALTER TABLE jobs DROP COLUMN stage; ALTER TABLE jobs RESET (fillfactor);"
+		    " CREATE INDEX jobs_status ON jobs(client_root, status, ident);"
+		    " CREATE INDEX jobs_pending ON jobs(entity_ident, scheduled_time) WHERE"
+		    " status = 'pending';"
+		    " CREATE INDEX jobs_sched ON jobs(scheduled_time) WHERE status = 'pending'"
+		    " AND scheduled_time IS NOT NULL;"
+		    " CREATE INDEX jobs_unacked ON jobs(entity_ident) WHERE status = 'transmited';"
+		    " CREATE INDEX jobs_inflight ON jobs(update_at) WHERE (status = 'transmited' OR"
+		    " status = 'edge_transmitted' OR status = 'edge_started' OR"
+		    " status = 'edge_running');"
+		    " CREATE INDEX jobs_ttl ON jobs(expires_at) WHERE expires_at IS NOT NULL AND"
+		    " status IN ('pending', 'transmited')"));
 #endif
 	}
 	assert_int_equal(store_open(f->path, &f->st), RCS_OK);
-	assert_int_equal(store_test_db_int(f->path, version, NULL), 14);
+	assert_int_equal(store_test_db_int(f->path, version, NULL), store_test_pg() ? 15 : 14);
 	dump_all(f->st, exact_sq, N(exact_sq), exact_pg, N(exact_pg), &b);
 	check_vector(&b, store_test_pg() ? "store-schema-postgres.txt" : "store-schema-sqlite.txt");
 	buf_free(&b);
