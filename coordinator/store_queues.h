@@ -29,6 +29,11 @@ enum rcs_err store_jobs_unacked(struct store *st, const char *entity_ident, int6
  * seconds, doubling with every re-send (up to 32x), for online devices. */
 enum rcs_err store_jobs_stale(struct store *st, int64_t now, int64_t after, size_t limit,
 			      struct store_idents *out);
+/* Idents of jobs still transmited to online devices `after` seconds after their last send,
+ * that were not re-sent yet at least `after` seconds after their move to transmited: the
+ * early re-send of an envelope no device acknowledged (once a job), at most limit. */
+enum rcs_err store_jobs_unacked_late(struct store *st, int64_t now, int64_t after, size_t limit,
+				     struct store_idents *out);
 /* The wall clock went back to now: the active jobs' last news and sends are
  * brought back to it, so that a job without news is re-sent after resend_after
  * again instead of after the size of the step. */
