@@ -352,9 +352,11 @@ static bool bridge_commit_chunk(struct bridge_send *s, const char (*ids)[UUID_ST
 /*
  * Publishes many jobs (worker thread), BRIDGE_PUBLISH_CHUNK at a time: one
  * transaction moves a chunk to transmited and records it as sent, and its
- * envelopes go out after that commit (re-sends are counted in a second one).
+ * envelopes go out after that commit (re-sends are recorded in a second one; counted, for
+ * the doubling of the re-send of jobs without news, unless uncounted).
  */
-void bridge_publish_idents(struct bridge_send *s, const struct store_idents *idents, bool resend)
+static void bridge_publish_ids(struct bridge_send *s, const struct store_idents *idents,
+			       bool resend, bool uncounted)
 {
 	struct store *st = s->link->st;
 	size_t n = idents->n;
@@ -393,7 +395,7 @@ void bridge_publish_idents(struct bridge_send *s, const struct store_idents *ide
 		tx = resend && store_tx_begin(st) == RCS_OK;
 		for (size_t i = 0; i < k; i++) {
 			if (outs[i].payload && tx)
-				store_job_mark_sent(st, outs[i].ident, now);
+				store_job_mark_sent(st, outs[i].ident, now, !uncounted);
 			free(outs[i].payload);
 			outs[i].payload = NULL;
 		}
@@ -401,6 +403,11 @@ void bridge_publish_idents(struct bridge_send *s, const struct store_idents *ide
 			store_tx_end(st, true);
 	}
 	free(outs);
+}
+
+void bridge_publish_idents(struct bridge_send *s, const struct store_idents *idents, bool resend)
+{
+	bridge_publish_ids(s, idents, resend, false);
 }
 
 /* ---- the worker's sends ---- */
@@ -488,7 +495,8 @@ void bridge_resend_unacked(struct bridge_send *s, int64_t now, size_t reports_wa
 			 (long long)s->unacked_after);
 		metrics_resent_unacked(ids.n);
 	}
-	bridge_publish_idents(s, &ids, true);
+	/* not counted: the re-send of jobs without news still comes resend_after after it */
+	bridge_publish_ids(s, &ids, true, true);
 	store_idents_free(&ids);
 }
 

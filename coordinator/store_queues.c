@@ -260,18 +260,19 @@ enum rcs_err store_jobs_expired(struct store *st, int64_t now, size_t limit,
 				  NULL, now, 0, limit, out);
 }
 
-enum rcs_err store_job_mark_sent(struct store *st, const char *ident, int64_t now)
+enum rcs_err store_job_mark_sent(struct store *st, const char *ident, int64_t now, bool counted)
 {
 	struct store_stmt *s = NULL;
 	enum rcs_err err;
 
 	store_lock(st);
 	err =
-	    store_stmt(st, "UPDATE jobs SET sent_at = ?1, sends = sends + 1 WHERE ident = ?2", &s);
+	    store_stmt(st, "UPDATE jobs SET sent_at = ?1, sends = sends + ?3 WHERE ident = ?2", &s);
 	if (err != RCS_OK)
 		goto out;
 	store_arg_int(s, 1, now);
 	store_arg_text(s, 2, ident);
+	store_arg_int(s, 3, counted ? 1 : 0);
 	err = store_done(st, s, "mark sent");
 out:
 	store_stmt_done(st, s);

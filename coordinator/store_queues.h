@@ -41,8 +41,9 @@ enum rcs_err store_jobs_clock_back(struct store *st, int64_t now);
 /* Idents of pending or transmited jobs whose ttl has run out. */
 enum rcs_err store_jobs_expired(struct store *st, int64_t now, size_t limit,
 				struct store_idents *out);
-/* Records a (re-)send of the job's envelope. */
-enum rcs_err store_job_mark_sent(struct store *st, const char *ident, int64_t now);
+/* Records a (re-)send of the job's envelope at now; counted: one more send (the re-send of
+ * jobs without news waits twice as long after each), else its time only. */
+enum rcs_err store_job_mark_sent(struct store *st, const char *ident, int64_t now, bool counted);
 /* The next time (Unix s) a scheduled job falls due, a held job's retry backoff ends or a ttl runs
  * out; 0 when none. */
 enum rcs_err store_next_wakeup(struct store *st, int64_t now, int64_t *next);

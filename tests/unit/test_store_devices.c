@@ -615,11 +615,17 @@ static void test_queues(void **state)
 	assert_int_equal(next, 1699999950);
 	sql(f, "UPDATE jobs SET held = 0, release_at = NULL WHERE ident = '" JOB("01") "'");
 
-	assert_int_equal(store_job_mark_sent(f->st, JOB("04"), NOW + 5), RCS_OK);
+	assert_int_equal(store_job_mark_sent(f->st, JOB("04"), NOW + 5, true), RCS_OK);
 	assert_int_equal(
 	    sql_int(f,
 		    "SELECT sends * 10000000000 + sent_at FROM jobs WHERE ident = '" JOB("04") "'"),
 	    2 * 10000000000LL + NOW + 5);
+	/* an early re-send is not counted: its time only */
+	assert_int_equal(store_job_mark_sent(f->st, JOB("04"), NOW + 7, false), RCS_OK);
+	assert_int_equal(
+	    sql_int(f,
+		    "SELECT sends * 10000000000 + sent_at FROM jobs WHERE ident = '" JOB("04") "'"),
+	    2 * 10000000000LL + NOW + 7);
 	/* the clock went back: last news and sends no later than now */
 	assert_int_equal(store_jobs_clock_back(f->st, NOW - 500), RCS_OK);
 	assert_int_equal(
