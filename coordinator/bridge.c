@@ -231,8 +231,10 @@ static int bridge_asked_sends(struct bridge *b, const struct bridge_asked *a, in
 		bridge_catch_up(b->send, NULL, now);
 	else if (a->due && mqttc_connected(mq))
 		bridge_send_ready(b->send, NULL, now);
-	if (a->sweep && mqttc_connected(mq))
+	if (a->sweep && mqttc_connected(mq)) {
 		bridge_resend_stale(b->send, now);
+		bridge_resend_unacked(b->send, now, bridge_apply_waiting(b->apply));
+	}
 	/* every second on a shared database: a coordinator whose signs of life lapsed */
 	if (a->due && mqttc_connected(mq))
 		bridge_recover_lapsed(b->recover, now, bridge_subs_active(b->subs));
@@ -291,7 +293,8 @@ static void *bridge_worker(void *arg)
 /* The parts, each with what it needs of opts. */
 static enum rcs_err bridge_parts_new(struct bridge *b, const struct bridge_opts *opts)
 {
-	b->send = bridge_send_new(&b->link, opts->resend_after > 0 ? opts->resend_after : 60);
+	b->send = bridge_send_new(&b->link, opts->resend_after > 0 ? opts->resend_after : 60,
+				  opts->resend_unacked_after);
 	b->events = bridge_events_new(&b->link, opts->events_qos == 0 ? 0 : 1,
 				      opts->events_backlog > 0 ? opts->events_backlog : 8192);
 	if (b->send == NULL || b->events == NULL)

@@ -139,7 +139,8 @@ struct bridge_send;
 
 /* resend_after: seconds without news before a job's envelope is re-sent. NULL on no
  * memory. */
-struct bridge_send *bridge_send_new(const struct bridge_link *l, int64_t resend_after);
+struct bridge_send *bridge_send_new(const struct bridge_link *l, int64_t resend_after,
+				    int64_t unacked_after);
 void bridge_send_free(struct bridge_send *s);
 /* How often the scheduler asks for the re-send sweep (sched_transport.resend_every). */
 int64_t bridge_send_sweep_every(const struct bridge_send *s);
@@ -161,6 +162,9 @@ void bridge_publish_idents(struct bridge_send *s, const struct store_idents *ide
 void bridge_send_ready(struct bridge_send *s, const char *entity_ident, int64_t now);
 void bridge_catch_up(struct bridge_send *s, const char *entity_ident, int64_t now);
 void bridge_resend_stale(struct bridge_send *s, int64_t now);
+/* The early re-send, once, of envelopes not acknowledged unacked_after seconds after their
+ * send, unless reports_waiting (received, not applied yet). */
+void bridge_resend_unacked(struct bridge_send *s, int64_t now, size_t reports_waiting);
 /* The worker's round: ends the claims of what the broker acknowledged (unclaim), sends the
  * queued jobs (queued), and again what the client refused (retry, while connected). */
 void bridge_unclaim(struct bridge_send *s);

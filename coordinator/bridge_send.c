@@ -25,10 +25,12 @@
 #define BRIDGE_PUBLISH_CHUNK 256  /* envelopes per transaction when sending many */
 #define BRIDGE_SWEEP_SECONDS 15   /* re-send sweep period, at most */
 #define BRIDGE_ACK_SLOTS     8192 /* envelopes awaiting the broker's ack, by tag (claims) */
+#define BRIDGE_UNACKED_PAGE  256  /* early re-sends of unacknowledged envelopes a sweep */
 
 struct bridge_send {
 	const struct bridge_link *link;
 	int64_t resend_after;
+	int64_t unacked_after; /* early re-send of an unacknowledged envelope (0: none) */
 
 	pthread_mutex_t lock;       /* the lists and the ack slots */
 	struct bridge_idents out;   /* job idents to publish */
@@ -47,7 +49,8 @@ struct bridge_send {
 	struct bridge_envelopes *env; /* built here */
 };
 
-struct bridge_send *bridge_send_new(const struct bridge_link *l, int64_t resend_after)
+struct bridge_send *bridge_send_new(const struct bridge_link *l, int64_t resend_after,
+				    int64_t unacked_after)
 {
 	struct bridge_send *s = calloc(1, sizeof(*s));
 
@@ -55,6 +58,7 @@ struct bridge_send *bridge_send_new(const struct bridge_link *l, int64_t resend_
 		return NULL;
 	s->link = l;
 	s->resend_after = resend_after;
+	s->unacked_after = unacked_after > 0 ? unacked_after : 0;
 	pthread_mutex_init(&s->lock, NULL);
 	s->env = bridge_envelopes_new(l);
 	if (l->claims)
@@ -81,9 +85,13 @@ void bridge_send_free(struct bridge_send *s)
 
 int64_t bridge_send_sweep_every(const struct bridge_send *s)
 {
-	return s->resend_after / 2 < BRIDGE_SWEEP_SECONDS
-		   ? (s->resend_after / 2 > 0 ? s->resend_after / 2 : 1)
-		   : BRIDGE_SWEEP_SECONDS;
+	int64_t every =
+	    s->resend_after / 2 < BRIDGE_SWEEP_SECONDS ? s->resend_after / 2 : BRIDGE_SWEEP_SECONDS;
+
+	/* the early re-send's jobs are seen within half its time */
+	if (s->unacked_after > 0 && s->unacked_after / 2 < every)
+		every = s->unacked_after / 2;
+	return every > 0 ? every : 1;
 }
 
 /* Moves the list l whole into *out (under the lock) when it holds any idents and, with
@@ -346,9 +354,11 @@ static bool bridge_commit_chunk(struct bridge_send *s, const char (*ids)[UUID_ST
 /*
  * Publishes many jobs (worker thread), BRIDGE_PUBLISH_CHUNK at a time: one
  * transaction moves a chunk to transmited and records it as sent, and its
- * envelopes go out after that commit (re-sends are counted in a second one).
+ * envelopes go out after that commit (re-sends are recorded in a second one; counted, for
+ * the doubling of the re-send of jobs without news, unless uncounted).
  */
-void bridge_publish_idents(struct bridge_send *s, const struct store_idents *idents, bool resend)
+static void bridge_publish_ids(struct bridge_send *s, const struct store_idents *idents,
+			       bool resend, bool uncounted)
 {
 	struct store *st = s->link->st;
 	size_t n = idents->n;
@@ -387,7 +397,7 @@ void bridge_publish_idents(struct bridge_send *s, const struct store_idents *ide
 		tx = resend && store_tx_begin(st) == RCS_OK;
 		for (size_t i = 0; i < k; i++) {
 			if (outs[i].payload && tx)
-				store_job_mark_sent(st, outs[i].ident, now);
+				store_job_mark_sent(st, outs[i].ident, now, !uncounted);
 			free(outs[i].payload);
 			outs[i].payload = NULL;
 		}
@@ -395,6 +405,11 @@ void bridge_publish_idents(struct bridge_send *s, const struct store_idents *ide
 			store_tx_end(st, true);
 	}
 	free(outs);
+}
+
+void bridge_publish_idents(struct bridge_send *s, const struct store_idents *idents, bool resend)
+{
+	bridge_publish_ids(s, idents, resend, false);
 }
 
 /* ---- the worker's sends ---- */
@@ -458,6 +473,32 @@ void bridge_resend_stale(struct bridge_send *s, int64_t now)
 		log_info("re-sending %zu jobs without news for %llds or more", ids.n,
 			 (long long)s->resend_after);
 	bridge_publish_idents(s, &ids, true);
+	store_idents_free(&ids);
+}
+
+/*
+ * Re-publishes, once, the envelopes still transmited to online devices unacked_after seconds
+ * after their send (docs/mqtt.md "Delivery guarantees"): a broker cluster acknowledges an
+ * envelope once it stored it, and its delivery to the device's session can still be lost
+ * (docs/scale-out.md, "The broker cluster: NATS"). Not while reports received wait to be
+ * applied (the acknowledgements may be among them); BRIDGE_UNACKED_PAGE a sweep.
+ */
+void bridge_resend_unacked(struct bridge_send *s, int64_t now, size_t reports_waiting)
+{
+	struct store_idents ids;
+
+	if (s->unacked_after <= 0 || reports_waiting > 0)
+		return;
+	if (store_jobs_unacked_late(s->link->st, now, s->unacked_after, BRIDGE_UNACKED_PAGE,
+				    &ids) != RCS_OK)
+		return;
+	if (ids.n > 0) {
+		log_info("re-sending %zu jobs not acknowledged %llds after their send", ids.n,
+			 (long long)s->unacked_after);
+		metrics_resent_unacked(ids.n);
+	}
+	/* not counted: the re-send of jobs without news still comes resend_after after it */
+	bridge_publish_ids(s, &ids, true, true);
 	store_idents_free(&ids);
 }
 

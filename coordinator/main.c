@@ -90,6 +90,9 @@ static const struct cfg_opt serve_opts[] = {
 	    "larger device messages are dropped (default 1048576)"),
     OPT_INT("resend_after", resend_after, 5, 86400, "SECONDS",
 	    "re-send a job's envelope after this long without news (default 60)"),
+    OPT_INT("resend_unacked_after", resend_unacked_after, 0, 86400, "SECONDS",
+	    "re-send once, this long after its send, a job an online device has not"
+	    " acknowledged (default 10 with several --mqtt brokers, else 0: never)"),
     OPT("smtp_url", CFG_STRING, smtp_url, "URL",
 	"mail server for notifications: smtp://host:port or smtps://host:port"),
     OPT("smtp_from", CFG_STRING, smtp_from, "ADDR", "sender address of notifications"),
@@ -374,6 +377,7 @@ int main(int argc, char **argv)
 		s.threads = 64;
 	s.mqtt_max_payload = 1024 * 1024;
 	s.resend_after = 60;
+	s.resend_unacked_after = -1; /* serve.c: by the number of brokers */
 	s.lease = STORE_LEASE_DEFAULT;
 	s.events_qos = 1;
 	s.events_backlog = 8192;

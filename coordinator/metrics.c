@@ -57,6 +57,7 @@ static struct {
 	unsigned long long art_gets[METRICS_GET_ANSWERS];
 	/* several brokers and coordinators */
 	unsigned long long mqtt_reports_in;
+	unsigned long long resent_unacked; /* early re-sends of unacknowledged envelopes */
 	bool mqtt_shared;
 	char mqtt_broker[512]; /* "": not connected */
 } m = {
@@ -118,6 +119,13 @@ void metrics_mqtt_out(void)
 {
 	pthread_mutex_lock(&m.lock);
 	m.mqtt_out++;
+	pthread_mutex_unlock(&m.lock);
+}
+
+void metrics_resent_unacked(size_t n)
+{
+	pthread_mutex_lock(&m.lock);
+	m.resent_unacked += n;
 	pthread_mutex_unlock(&m.lock);
 }
 
@@ -384,8 +392,12 @@ enum rcs_err metrics_render(struct store *st, struct buf *b)
 	buf_appendf(b,
 		    "# HELP rcs_mqtt_reports_received_total Device status reports received.\n"
 		    "# TYPE rcs_mqtt_reports_received_total counter\n"
-		    "rcs_mqtt_reports_received_total %llu\n",
-		    m.mqtt_reports_in);
+		    "rcs_mqtt_reports_received_total %llu\n"
+		    "# HELP rcs_jobs_resent_unacked_total Envelopes sent again because no device"
+		    " acknowledged them within resend_unacked_after.\n"
+		    "# TYPE rcs_jobs_resent_unacked_total counter\n"
+		    "rcs_jobs_resent_unacked_total %llu\n",
+		    m.mqtt_reports_in, m.resent_unacked);
 	gauge(b, "rcs_mqtt_shared_subscription",
 	      "1 while status reports come through the shared subscription.",
 	      m.mqtt_shared ? 1 : 0);

@@ -25,6 +25,9 @@ void metrics_mqtt_probe(bool (*probe)(void *ctx), void *ctx);
 /* A message came in or went out. */
 void metrics_mqtt_in(void);
 void metrics_mqtt_out(void);
+/* n envelopes sent again early: no device acknowledged them (docs/mqtt.md "Delivery
+ * guarantees"). */
+void metrics_resent_unacked(size_t n);
 /* Several brokers and coordinators (docs/mqtt.md "Several brokers"): a status report came
  * in; reports come through the shared subscription (or not); the broker connected to (NULL:
  * none). */

@@ -34,6 +34,9 @@ struct bridge_opts {
 	struct mqttc_opts mqtt;
 	size_t max_payload;   /* larger messages are logged and dropped */
 	int64_t resend_after; /* seconds without news before a job's envelope is re-sent */
+	/* seconds after its send before a job still transmited to an online device is sent
+	 * again, once (0: never; docs/mqtt.md "Delivery guarantees") */
+	int64_t resend_unacked_after;
 	enum bridge_shared shared;
 	/* the client id is the same at every start (node id given or kept, or a client id
 	 * given): auto uses a shared subscription only then (docs/mqtt.md) */

@@ -385,6 +385,11 @@ static bool serve_start_bridge(struct serve *sv)
 	bo.mqtt.key_passphrase = s->mqtt_key_passphrase;
 	bo.max_payload = (size_t)s->mqtt_max_payload;
 	bo.resend_after = s->resend_after;
+	/* a cluster's brokers may lose an envelope they acknowledged (docs/mqtt.md, "Delivery
+	 * guarantees"): re-sent after 10 s when several are given, unless set */
+	bo.resend_unacked_after = s->resend_unacked_after >= 0 ? s->resend_unacked_after
+				  : s->mqtt.n > 1              ? 10
+							       : 0;
 	bo.tokens = sv->tokens;
 	if (bridge_start(&bo, sv->st, &sv->lc, &sv->bridge) != RCS_OK) {
 		fprintf(stderr, "rcs-coordinator: cannot use MQTT broker %s\n", sv->brokers);

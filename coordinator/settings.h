@@ -43,6 +43,7 @@ struct settings {
 	char *mqtt_key_passphrase_file;
 	long long mqtt_max_payload;
 	long long resend_after;
+	long long resend_unacked_after;
 	char *smtp_url;
 	char *smtp_from;
 	char *smtp_username;

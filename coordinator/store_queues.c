@@ -182,6 +182,28 @@ enum rcs_err store_jobs_stale(struct store *st, int64_t now, int64_t after, size
 	    NULL, now, after, limit, out);
 }
 
+/* The jobs still transmited to online devices ?3 s after their last send, sent only once
+ * so far or re-sent within ?3 s of their move to transmited (the catch-up of a reconnect):
+ * the early re-send of an envelope no device acknowledged, once a job (docs/mqtt.md
+ * "Delivery guarantees"). INDEXED BY as for JOBS_UNACKED_ALL. */
+#define JOBS_UNACKED_LATE(lock, stage)                                                             \
+	"SELECT j.ident FROM jobs j INDEXED BY jobs_unacked JOIN devices d ON"                     \
+	" d.entity_ident = j.entity_ident AND d.client_root = j.client_root"                       \
+	" WHERE j.status = 'transmited'" stage                                                     \
+	" AND d.online = 1 AND CAST(?1 AS TEXT) IS NULL AND"                                       \
+	" coalesce(j.sent_at, j.update_at) <= ?2 - ?3 AND coalesce(j.sent_at, j.update_at) <"      \
+	" j.update_at + ?3 AND " STORE_CLAIM_FREE("?5", "?2") " ORDER BY j.ident LIMIT ?4" lock
+
+enum rcs_err store_jobs_unacked_late(struct store *st, int64_t now, int64_t after, size_t limit,
+				     struct store_idents *out)
+{
+	return store_idents_query(
+	    st,
+	    STORE_SQL(st, CLAIM_JOBS(JOBS_UNACKED_LATE("", "")),
+		      CLAIM_JOBS(JOBS_UNACKED_LATE(LOCK_J_PG, JOBS_STAGE_INFLIGHT_PG("j.")))),
+	    NULL, now, after, limit, out);
+}
+
 /* Jobs sent by a coordinator whose claim lapsed before the broker acknowledged the envelope
  * (it stopped or died): another one sends them again. */
 #define JOBS_ORPHANED(lock, stage)                                                                 \
@@ -298,18 +320,19 @@ out:
 	return err;
 }
 
-enum rcs_err store_job_mark_sent(struct store *st, const char *ident, int64_t now)
+enum rcs_err store_job_mark_sent(struct store *st, const char *ident, int64_t now, bool counted)
 {
 	struct store_stmt *s = NULL;
 	enum rcs_err err;
 
 	store_lock(st);
 	err =
-	    store_stmt(st, "UPDATE jobs SET sent_at = ?1, sends = sends + 1 WHERE ident = ?2", &s);
+	    store_stmt(st, "UPDATE jobs SET sent_at = ?1, sends = sends + ?3 WHERE ident = ?2", &s);
 	if (err != RCS_OK)
 		goto out;
 	store_arg_int(s, 1, now);
 	store_arg_text(s, 2, ident);
+	store_arg_int(s, 3, counted ? 1 : 0);
 	err = store_done(st, s, "mark sent");
 out:
 	store_stmt_done(st, s);

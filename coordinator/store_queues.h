@@ -29,6 +29,11 @@ enum rcs_err store_jobs_unacked(struct store *st, const char *entity_ident, int6
  * seconds, doubling with every re-send (up to 32x), for online devices. */
 enum rcs_err store_jobs_stale(struct store *st, int64_t now, int64_t after, size_t limit,
 			      struct store_idents *out);
+/* Idents of jobs still transmited to online devices `after` seconds after their last send,
+ * that were not re-sent yet at least `after` seconds after their move to transmited: the
+ * early re-send of an envelope no device acknowledged (once a job), at most limit. */
+enum rcs_err store_jobs_unacked_late(struct store *st, int64_t now, int64_t after, size_t limit,
+				     struct store_idents *out);
 /* The wall clock went back to now: the active jobs' last news and sends are
  * brought back to it, so that a job without news is re-sent after resend_after
  * again instead of after the size of the step; a reboot deadline is now + its
@@ -44,8 +49,9 @@ enum rcs_err store_jobs_reboot_due(struct store *st, int64_t now, size_t limit,
 /* The coordinator's own downtime never fails a device (docs/api.md "Jobs"): every reboot
  * deadline is pushed to at least now + its within. */
 enum rcs_err store_jobs_reboot_push(struct store *st, int64_t now);
-/* Records a (re-)send of the job's envelope. */
-enum rcs_err store_job_mark_sent(struct store *st, const char *ident, int64_t now);
+/* Records a (re-)send of the job's envelope at now; counted: one more send (the re-send of
+ * jobs without news waits twice as long after each), else its time only. */
+enum rcs_err store_job_mark_sent(struct store *st, const char *ident, int64_t now, bool counted);
 /* The next time (Unix s) a scheduled job falls due, a held job's retry backoff ends, a ttl runs
  * out or a reboot deadline passes; 0 when none. */
 enum rcs_err store_next_wakeup(struct store *st, int64_t now, int64_t *next);

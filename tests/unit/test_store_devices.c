@@ -532,6 +532,34 @@ static void test_queues(void **state)
 		assert_idents(&ids, want, 1);
 		store_idents_free(&ids);
 	}
+	/* the early re-send of envelopes not acknowledged (docs/mqtt.md "Delivery guarantees"):
+	 * the transmited jobs of online devices 10 s after their last send, once */
+	{
+		const char *const want[] = {JOB("04"), JOB("07")};
+		assert_int_equal(store_jobs_unacked_late(f->st, NOW + 9, 10, 10, &ids), RCS_OK);
+		assert_int_equal(ids.n, 0);
+		store_idents_free(&ids);
+		assert_int_equal(store_jobs_unacked_late(f->st, NOW + 10, 10, 10, &ids), RCS_OK);
+		assert_idents(&ids, want, 2);
+		store_idents_free(&ids);
+		assert_int_equal(store_jobs_unacked_late(f->st, NOW + 10, 10, 1, &ids), RCS_OK);
+		assert_idents(&ids, want, 1);
+		store_idents_free(&ids);
+		/* 04 re-sent 10 s after its move: not again, however long it waits */
+		sql(f, "UPDATE jobs SET sent_at = 1700000010 WHERE ident = '" JOB("04") "'");
+		assert_int_equal(store_jobs_unacked_late(f->st, NOW + 1000, 10, 10, &ids), RCS_OK);
+		assert_idents(&ids, want + 1, 1);
+		store_idents_free(&ids);
+		/* re-sent sooner (a reconnect's catch-up, 5 s after): once more 10 s later */
+		sql(f, "UPDATE jobs SET sent_at = 1700000005 WHERE ident = '" JOB("04") "'");
+		assert_int_equal(store_jobs_unacked_late(f->st, NOW + 14, 10, 10, &ids), RCS_OK);
+		assert_idents(&ids, want + 1, 1);
+		store_idents_free(&ids);
+		assert_int_equal(store_jobs_unacked_late(f->st, NOW + 15, 10, 10, &ids), RCS_OK);
+		assert_idents(&ids, want, 2);
+		store_idents_free(&ids);
+		sql(f, "UPDATE jobs SET sent_at = 1700000000 WHERE ident = '" JOB("04") "'");
+	}
 	/* every in-flight job of online devices, a page at a time after an ident */
 	{
 		const char *const want[] = {JOB("04"), JOB("05"), JOB("07")};
@@ -587,11 +615,17 @@ static void test_queues(void **state)
 	assert_int_equal(next, 1699999950);
 	sql(f, "UPDATE jobs SET held = 0, release_at = NULL WHERE ident = '" JOB("01") "'");
 
-	assert_int_equal(store_job_mark_sent(f->st, JOB("04"), NOW + 5), RCS_OK);
+	assert_int_equal(store_job_mark_sent(f->st, JOB("04"), NOW + 5, true), RCS_OK);
 	assert_int_equal(
 	    sql_int(f,
 		    "SELECT sends * 10000000000 + sent_at FROM jobs WHERE ident = '" JOB("04") "'"),
 	    2 * 10000000000LL + NOW + 5);
+	/* an early re-send is not counted: its time only */
+	assert_int_equal(store_job_mark_sent(f->st, JOB("04"), NOW + 7, false), RCS_OK);
+	assert_int_equal(
+	    sql_int(f,
+		    "SELECT sends * 10000000000 + sent_at FROM jobs WHERE ident = '" JOB("04") "'"),
+	    2 * 10000000000LL + NOW + 7);
 	/* the clock went back: last news and sends no later than now */
 	assert_int_equal(store_jobs_clock_back(f->st, NOW - 500), RCS_OK);
 	assert_int_equal(
