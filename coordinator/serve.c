@@ -424,7 +424,10 @@ static bool serve_start_chunks(struct serve *sv)
 	co.mqtt.certfile = s->mqtt_certfile;
 	co.mqtt.keyfile = s->mqtt_keyfile;
 	co.mqtt.key_passphrase = s->mqtt_key_passphrase;
-	co.mqtt.nodelay = true;
+	/* no TCP_NODELAY: it is set per process and port (mqttc.h), and the bridge's
+	 * connection keeps Nagle's algorithm for its many small publishes; a chunk fills
+	 * its segments anyway */
+	co.mqtt.nodelay = false;
 	co.mqtt.clean = true;
 	co.rate = s->artifact_mqtt_rate;
 	co.artifact_dir = sv->app.artifact_dir;

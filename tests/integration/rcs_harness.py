@@ -108,12 +108,13 @@ def run_logged(args, log, timeout):
 
 
 def tcp_nodelay(pid, remote_port):
-    """TCP_NODELAY of process pid's established connection to 127.0.0.1:remote_port,
-    read on a copy of its socket made with pidfd_getfd (Linux 5.6; needs the right to
-    ptrace pid, which a test has over its own children). None when no such connection
-    is found or the copy is refused."""
+    """TCP_NODELAY of each of process pid's established connections to
+    127.0.0.1:remote_port (a list of booleans, in no order), read on copies of their
+    sockets made with pidfd_getfd (Linux 5.6; needs the right to ptrace pid, which a test has
+    over its own children). None when no such connection is found or a copy is refused."""
     import ctypes
     inodes = set()
+    found = []
     with open("/proc/%d/net/tcp" % pid) as f:
         for line in f.read().splitlines()[1:]:
             col = line.split()
@@ -136,10 +137,10 @@ def tcp_nodelay(pid, remote_port):
             return None
         s = socket.socket(fileno=copy)
         try:
-            return s.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY) != 0
+            found.append(s.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY) != 0)
         finally:
             s.close()  # the copy only
-    return None
+    return found or None
 
 
 def copy_db(src, dst):
