@@ -143,6 +143,10 @@ enum rcs_err lifecycle_move_steps(struct lifecycle *lc, const struct job_move *m
 		return err; /* nothing written (store_jobs.h) */
 	*result = mv.result;
 	*wrote = true;
+	/* a reboot deadline set (docs/mqtt.md "Status report", within): the scheduler looks for
+	 * its next deadline anew, else it would learn of this one only at its next wake */
+	if (mv.result == STORE_MOVE_APPLIED && m->within > 0 && lc->timers)
+		lc->timers(lc->timers_ctx);
 	err = lifecycle_move_follow(lc, m, &mv, job);
 	if (err != RCS_OK)
 		store_fold_spoil(lc->st); /* a fold's rows may say more than the database */

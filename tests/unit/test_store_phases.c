@@ -150,11 +150,20 @@ static struct job_move report_move(struct fixture *f, const char *job, const str
 	return m;
 }
 
+/* The scheduler's wakes asked for by the moves (lifecycle.h timers). */
+static int timers_woken;
+
+static void timers_wake(void *ctx)
+{
+	(void)ctx;
+	timers_woken++;
+}
+
 /* Reports applied one by one (lifecycle_move: the single path), each with its result. */
 static void report_each(struct fixture *f, const char *job, const struct report *r, size_t n,
 			enum store_move want)
 {
-	struct lifecycle lc = {.st = f->st};
+	struct lifecycle lc = {.st = f->st, .timers = timers_wake};
 
 	for (size_t i = 0; i < n; i++) {
 		struct job_move m = report_move(f, job, &r[i]);
@@ -170,7 +179,7 @@ static void report_each(struct fixture *f, const char *job, const struct report 
 static void report_batch(struct fixture *f, const char *job, const struct report *r, size_t n,
 			 enum store_move want)
 {
-	struct lifecycle lc = {.st = f->st};
+	struct lifecycle lc = {.st = f->st, .timers = timers_wake};
 	struct job_move m[8];
 	enum store_move res[8];
 	enum rcs_err errs[8];
@@ -245,13 +254,18 @@ static void test_phase_and_deadline(void **state)
 
 	make_jobs(f, jobs, 2, NULL, NULL);
 	assert_phase(f, jobs[0].ident, NULL, 0, 0);
+	timers_woken = 0;
 	report_each(f, jobs[0].ident, upto_reboot, 3, STORE_MOVE_APPLIED);
 	assert_phase(f, jobs[0].ident, "install", 0, 0);
+	assert_int_equal(timers_woken, 0);
 	report_each(f, jobs[0].ident, upto_reboot + 3, 1, STORE_MOVE_APPLIED);
 	assert_phase(f, jobs[0].ident, "verify", 60, 1060);
+	/* the deadline set wakes the scheduler, which looks for its next one */
+	assert_int_equal(timers_woken, 1);
 	/* the batch: the four reports of the other job in one */
 	report_batch(f, jobs[1].ident, upto_reboot, 4, STORE_MOVE_APPLIED);
 	assert_phase(f, jobs[1].ident, "verify", 60, 1060);
+	assert_int_equal(timers_woken, 2);
 	for (int j = 0; j < 2; j++) {
 		assert_history_phase(f, jobs[j].ident, 4, "");
 		assert_history_phase(f, jobs[j].ident, 5, "install");
