@@ -211,38 +211,8 @@ static void test_versions(void **state)
 	f->st = NULL;
 	if (store_test_pg()) {
 #ifdef RCS_WITH_POSTGRES
-		/* what migrations 7 to 9 and 11 to 14 added goes, migrations 6 and 10 are safe to
-		 * run again */
-		assert_true(store_test_pg_exec(
-		    f->path,
-		    "UPDATE schema_version SET version = 5;"
-		    " ALTER TABLE devices DROP COLUMN state_ts;"
-		    " DROP TABLE group_rejected; DROP TABLE artifacts;"
-		    " DROP TABLE artifact_chunks; DROP TABLE artifact_uploads;"
-		    " ALTER TABLE tasks DROP COLUMN artifacts, DROP COLUMN release,"
-		    " DROP COLUMN download_timeout;"
-		    " ALTER TABLE task_versions DROP COLUMN artifacts, DROP COLUMN release,"
-		    " DROP COLUMN download_timeout;"
-		    " ALTER TABLE jobs DROP COLUMN progress_done, DROP COLUMN progress_total;"
-		    " DROP TABLE task_artifacts; DROP TABLE artifact_secrets;"
-		    " DROP TABLE job_downloads; ALTER TABLE devices DROP COLUMN attributes;"
-		    " DROP INDEX jobs_reboot; ALTER TABLE jobs DROP COLUMN phase,"
-		    " DROP COLUMN reboot_within, DROP COLUMN reboot_deadline;"
-		    " ALTER TABLE job_history DROP COLUMN phase;"
-		    " ALTER TABLE groups DROP COLUMN dl_max, DROP COLUMN dl_rate;"
-		    /* migration 15: the column of stages takes its indexes with it */
-		    " ALTER TABLE jobs DROP COLUMN stage; ALTER TABLE jobs RESET (fillfactor);"
-		    " CREATE INDEX jobs_status ON jobs(client_root, status, ident);"
-		    " CREATE INDEX jobs_pending ON jobs(entity_ident, scheduled_time) WHERE"
-		    " status = 'pending';"
-		    " CREATE INDEX jobs_sched ON jobs(scheduled_time) WHERE status = 'pending'"
-		    " AND scheduled_time IS NOT NULL;"
-		    " CREATE INDEX jobs_unacked ON jobs(entity_ident) WHERE status = 'transmited';"
-		    " CREATE INDEX jobs_inflight ON jobs(update_at) WHERE (status = 'transmited' OR"
-		    " status = 'edge_transmitted' OR status = 'edge_started' OR"
-		    " status = 'edge_running');"
-		    " CREATE INDEX jobs_ttl ON jobs(expires_at) WHERE expires_at IS NOT NULL AND"
-		    " status IN ('pending', 'transmited')"));
+		/* back to schema 5 (store_test_db.h) */
+		assert_true(store_test_pg_exec(f->path, STORE_TEST_PG_REWIND_TO_5));
 #endif
 	}
 	assert_int_equal(store_open(f->path, &f->st), RCS_OK);
