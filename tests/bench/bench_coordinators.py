@@ -377,7 +377,7 @@ def main():
     a = ap.parse_args()
     configs = a.config or ["sqlite:1", "postgres:1", "postgres:2"]
     n = a.devices
-    bf.raise_nofile()
+    bf.raise_nofile(2 * n + 4096)  # mosquitto: the devices, the coordinators, the baseline
     workdir = tempfile.mkdtemp(prefix="rcs-bench-coord-")
     log("work directory", workdir)
     pg = None

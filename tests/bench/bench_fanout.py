@@ -63,9 +63,18 @@ MQTTFLOOR = os.environ.get("RCS_MQTTFLOOR", os.path.join(h.BIN_DIR, "mqttfloor")
 TAG = "fleet"
 
 
-def raise_nofile():
-    """Children (mosquitto, fleetsim) inherit this: one descriptor per device each."""
+def raise_nofile(need=0):
+    """Children (mosquitto, fleetsim) inherit this: one descriptor per device each. Run as
+    root, the hard limit is raised to need (bounded by fs.nr_open) when it is lower."""
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if hard < need and os.geteuid() == 0:
+        try:
+            with open("/proc/sys/fs/nr_open") as f:
+                hard = min(need, int(f.read()))
+            resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+            soft = hard
+        except (OSError, ValueError):
+            soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     if soft < hard:
         resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
     return resource.getrlimit(resource.RLIMIT_NOFILE)

@@ -316,6 +316,9 @@ static void conn_flush(struct conn *c)
 }
 
 static struct sockaddr_in broker_addr;
+/* connections per source address when they are spread over 127.0.0.2, .3, ... */
+#define SRC_BLOCK 20000
+static int spread_sources; /* the broker is on the loopback and there are more than a block */
 
 static void conn_start(struct conn *c)
 {
@@ -336,6 +339,15 @@ static void conn_start(struct conn *c)
 	c->want_out = 1;
 	if (epoll_ctl(epfd, EPOLL_CTL_ADD, fd, &ev) < 0)
 		die("epoll_ctl add");
+	if (spread_sources && c->idx >= 0) {
+		/* the loopback's ephemeral ports (some 28,000) hold that many connections to one
+		 * broker port per source address: past that, each block of connections comes
+		 * from the next 127.0.0.x */
+		struct sockaddr_in src = {.sin_family = AF_INET};
+		src.sin_addr.s_addr = htonl(INADDR_LOOPBACK + 1u + (uint32_t)(c->idx / SRC_BLOCK));
+		if (bind(fd, (struct sockaddr *)&src, sizeof src) < 0)
+			die("bind source address");
+	}
 	if (connect(fd, (struct sockaddr *)&broker_addr, sizeof broker_addr) < 0 &&
 	    errno != EINPROGRESS) {
 		conn_close(c, 1);
@@ -720,6 +732,7 @@ int main(int argc, char **argv)
 		fprintf(stderr, "fleetsim: --host must be an IPv4 address\n");
 		return 2;
 	}
+	spread_sources = nconn > SRC_BLOCK && (ntohl(broker_addr.sin_addr.s_addr) >> 24) == 127;
 
 	signal(SIGPIPE, SIG_IGN);
 	struct sigaction sa = {.sa_handler = on_signal};
