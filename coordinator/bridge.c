@@ -232,8 +232,10 @@ static int bridge_asked_sends(struct bridge *b, const struct bridge_asked *a, in
 	else if (a->due && mqttc_connected(mq))
 		bridge_send_ready(b->send, NULL, now);
 	if (a->sweep && mqttc_connected(mq)) {
-		bridge_resend_stale(b->send, now);
-		bridge_resend_unacked(b->send, now, bridge_apply_waiting(b->apply));
+		size_t waiting = bridge_apply_waiting(b->apply);
+
+		bridge_resend_stale(b->send, now, waiting);
+		bridge_resend_unacked(b->send, now, waiting);
 	}
 	/* every second on a shared database: a coordinator whose signs of life lapsed */
 	if (a->due && mqttc_connected(mq))

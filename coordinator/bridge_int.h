@@ -161,7 +161,8 @@ void bridge_publish_idents(struct bridge_send *s, const struct store_idents *ide
  * again first (catch-up); the jobs without news for resend_after (stale). */
 void bridge_send_ready(struct bridge_send *s, const char *entity_ident, int64_t now);
 void bridge_catch_up(struct bridge_send *s, const char *entity_ident, int64_t now);
-void bridge_resend_stale(struct bridge_send *s, int64_t now);
+/* The stale ones, unless reports_waiting (received, not applied yet). */
+void bridge_resend_stale(struct bridge_send *s, int64_t now, size_t reports_waiting);
 /* The early re-send, once, of envelopes not acknowledged unacked_after seconds after their
  * send, unless reports_waiting (received, not applied yet). */
 void bridge_resend_unacked(struct bridge_send *s, int64_t now, size_t reports_waiting);

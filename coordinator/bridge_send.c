@@ -461,11 +461,16 @@ void bridge_catch_up(struct bridge_send *s, const char *entity_ident, int64_t no
 	bridge_send_ready(s, entity_ident, now);
 }
 
-/* Re-publishes jobs a device went quiet on (reports may have been dropped by the broker). */
-void bridge_resend_stale(struct bridge_send *s, int64_t now)
+/* Re-publishes jobs a device went quiet on (reports may have been dropped by the broker).
+ * Not while reports received wait to be applied: their news is among them, and sending
+ * again what a loaded coordinator has not caught up with yet only adds to its load
+ * (docs/mqtt.md "Delivery guarantees"). */
+void bridge_resend_stale(struct bridge_send *s, int64_t now, size_t reports_waiting)
 {
 	struct store_idents ids;
 
+	if (reports_waiting > 0)
+		return;
 	if (store_jobs_stale(s->link->st, now, s->resend_after, BRIDGE_RESYNC_LIMIT, &ids) !=
 	    RCS_OK)
 		return;

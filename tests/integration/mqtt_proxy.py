@@ -1,10 +1,13 @@
 """A TCP proxy between one MQTT 3.1.1 client and a broker, on 127.0.0.1, that can withhold
 the broker's acknowledgements (PUBACK) of the client's QoS 1 publishes whose topic holds a
 given part: a broker that takes some of what a client publishes and never acknowledges it,
-while everything else flows. Used by the integration tests; started and stopped by them."""
+or acknowledges it slowly, while everything else flows. Used by the integration tests;
+started and stopped by them."""
 
+import queue
 import socket
 import threading
+import time
 
 from rcs_harness import free_port
 
@@ -37,7 +40,8 @@ def _packets(buf):
 class MqttProxy:
     """Listens on a free port (url); each connection goes on to the broker at port.
     withhold: a topic part; while set, the PUBACKs of the client's QoS 1 publishes to topics
-    holding it are dropped (withheld counts them)."""
+    holding it are dropped (withheld counts them); with delay (seconds) set too, they are
+    passed on in order, one each delay: a slow broker (delayed counts them)."""
 
     def __init__(self, port):
         self.target = port
@@ -45,6 +49,8 @@ class MqttProxy:
         self.url = "tcp://127.0.0.1:%d" % self.port
         self.withhold = None
         self.withheld = 0
+        self.delay = 0.0
+        self.delayed = 0
         self.lock = threading.Lock()
         self.ids = set()  # packet ids of publishes whose PUBACK is withheld
         self.socks = []
@@ -86,12 +92,27 @@ class MqttProxy:
                 c.close()
                 continue
             b.settimeout(None)
-            pair = {"socks": (c, b), "ended": 0}
+            pair = {"socks": (c, b), "ended": 0, "wlock": threading.Lock(),
+                    "slow": queue.Queue()}
             with self.lock:
                 self.socks += [c, b]
                 self.ids.clear()  # a new connection: its packet ids start anew
             threading.Thread(target=self._pump, args=(c, b, True, pair), daemon=True).start()
             threading.Thread(target=self._pump, args=(b, c, False, pair), daemon=True).start()
+            threading.Thread(target=self._slow, args=(c, pair), daemon=True).start()
+
+    def _slow(self, dst, pair):
+        """The delayed PUBACKs of a connection, one each delay, in order."""
+        while True:
+            raw = pair["slow"].get()
+            if raw is None:
+                return
+            time.sleep(self.delay)
+            try:
+                with pair["wlock"]:
+                    dst.sendall(raw)
+            except OSError:
+                return
 
     def _pump(self, src, dst, from_client, pair):
         buf = b""
@@ -117,13 +138,19 @@ class MqttProxy:
                         pid = int.from_bytes(body[:2], "big")
                         with self.lock:
                             drop = pid in self.ids
-                            if drop:
+                            slow = drop and self.delay > 0
+                            if slow:
+                                self.delayed += 1
+                            elif drop:
                                 self.withheld += 1
+                        if slow:
+                            pair["slow"].put(raw)
                         if drop:
                             continue
                     out.append(raw)
                 if out:
-                    dst.sendall(b"".join(out))
+                    with pair["wlock"]:
+                        dst.sendall(b"".join(out))
         except (OSError, ValueError):
             pass
         finally:
@@ -134,6 +161,7 @@ class MqttProxy:
                     s.shutdown(socket.SHUT_RDWR)
                 except OSError:
                     pass
+            pair["slow"].put(None)
             with self.lock:
                 pair["ended"] += 1
                 if pair["ended"] == 2:

@@ -1640,6 +1640,50 @@ class EventFeedStuckTest(MqttTest):
         self.assertEqual(self.admin.get("/jobs/" + jobs[0]).json["status"], "terminated")
 
 
+class StaleResendWaitsForReportsTest(MqttTest):
+    """A broker that acknowledges the coordinator's events slowly (a proxy passes their
+    PUBACKs on one each 0.3 s): the devices' reports wait for the event feed (events_backlog)
+    for longer than --resend-after. Their jobs have no news in the database all that time,
+    yet the news is in the coordinator's own queue: the re-send of jobs without news waits
+    for it (docs/mqtt.md, "Delivery guarantees"), and each device gets its envelope once.
+    Sent again, every job of a loaded coordinator adds four reports to its load (at 100,000
+    devices it re-sent half the fleet)."""
+
+    coord_args = ("--resend-after", "5", "--mqtt-window", "4", "--events-backlog", "2")
+
+    @classmethod
+    def coordinator_broker(cls):
+        cls.proxy = MqttProxy(cls.broker.port).start()
+        cls.addClassCleanup(cls.proxy.stop)
+        return cls.proxy.url
+
+    def test_no_resend_while_reports_wait(self):
+        task = self.class_task(name="slowfeed")
+        devs = [self.online_device("slowfeed%d" % i, auto=False)[1] for i in range(10)]
+        jobs = [self.post_job(task, d.entity)["ident"] for d in devs]
+        for d, j in zip(devs, jobs):
+            wait_for(lambda: d.envelopes_of(j), what="the envelope")
+            self.wait_job(j, "transmited")
+        self.proxy.delay = 0.3
+        self.proxy.withhold = "/events/"
+        started = time.time()
+        for d, j in zip(devs, jobs):  # 40 events, about 12 s at 0.3 s each
+            for st in ("edge_transmitted", "edge_started", "edge_running"):
+                d.report(j, st)
+            d.report(j, "terminated", "ok:" + j)
+        for j in jobs:
+            self.wait_job(j, "terminated", timeout=120)
+        took = time.time() - started
+        self.proxy.withhold = None
+        self.assertGreater(took, 7, "the reports did not wait for the slow event feed")
+        self.assertGreaterEqual(self.proxy.delayed, 20)
+        self.assertIn("device reports wait for the event feed", self.coord_log())
+        time.sleep(1)
+        for d, j in zip(devs, jobs):
+            self.assertEqual(len(d.envelopes_of(j)), 1, "job %s sent again" % j)
+        self.assertNotIn("without news", self.coord_log())
+
+
 class PresenceAfterRestartTest(MqttTest):
     """A coordinator that starts takes no device for online from its last run (docs/mqtt.md,
     State): without a broker every device is offline; with a broker that knows nothing of
