@@ -26,6 +26,9 @@
 #define BRIDGE_SWEEP_SECONDS 15   /* re-send sweep period, at most */
 #define BRIDGE_ACK_SLOTS     8192 /* envelopes awaiting the broker's ack, by tag (claims) */
 #define BRIDGE_UNACKED_PAGE  256  /* early re-sends of unacknowledged envelopes a sweep */
+/* queued envelopes a round of the worker sends at most: between rounds it applies the
+ * reports received, whatever the size of a bulk send (docs/coordinator.md) */
+#define BRIDGE_SEND_ROUND 2048
 
 struct bridge_send {
 	const struct bridge_link *link;
@@ -33,8 +36,10 @@ struct bridge_send {
 	int64_t unacked_after; /* early re-send of an unacknowledged envelope (0: none) */
 
 	pthread_mutex_t lock;       /* the lists and the ack slots */
-	struct bridge_idents out;   /* job idents to publish */
-	struct bridge_idents retry; /* sent (transmited), refused by the client: again */
+	struct bridge_idents out;   /* job idents to publish, from out_off on */
+	struct bridge_idents retry; /* sent (transmited), refused by the client: again, from
+				     * retry_off on */
+	size_t out_off, retry_off;
 
 	/* claims (docs/architecture.md "Claims"), on a shared database only: a job's claim
 	 * ends when the broker acknowledged its envelope; each envelope is published with a
@@ -107,6 +112,36 @@ static bool bridge_take(struct bridge_send *s, struct bridge_idents *l, bool con
 		*out = *l;
 		memset(l, 0, sizeof(*l));
 	}
+	pthread_mutex_unlock(&s->lock);
+	return took;
+}
+
+/* Moves up to max idents of l (those from *off on) to out, for a round of the worker;
+ * false when there are none (or not connected, with connected). */
+static bool bridge_take_round(struct bridge_send *s, struct bridge_idents *l, size_t *off,
+			      bool connected, size_t max, struct bridge_idents *out)
+{
+	size_t k;
+	bool took;
+
+	memset(out, 0, sizeof(*out));
+	pthread_mutex_lock(&s->lock);
+	k = l->ids.n - *off < max ? l->ids.n - *off : max;
+	took = k > 0 && (!connected || mqttc_connected(s->link->mq));
+	if (took && *off == 0 && k == l->ids.n) {
+		*out = *l; /* all of it: the list itself */
+		memset(l, 0, sizeof(*l));
+	} else if (took) {
+		out->ids.v = malloc(k * sizeof(*out->ids.v));
+		took = out->ids.v != NULL;
+		if (took) {
+			memcpy(out->ids.v, l->ids.v + *off, k * sizeof(*out->ids.v));
+			out->ids.n = out->cap = k;
+			*off += k;
+		}
+	}
+	if (*off > 0 && *off == l->ids.n)
+		l->ids.n = *off = 0; /* all taken: the room is kept for the next */
 	pthread_mutex_unlock(&s->lock);
 	return took;
 }
@@ -526,7 +561,7 @@ void bridge_send_queued(struct bridge_send *s)
 {
 	struct bridge_idents out;
 
-	if (!bridge_take(s, &s->out, false, &out))
+	if (!bridge_take_round(s, &s->out, &s->out_off, false, BRIDGE_SEND_ROUND, &out))
 		return;
 	bridge_publish_idents(s, &out.ids, false);
 	bridge_idents_free(&out);
@@ -538,7 +573,7 @@ void bridge_send_retry(struct bridge_send *s)
 	struct timespec pause = {0, 100 * 1000000L};
 	struct bridge_idents retry;
 
-	if (!bridge_take(s, &s->retry, true, &retry))
+	if (!bridge_take_round(s, &s->retry, &s->retry_off, true, BRIDGE_SEND_ROUND, &retry))
 		return;
 	nanosleep(&pause, NULL);
 	log_info("sending %zu envelopes again (the MQTT client's queue was full)", retry.ids.n);
@@ -551,7 +586,8 @@ size_t bridge_send_waiting(struct bridge_send *s)
 	size_t n;
 
 	pthread_mutex_lock(&s->lock);
-	n = s->out.ids.n + s->acked.ids.n + (mqttc_connected(s->link->mq) ? s->retry.ids.n : 0);
+	n = s->out.ids.n - s->out_off + s->acked.ids.n +
+	    (mqttc_connected(s->link->mq) ? s->retry.ids.n - s->retry_off : 0);
 	pthread_mutex_unlock(&s->lock);
 	return n;
 }
