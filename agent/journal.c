@@ -278,6 +278,74 @@ out:
 	return err;
 }
 
+/* j_count under the lock, for the public counts (*n 0 on any failure). */
+static enum rcs_err j_count_locked(struct journal *j, const char *sql, size_t *n)
+{
+	enum rcs_err err;
+
+	if (n != NULL)
+		*n = 0;
+	if (j == NULL || n == NULL)
+		return RCS_ERR_INVAL;
+	j_lock(j);
+	err = j_count(j, sql, n);
+	j_unlock(j);
+	return err;
+}
+
+/*
+ * (lock held) Steps sql, a cached statement whose ?1 is key, to its first row: RCS_OK with
+ * *s on that row (read its columns), RCS_ERR_NOTFOUND when there is none, or the error
+ * (what names it in the log). The caller gives *s back with j_release in every case.
+ */
+static enum rcs_err j_lookup(struct journal *j, const char *sql, const char *key, const char *what,
+			     sqlite3_stmt **s)
+{
+	enum rcs_err err = j_stmt(j, sql, s);
+	int rc;
+
+	if (err == RCS_OK) {
+		sqlite3_bind_text(*s, 1, key, -1, SQLITE_STATIC);
+		rc = sqlite3_step(*s);
+		if (rc != SQLITE_ROW)
+			err = rc == SQLITE_DONE ? RCS_ERR_NOTFOUND : j_rc(j, rc, what);
+	}
+	return err;
+}
+
+/* The integer of the first column of j_lookup's row (*out untouched without one). */
+static enum rcs_err j_get_int(struct journal *j, const char *sql, const char *key, const char *what,
+			      long long *out)
+{
+	sqlite3_stmt *s = NULL;
+	enum rcs_err err;
+
+	j_lock(j);
+	err = j_lookup(j, sql, key, what, &s);
+	if (err == RCS_OK)
+		*out = sqlite3_column_int64(s, 0);
+	j_release(j, s);
+	j_unlock(j);
+	return err;
+}
+
+/* A malloc'd copy of the text of the first column of j_lookup's row; *out untouched (NULL)
+ * without a row or when the column is NULL. */
+static enum rcs_err j_get_text(struct journal *j, const char *sql, const char *key,
+			       const char *what, char **out)
+{
+	sqlite3_stmt *s = NULL;
+	enum rcs_err err;
+
+	j_lock(j);
+	err = j_lookup(j, sql, key, what, &s);
+	if (err == RCS_OK && sqlite3_column_type(s, 0) != SQLITE_NULL)
+		err = j_column_dup(s, 0, out, NULL);
+	j_release(j, s);
+	j_unlock(j);
+	return err;
+}
+
 /* ---- open, close ---- */
 
 /* mkdir -p, the last component mode 0700. */
@@ -571,24 +639,10 @@ static enum rcs_err j_get_state(struct journal *j, const char *job, enum journal
 {
 	sqlite3_stmt *s = NULL;
 	enum rcs_err err;
-	int rc;
 
-	err = j_stmt(j, "SELECT state FROM jobs WHERE ident = ?1", &s);
-	if (err != RCS_OK)
-		goto out;
-	sqlite3_bind_text(s, 1, job, -1, SQLITE_STATIC);
-	rc = sqlite3_step(s);
-	if (rc == SQLITE_DONE) {
-		err = RCS_ERR_NOTFOUND;
-		goto out;
-	}
-	if (rc != SQLITE_ROW) {
-		err = j_rc(j, rc, "get state");
-		goto out;
-	}
-	if (!journal_state_parse((const char *)sqlite3_column_text(s, 0), out))
+	err = j_lookup(j, "SELECT state FROM jobs WHERE ident = ?1", job, "get state", &s);
+	if (err == RCS_OK && !journal_state_parse((const char *)sqlite3_column_text(s, 0), out))
 		err = RCS_ERR_DB;
-out:
 	j_release(j, s);
 	return err;
 }
@@ -704,16 +758,7 @@ out:
 
 enum rcs_err journal_count_queued(struct journal *j, size_t *n)
 {
-	enum rcs_err err;
-
-	if (n != NULL)
-		*n = 0;
-	if (j == NULL || n == NULL)
-		return RCS_ERR_INVAL;
-	j_lock(j);
-	err = j_count(j, "SELECT count(*) FROM jobs WHERE state = 'queued'", n);
-	j_unlock(j);
-	return err;
+	return j_count_locked(j, "SELECT count(*) FROM jobs WHERE state = 'queued'", n);
 }
 
 /* ---- reports and the outbox ---- */
@@ -730,25 +775,14 @@ static enum rcs_err j_latest(struct journal *j, const char *job, long long *seq,
 	sqlite3_stmt *s = NULL;
 	const char *st;
 	enum rcs_err err;
-	int rc;
 
 	*seq = 0;
 	*status = JS_TRANSMITED; /* what the coordinator has before the first report */
 	if (report != NULL)
 		*report = NULL;
-	err = j_stmt(j, sql, &s);
+	err = j_lookup(j, sql, job, "latest report", &s);
 	if (err != RCS_OK)
 		goto out;
-	sqlite3_bind_text(s, 1, job, -1, SQLITE_STATIC);
-	rc = sqlite3_step(s);
-	if (rc == SQLITE_DONE) {
-		err = RCS_ERR_NOTFOUND;
-		goto out;
-	}
-	if (rc != SQLITE_ROW) {
-		err = j_rc(j, rc, "latest report");
-		goto out;
-	}
 	*seq = sqlite3_column_int64(s, 0);
 	st = (const char *)sqlite3_column_text(s, 1);
 	if (st != NULL && !status_parse(st, status)) {
@@ -1089,16 +1123,7 @@ int journal_synchronous(struct journal *j)
 
 enum rcs_err journal_outbox_count(struct journal *j, size_t *n)
 {
-	enum rcs_err err;
-
-	if (n != NULL)
-		*n = 0;
-	if (j == NULL || n == NULL)
-		return RCS_ERR_INVAL;
-	j_lock(j);
-	err = j_count(j, "SELECT count(*) FROM outbox", n);
-	j_unlock(j);
-	return err;
+	return j_count_locked(j, "SELECT count(*) FROM outbox", n);
 }
 
 /* Puts a job's latest report in the outbox again, with its seq (a repeat). */
@@ -1176,28 +1201,15 @@ enum rcs_err journal_resend_latest(struct journal *j, const char *job, long long
 
 enum rcs_err journal_task_version(struct journal *j, const char *task_ident, long long *version)
 {
-	sqlite3_stmt *s = NULL;
 	enum rcs_err err;
-	int rc;
 
 	if (version != NULL)
 		*version = 0;
 	if (j == NULL || !task_ident_valid(task_ident) || version == NULL)
 		return RCS_ERR_INVAL;
-	j_lock(j);
-	err = j_stmt(j, "SELECT version FROM task_versions WHERE task_ident = ?1", &s);
-	if (err != RCS_OK)
-		goto out;
-	sqlite3_bind_text(s, 1, task_ident, -1, SQLITE_STATIC);
-	rc = sqlite3_step(s);
-	if (rc == SQLITE_ROW)
-		*version = sqlite3_column_int64(s, 0);
-	else if (rc != SQLITE_DONE)
-		err = j_rc(j, rc, "task version");
-out:
-	j_release(j, s);
-	j_unlock(j);
-	return err;
+	err = j_get_int(j, "SELECT version FROM task_versions WHERE task_ident = ?1", task_ident,
+			"task version", version);
+	return err == RCS_ERR_NOTFOUND ? RCS_OK : err; /* never run: version 0 */
 }
 
 enum rcs_err journal_task_version_set(struct journal *j, const char *task_ident, long long version)
@@ -1239,9 +1251,7 @@ static enum rcs_err j_config_key(const char *key)
 
 enum rcs_err journal_config_get(struct journal *j, const char *key, char **value)
 {
-	sqlite3_stmt *s = NULL;
 	enum rcs_err err;
-	int rc;
 
 	if (value != NULL)
 		*value = NULL;
@@ -1250,20 +1260,8 @@ enum rcs_err journal_config_get(struct journal *j, const char *key, char **value
 	err = j_config_key(key);
 	if (err != RCS_OK)
 		return err;
-	j_lock(j);
-	err = j_stmt(j, "SELECT value FROM config WHERE key = ?1", &s);
-	if (err != RCS_OK)
-		goto out;
-	sqlite3_bind_text(s, 1, key, -1, SQLITE_STATIC);
-	rc = sqlite3_step(s);
-	if (rc == SQLITE_ROW)
-		err = j_column_dup(s, 0, value, NULL);
-	else
-		err = rc == SQLITE_DONE ? RCS_ERR_NOTFOUND : j_rc(j, rc, "config get");
-out:
-	j_release(j, s);
-	j_unlock(j);
-	return err;
+	/* value is NOT NULL: a row always gives a string */
+	return j_get_text(j, "SELECT value FROM config WHERE key = ?1", key, "config get", value);
 }
 
 enum rcs_err journal_config_set(struct journal *j, const char *key, const char *value)
@@ -1443,26 +1441,15 @@ static bool j_sha256_valid(const char *h)
 
 enum rcs_err journal_download_get(struct journal *j, const char *sha256, int64_t *offset)
 {
-	sqlite3_stmt *s = NULL;
+	long long v = 0;
 	enum rcs_err err;
-	int rc;
 
 	*offset = 0;
 	if (j == NULL || !j_sha256_valid(sha256))
 		return RCS_ERR_INVAL;
-	j_lock(j);
-	err = j_stmt(j, "SELECT offset FROM downloads WHERE sha256 = ?1", &s);
-	if (err != RCS_OK)
-		goto out;
-	sqlite3_bind_text(s, 1, sha256, -1, SQLITE_STATIC);
-	rc = sqlite3_step(s);
-	if (rc == SQLITE_ROW)
-		*offset = sqlite3_column_int64(s, 0);
-	else
-		err = rc == SQLITE_DONE ? RCS_ERR_NOTFOUND : j_rc(j, rc, "download get");
-out:
-	j_release(j, s);
-	j_unlock(j);
+	err = j_get_int(j, "SELECT offset FROM downloads WHERE sha256 = ?1", sha256, "download get",
+			&v);
+	*offset = (int64_t)v;
 	return err;
 }
 
@@ -1539,26 +1526,14 @@ out:
 
 enum rcs_err journal_get_downloading(struct journal *j, const char *job, bool *on)
 {
-	sqlite3_stmt *s = NULL;
+	long long v = 0;
 	enum rcs_err err;
-	int rc;
 
 	*on = false;
 	if (j == NULL || !job_valid(job))
 		return RCS_ERR_INVAL;
-	j_lock(j);
-	err = j_stmt(j, "SELECT downloading FROM jobs WHERE ident = ?1", &s);
-	if (err != RCS_OK)
-		goto out;
-	sqlite3_bind_text(s, 1, job, -1, SQLITE_STATIC);
-	rc = sqlite3_step(s);
-	if (rc == SQLITE_ROW)
-		*on = sqlite3_column_int(s, 0) != 0;
-	else
-		err = rc == SQLITE_DONE ? RCS_ERR_NOTFOUND : j_rc(j, rc, "downloading");
-out:
-	j_release(j, s);
-	j_unlock(j);
+	err = j_get_int(j, "SELECT downloading FROM jobs WHERE ident = ?1", job, "downloading", &v);
+	*on = v != 0;
 	return err;
 }
 
@@ -1566,27 +1541,11 @@ out:
 
 enum rcs_err journal_release_seq(struct journal *j, const char *stream, long long *seq)
 {
-	sqlite3_stmt *s = NULL;
-	enum rcs_err err;
-	int rc;
-
 	*seq = 0;
 	if (j == NULL || !task_ident_valid(stream))
 		return RCS_ERR_INVAL;
-	j_lock(j);
-	err = j_stmt(j, "SELECT seq FROM releases WHERE stream = ?1", &s);
-	if (err != RCS_OK)
-		goto out;
-	sqlite3_bind_text(s, 1, stream, -1, SQLITE_STATIC);
-	rc = sqlite3_step(s);
-	if (rc == SQLITE_ROW)
-		*seq = sqlite3_column_int64(s, 0);
-	else
-		err = rc == SQLITE_DONE ? RCS_ERR_NOTFOUND : j_rc(j, rc, "release get");
-out:
-	j_release(j, s);
-	j_unlock(j);
-	return err;
+	return j_get_int(j, "SELECT seq FROM releases WHERE stream = ?1", stream, "release get",
+			 seq);
 }
 
 enum rcs_err journal_release_done(struct journal *j, const char *stream, long long seq)
@@ -1625,22 +1584,15 @@ enum rcs_err journal_phase_get(struct journal *j, const char *job, struct journa
 				  " FROM jobs WHERE ident = ?1";
 	sqlite3_stmt *s = NULL;
 	enum rcs_err err;
-	int rc;
 
 	if (out != NULL)
 		memset(out, 0, sizeof(*out));
 	if (j == NULL || !job_valid(job) || out == NULL)
 		return RCS_ERR_INVAL;
 	j_lock(j);
-	err = j_stmt(j, sql, &s);
+	err = j_lookup(j, sql, job, "phase", &s);
 	if (err != RCS_OK)
 		goto out;
-	sqlite3_bind_text(s, 1, job, -1, SQLITE_STATIC);
-	rc = sqlite3_step(s);
-	if (rc != SQLITE_ROW) {
-		err = rc == SQLITE_DONE ? RCS_ERR_NOTFOUND : j_rc(j, rc, "phase");
-		goto out;
-	}
 	{
 		const char *ph = (const char *)sqlite3_column_text(s, 0);
 		const char *b = (const char *)sqlite3_column_text(s, 4);
@@ -1742,28 +1694,12 @@ out:
 
 enum rcs_err journal_script_state_get(struct journal *j, const char *job, char **json)
 {
-	sqlite3_stmt *s = NULL;
-	enum rcs_err err;
-	int rc;
-
 	if (json != NULL)
 		*json = NULL;
 	if (j == NULL || !job_valid(job) || json == NULL)
 		return RCS_ERR_INVAL;
-	j_lock(j);
-	err = j_stmt(j, "SELECT script_state FROM jobs WHERE ident = ?1", &s);
-	if (err != RCS_OK)
-		goto out;
-	sqlite3_bind_text(s, 1, job, -1, SQLITE_STATIC);
-	rc = sqlite3_step(s);
-	if (rc != SQLITE_ROW)
-		err = rc == SQLITE_DONE ? RCS_ERR_NOTFOUND : j_rc(j, rc, "script state");
-	else if (sqlite3_column_type(s, 0) != SQLITE_NULL)
-		err = j_column_dup(s, 0, json, NULL);
-out:
-	j_release(j, s);
-	j_unlock(j);
-	return err;
+	return j_get_text(j, "SELECT script_state FROM jobs WHERE ident = ?1", job, "script state",
+			  json);
 }
 
 enum rcs_err journal_script_state_set(struct journal *j, const char *job, const char *json)

@@ -3,8 +3,10 @@
  * docs/mqtt.md's.
  *
  * On every connect: subscribe to this device's job and cancel topics only,
- * publish the retained online state (the Last Will says offline), and send
- * the journal's outbox. A message is acknowledged to the broker (the
+ * send the journal's outbox, and publish the retained online state once the
+ * broker granted both filters on this connection (presence.c; the Last Will
+ * says offline, and so does the state while a filter is refused: docs/mqtt.md,
+ * "Connection sequence"). A message is acknowledged to the broker (the
  * callback returns) only once its handler returned: an envelope is journaled
  * and answered edge_transmitted or edge_error by then (runner.c). Reports
  * always go through the journal's outbox and leave it when the broker
@@ -22,7 +24,11 @@
 #include "jsonu.h"
 #include "log.h"
 #include "mqttc.h"
+#include "presence.h"
 #include "proto.h"
+
+/* the filters the device needs before it says it is online, in presence.c's order */
+enum { LINK_SUB_JOBS, LINK_SUB_CANCELS, LINK_SUBS };
 
 struct link {
 	const struct settings *set;
@@ -31,6 +37,11 @@ struct link {
 	struct link_handlers h;
 	struct mqttc *mq;
 	char state_topic[PROTO_MAX_TOPIC];
+	char sub_filters[LINK_SUBS][PROTO_MAX_TOPIC]; /* this device's jobs and cancels */
+	/* online only once the filters of this connection are granted (presence.h) */
+	pthread_mutex_t pres_lock;
+	struct presence pres;
+	uint64_t conns; /* connects so far: the tag of each one's subscriptions */
 	/* the ts of every state message, the Last Will's too: when the connection they belong
 	 * to was made, each connect's later than the one before (docs/mqtt.md, "State") */
 	_Atomic int64_t conn_ts;
@@ -208,7 +219,7 @@ static char *link_will(void *ctx)
 	return payload;
 }
 
-void link_publish_state(struct link *l, bool online)
+static void link_state_send(struct link *l, bool online)
 {
 	json_object *o = link_state(l, online);
 	size_t len;
@@ -218,6 +229,28 @@ void link_publish_state(struct link *l, bool online)
 	    mqttc_publish(l->mq, l->state_topic, payload, len, 1, true, 0) != RCS_OK)
 		log_debug("state not published (not connected)");
 	json_object_put(o);
+}
+
+bool link_online(struct link *l)
+{
+	bool online;
+
+	pthread_mutex_lock(&l->pres_lock);
+	online = presence_online(&l->pres);
+	pthread_mutex_unlock(&l->pres_lock);
+	return online && link_connected(l);
+}
+
+/* Under pres_lock, as link_on_suback's: an online state never follows the offline one of a
+ * refusal on the same connection. */
+void link_publish_state(struct link *l, bool online)
+{
+	pthread_mutex_lock(&l->pres_lock);
+	if (!online || presence_online(&l->pres))
+		link_state_send(l, online);
+	else
+		log_debug("state not published (not online: subscriptions not granted yet)");
+	pthread_mutex_unlock(&l->pres_lock);
 }
 
 static void link_arts_done(void *ctx, bool ok)
@@ -312,30 +345,70 @@ bad:
 	return true;
 }
 
+/*
+ * Every connect, session or not: subscribing again is harmless and covers a broker reset,
+ * and the state is published again for the broker reached, which after a failover to
+ * another broker has none of it (docs/mqtt.md "Several brokers"). The state says online
+ * only once the jobs and cancels filters are granted (link_on_suback).
+ */
 static void link_on_connected(void *ctx, bool session_present)
 {
 	struct link *l = ctx;
-	char jobs[PROTO_MAX_TOPIC], cancels[PROTO_MAX_TOPIC], arts[PROTO_MAX_TOPIC];
-	const char *filters[3] = {jobs, cancels, arts};
+	const char *filters[LINK_SUBS] = {l->sub_filters[LINK_SUB_JOBS],
+					  l->sub_filters[LINK_SUB_CANCELS]};
+	const char *arts[1] = {l->arts_filter};
+	uint64_t conn;
 	bool wanted;
 
-	/* every connect, session or not: subscribing again is harmless and covers a broker
-	 * reset, and the state is published again for the broker reached, which after a
-	 * failover to another broker has none of it (docs/mqtt.md "Several brokers") */
 	(void)session_present;
-	proto_topic_make(jobs, PROTO_JOB, l->set->client_root, l->set->entity_ident, PROTO_ANY);
-	proto_topic_make(cancels, PROTO_CANCEL, l->set->client_root, l->set->entity_ident,
-			 PROTO_ANY);
-	snprintf(arts, sizeof(arts), "%s", l->arts_filter);
+	pthread_mutex_lock(&l->pres_lock);
+	conn = ++l->conns;
+	presence_connect(&l->pres, conn, LINK_SUBS);
+	pthread_mutex_unlock(&l->pres_lock);
+	if (mqttc_subscribe_tagged(l->mq, filters, LINK_SUBS, conn) != RCS_OK)
+		log_warnx("cannot subscribe to this device's topics");
 	pthread_mutex_lock(&l->sub_lock);
 	wanted = l->arts_wanted;
 	pthread_mutex_unlock(&l->sub_lock);
-	if (mqttc_subscribe(l->mq, filters, wanted ? 3 : 2) != RCS_OK)
-		log_warnx("cannot subscribe to this device's topics");
-	link_publish_state(l, true);
+	if (wanted && mqttc_subscribe(l->mq, arts, 1) != RCS_OK)
+		log_warnx("cannot subscribe to this device's artifact topics");
 	journal_outbox_each(l->journal, 100000, link_outbox_send, l);
 	if (l->h.connected)
 		l->h.connected(l->h.ctx);
+}
+
+/* A SUBACK of one of this device's filters (mqttc's re-asks of a refused one too): online
+ * once both are granted on this connection; a refusal says offline, retained, so that an
+ * online state an earlier connection left on the broker does not stand meanwhile. */
+static void link_on_suback(void *ctx, uint64_t tag, const char *filter, bool granted)
+{
+	struct link *l = ctx;
+	enum presence_act act;
+	unsigned i = 0;
+
+	while (i < LINK_SUBS && strcmp(filter, l->sub_filters[i]) != 0)
+		i++;
+	pthread_mutex_lock(&l->pres_lock);
+	act = presence_suback(&l->pres, tag, i, granted);
+	if (act == PRESENCE_ONLINE) {
+		log_info("subscribed to this device's jobs and cancels: online");
+		link_state_send(l, true);
+	} else if (act == PRESENCE_OFFLINE) {
+		log_warnx("not online while the broker refuses the subscription to %s (SUBACK "
+			  "0x80): the state says offline until it is granted",
+			  filter);
+		link_state_send(l, false);
+	}
+	pthread_mutex_unlock(&l->pres_lock);
+}
+
+static void link_on_lost(void *ctx)
+{
+	struct link *l = ctx;
+
+	pthread_mutex_lock(&l->pres_lock);
+	presence_lost(&l->pres);
+	pthread_mutex_unlock(&l->pres_lock);
 }
 
 void link_set_attributes(struct link *l, json_object *attrs)
@@ -416,6 +489,11 @@ struct link *link_new(const struct settings *set, struct settings_live *live,
 	l->h = *h;
 	pthread_mutex_init(&l->sub_lock, NULL);
 	pthread_cond_init(&l->sub_cond, NULL);
+	pthread_mutex_init(&l->pres_lock, NULL);
+	proto_topic_make(l->sub_filters[LINK_SUB_JOBS], PROTO_JOB, set->client_root,
+			 set->entity_ident, PROTO_ANY);
+	proto_topic_make(l->sub_filters[LINK_SUB_CANCELS], PROTO_CANCEL, set->client_root,
+			 set->entity_ident, PROTO_ANY);
 	snprintf(l->arts_filter, sizeof(l->arts_filter), "rcs/v1/%s/%s/artifacts/+/#",
 		 set->client_root, set->entity_ident);
 	pthread_mutex_init(&l->attrs_lock, NULL);
@@ -451,6 +529,8 @@ enum rcs_err link_start(struct link *l)
 	memset(&cb, 0, sizeof(cb));
 	cb.ctx = l;
 	cb.on_connected = link_on_connected;
+	cb.on_lost = link_on_lost;
+	cb.on_suback = link_on_suback;
 	cb.on_message = link_on_message;
 	cb.on_published = link_on_published;
 	cb.will_payload = link_will;
@@ -481,6 +561,7 @@ void link_free(struct link *l)
 	link_stop(l);
 	pthread_cond_destroy(&l->sub_cond);
 	pthread_mutex_destroy(&l->sub_lock);
+	pthread_mutex_destroy(&l->pres_lock);
 	json_object_put(l->attrs);
 	pthread_mutex_destroy(&l->attrs_lock);
 	free(l);

@@ -39,7 +39,8 @@ struct link_handlers {
 	void (*artifact_data)(void *ctx, const char *sha256, int64_t offset, const void *data,
 			      size_t len);
 	void (*artifact_error)(void *ctx, const char *sha256, const char *payload, size_t len);
-	/* connected to a broker, subscribed, state published (NULL: nothing) */
+	/* connected to a broker, subscriptions asked for (NULL: nothing); online follows once
+	 * the broker granted them (link_online) */
 	void (*connected)(void *ctx);
 };
 
@@ -54,6 +55,10 @@ struct link *link_new(const struct settings *set, struct settings_live *live,
 enum rcs_err link_start(struct link *l);
 /* True while connected to the broker. */
 bool link_connected(struct link *l);
+/* True while connected and online: the broker granted this device's jobs and cancels
+ * filters on this connection, and the state said online (docs/mqtt.md, "Connection
+ * sequence"). */
+bool link_online(struct link *l);
 /* Publishes state offline (clean stop), disconnects. No handler runs after it. */
 void link_stop(struct link *l);
 void link_free(struct link *l);
@@ -82,7 +87,8 @@ void link_refuse_unjournaled(struct link *l, const char *job, const char *reason
 /* The device's attributes for its state messages (docs/mqtt.md "Device state"): published
  * at once when they differ from those held and connected. Any thread. */
 void link_set_attributes(struct link *l, json_object *attrs);
-/* Republishes the retained state (online: the tags changed). */
+/* Republishes the retained state (online: the tags changed; only while link_online, else
+ * nothing: the state says online once the subscriptions are granted). */
 void link_publish_state(struct link *l, bool online);
 
 #endif

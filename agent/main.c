@@ -219,6 +219,17 @@ static int agent_reexec(char **argv)
 	return 1;
 }
 
+/* The service manager's status line for the broker connection (docs/mqtt.md, "Connection
+ * sequence"). */
+static const char *agent_link_status(struct agent *a)
+{
+	if (link_online(a->link))
+		return "connected";
+	if (link_connected(a->link))
+		return "connected, not online: the broker has not granted the job subscriptions";
+	return "MQTT broker not connected";
+}
+
 /* Serves until a signal stops the agent: tells systemd it is ready, reloads its settings on
  * SIGHUP, watches the sandbox launcher on SIGCHLD. True when the launcher died and the agent
  * must start again (*ready: systemd was told it is). */
@@ -250,8 +261,7 @@ static bool agent_serve(struct agent *a, int argc, char **argv, sigset_t *sigs, 
 			service_reloading();
 			if (settings_reload(a->live, argc, argv) == RCS_OK)
 				link_publish_state(a->link, true);
-			service_ready(link_connected(a->link) ? "connected"
-							      : "MQTT broker not connected");
+			service_ready(agent_link_status(a));
 			continue;
 		}
 		if (sig == SIGCHLD) {

@@ -46,65 +46,58 @@ static bool jobs_phased(json_object *items)
 	return false;
 }
 
-static int jobs_table(struct cli *c, json_object *page, int history)
+static void jobs_row(struct list_row *r, const char **cells)
+{
+	cells[0] = list_short(r, 0);
+	cells[1] = cli_str(jsonu_member(r->item, "task"), "name");
+	cells[2] = list_device(r, 1);
+	cells[3] = cli_str(r->item, "status");
+	cells[4] = list_when(r, "update_at");
+	cells[5] = jobs_said(r->item);
+}
+
+/* A job's history: TIME, STATUS, RESPONSE. */
+static void jobs_history_row(struct list_row *r, const char **cells)
+{
+	cells[0] = list_when(r, "update_at");
+	cells[1] = cli_str(r->item, "status");
+	cells[2] = jobs_said(r->item);
+}
+
+/* The history of a job that spans a reboot: TIME, PHASE, STATUS, RESPONSE. */
+static void jobs_phased_row(struct list_row *r, const char **cells)
+{
+	cells[0] = list_when(r, "update_at");
+	cells[1] = cli_str(r->item, "phase");
+	cells[2] = cli_str(r->item, "status");
+	cells[3] = jobs_said(r->item);
+}
+
+/* A page of jobs, or of a job's history (history), as list_print shows it: idents,
+ * statuses and times keep their width, names and responses give way. */
+static int jobs_table(struct cli *c, const struct http_resp *r, int history)
 {
 	static const char *const heads[] = {"IDENT",  "TASK",    "DEVICE",
 					    "STATUS", "UPDATED", "RESPONSE"};
 	static const char *const hheads[] = {"TIME", "STATUS", "RESPONSE"};
 	static const char *const pheads[] = {"TIME", "PHASE", "STATUS", "RESPONSE"};
-	json_object *items = cli_array(page, "items");
-	bool phased = history && jobs_phased(items);
-	struct cli_names nm = {0};
-	struct table t;
-	const char **jids = NULL, **dids = NULL;
-	size_t n = 0, jlen = TABLE_SHORT_MIN, dlen = TABLE_SHORT_MIN;
-	int rc = CLI_OK;
+	static const struct list_spec jobs = {.heads = heads,
+					      .ncols = 6,
+					      .keep = 1u << 0 | 1u << 3 | 1u << 4,
+					      .idents = {"ident", "entity_ident"},
+					      .devices = 2,
+					      .devices_col = 2,
+					      .row = jobs_row};
+	static const struct list_spec hist = {
+	    .heads = hheads, .ncols = 3, .keep = 1u << 0 | 1u << 1, .row = jobs_history_row};
+	static const struct list_spec phased = {.heads = pheads,
+						.ncols = 4,
+						.keep = 1u << 0 | 1u << 1 | 1u << 2,
+						.row = jobs_phased_row};
 
-	table_init(&t, phased ? 4 : history ? 3 : 6, phased ? pheads : history ? hheads : heads);
-	/* idents, statuses and times keep their width: names and responses give way */
-	table_keep(&t, 0);
-	table_keep(&t, phased ? 2 : history ? 1 : 3);
-	if (phased)
-		table_keep(&t, 1);
 	if (!history)
-		table_keep(&t, 4);
-	if (!history) {
-		jids = cli_idents(items, "ident", &n);
-		dids = cli_idents(items, "entity_ident", &n);
-		if (jids == NULL || dids == NULL) {
-			rc = cli_fail(c, CLI_API, "out of memory");
-			goto out;
-		}
-		jlen = table_short_len(jids, n);
-		dlen = table_short_len(dids, n);
-		table_least(&t, 2, dlen + 1); /* a device's short ident and a '~' */
-		cli_names_load(c, &nm, dids, n);
-	}
-	for (size_t i = 0; items && i < json_object_array_length(items); i++) {
-		json_object *it = json_object_array_get_idx(items, i);
-		char upd[32], id[UUID_STR_LEN], dev[256];
-		const char *row[] = {
-		    table_short(id, sizeof(id), cli_str(it, "ident"), jlen),
-		    cli_str(jsonu_member(it, "task"), "name"),
-		    cli_device_cell(dev, sizeof(dev), &nm, cli_str(it, "entity_ident"), dlen),
-		    cli_str(it, "status"),
-		    cli_when(it, "update_at", upd, sizeof(upd)),
-		    jobs_said(it)};
-		const char *hrow[] = {row[4], row[3], row[5]};
-		const char *prow[] = {row[4], cli_str(it, "phase"), row[3], row[5]};
-		if (table_add(&t, phased ? prow : history ? hrow : row) != RCS_OK) {
-			rc = cli_fail(c, CLI_API, "out of memory");
-			goto out;
-		}
-	}
-	table_print(&t, stdout, table_term_width());
-	cli_page_footer(page);
-out:
-	cli_names_free(&nm);
-	free(jids);
-	free(dids);
-	table_free(&t);
-	return rc;
+		return list_print(c, r, &jobs);
+	return list_print(c, r, jobs_phased(cli_array(r->json, "items")) ? &phased : &hist);
 }
 
 int cmd_jobs_list(struct cli *c)
@@ -135,12 +128,8 @@ int cmd_jobs_list(struct cli *c)
 		goto out;
 	}
 	rc = cli_call(c, "GET", path.data, NULL, &r, NULL);
-	if (rc != CLI_OK)
-		goto out;
-	if (c->o.json)
-		cli_print_raw(&r);
-	else
-		rc = jobs_table(c, r.json, 0);
+	if (rc == CLI_OK)
+		rc = jobs_table(c, &r, 0);
 out:
 	http_resp_free(&r);
 	buf_free(&path);
@@ -253,13 +242,8 @@ int cmd_jobs_history(struct cli *c)
 		rc = cli_fail(c, CLI_USAGE, "out of memory");
 	if (rc == CLI_OK)
 		rc = cli_call(c, "GET", path.data, NULL, &r, NULL);
-	if (rc != CLI_OK)
-		goto out;
-	if (c->o.json)
-		cli_print_raw(&r);
-	else
-		rc = jobs_table(c, r.json, 1);
-out:
+	if (rc == CLI_OK)
+		rc = jobs_table(c, &r, 1);
 	http_resp_free(&r);
 	buf_free(&path);
 	return rc;

@@ -56,6 +56,16 @@ const char *list_short(struct list_row *r, size_t k)
 	return table_short(out, LIST_SHORT_BYTES, id, r->digits[k]);
 }
 
+const char *list_device(struct list_row *r, size_t k)
+{
+	const struct list_spec *s = r->spec;
+	char *out = list_cell(r, 256);
+	const char *id =
+	    k < LIST_MAX_IDENTS && s->idents[k] ? cli_str(r->item, s->idents[k]) : NULL;
+
+	return out ? cli_device_cell(out, 256, &r->names, id, r->digits[k]) : NULL;
+}
+
 const char *list_when(struct list_row *r, const char *key)
 {
 	char *out = list_cell(r, 32);
@@ -63,7 +73,8 @@ const char *list_when(struct list_row *r, const char *key)
 	return out ? cli_when(r->item, key, out, 32) : NULL;
 }
 
-/* Sizes the short idents of each of s->idents over the page's items into row->digits. */
+/* Sizes the short idents of each of s->idents over the page's items into row->digits, and
+ * loads the names of the devices of s->devices into row->names. */
 static int list_digits(struct cli *c, json_object *items, struct list_row *row)
 {
 	const struct list_spec *s = row->spec;
@@ -75,6 +86,8 @@ static int list_digits(struct cli *c, json_object *items, struct list_row *row)
 		if (ids == NULL)
 			return cli_fail(c, CLI_API, "out of memory");
 		row->digits[k] = s->short_len ? s->short_len(ids, n) : table_short_len(ids, n);
+		if (s->devices == k + 1)
+			cli_names_load(c, &row->names, ids, n);
 		free(ids);
 	}
 	return CLI_OK;
@@ -105,6 +118,8 @@ int list_print(struct cli *c, const struct http_resp *r, const struct list_spec 
 	for (size_t k = 0; k < s->ncols; k++)
 		if (s->keep & (1u << k))
 			table_keep(&t, k);
+	if (s->devices > 0 && s->devices <= LIST_MAX_IDENTS)
+		table_least(&t, s->devices_col, row->digits[s->devices - 1] + 1);
 	for (size_t i = 0; items && i < json_object_array_length(items); i++) {
 		const char *cells[TABLE_MAX_COLS] = {NULL};
 
@@ -119,6 +134,8 @@ int list_print(struct cli *c, const struct http_resp *r, const struct list_spec 
 	table_print(&t, stdout, table_term_width());
 	cli_page_footer(r->json);
 out:
+	if (row != NULL)
+		cli_names_free(&row->names);
 	free(row);
 	table_free(&t);
 	return rc;

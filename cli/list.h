@@ -22,6 +22,7 @@ struct list_row {
 	const struct list_spec *spec;
 	json_object *item;
 	size_t digits[LIST_MAX_IDENTS]; /* of each of spec->idents, over the page */
+	struct cli_names names;         /* of spec->devices' devices, over the page */
 	char scratch[LIST_SCRATCH];
 	size_t used;
 };
@@ -36,6 +37,10 @@ struct list_spec {
 	 * the last digits of UUIDs (table_short_len, table_short) */
 	size_t (*short_len)(const char *const *ids, size_t n);
 	const char *(*short_text)(char *out, size_t len, const char *ident, size_t digits);
+	/* devices shown by name (list_device): the index in idents of the member naming them,
+	 * plus 1 (0: none), and their column, never narrower than their short idents and a '~' */
+	size_t devices;
+	size_t devices_col;
 	const char *hint;                                    /* cli_call's, after an error answer */
 	void (*row)(struct list_row *r, const char **cells); /* the row's ncols cells */
 	void *ctx;                                           /* for row */
@@ -54,6 +59,9 @@ const char *list_printf(struct list_row *r, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 /* The short ident of the item's member spec->idents[k]. */
 const char *list_short(struct list_row *r, size_t k);
+/* The device of the item's member spec->idents[k] by name and short ident (cli_device_cell;
+ * spec->devices is k + 1). */
+const char *list_device(struct list_row *r, size_t k);
 /* The item's member key (a Unix time) as a table shows it (cli_when). */
 const char *list_when(struct list_row *r, const char *key);
 

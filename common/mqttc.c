@@ -96,6 +96,7 @@ struct mqttc_sub {
 	struct mqttc_sub *next;
 	unsigned gen;        /* the connection it was asked on */
 	unsigned refusals;   /* SUBACKs that refused it so far */
+	uint64_t tag;        /* mqttc_subscribe_tagged's (0: none): each SUBACK to on_suback */
 	struct timespec due; /* CLOCK_MONOTONIC: when it is asked for again */
 	char filter[];
 };
@@ -507,6 +508,8 @@ static void mqttc_sub_ok(void *ctx, MQTTAsync_successData *resp)
 	mqttc_cb_enter(m);
 	if (s->refusals > 0)
 		log_info("subscribed to %s (refused %u times before)", s->filter, s->refusals);
+	if (s->tag != 0 && m->cb.on_suback)
+		m->cb.on_suback(m->cb.ctx, s->tag, s->filter, true);
 	free(s);
 	mqttc_cb_leave(m);
 }
@@ -522,6 +525,11 @@ static void mqttc_sub_fail(void *ctx, MQTTAsync_failureData *resp)
 	int delay = 1;
 
 	mqttc_cb_enter(m);
+	/* before s goes on m->resub (the loop may free it from there); on_suback may publish,
+	 * which takes m->lock. A refusal on a connection that just ended is told too: its tag
+	 * is the caller's of that connection. */
+	if (refused && s->tag != 0 && m->cb.on_suback)
+		m->cb.on_suback(m->cb.ctx, s->tag, s->filter, false);
 	for (unsigned i = 0; i < s->refusals && delay < MQTTC_RESUB_MAX_S; i++)
 		delay *= 2;
 	if (delay > MQTTC_RESUB_MAX_S)
@@ -536,7 +544,11 @@ static void mqttc_sub_fail(void *ctx, MQTTAsync_failureData *resp)
 		s->next = m->resub;
 		m->resub = s;
 		pthread_cond_broadcast(&m->cond);
-		log_warnx("the broker refused the subscription to %s: asking again in %d s",
+		/* MQTT 3.1.1 gives no reason beyond the code: an ACL (or a NATS account's
+		 * permissions) that does not allow it, or a subscription the broker could not
+		 * make for now */
+		log_warnx("the broker refused the subscription to %s (SUBACK code 0x80: not "
+			  "allowed to this client, or not made for now): asking again in %d s",
 			  s->filter, delay);
 		s = NULL;
 	}
@@ -1228,6 +1240,12 @@ bool mqttc_wait_delivered(struct mqttc *m, uint64_t seen, const struct timespec 
 
 enum rcs_err mqttc_subscribe(struct mqttc *m, const char *const *filters, size_t n)
 {
+	return mqttc_subscribe_tagged(m, filters, n, 0);
+}
+
+enum rcs_err mqttc_subscribe_tagged(struct mqttc *m, const char *const *filters, size_t n,
+				    uint64_t tag)
+{
 	enum rcs_err err = RCS_OK;
 	unsigned gen;
 
@@ -1246,6 +1264,7 @@ enum rcs_err mqttc_subscribe(struct mqttc *m, const char *const *filters, size_t
 		} else {
 			s->m = m;
 			s->gen = gen;
+			s->tag = tag;
 			memcpy(s->filter, filters[i], len);
 			err = mqttc_sub_send(m, s);
 		}

@@ -59,6 +59,10 @@ struct mqttc_callbacks {
 	/* May be NULL. The Last Will of the connect about to be made (malloc'd, mqttc frees
 	 * it; NULL: opts.will_payload): a will that says which connection it belongs to. */
 	char *(*will_payload)(void *ctx);
+	/* May be NULL. The broker answered one filter of mqttc_subscribe_tagged (tag, as given):
+	 * granted, or refused in its SUBACK (0x80), in which case it is asked for again as
+	 * mqttc_subscribe says and told again at each answer. */
+	void (*on_suback)(void *ctx, uint64_t tag, const char *filter, bool granted);
 };
 
 struct mqttc;
@@ -124,6 +128,11 @@ bool mqttc_clean(struct mqttc *m);
  * connection lasts: NATS refuses one for a moment when the JetStream consumer it makes for a
  * QoS 1 subscription cannot be made in time (docs/scale-out.md, "Limits"). */
 enum rcs_err mqttc_subscribe(struct mqttc *m, const char *const *filters, size_t n);
+/* mqttc_subscribe, each SUBACK of each filter told to on_suback with tag (non-zero), the
+ * refused ones' answers to the requests asked again too: a caller learns when all its
+ * filters are granted on the connection it asked them on (its own tag for each). */
+enum rcs_err mqttc_subscribe_tagged(struct mqttc *m, const char *const *filters, size_t n,
+				    uint64_t tag);
 
 /* Called once the broker answered a subscribe or unsubscribe (paho's thread): ok false
  * when it refused a filter, or the request was lost with the connection. */

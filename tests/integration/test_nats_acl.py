@@ -14,8 +14,8 @@ cancels or state (NATS refuses the subscriptions in the SUBACK, and nothing arri
 nor NATS's internal $MQTT subjects of anyone; A's status report, state, envelope, cancel
 and event on B's or the coordinator's topics change nothing; the coordinator sends B's
 job to terminated and the monitor reads events and states only; a real agent whose jobs
-filter NATS refused in the SUBACK asks for it again and gets its job. Artifacts over MQTT
-(docs/mqtt.md): A's own get is answered by the coordinator's -chunks user (the script
+filter NATS refused in the SUBACK stays offline meanwhile, asks for it again and gets its
+job. Artifacts over MQTT (docs/mqtt.md): A's own get is answered by the coordinator's -chunks user (the script
 writes it with the coordinator's), A's subscription to B's artifact topics is refused, its
 get on B's topic and its forged chunks reach no one; every node bounds a client's pending
 bytes (max_pending).
@@ -391,7 +391,9 @@ class NatsAclTest(AclHelpers, StackTest):
         cluster refuses a QoS 1 subscription for a moment when its JetStream consumer is not
         made in time (docs/scale-out.md, "Limits"). Made reproducible here with the
         permissions: device D's account first lacks its jobs filter, then gets it back at a
-        reload; the real agent, still on its first connection, asks again and gets D's job."""
+        reload; the real agent, still on its first connection, does not say it is online
+        meanwhile (a job for D is refused device_offline), asks again, comes online once
+        granted and gets D's job."""
         api = "http://127.0.0.1:%d" % self.coord.port
         D = provision("--api", api, "--name", "device D", "--nats-accounts", self.accounts,
                       api_key=self.admin_key)
@@ -423,8 +425,16 @@ class NatsAclTest(AclHelpers, StackTest):
             refused = "refused the subscription to %s" % self.topic(d, "jobs", "+")
             wait_for(lambda: refused in agent.read_log(), timeout=40,
                      what="the agent's jobs filter refused")
-            self.wait_device(d, online=True)
+            # not online while refused (docs/mqtt.md, "Connection sequence"): no job is
+            # sent to a device that would not receive it
+            self.assertIn("not online while the broker refuses the subscription to %s"
+                          % self.topic(d, "jobs", "+"), agent.read_log())
+            time.sleep(2)
+            self.assertFalse(self.device(d)["online"], "D online with its jobs filter refused")
+            r = self.admin.post("/tasks/%s/jobs" % self.task["ident"], {"entity_ident": d})
+            self.assertEqual(r.status, 409, r)
             reload(full)
+            self.wait_device(d, online=True)
             jd = self.post_job(d)["ident"]
             done = self.wait_job(jd)
             self.assertEqual(done["status"], "terminated", self.history(jd))

@@ -3,7 +3,8 @@
  * link (agent/link.c) on their own, without a broker or a jail: options and their
  * precedence, secrets, the policy SIGHUP swaps; what the runner answers to each kind of
  * envelope and cancel (docs/agent.md "What happens to a job"); reports journaled by the
- * link before any connection.
+ * link before any connection; when the link may say the device is online (agent/presence.c,
+ * docs/mqtt.md "Connection sequence").
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -24,6 +25,7 @@
 #include "manifest.h"
 #include "mqttc.h"
 #include "phase.h"
+#include "presence.h"
 #include "proto.h"
 #include "runner.h"
 #include "settings.h"
@@ -701,6 +703,63 @@ static void test_phase_boot_id(void **state)
 	assert_int_equal(strlen(id), 36);
 }
 
+/* Online only once every filter of the connection there is was granted; a refusal says
+ * offline once; answers of an earlier connection change nothing; a reconnect starts over. */
+static void test_presence_order(void **state)
+{
+	struct presence p;
+
+	(void)state;
+	memset(&p, 0, sizeof(p));
+	assert_false(presence_online(&p));
+	assert_int_equal(presence_suback(&p, 0, 0, true), PRESENCE_NONE);
+
+	/* both granted: online at the second, once */
+	presence_connect(&p, 1, 2);
+	assert_false(presence_online(&p));
+	assert_int_equal(presence_suback(&p, 1, 1, true), PRESENCE_NONE);
+	assert_false(presence_online(&p));
+	assert_int_equal(presence_suback(&p, 1, 0, true), PRESENCE_ONLINE);
+	assert_true(presence_online(&p));
+	assert_int_equal(presence_suback(&p, 1, 0, true), PRESENCE_NONE);
+	assert_true(presence_online(&p));
+
+	/* lost: offline; the next connect waits for its own grants */
+	presence_lost(&p);
+	assert_false(presence_online(&p));
+	presence_connect(&p, 2, 2);
+	assert_int_equal(presence_suback(&p, 1, 0, true), PRESENCE_NONE); /* the last one's */
+	assert_int_equal(presence_suback(&p, 1, 1, true), PRESENCE_NONE);
+	assert_false(presence_online(&p));
+
+	/* the jobs filter refused: offline said once, however often it is refused again */
+	assert_int_equal(presence_suback(&p, 2, 1, true), PRESENCE_NONE);
+	assert_int_equal(presence_suback(&p, 2, 0, false), PRESENCE_OFFLINE);
+	assert_false(presence_online(&p));
+	assert_int_equal(presence_suback(&p, 2, 0, false), PRESENCE_NONE);
+	assert_int_equal(presence_suback(&p, 2, 0, false), PRESENCE_NONE);
+	assert_int_equal(p.refusals, 3);
+	assert_false(presence_online(&p));
+	/* an index out of range (an unknown filter) changes nothing */
+	assert_int_equal(presence_suback(&p, 2, 2, true), PRESENCE_NONE);
+	assert_int_equal(presence_suback(&p, 2, 7, true), PRESENCE_NONE);
+	assert_false(presence_online(&p));
+	/* granted when asked again: online */
+	assert_int_equal(presence_suback(&p, 2, 0, true), PRESENCE_ONLINE);
+	assert_true(presence_online(&p));
+
+	/* a reconnect refused again says offline again (a new connection's state) */
+	presence_connect(&p, 3, 2);
+	assert_false(presence_online(&p));
+	assert_int_equal(presence_suback(&p, 3, 1, false), PRESENCE_OFFLINE);
+	assert_int_equal(presence_suback(&p, 3, 0, true), PRESENCE_NONE);
+	assert_false(presence_online(&p));
+	/* lost while refused: an answer of that connection comes late and changes nothing */
+	presence_lost(&p);
+	assert_int_equal(presence_suback(&p, 3, 1, true), PRESENCE_NONE);
+	assert_false(presence_online(&p));
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -718,6 +777,7 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(test_link_reports_wait_in_outbox, setup, teardown),
 	    cmocka_unit_test(test_inventory_parse),
 	    cmocka_unit_test(test_phase_state),
+	    cmocka_unit_test(test_presence_order),
 	    cmocka_unit_test_setup_teardown(test_phase_boot_id, setup, teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
