@@ -1238,7 +1238,8 @@ bool store_fold_claim_sends(struct store *st)
 	" ORDER BY j.ident FOR UPDATE OF j"
 /* a batch of reports that leaves the rows another transaction holds (store_fold_prefetch's
  * held); which of the jobs it did not read are there all the same: FOLD_HELD_PG */
-#define FOLD_PREFETCH_SKIP_PG FOLD_PREFETCH_PG("") " SKIP LOCKED"
+#define FOLD_PREFETCH_SKIP_PG       FOLD_PREFETCH_PG("") " SKIP LOCKED"
+#define FOLD_PREFETCH_SENDS_SKIP_PG FOLD_PREFETCH_SENDS_PG " SKIP LOCKED"
 #define FOLD_HELD_PG                                                                               \
 	"SELECT ident FROM jobs WHERE ident = ANY(ARRAY(SELECT"                                    \
 	" json_array_elements_text(CAST(?1 AS json))))"
@@ -1361,7 +1362,10 @@ static enum rcs_err fold_prefetch(struct store *st, const char *const *idents, s
 	st->fold->presence = presence;
 	if (presence)
 		err = store_stmt(
-		    st, STORE_SQL(st, FOLD_PREFETCH_SQ(FOLD_PRESENCE), FOLD_PREFETCH_SENDS_PG), &s);
+		    st,
+		    STORE_SQL(st, FOLD_PREFETCH_SQ(FOLD_PRESENCE),
+			      skip ? FOLD_PREFETCH_SENDS_SKIP_PG : FOLD_PREFETCH_SENDS_PG),
+		    &s);
 	else
 		err = store_stmt(st,
 				 STORE_SQL(st, FOLD_PREFETCH_SQ(""),
@@ -1386,9 +1390,10 @@ enum rcs_err store_fold_prefetch(struct store *st, const char *const *idents, si
 	return fold_prefetch(st, idents, n, false, held);
 }
 
-enum rcs_err store_fold_prefetch_sends(struct store *st, const char *const *idents, size_t n)
+enum rcs_err store_fold_prefetch_sends(struct store *st, const char *const *idents, size_t n,
+				       bool *held)
 {
-	return fold_prefetch(st, idents, n, true, NULL);
+	return fold_prefetch(st, idents, n, true, held);
 }
 
 enum rcs_err store_fold_job(struct store *st, const char *ident, struct job_rec *out, int *online)

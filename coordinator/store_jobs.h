@@ -257,8 +257,10 @@ void store_fold_begin_sets(struct store *st);
 bool store_fold_claim_sends(struct store *st);
 enum rcs_err store_fold_prefetch(struct store *st, const char *const *idents, size_t n, bool *held);
 /* store_fold_prefetch for a chunk of sends (docs/coordinator.md, "Sends as sets"): the
- * devices' presence read with the jobs. */
-enum rcs_err store_fold_prefetch_sends(struct store *st, const char *const *idents, size_t n);
+ * devices' presence read with the jobs; held as there (the jobs another coordinator is
+ * sending at that moment are left to it). */
+enum rcs_err store_fold_prefetch_sends(struct store *st, const char *const *idents, size_t n,
+				       bool *held);
 /* The job's record as the fold holds it (read by its prefetch, or as its moves left it), and
  * its device's presence as store_fold_prefetch_sends read it (*online 1 or 0; -1: not read).
  * RCS_ERR_NOTFOUND: the fold does not hold the job (or no fold is on). */

@@ -295,8 +295,9 @@ def coordinators_run(workdir, label, database, ncoord, n, timeout, stall, statem
             # the statements that took the server's time during the send
             top = database.pg.psql(
                 "SELECT calls, round(total_exec_time), rows, "
-                "regexp_replace(left(query, 160), '\\s+', ' ', 'g') FROM pg_stat_statements "
-                "ORDER BY total_exec_time DESC LIMIT 12", db=db.rsplit("/", 1)[1]).splitlines()
+                "regexp_replace(left(query, 110) || ' ... ' || right(query, 60), '\\s+', ' ',"
+                " 'g') FROM pg_stat_statements "
+                "ORDER BY total_exec_time DESC LIMIT 20", db=db.rsplit("/", 1)[1]).splitlines()
             for line in top:
                 log("  pg_stat_statements: %s" % line)
             # every statement the coordinators ran during the send (the psql calls of the

@@ -2216,6 +2216,55 @@ static void test_sets_leave_held_rows(void **state)
 	assert_int_equal(store_write(f->st, "RESET lock_timeout", NULL, 0), RCS_OK);
 	PQfinish(c);
 }
+
+/* A chunk of sends while another connection holds one of its jobs' rows (another
+ * coordinator sending it): the chunk reads and locks the others at once and leaves that
+ * one (held), not waiting for it (docs/coordinator.md, "Sends as sets"). */
+static void test_sends_leave_held_rows(void **state)
+{
+	struct fixture *f = *state;
+	struct job_new jobs[3];
+	const char *ids[4];
+	bool held[4];
+	char sql[160], nojob[UUID_STR_LEN];
+	PGconn *c;
+	PGresult *r;
+
+	if (!store_test_pg())
+		skip();
+	make_group_jobs(f, jobs, 3, "held-sends", NULL);
+	assert_int_equal(uuid_v7(nojob), RCS_OK);
+	for (size_t i = 0; i < 3; i++)
+		ids[i] = jobs[i].ident;
+	ids[3] = nojob;
+	c = PQconnectdb(f->path);
+	assert_int_equal(PQstatus(c), CONNECTION_OK);
+	snprintf(sql, sizeof(sql), "BEGIN; SELECT 1 FROM jobs WHERE ident = '%s' FOR UPDATE",
+		 jobs[1].ident);
+	r = PQexec(c, sql);
+	assert_int_equal(PQresultStatus(r), PGRES_TUPLES_OK);
+	PQclear(r);
+	assert_int_equal(store_write(f->st, "SET lock_timeout = '3s'", NULL, 0), RCS_OK);
+	assert_int_equal(store_tx_begin(f->st), RCS_OK);
+	store_fold_begin_sets(f->st);
+	assert_int_equal(store_fold_prefetch_sends(f->st, ids, 4, held), RCS_OK);
+	for (size_t i = 0; i < 4; i++) {
+		struct job_rec rec;
+		int presence;
+
+		assert_int_equal(held[i], i == 1); /* a job not found is not held */
+		assert_int_equal(store_fold_job(f->st, ids[i], &rec, &presence),
+				 i == 0 || i == 2 ? RCS_OK : RCS_ERR_NOTFOUND);
+		store_job_rec_free(&rec);
+	}
+	assert_int_equal(store_fold_end(f->st, false), RCS_OK);
+	assert_int_equal(store_tx_end(f->st, false), RCS_OK);
+	r = PQexec(c, "COMMIT");
+	assert_int_equal(PQresultStatus(r), PGRES_COMMAND_OK);
+	PQclear(r);
+	assert_int_equal(store_write(f->st, "RESET lock_timeout", NULL, 0), RCS_OK);
+	PQfinish(c);
+}
 #endif
 
 /* Two coordinators apply overlapping batches at once, in opposite orders, each report of a
@@ -2375,7 +2424,13 @@ static void test_sends_as_sets(void **state)
 	/* PostgreSQL: the jobs recorded as sent are claimed with their rows; SQLite: by
 	 * store_jobs_claim below */
 	assert_int_equal(store_fold_claim_sends(f->st), store_test_pg());
-	assert_int_equal(store_fold_prefetch_sends(f->st, ids, 2), RCS_OK);
+	{
+		bool held[2] = {true, true};
+
+		assert_int_equal(store_fold_prefetch_sends(f->st, ids, 2, held), RCS_OK);
+		assert_false(held[0]); /* no other transaction holds them */
+		assert_false(held[1]);
+	}
 	for (size_t i = 0; i < 3; i++) {
 		struct job_rec rec;
 		bool online = false;
@@ -2481,6 +2536,7 @@ int main(void)
 #endif
 #ifdef RCS_WITH_POSTGRES
 	    cmocka_unit_test_setup_teardown(test_sets_leave_held_rows, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_sends_leave_held_rows, setup, teardown),
 #endif
 	    cmocka_unit_test_setup_teardown(test_sets_overlapping_batches, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_sends_as_sets, setup, teardown),
