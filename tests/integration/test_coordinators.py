@@ -780,6 +780,49 @@ class BusyRetryTest(OneCoordinatorTest):
             "/jobs/%s/history" % job["ident"]).json["items"]],
             ["terminated", "transmited", "pending", "initial"])  # newest first
 
+    def test_reports_kept_in_order_while_row_held(self):
+        """Three reports of one job that come while another session holds the job's row
+        (shorter than the second after which one is applied alone) are kept, in their order,
+        through the rounds that find the row held, and applied in that order once it is free
+        (docs/coordinator.md, "Reports as sets")."""
+        ent = self.api.post("/devices", {"name": "kept"}).json["entity_ident"]
+        envelopes = []
+        self.cl = mqtt.Client(client_id="kept-" + uuid.uuid4().hex[:12], clean_session=True)
+        ready = threading.Event()
+        self.cl.on_connect = lambda c, u, f, rc: c.subscribe(
+            "rcs/v1/%s/%s/jobs/+" % (self.root, ent), 1)
+        self.cl.on_subscribe = lambda *a: ready.set()
+        self.cl.on_message = lambda c, u, msg: envelopes.append(msg.topic)
+        self.cl.connect("127.0.0.1", self.broker.port, keepalive=10)
+        self.cl.loop_start()
+        self.assertTrue(ready.wait(10))
+        self.cl.publish("rcs/v1/%s/%s/state" % (self.root, ent), json.dumps(
+            {"v": 1, "online": True, "tags": [], "agent_version": "kept",
+             "ts": int(time.time())}), qos=1, retain=True).wait_for_publish(10)
+        wait_for(lambda: self.api.get("/devices/" + ent).json.get("online") is True,
+                 what="the device online")
+        task = self.api.post("/tasks", {"name": "kept", "script": "echo"}).json
+        job = self.api.post("/tasks/%s/jobs" % task["ident"], {"entity_ident": ent}).json
+        wait_for(lambda: envelopes, what="the envelope")
+        topic = "rcs/v1/%s/%s/jobs/%s/status" % (self.root, ent, job["ident"])
+
+        def reports():
+            for seq, status in ((1, "edge_started"), (2, "edge_running"), (3, "terminated")):
+                self.cl.publish(topic, json.dumps(
+                    {"v": 1, "job": job["ident"], "status": status, "seq": seq,
+                     "ts": int(time.time()), "response": "ok"}), qos=1).wait_for_publish(10)
+                time.sleep(0.1)  # each its own batch, most likely
+        self.held("jobs WHERE ident = '%s'" % job["ident"], reports, 0.7)
+        wait_for(lambda: self.api.get("/jobs/" + job["ident"]).json["status"] == "terminated",
+                 timeout=10, what="the reports applied once the row was free")
+        self.assertEqual([h["status"] for h in self.api.get(
+            "/jobs/%s/history" % job["ident"]).json["items"]],
+            ["terminated", "edge_running", "edge_started", "transmited", "pending",
+             "initial"])  # newest first
+        log = self.coord.read_log()
+        self.assertNotIn("its row was held elsewhere", log)
+        self.assertNotIn("not applied", log)
+
 
 @unittest.skipUnless(pg_server.available(), "PostgreSQL's server is not installed")
 class RecoverAfterReconnectTest(OneCoordinatorTest):
