@@ -253,7 +253,7 @@ static void bridge_idle(struct bridge *b, bool behind, int wait_ms)
 	pthread_mutex_lock(&b->lock);
 	asked = b->due || b->sweep || b->resync || b->stop;
 	pthread_mutex_unlock(&b->lock);
-	n = (behind ? 0 : bridge_apply_waiting(b->apply)) + bridge_send_waiting(b->send) +
+	n = (behind ? 0 : bridge_apply_queued(b->apply)) + bridge_send_waiting(b->send) +
 	    (asked ? 1 : 0);
 	if (n > 0 || wait_ms == 0)
 		return;
@@ -280,11 +280,17 @@ static void *bridge_worker(void *arg)
 		wait_ms = bridge_asked_sends(b, &asked, now, wait_ms);
 		bridge_send_retry(b->send);
 		if (asked.stop) {
-			/* every report paho acknowledged is applied before the worker ends */
+			/* every report paho acknowledged is applied before the worker ends; those
+			 * held elsewhere are tried again a little later */
 			if (bridge_apply_waiting(b->apply) == 0)
 				break;
+			if (bridge_apply_queued(b->apply) == 0)
+				bridge_sleep(&b->link, bridge_apply_wait_ms(b->apply));
 			continue;
 		}
+		/* reports whose jobs another coordinator held: the next round soon */
+		if (!behind)
+			wait_ms = bridge_sooner(wait_ms, bridge_apply_wait_ms(b->apply));
 		bridge_idle(b, behind, wait_ms);
 	}
 	return NULL;

@@ -3,7 +3,8 @@
  * reports move their jobs (lifecycle_move), state messages record presence, tags and the
  * agent's version; a device back online gets its jobs (bridge_catch_up). paho's threads
  * queue the messages (bridge_apply_queue, under the lock); the worker applies them in
- * batches, BRIDGE_BATCH a transaction.
+ * batches, BRIDGE_BATCH a transaction. On PostgreSQL the reports whose jobs another
+ * coordinator's transaction holds wait, in order, for the worker's next round (held).
  */
 #include "bridge_int.h"
 
@@ -19,12 +20,16 @@
 #include "store_devices.h"
 #include "store_queues.h"
 
-#define BRIDGE_BATCH       1000   /* inbound messages per transaction */
-#define BRIDGE_INBOUND_MAX 200000 /* queued inbound messages before back-pressure */
-#define BRIDGE_APPLY_TRIES 5      /* a device message's write, broken off by the database */
+#define BRIDGE_BATCH         1000   /* inbound messages per transaction */
+#define BRIDGE_INBOUND_MAX   200000 /* queued inbound messages before back-pressure */
+#define BRIDGE_APPLY_TRIES   5      /* a device message's write, broken off by the database */
+#define BRIDGE_HELD_RETRY_MS 10     /* reports held elsewhere: the next round at the latest */
+#define BRIDGE_HELD_MAX_MS   1000   /* ... and after this, one by one, waiting for the rows */
 
 struct in_msg {
 	struct in_msg *next;
+	int64_t held_at; /* when its job was first found held elsewhere (ms, 0: never) */
+	bool held;       /* found so in this round: kept for the next */
 	struct proto_topic topic;
 	size_t len;
 	char payload[];
@@ -36,6 +41,11 @@ struct bridge_apply {
 	pthread_mutex_t lock;
 	struct in_msg *head, *tail;
 	size_t n;
+	/* the worker's: reports whose jobs another coordinator's transaction held, in order,
+	 * applied again before any message queued since (docs/coordinator.md, "Reports as
+	 * sets"); n_held is also read under the lock */
+	struct in_msg *held, *held_tail;
+	size_t n_held;
 };
 
 struct bridge_apply *bridge_apply_new(const struct bridge_link *l, struct bridge_send *s)
@@ -64,6 +74,7 @@ void bridge_apply_free(struct bridge_apply *a)
 	if (a == NULL)
 		return;
 	bridge_msgs_free(a->head);
+	bridge_msgs_free(a->held);
 	pthread_mutex_destroy(&a->lock);
 	free(a);
 }
@@ -85,6 +96,8 @@ bool bridge_apply_queue(struct bridge_apply *a, const struct proto_topic *t, con
 	if (m == NULL)
 		return false;
 	m->next = NULL;
+	m->held_at = 0;
+	m->held = false;
 	m->topic = *t;
 	m->len = len;
 	memcpy(m->payload, payload, len);
@@ -103,15 +116,25 @@ bool bridge_apply_queue(struct bridge_apply *a, const struct proto_topic *t, con
 	return true;
 }
 
-/* Up to BRIDGE_BATCH messages off the queue, in order (NULL: none). */
+static int64_t bridge_now_ms(void)
+{
+	struct timespec t;
+
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return (int64_t)t.tv_sec * 1000 + t.tv_nsec / 1000000;
+}
+
+/* The reports held in the last round, then up to BRIDGE_BATCH messages in all off the queue,
+ * in order (NULL: none). */
 static struct in_msg *bridge_apply_take(struct bridge_apply *a)
 {
 	struct in_msg *batch, *last;
-	size_t n = 0;
+	size_t n = 0, room;
 
 	pthread_mutex_lock(&a->lock);
-	batch = a->head;
-	for (last = batch; last && ++n < BRIDGE_BATCH; last = last->next)
+	room = a->n_held < BRIDGE_BATCH ? BRIDGE_BATCH - a->n_held : 0;
+	batch = room > 0 ? a->head : NULL;
+	for (last = batch; last && ++n < room; last = last->next)
 		;
 	if (last) {
 		a->head = last->next;
@@ -122,8 +145,46 @@ static struct in_msg *bridge_apply_take(struct bridge_apply *a)
 	if (a->head == NULL)
 		a->tail = NULL;
 	a->n -= batch ? n : 0;
+	if (a->held != NULL) {
+		a->held_tail->next = batch;
+		batch = a->held;
+		a->held = a->held_tail = NULL;
+		a->n_held = 0;
+	}
 	pthread_mutex_unlock(&a->lock);
 	return batch;
+}
+
+/* Keeps the messages of batch held in this round for the next, in order; frees the rest. */
+static void bridge_apply_keep_held(struct bridge_apply *a, struct in_msg *batch)
+{
+	int64_t now = bridge_now_ms();
+	size_t n = 0;
+
+	while (batch) {
+		struct in_msg *m = batch;
+
+		batch = m->next;
+		if (!m->held) {
+			free(m);
+			continue;
+		}
+		m->held = false;
+		m->next = NULL;
+		if (m->held_at == 0)
+			m->held_at = now;
+		if (a->held_tail)
+			a->held_tail->next = m;
+		else
+			a->held = m;
+		a->held_tail = m;
+		n++;
+	}
+	pthread_mutex_lock(&a->lock);
+	a->n_held = n;
+	pthread_mutex_unlock(&a->lock);
+	if (n > 0)
+		log_debug("%zu device reports wait for job rows another coordinator holds", n);
 }
 
 size_t bridge_apply_waiting(struct bridge_apply *a)
@@ -131,9 +192,29 @@ size_t bridge_apply_waiting(struct bridge_apply *a)
 	size_t n;
 
 	pthread_mutex_lock(&a->lock);
+	n = a->n + a->n_held;
+	pthread_mutex_unlock(&a->lock);
+	return n;
+}
+
+size_t bridge_apply_queued(struct bridge_apply *a)
+{
+	size_t n;
+
+	pthread_mutex_lock(&a->lock);
 	n = a->n;
 	pthread_mutex_unlock(&a->lock);
 	return n;
+}
+
+int bridge_apply_wait_ms(struct bridge_apply *a)
+{
+	size_t n;
+
+	pthread_mutex_lock(&a->lock);
+	n = a->n_held;
+	pthread_mutex_unlock(&a->lock);
+	return n > 0 ? BRIDGE_HELD_RETRY_MS : -1;
 }
 
 /* ---- one message ---- */
@@ -333,7 +414,7 @@ static bool bridge_apply_list(struct bridge_apply *a, struct in_msg *list, bool 
 
 /* The reports of a batch on a shared database (PostgreSQL), decoded. */
 struct bridge_set {
-	const struct in_msg **m;
+	struct in_msg **m;
 	struct proto_report *r;
 	struct job_move *mv;
 	enum store_move *res;
@@ -352,14 +433,35 @@ static void bridge_set_free(struct bridge_set *b)
 	free(b->err);
 }
 
-/* The reports of list as moves (those dropped are logged): false when out of memory. */
-static bool bridge_set_make(struct bridge_set *b, struct in_msg *list)
+/* A report held elsewhere for BRIDGE_HELD_MAX_MS (m->held_at: since when) is applied alone,
+ * waiting for its job's row, so that a row held for long (a long transaction of another
+ * coordinator) cannot keep it back for good; before the batch's set, so a job's later
+ * reports in the set still come after it. */
+static bool bridge_held_too_long(const struct in_msg *m, int64_t now)
 {
+	return m->topic.kind == PROTO_STATUS && m->held_at != 0 &&
+	       now - m->held_at >= BRIDGE_HELD_MAX_MS;
+}
+
+/* The reports of list as moves (those dropped are logged; those held too long applied
+ * alone first): false when out of memory. */
+static bool bridge_set_make(struct bridge_apply *a, struct bridge_set *b, struct in_msg *list)
+{
+	int64_t now = bridge_now_ms();
 	size_t n = 0;
 
 	memset(b, 0, sizeof(*b));
 	for (struct in_msg *m = list; m; m = m->next)
-		n += m->topic.kind == PROTO_STATUS;
+		if (bridge_held_too_long(m, now)) {
+			log_info(
+			    "job %s: its row was held elsewhere for %lld ms: applying its report"
+			    " alone",
+			    m->topic.job, (long long)(now - m->held_at));
+			bridge_apply_report(a, m, false);
+			m->held_at = -1; /* done */
+		}
+	for (struct in_msg *m = list; m; m = m->next)
+		n += m->topic.kind == PROTO_STATUS && m->held_at >= 0;
 	if (n == 0)
 		return true;
 	b->m = calloc(n, sizeof(*b->m));
@@ -370,7 +472,7 @@ static bool bridge_set_make(struct bridge_set *b, struct in_msg *list)
 	if (!b->m || !b->r || !b->mv || !b->res || !b->err)
 		return false;
 	for (struct in_msg *m = list; m; m = m->next)
-		if (m->topic.kind == PROTO_STATUS &&
+		if (m->topic.kind == PROTO_STATUS && m->held_at >= 0 &&
 		    bridge_report_move(m, &b->r[b->n], &b->mv[b->n]))
 			b->m[b->n++] = m;
 	return true;
@@ -380,7 +482,8 @@ static bool bridge_set_make(struct bridge_set *b, struct in_msg *list)
  * A batch on a shared database (docs/coordinator.md, "Reports as sets"): its reports applied
  * as sets of rows in one transaction (lifecycle_moves), again whole when the database broke
  * it off (a deadlock, a lock wait cut short), one by one when it failed otherwise; then its
- * state messages, each in a transaction of its own as before.
+ * state messages, each in a transaction of its own as before. The reports whose jobs another
+ * transaction held are marked held (bridge_apply_keep_held keeps them for the next round).
  */
 static void bridge_apply_sets(struct bridge_apply *a, struct in_msg *list,
 			      struct bridge_idents *online)
@@ -388,12 +491,12 @@ static void bridge_apply_sets(struct bridge_apply *a, struct in_msg *list,
 	struct bridge_set b;
 	enum rcs_err err = RCS_OK;
 
-	if (!bridge_set_make(&b, list)) {
+	if (!bridge_set_make(a, &b, list)) {
 		log_warnx("a batch of %s is applied again message by message", "device reports");
 		bridge_set_free(&b);
 		memset(&b, 0, sizeof(b));
 		for (struct in_msg *m = list; m; m = m->next)
-			if (m->topic.kind == PROTO_STATUS)
+			if (m->topic.kind == PROTO_STATUS && m->held_at >= 0)
 				bridge_apply_report(a, m, false);
 	}
 	for (int attempt = 0; b.n > 0; attempt++) {
@@ -403,7 +506,9 @@ static void bridge_apply_sets(struct bridge_apply *a, struct in_msg *list,
 			break;
 	}
 	for (size_t i = 0; i < b.n; i++) {
-		if (err == RCS_OK)
+		if (err == RCS_OK && b.err[i] == RCS_ERR_BUSY)
+			b.m[i]->held = true; /* its job's row was held: the next round */
+		else if (err == RCS_OK)
 			bridge_report_after(a, b.m[i], &b.mv[i], b.err[i], b.res[i]);
 		else
 			bridge_apply_report(a, b.m[i], false);
@@ -467,5 +572,5 @@ void bridge_apply_step(struct bridge_apply *a)
 	if (batch == NULL)
 		return;
 	bridge_apply_inbound(a, batch);
-	bridge_msgs_free(batch);
+	bridge_apply_keep_held(a, batch);
 }

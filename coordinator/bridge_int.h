@@ -226,9 +226,15 @@ void bridge_apply_free(struct bridge_apply *a);
  * worker; false when it cannot be now (back-pressure: paho delivers it again later). */
 bool bridge_apply_queue(struct bridge_apply *a, const struct proto_topic *t, const void *payload,
 			size_t len);
-/* The worker: applies a batch of the queued messages. */
+/* The worker: applies a batch of the queued messages, the reports held in its last round
+ * first (reports whose jobs another coordinator's transaction held on PostgreSQL, kept in
+ * order for the next round: docs/coordinator.md, "Reports as sets"). */
 void bridge_apply_step(struct bridge_apply *a);
-/* How many messages are queued. */
+/* How many messages are not applied yet: queued or held. */
 size_t bridge_apply_waiting(struct bridge_apply *a);
+/* How many messages are queued (held ones apart). */
+size_t bridge_apply_queued(struct bridge_apply *a);
+/* When the held reports should be tried again (ms; -1: none held). */
+int bridge_apply_wait_ms(struct bridge_apply *a);
 
 #endif

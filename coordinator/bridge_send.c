@@ -299,17 +299,23 @@ static void bridge_outs_drop(struct bridge_out *outs, size_t k)
 }
 
 /* The envelopes of k jobs into outs[] (payload NULL: not to be sent), in the caller's
- * transaction. in_tx: the moves take no savepoint each; returns false when one failed
- * after writing (outs[] then hold nothing): the caller rolls back and calls again with
- * in_tx false, when each move is a savepoint of the transaction. */
+ * transaction, but those skip[i] marks (skip may be NULL). in_tx: the moves take no savepoint
+ * each; returns false when one failed after writing (outs[] then hold nothing): the caller
+ * rolls back and calls again with in_tx false, when each move is a savepoint of the
+ * transaction. */
 static bool bridge_prepare_chunk(struct bridge_send *s, const char (*ids)[UUID_STR_LEN], size_t k,
-				 bool resend, int64_t now, bool in_tx, struct bridge_out *outs)
+				 bool resend, int64_t now, bool in_tx, const bool *skip,
+				 struct bridge_out *outs)
 {
 	bool undo = false;
 
 	for (size_t i = 0; i < k && !undo; i++) {
-		enum rcs_err err = bridge_prepare_job(s->env, ids[i], resend, true, now,
-						      in_tx ? &undo : NULL, &outs[i]);
+		enum rcs_err err;
+
+		if (skip != NULL && skip[i])
+			continue;
+		err = bridge_prepare_job(s->env, ids[i], resend, true, now, in_tx ? &undo : NULL,
+					 &outs[i]);
 		if (err != RCS_OK && !undo)
 			log_warnx("job %s: not sent: %s", ids[i], rcs_strerror(err));
 	}
@@ -322,14 +328,17 @@ static bool bridge_prepare_chunk(struct bridge_send *s, const char (*ids)[UUID_S
  * A chunk of first sends as sets of rows, on a shared database (docs/coordinator.md "Sends
  * as sets"): its jobs and their devices' presence read, and the jobs locked in ident order,
  * in one statement; their moves to transmited, with their claims, and their history items
- * written in one statement each when the chunk ends. False when that failed: nothing
- * of it was kept (outs[] hold nothing).
+ * written in one statement each when the chunk ends. A job whose row another transaction
+ * holds (another coordinator sending it) is left: still pending, it is that one's to send,
+ * or any coordinator's next look at the jobs due. False when that failed: nothing of it
+ * was kept (outs[] hold nothing).
  */
 static bool bridge_commit_set(struct bridge_send *s, const char (*ids)[UUID_STR_LEN], size_t k,
 			      int64_t now, struct bridge_out *outs)
 {
 	struct store *st = s->link->st;
 	const char *v[BRIDGE_PUBLISH_CHUNK];
+	bool held[BRIDGE_PUBLISH_CHUNK];
 	struct bridge_idents claims;
 	bool ok, fold_claims;
 
@@ -341,9 +350,9 @@ static bool bridge_commit_set(struct bridge_send *s, const char (*ids)[UUID_STR_
 	store_fold_begin_sets(st);
 	/* the claims written with the rows; else (no fold of sets) in one statement after */
 	fold_claims = store_fold_claim_sends(st);
-	ok = store_fold_prefetch_sends(st, v, k) == RCS_OK;
+	ok = store_fold_prefetch_sends(st, v, k, held) == RCS_OK;
 	bridge_envelopes_claim_into(s->env, &claims);
-	ok = ok && bridge_prepare_chunk(s, ids, k, false, now, true, outs);
+	ok = ok && bridge_prepare_chunk(s, ids, k, false, now, true, held, outs);
 	bridge_envelopes_claim_into(s->env, NULL);
 	ok = store_fold_end(st, ok) == RCS_OK && ok;
 	ok = ok && (fold_claims || store_jobs_claim(st, &claims.ids, now) == RCS_OK);
@@ -369,13 +378,13 @@ static bool bridge_commit_chunk(struct bridge_send *s, const char (*ids)[UUID_ST
 	}
 	tx = store_tx_begin(st) == RCS_OK;
 
-	if (!bridge_prepare_chunk(s, ids, k, resend, now, tx, outs)) {
+	if (!bridge_prepare_chunk(s, ids, k, resend, now, tx, NULL, outs)) {
 		/* a move failed after writing: the chunk again, each move in a savepoint
 		 * of its own, so that the failing one costs only itself */
 		log_warnx("a batch of %zu jobs is prepared again job by job", k);
 		store_tx_end(st, false);
 		tx = store_tx_begin(st) == RCS_OK;
-		bridge_prepare_chunk(s, ids, k, resend, now, false, outs);
+		bridge_prepare_chunk(s, ids, k, resend, now, false, NULL, outs);
 	}
 	if (tx && store_tx_end(st, true) != RCS_OK) {
 		/* nothing of the chunk was committed: its jobs stay pending */

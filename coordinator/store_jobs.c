@@ -1236,6 +1236,13 @@ bool store_fold_claim_sends(struct store *st)
 	FOLD_PREFETCH_COLS(more)                                                                   \
 	" IN (SELECT value FROM json_array_elements_text(CAST(?1 AS json)))"                       \
 	" ORDER BY j.ident FOR UPDATE OF j"
+/* a batch of reports that leaves the rows another transaction holds (store_fold_prefetch's
+ * held); which of the jobs it did not read are there all the same: FOLD_HELD_PG */
+#define FOLD_PREFETCH_SKIP_PG       FOLD_PREFETCH_PG("") " SKIP LOCKED"
+#define FOLD_PREFETCH_SENDS_SKIP_PG FOLD_PREFETCH_SENDS_PG " SKIP LOCKED"
+#define FOLD_HELD_PG                                                                               \
+	"SELECT ident FROM jobs WHERE ident = ANY(ARRAY(SELECT"                                    \
+	" json_array_elements_text(CAST(?1 AS json))))"
 /* a chunk of sends: its rows found through the jobs' key whatever the planner thinks of the
  * table's size (a bulk send's jobs were just made) */
 #define FOLD_PREFETCH_SENDS_PG                                                                     \
@@ -1275,32 +1282,95 @@ static enum rcs_err fold_prefetch_row(struct store_stmt *s, void *arg)
 	return RCS_OK;
 }
 
-/* presence: the devices' presence too (store_fold_prefetch_sends). */
-static enum rcs_err fold_prefetch(struct store *st, const char *const *idents, size_t n,
-				  bool presence)
+/* The idents as a JSON array, the ones skip[i] marks left out (skip may be NULL); NULL when
+ * out of memory. */
+static json_object *fold_idents_json(const char *const *idents, size_t n, const bool *skip)
+{
+	json_object *a = json_object_new_array();
+
+	for (size_t i = 0; a != NULL && i < n; i++) {
+		json_object *v;
+
+		if (skip != NULL && skip[i])
+			continue;
+		v = json_object_new_string(idents[i]);
+		if (v == NULL || json_object_array_add(a, v) != 0) {
+			json_object_put(v);
+			json_object_put(a);
+			a = NULL;
+		}
+	}
+	return a;
+}
+
+/* After a prefetch that skipped locked rows: held[i] set for each job of idents the fold
+ * does not hold that exists all the same (another transaction holds its row). One read,
+ * only when some job was not read. */
+static enum rcs_err fold_held(struct store *st, const char *const *idents, size_t n, bool *held)
 {
 	struct store_stmt *s = NULL;
+	bool *read = calloc(n, sizeof(*read));
+	json_object *a = NULL;
+	size_t missing = 0;
+	enum rcs_err err = RCS_OK;
+
+	if (read == NULL)
+		return RCS_ERR_NOMEM;
+	for (size_t i = 0; i < n; i++) {
+		held[i] = false;
+		read[i] = fold_find(st->fold, idents[i]) != NULL;
+		missing += !read[i];
+	}
+	if (missing == 0)
+		goto out;
+	if ((a = fold_idents_json(idents, n, read)) == NULL) {
+		err = RCS_ERR_NOMEM;
+		goto out;
+	}
+	err = store_stmt(st, FOLD_HELD_PG, &s);
+	if (err == RCS_OK)
+		store_arg_text(s, 1, jsonu_dump(a, NULL));
+	for (bool row = true; err == RCS_OK && row;) {
+		err = store_next(st, s, "held jobs", &row);
+		for (size_t i = 0; err == RCS_OK && row && i < n; i++)
+			held[i] =
+			    held[i] || (!read[i] && strcmp(idents[i], store_val_text(s, 0)) == 0);
+	}
+	store_stmt_done(st, s);
+out:
+	json_object_put(a);
+	free(read);
+	return err;
+}
+
+/* presence: the devices' presence too (store_fold_prefetch_sends); held: rows another
+ * transaction holds are left (store_fold_prefetch). */
+static enum rcs_err fold_prefetch(struct store *st, const char *const *idents, size_t n,
+				  bool presence, bool *held)
+{
+	struct store_stmt *s = NULL;
+	bool skip = held != NULL && st->dialect == STORE_DIALECT_POSTGRES;
 	json_object *a;
 	enum rcs_err err = RCS_OK;
 
+	for (size_t i = 0; held != NULL && i < n; i++)
+		held[i] = false;
 	if (st->fold == NULL || !st->fold->on || n == 0)
 		return RCS_OK;
-	if ((a = json_object_new_array()) == NULL)
+	if ((a = fold_idents_json(idents, n, NULL)) == NULL)
 		return RCS_ERR_NOMEM;
-	for (size_t i = 0; err == RCS_OK && i < n; i++) {
-		json_object *v = json_object_new_string(idents[i]);
-
-		if (v == NULL || json_object_array_add(a, v) != 0) {
-			json_object_put(v);
-			err = RCS_ERR_NOMEM;
-		}
-	}
 	st->fold->presence = presence;
-	if (err == RCS_OK && presence)
+	if (presence)
 		err = store_stmt(
-		    st, STORE_SQL(st, FOLD_PREFETCH_SQ(FOLD_PRESENCE), FOLD_PREFETCH_SENDS_PG), &s);
-	else if (err == RCS_OK)
-		err = store_stmt(st, STORE_SQL(st, FOLD_PREFETCH_SQ(""), FOLD_PREFETCH_PG("")), &s);
+		    st,
+		    STORE_SQL(st, FOLD_PREFETCH_SQ(FOLD_PRESENCE),
+			      skip ? FOLD_PREFETCH_SENDS_SKIP_PG : FOLD_PREFETCH_SENDS_PG),
+		    &s);
+	else
+		err = store_stmt(st,
+				 STORE_SQL(st, FOLD_PREFETCH_SQ(""),
+					   skip ? FOLD_PREFETCH_SKIP_PG : FOLD_PREFETCH_PG("")),
+				 &s);
 	if (err == RCS_OK)
 		store_arg_text(s, 1, jsonu_dump(a, NULL));
 	for (bool row = true; err == RCS_OK && row;) {
@@ -1310,17 +1380,20 @@ static enum rcs_err fold_prefetch(struct store *st, const char *const *idents, s
 	}
 	store_stmt_done(st, s);
 	json_object_put(a);
+	if (err == RCS_OK && skip)
+		err = fold_held(st, idents, n, held);
 	return err;
 }
 
-enum rcs_err store_fold_prefetch(struct store *st, const char *const *idents, size_t n)
+enum rcs_err store_fold_prefetch(struct store *st, const char *const *idents, size_t n, bool *held)
 {
-	return fold_prefetch(st, idents, n, false);
+	return fold_prefetch(st, idents, n, false, held);
 }
 
-enum rcs_err store_fold_prefetch_sends(struct store *st, const char *const *idents, size_t n)
+enum rcs_err store_fold_prefetch_sends(struct store *st, const char *const *idents, size_t n,
+				       bool *held)
 {
-	return fold_prefetch(st, idents, n, true);
+	return fold_prefetch(st, idents, n, true, held);
 }
 
 enum rcs_err store_fold_job(struct store *st, const char *ident, struct job_rec *out, int *online)

@@ -241,9 +241,13 @@ void store_fold_begin(struct store *st);
  * PostgreSQL its history items are kept and written, with every row it moved (ended ones
  * too), in one statement each when it is flushed or ended; on SQLite it is store_fold_begin.
  * store_fold_prefetch reads the jobs of idents (n of them, repeats allowed) into the fold
- * in one statement, their rows locked in ident order on PostgreSQL (two coordinators
- * applying overlapping batches wait for each other, they cannot deadlock); jobs not found
- * are read, and refused, by their moves as without it.
+ * in one statement, their rows locked in ident order on PostgreSQL; jobs not found are read,
+ * and refused, by their moves as without it. held NULL: a row another transaction holds is
+ * waited for (two coordinators applying overlapping batches wait for each other, they
+ * cannot deadlock). held given (n of them): such a row is left, not waited for (SKIP
+ * LOCKED), and held[i] is set for each job of idents that exists but was not read; the
+ * caller must not move those in this transaction (docs/coordinator.md, "Reports as sets";
+ * on SQLite, one writer: never set).
  */
 void store_fold_begin_sets(struct store *st);
 /* In a fold of sets (PostgreSQL): each job its moves record as sent is claimed by this node
@@ -251,10 +255,12 @@ void store_fold_begin_sets(struct store *st);
  * instead of a claim of its own (docs/coordinator.md, "Sends as sets"). False when the fold
  * is not one of sets: the caller claims the jobs itself. */
 bool store_fold_claim_sends(struct store *st);
-enum rcs_err store_fold_prefetch(struct store *st, const char *const *idents, size_t n);
+enum rcs_err store_fold_prefetch(struct store *st, const char *const *idents, size_t n, bool *held);
 /* store_fold_prefetch for a chunk of sends (docs/coordinator.md, "Sends as sets"): the
- * devices' presence read with the jobs. */
-enum rcs_err store_fold_prefetch_sends(struct store *st, const char *const *idents, size_t n);
+ * devices' presence read with the jobs; held as there (the jobs another coordinator is
+ * sending at that moment are left to it). */
+enum rcs_err store_fold_prefetch_sends(struct store *st, const char *const *idents, size_t n,
+				       bool *held);
 /* The job's record as the fold holds it (read by its prefetch, or as its moves left it), and
  * its device's presence as store_fold_prefetch_sends read it (*online 1 or 0; -1: not read).
  * RCS_ERR_NOTFOUND: the fold does not hold the job (or no fold is on). */

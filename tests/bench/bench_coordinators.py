@@ -175,8 +175,45 @@ def pg_stats(pg, db):
     return out
 
 
+class WaitSampler:
+    """Samples pg_stat_activity of one database every 0.1 s during the send (one psql with
+    \\watch: one connection, about 1 ms of the server's CPU per sample): per sample, each
+    active backend of the coordinators as its wait ('Lock:transactionid', ...) or 'CPU', with
+    the first words of its statement."""
+
+    SQL = ("SELECT 'sample' UNION ALL SELECT coalesce(wait_event_type || ':' || wait_event, "
+           "'CPU') || '|' || left(regexp_replace(query, '\\s+', ' ', 'g'), 50) || ' ... ' || "
+           "right(regexp_replace(query, '\\s+', ' ', 'g'), 40) "
+           "FROM pg_stat_activity WHERE datname = current_database() AND state = 'active' "
+           "AND pid <> pg_backend_pid()")
+
+    def __init__(self, pg, db):
+        self.out = tempfile.TemporaryFile(mode="w+")
+        self.proc = subprocess.Popen(
+            [os.path.join(pg.bindir, "psql"), "-X", "-q", "-At", "-d", pg.url(db)],
+            stdin=subprocess.PIPE, stdout=self.out, stderr=subprocess.DEVNULL, text=True)
+        self.proc.stdin.write(self.SQL + " \\watch 0.1\n")
+        self.proc.stdin.flush()
+
+    def stop(self):
+        self.proc.terminate()
+        self.proc.wait(timeout=30)
+        self.out.seek(0)
+        samples, seen = 0, {}
+        for line in self.out:
+            line = line.strip()
+            if line == "sample":
+                samples += 1
+            elif "|" in line:
+                seen[line] = seen.get(line, 0) + 1
+        self.out.close()
+        waits = sum(v for k, v in seen.items() if k.startswith("Lock:"))
+        return {"samples": samples, "active": sum(seen.values()), "lock_waits": waits,
+                "top": sorted(([v, k] for k, v in seen.items()), reverse=True)[:8]}
+
+
 def coordinators_run(workdir, label, database, ncoord, n, timeout, stall, statements,
-                     coord_args=()):
+                     coord_args=(), waits=False):
     _, client_root, key, task, idf = database.prep
     db = database.fresh()
     broker = bf.start_broker(workdir, n)
@@ -212,6 +249,8 @@ def coordinators_run(workdir, label, database, ncoord, n, timeout, stall, statem
         s0 = pg_stats(database.pg, db)
         if statements and db.startswith("postgresql://"):
             database.pg.psql("SELECT pg_stat_statements_reset()", db=db.rsplit("/", 1)[1])
+        sampler = WaitSampler(database.pg, db.rsplit("/", 1)[1]) \
+            if waits and db.startswith("postgresql://") else None
         body = json.dumps({"tag": bf.TAG, "group_name": "bench-%s" % label}).encode()
         conn = bf.http.client.HTTPConnection("127.0.0.1", coords[0].port, timeout=300)
         t0 = time.monotonic()
@@ -243,6 +282,9 @@ def coordinators_run(workdir, label, database, ncoord, n, timeout, stall, statem
             time.sleep(0.1)
         complete = done >= n
         trace.append((round(t_all, 1), done))
+        activity_samples = sampler.stop() if sampler else None
+        if activity_samples:
+            log("  pg_stat_activity samples: %s" % json.dumps(activity_samples))
         cpu1 = [bf.cpu_of(c.proc.pid) for c in coords]
         pg1 = pg_cpu(postmaster) if postmaster else None
         m1 = [metrics(c.metrics_port) for c in coords]
@@ -253,8 +295,9 @@ def coordinators_run(workdir, label, database, ncoord, n, timeout, stall, statem
             # the statements that took the server's time during the send
             top = database.pg.psql(
                 "SELECT calls, round(total_exec_time), rows, "
-                "regexp_replace(left(query, 160), '\\s+', ' ', 'g') FROM pg_stat_statements "
-                "ORDER BY total_exec_time DESC LIMIT 12", db=db.rsplit("/", 1)[1]).splitlines()
+                "regexp_replace(left(query, 110) || ' ... ' || right(query, 60), '\\s+', ' ',"
+                " 'g') FROM pg_stat_statements "
+                "ORDER BY total_exec_time DESC LIMIT 20", db=db.rsplit("/", 1)[1]).splitlines()
             for line in top:
                 log("  pg_stat_statements: %s" % line)
             # every statement the coordinators ran during the send (the psql calls of the
@@ -266,12 +309,17 @@ def coordinators_run(workdir, label, database, ncoord, n, timeout, stall, statem
                 db=db.rsplit("/", 1)[1]).strip() or 0)
         g = api.get("/groups/%s" % group)
         statuses = g.json.get("statuses") if g.status == 200 else None
-        in_db = None
+        in_db, history = None, None
         if db.startswith("postgresql://"):
             # the rows as committed, next to the API's count and the group's tallies
             in_db = dict(x.split("|") for x in database.pg.psql(
                 "SELECT status, count(*) FROM jobs WHERE group_ident = '%s' GROUP BY status"
                 % group, db=db.rsplit("/", 1)[1]).split())
+            # history items per job: the same in every run when each report was applied
+            history = dict(x.split("|") for x in database.pg.psql(
+                "SELECT n, count(*) FROM (SELECT count(*) AS n FROM job_history h JOIN jobs j"
+                " ON j.ident = h.job_ident WHERE j.group_ident = '%s' GROUP BY j.ident) x"
+                " GROUP BY n" % group, db=db.rsplit("/", 1)[1]).split())
         activity = None
         if not complete and db.startswith("postgresql://"):
             # what the coordinators' connections are doing while the jobs wait
@@ -302,6 +350,7 @@ def coordinators_run(workdir, label, database, ncoord, n, timeout, stall, statem
                       if isinstance(p["metrics"], dict))
         res = {"config": label, "complete": complete, "terminated": done, "created": created,
                "rejected": len(answer["rejected"]), "statuses": statuses, "statuses_in_db": in_db,
+               "history_items_per_job": history, "pg_activity_samples": activity_samples,
                "load1_before_send": round(load1, 2),
                "post_s": round(t_post, 4), "post_response_bytes": len(raw),
                "all_terminated_s": round(t_all, 3) if complete else None,
@@ -371,6 +420,9 @@ def main():
     ap.add_argument("--pg-statements", action="store_true",
                     help="load pg_stat_statements and report the statements that took "
                     "PostgreSQL's time during each send")
+    ap.add_argument("--pg-waits", action="store_true",
+                    help="sample pg_stat_activity every 0.1 s during each send on PostgreSQL "
+                    "(lock waits of the coordinators' statements)")
     ap.add_argument("--json", help="also write the results to this file")
     ap.add_argument("--keep", action="store_true",
                     help="keep the work directory (the coordinators' logs are copied there)")
@@ -410,7 +462,7 @@ def main():
                 try:
                     r = coordinators_run(workdir, label, dbs[kind], int(count), n, a.timeout,
                                          a.stall, a.pg_statements,
-                                         a.coordinator_arg)
+                                         a.coordinator_arg, a.pg_waits)
                 except Exception as e:  # a broken run is a finding: keep it, go on
                     log("%s failed: %r" % (label, e))
                     summary["runs"].append({"config": cfg, "run": k, "error": repr(e)})

@@ -711,18 +711,21 @@ class BusyRetryTest(OneCoordinatorTest):
     applied again rather than dropped: another session holds the job's row, then the
     device's row, locked for longer than the coordinator's lock_timeout (500 ms, given in
     the URL's options) while the message arrives, and lets go well within the retries
-    (5 attempts, 2.65 s in all)."""
+    (5 attempts, 2.65 s in all). The report's batch leaves the job's row (docs/coordinator.md,
+    "Reports as sets": it is held elsewhere), keeps the report and, after a second, applies
+    it alone, waiting for the row: that wait is cut short and tried again."""
 
     HOLD = 1.2  # seconds a row stays locked
+    HOLD_JOB = 2.0  # the job's row: past the second a report is kept, then a wait cut short
     db_suffix = "?options=-c%20lock_timeout%3D500"
     coord_args = ("--node-id", "busy")
 
-    def held(self, row, then):
-        """Locks row (a table and a condition) for HOLD seconds from another session, calls
+    def held(self, row, then, hold=HOLD):
+        """Locks row (a table and a condition) for hold seconds from another session, calls
         then() once the lock is held, and waits for the session to end."""
         t = threading.Thread(target=self.pg.psql, args=(
             "BEGIN; SELECT 1 FROM %s FOR UPDATE; SELECT pg_sleep(%s); COMMIT"
-            % (row, self.HOLD),), kwargs={"db": self.dbname})
+            % (row, hold),), kwargs={"db": self.dbname})
         t.start()
         wait_for(lambda: self.pg.psql(
             "SELECT count(*) FROM pg_stat_activity WHERE wait_event = 'PgSleep'",
@@ -760,13 +763,14 @@ class BusyRetryTest(OneCoordinatorTest):
                             json.dumps({"v": 1, "job": job["ident"], "status": "terminated",
                                         "seq": 1, "ts": int(time.time()), "response": "ok"}),
                             qos=1).wait_for_publish(10)
-        self.held("jobs WHERE ident = '%s'" % job["ident"], report)
+        self.held("jobs WHERE ident = '%s'" % job["ident"], report, self.HOLD_JOB)
         wait_for(lambda: self.api.get("/jobs/" + job["ident"]).json["status"] == "terminated",
                  timeout=10, what="the report applied once the row was free")
         self.held("devices WHERE entity_ident = '%s'" % ent, lambda: publish_state(False))
         wait_for(lambda: self.api.get("/devices/" + ent).json.get("online") is False,
                  timeout=10, what="the state applied once the row was free")
         log = self.coord.read_log()
+        self.assertIn("job %s: its row was held elsewhere for" % job["ident"], log)
         self.assertIn("job %s: the database broke the change off (busy): applying it again"
                       % job["ident"], log)
         self.assertIn("device %s: the database broke the change off (busy): applying it again"
@@ -775,6 +779,49 @@ class BusyRetryTest(OneCoordinatorTest):
         self.assertEqual([h["status"] for h in self.api.get(
             "/jobs/%s/history" % job["ident"]).json["items"]],
             ["terminated", "transmited", "pending", "initial"])  # newest first
+
+    def test_reports_kept_in_order_while_row_held(self):
+        """Three reports of one job that come while another session holds the job's row
+        (shorter than the second after which one is applied alone) are kept, in their order,
+        through the rounds that find the row held, and applied in that order once it is free
+        (docs/coordinator.md, "Reports as sets")."""
+        ent = self.api.post("/devices", {"name": "kept"}).json["entity_ident"]
+        envelopes = []
+        self.cl = mqtt.Client(client_id="kept-" + uuid.uuid4().hex[:12], clean_session=True)
+        ready = threading.Event()
+        self.cl.on_connect = lambda c, u, f, rc: c.subscribe(
+            "rcs/v1/%s/%s/jobs/+" % (self.root, ent), 1)
+        self.cl.on_subscribe = lambda *a: ready.set()
+        self.cl.on_message = lambda c, u, msg: envelopes.append(msg.topic)
+        self.cl.connect("127.0.0.1", self.broker.port, keepalive=10)
+        self.cl.loop_start()
+        self.assertTrue(ready.wait(10))
+        self.cl.publish("rcs/v1/%s/%s/state" % (self.root, ent), json.dumps(
+            {"v": 1, "online": True, "tags": [], "agent_version": "kept",
+             "ts": int(time.time())}), qos=1, retain=True).wait_for_publish(10)
+        wait_for(lambda: self.api.get("/devices/" + ent).json.get("online") is True,
+                 what="the device online")
+        task = self.api.post("/tasks", {"name": "kept", "script": "echo"}).json
+        job = self.api.post("/tasks/%s/jobs" % task["ident"], {"entity_ident": ent}).json
+        wait_for(lambda: envelopes, what="the envelope")
+        topic = "rcs/v1/%s/%s/jobs/%s/status" % (self.root, ent, job["ident"])
+
+        def reports():
+            for seq, status in ((1, "edge_started"), (2, "edge_running"), (3, "terminated")):
+                self.cl.publish(topic, json.dumps(
+                    {"v": 1, "job": job["ident"], "status": status, "seq": seq,
+                     "ts": int(time.time()), "response": "ok"}), qos=1).wait_for_publish(10)
+                time.sleep(0.1)  # each its own batch, most likely
+        self.held("jobs WHERE ident = '%s'" % job["ident"], reports, 0.7)
+        wait_for(lambda: self.api.get("/jobs/" + job["ident"]).json["status"] == "terminated",
+                 timeout=10, what="the reports applied once the row was free")
+        self.assertEqual([h["status"] for h in self.api.get(
+            "/jobs/%s/history" % job["ident"]).json["items"]],
+            ["terminated", "edge_running", "edge_started", "transmited", "pending",
+             "initial"])  # newest first
+        log = self.coord.read_log()
+        self.assertNotIn("its row was held elsewhere", log)
+        self.assertNotIn("not applied", log)
 
 
 @unittest.skipUnless(pg_server.available(), "PostgreSQL's server is not installed")

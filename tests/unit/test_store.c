@@ -2136,9 +2136,141 @@ static void test_sets_batch_again_whole(void **state)
 }
 #endif
 
+#ifdef RCS_WITH_POSTGRES
+static void held_moves(struct job_move *m, const char *job)
+{
+	m[0] = (struct job_move){.ident = job, .to = JS_EDGE_STARTED, .seq = 1, .now = 300};
+	m[1] = (struct job_move){.ident = job, .to = JS_TERMINATED, .seq = 2, .now = 301};
+}
+
+/* Another connection holds one job's row (another coordinator's batch): a batch with that
+ * job's reports and others' applies the others at once, not waiting for the row, and makes
+ * none of the held job's moves (RCS_ERR_BUSY, nothing written); applied again once the row
+ * is free, they count once (docs/coordinator.md, "Reports as sets"). */
+static void test_sets_leave_held_rows(void **state)
+{
+	struct fixture *f = *state;
+	struct lifecycle lc = {.st = f->st};
+	struct job_new jobs[3];
+	struct job_move m[6], again[2];
+	enum store_move res[6];
+	enum rcs_err errs[6];
+	long long h[3];
+	char sql[160];
+	PGconn *c;
+	PGresult *r;
+
+	if (!store_test_pg())
+		skip();
+	make_group_jobs(f, jobs, 3, "held", NULL);
+	for (size_t i = 0; i < 3; i++) {
+		h[i] = history_count(f, jobs[i].ident);
+		held_moves(&m[2 * i], jobs[i].ident);
+	}
+	held_moves(again, jobs[1].ident);
+	c = PQconnectdb(f->path);
+	assert_int_equal(PQstatus(c), CONNECTION_OK);
+	snprintf(sql, sizeof(sql), "BEGIN; SELECT 1 FROM jobs WHERE ident = '%s' FOR UPDATE",
+		 jobs[1].ident);
+	r = PQexec(c, sql);
+	assert_int_equal(PQresultStatus(r), PGRES_TUPLES_OK);
+	PQclear(r);
+	/* a batch that waited for the row would fail after 3 s instead of waiting for good */
+	assert_int_equal(store_write(f->st, "SET lock_timeout = '3s'", NULL, 0), RCS_OK);
+	assert_int_equal(lifecycle_moves(&lc, m, 6, res, errs), RCS_OK);
+	for (size_t i = 0; i < 6; i++) {
+		assert_int_equal(errs[i], i / 2 == 1 ? RCS_ERR_BUSY : RCS_OK);
+		if (i / 2 != 1)
+			assert_int_equal(res[i], STORE_MOVE_APPLIED);
+	}
+	for (size_t i = 0; i < 3; i++) {
+		assert_int_equal(history_count(f, jobs[i].ident), h[i] + (i == 1 ? 0 : 2));
+		assert_int_equal(job_column(f, jobs[i].ident, "last_seq"), i == 1 ? 0 : 2);
+	}
+	assert_int_equal(group_tallies(f, jobs[0].ident), 1 * 1000 + 2 * 100 + 0 * 10 + 2);
+	/* still held: left again */
+	assert_int_equal(lifecycle_moves(&lc, again, 2, res, errs), RCS_OK);
+	assert_int_equal(errs[0], RCS_ERR_BUSY);
+	assert_int_equal(errs[1], RCS_ERR_BUSY);
+	assert_int_equal(history_count(f, jobs[1].ident), h[1]);
+	r = PQexec(c, "COMMIT");
+	assert_int_equal(PQresultStatus(r), PGRES_COMMAND_OK);
+	PQclear(r);
+	/* free: applied, once */
+	assert_int_equal(lifecycle_moves(&lc, again, 2, res, errs), RCS_OK);
+	for (size_t i = 0; i < 2; i++) {
+		assert_int_equal(errs[i], RCS_OK);
+		assert_int_equal(res[i], STORE_MOVE_APPLIED);
+	}
+	assert_int_equal(lifecycle_moves(&lc, m, 6, res, errs), RCS_OK);
+	for (size_t i = 0; i < 6; i++) {
+		assert_int_equal(errs[i], RCS_OK);
+		assert_int_equal(res[i], STORE_MOVE_DUPLICATE);
+	}
+	for (size_t i = 0; i < 3; i++) {
+		assert_int_equal(history_count(f, jobs[i].ident), h[i] + 2);
+		assert_int_equal(job_column(f, jobs[i].ident, "n_history"), h[i] + 2);
+		assert_int_equal(job_column(f, jobs[i].ident, "last_seq"), 2);
+	}
+	assert_int_equal(group_tallies(f, jobs[0].ident), 0 * 1000 + 3 * 100 + 0 * 10 + 3);
+	assert_int_equal(store_write(f->st, "RESET lock_timeout", NULL, 0), RCS_OK);
+	PQfinish(c);
+}
+
+/* A chunk of sends while another connection holds one of its jobs' rows (another
+ * coordinator sending it): the chunk reads and locks the others at once and leaves that
+ * one (held), not waiting for it (docs/coordinator.md, "Sends as sets"). */
+static void test_sends_leave_held_rows(void **state)
+{
+	struct fixture *f = *state;
+	struct job_new jobs[3];
+	const char *ids[4];
+	bool held[4];
+	char sql[160], nojob[UUID_STR_LEN];
+	PGconn *c;
+	PGresult *r;
+
+	if (!store_test_pg())
+		skip();
+	make_group_jobs(f, jobs, 3, "held-sends", NULL);
+	assert_int_equal(uuid_v7(nojob), RCS_OK);
+	for (size_t i = 0; i < 3; i++)
+		ids[i] = jobs[i].ident;
+	ids[3] = nojob;
+	c = PQconnectdb(f->path);
+	assert_int_equal(PQstatus(c), CONNECTION_OK);
+	snprintf(sql, sizeof(sql), "BEGIN; SELECT 1 FROM jobs WHERE ident = '%s' FOR UPDATE",
+		 jobs[1].ident);
+	r = PQexec(c, sql);
+	assert_int_equal(PQresultStatus(r), PGRES_TUPLES_OK);
+	PQclear(r);
+	assert_int_equal(store_write(f->st, "SET lock_timeout = '3s'", NULL, 0), RCS_OK);
+	assert_int_equal(store_tx_begin(f->st), RCS_OK);
+	store_fold_begin_sets(f->st);
+	assert_int_equal(store_fold_prefetch_sends(f->st, ids, 4, held), RCS_OK);
+	for (size_t i = 0; i < 4; i++) {
+		struct job_rec rec;
+		int presence;
+
+		assert_int_equal(held[i], i == 1); /* a job not found is not held */
+		assert_int_equal(store_fold_job(f->st, ids[i], &rec, &presence),
+				 i == 0 || i == 2 ? RCS_OK : RCS_ERR_NOTFOUND);
+		store_job_rec_free(&rec);
+	}
+	assert_int_equal(store_fold_end(f->st, false), RCS_OK);
+	assert_int_equal(store_tx_end(f->st, false), RCS_OK);
+	r = PQexec(c, "COMMIT");
+	assert_int_equal(PQresultStatus(r), PGRES_COMMAND_OK);
+	PQclear(r);
+	assert_int_equal(store_write(f->st, "RESET lock_timeout", NULL, 0), RCS_OK);
+	PQfinish(c);
+}
+#endif
+
 /* Two coordinators apply overlapping batches at once, in opposite orders, each report of a
- * job twice: neither waits on the other for good (rows are locked in ident order), every
- * report is applied once. */
+ * job twice: neither waits on the other for good, every report is applied once. On
+ * PostgreSQL the moves of the jobs whose rows the other side held are left (RCS_ERR_BUSY)
+ * and applied again in a next round, in their order, as the MQTT bridge does. */
 #define SETS_JOBS 64
 struct sets_side {
 	struct store *st;
@@ -2146,14 +2278,43 @@ struct sets_side {
 	enum store_move res[2 * SETS_JOBS];
 	enum rcs_err errs[2 * SETS_JOBS];
 	enum rcs_err err;
+	size_t left, held; /* moves not applied at the end; moves left in a round, in all */
 };
 
 static void *sets_side_run(void *arg)
 {
 	struct sets_side *s = arg;
 	struct lifecycle lc = {.st = s->st};
+	struct job_move m[2 * SETS_JOBS];
+	enum store_move res[2 * SETS_JOBS];
+	enum rcs_err errs[2 * SETS_JOBS];
+	size_t idx[2 * SETS_JOBS], n = 2 * SETS_JOBS;
+	const struct timespec pause = {0, 1000000L};
 
-	s->err = lifecycle_moves(&lc, s->m, 2 * SETS_JOBS, s->res, s->errs);
+	for (size_t i = 0; i < n; i++)
+		idx[i] = i;
+	for (int round = 0; n > 0 && round < 2000; round++) {
+		size_t k = 0;
+
+		for (size_t i = 0; i < n; i++)
+			m[i] = s->m[idx[i]];
+		s->err = lifecycle_moves(&lc, m, n, res, errs);
+		if (s->err != RCS_OK)
+			break;
+		for (size_t i = 0; i < n; i++) {
+			if (errs[i] == RCS_ERR_BUSY) {
+				idx[k++] = idx[i]; /* in order, for the next round */
+				continue;
+			}
+			s->res[idx[i]] = res[i];
+			s->errs[idx[i]] = errs[i];
+		}
+		s->held += k;
+		n = k;
+		if (n > 0)
+			nanosleep(&pause, NULL);
+	}
+	s->left = n;
 	return NULL;
 }
 
@@ -2189,6 +2350,13 @@ static void test_sets_overlapping_batches(void **state)
 		pthread_join(t[i], NULL);
 	assert_int_equal(side[0].err, RCS_OK);
 	assert_int_equal(side[1].err, RCS_OK);
+	assert_int_equal(side[0].left, 0);
+	assert_int_equal(side[1].left, 0);
+	if (!store_test_pg()) /* one writer: nothing is ever left for another's row */
+		assert_int_equal(side[0].held + side[1].held, 0);
+	for (int i = 0; i < 2; i++)
+		for (size_t k = 0; k < 2 * SETS_JOBS; k++)
+			assert_int_equal(side[i].errs[k], RCS_OK);
 	memset(applied, 0, sizeof(applied));
 	for (size_t i = 0; i < SETS_JOBS; i++)
 		for (int r = 0; r < 2; r++) {
@@ -2256,7 +2424,13 @@ static void test_sends_as_sets(void **state)
 	/* PostgreSQL: the jobs recorded as sent are claimed with their rows; SQLite: by
 	 * store_jobs_claim below */
 	assert_int_equal(store_fold_claim_sends(f->st), store_test_pg());
-	assert_int_equal(store_fold_prefetch_sends(f->st, ids, 2), RCS_OK);
+	{
+		bool held[2] = {true, true};
+
+		assert_int_equal(store_fold_prefetch_sends(f->st, ids, 2, held), RCS_OK);
+		assert_false(held[0]); /* no other transaction holds them */
+		assert_false(held[1]);
+	}
 	for (size_t i = 0; i < 3; i++) {
 		struct job_rec rec;
 		bool online = false;
@@ -2359,6 +2533,10 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(test_sets_mixed_batch, setup, teardown),
 #ifdef RCS_WITH_POSTGRES
 	    cmocka_unit_test_setup_teardown(test_sets_batch_again_whole, setup, teardown),
+#endif
+#ifdef RCS_WITH_POSTGRES
+	    cmocka_unit_test_setup_teardown(test_sets_leave_held_rows, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_sends_leave_held_rows, setup, teardown),
 #endif
 	    cmocka_unit_test_setup_teardown(test_sets_overlapping_batches, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_sends_as_sets, setup, teardown),
