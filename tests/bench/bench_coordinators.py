@@ -23,8 +23,8 @@ same run (bench_fanout.baseline_run), so the ratio compares like with like on a 
 machine. Per run: the POST's answer time, the time until all N jobs are terminated (seen
 through the coordinators' /metrics?name=rcs_job_status_changes_total, which reads no
 database, so the bench's polling costs PostgreSQL nothing; --poll api counts through the
-API as before, a SELECT per poll) and its ratio to the baseline, each coordinator's CPU seconds (utime+stime from /proc) and
-peak RSS (VmHWM), PostgreSQL's CPU seconds (the postmaster's own and reaped children's
+API as before, a SELECT per poll) and its ratio to the baseline, each coordinator's CPU
+seconds (utime+stime from /proc) and peak RSS (VmHWM), PostgreSQL's CPU seconds (the postmaster's own and reaped children's
 plus every live backend's, from /proc/<pid>/stat), the per-coordinator counters of
 /metrics (--metrics-listen: reports received, MQTT messages in and out, status changes),
 and the lines of each coordinator's log written during the send that look like errors.
