@@ -122,25 +122,31 @@ static bool job_bulk_sort(struct api_req *req, struct api_resp *r, const struct 
 	bool allow_offline = jr->offline == API_OFFLINE_QUEUE    ? true
 			     : jr->offline == API_OFFLINE_REJECT ? false
 								 : jr->task.allow_offline;
+	bool *found = NULL, *presence = NULL, ok = false;
 	size_t nj = 0, nr = 0;
 	enum rcs_err err;
 
+	/* a list send's devices: one read of them all, not one per device */
+	if (online_of == NULL) {
+		found = calloc(n ? n : 1, sizeof(*found));
+		presence = calloc(n ? n : 1, sizeof(*presence));
+		err = found && presence
+			  ? store_devices_presence_of(req->app->st, req->auth.client_root, idents,
+						      n, found, presence)
+			  : RCS_ERR_NOMEM;
+		if (err != RCS_OK) {
+			api_store_error(r, err, "device");
+			goto out;
+		}
+		online_of = presence;
+	}
 	for (size_t i = 0; i < n; i++) {
-		bool online = false;
-		if (online_of) {
-			online = online_of[i];
-		} else {
-			err = store_device_presence(req->app->st, req->auth.client_root, idents[i],
-						    &online);
-			if (err == RCS_ERR_NOTFOUND) {
-				rejected[nr++] =
-				    (struct job_rejected){idents[i], "not_found", "no such device"};
-				continue;
-			}
-			if (err != RCS_OK) {
-				api_store_error(r, err, "device");
-				return false;
-			}
+		bool online = online_of[i];
+
+		if (found && !found[i]) {
+			rejected[nr++] =
+			    (struct job_rejected){idents[i], "not_found", "no such device"};
+			continue;
 		}
 		if (transport && !online && !allow_offline) {
 			rejected[nr++] = (struct job_rejected){
@@ -154,14 +160,18 @@ static bool job_bulk_sort(struct api_req *req, struct api_resp *r, const struct 
 		err = uuid_v7(jobs[nj].ident);
 		if (err != RCS_OK) {
 			api_store_error(r, err, "job");
-			return false;
+			goto out;
 		}
 		jobs[nj].order = order_of ? order_of[i] : (long long)i;
 		jobs[nj++].entity_ident = idents[i];
 	}
 	*pnj = nj;
 	*pnr = nr;
-	return true;
+	ok = true;
+out:
+	free(found);
+	free(presence);
+	return ok;
 }
 
 /*

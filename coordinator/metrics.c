@@ -325,24 +325,102 @@ static void gauge(struct buf *b, const char *name, const char *help, long long v
 	buf_appendf(b, "# HELP %s %s\n# TYPE %s gauge\n%s %lld\n", name, help, name, name, v);
 }
 
-enum rcs_err metrics_render(struct store *st, struct buf *b)
+static enum rcs_err metrics_render_some(struct store *st, const char *const *names, size_t n,
+					struct buf *b);
+
+/* Whether the family is asked for (n == 0: all are). */
+static bool family_asked(const char *family, size_t len, const char *const *names, size_t n)
 {
-	long long by_status[JS__COUNT], groups[GROUP__COUNT], online = 0, mails = 0, hooks = 0,
-							      size = 0;
+	for (size_t i = 0; i < n; i++)
+		if (strlen(names[i]) == len && strncmp(names[i], family, len) == 0)
+			return true;
+	return n == 0;
+}
+
+/* The family of a line of the text format: its sample's name less a histogram's suffix, or
+ * the name a "# HELP"/"# TYPE" line is about. */
+static bool line_asked(const char *line, size_t len, const char *const *names, size_t n)
+{
+	static const char *const suffixes[] = {"_bucket", "_sum", "_count"};
+	size_t k;
+
+	if (len > 7 && (strncmp(line, "# HELP ", 7) == 0 || strncmp(line, "# TYPE ", 7) == 0))
+		line += 7, len -= 7;
+	for (k = 0; k < len && line[k] != '{' && line[k] != ' '; k++)
+		;
+	if (family_asked(line, k, names, n))
+		return true;
+	for (size_t i = 0; i < sizeof(suffixes) / sizeof(suffixes[0]); i++) {
+		size_t sl = strlen(suffixes[i]);
+
+		if (k > sl && strncmp(line + k - sl, suffixes[i], sl) == 0 &&
+		    family_asked(line, k - sl, names, n))
+			return true;
+	}
+	return false;
+}
+
+enum rcs_err metrics_render_names(struct store *st, const char *const *names, size_t n,
+				  struct buf *out)
+{
+	struct buf all;
 	enum rcs_err err;
 
-	/* the store's gauges first, outside this module's lock */
-	err = store_jobs_by_status(st, by_status);
-	if (err == RCS_OK)
+	if (n == 0)
+		return metrics_render(st, out);
+	buf_init(&all, METRICS_MAX_TEXT);
+	err = metrics_render_some(st, names, n, &all);
+	for (size_t at = 0; err == RCS_OK && at < all.len;) {
+		const char *line = all.data + at, *nl = memchr(line, '\n', all.len - at);
+		size_t len = nl ? (size_t)(nl - line) : all.len - at;
+
+		if (line_asked(line, len, names, n))
+			buf_appendf(out, "%.*s\n", (int)len, line);
+		at += len + 1;
+	}
+	buf_free(&all);
+	return err; /* nothing asked for exists: an empty answer */
+}
+
+enum rcs_err metrics_render(struct store *st, struct buf *b)
+{
+	return metrics_render_some(st, NULL, 0, b);
+}
+
+/* The store's gauges asked for (all: n == 0), read outside this module's lock. */
+static enum rcs_err metrics_store_read(struct store *st, const char *const *names, size_t n,
+				       long long *by_status, long long *groups, long long *online,
+				       long long *mails, long long *hooks, long long *size)
+{
+	enum rcs_err err = RCS_OK;
+
+#define ASKED(f) family_asked(f, strlen(f), names, n)
+	if (ASKED("rcs_jobs"))
+		err = store_jobs_by_status(st, by_status);
+	if (err == RCS_OK && ASKED("rcs_groups"))
 		err = store_groups_by_status(st, groups);
-	if (err == RCS_OK)
-		err = store_devices_online(st, &online);
-	if (err == RCS_OK)
-		err = store_notification_backlog(st, &mails);
-	if (err == RCS_OK)
-		err = store_webhook_backlog(st, &hooks);
-	if (err == RCS_OK)
-		err = store_db_size(st, &size);
+	if (err == RCS_OK && ASKED("rcs_devices_online"))
+		err = store_devices_online(st, online);
+	if (err == RCS_OK && ASKED("rcs_outbox_backlog"))
+		err = store_notification_backlog(st, mails);
+	if (err == RCS_OK && ASKED("rcs_outbox_backlog"))
+		err = store_webhook_backlog(st, hooks);
+	if (err == RCS_OK && ASKED("rcs_database_size_bytes"))
+		err = store_db_size(st, size);
+#undef ASKED
+	return err;
+}
+
+/* The exposition; with names, the store read only for the gauges named (the caller keeps
+ * the named families' lines). */
+static enum rcs_err metrics_render_some(struct store *st, const char *const *names, size_t n,
+					struct buf *b)
+{
+	long long by_status[JS__COUNT] = {0}, groups[GROUP__COUNT] = {0}, online = 0, mails = 0,
+		  hooks = 0, size = 0;
+	enum rcs_err err;
+
+	err = metrics_store_read(st, names, n, by_status, groups, &online, &mails, &hooks, &size);
 	if (err != RCS_OK)
 		return err;
 	pthread_mutex_lock(&m.lock);
@@ -451,12 +529,37 @@ struct metrics_server {
 	struct store *st;
 };
 
+/* The families a request names (?name=F, repeatable; docs/coordinator.md "Metrics"). */
+struct metrics_asked {
+	const char *v[METRICS_NAMES_MAX];
+	size_t n;
+};
+
+static enum MHD_Result metrics_name_arg(void *cls, enum MHD_ValueKind kind, const char *key,
+					const char *value)
+{
+	struct metrics_asked *a = cls;
+
+	(void)kind;
+	if (strcmp(key, "name") == 0 && value && value[0] && a->n < METRICS_NAMES_MAX)
+		a->v[a->n++] = value;
+	return MHD_YES;
+}
+
+static bool metrics_names(struct MHD_Connection *conn, struct metrics_asked *a)
+{
+	a->n = 0;
+	MHD_get_connection_values(conn, MHD_GET_ARGUMENT_KIND, metrics_name_arg, a);
+	return true;
+}
+
 static enum MHD_Result metrics_handle(void *cls, struct MHD_Connection *conn, const char *url,
 				      const char *method, const char *version,
 				      const char *upload_data, size_t *upload_data_size,
 				      void **con_cls)
 {
 	struct metrics_server *s = cls;
+	struct metrics_asked names = {.n = 0};
 	struct MHD_Response *resp;
 	struct buf b;
 	unsigned code = 200;
@@ -476,7 +579,8 @@ static enum MHD_Result metrics_handle(void *cls, struct MHD_Connection *conn, co
 	} else if (strcmp(method, "GET") != 0 && strcmp(method, "HEAD") != 0) {
 		code = 405;
 		buf_appendf(&b, "method not allowed: GET /metrics\n");
-	} else if (metrics_render(s->st, &b) != RCS_OK) {
+	} else if (metrics_names(conn, &names) &&
+		   metrics_render_names(s->st, names.v, names.n, &b) != RCS_OK) {
 		code = 503;
 		b.len = 0;
 		buf_appendf(&b, "metrics unavailable\n");

@@ -74,6 +74,11 @@ void metrics_label(struct buf *b, const char *v);
 
 /* The whole exposition, the store's gauges read now, appended to out. */
 enum rcs_err metrics_render(struct store *st, struct buf *out);
+/* The families named (n of them; none: all) only, the store read only for the store's
+ * gauges among them (docs/coordinator.md "Metrics": GET /metrics?name=...). */
+#define METRICS_NAMES_MAX 16
+enum rcs_err metrics_render_names(struct store *st, const char *const *names, size_t n,
+				  struct buf *out);
 
 struct metrics_server;
 /* Serves GET /metrics on listen ("HOST:PORT"). */

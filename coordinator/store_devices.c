@@ -4,6 +4,7 @@
  */
 #include "store_devices.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -308,6 +309,84 @@ static enum rcs_err presence_read(struct store_stmt *s, void *arg)
 {
 	*(bool *)arg = store_val_bool(s, 0);
 	return RCS_OK;
+}
+
+/* The idents as a JSON array of strings, malloc'd (NULL: out of memory). */
+static char *devices_json_array(const char *const *idents, size_t n)
+{
+	size_t size = 3, k = 0;
+	char *a;
+
+	for (size_t i = 0; i < n; i++)
+		size += 6 * strlen(idents[i]) + 3;
+	a = malloc(size);
+	if (a == NULL)
+		return NULL;
+	a[k++] = '[';
+	for (size_t i = 0; i < n; i++) {
+		if (i > 0)
+			a[k++] = ',';
+		a[k++] = '"';
+		for (const unsigned char *p = (const unsigned char *)idents[i]; *p; p++) {
+			if (*p == '"' || *p == '\\')
+				a[k++] = '\\', a[k++] = (char)*p;
+			else if (*p < 0x20)
+				k += (size_t)snprintf(a + k, size - k, "\\u%04x", *p);
+			else
+				a[k++] = (char)*p;
+		}
+		a[k++] = '"';
+	}
+	a[k++] = ']';
+	a[k] = '\0';
+	return a;
+}
+
+static int devices_ident_cmp(const void *key, const void *elem)
+{
+	return strcmp(key, *(const char *const *)elem);
+}
+
+enum rcs_err store_devices_presence_of(struct store *st, const char *client_root,
+				       const char *const *idents, size_t n, bool *found,
+				       bool *online)
+{
+	struct store_stmt *s = NULL;
+	char *list = devices_json_array(idents, n);
+	bool row = false;
+	enum rcs_err err = list ? RCS_OK : RCS_ERR_NOMEM;
+
+	memset(found, 0, n * sizeof(*found));
+	memset(online, 0, n * sizeof(*online));
+	store_lock(st);
+	if (err == RCS_OK)
+		err = store_stmt(
+		    st,
+		    STORE_SQL(st,
+			      "SELECT entity_ident, online FROM devices WHERE client_root = ?1 AND"
+			      " entity_ident IN (SELECT value FROM json_each(?2))",
+			      "SELECT entity_ident, online FROM devices WHERE client_root = ?1 AND"
+			      " entity_ident = ANY(ARRAY(SELECT json_array_elements_text(CAST(?2 AS"
+			      " json))))"),
+		    &s);
+	if (err != RCS_OK)
+		goto out;
+	store_arg_text(s, 1, client_root);
+	store_arg_text(s, 2, list);
+	while ((err = store_next(st, s, "devices' presence", &row)) == RCS_OK && row) {
+		const char *const *at =
+		    bsearch(store_val_text(s, 0), idents, n, sizeof(*idents), devices_ident_cmp);
+
+		if (at != NULL) {
+			found[at - idents] = true;
+			online[at - idents] = store_val_bool(s, 1);
+		}
+	}
+out:
+	store_stmt_done(st, s);
+	store_unlock(st);
+	free(list);
+	return err;
 }
 
 enum rcs_err store_device_presence(struct store *st, const char *client_root,

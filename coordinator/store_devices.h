@@ -76,6 +76,12 @@ enum rcs_err store_devices_with_tag(struct store *st, const char *client_root, c
 /* Marks every device offline: a coordinator starting knows nothing of presence until the
  * broker's retained states (or Last Wills) tell it (docs/mqtt.md, "Device state"). */
 enum rcs_err store_devices_presence_reset(struct store *st);
+/* The presence of n devices of the tenant in one read (a list send's; idents sorted by
+ * strcmp, unique): found[i] false for a device the tenant does not have, online[i] its
+ * presence. */
+enum rcs_err store_devices_presence_of(struct store *st, const char *client_root,
+				       const char *const *idents, size_t n, bool *found,
+				       bool *online);
 /* Whether the tenant has the device, and whether it is online. */
 enum rcs_err store_device_presence(struct store *st, const char *client_root,
 				   const char *entity_ident, bool *online);

@@ -114,6 +114,41 @@ static void group_progress_counts(struct group_rec *g, long long held, long long
 		: -1;
 }
 
+/* Whether the group's latest attempts (its counts) hold a job in status st. */
+static bool group_counts_has(const struct group_rec *g, enum job_status st)
+{
+	for (size_t i = 0; i < g->n_counts; i++)
+		if (g->counts[i].status == st && g->counts[i].n > 0)
+			return true;
+	return false;
+}
+
+/* The group's progress with what its latest attempts hold back and what was cancelled
+ * before it went out. */
+static enum rcs_err group_held_read(struct store *st, struct group_rec *g)
+{
+	struct store_stmt *s = NULL;
+	bool row = false;
+	enum rcs_err err;
+
+	err = store_stmt(st,
+			 "SELECT coalesce(sum(CASE WHEN held = 1 AND status = 'pending' THEN 1 ELSE"
+			 " 0 END), 0), coalesce(sum(CASE WHEN status = 'cancelled' AND NOT EXISTS"
+			 " (SELECT 1 FROM job_history h WHERE h.job_ident = jobs.ident AND"
+			 " h.status = 'transmited') THEN 1 ELSE 0 END), 0) FROM jobs WHERE"
+			 " group_ident = ?1 AND superseded = 0",
+			 &s);
+	if (err != RCS_OK)
+		goto out;
+	store_arg_text(s, 1, g->ident);
+	err = store_next(st, s, "group held", &row);
+	if (err == RCS_OK && row)
+		group_progress_counts(g, store_val_int(s, 0), store_val_int(s, 1));
+out:
+	store_stmt_done(st, s);
+	return err;
+}
+
 /* How many of the group's jobs are in each status, in the order of the statuses' names. */
 static enum rcs_err group_counts(struct store *st, struct group_rec *g)
 {
@@ -163,21 +198,15 @@ static enum rcs_err group_counts(struct store *st, struct group_rec *g)
 		goto out;
 	store_stmt_done(st, s);
 	s = NULL;
-	/* what the latest attempts hold back, and what was cancelled before it went out */
-	err = store_stmt(st,
-			 "SELECT coalesce(sum(CASE WHEN held = 1 AND status = 'pending' THEN 1 ELSE"
-			 " 0 END), 0), coalesce(sum(CASE WHEN status = 'cancelled' AND NOT EXISTS"
-			 " (SELECT 1 FROM job_history h WHERE h.job_ident = jobs.ident AND"
-			 " h.status = 'transmited') THEN 1 ELSE 0 END), 0) FROM jobs WHERE"
-			 " group_ident = ?1 AND superseded = 0",
-			 &s);
-	if (err != RCS_OK)
-		goto out;
-	store_arg_text(s, 1, g->ident);
-	err = store_next(st, s, "group held", &row);
-	if (err == RCS_OK && row)
-		group_progress_counts(g, store_val_int(s, 0), store_val_int(s, 1));
-	if (err == RCS_OK)
+	/* what the latest attempts hold back, and what was cancelled before it went out: none
+	 * when none is pending or cancelled (a group that ended well, whose end's event reads
+	 * it: this read of every job of the group was most of that event's time) */
+	if (group_counts_has(g, JS_PENDING) || group_counts_has(g, JS_CANCELLED))
+		err = group_held_read(st, g);
+	else
+		group_progress_counts(g, 0, 0);
+	/* the causes of failures: none without a latest attempt that ended edge_error */
+	if (err == RCS_OK && group_counts_has(g, JS_EDGE_ERROR))
 		err = store_group_error_codes(st, g->ident, g->error_codes, &g->n_error_codes);
 out:
 	store_stmt_done(st, s);

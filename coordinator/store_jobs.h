@@ -66,6 +66,9 @@ struct job_batch {
  * history, in one transaction. On PostgreSQL a batch of STORE_ANALYZE_MIN jobs or more that
  * adds a tenth or more of the jobs known at the table's last analysis analyses it. */
 #define STORE_ANALYZE_MIN 256
+/* On PostgreSQL a batch's rows, and then their history, are written this many jobs per
+ * statement (docs/coordinator.md "A bulk send's jobs as sets"). */
+#define STORE_JOBS_SET_CHUNK 2048
 enum rcs_err store_jobs_create(struct store *st, const struct job_batch *b);
 
 /*

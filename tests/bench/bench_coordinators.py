@@ -20,9 +20,11 @@ database and every run gets a copy (CREATE DATABASE ... TEMPLATE). The devices a
 
 Round k runs every configuration once, each followed by the broker-only baseline of that
 same run (bench_fanout.baseline_run), so the ratio compares like with like on a shared
-machine. Per run: the POST's answer time, the time until all N jobs are terminated and
-its ratio to the baseline, each coordinator's CPU seconds (utime+stime from /proc) and
-peak RSS (VmHWM), PostgreSQL's CPU seconds (the postmaster's own and reaped children's
+machine. Per run: the POST's answer time, the time until all N jobs are terminated (seen
+through the coordinators' /metrics?name=rcs_job_status_changes_total, which reads no
+database, so the bench's polling costs PostgreSQL nothing; --poll api counts through the
+API as before, a SELECT per poll) and its ratio to the baseline, each coordinator's CPU
+seconds (utime+stime from /proc) and peak RSS (VmHWM), PostgreSQL's CPU seconds (the postmaster's own and reaped children's
 plus every live backend's, from /proc/<pid>/stat), the per-coordinator counters of
 /metrics (--metrics-listen: reports received, MQTT messages in and out, status changes),
 and the lines of each coordinator's log written during the send that look like errors.
@@ -103,6 +105,30 @@ def metrics(port):
             changes += int(float(val))
     out["rcs_job_status_changes_total"] = changes
     return out
+
+
+TERMINATED = 'rcs_job_status_changes_total{status="terminated"}'
+
+
+def terminated_now(port):
+    """Jobs this coordinator moved to terminated since it started, from
+    /metrics?name=rcs_job_status_changes_total (the in-memory counter: no database read, so
+    the bench's polling costs PostgreSQL nothing); None when the coordinator does not serve
+    that family alone (a coordinator before it: its /metrics reads the database)."""
+    try:
+        with urllib.request.urlopen("http://127.0.0.1:%d/metrics?name="
+                                    "rcs_job_status_changes_total" % port, timeout=10) as r:
+            text = r.read().decode()
+    except OSError as e:
+        log("metrics of 127.0.0.1:%d: %r" % (port, e))
+        return None
+    if "\nrcs_jobs{" in text or text.startswith("rcs_jobs{"):
+        return None
+    for line in text.splitlines():
+        name, _, val = line.rpartition(" ")
+        if name == TERMINATED:
+            return int(float(val))
+    return None
 
 
 def log_size(c):
@@ -213,7 +239,7 @@ class WaitSampler:
 
 
 def coordinators_run(workdir, label, database, ncoord, n, timeout, stall, statements,
-                     coord_args=(), waits=False):
+                     coord_args=(), waits=False, poll_how="auto"):
     _, client_root, key, task, idf = database.prep
     db = database.fresh()
     broker = bf.start_broker(workdir, n)
@@ -243,6 +269,14 @@ def coordinators_run(workdir, label, database, ncoord, n, timeout, stall, statem
             else None
         load1 = os.getloadavg()[0]
         m0 = [metrics(c.metrics_port) for c in coords]
+        # how the bench sees the jobs end: the coordinators' counters of terminated jobs
+        # (GET /metrics?name=..., no database read) or, from a coordinator without it, the
+        # API's count (a SELECT count(*) per poll, on PostgreSQL's CPU)
+        t0s = [terminated_now(c.metrics_port) for c in coords]
+        poll = "metrics" if poll_how != "api" and None not in t0s else "api"
+        if poll_how == "metrics" and poll != "metrics":
+            raise RuntimeError("--poll metrics: a coordinator does not serve "
+                               "/metrics?name=rcs_job_status_changes_total alone")
         off = [log_size(c) for c in coords]
         cpu0 = [bf.cpu_of(c.proc.pid) for c in coords]
         pg0 = pg_cpu(postmaster) if postmaster else None
@@ -268,7 +302,11 @@ def coordinators_run(workdir, label, database, ncoord, n, timeout, stall, statem
         path = "/jobs?group_ident=%s&status=terminated&per_page=1" % group
         trace, last, t_last = [], -1, t_post
         while True:
-            done = total(api, path)
+            if poll == "metrics":
+                now = [terminated_now(c.metrics_port) for c in coords]
+                done = sum((x or 0) - y for x, y in zip(now, t0s))
+            else:
+                done = total(api, path)
             t_all = time.monotonic() - t0
             if done != last:
                 last, t_last = done, t_all
@@ -280,13 +318,15 @@ def coordinators_run(workdir, label, database, ncoord, n, timeout, stall, statem
                 log("%s: no job terminated for %ds: stopped waiting" % (label, stall))
                 break
             time.sleep(0.1)
-        complete = done >= n
-        trace.append((round(t_all, 1), done))
         activity_samples = sampler.stop() if sampler else None
         if activity_samples:
             log("  pg_stat_activity samples: %s" % json.dumps(activity_samples))
         cpu1 = [bf.cpu_of(c.proc.pid) for c in coords]
         pg1 = pg_cpu(postmaster) if postmaster else None
+        trace.append((round(t_all, 1), done))
+        if poll == "metrics":
+            done = total(api, path)  # the API's count, once the counters say all ended
+        complete = done >= n
         m1 = [metrics(c.metrics_port) for c in coords]
         time.sleep(1.0)  # PostgreSQL's statistics are flushed about every second
         s1 = pg_stats(database.pg, db)
@@ -351,7 +391,7 @@ def coordinators_run(workdir, label, database, ncoord, n, timeout, stall, statem
         res = {"config": label, "complete": complete, "terminated": done, "created": created,
                "rejected": len(answer["rejected"]), "statuses": statuses, "statuses_in_db": in_db,
                "history_items_per_job": history, "pg_activity_samples": activity_samples,
-               "load1_before_send": round(load1, 2),
+               "load1_before_send": round(load1, 2), "poll": poll,
                "post_s": round(t_post, 4), "post_response_bytes": len(raw),
                "all_terminated_s": round(t_all, 3) if complete else None,
                "jobs_per_s": round(n / t_all, 1) if complete else None,
@@ -423,6 +463,12 @@ def main():
     ap.add_argument("--pg-waits", action="store_true",
                     help="sample pg_stat_activity every 0.1 s during each send on PostgreSQL "
                     "(lock waits of the coordinators' statements)")
+    ap.add_argument("--poll", choices=("auto", "metrics", "api"), default="auto",
+                    help="how the bench sees the jobs end: the coordinators' counters of "
+                    "terminated jobs (GET /metrics?name=rcs_job_status_changes_total, no "
+                    "database read), the API's count of the group's terminated jobs (a "
+                    "SELECT per poll, counted in PostgreSQL's CPU), or metrics when every "
+                    "coordinator serves it (auto)")
     ap.add_argument("--json", help="also write the results to this file")
     ap.add_argument("--keep", action="store_true",
                     help="keep the work directory (the coordinators' logs are copied there)")
@@ -462,7 +508,7 @@ def main():
                 try:
                     r = coordinators_run(workdir, label, dbs[kind], int(count), n, a.timeout,
                                          a.stall, a.pg_statements,
-                                         a.coordinator_arg, a.pg_waits)
+                                         a.coordinator_arg, a.pg_waits, a.poll)
                 except Exception as e:  # a broken run is a finding: keep it, go on
                     log("%s failed: %r" % (label, e))
                     summary["runs"].append({"config": cfg, "run": k, "error": repr(e)})

@@ -187,6 +187,24 @@ class AuditTest(CoordinatorTest):
         self.assertEqual((now["paused"], now["cancelled"]),
                          (before["paused"], before["cancelled"] + 1))
 
+    def test_metrics_names_only(self):
+        # ?name= (repeatable): those families alone, parseable, a histogram whole
+        url = ("http://127.0.0.1:%d/metrics?name=rcs_job_status_changes_total"
+               "&name=rcs_http_request_duration_seconds&name=rcs_devices_online"
+               % self.metrics_port)
+        with urllib.request.urlopen(url, timeout=10) as r:
+            text = r.read().decode()
+        fams = {f.name: f for f in text_string_to_metric_families(text)}
+        self.assertEqual(set(fams), {"rcs_job_status_changes", "rcs_http_request_duration_seconds",
+                                     "rcs_devices_online"})
+        self.assertEqual(fams["rcs_http_request_duration_seconds"].type, "histogram")
+        self.assertTrue({s.name for s in fams["rcs_http_request_duration_seconds"].samples} >=
+                        {"rcs_http_request_duration_seconds_bucket",
+                         "rcs_http_request_duration_seconds_count"})
+        with urllib.request.urlopen("http://127.0.0.1:%d/metrics?name=rcs_none"
+                                    % self.metrics_port, timeout=10) as r:
+            self.assertEqual((r.status, r.read()), (200, b""))
+
     def test_metrics_other_paths(self):
         base = "http://127.0.0.1:%d" % self.metrics_port
         with self.assertRaises(urllib.error.HTTPError) as e:

@@ -312,11 +312,52 @@ static void test_clock(void **state)
 	}
 }
 
+/* GET /metrics?name=...: the families named only, whole (a histogram's buckets, sum and
+ * count, their HELP and TYPE), and no database read unless a store's gauge is named: here
+ * without a store at all. */
+static void test_names_only(void **state)
+{
+	const char *const names[] = {"rcs_job_status_changes_total", "rcs_job_run_time_seconds",
+				     "rcs_no_such_family"};
+	struct buf b;
+	char *all;
+
+	(void)state;
+	metrics_job_statuses(JS_TERMINATED, 3);
+	buf_init(&b, (size_t)1 << 20);
+	assert_int_equal(metrics_render_names(NULL, names, 3, &b), RCS_OK);
+	assert_non_null(b.data);
+	check_lines(b.data);
+	check_histogram(b.data, "rcs_job_run_time_seconds");
+	assert_true(sample(b.data, "rcs_job_status_changes_total{status=\"terminated\"}") >= 3);
+	assert_int_equal(count_lines(b.data, "rcs_job_status_changes_total{"), JS__COUNT);
+	assert_int_equal(count_lines(b.data, "# TYPE "), 2);
+	assert_int_equal(count_lines(b.data, "rcs_jobs"), 0);
+	assert_int_equal(count_lines(b.data, "rcs_job_delivery_latency"), 0);
+	assert_int_equal(count_lines(b.data, "rcs_database_size_bytes"), 0);
+	assert_int_equal(count_lines(b.data, "rcs_mqtt"), 0);
+	/* the same lines as the whole exposition's */
+	all = render_now();
+	for (const char *p = b.data; *p;) {
+		const char *nl = strchr(p, '\n');
+		char line[512];
+
+		assert_non_null(nl);
+		snprintf(line, sizeof(line), "%.*s\n", (int)(nl - p), p);
+		if (strncmp(line, "rcs_job_status_changes_total", 28) == 0)
+			assert_non_null(strstr(all, line));
+		p = nl + 1;
+	}
+	free(all);
+	buf_free(&b);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_label_escaping),
 	    cmocka_unit_test(test_exposition),
+	    cmocka_unit_test(test_names_only),
 	    cmocka_unit_test(test_clock),
 	};
 

@@ -1525,6 +1525,114 @@ static void test_pg_large_batch_analyses(void **state)
 			 2 * N);
 }
 
+/* A bulk send of more than two statements' worth of jobs (STORE_JOBS_SET_CHUNK on
+ * PostgreSQL): every job made once, as asked (its device, even one whose name needs quoting
+ * in an array, and its place), with its initial and pending history once; held jobs' pending
+ * item says so. A batch whose second chunk fails leaves nothing of it, its group and first
+ * chunk included (docs/coordinator.md "A bulk send's jobs as sets"). */
+static void test_bulk_sets(void **state)
+{
+	struct fixture *f = *state;
+	enum { N = 2 * STORE_JOBS_SET_CHUNK + 5 };
+	struct job_new *jobs = calloc(N, sizeof(*jobs));
+	const char *odd = "dev\"with\\quote,{}";
+	char gid[UUID_STR_LEN], bad_gid[UUID_STR_LEN], first[UUID_STR_LEN];
+	struct job_batch b;
+	struct job_rec r;
+	long long hist0;
+
+	assert_non_null(jobs);
+	for (size_t i = 0; i < N; i++) {
+		assert_int_equal(uuid_v7(jobs[i].ident), RCS_OK);
+		jobs[i].entity_ident = i == STORE_JOBS_SET_CHUNK ? odd : f->dev[i % 3];
+		jobs[i].order = (long long)(N - i);
+	}
+	memset(&b, 0, sizeof(b));
+	assert_int_equal(uuid_v7(gid), RCS_OK);
+	b.client_root = f->root;
+	b.task_ident = f->task;
+	b.task_version = 1;
+	b.task_name = "Echo";
+	b.group_ident = gid;
+	b.group_name = "sets";
+	b.created_user = "alice";
+	b.now = 200;
+	b.hold = true;
+	b.jobs = jobs;
+	b.n = N;
+	assert_int_equal(store_jobs_create(f->st, &b), RCS_OK);
+	assert_int_equal(store_test_db_int(f->path,
+					   "SELECT count(DISTINCT ident) FROM jobs WHERE"
+					   " group_ident = ? AND status = 'pending' AND held = 1",
+					   gid),
+			 N);
+	/* each job's place is its own: N - i for the i-th */
+	assert_int_equal(store_test_db_int(f->path,
+					   "SELECT count(DISTINCT release_order) FROM jobs WHERE"
+					   " group_ident = ?",
+					   gid),
+			 N);
+	assert_int_equal(
+	    store_test_db_int(f->path,
+			      "SELECT min(release_order) + max(release_order) FROM jobs"
+			      " WHERE group_ident = ?",
+			      gid),
+	    N + 1);
+	assert_int_equal(
+	    store_test_db_int(f->path,
+			      "SELECT count(*) FROM job_history h JOIN jobs j ON"
+			      " j.ident = h.job_ident WHERE j.group_ident = ? AND h.at = 200 AND"
+			      " ((h.n = 1 AND h.status = 'initial' AND h.response IS NULL) OR"
+			      " (h.n = 2 AND h.status = 'pending' AND h.response IS NOT NULL))",
+			      gid),
+	    2 * N);
+	assert_int_equal(store_test_db_int(f->path,
+					   "SELECT count(*) FROM job_history h JOIN jobs j ON"
+					   " j.ident = h.job_ident WHERE j.group_ident = ?",
+					   gid),
+			 2 * N);
+	for (size_t i = 0; i < N; i += STORE_JOBS_SET_CHUNK - 1) {
+		assert_int_equal(store_job_get(f->st, f->root, jobs[i].ident, &r), RCS_OK);
+		assert_string_equal(r.entity_ident, jobs[i].entity_ident);
+		assert_string_equal(r.group_ident, gid);
+		assert_int_equal(r.status, JS_PENDING);
+		store_job_rec_free(&r);
+		assert_int_equal(store_test_db_int(f->path,
+						   "SELECT release_order FROM jobs WHERE ident = ?",
+						   jobs[i].ident),
+				 (long long)(N - i));
+	}
+	assert_int_equal(store_job_get(f->st, f->root, jobs[N - 1].ident, &r), RCS_OK);
+	assert_int_equal(r.status, JS_PENDING);
+	store_job_rec_free(&r);
+
+	/* a second batch whose second chunk holds a job of the first: nothing of it stays */
+	hist0 =
+	    store_test_db_int(f->path, "SELECT count(*) FROM job_history WHERE job_ident <> ?", "");
+	memcpy(first, jobs[0].ident, sizeof(first));
+	for (size_t i = 0; i < N; i++)
+		assert_int_equal(uuid_v7(jobs[i].ident), RCS_OK);
+	memcpy(jobs[STORE_JOBS_SET_CHUNK + 1].ident, first, sizeof(first));
+	assert_int_equal(uuid_v7(bad_gid), RCS_OK);
+	b.group_ident = bad_gid;
+	b.hold = false;
+	assert_int_not_equal(store_jobs_create(f->st, &b), RCS_OK);
+	assert_int_equal(
+	    store_test_db_int(f->path, "SELECT count(*) FROM groups WHERE ident = ?", bad_gid), 0);
+	assert_int_equal(
+	    store_test_db_int(f->path, "SELECT count(*) FROM jobs WHERE group_ident = ?", bad_gid),
+	    0);
+	assert_int_equal(
+	    store_test_db_int(f->path, "SELECT count(*) FROM jobs WHERE ident = ?", jobs[0].ident),
+	    0);
+	assert_int_equal(
+	    store_test_db_int(f->path, "SELECT count(*) FROM job_history WHERE job_ident <> ?", ""),
+	    hist0);
+	assert_int_equal(
+	    store_test_db_int(f->path, "SELECT count(*) FROM jobs WHERE ident <> ?", ""), N);
+	free(jobs);
+}
+
 static void test_bulk_is_one_transaction(void **state)
 {
 	struct fixture *f = *state;
@@ -2554,6 +2662,7 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(test_jobs_json_batch, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_job_record_as_before, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_bulk_is_one_transaction, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_bulk_sets, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_pg_large_batch_analyses, setup, teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);

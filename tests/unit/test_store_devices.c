@@ -297,6 +297,42 @@ static void test_device_records(void **state)
 	assert_int_equal(store_device_get(f->st, f->root, DEV_OFF, &d), RCS_ERR_NOTFOUND);
 }
 
+/* A list send's devices read at once (store_devices_presence_of): each found or not, with
+ * its presence; another tenant's device is not found, nor is one never made. */
+static void test_presence_of_many(void **state)
+{
+	struct fixture *f = *state;
+	char other[UUID_STR_LEN], theirs[UUID_STR_LEN];
+	const char *idents[4];
+	bool found[4], online[4];
+
+	assert_int_equal(uuid_v7(other), RCS_OK);
+	assert_int_equal(uuid_v7(theirs), RCS_OK);
+	assert_int_equal(store_tenant_create(f->st, other, 100), RCS_OK);
+	assert_int_equal(store_device_insert(f->st, other, theirs, "theirs", "[]", 100), RCS_OK);
+	assert_int_equal(store_device_insert(f->st, f->root, DEV_ON, "one", "[]", 100), RCS_OK);
+	assert_int_equal(store_device_insert(f->st, f->root, DEV_OFF, "two", "[]", 100), RCS_OK);
+	assert_int_equal(state_at(f->st, f->root, DEV_ON, true, NULL, NULL, 150, NULL, NULL),
+			 RCS_OK);
+	/* in strcmp order: JOB("99") (none), DEV_ON, DEV_OFF, theirs (a later UUID v7) */
+	idents[0] = JOB("99");
+	idents[1] = DEV_ON;
+	idents[2] = DEV_OFF;
+	idents[3] = theirs;
+	found[0] = online[0] = true;
+	assert_int_equal(store_devices_presence_of(f->st, f->root, idents, 4, found, online),
+			 RCS_OK);
+	assert_false(found[0]);
+	assert_false(online[0]);
+	assert_true(found[1]);
+	assert_true(online[1]);
+	assert_true(found[2]);
+	assert_false(online[2]);
+	assert_false(found[3]);
+	assert_int_equal(store_devices_presence_of(f->st, f->root, idents, 0, found, online),
+			 RCS_OK);
+}
+
 static void test_device_state_and_tags(void **state)
 {
 	struct fixture *f = *state;
@@ -1127,6 +1163,7 @@ int main(void)
 	    cmocka_unit_test(test_render_device_list),
 	    cmocka_unit_test_setup_teardown(test_device_records, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_device_state_and_tags, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_presence_of_many, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_device_attributes, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_device_state_order, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_queues, setup, teardown),
