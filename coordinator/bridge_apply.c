@@ -207,6 +207,11 @@ size_t bridge_apply_queued(struct bridge_apply *a)
 	return n;
 }
 
+bool bridge_apply_pressed(struct bridge_apply *a)
+{
+	return bridge_apply_queued(a) >= BRIDGE_INBOUND_MAX / 2;
+}
+
 int bridge_apply_wait_ms(struct bridge_apply *a)
 {
 	size_t n;

@@ -234,6 +234,9 @@ void bridge_apply_step(struct bridge_apply *a);
 size_t bridge_apply_waiting(struct bridge_apply *a);
 /* How many messages are queued (held ones apart). */
 size_t bridge_apply_queued(struct bridge_apply *a);
+/* Whether the queue is half full or more: past its end the client stops reading from the
+ * broker, the acknowledgements of what the coordinator publishes included. */
+bool bridge_apply_pressed(struct bridge_apply *a);
 /* When the held reports should be tried again (ms; -1: none held). */
 int bridge_apply_wait_ms(struct bridge_apply *a);
 

@@ -1642,7 +1642,7 @@ class EventFeedStuckTest(MqttTest):
 
 class StaleResendWaitsForReportsTest(MqttTest):
     """A broker that acknowledges the coordinator's events slowly (a proxy passes their
-    PUBACKs on one each 0.3 s): the devices' reports wait for the event feed (events_backlog)
+    PUBACKs on one each 0.5 s): the devices' reports wait for the event feed (events_backlog)
     for longer than --resend-after. Their jobs have no news in the database all that time,
     yet the news is in the coordinator's own queue: the re-send of jobs without news waits
     for it (docs/mqtt.md, "Delivery guarantees"), and each device gets its envelope once.
@@ -1664,19 +1664,20 @@ class StaleResendWaitsForReportsTest(MqttTest):
         for d, j in zip(devs, jobs):
             wait_for(lambda: d.envelopes_of(j), what="the envelope")
             self.wait_job(j, "transmited")
-        self.proxy.delay = 0.3
+        self.proxy.delay = 0.5
         self.proxy.withhold = "/events/"
         started = time.time()
-        for d, j in zip(devs, jobs):  # 40 events, about 12 s at 0.3 s each
+        for d, j in zip(devs, jobs):  # each device's reports once the feed is behind
             for st in ("edge_transmitted", "edge_started", "edge_running"):
                 d.report(j, st)
             d.report(j, "terminated", "ok:" + j)
+            time.sleep(0.2)
         for j in jobs:
             self.wait_job(j, "terminated", timeout=120)
         took = time.time() - started
         self.proxy.withhold = None
         self.assertGreater(took, 7, "the reports did not wait for the slow event feed")
-        self.assertGreaterEqual(self.proxy.delayed, 20)
+        self.assertGreaterEqual(self.proxy.delayed, 8)
         self.assertIn("device reports wait for the event feed", self.coord_log())
         time.sleep(1)
         for d, j in zip(devs, jobs):
