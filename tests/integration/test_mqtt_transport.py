@@ -1642,12 +1642,17 @@ class EventFeedStuckTest(MqttTest):
 
 class StaleResendWaitsForReportsTest(MqttTest):
     """A broker that acknowledges the coordinator's events slowly (a proxy passes their
-    PUBACKs on one each 0.5 s): the devices' reports wait for the event feed (events_backlog)
+    PUBACKs on one a second): the devices' reports wait for the event feed (events_backlog)
     for longer than --resend-after. Their jobs have no news in the database all that time,
     yet the news is in the coordinator's own queue: the re-send of jobs without news waits
     for it (docs/mqtt.md, "Delivery guarantees"), and each device gets its envelope once.
     Sent again, every job of a loaded coordinator adds four reports to its load (at 100,000
-    devices it re-sent half the fleet)."""
+    devices it re-sent half the fleet).
+
+    How the reports come to wait: the first group's reports fill the event window (4) and
+    wait until fewer than 2 events are left, then are applied together, and their events
+    (one to four a job) queue behind the window; the second group's reports, sent then, wait
+    for all of those, a second each."""
 
     coord_args = ("--resend-after", "5", "--mqtt-window", "4", "--events-backlog", "2")
 
@@ -1657,27 +1662,34 @@ class StaleResendWaitsForReportsTest(MqttTest):
         cls.addClassCleanup(cls.proxy.stop)
         return cls.proxy.url
 
+    def report_all(self, dev, job):
+        for st in ("edge_transmitted", "edge_started", "edge_running"):
+            dev.report(job, st)
+        dev.report(job, "terminated", "ok:" + job)
+
     def test_no_resend_while_reports_wait(self):
         task = self.class_task(name="slowfeed")
-        devs = [self.online_device("slowfeed%d" % i, auto=False)[1] for i in range(10)]
+        devs = [self.online_device("slowfeed%d" % i, auto=False)[1] for i in range(16)]
         jobs = [self.post_job(task, d.entity)["ident"] for d in devs]
         for d, j in zip(devs, jobs):
             wait_for(lambda: d.envelopes_of(j), what="the envelope")
             self.wait_job(j, "transmited")
-        self.proxy.delay = 0.5
+        self.proxy.delay = 1.0
         self.proxy.withhold = "/events/"
+        first, second = list(zip(devs, jobs))[:8], list(zip(devs, jobs))[8:]
+        for d, j in first:
+            self.report_all(d, j)
+            time.sleep(0.1)
+        for _, j in first:
+            self.wait_job(j, "terminated", timeout=60)
         started = time.time()
-        for d, j in zip(devs, jobs):  # each device's reports once the feed is behind
-            for st in ("edge_transmitted", "edge_started", "edge_running"):
-                d.report(j, st)
-            d.report(j, "terminated", "ok:" + j)
-            time.sleep(0.2)
-        for j in jobs:
+        for d, j in second:
+            self.report_all(d, j)
+        for _, j in second:
             self.wait_job(j, "terminated", timeout=120)
         took = time.time() - started
         self.proxy.withhold = None
         self.assertGreater(took, 7, "the reports did not wait for the slow event feed")
-        self.assertGreaterEqual(self.proxy.delayed, 8)
         self.assertIn("device reports wait for the event feed", self.coord_log())
         time.sleep(1)
         for d, j in zip(devs, jobs):
