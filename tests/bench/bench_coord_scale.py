@@ -67,37 +67,35 @@ def plot(rows, out):
                      if r["config"] == cfg and r.get("complete") and r.get(key) is not None)
         return [p[0] for p in pts], [p[1] for p in pts]
 
-    files = []
-    fig, ax = plt.subplots(figsize=(6, 4))
-    for cfg, name in ENGINES:
-        x, y = series(cfg, "all_terminated_s")
-        ax.plot(x, y, marker="o", label=name)
-    ax.set_xscale("log")
-    ax.set_yscale("log")
-    ax.set_xlabel("devices")
-    ax.set_title("POST to all jobs terminated (s)")
-    ax.legend()
-    fig.tight_layout()
-    files.append(os.path.join(out, "coord-scale-time.png"))
-    fig.savefig(files[-1], dpi=80)
-    plt.close(fig)
+    def figure(name, title, lines, ylog):
+        fig, ax = plt.subplots(figsize=(6, 4))
+        for cfg, key, label, style in lines:
+            x, y = series(cfg, key)
+            ax.plot(x, y, label=label, **style)
+        ax.set_xscale("log")
+        if ylog:
+            ax.set_yscale("log")
+        else:
+            ax.set_ylim(bottom=0)
+        ax.set_xlabel("devices")
+        ax.set_title(title)
+        ax.legend()
+        fig.tight_layout()
+        f = os.path.join(out, name)
+        fig.savefig(f, dpi=80)
+        plt.close(fig)
+        return f
 
-    fig, ax = plt.subplots(figsize=(6, 4))
-    for cfg, name in ENGINES:
-        x, y = series(cfg, "coordinators_cpu_us_per_job")
-        ax.plot(x, y, marker="o", label="coordinator, %s" % name)
-    x, y = series("postgres:1", "postgres_cpu_us_per_job")
-    ax.plot(x, y, marker="s", linestyle=":", label="PostgreSQL's own")
-    ax.set_xscale("log")
-    ax.set_ylim(bottom=0)
-    ax.set_xlabel("devices")
-    ax.set_title("CPU per job (µs)")
-    ax.legend()
-    fig.tight_layout()
-    files.append(os.path.join(out, "coord-scale-cpu.png"))
-    fig.savefig(files[-1], dpi=80)
-    plt.close(fig)
-    return files
+    dot = {"marker": "o"}
+    return [
+        figure("coord-scale-time.png", "POST to all jobs terminated (s)",
+               [(cfg, "all_terminated_s", name, dot) for cfg, name in ENGINES], True),
+        figure("coord-scale-cpu.png", "CPU per job (µs)",
+               [(cfg, "coordinators_cpu_us_per_job", "coordinator, %s" % name, dot)
+                for cfg, name in ENGINES] +
+               [("postgres:1", "postgres_cpu_us_per_job", "PostgreSQL's own",
+                 {"marker": "s", "linestyle": ":"})], False),
+    ]
 
 
 def main():

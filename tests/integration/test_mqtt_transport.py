@@ -1590,7 +1590,18 @@ class BrokerWithoutPersistenceTest(MqttTest):
         self.assertTrue(fake.connects >= 1)
 
 
-class EventFeedStuckTest(MqttTest):
+class ProxiedTest(MqttTest):
+    """The coordinator reaches the broker through an MqttProxy (cls.proxy), which can hold
+    back or slow down the PUBACKs of what it publishes."""
+
+    @classmethod
+    def coordinator_broker(cls):
+        cls.proxy = MqttProxy(cls.broker.port).start()
+        cls.addClassCleanup(cls.proxy.stop)
+        return cls.proxy.url
+
+
+class EventFeedStuckTest(ProxiedTest):
     """A broker that takes the devices' reports but acknowledges none of the events the
     coordinator publishes (here a proxy between them withholds those PUBACKs): once the
     window is full of unacknowledged events and the next one finds no room for 2 s, the
@@ -1600,12 +1611,6 @@ class EventFeedStuckTest(MqttTest):
     A stop then drops the events still queued rather than wait 2 s for each."""
 
     coord_args = ("--mqtt-window", "8", "--events-backlog", "2")
-
-    @classmethod
-    def coordinator_broker(cls):
-        cls.proxy = MqttProxy(cls.broker.port).start()
-        cls.addClassCleanup(cls.proxy.stop)
-        return cls.proxy.url
 
     def test_reports_go_on_while_no_event_is_acknowledged(self):
         task = self.class_task(name="stuck")
@@ -1640,7 +1645,7 @@ class EventFeedStuckTest(MqttTest):
         self.assertEqual(self.admin.get("/jobs/" + jobs[0]).json["status"], "terminated")
 
 
-class StaleResendWaitsForReportsTest(MqttTest):
+class StaleResendWaitsForReportsTest(ProxiedTest):
     """A broker that acknowledges the coordinator's events slowly (a proxy passes their
     PUBACKs on one a second): the devices' reports wait for the event feed (events_backlog)
     for longer than --resend-after. Their jobs have no news in the database all that time,
@@ -1655,12 +1660,6 @@ class StaleResendWaitsForReportsTest(MqttTest):
     for all of those, a second each."""
 
     coord_args = ("--resend-after", "5", "--mqtt-window", "4", "--events-backlog", "2")
-
-    @classmethod
-    def coordinator_broker(cls):
-        cls.proxy = MqttProxy(cls.broker.port).start()
-        cls.addClassCleanup(cls.proxy.stop)
-        return cls.proxy.url
 
     def report_all(self, dev, job):
         for st in ("edge_transmitted", "edge_started", "edge_running"):
