@@ -4,10 +4,12 @@
  */
 #include "store_devices.h"
 
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include <json-c/json.h>
+
+#include "jsonu.h"
 #include "store_int.h"
 
 /* ---- devices ---- */
@@ -311,34 +313,20 @@ static enum rcs_err presence_read(struct store_stmt *s, void *arg)
 	return RCS_OK;
 }
 
-/* The idents as a JSON array of strings, malloc'd (NULL: out of memory). */
-static char *devices_json_array(const char *const *idents, size_t n)
+/* The idents as a JSON array of strings (NULL: out of memory). */
+static json_object *devices_json_array(const char *const *idents, size_t n)
 {
-	size_t size = 3, k = 0;
-	char *a;
+	json_object *a = json_object_new_array_ext((int)n);
 
-	for (size_t i = 0; i < n; i++)
-		size += 6 * strlen(idents[i]) + 3;
-	a = malloc(size);
-	if (a == NULL)
-		return NULL;
-	a[k++] = '[';
-	for (size_t i = 0; i < n; i++) {
-		if (i > 0)
-			a[k++] = ',';
-		a[k++] = '"';
-		for (const unsigned char *p = (const unsigned char *)idents[i]; *p; p++) {
-			if (*p == '"' || *p == '\\')
-				a[k++] = '\\', a[k++] = (char)*p;
-			else if (*p < 0x20)
-				k += (size_t)snprintf(a + k, size - k, "\\u%04x", *p);
-			else
-				a[k++] = (char)*p;
+	for (size_t i = 0; a != NULL && i < n; i++) {
+		json_object *v = json_object_new_string(idents[i]);
+
+		if (v == NULL || json_object_array_add(a, v) != 0) {
+			json_object_put(v);
+			json_object_put(a);
+			a = NULL;
 		}
-		a[k++] = '"';
 	}
-	a[k++] = ']';
-	a[k] = '\0';
 	return a;
 }
 
@@ -352,7 +340,7 @@ enum rcs_err store_devices_presence_of(struct store *st, const char *client_root
 				       bool *online)
 {
 	struct store_stmt *s = NULL;
-	char *list = devices_json_array(idents, n);
+	json_object *list = devices_json_array(idents, n);
 	bool row = false;
 	enum rcs_err err = list ? RCS_OK : RCS_ERR_NOMEM;
 
@@ -372,7 +360,7 @@ enum rcs_err store_devices_presence_of(struct store *st, const char *client_root
 	if (err != RCS_OK)
 		goto out;
 	store_arg_text(s, 1, client_root);
-	store_arg_text(s, 2, list);
+	store_arg_text(s, 2, jsonu_dump(list, NULL));
 	while ((err = store_next(st, s, "devices' presence", &row)) == RCS_OK && row) {
 		const char *const *at =
 		    bsearch(store_val_text(s, 0), idents, n, sizeof(*idents), devices_ident_cmp);
@@ -385,7 +373,7 @@ enum rcs_err store_devices_presence_of(struct store *st, const char *client_root
 out:
 	store_stmt_done(st, s);
 	store_unlock(st);
-	free(list);
+	json_object_put(list);
 	return err;
 }
 
