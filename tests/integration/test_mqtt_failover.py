@@ -130,7 +130,10 @@ class FailoverTest(StackTest):
             msg = wait_for(lambda: st.received(), what="the retained state on broker 2")[0]
         self.assertTrue(msg[3], "not retained")
         self.assertTrue(json.loads(msg[1])["online"])
-        self.assertIn('rcs_mqtt_broker{url="%s"} 1' % self.b2.url, self.metrics())
+        # on broker 2 (it may be between its first connection there and the one that takes
+        # the shared subscription)
+        wait_for(lambda: 'rcs_mqtt_broker{url="%s"} 1' % self.b2.url in self.metrics(),
+                 timeout=20, what="the coordinator's broker gauge on broker 2")
 
         # a job sent now reaches the device through broker 2
         events2 = self.subscriber(self.b2, "rcs/v1/%s/events/#" % self.client_root)
