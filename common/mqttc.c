@@ -459,6 +459,9 @@ static int mqttc_connect(struct mqttc *m)
 	 * waits sits for up to a second (docs/coordinator.md, option mqtt_window) */
 	co.maxInflight = m->o.max_inflight < 32767 ? 2 * m->o.max_inflight : 65535;
 	co.connectTimeout = 5;
+	/* 3.1.1 only: paho's default falls back to 3.1 after a failed attempt, whose CONNACK
+	 * has no session-present flag (docs/mqtt.md, at its top) */
+	co.MQTTVersion = MQTTVERSION_3_1_1;
 	co.automaticReconnect = 0;
 	co.username = m->o.username;
 	co.password = m->o.password;
