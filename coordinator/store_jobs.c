@@ -1519,6 +1519,17 @@ enum rcs_err store_fold_job(struct store *st, const char *ident, struct job_rec 
 	return store_job_rec_dup(&r->j.rec, out);
 }
 
+bool store_fold_last_seq(struct store *st, const char *ident, long long *last_seq)
+{
+	struct fold_row *r;
+
+	*last_seq = 0;
+	if (st->fold == NULL || !st->fold->on || (r = fold_find(st->fold, ident)) == NULL)
+		return false;
+	*last_seq = r->j.last_seq;
+	return true;
+}
+
 /* Forgets the fold's rows; write: writes those moved first (stops at an error). */
 static enum rcs_err fold_out(struct store *st, bool write)
 {
