@@ -250,9 +250,8 @@ static void lifecycle_created_after(void *arg, bool committed)
 enum rcs_err lifecycle_jobs_create(struct lifecycle *lc, const struct job_batch *b)
 {
 	struct lifecycle_created *c = NULL;
-	enum rcs_err err;
-
 	struct job_batch mine = *b;
+	enum rcs_err err;
 
 	if (b->n == 0 && b->group_ident == NULL)
 		return RCS_OK;
