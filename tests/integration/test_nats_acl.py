@@ -434,7 +434,9 @@ class NatsAclTest(AclHelpers, StackTest):
             r = self.admin.post("/tasks/%s/jobs" % self.task["ident"], {"entity_ident": d})
             self.assertEqual(r.status, 409, r)
             reload(full)
-            self.wait_device(d, online=True)
+            # the agent asks again after 1, 2, 4 ... 30 s (docs/mqtt.md, "Connection
+            # sequence"): up to 30 s after the reload, on a slow machine more
+            self.wait_device(d, timeout=120, online=True)
             jd = self.post_job(d)["ident"]
             done = self.wait_job(jd)
             self.assertEqual(done["status"], "terminated", self.history(jd))
