@@ -254,8 +254,6 @@ out:
 	return err;
 }
 
-#define SQ_CACHE_KIB "65536"
-
 static enum rcs_err sq_open(struct store *st, const char *path)
 {
 	enum rcs_err err;
@@ -264,11 +262,8 @@ static enum rcs_err sq_open(struct store *st, const char *path)
 	err = sq_connect(st, path, false);
 	if (err != RCS_OK)
 		goto out;
-	/* the writer's page cache: 64 MiB, as pages are read (SQLite's 2 MiB default leaves a
-	 * large fleet's moves reading their pages from the file: docs/coordinator.md, Storage) */
 	err = sq_exec(st, "PRAGMA journal_mode = WAL; PRAGMA synchronous = NORMAL;"
-			  "PRAGMA foreign_keys = ON; PRAGMA temp_store = MEMORY;"
-			  "PRAGMA cache_size = -" SQ_CACHE_KIB ";");
+			  "PRAGMA foreign_keys = ON; PRAGMA temp_store = MEMORY;");
 	if (err != RCS_OK) {
 		err = RCS_ERR_IO;
 		goto out;
