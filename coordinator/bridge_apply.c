@@ -184,9 +184,7 @@ static void bridge_apply_keep_held(struct bridge_apply *a, struct in_msg *batch)
 	a->n_held = n;
 	pthread_mutex_unlock(&a->lock);
 	if (n > 0)
-		log_debug("%zu device reports wait for job rows another coordinator holds, or for"
-			  " a report of their job before them",
-			  n);
+		log_debug("%zu device reports wait for job rows another coordinator holds", n);
 }
 
 size_t bridge_apply_waiting(struct bridge_apply *a)
@@ -460,9 +458,10 @@ static bool bridge_set_make(struct bridge_apply *a, struct bridge_set *b, struct
 	memset(b, 0, sizeof(*b));
 	for (struct in_msg *m = list; m; m = m->next)
 		if (bridge_held_too_long(m, now)) {
-			log_info("job %s: a report waited %lld ms (its row held elsewhere, or a"
-				 " report before it still to come): applying it alone",
-				 m->topic.job, (long long)(now - m->held_at));
+			log_info(
+			    "job %s: its row was held elsewhere for %lld ms: applying its report"
+			    " alone",
+			    m->topic.job, (long long)(now - m->held_at));
 			bridge_apply_report(a, m, false);
 			m->held_at = -1; /* done */
 		}

@@ -93,11 +93,10 @@ enum rcs_err lifecycle_move_in_tx(struct lifecycle *lc, const struct job_move *m
  * and completions decided once per group after the moves are written. res[i] and errs[i]
  * get each move's result and error (RCS_ERR_NOTFOUND: no such job of m[i]'s tenant or
  * device, nothing written; RCS_ERR_BUSY: on PostgreSQL, another transaction held the job's
- * row (another coordinator's batch), or the report's seq comes after one of the job's not
- * applied yet, so none of that job's moves from there on was made and nothing written for
- * them: the caller applies them again later, in their order, and alone after a while).
- * Any other error rolls the whole batch back and is returned (RCS_ERR_BUSY: the database
- * broke it off, e.g. a deadlock; apply it again).
+ * row (another coordinator's batch), so none of that job's moves was made and nothing
+ * written for them: the caller applies them again later, in their order). Any other error
+ * rolls the whole batch back and is returned (RCS_ERR_BUSY: the database broke it off,
+ * e.g. a deadlock; apply it again).
  */
 enum rcs_err lifecycle_moves(struct lifecycle *lc, const struct job_move *m, size_t n,
 			     enum store_move *res, enum rcs_err *errs);

@@ -57,22 +57,9 @@ static void lifecycle_ends_free(struct lifecycle_ends *e)
 	memset(e, 0, sizeof(*e));
 }
 
-/* A device report whose seq comes after one of its job's not applied yet (its row's last
- * seq, as the batch's earlier moves left it, is below seq - 1): with a shared subscription
- * the report between may be in another coordinator's batch, and applied after this one it
- * would be a duplicate, its status missing from the history (docs/coordinator.md, "Reports
- * as sets"). */
-static bool lifecycle_seq_gap(struct lifecycle *lc, const struct job_move *m)
-{
-	long long last;
-
-	return m->seq > 1 && store_fold_last_seq(lc->st, m->ident, &last) && m->seq > last + 1;
-}
-
 /* lifecycle_moves' moves, in the caller's transaction and set fold, but those of the jobs
- * another transaction holds and the reports that come after a gap in their job's seqs
- * (RCS_ERR_BUSY, nothing done: a job's later reports in the batch then wait as well, their
- * order kept); the error of one that failed after writing (the batch is rolled back). */
+ * another transaction holds (held[i]: RCS_ERR_BUSY, nothing done); the error of one that
+ * failed after writing (the batch is rolled back). */
 static enum rcs_err lifecycle_moves_each(struct lifecycle *lc, const struct job_move *m, size_t n,
 					 const bool *held, enum store_move *res, enum rcs_err *errs)
 {
@@ -81,7 +68,7 @@ static enum rcs_err lifecycle_moves_each(struct lifecycle *lc, const struct job_
 		bool wrote = false;
 
 		res[i] = STORE_MOVE_DUPLICATE;
-		if (held[i] || lifecycle_seq_gap(lc, &m[i])) {
+		if (held[i]) {
 			errs[i] = RCS_ERR_BUSY;
 			continue;
 		}

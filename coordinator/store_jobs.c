@@ -406,39 +406,54 @@ out:
  */
 #define JOBS_SET_ROWS                                                                              \
 	"INSERT INTO jobs(ident, client_root, task_ident, task_version, task_name, group_ident,"   \
-	" entity_ident, status, comment, created_user, created_at, update_at, scheduled_time,"     \
-	" ttl, variables, mail_list, status_list, task_mail_list, task_status_list, expires_at,"   \
-	" n_history, held, response, release_order, claimed_by, lease_until) SELECT x.i, ?1, ?2,"  \
-	" ?3, ?4, ?5, x.e, 'pending', ?6, ?7, ?8, ?8, CAST(?9 AS BIGINT), CAST(?10 AS BIGINT),"    \
-	" ?11, ?12, ?13, ?14, ?15, CAST(?16 AS BIGINT), 2, ?17, CAST(?18 AS TEXT), x.o, CAST(?20"  \
-	" AS TEXT), CAST(?21 AS BIGINT) FROM json_to_recordset(CAST(?19 AS json)) AS x(i text,"    \
-	" e text, o bigint)"
+	" entity_ident, status, comment, created_user, created_at, update_at, scheduled_time, "    \
+	"ttl,"                                                                                     \
+	" variables, mail_list, status_list, task_mail_list, task_status_list, expires_at,"        \
+	" n_history, held, response, release_order, claimed_by, lease_until) SELECT x.ident, ?1,"  \
+	" ?2, ?3, ?4, ?5, x.entity, 'pending', ?6, ?7, ?8, ?8, CAST(?9 AS BIGINT), CAST(?10 AS"    \
+	" BIGINT), ?11, ?12, ?13, ?14, ?15, CAST(?16 AS BIGINT), 2, ?17, CAST(?18 AS TEXT), "      \
+	"x.ord,"                                                                                   \
+	" CAST(?22 AS TEXT), CAST(?23 AS BIGINT) FROM unnest(CAST(?19 AS TEXT[]), CAST(?20 AS"     \
+	" TEXT[]), CAST(?21 AS BIGINT[])) AS x(ident, entity, ord)"
 #define JOBS_SET_HISTORY                                                                           \
-	"INSERT INTO job_history(job_ident, n, status, at, response) SELECT x.i, v.n, v.status,"   \
-	" ?1, CASE WHEN v.n = 2 THEN CAST(?2 AS TEXT) END FROM ROWS FROM (json_to_recordset(CAST(" \
-	"?3 AS json)) AS (i text, e text, o bigint)) WITH ORDINALITY AS x(i, e, o, k) CROSS JOIN"  \
-	" (VALUES (1, 'initial'), (2, 'pending')) AS v(n, status) ORDER BY x.k, v.n"
+	"INSERT INTO job_history(job_ident, n, status, at, response) SELECT x.ident, v.n,"         \
+	" v.status, ?1, CASE WHEN v.n = 2 THEN CAST(?2 AS TEXT) END FROM unnest(CAST(?3 AS"        \
+	" TEXT[])) WITH ORDINALITY AS x(ident, k) CROSS JOIN (VALUES (1, 'initial'), (2,"          \
+	" 'pending')) AS v(n, status) ORDER BY x.k, v.n"
 
-/* k jobs as a JSON array of {"i": ident, "e": device, "o": place in the release order}
- * (NULL: out of memory). */
-static json_object *jobs_set_json(const struct job_new *jobs, size_t k)
+/* The text of a PostgreSQL array of k strings (field 0: the jobs' idents, 1: their devices)
+ * or of their places (2), malloc'd; NULL when out of memory. */
+static char *jobs_set_array(const struct job_new *jobs, size_t k, int field)
 {
-	json_object *a = json_object_new_array_ext((int)k);
+	size_t size = 3, n = 0;
+	char *a;
 
-	for (size_t i = 0; a != NULL && i < k; i++) {
-		json_object *o = json_object_new_object();
+	for (size_t i = 0; i < k; i++)
+		size +=
+		    field == 2 ? 22 : 2 * strlen(field ? jobs[i].entity_ident : jobs[i].ident) + 3;
+	a = malloc(size);
+	if (a == NULL)
+		return NULL;
+	a[n++] = '{';
+	for (size_t i = 0; i < k; i++) {
+		const char *v = field ? jobs[i].entity_ident : jobs[i].ident;
 
-		if (o == NULL ||
-		    json_object_object_add(o, "i", json_object_new_string(jobs[i].ident)) != 0 ||
-		    json_object_object_add(o, "e", json_object_new_string(jobs[i].entity_ident)) !=
-			0 ||
-		    json_object_object_add(o, "o", json_object_new_int64(jobs[i].order)) != 0 ||
-		    json_object_array_add(a, o) != 0) {
-			json_object_put(o); /* not in a */
-			json_object_put(a);
-			a = NULL;
+		if (i > 0)
+			a[n++] = ',';
+		if (field == 2) {
+			n += (size_t)snprintf(a + n, size - n, "%lld", jobs[i].order);
+			continue;
 		}
+		a[n++] = '"';
+		for (; *v; v++) {
+			if (*v == '"' || *v == '\\')
+				a[n++] = '\\';
+			a[n++] = *v;
+		}
+		a[n++] = '"';
 	}
+	a[n++] = '}';
+	a[n] = '\0';
 	return a;
 }
 
@@ -447,12 +462,11 @@ static enum rcs_err jobs_insert_set(struct store *st, const struct job_batch *b,
 				    const struct job_batch_text *t, const struct job_new *jobs,
 				    size_t k, bool history)
 {
-	json_object *set = jobs_set_json(jobs, k);
-	const char *text = set ? jsonu_dump(set, NULL) : NULL;
+	char *idents = jobs_set_array(jobs, k, 0), *devices = NULL, *places = NULL;
 	struct store_stmt *s = NULL;
 	enum rcs_err err = RCS_ERR_NOMEM;
 
-	if (text == NULL)
+	if (idents == NULL)
 		goto out;
 	if (history) {
 		err = store_stmt(st, JOBS_SET_HISTORY, &s);
@@ -460,26 +474,34 @@ static enum rcs_err jobs_insert_set(struct store *st, const struct job_batch *b,
 			goto out;
 		store_arg_int(s, 1, b->now);
 		store_arg_text(s, 2, b->hold ? STORE_HELD_RESPONSE : NULL);
-		store_arg_text(s, 3, text);
+		store_arg_text(s, 3, idents);
 		err = store_done(st, s, "job history insert");
 		goto out;
 	}
+	devices = jobs_set_array(jobs, k, 1);
+	places = jobs_set_array(jobs, k, 2);
+	if (devices == NULL || places == NULL)
+		goto out;
 	err = store_stmt(st, JOBS_SET_ROWS, &s);
 	if (err != RCS_OK)
 		goto out;
 	jobs_args_common(s, b, t);
-	store_arg_text(s, 19, text);
+	store_arg_text(s, 19, idents);
+	store_arg_text(s, 20, devices);
+	store_arg_text(s, 21, places);
 	if (b->claim && st->be->shared) {
-		store_arg_text(s, 20, store_claim_node(st));
-		store_arg_int(s, 21, store_claim_until(st, b->now));
+		store_arg_text(s, 22, store_claim_node(st));
+		store_arg_int(s, 23, store_claim_until(st, b->now));
 	} else {
-		store_arg_null(s, 20);
-		store_arg_null(s, 21);
+		store_arg_null(s, 22);
+		store_arg_null(s, 23);
 	}
 	err = store_done(st, s, "job insert");
 out:
 	store_stmt_done(st, s);
-	json_object_put(set);
+	free(idents);
+	free(devices);
+	free(places);
 	return err;
 }
 
@@ -1504,17 +1526,6 @@ enum rcs_err store_fold_job(struct store *st, const char *ident, struct job_rec 
 		return RCS_ERR_NOTFOUND;
 	*online = r->online;
 	return store_job_rec_dup(&r->j.rec, out);
-}
-
-bool store_fold_last_seq(struct store *st, const char *ident, long long *last_seq)
-{
-	struct fold_row *r;
-
-	*last_seq = 0;
-	if (st->fold == NULL || !st->fold->on || (r = fold_find(st->fold, ident)) == NULL)
-		return false;
-	*last_seq = r->j.last_seq;
-	return true;
 }
 
 /* Forgets the fold's rows; write: writes those moved first (stops at an error). */

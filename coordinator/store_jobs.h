@@ -273,9 +273,6 @@ enum rcs_err store_fold_prefetch_sends(struct store *st, const char *const *iden
  * its device's presence as store_fold_prefetch_sends read it (*online 1 or 0; -1: not read).
  * RCS_ERR_NOTFOUND: the fold does not hold the job (or no fold is on). */
 enum rcs_err store_fold_job(struct store *st, const char *ident, struct job_rec *out, int *online);
-/* The highest device seq the fold's row of the job has applied (as read, or as its moves in
- * this fold left it): false when the fold does not hold the job. */
-bool store_fold_last_seq(struct store *st, const char *ident, long long *last_seq);
 enum rcs_err store_fold_flush(struct store *st);
 enum rcs_err store_fold_end(struct store *st, bool write);
 /* The fold's rows no longer say what the database holds (a savepoint inside the fold was

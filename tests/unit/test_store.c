@@ -1993,64 +1993,6 @@ static long long history_count(struct fixture *f, const char *job)
 				 job);
 }
 
-/* A report whose seq comes after one of its job's not applied yet waits (RCS_ERR_BUSY, nothing
- * written), and the job's later reports of the batch with it; applied in order once the one
- * between came (with two coordinators it is in the other's batch). */
-static void test_sets_wait_after_a_gap(void **state)
-{
-	struct fixture *f = *state;
-	struct lifecycle lc = {.st = f->st};
-	struct job_new jobs[2];
-	enum store_move res[4];
-	enum rcs_err errs[4];
-	long long h0;
-
-	make_group_jobs(f, jobs, 2, "gap", NULL);
-	assert_int_equal(move(f, jobs[0].ident, JS_EDGE_TRANSMITTED, 1, NULL), STORE_MOVE_APPLIED);
-	h0 = history_count(f, jobs[0].ident);
-	{
-		struct job_move m[4] = {
-		    {.ident = jobs[0].ident, .to = JS_EDGE_RUNNING, .seq = 3, .now = 500},
-		    {.ident = jobs[1].ident, .to = JS_EDGE_STARTED, .seq = 2, .now = 501},
-		    {.ident = jobs[1].ident, .to = JS_EDGE_TRANSMITTED, .seq = 1, .now = 502},
-		    {.ident = jobs[0].ident, .to = JS_TERMINATED, .seq = 4, .now = 503},
-		};
-		const enum rcs_err want[4] = {RCS_ERR_BUSY, RCS_ERR_BUSY, RCS_OK, RCS_ERR_BUSY};
-
-		assert_int_equal(lifecycle_moves(&lc, m, 4, res, errs), RCS_OK);
-		for (size_t i = 0; i < 4; i++)
-			assert_int_equal(errs[i], want[i]);
-		assert_int_equal(res[2], STORE_MOVE_APPLIED);
-	}
-	assert_int_equal(history_count(f, jobs[0].ident), h0);
-	{
-		/* the one between, then the waiting ones in their order */
-		struct job_move m[4] = {
-		    {.ident = jobs[0].ident, .to = JS_EDGE_STARTED, .seq = 2, .now = 510},
-		    {.ident = jobs[0].ident, .to = JS_EDGE_RUNNING, .seq = 3, .now = 511},
-		    {.ident = jobs[1].ident, .to = JS_EDGE_STARTED, .seq = 2, .now = 512},
-		    {.ident = jobs[0].ident, .to = JS_TERMINATED, .seq = 4, .now = 513},
-		};
-
-		assert_int_equal(lifecycle_moves(&lc, m, 4, res, errs), RCS_OK);
-		for (size_t i = 0; i < 4; i++) {
-			assert_int_equal(errs[i], RCS_OK);
-			assert_int_equal(res[i], STORE_MOVE_APPLIED);
-		}
-	}
-	assert_int_equal(history_count(f, jobs[0].ident), h0 + 3);
-	{
-		struct job_rec rec;
-
-		assert_int_equal(store_job_rec_get(f->st, jobs[0].ident, &rec), RCS_OK);
-		assert_int_equal(rec.status, JS_TERMINATED);
-		store_job_rec_free(&rec);
-		assert_int_equal(store_job_rec_get(f->st, jobs[1].ident, &rec), RCS_OK);
-		assert_int_equal(rec.status, JS_EDGE_STARTED);
-		store_job_rec_free(&rec);
-	}
-}
-
 /* A batch that mixes a job's three reports, a duplicate seq, a report on a cancelled job, one
  * for another tenant's job and one for no job: each gets what it would alone, once. */
 static void test_sets_mixed_batch(void **state)
@@ -2744,7 +2686,6 @@ int main(void)
 #ifdef RCS_WITH_POSTGRES
 	    cmocka_unit_test_setup_teardown(test_pg_moves_are_hot, setup, teardown),
 #endif
-	    cmocka_unit_test_setup_teardown(test_sets_wait_after_a_gap, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_bulk_send_claimed_at_creation, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_what_follows_a_move, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_webhook_outbox_follows_new_webhooks, setup,
