@@ -250,16 +250,11 @@ static void lifecycle_created_after(void *arg, bool committed)
 enum rcs_err lifecycle_jobs_create(struct lifecycle *lc, const struct job_batch *b)
 {
 	struct lifecycle_created *c = NULL;
-	struct job_batch mine = *b;
 	enum rcs_err err;
 
 	if (b->n == 0 && b->group_ident == NULL)
 		return RCS_OK;
-	/* a bulk send due now leaves from this coordinator's queue (lifecycle_jobs_created): on
-	 * a shared database its jobs are this node's from their creation, so that another
-	 * coordinator's look at the due jobs does not race it for them */
-	mine.claim = lc->hooks != NULL && b->n > 1 && !b->hold && b->scheduled_time <= b->now;
-	err = store_jobs_create(lc->st, &mine);
+	err = store_jobs_create(lc->st, b);
 	if (err != RCS_OK || b->n == 0)
 		goto out;
 	/* due now, unless held for release or scheduled later (the metrics' delivery latency) */

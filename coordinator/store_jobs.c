@@ -409,12 +409,10 @@ out:
 	" entity_ident, status, comment, created_user, created_at, update_at, scheduled_time, "    \
 	"ttl,"                                                                                     \
 	" variables, mail_list, status_list, task_mail_list, task_status_list, expires_at,"        \
-	" n_history, held, response, release_order, claimed_by, lease_until) SELECT x.ident, ?1,"  \
-	" ?2, ?3, ?4, ?5, x.entity, 'pending', ?6, ?7, ?8, ?8, CAST(?9 AS BIGINT), CAST(?10 AS"    \
-	" BIGINT), ?11, ?12, ?13, ?14, ?15, CAST(?16 AS BIGINT), 2, ?17, CAST(?18 AS TEXT), "      \
-	"x.ord,"                                                                                   \
-	" CAST(?22 AS TEXT), CAST(?23 AS BIGINT) FROM unnest(CAST(?19 AS TEXT[]), CAST(?20 AS"     \
-	" TEXT[]), CAST(?21 AS BIGINT[])) AS x(ident, entity, ord)"
+	" n_history, held, response, release_order) SELECT x.ident, ?1, ?2, ?3, ?4, ?5, x.entity," \
+	" 'pending', ?6, ?7, ?8, ?8, CAST(?9 AS BIGINT), CAST(?10 AS BIGINT), ?11, ?12, ?13, ?14," \
+	" ?15, CAST(?16 AS BIGINT), 2, ?17, CAST(?18 AS TEXT), x.ord FROM unnest(CAST(?19 AS"      \
+	" TEXT[]), CAST(?20 AS TEXT[]), CAST(?21 AS BIGINT[])) AS x(ident, entity, ord)"
 #define JOBS_SET_HISTORY                                                                           \
 	"INSERT INTO job_history(job_ident, n, status, at, response) SELECT x.ident, v.n,"         \
 	" v.status, ?1, CASE WHEN v.n = 2 THEN CAST(?2 AS TEXT) END FROM unnest(CAST(?3 AS"        \
@@ -489,13 +487,6 @@ static enum rcs_err jobs_insert_set(struct store *st, const struct job_batch *b,
 	store_arg_text(s, 19, idents);
 	store_arg_text(s, 20, devices);
 	store_arg_text(s, 21, places);
-	if (b->claim && st->be->shared) {
-		store_arg_text(s, 22, store_claim_node(st));
-		store_arg_int(s, 23, store_claim_until(st, b->now));
-	} else {
-		store_arg_null(s, 22);
-		store_arg_null(s, 23);
-	}
 	err = store_done(st, s, "job insert");
 out:
 	store_stmt_done(st, s);

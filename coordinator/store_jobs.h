@@ -53,11 +53,6 @@ struct job_batch {
 	const struct group_settings *settings;
 	const char *tag;
 	bool hold;
-	/* a bulk send due now that this coordinator sends from its own queue: on a shared
-	 * database its jobs are claimed by this node with their rows (docs/architecture.md
-	 * "Claims"), so that the others' looks at the due jobs leave them while the lease lasts
-	 * (docs/coordinator.md, "Sends as sets") */
-	bool claim;
 	/* the reason kept on a new group completed at once because it got no job (NULL: none;
 	 * docs/api.md "Bulk sends and groups") */
 	const char *empty_reason;

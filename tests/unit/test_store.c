@@ -238,9 +238,8 @@ static enum rcs_err group_json(struct store *st, const char *root, const char *i
 
 /* Creates n jobs (one per fixture device, in turn) and returns them in jobs[]; group: in a
  * new group of that name, with settings (may be NULL). */
-/* make_group_jobs; claim: as a bulk send due now that this node sends from its queue */
-static void make_batch(struct fixture *f, struct job_new *jobs, size_t n, const char *group,
-		       const struct group_settings *settings, bool claim)
+static void make_group_jobs(struct fixture *f, struct job_new *jobs, size_t n, const char *group,
+			    const struct group_settings *settings)
 {
 	struct job_batch b;
 	char gid[UUID_STR_LEN];
@@ -265,14 +264,7 @@ static void make_batch(struct fixture *f, struct job_new *jobs, size_t n, const 
 	b.jobs = jobs;
 	b.n = n;
 	b.settings = settings;
-	b.claim = claim;
 	assert_int_equal(store_jobs_create(f->st, &b), RCS_OK);
-}
-
-static void make_group_jobs(struct fixture *f, struct job_new *jobs, size_t n, const char *group,
-			    const struct group_settings *settings)
-{
-	make_batch(f, jobs, n, group, settings, false);
 }
 
 static void make_jobs(struct fixture *f, struct job_new *jobs, size_t n, const char *group)
@@ -2628,33 +2620,6 @@ static void test_sends_as_sets(void **state)
 	free(claim.v);
 }
 
-/* A bulk send due now that this coordinator sends from its own queue is this node's from its
- * creation on PostgreSQL (claimed with its rows until now + lease): another node's look at
- * the due jobs leaves it until the lease ends. SQLite (one coordinator) claims nothing. */
-static void test_bulk_send_claimed_at_creation(void **state)
-{
-	struct fixture *f = *state;
-	struct job_new jobs[3];
-	struct store_idents ids;
-
-	store_claims_setup(f->st, "node-a", 15);
-	make_batch(f, jobs, 3, "mine", NULL, true);
-	assert_int_equal(store_write(f->st, "UPDATE devices SET online = 1", NULL, 0), RCS_OK);
-	for (size_t i = 0; i < 3; i++) {
-		assert_int_equal(claimed_by(f, jobs[i].ident, "node-a"), store_test_pg());
-		assert_int_equal(job_column(f, jobs[i].ident, "lease_until"),
-				 store_test_pg() ? 215 : -1);
-	}
-	store_claims_setup(f->st, "node-b", 15);
-	assert_int_equal(store_jobs_ready(f->st, NULL, 214, 10, &ids), RCS_OK);
-	assert_int_equal(ids.n, store_test_pg() ? 0 : 3);
-	store_idents_free(&ids);
-	/* the lease over (a coordinator that died with its queue): the others send them */
-	assert_int_equal(store_jobs_ready(f->st, NULL, 216, 10, &ids), RCS_OK);
-	assert_int_equal(ids.n, 3);
-	store_idents_free(&ids);
-}
-
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -2686,7 +2651,6 @@ int main(void)
 #ifdef RCS_WITH_POSTGRES
 	    cmocka_unit_test_setup_teardown(test_pg_moves_are_hot, setup, teardown),
 #endif
-	    cmocka_unit_test_setup_teardown(test_bulk_send_claimed_at_creation, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_what_follows_a_move, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_webhook_outbox_follows_new_webhooks, setup,
 					    teardown),
