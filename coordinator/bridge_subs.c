@@ -55,6 +55,9 @@ struct bridge_subs {
 	struct timespec probe_deadline; /* CLOCK_MONOTONIC */
 	bool plain_subscribed;          /* on this connection */
 	bool active;                    /* the reports come through the shared subscription */
+	/* auto: the choice a probe made and reconnected for (BRIDGE_SHARED_YES or _NO), taken
+	 * by the next connect without a probe of its own; BRIDGE_SHARED_AUTO: none */
+	enum bridge_shared chosen;
 };
 
 enum rcs_err bridge_shared_parse(const char *s, enum bridge_shared *out)
@@ -181,7 +184,7 @@ void bridge_reports_subscribe(struct bridge_subs *s)
 {
 	char state[PROTO_MAX_TOPIC], plain[PROTO_MAX_TOPIC], shared[PROTO_MAX_TOPIC + 32];
 	const char *filters[2] = {state, plain};
-	enum bridge_shared mode = s->mode;
+	enum bridge_shared mode = s->mode, chosen = BRIDGE_SHARED_AUTO;
 
 	/* a session left by a coordinator that died would stay in the share group, and take
 	 * its share of the reports, until it expires: only a client id that comes back with
@@ -196,6 +199,12 @@ void bridge_reports_subscribe(struct bridge_subs *s)
 	bridge_filter_plain(plain);
 	bridge_filter_shared(shared, sizeof(shared));
 	pthread_mutex_lock(&s->lock);
+	/* the connect a probe's choice asked for takes that choice: probing again, with the
+	 * retained states of a large fleet delivered ahead of the probe, could choose the other
+	 * way and reconnect again, and again (docs/mqtt.md, "Several coordinators") */
+	if (mode == BRIDGE_SHARED_AUTO && s->chosen != BRIDGE_SHARED_AUTO)
+		mode = chosen = s->chosen;
+	s->chosen = BRIDGE_SHARED_AUTO;
 	s->gen++;
 	s->active = false;
 	s->plain_subscribed = mode != BRIDGE_SHARED_YES;
@@ -219,7 +228,8 @@ void bridge_reports_subscribe(struct bridge_subs *s)
 
 		mqttc_unsubscribe(s->link->mq, drop, 1, NULL, NULL);
 		log_info("status reports: plain subscription %s (%s)", plain,
-			 s->mode == BRIDGE_SHARED_NO ? "mqtt_shared_subscriptions no"
+			 s->mode == BRIDGE_SHARED_NO  ? "mqtt_shared_subscriptions no"
+			 : chosen == BRIDGE_SHARED_NO ? "as the probe of the last connection chose"
 			 : !s->link->claims
 			     ? "the database is not shared with other coordinators"
 			     : "the client id changes at every start: give --node-id");
@@ -398,6 +408,10 @@ static void bridge_probe_reconnect(struct bridge_subs *s, const struct bridge_st
 {
 	if (!bridge_probe_set(s, t->gen, PROBE_IDLE))
 		return;
+	pthread_mutex_lock(&s->lock);
+	if (s->mode == BRIDGE_SHARED_AUTO)
+		s->chosen = clean ? BRIDGE_SHARED_YES : BRIDGE_SHARED_NO;
+	pthread_mutex_unlock(&s->lock);
 	if (clean)
 		log_info("the broker delivers on a shared subscription of status reports:"
 			 " reconnecting with a clean session to take it");

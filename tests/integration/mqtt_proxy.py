@@ -11,7 +11,7 @@ import time
 
 from rcs_harness import free_port
 
-PUBLISH, PUBACK = 3, 4
+CONNECT, PUBLISH, PUBACK = 1, 3, 4
 
 
 def _packets(buf):
@@ -41,7 +41,9 @@ class MqttProxy:
     """Listens on a free port (url); each connection goes on to the broker at port.
     withhold: a topic part; while set, the PUBACKs of the client's QoS 1 publishes to topics
     holding it are dropped (withheld counts them); with delay (seconds) set too, they are
-    passed on in order, one each delay: a slow broker (delayed counts them)."""
+    passed on in order, one each delay: a slow broker (delayed counts them).
+    drop_to_clean: a topic part; the broker's publishes to topics holding it are dropped on
+    the connections whose CONNECT asked for a clean session (dropped counts them)."""
 
     def __init__(self, port):
         self.target = port
@@ -51,6 +53,8 @@ class MqttProxy:
         self.withheld = 0
         self.delay = 0.0
         self.delayed = 0
+        self.drop_to_clean = None
+        self.dropped = 0
         self.lock = threading.Lock()
         self.ids = set()  # packet ids of publishes whose PUBACK is withheld
         self.socks = []
@@ -93,7 +97,7 @@ class MqttProxy:
                 continue
             b.settimeout(None)
             pair = {"socks": (c, b), "ended": 0, "wlock": threading.Lock(),
-                    "slow": queue.Queue()}
+                    "slow": queue.Queue(), "clean": False}
             with self.lock:
                 self.socks += [c, b]
                 self.ids.clear()  # a new connection: its packet ids start anew
@@ -125,6 +129,16 @@ class MqttProxy:
                 pkts, buf = _packets(buf)
                 out = []
                 for kind, flags, body, raw in pkts:
+                    if from_client and kind == CONNECT:
+                        plen = int.from_bytes(body[:2], "big")
+                        pair["clean"] = bool(body[2 + plen + 1] & 0x02)  # connect flags
+                    elif not from_client and kind == PUBLISH and pair["clean"] and \
+                            self.drop_to_clean:
+                        tlen = int.from_bytes(body[:2], "big")
+                        if self.drop_to_clean in body[2:2 + tlen].decode("utf-8", "replace"):
+                            with self.lock:
+                                self.dropped += 1
+                            continue
                     if from_client and kind == PUBLISH and (flags >> 1) & 3:
                         tlen = int.from_bytes(body[:2], "big")
                         topic = body[2:2 + tlen].decode("utf-8", "replace")

@@ -47,6 +47,7 @@ import paho.mqtt.client as mqtt
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import pg_server  # noqa: E402
+from mqtt_proxy import MqttProxy  # noqa: E402
 from rcs_harness import (Coordinator, Mosquitto, SmtpServer, free_port, wait_for,  # noqa: E402
                          with_query)
 
@@ -684,7 +685,7 @@ class OneCoordinatorTest(unittest.TestCase):
         self.dbname = url.rsplit("/", 1)[1]
         self.broker = Mosquitto(self.workdir, persistence=self.persistence).start()
         self.coord = Coordinator(self.workdir, db=url + self.db_suffix, extra_args=(
-            "--mqtt", self.broker.url, "--resend-after", "3600", *self.coord_args))
+            "--mqtt", self.mqtt_url(), "--resend-after", "3600", *self.coord_args))
         tenant = self.coord.init_tenant(user="admin")
         self.root = tenant["client_root"]
         self.coord.start()
@@ -702,6 +703,10 @@ class OneCoordinatorTest(unittest.TestCase):
         self.broker.stop()
         if os.environ.get("RCS_KEEP_TMP") is None:
             shutil.rmtree(self.workdir, ignore_errors=True)
+
+    def mqtt_url(self):
+        """The broker's URL as the coordinator is given it."""
+        return self.broker.url
 
     def device_with_job(self, name):
         """A device played by self.cl (online, subscribed to its jobs) and a job sent to it:
@@ -813,6 +818,39 @@ class BusyRetryTest(OneCoordinatorTest):
         log = self.coord.read_log()
         self.assertNotIn("its row was held elsewhere", log)
         self.assertNotIn("not applied", log)
+
+
+@unittest.skipUnless(pg_server.available(), "PostgreSQL's server is not installed")
+class ProbeChoiceKeptTest(OneCoordinatorTest):
+    """The probe's choice is kept by the connect it asks for: a coordinator on a shared
+    database (mqtt_shared_subscriptions auto) whose probe comes back reconnects with a clean
+    session to take the shared subscription, and takes it there without probing again. A
+    probe of that connect could come too late (the retained states of a large fleet are
+    delivered ahead of it), choose the plain subscription and reconnect with a persistent
+    session, whose probe comes back, and so on: here the proxy drops the probe on the clean
+    connections (docs/mqtt.md, "Several coordinators")."""
+
+    coord_args = ("--node-id", "probe")
+    ready_line = "status reports: shared subscription"
+
+    def mqtt_url(self):
+        self.proxy = MqttProxy(self.broker.port)
+        self.proxy.drop_to_clean = "_coordinators/probe"
+        self.proxy.start()
+        self.addCleanup(self.proxy.stop)
+        return self.proxy.url
+
+    def test_one_reconnect(self):
+        log = self.coord.read_log()
+        self.assertIn("reconnecting with a clean session", log)
+        # two probe deadlines (5 s each) and more: a probe on the clean connection would
+        # have chosen the plain subscription by now, and reconnected
+        time.sleep(12)
+        log = self.coord.read_log()
+        self.assertEqual(log.count("mqttc_reconnect: reconnecting with a"), 1, log)
+        self.assertNotIn("status reports: plain subscription", log)
+        self.assertNotIn("status reports: no shared subscription", log)
+        self.assertEqual(self.proxy.dropped, 0)  # no probe on the clean connection
 
 
 @unittest.skipUnless(pg_server.available(), "PostgreSQL's server is not installed")
