@@ -679,6 +679,7 @@ class OneCoordinatorTest(unittest.TestCase):
 
     def setUp(self):
         self.workdir = tempfile.mkdtemp(prefix="rcs-one-")
+        self.cl = None
         self.addCleanup(self._cleanup)
         self.pg = pg_server.shared()
         url = self.pg.create_db()
