@@ -1319,6 +1319,9 @@ class LauncherTest(AgentTest):
         self.assertIn("the sandbox launcher was killed by signal 9: restarting the agent", log)
         fresh = self.launcher_of(a)
         self.assertNotEqual(fresh, launcher)
+        # online again once its subscriptions are granted, which may come after the waiting
+        # job's reports (docs/mqtt.md, "Connection sequence": the outbox goes first)
+        self.wait_online(a, True)
         self.assertTerminated(self.run_job(self.script_task('return "and more"'), a),
                               "and more")
         with open(os.path.join(a.files, "runs")) as f:
