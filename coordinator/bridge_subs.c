@@ -83,6 +83,7 @@ struct bridge_subs *bridge_subs_new(const struct bridge_link *l, struct bridge_r
 	s->link = l;
 	s->recover = r;
 	s->mode = opts->shared;
+	s->chosen = BRIDGE_SHARED_AUTO;
 	s->stable_client_id = opts->stable_client_id;
 	snprintf(s->client_id, sizeof(s->client_id), "%s",
 		 opts->mqtt.client_id ? opts->mqtt.client_id : "");
@@ -406,12 +407,18 @@ static bool bridge_probe_switch(struct bridge_subs *s, const struct bridge_step 
  * meanwhile; the connect subscribes again. */
 static void bridge_probe_reconnect(struct bridge_subs *s, const struct bridge_step *t, bool clean)
 {
-	if (!bridge_probe_set(s, t->gen, PROBE_IDLE))
-		return;
+	bool same;
+
 	pthread_mutex_lock(&s->lock);
-	if (s->mode == BRIDGE_SHARED_AUTO)
-		s->chosen = clean ? BRIDGE_SHARED_YES : BRIDGE_SHARED_NO;
+	same = bridge_same_connect(s, t->gen);
+	if (same) {
+		s->probe = PROBE_IDLE;
+		if (s->mode == BRIDGE_SHARED_AUTO) /* for the connect asked for here */
+			s->chosen = clean ? BRIDGE_SHARED_YES : BRIDGE_SHARED_NO;
+	}
 	pthread_mutex_unlock(&s->lock);
+	if (!same)
+		return;
 	if (clean)
 		log_info("the broker delivers on a shared subscription of status reports:"
 			 " reconnecting with a clean session to take it");
