@@ -13,9 +13,11 @@
 # sanitized coordinator.
 # LeakSanitizer suppressions (third-party libraries only): tests/sanitizers/lsan.supp.
 # Run tools/test.sh first: it installs the packages the tests need.
-# One test at a time: sanitized daemons are two to three times slower, and the fault tests'
-# fleets would starve a timing-sensitive test running beside them. About 10 minutes on
-# 2 cores, the build included.
+# Two tests at a time, as tools/test.sh runs them (the tests mostly wait on their daemons:
+# sanitized, each takes about as long as without), but the tests with fleets of their own
+# (the fault scenarios, the bulk fleet, the concurrency tests) after the others, one at a
+# time: sanitized daemons are two to three times slower, and such a fleet would starve a
+# timing-sensitive test running beside it. About 30 minutes on 2 cores, the build included.
 set -eu
 cd "$(dirname "$0")/.."
 src=$(pwd)
@@ -29,5 +31,10 @@ cd "$build"
 # (LD_PRELOAD), which then comes before libasan; it intercepts only clock calls.
 ASAN_OPTIONS=detect_leaks=1:abort_on_error=1:halt_on_error=1:verify_asan_link_order=0 \
 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
-LSAN_OPTIONS="suppressions=$src/tests/sanitizers/lsan.supp:print_suppressions=0" \
-	ctest --output-on-failure --timeout 900
+LSAN_OPTIONS="suppressions=$src/tests/sanitizers/lsan.supp:print_suppressions=0"
+export ASAN_OPTIONS UBSAN_OPTIONS LSAN_OPTIONS
+alone='test_(faults|faults_scale_out|bulk_fleet|mqttc_concurrency|store_concurrency|scale_out)($|\.)'
+status=0
+ctest --output-on-failure --timeout 900 -j 2 -E "$alone" || status=1
+ctest --output-on-failure --timeout 900 -R "$alone" || status=1
+exit $status
