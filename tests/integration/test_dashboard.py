@@ -132,6 +132,18 @@ class TestDashboard(StackTest):
     def q(self, css, root=None):
         return (root or self.driver).find_element("css selector", css)
 
+    def click(self, css):
+        """Clicks the element css finds, finding it again should the page have drawn it anew
+        between the find and the click (a refresh of the page's data)."""
+        from selenium.common.exceptions import StaleElementReferenceException
+        for attempt in range(5):
+            try:
+                return self.q(css).click()
+            except StaleElementReferenceException:
+                if attempt == 4:
+                    raise
+                time.sleep(0.1)
+
     def qs(self, css):
         return self.driver.find_elements("css selector", css)
 
@@ -152,7 +164,7 @@ class TestDashboard(StackTest):
         box = self.wait_css("#api-key")
         box.clear()
         box.send_keys(key)
-        self.q("#signin").click()
+        self.click("#signin")
 
     def make_devices(self, n, tag, auto):
         out = []
@@ -290,7 +302,7 @@ class TestDashboard(StackTest):
         self.__class__.group = group
         self.driver.get(self.ui + "#/groups")
         self.wait_text("table.groups", "night-run")
-        self.q("table.groups a[href='#/groups/%s']" % group).click()
+        self.click("table.groups a[href='#/groups/%s']" % group)
         self.wait_css("#group-done[data-total='6']")
         # the page must not reload from here on
         self.driver.execute_script("window.__still = 'here'")
@@ -392,7 +404,7 @@ class TestDashboard(StackTest):
         self.q("#f-device").send_keys(dev.entity)
         self.q("#var-times").send_keys("three")
         self.q("#var-ratio").send_keys("1.5.2")
-        self.q("#send").click()
+        self.click("#send")
         self.wait_text("#var-times-error", "an integer is expected")
         self.wait_text("#var-ratio-error", "a number is expected")
         self.wait_text("#send-msg", "nothing was sent")
@@ -404,7 +416,7 @@ class TestDashboard(StackTest):
         self.q("#var-ratio").clear()
         from selenium.webdriver.support.ui import Select
         Select(self.q("#var-loud")).select_by_value("true")
-        self.q("#send").click()
+        self.click("#send")
         self.wait_css("section.page-jobs #timeline")
         job = self.driver.current_url.rsplit("/", 1)[1]
         r = self.api.get("/jobs/" + job).json
@@ -423,11 +435,11 @@ class TestDashboard(StackTest):
         before = self.api.get("/groups?per_page=1").json["total_items"]
         self.driver.get(self.ui + "#/tasks/" + self.echo["ident"])
         self.wait_css("#send-form")
-        self.q("#target-tag").click()
+        self.click("#target-tag")
         self.q("#f-tag").send_keys("site-a")
         self.q("#f-group").clear()
         self.q("#f-group").send_keys("paced")
-        self.q("#rollout summary").click()
+        self.click("#rollout summary")
         for css, value in (("#f-rate", "0"), ("#f-exp-base", "1"), ("#f-exp-factor", "2"),
                            ("#f-abort-pct", "101"), ("#f-retry-max", "3"),
                            ("#f-retry-backoff", "60"), ("#f-win-start", "2:00"),
@@ -435,7 +447,7 @@ class TestDashboard(StackTest):
             self.q(css).send_keys(value)
         self.q("#f-win-offset").clear()
         self.q("#f-win-offset").send_keys("60")
-        self.q("#send").click()
+        self.click("#send")
         self.wait_text("#f-rate-error", "an integer from 1 to 100000")
         self.wait_text("#f-exp-after-error", "needed for an exponential pace")
         self.wait_text("#f-abort-pct-error", "a number from 0 to 100")
@@ -448,9 +460,9 @@ class TestDashboard(StackTest):
                            ("#f-abort-min", "50"), ("#f-win-start", "02:00")):
             self.q(css).clear()
             self.q(css).send_keys(value)
-        self.q("#f-day-sat").click()
-        self.q("#f-day-sun").click()
-        self.q("#send").click()
+        self.click("#f-day-sat")
+        self.click("#f-day-sun")
+        self.click("#send")
         self.wait_css("#group-done")
         gid = self.driver.current_url.rsplit("/", 1)[1]
         g = self.group_of(gid)
@@ -473,18 +485,18 @@ class TestDashboard(StackTest):
         self.assertIn("up to 3 attempts, the next after 1 min", self.q("[data-setting='retry']").text)
         self.assertNotIn("{", self.q(".group-head").text)
         # pause, resume, cancel: each changes the group's status, on the page too
-        self.q("#group-pause").click()
+        self.click("#group-pause")
         self.wait_css(".group-head .badge[data-group-status='paused']")
         self.assertEqual(self.group_of(gid)["status"], "paused")
         self.assertEqual(self.qs("#group-pause"), [])
-        self.q("#group-resume").click()
+        self.click("#group-resume")
         self.wait_css(".group-head .badge[data-group-status='running']")
         self.assertEqual(self.group_of(gid)["status"], "running")
-        self.q("#group-cancel").click()
+        self.click("#group-cancel")
         self.driver.switch_to.alert.dismiss()  # asked first: nothing happens
         time.sleep(0.5)
         self.assertEqual(self.group_of(gid)["status"], "running")
-        self.q("#group-cancel").click()
+        self.click("#group-cancel")
         self.driver.switch_to.alert.accept()
         self.wait_css(".group-head .badge[data-group-status='cancelled']")
         self.assertEqual(self.group_of(gid)["status"], "cancelled")
@@ -498,7 +510,7 @@ class TestDashboard(StackTest):
         wait_for(lambda: len(self.qs("table.groups tbody tr")) == 1, timeout=WAIT,
                  what="only the cancelled group")
         self.q("#group-name-filter").send_keys("night-run")
-        self.q("#group-filter").click()
+        self.click("#group-filter")
         self.wait_text("main .notice.info", "No group matches these filters.")
         self.console()
 
@@ -554,7 +566,7 @@ class TestDashboard(StackTest):
         self.assertNotIn("transmitted", opts)
         self.assertNotIn("running", opts)
         # the job page names its device
-        self.q("table.jobs tr[data-status='edge_error'] td a[href^='#/jobs/']").click()
+        self.click("table.jobs tr[data-status='edge_error'] td a[href^='#/jobs/']")
         self.wait_css("#timeline")
         link = self.wait_css(".facts a.device")
         name = link.text
@@ -591,17 +603,17 @@ class TestDashboard(StackTest):
         self.driver.get(self.ui + "#/devices")
         self.wait_css("table.devices")
         self.q("#name-filter").send_keys("site-a-3")
-        self.q("#filter").click()
+        self.click("#filter")
         wait_for(lambda: len(self.qs("table.devices tbody tr")) == 1, timeout=WAIT,
                  what="one device named site-a-3")
         self.assertIn("site-a-3", self.q("table.devices tbody tr").text)
         self.driver.get(self.ui + "#/devices?tag=site-a")
         self.wait_css("table.devices")
-        self.q("th a[data-sort='name']").click()
+        self.click("th a[data-sort='name']")
         self.wait_css("th[aria-sort='ascending'] a[data-sort='name']")
         names = [e.text for e in self.qs("table.devices tbody tr td:first-child strong")]
         self.assertEqual(names, sorted(names))
-        self.q("th a[data-sort='name']").click()
+        self.click("th a[data-sort='name']")
         self.wait_css("th[aria-sort='descending'] a[data-sort='name']")
         names = [e.text for e in self.qs("table.devices tbody tr td:first-child strong")]
         self.assertEqual(names, sorted(names, reverse=True))
@@ -610,11 +622,11 @@ class TestDashboard(StackTest):
         self.driver.get(self.ui + "#/tasks/" + self.echo["ident"])
         self.wait_css("#send-form")
         self.q("#f-device").send_keys("no-such-device")
-        self.q("#send").click()
+        self.click("#send")
         self.wait_text("#f-device-error", 'no device is named "no-such-device"')
         self.q("#f-device").clear()
         self.q("#f-device").send_keys(name)
-        self.q("#send").click()
+        self.click("#send")
         self.wait_css("section.page-jobs #timeline")
         job = self.driver.current_url.rsplit("/", 1)[1]
         self.assertEqual(self.api.get("/jobs/" + job).json["entity_ident"], dev)
@@ -648,11 +660,11 @@ class TestDashboard(StackTest):
         self.q("#artifact-name").clear()
         self.driver.execute_script("arguments[0].value = arguments[1]",
                                    self.q("#artifact-name"), "pump\tfirmware")
-        self.q("#artifact-upload").click()
+        self.click("#artifact-upload")
         self.wait_text("#artifact-name-error", "a name holds no control character")
         self.q("#artifact-name").clear()
         self.q("#artifact-name").send_keys("pump firmware 1.4")
-        self.q("#artifact-upload").click()
+        self.click("#artifact-upload")
         self.wait_text("#upload-msg", "Uploaded pump firmware 1.4 (%s, 300.0 KiB)." % sha[:12])
         bar = self.q("#upload-progress")
         self.assertEqual(bar.get_attribute("aria-valuenow"), "100")
@@ -667,7 +679,7 @@ class TestDashboard(StackTest):
         self.assertIn("no task", row.text)
         # the same bytes again: the record the coordinator has, its name kept
         self.q("#artifact-file").send_keys(path)
-        self.q("#artifact-upload").click()
+        self.click("#artifact-upload")
         self.wait_text("#upload-msg", "The same bytes are there already: pump firmware 1.4")
         self.assertEqual(len(self.qs("table.artifacts tr[data-artifact='%s']" % sha)), 1)
         # in use: a task that pins it
@@ -677,11 +689,11 @@ class TestDashboard(StackTest):
         self.driver.refresh()
         row = self.wait_css("table.artifacts tr[data-artifact='%s']" % sha)
         self.wait_text("table.artifacts tr[data-artifact='%s'] a.task" % sha, "Flash pumps")
-        self.q("button[data-delete='%s']" % sha).click()
+        self.click("button[data-delete='%s']" % sha)
         self.driver.switch_to.alert.dismiss()  # asked first: nothing happens
         time.sleep(0.3)
         self.assertEqual(self.api.get("/artifacts/sha256:" + sha).status, 200)
-        self.q("button[data-delete='%s']" % sha).click()
+        self.click("button[data-delete='%s']" % sha)
         self.driver.switch_to.alert.accept()
         self.wait_text("#artifacts-msg", "pump firmware 1.4 is in use, so it was not deleted")
         self.assertEqual(self.api.get("/artifacts/sha256:" + sha).status, 200)
@@ -695,7 +707,7 @@ class TestDashboard(StackTest):
                                         {"artifacts": {}}).status, 200)
         self.driver.get(self.ui + "#/artifacts")
         self.wait_css("table.artifacts tr[data-artifact='%s']" % sha)
-        self.q("button[data-delete='%s']" % sha).click()
+        self.click("button[data-delete='%s']" % sha)
         self.driver.switch_to.alert.accept()
         self.wait_text("#artifacts-msg", "Deleted pump firmware 1.4 (%s)." % sha[:12])
         wait_for(lambda: not self.qs("table.artifacts tr[data-artifact='%s']" % sha),
@@ -788,12 +800,12 @@ class TestDashboard(StackTest):
         before = self.api.get("/groups?per_page=1").json["total_items"]
         self.driver.get(self.ui + "#/tasks/" + self.echo["ident"])
         self.wait_css("#send-form")
-        self.q("#target-list").click()
+        self.click("#target-list")
         box = self.wait_css("#f-idents")
         box.send_keys('site-n-0, no-such-pump\ntwin %s 0a0a0a "lab bench 1"' % shared)
         self.q("#f-group").clear()
         self.q("#f-group").send_keys("by-names")
-        self.q("#send").click()
+        self.click("#send")
         self.wait_text("#f-idents-error", 'no such device: "no-such-pump", "0a0a0a"')
         err = self.q("#f-idents-error").text
         self.assertIn('ambiguous: "twin" (2 devices have this name', err)
@@ -809,7 +821,7 @@ class TestDashboard(StackTest):
         box.clear()
         box.send_keys('site-n-0 %s;%s\n%s site-n-0 "lab bench 1"' % (
             devs[1].entity[-8:], devs[2].entity[:23], twins[0].upper()))
-        self.q("#send").click()
+        self.click("#send")
         self.wait_css("#group-done")
         gid = self.driver.current_url.rsplit("/", 1)[1]
         g = self.group_of(gid)
@@ -830,23 +842,23 @@ class TestDashboard(StackTest):
         job, other = pend[0]["ident"], pend[1]["ident"]
         self.driver.get(self.ui + "#/jobs/" + job)
         self.wait_css("#timeline")
-        self.q("#cancel-job").click()
+        self.click("#cancel-job")
         self.wait_css("#cancel-reason").send_keys("wrong firmware for this site")
-        self.q("#cancel-keep").click()
+        self.click("#cancel-keep")
         self.wait_css("#cancel-job")
         self.assertFalse(self.qs("#cancel-form"))
         time.sleep(0.5)
         self.assertEqual(self.api.get("/jobs/" + job).json["status"], "pending")
         # a reason over 500 bytes is refused in the page, nothing is sent
-        self.q("#cancel-job").click()
+        self.click("#cancel-job")
         box = self.wait_css("#cancel-reason")
         self.driver.execute_script("arguments[0].value = 'é'.repeat(251)", box)
-        self.q("#cancel-confirm").click()
+        self.click("#cancel-confirm")
         self.wait_text("#cancel-reason-error", "at most 500 bytes (this is 502)")
         self.assertEqual(self.api.get("/jobs/" + job).json["status"], "pending")
         box.clear()
         box.send_keys("wrong firmware for this site")
-        self.q("#cancel-confirm").click()
+        self.click("#cancel-confirm")
         want = "cancelled by %s: wrong firmware for this site" % who
         self.wait_css("#timeline li[data-status='cancelled']")
         self.wait_text(".facts pre.resp", want)
@@ -885,7 +897,7 @@ class TestDashboard(StackTest):
         self.wait_css("#group-done[data-total='%d']" % HUGE)
         self.wait_text(".pager .pageinfo", "Page 1 of 200 · 10,000 jobs")
         self.assertEqual(len(self.qs("table.jobs tbody tr")), 50)
-        self.q(".pager button[data-go='next']").click()
+        self.click(".pager button[data-go='next']")
         self.wait_text(".pager .pageinfo", "Page 2 of 200")
         self.assertLess(time.time() - t0, WAIT)
         # responsive: a script runs at once between two polls
@@ -923,7 +935,7 @@ class TestDashboard(StackTest):
     def test_8_sign_out(self):
         self.signin(self.key)
         self.wait_css("section.page-groups")
-        self.q("#signout").click()
+        self.click("#signout")
         self.wait_text("#signin-msg", "Signed out")
         self.assertEqual(self.driver.execute_script("return sessionStorage.length"), 0)
         self.driver.get(self.ui + "#/devices")
@@ -955,7 +967,7 @@ class TestDashboard(StackTest):
             self.coord.start()
         time.sleep(1)
         self.assertEqual(self.qs("#timeline"), [])  # it waits for the button
-        self.q("#try-again").click()
+        self.click("#try-again")
         self.wait_css("#timeline")
         wait_for(lambda: self.q("#banner").get_attribute("hidden") is not None, timeout=WAIT,
                  what="the banner gone")
