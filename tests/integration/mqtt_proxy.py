@@ -131,6 +131,8 @@ class MqttProxy:
                 for kind, flags, body, raw in pkts:
                     if from_client and kind == CONNECT:
                         plen = int.from_bytes(body[:2], "big")
+                        if len(body) < 2 + plen + 2:
+                            raise ValueError("short CONNECT")  # ends the pair, as a bad length
                         pair["clean"] = bool(body[2 + plen + 1] & 0x02)  # connect flags
                     elif not from_client and kind == PUBLISH and pair["clean"] and \
                             self.drop_to_clean:
