@@ -116,14 +116,6 @@ bool bridge_apply_queue(struct bridge_apply *a, const struct proto_topic *t, con
 	return true;
 }
 
-static int64_t bridge_now_ms(void)
-{
-	struct timespec t;
-
-	clock_gettime(CLOCK_MONOTONIC, &t);
-	return (int64_t)t.tv_sec * 1000 + t.tv_nsec / 1000000;
-}
-
 /* The reports held in the last round, then up to BRIDGE_BATCH messages in all off the queue,
  * in order (NULL: none). */
 static struct in_msg *bridge_apply_take(struct bridge_apply *a)

@@ -20,10 +20,10 @@
 #include "metrics.h"
 #include "render.h"
 
-#define BRIDGE_EVENTS_MAX   65536 /* events waiting for the publisher; more are dropped */
-#define BRIDGE_HELD_LOG_S   10    /* reports held for the events: logged this often at most */
-#define BRIDGE_FEED_STUCK_S 2     /* ... unless the feed published nothing for this long */
-#define BRIDGE_EVENT_MAX    ((size_t)8 << 20) /* bytes of one job record as text */
+#define BRIDGE_EVENTS_MAX    65536 /* events waiting for the publisher; more are dropped */
+#define BRIDGE_HELD_LOG_S    10    /* reports held for the events: logged this often at most */
+#define BRIDGE_FEED_STUCK_MS 2000  /* ... unless the feed published nothing for this long */
+#define BRIDGE_EVENT_MAX     ((size_t)8 << 20) /* bytes of one job record as text */
 
 struct bridge_events {
 	const struct bridge_link *link;
@@ -49,7 +49,7 @@ struct bridge_events {
 	time_t stuck_logged; /* ... and when they went on, the feed being stuck */
 	bool held;
 	unsigned long long held_done;
-	time_t held_progress;
+	int64_t held_progress; /* CLOCK_MONOTONIC, ms */
 	bool holding; /* reports wait now (held, the feed not stuck): bridge_events_holding */
 };
 
@@ -305,11 +305,12 @@ void bridge_events_stop(struct bridge_events *e)
  * devices), and drop them at BRIDGE_EVENTS_MAX; held back, the reports wait as the small
  * messages they are. Not while the feed is stuck, the last event having found no room in
  * the window for BRIDGE_FULL_WAIT_MS or the publisher having made no progress for
- * BRIDGE_FEED_STUCK_S (a broker that takes reports but doesn't acknowledge what the
+ * BRIDGE_FEED_STUCK_MS (a broker that takes reports but doesn't acknowledge what the
  * coordinator publishes): the reports go on, and the events wait or are dropped as before. */
 bool bridge_events_behind(struct bridge_events *e)
 {
 	time_t now = time(NULL);
+	int64_t now_ms = bridge_now_ms();
 	bool behind, say, stuck = false;
 	size_t n;
 
@@ -318,10 +319,10 @@ bool bridge_events_behind(struct bridge_events *e)
 	behind = n >= e->backlog && !e->stop && !e->waking;
 	if (behind && (!e->held || e->done != e->held_done)) {
 		e->held_done = e->done;
-		e->held_progress = now;
+		e->held_progress = now_ms;
 	}
 	e->held = behind;
-	if (behind && (e->failing || now - e->held_progress >= BRIDGE_FEED_STUCK_S)) {
+	if (behind && (e->failing || now_ms - e->held_progress >= BRIDGE_FEED_STUCK_MS)) {
 		behind = false;
 		stuck = true;
 	}

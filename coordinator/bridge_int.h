@@ -56,6 +56,8 @@ void bridge_kick(const struct bridge_link *l);
 void bridge_sleep(const struct bridge_link *l, int ms);
 /* ms from now on clock c. */
 void bridge_deadline(clockid_t c, int ms, struct timespec *out);
+/* CLOCK_MONOTONIC in milliseconds. */
+int64_t bridge_now_ms(void);
 /* Publishes; while the client's window of unacknowledged QoS 1 messages (or paho's queue)
  * is full, waits for the broker's next acknowledgement and tries again, for up to
  * BRIDGE_FULL_WAIT_MS without one. RCS_ERR_FULL when the broker acknowledged nothing, or

@@ -34,6 +34,14 @@ void bridge_sleep(const struct bridge_link *l, int ms)
 	}
 }
 
+int64_t bridge_now_ms(void)
+{
+	struct timespec t;
+
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return (int64_t)t.tv_sec * 1000 + t.tv_nsec / 1000000;
+}
+
 void bridge_deadline(clockid_t c, int ms, struct timespec *out)
 {
 	clock_gettime(c, out);

@@ -56,7 +56,6 @@ class MqttProxy:
         self.drop_to_clean = None
         self.dropped = 0
         self.lock = threading.Lock()
-        self.ids = set()  # packet ids of publishes whose PUBACK is withheld
         self.socks = []
         self.srv = None
 
@@ -97,10 +96,10 @@ class MqttProxy:
                 continue
             b.settimeout(None)
             pair = {"socks": (c, b), "ended": 0, "wlock": threading.Lock(),
-                    "slow": queue.Queue(), "clean": False}
+                    "slow": queue.Queue(), "clean": False,
+                    "ids": set()}  # packet ids of publishes whose PUBACK is withheld
             with self.lock:
                 self.socks += [c, b]
-                self.ids.clear()  # a new connection: its packet ids start anew
             threading.Thread(target=self._pump, args=(c, b, True, pair), daemon=True).start()
             threading.Thread(target=self._pump, args=(b, c, False, pair), daemon=True).start()
             threading.Thread(target=self._slow, args=(c, pair), daemon=True).start()
@@ -147,13 +146,13 @@ class MqttProxy:
                         pid = int.from_bytes(body[2 + tlen:4 + tlen], "big")
                         with self.lock:
                             if self.withhold and self.withhold in topic:
-                                self.ids.add(pid)
+                                pair["ids"].add(pid)
                             else:
-                                self.ids.discard(pid)
+                                pair["ids"].discard(pid)
                     elif not from_client and kind == PUBACK:
                         pid = int.from_bytes(body[:2], "big")
                         with self.lock:
-                            drop = pid in self.ids
+                            drop = pid in pair["ids"]
                             slow = drop and self.delay > 0
                             if slow:
                                 self.delayed += 1

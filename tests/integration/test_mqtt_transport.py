@@ -1653,8 +1653,8 @@ class EventFeedStuckTest(ProxiedTest):
 
 class StaleResendWaitsForReportsTest(ProxiedTest):
     """A broker that acknowledges the coordinator's events slowly (a proxy passes their
-    PUBACKs on one a second): the devices' reports wait for the event feed (events_backlog)
-    for longer than --resend-after. Their jobs have no news in the database all that time,
+    PUBACKs on one each 0.7 s, well inside the 2 s after which the feed counts as stuck): the
+    devices' reports wait for the event feed (events_backlog) for longer than --resend-after. Their jobs have no news in the database all that time,
     yet the news is in the coordinator's own queue: the re-send of jobs without news waits
     for it (docs/mqtt.md, "Delivery guarantees"), and each device gets its envelope once.
     Sent again, every job of a loaded coordinator adds four reports to its load (at 100,000
@@ -1663,7 +1663,7 @@ class StaleResendWaitsForReportsTest(ProxiedTest):
     How the reports come to wait: the first group's reports fill the event window (4) and
     wait until fewer than 2 events are left, then are applied together, and their events
     (one to four a job) queue behind the window; the second group's reports, sent then, wait
-    for all of those, a second each."""
+    for all of those, 0.7 s each."""
 
     coord_args = ("--resend-after", "5", "--mqtt-window", "4", "--events-backlog", "2")
 
@@ -1679,7 +1679,7 @@ class StaleResendWaitsForReportsTest(ProxiedTest):
         for d, j in zip(devs, jobs):
             wait_for(lambda: d.envelopes_of(j), what="the envelope")
             self.wait_job(j, "transmited")
-        self.proxy.delay = 1.0
+        self.proxy.delay = 0.7
         self.proxy.withhold = "/events/"
         first, second = list(zip(devs, jobs))[:8], list(zip(devs, jobs))[8:]
         for d, j in first:
