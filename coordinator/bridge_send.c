@@ -458,20 +458,68 @@ void bridge_publish_idents(struct bridge_send *s, const struct store_idents *ide
 
 /* ---- the worker's sends ---- */
 
-/* Publishes the pending jobs that are due, for one device (or all online devices). */
+static int bridge_ident_cmp(const void *a, const void *b)
+{
+	return strcmp(a, b);
+}
+
+/* Leaves out of ids (sorted) the jobs this coordinator's own queue holds (bridge_send_queue):
+ * its rounds send them. Without this, a look at the due jobs during a bulk send read and
+ * locked most of the send's jobs a second time, to find them sent. True when any was left
+ * out. The queue is in ident order as a send made it; else it is sorted in a copy. */
+static bool bridge_leave_queued(struct bridge_send *s, struct store_idents *ids)
+{
+	char(*sorted)[UUID_STR_LEN] = NULL;
+	const char(*q)[UUID_STR_LEN];
+	size_t m, k = 0;
+	bool in_order = true;
+
+	pthread_mutex_lock(&s->lock);
+	m = s->out.ids.n - s->out_off;
+	q = (const char(*)[UUID_STR_LEN])(s->out.ids.v + s->out_off);
+	for (size_t i = 1; i < m && in_order; i++)
+		in_order = strcmp(q[i - 1], q[i]) <= 0;
+	if (m > 0 && !in_order) {
+		sorted = malloc(m * sizeof(*sorted));
+		if (sorted != NULL)
+			memcpy(sorted, q, m * sizeof(*sorted));
+		else
+			m = 0; /* none left out: sent twice over is only slower */
+		q = (const char(*)[UUID_STR_LEN])sorted;
+	}
+	if (!in_order)
+		pthread_mutex_unlock(&s->lock);
+	if (sorted != NULL)
+		qsort(sorted, m, sizeof(*sorted), bridge_ident_cmp);
+	for (size_t i = 0; i < ids->n; i++)
+		if (m == 0 || bsearch(ids->v[i], q, m, sizeof(*q), bridge_ident_cmp) == NULL)
+			memmove(ids->v[k++], ids->v[i], sizeof(ids->v[i]));
+	if (in_order)
+		pthread_mutex_unlock(&s->lock);
+	free(sorted);
+	m = ids->n - k;
+	ids->n = k;
+	return m > 0;
+}
+
+/* Publishes the pending jobs that are due, for one device (or all online devices), but
+ * those its own queue holds. */
 void bridge_send_ready(struct bridge_send *s, const char *entity_ident, int64_t now)
 {
 	struct store *st = s->link->st;
 	struct store_idents ids;
 	size_t n;
+	bool left;
 
 	do {
 		if (store_jobs_ready(st, entity_ident, now, BRIDGE_RESYNC_LIMIT, &ids) != RCS_OK)
 			return;
 		n = ids.n;
+		/* left in the queue, they would come back first: the next look goes on */
+		left = bridge_leave_queued(s, &ids);
 		bridge_publish_idents(s, &ids, false);
 		store_idents_free(&ids);
-	} while (n == BRIDGE_RESYNC_LIMIT && mqttc_connected(s->link->mq));
+	} while (n == BRIDGE_RESYNC_LIMIT && !left && mqttc_connected(s->link->mq));
 	/* the envelopes of a coordinator that stopped before the broker took them */
 	if (entity_ident == NULL && s->link->claims &&
 	    store_jobs_orphaned(st, now, BRIDGE_RESYNC_LIMIT, &ids) == RCS_OK) {

@@ -105,6 +105,10 @@ out:
 	" AND " STORE_CLAIM_FREE("?5", "?2") " ORDER BY j.ident LIMIT ?4" lock
 #define LOCK_J_PG " FOR UPDATE OF j SKIP LOCKED"
 
+/* On PostgreSQL the due jobs are only read: a claim here wrote every row once more (a
+ * version its page often had no room for) and a chunk's send locks, moves and claims them
+ * in any case, passing over those another coordinator holds or sent (docs/coordinator.md
+ * "Sends as sets"). On SQLite, one writer, the claim stays the statement it was. */
 enum rcs_err store_jobs_ready(struct store *st, const char *entity_ident, int64_t now, size_t limit,
 			      struct store_idents *out)
 {
@@ -112,13 +116,12 @@ enum rcs_err store_jobs_ready(struct store *st, const char *entity_ident, int64_
 		return store_idents_query(
 		    st,
 		    STORE_SQL(st, CLAIM_JOBS(JOBS_READY_ONE("", "")),
-			      CLAIM_JOBS(JOBS_READY_ONE(LOCK_J_PG, JOBS_STAGE_WAITING_PG("j.")))),
+			      JOBS_READY_ONE("", JOBS_STAGE_WAITING_PG("j."))),
 		    entity_ident, now, 0, limit, out);
-	return store_idents_query(
-	    st,
-	    STORE_SQL(st, CLAIM_JOBS(JOBS_READY_ALL("", "")),
-		      CLAIM_JOBS(JOBS_READY_ALL(LOCK_J_PG, JOBS_STAGE_WAITING_PG("j.")))),
-	    NULL, now, 0, limit, out);
+	return store_idents_query(st,
+				  STORE_SQL(st, CLAIM_JOBS(JOBS_READY_ALL("", "")),
+					    JOBS_READY_ALL("", JOBS_STAGE_WAITING_PG("j."))),
+				  NULL, now, 0, limit, out);
 }
 
 /* INDEXED BY: as for JOBS_READY_ONE, the device's sent jobs rather than the tenant's */

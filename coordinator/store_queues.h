@@ -18,7 +18,8 @@ struct store_group_list;
 /* ---- jobs due, claims, nodes (store_queues.c) ---- */
 
 /* Idents of pending jobs that are due, for online devices (entity_ident NULL: all
- * devices), at most limit. */
+ * devices), at most limit, sorted. Claimed on SQLite; on PostgreSQL only read: the chunk
+ * that sends them locks, moves and claims them (docs/architecture.md "Claims"). */
 enum rcs_err store_jobs_ready(struct store *st, const char *entity_ident, int64_t now, size_t limit,
 			      struct store_idents *out);
 /* Idents of jobs sent ("transmited") before `before` (Unix s) but not acknowledged, for

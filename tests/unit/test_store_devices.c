@@ -817,10 +817,23 @@ static void test_claims(void **state)
 		sql(f, row);
 	}
 
-	/* two claimers get disjoint rows; together, all of them */
+	/* the due jobs: claimed on SQLite; on PostgreSQL only read, the chunk that sends them
+	 * claiming them with their move (docs/architecture.md "Claims") */
 	assert_int_equal(store_jobs_ready(f->st, NULL, NOW, 4, &ia), RCS_OK);
 	assert_int_equal(ia.n, 4);
 	assert_int_equal(store_jobs_ready(b, NULL, NOW, 100, &ib), RCS_OK);
+	assert_int_equal(ib.n, store_test_pg() ? 10 : 6);
+	assert_int_equal(sql_int(f, "SELECT count(*) FROM jobs WHERE claimed_by IS NOT NULL"),
+			 store_test_pg() ? 0 : 10);
+	store_idents_free(&ia);
+	store_idents_free(&ib);
+	sql(f, "UPDATE jobs SET status = 'transmited', claimed_by = NULL, lease_until = NULL");
+
+	/* jobs sent without news (the re-send of stale jobs, after 1 s): two claimers get
+	 * disjoint rows; together, all of them */
+	assert_int_equal(store_jobs_stale(f->st, NOW, 1, 4, &ia), RCS_OK);
+	assert_int_equal(ia.n, 4);
+	assert_int_equal(store_jobs_stale(b, NOW, 1, 100, &ib), RCS_OK);
 	assert_int_equal(ib.n, 6);
 	for (size_t i = 0; i < ia.n; i++)
 		assert_false(ident_in(&ib, ia.v[i]));
@@ -828,16 +841,16 @@ static void test_claims(void **state)
 	assert_int_equal(sql_int(f, "SELECT count(*) FROM jobs WHERE claimed_by = 'node-b'"), 6);
 	store_idents_free(&ib);
 	/* a claim is its holder's to take again, not another's while its lease runs */
-	assert_int_equal(store_jobs_ready(f->st, NULL, NOW + 10, 100, &ib), RCS_OK);
+	assert_int_equal(store_jobs_stale(f->st, NOW + 10, 1, 100, &ib), RCS_OK);
 	assert_int_equal(ib.n, 4);
 	for (size_t i = 0; i < ia.n; i++)
 		assert_true(ident_in(&ib, ia.v[i]));
 	store_idents_free(&ib);
-	assert_int_equal(store_jobs_ready(b, NULL, NOW + 10, 100, &ib), RCS_OK);
+	assert_int_equal(store_jobs_stale(b, NOW + 10, 1, 100, &ib), RCS_OK);
 	assert_int_equal(ib.n, 6);
 	store_idents_free(&ib);
 	/* an expired lease is taken over (a's were renewed at NOW + 10 until NOW + 25) */
-	assert_int_equal(store_jobs_ready(b, NULL, NOW + 26, 100, &ib), RCS_OK);
+	assert_int_equal(store_jobs_stale(b, NOW + 26, 1, 100, &ib), RCS_OK);
 	assert_int_equal(ib.n, 10);
 	store_idents_free(&ib);
 	store_idents_free(&ia);
@@ -905,11 +918,12 @@ static void test_claims(void **state)
 	if (store_test_pg()) {
 		/* PostgreSQL: rows another transaction is claiming are passed over, not waited
 		 * for (FOR UPDATE SKIP LOCKED) */
-		sql(f, "UPDATE jobs SET status = 'pending', claimed_by = NULL, lease_until = NULL");
+		sql(f,
+		    "UPDATE jobs SET status = 'transmited', claimed_by = NULL, lease_until = NULL");
 		assert_int_equal(store_tx_begin(f->st), RCS_OK);
-		assert_int_equal(store_jobs_ready(f->st, NULL, NOW, 3, &ia), RCS_OK);
+		assert_int_equal(store_jobs_stale(f->st, NOW, 1, 3, &ia), RCS_OK);
 		assert_int_equal(ia.n, 3);
-		assert_int_equal(store_jobs_ready(b, NULL, NOW, 100, &ib), RCS_OK);
+		assert_int_equal(store_jobs_stale(b, NOW, 1, 100, &ib), RCS_OK);
 		assert_int_equal(ib.n, 7);
 		for (size_t i = 0; i < ia.n; i++)
 			assert_false(ident_in(&ib, ia.v[i]));
@@ -921,6 +935,8 @@ static void test_claims(void **state)
 	{
 		struct store_group_list ga, gb;
 
+		sql(f, "UPDATE jobs SET status = 'pending' WHERE ident NOT IN ('" JOB(
+			   "10") "', '" JOB("11") "')");
 		sql(f, "INSERT INTO groups(ident, client_root, name, task_ident, created_user,"
 		       " created_at, status) VALUES('" JOB(
 			   "g1") "', '@ROOT@', 'g', 't', 'u', 1,"
