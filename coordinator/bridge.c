@@ -276,9 +276,10 @@ static void *bridge_worker(void *arg)
 		bool behind = bridge_events_behind(b->events) && !bridge_apply_pressed(b->apply);
 		struct bridge_asked asked = bridge_take_asked(b);
 
-		bridge_unclaim(b->send);
 		if (!behind) /* reports wait while the events are behind */
 			bridge_apply_step(b->apply);
+		/* after the reports: a job a report moved on has no claim left to end */
+		bridge_unclaim(b->send);
 		bridge_send_queued(b->send);
 		wait_ms = bridge_asked_sends(b, &asked, now, wait_ms);
 		bridge_send_retry(b->send);

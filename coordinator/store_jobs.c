@@ -1220,6 +1220,10 @@ static enum rcs_err fold_json_run(struct store *st, const char *sql, json_object
 	" SELECT x.job_ident, x.n, x.status, x.at, x.response, x.response_time, x.seq, x.phase"    \
 	" FROM json_to_recordset(CAST(?1 AS json)) AS x(job_ident TEXT, n INTEGER, status TEXT,"   \
 	" at INTEGER, response TEXT, response_time INTEGER, seq INTEGER, phase TEXT)"
+/* A job that leaves transmited (a device's report on it, mostly): the claim of its send ends
+ * with that row write, the device having had the envelope, and the broker's acknowledgement
+ * after finds nothing to end (docs/architecture.md "Claims") */
+#define FOLD_LEFT_SENT "j.status = 'transmited' AND x.status <> 'transmited'"
 #define FOLD_ROWS_SET                                                                              \
 	"UPDATE jobs AS j SET status = x.status, update_at = x.update_at, held = 0,"               \
 	" response = x.response, response_time = x.response_time, last_seq = x.last_seq,"          \
@@ -1227,8 +1231,10 @@ static enum rcs_err fold_json_run(struct store *st, const char *sql, json_object
 	" progress_done = x.progress_done, progress_total = x.progress_total,"                     \
 	" phase = x.phase, reboot_within = x.reboot_within, reboot_deadline = x.reboot_deadline,"  \
 	" sent_at = coalesce(x.sent_at, j.sent_at), sends = j.sends + x.sends,"                    \
-	" claimed_by = CASE WHEN x.lease_until IS NULL THEN j.claimed_by ELSE x.claimed_by END,"   \
-	" lease_until = coalesce(x.lease_until, j.lease_until)"                                    \
+	" claimed_by = CASE WHEN x.lease_until IS NOT NULL THEN x.claimed_by WHEN " FOLD_LEFT_SENT \
+	" THEN NULL ELSE j.claimed_by END,"                                                        \
+	" lease_until = CASE WHEN x.lease_until IS NOT NULL THEN x.lease_until "                   \
+	"WHEN " FOLD_LEFT_SENT " THEN NULL ELSE j.lease_until END"                                 \
 	" FROM json_to_recordset(CAST(?1 AS json)) AS x(ident TEXT, status TEXT,"                  \
 	" update_at INTEGER, response TEXT, response_time INTEGER, last_seq INTEGER,"              \
 	" n_history INTEGER, error_code TEXT, progress_done BIGINT, progress_total BIGINT,"        \

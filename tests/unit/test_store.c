@@ -2620,6 +2620,48 @@ static void test_sends_as_sets(void **state)
 	free(claim.v);
 }
 
+/* PostgreSQL: a device's report that moves its job on from transmited ends the claim of the
+ * job's send with the row's write, the device having had the envelope; the broker's
+ * acknowledgement after finds nothing to end (docs/architecture.md "Claims"). A later move
+ * keeps the claim of a re-send, which its acknowledgement ends. */
+static void test_report_ends_the_send_claim(void **state)
+{
+	struct fixture *f = *state;
+	struct lifecycle lc = {.st = f->st};
+	struct job_new jobs[2];
+	enum store_move res[2];
+	enum rcs_err errs[2];
+	struct job_move m[2];
+
+	if (!store_test_pg())
+		skip(); /* SQLite: one coordinator, no claims on sends */
+	make_group_jobs(f, jobs, 2, "claims", NULL);
+	store_claims_setup(f->st, "node-a", 15);
+	assert_int_equal(store_write(f->st,
+				     "UPDATE jobs SET status = 'transmited', claimed_by = 'node-a',"
+				     " lease_until = 515 WHERE ident = ?1",
+				     NULL, 1, jobs[0].ident),
+			 RCS_OK);
+	assert_int_equal(store_write(f->st,
+				     "UPDATE jobs SET status = 'edge_transmitted', last_seq = 1,"
+				     " claimed_by = 'node-a', lease_until = 515 WHERE ident = ?1",
+				     NULL, 1, jobs[1].ident),
+			 RCS_OK);
+	memset(m, 0, sizeof(m));
+	m[0] = (struct job_move){.ident = jobs[0].ident, .to = JS_EDGE_TRANSMITTED, .seq = 1};
+	m[1] = (struct job_move){.ident = jobs[1].ident, .to = JS_EDGE_STARTED, .seq = 2};
+	m[0].now = m[1].now = 501;
+	assert_int_equal(lifecycle_moves(&lc, m, 2, res, errs), RCS_OK);
+	for (size_t i = 0; i < 2; i++) {
+		assert_int_equal(errs[i], RCS_OK);
+		assert_int_equal(res[i], STORE_MOVE_APPLIED);
+	}
+	assert_int_equal(claimed_by(f, jobs[0].ident, "node-a"), 0);
+	assert_int_equal(job_column(f, jobs[0].ident, "lease_until"), -1);
+	assert_int_equal(claimed_by(f, jobs[1].ident, "node-a"), 1);
+	assert_int_equal(job_column(f, jobs[1].ident, "lease_until"), 515);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -2648,6 +2690,7 @@ int main(void)
 #endif
 	    cmocka_unit_test_setup_teardown(test_sets_overlapping_batches, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_sends_as_sets, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_report_ends_the_send_claim, setup, teardown),
 #ifdef RCS_WITH_POSTGRES
 	    cmocka_unit_test_setup_teardown(test_pg_moves_are_hot, setup, teardown),
 #endif
