@@ -29,6 +29,9 @@
 /* queued envelopes a round of the worker sends at most: between rounds it applies the
  * reports received, whatever the size of a bulk send (docs/coordinator.md) */
 #define BRIDGE_SEND_ROUND 2048
+/* a look at the due jobs that found only jobs of the own queue: the next after this long
+ * while that queue still holds jobs (bridge_send_ready) */
+#define BRIDGE_LOOK_QUEUED_S 5
 
 struct bridge_send {
 	const struct bridge_link *link;
@@ -52,6 +55,7 @@ struct bridge_send {
 	struct bridge_idents acked; /* job idents the broker acknowledged: their claims end */
 
 	struct bridge_envelopes *env; /* built here */
+	int64_t look_after;           /* the worker's: bridge_send_ready */
 };
 
 struct bridge_send *bridge_send_new(const struct bridge_link *l, int64_t resend_after,
@@ -502,24 +506,43 @@ static bool bridge_leave_queued(struct bridge_send *s, struct store_idents *ids)
 	return m > 0;
 }
 
+static bool bridge_queue_holds(struct bridge_send *s)
+{
+	bool holds;
+
+	pthread_mutex_lock(&s->lock);
+	holds = s->out.ids.n > s->out_off;
+	pthread_mutex_unlock(&s->lock);
+	return holds;
+}
+
 /* Publishes the pending jobs that are due, for one device (or all online devices), but
- * those its own queue holds. */
+ * those its own queue holds. While that queue still sends what the last look at all devices
+ * found, and that look found nothing else, the next waits BRIDGE_LOOK_QUEUED_S: with
+ * 100,000 jobs due, each look sorts every pending job (BENCHMARKS.md section 25). */
 void bridge_send_ready(struct bridge_send *s, const char *entity_ident, int64_t now)
 {
 	struct store *st = s->link->st;
 	struct store_idents ids;
 	size_t n;
-	bool left;
+	bool left, look = true, only_queued = false;
 
+	if (entity_ident == NULL)
+		look = now >= s->look_after || !bridge_queue_holds(s);
 	do {
+		if (!look)
+			break;
 		if (store_jobs_ready(st, entity_ident, now, BRIDGE_RESYNC_LIMIT, &ids) != RCS_OK)
 			return;
 		n = ids.n;
 		/* left in the queue, they would come back first: the next look goes on */
 		left = bridge_leave_queued(s, &ids);
+		only_queued = left && ids.n == 0;
 		bridge_publish_idents(s, &ids, false);
 		store_idents_free(&ids);
 	} while (n == BRIDGE_RESYNC_LIMIT && !left && mqttc_connected(s->link->mq));
+	if (entity_ident == NULL && look)
+		s->look_after = only_queued ? now + BRIDGE_LOOK_QUEUED_S : 0;
 	/* the envelopes of a coordinator that stopped before the broker took them */
 	if (entity_ident == NULL && s->link->claims &&
 	    store_jobs_orphaned(st, now, BRIDGE_RESYNC_LIMIT, &ids) == RCS_OK) {
