@@ -525,7 +525,7 @@ void bridge_send_ready(struct bridge_send *s, const char *entity_ident, int64_t 
 	struct store *st = s->link->st;
 	struct store_idents ids;
 	size_t n;
-	bool left, look = true, only_queued = false;
+	bool left = false, look = true, only_queued = false;
 
 	if (entity_ident == NULL)
 		look = now >= s->look_after || !bridge_queue_holds(s);

@@ -1654,9 +1654,10 @@ class EventFeedStuckTest(ProxiedTest):
 class StaleResendWaitsForReportsTest(ProxiedTest):
     """A broker that acknowledges the coordinator's events slowly (a proxy passes their
     PUBACKs on one each 0.7 s, well inside the 2 s after which the feed counts as stuck): the
-    devices' reports wait for the event feed (events_backlog) for longer than --resend-after. Their jobs have no news in the database all that time,
-    yet the news is in the coordinator's own queue: the re-send of jobs without news waits
-    for it (docs/mqtt.md, "Delivery guarantees"), and each device gets its envelope once.
+    devices' reports wait for the event feed (events_backlog) for longer than
+    --resend-after. Their jobs have no news in the database all that time, yet the news is
+    in the coordinator's own queue: the re-send of jobs without news waits for it
+    (docs/mqtt.md, "Delivery guarantees"), and each device gets its envelope once.
     Sent again, every job of a loaded coordinator adds four reports to its load (at 100,000
     devices it re-sent half the fleet).
 
