@@ -1813,6 +1813,10 @@ def scenario_clock_jump(run, **_):
         sim.poke(7)
         time.sleep(0.7)
     run.check(fired_within([e], 30, poke=True), "E: did not fire")
+    # every scheduled job ends before F holds the devices' workers: a job held silent gets
+    # its envelope again after resend_after, which F wants for its own job only
+    h.wait_for(lambda: all(api.get("/jobs/" + j).json["status"] == "terminated"
+                           for j in scheduled), timeout=30, what="A to E terminated")
 
     # F: the clock goes back while a device is silent on a job: the re-send of its envelope
     # (resend_after, docs/mqtt.md) must go on
