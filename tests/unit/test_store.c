@@ -2164,12 +2164,17 @@ static void test_pg_moves_are_hot(void **state)
 		assert_true(stage1_scans(f) > scans);
 	}
 	make_group_jobs(f, jobs, 3, "hot-pending", NULL);
-	scans = index_scans(f, "jobs_pending");
+	/* the look at every due job walks the waiting jobs alone in ident order (migration 16);
+	 * the look at one device's goes through an index of the waiting jobs too (which one is
+	 * the planner's choice on three rows) */
+	scans = index_scans(f, "jobs_due");
 	assert_int_equal(store_jobs_ready(f->st, NULL, 500, 10, &ids), RCS_OK);
 	store_idents_free(&ids);
+	assert_true(index_scans(f, "jobs_due") > scans);
+	scans = index_scans(f, "jobs_pending") + index_scans(f, "jobs_due");
 	assert_int_equal(store_jobs_ready(f->st, f->dev[1], 500, 10, &ids), RCS_OK);
 	store_idents_free(&ids);
-	assert_true(index_scans(f, "jobs_pending") >= scans + 2);
+	assert_true(index_scans(f, "jobs_pending") + index_scans(f, "jobs_due") > scans);
 	scans = index_scans(f, "jobs_ttl");
 	assert_int_equal(store_jobs_expired(f->st, 500, 10, &ids), RCS_OK);
 	store_idents_free(&ids);

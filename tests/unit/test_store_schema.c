@@ -68,15 +68,15 @@ static const char *const exact_pg[] = {
     " current_schema()::regnamespace ORDER BY proname",
 };
 
-/* The indexes of jobs that PostgreSQL's migration 13 makes partial on its own column stage
- * (the exact dumps hold both engines' definitions). */
+/* The indexes of jobs that PostgreSQL's migrations 15 and 16 make partial on its own column
+ * stage (the exact dumps hold both engines' definitions). */
 #define JOBS_STAGE_INDEXES                                                                         \
 	"('jobs_status', 'jobs_pending', 'jobs_sched', 'jobs_unacked', 'jobs_inflight',"           \
-	" 'jobs_stale', 'jobs_ttl')"
+	" 'jobs_stale', 'jobs_ttl', 'jobs_due')"
 
 /* The schema in the engines' common terms (PostgreSQL's own tables left out: the chunks of
  * artifacts and their uploads, migration 9; and the column stage of jobs and the indexes of
- * jobs on it, migration 13): tables, columns (name, type, whether NULL is refused, a key's
+ * jobs on it, migrations 15 and 16): tables, columns (name, type, whether NULL is refused, a key's
  * columns refuse it on both), explicit indexes and their columns. */
 static const char *const common_sq[] = {
     "SELECT 'column', m.name, p.name, CASE WHEN p.type IN ('INTEGER', 'BIGINT') THEN 'int'"
@@ -195,10 +195,10 @@ static void test_common(void **state)
 	buf_free(&b);
 }
 
-/* Each engine's schema version counts the migrations it ran: 14 on SQLite, 15 on PostgreSQL
- * (migrations 6 and 15 are PostgreSQL's own; SQLite's are empty, and its count stops at the
- * last one with text for it); a database at 5 on PostgreSQL continues with 6 to 15 and ends
- * with the same schema; opened again, nothing runs. */
+/* Each engine's schema version counts the migrations it ran: 14 on SQLite, 16 on PostgreSQL
+ * (migrations 6, 15 and 16 are PostgreSQL's own; SQLite's are empty, and its count stops at
+ * the last one with text for it); a database at 5 on PostgreSQL continues with 6 to 16 and
+ * ends with the same schema; opened again, nothing runs. */
 static void test_versions(void **state)
 {
 	struct fixture *f = *state;
@@ -206,7 +206,7 @@ static void test_versions(void **state)
 	    store_test_pg() ? "SELECT max(version) FROM schema_version" : "PRAGMA user_version";
 	struct buf b;
 
-	assert_int_equal(store_test_db_int(f->path, version, NULL), store_test_pg() ? 15 : 14);
+	assert_int_equal(store_test_db_int(f->path, version, NULL), store_test_pg() ? 16 : 14);
 	store_close(f->st);
 	f->st = NULL;
 	if (store_test_pg()) {
@@ -216,7 +216,7 @@ static void test_versions(void **state)
 #endif
 	}
 	assert_int_equal(store_open(f->path, &f->st), RCS_OK);
-	assert_int_equal(store_test_db_int(f->path, version, NULL), store_test_pg() ? 15 : 14);
+	assert_int_equal(store_test_db_int(f->path, version, NULL), store_test_pg() ? 16 : 14);
 	dump_all(f->st, exact_sq, N(exact_sq), exact_pg, N(exact_pg), &b);
 	check_vector(&b, store_test_pg() ? "store-schema-postgres.txt" : "store-schema-sqlite.txt");
 	buf_free(&b);
