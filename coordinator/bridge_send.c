@@ -55,7 +55,9 @@ struct bridge_send {
 	struct bridge_idents acked; /* job idents the broker acknowledged: their claims end */
 
 	struct bridge_envelopes *env; /* built here */
-	int64_t look_after;           /* the worker's: bridge_send_ready */
+	/* the worker's, bridge_send_ready: the monotonic ms (bridge_now_ms) before which the look
+	 * at all due jobs, and the one at lapsed claims, are not made */
+	int64_t look_after_ms, orphans_after_ms;
 };
 
 struct bridge_send *bridge_send_new(const struct bridge_link *l, int64_t resend_after,
@@ -506,6 +508,28 @@ static bool bridge_leave_queued(struct bridge_send *s, struct store_idents *ids)
 	return m > 0;
 }
 
+/* The envelopes of a coordinator that stopped before the broker took them: their claims
+ * lapse a lease after they were made, and are looked for each third of the lease (at least
+ * every second), so such a job goes out again within 4/3 of the lease. Each look walks
+ * every job on its way: every second, it was 7 % of PostgreSQL's time in a 100,000-device
+ * send (BENCHMARKS.md section 26). */
+static void bridge_send_orphaned(struct bridge_send *s, int64_t now)
+{
+	struct store *st = s->link->st;
+	struct store_idents ids;
+	int64_t every_ms = store_claim_lease(st) * 1000 / 3;
+
+	if (bridge_now_ms() < s->orphans_after_ms)
+		return;
+	s->orphans_after_ms = bridge_now_ms() + (every_ms > 1000 ? every_ms : 1000);
+	if (store_jobs_orphaned(st, now, BRIDGE_RESYNC_LIMIT, &ids) != RCS_OK)
+		return;
+	if (ids.n > 0)
+		log_info("sending %zu jobs again whose sender's claim lapsed", ids.n);
+	bridge_publish_idents(s, &ids, true);
+	store_idents_free(&ids);
+}
+
 static bool bridge_queue_holds(struct bridge_send *s)
 {
 	bool holds;
@@ -528,7 +552,7 @@ void bridge_send_ready(struct bridge_send *s, const char *entity_ident, int64_t 
 	bool left = false, look = true, only_queued = false;
 
 	if (entity_ident == NULL)
-		look = now >= s->look_after || !bridge_queue_holds(s);
+		look = bridge_now_ms() >= s->look_after_ms || !bridge_queue_holds(s);
 	do {
 		if (!look)
 			break;
@@ -542,15 +566,9 @@ void bridge_send_ready(struct bridge_send *s, const char *entity_ident, int64_t 
 		store_idents_free(&ids);
 	} while (n == BRIDGE_RESYNC_LIMIT && !left && mqttc_connected(s->link->mq));
 	if (entity_ident == NULL && look)
-		s->look_after = only_queued ? now + BRIDGE_LOOK_QUEUED_S : 0;
-	/* the envelopes of a coordinator that stopped before the broker took them */
-	if (entity_ident == NULL && s->link->claims &&
-	    store_jobs_orphaned(st, now, BRIDGE_RESYNC_LIMIT, &ids) == RCS_OK) {
-		if (ids.n > 0)
-			log_info("sending %zu jobs again whose sender's claim lapsed", ids.n);
-		bridge_publish_idents(s, &ids, true);
-		store_idents_free(&ids);
-	}
+		s->look_after_ms = only_queued ? bridge_now_ms() + BRIDGE_LOOK_QUEUED_S * 1000 : 0;
+	if (entity_ident == NULL && s->link->claims)
+		bridge_send_orphaned(s, now);
 }
 
 /*

@@ -657,8 +657,8 @@ static enum rcs_err pg_value(struct store *st, const char *sql, long long *v)
 }
 
 /* Connects to url with the session settings as connection parameters, so that PQreset
- * keeps them (a SET would be gone after a reconnect): UTF-8, and read-only transactions
- * for a reader. */
+ * keeps them (a SET would be gone after a reconnect): UTF-8, read-only transactions for a
+ * reader, no parallel workers for the writer. */
 /* Settings a URL may give and otherwise gets: a server that stops answering (packets
  * dropped, no reset) is given up within seconds rather than the kernel's minutes, so a
  * reconnect under the store's lock or the LISTEN thread's connect never hangs for long. */
@@ -671,13 +671,17 @@ static const char *const pg_defaults[][2] = {
 
 /*
  * A connection to the database of url: its parameters as the URL gives them, UTF-8, the
- * defaults above where the URL is silent, and for a reader transactions read-only, added to
- * the URL's own `options` (a search_path given there holds for readers too).
+ * defaults above where the URL is silent, and added to the URL's own `options` (a
+ * search_path given there holds for every connection): for a reader transactions
+ * read-only; for the writer no parallel workers. The writer's statements are short and
+ * keyed, and the few a planner runs in parallel (the look at the due jobs of a large send)
+ * took twice the CPU that way on the machines of BENCHMARKS.md section 26.
  */
 static PGconn *pg_connect(const char *url, bool read_only)
 {
 	const char *keys[PG_CONN_KEYS], *vals[PG_CONN_KEYS];
-	const char *ro = "-c default_transaction_read_only=on";
+	const char *extra = read_only ? "-c default_transaction_read_only=on"
+				      : "-c max_parallel_workers_per_gather=0";
 	PQconninfoOption *info = PQconninfoParse(url, NULL);
 	char *options = NULL;
 	bool given[PG_N_DEFAULTS] = {false};
@@ -697,13 +701,13 @@ static PGconn *pg_connect(const char *url, bool read_only)
 		for (size_t i = 0; i < PG_N_DEFAULTS; i++)
 			if (strcmp(o->keyword, pg_defaults[i][0]) == 0)
 				given[i] = true;
-		if (strcmp(o->keyword, "options") == 0 && read_only) {
-			size_t len = strlen(o->val) + strlen(ro) + 2;
+		if (strcmp(o->keyword, "options") == 0) {
+			size_t len = strlen(o->val) + strlen(extra) + 2;
 
 			options = malloc(len);
 			if (options == NULL)
 				goto out;
-			snprintf(options, len, "%s %s", o->val, ro);
+			snprintf(options, len, "%s %s", o->val, extra);
 			continue;
 		}
 		if (n + PG_N_DEFAULTS + 3 >= PG_CONN_KEYS)
@@ -714,8 +718,7 @@ static PGconn *pg_connect(const char *url, bool read_only)
 	for (size_t i = 0; i < PG_N_DEFAULTS; i++)
 		if (!given[i])
 			keys[n] = pg_defaults[i][0], vals[n++] = pg_defaults[i][1];
-	if (read_only)
-		keys[n] = "options", vals[n++] = options ? options : ro;
+	keys[n] = "options", vals[n++] = options ? options : extra;
 	keys[n] = vals[n] = NULL;
 	c = PQconnectdbParams(keys, vals, 0);
 out:

@@ -392,9 +392,14 @@ const char *store_claim_node(const struct store *st)
 	return st->claim_node;
 }
 
+int64_t store_claim_lease(const struct store *st)
+{
+	return st->claim_lease > 0 ? st->claim_lease : STORE_LEASE_DEFAULT;
+}
+
 long long store_claim_until(const struct store *st, int64_t now)
 {
-	return now + (st->claim_lease > 0 ? st->claim_lease : STORE_LEASE_DEFAULT);
+	return now + store_claim_lease(st);
 }
 
 bool store_shared(const struct store *st)

@@ -379,8 +379,15 @@ static void test_readers(void **state)
 	store_reader_put(f->st, r1);
 }
 
+/* A statement that fails (division by zero) unless the connection starts no parallel
+ * workers (store_pg.c, pg_connect) */
+#define NO_PARALLEL_WORKERS                                                                        \
+	"SELECT 1 / CASE WHEN current_setting('max_parallel_workers_per_gather') = '0' THEN 1"     \
+	" ELSE 0 END"
+
 /* PostgreSQL: a URL's own options (a schema of the database's other than public) hold for
- * the readers as for the writer; readers stay read-only. */
+ * the readers as for the writer; readers stay read-only; the writer starts no parallel
+ * workers. */
 static void test_readers_keep_url_options(void **state)
 {
 	struct fixture *f = *state;
@@ -413,6 +420,9 @@ static void test_readers_keep_url_options(void **state)
 	assert_string_equal(a.user, "alt");
 	assert_int_not_equal(store_device_insert(r, root, ident, "r", "[]", 100), RCS_OK);
 	store_reader_put(st, r);
+	/* the writer runs no parallel plans, with the URL's options as without them */
+	assert_int_equal(store_write(st, NO_PARALLEL_WORKERS, NULL, 0), RCS_OK);
+	assert_int_equal(store_write(f->st, NO_PARALLEL_WORKERS, NULL, 0), RCS_OK);
 	store_close(st);
 #else
 	(void)url, (void)ident, (void)hash, (void)root, (void)st, (void)r, (void)a, (void)f;
