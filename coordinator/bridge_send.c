@@ -56,8 +56,8 @@ struct bridge_send {
 
 	struct bridge_envelopes *env; /* built here */
 	/* the worker's, bridge_send_ready: the monotonic ms (bridge_now_ms) before which the look
-	 * at all due jobs, and the one at lapsed claims, are not made */
-	int64_t look_after_ms, orphans_after_ms;
+	 * at all due jobs is not made while the own queue holds jobs */
+	int64_t look_after_ms;
 };
 
 struct bridge_send *bridge_send_new(const struct bridge_link *l, int64_t resend_after,
@@ -464,11 +464,6 @@ void bridge_publish_idents(struct bridge_send *s, const struct store_idents *ide
 
 /* ---- the worker's sends ---- */
 
-static int bridge_ident_cmp(const void *a, const void *b)
-{
-	return strcmp(a, b);
-}
-
 /* Leaves out of ids (sorted) the jobs this coordinator's own queue holds (bridge_send_queue):
  * its rounds send them. Without this, a look at the due jobs during a bulk send read and
  * locked most of the send's jobs a second time, to find them sent. True when any was left
@@ -496,9 +491,9 @@ static bool bridge_leave_queued(struct bridge_send *s, struct store_idents *ids)
 	if (!in_order)
 		pthread_mutex_unlock(&s->lock);
 	if (sorted != NULL)
-		qsort(sorted, m, sizeof(*sorted), bridge_ident_cmp);
+		qsort(sorted, m, sizeof(*sorted), store_ident_cmp);
 	for (size_t i = 0; i < ids->n; i++)
-		if (m == 0 || bsearch(ids->v[i], q, m, sizeof(*q), bridge_ident_cmp) == NULL)
+		if (m == 0 || bsearch(ids->v[i], q, m, sizeof(*q), store_ident_cmp) == NULL)
 			memmove(ids->v[k++], ids->v[i], sizeof(ids->v[i]));
 	if (in_order)
 		pthread_mutex_unlock(&s->lock);
@@ -506,28 +501,6 @@ static bool bridge_leave_queued(struct bridge_send *s, struct store_idents *ids)
 	m = ids->n - k;
 	ids->n = k;
 	return m > 0;
-}
-
-/* The envelopes of a coordinator that stopped before the broker took them: their claims
- * lapse a lease after they were made, and are looked for each third of the lease (at least
- * every second), so such a job goes out again within 4/3 of the lease. Each look walks
- * every job on its way: every second, it was 7 % of PostgreSQL's time in a 100,000-device
- * send (BENCHMARKS.md section 26). */
-static void bridge_send_orphaned(struct bridge_send *s, int64_t now)
-{
-	struct store *st = s->link->st;
-	struct store_idents ids;
-	int64_t every_ms = store_claim_lease(st) * 1000 / 3;
-
-	if (bridge_now_ms() < s->orphans_after_ms)
-		return;
-	s->orphans_after_ms = bridge_now_ms() + (every_ms > 1000 ? every_ms : 1000);
-	if (store_jobs_orphaned(st, now, BRIDGE_RESYNC_LIMIT, &ids) != RCS_OK)
-		return;
-	if (ids.n > 0)
-		log_info("sending %zu jobs again whose sender's claim lapsed", ids.n);
-	bridge_publish_idents(s, &ids, true);
-	store_idents_free(&ids);
 }
 
 static bool bridge_queue_holds(struct bridge_send *s)
@@ -567,8 +540,14 @@ void bridge_send_ready(struct bridge_send *s, const char *entity_ident, int64_t 
 	} while (n == BRIDGE_RESYNC_LIMIT && !left && mqttc_connected(s->link->mq));
 	if (entity_ident == NULL && look)
 		s->look_after_ms = only_queued ? bridge_now_ms() + BRIDGE_LOOK_QUEUED_S * 1000 : 0;
-	if (entity_ident == NULL && s->link->claims)
-		bridge_send_orphaned(s, now);
+	/* the envelopes of a coordinator that stopped before the broker took them */
+	if (entity_ident == NULL && s->link->claims &&
+	    store_jobs_orphaned(st, now, BRIDGE_RESYNC_LIMIT, &ids) == RCS_OK) {
+		if (ids.n > 0)
+			log_info("sending %zu jobs again whose sender's claim lapsed", ids.n);
+		bridge_publish_idents(s, &ids, true);
+		store_idents_free(&ids);
+	}
 }
 
 /*

@@ -686,6 +686,11 @@ enum rcs_err store_db_size(struct store *st, long long *bytes)
 			     NULL, NULL, NULL, store_row_int, bytes);
 }
 
+int store_ident_cmp(const void *a, const void *b)
+{
+	return strcmp(a, b);
+}
+
 void store_idents_free(struct store_idents *ids)
 {
 	if (ids == NULL)

@@ -108,6 +108,8 @@ struct store_idents {
 	size_t n;
 };
 void store_idents_free(struct store_idents *ids);
+/* Orders two idents of a store_idents' v (qsort, bsearch). */
+int store_ident_cmp(const void *a, const void *b);
 /* The database's size in bytes. */
 enum rcs_err store_db_size(struct store *st, long long *bytes);
 

@@ -15,11 +15,6 @@
 
 /* ---- the transport's and scheduler's queries ---- */
 
-static int ident_cmp(const void *a, const void *b)
-{
-	return strcmp(a, b);
-}
-
 /*
  * Claims the jobs of an inner query of job idents (one text column, bound by (text, now,
  * int64, limit) as ?1 to ?4) for this node until now + lease (docs/architecture.md
@@ -73,7 +68,7 @@ static enum rcs_err store_idents_query(struct store *st, const char *sql, const 
 		out->n++;
 	}
 	if (err == RCS_OK && out->n > 1)
-		qsort(out->v, out->n, sizeof(*out->v), ident_cmp);
+		qsort(out->v, out->n, sizeof(*out->v), store_ident_cmp);
 out:
 	store_stmt_done(st, s);
 	store_unlock(st);
@@ -392,14 +387,9 @@ const char *store_claim_node(const struct store *st)
 	return st->claim_node;
 }
 
-int64_t store_claim_lease(const struct store *st)
-{
-	return st->claim_lease > 0 ? st->claim_lease : STORE_LEASE_DEFAULT;
-}
-
 long long store_claim_until(const struct store *st, int64_t now)
 {
-	return now + store_claim_lease(st);
+	return now + (st->claim_lease > 0 ? st->claim_lease : STORE_LEASE_DEFAULT);
 }
 
 bool store_shared(const struct store *st)

@@ -68,8 +68,6 @@ enum rcs_err store_next_wakeup(struct store *st, int64_t now, int64_t *next);
 #define STORE_LEASE_DEFAULT 15 /* seconds */
 /* The node id claims are made under and the lease (seconds; <= 0: the default). */
 void store_claims_setup(struct store *st, const char *node, int64_t lease);
-/* The lease claims are made for (seconds). */
-int64_t store_claim_lease(const struct store *st);
 /* Whether other coordinators may share the database (PostgreSQL). */
 bool store_shared(const struct store *st);
 /* Claims one job for this node (its first send, in the move's transaction). */

@@ -2652,10 +2652,10 @@ static void test_report_ends_the_send_claim(void **state)
 				     " claimed_by = 'node-a', lease_until = 515 WHERE ident = ?1",
 				     NULL, 1, jobs[1].ident),
 			 RCS_OK);
-	memset(m, 0, sizeof(m));
-	m[0] = (struct job_move){.ident = jobs[0].ident, .to = JS_EDGE_TRANSMITTED, .seq = 1};
-	m[1] = (struct job_move){.ident = jobs[1].ident, .to = JS_EDGE_STARTED, .seq = 2};
-	m[0].now = m[1].now = 501;
+	m[0] = (struct job_move){
+	    .ident = jobs[0].ident, .to = JS_EDGE_TRANSMITTED, .seq = 1, .now = 501};
+	m[1] =
+	    (struct job_move){.ident = jobs[1].ident, .to = JS_EDGE_STARTED, .seq = 2, .now = 501};
 	assert_int_equal(lifecycle_moves(&lc, m, 2, res, errs), RCS_OK);
 	for (size_t i = 0; i < 2; i++) {
 		assert_int_equal(errs[i], RCS_OK);
