@@ -776,7 +776,7 @@ void store_job_list_free(struct store_job_list *l)
 	l->n = 0;
 }
 
-/* On PostgreSQL the stage of a status filter (migration 13), for the index on (client_root,
+/* On PostgreSQL the stage of a status filter (migration 15), for the index on (client_root,
  * stage, ident); NULL on SQLite or for no status. */
 static const char *jobs_list_stage(const struct store *st, const char *status)
 {

@@ -167,7 +167,7 @@ enum rcs_err store_jobs_unacked(struct store *st, const char *entity_ident, int6
 #define STALE_EXP_PG(n) "(CAST(1 AS int8) << CAST(" n " AS int4))"
 /* on PostgreSQL the in-flight jobs sent before ?2 - ?3 (implied by the conditions above: a
  * job's last send is at most its time of last send or move), which jobs_stale finds without
- * reading every job on its way (migration 13) */
+ * reading every job on its way (migration 15) */
 #define STALE_STAGE_PG JOBS_STAGE_INFLIGHT_PG("j.") " AND coalesce(j.sent_at, 0) <= ?2 - ?3"
 
 enum rcs_err store_jobs_stale(struct store *st, int64_t now, int64_t after, size_t limit,

@@ -2084,7 +2084,7 @@ static long long stage1_scans(struct fixture *f)
 	       index_scans(f, "jobs_unacked");
 }
 
-/* On PostgreSQL a job's moves on the device are HOT updates (migration 13: no index of jobs
+/* On PostgreSQL a job's moves on the device are HOT updates (migration 15: no index of jobs
  * names a column they change), so a batch of reports writes no index entry; and the
  * transport's and scheduler's reads still find their rows through the partial indexes
  * (docs/coordinator.md, "The jobs table on PostgreSQL"), seen per index in

@@ -76,8 +76,8 @@ static const char *const exact_pg[] = {
 
 /* The schema in the engines' common terms (PostgreSQL's own tables left out: the chunks of
  * artifacts and their uploads, migration 9; and the column stage of jobs and the indexes of
- * jobs on it, migrations 15 and 16): tables, columns (name, type, whether NULL is refused, a key's
- * columns refuse it on both), explicit indexes and their columns. */
+ * jobs on it, migrations 15 and 16): tables, columns (name, type, whether NULL is refused, a
+ * key's columns refuse it on both), explicit indexes and their columns. */
 static const char *const common_sq[] = {
     "SELECT 'column', m.name, p.name, CASE WHEN p.type IN ('INTEGER', 'BIGINT') THEN 'int'"
     " WHEN p.type IN ('TEXT', 'BLOB') THEN 'text' ELSE p.type END, CASE WHEN p.\"notnull\""
