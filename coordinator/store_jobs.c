@@ -588,8 +588,9 @@ enum rcs_err store_jobs_create(struct store *st, const struct job_batch *b)
 		if (err != RCS_OK)
 			goto out;
 	}
-	/* every row first, then their history: the history's foreign key is checked against
-	 * jobs as analysed after the rows went in (jobs_analyze) */
+	/* every row first, then their history: on SQLite the history's foreign key is checked
+	 * against the rows; on PostgreSQL jobs is analysed once they are in (jobs_analyze), so
+	 * that the statements that read it next are planned for its new size */
 	for (int pass = 0; pass < 2; pass++) {
 		if (pass == 1) {
 			err = jobs_analyze(st, b->n);

@@ -29,8 +29,9 @@ static inline bool store_test_pg(void)
 }
 
 /* A PostgreSQL database taken back to schema 5, as a coordinator of that time left it: what
- * migrations 7 to 9 and 11 to 15 added goes (6 and 10 are safe to run again; 15 took the
- * job indexes to the stage column, whose old forms come back). */
+ * migrations 7 to 9 and 11 to 16 added goes (6 and 10 are safe to run again; 15 took the
+ * job indexes to the stage column, whose old forms come back; the foreign keys 17 drops
+ * come back). */
 #define STORE_TEST_PG_REWIND_TO_5                                                                  \
 	"UPDATE schema_version SET version = 5;"                                                   \
 	" ALTER TABLE devices DROP COLUMN state_ts;"                                               \
@@ -58,7 +59,11 @@ static inline bool store_test_pg(void)
 	" status = 'edge_transmitted' OR status = 'edge_started' OR"                               \
 	" status = 'edge_running');"                                                               \
 	" CREATE INDEX jobs_ttl ON jobs(expires_at) WHERE expires_at IS NOT NULL AND"              \
-	" status IN ('pending', 'transmited')"
+	" status IN ('pending', 'transmited');"                                                    \
+	" ALTER TABLE job_history ADD FOREIGN KEY (job_ident) REFERENCES jobs(ident);"             \
+	" ALTER TABLE jobs ADD FOREIGN KEY (client_root) REFERENCES tenants(client_root),"         \
+	" ADD FOREIGN KEY (group_ident) REFERENCES groups(ident), ADD FOREIGN KEY"                 \
+	" (task_ident, task_version) REFERENCES task_versions(task_ident, version)"
 
 #ifdef RCS_WITH_POSTGRES
 /* Runs sql on the database of url; false on an error (printed). */
