@@ -4,7 +4,8 @@
  * agent's version; a device back online gets its jobs (bridge_catch_up). paho's threads
  * queue the messages (bridge_apply_queue, under the lock); the worker applies them in
  * batches, BRIDGE_BATCH a transaction. On PostgreSQL the reports whose jobs another
- * coordinator's transaction holds wait, in order, for the worker's next round (held).
+ * coordinator's transaction holds, or whose job's report before them is not applied yet,
+ * wait, in order, for the worker's next round (held).
  */
 #include "bridge_int.h"
 
@@ -28,7 +29,8 @@
 
 struct in_msg {
 	struct in_msg *next;
-	int64_t held_at; /* when its job was first found held elsewhere (ms, 0: never) */
+	int64_t held_at; /* when it was first held (ms, 0: never): its job's row held
+			  * elsewhere, or its job's report before it not applied yet */
 	bool held;       /* found so in this round: kept for the next */
 	struct proto_topic topic;
 	size_t len;
@@ -176,7 +178,9 @@ static void bridge_apply_keep_held(struct bridge_apply *a, struct in_msg *batch)
 	a->n_held = n;
 	pthread_mutex_unlock(&a->lock);
 	if (n > 0)
-		log_debug("%zu device reports wait for job rows another coordinator holds", n);
+		log_debug("%zu device reports wait for job rows another coordinator holds, or"
+			  " for their jobs' reports before them",
+			  n);
 }
 
 size_t bridge_apply_waiting(struct bridge_apply *a)
@@ -430,9 +434,10 @@ static void bridge_set_free(struct bridge_set *b)
 	free(b->err);
 }
 
-/* A report held elsewhere for BRIDGE_HELD_MAX_MS (m->held_at: since when) is applied alone,
- * waiting for its job's row, so that a row held for long (a long transaction of another
- * coordinator) cannot keep it back for good; before the batch's set, so a job's later
+/* A report held for BRIDGE_HELD_MAX_MS (m->held_at: since when; its job's row held elsewhere,
+ * or an earlier report of its job not applied yet) is applied alone, waiting for its job's
+ * row, so that a row held for long (a long transaction of another coordinator) or a report
+ * that never comes cannot keep it back for good; before the batch's set, so a job's later
  * reports in the set still come after it. */
 static bool bridge_held_too_long(const struct in_msg *m, int64_t now)
 {
@@ -450,10 +455,9 @@ static bool bridge_set_make(struct bridge_apply *a, struct bridge_set *b, struct
 	memset(b, 0, sizeof(*b));
 	for (struct in_msg *m = list; m; m = m->next)
 		if (bridge_held_too_long(m, now)) {
-			log_info(
-			    "job %s: its row was held elsewhere for %lld ms: applying its report"
-			    " alone",
-			    m->topic.job, (long long)(now - m->held_at));
+			log_info("job %s: its report waited %lld ms (its row held elsewhere, or its"
+				 " job's report before it not applied): applying it alone",
+				 m->topic.job, (long long)(now - m->held_at));
 			bridge_apply_report(a, m, false);
 			m->held_at = -1; /* done */
 		}

@@ -1526,6 +1526,19 @@ enum rcs_err store_fold_job(struct store *st, const char *ident, struct job_rec 
 	return store_job_rec_dup(&r->j.rec, out);
 }
 
+bool store_fold_seq_gap(struct store *st, const struct job_move *m)
+{
+	struct fold_row *r;
+
+	if (m->seq <= 0 || st->fold == NULL || !st->fold->on || !st->fold->sets ||
+	    (r = fold_find(st->fold, m->ident)) == NULL)
+		return false;
+	if ((m->entity_ident != NULL && strcmp(r->j.rec.entity_ident, m->entity_ident) != 0) ||
+	    (m->client_root != NULL && strcmp(r->j.rec.client_root, m->client_root) != 0))
+		return false; /* refused by its move, at once */
+	return !status_is_terminal(r->j.rec.status) && m->seq > r->j.last_seq + 1;
+}
+
 /* Forgets the fold's rows; write: writes those moved first (stops at an error). */
 static enum rcs_err fold_out(struct store *st, bool write)
 {

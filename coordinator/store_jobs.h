@@ -268,6 +268,12 @@ enum rcs_err store_fold_prefetch_sends(struct store *st, const char *const *iden
  * its device's presence as store_fold_prefetch_sends read it (*online 1 or 0; -1: not read).
  * RCS_ERR_NOTFOUND: the fold does not hold the job (or no fold is on). */
 enum rcs_err store_fold_job(struct store *st, const char *ident, struct job_rec *out, int *online);
+/* In a fold of sets: whether m, a device's report (seq > 0), skips a report of its job that
+ * is not applied yet (its seq beyond the job's last applied one + 1) while the job is on its
+ * way. With several coordinators the broker hands a job's reports to any of them, and the one
+ * before may be in another's batch: the caller applies this one after it (docs/coordinator.md,
+ * "Reports as sets"). False when the fold does not hold the job's row. */
+bool store_fold_seq_gap(struct store *st, const struct job_move *m);
 enum rcs_err store_fold_flush(struct store *st);
 enum rcs_err store_fold_end(struct store *st, bool write);
 /* The fold's rows no longer say what the database holds (a savepoint inside the fold was

@@ -9,7 +9,10 @@ $share/rcs-coordinators/...; a bulk send (by tag) to scripted devices ends with 
 terminated, and each report the devices sent was received by exactly one coordinator: the
 coordinators' rcs_mqtt_reports_received_total add up to the reports sent, both received
 some, and the (job, seq) pairs their --debug logs show applied are disjoint and together all
-of them. Job events still come at QoS 1 (--events-qos's default). Both stop cleanly.
+of them. Job events still come at QoS 1 (--events-qos's default). Devices that send a job's
+four reports at once have them split between the two coordinators and out of order between
+them; every job's history still holds all four, in the device's order (docs/coordinator.md,
+"Reports as sets": a report waits for the one numbered before it). Both stop cleanly.
 
 Started again with --mqtt-shared-subscriptions no (same node ids; their clean sessions
 ended with their connections, so nothing of the shared group is left), each coordinator receives every report of the next bulk send.
@@ -142,12 +145,15 @@ class Node:
 @unittest.skipUnless(pg_server.available(), "PostgreSQL's server is not installed")
 class SharedSubscriptionTest(unittest.TestCase):
     DEVICES = 6
+    FAST = 16  # devices that send a job's reports without a pause
+    DEVICE_STATUSES = ["edge_transmitted", "edge_started", "edge_running", "terminated"]
 
     @classmethod
     def setUpClass(cls):
         cls.workdir = tempfile.mkdtemp(prefix="rcs-shared-")
         cls.nodes = []
         cls.devices = []
+        cls.fast = []
         cls.broker = None
         cls.addClassCleanup(cls._cleanup)
         cls.broker = Mosquitto(cls.workdir).start()
@@ -160,13 +166,20 @@ class SharedSubscriptionTest(unittest.TestCase):
             n.coord.start()
         cls.admin = first[0].coord.api(cls.key)
         cls.task = cls.admin.post("/tasks", {"name": "shared", "script": "echo"}).json
-        cls.tag = "shared-" + uuid.uuid4().hex[:8]
-        for i in range(cls.DEVICES):
-            r = cls.admin.post("/devices", {"name": "d%d" % i, "tags": [cls.tag]})
+        cls.tag = cls.add_devices("shared", cls.DEVICES, CountingDevice, cls.devices)
+        cls.fast_tag = cls.add_devices("fast", cls.FAST, FakeDevice, cls.fast)
+
+    @classmethod
+    def add_devices(cls, name, n, kind, into):
+        """n devices of kind (started) with a new tag of their own, which it returns."""
+        tag = "%s-%s" % (name, uuid.uuid4().hex[:8])
+        for i in range(n):
+            r = cls.admin.post("/devices", {"name": "%s%d" % (name, i), "tags": [tag]})
             assert r.status == 201, r
-            d = CountingDevice(cls.broker, cls.client_root, r.json["entity_ident"])
-            cls.devices.append(d)
+            d = kind(cls.broker, cls.client_root, r.json["entity_ident"])
+            into.append(d)
             d.start()
+        return tag
 
     @classmethod
     def start_nodes(cls, extra):
@@ -177,7 +190,7 @@ class SharedSubscriptionTest(unittest.TestCase):
 
     @classmethod
     def _cleanup(cls):
-        for d in cls.devices:
+        for d in cls.devices + cls.fast:
             try:
                 d.client.loop_stop()
             except Exception:
@@ -227,6 +240,29 @@ class SharedSubscriptionTest(unittest.TestCase):
         self.assertEqual([n.metric("rcs_mqtt_reports_received_total") for n in nodes], got)
         return got
 
+    def check_histories_in_order(self, n1, n2):
+        """Sends to the devices that report without pausing: a job's four reports go to
+        either coordinator, message by message, and come to them out of order; each job's
+        history holds every report, in seq order."""
+        r = self.admin.post("/tasks/%s/jobs/tags" % self.task["ident"], {"tag": self.fast_tag})
+        self.assertEqual(r.status, 201, r)
+        idents = [j["ident"] for j in r.json["items"]]
+        self.assertEqual(len(idents), self.FAST)
+        wait_for(lambda: all(self.admin.get("/jobs/" + i).json["status"] == "terminated"
+                             for i in idents), timeout=60, what="the fast devices' jobs ended")
+        split = 0
+        a1, a2 = n1.applied(), n2.applied()
+        for i in idents:
+            items = self.admin.get("/jobs/%s/history?per_page=100" % i).json["items"]
+            got = [h["status"] for h in reversed(items) if h["status"] in self.DEVICE_STATUSES]
+            self.assertEqual(got, self.DEVICE_STATUSES, "job %s: history %r" % (
+                i, [h["status"] for h in reversed(items)]))
+            split += len({(i, k) for k in range(1, 5)} & a1) not in (0, 4)
+        self.assertEqual({(i, k) for i in idents for k in range(1, 5)} - (a1 | a2), set())
+        note("in order: %d jobs, %d of them with reports on both coordinators" % (
+            len(idents), split))
+        self.assertGreater(split, 0, "no job had its reports split between the coordinators")
+
     def test_a_shared_then_plain(self):
         n1, n2 = self.nodes[:2]
         for n in (n1, n2):
@@ -252,6 +288,7 @@ class SharedSubscriptionTest(unittest.TestCase):
         self.assertEqual(a1 & a2, set(), "reports received by both coordinators")
         self.assertEqual(a1 | a2, set(sent))
         note("shared: %d reports, received %r" % (len(sent), got))
+        self.check_histories_in_order(n1, n2)
         for n in (n1, n2):
             self.assertEqual(n.coord.stop(), 0, n.coord.read_log())
 

@@ -1985,6 +1985,20 @@ static long long history_count(struct fixture *f, const char *job)
 				 job);
 }
 
+/* n jobs of a new group: jobs[sent] reported edge_transmitted (seq 1), jobs[2] cancelled; a
+ * tenant ident of none in other, each job's history count in h. */
+static void sets_jobs(struct fixture *f, struct job_new *jobs, size_t n, const char *name,
+		      size_t sent, char *other, long long *h)
+{
+	make_group_jobs(f, jobs, n, name, NULL);
+	assert_int_equal(uuid_v7(other), RCS_OK);
+	assert_int_equal(move(f, jobs[sent].ident, JS_EDGE_TRANSMITTED, 1, NULL),
+			 STORE_MOVE_APPLIED);
+	assert_int_equal(move(f, jobs[2].ident, JS_CANCELLED, 0, NULL), STORE_MOVE_APPLIED);
+	for (size_t i = 0; i < n; i++)
+		h[i] = history_count(f, jobs[i].ident);
+}
+
 /* A batch that mixes a job's three reports, a duplicate seq, a report on a cancelled job, one
  * for another tenant's job and one for no job: each gets what it would alone, once. */
 static void test_sets_mixed_batch(void **state)
@@ -1997,13 +2011,8 @@ static void test_sets_mixed_batch(void **state)
 	enum store_move res[8];
 	enum rcs_err errs[8];
 
-	make_group_jobs(f, jobs, 4, "mixed", NULL);
-	assert_int_equal(uuid_v7(other), RCS_OK);
+	sets_jobs(f, jobs, 4, "mixed", 1, other, h);
 	assert_int_equal(uuid_v7(nojob), RCS_OK);
-	assert_int_equal(move(f, jobs[1].ident, JS_EDGE_TRANSMITTED, 1, NULL), STORE_MOVE_APPLIED);
-	assert_int_equal(move(f, jobs[2].ident, JS_CANCELLED, 0, NULL), STORE_MOVE_APPLIED);
-	for (size_t i = 0; i < 4; i++)
-		h[i] = history_count(f, jobs[i].ident);
 	{
 		struct job_move m[8] = {
 		    {.ident = jobs[0].ident, .to = JS_EDGE_TRANSMITTED, .seq = 1},
@@ -2380,6 +2389,93 @@ static void test_sends_leave_held_rows(void **state)
 }
 #endif
 
+/* With several coordinators the broker hands a job's reports to any of them: a batch with a
+ * report whose seq skips one not applied yet leaves it and the job's later ones (RCS_ERR_BUSY,
+ * nothing written), applies the rest; once the report before it is applied (by the other
+ * coordinator's batch), it is applied too, and the job's history holds every report. A job
+ * the coordinator ended, a report of another device and a report in order are not left
+ * (docs/coordinator.md, "Reports as sets"). On SQLite (one coordinator) reports are applied
+ * as they come. */
+static void test_sets_wait_for_earlier_reports(void **state)
+{
+	struct fixture *f = *state;
+	struct lifecycle lc = {.st = f->st};
+	struct job_new jobs[3];
+	char other[UUID_STR_LEN];
+	enum store_move res[5];
+	enum rcs_err errs[5];
+	long long h[3];
+	char sql[160];
+
+	if (!store_test_pg())
+		skip();
+	sets_jobs(f, jobs, 3, "gaps", 0, other, h);
+	{
+		/* one coordinator's batch: job 0's seq 2 and 3 went to the other one */
+		struct job_move m[5] = {
+		    {.ident = jobs[0].ident, .to = JS_TERMINATED, .seq = 4, .now = 310},
+		    {.ident = jobs[1].ident, .to = JS_EDGE_TRANSMITTED, .seq = 1, .now = 310},
+		    {.ident = jobs[2].ident, .to = JS_EDGE_RUNNING, .seq = 3, .now = 310},
+		    {.ident = jobs[1].ident,
+		     .to = JS_EDGE_STARTED,
+		     .seq = 3,
+		     .entity_ident = other,
+		     .now = 310},
+		    {.ident = jobs[1].ident, .to = JS_EDGE_STARTED, .seq = 2, .now = 310},
+		};
+		const enum rcs_err want_err[5] = {RCS_ERR_BUSY, RCS_OK, RCS_OK, RCS_ERR_NOTFOUND,
+						  RCS_OK};
+		const enum store_move want[5] = {STORE_MOVE_DUPLICATE, STORE_MOVE_APPLIED,
+						 STORE_MOVE_KEPT, STORE_MOVE_DUPLICATE,
+						 STORE_MOVE_APPLIED};
+
+		assert_int_equal(lifecycle_moves(&lc, m, 5, res, errs), RCS_OK);
+		for (size_t i = 0; i < 5; i++) {
+			assert_int_equal(errs[i], want_err[i]);
+			if (errs[i] == RCS_OK)
+				assert_int_equal(res[i], want[i]);
+		}
+		assert_int_equal(history_count(f, jobs[0].ident), h[0]);
+		assert_int_equal(job_column(f, jobs[0].ident, "last_seq"), 1);
+		assert_int_equal(history_count(f, jobs[1].ident), h[1] + 2);
+		assert_int_equal(history_count(f, jobs[2].ident), h[2] + 1);
+		/* the next round, before the other coordinator's batch: left again */
+		assert_int_equal(lifecycle_moves(&lc, m, 1, res, errs), RCS_OK);
+		assert_int_equal(errs[0], RCS_ERR_BUSY);
+		{
+			/* the other coordinator's batch, then this one's round */
+			struct job_move o[2] = {
+			    {.ident = jobs[0].ident, .to = JS_EDGE_STARTED, .seq = 2, .now = 311},
+			    {.ident = jobs[0].ident, .to = JS_EDGE_RUNNING, .seq = 3, .now = 311},
+			};
+
+			assert_int_equal(lifecycle_moves(&lc, o, 2, res, errs), RCS_OK);
+			assert_int_equal(errs[0], RCS_OK);
+			assert_int_equal(errs[1], RCS_OK);
+			assert_int_equal(res[0], STORE_MOVE_APPLIED);
+			assert_int_equal(res[1], STORE_MOVE_APPLIED);
+		}
+		assert_int_equal(lifecycle_moves(&lc, m, 1, res, errs), RCS_OK);
+		assert_int_equal(errs[0], RCS_OK);
+		assert_int_equal(res[0], STORE_MOVE_APPLIED);
+	}
+	{
+		struct job_rec rec;
+
+		assert_int_equal(store_job_rec_get(f->st, jobs[0].ident, &rec), RCS_OK);
+		assert_int_equal(rec.status, JS_TERMINATED);
+		store_job_rec_free(&rec);
+		assert_int_equal(history_count(f, jobs[0].ident), h[0] + 3);
+		assert_int_equal(job_column(f, jobs[0].ident, "last_seq"), 4);
+		/* in the order the device sent them: seq 1 was item h[0] */
+		snprintf(sql, sizeof(sql),
+			 "SELECT count(*) FROM job_history WHERE job_ident = ? AND seq > 0"
+			 " AND n = seq + %lld",
+			 h[0] - 1);
+		assert_int_equal(store_test_db_int(f->path, sql, jobs[0].ident), 4);
+	}
+}
+
 /* Two coordinators apply overlapping batches at once, in opposite orders, each report of a
  * job twice: neither waits on the other for good, every report is applied once. On
  * PostgreSQL the moves of the jobs whose rows the other side held are left (RCS_ERR_BUSY)
@@ -2693,6 +2789,7 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(test_sets_leave_held_rows, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_sends_leave_held_rows, setup, teardown),
 #endif
+	    cmocka_unit_test_setup_teardown(test_sets_wait_for_earlier_reports, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_sets_overlapping_batches, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_sends_as_sets, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_report_ends_the_send_claim, setup, teardown),
