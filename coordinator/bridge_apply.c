@@ -26,19 +26,12 @@
 #define BRIDGE_APPLY_TRIES   5      /* a device message's write, broken off by the database */
 #define BRIDGE_HELD_RETRY_MS 10     /* reports held elsewhere: the next round at the latest */
 #define BRIDGE_HELD_MAX_MS   1000   /* ... and after this, one by one, waiting for the rows */
-/* reports whose job's report before them is not applied yet: tried again BRIDGE_HELD_RETRY_MS
- * later (not in every round: each try reads and locks the job's row, which the other
- * coordinator needs to apply that report), applied as they are after this */
-#define BRIDGE_GAP_MAX_MS 2000
 
 struct in_msg {
 	struct in_msg *next;
-	int64_t held_at;  /* when it was first held (ms, 0: never): its job's row held
-			   * elsewhere, or its job's report before it not applied yet */
-	bool held;        /* found so in this round: kept for the next */
-	bool gap;         /* held last for its job's report before it, not for the row */
-	bool untried;     /* held, not tried in this round (its retry_at to come) */
-	int64_t retry_at; /* a gap: not tried again before then (ms) */
+	int64_t held_at; /* when it was first held (ms, 0: never): its job's row held
+			  * elsewhere, or its job's report before it not applied yet */
+	bool held;       /* found so in this round: kept for the next */
 	struct proto_topic topic;
 	size_t len;
 	char payload[];
@@ -106,8 +99,7 @@ bool bridge_apply_queue(struct bridge_apply *a, const struct proto_topic *t, con
 		return false;
 	m->next = NULL;
 	m->held_at = 0;
-	m->held = m->gap = m->untried = false;
-	m->retry_at = 0;
+	m->held = false;
 	m->topic = *t;
 	m->len = len;
 	memcpy(m->payload, payload, len);
@@ -126,16 +118,16 @@ bool bridge_apply_queue(struct bridge_apply *a, const struct proto_topic *t, con
 	return true;
 }
 
-/* The reports held in the last round, then up to BRIDGE_BATCH messages off the queue, in
- * order (NULL: none). The held ones do not take the room of the queue's: the report a held
- * one waits for may be among those. */
+/* The reports held in the last round, then up to BRIDGE_BATCH messages in all off the queue,
+ * in order (NULL: none). */
 static struct in_msg *bridge_apply_take(struct bridge_apply *a)
 {
 	struct in_msg *batch, *last;
-	size_t n = 0, room = BRIDGE_BATCH;
+	size_t n = 0, room;
 
 	pthread_mutex_lock(&a->lock);
-	batch = a->head;
+	room = a->n_held < BRIDGE_BATCH ? BRIDGE_BATCH - a->n_held : 0;
+	batch = room > 0 ? a->head : NULL;
 	for (last = batch; last && ++n < room; last = last->next)
 		;
 	if (last) {
@@ -175,10 +167,6 @@ static void bridge_apply_keep_held(struct bridge_apply *a, struct in_msg *batch)
 		m->next = NULL;
 		if (m->held_at == 0)
 			m->held_at = now;
-		if (m->untried) /* its retry_at stays */
-			m->untried = false;
-		else /* a row held elsewhere: every round */
-			m->retry_at = m->gap ? now + BRIDGE_HELD_RETRY_MS : 0;
 		if (a->held_tail)
 			a->held_tail->next = m;
 		else
@@ -446,26 +434,19 @@ static void bridge_set_free(struct bridge_set *b)
 	free(b->err);
 }
 
-/* A report held for BRIDGE_HELD_MAX_MS (m->held_at: since when; its job's row held elsewhere)
- * or BRIDGE_GAP_MAX_MS (an earlier report of its job not applied yet) is applied alone,
- * waiting for its job's row, so that a row held for long (a long transaction of another
- * coordinator) or a report that never comes cannot keep it back for good; before the batch's set,
- * so a job's later reports in the set still come after it. */
+/* A report held for BRIDGE_HELD_MAX_MS (m->held_at: since when; its job's row held elsewhere,
+ * or an earlier report of its job not applied yet) is applied alone, waiting for its job's
+ * row, so that a row held for long (a long transaction of another coordinator) or a report
+ * that never comes cannot keep it back for good; before the batch's set, so a job's later
+ * reports in the set still come after it. */
 static bool bridge_held_too_long(const struct in_msg *m, int64_t now)
 {
 	return m->topic.kind == PROTO_STATUS && m->held_at != 0 &&
-	       now - m->held_at >= (m->gap ? BRIDGE_GAP_MAX_MS : BRIDGE_HELD_MAX_MS);
-}
-
-/* Whether m is a report of this round's set: not applied alone already (held_at -1), not
- * waiting for its next try. */
-static bool bridge_in_set(const struct in_msg *m)
-{
-	return m->topic.kind == PROTO_STATUS && m->held_at >= 0 && !m->untried;
+	       now - m->held_at >= BRIDGE_HELD_MAX_MS;
 }
 
 /* The reports of list as moves (those dropped are logged; those held too long applied
- * alone first; those whose next try is to come left): false when out of memory. */
+ * alone first): false when out of memory. */
 static bool bridge_set_make(struct bridge_apply *a, struct bridge_set *b, struct in_msg *list)
 {
 	int64_t now = bridge_now_ms();
@@ -479,11 +460,9 @@ static bool bridge_set_make(struct bridge_apply *a, struct bridge_set *b, struct
 				 m->topic.job, (long long)(now - m->held_at));
 			bridge_apply_report(a, m, false);
 			m->held_at = -1; /* done */
-		} else if (m->topic.kind == PROTO_STATUS && m->held_at > 0 && m->retry_at > now) {
-			m->held = m->untried = true; /* its next try is to come */
 		}
 	for (struct in_msg *m = list; m; m = m->next)
-		n += bridge_in_set(m);
+		n += m->topic.kind == PROTO_STATUS && m->held_at >= 0;
 	if (n == 0)
 		return true;
 	b->m = calloc(n, sizeof(*b->m));
@@ -494,7 +473,8 @@ static bool bridge_set_make(struct bridge_apply *a, struct bridge_set *b, struct
 	if (!b->m || !b->r || !b->mv || !b->res || !b->err)
 		return false;
 	for (struct in_msg *m = list; m; m = m->next)
-		if (bridge_in_set(m) && bridge_report_move(m, &b->r[b->n], &b->mv[b->n]))
+		if (m->topic.kind == PROTO_STATUS && m->held_at >= 0 &&
+		    bridge_report_move(m, &b->r[b->n], &b->mv[b->n]))
 			b->m[b->n++] = m;
 	return true;
 }
@@ -517,7 +497,7 @@ static void bridge_apply_sets(struct bridge_apply *a, struct in_msg *list,
 		bridge_set_free(&b);
 		memset(&b, 0, sizeof(b));
 		for (struct in_msg *m = list; m; m = m->next)
-			if (bridge_in_set(m))
+			if (m->topic.kind == PROTO_STATUS && m->held_at >= 0)
 				bridge_apply_report(a, m, false);
 	}
 	for (int attempt = 0; b.n > 0; attempt++) {
@@ -527,12 +507,9 @@ static void bridge_apply_sets(struct bridge_apply *a, struct in_msg *list,
 			break;
 	}
 	for (size_t i = 0; i < b.n; i++) {
-		if (err == RCS_OK && (b.err[i] == RCS_ERR_BUSY || b.err[i] == RCS_ERR_CONFLICT)) {
-			/* its job's row was held: the next round; or its job's report before
-			 * it is not in yet (CONFLICT): BRIDGE_HELD_RETRY_MS later */
-			b.m[i]->held = true;
-			b.m[i]->gap = b.err[i] == RCS_ERR_CONFLICT;
-		} else if (err == RCS_OK)
+		if (err == RCS_OK && b.err[i] == RCS_ERR_BUSY)
+			b.m[i]->held = true; /* its job's row was held: the next round */
+		else if (err == RCS_OK)
 			bridge_report_after(a, b.m[i], &b.mv[i], b.err[i], b.res[i]);
 		else
 			bridge_apply_report(a, b.m[i], false);

@@ -94,10 +94,9 @@ enum rcs_err lifecycle_move_in_tx(struct lifecycle *lc, const struct job_move *m
  * get each move's result and error (RCS_ERR_NOTFOUND: no such job of m[i]'s tenant or
  * device, nothing written; RCS_ERR_BUSY: on PostgreSQL, another transaction held the job's
  * row (another coordinator's batch), so none of that job's moves was made and nothing
- * written for them: the caller applies them again later, in their order; RCS_ERR_CONFLICT:
- * the report skips one of its job's that is not applied yet (store_fold_seq_gap), so neither
- * it nor the job's later moves in the batch were made: the caller applies them after that
- * one, or as they are when it does not come). Any other error
+ * written for them, or the report skips one of its job's that is not applied yet
+ * (store_fold_seq_gap), so neither it nor the job's later moves in the batch were made: the
+ * caller applies them again later, in their order). Any other error
  * rolls the whole batch back and is returned (RCS_ERR_BUSY: the database broke it off,
  * e.g. a deadlock; apply it again).
  */

@@ -58,10 +58,10 @@ static void lifecycle_ends_free(struct lifecycle_ends *e)
 }
 
 /* lifecycle_moves' moves, in the caller's transaction and set fold, but those of the jobs
- * another transaction holds (held[i]: RCS_ERR_BUSY) and the reports that come before the one
- * preceding them was applied (store_fold_seq_gap: RCS_ERR_CONFLICT), nothing done. Once one
- * of a job's reports is left for a gap, its later ones in the batch are too (their seq is
- * beyond it). The error of one that failed after writing (the batch is rolled back). */
+ * another transaction holds (held[i]) and the reports that come before the one preceding them
+ * was applied (store_fold_seq_gap): RCS_ERR_BUSY, nothing done. Once one of a job's reports is
+ * left so, its later ones in the batch are too (their seq is beyond it). The error of one that
+ * failed after writing (the batch is rolled back). */
 static enum rcs_err lifecycle_moves_each(struct lifecycle *lc, const struct job_move *m, size_t n,
 					 const bool *held, enum store_move *res, enum rcs_err *errs)
 {
@@ -71,7 +71,7 @@ static enum rcs_err lifecycle_moves_each(struct lifecycle *lc, const struct job_
 
 		res[i] = STORE_MOVE_DUPLICATE;
 		if (held[i] || store_fold_seq_gap(lc->st, &m[i])) {
-			errs[i] = held[i] ? RCS_ERR_BUSY : RCS_ERR_CONFLICT;
+			errs[i] = RCS_ERR_BUSY;
 			continue;
 		}
 		memset(&job, 0, sizeof(job));

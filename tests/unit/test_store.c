@@ -2390,12 +2390,12 @@ static void test_sends_leave_held_rows(void **state)
 #endif
 
 /* With several coordinators the broker hands a job's reports to any of them: a batch with a
- * report whose seq skips one not applied yet leaves it and the job's later ones
- * (RCS_ERR_CONFLICT, nothing written) and applies the rest; once the report before it is
- * applied (by the other coordinator's batch), it is applied too, and the job's history holds
- * every report. A job the coordinator ended, a report of another device and a report in order
- * are not left (docs/coordinator.md, "Reports as sets"). On SQLite (one coordinator) reports
- * are applied as they come. */
+ * report whose seq skips one not applied yet leaves it and the job's later ones (RCS_ERR_BUSY,
+ * nothing written), applies the rest; once the report before it is applied (by the other
+ * coordinator's batch), it is applied too, and the job's history holds every report. A job
+ * the coordinator ended, a report of another device and a report in order are not left
+ * (docs/coordinator.md, "Reports as sets"). On SQLite (one coordinator) reports are applied
+ * as they come. */
 static void test_sets_wait_for_earlier_reports(void **state)
 {
 	struct fixture *f = *state;
@@ -2423,8 +2423,8 @@ static void test_sets_wait_for_earlier_reports(void **state)
 		     .now = 310},
 		    {.ident = jobs[1].ident, .to = JS_EDGE_STARTED, .seq = 2, .now = 310},
 		};
-		const enum rcs_err want_err[5] = {RCS_ERR_CONFLICT, RCS_OK, RCS_OK,
-						  RCS_ERR_NOTFOUND, RCS_OK};
+		const enum rcs_err want_err[5] = {RCS_ERR_BUSY, RCS_OK, RCS_OK, RCS_ERR_NOTFOUND,
+						  RCS_OK};
 		const enum store_move want[5] = {STORE_MOVE_DUPLICATE, STORE_MOVE_APPLIED,
 						 STORE_MOVE_KEPT, STORE_MOVE_DUPLICATE,
 						 STORE_MOVE_APPLIED};
@@ -2441,7 +2441,7 @@ static void test_sets_wait_for_earlier_reports(void **state)
 		assert_int_equal(history_count(f, jobs[2].ident), h[2] + 1);
 		/* the next round, before the other coordinator's batch: left again */
 		assert_int_equal(lifecycle_moves(&lc, m, 1, res, errs), RCS_OK);
-		assert_int_equal(errs[0], RCS_ERR_CONFLICT);
+		assert_int_equal(errs[0], RCS_ERR_BUSY);
 		{
 			/* the other coordinator's batch, then this one's round */
 			struct job_move o[2] = {
