@@ -456,7 +456,7 @@ static bool bridge_set_make(struct bridge_apply *a, struct bridge_set *b, struct
 	for (struct in_msg *m = list; m; m = m->next)
 		if (bridge_held_too_long(m, now)) {
 			log_info("job %s: its report waited %lld ms (its row held elsewhere, or its"
-				 " job's report before it not applied): applying it alone",
+				 " job's report before it still to come): applying it alone",
 				 m->topic.job, (long long)(now - m->held_at));
 			bridge_apply_report(a, m, false);
 			m->held_at = -1; /* done */

@@ -790,7 +790,7 @@ class BusyRetryTest(OneCoordinatorTest):
         wait_for(lambda: self.api.get("/devices/" + ent).json.get("online") is False,
                  timeout=10, what="the state applied once the row was free")
         log = self.coord.read_log()
-        self.assertIn("job %s: its row was held elsewhere for" % job["ident"], log)
+        self.assertIn("job %s: its report waited" % job["ident"], log)
         self.assertIn("job %s: the database broke the change off (busy): applying it again"
                       % job["ident"], log)
         self.assertIn("device %s: the database broke the change off (busy): applying it again"
