@@ -817,8 +817,35 @@ class BusyRetryTest(OneCoordinatorTest):
         self.assertEqual(self.history(job), ["initial", "pending", "transmited", "edge_started",
                                              "edge_running", "terminated"])
         log = self.coord.read_log()
-        self.assertNotIn("its row was held elsewhere", log)
+        self.assertNotIn("its report waited", log)
         self.assertNotIn("not applied", log)
+
+
+@unittest.skipUnless(pg_server.available(), "PostgreSQL's server is not installed")
+class SeqGapTest(OneCoordinatorTest):
+    """A report that comes before the one numbered just below it (as when two coordinators'
+    shared subscription splits a job's reports) waits for it and is applied after it; one
+    whose predecessor never comes is applied as it is, alone, after a second
+    (docs/coordinator.md, "Reports as sets"; docs/mqtt.md, seq)."""
+
+    def test_reports_applied_in_seq_order(self):
+        ent, job, topic = self.device_with_job("gap")
+        self.report(topic, job, 1, "edge_transmitted")
+        self.report(topic, job, 3, "edge_running")
+        time.sleep(0.3)  # seq 3 in a batch of its own, most likely
+        self.report(topic, job, 2, "edge_started")
+        want = ["initial", "pending", "transmited", "edge_transmitted", "edge_started",
+                "edge_running"]
+        wait_for(lambda: self.api.get("/jobs/" + job["ident"]).json["status"] ==
+                 "edge_running" and len(self.history(job)) >= len(want), timeout=10,
+                 what="the three reports applied")
+        self.assertEqual(self.history(job), want)
+        # seq 4 never comes: seq 5 is applied all the same
+        self.report(topic, job, 5, "terminated")
+        wait_for(lambda: self.api.get("/jobs/" + job["ident"]).json["status"] == "terminated",
+                 timeout=10, what="the report after a gap applied")
+        self.assertEqual(self.history(job), want + ["terminated"])
+        self.assertIn("job %s: its report waited" % job["ident"], self.coord.read_log())
 
 
 @unittest.skipUnless(pg_server.available(), "PostgreSQL's server is not installed")
