@@ -474,8 +474,10 @@ static bool bridge_set_make(struct bridge_apply *a, struct bridge_set *b, struct
 		return false;
 	for (struct in_msg *m = list; m; m = m->next)
 		if (m->topic.kind == PROTO_STATUS && m->held_at >= 0 &&
-		    bridge_report_move(m, &b->r[b->n], &b->mv[b->n]))
-			b->m[b->n++] = m;
+		    bridge_report_move(m, &b->r[b->n], &b->mv[b->n])) {
+			b->mv[b->n].again = m->held_at > 0; /* its job's row not read while */
+			b->m[b->n++] = m;                   /* its report before it is to come */
+		}
 	return true;
 }
 

@@ -96,9 +96,10 @@ enum rcs_err lifecycle_move_in_tx(struct lifecycle *lc, const struct job_move *m
  * row (another coordinator's batch), so none of that job's moves was made and nothing
  * written for them, or the report skips one of its job's that is not applied yet
  * (store_fold_seq_gap), so neither it nor the job's later moves in the batch were made: the
- * caller applies them again later, in their order). Any other error
- * rolls the whole batch back and is returned (RCS_ERR_BUSY: the database broke it off,
- * e.g. a deadlock; apply it again).
+ * caller applies them again later, in their order, with m[i].again set, so that those that
+ * still skip one are found so without locking their rows: store_jobs_seq_waiting). Any
+ * other error rolls the whole batch back and is returned (RCS_ERR_BUSY: the database broke
+ * it off, e.g. a deadlock; apply it again).
  */
 enum rcs_err lifecycle_moves(struct lifecycle *lc, const struct job_move *m, size_t n,
 			     enum store_move *res, enum rcs_err *errs);

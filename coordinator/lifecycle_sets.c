@@ -89,19 +89,33 @@ enum rcs_err lifecycle_moves(struct lifecycle *lc, const struct job_move *m, siz
 	struct lifecycle_ends ends = {NULL, 0, 0};
 	const char **ids = calloc(n ? n : 1, sizeof(*ids));
 	bool *held = calloc(n ? n : 1, sizeof(*held));
+	bool *wait = calloc(n ? n : 1, sizeof(*wait));
+	size_t *pos = calloc(n ? n : 1, sizeof(*pos));
+	size_t k = 0;
 	enum rcs_err err = RCS_ERR_NOMEM, end;
 
-	if (ids == NULL || held == NULL)
+	if (ids == NULL || held == NULL || wait == NULL || pos == NULL)
 		goto out;
-	for (size_t i = 0; i < n; i++)
-		ids[i] = m[i].ident;
 	err = store_tx_begin(lc->st);
 	if (err != RCS_OK)
 		goto out;
 	store_fold_begin_sets(lc->st);
-	/* the rows another coordinator's batch holds are left to the caller's next round
-	 * rather than waited for (docs/coordinator.md, "Reports as sets") */
-	err = store_fold_prefetch(lc->st, ids, n, held);
+	/* reports that waited for their job's report before them and still do are left
+	 * without reading or locking their rows; the rows another coordinator's batch holds
+	 * are left to the caller's next round rather than waited for (docs/coordinator.md,
+	 * "Reports as sets") */
+	err = store_jobs_seq_waiting(lc->st, m, n, wait);
+	for (size_t i = 0; i < n; i++)
+		if (!wait[i]) {
+			pos[k] = i;
+			ids[k++] = m[i].ident;
+		}
+	if (err == RCS_OK)
+		err = store_fold_prefetch(lc->st, ids, k, held);
+	for (size_t j = k; err == RCS_OK && j-- > 0;) /* held[j] to held[pos[j]], pos[j] >= j */
+		held[pos[j]] = held[j];
+	for (size_t i = 0; err == RCS_OK && i < n; i++)
+		held[i] = held[i] || wait[i];
 	lc->ends = &ends;
 	if (err == RCS_OK)
 		err = lifecycle_moves_each(lc, m, n, held, res, errs);
@@ -117,6 +131,8 @@ enum rcs_err lifecycle_moves(struct lifecycle *lc, const struct job_move *m, siz
 		err = end;
 out:
 	lifecycle_ends_free(&ends);
+	free(pos);
+	free(wait);
 	free(held);
 	free(ids);
 	return err;

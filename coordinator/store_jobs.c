@@ -1539,6 +1539,102 @@ bool store_fold_seq_gap(struct store *st, const struct job_move *m)
 	return !status_is_terminal(r->j.rec.status) && m->seq > r->j.last_seq + 1;
 }
 
+/* A job as store_jobs_seq_waiting reads it, without its row's lock. */
+struct seq_row {
+	char ident[UUID_STR_LEN];
+	char client_root[UUID_STR_LEN];
+	char entity_ident[UUID_STR_LEN];
+	enum job_status status;
+	long long last_seq;
+};
+
+#define SEQ_WAITING_PG                                                                             \
+	"SELECT ident, client_root, entity_ident, status, last_seq FROM jobs WHERE ident ="        \
+	" ANY(ARRAY(SELECT json_array_elements_text(CAST(?1 AS json))))"
+
+static int seq_row_cmp(const void *a, const void *b)
+{
+	return strcmp(((const struct seq_row *)a)->ident, ((const struct seq_row *)b)->ident);
+}
+
+/* Whether m still skips a report of its job as r reads (store_fold_seq_gap's test). */
+static bool seq_row_gap(const struct seq_row *r, const struct job_move *m)
+{
+	if ((m->entity_ident != NULL && strcmp(r->entity_ident, m->entity_ident) != 0) ||
+	    (m->client_root != NULL && strcmp(r->client_root, m->client_root) != 0))
+		return false;
+	return !status_is_terminal(r->status) && m->seq > r->last_seq + 1;
+}
+
+enum rcs_err store_jobs_seq_waiting(struct store *st, const struct job_move *m, size_t n,
+				    bool *wait)
+{
+	struct store_stmt *s = NULL;
+	struct seq_row *rows = NULL;
+	const char **ids = NULL;
+	bool *ask = NULL;
+	json_object *a = NULL;
+	size_t k = 0, nrows = 0;
+	enum rcs_err err = RCS_OK;
+
+	for (size_t i = 0; i < n; i++) {
+		wait[i] = false;
+		k += m[i].again && m[i].seq > 0;
+	}
+	if (k == 0 || st->dialect != STORE_DIALECT_POSTGRES)
+		goto out;
+	ask = calloc(n, sizeof(*ask));
+	ids = calloc(n, sizeof(*ids));
+	rows = calloc(k, sizeof(*rows));
+	if (ask == NULL || ids == NULL || rows == NULL) {
+		err = RCS_ERR_NOMEM;
+		goto out;
+	}
+	for (size_t i = 0; i < n; i++) {
+		ids[i] = m[i].ident;
+		ask[i] = !(m[i].again && m[i].seq > 0); /* fold_idents_json's skip: not asked */
+	}
+	if ((a = fold_idents_json(ids, n, ask)) == NULL) {
+		err = RCS_ERR_NOMEM;
+		goto out;
+	}
+	err = store_stmt(st, SEQ_WAITING_PG, &s);
+	if (err == RCS_OK)
+		store_arg_text(s, 1, jsonu_dump(a, NULL));
+	for (bool row = true; err == RCS_OK && row;) {
+		err = store_next(st, s, "jobs' last reports", &row);
+		if (err != RCS_OK || !row || nrows >= k)
+			continue;
+		store_val_copy(s, 0, rows[nrows].ident, sizeof(rows[nrows].ident));
+		store_val_copy(s, 1, rows[nrows].client_root, sizeof(rows[nrows].client_root));
+		store_val_copy(s, 2, rows[nrows].entity_ident, sizeof(rows[nrows].entity_ident));
+		if (!status_parse(store_val_text(s, 3), &rows[nrows].status))
+			rows[nrows].status = JS_INITIAL;
+		rows[nrows].last_seq = store_val_int(s, 4);
+		nrows++;
+	}
+	store_stmt_done(st, s);
+	if (err != RCS_OK)
+		goto out;
+	qsort(rows, nrows, sizeof(*rows), seq_row_cmp);
+	for (size_t i = 0; i < n; i++) {
+		struct seq_row key, *r;
+
+		if (ask[i] || strlen(m[i].ident) >= sizeof(key.ident))
+			continue;
+		memset(&key, 0, sizeof(key));
+		strcpy(key.ident, m[i].ident);
+		r = bsearch(&key, rows, nrows, sizeof(*rows), seq_row_cmp);
+		wait[i] = r != NULL && seq_row_gap(r, &m[i]);
+	}
+out:
+	json_object_put(a);
+	free(rows);
+	free(ids);
+	free(ask);
+	return err;
+}
+
 /* Forgets the fold's rows; write: writes those moved first (stops at an error). */
 static enum rcs_err fold_out(struct store *st, bool write)
 {

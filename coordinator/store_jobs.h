@@ -202,6 +202,9 @@ struct job_move {
 	/* the scheduler's end of a job whose reboot deadline passed: applied only while the job
 	 * is edge_running and its deadline is at or before now (else STORE_MOVE_DUPLICATE) */
 	bool reboot_timeout;
+	/* a device report held in an earlier round for its job's report before it
+	 * (store_jobs_seq_waiting) */
+	bool again;
 };
 /* What a move did. What follows from it (group tallies, e-mail and webhook records, the
  * group's retry, abort and completion, metrics, the event) is decided by lifecycle.c
@@ -274,6 +277,14 @@ enum rcs_err store_fold_job(struct store *st, const char *ident, struct job_rec 
  * before may be in another's batch: the caller applies this one after it (docs/coordinator.md,
  * "Reports as sets"). False when the fold does not hold the job's row. */
 bool store_fold_seq_gap(struct store *st, const struct job_move *m);
+/* Before a batch of sets (PostgreSQL): wait[i] set for each device report m[i] held in an
+ * earlier round (m[i].again) that still skips a report of its job (store_fold_seq_gap's
+ * test), read in one statement without locking the rows, so that a report waiting for one
+ * in another coordinator's batch neither locks its job's row again at each round nor keeps
+ * that coordinator from it (docs/coordinator.md, "Reports as sets"). No statement when no
+ * m[i].again; on SQLite (one writer, nothing held) never set. */
+enum rcs_err store_jobs_seq_waiting(struct store *st, const struct job_move *m, size_t n,
+				    bool *wait);
 enum rcs_err store_fold_flush(struct store *st);
 enum rcs_err store_fold_end(struct store *st, bool write);
 /* The fold's rows no longer say what the database holds (a savepoint inside the fold was

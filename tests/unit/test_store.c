@@ -2396,6 +2396,9 @@ static void test_sends_leave_held_rows(void **state)
  * the coordinator ended, a report of another device and a report in order are not left
  * (docs/coordinator.md, "Reports as sets"). On SQLite (one coordinator) reports are applied
  * as they come. */
+/* the transaction that last updated or locked a job's row (PostgreSQL) */
+#define XMAX_COL "CAST(CAST(xmax AS text) AS bigint)"
+
 static void test_sets_wait_for_earlier_reports(void **state)
 {
 	struct fixture *f = *state;
@@ -2439,9 +2442,17 @@ static void test_sets_wait_for_earlier_reports(void **state)
 		assert_int_equal(job_column(f, jobs[0].ident, "last_seq"), 1);
 		assert_int_equal(history_count(f, jobs[1].ident), h[1] + 2);
 		assert_int_equal(history_count(f, jobs[2].ident), h[2] + 1);
-		/* the next round, before the other coordinator's batch: left again */
-		assert_int_equal(lifecycle_moves(&lc, m, 1, res, errs), RCS_OK);
-		assert_int_equal(errs[0], RCS_ERR_BUSY);
+		/* the next round, before the other coordinator's batch: left again, found so
+		 * without locking its job's row again (the lock of this batch's transaction
+		 * would leave its id in the row's xmax) */
+		m[0].again = true;
+		{
+			long long xmax = job_column(f, jobs[0].ident, XMAX_COL);
+
+			assert_int_equal(lifecycle_moves(&lc, m, 1, res, errs), RCS_OK);
+			assert_int_equal(errs[0], RCS_ERR_BUSY);
+			assert_int_equal(job_column(f, jobs[0].ident, XMAX_COL), xmax);
+		}
 		{
 			/* the other coordinator's batch, then this one's round */
 			struct job_move o[2] = {
