@@ -24,6 +24,7 @@
 #include "metrics.h"
 #include "store_queues.h"
 
+#define BRIDGE_APPLY_ROUND    4  /* batches of reports a round applies at most */
 #define BRIDGE_EVENTS_WAIT_MS 20 /* events behind (events_backlog): the worker looks again */
 
 struct bridge {
@@ -276,8 +277,15 @@ static void *bridge_worker(void *arg)
 		bool behind = bridge_events_behind(b->events) && !bridge_apply_pressed(b->apply);
 		struct bridge_asked asked = bridge_take_asked(b);
 
-		if (!behind) /* reports wait while the events are behind */
+		/* reports wait while the events are behind; while a bulk send goes out, its
+		 * devices answer each envelope with several reports: a round applies up to
+		 * BRIDGE_APPLY_ROUND batches of them, so that they keep pace with its sends */
+		for (int i = 0; !behind && i < BRIDGE_APPLY_ROUND; i++) {
 			bridge_apply_step(b->apply);
+			if (!bridge_apply_more(b->apply))
+				break;
+			behind = bridge_events_behind(b->events) && !bridge_apply_pressed(b->apply);
+		}
 		/* after the reports: a job a report moved on has no claim left to end */
 		bridge_unclaim(b->send);
 		bridge_send_queued(b->send);

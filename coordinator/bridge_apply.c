@@ -208,6 +208,16 @@ bool bridge_apply_pressed(struct bridge_apply *a)
 	return bridge_apply_queued(a) >= BRIDGE_INBOUND_MAX / 2;
 }
 
+bool bridge_apply_more(struct bridge_apply *a)
+{
+	bool more;
+
+	pthread_mutex_lock(&a->lock);
+	more = a->n >= BRIDGE_BATCH && a->n_held == 0;
+	pthread_mutex_unlock(&a->lock);
+	return more;
+}
+
 int bridge_apply_wait_ms(struct bridge_apply *a)
 {
 	size_t n;

@@ -239,6 +239,9 @@ size_t bridge_apply_queued(struct bridge_apply *a);
 /* Whether the queue is half full or more: past its end the client stops reading from the
  * broker, the acknowledgements of what the coordinator publishes included. */
 bool bridge_apply_pressed(struct bridge_apply *a);
+/* Whether another batch is worth applying in this round: a whole batch of messages is
+ * queued and no report is held for the next round. */
+bool bridge_apply_more(struct bridge_apply *a);
 /* When the held reports should be tried again (ms; -1: none held). */
 int bridge_apply_wait_ms(struct bridge_apply *a);
 
