@@ -151,9 +151,18 @@ class TestDashboard(StackTest):
         return wait_for(lambda: (self.qs(css) or [None])[0], timeout=timeout, interval=0.1,
                         what=what or css)
 
+    def texts(self, css):
+        """The texts of the elements css finds; None when the page drew them anew between
+        the find and the read (a refresh of the page's data): the caller's wait looks again."""
+        from selenium.common.exceptions import StaleElementReferenceException
+        try:
+            return [e.text for e in self.qs(css)]
+        except StaleElementReferenceException:
+            return None
+
     def wait_text(self, css, text, timeout=WAIT):
         def ok():
-            return any(text in e.text for e in self.qs(css))
+            return any(text in t for t in self.texts(css) or [])
         wait_for(ok, timeout=timeout, interval=0.1, what="%r in %s" % (text, css))
 
     def signin(self, key):
@@ -552,7 +561,8 @@ class TestDashboard(StackTest):
         the API's status names with their meaning."""
         self.driver.get(self.ui + "#/groups/" + self.group)
         self.wait_css("table.jobs tbody tr")
-        wait_for(lambda: all(a.text.startswith("site-a-") for a in self.qs("table.jobs a.device")),
+        wait_for(lambda: all(t.startswith("site-a-")
+                             for t in self.texts("table.jobs a.device") or ["stale"]),
                  timeout=WAIT, what="device names in the group's jobs")
         self.assertEqual(len(self.qs("table.jobs a.device")), 6)
         # the API's status names, with plain words as the title
@@ -597,7 +607,7 @@ class TestDashboard(StackTest):
                          ["2.4.1", "<b>x1</b>"])
         # the jobs page names devices too
         self.driver.get(self.ui + "#/jobs")
-        wait_for(lambda: any(a.text == name for a in self.qs("table.jobs a.device")),
+        wait_for(lambda: name in (self.texts("table.jobs a.device") or []),
                  timeout=WAIT, what="a device name on the jobs page")
         # the devices list: search by name, sort by a column
         self.driver.get(self.ui + "#/devices")
