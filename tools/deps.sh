@@ -35,9 +35,10 @@ mosquitto mosquitto-clients curl openssl jq sqlite3 python3"
 # libpq-dev: the coordinator's PostgreSQL backend (--db postgresql://...), built when
 # pkg-config finds libpq (cmake -DWITH_POSTGRES=AUTO, the default; ON requires it, OFF leaves
 # it out: the cross builds, whose sysroots hold no libpq, build without it).
-# Every program the tests call is here or in RUN_PKGS (file: test_agent_qemu.py; postgresql:
+# Every program the tests call is here or in RUN_PKGS (file: test_agent_qemu.py; time: the
+# peak RSS of an rcs upload, test_rcs_cli.py; postgresql:
 # the server the store's .pg tests start as their own, tests/integration/pg_server.py).
-TEST_PKGS="postgresql libcmocka-dev python3-aiosmtpd python3-paho-mqtt python3-prometheus-client prometheus libfaketime file
+TEST_PKGS="postgresql libcmocka-dev python3-aiosmtpd python3-paho-mqtt python3-prometheus-client prometheus libfaketime file time
 qemu-user gcc-aarch64-linux-gnu gcc-arm-linux-gnueabihf
 dpkg-dev lintian debootstrap systemd systemd-container man-db
 chromium chromium-driver python3-selenium"
