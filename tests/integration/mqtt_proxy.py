@@ -43,7 +43,10 @@ class MqttProxy:
     holding it are dropped (withheld counts them); with delay (seconds) set too, they are
     passed on in order, one each delay: a slow broker (delayed counts them).
     drop_to_clean: a topic part; the broker's publishes to topics holding it are dropped on
-    the connections whose CONNECT asked for a clean session (dropped counts them)."""
+    the connections whose CONNECT asked for a clean session (dropped counts them).
+    stall_connects: how many of the next CONNECTs are not passed on, their connections left
+    open and unanswered: a broker that never answers a connect attempt (stalled counts them).
+    levels: the protocol level of every CONNECT seen, in order (4: MQTT 3.1.1, 3: 3.1)."""
 
     def __init__(self, port):
         self.target = port
@@ -55,6 +58,9 @@ class MqttProxy:
         self.delayed = 0
         self.drop_to_clean = None
         self.dropped = 0
+        self.stall_connects = 0
+        self.stalled = 0
+        self.levels = []
         self.lock = threading.Lock()
         self.socks = []
         self.srv = None
@@ -133,6 +139,14 @@ class MqttProxy:
                         if len(body) < 2 + plen + 2:
                             raise ValueError("short CONNECT")  # ends the pair, as a bad length
                         pair["clean"] = bool(body[2 + plen + 1] & 0x02)  # connect flags
+                        with self.lock:
+                            self.levels.append(body[2 + plen])
+                            stall = self.stall_connects > 0
+                            if stall:
+                                self.stall_connects -= 1
+                                self.stalled += 1
+                        if stall:
+                            continue
                     elif not from_client and kind == PUBLISH and pair["clean"] and \
                             self.drop_to_clean:
                         tlen = int.from_bytes(body[:2], "big")

@@ -1607,6 +1607,33 @@ class ProxiedTest(MqttTest):
         return cls.proxy.url
 
 
+class ConnectUnansweredTest(ProxiedTest):
+    """The coordinator's first connect attempt gets no CONNACK (the proxy keeps its CONNECT):
+    the attempt after it, once the connect timeout (5 s) gave up, is MQTT 3.1.1 as well.
+    paho's default version would try 3.1 next, and a 3.1 CONNACK carries no session-present
+    flag, which the coordinator reads to know whether the broker kept its session
+    (docs/mqtt.md, at its top)."""
+
+    @classmethod
+    def coordinator_broker(cls):
+        url = super().coordinator_broker()
+        cls.proxy.stall_connects = 1
+        return url
+
+    def test_every_connect_is_mqtt_3_1_1(self):
+        self.assertEqual(self.proxy.stalled, 1)
+        # the coordinator's two connections (reports and artifacts): the one unanswered may
+        # be either, and the other may connect first
+        wait_for(lambda: len(self.proxy.levels) >= 3, timeout=20,
+                 what="the connect after the unanswered one")
+        self.assertEqual(set(self.proxy.levels), {4}, self.proxy.levels)
+        # and the connection it kept works: a job goes out and ends
+        task = self.class_task(name="level")
+        _, dev = self.online_device("level")
+        job = self.post_job(task, dev.entity)
+        self.wait_job(job["ident"], "terminated", timeout=20)
+
+
 class EventFeedStuckTest(ProxiedTest):
     """A broker that takes the devices' reports but acknowledges none of the events the
     coordinator publishes (here a proxy between them withholds those PUBACKs): once the
