@@ -1557,6 +1557,12 @@ static int seq_row_cmp(const void *a, const void *b)
 	return strcmp(((const struct seq_row *)a)->ident, ((const struct seq_row *)b)->ident);
 }
 
+/* bsearch's comparator: an ident (the key) against a row. */
+static int seq_row_find(const void *ident, const void *row)
+{
+	return strcmp(ident, ((const struct seq_row *)row)->ident);
+}
+
 /* Whether m still skips a report of its job as r reads (store_fold_seq_gap's test). */
 static bool seq_row_gap(const struct seq_row *r, const struct job_move *m)
 {
@@ -1618,13 +1624,11 @@ enum rcs_err store_jobs_seq_waiting(struct store *st, const struct job_move *m, 
 		goto out;
 	qsort(rows, nrows, sizeof(*rows), seq_row_cmp);
 	for (size_t i = 0; i < n; i++) {
-		struct seq_row key, *r;
+		const struct seq_row *r;
 
-		if (ask[i] || strlen(m[i].ident) >= sizeof(key.ident))
+		if (ask[i])
 			continue;
-		memset(&key, 0, sizeof(key));
-		strcpy(key.ident, m[i].ident);
-		r = bsearch(&key, rows, nrows, sizeof(*rows), seq_row_cmp);
+		r = bsearch(m[i].ident, rows, nrows, sizeof(*rows), seq_row_find);
 		wait[i] = r != NULL && seq_row_gap(r, &m[i]);
 	}
 out:
