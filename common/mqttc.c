@@ -350,7 +350,7 @@ static int mqttc_on_message(void *ctx, char *topic, int topic_len, MQTTAsync_mes
 		MQTTAsync_free(topic);
 	}
 	mqttc_cb_leave(m);
-	return done ? 1 : 0; /* 0: paho hands it to us again later */
+	return done ? 1 : 0; /* 0: paho hands it back with the next packet it reads */
 }
 
 static void mqttc_on_delivered(void *ctx, MQTTAsync_token token)

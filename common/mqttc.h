@@ -6,7 +6,10 @@
  * Callbacks run on paho's threads: keep them short. on_connected runs after
  * every successful (re)connect, with the broker's session-present flag: the
  * caller subscribes and re-publishes its state there. on_message returns
- * false to have paho deliver the message again later (back-pressure).
+ * false to have paho deliver the message again later: no back-pressure, as
+ * paho acknowledged it as it read it and reads on, and it hands a refused
+ * message back only as the next packet arrives on the connection (one a
+ * packet): for a message that cannot be taken at all (out of memory).
  */
 #ifndef RCS_MQTTC_H
 #define RCS_MQTTC_H

@@ -271,9 +271,8 @@ static void *bridge_worker(void *arg)
 	for (;;) {
 		int64_t now = (int64_t)time(NULL);
 		int wait_ms = bridge_reports_step(b->subs); /* -1: nothing to wait for there */
-		/* reports wait for the event feed, but not once they fill half their queue: the
-		 * feed's acknowledgements come on the connection that queue's end would stop
-		 * (docs/coordinator.md, "Bulk sends") */
+		/* reports wait for the event feed, but not once 100,000 are queued: a slow feed
+		 * would keep them in memory without end (docs/coordinator.md, "Bulk sends") */
 		bool behind = bridge_events_behind(b->events) && !bridge_apply_pressed(b->apply);
 		struct bridge_asked asked = bridge_take_asked(b);
 

@@ -21,11 +21,12 @@
 #include "store_devices.h"
 #include "store_queues.h"
 
-#define BRIDGE_BATCH         1000   /* inbound messages per transaction */
-#define BRIDGE_INBOUND_MAX   200000 /* queued inbound messages before back-pressure */
-#define BRIDGE_APPLY_TRIES   5      /* a device message's write, broken off by the database */
-#define BRIDGE_HELD_RETRY_MS 10     /* reports held elsewhere: the next round at the latest */
-#define BRIDGE_HELD_MAX_MS   1000   /* ... and after this, one by one, waiting for the rows */
+#define BRIDGE_BATCH 1000 /* inbound messages per transaction */
+/* queued inbound messages from which the reports no longer wait for the event feed */
+#define BRIDGE_INBOUND_PRESSED 100000
+#define BRIDGE_APPLY_TRIES     5    /* a device message's write, broken off by the database */
+#define BRIDGE_HELD_RETRY_MS   10   /* reports held elsewhere: the next round at the latest */
+#define BRIDGE_HELD_MAX_MS     1000 /* ... and after this, one by one, waiting for the rows */
 
 struct in_msg {
 	struct in_msg *next;
@@ -88,12 +89,11 @@ bool bridge_apply_queue(struct bridge_apply *a, const struct proto_topic *t, con
 {
 	struct in_msg *m;
 
-	pthread_mutex_lock(&a->lock);
-	if (a->n >= BRIDGE_INBOUND_MAX) {
-		pthread_mutex_unlock(&a->lock);
-		return false; /* back-pressure: paho delivers it again later */
-	}
-	pthread_mutex_unlock(&a->lock);
+	/* taken whatever the queue's length: paho acknowledged the message to the broker as it
+	 * read it and reads on whatever this answers, so a message refused here would wait in
+	 * paho's own list, which hands one back only as the next packet arrives on the
+	 * connection: after a send's last report, until the re-send of jobs without news
+	 * (docs/coordinator.md, "Bulk sends") */
 	m = malloc(sizeof(*m) + len + 1);
 	if (m == NULL)
 		return false;
@@ -205,7 +205,7 @@ size_t bridge_apply_queued(struct bridge_apply *a)
 
 bool bridge_apply_pressed(struct bridge_apply *a)
 {
-	return bridge_apply_queued(a) >= BRIDGE_INBOUND_MAX / 2;
+	return bridge_apply_queued(a) >= BRIDGE_INBOUND_PRESSED;
 }
 
 bool bridge_apply_more(struct bridge_apply *a)

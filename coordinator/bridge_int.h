@@ -225,7 +225,8 @@ struct bridge_apply *bridge_apply_new(const struct bridge_link *l, struct bridge
 /* Frees the messages left too. */
 void bridge_apply_free(struct bridge_apply *a);
 /* paho's thread: a status report or state message (topic t, checked) queued for the
- * worker; false when it cannot be now (back-pressure: paho delivers it again later). */
+ * worker, however many are queued; false only when out of memory (paho hands it again with
+ * the next packet it reads). */
 bool bridge_apply_queue(struct bridge_apply *a, const struct proto_topic *t, const void *payload,
 			size_t len);
 /* The worker: applies a batch of the queued messages, the reports held in its last round
@@ -236,8 +237,8 @@ void bridge_apply_step(struct bridge_apply *a);
 size_t bridge_apply_waiting(struct bridge_apply *a);
 /* How many messages are queued (held ones apart). */
 size_t bridge_apply_queued(struct bridge_apply *a);
-/* Whether the queue is half full or more: past its end the client stops reading from the
- * broker, the acknowledgements of what the coordinator publishes included. */
+/* Whether 100,000 messages or more are queued: the reports no longer wait for the event
+ * feed then, so that a slow feed cannot keep them in memory without end. */
 bool bridge_apply_pressed(struct bridge_apply *a);
 /* Whether another batch is worth applying in this round: a whole batch of messages is
  * queued and no report is held for the next round. */
