@@ -8,8 +8,8 @@
  * caller subscribes and re-publishes its state there. on_message returns
  * false to have paho deliver the message again later: no back-pressure, as
  * paho acknowledged it as it read it and reads on, and it hands a refused
- * message back only as the next packet arrives on the connection (one a
- * packet): for a message that cannot be taken at all (out of memory).
+ * message back only as a next packet arrives on the connection, one per
+ * packet: for a message that cannot be taken at all (out of memory).
  */
 #ifndef RCS_MQTTC_H
 #define RCS_MQTTC_H
