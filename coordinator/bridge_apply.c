@@ -22,6 +22,9 @@
 #include "store_queues.h"
 
 #define BRIDGE_BATCH 1000 /* inbound messages per transaction */
+/* bytes of queued inbound messages (their payloads and records) past which more are dropped */
+#define BRIDGE_INBOUND_MAX_BYTES (512 * 1024 * 1024)
+#define BRIDGE_DROP_WARN_MS      10000 /* the dropped messages' warning, at most this often */
 /* queued inbound messages from which the reports no longer wait for the event feed */
 #define BRIDGE_INBOUND_PRESSED 100000
 #define BRIDGE_APPLY_TRIES     5    /* a device message's write, broken off by the database */
@@ -44,6 +47,9 @@ struct bridge_apply {
 	pthread_mutex_t lock;
 	struct in_msg *head, *tail;
 	size_t n;
+	size_t bytes, max_bytes;    /* queued (bridge_apply_msg_bytes) and the ceiling */
+	unsigned long long dropped; /* past the ceiling, since the last warning */
+	int64_t warned_ms;          /* that warning's time (bridge_now_ms; 0: none yet) */
 	/* the worker's: reports whose jobs another coordinator's transaction held, in order,
 	 * applied again before any message queued since (docs/coordinator.md, "Reports as
 	 * sets"); n_held is also read under the lock */
@@ -59,8 +65,16 @@ struct bridge_apply *bridge_apply_new(const struct bridge_link *l, struct bridge
 		return NULL;
 	a->link = l;
 	a->send = s;
+	a->max_bytes = BRIDGE_INBOUND_MAX_BYTES;
 	pthread_mutex_init(&a->lock, NULL);
 	return a;
+}
+
+void bridge_apply_limit(struct bridge_apply *a, size_t max_bytes)
+{
+	pthread_mutex_lock(&a->lock);
+	a->max_bytes = max_bytes;
+	pthread_mutex_unlock(&a->lock);
 }
 
 static void bridge_msgs_free(struct in_msg *m)
@@ -84,17 +98,50 @@ void bridge_apply_free(struct bridge_apply *a)
 
 /* ---- the queue ---- */
 
+/* What a queued message takes: its record and payload. */
+static size_t bridge_apply_msg_bytes(size_t len)
+{
+	return sizeof(struct in_msg) + len + 1;
+}
+
+/* Past the ceiling: the message is dropped, and said so at most every BRIDGE_DROP_WARN_MS.
+ * Under a->lock. */
+static void bridge_apply_drop(struct bridge_apply *a, const struct proto_topic *t)
+{
+	int64_t now = bridge_now_ms();
+
+	a->dropped++;
+	if (a->warned_ms != 0 && now - a->warned_ms < BRIDGE_DROP_WARN_MS)
+		return;
+	log_warnx("%llu device message(s) dropped, the last on job %s of device %s: %zu bytes"
+		  " of them wait to be applied already; the re-send of jobs without news"
+		  " (resend_after) asks their devices again",
+		  a->dropped, t->job[0] ? t->job : "-", t->entity_ident, a->bytes);
+	a->dropped = 0;
+	a->warned_ms = now;
+}
+
 bool bridge_apply_queue(struct bridge_apply *a, const struct proto_topic *t, const void *payload,
 			size_t len)
 {
+	size_t need = bridge_apply_msg_bytes(len);
 	struct in_msg *m;
+	bool full;
 
-	/* taken whatever the queue's length: paho acknowledged the message to the broker as it
-	 * read it and reads on whatever this answers, so a message refused here would wait in
-	 * paho's own list, which hands one back only as the next packet arrives on the
-	 * connection: after a send's last report, until the re-send of jobs without news
-	 * (docs/coordinator.md, "Bulk sends") */
-	m = malloc(sizeof(*m) + len + 1);
+	/* never refused: paho acknowledged the message to the broker as it read it and reads on
+	 * whatever this answers, so a message refused here would wait in paho's own list,
+	 * which hands one back only as the next packet arrives on the connection (after a
+	 * send's last report, until the re-send of jobs without news). Past the ceiling it is
+	 * dropped instead, and that re-send asks its device again (docs/coordinator.md, "Bulk
+	 * sends") */
+	pthread_mutex_lock(&a->lock);
+	full = a->bytes + need > a->max_bytes;
+	if (full)
+		bridge_apply_drop(a, t);
+	pthread_mutex_unlock(&a->lock);
+	if (full)
+		return true;
+	m = malloc(need);
 	if (m == NULL)
 		return false;
 	m->next = NULL;
@@ -111,6 +158,7 @@ bool bridge_apply_queue(struct bridge_apply *a, const struct proto_topic *t, con
 		a->head = m;
 	a->tail = m;
 	a->n++;
+	a->bytes += need;
 	pthread_mutex_unlock(&a->lock);
 	if (t->kind == PROTO_STATUS)
 		metrics_mqtt_report_in();
@@ -139,6 +187,8 @@ static struct in_msg *bridge_apply_take(struct bridge_apply *a)
 	if (a->head == NULL)
 		a->tail = NULL;
 	a->n -= batch ? n : 0;
+	for (struct in_msg *m = batch; m; m = m->next)
+		a->bytes -= bridge_apply_msg_bytes(m->len);
 	if (a->held != NULL) {
 		a->held_tail->next = batch;
 		batch = a->held;

@@ -224,9 +224,12 @@ struct bridge_apply;
 struct bridge_apply *bridge_apply_new(const struct bridge_link *l, struct bridge_send *s);
 /* Frees the messages left too. */
 void bridge_apply_free(struct bridge_apply *a);
+/* The ceiling of the queue, in bytes of messages (512 MiB unless set). */
+void bridge_apply_limit(struct bridge_apply *a, size_t max_bytes);
 /* paho's thread: a status report or state message (topic t, checked) queued for the
- * worker, however many are queued; false only when out of memory (paho hands it again with
- * the next packet it reads). */
+ * worker, however many are queued, or dropped (a warning) when the queue holds its ceiling
+ * already; false only when out of memory (paho hands it again with the next packet it
+ * reads). */
 bool bridge_apply_queue(struct bridge_apply *a, const struct proto_topic *t, const void *payload,
 			size_t len);
 /* The worker: applies a batch of the queued messages, the reports held in its last round
